@@ -1,0 +1,95 @@
+// ApiService: the gpupool v1 API as a plain C++ interface over the protobuf messages.
+//
+// The gRPC handlers (api/grpc/) and the REST gateway (api/rest/) are thin adapters over this one
+// interface: they authenticate, convert the wire format, call a method here and convert the
+// reply. The implementation (api/service_impl.h) validates input, converts to the scheduler's
+// domain types (api/convert.h) and posts to the scheduler core. Nothing here knows of gRPC or
+// HTTP, so both faces behave identically by construction.
+//
+// Calls are asynchronous: each method returns at once and later calls `done` exactly once, from
+// any thread. A Status that is not OK carries a message naming the offending field or object;
+// the adapters map its code to a gRPC status or an HTTP status in one place each.
+//
+// Streams (WatchJob, GetTaskLogs) call `on_item` zero or more times, then `done` once. The
+// returned Cancel function stops the stream early (after it, no more callbacks start); it may be
+// called from any thread, more than once, and after `done`.
+//
+// Thread safety: implementations are thread-safe.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "base/status.h"
+#include "gpupool/v1/jobs.pb.h"
+#include "gpupool/v1/pools.pb.h"
+
+namespace gpupool::api {
+
+namespace v1 = ::gpupool::v1;
+
+// Who is calling, as established by the adapter from its credentials.
+struct CallContext {
+  // Tenant path or admin name the caller authenticated as; empty when auth is disabled.
+  std::string principal;
+  // Admins may manage pools and nodes and act for any tenant.
+  bool admin = true;
+};
+
+template <typename T>
+using Reply = std::function<void(Status, T)>;
+using Cancel = std::function<void()>;
+
+class ApiService {
+ public:
+  virtual ~ApiService() = default;
+
+  // Jobs.
+  virtual void SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& req,
+                         Reply<v1::SubmitJobResponse> done) = 0;
+  virtual void GetJob(const CallContext& ctx, const v1::GetJobRequest& req,
+                      Reply<v1::Job> done) = 0;
+  virtual void ListJobs(const CallContext& ctx, const v1::ListJobsRequest& req,
+                        Reply<v1::ListJobsResponse> done) = 0;
+  virtual void CancelJob(const CallContext& ctx, const v1::CancelJobRequest& req,
+                         Reply<v1::Job> done) = 0;
+  virtual Cancel WatchJob(const CallContext& ctx, const v1::WatchJobRequest& req,
+                          std::function<void(const v1::JobEvent&)> on_item,
+                          std::function<void(Status)> done) = 0;
+  virtual Cancel GetTaskLogs(const CallContext& ctx, const v1::GetTaskLogsRequest& req,
+                             std::function<void(const v1::TaskLogChunk&)> on_item,
+                             std::function<void(Status)> done) = 0;
+
+  // Pools (admin).
+  virtual void CreatePool(const CallContext& ctx, const v1::CreatePoolRequest& req,
+                          Reply<v1::Pool> done) = 0;
+  virtual void GetPool(const CallContext& ctx, const v1::GetPoolRequest& req,
+                       Reply<v1::Pool> done) = 0;
+  virtual void ListPools(const CallContext& ctx, const v1::ListPoolsRequest& req,
+                         Reply<v1::ListPoolsResponse> done) = 0;
+  virtual void UpdatePool(const CallContext& ctx, const v1::UpdatePoolRequest& req,
+                          Reply<v1::Pool> done) = 0;
+  virtual void DeletePool(const CallContext& ctx, const v1::DeletePoolRequest& req,
+                          Reply<v1::DeletePoolResponse> done) = 0;
+
+  // Nodes (admin).
+  virtual void ListNodes(const CallContext& ctx, const v1::ListNodesRequest& req,
+                         Reply<v1::ListNodesResponse> done) = 0;
+  virtual void GetNode(const CallContext& ctx, const v1::GetNodeRequest& req,
+                       Reply<v1::Node> done) = 0;
+  virtual void CordonNode(const CallContext& ctx, const v1::NodeActionRequest& req,
+                          Reply<v1::Node> done) = 0;
+  virtual void UncordonNode(const CallContext& ctx, const v1::NodeActionRequest& req,
+                            Reply<v1::Node> done) = 0;
+  virtual void DrainNode(const CallContext& ctx, const v1::NodeActionRequest& req,
+                         Reply<v1::Node> done) = 0;
+
+  // Catalog.
+  virtual void ListGpuModels(const CallContext& ctx, const v1::ListGpuModelsRequest& req,
+                             Reply<v1::ListGpuModelsResponse> done) = 0;
+
+  // Health for /readyz: OK once state is recovered and the database answers.
+  virtual Status Ready() const = 0;
+};
+
+}  // namespace gpupool::api

@@ -1,0 +1,98 @@
+#include "scheduler/model.h"
+
+#include <array>
+#include <charconv>
+#include <utility>
+
+namespace gpupool {
+namespace {
+
+template <typename E, size_t N>
+std::string_view NameOf(const std::array<std::pair<E, std::string_view>, N>& table, E v) {
+  for (const auto& [e, name] : table) {
+    if (e == v) return name;
+  }
+  return "UNKNOWN";
+}
+
+template <typename E, size_t N>
+std::optional<E> Parse(const std::array<std::pair<E, std::string_view>, N>& table,
+                       std::string_view s) {
+  for (const auto& [e, name] : table) {
+    if (name == s) return e;
+  }
+  return std::nullopt;
+}
+
+constexpr std::array<std::pair<JobState, std::string_view>, 5> kJobStates{{
+    {JobState::kPending, "PENDING"},
+    {JobState::kRunning, "RUNNING"},
+    {JobState::kSucceeded, "SUCCEEDED"},
+    {JobState::kFailed, "FAILED"},
+    {JobState::kCancelled, "CANCELLED"},
+}};
+constexpr std::array<std::pair<TaskState, std::string_view>, 8> kTaskStates{{
+    {TaskState::kPending, "PENDING"},
+    {TaskState::kScheduled, "SCHEDULED"},
+    {TaskState::kRunning, "RUNNING"},
+    {TaskState::kSucceeded, "SUCCEEDED"},
+    {TaskState::kFailed, "FAILED"},
+    {TaskState::kCancelled, "CANCELLED"},
+    {TaskState::kPreempted, "PREEMPTED"},
+    {TaskState::kLost, "LOST"},
+}};
+constexpr std::array<std::pair<Visibility, std::string_view>, 2> kVisibilities{{
+    {Visibility::kPublic, "PUBLIC"},
+    {Visibility::kPrivate, "PRIVATE"},
+}};
+constexpr std::array<std::pair<SharingMode, std::string_view>, 3> kSharingModes{{
+    {SharingMode::kExclusive, "EXCLUSIVE"},
+    {SharingMode::kFractional, "FRACTIONAL"},
+    {SharingMode::kTimeSliced, "TIME_SLICED"},
+}};
+constexpr std::array<std::pair<NodeState, std::string_view>, 4> kNodeStates{{
+    {NodeState::kReady, "READY"},
+    {NodeState::kNotReady, "NOT_READY"},
+    {NodeState::kCordoned, "CORDONED"},
+    {NodeState::kDraining, "DRAINING"},
+}};
+
+}  // namespace
+
+std::string_view ToString(JobState s) { return NameOf(kJobStates, s); }
+std::string_view ToString(TaskState s) { return NameOf(kTaskStates, s); }
+std::string_view ToString(Visibility v) { return NameOf(kVisibilities, v); }
+std::string_view ToString(SharingMode m) { return NameOf(kSharingModes, m); }
+std::string_view ToString(NodeState s) { return NameOf(kNodeStates, s); }
+std::optional<JobState> ParseJobState(std::string_view s) { return Parse(kJobStates, s); }
+std::optional<TaskState> ParseTaskState(std::string_view s) { return Parse(kTaskStates, s); }
+std::optional<Visibility> ParseVisibility(std::string_view s) { return Parse(kVisibilities, s); }
+std::optional<SharingMode> ParseSharingMode(std::string_view s) {
+  return Parse(kSharingModes, s);
+}
+std::optional<NodeState> ParseNodeState(std::string_view s) { return Parse(kNodeStates, s); }
+
+bool IsTerminal(TaskState s) {
+  return s == TaskState::kSucceeded || s == TaskState::kFailed || s == TaskState::kCancelled;
+}
+
+bool IsTerminal(JobState s) {
+  return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled;
+}
+
+std::string TaskId(int64_t job_id, int32_t index) {
+  return std::to_string(job_id) + "." + std::to_string(index);
+}
+
+bool ParseTaskId(std::string_view text, int64_t* job_id, int32_t* index) {
+  size_t dot = text.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot + 1 == text.size()) return false;
+  const char* end = text.data() + dot;
+  auto r1 = std::from_chars(text.data(), end, *job_id);
+  if (r1.ec != std::errc() || r1.ptr != end || *job_id <= 0) return false;
+  const char* end2 = text.data() + text.size();
+  auto r2 = std::from_chars(text.data() + dot + 1, end2, *index);
+  return r2.ec == std::errc() && r2.ptr == end2 && *index >= 0;
+}
+
+}  // namespace gpupool

@@ -1,0 +1,180 @@
+// The scheduler's domain model: jobs, tasks, pools and nodes as plain values.
+//
+// These are what the core reasons about and what the store persists. They know nothing of
+// protobuf (api/convert.h translates) or SQL (store/ maps them to rows). Identifiers: a job id is
+// a positive integer assigned by the core; a task is (job id, index) and prints as "<job>.<index>".
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pool/resources.h"
+
+namespace gpupool {
+
+enum class JobState { kPending = 1, kRunning, kSucceeded, kFailed, kCancelled };
+enum class TaskState {
+  kPending = 1,
+  kScheduled,
+  kRunning,
+  kSucceeded,
+  kFailed,
+  kCancelled,
+  kPreempted,
+  kLost,
+};
+enum class Visibility { kPublic = 1, kPrivate };
+enum class SharingMode { kExclusive = 1, kFractional, kTimeSliced };
+enum class NodeState { kReady = 1, kNotReady, kCordoned, kDraining };
+enum class RequestShape { kFractional = 1, kWholeGpus, kMig, kSku };
+enum class LinkKind { kNvlink = 1, kPcieSwitch, kPcieHost, kSystem };
+
+std::string_view ToString(JobState s);
+std::string_view ToString(TaskState s);
+std::string_view ToString(Visibility v);
+std::string_view ToString(SharingMode m);
+std::string_view ToString(NodeState s);
+// Inverse of ToString; nullopt for an unknown name. Used by the store when reading rows.
+std::optional<JobState> ParseJobState(std::string_view s);
+std::optional<TaskState> ParseTaskState(std::string_view s);
+std::optional<Visibility> ParseVisibility(std::string_view s);
+std::optional<SharingMode> ParseSharingMode(std::string_view s);
+std::optional<NodeState> ParseNodeState(std::string_view s);
+
+// Terminal states never change again (a LOST or PREEMPTED task is requeued as a new attempt,
+// which moves it back to PENDING; see scheduler/core.h).
+bool IsTerminal(TaskState s);
+bool IsTerminal(JobState s);
+
+struct ResourceRequest {
+  RequestShape shape = RequestShape::kFractional;
+  Resources fractional;               // kFractional
+  int32_t gpu_count = 0;              // kWholeGpus
+  std::vector<std::string> models;    // kWholeGpus: allowed models, empty = any
+  std::string mig_profile;            // kMig
+  std::string sku;                    // kSku
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  friend bool operator==(const ResourceRequest&, const ResourceRequest&) = default;
+};
+
+struct TaskTemplate {
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+  ResourceRequest resources;
+  friend bool operator==(const TaskTemplate&, const TaskTemplate&) = default;
+};
+
+struct JobSpec {
+  std::string tenant;
+  std::string pool;
+  std::string priority_class;
+  int32_t task_count = 1;
+  bool gang = false;
+  bool preemptible = false;
+  int64_t max_runtime_ms = 0;  // 0 = no limit
+  std::map<std::string, std::string> labels;
+  TaskTemplate task_template;
+  int32_t max_retries = 0;
+  friend bool operator==(const JobSpec&, const JobSpec&) = default;
+};
+
+struct Allocation {
+  std::string device_id;
+  Resources amount;
+  friend bool operator==(const Allocation&, const Allocation&) = default;
+};
+
+struct TaskRecord {
+  int64_t job_id = 0;
+  int32_t index = 0;
+  TaskState state = TaskState::kPending;
+  std::string node;
+  std::vector<Allocation> allocations;
+  int32_t attempt = 0;
+  int32_t exit_code = 0;
+  std::string reason;
+  int64_t scheduled_us = 0;
+  int64_t started_us = 0;
+  int64_t finished_us = 0;
+  friend bool operator==(const TaskRecord&, const TaskRecord&) = default;
+};
+
+struct JobRecord {
+  int64_t id = 0;
+  JobSpec spec;
+  JobState state = JobState::kPending;
+  std::string reason;
+  int64_t submit_us = 0;
+  int64_t finish_us = 0;
+  std::vector<TaskRecord> tasks;
+  friend bool operator==(const JobRecord&, const JobRecord&) = default;
+};
+
+struct PoolRecord {
+  std::string name;
+  Visibility visibility = Visibility::kPublic;
+  std::vector<std::string> allowed_tenants;
+  std::string placement_strategy;
+  Ratio compute_overcommit;
+  Ratio memory_overcommit;
+  SharingMode sharing_mode = SharingMode::kFractional;
+  int32_t time_slice_replicas = 0;
+  int64_t create_us = 0;
+  friend bool operator==(const PoolRecord&, const PoolRecord&) = default;
+};
+
+struct DeviceRecord {
+  std::string id;  // GPU or MIG instance UUID
+  std::string model;
+  int32_t index = 0;
+  Resources physical;
+  std::string mig_profile;
+  std::string parent_id;
+  bool healthy = true;
+  int32_t numa_node = 0;
+  friend bool operator==(const DeviceRecord&, const DeviceRecord&) = default;
+};
+
+struct LinkRecord {
+  int32_t a = 0;  // device index
+  int32_t b = 0;
+  LinkKind kind = LinkKind::kSystem;
+  int32_t bandwidth_gbps = 0;
+  friend bool operator==(const LinkRecord&, const LinkRecord&) = default;
+};
+
+struct NodeRecord {
+  std::string name;
+  std::string pool;
+  NodeState state = NodeState::kReady;
+  std::map<std::string, std::string> labels;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int64_t spill_budget_mib = 0;
+  std::vector<DeviceRecord> devices;
+  std::vector<LinkRecord> links;
+  int64_t last_heartbeat_us = 0;
+  friend bool operator==(const NodeRecord&, const NodeRecord&) = default;
+};
+
+// An entry of the append-only event log: every state transition and its cause.
+struct EventRecord {
+  int64_t time_us = 0;
+  std::string kind;     // "job.submitted", "task.state", "task.preempted", "pool.created", …
+  std::string subject;  // "job/12", "task/12.0", "pool/gpu-a", "node/n1"
+  std::string message;
+  friend bool operator==(const EventRecord&, const EventRecord&) = default;
+};
+
+std::string TaskId(int64_t job_id, int32_t index);
+// Parses "<job>.<index>"; false when malformed.
+bool ParseTaskId(std::string_view text, int64_t* job_id, int32_t* index);
+
+}  // namespace gpupool

@@ -1,0 +1,87 @@
+// Store: the scheduler's port to durable storage. The scheduler owns this interface; store/
+// implements it on PostgreSQL (PgStore) and in memory (MemoryStore, for scenario tests). Both
+// pass the same conformance suite (tests/store/store_conformance.h).
+//
+// Writes are named mutations applied in batches: Apply() makes the whole batch durable in one
+// transaction, then calls `done` exactly once with OK, or with an error and nothing applied
+// (all-or-nothing). Concurrent Apply() calls may be folded into one commit (group commit); each
+// caller still hears only after its own batch is durable. Every write is fenced by the epoch
+// from AcquireLeadership(): if another leader took over, Apply fails with ABORTED.
+//
+// Errors: UNAVAILABLE when the database cannot be reached (the caller may retry; nothing was
+// applied), ABORTED when fenced off, INTERNAL for anything else.
+//
+// Thread safety: every method may be called from any thread. `done` runs on a store thread; it
+// must not block (post back to your own thread instead).
+#pragma once
+
+#include <functional>
+#include <variant>
+#include <vector>
+
+#include "base/status.h"
+#include "scheduler/model.h"
+
+namespace gpupool {
+
+struct InsertJob {
+  JobRecord job;  // with its tasks
+};
+struct UpdateJob {  // state, reason, finish time
+  int64_t job_id = 0;
+  JobState state = JobState::kPending;
+  std::string reason;
+  int64_t finish_us = 0;
+};
+struct UpdateTask {  // the whole task row, allocations included (replaces them)
+  TaskRecord task;
+};
+struct UpsertPool {
+  PoolRecord pool;
+};
+struct DeletePool {
+  std::string name;
+};
+struct UpsertNode {  // node and its devices/links (replaces them)
+  NodeRecord node;
+};
+struct SetNodeState {
+  std::string name;
+  NodeState state = NodeState::kReady;
+};
+struct AppendEvent {
+  EventRecord event;
+};
+
+using Mutation = std::variant<InsertJob, UpdateJob, UpdateTask, UpsertPool, DeletePool, UpsertNode,
+                              SetNodeState, AppendEvent>;
+
+// Everything the scheduler needs to rebuild its state after a restart.
+struct RecoveredState {
+  std::vector<PoolRecord> pools;
+  std::vector<NodeRecord> nodes;
+  std::vector<JobRecord> jobs;  // every job, with its tasks, ordered by id
+  int64_t max_job_id = 0;
+};
+
+class Store {
+ public:
+  using Done = std::function<void(Status)>;
+
+  virtual ~Store() = default;
+
+  // Takes the leader lease and returns the new epoch (strictly greater than any before).
+  virtual Result<int64_t> AcquireLeadership() = 0;
+
+  // Reads the whole durable state.
+  virtual Result<RecoveredState> Recover() = 0;
+
+  // Makes `batch` durable (all or nothing), then calls done. See the contract above.
+  virtual void Apply(std::vector<Mutation> batch, Done done) = 0;
+
+  // Reads the event log for a subject prefix ("job/12"), oldest first, at most `limit` rows.
+  virtual Result<std::vector<EventRecord>> ListEvents(const std::string& subject_prefix,
+                                                      int limit) = 0;
+};
+
+}  // namespace gpupool
