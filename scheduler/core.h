@@ -1,0 +1,178 @@
+// Core: the scheduler's state machine. It owns every job, task, pool and node in memory, decides
+// placements through one placement::Engine per pool, persists each change through the Store port
+// and acts on agents through the AgentGateway port.
+//
+// Single-threaded by design: every method must be called on the core's thread (the daemon runs
+// it on one Asio strand; tests call it directly and drain a queue). There are no locks inside.
+// Store completions come back through the injected Executor. Time comes from the injected Clock.
+//
+// Flows (see docs/architecture.md):
+//  * Submit: validate against pools, SKUs, classes and capacity → assign an id → Store::Apply →
+//    only when durable: queue the tasks and answer the caller.
+//  * Schedule: pending tasks by priority class, then age; Place (or PlaceGang) → reserve in the
+//    engine → persist SCHEDULED with allocations → only when durable: StartTask to the agent.
+//    A failed commit releases the reservation and puts the tasks back in the queue.
+//  * Agents: Register upserts the node and reconciles tasks; TaskUpdate drives RUNNING and the
+//    exits; a node silent past the heartbeat timeout turns NOT_READY and its tasks are LOST and
+//    requeued (within the job's retry limit).
+//
+// Invariant: a task holds an allocation in its pool's engine iff it is SCHEDULED or RUNNING.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/status.h"
+#include "scheduler/dispatch.h"
+#include "scheduler/model.h"
+#include "scheduler/options.h"
+#include "scheduler/store.h"
+
+namespace gpupool {
+
+class SchedulerMetrics;
+
+// What an agent says about itself when it (re)connects.
+struct AgentRegistration {
+  NodeRecord node;  // name, pool, labels, cpu, memory, spill budget, devices, links
+  struct Running {
+    std::string task_id;
+    int32_t attempt = 0;
+  };
+  std::vector<Running> running;
+};
+
+struct RegistrationResult {
+  int64_t epoch = 0;
+  int64_t heartbeat_interval_ms = 0;
+  std::vector<std::string> stop_task_ids;  // running on the agent, unknown to the scheduler
+};
+
+// A task transition reported by an agent.
+struct TaskReport {
+  std::string node;
+  std::string task_id;
+  int32_t attempt = 0;
+  TaskState state = TaskState::kRunning;
+  int32_t exit_code = 0;
+  int32_t signal = 0;
+  bool oom = false;
+  std::string reason;
+};
+
+struct DeviceHealth {
+  std::string id;
+  bool healthy = true;
+};
+
+// Pool capacity as the API shows it.
+struct CapacityView {
+  Resources physical, offered, allocated;
+  int32_t devices = 0;
+  int32_t nodes = 0;
+};
+
+struct DeviceView {
+  DeviceRecord device;
+  CapacityView capacity;
+};
+
+struct NodeView {
+  NodeRecord node;  // state and last heartbeat included
+  std::vector<DeviceView> devices;
+  CapacityView capacity;
+  int32_t running_tasks = 0;
+};
+
+struct PoolView {
+  PoolRecord pool;
+  CapacityView capacity;
+};
+
+struct JobFilter {
+  std::string tenant;  // prefix match on the tenant path
+  std::string pool;
+  std::optional<JobState> state;
+  int64_t after_id = 0;  // pagination: ids greater than this
+  int32_t limit = 100;
+};
+
+struct JobPage {
+  std::vector<JobRecord> jobs;
+  int64_t next_after_id = 0;  // 0 when this is the last page
+};
+
+// A change to a job, for watchers.
+struct JobChange {
+  JobRecord job;
+  std::string message;
+  int64_t time_us = 0;
+};
+
+class Core {
+ public:
+  template <typename T>
+  using Callback = std::function<void(Result<T>)>;
+  using WatchFn = std::function<void(const JobChange&)>;
+
+  // REQUIRES: every pointer outlives the core. `metrics` may be null.
+  Core(SchedulerOptions options, Clock* clock, Store* store, AgentGateway* agents,
+       Executor executor, SchedulerMetrics* metrics = nullptr);
+  ~Core();
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+
+  // Rebuilds state from what the store holds and takes the given epoch. Call once, first.
+  Status Recover(const RecoveredState& state, int64_t epoch);
+  int64_t epoch() const;
+
+  // Jobs.
+  void SubmitJob(JobSpec spec, Callback<JobRecord> done);
+  Result<JobRecord> GetJob(int64_t id) const;
+  JobPage ListJobs(const JobFilter& filter) const;
+  void CancelJob(int64_t id, std::string reason, Callback<JobRecord> done);
+  // Calls `fn` with the current job at once and on every change until Unwatch or the job ends.
+  Result<int64_t> WatchJob(int64_t job_id, WatchFn fn);
+  void Unwatch(int64_t watch_id);
+  // The node a task runs (or ran) on; NOT_FOUND for an unknown task.
+  Result<std::string> NodeOfTask(const std::string& task_id) const;
+
+  // Pools (admin).
+  void CreatePool(PoolRecord pool, Callback<PoolView> done);
+  void UpdatePool(PoolRecord pool, Callback<PoolView> done);
+  void DeletePool(const std::string& name, Callback<bool> done);
+  Result<PoolView> GetPool(const std::string& name) const;
+  std::vector<PoolView> ListPools() const;
+
+  // Nodes (admin).
+  std::vector<NodeView> ListNodes(const std::string& pool) const;
+  Result<NodeView> GetNode(const std::string& name) const;
+  void SetNodeState(const std::string& name, NodeState state, Callback<NodeView> done);
+
+  // Agents.
+  void OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> done);
+  void OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>& devices);
+  void OnTaskReport(const TaskReport& report);
+
+  // Periodic work: heartbeat timeouts, retries, a scheduling pass if anything is pending.
+  void Tick();
+  // Runs a scheduling pass now (normally triggered by submissions and releases).
+  void Schedule();
+
+  // Introspection for metrics and tests.
+  size_t pending_tasks() const;
+  size_t running_tasks() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace gpupool

@@ -1,0 +1,57 @@
+// Ports through which the core acts on the outside world without knowing how: commands to node
+// agents (AgentGateway) and an executor to get back onto the core's thread (Executor).
+//
+// The core builds commands only after the allocation they carry is durable; the gateway sends
+// them over the agent's stream (api/agent_hub.h) or, in tests, records them.
+//
+// Thread safety: the core calls the gateway from its own thread; implementations must not block.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gpupool {
+
+struct DeviceGrantCommand {
+  std::string uuid;
+  int64_t milli_tflops = 0;
+  int64_t vram_mib = 0;
+  int32_t thread_percentage = 100;  // share of the device's compute, 1..100
+};
+
+struct StartTaskCommand {
+  std::string task_id;
+  int64_t job_id = 0;
+  std::string tenant;
+  int32_t attempt = 0;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::vector<DeviceGrantCommand> devices;
+  int64_t max_runtime_ms = 0;
+  int64_t epoch = 0;
+};
+
+struct StopTaskCommand {
+  std::string task_id;
+  int32_t attempt = 0;
+  int64_t grace_period_ms = 0;
+  std::string reason;
+  int64_t epoch = 0;
+};
+
+class AgentGateway {
+ public:
+  virtual ~AgentGateway() = default;
+  // Returns false when the node has no connected agent (the command is dropped; reconciliation
+  // on reconnect repairs the difference).
+  virtual bool StartTask(const std::string& node, const StartTaskCommand& cmd) = 0;
+  virtual bool StopTask(const std::string& node, const StopTaskCommand& cmd) = 0;
+};
+
+// Runs a closure on the core's thread, later. The daemon posts to an Asio strand; tests queue.
+using Executor = std::function<void(std::function<void()>)>;
+
+}  // namespace gpupool

@@ -1,0 +1,47 @@
+// SchedulerOptions: the typed, validated policy the core runs with — priority classes, SKUs,
+// timeouts. Parsed once at the edge (cmd/gpupoold config) and never re-read.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "pool/resources.h"
+#include "scheduler/model.h"
+
+namespace gpupool {
+
+struct PriorityClass {
+  std::string name;
+  int32_t value = 0;          // higher runs first and may preempt lower
+  bool preemptible = true;    // tasks of this class may be preempted
+  bool may_preempt = false;   // tasks of this class may preempt others
+  int64_t min_runtime_ms = 0; // a task of this class runs at least this long before preemption
+};
+
+// A named request shape: a fractional slice or whole GPUs, plus host CPU and memory.
+struct Sku {
+  std::string name;
+  ResourceRequest request;  // shape kFractional or kWholeGpus (never kSku)
+};
+
+struct SchedulerOptions {
+  std::map<std::string, PriorityClass> priority_classes;
+  std::string default_priority_class = "normal";
+  std::map<std::string, Sku> skus;
+  std::string default_strategy = "first-fit";
+  int64_t heartbeat_interval_ms = 1000;
+  int64_t heartbeat_timeout_ms = 10000;
+  int64_t stop_grace_period_ms = 10000;
+  int32_t max_tasks_per_job = 10000;
+  // Upper bound on how many pending tasks one scheduling pass considers.
+  int32_t max_tasks_per_pass = 20000;
+
+  // The built-in defaults: classes low(0), normal(100), high(1000, may preempt), system(10000,
+  // not preemptible, may preempt); SKUs small/medium/large.
+  static SchedulerOptions Defaults();
+};
+
+}  // namespace gpupool
