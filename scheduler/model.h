@@ -88,6 +88,8 @@ struct JobSpec {
 struct Allocation {
   std::string device_id;
   Resources amount;
+  int32_t slots = 0;       // time-slice slots taken on the device
+  bool exclusive = false;  // the whole device (whole-GPU, MIG, exclusive pools)
   friend bool operator==(const Allocation&, const Allocation&) = default;
 };
 
