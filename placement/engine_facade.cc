@@ -1,0 +1,102 @@
+// Engine: the public facade over EngineImpl, plus the capacity readout and workload setup.
+#include <algorithm>
+
+#include "placement/engine_impl.h"
+#include "placement/fit.h"
+
+namespace gpupool::placement {
+
+Engine::Engine(PoolPolicy policy) : impl_(std::make_unique<EngineImpl>(policy)) {}
+Engine::~Engine() = default;
+Engine::Engine(Engine&&) noexcept = default;
+Engine& Engine::operator=(Engine&&) noexcept = default;
+
+const PoolPolicy& Engine::policy() const { return impl_->policy; }
+void Engine::SetWorkload(std::vector<WorkloadClass> classes) { impl_->SetWorkload(classes); }
+Status Engine::AddNode(const NodeSpec& node) { return impl_->AddNode(node); }
+Status Engine::RemoveNode(std::string_view name) { return impl_->RemoveNode(name); }
+Status Engine::SetSchedulable(std::string_view name, bool s) {
+  return impl_->SetSchedulable(name, s);
+}
+Status Engine::SetDeviceHealthy(std::string_view node, std::string_view id, bool healthy) {
+  return impl_->SetDeviceHealthy(node, id, healthy);
+}
+Decision Engine::Place(const Request& request, PlaceOptions options) const {
+  return impl_->Place(request, options);
+}
+Status Engine::Commit(const Allocation& a) { return impl_->Commit(a); }
+Status Engine::Release(const Allocation& a) { return impl_->Release(a); }
+int Engine::node_count() const { return impl_->live_nodes; }
+
+std::vector<NodeCapacity> Engine::Capacity() const {
+  std::vector<NodeCapacity> out;
+  for (const NodeState& n : impl_->nodes)
+    if (n.live) out.push_back(impl_->CapacityOf(n));
+  return out;
+}
+
+Result<NodeCapacity> Engine::NodeCapacityOf(std::string_view name) const {
+  const NodeState* n = impl_->FindNode(name);
+  if (n == nullptr) return Status::NotFound("node '" + std::string(name) + "' not in the pool");
+  return impl_->CapacityOf(*n);
+}
+
+NodeCapacity EngineImpl::CapacityOf(const NodeState& n) const {
+  NodeCapacity c;
+  c.name = n.name;
+  c.schedulable = n.schedulable;
+  c.cpu_milli = n.cpu_total;
+  c.cpu_allocated = n.cpu_used;
+  c.memory_mib = n.mem_total;
+  c.memory_allocated = n.mem_used;
+  c.spill_budget_mib = n.spill_budget;
+  c.spill_used_mib = n.spill_used;
+  for (const DeviceState& d : n.devices) {
+    DeviceCapacity dc;
+    dc.id = d.id;
+    for (const auto& [name, id] : models_)
+      if (id == d.model) dc.model = name;
+    for (const auto& [name, id] : mig_profiles_)
+      if (id == d.mig_profile) dc.mig_profile = name;
+    dc.healthy = d.healthy;
+    dc.physical = d.physical;
+    dc.offered = d.offered;
+    dc.allocated = d.allocated;
+    dc.slots_total = d.slots_total;
+    dc.slots_used = d.slots_used;
+    dc.exclusive_taken = d.exclusive_taken;
+    c.devices.push_back(std::move(dc));
+  }
+  return c;
+}
+
+void EngineImpl::SetWorkload(const std::vector<WorkloadClass>& classes) {
+  std::vector<FragClass> w;
+  double total = 0;
+  for (const WorkloadClass& wc : classes) {
+    if (wc.weight <= 0) continue;
+    const CompiledRequest c = Compile(wc.shape);
+    FragClass f;
+    f.cpu_milli = c.cpu_milli;
+    f.gpu_count = c.gpu_count;
+    f.model_mask = c.unknown_model ? 0 : c.model_mask;
+    f.gpu_milli = c.gpu_milli;
+    if (c.kind == RequestKind::kFractional && c.share_milli == 0) {
+      // An absolute request: measure it against the first device of the pool.
+      for (const NodeState& n : nodes)
+        if (!n.devices.empty()) {
+          f.gpu_milli = NeedMilli(n.devices.front(), c);
+          break;
+        }
+    }
+    f.p = wc.weight;
+    total += wc.weight;
+    w.push_back(f);
+  }
+  for (FragClass& f : w) f.p /= total;
+  if (!w.empty()) workload_ = std::move(w);
+  plugin_->WorkloadChanged();
+  indexes_.clear();
+}
+
+}  // namespace gpupool::placement

@@ -1,0 +1,80 @@
+// EngineImpl: the state behind placement::Engine (placement.h). Internal.
+//
+// Owns the node table (slots are stable; removed nodes stay as dead slots), the interned model
+// and MIG profile names, the strategy plugin, the workload, and one ScoreIndex per request shape.
+// Every change to a node goes through Touch(), which stamps a new version and marks the node
+// dirty in every index. Thread safety: none.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "placement/placement.h"
+#include "placement/plugin.h"
+#include "placement/score_index.h"
+#include "placement/state.h"
+
+namespace gpupool::placement {
+
+struct ShapeKey {
+  RequestKind kind;
+  int32_t share_milli;
+  int gpu_count;
+  int mig_profile;
+  int64_t cpu_milli;
+  Resources per_device;
+  uint64_t model_mask;
+  friend bool operator==(const ShapeKey&, const ShapeKey&) = default;
+};
+
+struct ShapeKeyHash {
+  size_t operator()(const ShapeKey& k) const;
+};
+
+class EngineImpl {
+ public:
+  explicit EngineImpl(PoolPolicy policy);
+
+  CompiledRequest Compile(const Request& r) const;
+  Decision Place(const Request& request, PlaceOptions options) const;
+  // The best node for a compiled request: slot and scored devices, or -1.
+  int Select(const CompiledRequest& req, Scored* scored) const;
+  void Explain(const CompiledRequest& req, Decision* d) const;
+
+  Status AddNode(const NodeSpec& spec);
+  Status RemoveNode(std::string_view name);
+  Status SetSchedulable(std::string_view name, bool schedulable);
+  Status SetDeviceHealthy(std::string_view node, std::string_view device_id, bool healthy);
+  Status Commit(const Allocation& a);
+  Status Release(const Allocation& a);
+  void SetWorkload(const std::vector<WorkloadClass>& classes);
+
+  NodeState* FindNode(std::string_view name);
+  const NodeState* FindNode(std::string_view name) const;
+  uint64_t NextVersion() const { return ++version_clock_; }
+  // Scores `req` on one node (filter + score); false when it does not fit.
+  bool Evaluate(const NodeState& node, const CompiledRequest& req, Scored* out) const;
+  NodeCapacity CapacityOf(const NodeState& n) const;
+
+  PoolPolicy policy;
+  std::vector<NodeState> nodes;
+  int live_nodes = 0;
+
+ private:
+  void Touch(NodeState& node);
+  DeviceState MakeDevice(const DeviceSpec& spec);
+  int Intern(std::unordered_map<std::string, int>& table, const std::string& name);
+
+  std::unordered_map<std::string, int> by_name_;
+  std::unordered_map<std::string, int> models_;
+  std::unordered_map<std::string, int> mig_profiles_;
+  std::vector<FragClass> workload_;
+  std::unique_ptr<StrategyPlugin> plugin_;
+  mutable std::unordered_map<ShapeKey, ScoreIndex, ShapeKeyHash> indexes_;
+  mutable uint64_t version_clock_ = 0;
+};
+
+}  // namespace gpupool::placement

@@ -1,0 +1,34 @@
+// Engine::PlaceGang: all or nothing, by tentative commits undone in reverse order.
+#include "placement/engine_impl.h"
+
+namespace gpupool::placement {
+
+Engine::GangResult Engine::PlaceGang(std::span<const Request> requests) {
+  GangResult result;
+  std::vector<Allocation> tentative;
+  tentative.reserve(requests.size());
+  bool ok = true;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Decision d = impl_->Place(requests[i], PlaceOptions{});
+    // A placement from Place always commits on the state it was computed on.
+    if (!d.placed || !impl_->Commit(d.allocation).ok()) {
+      ok = false;
+      result.failed_index = static_cast<int>(i);
+      result.failed = std::move(d);
+      break;
+    }
+    tentative.push_back(std::move(d.allocation));
+  }
+  // Undo in reverse order so every intermediate state is one the engine has been in before.
+  for (auto it = tentative.rbegin(); it != tentative.rend(); ++it) {
+    const Status st = impl_->Release(*it);
+    (void)st;  // cannot fail: we committed exactly this a moment ago
+  }
+  if (ok) {
+    result.placed = true;
+    result.allocations = std::move(tentative);
+  }
+  return result;
+}
+
+}  // namespace gpupool::placement

@@ -1,0 +1,64 @@
+// StrategyPlugin: the score stage. One implementation per Strategy (placement/strategies/),
+// made by MakePlugin — the registry's other half (strategy.cc holds the names).
+//
+// Contract: Score() sees a node that passed the filter, with `candidates` the devices that can
+// each take the request; it picks the devices (usually ChooseDevices from fit.h) and a score,
+// higher wins; equal scores go to the node with the smaller tie key. Returning false drops the
+// node. A Cacheable() plugin's score depends only on the node's state and the request's shape
+// (never on the request's host memory), so the engine may cache it until the node changes.
+//
+// Thread safety: none; a plugin belongs to one Engine.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "placement/state.h"
+#include "placement/strategy.h"
+
+namespace gpupool::placement {
+
+// A workload class compiled for fragmentation measures (FGD): the GPU demand of a typical task.
+struct FragClass {
+  int64_t cpu_milli = 0;
+  int32_t gpu_milli = 0;  // per device; 1000 for whole GPUs
+  int gpu_count = 0;      // 0: CPU-only
+  uint64_t model_mask = ~uint64_t{0};
+  double p = 0;  // probability, Σ p = 1
+};
+
+struct Scored {
+  int64_t score = 0;
+  DeviceSet devices;
+};
+
+struct PluginEnv {
+  const std::vector<FragClass>* workload = nullptr;  // owned by the engine; may change
+  uint64_t seed = 0;
+};
+
+class StrategyPlugin {
+ public:
+  virtual ~StrategyPlugin() = default;
+  virtual bool Score(const NodeState& node, const CompiledRequest& req, const DeviceSet& candidates,
+                     Scored* out) const = 0;
+  virtual bool Cacheable() const { return true; }
+  // Called when the workload changes: drop anything derived from it.
+  virtual void WorkloadChanged() {}
+};
+
+std::unique_ptr<StrategyPlugin> MakePlugin(Strategy s, const PluginEnv& env);
+
+// Factories, one per file pair under placement/strategies/.
+std::unique_ptr<StrategyPlugin> MakeFirstFit();
+std::unique_ptr<StrategyPlugin> MakeBestFit();
+std::unique_ptr<StrategyPlugin> MakeSpread();
+std::unique_ptr<StrategyPlugin> MakeDotProduct();
+std::unique_ptr<StrategyPlugin> MakeGpuPacking();
+std::unique_ptr<StrategyPlugin> MakeGpuClustering();
+std::unique_ptr<StrategyPlugin> MakeFgd(const PluginEnv& env);
+std::unique_ptr<StrategyPlugin> MakeFgdPack(const PluginEnv& env);
+std::unique_ptr<StrategyPlugin> MakeRandom(const PluginEnv& env);
+
+}  // namespace gpupool::placement

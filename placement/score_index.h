@@ -1,0 +1,76 @@
+// ScoreIndex: the cached scores of one request shape over every node, kept in a segment tree so
+// the best node is found in O(log n) and a node's change costs O(log n) — not a scan of all nodes.
+//
+// The engine keeps one index per request shape it has seen. A node that changes is marked dirty
+// in every index; an index recomputes only its dirty leaves, and only when its shape is asked
+// for again (lazy). Leaves hold (score, tie key); the root holds the best: highest score, then
+// smallest tie key, then lowest slot.
+//
+// Thread safety: none.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace gpupool::placement {
+
+class ScoreIndex {
+ public:
+  static constexpr int64_t kNoScore = INT64_MIN;
+
+  // Grows to `slots` leaves; new leaves are dirty.
+  void Resize(int slots);
+  void MarkDirty(int slot);
+  bool HasDirty() const { return !dirty_list_.empty(); }
+
+  // Recomputes every dirty leaf: fn(slot, int64_t* score, uint64_t* tie) → feasible.
+  template <typename Fn>
+  void Sync(Fn&& fn) {
+    for (int slot : dirty_list_) {
+      dirty_[static_cast<size_t>(slot)] = false;
+      int64_t s = kNoScore;
+      uint64_t t = 0;
+      if (!fn(slot, &s, &t)) s = kNoScore;
+      score_[static_cast<size_t>(slot)] = s;
+      tie_[static_cast<size_t>(slot)] = t;
+      SetLeaf(slot, s == kNoScore ? -1 : slot);
+    }
+    dirty_list_.clear();
+  }
+
+  // The best slot for which accept(slot) holds, or -1. Slots that fail are masked while the
+  // search goes on and restored before returning.
+  template <typename Pred>
+  int Best(Pred&& accept) {
+    int found = -1;
+    masked_.clear();
+    while (tree_.size() > 1 && tree_[1] >= 0) {
+      const int slot = tree_[1];
+      if (accept(slot)) {
+        found = slot;
+        break;
+      }
+      masked_.push_back(slot);
+      SetLeaf(slot, -1);
+    }
+    for (int slot : masked_) SetLeaf(slot, slot);
+    return found;
+  }
+
+  int64_t ScoreOf(int slot) const { return score_[static_cast<size_t>(slot)]; }
+
+ private:
+  bool Better(int a, int b) const;
+  void SetLeaf(int slot, int value);
+
+  int leaves_ = 0;         // power of two ≥ slots
+  std::vector<int> tree_;  // 1-based heap layout; each entry the best slot below, or -1
+  std::vector<int64_t> score_;
+  std::vector<uint64_t> tie_;
+  std::vector<bool> dirty_;
+  std::vector<int> dirty_list_;
+  std::vector<int> masked_;
+};
+
+}  // namespace gpupool::placement

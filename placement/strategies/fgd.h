@@ -1,0 +1,20 @@
+// fgd: fragmentation gradient descent (Weng et al., ATC '23). Places a task where the node's
+// fragmentation F_n (frag.h) grows least; for a GPU share, also picks the device that way.
+// Scores as the paper's artifact does: int(100 · sigmoid(−ΔF/1000)) — the integer cut makes
+// ties, which the pool's tie order decides (a seeded order reproduces the published numbers).
+//
+// A StrategyPlugin (plugin.h); MakePlugin(Strategy::kFgd) returns it. Thread safety: none.
+#pragma once
+
+#include "placement/frag.h"
+#include "placement/plugin.h"
+
+namespace gpupool::placement {
+
+// The devices with the least ΔF for `req` on `node` and that ΔF. For a single-device share it
+// tries every candidate device (least ΔF, then fullest, then lowest index); otherwise it takes
+// ChooseDevices' set. False when the set breaks the spill budget.
+bool FgdChoose(const FragModel& model, const NodeState& node, const CompiledRequest& req,
+               const DeviceSet& candidates, DeviceSet* chosen, double* delta);
+
+}  // namespace gpupool::placement
