@@ -1,0 +1,547 @@
+#include "agent/agent.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <chrono>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "agent/proto_convert.h"
+#include "base/log.h"
+#include "gpupool/v1/agent.grpc.pb.h"
+
+namespace gpupool::agent {
+
+namespace asio = boost::asio;
+namespace v1 = gpupool::v1;
+
+namespace {
+
+constexpr int64_t kMaxLogChunk = 1 << 20;
+constexpr int kHeartbeatsToConfirm = 2;
+
+// One connection: a gRPC callback reactor whose events are posted to the agent's strand,
+// tagged with the connection's generation so stale events are recognized. A hold keeps the call
+// alive until the agent, on its strand, releases it (so it never races OnDone with a write).
+class Stream final : public grpc::ClientBidiReactor<v1::AgentMessage, v1::SchedulerMessage> {
+ public:
+  struct Sink {
+    virtual ~Sink() = default;
+    virtual void OnRead(uint64_t gen, v1::SchedulerMessage msg) = 0;
+    virtual void OnWriteDone(uint64_t gen, bool ok) = 0;
+    virtual void OnBroken(uint64_t gen) = 0;
+    virtual void OnDone(uint64_t gen, grpc::Status status) = 0;
+  };
+
+  Stream(v1::AgentService::Stub* stub, std::shared_ptr<Sink> sink, uint64_t gen)
+      : sink_(std::move(sink)), gen_(gen) {
+    stub->async()->Connect(&ctx_, this);
+    AddHold();
+    StartRead(&in_);
+    StartCall();
+  }
+
+  void Write(v1::AgentMessage msg) {
+    out_ = std::move(msg);
+    StartWrite(&out_);
+  }
+  void Cancel() { ctx_.TryCancel(); }
+  void Release() { RemoveHold(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      sink_->OnBroken(gen_);
+      return;
+    }
+    sink_->OnRead(gen_, std::move(in_));
+    in_.Clear();
+    StartRead(&in_);
+  }
+  void OnWriteDone(bool ok) override {
+    sink_->OnWriteDone(gen_, ok);
+    if (!ok) ctx_.TryCancel();
+  }
+  void OnDone(const grpc::Status& s) override {
+    sink_->OnDone(gen_, s);
+    delete this;
+  }
+
+ private:
+  std::shared_ptr<Sink> sink_;
+  uint64_t gen_;
+  grpc::ClientContext ctx_;
+  v1::SchedulerMessage in_;
+  v1::AgentMessage out_;
+};
+
+}  // namespace
+
+class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_this<Agent::Impl> {
+ public:
+  Impl(AgentConfig config, DeviceBackend* backend, TaskRunner* runner,
+       std::shared_ptr<grpc::Channel> channel, asio::io_context& io, const Clock* clock)
+      : config_(std::move(config)),
+        backend_(backend),
+        runner_(runner),
+        stub_(v1::AgentService::NewStub(channel)),
+        strand_(asio::make_strand(io)),
+        heartbeat_timer_(strand_),
+        reconnect_timer_(strand_),
+        clock_(clock),
+        rng_(std::hash<std::string>{}(config_.node_name) ^
+             static_cast<uint64_t>(clock->NowMicros())),
+        interval_ms_(config_.heartbeat_interval_ms) {}
+
+  Status Start() {
+    auto inv = backend_->Discover();
+    if (!inv.ok()) return inv.status().WithContext("backend " + backend_->Name());
+    inventory_ = std::move(inv).value();
+    std::weak_ptr<Impl> weak = shared_from_this();
+    runner_->SetListener(config_.node_name, [weak](const TaskStatus& st) {
+      if (auto self = weak.lock()) {
+        asio::post(self->strand_, [self, st] { self->QueueUpdate(st); });
+      }
+    });
+    LogInfo("agent", "starting",
+            {{"node", config_.node_name},
+             {"pool", config_.pool},
+             {"backend", backend_->Name()},
+             {"scheduler", config_.scheduler},
+             {"devices", std::to_string(inventory_.devices.size())}});
+    asio::post(strand_, [self = shared_from_this()] {
+      self->Connect();
+      self->ScheduleHeartbeat();
+    });
+    return Status::Ok();
+  }
+
+  void Shutdown(bool stop_tasks) {
+    if (shut_down_.exchange(true)) return;
+    if (stop_tasks) {
+      runner_->StopAll(config_.node_name, config_.stop_grace_period_ms, "agent shutting down");
+      // Let the final updates go out (bounded).
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (std::chrono::steady_clock::now() < until) {
+        std::promise<bool> idle;
+        auto f = idle.get_future();
+        asio::post(strand_, [this, &idle] {
+          idle.set_value(stream_ == nullptr || (outbox_.empty() && !writing_));
+        });
+        if (f.get()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    runner_->RemoveListener(config_.node_name);
+    std::promise<void> closed;
+    auto closed_f = closed.get_future();
+    asio::post(strand_, [this, &closed] {
+      closing_ = true;
+      heartbeat_timer_.cancel();
+      reconnect_timer_.cancel();
+      if (stream_ != nullptr) {
+        on_closed_ = [&closed] { closed.set_value(); };
+        stream_->Cancel();
+      } else if (streams_open_ > 0) {
+        on_closed_ = [&closed] { closed.set_value(); };
+      } else {
+        closed.set_value();
+      }
+    });
+    if (closed_f.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      LogWarn("agent", "stream did not close in time", {{"node", config_.node_name}});
+      std::promise<void> drop;  // make sure the strand no longer references `closed`
+      auto df = drop.get_future();
+      asio::post(strand_, [this, &drop] {
+        on_closed_ = nullptr;
+        drop.set_value();
+      });
+      df.wait_for(std::chrono::seconds(2));
+    }
+    LogInfo("agent", "stopped", {{"node", config_.node_name}});
+  }
+
+  AgentStats stats() const {
+    std::lock_guard lock(stats_mu_);
+    return stats_;
+  }
+  const AgentConfig& config() const { return config_; }
+
+  // Stream::Sink — called on gRPC threads; everything hops onto the strand.
+  void OnRead(uint64_t gen, v1::SchedulerMessage msg) override {
+    asio::post(strand_, [self = shared_from_this(), gen, m = std::move(msg)]() mutable {
+      if (gen == self->gen_ && self->stream_ != nullptr) self->Handle(std::move(m));
+    });
+  }
+  void OnWriteDone(uint64_t gen, bool ok) override {
+    asio::post(strand_, [self = shared_from_this(), gen, ok] { self->WriteDone(gen, ok); });
+  }
+  void OnBroken(uint64_t gen) override {
+    asio::post(strand_, [self = shared_from_this(), gen] { self->Broken(gen); });
+  }
+  void OnDone(uint64_t gen, grpc::Status status) override {
+    asio::post(strand_, [self = shared_from_this(), gen, status] {
+      --self->streams_open_;
+      LogInfo("agent", "stream closed",
+              {{"node", self->config_.node_name},
+               {"gen", std::to_string(gen)},
+               {"code", std::to_string(status.error_code())},
+               {"error", status.error_message()}});
+      if (gen == self->gen_ && self->stream_ != nullptr) self->Broken(gen);
+      if (self->closing_ && self->streams_open_ == 0 && self->on_closed_) {
+        auto done = std::move(self->on_closed_);
+        self->on_closed_ = nullptr;
+        done();
+      }
+    });
+  }
+
+ private:
+  struct Outgoing {
+    v1::AgentMessage msg;
+    std::string task_id;  // for updates
+    uint64_t seq = 0;
+  };
+  struct Pending {
+    v1::TaskUpdate update;
+    uint64_t seq = 0;
+    uint64_t written_gen = 0;  // 0 = not written on a live stream yet
+    int64_t heartbeat_mark = 0;
+  };
+
+  // --- connection -------------------------------------------------------------------------
+  void Connect() {
+    if (closing_) return;
+    if (auto inv = backend_->Discover(); inv.ok()) inventory_ = std::move(inv).value();
+    ++gen_;
+    ++streams_open_;
+    outbox_.clear();
+    writing_ = false;
+    hb_on_stream_ = 0;
+    stream_ = new Stream(stub_.get(), shared_from_this(), gen_);
+    Enqueue({MakeRegister(), "", 0});
+    for (auto& [id, p] : pending_) {
+      p.written_gen = 0;
+      v1::AgentMessage m;
+      *m.mutable_task_update() = p.update;
+      Enqueue({std::move(m), id, p.seq});
+    }
+    {
+      std::lock_guard lock(stats_mu_);
+      stats_.connected = true;
+      stats_.registered = false;
+      ++stats_.registrations;
+    }
+  }
+
+  void Broken(uint64_t gen) {
+    if (gen != gen_ || stream_ == nullptr) return;
+    stream_->Cancel();
+    stream_->Release();
+    stream_ = nullptr;
+    outbox_.clear();
+    writing_ = false;
+    {
+      std::lock_guard lock(stats_mu_);
+      stats_.connected = false;
+      stats_.registered = false;
+    }
+    if (closing_) return;
+    const int64_t base = std::min(config_.reconnect.max_ms,
+                                  config_.reconnect.initial_ms << std::min<int64_t>(failures_, 20));
+    ++failures_;
+    std::uniform_real_distribution<double> j(-config_.reconnect.jitter, config_.reconnect.jitter);
+    const auto delay = std::max<int64_t>(1, static_cast<int64_t>(base * (1.0 + j(rng_))));
+    LogInfo("agent", "stream broken; reconnecting",
+            {{"node", config_.node_name},
+             {"delay_ms", std::to_string(delay)},
+             {"attempt", std::to_string(failures_)}});
+    reconnect_timer_.expires_after(std::chrono::milliseconds(delay));
+    reconnect_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec) self->Connect();
+    });
+  }
+
+  void Enqueue(Outgoing out) {
+    if (stream_ == nullptr) return;
+    outbox_.push_back(std::move(out));
+    Kick();
+  }
+
+  void Kick() {
+    if (writing_ || outbox_.empty() || stream_ == nullptr) return;
+    in_flight_ = std::move(outbox_.front());
+    outbox_.pop_front();
+    writing_ = true;
+    stream_->Write(in_flight_.msg);
+  }
+
+  void WriteDone(uint64_t gen, bool ok) {
+    if (gen != gen_ || stream_ == nullptr) return;
+    writing_ = false;
+    if (!ok) return;  // OnBroken follows
+    std::lock_guard lock(stats_mu_);
+    const auto& m = in_flight_.msg;
+    if (m.has_heartbeat()) {
+      ++stats_.heartbeats;
+      ++hb_on_stream_;
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        const Pending& p = it->second;
+        const bool confirmed =
+            p.written_gen == gen_ && hb_on_stream_ - p.heartbeat_mark >= kHeartbeatsToConfirm;
+        it = confirmed ? pending_.erase(it) : std::next(it);
+      }
+    } else if (m.has_task_update()) {
+      ++stats_.updates;
+      auto it = pending_.find(in_flight_.task_id);
+      if (it != pending_.end() && it->second.seq == in_flight_.seq) {
+        it->second.written_gen = gen_;
+        it->second.heartbeat_mark = hb_on_stream_;
+      }
+    }
+    stats_.pending_updates = static_cast<int64_t>(pending_.size());
+    Kick();
+  }
+
+  // --- messages out -----------------------------------------------------------------------
+  v1::AgentMessage MakeRegister() {
+    v1::AgentMessage m;
+    v1::Register* r = m.mutable_register_();
+    r->set_node_name(config_.node_name);
+    r->set_pool(config_.pool);
+    for (const auto& [k, v] : config_.labels) (*r->mutable_labels())[k] = v;
+    r->set_cpu_milli(config_.cpu_milli);
+    r->set_memory_mib(config_.memory_mib);
+    for (const Device& d : inventory_.devices) ToProto(d, r->add_devices());
+    for (const Link& l : inventory_.links) ToProto(l, r->add_links());
+    r->set_token(config_.token);
+    for (const TaskStatus& t : runner_->Running(config_.node_name)) {
+      ToProto(t, r->add_running_tasks());
+    }
+    r->set_backend(backend_->Name());
+    r->set_agent_version(kAgentVersion);
+    r->set_spill_budget_mib(config_.spill_budget_mib);
+    return m;
+  }
+
+  void ScheduleHeartbeat() {
+    if (closing_) return;
+    heartbeat_timer_.expires_after(std::chrono::milliseconds(interval_ms_));
+    heartbeat_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec) return;
+      self->SendHeartbeat();
+      self->ScheduleHeartbeat();
+    });
+  }
+
+  void SendHeartbeat() {
+    if (stream_ == nullptr) return;
+    for (const Outgoing& o : outbox_) {
+      if (o.msg.has_heartbeat()) return;  // the last one has not gone out yet
+    }
+    const std::vector<TaskStatus> running = runner_->Running(config_.node_name);
+    std::map<std::string, DeviceLoad> load;
+    for (const TaskStatus& t : running) {
+      for (const DeviceGrant& g : t.devices) {
+        DeviceLoad& l = load[g.uuid];
+        l.uuid = g.uuid;
+        l.thread_percentage += g.thread_percentage > 0 ? g.thread_percentage : 100;
+        l.vram_mib += g.vram_mib;
+      }
+    }
+    std::vector<DeviceLoad> loads;
+    for (auto& [k, v] : load) loads.push_back(v);
+    v1::AgentMessage m;
+    v1::Heartbeat* hb = m.mutable_heartbeat();
+    for (const DeviceSample& s : backend_->Sample(loads)) ToProto(s, hb->add_devices());
+    for (const TaskStatus& t : running) ToProto(t, hb->add_running_tasks());
+    Enqueue({std::move(m), "", 0});
+  }
+
+  void QueueUpdate(const TaskStatus& st) {
+    Pending& p = pending_[st.task_id];
+    const bool replaced_terminal =
+        p.update.attempt() > st.attempt ||
+        (p.update.attempt() == st.attempt && IsTerminal(p.update.state()) &&
+         st.phase == TaskPhase::kRunning);
+    if (replaced_terminal) return;  // never go back from a newer or final state
+    ToProto(st, max_epoch_, &p.update);
+    p.seq = ++seq_;
+    p.written_gen = 0;
+    v1::AgentMessage m;
+    *m.mutable_task_update() = p.update;
+    Enqueue({std::move(m), st.task_id, p.seq});
+    std::lock_guard lock(stats_mu_);
+    stats_.pending_updates = static_cast<int64_t>(pending_.size());
+  }
+
+  void QueueNotRunning(const std::string& task_id, int32_t attempt, const std::string& reason) {
+    TaskStatus st;
+    st.owner = config_.node_name;
+    st.task_id = task_id;
+    st.attempt = attempt;
+    st.phase = TaskPhase::kCancelled;
+    st.reason = reason;
+    QueueUpdate(st);
+  }
+
+  // --- messages in ------------------------------------------------------------------------
+  bool Stale(int64_t epoch, const char* what, const std::string& task_id) {
+    if (epoch < max_epoch_) {
+      LogWarn("agent", "ignoring command from an older epoch",
+              {{"node", config_.node_name},
+               {"command", what},
+               {"task", task_id},
+               {"epoch", std::to_string(epoch)},
+               {"newest", std::to_string(max_epoch_)}});
+      std::lock_guard lock(stats_mu_);
+      ++stats_.ignored_commands;
+      return true;
+    }
+    SetEpoch(epoch);
+    return false;
+  }
+
+  void SetEpoch(int64_t epoch) {
+    max_epoch_ = std::max(max_epoch_, epoch);
+    std::lock_guard lock(stats_mu_);
+    stats_.epoch = max_epoch_;
+  }
+
+  void Handle(v1::SchedulerMessage m) {
+    switch (m.msg_case()) {
+      case v1::SchedulerMessage::kRegisterAck:
+        return HandleAck(m.register_ack());
+      case v1::SchedulerMessage::kStartTask:
+        return HandleStart(m.start_task());
+      case v1::SchedulerMessage::kStopTask:
+        return HandleStop(m.stop_task());
+      case v1::SchedulerMessage::kFetchLogs:
+        return HandleFetchLogs(m.fetch_logs());
+      default:
+        break;
+    }
+  }
+
+  void HandleAck(const v1::RegisterAck& ack) {
+    if (Stale(ack.epoch(), "RegisterAck", "")) return;
+    failures_ = 0;
+    {
+      std::lock_guard lock(stats_mu_);
+      stats_.registered = true;
+    }
+    LogInfo("agent", "registered",
+            {{"node", config_.node_name},
+             {"epoch", std::to_string(ack.epoch())},
+             {"stop_tasks", std::to_string(ack.stop_task_ids_size())}});
+    if (ack.heartbeat_interval_ms() > 0 && ack.heartbeat_interval_ms() != interval_ms_) {
+      interval_ms_ = ack.heartbeat_interval_ms();
+      heartbeat_timer_.cancel();
+      ScheduleHeartbeat();
+    }
+    for (const std::string& id : ack.stop_task_ids()) {
+      StopOne(id, 0, config_.stop_grace_period_ms, "unknown to the scheduler");
+    }
+  }
+
+  void HandleStart(const v1::StartTask& s) {
+    if (Stale(s.epoch(), "StartTask", s.task_id())) return;
+    TaskSpec spec = FromProto(s, config_.node_name, inventory_);
+    auto st = runner_->Start(spec);
+    if (!st.ok()) {
+      TaskStatus failed;
+      failed.owner = config_.node_name;
+      failed.task_id = s.task_id();
+      failed.attempt = s.attempt();
+      failed.phase = TaskPhase::kFailed;
+      failed.exit_code = 127;
+      failed.reason = st.status().message();
+      return QueueUpdate(failed);
+    }
+    QueueUpdate(*st);
+  }
+
+  void HandleStop(const v1::StopTask& s) {
+    if (Stale(s.epoch(), "StopTask", s.task_id())) return;
+    const int64_t grace =
+        s.grace_period_ms() > 0 ? s.grace_period_ms() : config_.stop_grace_period_ms;
+    StopOne(s.task_id(), s.attempt(), grace,
+            s.reason().empty() ? "stopped by scheduler" : s.reason());
+  }
+
+  void StopOne(const std::string& id, int32_t attempt, int64_t grace, const std::string& reason) {
+    auto st = runner_->Stop(id, attempt, grace, reason);
+    if (!st) return QueueNotRunning(id, attempt, "not running on this node");
+    if (st->terminal()) QueueUpdate(*st);  // re-report; a running one reports when it ends
+  }
+
+  void HandleFetchLogs(const v1::FetchLogs& f) {
+    v1::AgentMessage m;
+    v1::LogChunk* c = m.mutable_log_chunk();
+    c->set_request_id(f.request_id());
+    c->set_task_id(f.task_id());
+    const int64_t max = f.max_bytes() > 0 ? std::min(f.max_bytes(), kMaxLogChunk) : 64 * 1024;
+    auto slice = runner_->ReadLog(f.task_id(), f.offset(), max);
+    if (!slice.ok()) {
+      c->set_offset(f.offset());
+      c->set_eof(true);
+      c->set_error(slice.status().message());
+    } else {
+      c->set_offset(slice->offset);
+      c->set_data(std::move(slice->data));
+      c->set_eof(slice->eof);
+    }
+    Enqueue({std::move(m), "", 0});
+  }
+
+  AgentConfig config_;
+  DeviceBackend* backend_;
+  TaskRunner* runner_;
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  asio::strand<asio::io_context::executor_type> strand_;
+  asio::steady_timer heartbeat_timer_;
+  asio::steady_timer reconnect_timer_;
+  const Clock* clock_;
+  std::mt19937_64 rng_;
+  std::atomic<bool> shut_down_{false};
+
+  // Strand state.
+  Inventory inventory_;
+  int64_t interval_ms_;
+  uint64_t gen_ = 0;
+  int streams_open_ = 0;
+  Stream* stream_ = nullptr;  // valid until Broken() releases it
+  std::deque<Outgoing> outbox_;
+  Outgoing in_flight_;
+  bool writing_ = false;
+  int64_t hb_on_stream_ = 0;
+  int64_t failures_ = 0;
+  int64_t max_epoch_ = 0;
+  uint64_t seq_ = 0;
+  std::map<std::string, Pending> pending_;
+  bool closing_ = false;
+  std::function<void()> on_closed_;
+
+  mutable std::mutex stats_mu_;  // guards stats_
+  AgentStats stats_;
+};
+
+Agent::Agent(AgentConfig config, DeviceBackend* backend, TaskRunner* runner,
+             std::shared_ptr<grpc::Channel> channel, asio::io_context& io, const Clock* clock)
+    : impl_(std::make_shared<Impl>(std::move(config), backend, runner, std::move(channel), io,
+                                   clock)) {}
+
+Agent::~Agent() { impl_->Shutdown(false); }
+
+Status Agent::Start() { return impl_->Start(); }
+void Agent::Shutdown(bool stop_tasks) { impl_->Shutdown(stop_tasks); }
+AgentStats Agent::stats() const { return impl_->stats(); }
+const AgentConfig& Agent::config() const { return impl_->config(); }
+
+}  // namespace gpupool::agent

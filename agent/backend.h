@@ -1,0 +1,80 @@
+// DeviceBackend: where the agent learns what GPUs its node has and how they are doing.
+//
+// Discover() is called once at start (and its result sent in Register); Sample() every heartbeat.
+// Two implementations: SimulatedBackend (GPUs described in the agent's YAML; used by tests, the
+// demo and benchmarks) and NvmlBackend (libnvidia-ml.so.1 loaded with dlopen at run time).
+//
+// Device identity: a whole GPU has an index (0..n-1) and a UUID. A GPU in MIG mode is reported
+// once as itself (its full capacity, mig_profile empty) and then once per MIG instance
+// (mig_profile set, parent_uuid = the GPU's UUID, index = the GPU's index); schedulers place
+// work on the instances, not on their parent. Links connect GPU indexes.
+//
+// Thread safety: a backend is used from one thread at a time (the agent's strand).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace gpupool::agent {
+
+enum class LinkKind { kNvlink, kPcieSwitch, kPcieHost, kSystem };
+
+struct Device {
+  std::string uuid;
+  std::string model;  // catalog model name
+  int32_t index = 0;
+  int64_t vram_mib = 0;
+  int64_t milli_tflops = 0;
+  std::string mig_profile;  // set for a MIG instance
+  std::string parent_uuid;  // MIG instance: its GPU's UUID
+  bool healthy = true;
+  int32_t numa_node = 0;
+};
+
+struct Link {
+  int32_t a = 0;
+  int32_t b = 0;
+  LinkKind kind = LinkKind::kSystem;
+  int32_t bandwidth_gbps = 0;
+};
+
+struct Inventory {
+  std::vector<Device> devices;
+  std::vector<Link> links;
+};
+
+// What the agent's tasks hold on one device, for backends that synthesize metrics.
+struct DeviceLoad {
+  std::string uuid;
+  int32_t thread_percentage = 0;  // sum over tasks (may exceed 100 when time-sliced)
+  int64_t vram_mib = 0;           // sum of granted VRAM
+};
+
+struct DeviceSample {
+  std::string uuid;
+  int32_t utilization_pct = 0;
+  int64_t memory_used_mib = 0;
+  int32_t power_watts = 0;
+  int32_t temperature_c = 0;
+  int64_t ecc_errors = 0;
+  int64_t xid_errors = 0;
+  bool healthy = true;
+};
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  // "simulated" | "nvml".
+  virtual std::string Name() const = 0;
+  virtual Result<Inventory> Discover() = 0;
+  // One sample per discovered device (same order as Discover()). `load` is what the agent's
+  // running tasks were granted; real backends ignore it.
+  virtual std::vector<DeviceSample> Sample(const std::vector<DeviceLoad>& load) = 0;
+};
+
+const char* LinkKindName(LinkKind kind);
+
+}  // namespace gpupool::agent

@@ -1,0 +1,454 @@
+#include "agent/config.h"
+
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace gpupool::agent {
+namespace {
+
+// Field reader that turns yaml-cpp nodes into typed values with located errors.
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  Status Error(const YAML::Node& n, const std::string& key, const std::string& msg) const {
+    const YAML::Mark m = n.Mark();
+    std::string where = source_;
+    if (m.line >= 0) where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+    return Status::InvalidArgument(where + ": " + key + ": " + msg);
+  }
+
+  static std::string Show(const YAML::Node& n) {
+    if (n.IsScalar()) return "'" + n.Scalar() + "'";
+    if (n.IsSequence()) return "a list";
+    if (n.IsMap()) return "a map";
+    return "nothing";
+  }
+
+  Status String(const YAML::Node& n, const std::string& key, std::string* out) const {
+    if (!n.IsScalar()) return Error(n, key, "must be a string, got " + Show(n));
+    *out = n.Scalar();
+    return Status::Ok();
+  }
+
+  Status Int(const YAML::Node& n, const std::string& key, int64_t min, int64_t* out) const {
+    int64_t v = 0;
+    bool ok = n.IsScalar();
+    if (ok) {
+      try {
+        v = n.as<int64_t>();
+      } catch (const YAML::Exception&) {
+        ok = false;
+      }
+    }
+    if (!ok) return Error(n, key, "must be an integer, got " + Show(n));
+    if (v < min) return Error(n, key, "must be ≥ " + std::to_string(min) + ", got " + n.Scalar());
+    *out = v;
+    return Status::Ok();
+  }
+
+  Status Bool(const YAML::Node& n, const std::string& key, bool* out) const {
+    try {
+      if (n.IsScalar()) {
+        *out = n.as<bool>();
+        return Status::Ok();
+      }
+    } catch (const YAML::Exception&) {
+    }
+    return Error(n, key, "must be true or false, got " + Show(n));
+  }
+
+  Status Double(const YAML::Node& n, const std::string& key, double* out) const {
+    try {
+      if (n.IsScalar()) {
+        *out = n.as<double>();
+        return Status::Ok();
+      }
+    } catch (const YAML::Exception&) {
+    }
+    return Error(n, key, "must be a number, got " + Show(n));
+  }
+
+  Status Map(const YAML::Node& n, const std::string& key) const {
+    return n.IsMap() ? Status::Ok() : Error(n, key, "must be a map, got " + Show(n));
+  }
+
+ private:
+  std::string source_;
+};
+
+Status ParseTopology(const Reader& r, const YAML::Node& n, Topology* out) {
+  std::string s;
+  GPUPOOL_RETURN_IF_ERROR(r.String(n, "topology", &s));
+  static const std::map<std::string, Topology> kNames = {{"auto", Topology::kAuto},
+                                                         {"nvlink-all", Topology::kNvlinkAll},
+                                                         {"nvlink-pairs", Topology::kNvlinkPairs},
+                                                         {"pcie-pairs", Topology::kPciePairs},
+                                                         {"pcie", Topology::kPcie},
+                                                         {"none", Topology::kNone}};
+  auto it = kNames.find(s);
+  if (it == kNames.end()) {
+    return r.Error(n, "topology",
+                   "unknown topology '" + s +
+                       "' (expected auto, nvlink-all, nvlink-pairs, pcie-pairs, pcie or none)");
+  }
+  *out = it->second;
+  return Status::Ok();
+}
+
+Status ParseLink(const Reader& r, const YAML::Node& n, const std::string& key, Link* link) {
+  GPUPOOL_RETURN_IF_ERROR(r.Map(n, key));
+  for (const auto& kv : n) {
+    const std::string k = kv.first.Scalar();
+    const std::string full = key + "." + k;
+    int64_t v = 0;
+    if (k == "a" || k == "b") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(kv.second, full, 0, &v));
+      (k == "a" ? link->a : link->b) = static_cast<int32_t>(v);
+    } else if (k == "gbps") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(kv.second, full, 0, &v));
+      link->bandwidth_gbps = static_cast<int32_t>(v);
+    } else if (k == "kind") {
+      std::string s;
+      GPUPOOL_RETURN_IF_ERROR(r.String(kv.second, full, &s));
+      if (s == "nvlink") {
+        link->kind = LinkKind::kNvlink;
+      } else if (s == "pcie-switch") {
+        link->kind = LinkKind::kPcieSwitch;
+      } else if (s == "pcie-host") {
+        link->kind = LinkKind::kPcieHost;
+      } else if (s == "system") {
+        link->kind = LinkKind::kSystem;
+      } else {
+        return r.Error(
+            kv.second, full,
+            "unknown link kind '" + s + "' (expected nvlink, pcie-switch, pcie-host or system)");
+      }
+    } else {
+      return r.Error(kv.first, full, "unknown key (expected a, b, kind, gbps)");
+    }
+  }
+  if (!n["a"] || !n["b"] || !n["kind"]) return r.Error(n, key, "needs a, b and kind");
+  return Status::Ok();
+}
+
+Status ParseGpuGroup(const Reader& r, const YAML::Node& n, const std::string& key,
+                     const ModelTable& models, SimGpuGroup* g) {
+  GPUPOOL_RETURN_IF_ERROR(r.Map(n, key));
+  YAML::Node mig_node;  // rebound with reset(): operator= on a Node assigns through it
+  bool has_mig = false;
+  for (const auto& kv : n) {
+    const std::string k = kv.first.Scalar();
+    const std::string full = key + "." + k;
+    if (k == "model") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(kv.second, full, &g->model));
+      if (!models.Find(g->model)) {
+        std::string known;
+        for (const auto& [name, spec] : models.models())
+          known += (known.empty() ? "" : ", ") + name;
+        return r.Error(kv.second, full, "unknown model '" + g->model + "' (known: " + known + ")");
+      }
+    } else if (k == "count") {
+      int64_t v = 0;
+      GPUPOOL_RETURN_IF_ERROR(r.Int(kv.second, full, 1, &v));
+      if (v > 64) return r.Error(kv.second, full, "at most 64 GPUs per entry");
+      g->count = static_cast<int32_t>(v);
+    } else if (k == "mig") {
+      GPUPOOL_RETURN_IF_ERROR(r.Map(kv.second, full));
+      mig_node.reset(kv.second);
+      has_mig = true;
+    } else if (k == "unhealthy") {
+      if (!kv.second.IsSequence()) return r.Error(kv.second, full, "must be a list of indexes");
+      for (const auto& i : kv.second) {
+        int64_t v = 0;
+        GPUPOOL_RETURN_IF_ERROR(r.Int(i, full + "[]", 0, &v));
+        g->unhealthy.push_back(static_cast<int32_t>(v));
+      }
+    } else {
+      return r.Error(kv.first, full, "unknown key (expected model, count, mig, unhealthy)");
+    }
+  }
+  if (g->model.empty()) return r.Error(n, key + ".model", "is required");
+  const ModelSpec& spec = *models.Find(g->model);
+  for (int32_t u : g->unhealthy) {
+    if (u >= g->count) {
+      return r.Error(n, key + ".unhealthy", "index " + std::to_string(u) + " ≥ count");
+    }
+  }
+  if (!has_mig) return Status::Ok();
+  if (!spec.mig_capable) {
+    return r.Error(mig_node, key + ".mig", "model " + g->model + " does not support MIG");
+  }
+  for (const auto& kv : mig_node) {
+    int64_t idx = 0;
+    const std::string full = key + ".mig." + kv.first.Scalar();
+    GPUPOOL_RETURN_IF_ERROR(r.Int(kv.first, full, 0, &idx));
+    if (idx >= g->count) {
+      return r.Error(kv.first, full,
+                     "GPU index " + std::to_string(idx) + " ≥ count " + std::to_string(g->count));
+    }
+    if (!kv.second.IsSequence() || kv.second.size() == 0) {
+      return r.Error(kv.second, full, "must be a non-empty list of MIG profiles, e.g. [3g.40gb]");
+    }
+    int32_t slices = 0;
+    int64_t vram = 0;
+    std::vector<std::string> profiles;
+    for (const auto& p : kv.second) {
+      std::string name;
+      GPUPOOL_RETURN_IF_ERROR(r.String(p, full + "[]", &name));
+      auto prof = ParseMigProfile(name);
+      if (!prof.ok()) return r.Error(p, full, prof.status().message());
+      slices += prof->compute_slices;
+      vram += prof->vram_mib;
+      profiles.push_back(name);
+    }
+    if (slices > 7) {
+      return r.Error(kv.second, full,
+                     "MIG instances use " + std::to_string(slices) + " compute slices, GPU has 7");
+    }
+    if (vram > spec.vram_mib) {
+      return r.Error(kv.second, full,
+                     "MIG instances use " + std::to_string(vram) + " MiB, " + g->model + " has " +
+                         std::to_string(spec.vram_mib) + " MiB");
+    }
+    g->mig[static_cast<int32_t>(idx)] = std::move(profiles);
+  }
+  return Status::Ok();
+}
+
+// Parses one simulated-layout key; false in *handled when `k` is not one.
+Status ParseSimKey(const Reader& r, const std::string& k, const YAML::Node& v,
+                   const ModelTable& models, SimLayout* sim, bool* handled) {
+  *handled = true;
+  if (k == "gpus") {
+    if (!v.IsSequence()) return r.Error(v, k, "must be a list of {model, count, mig}");
+    int i = 0;
+    for (const auto& g : v) {
+      SimGpuGroup group;
+      GPUPOOL_RETURN_IF_ERROR(
+          ParseGpuGroup(r, g, "gpus[" + std::to_string(i++) + "]", models, &group));
+      sim->gpus.push_back(std::move(group));
+    }
+  } else if (k == "topology") {
+    GPUPOOL_RETURN_IF_ERROR(ParseTopology(r, v, &sim->topology));
+  } else if (k == "links") {
+    if (!v.IsSequence()) return r.Error(v, k, "must be a list of {a, b, kind, gbps}");
+    int i = 0;
+    for (const auto& l : v) {
+      Link link;
+      GPUPOOL_RETURN_IF_ERROR(ParseLink(r, l, "links[" + std::to_string(i++) + "]", &link));
+      sim->links.push_back(link);
+    }
+  } else if (k == "sim_seed") {
+    int64_t seed = 0;
+    GPUPOOL_RETURN_IF_ERROR(r.Int(v, k, 0, &seed));
+    sim->seed = static_cast<uint64_t>(seed);
+  } else {
+    *handled = false;
+  }
+  return Status::Ok();
+}
+
+Status CheckLinks(const Reader& r, const YAML::Node& root, const SimLayout& sim) {
+  int32_t n = 0;
+  for (const auto& g : sim.gpus) n += g.count;
+  for (size_t i = 0; i < sim.links.size(); ++i) {
+    const Link& l = sim.links[i];
+    if (l.a >= n || l.b >= n || l.a == l.b) {
+      return r.Error(root["links"][i], "links[" + std::to_string(i) + "]",
+                     "link " + std::to_string(l.a) + "-" + std::to_string(l.b) +
+                         " must join two different GPUs among 0.." + std::to_string(n - 1));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<YAML::Node> LoadYaml(const std::string& text, const std::string& source) {
+  try {
+    YAML::Node root = YAML::Load(text);
+    if (!root || root.IsNull()) return YAML::Node(YAML::NodeType::Map);
+    return root;
+  } catch (const YAML::ParserException& e) {
+    return Status::InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ":" +
+                                   std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+}
+
+Status ParseTop(const Reader& r, const YAML::Node& root, AgentConfig* c) {
+  GPUPOOL_RETURN_IF_ERROR(r.Map(root, "(top level)"));
+  // The catalog comes first: the GPU layout is checked against it.
+  if (root["catalog"]) {
+    GPUPOOL_RETURN_IF_ERROR(r.String(root["catalog"], "catalog", &c->catalog));
+    Status st = c->models.LoadCatalogFile(c->catalog);
+    if (!st.ok()) return r.Error(root["catalog"], "catalog", st.message());
+  }
+  for (const auto& kv : root) {
+    const std::string k = kv.first.Scalar();
+    const YAML::Node& v = kv.second;
+    bool handled = false;
+    GPUPOOL_RETURN_IF_ERROR(ParseSimKey(r, k, v, c->models, &c->sim, &handled));
+    if (handled || k == "catalog") continue;
+    if (k == "scheduler") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->scheduler));
+    } else if (k == "node_name") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->node_name));
+    } else if (k == "pool") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->pool));
+    } else if (k == "token") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->token));
+    } else if (k == "backend") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->backend));
+      if (c->backend != "simulated" && c->backend != "nvml") {
+        return r.Error(v, k, "unknown backend '" + c->backend + "' (expected simulated or nvml)");
+      }
+    } else if (k == "data_dir") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->data_dir));
+    } else if (k == "log_level") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->log_level));
+    } else if (k == "labels") {
+      GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
+      for (const auto& l : v) {
+        std::string val;
+        GPUPOOL_RETURN_IF_ERROR(r.String(l.second, k + "." + l.first.Scalar(), &val));
+        c->labels[l.first.Scalar()] = val;
+      }
+    } else if (k == "cpu_milli") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(v, k, 0, &c->cpu_milli));
+    } else if (k == "memory_mib") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(v, k, 0, &c->memory_mib));
+    } else if (k == "spill_budget_mib") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(v, k, 0, &c->spill_budget_mib));
+    } else if (k == "heartbeat_interval_ms") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(v, k, 10, &c->heartbeat_interval_ms));
+    } else if (k == "stop_grace_period_ms") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(v, k, 0, &c->stop_grace_period_ms));
+    } else if (k == "output_tail_bytes") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(v, k, 0, &c->output_tail_bytes));
+    } else if (k == "keepalive_ms") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(v, k, 0, &c->keepalive_ms));
+    } else if (k == "stop_tasks_on_shutdown") {
+      GPUPOOL_RETURN_IF_ERROR(r.Bool(v, k, &c->stop_tasks_on_shutdown));
+    } else if (k == "reconnect") {
+      GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
+      for (const auto& rk : v) {
+        const std::string sub = rk.first.Scalar();
+        if (sub == "initial_ms") {
+          GPUPOOL_RETURN_IF_ERROR(r.Int(rk.second, k + "." + sub, 1, &c->reconnect.initial_ms));
+        } else if (sub == "max_ms") {
+          GPUPOOL_RETURN_IF_ERROR(r.Int(rk.second, k + "." + sub, 1, &c->reconnect.max_ms));
+        } else if (sub == "jitter") {
+          GPUPOOL_RETURN_IF_ERROR(r.Double(rk.second, k + "." + sub, &c->reconnect.jitter));
+          if (c->reconnect.jitter < 0 || c->reconnect.jitter > 1) {
+            return r.Error(rk.second, k + "." + sub, "must be between 0 and 1");
+          }
+        } else {
+          return r.Error(rk.first, k + "." + sub,
+                         "unknown key (expected initial_ms, max_ms, jitter)");
+        }
+      }
+    } else {
+      return r.Error(kv.first, k, "unknown key (see docs/agent.md for the reference)");
+    }
+  }
+  return CheckLinks(r, root, c->sim);
+}
+
+}  // namespace
+
+const char* TopologyName(Topology t) {
+  switch (t) {
+    case Topology::kAuto:
+      return "auto";
+    case Topology::kNvlinkAll:
+      return "nvlink-all";
+    case Topology::kNvlinkPairs:
+      return "nvlink-pairs";
+    case Topology::kPciePairs:
+      return "pcie-pairs";
+    case Topology::kPcie:
+      return "pcie";
+    case Topology::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+Result<AgentConfig> ParseAgentConfig(const std::string& yaml, const std::string& source) {
+  GPUPOOL_ASSIGN_OR_RETURN(YAML::Node root, LoadYaml(yaml, source));
+  AgentConfig c;
+  c.source = source;
+  Reader r(source);
+  GPUPOOL_RETURN_IF_ERROR(ParseTop(r, root, &c));
+  return c;
+}
+
+Result<AgentConfig> LoadAgentConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound(path + ": cannot open config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseAgentConfig(ss.str(), path);
+}
+
+Result<SimLayout> ParseSimLayout(const std::string& yaml, const ModelTable& models,
+                                 const std::string& source) {
+  GPUPOOL_ASSIGN_OR_RETURN(YAML::Node root, LoadYaml(yaml, source));
+  Reader r(source);
+  GPUPOOL_RETURN_IF_ERROR(r.Map(root, "(top level)"));
+  SimLayout sim;
+  for (const auto& kv : root) {
+    bool handled = false;
+    GPUPOOL_RETURN_IF_ERROR(ParseSimKey(r, kv.first.Scalar(), kv.second, models, &sim, &handled));
+    if (!handled) {
+      return r.Error(kv.first, kv.first.Scalar(),
+                     "unknown key (expected gpus, topology, links, sim_seed)");
+    }
+  }
+  GPUPOOL_RETURN_IF_ERROR(CheckLinks(r, root, sim));
+  return sim;
+}
+
+Status ValidateAgentConfig(AgentConfig* c) {
+  auto bad = [&](const std::string& key, const std::string& msg) {
+    return Status::InvalidArgument(c->source + ": " + key + ": " + msg);
+  };
+  if (c->node_name.empty()) {
+    char host[256] = {};
+    if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+      return bad("node_name", "is required (the host name could not be read)");
+    }
+    c->node_name = host;
+  }
+  if (c->scheduler.empty()) return bad("scheduler", "is required, e.g. 127.0.0.1:7070");
+  if (c->pool.empty()) return bad("pool", "is required");
+  if (c->data_dir.empty()) return bad("data_dir", "is required");
+  if (c->backend != "simulated" && c->backend != "nvml") {
+    return bad("backend", "unknown backend '" + c->backend + "' (expected simulated or nvml)");
+  }
+  if (c->backend == "simulated" && c->sim.gpus.empty()) {
+    return bad("gpus",
+               "backend simulated needs at least one entry, e.g. "
+               "gpus: [{model: H100-SXM, count: 8}]");
+  }
+  if (c->reconnect.max_ms < c->reconnect.initial_ms) {
+    return bad("reconnect.max_ms", "must be ≥ reconnect.initial_ms");
+  }
+  if (c->cpu_milli == 0) {
+    c->cpu_milli = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency())) * 1000;
+  }
+  if (c->memory_mib == 0) {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) {
+      c->memory_mib = static_cast<int64_t>(pages) * page / (1024 * 1024);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace gpupool::agent

@@ -1,0 +1,84 @@
+// AgentConfig: the agent's typed options, parsed once from YAML at the edge.
+//
+// Every error names the file, the key and the line ("agent.yaml:7:5: gpus[0].count: must be a
+// positive integer, got 'eight'"); unknown keys are errors too, so typos do not pass silently.
+// The full reference with an example is in docs/agent.md. Command-line flags override the file
+// (cmd/gpupool_agent.cc); Validate() checks the merged result.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/backend.h"
+#include "agent/catalog.h"
+#include "base/status.h"
+
+namespace gpupool::agent {
+
+enum class Topology { kAuto, kNvlinkAll, kNvlinkPairs, kPciePairs, kPcie, kNone };
+
+// One `gpus:` entry: `count` GPUs of one catalog model; `mig` maps the entry-local GPU index to
+// the MIG instances carved from it; `unhealthy` lists entry-local indexes reported unhealthy.
+struct SimGpuGroup {
+  std::string model;
+  int32_t count = 1;
+  std::map<int32_t, std::vector<std::string>> mig;
+  std::vector<int32_t> unhealthy;
+};
+
+struct SimLayout {
+  std::vector<SimGpuGroup> gpus;
+  Topology topology = Topology::kAuto;
+  std::vector<Link> links;  // explicit links, added over (and replacing) the topology's
+  uint64_t seed = 1;
+};
+
+struct ReconnectOptions {
+  int64_t initial_ms = 200;
+  int64_t max_ms = 10'000;
+  double jitter = 0.2;  // ± fraction applied to each delay
+};
+
+struct AgentConfig {
+  std::string source = "<defaults>";  // the file it came from, for messages
+  std::string scheduler = "127.0.0.1:7070";
+  std::string node_name;  // empty → the host name
+  std::string pool = "default";
+  std::map<std::string, std::string> labels;
+  std::string token;
+  int64_t cpu_milli = 0;   // 0 → detected from the host
+  int64_t memory_mib = 0;  // 0 → detected from the host
+  int64_t spill_budget_mib = 0;
+  std::string backend = "simulated";  // "simulated" | "nvml"
+  std::string data_dir = "/var/lib/gpupool-agent";
+  int64_t heartbeat_interval_ms = 2000;
+  int64_t stop_grace_period_ms = 10'000;  // default grace for StopTask without one and shutdown
+  bool stop_tasks_on_shutdown = true;
+  int64_t output_tail_bytes = 4096;
+  int64_t keepalive_ms = 0;  // gRPC keepalive pings; 0 = off (the server must permit them)
+  ReconnectOptions reconnect;
+  std::string catalog;  // optional catalog YAML path
+  std::string log_level = "info";
+  ModelTable models = ModelTable::BuiltIn();  // built-in, overlaid by `catalog`
+  SimLayout sim;
+};
+
+// Parses YAML text; `source` names it in errors (a file path).
+Result<AgentConfig> ParseAgentConfig(const std::string& yaml, const std::string& source);
+Result<AgentConfig> LoadAgentConfigFile(const std::string& path);
+
+// Checks the merged config (after flags) and fills detected defaults (host name, CPU, RAM).
+Status ValidateAgentConfig(AgentConfig* config);
+
+// The simulated layout from a short YAML fragment (the `gpus:`/`topology:`/`links:` keys), for
+// tests and the fleet. Same validation as the full config.
+Result<SimLayout> ParseSimLayout(const std::string& yaml, const ModelTable& models,
+                                 const std::string& source = "<sim>");
+
+const char* TopologyName(Topology t);
+
+}  // namespace gpupool::agent

@@ -1,0 +1,269 @@
+#include "agent/nvml_backend.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <fstream>
+
+#include "base/log.h"
+
+namespace gpupool::agent {
+namespace {
+
+// The NVML ABI subset we use, declared here (values from nvml.h, stable since NVML 10).
+using nvmlReturn_t = int;
+using nvmlDevice_t = void*;
+constexpr nvmlReturn_t kNvmlSuccess = 0;
+constexpr nvmlReturn_t kNvmlErrorGpuIsLost = 15;
+struct NvmlMemory {
+  unsigned long long total, free, used;
+};
+struct NvmlUtilization {
+  unsigned int gpu, memory;
+};
+struct NvmlPciInfo {  // nvmlPciInfo_t (v3)
+  char bus_id_legacy[16];
+  unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
+constexpr int kTemperatureGpu = 0;
+constexpr int kMemoryErrorUncorrected = 1;
+constexpr int kEccVolatile = 0;
+constexpr int kP2pCapsNvlink = 2;
+constexpr int kP2pStatusOk = 0;
+constexpr int kTopoSingle = 10, kTopoMultiple = 20, kTopoHostBridge = 30, kTopoNode = 40;
+
+}  // namespace
+
+struct NvmlBackend::Api {
+  nvmlReturn_t (*Init)();
+  nvmlReturn_t (*Shutdown)();
+  const char* (*ErrorString)(nvmlReturn_t);
+  nvmlReturn_t (*GetCount)(unsigned int*);
+  nvmlReturn_t (*GetHandleByIndex)(unsigned int, nvmlDevice_t*);
+  nvmlReturn_t (*GetUuid)(nvmlDevice_t, char*, unsigned int);
+  nvmlReturn_t (*GetName)(nvmlDevice_t, char*, unsigned int);
+  nvmlReturn_t (*GetMemoryInfo)(nvmlDevice_t, NvmlMemory*);
+  nvmlReturn_t (*GetUtilizationRates)(nvmlDevice_t, NvmlUtilization*);
+  nvmlReturn_t (*GetPowerUsage)(nvmlDevice_t, unsigned int*);
+  nvmlReturn_t (*GetTemperature)(nvmlDevice_t, int, unsigned int*);
+  // Optional entry points (older drivers, non-MIG GPUs): may be null.
+  nvmlReturn_t (*GetTotalEccErrors)(nvmlDevice_t, int, int, unsigned long long*);
+  nvmlReturn_t (*GetMigMode)(nvmlDevice_t, unsigned int*, unsigned int*);
+  nvmlReturn_t (*GetMaxMigDeviceCount)(nvmlDevice_t, unsigned int*);
+  nvmlReturn_t (*GetMigDeviceHandleByIndex)(nvmlDevice_t, unsigned int, nvmlDevice_t*);
+  nvmlReturn_t (*GetTopologyCommonAncestor)(nvmlDevice_t, nvmlDevice_t, int*);
+  nvmlReturn_t (*GetP2PStatus)(nvmlDevice_t, nvmlDevice_t, int, int*);
+  nvmlReturn_t (*GetPciInfo)(nvmlDevice_t, NvmlPciInfo*);
+
+  std::string Error(nvmlReturn_t r) const {
+    const char* s = ErrorString ? ErrorString(r) : nullptr;
+    return s ? std::string(s) : "NVML error " + std::to_string(r);
+  }
+};
+
+namespace {
+
+template <typename F>
+bool Resolve(void* handle, const char* name, F* out, std::string* missing) {
+  *out = reinterpret_cast<F>(dlsym(handle, name));
+  if (*out == nullptr && missing != nullptr) *missing = name;
+  return *out != nullptr;
+}
+
+int32_t NumaNodeOf(const NvmlBackend::Api& api, nvmlDevice_t dev) {
+  if (api.GetPciInfo == nullptr) return 0;
+  NvmlPciInfo pci{};
+  if (api.GetPciInfo(dev, &pci) != kNvmlSuccess) return 0;
+  std::string bus(pci.bus_id, strnlen(pci.bus_id, sizeof(pci.bus_id)));
+  if (bus.size() > 12) bus = bus.substr(bus.size() - 12);  // "00000000:18:00.0" → "0000:18:00.0"
+  std::transform(bus.begin(), bus.end(), bus.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::ifstream in("/sys/bus/pci/devices/" + bus + "/numa_node");
+  int n = 0;
+  if (in >> n && n >= 0) return n;
+  return 0;
+}
+
+std::string Cstr(const char* buf, size_t n) { return std::string(buf, strnlen(buf, n)); }
+
+}  // namespace
+
+Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(ModelTable models,
+                                                       const std::string& library) {
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* err = dlerror();
+    return Status::Unavailable(
+        "backend=nvml unavailable: " + std::string(err ? err : library + ": cannot be loaded") +
+        "; use backend: simulated");
+  }
+  auto api = std::make_unique<Api>();
+  std::string missing;
+  bool ok = Resolve(handle, "nvmlInit_v2", &api->Init, &missing) &&
+            Resolve(handle, "nvmlShutdown", &api->Shutdown, &missing) &&
+            Resolve(handle, "nvmlErrorString", &api->ErrorString, &missing) &&
+            Resolve(handle, "nvmlDeviceGetCount_v2", &api->GetCount, &missing) &&
+            Resolve(handle, "nvmlDeviceGetHandleByIndex_v2", &api->GetHandleByIndex, &missing) &&
+            Resolve(handle, "nvmlDeviceGetUUID", &api->GetUuid, &missing) &&
+            Resolve(handle, "nvmlDeviceGetName", &api->GetName, &missing) &&
+            Resolve(handle, "nvmlDeviceGetMemoryInfo", &api->GetMemoryInfo, &missing) &&
+            Resolve(handle, "nvmlDeviceGetUtilizationRates", &api->GetUtilizationRates, &missing) &&
+            Resolve(handle, "nvmlDeviceGetPowerUsage", &api->GetPowerUsage, &missing) &&
+            Resolve(handle, "nvmlDeviceGetTemperature", &api->GetTemperature, &missing);
+  if (!ok) {
+    dlclose(handle);
+    return Status::Unavailable("backend=nvml unavailable: " + library + " has no symbol " +
+                               missing + " (driver too old?); use backend: simulated");
+  }
+  Resolve(handle, "nvmlDeviceGetTotalEccErrors", &api->GetTotalEccErrors, nullptr);
+  Resolve(handle, "nvmlDeviceGetMigMode", &api->GetMigMode, nullptr);
+  Resolve(handle, "nvmlDeviceGetMaxMigDeviceCount", &api->GetMaxMigDeviceCount, nullptr);
+  Resolve(handle, "nvmlDeviceGetMigDeviceHandleByIndex", &api->GetMigDeviceHandleByIndex, nullptr);
+  Resolve(handle, "nvmlDeviceGetTopologyCommonAncestor", &api->GetTopologyCommonAncestor, nullptr);
+  Resolve(handle, "nvmlDeviceGetP2PStatus", &api->GetP2PStatus, nullptr);
+  Resolve(handle, "nvmlDeviceGetPciInfo_v3", &api->GetPciInfo, nullptr);
+  const nvmlReturn_t r = api->Init();
+  if (r != kNvmlSuccess) {
+    std::string err = api->Error(r);
+    dlclose(handle);
+    return Status::Unavailable("backend=nvml unavailable: nvmlInit_v2: " + err +
+                               "; use backend: simulated");
+  }
+  return std::unique_ptr<NvmlBackend>(new NvmlBackend(handle, std::move(api), std::move(models)));
+}
+
+NvmlBackend::NvmlBackend(void* handle, std::unique_ptr<Api> api, ModelTable models)
+    : handle_(handle), api_(std::move(api)), models_(std::move(models)) {}
+
+NvmlBackend::~NvmlBackend() {
+  api_->Shutdown();
+  dlclose(handle_);
+}
+
+Result<Inventory> NvmlBackend::Discover() {
+  const Api& a = *api_;
+  unsigned int count = 0;
+  nvmlReturn_t r = a.GetCount(&count);
+  if (r != kNvmlSuccess) return Status::Unavailable("nvmlDeviceGetCount_v2: " + a.Error(r));
+  Inventory inv;
+  devices_.clear();
+  std::vector<nvmlDevice_t> gpus;
+  for (unsigned int i = 0; i < count; ++i) {
+    nvmlDevice_t dev = nullptr;
+    r = a.GetHandleByIndex(i, &dev);
+    if (r != kNvmlSuccess) {
+      return Status::Unavailable("nvmlDeviceGetHandleByIndex_v2(" + std::to_string(i) +
+                                 "): " + a.Error(r));
+    }
+    gpus.push_back(dev);
+    char uuid[96] = {}, name[96] = {};
+    a.GetUuid(dev, uuid, sizeof(uuid));
+    a.GetName(dev, name, sizeof(name));
+    const std::string nvml_name = Cstr(name, sizeof(name));
+    Device d;
+    d.uuid = Cstr(uuid, sizeof(uuid));
+    d.index = static_cast<int32_t>(i);
+    const auto model = ModelFromNvmlName(nvml_name);
+    const ModelSpec* spec = model ? models_.Find(*model) : nullptr;
+    d.model = model ? *model : nvml_name;
+    if (!model) {
+      LogWarn("agent.nvml", "unknown GPU model; TFLOPS reported as 0",
+              {{"nvml_name", nvml_name}, {"index", std::to_string(i)}});
+    }
+    NvmlMemory mem{};
+    if (a.GetMemoryInfo(dev, &mem) == kNvmlSuccess) {
+      d.vram_mib = static_cast<int64_t>(mem.total / (1024 * 1024));
+    } else if (spec) {
+      d.vram_mib = spec->vram_mib;
+    }
+    d.milli_tflops = spec ? spec->milli_tflops : 0;
+    d.numa_node = NumaNodeOf(a, dev);
+    inv.devices.push_back(d);
+    devices_.emplace_back(d.uuid, dev);
+    unsigned int current = 0, pending = 0, max_mig = 0;
+    if (a.GetMigMode == nullptr || a.GetMigMode(dev, &current, &pending) != kNvmlSuccess ||
+        current != 1 || a.GetMaxMigDeviceCount == nullptr ||
+        a.GetMigDeviceHandleByIndex == nullptr ||
+        a.GetMaxMigDeviceCount(dev, &max_mig) != kNvmlSuccess) {
+      continue;
+    }
+    for (unsigned int j = 0; j < max_mig; ++j) {
+      nvmlDevice_t mig = nullptr;
+      if (a.GetMigDeviceHandleByIndex(dev, j, &mig) != kNvmlSuccess) continue;
+      char muuid[96] = {}, mname[96] = {};
+      a.GetUuid(mig, muuid, sizeof(muuid));
+      a.GetName(mig, mname, sizeof(mname));
+      Device m = d;
+      m.uuid = Cstr(muuid, sizeof(muuid));
+      m.parent_uuid = d.uuid;
+      const std::string mn = Cstr(mname, sizeof(mname));
+      const size_t at = mn.rfind("MIG ");
+      m.mig_profile = at == std::string::npos ? mn : mn.substr(at + 4);
+      NvmlMemory mm{};
+      if (a.GetMemoryInfo(mig, &mm) == kNvmlSuccess) {
+        m.vram_mib = static_cast<int64_t>(mm.total / (1024 * 1024));
+      }
+      auto prof = ParseMigProfile(m.mig_profile);
+      m.milli_tflops = prof.ok() ? d.milli_tflops * prof->compute_slices / 7 : 0;
+      inv.devices.push_back(m);
+      devices_.emplace_back(m.uuid, mig);
+    }
+  }
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    for (size_t j = i + 1; j < gpus.size(); ++j) {
+      Link l{static_cast<int32_t>(i), static_cast<int32_t>(j), LinkKind::kSystem, 0};
+      int p2p = -1, level = -1;
+      if (a.GetP2PStatus &&
+          a.GetP2PStatus(gpus[i], gpus[j], kP2pCapsNvlink, &p2p) == kNvmlSuccess &&
+          p2p == kP2pStatusOk) {
+        l.kind = LinkKind::kNvlink;
+      } else if (a.GetTopologyCommonAncestor &&
+                 a.GetTopologyCommonAncestor(gpus[i], gpus[j], &level) == kNvmlSuccess) {
+        l.kind = level <= kTopoMultiple && level >= kTopoSingle   ? LinkKind::kPcieSwitch
+                 : level <= kTopoNode && level >= kTopoHostBridge ? LinkKind::kPcieHost
+                 : level < kTopoSingle                            ? LinkKind::kNvlink
+                                                                  : LinkKind::kSystem;
+      }
+      inv.links.push_back(l);
+    }
+  }
+  return inv;
+}
+
+std::vector<DeviceSample> NvmlBackend::Sample(const std::vector<DeviceLoad>& /*load*/) {
+  const Api& a = *api_;
+  std::vector<DeviceSample> out;
+  for (const auto& [uuid, dev] : devices_) {
+    DeviceSample s;
+    s.uuid = uuid;
+    bool lost = false;
+    auto check = [&](nvmlReturn_t r) {
+      if (r == kNvmlErrorGpuIsLost) lost = true;
+      return r == kNvmlSuccess;
+    };
+    NvmlUtilization u{};
+    if (check(a.GetUtilizationRates(dev, &u))) s.utilization_pct = static_cast<int32_t>(u.gpu);
+    NvmlMemory m{};
+    if (check(a.GetMemoryInfo(dev, &m))) {
+      s.memory_used_mib = static_cast<int64_t>(m.used / (1024 * 1024));
+    }
+    unsigned int mw = 0, temp = 0;
+    if (check(a.GetPowerUsage(dev, &mw))) s.power_watts = static_cast<int32_t>(mw / 1000);
+    if (check(a.GetTemperature(dev, kTemperatureGpu, &temp))) {
+      s.temperature_c = static_cast<int32_t>(temp);
+    }
+    unsigned long long ecc = 0;
+    if (a.GetTotalEccErrors &&
+        check(a.GetTotalEccErrors(dev, kMemoryErrorUncorrected, kEccVolatile, &ecc))) {
+      s.ecc_errors = static_cast<int64_t>(ecc);
+    }
+    s.healthy = !lost;
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace gpupool::agent

@@ -1,0 +1,52 @@
+// NvmlBackend: real NVIDIA GPUs through libnvidia-ml.so.1, loaded with dlopen at run time.
+//
+// There is no build-time dependency on NVIDIA headers or libraries: the few NVML entry points
+// used are declared here as function-pointer types. Open() fails with an Unavailable status that
+// says exactly why ("backend=nvml unavailable: libnvidia-ml.so.1: cannot open shared object file:
+// No such file or directory; use backend: simulated") so the agent can print it and exit, or the
+// caller can fall back.
+//
+// Discovery: every GPU (UUID, NVML name mapped to a catalog model, memory, NUMA node from sysfs),
+// its MIG instances when MIG mode is on (profile parsed from the instance name, e.g. "… MIG
+// 3g.40gb"), and links from nvmlDeviceGetP2PStatus (NVLink) or
+// nvmlDeviceGetTopologyCommonAncestor (PCIe switch / host bridge / system). Samples:
+// utilization, memory used, power, temperature, uncorrected ECC errors (volatile); XID events
+// are not collected (xid_errors stays 0). A device whose queries fail with GPU_IS_LOST is
+// reported unhealthy.
+//
+// Thread safety: one thread at a time (see DeviceBackend).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "agent/backend.h"
+#include "agent/catalog.h"
+
+namespace gpupool::agent {
+
+class NvmlBackend final : public DeviceBackend {
+ public:
+  // Loads `library` (default "libnvidia-ml.so.1") and calls nvmlInit_v2.
+  static Result<std::unique_ptr<NvmlBackend>> Open(
+      ModelTable models, const std::string& library = "libnvidia-ml.so.1");
+  ~NvmlBackend() override;
+  NvmlBackend(const NvmlBackend&) = delete;
+  NvmlBackend& operator=(const NvmlBackend&) = delete;
+
+  std::string Name() const override { return "nvml"; }
+  Result<Inventory> Discover() override;
+  std::vector<DeviceSample> Sample(const std::vector<DeviceLoad>& load) override;
+
+  struct Api;  // the resolved entry points (nvml_backend.cc)
+
+ private:
+  NvmlBackend(void* handle, std::unique_ptr<Api> api, ModelTable models);
+
+  void* handle_;
+  std::unique_ptr<Api> api_;
+  ModelTable models_;
+  std::vector<std::pair<std::string, void*>> devices_;  // uuid → nvmlDevice_t, Discover() order
+};
+
+}  // namespace gpupool::agent

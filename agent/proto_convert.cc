@@ -1,0 +1,119 @@
+#include "agent/proto_convert.h"
+
+#include <algorithm>
+
+namespace gpupool::agent {
+
+void ToProto(const Device& d, v1::DeviceInfo* out) {
+  out->set_uuid(d.uuid);
+  out->set_model(d.model);
+  out->set_index(d.index);
+  out->set_vram_mib(d.vram_mib);
+  out->set_milli_tflops(d.milli_tflops);
+  out->set_mig_profile(d.mig_profile);
+  out->set_parent_uuid(d.parent_uuid);
+  out->set_healthy(d.healthy);
+  out->set_numa_node(d.numa_node);
+}
+
+void ToProto(const Link& l, v1::DeviceLink* out) {
+  out->set_a(l.a);
+  out->set_b(l.b);
+  switch (l.kind) {
+    case LinkKind::kNvlink:
+      out->set_kind(v1::LINK_KIND_NVLINK);
+      break;
+    case LinkKind::kPcieSwitch:
+      out->set_kind(v1::LINK_KIND_PCIE_SWITCH);
+      break;
+    case LinkKind::kPcieHost:
+      out->set_kind(v1::LINK_KIND_PCIE_HOST);
+      break;
+    case LinkKind::kSystem:
+      out->set_kind(v1::LINK_KIND_SYSTEM);
+      break;
+  }
+  out->set_bandwidth_gbps(l.bandwidth_gbps);
+}
+
+void ToProto(const DeviceSample& s, v1::DeviceMetrics* out) {
+  out->set_uuid(s.uuid);
+  out->set_utilization_pct(s.utilization_pct);
+  out->set_memory_used_mib(s.memory_used_mib);
+  out->set_power_watts(s.power_watts);
+  out->set_temperature_c(s.temperature_c);
+  out->set_ecc_errors(s.ecc_errors);
+  out->set_xid_errors(s.xid_errors);
+  out->set_healthy(s.healthy);
+}
+
+void ToProto(const TaskStatus& t, v1::RunningTask* out) {
+  out->set_task_id(t.task_id);
+  out->set_attempt(t.attempt);
+  out->set_pid(t.pid);
+}
+
+v1::TaskState ToProto(TaskPhase phase) {
+  switch (phase) {
+    case TaskPhase::kRunning:
+      return v1::TASK_STATE_RUNNING;
+    case TaskPhase::kSucceeded:
+      return v1::TASK_STATE_SUCCEEDED;
+    case TaskPhase::kFailed:
+      return v1::TASK_STATE_FAILED;
+    case TaskPhase::kCancelled:
+      return v1::TASK_STATE_CANCELLED;
+  }
+  return v1::TASK_STATE_UNSPECIFIED;
+}
+
+bool IsTerminal(v1::TaskState state) {
+  return state == v1::TASK_STATE_SUCCEEDED || state == v1::TASK_STATE_FAILED ||
+         state == v1::TASK_STATE_CANCELLED || state == v1::TASK_STATE_PREEMPTED ||
+         state == v1::TASK_STATE_LOST;
+}
+
+void ToProto(const TaskStatus& t, int64_t epoch, v1::TaskUpdate* out) {
+  out->Clear();
+  out->set_task_id(t.task_id);
+  out->set_attempt(t.attempt);
+  out->set_state(ToProto(t.phase));
+  out->set_exit_code(t.exit_code);
+  out->set_signal(t.signal);
+  out->set_oom(t.oom);
+  out->set_output_tail(t.output_tail);
+  out->set_reason(t.reason);
+  out->set_epoch(epoch);
+}
+
+TaskSpec FromProto(const v1::StartTask& s, const std::string& owner, const Inventory& inventory) {
+  TaskSpec spec;
+  spec.owner = owner;
+  spec.task_id = s.task_id();
+  spec.job_id = s.job_id();
+  spec.tenant = s.tenant();
+  spec.attempt = s.attempt();
+  spec.argv.assign(s.argv().begin(), s.argv().end());
+  for (const auto& [k, v] : s.env()) spec.env[k] = v;
+  spec.max_runtime_ms = s.max_runtime_ms();
+  for (const v1::DeviceGrant& g : s.devices()) {
+    DeviceGrant d;
+    d.uuid = g.uuid();
+    d.milli_tflops = g.milli_tflops();
+    d.vram_mib = g.vram_mib();
+    d.thread_percentage = g.thread_percentage();
+    if (d.thread_percentage <= 0) {
+      d.thread_percentage = 100;
+      auto dev = std::find_if(inventory.devices.begin(), inventory.devices.end(),
+                              [&](const Device& x) { return x.uuid == d.uuid; });
+      if (dev != inventory.devices.end() && dev->milli_tflops > 0 && d.milli_tflops > 0) {
+        const int64_t pct = (d.milli_tflops * 100 + dev->milli_tflops - 1) / dev->milli_tflops;
+        d.thread_percentage = static_cast<int32_t>(std::clamp<int64_t>(pct, 1, 100));
+      }
+    }
+    spec.devices.push_back(d);
+  }
+  return spec;
+}
+
+}  // namespace gpupool::agent

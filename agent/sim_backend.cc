@@ -1,0 +1,196 @@
+#include "agent/sim_backend.h"
+
+#include <algorithm>
+#include <set>
+
+namespace gpupool::agent {
+namespace {
+
+uint64_t Fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// The link kind between GPUs a < b of n under a generated topology; numa = first/second half.
+LinkKind Between(Topology t, int32_t a, int32_t b, int32_t n) {
+  const bool same_numa = (a < n / 2) == (b < n / 2) || n < 2;
+  const bool pair = a / 2 == b / 2;
+  switch (t) {
+    case Topology::kNvlinkAll:
+      return LinkKind::kNvlink;
+    case Topology::kNvlinkPairs:
+      if (pair) return LinkKind::kNvlink;
+      return same_numa ? LinkKind::kPcieHost : LinkKind::kSystem;
+    case Topology::kPciePairs:
+      if (pair) return LinkKind::kPcieSwitch;
+      return same_numa ? LinkKind::kPcieHost : LinkKind::kSystem;
+    case Topology::kPcie:
+    default:
+      return same_numa ? LinkKind::kPcieHost : LinkKind::kSystem;
+  }
+}
+
+}  // namespace
+
+const char* LinkKindName(LinkKind kind) {
+  switch (kind) {
+    case LinkKind::kNvlink:
+      return "nvlink";
+    case LinkKind::kPcieSwitch:
+      return "pcie-switch";
+    case LinkKind::kPcieHost:
+      return "pcie-host";
+    case LinkKind::kSystem:
+      return "system";
+  }
+  return "?";
+}
+
+std::string SimulatedBackend::GpuUuid(const std::string& node, int32_t index) {
+  return "GPU-sim-" + node + "-" + std::to_string(index);
+}
+
+std::string SimulatedBackend::MigUuid(const std::string& node, int32_t index, int32_t instance) {
+  return "MIG-sim-" + node + "-" + std::to_string(index) + "-" + std::to_string(instance);
+}
+
+SimulatedBackend::SimulatedBackend(std::string node_name, SimLayout layout, ModelTable models)
+    : node_(std::move(node_name)),
+      layout_(std::move(layout)),
+      models_(std::move(models)),
+      rng_(layout_.seed ^ Fnv1a(node_)) {
+  inventory_ = Build();
+}
+
+Inventory SimulatedBackend::Build() const {
+  Inventory inv;
+  int32_t n = 0;
+  for (const auto& g : layout_.gpus) n += g.count;
+  bool all_nvlink = n > 1;
+  int32_t index = 0;
+  for (const auto& g : layout_.gpus) {
+    const ModelSpec* spec = models_.Find(g.model);
+    if (spec == nullptr) continue;  // validated at config parse time
+    all_nvlink = all_nvlink && spec->nvlink_gbps > 0;
+    for (int32_t i = 0; i < g.count; ++i, ++index) {
+      Device d;
+      d.uuid = GpuUuid(node_, index);
+      d.model = spec->name;
+      d.index = index;
+      d.vram_mib = spec->vram_mib;
+      d.milli_tflops = spec->milli_tflops;
+      d.healthy = std::find(g.unhealthy.begin(), g.unhealthy.end(), i) == g.unhealthy.end();
+      d.numa_node = n >= 2 && index >= n / 2 ? 1 : 0;
+      inv.devices.push_back(d);
+      auto mig = g.mig.find(i);
+      if (mig == g.mig.end()) continue;
+      int32_t j = 0;
+      for (const std::string& profile : mig->second) {
+        auto p = ParseMigProfile(profile);
+        Device m = d;
+        m.uuid = MigUuid(node_, index, j++);
+        m.mig_profile = profile;
+        m.parent_uuid = d.uuid;
+        m.vram_mib = p.ok() ? p->vram_mib : 0;
+        m.milli_tflops = p.ok() ? spec->milli_tflops * p->compute_slices / 7 : 0;
+        inv.devices.push_back(m);
+      }
+    }
+  }
+  Topology topo = layout_.topology;
+  if (topo == Topology::kAuto) topo = all_nvlink ? Topology::kNvlinkAll : Topology::kPciePairs;
+  std::set<std::pair<int32_t, int32_t>> explicit_pairs;
+  for (const Link& l : layout_.links) explicit_pairs.insert(std::minmax(l.a, l.b));
+  std::vector<const ModelSpec*> spec_of(static_cast<size_t>(n), nullptr);
+  for (const Device& d : inv.devices) spec_of[static_cast<size_t>(d.index)] = models_.Find(d.model);
+  if (topo != Topology::kNone) {
+    for (int32_t a = 0; a < n; ++a) {
+      for (int32_t b = a + 1; b < n; ++b) {
+        if (explicit_pairs.count({a, b})) continue;
+        Link l{a, b, Between(topo, a, b, n), 0};
+        const ModelSpec* sa = spec_of[static_cast<size_t>(a)];
+        const ModelSpec* sb = spec_of[static_cast<size_t>(b)];
+        l.bandwidth_gbps = l.kind == LinkKind::kNvlink ? std::min(sa->nvlink_gbps, sb->nvlink_gbps)
+                                                       : std::min(sa->pcie_gbps, sb->pcie_gbps) /
+                                                             (l.kind == LinkKind::kSystem ? 2 : 1);
+        inv.links.push_back(l);
+      }
+    }
+  }
+  for (Link l : layout_.links) {
+    if (l.a > l.b) std::swap(l.a, l.b);
+    inv.links.push_back(l);
+  }
+  return inv;
+}
+
+Result<Inventory> SimulatedBackend::Discover() {
+  Inventory inv = inventory_;
+  for (Device& d : inv.devices) {
+    auto it = health_override_.find(d.uuid);
+    if (it != health_override_.end()) d.healthy = it->second;
+  }
+  return inv;
+}
+
+void SimulatedBackend::SetHealthy(const std::string& uuid, bool healthy) {
+  health_override_[uuid] = healthy;
+}
+
+std::vector<DeviceSample> SimulatedBackend::Sample(const std::vector<DeviceLoad>& load) {
+  std::map<std::string, DeviceLoad> by_uuid;
+  for (const DeviceLoad& l : load) {
+    DeviceLoad& acc = by_uuid[l.uuid];
+    acc.thread_percentage += l.thread_percentage;
+    acc.vram_mib += l.vram_mib;
+  }
+  // A MIG parent carries its instances' load, weighted by their share of the GPU.
+  for (const Device& d : inventory_.devices) {
+    if (d.parent_uuid.empty()) continue;
+    auto it = by_uuid.find(d.uuid);
+    if (it == by_uuid.end()) continue;
+    const Device* parent = nullptr;
+    for (const Device& p : inventory_.devices) {
+      if (p.uuid == d.parent_uuid) parent = &p;
+    }
+    if (parent == nullptr || parent->milli_tflops == 0) continue;
+    DeviceLoad& acc = by_uuid[parent->uuid];
+    acc.thread_percentage +=
+        static_cast<int32_t>(std::min<int64_t>(100, it->second.thread_percentage) * d.milli_tflops /
+                             parent->milli_tflops);
+    acc.vram_mib += it->second.vram_mib;
+  }
+  ++samples_;
+  std::uniform_int_distribution<int32_t> noise(-3, 3);
+  std::vector<DeviceSample> out;
+  out.reserve(inventory_.devices.size());
+  for (const Device& d : inventory_.devices) {
+    const ModelSpec* spec = models_.Find(d.model);
+    const DeviceLoad& l = by_uuid[d.uuid];
+    DeviceSample s;
+    s.uuid = d.uuid;
+    int32_t util = std::min(100, l.thread_percentage);
+    if (util > 0) util = std::clamp(util + noise(rng_), 1, 100);
+    s.utilization_pct = util;
+    s.memory_used_mib = std::min(d.vram_mib, l.vram_mib);
+    const int32_t idle = spec ? spec->idle_watts : 50;
+    const int32_t tdp = spec ? spec->tdp_watts : 300;
+    // A MIG instance reports its share of the board's power.
+    const int64_t share = d.parent_uuid.empty() || spec == nullptr || spec->milli_tflops == 0
+                              ? 1000
+                              : d.milli_tflops * 1000 / spec->milli_tflops;
+    s.power_watts = static_cast<int32_t>((idle + (tdp - idle) * util / 100) * share / 1000);
+    s.temperature_c = 32 + util * 45 / 100 + noise(rng_) / 2;
+    auto h = health_override_.find(d.uuid);
+    s.healthy = h != health_override_.end() ? h->second : d.healthy;
+    s.xid_errors = s.healthy ? 0 : 1;  // an unhealthy simulated GPU has an XID on record
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace gpupool::agent

@@ -1,0 +1,51 @@
+// SimulatedBackend: GPUs described by a SimLayout (catalog model, count, MIG layout, links) with
+// synthetic but plausible metrics.
+//
+// UUIDs are deterministic: "GPU-sim-<node>-<i>" for GPU i, "MIG-sim-<node>-<i>-<j>" for MIG
+// instance j of GPU i. Metrics follow the load the agent passes in: utilization = the tasks'
+// summed thread percentage (capped at 100) plus a little seeded noise, memory used = granted
+// VRAM (capped at the device's), power = idle + (TDP - idle) × util, temperature 32 °C + 0.45 ×
+// util. A MIG parent's load is the sum of its instances'. The same seed gives the same series.
+//
+// Thread safety: one thread at a time (see DeviceBackend); SetHealthy() included.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+
+#include "agent/backend.h"
+#include "agent/catalog.h"
+#include "agent/config.h"
+
+namespace gpupool::agent {
+
+class SimulatedBackend final : public DeviceBackend {
+ public:
+  SimulatedBackend(std::string node_name, SimLayout layout, ModelTable models);
+
+  std::string Name() const override { return "simulated"; }
+  Result<Inventory> Discover() override;
+  std::vector<DeviceSample> Sample(const std::vector<DeviceLoad>& load) override;
+
+  // Marks a device (by UUID) healthy or not; shows in the next Discover() and Sample().
+  void SetHealthy(const std::string& uuid, bool healthy);
+
+  static std::string GpuUuid(const std::string& node, int32_t index);
+  static std::string MigUuid(const std::string& node, int32_t index, int32_t instance);
+
+ private:
+  Inventory Build() const;
+
+  std::string node_;
+  SimLayout layout_;
+  ModelTable models_;
+  Inventory inventory_;
+  std::map<std::string, const ModelSpec*> spec_by_uuid_;
+  std::map<std::string, bool> health_override_;
+  std::mt19937_64 rng_;
+  int64_t samples_ = 0;
+};
+
+}  // namespace gpupool::agent

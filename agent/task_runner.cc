@@ -1,0 +1,529 @@
+#include "agent/task_runner.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "base/log.h"
+
+extern char** environ;
+
+namespace gpupool::agent {
+
+struct TaskRunner::Task {
+  TaskSpec spec;
+  TaskStatus status;
+  std::string dir;
+  pid_t pid = 0;
+  int pidfd = -1;
+  bool reaped = false;
+  int wait_status = 0;
+  bool stop_requested = false;
+  bool runtime_exceeded = false;
+  bool sent_kill = false;
+  int64_t runtime_deadline = 0;  // monotonic µs; 0 = none
+  int64_t kill_deadline = 0;     // monotonic µs; 0 = none
+};
+
+namespace {
+
+constexpr int64_t kPollMicros = 20'000;  // group-empty checks and pidfd-less fallback
+
+std::string SafeName(const std::string& id) {
+  std::string out = id;
+  for (char& c : out) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  if (out.empty() || out[0] == '.') out = "_" + out;
+  return out;
+}
+
+// 247250 → "247.25"; 989000 → "989".
+std::string MilliToDecimal(int64_t milli) {
+  std::string s = std::to_string(milli / 1000);
+  int64_t frac = milli % 1000;
+  if (frac == 0) return s;
+  std::string f = std::to_string(1000 + frac).substr(1);
+  while (!f.empty() && f.back() == '0') f.pop_back();
+  return s + "." + f;
+}
+
+bool GroupAlive(pid_t pgid) { return kill(-pgid, 0) == 0; }
+
+std::string ReadTail(const std::string& path, int64_t bytes) {
+  if (bytes <= 0) return {};
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  struct stat st {};
+  std::string out;
+  if (fstat(fd, &st) == 0) {
+    const int64_t from = std::max<int64_t>(0, st.st_size - bytes);
+    out.resize(static_cast<size_t>(st.st_size - from));
+    const ssize_t n = pread(fd, out.data(), out.size(), from);
+    out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  close(fd);
+  return out;
+}
+
+bool LooksLikeOom(const std::string& tail) {
+  std::string lower = tail;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower.find("out of memory") != std::string::npos ||
+         lower.find("outofmemoryerror") != std::string::npos;
+}
+
+}  // namespace
+
+const char* TaskPhaseName(TaskPhase phase) {
+  switch (phase) {
+    case TaskPhase::kRunning:
+      return "RUNNING";
+    case TaskPhase::kSucceeded:
+      return "SUCCEEDED";
+    case TaskPhase::kFailed:
+      return "FAILED";
+    case TaskPhase::kCancelled:
+      return "CANCELLED";
+  }
+  return "?";
+}
+
+std::map<std::string, std::string> TaskRunner::GrantEnv(const TaskSpec& spec) {
+  std::map<std::string, std::string> env;
+  std::string visible, mem_limit;
+  int32_t pct = 0;
+  int64_t milli = 0, vram = 0;
+  for (size_t i = 0; i < spec.devices.size(); ++i) {
+    const DeviceGrant& d = spec.devices[i];
+    visible += (i ? "," : "") + d.uuid;
+    // MPS takes device ordinals relative to CUDA_VISIBLE_DEVICES.
+    if (d.vram_mib > 0) {
+      mem_limit += (mem_limit.empty() ? "" : ",") + std::to_string(i) + "=" +
+                   std::to_string(d.vram_mib) + "M";
+    }
+    // One percentage per process: the largest share among its devices.
+    pct = std::max(pct, d.thread_percentage <= 0 ? 100 : std::min(100, d.thread_percentage));
+    milli += d.milli_tflops;
+    vram += d.vram_mib;
+  }
+  env["CUDA_VISIBLE_DEVICES"] = visible;
+  if (!spec.devices.empty()) {
+    env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(pct);
+    if (!mem_limit.empty()) env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = mem_limit;
+  }
+  env["GPUPOOL_TASK_ID"] = spec.task_id;
+  env["GPUPOOL_JOB_ID"] = spec.job_id;
+  env["GPUPOOL_TENANT"] = spec.tenant;
+  env["GPUPOOL_ATTEMPT"] = std::to_string(spec.attempt);
+  env["GPUPOOL_TFLOPS"] = MilliToDecimal(milli);
+  env["GPUPOOL_VRAM_MIB"] = std::to_string(vram);
+  return env;
+}
+
+TaskRunner::TaskRunner(TaskRunnerOptions options) : options_(std::move(options)) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 0;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+TaskRunner::~TaskRunner() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  Wake();
+  thread_.join();
+  for (auto& [id, t] : tasks_) {
+    if (t->reaped || t->pid <= 0) continue;
+    kill(-t->pid, SIGKILL);
+    int st = 0;
+    waitpid(t->pid, &st, 0);
+    if (t->pidfd >= 0) close(t->pidfd);
+  }
+  close(wake_fd_);
+  close(epoll_fd_);
+}
+
+void TaskRunner::Wake() {
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+}
+
+void TaskRunner::SetListener(const std::string& owner, Listener listener) {
+  std::lock_guard lock(mu_);
+  listeners_[owner] = std::move(listener);
+}
+
+void TaskRunner::RemoveListener(const std::string& owner) {
+  std::lock_guard lock(mu_);
+  listeners_.erase(owner);
+}
+
+Result<TaskStatus> TaskRunner::Start(const TaskSpec& spec) {
+  if (spec.task_id.empty()) return Status::InvalidArgument("StartTask: task_id is empty");
+  std::lock_guard start_lock(start_mu_);  // one Start at a time: check-then-spawn is atomic
+  if (spec.argv.empty() || spec.argv[0].empty()) {
+    return Status::InvalidArgument("StartTask " + spec.task_id + ": argv is empty");
+  }
+  {
+    std::lock_guard lock(mu_);
+    auto it = tasks_.find(spec.task_id);
+    if (it != tasks_.end()) {
+      Task& t = *it->second;
+      // Same or older attempt, or a newer one while the old still runs: report, start nothing.
+      if (spec.attempt <= t.status.attempt || !t.status.terminal()) return t.status;
+    }
+  }
+  return Spawn(spec);
+}
+
+Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
+  auto task = std::make_unique<Task>();
+  task->spec = spec;
+  task->dir =
+      options_.data_dir + "/tasks/" + SafeName(spec.task_id) + "." + std::to_string(spec.attempt);
+  std::error_code ec;
+  std::filesystem::create_directories(task->dir, ec);
+  if (ec) {
+    return Status::Internal("task " + spec.task_id + ": cannot create " + task->dir + ": " +
+                            ec.message());
+  }
+  const std::string log_path = task->dir + "/output.log";
+  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    return Status::Internal("task " + spec.task_id + ": cannot open " + log_path + ": " +
+                            std::strerror(errno));
+  }
+
+  // Environment: agent's (optional) < task's < grant.
+  std::map<std::string, std::string> env;
+  if (options_.inherit_env) {
+    for (char** e = environ; e && *e; ++e) {
+      const char* eq = std::strchr(*e, '=');
+      if (eq) env[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
+    }
+  }
+  for (const auto& [k, v] : spec.env) env[k] = v;
+  for (const auto& [k, v] : GrantEnv(spec)) env[k] = v;
+  std::vector<std::string> env_strings;
+  env_strings.reserve(env.size());
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp, argv;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = spec.argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addchdir_np(&fa, task->dir.c_str());
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
+  posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+
+  TaskStatus& st = task->status;
+  st.owner = spec.owner;
+  st.task_id = spec.task_id;
+  st.attempt = spec.attempt;
+  st.devices = spec.devices;
+  const int64_t now = options_.clock->MonotonicMicros();
+  if (rc != 0) {
+    const std::string msg = "exec '" + spec.argv[0] + "': " + std::strerror(rc);
+    [[maybe_unused]] ssize_t n = write(log_fd, (msg + "\n").data(), msg.size() + 1);
+    close(log_fd);
+    st.phase = TaskPhase::kFailed;
+    st.exit_code = 127;
+    st.reason = msg;
+    st.output_tail = msg + "\n";
+    task->reaped = true;
+    LogWarn("agent.runner", "task failed to start", {{"task", spec.task_id}, {"error", msg}});
+    std::lock_guard lock(mu_);
+    TaskStatus out = st;
+    tasks_[spec.task_id] = std::move(task);
+    finished_order_.push_back(spec.task_id);
+    Forget();
+    return out;
+  }
+  close(log_fd);
+  task->pid = pid;
+  st.pid = pid;
+  st.phase = TaskPhase::kRunning;
+  if (spec.max_runtime_ms > 0) task->runtime_deadline = now + spec.max_runtime_ms * 1000;
+  {
+    std::ofstream state(task->dir + "/state");
+    state << "task_id=" << spec.task_id << "\nattempt=" << spec.attempt << "\npid=" << pid
+          << "\npgid=" << pid << "\n";
+  }
+  task->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  TaskStatus out = st;
+  {
+    std::lock_guard lock(mu_);
+    if (task->pidfd >= 0) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = static_cast<uint64_t>(pid);
+      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, task->pidfd, &ev);
+    }
+    auto it = tasks_.find(spec.task_id);
+    if (it != tasks_.end()) {
+      finished_order_.erase(
+          std::remove(finished_order_.begin(), finished_order_.end(), spec.task_id),
+          finished_order_.end());
+    }
+    tasks_[spec.task_id] = std::move(task);
+  }
+  Wake();
+  LogInfo("agent.runner", "task started",
+          {{"task", spec.task_id},
+           {"attempt", std::to_string(spec.attempt)},
+           {"pid", std::to_string(pid)},
+           {"owner", spec.owner}});
+  return out;
+}
+
+std::optional<TaskStatus> TaskRunner::Stop(const std::string& task_id, int32_t attempt,
+                                           int64_t grace_ms, const std::string& reason) {
+  std::optional<TaskStatus> out;
+  {
+    std::lock_guard lock(mu_);
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return std::nullopt;
+    Task& t = *it->second;
+    if (attempt != 0 && attempt != t.status.attempt) return std::nullopt;
+    if (!t.status.terminal())
+      BeginStop(&t, grace_ms < 0 ? options_.default_grace_ms : grace_ms, reason, false);
+    out = t.status;
+  }
+  Wake();
+  return out;
+}
+
+void TaskRunner::BeginStop(Task* t, int64_t grace_ms, const std::string& reason,
+                           bool runtime_exceeded) {
+  const int64_t deadline = options_.clock->MonotonicMicros() + grace_ms * 1000;
+  if (t->stop_requested) {
+    t->kill_deadline = std::min(t->kill_deadline, deadline);  // a shorter grace wins
+    return;
+  }
+  t->stop_requested = true;
+  t->runtime_exceeded = runtime_exceeded;
+  t->status.reason = reason;
+  t->kill_deadline = deadline;
+  kill(-t->pid, SIGTERM);
+  LogInfo("agent.runner", "stopping task",
+          {{"task", t->spec.task_id}, {"reason", reason}, {"grace_ms", std::to_string(grace_ms)}});
+}
+
+void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* out) {
+  if (t->pidfd >= 0) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, t->pidfd, nullptr);
+    close(t->pidfd);
+    t->pidfd = -1;
+  }
+  kill(-t->pid, SIGKILL);  // whatever is left of the group
+  TaskStatus& st = t->status;
+  const int ws = t->wait_status;
+  st.output_tail = ReadTail(t->dir + "/output.log", options_.tail_bytes);
+  if (WIFEXITED(ws)) st.exit_code = WEXITSTATUS(ws);
+  if (WIFSIGNALED(ws)) st.signal = WTERMSIG(ws);
+  if (t->runtime_exceeded) {
+    st.phase = TaskPhase::kFailed;
+    st.reason = "max runtime exceeded";
+  } else if (t->stop_requested) {
+    st.phase = TaskPhase::kCancelled;
+  } else if (WIFEXITED(ws) && st.exit_code == 0) {
+    st.phase = TaskPhase::kSucceeded;
+  } else {
+    st.phase = TaskPhase::kFailed;
+    st.reason = st.signal ? std::string("killed by signal ") + std::to_string(st.signal) + " (" +
+                                sigabbrev_np(st.signal) + ")"
+                          : "exit code " + std::to_string(st.exit_code);
+    // An unexplained SIGKILL is most often the kernel's OOM killer.
+    st.oom = st.signal == SIGKILL || LooksLikeOom(st.output_tail);
+  }
+  {
+    std::ofstream state(t->dir + "/state", std::ios::app);
+    state << "phase=" << TaskPhaseName(st.phase) << "\nexit_code=" << st.exit_code
+          << "\nsignal=" << st.signal << "\n";
+  }
+  LogInfo("agent.runner", "task ended",
+          {{"task", st.task_id},
+           {"state", TaskPhaseName(st.phase)},
+           {"exit_code", std::to_string(st.exit_code)},
+           {"signal", std::to_string(st.signal)},
+           {"reason", st.reason}});
+  finished_order_.push_back(st.task_id);
+  auto l = listeners_.find(st.owner);
+  if (l != listeners_.end()) out->emplace_back(l->second, st);
+}
+
+void TaskRunner::Forget() {
+  while (finished_order_.size() > options_.keep_finished) {
+    auto it = tasks_.find(finished_order_.front());
+    if (it != tasks_.end() && it->second->status.terminal()) tasks_.erase(it);
+    finished_order_.erase(finished_order_.begin());
+  }
+}
+
+void TaskRunner::Loop() {
+  std::vector<epoll_event> events(64);
+  while (true) {
+    int timeout_ms = 1000;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      const int64_t now = options_.clock->MonotonicMicros();
+      for (auto& [id, t] : tasks_) {
+        if (t->status.terminal()) continue;
+        int64_t next = INT64_MAX;
+        if (t->runtime_deadline && !t->stop_requested) next = t->runtime_deadline;
+        if (t->kill_deadline && !t->sent_kill) next = std::min(next, t->kill_deadline);
+        if (t->pidfd < 0 || t->reaped) next = std::min(next, now + kPollMicros);
+        if (next != INT64_MAX) {
+          timeout_ms =
+              std::min<int64_t>(timeout_ms, std::max<int64_t>(0, (next - now + 999) / 1000));
+        }
+      }
+    }
+    const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
+    std::vector<std::pair<Listener, TaskStatus>> notify;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      for (int i = 0; i < n; ++i) {
+        if (events[i].data.u64 == 0) {
+          uint64_t v = 0;
+          [[maybe_unused]] ssize_t r = read(wake_fd_, &v, sizeof(v));
+        }
+      }
+      const int64_t now = options_.clock->MonotonicMicros();
+      for (auto& [id, tp] : tasks_) {
+        Task* t = tp.get();
+        if (t->status.terminal()) continue;
+        if (!t->reaped) {
+          int ws = 0;
+          const pid_t r = waitpid(t->pid, &ws, WNOHANG);
+          if (r == t->pid) {
+            t->reaped = true;
+            t->wait_status = ws;
+            if (t->pidfd >= 0) {
+              epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, t->pidfd, nullptr);
+              close(t->pidfd);
+              t->pidfd = -1;
+            }
+          }
+        }
+        if (!t->stop_requested && t->runtime_deadline && now >= t->runtime_deadline) {
+          BeginStop(t, options_.default_grace_ms, "max runtime exceeded", true);
+        }
+        if (t->stop_requested && !t->sent_kill && now >= t->kill_deadline) {
+          kill(-t->pid, SIGKILL);
+          t->sent_kill = true;
+        }
+        if (!t->reaped) continue;
+        // The leader is gone. A stopping task waits for its group until the grace ends.
+        if (t->stop_requested && !t->sent_kill && GroupAlive(t->pid)) continue;
+        Finish(t, &notify);
+      }
+      Forget();
+    }
+    if (!notify.empty()) ended_.notify_all();
+    for (auto& [fn, st] : notify) fn(st);
+  }
+}
+
+std::optional<TaskStatus> TaskRunner::Get(const std::string& task_id) const {
+  std::lock_guard lock(mu_);
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return std::nullopt;
+  return it->second->status;
+}
+
+std::vector<TaskStatus> TaskRunner::Running(const std::string& owner) const {
+  std::lock_guard lock(mu_);
+  std::vector<TaskStatus> out;
+  for (const auto& [id, t] : tasks_) {
+    if (t->status.owner == owner && !t->status.terminal()) out.push_back(t->status);
+  }
+  return out;
+}
+
+void TaskRunner::StopAll(const std::string& owner, int64_t grace_ms, const std::string& reason) {
+  std::unique_lock lock(mu_);
+  for (auto& [id, t] : tasks_) {
+    if (t->status.owner == owner && !t->status.terminal())
+      BeginStop(t.get(), grace_ms, reason, false);
+  }
+  Wake();
+  ended_.wait(lock, [&] {
+    for (const auto& [id, t] : tasks_) {
+      if (t->status.owner == owner && !t->status.terminal()) return false;
+    }
+    return true;
+  });
+}
+
+Result<LogSlice> TaskRunner::ReadLog(const std::string& task_id, int64_t offset,
+                                     int64_t max_bytes) const {
+  std::string path;
+  bool ended = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return Status::NotFound("task " + task_id + ": not on this node");
+    path = it->second->dir + "/output.log";
+    ended = it->second->status.terminal();
+  }
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status::NotFound("task " + task_id + ": no log (" + std::strerror(errno) + ")");
+  struct stat st {};
+  fstat(fd, &st);
+  const int64_t size = st.st_size;
+  LogSlice slice;
+  slice.offset = offset < 0 ? std::max<int64_t>(0, size + offset) : std::min(offset, size);
+  const int64_t len = std::clamp<int64_t>(size - slice.offset, 0, std::max<int64_t>(0, max_bytes));
+  slice.data.resize(static_cast<size_t>(len));
+  const ssize_t n = pread(fd, slice.data.data(), slice.data.size(), slice.offset);
+  close(fd);
+  slice.data.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  slice.eof = ended && slice.offset + static_cast<int64_t>(slice.data.size()) >= size;
+  return slice;
+}
+
+}  // namespace gpupool::agent

@@ -1,0 +1,158 @@
+// TaskRunner: supervises the processes of the tasks an agent was told to run.
+//
+// Each task is one child process in its own process group (posix_spawn with SETPGROUP), with
+// its argv, the agent's environment overlaid by the task's env and then by the grant variables
+// (GrantEnv below), a working directory <data_dir>/tasks/<task>.<attempt>/ and stdout+stderr
+// appended to output.log there. A small `state` file beside it records pid, pgid and attempt
+// for operators; a restarted agent does not re-adopt processes (they die with the agent's
+// shutdown, see docs/agent.md).
+//
+// Stop: SIGTERM to the group, then after the grace period SIGKILL to the group. The task ends
+// when its leader has exited and, for a stop, the group is empty or has been SIGKILLed; any
+// process left in the group when the leader exits is SIGKILLed, so a task never leaks children.
+// Max runtime: when exceeded the task is stopped with the default grace and reported FAILED
+// with reason "max runtime exceeded". The final status carries the exit code or the signal and
+// the last `tail_bytes` of the log.
+//
+// Idempotent by (task id, attempt): Start() of a task that runs or ran with the same attempt
+// returns its current status and starts nothing; an older attempt is ignored the same way; a
+// newer attempt starts once the old one has ended. Stop() of an unknown task returns nullopt.
+//
+// Reaping: one supervisor thread waits on a pidfd per child (epoll) and on deadlines; it calls
+// waitpid for its own children only, so it never steals another component's child. Listeners
+// are called on that thread, without locks held, for every terminal status.
+//
+// Thread safety: all public methods are safe from any thread. Several agents (a SimFleet) may
+// share one runner; `owner` keeps their tasks apart.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/status.h"
+
+namespace gpupool::agent {
+
+struct DeviceGrant {
+  std::string uuid;  // GPU or MIG instance UUID
+  int64_t milli_tflops = 0;
+  int64_t vram_mib = 0;
+  int32_t thread_percentage = 0;  // 1..100; 0 = whole device (100)
+};
+
+struct TaskSpec {
+  std::string owner;  // the agent's node name
+  std::string task_id;
+  std::string job_id;
+  std::string tenant;
+  int32_t attempt = 0;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::vector<DeviceGrant> devices;
+  int64_t max_runtime_ms = 0;  // 0 = unlimited
+};
+
+enum class TaskPhase { kRunning, kSucceeded, kFailed, kCancelled };
+const char* TaskPhaseName(TaskPhase phase);
+
+struct TaskStatus {
+  std::string owner;
+  std::string task_id;
+  int32_t attempt = 0;
+  TaskPhase phase = TaskPhase::kRunning;
+  int64_t pid = 0;
+  int32_t exit_code = 0;
+  int32_t signal = 0;
+  bool oom = false;
+  std::string output_tail;
+  std::string reason;
+  std::vector<DeviceGrant> devices;
+  bool terminal() const { return phase != TaskPhase::kRunning; }
+};
+
+struct LogSlice {
+  int64_t offset = 0;
+  std::string data;
+  bool eof = false;  // the task has ended and the slice reaches the end of its log
+};
+
+struct TaskRunnerOptions {
+  std::string data_dir;
+  int64_t default_grace_ms = 10'000;
+  int64_t tail_bytes = 4096;
+  bool inherit_env = true;      // start from the agent's environment
+  size_t keep_finished = 4096;  // finished tasks remembered for idempotency and logs
+  const Clock* clock = SystemClock::Get();
+};
+
+class TaskRunner {
+ public:
+  using Listener = std::function<void(const TaskStatus&)>;
+
+  explicit TaskRunner(TaskRunnerOptions options);
+  // SIGKILLs every running group, reaps it and joins the supervisor.
+  ~TaskRunner();
+  TaskRunner(const TaskRunner&) = delete;
+  TaskRunner& operator=(const TaskRunner&) = delete;
+
+  // Terminal statuses of `owner`'s tasks go to `listener` (replacing any earlier one).
+  void SetListener(const std::string& owner, Listener listener);
+  void RemoveListener(const std::string& owner);
+
+  // Starts the task, or returns the status of the same (or a newer) attempt. A spawn failure
+  // (no such program…) returns a FAILED status with exit code 127 — a task outcome, not an
+  // error; errors are for a bad spec or an unusable data dir.
+  Result<TaskStatus> Start(const TaskSpec& spec);
+
+  // Asks the task to stop (attempt 0 = whichever runs). Returns its status now (RUNNING while it
+  // winds down, or the final one), or nullopt when the task/attempt is unknown.
+  std::optional<TaskStatus> Stop(const std::string& task_id, int32_t attempt, int64_t grace_ms,
+                                 const std::string& reason);
+
+  std::optional<TaskStatus> Get(const std::string& task_id) const;
+  std::vector<TaskStatus> Running(const std::string& owner) const;
+
+  // Stops all of `owner`'s tasks and waits until they have ended.
+  void StopAll(const std::string& owner, int64_t grace_ms, const std::string& reason);
+
+  // Reads up to max_bytes of the task's log from offset (negative: from the end).
+  Result<LogSlice> ReadLog(const std::string& task_id, int64_t offset, int64_t max_bytes) const;
+
+  // The grant variables for a spec (CUDA_VISIBLE_DEVICES, CUDA_MPS_*, GPUPOOL_*).
+  static std::map<std::string, std::string> GrantEnv(const TaskSpec& spec);
+
+  const TaskRunnerOptions& options() const { return options_; }
+
+ private:
+  struct Task;
+  void Loop();
+  void Wake();
+  // REQUIRES: mu_ held.
+  void BeginStop(Task* t, int64_t grace_ms, const std::string& reason, bool runtime_exceeded);
+  void Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* out);
+  void Forget();
+  Result<TaskStatus> Spawn(const TaskSpec& spec);
+
+  TaskRunnerOptions options_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::mutex start_mu_;    // serializes Start()
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable ended_;
+  std::map<std::string, std::unique_ptr<Task>> tasks_;  // by task id
+  std::vector<std::string> finished_order_;
+  std::map<std::string, Listener> listeners_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace gpupool::agent

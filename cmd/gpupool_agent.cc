@@ -1,0 +1,242 @@
+// gpupool-agent: the node agent. Wiring only — config, backend, task runner, the stream client.
+//
+//   gpupool-agent --config agent.yaml [--scheduler HOST:PORT] [--node-name N] [--pool P]
+//                 [--data-dir DIR] [--backend simulated|nvml] [--probe]
+//
+// --probe prints what the backend discovers (devices, links, one sample) as YAML and exits.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/agent.h"
+#include "agent/config.h"
+#include "agent/nvml_backend.h"
+#include "agent/sim_backend.h"
+#include "agent/task_runner.h"
+#include "base/log.h"
+
+namespace {
+
+using namespace gpupool;
+using namespace gpupool::agent;
+
+constexpr const char* kUsage = R"(usage: gpupool-agent [flags]
+  --config FILE       agent YAML (see docs/agent.md)
+  --scheduler ADDR    gpupoold agent endpoint, host:port (overrides `scheduler`)
+  --node-name NAME    node name (overrides `node_name`; default: host name)
+  --pool NAME         pool to join (overrides `pool`)
+  --data-dir DIR      task directories and logs (overrides `data_dir`)
+  --backend KIND      simulated | nvml (overrides `backend`)
+  --log-level LEVEL   debug | info | warn | error
+  --probe             print the discovered devices and one sample as YAML, then exit
+  --help              this text
+)";
+
+struct Flags {
+  std::string config, scheduler, node_name, pool, data_dir, backend, log_level;
+  bool probe = false;
+};
+
+int ParseFlags(int argc, char** argv, Flags* f) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string value;
+    const size_t eq = a.find('=');
+    bool has_value = false;
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_value = true;
+    }
+    auto take = [&](std::string* out) {
+      if (has_value) {
+        *out = value;
+        return true;
+      }
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    bool ok = true;
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (a == "--probe") {
+      f->probe = true;
+    } else if (a == "--config") {
+      ok = take(&f->config);
+    } else if (a == "--scheduler") {
+      ok = take(&f->scheduler);
+    } else if (a == "--node-name") {
+      ok = take(&f->node_name);
+    } else if (a == "--pool") {
+      ok = take(&f->pool);
+    } else if (a == "--data-dir") {
+      ok = take(&f->data_dir);
+    } else if (a == "--backend") {
+      ok = take(&f->backend);
+    } else if (a == "--log-level") {
+      ok = take(&f->log_level);
+    } else {
+      std::cerr << "gpupool-agent: unknown flag '" << argv[i] << "'\n" << kUsage;
+      return 2;
+    }
+    if (!ok) {
+      std::cerr << "gpupool-agent: flag " << a << " needs a value\n";
+      return 2;
+    }
+  }
+  return -1;
+}
+
+std::string Quote(const std::string& s) { return "\"" + s + "\""; }
+
+void PrintProbe(const std::string& backend, const Inventory& inv,
+                const std::vector<DeviceSample>& samples) {
+  std::cout << "backend: " << backend << "\ndevices:\n";
+  for (const Device& d : inv.devices) {
+    std::cout << "  - {uuid: " << Quote(d.uuid) << ", model: " << Quote(d.model)
+              << ", index: " << d.index << ", vram_mib: " << d.vram_mib
+              << ", milli_tflops: " << d.milli_tflops;
+    if (!d.mig_profile.empty()) {
+      std::cout << ", mig_profile: " << Quote(d.mig_profile)
+                << ", parent_uuid: " << Quote(d.parent_uuid);
+    }
+    std::cout << ", healthy: " << (d.healthy ? "true" : "false") << ", numa_node: " << d.numa_node
+              << "}\n";
+  }
+  std::cout << "links:\n";
+  for (const Link& l : inv.links) {
+    std::cout << "  - {a: " << l.a << ", b: " << l.b << ", kind: " << LinkKindName(l.kind)
+              << ", gbps: " << l.bandwidth_gbps << "}\n";
+  }
+  std::cout << "sample:\n";
+  for (const DeviceSample& s : samples) {
+    std::cout << "  - {uuid: " << Quote(s.uuid) << ", utilization_pct: " << s.utilization_pct
+              << ", memory_used_mib: " << s.memory_used_mib << ", power_watts: " << s.power_watts
+              << ", temperature_c: " << s.temperature_c << ", ecc_errors: " << s.ecc_errors
+              << ", xid_errors: " << s.xid_errors << ", healthy: " << (s.healthy ? "true" : "false")
+              << "}\n";
+  }
+}
+
+int Run(int argc, char** argv) {
+  Flags flags;
+  if (int rc = ParseFlags(argc, argv, &flags); rc >= 0) return rc;
+
+  AgentConfig config;
+  if (!flags.config.empty()) {
+    auto loaded = LoadAgentConfigFile(flags.config);
+    if (!loaded.ok()) {
+      std::cerr << "gpupool-agent: " << loaded.status().message() << "\n";
+      return 2;
+    }
+    config = std::move(loaded).value();
+  }
+  if (!flags.scheduler.empty()) config.scheduler = flags.scheduler;
+  if (!flags.node_name.empty()) config.node_name = flags.node_name;
+  if (!flags.pool.empty()) config.pool = flags.pool;
+  if (!flags.data_dir.empty()) config.data_dir = flags.data_dir;
+  if (!flags.backend.empty()) config.backend = flags.backend;
+  if (!flags.log_level.empty()) config.log_level = flags.log_level;
+  LogLevel level;
+  if (!ParseLogLevel(config.log_level, &level)) {
+    std::cerr << "gpupool-agent: log_level '" << config.log_level
+              << "': expected debug, info, warn or error\n";
+    return 2;
+  }
+  SetLogLevel(level);
+  if (Status st = ValidateAgentConfig(&config); !st.ok()) {
+    std::cerr << "gpupool-agent: " << st.message() << "\n";
+    return 2;
+  }
+
+  std::unique_ptr<DeviceBackend> backend;
+  if (config.backend == "nvml") {
+    auto nvml = NvmlBackend::Open(config.models);
+    if (!nvml.ok()) {
+      std::cerr << "gpupool-agent: " << nvml.status().message() << "\n";
+      LogError("agent", "backend unavailable",
+               {{"backend", "nvml"}, {"error", nvml.status().message()}});
+      return 3;
+    }
+    backend = std::move(nvml).value();
+  } else {
+    backend = std::make_unique<SimulatedBackend>(config.node_name, config.sim, config.models);
+  }
+
+  if (flags.probe) {
+    auto inv = backend->Discover();
+    if (!inv.ok()) {
+      std::cerr << "gpupool-agent: probe: " << inv.status().message() << "\n";
+      return 3;
+    }
+    PrintProbe(backend->Name(), *inv, backend->Sample({}));
+    return 0;
+  }
+
+  std::error_code ec;
+  std::filesystem::create_directories(config.data_dir, ec);
+  if (ec) {
+    std::cerr << "gpupool-agent: data_dir " << config.data_dir << ": " << ec.message() << "\n";
+    return 2;
+  }
+  LogInfo("agent", "backend selected", {{"backend", backend->Name()}});
+
+  // Signals are taken synchronously on this thread; every other thread inherits the mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  TaskRunnerOptions ro;
+  ro.data_dir = config.data_dir;
+  ro.default_grace_ms = config.stop_grace_period_ms;
+  ro.tail_bytes = config.output_tail_bytes;
+  TaskRunner runner(ro);
+
+  boost::asio::io_context io;
+  auto work = boost::asio::make_work_guard(io);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) threads.emplace_back([&io] { io.run(); });
+
+  grpc::ChannelArguments args;
+  if (config.keepalive_ms > 0) {
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(config.keepalive_ms));
+  }
+  auto channel =
+      grpc::CreateCustomChannel(config.scheduler, grpc::InsecureChannelCredentials(), args);
+  const bool stop_tasks = config.stop_tasks_on_shutdown;
+  int rc = 0;
+  {
+    Agent agent(config, backend.get(), &runner, channel, io);
+    if (Status st = agent.Start(); !st.ok()) {
+      std::cerr << "gpupool-agent: " << st.message() << "\n";
+      rc = 3;
+    } else {
+      int sig = 0;
+      sigwait(&sigs, &sig);
+      LogInfo("agent", "signal received; shutting down",
+              {{"signal", std::to_string(sig)}, {"stop_tasks", stop_tasks ? "true" : "false"}});
+      agent.Shutdown(stop_tasks);
+    }
+  }
+  work.reset();
+  io.stop();
+  for (auto& t : threads) t.join();
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Run(argc, argv); }
