@@ -25,6 +25,7 @@ int RequestKindClass(const CompiledRequest& req) {
 }
 
 int64_t GpuClusteringScore(const NodeState& node, int kind) {
+  if (kind < 0) return 0;  // CPU-only: no preference, the tie order decides
   int32_t same = 0, other = 0;
   for (int k = 0; k < 5; ++k) (k == kind ? same : other) += node.kinds[static_cast<size_t>(k)];
   int64_t band = 0;

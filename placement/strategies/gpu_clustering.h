@@ -1,7 +1,8 @@
 // gpu-clustering: keep tasks of one kind (GPU share, 1, 2, ≤4, more whole GPUs) together, as
 // FGD's artifact scores it (higher wins): the node hosts only this kind 75–100, this kind and
 // others 50–75, nothing yet 25–50, only other kinds 0–25; within a band
-// 25 × (8000 − idle milli-GPU) / 8000, so fuller nodes come first.
+// 25 × (8000 − idle milli-GPU) / 8000, so fuller nodes come first. CPU-only tasks score 0
+// everywhere (the tie order decides), as in the artifact.
 //
 // A StrategyPlugin (plugin.h); MakePlugin(Strategy::kGpuClustering) returns it. Thread safety:
 // none.

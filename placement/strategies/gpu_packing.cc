@@ -22,6 +22,7 @@ int64_t GpuPackingScore(const NodeState& node, const CompiledRequest& req,
                         const DeviceSet& candidates, DeviceSet* chosen) {
   // ChooseDevices already prefers the fullest device, i.e. a partly used one when any fits.
   ChooseDevices(node, req, candidates, chosen);
+  if (!req.NeedsDevices()) return 0;  // CPU-only: no preference, the tie order decides
   const bool node_in_use = node.full_devices < node.gpu_count;
   if (req.kind == RequestKind::kFractional && req.gpu_count == 1 && chosen->n == 1) {
     const DeviceState& d = node.devices[static_cast<size_t>(chosen->idx[0])];

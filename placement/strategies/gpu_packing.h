@@ -3,7 +3,8 @@
 //   a share on a partly used GPU:  100 − free% of that GPU / 10, at least 50;
 //   free GPUs on a node in use:    50 − GPUs consumed, at least 33;
 //   an empty node:                 33 − GPUs on the node.
-// A node is "in use" when any of its GPUs has an allocation.
+// A node is "in use" when any of its GPUs has an allocation. CPU-only tasks score 0 everywhere
+// (the tie order decides), as in the artifact.
 //
 // A StrategyPlugin (plugin.h); MakePlugin(Strategy::kGpuPacking) returns it. Thread safety: none.
 #pragma once

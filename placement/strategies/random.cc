@@ -20,7 +20,14 @@ class Random final : public StrategyPlugin {
   explicit Random(uint64_t seed) : state_(seed) {}
   bool Score(const NodeState& node, const CompiledRequest& req, const DeviceSet& candidates,
              Scored* out) const override {
-    if (!ChooseDevices(node, req, candidates, &out->devices)) return false;
+    if (req.kind == RequestKind::kFractional && req.gpu_count == 1 && candidates.n > 0) {
+      // A random device too: best fit inside the node would already be a packing policy.
+      out->devices.n = 0;
+      out->devices.Push(candidates.idx[Next(state_) % static_cast<uint64_t>(candidates.n)]);
+      if (!SpillFits(node, req, out->devices)) return false;
+    } else if (!ChooseDevices(node, req, candidates, &out->devices)) {
+      return false;
+    }
     out->score = static_cast<int64_t>(Next(state_) >> 2);
     return true;
   }

@@ -1,0 +1,148 @@
+#include "placement/sim/report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace gpupool::placement::sim {
+namespace {
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+// Mean over seeds of the unallocated % at each arrived %, for one strategy.
+std::vector<double> MeanCurve(Strategy s, const std::vector<ReplayResult>& results) {
+  std::vector<double> sum(kMaxArrivedPct + 1, 0.0);
+  std::vector<int> n(kMaxArrivedPct + 1, 0);
+  for (const ReplayResult& r : results) {
+    if (r.strategy != s) continue;
+    for (int x = 0; x <= kMaxArrivedPct; ++x) {
+      const double u = r.UnallocatedAt(x);
+      if (std::isnan(u)) continue;
+      sum[static_cast<size_t>(x)] += u;
+      ++n[static_cast<size_t>(x)];
+    }
+  }
+  for (size_t x = 0; x < sum.size(); ++x) sum[x] = n[x] > 0 ? sum[x] / n[x] : NAN;
+  return sum;
+}
+
+}  // namespace
+
+Summary Summarize(Strategy s, const std::vector<ReplayResult>& results) {
+  Summary out;
+  out.strategy = s;
+  std::vector<double> v;
+  for (const ReplayResult& r : results)
+    if (r.strategy == s && !std::isnan(r.UnallocatedAt(100))) v.push_back(r.UnallocatedAt(100));
+  out.runs = static_cast<int>(v.size());
+  if (v.empty()) return out;
+  out.min = out.max = v[0];
+  for (double x : v) {
+    out.mean += x;
+    out.min = std::min(out.min, x);
+    out.max = std::max(out.max, x);
+  }
+  out.mean /= static_cast<double>(v.size());
+  for (double x : v) out.sd += (x - out.mean) * (x - out.mean);
+  out.sd = v.size() > 1 ? std::sqrt(out.sd / static_cast<double>(v.size() - 1)) : 0;
+  return out;
+}
+
+std::string Table(const std::string& workload, const std::vector<Summary>& rows) {
+  std::ostringstream o;
+  o << "workload: " << workload
+    << "   unallocated GPU % at arrived = 100% (mean ± sd over seeds)\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-16s %16s %8s %8s %5s %12s %14s\n", "strategy",
+                "unallocated %", "min", "max", "runs", "s/replay", "decisions/s");
+  o << line;
+  for (const Summary& s : rows) {
+    std::snprintf(line, sizeof line, "%-16s %9.2f ± %4.2f %8.2f %8.2f %5d %12.4f %14.0f\n",
+                  std::string(StrategyName(s.strategy)).c_str(), s.mean, s.sd, s.min, s.max, s.runs,
+                  s.seconds_per_replay, s.decisions_per_second);
+    o << line;
+  }
+  return o.str();
+}
+
+std::string Json(const std::string& workload, double tune, const std::vector<ReplayResult>& results,
+                 const std::vector<Summary>& rows) {
+  std::ostringstream o;
+  o << "{\n  \"workload\": \"" << workload << "\",\n  \"tune\": " << tune << ",\n  \"summary\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Summary& s = rows[i];
+    o << (i ? "," : "") << "\n    {\"strategy\": \"" << StrategyName(s.strategy)
+      << "\", \"mean\": " << Fixed(s.mean, 4) << ", \"sd\": " << Fixed(s.sd, 4)
+      << ", \"runs\": " << s.runs << ", \"seconds_per_replay\": " << Fixed(s.seconds_per_replay, 6)
+      << ", \"decisions_per_second\": " << Fixed(s.decisions_per_second, 0) << "}";
+  }
+  o << "\n  ],\n  \"runs\": [";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const ReplayResult& r = results[i];
+    o << (i ? "," : "") << "\n    {\"strategy\": \"" << StrategyName(r.strategy)
+      << "\", \"seed\": " << r.seed << ", \"tasks\": " << r.tasks << ", \"placed\": " << r.placed
+      << ", \"dropped\": " << r.dropped << ", \"unallocated_pct_by_arrived_pct\": {";
+    bool first = true;
+    for (int x = 0; x <= kMaxArrivedPct; ++x) {
+      const double u = r.UnallocatedAt(x);
+      if (std::isnan(u)) continue;
+      o << (first ? "" : ", ") << "\"" << x << "\": " << Fixed(u, 4);
+      first = false;
+    }
+    o << "}}";
+  }
+  o << "\n  ]\n}\n";
+  return o.str();
+}
+
+std::string Svg(const std::string& workload, const std::vector<ReplayResult>& results) {
+  // Plot area: x = arrived 0…130 %, y = unallocated 0…100 %.
+  const double left = 60, top = 30, width = 640, height = 400;
+  auto px = [&](double x) { return left + x / 130.0 * width; };
+  auto py = [&](double y) { return top + (1.0 - y / 100.0) * height; };
+  static const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                  "#8c564b", "#e377c2", "#000000", "#7f7f7f", "#bcbd22"};
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"860\" height=\"480\" "
+       "font-family=\"sans-serif\" font-size=\"12\">\n";
+  o << "<rect width=\"860\" height=\"480\" fill=\"white\"/>\n";
+  o << "<text x=\"" << left << "\" y=\"18\">Unallocated GPU % vs arrived GPU % — " << workload
+    << " (mean over seeds)</text>\n";
+  for (int x = 0; x <= 130; x += 10) {
+    o << "<line x1=\"" << px(x) << "\" y1=\"" << top << "\" x2=\"" << px(x) << "\" y2=\""
+      << top + height << "\" stroke=\"#eee\"/><text x=\"" << px(x) - 8 << "\" y=\""
+      << top + height + 16 << "\">" << x << "</text>\n";
+  }
+  for (int y = 0; y <= 100; y += 10) {
+    o << "<line x1=\"" << left << "\" y1=\"" << py(y) << "\" x2=\"" << left + width << "\" y2=\""
+      << py(y) << "\" stroke=\"#eee\"/><text x=\"" << left - 28 << "\" y=\"" << py(y) + 4 << "\">"
+      << y << "</text>\n";
+  }
+  o << "<text x=\"" << left + width / 2 - 60 << "\" y=\"" << top + height + 34
+    << "\">arrived GPU request (% of capacity)</text>\n";
+  o << "<text transform=\"translate(16," << top + height / 2 + 60
+    << ") rotate(-90)\">unallocated GPU %</text>\n";
+  int legend = 0;
+  for (Strategy s : AllStrategies()) {
+    const std::vector<double> curve = MeanCurve(s, results);
+    std::ostringstream pts;
+    for (int x = 0; x <= 130; ++x)
+      if (!std::isnan(curve[static_cast<size_t>(x)]))
+        pts << Fixed(px(x), 1) << "," << Fixed(py(curve[static_cast<size_t>(x)]), 1) << " ";
+    if (pts.str().empty()) continue;
+    const char* color = kColors[legend % 10];
+    o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.5\" points=\""
+      << pts.str() << "\"/>\n";
+    o << "<text x=\"" << left + width + 12 << "\" y=\"" << top + 14 + 16 * legend << "\" fill=\""
+      << color << "\">" << StrategyName(s) << " (" << Fixed(curve[100], 2) << "% at 100)</text>\n";
+    ++legend;
+  }
+  o << "</svg>\n";
+  return o.str();
+}
+
+}  // namespace gpupool::placement::sim

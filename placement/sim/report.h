@@ -1,0 +1,30 @@
+// Report: what gpupool-sim prints and writes — a side-by-side table, JSON for other tools, and an
+// SVG plot of unallocated GPU % against arrived GPU % (the paper's figure). Pure string builders.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "placement/sim/replay.h"
+
+namespace gpupool::placement::sim {
+
+struct Summary {
+  Strategy strategy = Strategy::kFirstFit;
+  double mean = 0, sd = 0, min = 0, max = 0;  // unallocated % at arrived = 100, over seeds
+  int runs = 0;
+  double seconds_per_replay = 0;  // wall time, measured by the caller
+  double decisions_per_second = 0;
+};
+
+// Mean ± sample sd of UnallocatedAt(100) over the results of one strategy.
+Summary Summarize(Strategy s, const std::vector<ReplayResult>& results);
+
+std::string Table(const std::string& workload, const std::vector<Summary>& rows);
+std::string Json(const std::string& workload, double tune, const std::vector<ReplayResult>& results,
+                 const std::vector<Summary>& rows);
+// Mean unallocated % per strategy over its seeds, arrived 0…130 %.
+std::string Svg(const std::string& workload, const std::vector<ReplayResult>& results);
+
+}  // namespace gpupool::placement::sim
