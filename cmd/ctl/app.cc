@@ -1,0 +1,288 @@
+#include "cmd/ctl/app.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "cmd/ctl/units.h"
+
+namespace gpupool::ctl {
+
+const char kExitCodeHelp[] =
+    "  0  ok\n"
+    "  1  other error (INTERNAL, UNKNOWN, UNIMPLEMENTED, CANCELLED, DATA_LOSS)\n"
+    "  2  usage: bad command line or local input (flags, units, spec file); nothing was sent\n"
+    "  3  not found (NOT_FOUND)\n"
+    "  4  rejected (INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE, RESOURCE_EXHAUSTED)\n"
+    "  5  unavailable, try again (UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED; cannot connect)\n"
+    "  6  denied (PERMISSION_DENIED, UNAUTHENTICATED)\n"
+    "  7  already exists (ALREADY_EXISTS)\n";
+
+namespace {
+
+const std::vector<FlagSpec>& GlobalFlags() {
+  static const std::vector<FlagSpec> flags = {
+      {"server", 0, FlagKind::kValue, "HOST:PORT",
+       "gpupoold gRPC address (env GPUPOOL_SERVER, default 127.0.0.1:7070)"},
+      {"token", 0, FlagKind::kValue, "TOKEN",
+       "bearer token sent as 'authorization: Bearer TOKEN' (env GPUPOOL_TOKEN)"},
+      {"output", 'o', FlagKind::kValue, "FORMAT",
+       "table (default, for people), json (protobuf JSON mapping) or yaml"},
+      {"timeout", 0, FlagKind::kValue, "DURATION",
+       "deadline per call, e.g. 10s (default 30s; streams have none unless given)"},
+      {"help", 'h', FlagKind::kBool, "", "show help for the command"},
+  };
+  return flags;
+}
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> all = [] {
+    std::vector<Command> v = JobCommands();
+    for (auto&& c : PoolCommands()) v.push_back(std::move(c));
+    for (auto&& c : NodeCommands()) v.push_back(std::move(c));
+    return v;
+  }();
+  return all;
+}
+
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+void PrintCommandList(std::ostream& out, const std::string& prefix) {
+  size_t width = 0;
+  for (const Command& c : Commands()) {
+    if (prefix.empty() || StartsWith(c.path, prefix)) width = std::max(width, c.path.size());
+  }
+  for (const Command& c : Commands()) {
+    if (!prefix.empty() && !StartsWith(c.path, prefix)) continue;
+    out << "  " << c.path << std::string(width - c.path.size() + 3, ' ') << c.summary << '\n';
+  }
+}
+
+void PrintTopHelp(std::ostream& out) {
+  out << "gpupoolctl: the command line of gpupool, the cluster-wide GPU pool scheduler.\n\n"
+         "Usage: gpupoolctl [global flags] COMMAND [flags] [args]\n\nCommands:\n";
+  PrintCommandList(out, "");
+  out << "\nGlobal flags (accepted before or after the command):\n"
+      << FormatFlagHelp(GlobalFlags()) << "\nExit codes:\n"
+      << kExitCodeHelp
+      << "\nErrors go to stderr as 'gpupoolctl: CODE: message'.\n\n"
+         "Examples:\n"
+         "  gpupoolctl catalog list\n"
+         "  gpupoolctl --server gpupool.internal:7070 jobs list --pool training\n"
+         "  gpupoolctl jobs submit --tenant acme/ml/alice --pool training --gpus 2 -- python "
+         "train.py\n"
+         "  gpupoolctl -o json jobs get 42 | jq .state\n\n"
+         "Run 'gpupoolctl COMMAND --help' for a command's flags and examples.\n";
+}
+
+void PrintGroupHelp(std::ostream& out, const std::string& group) {
+  out << "Usage: gpupoolctl " << group << " COMMAND [flags] [args]\n\nCommands:\n";
+  PrintCommandList(out, group + " ");
+  out << "\nRun 'gpupoolctl " << group << " COMMAND --help' for details.\n";
+}
+
+void PrintCommandHelp(std::ostream& out, const Command& c) {
+  out << "Usage: gpupoolctl " << c.path << (c.args_usage.empty() ? "" : " ") << c.args_usage
+      << "\n\n"
+      << c.summary << ".\n";
+  if (!c.description.empty()) out << '\n' << c.description << '\n';
+  if (!c.flags.empty()) out << "\nFlags:\n" << FormatFlagHelp(c.flags);
+  out << "\nGlobal flags:\n" << FormatFlagHelp(GlobalFlags());
+  if (!c.examples.empty()) out << "\nExamples:\n" << c.examples;
+  out << "\nExit codes:\n" << kExitCodeHelp;
+}
+
+bool IsGroup(const std::string& path) {
+  for (const Command& c : Commands()) {
+    if (StartsWith(c.path, path + " ")) return true;
+  }
+  return false;
+}
+
+const Command* FindCommand(const std::string& path) {
+  for (const Command& c : Commands()) {
+    if (c.path == path) return &c;
+  }
+  return nullptr;
+}
+
+bool IsGlobalValueFlag(const std::string& w) {
+  if (w.find('=') != std::string::npos) return false;
+  for (const FlagSpec& f : GlobalFlags()) {
+    if (f.kind == FlagKind::kBool) continue;
+    if (w == "--" + f.name || (f.short_name && w == std::string("-") + f.short_name)) return true;
+  }
+  return false;
+}
+
+// Prints help for `topic` ("", a group, or a command); false if the topic is unknown.
+bool PrintHelpTopic(std::ostream& out, const std::string& topic) {
+  if (topic.empty()) {
+    PrintTopHelp(out);
+  } else if (const Command* c = FindCommand(topic)) {
+    PrintCommandHelp(out, *c);
+  } else if (IsGroup(topic)) {
+    PrintGroupHelp(out, topic);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int ExitCodeFor(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return kExitOk;
+    case grpc::StatusCode::NOT_FOUND:
+      return kExitNotFound;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::OUT_OF_RANGE:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return kExitRejected;
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::ABORTED:
+      return kExitUnavailable;
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return kExitDenied;
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return kExitAlreadyExists;
+    default:
+      return kExitError;
+  }
+}
+
+std::shared_ptr<grpc::Channel> Ctx::channel() {
+  if (!channel_) channel_ = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+  return channel_;
+}
+
+std::unique_ptr<grpc::ClientContext> Ctx::NewCall(bool streaming) const {
+  auto call = std::make_unique<grpc::ClientContext>();
+  if (!token.empty()) call->AddMetadata("authorization", "Bearer " + token);
+  if (!streaming || timeout_set) {
+    call->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+  }
+  return call;
+}
+
+int Ctx::Usage(const std::string& message) const {
+  err << "gpupoolctl: USAGE: " << message << '\n'
+      << "Run 'gpupoolctl " << (command_path.empty() ? "" : command_path + " ")
+      << "--help' for usage.\n";
+  return kExitUsage;
+}
+
+int Ctx::Fail(const grpc::Status& status) const {
+  std::string message = status.error_message();
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      message.find("onnect") != std::string::npos) {
+    message = "cannot reach gpupoold at " + server + ": " + message;
+  } else if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    message = "no answer from " + server + " within " + FormatDurationMs(timeout_ms) +
+              (message.empty() ? "" : ": " + message);
+  }
+  err << "gpupoolctl: " << StatusCodeName(static_cast<StatusCode>(status.error_code())) << ": "
+      << message << '\n';
+  return ExitCodeFor(status.error_code());
+}
+
+int Ctx::Fail(const Status& status, int exit_code) const {
+  if (exit_code == kExitUsage) return Usage(status.message());
+  err << "gpupoolctl: " << StatusCodeName(status.code()) << ": " << status.message() << '\n';
+  return exit_code;
+}
+
+int Run(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
+        std::ostream& err) {
+  Ctx ctx(out, err);
+  // Split the command words (leading non-flags) from everything else.
+  std::vector<std::string> words;
+  std::vector<std::string> rest;
+  std::string path;
+  const Command* cmd = nullptr;
+  bool help_topic = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& w = args[i];
+    if (cmd != nullptr || w == "--") {
+      rest.insert(rest.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
+    }
+    if (w.size() > 1 && w[0] == '-') {
+      rest.push_back(w);
+      if (IsGlobalValueFlag(w) && i + 1 < args.size()) rest.push_back(args[++i]);
+      continue;
+    }
+    if (words.empty() && w == "help") {
+      help_topic = true;
+      words.push_back(w);
+      continue;
+    }
+    if (help_topic) {
+      path += (path.empty() ? "" : " ") + w;
+      continue;
+    }
+    words.push_back(w);
+    path += (path.empty() ? "" : " ") + w;
+    cmd = FindCommand(path);
+    if (cmd == nullptr && !IsGroup(path)) {
+      ctx.command_path = "";
+      return ctx.Usage("unknown command '" + path + "'");
+    }
+  }
+  if (help_topic) {
+    if (!PrintHelpTopic(out, path)) return ctx.Usage("unknown help topic '" + path + "'");
+    return kExitOk;
+  }
+
+  std::vector<FlagSpec> specs = GlobalFlags();
+  if (cmd != nullptr) specs.insert(specs.end(), cmd->flags.begin(), cmd->flags.end());
+  ctx.command_path = cmd != nullptr ? cmd->path : path;
+  Result<ParsedArgs> parsed = ParseFlags(specs, rest);
+  const bool want_help = parsed.ok() && parsed->GetBool("help");
+  if (cmd == nullptr) {
+    if (want_help) {
+      PrintHelpTopic(out, path);
+      return kExitOk;
+    }
+    PrintHelpTopic(err, path);
+    return kExitUsage;
+  }
+  if (!parsed.ok()) return ctx.Usage(parsed.status().message());
+  if (want_help) {
+    PrintCommandHelp(out, *cmd);
+    return kExitOk;
+  }
+  const ParsedArgs& a = *parsed;
+
+  ctx.server = a.Get("server", env.server.empty() ? kDefaultServer : env.server);
+  ctx.token = a.Get("token", env.token);
+  if (auto o = a.Find("output")) {
+    Result<OutputFormat> f = ParseOutputFormat(*o);
+    if (!f.ok()) return ctx.Usage(f.status().message());
+    ctx.format = *f;
+  }
+  if (auto t = a.Find("timeout")) {
+    Result<int64_t> ms = ParseDurationMs(*t);
+    if (!ms.ok()) return ctx.Usage("--timeout: " + ms.status().message());
+    ctx.timeout_ms = *ms;
+    ctx.timeout_set = true;
+  }
+  if (a.positional.size() < cmd->min_args) {
+    return ctx.Usage("missing argument: expected " + cmd->args_usage);
+  }
+  if (a.positional.size() > cmd->max_args) {
+    return ctx.Usage("unexpected argument '" + a.positional[cmd->max_args] + "'");
+  }
+  if (a.saw_dash_dash && cmd->path != "jobs submit") {
+    return ctx.Usage("'--' is only used by 'jobs submit' (the job's command follows it)");
+  }
+  return cmd->run(ctx, a);
+}
+
+}  // namespace gpupool::ctl

@@ -1,0 +1,107 @@
+// gpupoolctl's frame: the command table, the per-invocation context (output streams, server
+// address, credentials, deadline, output format) and the exit-code contract.
+//
+// Each command is a plain function `int (Ctx&, const ParsedArgs&)` returning an exit code; the
+// command files (jobs.cc, pools.cc, nodes.cc) only build requests, call a stub through the Ctx,
+// and format the reply. Run() is main() without the process: tests call it with their own
+// streams and environment.
+//
+// Exit codes (stable; scripts may rely on them):
+//   0 ok · 1 other error · 2 usage (bad command line or local input; nothing was sent) ·
+//   3 not found · 4 rejected (INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE,
+//   RESOURCE_EXHAUSTED) · 5 unavailable, try again (UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED) ·
+//   6 denied (PERMISSION_DENIED, UNAUTHENTICATED) · 7 already exists.
+//
+// Thread safety: one Ctx per invocation, used on one thread.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cmd/ctl/args.h"
+#include "cmd/ctl/format.h"
+
+namespace gpupool::ctl {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitError = 1,
+  kExitUsage = 2,
+  kExitNotFound = 3,
+  kExitRejected = 4,
+  kExitUnavailable = 5,
+  kExitDenied = 6,
+  kExitAlreadyExists = 7,
+};
+
+int ExitCodeFor(grpc::StatusCode code);
+
+// The exit-code table as printed by --help.
+extern const char kExitCodeHelp[];
+
+// Defaults taken from the process environment.
+struct Environment {
+  std::string server;  // GPUPOOL_SERVER
+  std::string token;   // GPUPOOL_TOKEN
+};
+
+inline constexpr char kDefaultServer[] = "127.0.0.1:7070";
+inline constexpr int64_t kDefaultTimeoutMs = 30'000;
+
+class Ctx {
+ public:
+  Ctx(std::ostream& out, std::ostream& err) : out(out), err(err) {}
+
+  std::ostream& out;
+  std::ostream& err;
+  OutputFormat format = OutputFormat::kTable;
+  std::string server = kDefaultServer;
+  std::string token;
+  int64_t timeout_ms = kDefaultTimeoutMs;
+  bool timeout_set = false;  // --timeout given: streams get a deadline too
+  std::string command_path;  // "jobs submit", for hints
+
+  std::shared_ptr<grpc::Channel> channel();
+  // A context carrying the bearer token and the deadline (unary: always; streaming: only when
+  // --timeout was given).
+  std::unique_ptr<grpc::ClientContext> NewCall(bool streaming = false) const;
+
+  // Prints "gpupoolctl: USAGE: message" and a hint; returns kExitUsage.
+  int Usage(const std::string& message) const;
+  // Prints "gpupoolctl: CODE: message"; returns the mapped exit code.
+  int Fail(const grpc::Status& status) const;
+  // A local failure of the given kind (e.g. an unreadable spec file is a usage error).
+  int Fail(const Status& status, int exit_code) const;
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+using Handler = int (*)(Ctx&, const ParsedArgs&);
+
+struct Command {
+  std::string path;        // "jobs submit"
+  std::string args_usage;  // "[flags] -- COMMAND [ARGS...]"
+  std::string summary;     // one line
+  std::string description;
+  std::vector<FlagSpec> flags;
+  std::string examples;  // lines, each a full command
+  size_t min_args = 0;
+  size_t max_args = 0;
+  Handler run = nullptr;
+};
+
+std::vector<Command> JobCommands();   // jobs …, logs
+std::vector<Command> PoolCommands();  // pools …
+std::vector<Command> NodeCommands();  // nodes …, catalog list
+
+// Runs one invocation; `args` excludes the program name. Returns the exit code.
+int Run(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
+        std::ostream& err);
+
+}  // namespace gpupool::ctl

@@ -1,0 +1,308 @@
+// jobs submit|get|list|cancel|watch and logs.
+#include <ctime>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+#include "cmd/ctl/app.h"
+#include "cmd/ctl/requests.h"
+#include "cmd/ctl/units.h"
+#include "gpupool/v1/jobs.grpc.pb.h"
+#include "pool/yaml_error.h"
+
+namespace gpupool::ctl {
+
+namespace {
+
+std::string JobState(v1::JobState s) { return ShortEnumName(v1::JobState_Name(s), "JOB_STATE_"); }
+std::string TaskState(v1::TaskState s) {
+  return ShortEnumName(v1::TaskState_Name(s), "TASK_STATE_");
+}
+
+std::string Join(const google::protobuf::RepeatedPtrField<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) {
+    if (!out.empty()) out += ' ';
+    out += w.find_first_of(" \t'\"") == std::string::npos ? w : "'" + w + "'";
+  }
+  return out;
+}
+
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
+int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+void PrintJob(std::ostream& out, const v1::Job& job) {
+  const v1::JobSpec& s = job.spec();
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"ID", job.id()},
+      {"Tenant", OrDash(s.tenant())},
+      {"Pool", OrDash(s.pool())},
+      {"Priority", OrDash(s.priority_class())},
+      {"State", JobState(job.state())},
+      {"Reason", OrDash(job.reason())},
+      {"Tasks", std::to_string(s.task_count()) + (s.gang() ? " (gang)" : "")},
+      {"Preemptible", s.preemptible() ? "yes" : "no"},
+      {"Resources", DescribeResources(s.template_().resources())},
+      {"Command", OrDash(Join(s.template_().command()))},
+      {"Submitted", FormatTime(job.submit_time())},
+      {"Finished", FormatTime(job.finish_time())},
+  };
+  if (s.has_max_runtime()) {
+    fields.emplace_back("Max runtime", FormatDurationMs(s.max_runtime().seconds() * 1000 +
+                                                        s.max_runtime().nanos() / 1'000'000));
+  }
+  std::string labels;
+  for (const auto& [k, v] : s.labels()) labels += (labels.empty() ? "" : ",") + k + "=" + v;
+  if (!labels.empty()) fields.emplace_back("Labels", labels);
+  PrintFields(out, fields);
+  if (job.tasks_size() == 0) return;
+  out << '\n';
+  Table t({"TASK", "STATE", "NODE", "DEVICES", "ATTEMPT", "EXIT", "REASON"});
+  for (const v1::Task& task : job.tasks()) {
+    std::string devices;
+    for (const v1::Allocation& a : task.allocations()) {
+      devices += (devices.empty() ? "" : ",") + a.device_id();
+    }
+    const bool finished =
+        task.state() == v1::TASK_STATE_SUCCEEDED || task.state() == v1::TASK_STATE_FAILED;
+    t.AddRow({task.id(), TaskState(task.state()), OrDash(task.node()), OrDash(devices),
+              std::to_string(task.attempt()), finished ? std::to_string(task.exit_code()) : "-",
+              OrDash(task.reason())});
+  }
+  t.Print(out);
+}
+
+Result<std::string> ReadSpecFile(const std::string& path) {
+  if (path == "-") {
+    std::ostringstream ss;
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  return ReadTextFile(path);
+}
+
+int Submit(Ctx& ctx, const ParsedArgs& a) {
+  v1::SubmitJobRequest req;
+  if (auto file = a.Find("file")) {
+    Result<std::string> text = ReadSpecFile(*file);
+    if (!text.ok()) return ctx.Usage("--file: " + text.status().message());
+    Status st = ParseJobSpecText(*text, *file == "-" ? "stdin" : *file, req.mutable_spec());
+    if (!st.ok()) return ctx.Usage(st.message());
+  }
+  if (Status st = ApplySubmitFlags(a, req.mutable_spec()); !st.ok()) {
+    return ctx.Usage(st.message());
+  }
+  v1::SubmitJobResponse resp;
+  auto call = ctx.NewCall();
+  grpc::Status s = v1::JobService::NewStub(ctx.channel())->SubmitJob(call.get(), req, &resp);
+  if (!s.ok()) return ctx.Fail(s);
+  if (ctx.format != OutputFormat::kTable) {
+    PrintMessage(ctx.out, resp, ctx.format);
+    return kExitOk;
+  }
+  const v1::JobSpec& spec = resp.has_job() ? resp.job().spec() : req.spec();
+  ctx.out << "job " << resp.job_id() << " submitted: " << spec.task_count()
+          << (spec.task_count() == 1 ? " task" : " tasks") << " in pool " << OrDash(spec.pool())
+          << '\n';
+  return kExitOk;
+}
+
+int Get(Ctx& ctx, const ParsedArgs& a) {
+  v1::GetJobRequest req;
+  req.set_job_id(a.positional[0]);
+  v1::Job job;
+  auto call = ctx.NewCall();
+  grpc::Status s = v1::JobService::NewStub(ctx.channel())->GetJob(call.get(), req, &job);
+  if (!s.ok()) return ctx.Fail(s);
+  if (ctx.format != OutputFormat::kTable) {
+    PrintMessage(ctx.out, job, ctx.format);
+  } else {
+    PrintJob(ctx.out, job);
+  }
+  return kExitOk;
+}
+
+int List(Ctx& ctx, const ParsedArgs& a) {
+  v1::ListJobsRequest req;
+  req.set_tenant(a.Get("tenant"));
+  req.set_pool(a.Get("pool"));
+  if (auto st = a.Find("state")) {
+    v1::JobState state;
+    if (Status p = ParseJobState(*st, &state); !p.ok()) return ctx.Usage("--state: " + p.message());
+    req.set_state(state);
+  }
+  if (auto l = a.Find("limit")) {
+    Result<int64_t> n = ParseInt(*l, 1, 1000);
+    if (!n.ok()) return ctx.Usage("--limit: " + n.status().message());
+    req.set_page_size(static_cast<int32_t>(*n));
+  }
+  req.set_page_token(a.Get("page-token"));
+  const bool all = a.GetBool("all");
+  v1::ListJobsResponse merged;
+  auto stub = v1::JobService::NewStub(ctx.channel());
+  while (true) {
+    v1::ListJobsResponse resp;
+    auto call = ctx.NewCall();
+    grpc::Status s = stub->ListJobs(call.get(), req, &resp);
+    if (!s.ok()) return ctx.Fail(s);
+    for (v1::Job& j : *resp.mutable_jobs()) merged.add_jobs()->Swap(&j);
+    merged.set_next_page_token(resp.next_page_token());
+    if (!all || resp.next_page_token().empty()) break;
+    req.set_page_token(resp.next_page_token());
+  }
+  if (ctx.format != OutputFormat::kTable) {
+    PrintMessage(ctx.out, merged, ctx.format);
+    return kExitOk;
+  }
+  Table t({"ID", "TENANT", "POOL", "PRIORITY", "TASKS", "RESOURCES", "STATE", "AGE"});
+  const int64_t now = Now();
+  for (const v1::Job& j : merged.jobs()) {
+    t.AddRow({j.id(), OrDash(j.spec().tenant()), OrDash(j.spec().pool()),
+              OrDash(j.spec().priority_class()), std::to_string(j.spec().task_count()),
+              DescribeResources(j.spec().template_().resources()), JobState(j.state()),
+              FormatAge(j.submit_time(), now)});
+  }
+  if (t.size() == 0) {
+    ctx.err << "no jobs\n";
+  } else {
+    t.Print(ctx.out);
+  }
+  if (!merged.next_page_token().empty()) {
+    ctx.err << "more jobs: add --page-token " << merged.next_page_token() << " (or --all)\n";
+  }
+  return kExitOk;
+}
+
+int Cancel(Ctx& ctx, const ParsedArgs& a) {
+  v1::CancelJobRequest req;
+  req.set_job_id(a.positional[0]);
+  req.set_reason(a.Get("reason"));
+  v1::Job job;
+  auto call = ctx.NewCall();
+  grpc::Status s = v1::JobService::NewStub(ctx.channel())->CancelJob(call.get(), req, &job);
+  if (!s.ok()) return ctx.Fail(s);
+  if (ctx.format != OutputFormat::kTable) {
+    PrintMessage(ctx.out, job, ctx.format);
+  } else {
+    ctx.out << "job " << job.id() << ": " << JobState(job.state()) << '\n';
+  }
+  return kExitOk;
+}
+
+int Watch(Ctx& ctx, const ParsedArgs& a) {
+  v1::WatchJobRequest req;
+  req.set_job_id(a.positional[0]);
+  auto call = ctx.NewCall(/*streaming=*/true);
+  auto reader = v1::JobService::NewStub(ctx.channel())->WatchJob(call.get(), req);
+  v1::JobEvent ev;
+  while (reader->Read(&ev)) {
+    if (ctx.format == OutputFormat::kTable) {
+      ctx.out << FormatTime(ev.time()) << "   " << JobState(ev.job().state()) << "   "
+              << ev.message() << '\n';
+    } else {
+      // One object per line (JSON Lines) so that a script can read events as they come.
+      ctx.out << ToJson(ev, false) << '\n';
+    }
+    ctx.out.flush();
+  }
+  grpc::Status s = reader->Finish();
+  return s.ok() ? kExitOk : ctx.Fail(s);
+}
+
+int Logs(Ctx& ctx, const ParsedArgs& a) {
+  v1::GetTaskLogsRequest req;
+  req.set_task_id(a.positional[0]);
+  req.set_follow(a.GetBool("follow"));
+  if (auto o = a.Find("offset")) {
+    Result<int64_t> n = ParseInt(*o, 0, std::numeric_limits<int64_t>::max() / 10);
+    if (!n.ok()) return ctx.Usage("--offset: " + n.status().message());
+    req.set_offset(*n);
+  }
+  auto call = ctx.NewCall(/*streaming=*/true);
+  auto reader = v1::JobService::NewStub(ctx.channel())->GetTaskLogs(call.get(), req);
+  v1::TaskLogChunk chunk;
+  while (reader->Read(&chunk)) {
+    ctx.out << chunk.data();
+    ctx.out.flush();
+  }
+  grpc::Status s = reader->Finish();
+  return s.ok() ? kExitOk : ctx.Fail(s);
+}
+
+}  // namespace
+
+std::vector<Command> JobCommands() {
+  return {
+      {"jobs submit", "[flags] -- COMMAND [ARGS...]", "Submit a job",
+       "Each of the job's tasks runs COMMAND with one resource shape: a fractional share\n"
+       "(--tflops with --vram), whole GPUs (--gpus, optionally --model), a MIG instance (--mig)\n"
+       "or a named SKU (--sku). With -f the spec comes from a file in protobuf JSON or YAML\n"
+       "(field names as in the REST API); flags given as well override it. Units: TFLOPS are\n"
+       "decimals (12.5), sizes take MiB/GiB/TiB (20GiB), durations ms/s/m/h/d (1h30m).\n"
+       "Prints the job id (table) or the SubmitJobResponse (-o json).",
+       SubmitFlags(),
+       "  gpupoolctl jobs submit --tenant acme/ml/alice --pool training --tflops 12.5 --vram "
+       "20GiB -- python train.py --epochs 3\n"
+       "  gpupoolctl jobs submit --pool training --tasks 8 --gang --gpus 2 --model H100-SXM "
+       "--max-runtime 12h -- torchrun train.py\n"
+       "  gpupoolctl jobs submit --pool inference --mig 1g.10gb --env MODEL=llama -- serve\n"
+       "  gpupoolctl jobs submit -f job.yaml --priority high\n",
+       0, 0, Submit},
+      {"jobs get",
+       "JOB_ID",
+       "Show a job and its tasks",
+       "",
+       {},
+       "  gpupoolctl jobs get 42\n  gpupoolctl -o json jobs get 42 | jq -r .state\n",
+       1,
+       1,
+       Get},
+      {"jobs list",
+       "[flags]",
+       "List jobs",
+       "Shows one page (--limit, default 100 on the server); --all follows every page.",
+       {{"tenant", 0, FlagKind::kValue, "PATH", "only this tenant"},
+        {"pool", 0, FlagKind::kValue, "NAME", "only this pool"},
+        {"state", 0, FlagKind::kValue, "STATE",
+         "only this state: pending, running, succeeded, failed, cancelled"},
+        {"limit", 0, FlagKind::kValue, "N", "page size, 1..1000"},
+        {"page-token", 0, FlagKind::kValue, "TOKEN", "continue from a previous page"},
+        {"all", 0, FlagKind::kBool, "", "fetch every page"}},
+       "  gpupoolctl jobs list --pool training --state running\n"
+       "  gpupoolctl -o json jobs list --all --tenant acme\n",
+       0,
+       0,
+       List},
+      {"jobs cancel",
+       "JOB_ID [flags]",
+       "Cancel a job and stop its tasks",
+       "",
+       {{"reason", 0, FlagKind::kValue, "TEXT", "recorded with the cancellation"}},
+       "  gpupoolctl jobs cancel 42 --reason 'wrong dataset'\n",
+       1,
+       1,
+       Cancel},
+      {"jobs watch",
+       "JOB_ID",
+       "Follow a job's state changes until it finishes",
+       "Prints one line per event; with -o json one JSON object per line (JSON Lines).",
+       {},
+       "  gpupoolctl jobs watch 42\n  gpupoolctl -o json jobs watch 42 | jq -r .message\n",
+       1,
+       1,
+       Watch},
+      {"logs",
+       "TASK_ID [flags]",
+       "Print a task's output (stdout and stderr combined)",
+       "TASK_ID is \"<job id>.<index>\". With -f, keeps printing new output until the task ends.",
+       {{"follow", 'f', FlagKind::kBool, "", "stream new output as it appears"},
+        {"offset", 0, FlagKind::kValue, "BYTES", "start at this byte offset"}},
+       "  gpupoolctl logs 42.0\n  gpupoolctl logs 42.3 -f\n",
+       1,
+       1,
+       Logs},
+  };
+}
+
+}  // namespace gpupool::ctl

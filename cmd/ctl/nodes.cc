@@ -1,0 +1,218 @@
+// nodes list|get|cordon|uncordon|drain and catalog list.
+#include <ctime>
+
+#include "cmd/ctl/app.h"
+#include "cmd/ctl/units.h"
+#include "gpupool/v1/pools.grpc.pb.h"
+#include "pool/resources.h"
+
+namespace gpupool::ctl {
+
+namespace v1 = ::gpupool::v1;
+
+namespace {
+
+std::string NodeState(v1::NodeState s) {
+  return ShortEnumName(v1::NodeState_Name(s), "NODE_STATE_");
+}
+
+std::string Tflops(const v1::Capacity& c) {
+  return FormatUsedOf(c.allocated().milli_tflops(), c.offered().milli_tflops());
+}
+std::string Vram(const v1::Capacity& c) {
+  return FormatMib(c.allocated().vram_mib()) + "/" + FormatMib(c.offered().vram_mib());
+}
+
+void PrintNode(std::ostream& out, const v1::Node& n) {
+  std::string labels;
+  for (const auto& [k, v] : n.labels()) labels += (labels.empty() ? "" : ",") + k + "=" + v;
+  PrintFields(out, {
+                       {"Name", n.name()},
+                       {"Pool", n.pool()},
+                       {"State", NodeState(n.state())},
+                       {"Labels", labels.empty() ? "-" : labels},
+                       {"CPU", FormatTflops(n.cpu_milli()) + " cores"},
+                       {"Memory", FormatMib(n.memory_mib())},
+                       {"TFLOPS", Tflops(n.capacity()) + " allocated/offered"},
+                       {"VRAM", Vram(n.capacity()) + " allocated/offered"},
+                       {"Running tasks", std::to_string(n.running_tasks())},
+                       {"Last heartbeat", FormatTime(n.last_heartbeat_time())},
+                   });
+  if (n.devices_size() == 0) return;
+  out << '\n';
+  Table t({"DEVICE", "INDEX", "MODEL", "MIG", "HEALTHY", "TFLOPS", "VRAM"});
+  for (const v1::Device& d : n.devices()) {
+    t.AddRow({d.id(), std::to_string(d.index()), d.model(),
+              d.mig_profile().empty() ? "-" : d.mig_profile(), d.healthy() ? "yes" : "NO",
+              Tflops(d.capacity()), Vram(d.capacity())});
+  }
+  t.Print(out);
+}
+
+int List(Ctx& ctx, const ParsedArgs& a) {
+  v1::ListNodesRequest req;
+  req.set_pool(a.Get("pool"));
+  v1::ListNodesResponse resp;
+  auto call = ctx.NewCall();
+  grpc::Status s = v1::NodeService::NewStub(ctx.channel())->ListNodes(call.get(), req, &resp);
+  if (!s.ok()) return ctx.Fail(s);
+  if (ctx.format != OutputFormat::kTable) {
+    PrintMessage(ctx.out, resp, ctx.format);
+    return kExitOk;
+  }
+  if (resp.nodes_size() == 0) {
+    ctx.err << "no nodes\n";
+    return kExitOk;
+  }
+  Table t({"NAME", "POOL", "STATE", "DEVICES", "TFLOPS", "VRAM", "TASKS", "HEARTBEAT"});
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  for (const v1::Node& n : resp.nodes()) {
+    t.AddRow({n.name(), n.pool(), NodeState(n.state()), std::to_string(n.devices_size()),
+              Tflops(n.capacity()), Vram(n.capacity()), std::to_string(n.running_tasks()),
+              FormatAge(n.last_heartbeat_time(), now)});
+  }
+  t.Print(ctx.out);
+  return kExitOk;
+}
+
+using NodeRpc = grpc::Status (v1::NodeService::Stub::*)(grpc::ClientContext*,
+                                                        const v1::NodeActionRequest&, v1::Node*);
+
+int Action(Ctx& ctx, const ParsedArgs& a, NodeRpc rpc, const char* done) {
+  v1::NodeActionRequest req;
+  req.set_name(a.positional[0]);
+  v1::Node node;
+  auto call = ctx.NewCall();
+  auto stub = v1::NodeService::NewStub(ctx.channel());
+  grpc::Status s = ((*stub).*rpc)(call.get(), req, &node);
+  if (!s.ok()) return ctx.Fail(s);
+  if (ctx.format != OutputFormat::kTable) {
+    PrintMessage(ctx.out, node, ctx.format);
+  } else {
+    ctx.out << "node " << node.name() << " " << done << " (state " << NodeState(node.state())
+            << ")\n";
+  }
+  return kExitOk;
+}
+
+int Get(Ctx& ctx, const ParsedArgs& a) {
+  v1::GetNodeRequest req;
+  req.set_name(a.positional[0]);
+  v1::Node node;
+  auto call = ctx.NewCall();
+  grpc::Status s = v1::NodeService::NewStub(ctx.channel())->GetNode(call.get(), req, &node);
+  if (!s.ok()) return ctx.Fail(s);
+  if (ctx.format != OutputFormat::kTable) {
+    PrintMessage(ctx.out, node, ctx.format);
+  } else {
+    PrintNode(ctx.out, node);
+  }
+  return kExitOk;
+}
+
+int Cordon(Ctx& ctx, const ParsedArgs& a) {
+  return Action(ctx, a, &v1::NodeService::Stub::CordonNode, "cordoned");
+}
+int Uncordon(Ctx& ctx, const ParsedArgs& a) {
+  return Action(ctx, a, &v1::NodeService::Stub::UncordonNode, "uncordoned");
+}
+int Drain(Ctx& ctx, const ParsedArgs& a) {
+  return Action(ctx, a, &v1::NodeService::Stub::DrainNode, "draining");
+}
+
+int Catalog(Ctx& ctx, const ParsedArgs& a) {
+  v1::ListGpuModelsResponse resp;
+  auto call = ctx.NewCall();
+  grpc::Status s = v1::CatalogService::NewStub(ctx.channel())
+                       ->ListGpuModels(call.get(), v1::ListGpuModelsRequest(), &resp);
+  if (!s.ok()) return ctx.Fail(s);
+  if (ctx.format != OutputFormat::kTable) {
+    PrintMessage(ctx.out, resp, ctx.format);
+    return kExitOk;
+  }
+  if (a.GetBool("mig")) {
+    Table t({"MODEL", "PROFILE", "TFLOPS", "VRAM", "MAX INSTANCES"});
+    for (const v1::GpuModel& m : resp.models()) {
+      for (const v1::MigProfile& p : m.mig_profiles()) {
+        t.AddRow({m.name(), p.name(), FormatTflops(p.milli_tflops()), FormatMib(p.vram_mib()),
+                  std::to_string(p.max_instances())});
+      }
+    }
+    t.Print(ctx.out);
+    return kExitOk;
+  }
+  Table t({"MODEL", "VENDOR", "BF16 TFLOPS", "FP16 TFLOPS", "VRAM", "MIG PROFILES"});
+  for (const v1::GpuModel& m : resp.models()) {
+    std::string migs;
+    for (const v1::MigProfile& p : m.mig_profiles()) migs += (migs.empty() ? "" : ",") + p.name();
+    t.AddRow({m.name(), m.vendor(),
+              m.bf16_milli_tflops() > 0 ? FormatTflops(m.bf16_milli_tflops()) : "-",
+              FormatTflops(m.fp16_milli_tflops()), FormatMib(m.vram_mib()),
+              migs.empty() ? "-" : migs});
+  }
+  t.Print(ctx.out);
+  return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> NodeCommands() {
+  return {
+      {"nodes list",
+       "[flags]",
+       "List nodes with allocated/offered capacity",
+       "",
+       {{"pool", 0, FlagKind::kValue, "NAME", "only nodes of this pool"}},
+       "  gpupoolctl nodes list\n  gpupoolctl nodes list --pool training\n",
+       0,
+       0,
+       List},
+      {"nodes get",
+       "NAME",
+       "Show a node and its devices",
+       "",
+       {},
+       "  gpupoolctl nodes get gpu-07\n",
+       1,
+       1,
+       Get},
+      {"nodes cordon",
+       "NAME",
+       "Stop placing new tasks on a node (running tasks stay)",
+       "",
+       {},
+       "  gpupoolctl nodes cordon gpu-07\n",
+       1,
+       1,
+       Cordon},
+      {"nodes uncordon",
+       "NAME",
+       "Let a cordoned or drained node take tasks again",
+       "",
+       {},
+       "  gpupoolctl nodes uncordon gpu-07\n",
+       1,
+       1,
+       Uncordon},
+      {"nodes drain",
+       "NAME",
+       "Cordon a node and requeue its running tasks",
+       "",
+       {},
+       "  gpupoolctl nodes drain gpu-07\n",
+       1,
+       1,
+       Drain},
+      {"catalog list",
+       "[flags]",
+       "List the GPU models the server knows",
+       "Compute is dense tensor-core TFLOPS: bf16, or fp16 for cards without bf16 (T4, V100).",
+       {{"mig", 0, FlagKind::kBool, "", "list MIG profiles instead, one per line"}},
+       "  gpupoolctl catalog list\n  gpupoolctl catalog list --mig\n",
+       0,
+       0,
+       Catalog},
+  };
+}
+
+}  // namespace gpupool::ctl

@@ -1,0 +1,207 @@
+// pools create|get|list|update|delete.
+#include <cstdio>
+
+#include "cmd/ctl/app.h"
+#include "cmd/ctl/requests.h"
+#include "cmd/ctl/units.h"
+#include "gpupool/v1/pools.grpc.pb.h"
+#include "pool/resources.h"
+
+namespace gpupool::ctl {
+
+namespace {
+
+std::string Visibility(const v1::Pool& p) {
+  return ShortEnumName(v1::Visibility_Name(p.visibility()), "VISIBILITY_");
+}
+
+std::string Sharing(const v1::Pool& p) {
+  std::string s = ShortEnumName(v1::SharingMode_Name(p.sharing_mode()), "SHARING_MODE_");
+  if (p.sharing_mode() == v1::SHARING_MODE_TIME_SLICED) {
+    s += " x" + std::to_string(p.time_slice_replicas());
+  }
+  return s;
+}
+
+std::string Ratio(double r) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2g", r == 0 ? 1.0 : r);
+  std::string s = buf;
+  if (s.find('.') == std::string::npos) s += ".0";
+  return s;
+}
+
+void PrintPool(std::ostream& out, const v1::Pool& p) {
+  const v1::Capacity& c = p.capacity();
+  std::string allowed;
+  for (const std::string& t : p.allowed_tenants()) allowed += (allowed.empty() ? "" : ", ") + t;
+  PrintFields(
+      out,
+      {
+          {"Name", p.name()},
+          {"Visibility", Visibility(p)},
+          {"Allowed tenants", allowed.empty() ? "-" : allowed},
+          {"Strategy",
+           p.placement_strategy().empty() ? "(server default)" : p.placement_strategy()},
+          {"Overcommit", "compute " + Ratio(p.compute_overcommit()) + "x, memory " +
+                             Ratio(p.memory_overcommit()) + "x"},
+          {"Sharing", Sharing(p)},
+          {"Nodes", std::to_string(c.nodes())},
+          {"Devices", std::to_string(c.devices())},
+          {"TFLOPS", FormatUsedOf(c.allocated().milli_tflops(), c.offered().milli_tflops()) +
+                         " allocated/offered (physical " +
+                         FormatTflops(c.physical().milli_tflops()) + ")"},
+          {"VRAM", FormatMib(c.allocated().vram_mib()) + "/" + FormatMib(c.offered().vram_mib()) +
+                       " allocated/offered (physical " + FormatMib(c.physical().vram_mib()) + ")"},
+          {"Created", FormatTime(p.create_time())},
+      });
+}
+
+int Output(Ctx& ctx, const v1::Pool& pool) {
+  if (ctx.format != OutputFormat::kTable) {
+    PrintMessage(ctx.out, pool, ctx.format);
+  } else {
+    PrintPool(ctx.out, pool);
+  }
+  return kExitOk;
+}
+
+int Create(Ctx& ctx, const ParsedArgs& a) {
+  v1::CreatePoolRequest req;
+  req.mutable_pool()->set_name(a.positional[0]);
+  std::vector<std::string> mask;
+  if (Status st = ApplyPoolFlags(a, req.mutable_pool(), &mask); !st.ok()) {
+    return ctx.Usage(st.message());
+  }
+  v1::Pool pool;
+  auto call = ctx.NewCall();
+  grpc::Status s = v1::PoolService::NewStub(ctx.channel())->CreatePool(call.get(), req, &pool);
+  if (!s.ok()) return ctx.Fail(s);
+  if (ctx.format == OutputFormat::kTable) {
+    ctx.out << "pool " << pool.name() << " created\n";
+    return kExitOk;
+  }
+  return Output(ctx, pool);
+}
+
+int Get(Ctx& ctx, const ParsedArgs& a) {
+  v1::GetPoolRequest req;
+  req.set_name(a.positional[0]);
+  v1::Pool pool;
+  auto call = ctx.NewCall();
+  grpc::Status s = v1::PoolService::NewStub(ctx.channel())->GetPool(call.get(), req, &pool);
+  if (!s.ok()) return ctx.Fail(s);
+  return Output(ctx, pool);
+}
+
+int List(Ctx& ctx, const ParsedArgs&) {
+  v1::ListPoolsResponse resp;
+  auto call = ctx.NewCall();
+  grpc::Status s =
+      v1::PoolService::NewStub(ctx.channel())->ListPools(call.get(), v1::ListPoolsRequest(), &resp);
+  if (!s.ok()) return ctx.Fail(s);
+  if (ctx.format != OutputFormat::kTable) {
+    PrintMessage(ctx.out, resp, ctx.format);
+    return kExitOk;
+  }
+  if (resp.pools_size() == 0) {
+    ctx.err << "no pools\n";
+    return kExitOk;
+  }
+  Table t({"NAME", "VISIBILITY", "STRATEGY", "SHARING", "OVERCOMMIT", "NODES", "DEVICES", "TFLOPS",
+           "VRAM"});
+  for (const v1::Pool& p : resp.pools()) {
+    const v1::Capacity& c = p.capacity();
+    t.AddRow({p.name(), Visibility(p),
+              p.placement_strategy().empty() ? "-" : p.placement_strategy(), Sharing(p),
+              Ratio(p.compute_overcommit()) + "/" + Ratio(p.memory_overcommit()),
+              std::to_string(c.nodes()), std::to_string(c.devices()),
+              FormatUsedOf(c.allocated().milli_tflops(), c.offered().milli_tflops()),
+              FormatMib(c.allocated().vram_mib()) + "/" + FormatMib(c.offered().vram_mib())});
+  }
+  t.Print(ctx.out);
+  return kExitOk;
+}
+
+int Update(Ctx& ctx, const ParsedArgs& a) {
+  v1::UpdatePoolRequest req;
+  req.mutable_pool()->set_name(a.positional[0]);
+  std::vector<std::string> mask;
+  if (Status st = ApplyPoolFlags(a, req.mutable_pool(), &mask); !st.ok()) {
+    return ctx.Usage(st.message());
+  }
+  if (mask.empty()) return ctx.Usage("nothing to update: give at least one pool flag");
+  for (const std::string& path : mask) req.mutable_update_mask()->add_paths(path);
+  v1::Pool pool;
+  auto call = ctx.NewCall();
+  grpc::Status s = v1::PoolService::NewStub(ctx.channel())->UpdatePool(call.get(), req, &pool);
+  if (!s.ok()) return ctx.Fail(s);
+  return Output(ctx, pool);
+}
+
+int Delete(Ctx& ctx, const ParsedArgs& a) {
+  v1::DeletePoolRequest req;
+  req.set_name(a.positional[0]);
+  v1::DeletePoolResponse resp;
+  auto call = ctx.NewCall();
+  grpc::Status s = v1::PoolService::NewStub(ctx.channel())->DeletePool(call.get(), req, &resp);
+  if (!s.ok()) return ctx.Fail(s);
+  if (ctx.format != OutputFormat::kTable) {
+    PrintMessage(ctx.out, resp, ctx.format);
+  } else {
+    ctx.out << "pool " << req.name() << " deleted\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> PoolCommands() {
+  const char* pool_text =
+      "Overcommit multiplies what the pool offers (1.5 = 150% of physical TFLOPS), never what a\n"
+      "device has. Sharing: exclusive (one task per device), fractional (TFLOPS/VRAM slices) or\n"
+      "time-sliced (--replicas N tasks per device).";
+  return {
+      {"pools create", "NAME [flags]", "Create a pool (admin)", pool_text, PoolFlags(),
+       "  gpupoolctl pools create training --strategy fgd --sharing fractional "
+       "--compute-overcommit 1.5\n"
+       "  gpupoolctl pools create acme-private --visibility private --allow acme/ml,acme/infra "
+       "--sharing exclusive\n"
+       "  gpupoolctl pools create notebooks --sharing time-sliced --replicas 4\n",
+       1, 1, Create},
+      {"pools get",
+       "NAME",
+       "Show a pool and its capacity",
+       "",
+       {},
+       "  gpupoolctl pools get training\n",
+       1,
+       1,
+       Get},
+      {"pools list",
+       "",
+       "List pools with allocated/offered capacity",
+       "",
+       {},
+       "  gpupoolctl pools list\n  gpupoolctl -o json pools list\n",
+       0,
+       0,
+       List},
+      {"pools update", "NAME [flags]", "Change a pool's policy (admin)",
+       "Only the flags given are changed (they form the update mask).", PoolFlags(),
+       "  gpupoolctl pools update training --compute-overcommit 2.0\n"
+       "  gpupoolctl pools update acme-private --allow acme/ml --allow acme/research\n",
+       1, 1, Update},
+      {"pools delete",
+       "NAME",
+       "Delete a pool (admin)",
+       "",
+       {},
+       "  gpupoolctl pools delete scratch\n",
+       1,
+       1,
+       Delete},
+  };
+}
+
+}  // namespace gpupool::ctl

@@ -1,0 +1,394 @@
+#include "cmd/ctl/requests.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <regex>
+
+#include "cmd/ctl/format.h"
+#include "cmd/ctl/units.h"
+#include "pool/resources.h"
+
+namespace gpupool::ctl {
+
+namespace {
+
+std::string Upper(std::string_view s) {
+  std::string out;
+  for (char c : s)
+    out += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Splits "a,b" and repeated flags into one list; empty items dropped.
+std::vector<std::string> SplitList(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const std::string& v : values) {
+    size_t start = 0;
+    while (start <= v.size()) {
+      size_t comma = v.find(',', start);
+      if (comma == std::string::npos) comma = v.size();
+      if (comma > start) out.push_back(v.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+Status WithFlag(const Status& s, std::string_view flag) {
+  return s.ok() ? s : Status::InvalidArgument("--" + std::string(flag) + ": " + s.message());
+}
+
+// "K=V" into a map; the key must be non-empty.
+Status ParseKeyValues(const std::vector<std::string>& values, std::string_view flag,
+                      google::protobuf::Map<std::string, std::string>* out) {
+  for (const std::string& kv : values) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status::InvalidArgument("--" + std::string(flag) + ": want KEY=VALUE, got '" + kv +
+                                     "'");
+    }
+    (*out)[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return Status::Ok();
+}
+
+void AppendJsonString(std::string_view s, std::string* out) {
+  *out += '"';
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          *out += buf;
+        } else {
+          *out += c;
+        }
+    }
+  }
+  *out += '"';
+}
+
+void NodeToJson(const YAML::Node& node, std::string* out) {
+  static const std::regex kNumber(R"(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)");
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      *out += '{';
+      bool first = true;
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        if (!first) *out += ',';
+        first = false;
+        AppendJsonString(it->first.Scalar(), out);
+        *out += ':';
+        NodeToJson(it->second, out);
+      }
+      *out += '}';
+      return;
+    }
+    case YAML::NodeType::Sequence: {
+      *out += '[';
+      for (size_t i = 0; i < node.size(); ++i) {
+        if (i > 0) *out += ',';
+        NodeToJson(node[i], out);
+      }
+      *out += ']';
+      return;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& s = node.Scalar();
+      if (node.Tag() != "!") {  // plain (unquoted) scalar
+        if (s == "true" || s == "false") {
+          *out += s;
+          return;
+        }
+        if (s == "null" || s == "~") {
+          *out += "null";
+          return;
+        }
+        if (std::regex_match(s, kNumber)) {
+          *out += s;
+          return;
+        }
+      }
+      AppendJsonString(s, out);
+      return;
+    }
+    default:
+      *out += "null";
+  }
+}
+
+}  // namespace
+
+const std::vector<FlagSpec>& SubmitFlags() {
+  static const std::vector<FlagSpec> flags = {
+      {"file", 'f', FlagKind::kValue, "FILE",
+       "JobSpec in protobuf JSON or YAML ('-' = stdin); other flags override it"},
+      {"tenant", 0, FlagKind::kValue, "PATH", "tenant path, org/project/user"},
+      {"pool", 0, FlagKind::kValue, "NAME", "pool to run in"},
+      {"priority", 0, FlagKind::kValue, "CLASS", "priority class (server default when unset)"},
+      {"tasks", 0, FlagKind::kValue, "N", "number of tasks, 1..10000 (default 1)"},
+      {"gang", 0, FlagKind::kBool, "", "place all tasks together or none"},
+      {"preemptible", 0, FlagKind::kBool, "", "tasks may be preempted by higher priorities"},
+      {"max-runtime", 0, FlagKind::kValue, "DURATION", "longest a task may run, e.g. 1h30m"},
+      {"retries", 0, FlagKind::kValue, "N", "requeues of a lost or preempted task"},
+      {"label", 0, FlagKind::kRepeated, "KEY=VALUE", "job label"},
+      {"env", 0, FlagKind::kRepeated, "KEY=VALUE", "environment variable of each task"},
+      {"tflops", 0, FlagKind::kValue, "TFLOPS", "fractional share: compute, e.g. 12.5"},
+      {"vram", 0, FlagKind::kValue, "SIZE", "fractional share: GPU memory, e.g. 20GiB"},
+      {"gpus", 0, FlagKind::kValue, "N", "whole GPUs on one node"},
+      {"model", 0, FlagKind::kRepeated, "MODEL",
+       "with --gpus: allowed catalog models (comma-separated)"},
+      {"mig", 0, FlagKind::kValue, "PROFILE", "one MIG instance, e.g. 1g.10gb"},
+      {"sku", 0, FlagKind::kValue, "NAME", "a named request shape from the server's SKU table"},
+      {"cpu", 0, FlagKind::kValue, "CORES", "host CPU per task, e.g. 4, 0.5 or 500m"},
+      {"memory", 0, FlagKind::kValue, "SIZE", "host memory per task, e.g. 16GiB"},
+  };
+  return flags;
+}
+
+const std::vector<FlagSpec>& PoolFlags() {
+  static const std::vector<FlagSpec> flags = {
+      {"visibility", 0, FlagKind::kValue, "public|private", "who may submit"},
+      {"allow", 0, FlagKind::kRepeated, "TENANT",
+       "tenant allowed in a private pool (comma-separated)"},
+      {"strategy", 0, FlagKind::kValue, "NAME", "placement strategy, e.g. first-fit, fgd"},
+      {"compute-overcommit", 0, FlagKind::kValue, "RATIO", "offered/physical TFLOPS, 1.0..10.0"},
+      {"memory-overcommit", 0, FlagKind::kValue, "RATIO", "offered/physical VRAM, 1.0..10.0"},
+      {"sharing", 0, FlagKind::kValue, "MODE", "exclusive, fractional or time-sliced"},
+      {"replicas", 0, FlagKind::kValue, "N", "time-sliced replicas per device, 2..64"},
+  };
+  return flags;
+}
+
+Result<std::string> YamlToJson(std::string_view yaml, std::string_view source) {
+  try {
+    const YAML::Node root = YAML::Load(std::string(yaml));
+    std::string out;
+    NodeToJson(root, &out);
+    return out;
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(std::string(source) + ":" + std::to_string(e.mark.line + 1) +
+                                   ": " + e.msg);
+  }
+}
+
+Status ParseJobSpecText(std::string_view text, std::string_view source, v1::JobSpec* spec) {
+  size_t first = text.find_first_not_of(" \t\r\n");
+  std::string json;
+  if (first != std::string_view::npos && text[first] == '{') {
+    json = std::string(text);
+  } else {
+    GPUPOOL_ASSIGN_OR_RETURN(json, YamlToJson(text, source));
+  }
+  if (json == "null" || json.empty()) {
+    return Status::InvalidArgument(std::string(source) + ": empty job spec");
+  }
+  google::protobuf::util::JsonParseOptions options;  // unknown fields are errors
+  auto st = google::protobuf::util::JsonStringToMessage(json, spec, options);
+  if (!st.ok()) {
+    return Status::InvalidArgument(std::string(source) +
+                                   ": not a valid JobSpec: " + std::string(st.message()));
+  }
+  return Status::Ok();
+}
+
+Status ApplySubmitFlags(const ParsedArgs& a, v1::JobSpec* spec) {
+  if (auto v = a.Find("tenant")) spec->set_tenant(*v);
+  if (auto v = a.Find("pool")) spec->set_pool(*v);
+  if (auto v = a.Find("priority")) spec->set_priority_class(*v);
+  if (auto v = a.Find("tasks")) {
+    Result<int64_t> n = ParseInt(*v, 1, 10000);
+    if (!n.ok()) return WithFlag(n.status(), "tasks");
+    spec->set_task_count(static_cast<int32_t>(*n));
+  }
+  if (spec->task_count() == 0) spec->set_task_count(1);
+  if (a.Has("gang")) spec->set_gang(a.GetBool("gang"));
+  if (a.Has("preemptible")) spec->set_preemptible(a.GetBool("preemptible"));
+  if (auto v = a.Find("max-runtime")) {
+    Result<int64_t> ms = ParseDurationMs(*v);
+    if (!ms.ok()) return WithFlag(ms.status(), "max-runtime");
+    spec->mutable_max_runtime()->set_seconds(*ms / 1000);
+    spec->mutable_max_runtime()->set_nanos(static_cast<int32_t>(*ms % 1000) * 1'000'000);
+  }
+  if (auto v = a.Find("retries")) {
+    Result<int64_t> n = ParseInt(*v, 0, 1000);
+    if (!n.ok()) return WithFlag(n.status(), "retries");
+    spec->set_max_retries(static_cast<int32_t>(*n));
+  }
+  GPUPOOL_RETURN_IF_ERROR(ParseKeyValues(a.GetAll("label"), "label", spec->mutable_labels()));
+  v1::TaskTemplate* tmpl = spec->mutable_template_();
+  GPUPOOL_RETURN_IF_ERROR(ParseKeyValues(a.GetAll("env"), "env", tmpl->mutable_env()));
+
+  v1::ResourceRequest* res = tmpl->mutable_resources();
+  const bool fractional = a.Has("tflops") || a.Has("vram");
+  const int shapes = int{fractional} + int{a.Has("gpus")} + int{a.Has("mig")} + int{a.Has("sku")};
+  if (shapes > 1) {
+    return Status::InvalidArgument(
+        "give one resource shape: --tflops with --vram, --gpus, --mig or --sku");
+  }
+  if (a.Has("model") && !a.Has("gpus")) {
+    return Status::InvalidArgument("--model only goes with --gpus");
+  }
+  if (fractional) {
+    if (!a.Has("tflops") || !a.Has("vram")) {
+      return Status::InvalidArgument("a fractional request needs both --tflops and --vram");
+    }
+    Result<int64_t> milli = ParseTflops(a.Get("tflops"));
+    if (!milli.ok()) return WithFlag(milli.status(), "tflops");
+    Result<int64_t> mib = ParseMemoryMib(a.Get("vram"));
+    if (!mib.ok()) return WithFlag(mib.status(), "vram");
+    res->mutable_fractional()->set_milli_tflops(*milli);
+    res->mutable_fractional()->set_vram_mib(*mib);
+  } else if (a.Has("gpus")) {
+    Result<int64_t> n = ParseInt(a.Get("gpus"), 1, 1024);
+    if (!n.ok()) return WithFlag(n.status(), "gpus");
+    v1::WholeGpuRequest* w = res->mutable_whole_gpus();
+    w->set_count(static_cast<int32_t>(*n));
+    for (const std::string& m : SplitList(a.GetAll("model"))) w->add_models(m);
+  } else if (a.Has("mig")) {
+    res->mutable_mig()->set_profile(a.Get("mig"));
+  } else if (a.Has("sku")) {
+    res->mutable_sku()->set_name(a.Get("sku"));
+  }
+  if (res->shape_case() == v1::ResourceRequest::SHAPE_NOT_SET) {
+    return Status::InvalidArgument(
+        "say what each task needs: --tflops 12.5 --vram 20GiB, --gpus N, --mig PROFILE or "
+        "--sku NAME");
+  }
+  if (auto v = a.Find("cpu")) {
+    Result<int64_t> milli = ParseCpuMilli(*v);
+    if (!milli.ok()) return WithFlag(milli.status(), "cpu");
+    res->set_cpu_milli(*milli);
+  }
+  if (auto v = a.Find("memory")) {
+    Result<int64_t> mib = ParseMemoryMib(*v);
+    if (!mib.ok()) return WithFlag(mib.status(), "memory");
+    res->set_memory_mib(*mib);
+  }
+  if (a.saw_dash_dash) {
+    tmpl->clear_command();
+    for (const std::string& w : a.rest) tmpl->add_command(w);
+  }
+  if (tmpl->command_size() == 0) {
+    return Status::InvalidArgument("give the task's command after '--', e.g. -- python train.py");
+  }
+  return Status::Ok();
+}
+
+Status ApplyPoolFlags(const ParsedArgs& a, v1::Pool* pool, std::vector<std::string>* mask) {
+  if (auto v = a.Find("visibility")) {
+    v1::Visibility vis;
+    if (!v1::Visibility_Parse("VISIBILITY_" + Upper(*v), &vis) ||
+        vis == v1::VISIBILITY_UNSPECIFIED) {
+      return Status::InvalidArgument("--visibility: want public or private, got '" + *v + "'");
+    }
+    pool->set_visibility(vis);
+    mask->push_back("visibility");
+  }
+  if (a.Has("allow")) {
+    pool->clear_allowed_tenants();
+    for (const std::string& t : SplitList(a.GetAll("allow"))) pool->add_allowed_tenants(t);
+    mask->push_back("allowed_tenants");
+  }
+  if (auto v = a.Find("strategy")) {
+    pool->set_placement_strategy(*v);
+    mask->push_back("placement_strategy");
+  }
+  for (const char* flag : {"compute-overcommit", "memory-overcommit"}) {
+    if (auto v = a.Find(flag)) {
+      Result<double> r = ParsePositiveDecimal(*v);
+      if (!r.ok()) return WithFlag(r.status(), flag);
+      const bool compute = flag[0] == 'c';
+      if (compute) {
+        pool->set_compute_overcommit(*r);
+      } else {
+        pool->set_memory_overcommit(*r);
+      }
+      mask->push_back(compute ? "compute_overcommit" : "memory_overcommit");
+    }
+  }
+  if (auto v = a.Find("sharing")) {
+    v1::SharingMode mode;
+    if (!v1::SharingMode_Parse("SHARING_MODE_" + Upper(*v), &mode) ||
+        mode == v1::SHARING_MODE_UNSPECIFIED) {
+      return Status::InvalidArgument("--sharing: want exclusive, fractional or time-sliced, got '" +
+                                     *v + "'");
+    }
+    pool->set_sharing_mode(mode);
+    mask->push_back("sharing_mode");
+  }
+  if (auto v = a.Find("replicas")) {
+    Result<int64_t> n = ParseInt(*v, 2, 64);
+    if (!n.ok()) return WithFlag(n.status(), "replicas");
+    pool->set_time_slice_replicas(static_cast<int32_t>(*n));
+    mask->push_back("time_slice_replicas");
+  }
+  if (pool->visibility() == v1::VISIBILITY_PUBLIC && pool->allowed_tenants_size() > 0) {
+    return Status::InvalidArgument("--allow only applies to --visibility private");
+  }
+  if (pool->time_slice_replicas() != 0 && pool->sharing_mode() != v1::SHARING_MODE_TIME_SLICED &&
+      a.Has("sharing")) {
+    return Status::InvalidArgument("--replicas only applies to --sharing time-sliced");
+  }
+  return Status::Ok();
+}
+
+Status ParseJobState(std::string_view text, v1::JobState* state) {
+  std::string name = Upper(text);
+  if (name.rfind("JOB_STATE_", 0) != 0) name = "JOB_STATE_" + name;
+  if (!v1::JobState_Parse(name, state) || *state == v1::JOB_STATE_UNSPECIFIED) {
+    return Status::InvalidArgument("unknown job state '" + std::string(text) +
+                                   "' (pending, running, succeeded, failed, cancelled)");
+  }
+  return Status::Ok();
+}
+
+std::string DescribeResources(const v1::ResourceRequest& r) {
+  std::string out;
+  switch (r.shape_case()) {
+    case v1::ResourceRequest::kFractional:
+      out = FormatTflops(r.fractional().milli_tflops()) + " TFLOPS, " +
+            FormatMib(r.fractional().vram_mib()) + " VRAM";
+      break;
+    case v1::ResourceRequest::kWholeGpus: {
+      out =
+          std::to_string(r.whole_gpus().count()) + (r.whole_gpus().count() == 1 ? " GPU" : " GPUs");
+      std::string models;
+      for (const std::string& m : r.whole_gpus().models())
+        models += (models.empty() ? "" : ",") + m;
+      if (!models.empty()) out += " (" + models + ")";
+      break;
+    }
+    case v1::ResourceRequest::kMig:
+      out = "MIG " + r.mig().profile();
+      break;
+    case v1::ResourceRequest::kSku:
+      out = "SKU " + r.sku().name();
+      break;
+    default:
+      out = "-";
+  }
+  if (r.cpu_milli() > 0) out += ", " + FormatTflops(r.cpu_milli()) + " CPU";
+  if (r.memory_mib() > 0) out += ", " + FormatMib(r.memory_mib()) + " RAM";
+  return out;
+}
+
+}  // namespace gpupool::ctl

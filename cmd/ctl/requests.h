@@ -1,0 +1,52 @@
+// Building API requests from gpupoolctl's flags and files: the part of each command that does
+// not touch the network, kept apart so that tests can check it table by table.
+//
+// Every function returns InvalidArgument with a message naming the flag or the file on bad
+// input; the caller reports it as a usage error (exit 2) and sends nothing.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "cmd/ctl/args.h"
+#include "gpupool/v1/jobs.pb.h"
+#include "gpupool/v1/pools.pb.h"
+
+namespace gpupool::ctl {
+
+namespace v1 = ::gpupool::v1;
+
+// Flags of `jobs submit` and of `pools create` / `pools update`.
+const std::vector<FlagSpec>& SubmitFlags();
+const std::vector<FlagSpec>& PoolFlags();
+
+// Parses a JobSpec written in protobuf JSON or YAML (the same field names; YAML is converted to
+// JSON first). `source` names the file in errors. Unknown fields are errors.
+Status ParseJobSpecText(std::string_view text, std::string_view source, v1::JobSpec* spec);
+
+// Applies `jobs submit` flags on top of *spec (which may come from -f). Flags that are given
+// override the file; labels and env are merged; a resource flag replaces the file's shape; the
+// words after "--" replace the command. Checks that exactly one resource shape is set and that a
+// command is present.
+Status ApplySubmitFlags(const ParsedArgs& args, v1::JobSpec* spec);
+
+// Fills *pool from `pools create/update` flags; *mask receives the field names that were given
+// (snake_case, for UpdatePoolRequest.update_mask).
+Status ApplyPoolFlags(const ParsedArgs& args, v1::Pool* pool, std::vector<std::string>* mask);
+
+// "running" / "RUNNING" / "JOB_STATE_RUNNING" → the enum.
+Status ParseJobState(std::string_view text, v1::JobState* state);
+
+// Converts a YAML document to JSON text (plain scalars that look like numbers, booleans or null
+// become those; quoted scalars stay strings).
+Result<std::string> YamlToJson(std::string_view yaml, std::string_view source);
+
+// "12.5 TFLOPS, 20GiB VRAM", "2 GPUs (H100-SXM)", "MIG 1g.10gb", "SKU small"; plus ", 4 CPU,
+// 16GiB RAM" when set.
+std::string DescribeResources(const v1::ResourceRequest& r);
+
+}  // namespace gpupool::ctl

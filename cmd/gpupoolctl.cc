@@ -1,0 +1,19 @@
+// gpupoolctl: the command line for gpupool tenants and admins (a gRPC client). Wiring only; the
+// commands live in cmd/ctl/.
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cmd/ctl/app.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  gpupool::ctl::Environment env;
+  if (const char* s = std::getenv("GPUPOOL_SERVER")) env.server = s;
+  if (const char* t = std::getenv("GPUPOOL_TOKEN")) env.token = t;
+  std::ios::sync_with_stdio(false);
+  const int code = gpupool::ctl::Run(args, env, std::cout, std::cerr);
+  std::cout.flush();
+  return code;
+}
