@@ -171,6 +171,11 @@ class Core {
   size_t running_tasks() const;
 
  private:
+  Status ApplyRegistration(const NodeRecord& node);
+  void Reconcile(const AgentRegistration& reg, std::vector<std::string>* stop,
+                 std::vector<std::pair<int64_t, int32_t>>* resend);
+  void PublishMetrics();
+
   struct State;
   std::unique_ptr<State> s_;
 };

@@ -67,9 +67,7 @@ std::string_view ToString(NodeState s) { return NameOf(kNodeStates, s); }
 std::optional<JobState> ParseJobState(std::string_view s) { return Parse(kJobStates, s); }
 std::optional<TaskState> ParseTaskState(std::string_view s) { return Parse(kTaskStates, s); }
 std::optional<Visibility> ParseVisibility(std::string_view s) { return Parse(kVisibilities, s); }
-std::optional<SharingMode> ParseSharingMode(std::string_view s) {
-  return Parse(kSharingModes, s);
-}
+std::optional<SharingMode> ParseSharingMode(std::string_view s) { return Parse(kSharingModes, s); }
 std::optional<NodeState> ParseNodeState(std::string_view s) { return Parse(kNodeStates, s); }
 
 bool IsTerminal(TaskState s) {

@@ -54,11 +54,11 @@ bool IsTerminal(JobState s);
 
 struct ResourceRequest {
   RequestShape shape = RequestShape::kFractional;
-  Resources fractional;               // kFractional
-  int32_t gpu_count = 0;              // kWholeGpus
-  std::vector<std::string> models;    // kWholeGpus: allowed models, empty = any
-  std::string mig_profile;            // kMig
-  std::string sku;                    // kSku
+  Resources fractional;             // kFractional
+  int32_t gpu_count = 0;            // kWholeGpus
+  std::vector<std::string> models;  // kWholeGpus: allowed models, empty = any
+  std::string mig_profile;          // kMig
+  std::string sku;                  // kSku
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
   friend bool operator==(const ResourceRequest&, const ResourceRequest&) = default;

@@ -15,10 +15,10 @@ namespace gpupool {
 
 struct PriorityClass {
   std::string name;
-  int32_t value = 0;          // higher runs first and may preempt lower
-  bool preemptible = true;    // tasks of this class may be preempted
-  bool may_preempt = false;   // tasks of this class may preempt others
-  int64_t min_runtime_ms = 0; // a task of this class runs at least this long before preemption
+  int32_t value = 0;           // higher runs first and may preempt lower
+  bool preemptible = true;     // tasks of this class may be preempted
+  bool may_preempt = false;    // tasks of this class may preempt others
+  int64_t min_runtime_ms = 0;  // a task of this class runs at least this long before preemption
 };
 
 // A named request shape: a fractional slice or whole GPUs, plus host CPU and memory.

@@ -1,0 +1,418 @@
+// Core: construction, recovery, admission, jobs, pools, nodes and watchers.
+// Scheduling passes live in core_schedule.cc, agent events in core_agents.cc.
+#include "scheduler/core.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+#include "scheduler/core_state.h"
+
+namespace gpupool {
+
+Core::Core(SchedulerOptions options, Clock* clock, Store* store, AgentGateway* agents,
+           Executor executor, SchedulerMetrics* metrics)
+    : s_(std::make_unique<State>()) {
+  s_->options = std::move(options);
+  s_->clock = clock;
+  s_->store = store;
+  s_->agents = agents;
+  s_->executor = std::move(executor);
+  s_->metrics = metrics;
+}
+
+Core::~Core() = default;
+
+int64_t Core::epoch() const { return s_->epoch; }
+size_t Core::pending_tasks() const { return s_->pending.size(); }
+size_t Core::running_tasks() const { return s_->running; }
+
+// ---------------------------------------------------------------------------------------------
+// State helpers
+
+void Core::State::Persist(std::vector<Mutation> batch, std::function<void(Status)> then) {
+  Executor exec = executor;
+  store->Apply(std::move(batch), [exec, then = std::move(then)](Status st) mutable {
+    exec([then = std::move(then), st = std::move(st)]() mutable { then(std::move(st)); });
+  });
+}
+
+void Core::State::RequestSchedule(Core* core) {
+  if (schedule_posted) return;
+  schedule_posted = true;
+  executor([core] { core->Schedule(); });
+}
+
+EventRecord Core::State::Event(std::string kind, std::string subject, std::string message) const {
+  return EventRecord{clock->NowMicros(), std::move(kind), std::move(subject), std::move(message)};
+}
+
+JobEntry* Core::State::FindJob(int64_t id) {
+  auto it = jobs.find(id);
+  return it == jobs.end() ? nullptr : &it->second;
+}
+
+JobEntry* Core::State::FindTask(const std::string& task_id, int32_t* index) {
+  int64_t job_id = 0;
+  if (!ParseTaskId(task_id, &job_id, index)) return nullptr;
+  JobEntry* job = FindJob(job_id);
+  if (job == nullptr || *index >= static_cast<int32_t>(job->rec.tasks.size())) return nullptr;
+  return job;
+}
+
+PoolEntry* Core::State::FindPool(const std::string& name) {
+  auto it = pools.find(name);
+  return it == pools.end() ? nullptr : &it->second;
+}
+
+int32_t Core::State::RetryLimit(const JobEntry& job) const {
+  constexpr int32_t kDefaultRetries = 3;
+  return job.rec.spec.max_retries > 0 ? job.rec.spec.max_retries : kDefaultRetries;
+}
+
+void Core::State::Enqueue(const JobEntry& job, int32_t index) {
+  pending.insert(QueueKey{-job.priority, job.rec.id, index});
+}
+
+void Core::State::Dequeue(const JobEntry& job, int32_t index) {
+  pending.erase(QueueKey{-job.priority, job.rec.id, index});
+}
+
+void Core::State::ReleaseTask(JobEntry& job, int32_t index) {
+  TaskRuntime& rt = job.rt[static_cast<size_t>(index)];
+  if (!rt.holds) return;
+  PoolEntry* pool = FindPool(job.rec.spec.pool);
+  if (pool != nullptr) {
+    Status st = pool->engine->Release(rt.allocation);
+    if (!st.ok()) {
+      LogError("core", "release failed",
+               {{"task", TaskId(job.rec.id, index)}, {"error", st.ToString()}});
+    }
+  }
+  rt.holds = false;
+  rt.committing = false;
+  rt.allocation = {};
+  if (running > 0) --running;
+}
+
+bool Core::State::RefreshJobState(JobEntry& job) {
+  JobState before = job.rec.state;
+  if (job.rec.state == JobState::kCancelled) return false;
+  bool all_terminal = true, any_failed = false, any_active = false;
+  for (const TaskRecord& t : job.rec.tasks) {
+    all_terminal &= IsTerminal(t.state);
+    any_failed |= t.state == TaskState::kFailed;
+    any_active |= t.state == TaskState::kScheduled || t.state == TaskState::kRunning;
+  }
+  if (all_terminal) {
+    job.rec.state = any_failed ? JobState::kFailed : JobState::kSucceeded;
+    if (job.rec.finish_us == 0) job.rec.finish_us = clock->NowMicros();
+  } else if (any_active) {
+    job.rec.state = JobState::kRunning;
+  } else {
+    job.rec.state = JobState::kPending;
+  }
+  return job.rec.state != before;
+}
+
+void Core::State::Notify(const JobEntry& job, const std::string& message) {
+  auto [lo, hi] = watchers_by_job.equal_range(job.rec.id);
+  if (lo == hi) return;
+  JobChange change{job.rec, message, clock->NowMicros()};
+  std::vector<int64_t> ids;
+  for (auto it = lo; it != hi; ++it) ids.push_back(it->second);
+  for (int64_t id : ids) {
+    auto w = watchers.find(id);
+    if (w != watchers.end()) w->second.fn(change);
+  }
+  if (IsTerminal(job.rec.state)) {
+    for (int64_t id : ids) watchers.erase(id);
+    watchers_by_job.erase(job.rec.id);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Admission
+
+Status Core::State::Admit(const JobSpec& spec, int32_t* priority, ResourceRequest* request) const {
+  auto pool_it = pools.find(spec.pool);
+  if (pool_it == pools.end())
+    return Status::NotFound("spec.pool: pool '" + spec.pool + "' not found");
+  const PoolEntry& pool = pool_it->second;
+
+  const std::string& cls_name =
+      spec.priority_class.empty() ? options.default_priority_class : spec.priority_class;
+  auto cls = options.priority_classes.find(cls_name);
+  if (cls == options.priority_classes.end()) {
+    std::string known;
+    for (const auto& [n, _] : options.priority_classes) known += (known.empty() ? "" : ", ") + n;
+    return Status::NotFound("spec.priority_class: priority class '" + cls_name +
+                            "' not found (known: " + known + ")");
+  }
+  *priority = cls->second.value;
+
+  if (pool.rec.visibility == Visibility::kPrivate) {
+    bool allowed = false;
+    for (const std::string& t : pool.rec.allowed_tenants) {
+      allowed |= spec.tenant == t ||
+                 (spec.tenant.size() > t.size() && spec.tenant.compare(0, t.size(), t) == 0 &&
+                  spec.tenant[t.size()] == '/');
+    }
+    if (!allowed) {
+      return Status::PermissionDenied("tenant '" + spec.tenant + "' may not use private pool '" +
+                                      spec.pool + "'");
+    }
+  }
+  if (spec.task_count < 1 || spec.task_count > options.max_tasks_per_job) {
+    return Status::InvalidArgument("spec.task_count: must be between 1 and " +
+                                   std::to_string(options.max_tasks_per_job));
+  }
+
+  *request = spec.task_template.resources;
+  if (request->shape == RequestShape::kSku) {
+    auto sku = options.skus.find(request->sku);
+    if (sku == options.skus.end()) {
+      std::string known;
+      for (const auto& [n, _] : options.skus) known += (known.empty() ? "" : ", ") + n;
+      return Status::NotFound("spec.template.resources.sku: sku '" + request->sku +
+                              "' not found (known: " + known + ")");
+    }
+    ResourceRequest resolved = sku->second.request;
+    if (request->cpu_milli > 0) resolved.cpu_milli = request->cpu_milli;
+    if (request->memory_mib > 0) resolved.memory_mib = request->memory_mib;
+    resolved.sku = request->sku;
+    *request = resolved;
+  }
+
+  // A request no device of the pool could ever hold is refused now rather than left pending.
+  // An empty pool accepts anything: nodes may join later.
+  const PoolLimits& lim = pool.limits;
+  if (pool.nodes.empty()) return Status::Ok();
+  switch (request->shape) {
+    case RequestShape::kFractional:
+      if (!lim.largest_device.Fits(request->fractional)) {
+        return Status::InvalidArgument(
+            "spec.template.resources.fractional: " + request->fractional.ToString() +
+            " is larger than any device in pool '" + spec.pool + "' (largest offers " +
+            lim.largest_device.ToString() + ")");
+      }
+      break;
+    case RequestShape::kWholeGpus:
+      if (request->gpu_count > lim.most_gpus_on_node) {
+        return Status::InvalidArgument(
+            "spec.template.resources.whole_gpus.count: " + std::to_string(request->gpu_count) +
+            " GPUs, but no node in pool '" + spec.pool + "' has more than " +
+            std::to_string(lim.most_gpus_on_node));
+      }
+      for (const std::string& m : request->models) {
+        if (!lim.models.contains(m)) {
+          return Status::InvalidArgument("spec.template.resources.whole_gpus.models: no '" + m +
+                                         "' GPU in pool '" + spec.pool + "'");
+        }
+      }
+      break;
+    case RequestShape::kMig:
+      if (!lim.mig_profiles.contains(request->mig_profile)) {
+        return Status::InvalidArgument("spec.template.resources.mig.profile: no '" +
+                                       request->mig_profile + "' MIG instance in pool '" +
+                                       spec.pool + "'");
+      }
+      break;
+    case RequestShape::kSku:
+      break;
+  }
+  return Status::Ok();
+}
+
+placement::Request Core::State::ToPlacement(const ResourceRequest& r) const {
+  placement::Request q;
+  q.cpu_milli = r.cpu_milli;
+  q.memory_mib = r.memory_mib;
+  switch (r.shape) {
+    case RequestShape::kFractional:
+    case RequestShape::kSku:
+      q.kind = placement::RequestKind::kFractional;
+      q.per_device = r.fractional;
+      q.gpu_count = 1;
+      break;
+    case RequestShape::kWholeGpus:
+      q.kind = placement::RequestKind::kWholeGpu;
+      q.gpu_count = r.gpu_count;
+      q.allowed_models = r.models;
+      break;
+    case RequestShape::kMig:
+      q.kind = placement::RequestKind::kMig;
+      q.mig_profile = r.mig_profile;
+      q.gpu_count = 1;
+      break;
+  }
+  return q;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jobs
+
+void Core::SubmitJob(JobSpec spec, Callback<JobRecord> done) {
+  int32_t priority = 0;
+  ResourceRequest request;
+  Status st = s_->Admit(spec, &priority, &request);
+  if (!st.ok()) {
+    if (s_->metrics != nullptr) {
+      s_->metrics->Submission(st.code() == StatusCode::kNotFound           ? "not_found"
+                              : st.code() == StatusCode::kPermissionDenied ? "denied"
+                                                                           : "invalid");
+    }
+    done(st);
+    return;
+  }
+  if (spec.priority_class.empty()) spec.priority_class = s_->options.default_priority_class;
+
+  JobEntry entry;
+  entry.priority = priority;
+  entry.request = request;
+  JobRecord& job = entry.rec;
+  job.id = ++s_->max_job_id;
+  job.spec = std::move(spec);
+  job.state = JobState::kPending;
+  job.submit_us = s_->clock->NowMicros();
+  job.tasks.resize(static_cast<size_t>(job.spec.task_count));
+  for (int32_t i = 0; i < job.spec.task_count; ++i) {
+    job.tasks[static_cast<size_t>(i)].job_id = job.id;
+    job.tasks[static_cast<size_t>(i)].index = i;
+    job.tasks[static_cast<size_t>(i)].reason = "queued";
+  }
+  entry.rt.resize(job.tasks.size());
+
+  std::vector<Mutation> batch;
+  batch.emplace_back(InsertJob{job});
+  batch.emplace_back(
+      AppendEvent{s_->Event("job.submitted", "job/" + std::to_string(job.id),
+                            "submitted by " + job.spec.tenant + " to pool " + job.spec.pool + ", " +
+                                std::to_string(job.spec.task_count) + " task(s)")});
+  s_->Persist(std::move(batch),
+              [this, entry = std::move(entry), done = std::move(done)](Status commit) mutable {
+                if (!commit.ok()) {
+                  if (s_->metrics != nullptr) s_->metrics->Submission("unavailable");
+                  done(commit.WithContext("job not stored"));
+                  return;
+                }
+                if (s_->metrics != nullptr) s_->metrics->Submission("accepted");
+                int64_t id = entry.rec.id;
+                auto [it, _] = s_->jobs.emplace(id, std::move(entry));
+                for (int32_t i = 0; i < static_cast<int32_t>(it->second.rec.tasks.size()); ++i) {
+                  s_->Enqueue(it->second, i);
+                }
+                done(it->second.rec);
+                s_->RequestSchedule(this);
+              });
+}
+
+Result<JobRecord> Core::GetJob(int64_t id) const {
+  auto it = s_->jobs.find(id);
+  if (it == s_->jobs.end()) return Status::NotFound("job " + std::to_string(id) + " not found");
+  return it->second.rec;
+}
+
+JobPage Core::ListJobs(const JobFilter& f) const {
+  JobPage page;
+  int32_t limit = f.limit > 0 ? f.limit : 100;
+  for (auto it = s_->jobs.upper_bound(f.after_id); it != s_->jobs.end(); ++it) {
+    const JobRecord& j = it->second.rec;
+    if (!f.pool.empty() && j.spec.pool != f.pool) continue;
+    if (f.state && j.state != *f.state) continue;
+    if (!f.tenant.empty() &&
+        !(j.spec.tenant == f.tenant || (j.spec.tenant.size() > f.tenant.size() &&
+                                        j.spec.tenant.compare(0, f.tenant.size(), f.tenant) == 0 &&
+                                        j.spec.tenant[f.tenant.size()] == '/'))) {
+      continue;
+    }
+    if (static_cast<int32_t>(page.jobs.size()) == limit) {
+      page.next_after_id = page.jobs.back().id;
+      break;
+    }
+    page.jobs.push_back(j);
+  }
+  return page;
+}
+
+void Core::CancelJob(int64_t id, std::string reason, Callback<JobRecord> done) {
+  JobEntry* job = s_->FindJob(id);
+  if (job == nullptr) {
+    done(Status::NotFound("job " + std::to_string(id) + " not found"));
+    return;
+  }
+  if (IsTerminal(job->rec.state)) {
+    done(Status::FailedPrecondition("job " + std::to_string(id) + " is already " +
+                                    std::string(ToString(job->rec.state))));
+    return;
+  }
+  if (reason.empty()) reason = "cancelled by user";
+  std::vector<Mutation> batch;
+  int64_t now = s_->clock->NowMicros();
+  for (int32_t i = 0; i < static_cast<int32_t>(job->rec.tasks.size()); ++i) {
+    TaskRecord& t = job->rec.tasks[static_cast<size_t>(i)];
+    if (IsTerminal(t.state)) continue;
+    if (t.state == TaskState::kPending) {
+      s_->Dequeue(*job, i);
+      t.state = TaskState::kCancelled;
+      t.reason = reason;
+      t.finished_us = now;
+    } else {
+      // The allocation stays held until the agent reports the process gone.
+      job->rt[static_cast<size_t>(i)].stop = StopIntent::kCancel;
+      t.reason = "cancelling: " + reason;
+      s_->SendStop(*job, i, reason);
+    }
+    batch.emplace_back(UpdateTask{t});
+  }
+  job->rec.state = JobState::kCancelled;
+  job->rec.reason = reason;
+  job->rec.finish_us = now;
+  batch.emplace_back(UpdateJob{job->rec.id, job->rec.state, reason, now});
+  batch.emplace_back(AppendEvent{s_->Event("job.cancelled", "job/" + std::to_string(id), reason)});
+  s_->Notify(*job, "job cancelled: " + reason);
+  JobRecord snapshot = job->rec;
+  s_->Persist(std::move(batch), [snapshot, done = std::move(done)](Status st) {
+    if (!st.ok()) {
+      done(st.WithContext("cancel not stored"));
+      return;
+    }
+    done(snapshot);
+  });
+}
+
+Result<int64_t> Core::WatchJob(int64_t job_id, WatchFn fn) {
+  JobEntry* job = s_->FindJob(job_id);
+  if (job == nullptr) return Status::NotFound("job " + std::to_string(job_id) + " not found");
+  fn(JobChange{job->rec, "current state", s_->clock->NowMicros()});
+  if (IsTerminal(job->rec.state)) return int64_t{0};
+  int64_t id = s_->next_watch_id++;
+  s_->watchers.emplace(id, Watcher{job_id, std::move(fn)});
+  s_->watchers_by_job.emplace(job_id, id);
+  return id;
+}
+
+void Core::Unwatch(int64_t watch_id) {
+  auto it = s_->watchers.find(watch_id);
+  if (it == s_->watchers.end()) return;
+  auto [lo, hi] = s_->watchers_by_job.equal_range(it->second.job_id);
+  for (auto w = lo; w != hi; ++w) {
+    if (w->second == watch_id) {
+      s_->watchers_by_job.erase(w);
+      break;
+    }
+  }
+  s_->watchers.erase(it);
+}
+
+Result<std::string> Core::NodeOfTask(const std::string& task_id) const {
+  int32_t index = 0;
+  JobEntry* job = s_->FindTask(task_id, &index);
+  if (job == nullptr) return Status::NotFound("task " + task_id + " not found");
+  const TaskRecord& t = job->rec.tasks[static_cast<size_t>(index)];
+  if (t.node.empty()) {
+    return Status::FailedPrecondition("task " + task_id + " has not been placed yet");
+  }
+  return t.node;
+}
+
+}  // namespace gpupool

@@ -1,0 +1,271 @@
+// Core: agent registration and reconciliation, heartbeats, task reports, and the periodic tick.
+#include <set>
+
+#include "base/log.h"
+#include "scheduler/core.h"
+#include "scheduler/core_state.h"
+
+namespace gpupool {
+namespace {
+
+bool SameHardware(const NodeRecord& a, const NodeRecord& b) {
+  return a.devices == b.devices && a.links == b.links && a.cpu_milli == b.cpu_milli &&
+         a.memory_mib == b.memory_mib && a.spill_budget_mib == b.spill_budget_mib;
+}
+
+}  // namespace
+
+// Declared in core_inventory.cc.
+placement::NodeSpec ToNodeSpecForAgents(const NodeRecord& n);
+
+void Core::OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> done) {
+  NodeRecord& n = reg.node;
+  PoolEntry* pool = s_->FindPool(n.pool);
+  if (pool == nullptr) {
+    done(Status::NotFound("node '" + n.name + "': pool '" + n.pool + "' not found"));
+    return;
+  }
+  auto existing = s_->nodes.find(n.name);
+  if (existing != s_->nodes.end() && existing->second.rec.pool != n.pool) {
+    done(Status::FailedPrecondition("node '" + n.name + "' belongs to pool '" +
+                                    existing->second.rec.pool + "', not '" + n.pool + "'"));
+    return;
+  }
+  // An admin's cordon or drain survives reconnects; a lost node comes back ready.
+  n.state = NodeState::kReady;
+  if (existing != s_->nodes.end() && (existing->second.rec.state == NodeState::kCordoned ||
+                                      existing->second.rec.state == NodeState::kDraining)) {
+    n.state = existing->second.rec.state;
+  }
+  n.last_heartbeat_us = s_->clock->NowMicros();
+  std::vector<Mutation> batch{
+      UpsertNode{n}, AppendEvent{s_->Event("node.registered", "node/" + n.name,
+                                           std::to_string(n.devices.size()) + " device(s)")}};
+  s_->Persist(std::move(batch), [this, reg = std::move(reg), done = std::move(done)](Status st) {
+    if (!st.ok()) {
+      done(st.WithContext("node not stored"));
+      return;
+    }
+    Status applied = ApplyRegistration(reg.node);
+    if (!applied.ok()) {
+      done(applied);
+      return;
+    }
+    RegistrationResult result;
+    result.epoch = s_->epoch;
+    result.heartbeat_interval_ms = s_->options.heartbeat_interval_ms;
+    std::vector<std::pair<int64_t, int32_t>> resend;
+    Reconcile(reg, &result.stop_task_ids, &resend);
+    done(result);
+    // After the ack: re-send starts the agent never received.
+    for (const auto& [job_id, index] : resend) {
+      JobEntry* job = s_->FindJob(job_id);
+      if (job != nullptr) s_->SendStart(*job, index);
+    }
+    s_->RequestSchedule(this);
+  });
+}
+
+Status Core::ApplyRegistration(const NodeRecord& n) {
+  PoolEntry* pool = s_->FindPool(n.pool);
+  if (pool == nullptr) return Status::NotFound("pool '" + n.pool + "' not found");
+  auto it = s_->nodes.find(n.name);
+  bool fresh = it == s_->nodes.end();
+  bool rebuild = !fresh && !SameHardware(it->second.rec, n);
+  NodeEntry& e = s_->nodes[n.name];
+  e.rec = n;
+  e.last_seen_us = s_->clock->MonotonicMicros();
+  e.device_index.clear();
+  for (size_t i = 0; i < n.devices.size(); ++i)
+    e.device_index[n.devices[i].id] = static_cast<int>(i);
+  if (rebuild) {
+    // The hardware changed (a GPU vanished, MIG re-partitioned): re-add the node and re-commit
+    // what still fits; tasks whose devices are gone are lost.
+    GPUPOOL_RETURN_IF_ERROR(pool->engine->RemoveNode(n.name));
+    for (auto& [id, job] : s_->jobs) {
+      for (TaskRuntime& rt : job.rt) {
+        if (rt.holds && rt.allocation.node == n.name) rt.holds = false;
+      }
+    }
+  }
+  if (fresh || rebuild) {
+    GPUPOOL_RETURN_IF_ERROR(pool->engine->AddNode(ToNodeSpecForAgents(n)));
+    pool->nodes.insert(n.name);
+  }
+  if (rebuild) {
+    std::vector<Mutation> repairs;
+    for (auto& [id, job] : s_->jobs) {
+      for (int32_t i = 0; i < static_cast<int32_t>(job.rt.size()); ++i) {
+        TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
+        const TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
+        if (t.node != n.name || rt.holds ||
+            (t.state != TaskState::kRunning && t.state != TaskState::kScheduled)) {
+          continue;
+        }
+        rt.allocation = s_->AllocationOf(job, t);
+        if (pool->engine->Commit(rt.allocation).ok()) {
+          rt.holds = true;
+        } else {
+          if (s_->running > 0) --s_->running;
+          s_->RequeueOrFail(job, i, "devices changed on node " + n.name, &repairs);
+        }
+      }
+    }
+    if (!repairs.empty()) s_->Persist(std::move(repairs), [](Status) {});
+  }
+  GPUPOOL_RETURN_IF_ERROR(pool->engine->SetSchedulable(n.name, n.state == NodeState::kReady));
+  for (const DeviceRecord& d : n.devices) {
+    (void)pool->engine->SetDeviceHealthy(n.name, d.id, d.healthy);
+  }
+  s_->RecomputeLimits(*pool);
+  return Status::Ok();
+}
+
+void Core::Reconcile(const AgentRegistration& reg, std::vector<std::string>* stop,
+                     std::vector<std::pair<int64_t, int32_t>>* resend) {
+  const std::string& node = reg.node.name;
+  std::set<std::pair<std::string, int32_t>> reported;
+  for (const AgentRegistration::Running& r : reg.running) {
+    reported.emplace(r.task_id, r.attempt);
+    int32_t index = 0;
+    JobEntry* job = s_->FindTask(r.task_id, &index);
+    const TaskRecord* t = job ? &job->rec.tasks[static_cast<size_t>(index)] : nullptr;
+    bool known = t != nullptr && t->node == node && t->attempt == r.attempt &&
+                 (t->state == TaskState::kScheduled || t->state == TaskState::kRunning);
+    if (!known) stop->push_back(r.task_id);
+  }
+  std::vector<Mutation> repairs;
+  for (auto& [id, job] : s_->jobs) {
+    for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
+      TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
+      if (t.node != node) continue;
+      bool is_reported = reported.contains({TaskId(id, i), t.attempt});
+      if (t.state == TaskState::kScheduled && !is_reported) {
+        if (!job.rt[static_cast<size_t>(i)].committing) resend->emplace_back(id, i);
+      } else if (t.state == TaskState::kRunning && !is_reported) {
+        s_->RequeueOrFail(job, i, "agent on " + node + " no longer runs it", &repairs);
+      } else if (is_reported && job.rt[static_cast<size_t>(i)].stop != StopIntent::kNone) {
+        s_->SendStop(job, i, "stop requested before reconnect");
+      }
+    }
+  }
+  if (!repairs.empty()) s_->Persist(std::move(repairs), [](Status) {});
+}
+
+void Core::OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>& devices) {
+  auto it = s_->nodes.find(node);
+  if (it == s_->nodes.end()) return;
+  NodeEntry& e = it->second;
+  e.last_seen_us = s_->clock->MonotonicMicros();
+  e.rec.last_heartbeat_us = s_->clock->NowMicros();
+  PoolEntry* pool = s_->FindPool(e.rec.pool);
+  if (pool == nullptr) return;
+  for (const DeviceHealth& d : devices) {
+    auto idx = e.device_index.find(d.id);
+    if (idx == e.device_index.end()) continue;
+    DeviceRecord& rec = e.rec.devices[static_cast<size_t>(idx->second)];
+    if (rec.healthy == d.healthy) continue;
+    rec.healthy = d.healthy;
+    (void)pool->engine->SetDeviceHealthy(node, d.id, d.healthy);
+    LogWarn("core", d.healthy ? "device healthy again" : "device unhealthy",
+            {{"node", node}, {"device", d.id}});
+  }
+}
+
+void Core::OnTaskReport(const TaskReport& r) {
+  int32_t index = 0;
+  JobEntry* job = s_->FindTask(r.task_id, &index);
+  if (job == nullptr) return;
+  TaskRecord& t = job->rec.tasks[static_cast<size_t>(index)];
+  TaskRuntime& rt = job->rt[static_cast<size_t>(index)];
+  // Reports of an older attempt, another node, or a finished task are stale.
+  if (t.attempt != r.attempt || t.node != r.node ||
+      (t.state != TaskState::kScheduled && t.state != TaskState::kRunning)) {
+    return;
+  }
+  std::vector<Mutation> batch;
+  if (r.state == TaskState::kRunning) {
+    if (t.state == TaskState::kRunning) return;
+    t.state = TaskState::kRunning;
+    t.started_us = s_->clock->NowMicros();
+    t.reason = "running on " + t.node;
+    if (s_->metrics != nullptr) s_->metrics->TaskTransition("RUNNING");
+    batch.emplace_back(UpdateTask{t});
+    if (s_->RefreshJobState(*job))
+      batch.emplace_back(UpdateJob{job->rec.id, job->rec.state, "", 0});
+    s_->Notify(*job, "task " + r.task_id + ": RUNNING on " + t.node);
+  } else if (rt.stop == StopIntent::kRequeue) {
+    s_->RequeueOrFail(*job, index, r.reason.empty() ? "stopped for requeue" : r.reason, &batch);
+  } else if (rt.stop == StopIntent::kCancel || job->rec.state == JobState::kCancelled) {
+    s_->FinishTask(*job, index, TaskState::kCancelled, "cancelled", r.exit_code, &batch);
+  } else {
+    std::string why = r.reason;
+    if (why.empty()) {
+      why = r.signal != 0 ? "killed by signal " + std::to_string(r.signal)
+                          : "exit code " + std::to_string(r.exit_code);
+    }
+    if (r.oom) why += " (out of memory)";
+    TaskState end = r.state == TaskState::kSucceeded ? TaskState::kSucceeded : TaskState::kFailed;
+    if (r.state == TaskState::kCancelled) end = TaskState::kCancelled;
+    s_->FinishTask(*job, index, end, why, r.exit_code, &batch);
+  }
+  s_->Persist(std::move(batch), [](Status st) {
+    if (!st.ok()) LogWarn("core", "task update not stored", {{"error", st.ToString()}});
+  });
+  s_->RequestSchedule(this);
+}
+
+void Core::Tick() {
+  int64_t now = s_->clock->MonotonicMicros();
+  int64_t timeout_us = s_->options.heartbeat_timeout_ms * 1000;
+  std::vector<Mutation> batch;
+  for (auto& [name, node] : s_->nodes) {
+    if (node.rec.state == NodeState::kNotReady || now - node.last_seen_us <= timeout_us) continue;
+    LogWarn("core", "node silent past heartbeat timeout; marking NOT_READY",
+            {{"node", name}, {"silent_ms", std::to_string((now - node.last_seen_us) / 1000)}});
+    node.rec.state = NodeState::kNotReady;
+    PoolEntry* pool = s_->FindPool(node.rec.pool);
+    if (pool != nullptr) (void)pool->engine->SetSchedulable(name, false);
+    batch.emplace_back(gpupool::SetNodeState{name, NodeState::kNotReady});
+    batch.emplace_back(
+        AppendEvent{s_->Event("node.lost", "node/" + name,
+                              "no heartbeat for " + std::to_string(timeout_us / 1000000) + "s")});
+    for (auto& [id, job] : s_->jobs) {
+      for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
+        const TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
+        if (t.node == name &&
+            (t.state == TaskState::kRunning || t.state == TaskState::kScheduled)) {
+          s_->RequeueOrFail(job, i, "node " + name + " lost", &batch);
+        }
+      }
+    }
+  }
+  if (!batch.empty()) s_->Persist(std::move(batch), [](Status) {});
+  if (s_->metrics != nullptr) PublishMetrics();
+  if (!s_->pending.empty()) s_->RequestSchedule(this);
+}
+
+void Core::PublishMetrics() {
+  for (const auto& [name, pool] : s_->pools) {
+    CapacityView c = s_->PoolCapacity(pool);
+    s_->metrics->PoolCapacity(name, c.physical, c.offered, c.allocated);
+    std::map<std::string, int> by_state;
+    for (const std::string& n : pool.nodes)
+      by_state[std::string(ToString(s_->nodes.at(n).rec.state))]++;
+    for (NodeState st :
+         {NodeState::kReady, NodeState::kNotReady, NodeState::kCordoned, NodeState::kDraining}) {
+      s_->metrics->Nodes(name, std::string(ToString(st)), by_state[std::string(ToString(st))]);
+    }
+  }
+  std::map<std::pair<std::string, std::string>, int> depth;
+  for (const auto& [name, pool] : s_->pools) {
+    for (const auto& [cls, _] : s_->options.priority_classes) depth[{name, cls}] = 0;
+  }
+  for (const QueueKey& k : s_->pending) {
+    const JobEntry& job = s_->jobs.at(k.job_id);
+    depth[{job.rec.spec.pool, job.rec.spec.priority_class}]++;
+  }
+  for (const auto& [key, d] : depth) s_->metrics->QueueDepth(key.first, key.second, d);
+}
+
+}  // namespace gpupool

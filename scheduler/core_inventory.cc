@@ -1,0 +1,446 @@
+// Core: pools, nodes, capacity views and recovery from the store.
+#include <algorithm>
+
+#include "base/log.h"
+#include "scheduler/core.h"
+#include "scheduler/core_state.h"
+
+namespace gpupool {
+namespace {
+
+placement::SharingMode ToPlacement(SharingMode m) {
+  switch (m) {
+    case SharingMode::kExclusive:
+      return placement::SharingMode::kExclusive;
+    case SharingMode::kTimeSliced:
+      return placement::SharingMode::kTimeSliced;
+    case SharingMode::kFractional:
+      break;
+  }
+  return placement::SharingMode::kFractional;
+}
+
+placement::LinkKind ToPlacement(LinkKind k) {
+  switch (k) {
+    case LinkKind::kNvlink:
+      return placement::LinkKind::kNvLink;
+    case LinkKind::kPcieSwitch:
+      return placement::LinkKind::kPcieSwitch;
+    case LinkKind::kPcieHost:
+      return placement::LinkKind::kSameNuma;
+    case LinkKind::kSystem:
+      break;
+  }
+  return placement::LinkKind::kSystem;
+}
+
+Result<std::unique_ptr<placement::Engine>> MakeEngine(const PoolRecord& rec,
+                                                      const std::string& default_strategy) {
+  const std::string& name =
+      rec.placement_strategy.empty() ? default_strategy : rec.placement_strategy;
+  Result<placement::Strategy> strategy = placement::ParseStrategy(name);
+  if (!strategy.ok()) return strategy.status().WithContext("pool.placement_strategy");
+  placement::PoolPolicy policy;
+  policy.strategy = *strategy;
+  policy.compute = rec.compute_overcommit;
+  policy.memory = rec.memory_overcommit;
+  policy.sharing = ToPlacement(rec.sharing_mode);
+  policy.replicas =
+      rec.sharing_mode == SharingMode::kTimeSliced ? std::max(rec.time_slice_replicas, 1) : 1;
+  return std::make_unique<placement::Engine>(policy);
+}
+
+// A MIG-enabled GPU is scheduled through its instances: the parent is left out of the engine.
+placement::NodeSpec ToNodeSpec(const NodeRecord& n) {
+  std::set<std::string> parents;
+  for (const DeviceRecord& d : n.devices) {
+    if (!d.parent_id.empty()) parents.insert(d.parent_id);
+  }
+  placement::NodeSpec spec;
+  spec.name = n.name;
+  spec.cpu_milli = n.cpu_milli;
+  spec.memory_mib = n.memory_mib;
+  spec.spill_budget_mib = n.spill_budget_mib;
+  std::map<int32_t, int> by_index;  // device record index → engine index
+  for (const DeviceRecord& d : n.devices) {
+    if (parents.contains(d.id)) continue;
+    by_index[d.index] = static_cast<int>(spec.devices.size());
+    spec.devices.push_back(
+        placement::DeviceSpec{d.id, d.model, d.physical, d.mig_profile, 0, d.healthy});
+  }
+  for (const LinkRecord& l : n.links) {
+    auto a = by_index.find(l.a), b = by_index.find(l.b);
+    if (a == by_index.end() || b == by_index.end()) continue;
+    spec.links.push_back(placement::Link{a->second, b->second, ToPlacement(l.kind)});
+  }
+  for (const auto& [k, v] : n.labels) spec.labels.emplace_back(k, v);
+  return spec;
+}
+
+bool Schedulable(NodeState s) { return s == NodeState::kReady; }
+
+}  // namespace
+
+placement::NodeSpec ToNodeSpecForAgents(const NodeRecord& n) { return ToNodeSpec(n); }
+
+// ---------------------------------------------------------------------------------------------
+// Capacity and views
+
+void Core::State::RecomputeLimits(PoolEntry& pool) {
+  PoolLimits lim;
+  for (const placement::NodeCapacity& n : pool.engine->Capacity()) {
+    int32_t gpus = 0;
+    for (const placement::DeviceCapacity& d : n.devices) {
+      lim.largest_device.milli_tflops =
+          std::max(lim.largest_device.milli_tflops, d.offered.milli_tflops);
+      lim.largest_device.vram_mib = std::max(lim.largest_device.vram_mib, d.offered.vram_mib);
+      lim.models.insert(d.model);
+      if (!d.mig_profile.empty()) {
+        lim.mig_profiles.insert(d.mig_profile);
+      } else {
+        ++gpus;
+      }
+    }
+    lim.most_gpus_on_node = std::max(lim.most_gpus_on_node, gpus);
+  }
+  pool.limits = std::move(lim);
+}
+
+CapacityView Core::State::PoolCapacity(const PoolEntry& pool) const {
+  CapacityView v;
+  for (const placement::NodeCapacity& n : pool.engine->Capacity()) {
+    ++v.nodes;
+    for (const placement::DeviceCapacity& d : n.devices) {
+      ++v.devices;
+      v.physical += d.physical;
+      v.offered += d.offered;
+      v.allocated += d.allocated;
+    }
+  }
+  return v;
+}
+
+NodeView Core::State::ViewOf(const NodeEntry& node) const {
+  NodeView v;
+  v.node = node.rec;
+  auto pool = pools.find(node.rec.pool);
+  if (pool == pools.end()) return v;
+  Result<placement::NodeCapacity> cap = pool->second.engine->NodeCapacityOf(node.rec.name);
+  if (!cap.ok()) return v;
+  v.capacity.nodes = 1;
+  for (const placement::DeviceCapacity& d : cap->devices) {
+    auto idx = node.device_index.find(d.id);
+    DeviceView dv;
+    if (idx != node.device_index.end())
+      dv.device = node.rec.devices[static_cast<size_t>(idx->second)];
+    dv.device.healthy = d.healthy;
+    dv.capacity = CapacityView{d.physical, d.offered, d.allocated, 1, 1};
+    v.capacity.physical += d.physical;
+    v.capacity.offered += d.offered;
+    v.capacity.allocated += d.allocated;
+    ++v.capacity.devices;
+    v.devices.push_back(std::move(dv));
+  }
+  for (const auto& [id, job] : jobs) {
+    for (const TaskRecord& t : job.rec.tasks) {
+      v.running_tasks += t.node == node.rec.name &&
+                         (t.state == TaskState::kRunning || t.state == TaskState::kScheduled);
+    }
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pools
+
+void Core::CreatePool(PoolRecord pool, Callback<PoolView> done) {
+  if (s_->pools.contains(pool.name)) {
+    done(Status::AlreadyExists("pool '" + pool.name + "' already exists"));
+    return;
+  }
+  Result<std::unique_ptr<placement::Engine>> engine =
+      MakeEngine(pool, s_->options.default_strategy);
+  if (!engine.ok()) {
+    done(engine.status());
+    return;
+  }
+  pool.create_us = s_->clock->NowMicros();
+  std::vector<Mutation> batch{
+      UpsertPool{pool}, AppendEvent{s_->Event("pool.created", "pool/" + pool.name, "created")}};
+  auto shared = std::make_shared<std::unique_ptr<placement::Engine>>(std::move(engine).value());
+  s_->Persist(std::move(batch), [this, pool, shared, done = std::move(done)](Status st) {
+    if (!st.ok()) {
+      done(st.WithContext("pool not stored"));
+      return;
+    }
+    PoolEntry& e = s_->pools[pool.name];
+    e.rec = pool;
+    e.engine = std::move(*shared);
+    done(PoolView{pool, s_->PoolCapacity(e)});
+  });
+}
+
+void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
+  PoolEntry* cur = s_->FindPool(pool.name);
+  if (cur == nullptr) {
+    done(Status::NotFound("pool '" + pool.name + "' not found"));
+    return;
+  }
+  pool.create_us = cur->rec.create_us;
+  // A new policy means a new engine: replay nodes and live allocations into it first, so a
+  // change that would strand running work (say, lowering overcommit) is refused whole.
+  Result<std::unique_ptr<placement::Engine>> made = MakeEngine(pool, s_->options.default_strategy);
+  if (!made.ok()) {
+    done(made.status());
+    return;
+  }
+  std::unique_ptr<placement::Engine> engine = std::move(made).value();
+  for (const std::string& n : cur->nodes) {
+    const NodeEntry& node = s_->nodes.at(n);
+    Status st = engine->AddNode(ToNodeSpec(node.rec));
+    if (st.ok()) st = engine->SetSchedulable(n, Schedulable(node.rec.state));
+    if (!st.ok()) {
+      done(st);
+      return;
+    }
+  }
+  for (auto& [id, job] : s_->jobs) {
+    if (job.rec.spec.pool != pool.name) continue;
+    for (const TaskRuntime& rt : job.rt) {
+      if (!rt.holds) continue;
+      Status st = engine->Commit(rt.allocation);
+      if (!st.ok()) {
+        done(Status::FailedPrecondition(
+            "pool '" + pool.name +
+            "': the new policy would not hold running work: " + st.message()));
+        return;
+      }
+    }
+  }
+  auto shared = std::make_shared<std::unique_ptr<placement::Engine>>(std::move(engine));
+  std::vector<Mutation> batch{
+      UpsertPool{pool},
+      AppendEvent{s_->Event("pool.updated", "pool/" + pool.name, "policy updated")}};
+  s_->Persist(std::move(batch), [this, pool, shared, done = std::move(done)](Status st) {
+    PoolEntry* e = s_->FindPool(pool.name);
+    if (!st.ok() || e == nullptr) {
+      done(st.ok() ? Status::NotFound("pool '" + pool.name + "' was deleted") : st);
+      return;
+    }
+    e->rec = pool;
+    e->engine = std::move(*shared);
+    s_->RecomputeLimits(*e);
+    done(PoolView{pool, s_->PoolCapacity(*e)});
+    s_->RequestSchedule(this);
+  });
+}
+
+void Core::DeletePool(const std::string& name, Callback<bool> done) {
+  PoolEntry* pool = s_->FindPool(name);
+  if (pool == nullptr) {
+    done(Status::NotFound("pool '" + name + "' not found"));
+    return;
+  }
+  if (!pool->nodes.empty()) {
+    done(Status::FailedPrecondition("pool '" + name + "' still has " +
+                                    std::to_string(pool->nodes.size()) +
+                                    " node(s); move or remove them first"));
+    return;
+  }
+  for (const auto& [id, job] : s_->jobs) {
+    if (job.rec.spec.pool == name && !IsTerminal(job.rec.state)) {
+      done(Status::FailedPrecondition("pool '" + name + "' still has unfinished job " +
+                                      std::to_string(id)));
+      return;
+    }
+  }
+  std::vector<Mutation> batch{gpupool::DeletePool{name},
+                              AppendEvent{s_->Event("pool.deleted", "pool/" + name, "deleted")}};
+  s_->Persist(std::move(batch), [this, name, done = std::move(done)](Status st) {
+    if (!st.ok()) {
+      done(st.WithContext("pool not deleted"));
+      return;
+    }
+    s_->pools.erase(name);
+    done(true);
+  });
+}
+
+Result<PoolView> Core::GetPool(const std::string& name) const {
+  const PoolEntry* pool = s_->FindPool(name);
+  if (pool == nullptr) return Status::NotFound("pool '" + name + "' not found");
+  return PoolView{pool->rec, s_->PoolCapacity(*pool)};
+}
+
+std::vector<PoolView> Core::ListPools() const {
+  std::vector<PoolView> out;
+  for (const auto& [name, pool] : s_->pools) out.push_back({pool.rec, s_->PoolCapacity(pool)});
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nodes
+
+std::vector<NodeView> Core::ListNodes(const std::string& pool) const {
+  std::vector<NodeView> out;
+  for (const auto& [name, node] : s_->nodes) {
+    if (pool.empty() || node.rec.pool == pool) out.push_back(s_->ViewOf(node));
+  }
+  return out;
+}
+
+Result<NodeView> Core::GetNode(const std::string& name) const {
+  auto it = s_->nodes.find(name);
+  if (it == s_->nodes.end()) return Status::NotFound("node '" + name + "' not found");
+  return s_->ViewOf(it->second);
+}
+
+void Core::SetNodeState(const std::string& name, NodeState state, Callback<NodeView> done) {
+  auto it = s_->nodes.find(name);
+  if (it == s_->nodes.end()) {
+    done(Status::NotFound("node '" + name + "' not found"));
+    return;
+  }
+  NodeEntry& node = it->second;
+  if (state == NodeState::kReady && node.rec.state == NodeState::kNotReady) {
+    done(Status::FailedPrecondition("node '" + name +
+                                    "' is NOT_READY; it becomes ready when its agent reconnects"));
+    return;
+  }
+  node.rec.state = state;
+  PoolEntry* pool = s_->FindPool(node.rec.pool);
+  if (pool != nullptr) (void)pool->engine->SetSchedulable(name, Schedulable(state));
+  if (state == NodeState::kDraining) {
+    for (auto& [id, job] : s_->jobs) {
+      for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
+        TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
+        TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
+        if (t.node != name || !rt.holds || rt.stop != StopIntent::kNone) continue;
+        rt.stop = StopIntent::kRequeue;
+        t.reason = "stopping: node " + name + " is draining";
+        s_->SendStop(job, i, t.reason);
+      }
+    }
+  }
+  std::vector<Mutation> batch{
+      gpupool::SetNodeState{name, state},
+      AppendEvent{s_->Event("node.state", "node/" + name, std::string(ToString(state)))}};
+  s_->Persist(std::move(batch), [this, name, done = std::move(done)](Status st) {
+    if (!st.ok()) {
+      done(st.WithContext("node state not stored"));
+      return;
+    }
+    done(GetNode(name));
+    s_->RequestSchedule(this);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recovery
+
+placement::Allocation Core::State::AllocationOf(const JobEntry& job, const TaskRecord& t) const {
+  placement::Allocation a;
+  a.node = t.node;
+  a.cpu_milli = job.request.cpu_milli;
+  a.memory_mib = job.request.memory_mib;
+  auto node = nodes.find(t.node);
+  const PoolEntry* pool = nullptr;
+  if (auto p = pools.find(job.rec.spec.pool); p != pools.end()) pool = &p->second;
+  for (const Allocation& g : t.allocations) {
+    placement::Grant grant;
+    grant.device_id = g.device_id;
+    grant.amount = g.amount;
+    grant.slots = g.slots;
+    grant.exclusive = g.exclusive;
+    // The engine indexes devices in the order AddNode saw them (MIG parents left out).
+    if (node != nodes.end() && pool != nullptr) {
+      Result<placement::NodeCapacity> cap = pool->engine->NodeCapacityOf(t.node);
+      if (cap.ok()) {
+        for (size_t i = 0; i < cap->devices.size(); ++i) {
+          if (cap->devices[i].id == g.device_id) grant.device_index = static_cast<int>(i);
+        }
+      }
+    }
+    a.grants.push_back(std::move(grant));
+  }
+  return a;
+}
+
+Status Core::Recover(const RecoveredState& state, int64_t epoch) {
+  s_->epoch = epoch;
+  s_->max_job_id = state.max_job_id;
+  for (const PoolRecord& p : state.pools) {
+    Result<std::unique_ptr<placement::Engine>> engine = MakeEngine(p, s_->options.default_strategy);
+    if (!engine.ok()) return engine.status().WithContext("recover pool '" + p.name + "'");
+    PoolEntry& e = s_->pools[p.name];
+    e.rec = p;
+    e.engine = std::move(engine).value();
+  }
+  int64_t now = s_->clock->MonotonicMicros();
+  for (const NodeRecord& n : state.nodes) {
+    PoolEntry* pool = s_->FindPool(n.pool);
+    if (pool == nullptr) {
+      LogWarn("core", "node of an unknown pool ignored", {{"node", n.name}, {"pool", n.pool}});
+      continue;
+    }
+    NodeEntry& e = s_->nodes[n.name];
+    e.rec = n;
+    // Agents get one heartbeat timeout from now to reconnect before the node is lost.
+    e.last_seen_us = now;
+    for (size_t i = 0; i < n.devices.size(); ++i)
+      e.device_index[n.devices[i].id] = static_cast<int>(i);
+    GPUPOOL_RETURN_IF_ERROR(pool->engine->AddNode(ToNodeSpec(n)));
+    GPUPOOL_RETURN_IF_ERROR(pool->engine->SetSchedulable(n.name, Schedulable(n.state)));
+    pool->nodes.insert(n.name);
+  }
+  for (auto& [name, pool] : s_->pools) s_->RecomputeLimits(pool);
+
+  std::vector<Mutation> repairs;
+  for (const JobRecord& j : state.jobs) {
+    JobEntry entry;
+    entry.rec = j;
+    entry.rt.resize(j.tasks.size());
+    auto cls = s_->options.priority_classes.find(j.spec.priority_class);
+    entry.priority = cls != s_->options.priority_classes.end() ? cls->second.value : 0;
+    entry.request = j.spec.task_template.resources;
+    if (entry.request.shape == RequestShape::kSku) {
+      auto sku = s_->options.skus.find(entry.request.sku);
+      if (sku != s_->options.skus.end()) entry.request = sku->second.request;
+    }
+    auto [it, _] = s_->jobs.emplace(j.id, std::move(entry));
+    JobEntry& job = it->second;
+    for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
+      TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
+      if (t.state == TaskState::kPending && !IsTerminal(job.rec.state)) {
+        s_->Enqueue(job, i);
+      } else if (t.state == TaskState::kScheduled || t.state == TaskState::kRunning) {
+        TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
+        rt.allocation = s_->AllocationOf(job, t);
+        PoolEntry* pool = s_->FindPool(job.rec.spec.pool);
+        Status st =
+            pool == nullptr ? Status::NotFound("pool gone") : pool->engine->Commit(rt.allocation);
+        if (st.ok()) {
+          rt.holds = true;
+          ++s_->running;
+          if (job.rec.state == JobState::kCancelled) rt.stop = StopIntent::kCancel;
+        } else {
+          LogWarn("core", "recovered allocation no longer fits; requeueing",
+                  {{"task", TaskId(j.id, i)}, {"error", st.ToString()}});
+          s_->RequeueOrFail(job, i, "allocation lost on restart: " + st.message(), &repairs);
+        }
+      }
+    }
+  }
+  if (!repairs.empty()) s_->Persist(std::move(repairs), [](Status) {});
+  LogInfo("core", "state recovered",
+          {{"pools", std::to_string(s_->pools.size())},
+           {"nodes", std::to_string(s_->nodes.size())},
+           {"jobs", std::to_string(s_->jobs.size())},
+           {"pending_tasks", std::to_string(s_->pending.size())},
+           {"running_tasks", std::to_string(s_->running)},
+           {"epoch", std::to_string(epoch)}});
+  s_->RequestSchedule(this);
+  return Status::Ok();
+}
+
+}  // namespace gpupool

@@ -1,0 +1,95 @@
+#include "scheduler/metrics.h"
+
+namespace gpupool {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registry,
+                                   const std::string& version)
+    : registry_(std::move(registry)) {
+  BuildGauge()
+      .Name("gpupool_build_info")
+      .Help("Build information; the value is always 1")
+      .Register(*registry_)
+      .Add({{"version", version}})
+      .Set(1);
+  submissions_ = &BuildCounter()
+                      .Name("gpupool_job_submissions_total")
+                      .Help("Job submissions by outcome")
+                      .Register(*registry_);
+  transitions_ = &BuildCounter()
+                      .Name("gpupool_task_transitions_total")
+                      .Help("Task state transitions by new state")
+                      .Register(*registry_);
+  preemptions_ = &BuildCounter()
+                      .Name("gpupool_preemptions_total")
+                      .Help("Tasks preempted, by cause")
+                      .Register(*registry_);
+  prometheus::Histogram::BucketBoundaries buckets{
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
+  latency_ = &BuildHistogram()
+                  .Name("gpupool_scheduling_latency_seconds")
+                  .Help("Time from a task becoming pending to its allocation being committed")
+                  .Register(*registry_)
+                  .Add({}, buckets);
+  pass_ = &BuildHistogram()
+               .Name("gpupool_scheduling_pass_duration_seconds")
+               .Help("Wall time of one scheduling pass")
+               .Register(*registry_)
+               .Add({}, buckets);
+  tflops_ = &BuildGauge()
+                 .Name("gpupool_pool_compute_tflops")
+                 .Help(
+                     "Pool compute in TFLOPS by kind: physical, offered (after overcommit), "
+                     "allocated")
+                 .Register(*registry_);
+  vram_ = &BuildGauge()
+               .Name("gpupool_pool_vram_bytes")
+               .Help("Pool VRAM in bytes by kind: physical, offered, allocated")
+               .Register(*registry_);
+  queue_ = &BuildGauge()
+                .Name("gpupool_queue_depth_tasks")
+                .Help("Pending tasks by pool and priority class")
+                .Register(*registry_);
+  nodes_ = &BuildGauge().Name("gpupool_nodes").Help("Nodes by pool and state").Register(*registry_);
+}
+
+void SchedulerMetrics::Submission(const std::string& outcome) {
+  submissions_->Add({{"outcome", outcome}}).Increment();
+}
+
+void SchedulerMetrics::TaskTransition(const std::string& state) {
+  transitions_->Add({{"state", state}}).Increment();
+}
+
+void SchedulerMetrics::SchedulingLatency(double seconds) { latency_->Observe(seconds); }
+void SchedulerMetrics::PassDuration(double seconds) { pass_->Observe(seconds); }
+
+void SchedulerMetrics::PoolCapacity(const std::string& pool, const Resources& physical,
+                                    const Resources& offered, const Resources& allocated) {
+  auto set = [&](const char* kind, const Resources& r) {
+    tflops_->Add({{"pool", pool}, {"kind", kind}}).Set(static_cast<double>(r.milli_tflops) / 1000);
+    vram_->Add({{"pool", pool}, {"kind", kind}})
+        .Set(static_cast<double>(r.vram_mib) * 1024.0 * 1024.0);
+  };
+  set("physical", physical);
+  set("offered", offered);
+  set("allocated", allocated);
+}
+
+void SchedulerMetrics::QueueDepth(const std::string& pool, const std::string& priority_class,
+                                  double depth) {
+  queue_->Add({{"pool", pool}, {"priority_class", priority_class}}).Set(depth);
+}
+
+void SchedulerMetrics::Nodes(const std::string& pool, const std::string& state, double count) {
+  nodes_->Add({{"pool", pool}, {"state", state}}).Set(count);
+}
+
+void SchedulerMetrics::Preemption(const std::string& cause) {
+  preemptions_->Add({{"cause", cause}}).Increment();
+}
+
+}  // namespace gpupool

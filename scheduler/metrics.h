@@ -1,0 +1,52 @@
+// SchedulerMetrics: the scheduler's Prometheus series, registered once on a registry the daemon
+// serves at /metrics. The core calls the typed hooks; it never builds label sets in hot paths
+// except through these few methods.
+//
+// Names follow Prometheus conventions: gpupool_ prefix, base units in the name.
+// Thread safety: prometheus-cpp metrics are thread-safe; the hooks may be called from any thread.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+
+#include "pool/resources.h"
+
+namespace gpupool {
+
+class SchedulerMetrics {
+ public:
+  explicit SchedulerMetrics(std::shared_ptr<prometheus::Registry> registry,
+                            const std::string& version);
+
+  // outcome: "accepted", "invalid", "not_found", "denied", "unavailable", "error".
+  void Submission(const std::string& outcome);
+  void TaskTransition(const std::string& state);
+  void SchedulingLatency(double seconds);  // submit (or requeue) → allocation committed
+  void PassDuration(double seconds);
+  void PoolCapacity(const std::string& pool, const Resources& physical, const Resources& offered,
+                    const Resources& allocated);
+  void QueueDepth(const std::string& pool, const std::string& priority_class, double depth);
+  void Nodes(const std::string& pool, const std::string& state, double count);
+  void Preemption(const std::string& cause);
+  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* submissions_;
+  prometheus::Family<prometheus::Counter>* transitions_;
+  prometheus::Family<prometheus::Counter>* preemptions_;
+  prometheus::Histogram* latency_;
+  prometheus::Histogram* pass_;
+  prometheus::Family<prometheus::Gauge>* tflops_;
+  prometheus::Family<prometheus::Gauge>* vram_;
+  prometheus::Family<prometheus::Gauge>* queue_;
+  prometheus::Family<prometheus::Gauge>* nodes_;
+};
+
+}  // namespace gpupool

@@ -1,0 +1,37 @@
+#include "scheduler/options.h"
+
+namespace gpupool {
+
+SchedulerOptions SchedulerOptions::Defaults() {
+  SchedulerOptions o;
+  auto add_class = [&](std::string name, int32_t value, bool preemptible, bool may_preempt,
+                       int64_t min_runtime_ms) {
+    o.priority_classes[name] = PriorityClass{name, value, preemptible, may_preempt, min_runtime_ms};
+  };
+  add_class("low", 0, true, false, 0);
+  add_class("normal", 100, true, false, 60'000);
+  add_class("high", 1000, true, true, 60'000);
+  add_class("system", 10000, false, true, 0);
+  o.default_priority_class = "normal";
+
+  auto add_sku = [&](std::string name, int64_t milli_tflops, int64_t vram_mib, int64_t cpu_milli,
+                     int64_t memory_mib) {
+    ResourceRequest r;
+    r.shape = RequestShape::kFractional;
+    r.fractional = Resources{milli_tflops, vram_mib};
+    r.cpu_milli = cpu_milli;
+    r.memory_mib = memory_mib;
+    o.skus[name] = Sku{name, r};
+  };
+  add_sku("small", 50'000, 10'240, 2'000, 8'192);     // 50 TFLOPS, 10 GiB
+  add_sku("medium", 200'000, 40'960, 8'000, 32'768);  // 200 TFLOPS, 40 GiB
+  ResourceRequest large;
+  large.shape = RequestShape::kWholeGpus;
+  large.gpu_count = 1;
+  large.cpu_milli = 16'000;
+  large.memory_mib = 131'072;
+  o.skus["large"] = Sku{"large", large};  // one whole GPU
+  return o;
+}
+
+}  // namespace gpupool

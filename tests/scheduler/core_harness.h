@@ -1,0 +1,141 @@
+// A deterministic harness for Core scenario tests: a manual clock, an executor that queues
+// closures until Drain(), the in-memory store, and simulated agents that record the commands
+// the core sends them.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "scheduler/core.h"
+#include "store/memory_store.h"
+
+namespace gpupool::testing {
+
+class RecordingAgents : public AgentGateway {
+ public:
+  bool StartTask(const std::string& node, const StartTaskCommand& cmd) override {
+    starts.push_back({node, cmd});
+    return connected.contains(node);
+  }
+  bool StopTask(const std::string& node, const StopTaskCommand& cmd) override {
+    stops.push_back({node, cmd});
+    return connected.contains(node);
+  }
+  std::vector<std::pair<std::string, StartTaskCommand>> starts;
+  std::vector<std::pair<std::string, StopTaskCommand>> stops;
+  std::set<std::string> connected;
+};
+
+class CoreHarness {
+ public:
+  explicit CoreHarness(SchedulerOptions options = SchedulerOptions::Defaults(),
+                       std::shared_ptr<MemoryDatabase> db = nullptr)
+      : store(db ? std::make_unique<MemoryStore>(db) : std::make_unique<MemoryStore>()) {
+    core = std::make_unique<Core>(
+        options, &clock, store.get(), &agents,
+        [this](std::function<void()> fn) { queue.push_back(std::move(fn)); });
+    Result<int64_t> epoch = store->AcquireLeadership();
+    Result<RecoveredState> state = store->Recover();
+    if (!epoch.ok() || !state.ok() || !core->Recover(*state, *epoch).ok()) std::abort();
+    Drain();
+  }
+
+  // Runs queued closures (store completions, scheduling passes) until none is left.
+  void Drain() {
+    while (!queue.empty()) {
+      auto fn = std::move(queue.front());
+      queue.pop_front();
+      fn();
+    }
+  }
+
+  template <typename T>
+  Result<T> Sync(std::function<void(Core::Callback<T>)> call) {
+    std::optional<Result<T>> out;
+    call([&](Result<T> r) { out.emplace(std::move(r)); });
+    Drain();
+    if (!out) return Status::Internal("callback not called");
+    return *out;
+  }
+
+  Result<PoolView> CreatePool(const std::string& name, SharingMode mode = SharingMode::kFractional,
+                              const std::string& strategy = "first-fit") {
+    PoolRecord p;
+    p.name = name;
+    p.sharing_mode = mode;
+    p.placement_strategy = strategy;
+    return Sync<PoolView>([&](auto cb) { core->CreatePool(p, cb); });
+  }
+
+  // Registers a simulated agent with `gpus` devices of 989 TFLOPS / 81920 MiB (an H100).
+  Result<RegistrationResult> Register(const std::string& node, const std::string& pool, int gpus,
+                                      std::vector<AgentRegistration::Running> running = {}) {
+    AgentRegistration reg;
+    reg.node.name = node;
+    reg.node.pool = pool;
+    reg.node.cpu_milli = 64'000;
+    reg.node.memory_mib = 512 * 1024;
+    for (int i = 0; i < gpus; ++i) {
+      DeviceRecord d;
+      d.id = "GPU-" + node + "-" + std::to_string(i);
+      d.model = "H100-SXM";
+      d.index = i;
+      d.physical = Resources{989'000, 81'920};
+      reg.node.devices.push_back(d);
+    }
+    reg.running = std::move(running);
+    agents.connected.insert(node);
+    return Sync<RegistrationResult>([&](auto cb) { core->OnAgentRegister(reg, cb); });
+  }
+
+  static JobSpec Fractional(const std::string& pool, int64_t milli_tflops, int64_t vram_mib,
+                            int tasks = 1, const std::string& cls = "") {
+    JobSpec s;
+    s.tenant = "acme/research/alice";
+    s.pool = pool;
+    s.priority_class = cls;
+    s.task_count = tasks;
+    s.task_template.command = {"/bin/true"};
+    s.task_template.resources.shape = RequestShape::kFractional;
+    s.task_template.resources.fractional = Resources{milli_tflops, vram_mib};
+    return s;
+  }
+
+  static JobSpec Whole(const std::string& pool, int gpus, int tasks = 1) {
+    JobSpec s = Fractional(pool, 0, 0, tasks);
+    s.task_template.resources.shape = RequestShape::kWholeGpus;
+    s.task_template.resources.gpu_count = gpus;
+    return s;
+  }
+
+  Result<JobRecord> Submit(JobSpec spec) {
+    return Sync<JobRecord>([&](auto cb) { core->SubmitJob(spec, cb); });
+  }
+
+  TaskRecord Task(int64_t job, int index = 0) {
+    return core->GetJob(job)->tasks[static_cast<size_t>(index)];
+  }
+
+  void Report(const std::string& node, int64_t job, int index, TaskState state, int exit_code = 0) {
+    TaskReport r;
+    r.node = node;
+    r.task_id = TaskId(job, index);
+    r.attempt = Task(job, index).attempt;
+    r.state = state;
+    r.exit_code = exit_code;
+    core->OnTaskReport(r);
+    Drain();
+  }
+
+  ManualClock clock;
+  std::unique_ptr<MemoryStore> store;
+  RecordingAgents agents;
+  std::deque<std::function<void()>> queue;
+  std::unique_ptr<Core> core;
+};
+
+}  // namespace gpupool::testing
