@@ -1,0 +1,375 @@
+#include "cmd/daemon/config.h"
+
+#include <set>
+
+#include "pool/yaml_error.h"
+
+namespace gpupool {
+namespace {
+
+Status ParseListen(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
+  YAML::Node n = root["listen"];
+  if (!n) return Status::Ok();
+  YamlPath p = YamlPath{}.Key("listen");
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p, {"grpc", "http"}));
+  GPUPOOL_ASSIGN_OR_RETURN(auto grpc, doc.OptionalString(n, p, "grpc"));
+  GPUPOOL_ASSIGN_OR_RETURN(auto http, doc.OptionalString(n, p, "http"));
+  if (grpc) c->grpc_listen = *grpc;
+  if (http) c->http_listen = *http;
+  return Status::Ok();
+}
+
+Status ParseAuth(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
+  YAML::Node n = root["auth"];
+  if (!n) return Status::Ok();
+  YamlPath p = YamlPath{}.Key("auth");
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p, {"api_tokens", "node_tokens"}));
+  if (YAML::Node t = n["api_tokens"]) {
+    YamlPath tp = p.Key("api_tokens");
+    GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(t, tp));
+    for (size_t i = 0; i < t.size(); ++i) {
+      YamlPath ip = tp.Index(i);
+      GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(t[i], ip));
+      GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(t[i], ip, {"token", "principal", "admin"}));
+      ApiToken tok;
+      GPUPOOL_ASSIGN_OR_RETURN(tok.token, doc.String(t[i], ip, "token"));
+      GPUPOOL_ASSIGN_OR_RETURN(tok.principal, doc.String(t[i], ip, "principal"));
+      GPUPOOL_ASSIGN_OR_RETURN(tok.admin, doc.Bool(t[i], ip, "admin", false));
+      if (tok.token.size() < 16) {
+        return doc.Error(t[i], ip.Key("token"), "must be at least 16 characters");
+      }
+      c->api_tokens.push_back(std::move(tok));
+    }
+  }
+  if (YAML::Node t = n["node_tokens"]) {
+    YamlPath tp = p.Key("node_tokens");
+    GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(t, tp));
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (!t[i].IsScalar() || t[i].Scalar().size() < 16) {
+        return doc.Error(t[i], tp.Index(i), "must be a string of at least 16 characters");
+      }
+      c->node_tokens.push_back(t[i].Scalar());
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptions* o) {
+  YAML::Node n = root["scheduler"];
+  if (!n) return Status::Ok();
+  YamlPath p = YamlPath{}.Key("scheduler");
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
+  GPUPOOL_RETURN_IF_ERROR(
+      doc.CheckKeys(n, p,
+                    {"default_strategy", "default_priority_class", "heartbeat_interval_ms",
+                     "heartbeat_timeout_ms", "stop_grace_period_ms", "max_tasks_per_job"}));
+  GPUPOOL_ASSIGN_OR_RETURN(auto strategy, doc.OptionalString(n, p, "default_strategy"));
+  if (strategy) o->default_strategy = *strategy;
+  GPUPOOL_ASSIGN_OR_RETURN(auto cls, doc.OptionalString(n, p, "default_priority_class"));
+  if (cls) o->default_priority_class = *cls;
+  if (n["heartbeat_interval_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(o->heartbeat_interval_ms,
+                             doc.Int(n, p, "heartbeat_interval_ms", 50, 60'000));
+  }
+  if (n["heartbeat_timeout_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(o->heartbeat_timeout_ms,
+                             doc.Int(n, p, "heartbeat_timeout_ms", 200, 3'600'000));
+  }
+  if (n["stop_grace_period_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(o->stop_grace_period_ms,
+                             doc.Int(n, p, "stop_grace_period_ms", 0, 3'600'000));
+  }
+  if (n["max_tasks_per_job"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t max, doc.Int(n, p, "max_tasks_per_job", 1, 100'000));
+    o->max_tasks_per_job = static_cast<int32_t>(max);
+  }
+  if (o->heartbeat_timeout_ms <= o->heartbeat_interval_ms) {
+    return doc.Error(n, p.Key("heartbeat_timeout_ms"),
+                     "must be greater than heartbeat_interval_ms (" +
+                         std::to_string(o->heartbeat_interval_ms) + ")");
+  }
+  return Status::Ok();
+}
+
+Status ParseClasses(const YamlDoc& doc, const YAML::Node& root, SchedulerOptions* o) {
+  YAML::Node n = root["priority_classes"];
+  if (!n) return Status::Ok();
+  YamlPath p = YamlPath{}.Key("priority_classes");
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(n, p));
+  o->priority_classes.clear();
+  for (size_t i = 0; i < n.size(); ++i) {
+    YamlPath ip = p.Index(i);
+    const YAML::Node& c = n[i];
+    GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(c, ip));
+    GPUPOOL_RETURN_IF_ERROR(
+        doc.CheckKeys(c, ip, {"name", "value", "preemptible", "may_preempt", "min_runtime_ms"}));
+    PriorityClass pc;
+    GPUPOOL_ASSIGN_OR_RETURN(pc.name, doc.String(c, ip, "name"));
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t value, doc.Int(c, ip, "value", -1'000'000, 1'000'000));
+    pc.value = static_cast<int32_t>(value);
+    GPUPOOL_ASSIGN_OR_RETURN(pc.preemptible, doc.Bool(c, ip, "preemptible", true));
+    GPUPOOL_ASSIGN_OR_RETURN(pc.may_preempt, doc.Bool(c, ip, "may_preempt", false));
+    if (c["min_runtime_ms"]) {
+      GPUPOOL_ASSIGN_OR_RETURN(pc.min_runtime_ms,
+                               doc.Int(c, ip, "min_runtime_ms", 0, 7 * 24 * 3'600'000LL));
+    }
+    if (o->priority_classes.contains(pc.name)) {
+      return doc.Error(c, ip.Key("name"), "duplicate priority class '" + pc.name + "'");
+    }
+    o->priority_classes[pc.name] = pc;
+  }
+  return Status::Ok();
+}
+
+Status ParseSkus(const YamlDoc& doc, const YAML::Node& root, SchedulerOptions* o) {
+  YAML::Node n = root["skus"];
+  if (!n) return Status::Ok();
+  YamlPath p = YamlPath{}.Key("skus");
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(n, p));
+  o->skus.clear();
+  for (size_t i = 0; i < n.size(); ++i) {
+    YamlPath ip = p.Index(i);
+    const YAML::Node& s = n[i];
+    GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(s, ip));
+    GPUPOOL_RETURN_IF_ERROR(
+        doc.CheckKeys(s, ip, {"name", "tflops", "vram_mib", "gpus", "cpu_milli", "memory_mib"}));
+    Sku sku;
+    GPUPOOL_ASSIGN_OR_RETURN(sku.name, doc.String(s, ip, "name"));
+    ResourceRequest& r = sku.request;
+    if (s["gpus"]) {
+      if (s["tflops"] || s["vram_mib"]) {
+        return doc.Error(s, ip, "set either gpus or tflops and vram_mib, not both");
+      }
+      GPUPOOL_ASSIGN_OR_RETURN(int64_t gpus, doc.Int(s, ip, "gpus", 1, 64));
+      r.shape = RequestShape::kWholeGpus;
+      r.gpu_count = static_cast<int32_t>(gpus);
+    } else {
+      r.shape = RequestShape::kFractional;
+      GPUPOOL_ASSIGN_OR_RETURN(r.fractional.milli_tflops,
+                               doc.Milli(s, ip, "tflops", 1, 100'000'000));
+      GPUPOOL_ASSIGN_OR_RETURN(r.fractional.vram_mib,
+                               doc.Int(s, ip, "vram_mib", 1, 16LL * 1024 * 1024));
+    }
+    if (s["cpu_milli"]) {
+      GPUPOOL_ASSIGN_OR_RETURN(r.cpu_milli, doc.Int(s, ip, "cpu_milli", 0, 10'000'000));
+    }
+    if (s["memory_mib"]) {
+      GPUPOOL_ASSIGN_OR_RETURN(r.memory_mib, doc.Int(s, ip, "memory_mib", 0, 1LL << 40));
+    }
+    if (o->skus.contains(sku.name)) {
+      return doc.Error(s, ip.Key("name"), "duplicate sku '" + sku.name + "'");
+    }
+    o->skus[sku.name] = sku;
+  }
+  return Status::Ok();
+}
+
+Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
+  YAML::Node n = root["pools"];
+  if (!n) return Status::Ok();
+  YamlPath p = YamlPath{}.Key("pools");
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(n, p));
+  std::set<std::string> names;
+  for (size_t i = 0; i < n.size(); ++i) {
+    YamlPath ip = p.Index(i);
+    const YAML::Node& y = n[i];
+    GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(y, ip));
+    GPUPOOL_RETURN_IF_ERROR(
+        doc.CheckKeys(y, ip,
+                      {"name", "visibility", "allowed_tenants", "strategy", "compute_overcommit",
+                       "memory_overcommit", "sharing", "replicas"}));
+    PoolRecord pool;
+    GPUPOOL_ASSIGN_OR_RETURN(pool.name, doc.String(y, ip, "name"));
+    if (!names.insert(pool.name).second) {
+      return doc.Error(y, ip.Key("name"), "duplicate pool '" + pool.name + "'");
+    }
+    GPUPOOL_ASSIGN_OR_RETURN(auto vis, doc.OptionalString(y, ip, "visibility"));
+    if (vis && *vis == "private") {
+      pool.visibility = Visibility::kPrivate;
+    } else if (vis && *vis != "public") {
+      return doc.Error(y, ip.Key("visibility"), "must be public or private, got '" + *vis + "'");
+    }
+    if (YAML::Node t = y["allowed_tenants"]) {
+      GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(t, ip.Key("allowed_tenants")));
+      for (const YAML::Node& e : t) pool.allowed_tenants.push_back(e.as<std::string>(""));
+    }
+    GPUPOOL_ASSIGN_OR_RETURN(auto strategy, doc.OptionalString(y, ip, "strategy"));
+    if (strategy) pool.placement_strategy = *strategy;
+    if (y["compute_overcommit"]) {
+      GPUPOOL_ASSIGN_OR_RETURN(pool.compute_overcommit.permille,
+                               doc.Milli(y, ip, "compute_overcommit", 1000, 10'000));
+    }
+    if (y["memory_overcommit"]) {
+      GPUPOOL_ASSIGN_OR_RETURN(pool.memory_overcommit.permille,
+                               doc.Milli(y, ip, "memory_overcommit", 1000, 10'000));
+    }
+    GPUPOOL_ASSIGN_OR_RETURN(auto sharing, doc.OptionalString(y, ip, "sharing"));
+    if (sharing) {
+      if (*sharing == "exclusive")
+        pool.sharing_mode = SharingMode::kExclusive;
+      else if (*sharing == "fractional")
+        pool.sharing_mode = SharingMode::kFractional;
+      else if (*sharing == "time-sliced")
+        pool.sharing_mode = SharingMode::kTimeSliced;
+      else {
+        return doc.Error(y, ip.Key("sharing"),
+                         "must be exclusive, fractional or time-sliced, got '" + *sharing + "'");
+      }
+    }
+    if (y["replicas"]) {
+      GPUPOOL_ASSIGN_OR_RETURN(int64_t r, doc.Int(y, ip, "replicas", 2, 64));
+      pool.time_slice_replicas = static_cast<int32_t>(r);
+    }
+    if (pool.sharing_mode == SharingMode::kTimeSliced && pool.time_slice_replicas == 0) {
+      return doc.Error(y, ip.Key("replicas"), "required when sharing is time-sliced");
+    }
+    c->pools.push_back(std::move(pool));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string& source) {
+  GPUPOOL_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml, source));
+  DaemonConfig c;
+  if (root.IsNull()) return c;
+  YamlDoc doc{source};
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(root, YamlPath{}));
+  GPUPOOL_RETURN_IF_ERROR(
+      doc.CheckKeys(root, YamlPath{},
+                    {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level",
+                     "auth", "scheduler", "priority_classes", "skus", "pools"}));
+  GPUPOOL_RETURN_IF_ERROR(ParseListen(doc, root, &c));
+  GPUPOOL_ASSIGN_OR_RETURN(auto data_dir, doc.OptionalString(root, YamlPath{}, "data_dir"));
+  if (data_dir) c.data_dir = *data_dir;
+  GPUPOOL_ASSIGN_OR_RETURN(auto database, doc.OptionalString(root, YamlPath{}, "database"));
+  if (database) c.database = *database;
+  if (root["embedded_port"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t port, doc.Int(root, YamlPath{}, "embedded_port", 0, 65535));
+    c.embedded_port = static_cast<int>(port);
+  }
+  GPUPOOL_ASSIGN_OR_RETURN(auto catalog, doc.OptionalString(root, YamlPath{}, "catalog"));
+  if (catalog) c.catalog = *catalog;
+  GPUPOOL_ASSIGN_OR_RETURN(auto level, doc.OptionalString(root, YamlPath{}, "log_level"));
+  if (level) {
+    if (*level != "debug" && *level != "info" && *level != "warn" && *level != "error") {
+      return doc.Error(root["log_level"], YamlPath{}.Key("log_level"),
+                       "must be debug, info, warn or error, got '" + *level + "'");
+    }
+    c.log_level = *level;
+  }
+  GPUPOOL_RETURN_IF_ERROR(ParseAuth(doc, root, &c));
+  GPUPOOL_RETURN_IF_ERROR(ParseScheduler(doc, root, &c.scheduler));
+  GPUPOOL_RETURN_IF_ERROR(ParseClasses(doc, root, &c.scheduler));
+  GPUPOOL_RETURN_IF_ERROR(ParseSkus(doc, root, &c.scheduler));
+  GPUPOOL_RETURN_IF_ERROR(ParsePools(doc, root, &c));
+  if (!c.scheduler.priority_classes.contains(c.scheduler.default_priority_class)) {
+    return doc.Error(
+        root["scheduler"], YamlPath{}.Key("scheduler").Key("default_priority_class"),
+        "'" + c.scheduler.default_priority_class + "' is not a defined priority class");
+  }
+  return c;
+}
+
+Result<DaemonConfig> LoadDaemonConfig(const std::string& path) {
+  GPUPOOL_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  return ParseDaemonConfig(text, path);
+}
+
+std::string DaemonUsage() {
+  return R"(gpupoold — the gpupool scheduler daemon.
+
+Usage: gpupoold [--config FILE] [flags]
+
+With no configuration at all, gpupoold starts a private PostgreSQL under --data-dir from the
+system's binaries, serves gRPC on 127.0.0.1:7070 and REST, /metrics, /healthz and /readyz on
+127.0.0.1:7080, and stops the private database on exit.
+
+Flags (each overrides the config file):
+  --config FILE        YAML configuration (see docs/operations.md)
+  --grpc-listen ADDR   gRPC address, host:port (default 127.0.0.1:7070)
+  --http-listen ADDR   REST/metrics address, host:port (default 127.0.0.1:7080)
+  --data-dir DIR       state directory; the embedded PostgreSQL lives in DIR/pg
+  --database URI       use an external PostgreSQL (postgresql://user@host:port/db)
+  --embedded-port N    port of the embedded PostgreSQL (default: a free one)
+  --catalog FILE       GPU catalog YAML (default: the built-in catalog)
+  --strategy NAME      default placement strategy for pools that name none
+  --log-level LEVEL    debug, info, warn or error
+  --version            print the version and exit
+  --help               this text
+
+Signals: SIGTERM and SIGINT stop the daemon cleanly (running tasks keep running on their nodes).
+)";
+}
+
+Result<CommandLine> ParseDaemonCommandLine(int argc, const char* const* argv) {
+  CommandLine cl;
+  std::vector<std::pair<std::string, std::string>> flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      cl.help = true;
+      return cl;
+    }
+    if (a == "--version") {
+      cl.version = true;
+      return cl;
+    }
+    if (a.rfind("--", 0) != 0) return Status::InvalidArgument("unexpected argument '" + a + "'");
+    std::string value;
+    if (size_t eq = a.find('='); eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return Status::InvalidArgument("flag " + a + " needs a value");
+    }
+    flags.emplace_back(a, value);
+  }
+  for (const auto& [flag, value] : flags) {
+    if (flag == "--config") {
+      GPUPOOL_ASSIGN_OR_RETURN(cl.config, LoadDaemonConfig(value));
+    }
+  }
+  DaemonConfig& c = cl.config;
+  for (const auto& [flag, value] : flags) {
+    if (flag == "--config") continue;
+    if (flag == "--grpc-listen")
+      c.grpc_listen = value;
+    else if (flag == "--http-listen")
+      c.http_listen = value;
+    else if (flag == "--data-dir")
+      c.data_dir = value;
+    else if (flag == "--database")
+      c.database = value;
+    else if (flag == "--catalog")
+      c.catalog = value;
+    else if (flag == "--strategy")
+      c.scheduler.default_strategy = value;
+    else if (flag == "--log-level") {
+      if (value != "debug" && value != "info" && value != "warn" && value != "error") {
+        return Status::InvalidArgument("--log-level: must be debug, info, warn or error, got '" +
+                                       value + "'");
+      }
+      c.log_level = value;
+    } else if (flag == "--embedded-port") {
+      try {
+        c.embedded_port = std::stoi(value);
+      } catch (...) {
+        return Status::InvalidArgument("--embedded-port: not a port number: '" + value + "'");
+      }
+      if (c.embedded_port < 0 || c.embedded_port > 65535) {
+        return Status::InvalidArgument("--embedded-port: must be 0..65535");
+      }
+    } else {
+      return Status::InvalidArgument("unknown flag " + flag + " (see --help)");
+    }
+  }
+  return cl;
+}
+
+}  // namespace gpupool

@@ -1,0 +1,89 @@
+#include <gtest/gtest.h>
+
+#include "cmd/daemon/config.h"
+
+namespace gpupool {
+namespace {
+
+TEST(DaemonConfigTest, EmptyConfigGivesDefaults) {
+  Result<DaemonConfig> c = ParseDaemonConfig("", "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->grpc_listen, "127.0.0.1:7070");
+  EXPECT_TRUE(c->database.empty());
+  EXPECT_TRUE(c->scheduler.priority_classes.contains("normal"));
+}
+
+TEST(DaemonConfigTest, FullConfigParses) {
+  const char* yaml = R"(
+listen: {grpc: "0.0.0.0:9000", http: "0.0.0.0:9001"}
+data_dir: /var/lib/gpupool
+database: postgresql://gpupool@db:5432/gpupool
+auth:
+  api_tokens:
+    - {token: "0123456789abcdef0123", principal: "ops", admin: true}
+  node_tokens: ["node-token-0123456789"]
+scheduler: {default_strategy: fgd, heartbeat_timeout_ms: 5000}
+priority_classes:
+  - {name: normal, value: 100}
+  - {name: urgent, value: 5000, may_preempt: true, min_runtime_ms: 1000}
+skus:
+  - {name: tiny, tflops: 12.5, vram_mib: 4096}
+  - {name: big, gpus: 2, cpu_milli: 16000}
+pools:
+  - {name: shared, strategy: fgd, compute_overcommit: 1.5, sharing: fractional}
+  - {name: vip, visibility: private, allowed_tenants: [acme], sharing: time-sliced, replicas: 4}
+)";
+  Result<DaemonConfig> c = ParseDaemonConfig(yaml, "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->grpc_listen, "0.0.0.0:9000");
+  EXPECT_EQ(c->api_tokens.size(), 1u);
+  EXPECT_TRUE(c->api_tokens[0].admin);
+  EXPECT_EQ(c->scheduler.priority_classes.at("urgent").value, 5000);
+  // "12.5" TFLOPS → 12500 milli-TFLOPS.
+  EXPECT_EQ(c->scheduler.skus.at("tiny").request.fractional, (Resources{12'500, 4096}));
+  EXPECT_EQ(c->scheduler.skus.at("big").request.gpu_count, 2);
+  ASSERT_EQ(c->pools.size(), 2u);
+  EXPECT_EQ(c->pools[0].compute_overcommit.permille, 1500);
+  EXPECT_EQ(c->pools[1].visibility, Visibility::kPrivate);
+  EXPECT_EQ(c->pools[1].time_slice_replicas, 4);
+}
+
+TEST(DaemonConfigTest, ErrorsNameFileKeyAndLine) {
+  struct Case {
+    const char* yaml;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"listen: {grpc: x}\nbogus: 1\n", "gpupoold.yaml:2: bogus"},
+      {"pools:\n  - name: a\n    compute_overcommit: 12\n",
+       "gpupoold.yaml:3: pools[0].compute_overcommit"},
+      {"pools:\n  - name: a\n    sharing: magic\n", "pools[0].sharing: must be exclusive"},
+      {"pools:\n  - name: a\n    sharing: time-sliced\n", "pools[0].replicas: required"},
+      {"log_level: loud\n", "gpupoold.yaml:1: log_level: must be debug"},
+      {"scheduler: {default_priority_class: vip}\n", "'vip' is not a defined priority class"},
+      {"skus:\n  - {name: a, gpus: 1, tflops: 3}\n", "set either gpus or tflops"},
+  };
+  for (const Case& c : cases) {
+    Result<DaemonConfig> r = ParseDaemonConfig(c.yaml, "gpupoold.yaml");
+    ASSERT_FALSE(r.ok()) << c.yaml;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.expected), std::string::npos)
+        << "got: " << r.status().message();
+  }
+}
+
+TEST(DaemonConfigTest, FlagsOverride) {
+  const char* argv[] = {"gpupoold",          "--grpc-listen", "127.0.0.1:0",
+                        "--data-dir=/tmp/x", "--log-level",   "debug"};
+  Result<CommandLine> cl = ParseDaemonCommandLine(6, argv);
+  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+  EXPECT_EQ(cl->config.grpc_listen, "127.0.0.1:0");
+  EXPECT_EQ(cl->config.data_dir, "/tmp/x");
+  EXPECT_EQ(cl->config.log_level, "debug");
+  const char* bad[] = {"gpupoold", "--nope", "1"};
+  EXPECT_NE(ParseDaemonCommandLine(3, bad).status().message().find("unknown flag --nope"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpupool
