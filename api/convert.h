@@ -1,0 +1,89 @@
+// convert: the one place where gpupool.v1 protobuf messages and the scheduler's domain values
+// meet, both ways, with validation at the edge.
+//
+// Inbound (`...FromProto`) functions check syntax and ranges only — what can be judged from the
+// message alone — and return INVALID_ARGUMENT with a message that names the field, e.g.
+//   "spec.task_count: must be between 1 and 10000, got 0".
+// Semantic checks that need state (unknown pool, SKU or priority class, private pool access, a
+// request larger than any device) belong to the scheduler core. Nothing that fails here may
+// reach the core.
+//
+// Outbound (`ToProto`) functions never fail: the domain is valid by construction.
+//
+// Thread safety: pure functions over values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/validate.h"
+#include "base/status.h"
+#include "gpupool/v1/agent.pb.h"
+#include "gpupool/v1/jobs.pb.h"
+#include "gpupool/v1/pools.pb.h"
+#include "pool/catalog.h"
+#include "scheduler/core.h"
+#include "scheduler/dispatch.h"
+#include "scheduler/model.h"
+
+namespace gpupool::api {
+
+namespace v1 = ::gpupool::v1;
+
+// ---- Jobs ----
+// Validates and converts a job spec. `field` prefixes messages ("spec").
+Result<JobSpec> JobSpecFromProto(const v1::JobSpec& spec, std::string_view field = "spec");
+// Filters, page size and page token of a ListJobs request.
+Result<JobFilter> JobFilterFromProto(const v1::ListJobsRequest& req);
+
+void ToProto(const JobSpec& spec, v1::JobSpec* out);
+void ToProto(const TaskRecord& task, v1::Task* out);
+void ToProto(const JobRecord& job, v1::Job* out);
+void ToProto(const JobChange& change, v1::JobEvent* out);
+
+v1::JobState ToProto(JobState s);
+v1::TaskState ToProto(TaskState s);
+// Proto → domain enums; nullopt for UNSPECIFIED or unknown numbers.
+std::optional<JobState> FromProto(v1::JobState s);
+std::optional<TaskState> FromProto(v1::TaskState s);
+
+// ---- Pools ----
+// Validates and converts a pool for creation (`field` prefixes messages: "pool").
+Result<PoolRecord> PoolFromProto(const v1::Pool& pool, std::string_view field = "pool");
+
+// A validated partial update of a pool (UpdatePool with its field mask).
+struct PoolPatch {
+  std::string name;
+  std::optional<Visibility> visibility;
+  std::optional<std::vector<std::string>> allowed_tenants;
+  std::optional<std::string> placement_strategy;
+  std::optional<Ratio> compute_overcommit;
+  std::optional<Ratio> memory_overcommit;
+  std::optional<SharingMode> sharing_mode;
+  std::optional<int32_t> time_slice_replicas;
+};
+// Validates the fields the mask names (empty mask: every mutable field that is set).
+Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req);
+// Applies `patch` to `pool` and checks the result is consistent (replicas vs. sharing mode,
+// allowed tenants vs. visibility). INVALID_ARGUMENT naming the field otherwise.
+Status ApplyPoolPatch(const PoolPatch& patch, PoolRecord* pool);
+
+void ToProto(const CapacityView& c, v1::Capacity* out);
+void ToProto(const PoolRecord& pool, v1::Pool* out);
+void ToProto(const PoolView& pool, v1::Pool* out);
+void ToProto(const DeviceView& device, v1::Device* out);
+void ToProto(const NodeView& node, v1::Node* out);
+void ToProto(const GpuModel& model, v1::GpuModel* out);
+
+// ---- Agents ----
+Result<AgentRegistration> RegistrationFromProto(const v1::Register& reg);
+std::vector<DeviceHealth> DeviceHealthFromProto(const v1::Heartbeat& hb);
+Result<TaskReport> TaskReportFromProto(const std::string& node, const v1::TaskUpdate& update);
+void ToProto(const RegistrationResult& r, v1::RegisterAck* out);
+void ToProto(const StartTaskCommand& cmd, v1::StartTask* out);
+void ToProto(const StopTaskCommand& cmd, v1::StopTask* out);
+
+}  // namespace gpupool::api

@@ -1,0 +1,180 @@
+// The agent half of api/convert.h: Register, Heartbeat and TaskUpdate in; RegisterAck,
+// StartTask and StopTask out.
+#include <set>
+#include <string>
+
+#include "api/convert.h"
+
+namespace gpupool::api {
+namespace {
+
+std::string Index(std::string_view field, int i) {
+  return std::string(field) + "[" + std::to_string(i) + "]";
+}
+
+Status CheckQuantity(int64_t v, int64_t max, std::string_view field) {
+  if (v < 0 || v > max) {
+    return Invalid(field,
+                   "must be between 0 and " + std::to_string(max) + ", got " + std::to_string(v));
+  }
+  return Status::Ok();
+}
+
+Result<DeviceRecord> DeviceFromProto(const v1::DeviceInfo& in, std::string_view field) {
+  DeviceRecord d;
+  if (in.uuid().empty() || in.uuid().size() > 128) {
+    return Invalid(FieldPath(field, "uuid"), "must be 1 to 128 characters");
+  }
+  d.id = in.uuid();
+  if (in.model().size() > 128) return Invalid(FieldPath(field, "model"), "longer than 128");
+  d.model = in.model();
+  if (in.index() < 0) return Invalid(FieldPath(field, "index"), "must be >= 0");
+  d.index = in.index();
+  GPUPOOL_RETURN_IF_ERROR(
+      CheckQuantity(in.milli_tflops(), kMaxMilliTflopsPerDevice, FieldPath(field, "milli_tflops")));
+  GPUPOOL_RETURN_IF_ERROR(
+      CheckQuantity(in.vram_mib(), kMaxVramMibPerDevice, FieldPath(field, "vram_mib")));
+  d.physical = {in.milli_tflops(), in.vram_mib()};
+  d.mig_profile = in.mig_profile();
+  d.parent_id = in.parent_uuid();
+  if (!d.mig_profile.empty() && d.parent_id.empty()) {
+    return Invalid(FieldPath(field, "parent_uuid"), "must be set for a MIG instance");
+  }
+  d.healthy = in.healthy();
+  d.numa_node = in.numa_node();
+  return d;
+}
+
+Result<LinkKind> LinkKindFromProto(v1::LinkKind k, std::string_view field) {
+  switch (k) {
+    case v1::LINK_KIND_NVLINK:
+      return LinkKind::kNvlink;
+    case v1::LINK_KIND_PCIE_SWITCH:
+      return LinkKind::kPcieSwitch;
+    case v1::LINK_KIND_PCIE_HOST:
+      return LinkKind::kPcieHost;
+    case v1::LINK_KIND_UNSPECIFIED:
+    case v1::LINK_KIND_SYSTEM:
+      return LinkKind::kSystem;
+    default:
+      return Invalid(field, "unknown value " + std::to_string(static_cast<int>(k)));
+  }
+}
+
+}  // namespace
+
+Result<AgentRegistration> RegistrationFromProto(const v1::Register& in) {
+  AgentRegistration reg;
+  NodeRecord& n = reg.node;
+  GPUPOOL_RETURN_IF_ERROR(ValidateName(in.node_name(), "register.node_name"));
+  n.name = in.node_name();
+  GPUPOOL_RETURN_IF_ERROR(ValidateName(in.pool(), "register.pool"));
+  n.pool = in.pool();
+  n.labels.insert(in.labels().begin(), in.labels().end());
+  GPUPOOL_RETURN_IF_ERROR(CheckQuantity(in.cpu_milli(), kMaxCpuMilli, "register.cpu_milli"));
+  GPUPOOL_RETURN_IF_ERROR(CheckQuantity(in.memory_mib(), kMaxHostMemoryMib, "register.memory_mib"));
+  GPUPOOL_RETURN_IF_ERROR(
+      CheckQuantity(in.spill_budget_mib(), kMaxHostMemoryMib, "register.spill_budget_mib"));
+  n.cpu_milli = in.cpu_milli();
+  n.memory_mib = in.memory_mib();
+  n.spill_budget_mib = in.spill_budget_mib();
+  std::set<std::string> uuids;
+  std::set<int32_t> indexes;
+  for (int i = 0; i < in.devices_size(); ++i) {
+    std::string f = Index("register.devices", i);
+    GPUPOOL_ASSIGN_OR_RETURN(DeviceRecord d, DeviceFromProto(in.devices(i), f));
+    if (!uuids.insert(d.id).second) {
+      return Invalid(FieldPath(f, "uuid"), "duplicate device '" + d.id + "'");
+    }
+    indexes.insert(d.index);
+    n.devices.push_back(std::move(d));
+  }
+  for (int i = 0; i < in.links_size(); ++i) {
+    const v1::DeviceLink& l = in.links(i);
+    std::string f = Index("register.links", i);
+    if (!indexes.contains(l.a()) || !indexes.contains(l.b())) {
+      return Invalid(f, "links devices " + std::to_string(l.a()) + " and " + std::to_string(l.b()) +
+                            ", which are not both reported");
+    }
+    LinkRecord lr;
+    lr.a = l.a();
+    lr.b = l.b();
+    GPUPOOL_ASSIGN_OR_RETURN(lr.kind, LinkKindFromProto(l.kind(), FieldPath(f, "kind")));
+    lr.bandwidth_gbps = l.bandwidth_gbps();
+    n.links.push_back(lr);
+  }
+  for (int i = 0; i < in.running_tasks_size(); ++i) {
+    const v1::RunningTask& t = in.running_tasks(i);
+    GPUPOOL_RETURN_IF_ERROR(
+        ValidateTaskId(t.task_id(), FieldPath(Index("register.running_tasks", i), "task_id")));
+    reg.running.push_back({t.task_id(), t.attempt()});
+  }
+  return reg;
+}
+
+std::vector<DeviceHealth> DeviceHealthFromProto(const v1::Heartbeat& hb) {
+  std::vector<DeviceHealth> out;
+  out.reserve(hb.devices_size());
+  for (const v1::DeviceMetrics& m : hb.devices()) out.push_back({m.uuid(), m.healthy()});
+  return out;
+}
+
+Result<TaskReport> TaskReportFromProto(const std::string& node, const v1::TaskUpdate& in) {
+  TaskReport r;
+  r.node = node;
+  GPUPOOL_RETURN_IF_ERROR(ValidateTaskId(in.task_id(), "task_update.task_id"));
+  r.task_id = in.task_id();
+  r.attempt = in.attempt();
+  switch (in.state()) {
+    case v1::TASK_STATE_RUNNING:
+    case v1::TASK_STATE_SUCCEEDED:
+    case v1::TASK_STATE_FAILED:
+    case v1::TASK_STATE_CANCELLED:
+    case v1::TASK_STATE_PREEMPTED:
+      r.state = *FromProto(in.state());
+      break;
+    default:
+      return Invalid("task_update.state",
+                     "must be RUNNING, SUCCEEDED, FAILED, CANCELLED or PREEMPTED, got " +
+                         std::to_string(static_cast<int>(in.state())));
+  }
+  r.exit_code = in.exit_code();
+  r.signal = in.signal();
+  r.oom = in.oom();
+  r.reason = in.reason();
+  return r;
+}
+
+void ToProto(const RegistrationResult& r, v1::RegisterAck* out) {
+  out->set_epoch(r.epoch);
+  out->set_heartbeat_interval_ms(r.heartbeat_interval_ms);
+  for (const std::string& id : r.stop_task_ids) out->add_stop_task_ids(id);
+}
+
+void ToProto(const StartTaskCommand& c, v1::StartTask* out) {
+  out->set_task_id(c.task_id);
+  out->set_job_id(std::to_string(c.job_id));
+  out->set_tenant(c.tenant);
+  out->set_attempt(c.attempt);
+  for (const std::string& a : c.argv) out->add_argv(a);
+  out->mutable_env()->insert(c.env.begin(), c.env.end());
+  for (const DeviceGrantCommand& g : c.devices) {
+    v1::DeviceGrant* pg = out->add_devices();
+    pg->set_uuid(g.uuid);
+    pg->set_milli_tflops(g.milli_tflops);
+    pg->set_vram_mib(g.vram_mib);
+    pg->set_thread_percentage(g.thread_percentage);
+  }
+  out->set_max_runtime_ms(c.max_runtime_ms);
+  out->set_epoch(c.epoch);
+}
+
+void ToProto(const StopTaskCommand& c, v1::StopTask* out) {
+  out->set_task_id(c.task_id);
+  out->set_attempt(c.attempt);
+  out->set_grace_period_ms(c.grace_period_ms);
+  out->set_reason(c.reason);
+  out->set_epoch(c.epoch);
+}
+
+}  // namespace gpupool::api

@@ -1,0 +1,118 @@
+// ServiceImpl: the ApiService over the scheduler core.
+//
+// Every method does the same steps: check the caller's rights and validate + convert the request
+// on the caller's thread (api/convert.h; bad input never reaches the core), post a closure to the
+// CoreLoop that calls the Core, convert the result and call `done` (from the core's thread, or
+// from the store's completion path — callers must not block in `done`).
+//
+// Authorization (CallContext):
+//  * admins may do anything;
+//  * a non-admin principal is a tenant path and may submit, see, watch, read logs of and cancel
+//    only jobs whose tenant is the principal or lies below it (prefix on path segments);
+//  * pool create/update/delete and every node method require admin; non-admins may get and list
+//    pools they can use (public ones, and private ones that allow them).
+//
+// GetTaskLogs asks the core where the task runs (Core::NodeOfTask) and reads through the
+// LogFetcher; with follow=true it polls every `log_poll_interval` until the agent has sent
+// everything and the task is terminal, then sends a chunk with eof=true.
+//
+// Lifetime: construct after the Core; destroy after the API servers have stopped (no calls or
+// streams in flight) and before the Core, the CoreLoop and the LogFetcher.
+// Thread safety: all methods may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+
+#include "api/log_fetcher.h"
+#include "api/service.h"
+
+namespace gpupool {
+class Catalog;
+class Core;
+class CoreLoop;
+}  // namespace gpupool
+
+namespace gpupool::api {
+
+struct ServiceOptions {
+  // The GPU models ListGpuModels shows; null = Catalog::Builtin().
+  const Catalog* catalog = nullptr;
+  // Optional probe of the store for Ready() (e.g. a cheap "SELECT 1"); empty = not checked.
+  std::function<Status()> store_health;
+  std::chrono::milliseconds log_poll_interval{500};
+  // A FetchLogs the agent leaves unanswered this long fails the stream with UNAVAILABLE.
+  std::chrono::milliseconds log_fetch_timeout{10000};
+  int64_t log_chunk_bytes = 256 * 1024;
+};
+
+class ServiceImpl final : public ApiService {
+ public:
+  // REQUIRES: core, loop and logs outlive this; `core` is driven by `loop`.
+  ServiceImpl(Core* core, CoreLoop* loop, LogFetcher* logs, ServiceOptions options = {});
+  ~ServiceImpl() override;
+  ServiceImpl(const ServiceImpl&) = delete;
+  ServiceImpl& operator=(const ServiceImpl&) = delete;
+
+  // The daemon calls this once Core::Recover succeeded; until then Ready() is UNAVAILABLE.
+  void SetRecovered(bool recovered) { recovered_ = recovered; }
+
+  void SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& req,
+                 Reply<v1::SubmitJobResponse> done) override;
+  void GetJob(const CallContext& ctx, const v1::GetJobRequest& req, Reply<v1::Job> done) override;
+  void ListJobs(const CallContext& ctx, const v1::ListJobsRequest& req,
+                Reply<v1::ListJobsResponse> done) override;
+  void CancelJob(const CallContext& ctx, const v1::CancelJobRequest& req,
+                 Reply<v1::Job> done) override;
+  Cancel WatchJob(const CallContext& ctx, const v1::WatchJobRequest& req,
+                  std::function<void(const v1::JobEvent&)> on_item,
+                  std::function<void(Status)> done) override;
+  Cancel GetTaskLogs(const CallContext& ctx, const v1::GetTaskLogsRequest& req,
+                     std::function<void(const v1::TaskLogChunk&)> on_item,
+                     std::function<void(Status)> done) override;
+
+  void CreatePool(const CallContext& ctx, const v1::CreatePoolRequest& req,
+                  Reply<v1::Pool> done) override;
+  void GetPool(const CallContext& ctx, const v1::GetPoolRequest& req,
+               Reply<v1::Pool> done) override;
+  void ListPools(const CallContext& ctx, const v1::ListPoolsRequest& req,
+                 Reply<v1::ListPoolsResponse> done) override;
+  void UpdatePool(const CallContext& ctx, const v1::UpdatePoolRequest& req,
+                  Reply<v1::Pool> done) override;
+  void DeletePool(const CallContext& ctx, const v1::DeletePoolRequest& req,
+                  Reply<v1::DeletePoolResponse> done) override;
+
+  void ListNodes(const CallContext& ctx, const v1::ListNodesRequest& req,
+                 Reply<v1::ListNodesResponse> done) override;
+  void GetNode(const CallContext& ctx, const v1::GetNodeRequest& req,
+               Reply<v1::Node> done) override;
+  void CordonNode(const CallContext& ctx, const v1::NodeActionRequest& req,
+                  Reply<v1::Node> done) override;
+  void UncordonNode(const CallContext& ctx, const v1::NodeActionRequest& req,
+                    Reply<v1::Node> done) override;
+  void DrainNode(const CallContext& ctx, const v1::NodeActionRequest& req,
+                 Reply<v1::Node> done) override;
+
+  void ListGpuModels(const CallContext& ctx, const v1::ListGpuModelsRequest& req,
+                     Reply<v1::ListGpuModelsResponse> done) override;
+
+  Status Ready() const override;
+
+ private:
+  struct Timers;
+  class LogStream;
+
+  void SetNodeState(const CallContext& ctx, const v1::NodeActionRequest& req, int state,
+                    Reply<v1::Node> done);
+
+  Core* core_;
+  CoreLoop* loop_;
+  LogFetcher* logs_;
+  ServiceOptions options_;
+  std::atomic<bool> recovered_{false};
+  std::unique_ptr<Timers> timers_;
+};
+
+}  // namespace gpupool::api
