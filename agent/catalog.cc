@@ -11,12 +11,12 @@
 namespace gpupool::agent {
 namespace {
 
-ModelSpec Spec(std::string name, std::string vendor, int64_t tflops, int64_t vram_gib, int32_t tdp,
-               int32_t idle, bool mig, int32_t nvlink_gbps, int32_t pcie_gbps) {
+ModelSpec Spec(std::string name, std::string vendor, int64_t milli_tflops, int64_t vram_gib,
+               int32_t tdp, int32_t idle, bool mig, int32_t nvlink_gbps, int32_t pcie_gbps) {
   ModelSpec s;
   s.name = std::move(name);
   s.vendor = std::move(vendor);
-  s.milli_tflops = tflops * 1000;
+  s.milli_tflops = milli_tflops;
   s.vram_mib = vram_gib * 1024;
   s.tdp_watts = tdp;
   s.idle_watts = idle;
@@ -60,6 +60,7 @@ Status ReadModel(const std::string& path, const std::string& name, const YAML::N
   ModelSpec spec;
   if (const ModelSpec* base = table->Find(name)) spec = *base;
   spec.name = name;
+  int64_t bf16 = -1, fp16 = -1;  // compute = bf16 when > 0, else fp16
   for (const auto& kv : m) {
     const std::string key = kv.first.as<std::string>();
     const YAML::Node& v = kv.second;
@@ -69,7 +70,7 @@ Status ReadModel(const std::string& path, const std::string& name, const YAML::N
       if (!ReadMilli(v, &milli)) {
         return Status::InvalidArgument(Where(path, v, name + "." + key) + ": expected a number");
       }
-      if (key != "fp16_tflops" || spec.milli_tflops == 0) spec.milli_tflops = milli;
+      (key == "fp16_tflops" ? fp16 : bf16) = milli;
     } else if (key == "milli_tflops") {
       if (!ReadMilli(v, &milli)) {
         return Status::InvalidArgument(Where(path, v, name + "." + key) + ": expected a number");
@@ -85,6 +86,11 @@ Status ReadModel(const std::string& path, const std::string& name, const YAML::N
     }
     // Other catalog keys (MIG profiles, aliases…) are the scheduler's business.
   }
+  if (bf16 > 0) {
+    spec.milli_tflops = bf16;
+  } else if (fp16 > 0) {
+    spec.milli_tflops = fp16;
+  }
   if (spec.milli_tflops <= 0 || spec.vram_mib <= 0) {
     return Status::InvalidArgument(Where(path, m, name) +
                                    ": needs positive TFLOPS and VRAM (tflops:, vram_mib:)");
@@ -97,19 +103,21 @@ Status ReadModel(const std::string& path, const std::string& name, const YAML::N
 
 ModelTable ModelTable::BuiltIn() {
   ModelTable t;
-  // name, vendor, dense bf16 TFLOPS, VRAM GiB, TDP W, idle W, MIG, NVLink Gbps, PCIe Gbps.
-  t.Put(Spec("H200", "nvidia", 989, 141, 700, 90, true, 7200, 512));
-  t.Put(Spec("H100-SXM", "nvidia", 989, 80, 700, 90, true, 7200, 512));
-  t.Put(Spec("H100-PCIe", "nvidia", 756, 80, 350, 50, true, 4800, 512));
-  t.Put(Spec("A100-40GB", "nvidia", 312, 40, 400, 55, true, 4800, 256));
-  t.Put(Spec("A100-80GB", "nvidia", 312, 80, 400, 55, true, 4800, 256));
-  t.Put(Spec("L40S", "nvidia", 362, 48, 350, 40, false, 0, 256));
-  t.Put(Spec("L4", "nvidia", 121, 24, 72, 16, false, 0, 128));
-  t.Put(Spec("A10", "nvidia", 125, 24, 150, 20, false, 0, 256));
-  t.Put(Spec("T4", "nvidia", 65, 16, 70, 10, false, 0, 128));
-  t.Put(Spec("V100", "nvidia", 125, 32, 300, 40, false, 2400, 128));
-  t.Put(Spec("MI300X", "amd", 1307, 192, 750, 120, false, 8192, 512));
-  t.Put(Spec("MI250X", "amd", 383, 128, 560, 90, false, 6400, 256));
+  // name, vendor, dense bf16 milli-TFLOPS (values of pool/catalog.yaml), VRAM GiB, TDP W, idle W,
+  // MIG, NVLink Gbps, PCIe Gbps.
+  t.Put(Spec("H200", "nvidia", 989'500, 141, 700, 90, true, 7200, 512));
+  t.Put(Spec("H100-SXM", "nvidia", 989'500, 80, 700, 90, true, 7200, 512));
+  t.Put(Spec("H100-PCIe", "nvidia", 756'500, 80, 350, 50, true, 4800, 512));
+  t.Put(Spec("A100-40GB", "nvidia", 312'000, 40, 400, 55, true, 4800, 256));
+  t.Put(Spec("A100-80GB", "nvidia", 312'000, 80, 400, 55, true, 4800, 256));
+  t.Put(Spec("L40S", "nvidia", 362'050, 48, 350, 40, false, 0, 256));
+  t.Put(Spec("L4", "nvidia", 121'000, 24, 72, 16, false, 0, 128));
+  t.Put(Spec("A10", "nvidia", 125'000, 24, 150, 20, false, 0, 256));
+  t.Put(Spec("T4", "nvidia", 65'000, 16, 70, 10, false, 0, 128));              // fp16: no bf16
+  t.Put(Spec("V100-16GB", "nvidia", 125'000, 16, 300, 40, false, 2400, 128));  // fp16
+  t.Put(Spec("V100-32GB", "nvidia", 125'000, 32, 300, 40, false, 2400, 128));  // fp16
+  t.Put(Spec("MI300X", "amd", 1'307'400, 192, 750, 120, false, 8192, 512));
+  t.Put(Spec("MI250X", "amd", 383'000, 128, 560, 90, false, 6400, 256));
   return t;
 }
 
@@ -162,7 +170,7 @@ std::optional<std::string> ModelFromNvmlName(std::string_view nvml_name) {
   if (Contains(n, " l4") || n == "l4") return "L4";
   if (Contains(n, "a10") && !Contains(n, "a100")) return "A10";
   if (Contains(n, "t4")) return "T4";
-  if (Contains(n, "v100")) return "V100";
+  if (Contains(n, "v100")) return Contains(n, "16gb") ? "V100-16GB" : "V100-32GB";
   if (Contains(n, "mi300x")) return "MI300X";
   if (Contains(n, "mi250x")) return "MI250X";
   return std::nullopt;

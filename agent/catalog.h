@@ -3,9 +3,11 @@
 // names ("NVIDIA H100 80GB HBM3" → "H100-SXM").
 //
 // The built-in table covers the catalog's models (H200, H100-SXM, H100-PCIe, A100-40GB,
-// A100-80GB, L40S, L4, A10, T4, V100, MI300X, MI250X). A catalog YAML (pool/catalog.yaml) may
+// A100-80GB, L40S, L4, A10, T4, V100-16GB, V100-32GB, MI300X, MI250X) with the numbers of
+// pool/catalog.yaml. A catalog YAML (pool/catalog.yaml) may
 // override or extend it: LoadCatalogFile() accepts a list of models under `models:` (or a map
-// keyed by model name) with `tflops`/`bf16_tflops`/`milli_tflops` and `vram_mib`/`vram_gib`.
+// keyed by model name) with `bf16_tflops`/`fp16_tflops` (compute = bf16 when > 0, else fp16) and
+// `vram_mib`.
 //
 // MIG profiles are parsed from their names: "<g>g.<m>gb" is g of 7 compute slices and m GB of
 // memory; an instance's compute is the GPU's × g / 7 (integer milli-TFLOPS, rounded down).

@@ -370,7 +370,7 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
     st.phase = TaskPhase::kSucceeded;
   } else {
     st.phase = TaskPhase::kFailed;
-    st.reason = st.signal ? std::string("killed by signal ") + std::to_string(st.signal) + " (" +
+    st.reason = st.signal ? std::string("killed by signal ") + std::to_string(st.signal) + " (SIG" +
                                 sigabbrev_np(st.signal) + ")"
                           : "exit code " + std::to_string(st.exit_code);
     // An unexplained SIGKILL is most often the kernel's OOM killer.
