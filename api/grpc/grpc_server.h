@@ -1,0 +1,74 @@
+// GrpcServer: gpupoold's gRPC face. Serves JobService, PoolService, NodeService and
+// CatalogService over an ApiService, plus any extra services the daemon registers on the same
+// port (the agent stream service).
+//
+//   GrpcServer grpc(api, auth, "0.0.0.0:7070", {.metrics = registry});
+//   grpc.AddService(&agent_service);     // before Start()
+//   Status st = grpc.Start();            // grpc.port() is the bound port ("…:0" picks one)
+//   …
+//   grpc.Shutdown();                     // ends streams, lets unary calls finish (grace), stops
+//
+// Port reuse is off (GRPC_ARG_ALLOW_REUSEPORT=0), so a port held by another process is an error
+// from Start(), not a silently shared port.
+//
+// Thread safety: Start() and Shutdown() from one controlling thread; the ApiService, the
+// Authenticator, the extra services and the registry must outlive the server.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/auth.h"
+#include "api/service.h"
+#include "base/status.h"
+
+namespace grpc {
+class Service;
+}
+namespace prometheus {
+class Registry;
+}
+
+namespace gpupool::api {
+
+struct GrpcServerOptions {
+  // Registered beside the API services, e.g. the agent stream service. Not owned.
+  std::vector<grpc::Service*> extra_services;
+  // Where request metrics go (gpupool_grpc_requests_total, …); null = no request metrics.
+  std::shared_ptr<prometheus::Registry> metrics;
+  // Largest request message accepted.
+  int max_receive_message_bytes = 4 * 1024 * 1024;
+  // How long Shutdown() lets in-flight unary calls finish before cancelling them.
+  std::chrono::milliseconds shutdown_grace{2000};
+};
+
+class GrpcServer {
+ public:
+  GrpcServer(ApiService& service, const Authenticator& auth, std::string listen_address,
+             GrpcServerOptions options = {});
+  ~GrpcServer();  // Shutdown()
+  GrpcServer(const GrpcServer&) = delete;
+  GrpcServer& operator=(const GrpcServer&) = delete;
+
+  // REQUIRES: before Start(). Not owned; must outlive the server.
+  void AddService(grpc::Service* service);
+
+  // Binds and starts serving. UNAVAILABLE naming the address when it cannot be bound (in use,
+  // not a valid host:port, permission), FAILED_PRECONDITION when already started.
+  Status Start();
+
+  // The bound port after a successful Start(); 0 before.
+  int port() const;
+
+  // Ends open streams with UNAVAILABLE, waits up to shutdown_grace for unary calls, cancels the
+  // rest and returns once every handler is done. Idempotent.
+  void Shutdown();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpupool::api

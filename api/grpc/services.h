@@ -1,0 +1,104 @@
+// The gRPC face of ApiService: JobService, PoolService, NodeService and CatalogService on gRPC's
+// callback API. Each handler takes the same five steps, written once in services.cc:
+//   1. check      — authenticate the `authorization` metadata (Authenticator);
+//   2. convert in — the request message is ApiService's own type: nothing to translate;
+//   3. call       — the ApiService method;
+//   4. convert out — move the reply into gRPC's response message;
+//   5. finish     — with the Status converted in api/status_convert.
+// Validation and permission checks belong to the ApiService, so the REST face gets the same.
+//
+// Thread safety: handlers run on gRPC's threads; ApiService replies arrive on any thread.
+#pragma once
+
+#include "api/auth.h"
+#include "api/grpc/stream_writer.h"
+#include "api/service.h"
+#include "gpupool/v1/jobs.grpc.pb.h"
+#include "gpupool/v1/pools.grpc.pb.h"
+
+namespace gpupool::api::grpcface {
+
+// What every handler needs; owned by GrpcServer and outliving the services.
+struct Deps {
+  ApiService* service;
+  const Authenticator* auth;
+  StreamTracker* streams;
+};
+
+class JobServiceImpl final : public v1::JobService::CallbackService {
+ public:
+  explicit JobServiceImpl(Deps deps) : d_(deps) {}
+
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
+                                      const v1::SubmitJobRequest* req,
+                                      v1::SubmitJobResponse* resp) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* ctx, const v1::GetJobRequest* req,
+                                   v1::Job* resp) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
+                                     const v1::ListJobsRequest* req,
+                                     v1::ListJobsResponse* resp) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx,
+                                      const v1::CancelJobRequest* req, v1::Job* resp) override;
+  grpc::ServerWriteReactor<v1::JobEvent>* WatchJob(grpc::CallbackServerContext* ctx,
+                                                   const v1::WatchJobRequest* req) override;
+  grpc::ServerWriteReactor<v1::TaskLogChunk>* GetTaskLogs(
+      grpc::CallbackServerContext* ctx, const v1::GetTaskLogsRequest* req) override;
+
+ private:
+  Deps d_;
+};
+
+class PoolServiceImpl final : public v1::PoolService::CallbackService {
+ public:
+  explicit PoolServiceImpl(Deps deps) : d_(deps) {}
+
+  grpc::ServerUnaryReactor* CreatePool(grpc::CallbackServerContext* ctx,
+                                       const v1::CreatePoolRequest* req, v1::Pool* resp) override;
+  grpc::ServerUnaryReactor* GetPool(grpc::CallbackServerContext* ctx, const v1::GetPoolRequest* req,
+                                    v1::Pool* resp) override;
+  grpc::ServerUnaryReactor* ListPools(grpc::CallbackServerContext* ctx,
+                                      const v1::ListPoolsRequest* req,
+                                      v1::ListPoolsResponse* resp) override;
+  grpc::ServerUnaryReactor* UpdatePool(grpc::CallbackServerContext* ctx,
+                                       const v1::UpdatePoolRequest* req, v1::Pool* resp) override;
+  grpc::ServerUnaryReactor* DeletePool(grpc::CallbackServerContext* ctx,
+                                       const v1::DeletePoolRequest* req,
+                                       v1::DeletePoolResponse* resp) override;
+
+ private:
+  Deps d_;
+};
+
+class NodeServiceImpl final : public v1::NodeService::CallbackService {
+ public:
+  explicit NodeServiceImpl(Deps deps) : d_(deps) {}
+
+  grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* ctx,
+                                      const v1::ListNodesRequest* req,
+                                      v1::ListNodesResponse* resp) override;
+  grpc::ServerUnaryReactor* GetNode(grpc::CallbackServerContext* ctx, const v1::GetNodeRequest* req,
+                                    v1::Node* resp) override;
+  grpc::ServerUnaryReactor* CordonNode(grpc::CallbackServerContext* ctx,
+                                       const v1::NodeActionRequest* req, v1::Node* resp) override;
+  grpc::ServerUnaryReactor* UncordonNode(grpc::CallbackServerContext* ctx,
+                                         const v1::NodeActionRequest* req, v1::Node* resp) override;
+  grpc::ServerUnaryReactor* DrainNode(grpc::CallbackServerContext* ctx,
+                                      const v1::NodeActionRequest* req, v1::Node* resp) override;
+
+ private:
+  Deps d_;
+};
+
+class CatalogServiceImpl final : public v1::CatalogService::CallbackService {
+ public:
+  explicit CatalogServiceImpl(Deps deps) : d_(deps) {}
+
+  grpc::ServerUnaryReactor* ListGpuModels(grpc::CallbackServerContext* ctx,
+                                          const v1::ListGpuModelsRequest* req,
+                                          v1::ListGpuModelsResponse* resp) override;
+
+ private:
+  Deps d_;
+};
+
+}  // namespace gpupool::api::grpcface

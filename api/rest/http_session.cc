@@ -1,0 +1,400 @@
+#include "api/rest/http_session.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <atomic>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "api/rest/json_mapping.h"
+#include "base/log.h"
+
+namespace gpupool::api::rest {
+
+// The Responder of one request: posts the answer onto its session's strand through the Gate.
+class Exchange final : public Responder {
+ public:
+  Exchange(std::weak_ptr<HttpSession> session, std::shared_ptr<Gate> gate, uint64_t id)
+      : session_(std::move(session)), gate_(std::move(gate)), id_(id) {}
+
+  void SetRoute(std::string pattern) override {
+    std::lock_guard lock(mu_);
+    route_ = std::move(pattern);
+  }
+  std::string route() {
+    std::lock_guard lock(mu_);
+    return route_.empty() ? "unmatched" : route_;
+  }
+
+  void Reply(int status, std::string content_type, std::string body, Headers headers) override {
+    Post([id = id_, status, ct = std::move(content_type), body = std::move(body),
+          headers = std::move(headers)](HttpSession& s) mutable {
+      s.DeliverReply(id, status, std::move(ct), std::move(body), std::move(headers));
+    });
+  }
+  void StreamLine(std::string line) override {
+    any_line_ = true;
+    Post([id = id_, line = std::move(line)](HttpSession& s) mutable {
+      s.DeliverLine(id, std::move(line));
+    });
+  }
+  void StreamEnd(const Status& status) override {
+    // An error before the first item is an ordinary error response (404 for an unknown job…).
+    if (!any_line_ && !status.ok()) return ReplyError(*this, status);
+    Post([id = id_, status](HttpSession& s) { s.DeliverEnd(id, status); });
+  }
+  void SetCancel(Cancel cancel) override {
+    if (!cancel) return;
+    // Runs the Cancel if the session never takes it (closed gate, dropped handler).
+    struct CancelOnDrop {
+      Cancel cancel;
+      ~CancelOnDrop() {
+        if (cancel) cancel();
+      }
+    };
+    auto holder = std::make_shared<CancelOnDrop>(CancelOnDrop{std::move(cancel)});
+    Post([id = id_, holder](HttpSession& s) {
+      s.DeliverCancel(id, std::exchange(holder->cancel, nullptr));
+    });
+  }
+
+ private:
+  template <typename F>
+  void Post(F&& f) {
+    std::lock_guard lock(gate_->mu);
+    if (!gate_->open) return;
+    std::shared_ptr<HttpSession> s = session_.lock();  // released before the gate
+    if (!s) return;
+    net::post(s->executor(), [s, f = std::forward<F>(f)]() mutable { f(*s); });
+  }
+
+  const std::weak_ptr<HttpSession> session_;
+  const std::shared_ptr<Gate> gate_;
+  const uint64_t id_;
+  std::atomic<bool> any_line_{false};
+  std::mutex mu_;
+  std::string route_;  // guarded by mu_
+};
+
+namespace {
+
+std::string Chunk(std::string_view data) {
+  char size[32];
+  const int n = std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+  std::string out(size, static_cast<size_t>(n));
+  out.append(data);
+  out.append("\r\n");
+  return out;
+}
+
+}  // namespace
+
+// HttpMetrics.
+HttpMetrics::HttpMetrics(prometheus::Registry* registry) {
+  if (registry == nullptr) return;
+  requests_ = &prometheus::BuildCounter()
+                   .Name("gpupool_http_requests_total")
+                   .Help("HTTP requests handled, by method, route pattern and status code.")
+                   .Register(*registry);
+  duration_ = &prometheus::BuildHistogram()
+                   .Name("gpupool_http_request_duration_seconds")
+                   .Help("Time from a request's arrival to its last response byte written.")
+                   .Register(*registry);
+}
+
+void HttpMetrics::Record(const std::string& method, const std::string& route, int code,
+                         std::chrono::steady_clock::duration elapsed) {
+  if (requests_ == nullptr) return;
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  requests_->Add({{"method", method}, {"route", route}, {"code", std::to_string(code)}})
+      .Increment();
+  duration_->Add({{"method", method}, {"route", route}}, kBuckets)
+      .Observe(std::chrono::duration<double>(elapsed).count());
+}
+
+// SessionRegistry.
+void SessionRegistry::Add(const std::shared_ptr<HttpSession>& s) {
+  std::lock_guard lock(mu_);
+  live_.emplace(s.get(), s);
+}
+
+void SessionRegistry::Remove(HttpSession* s) {
+  std::shared_ptr<HttpSession> keep;  // destroyed after the lock is released
+  {
+    std::lock_guard lock(mu_);
+    auto it = live_.find(s);
+    if (it == live_.end()) return;
+    keep = std::move(it->second);
+    live_.erase(it);
+  }
+  cv_.notify_all();
+}
+
+std::vector<std::shared_ptr<HttpSession>> SessionRegistry::Snapshot() {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<HttpSession>> out;
+  for (const auto& [_, s] : live_) out.push_back(s);
+  return out;
+}
+
+bool SessionRegistry::WaitEmpty(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_until(lock, deadline, [this] { return live_.empty(); });
+}
+
+void SessionRegistry::Clear() {
+  std::unordered_map<HttpSession*, std::shared_ptr<HttpSession>> live;
+  {
+    std::lock_guard lock(mu_);
+    live.swap(live_);
+  }
+}
+
+// HttpSession.
+HttpSession::HttpSession(tcp::socket socket, SessionEnv env)
+    : executor_(socket.get_executor()), stream_(std::move(socket)), env_(std::move(env)) {}
+
+HttpSession::~HttpSession() {
+  if (cancel_) cancel_();
+}
+
+void HttpSession::Start() {
+  net::dispatch(executor_, [self = shared_from_this()] { self->DoRead(); });
+}
+
+void HttpSession::Drain() {
+  net::post(executor_, [self = shared_from_this()] {
+    self->draining_ = true;
+    if (self->mode_ != Mode::kWaiting && self->mode_ != Mode::kWriting) self->Close();
+  });
+}
+
+void HttpSession::DoRead() {
+  mode_ = Mode::kReading;
+  parser_.emplace();
+  parser_->header_limit(static_cast<std::uint32_t>(env_.options->max_header_bytes));
+  parser_->body_limit(env_.options->max_body_bytes);
+  stream_.expires_after(env_.options->idle_timeout);
+  http::async_read(stream_, buffer_, *parser_,
+                   [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+}
+
+void HttpSession::OnRead(beast::error_code ec) {
+  if (mode_ == Mode::kClosed) return;
+  if (!ec) return Dispatch(parser_->release());
+  if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+      ec == net::error::operation_aborted || ec == net::error::connection_reset ||
+      ec == net::error::eof) {
+    return Close();
+  }
+  const HttpServerOptions& o = *env_.options;
+  if (ec == http::error::body_limit) {
+    return RejectRequest(413,
+                         Status::ResourceExhausted("request body too large: the limit is " +
+                                                   std::to_string(o.max_body_bytes) + " bytes"));
+  }
+  if (ec == http::error::header_limit) {
+    return RejectRequest(431,
+                         Status::ResourceExhausted("request header too large: the limit is " +
+                                                   std::to_string(o.max_header_bytes) + " bytes"));
+  }
+  RejectRequest(400, Status::InvalidArgument("malformed HTTP request: " + ec.message()));
+}
+
+Exchange& HttpSession::NewExchange() {
+  ++exchange_id_;
+  mode_ = Mode::kWaiting;
+  recorded_ = false;
+  code_ = 0;
+  stream_done_ = false;
+  started_ = std::chrono::steady_clock::now();
+  exchange_ = std::make_shared<Exchange>(weak_from_this(), env_.gate, exchange_id_);
+  stream_.expires_never();  // the ApiService takes what it takes; writes set their own timeout
+  return *exchange_;
+}
+
+void HttpSession::Dispatch(http::request<http::string_body> req) {
+  NewExchange();
+  method_ = std::string(http::to_string(req.method()));
+  version_ = req.version();
+  keep_alive_ = req.keep_alive();
+  HttpRequestIn in;
+  in.method = std::string(req.method_string());
+  in.target = std::string(req.target());
+  in.authorization = std::string(req[http::field::authorization]);
+  in.body = std::move(req.body());
+  env_.api->Handle(in, exchange_);
+}
+
+void HttpSession::RejectRequest(int http_status, const Status& error) {
+  std::string route = "unmatched";
+  method_ = "unknown";
+  if (parser_ && parser_->is_header_done()) {
+    const auto& head = parser_->get();
+    method_ = std::string(http::to_string(head.method()));
+    version_ = head.version();
+    route = env_.api->RouteOf(head.method_string(), head.target());
+  }
+  Exchange& ex = NewExchange();
+  keep_alive_ = false;  // the rest of the request is unread: the connection cannot go on
+  ex.SetRoute(route);
+  ReplyError(ex, error, http_status);
+}
+
+void HttpSession::DeliverReply(uint64_t id, int status, std::string content_type, std::string body,
+                               Headers headers) {
+  if (id != exchange_id_ || mode_ != Mode::kWaiting) return;
+  auto res = std::make_shared<http::response<http::string_body>>();
+  res->version(version_);
+  res->result(static_cast<unsigned>(status));
+  if (status == 499) res->reason("Client Closed Request");
+  res->set(http::field::server, "gpupool");
+  res->set(http::field::content_type, content_type);
+  for (auto& [name, value] : headers) res->set(name, value);
+  res->body() = std::move(body);
+  res->keep_alive(keep_alive_ && !draining_);
+  res->prepare_payload();
+  code_ = status;
+  mode_ = Mode::kWriting;
+  stream_.expires_after(env_.options->write_timeout);
+  http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+    self->FinishExchange(self->code_);
+    if (ec && ec != http::error::end_of_stream) return self->Close();
+    if (!res->keep_alive()) return self->CloseGracefully();
+    if (self->draining_) return self->Close();
+    self->DoRead();
+  });
+}
+
+void HttpSession::StartStream() {
+  mode_ = Mode::kStreaming;
+  code_ = 200;
+  stream_.expires_never();
+  WatchForHangup();  // before the first write, so the read carries no write timeout
+  std::string head = version_ >= 11 ? "HTTP/1.1 200 OK\r\n" : "HTTP/1.0 200 OK\r\n";
+  head += "Server: gpupool\r\n";
+  head += "Content-Type: application/x-ndjson\r\n";
+  head += "Cache-Control: no-cache\r\n";
+  head += "Connection: close\r\n";
+  if (version_ >= 11) head += "Transfer-Encoding: chunked\r\n";
+  head += "\r\n";
+  QueueStreamBytes(std::move(head));
+}
+
+void HttpSession::DeliverLine(uint64_t id, std::string line) {
+  if (id != exchange_id_ || stream_done_) return;
+  if (mode_ == Mode::kWaiting) StartStream();
+  if (mode_ != Mode::kStreaming) return;
+  QueueStreamBytes(version_ >= 11 ? Chunk(line) : std::move(line));
+}
+
+void HttpSession::DeliverEnd(uint64_t id, Status status) {
+  if (id != exchange_id_ || stream_done_) return;
+  if (mode_ == Mode::kWaiting) StartStream();  // an empty stream
+  if (mode_ != Mode::kStreaming) return;
+  cancel_ = nullptr;  // the upstream has finished
+  if (!status.ok()) {
+    std::string line = "{\"error\":" + ErrorJson(status) + "}\n";
+    QueueStreamBytes(version_ >= 11 ? Chunk(line) : std::move(line));
+  }
+  if (version_ >= 11) QueueStreamBytes("0\r\n\r\n");
+  stream_done_ = true;
+  DoStreamWrite();
+}
+
+void HttpSession::DeliverCancel(uint64_t id, Cancel cancel) {
+  if (id != exchange_id_ || mode_ == Mode::kClosed || stream_done_) {
+    if (cancel) cancel();
+    return;
+  }
+  cancel_ = std::move(cancel);
+}
+
+void HttpSession::QueueStreamBytes(std::string bytes) {
+  if (mode_ == Mode::kClosed) return;
+  out_bytes_ += bytes.size();
+  out_.push_back(std::move(bytes));
+  if (out_bytes_ > env_.options->max_stream_backlog_bytes) {
+    LogWarn("api.http", "stream dropped: client reads too slowly",
+            {{"backlog_bytes", std::to_string(out_bytes_)}});
+    return Close();
+  }
+  DoStreamWrite();
+}
+
+void HttpSession::DoStreamWrite() {
+  if (writing_ || mode_ != Mode::kStreaming) return;
+  if (out_.empty()) {
+    if (stream_done_) {
+      FinishExchange(code_);
+      Close();
+    }
+    return;
+  }
+  writing_ = true;
+  writing_bytes_.clear();
+  for (std::string& piece : out_) writing_bytes_ += piece;
+  out_.clear();
+  stream_.expires_after(env_.options->write_timeout);  // the hang-up read keeps no timeout
+  net::async_write(stream_, net::buffer(writing_bytes_),
+                   [self = shared_from_this()](beast::error_code ec, size_t n) {
+                     self->writing_ = false;
+                     self->out_bytes_ -= n;
+                     if (ec) return self->Close();
+                     self->DoStreamWrite();
+                   });
+}
+
+void HttpSession::WatchForHangup() {
+  stream_.async_read_some(net::buffer(hangup_buf_),
+                          [self = shared_from_this()](beast::error_code ec, size_t) {
+                            if (self->mode_ != Mode::kStreaming || self->stream_done_) return;
+                            if (ec) return self->Close();  // the client went away
+                            self->WatchForHangup();        // ignore what a client sends
+                          });
+}
+
+void HttpSession::FinishExchange(int code) {
+  if (recorded_ || !exchange_) return;
+  recorded_ = true;
+  env_.metrics->Record(method_, exchange_->route(), code,
+                       std::chrono::steady_clock::now() - started_);
+}
+
+void HttpSession::CloseGracefully() {
+  if (mode_ == Mode::kClosed) return;
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (ec || draining_) return Close();
+  mode_ = Mode::kLingering;
+  stream_.expires_after(std::chrono::seconds(1));
+  Linger(0);
+}
+
+void HttpSession::Linger(size_t discarded) {
+  stream_.async_read_some(net::buffer(hangup_buf_),
+                          [self = shared_from_this(), discarded](beast::error_code ec, size_t n) {
+                            if (ec || discarded + n > (1u << 20) || self->mode_ != Mode::kLingering)
+                              return self->Close();
+                            self->Linger(discarded + n);
+                          });
+}
+
+void HttpSession::Close() {
+  if (mode_ == Mode::kClosed) return;
+  // A request whose answer will never be written counts as 499, like nginx's "client closed".
+  FinishExchange(mode_ == Mode::kWaiting || code_ == 0 ? 499 : code_);
+  mode_ = Mode::kClosed;
+  if (cancel_) std::exchange(cancel_, nullptr)();
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+  stream_.close();
+  env_.registry->Remove(this);
+}
+
+}  // namespace gpupool::api::rest

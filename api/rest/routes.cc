@@ -1,0 +1,190 @@
+#include "api/rest/routes.h"
+
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include "api/rest/json_mapping.h"
+#include "api/status_convert.h"
+
+namespace gpupool::api::rest {
+namespace {
+
+constexpr std::string_view kJson = "application/json";
+
+// Which parts of the HTTP request feed the request message (json_mapping.h has the rules).
+enum Inputs { kPath = 0, kBody = 1, kQuery = 2 };
+
+template <typename Req, typename Resp>
+using UnaryMethod = void (ApiService::*)(const CallContext&, const Req&, Reply<Resp>);
+template <typename Req, typename Item>
+using StreamMethod = Cancel (ApiService::*)(const CallContext&, const Req&,
+                                            std::function<void(const Item&)>,
+                                            std::function<void(Status)>);
+
+Status BuildRequest(const RestApi::Call& call, int inputs, google::protobuf::Message* req) {
+  if (inputs & kBody) {
+    GPUPOOL_RETURN_IF_ERROR(ParseJsonBody(call.body, req));
+  } else if (call.body.find_first_not_of(" \t\r\n") != std::string_view::npos) {
+    return Status::InvalidArgument("this route takes no request body");
+  }
+  if (!call.query.empty()) {
+    if (!(inputs & kQuery)) {
+      return Status::InvalidArgument("unknown query parameter '" + call.query.front().first +
+                                     "'; this route takes none");
+    }
+    GPUPOOL_RETURN_IF_ERROR(ApplyQueryParams(call.query, req));
+  }
+  for (const auto& [field, value] : call.path_params) {
+    GPUPOOL_RETURN_IF_ERROR(ApplyPathParam(field, value, req));
+  }
+  return Status::Ok();
+}
+
+void ReplyMessage(Responder& r, const google::protobuf::Message& msg) {
+  Result<std::string> json = ToJson(msg);
+  if (!json.ok()) return ReplyError(r, json.status());
+  r.Reply(200, std::string(kJson), std::move(json).value());
+}
+
+}  // namespace
+
+void ReplyError(Responder& r, const Status& status, int http_status, Headers headers) {
+  if (http_status == 0) http_status = HttpStatusFromCode(status.code());
+  if (status.code() == StatusCode::kUnauthenticated) {
+    headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpupool\"");
+  }
+  r.Reply(http_status, std::string(kJson), ErrorJson(status), std::move(headers));
+}
+
+template <typename Req, typename Resp, typename Method>
+void RestApi::Unary(std::string method, std::string_view pattern, int inputs, Method fn) {
+  UnaryMethod<Req, Resp> m = fn;
+  ApiService* svc = &service_;
+  Add(std::move(method), pattern, true,
+      [svc, m, inputs](const Call& call, const std::shared_ptr<Responder>& r) {
+        Req req;
+        if (Status st = BuildRequest(call, inputs, &req); !st.ok()) return ReplyError(*r, st);
+        (svc->*m)(call.caller, req, [r](Status st, Resp reply) {
+          if (!st.ok()) return ReplyError(*r, st);
+          ReplyMessage(*r, reply);
+        });
+      });
+}
+
+template <typename Req, typename Item, typename Method>
+void RestApi::Stream(std::string method, std::string_view pattern, int inputs, Method fn) {
+  StreamMethod<Req, Item> m = fn;
+  ApiService* svc = &service_;
+  Add(std::move(method), pattern, true,
+      [svc, m, inputs](const Call& call, const std::shared_ptr<Responder>& r) {
+        Req req;
+        if (Status st = BuildRequest(call, inputs, &req); !st.ok()) return ReplyError(*r, st);
+        Cancel cancel = (svc->*m)(
+            call.caller, req,
+            [r](const Item& item) {
+              Result<std::string> json = ToJson(item);
+              if (!json.ok()) return;  // not valid UTF-8: cannot happen for these messages
+              r->StreamLine("{\"result\":" + json.value() + "}\n");
+            },
+            [r](Status st) { r->StreamEnd(st); });
+        r->SetCancel(std::move(cancel));
+      });
+}
+
+RestApi::RestApi(ApiService& service, const Authenticator& auth,
+                 std::shared_ptr<prometheus::Registry> registry)
+    : service_(service), auth_(auth), registry_(std::move(registry)) {
+  using S = ApiService;
+  using namespace ::gpupool::v1;  // NOLINT: the table reads better with short names
+  Unary<SubmitJobRequest, SubmitJobResponse>("POST", "/v1/jobs", kBody, &S::SubmitJob);
+  Unary<ListJobsRequest, ListJobsResponse>("GET", "/v1/jobs", kQuery, &S::ListJobs);
+  Unary<GetJobRequest, Job>("GET", "/v1/jobs/{job_id}", kPath, &S::GetJob);
+  Unary<CancelJobRequest, Job>("POST", "/v1/jobs/{job_id}:cancel", kBody, &S::CancelJob);
+  Stream<WatchJobRequest, JobEvent>("GET", "/v1/jobs/{job_id}:watch", kPath, &S::WatchJob);
+  Stream<GetTaskLogsRequest, TaskLogChunk>("GET", "/v1/tasks/{task_id}/logs", kQuery,
+                                           &S::GetTaskLogs);
+
+  Unary<CreatePoolRequest, Pool>("POST", "/v1/pools", kBody, &S::CreatePool);
+  Unary<ListPoolsRequest, ListPoolsResponse>("GET", "/v1/pools", kPath, &S::ListPools);
+  Unary<GetPoolRequest, Pool>("GET", "/v1/pools/{name}", kPath, &S::GetPool);
+  Unary<UpdatePoolRequest, Pool>("PATCH", "/v1/pools/{pool.name}", kBody | kQuery, &S::UpdatePool);
+  Unary<DeletePoolRequest, DeletePoolResponse>("DELETE", "/v1/pools/{name}", kPath, &S::DeletePool);
+
+  Unary<ListNodesRequest, ListNodesResponse>("GET", "/v1/nodes", kQuery, &S::ListNodes);
+  Unary<GetNodeRequest, Node>("GET", "/v1/nodes/{name}", kPath, &S::GetNode);
+  Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:cordon", kBody, &S::CordonNode);
+  Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:uncordon", kBody, &S::UncordonNode);
+  Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:drain", kBody, &S::DrainNode);
+
+  Unary<ListGpuModelsRequest, ListGpuModelsResponse>("GET", "/v1/catalog", kPath,
+                                                     &S::ListGpuModels);
+  AddProbes();
+}
+
+RestApi::~RestApi() = default;
+
+void RestApi::AddProbes() {
+  Add("GET", "/healthz", false, [](const Call&, const std::shared_ptr<Responder>& r) {
+    r->Reply(200, "text/plain; charset=utf-8", "ok\n");
+  });
+  ApiService* svc = &service_;
+  Add("GET", "/readyz", false, [svc](const Call&, const std::shared_ptr<Responder>& r) {
+    const Status st = svc->Ready();
+    if (st.ok()) return r->Reply(200, "text/plain; charset=utf-8", "ok\n");
+    r->Reply(503, "text/plain; charset=utf-8", "not ready: " + st.ToString() + "\n");
+  });
+  prometheus::Registry* registry = registry_.get();
+  Add("GET", "/metrics", false, [registry](const Call&, const std::shared_ptr<Responder>& r) {
+    std::string text;
+    if (registry != nullptr) text = prometheus::TextSerializer().Serialize(registry->Collect());
+    r->Reply(200, "text/plain; version=0.0.4; charset=utf-8", std::move(text));
+  });
+}
+
+void RestApi::Add(std::string method, std::string_view pattern, bool authenticated,
+                  Handler handler) {
+  router_.Add(std::move(method), pattern);
+  routes_.push_back({authenticated, std::move(handler)});
+}
+
+std::string RestApi::RouteOf(std::string_view method, std::string_view target) const {
+  const Router::Match m = router_.Find(method, target.substr(0, target.find('?')));
+  return m.kind == Router::Match::kFound ? router_.pattern(m.route) : "unmatched";
+}
+
+void RestApi::Handle(const HttpRequestIn& req, const std::shared_ptr<Responder>& r) const {
+  const size_t q = req.target.find('?');
+  const std::string_view path = std::string_view(req.target).substr(0, q);
+  const Router::Match m = router_.Find(req.method, path);
+  if (m.kind == Router::Match::kNotFound) {
+    r->SetRoute("unmatched");
+    return ReplyError(*r, Status::NotFound("no route for " + req.method + " " + std::string(path) +
+                                           "; the REST API is described in docs/api.md"));
+  }
+  if (m.kind == Router::Match::kMethodNotAllowed) {
+    r->SetRoute("unmatched");
+    return ReplyError(*r,
+                      Status::Unimplemented("method " + req.method + " is not allowed on " +
+                                            std::string(path) + "; allowed: " + m.allowed),
+                      405, {{"Allow", m.allowed}});
+  }
+  r->SetRoute(router_.pattern(m.route));
+  const Route& route = routes_[m.route];
+
+  Call call;
+  if (route.authenticated) {
+    Result<CallContext> caller = auth_.Authenticate(req.authorization);
+    if (!caller.ok()) return ReplyError(*r, caller.status());
+    call.caller = std::move(caller).value();
+  }
+  if (q != std::string::npos) {
+    auto query = ParseQuery(std::string_view(req.target).substr(q + 1));
+    if (!query.ok()) return ReplyError(*r, query.status().WithContext("query string"));
+    call.query = std::move(query).value();
+  }
+  call.path_params = m.params;
+  call.body = req.body;
+  route.handler(call, r);
+}
+
+}  // namespace gpupool::api::rest
