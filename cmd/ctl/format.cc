@@ -57,10 +57,26 @@ std::string ToJson(const google::protobuf::Message& m, bool pretty) {
   return out;
 }
 
+namespace {
+
+// JSON parses as flow style; people read block style.
+void SetBlockStyle(YAML::Node node) {
+  if (node.IsMap() || node.IsSequence()) {
+    node.SetStyle(YAML::EmitterStyle::Block);
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      SetBlockStyle(node.IsMap() ? it->second : *it);
+    }
+  }
+}
+
+}  // namespace
+
 std::string ToYaml(const google::protobuf::Message& m) {
   try {
+    YAML::Node root = YAML::Load(ToJson(m, false));
+    SetBlockStyle(root);
     YAML::Emitter emitter;
-    emitter << YAML::Load(ToJson(m, false));
+    emitter << root;
     return emitter.c_str();
   } catch (const YAML::Exception&) {
     return ToJson(m, true);  // JSON is YAML too
