@@ -198,68 +198,46 @@ int Ctx::Fail(const Status& status, int exit_code) const {
   return exit_code;
 }
 
-int Run(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
-        std::ostream& err) {
-  Ctx ctx(out, err);
-  // Split the command words (leading non-flags) from everything else.
-  std::vector<std::string> words;
-  std::vector<std::string> rest;
-  std::string path;
-  const Command* cmd = nullptr;
-  bool help_topic = false;
+namespace {
+
+// The command words of an invocation, split from its flags and arguments.
+struct Resolved {
+  const Command* cmd = nullptr;   // null: no full command (top level, a group or help)
+  std::string path;               // "jobs submit", "jobs", or the help topic
+  bool help_topic = false;        // "gpupoolctl help TOPIC"
+  std::vector<std::string> rest;  // flags and arguments, for ParseFlags
+};
+
+// Leading non-flag words name the command; global flags may come before them.
+Result<Resolved> Resolve(const std::vector<std::string>& args) {
+  Resolved r;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& w = args[i];
-    if (cmd != nullptr || w == "--") {
-      rest.insert(rest.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+    if (r.cmd != nullptr || w == "--") {
+      r.rest.insert(r.rest.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
       break;
     }
     if (w.size() > 1 && w[0] == '-') {
-      rest.push_back(w);
-      if (IsGlobalValueFlag(w) && i + 1 < args.size()) rest.push_back(args[++i]);
+      r.rest.push_back(w);
+      if (IsGlobalValueFlag(w) && i + 1 < args.size()) r.rest.push_back(args[++i]);
       continue;
     }
-    if (words.empty() && w == "help") {
-      help_topic = true;
-      words.push_back(w);
+    if (r.path.empty() && !r.help_topic && w == "help") {
+      r.help_topic = true;
       continue;
     }
-    if (help_topic) {
-      path += (path.empty() ? "" : " ") + w;
-      continue;
-    }
-    words.push_back(w);
-    path += (path.empty() ? "" : " ") + w;
-    cmd = FindCommand(path);
-    if (cmd == nullptr && !IsGroup(path)) {
-      ctx.command_path = "";
-      return ctx.Usage("unknown command '" + path + "'");
+    r.path += (r.path.empty() ? "" : " ") + w;
+    if (r.help_topic) continue;
+    r.cmd = FindCommand(r.path);
+    if (r.cmd == nullptr && !IsGroup(r.path)) {
+      return Status::InvalidArgument("unknown command '" + r.path + "'");
     }
   }
-  if (help_topic) {
-    if (!PrintHelpTopic(out, path)) return ctx.Usage("unknown help topic '" + path + "'");
-    return kExitOk;
-  }
+  return r;
+}
 
-  std::vector<FlagSpec> specs = GlobalFlags();
-  if (cmd != nullptr) specs.insert(specs.end(), cmd->flags.begin(), cmd->flags.end());
-  ctx.command_path = cmd != nullptr ? cmd->path : path;
-  Result<ParsedArgs> parsed = ParseFlags(specs, rest);
-  const bool want_help = parsed.ok() && parsed->GetBool("help");
-  if (cmd == nullptr) {
-    if (want_help) {
-      PrintHelpTopic(out, path);
-      return kExitOk;
-    }
-    PrintHelpTopic(err, path);
-    return kExitUsage;
-  }
-  if (!parsed.ok()) return ctx.Usage(parsed.status().message());
-  if (want_help) {
-    PrintCommandHelp(out, *cmd);
-    return kExitOk;
-  }
-  const ParsedArgs& a = *parsed;
-
+// Applies the global flags to ctx; returns kExitOk or a usage error's exit code.
+int ApplyGlobalFlags(Ctx& ctx, const ParsedArgs& a, const Environment& env) {
   ctx.server = a.Get("server", env.server.empty() ? kDefaultServer : env.server);
   ctx.token = a.Get("token", env.token);
   if (auto o = a.Find("output")) {
@@ -273,16 +251,52 @@ int Run(const std::vector<std::string>& args, const Environment& env, std::ostre
     ctx.timeout_ms = *ms;
     ctx.timeout_set = true;
   }
-  if (a.positional.size() < cmd->min_args) {
-    return ctx.Usage("missing argument: expected " + cmd->args_usage);
+  return kExitOk;
+}
+
+int CheckArguments(const Ctx& ctx, const Command& cmd, const ParsedArgs& a) {
+  if (a.positional.size() < cmd.min_args) {
+    return ctx.Usage("missing argument: expected " + cmd.args_usage);
   }
-  if (a.positional.size() > cmd->max_args) {
-    return ctx.Usage("unexpected argument '" + a.positional[cmd->max_args] + "'");
+  if (a.positional.size() > cmd.max_args) {
+    return ctx.Usage("unexpected argument '" + a.positional[cmd.max_args] + "'");
   }
-  if (a.saw_dash_dash && cmd->path != "jobs submit") {
+  if (a.saw_dash_dash && cmd.path != "jobs submit") {
     return ctx.Usage("'--' is only used by 'jobs submit' (the job's command follows it)");
   }
-  return cmd->run(ctx, a);
+  return kExitOk;
+}
+
+}  // namespace
+
+int Run(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
+        std::ostream& err) {
+  Ctx ctx(out, err);
+  Result<Resolved> resolved = Resolve(args);
+  if (!resolved.ok()) return ctx.Usage(resolved.status().message());
+  const Resolved& r = *resolved;
+  if (r.help_topic) {
+    if (!PrintHelpTopic(out, r.path)) return ctx.Usage("unknown help topic '" + r.path + "'");
+    return kExitOk;
+  }
+
+  std::vector<FlagSpec> specs = GlobalFlags();
+  if (r.cmd != nullptr) specs.insert(specs.end(), r.cmd->flags.begin(), r.cmd->flags.end());
+  ctx.command_path = r.path;
+  Result<ParsedArgs> parsed = ParseFlags(specs, r.rest);
+  const bool want_help = parsed.ok() && parsed->GetBool("help");
+  if (r.cmd == nullptr) {  // the top level or a group: list what is there
+    PrintHelpTopic(want_help ? out : err, r.path);
+    return want_help ? kExitOk : kExitUsage;
+  }
+  if (!parsed.ok()) return ctx.Usage(parsed.status().message());
+  if (want_help) {
+    PrintCommandHelp(out, *r.cmd);
+    return kExitOk;
+  }
+  if (int code = ApplyGlobalFlags(ctx, *parsed, env); code != kExitOk) return code;
+  if (int code = CheckArguments(ctx, *r.cmd, *parsed); code != kExitOk) return code;
+  return r.cmd->run(ctx, *parsed);
 }
 
 }  // namespace gpupool::ctl
