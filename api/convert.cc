@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "placement/strategy.h"
@@ -157,7 +158,9 @@ Result<TaskTemplate> TemplateFromProto(const v1::JobSpec& spec, std::string_view
 Result<Ratio> RatioFromProto(double r, std::string_view field) {
   if (r == 0) return Ratio{};
   if (!std::isfinite(r) || r < kMinOvercommit || r > kMaxOvercommit) {
-    return Invalid(field, "must be between 1.0 and 10.0 (0 means 1.0), got " + std::to_string(r));
+    std::ostringstream got;
+    got << r;
+    return Invalid(field, "must be between 1.0 and 10.0 (0 means 1.0), got " + got.str());
   }
   return Ratio::FromDouble(r);
 }

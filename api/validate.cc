@@ -16,16 +16,17 @@ constexpr std::string_view kB64 =
 bool IsNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 bool IsNameChar(char c) { return IsNameStart(c) || c == '-' || c == '_' || c == '.'; }
 
-// Empty when `s` is a valid name; otherwise what is wrong with it.
-std::string NameProblem(std::string_view s) {
-  if (s.empty()) return "must not be empty";
+// Empty when `s` is a valid name; otherwise what is wrong with it, after `label` ("segment 2").
+std::string NameProblem(std::string_view s, std::string_view label = "") {
+  std::string lead = label.empty() ? "" : std::string(label) + " ";
+  if (s.empty()) return lead + "must not be empty";
   if (s.size() > kMaxNameLength) {
-    return "must be at most " + std::to_string(kMaxNameLength) + " characters, got " +
+    return lead + "must be at most " + std::to_string(kMaxNameLength) + " characters, got " +
            std::to_string(s.size());
   }
   bool ok = IsNameStart(s[0]);
   for (char c : s) ok = ok && IsNameChar(c);
-  if (!ok) return "'" + std::string(s) + "' must match " + std::string(kNamePattern);
+  if (!ok) return lead + "'" + std::string(s) + "' must match " + std::string(kNamePattern);
   return "";
 }
 
@@ -93,11 +94,8 @@ Status ValidateTenantPath(std::string_view path, std::string_view field) {
       return Invalid(field, "'" + std::string(path) + "' has more than " +
                                 std::to_string(kMaxTenantDepth) + " segments (org/project/user)");
     }
-    std::string problem = NameProblem(seg);
-    if (!problem.empty()) {
-      return Invalid(
-          field, "segment " + std::to_string(depth) + " of '" + std::string(path) + "' " + problem);
-    }
+    std::string problem = NameProblem(seg, "segment " + std::to_string(depth));
+    if (!problem.empty()) return Invalid(field, "'" + std::string(path) + "': " + problem);
     if (slash == std::string_view::npos) break;
     start = slash + 1;
   }

@@ -1,0 +1,378 @@
+#include "api/agent_hub.h"
+
+#include <deque>
+#include <optional>
+#include <utility>
+
+#include "api/convert.h"
+#include "base/log.h"
+#include "scheduler/core.h"
+#include "scheduler/core_loop.h"
+
+namespace gpupool::api {
+namespace {
+
+constexpr std::string_view kComponent = "agent_hub";
+
+grpc::Status ToGrpc(const Status& s) {
+  // base::StatusCode is numbered like grpc::StatusCode (base/status.h).
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), s.message());
+}
+
+}  // namespace
+
+// One agent's stream. Owned by itself (self_) from construction until gRPC calls OnDone; the hub
+// and pending core callbacks hold further shared_ptrs, so a late callback finds a closed
+// connection, never a dangling one.
+class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::SchedulerMessage>,
+                             public std::enable_shared_from_this<Conn> {
+ public:
+  explicit Conn(AgentHub* hub) : hub_(hub) {}
+
+  void Begin(std::shared_ptr<Conn> self) {
+    self_ = std::move(self);
+    if (hub_->core_.load() == nullptr) {
+      Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the scheduler is starting; retry"));
+      return;
+    }
+    StartRead(&in_);
+  }
+
+  // Queues a message; false once the stream is closing. Before the RegisterAck went out,
+  // commands are held and follow it.
+  bool Send(v1::SchedulerMessage msg) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (closing_) return false;
+    if (!acked_) {
+      held_.push_back(std::move(msg));
+      return true;
+    }
+    queue_.push_back(std::move(msg));
+    WriteNext(lock);
+    return true;
+  }
+
+  // Ends the stream with `status` once the write in flight (if any) is done; queued messages
+  // are dropped. Idempotent.
+  void Close(grpc::Status status) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (closing_) return;
+    closing_ = true;
+    queue_.clear();
+    held_.clear();
+    close_status_ = std::move(status);
+    if (writing_) return;  // OnWriteDone finishes
+    finished_ = true;
+    lock.unlock();
+    Finish(*close_status_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return Close(grpc::Status::OK);  // the agent closed its side or went away
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closing_) return;
+    }
+    Handle();
+    bool closing;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closing = closing_;
+    }
+    if (!closing) StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    writing_ = false;
+    if (closing_ && !finished_) {
+      finished_ = true;
+      lock.unlock();
+      Finish(*close_status_);
+      return;
+    }
+    if (!ok) {
+      queue_.clear();  // broken stream: the read side sees it too and closes
+      return;
+    }
+    WriteNext(lock);
+  }
+
+  void OnDone() override {
+    hub_->Forget(this, node_);
+    std::shared_ptr<Conn> keep = std::move(self_);  // may delete this on return
+  }
+
+  void MarkReplaced() { replaced_ = true; }
+
+ private:
+  // REQUIRES: `lock` holds mu_. Starts the next write if none is in flight; releases the lock.
+  void WriteNext(std::unique_lock<std::mutex>& lock) {
+    if (writing_ || queue_.empty() || closing_) return;
+    out_ = std::move(queue_.front());
+    queue_.pop_front();
+    writing_ = true;
+    grpc::WriteOptions options;
+    if (!queue_.empty()) options.set_buffer_hint();  // more follow at once: coalesce
+    lock.unlock();
+    StartWrite(&out_, options);
+  }
+
+  void Handle() {
+    switch (in_.msg_case()) {
+      case v1::AgentMessage::kRegister:
+        return OnRegister(in_.register_());
+      case v1::AgentMessage::MSG_NOT_SET:
+        return;
+      default:
+        break;
+    }
+    if (node_.empty()) {
+      return Close(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                "the first message on the agent stream must be register"));
+    }
+    Core* core = hub_->core_.load();
+    switch (in_.msg_case()) {
+      case v1::AgentMessage::kHeartbeat:
+        if (replaced_) return;
+        hub_->loop_->Post([core, node = node_, devices = DeviceHealthFromProto(in_.heartbeat())] {
+          core->OnHeartbeat(node, devices);
+        });
+        return;
+      case v1::AgentMessage::kTaskUpdate: {
+        if (replaced_) return;
+        Result<TaskReport> report = TaskReportFromProto(node_, in_.task_update());
+        if (!report.ok()) {
+          LogWarn(kComponent, "ignoring a malformed task update",
+                  {{"node", node_}, {"error", report.status().message()}});
+          return;
+        }
+        hub_->loop_->Post([core, r = std::move(report).value()] { core->OnTaskReport(r); });
+        return;
+      }
+      case v1::AgentMessage::kLogChunk:
+        return hub_->RouteLogChunk(this, in_.log_chunk());
+      default:
+        return;
+    }
+  }
+
+  void OnRegister(const v1::Register& reg) {
+    if (!node_.empty()) {
+      return Close(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                "register may be sent only once per stream"));
+    }
+    const std::set<std::string>& tokens = hub_->options_.node_tokens;
+    if (!tokens.empty() && !tokens.contains(reg.token())) {
+      LogWarn(kComponent, "agent rejected: bad node token", {{"node", reg.node_name()}});
+      return Close(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                "node '" + reg.node_name() + "': the node token is not accepted"));
+    }
+    Result<AgentRegistration> converted = RegistrationFromProto(reg);
+    if (!converted.ok()) return Close(ToGrpc(converted.status()));
+    node_ = reg.node_name();
+    std::shared_ptr<Conn> self = shared_from_this();
+    if (std::shared_ptr<Conn> old = hub_->Adopt(self, node_)) {
+      old->MarkReplaced();
+      old->Close(grpc::Status(grpc::StatusCode::ABORTED,
+                              "replaced by a newer connection of node " + node_));
+    }
+    LogInfo(
+        kComponent, "agent connected",
+        {{"node", node_}, {"pool", reg.pool()}, {"devices", std::to_string(reg.devices_size())}});
+    Core* core = hub_->core_.load();
+    hub_->loop_->Post([core, self, reg = std::move(converted).value()]() mutable {
+      core->OnAgentRegister(std::move(reg), [self](Result<RegistrationResult> r) {
+        if (!r.ok()) {
+          self->hub_->Forget(self.get(), self->node_);
+          return self->Close(ToGrpc(r.status()));
+        }
+        v1::SchedulerMessage ack;
+        ToProto(*r, ack.mutable_register_ack());
+        self->SendAck(std::move(ack));
+      });
+    });
+  }
+
+  void SendAck(v1::SchedulerMessage ack) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (closing_) return;
+    acked_ = true;
+    queue_.push_back(std::move(ack));
+    for (v1::SchedulerMessage& m : held_) queue_.push_back(std::move(m));
+    held_.clear();
+    WriteNext(lock);
+  }
+
+  AgentHub* const hub_;
+  std::shared_ptr<Conn> self_;
+  // Reader side: touched only by the read reactions, which gRPC runs one at a time.
+  v1::AgentMessage in_;
+  std::string node_;  // set by the first Register
+  std::atomic<bool> replaced_{false};
+
+  std::mutex mu_;  // guards what follows
+  std::deque<v1::SchedulerMessage> queue_;
+  std::vector<v1::SchedulerMessage> held_;  // commands that wait for the RegisterAck
+  v1::SchedulerMessage out_;                // the write in flight
+  bool acked_ = false;
+  bool writing_ = false;
+  bool closing_ = false;
+  bool finished_ = false;
+  std::optional<grpc::Status> close_status_;
+};
+
+AgentHub::AgentHub(CoreLoop* loop, AgentHubOptions options)
+    : loop_(loop), options_(std::move(options)) {}
+
+AgentHub::~AgentHub() = default;
+
+void AgentHub::Attach(Core* core) { core_ = core; }
+
+grpc::ServerBidiReactor<v1::AgentMessage, v1::SchedulerMessage>* AgentHub::Connect(
+    grpc::CallbackServerContext*) {
+  auto conn = std::make_shared<Conn>(this);
+  Conn* raw = conn.get();
+  raw->Begin(std::move(conn));
+  return raw;
+}
+
+bool AgentHub::Send(const std::string& node, v1::SchedulerMessage msg) {
+  std::shared_ptr<Conn> conn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = conns_.find(node);
+    if (it == conns_.end()) return false;
+    conn = it->second;
+  }
+  return conn->Send(std::move(msg));
+}
+
+bool AgentHub::StartTask(const std::string& node, const StartTaskCommand& cmd) {
+  v1::SchedulerMessage msg;
+  ToProto(cmd, msg.mutable_start_task());
+  return Send(node, std::move(msg));
+}
+
+bool AgentHub::StopTask(const std::string& node, const StopTaskCommand& cmd) {
+  v1::SchedulerMessage msg;
+  ToProto(cmd, msg.mutable_stop_task());
+  return Send(node, std::move(msg));
+}
+
+std::function<void()> AgentHub::FetchLogs(const std::string& node, const std::string& task_id,
+                                          int64_t offset, int64_t max_bytes, Done done) {
+  std::shared_ptr<Conn> conn;
+  std::string id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = conns_.find(node);
+    if (it != conns_.end()) {
+      conn = it->second;
+      id = "logs-" + std::to_string(++next_request_);
+      fetches_[id] = PendingFetch{conn.get(), node, done};
+    }
+  }
+  Status unavailable = Status::Unavailable("node " + node + " is not connected");
+  if (!conn) {
+    done(unavailable);
+    return [] {};
+  }
+  v1::SchedulerMessage msg;
+  v1::FetchLogs* f = msg.mutable_fetch_logs();
+  f->set_request_id(id);
+  f->set_task_id(task_id);
+  f->set_offset(offset);
+  f->set_max_bytes(max_bytes);
+  if (!conn->Send(std::move(msg))) {
+    bool mine;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      mine = fetches_.erase(id) > 0;
+    }
+    if (mine) done(unavailable);
+    return [] {};
+  }
+  return [this, id] {
+    std::lock_guard<std::mutex> lock(mu_);
+    fetches_.erase(id);
+  };
+}
+
+void AgentHub::RouteLogChunk(const Conn* conn, const v1::LogChunk& chunk) {
+  PendingFetch pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = fetches_.find(chunk.request_id());
+    if (it == fetches_.end() || it->second.conn != conn) return;  // abandoned or stale
+    pending = std::move(it->second);
+    fetches_.erase(it);
+  }
+  if (!chunk.error().empty()) {
+    return pending.done(Status::NotFound("logs of task " + chunk.task_id() + " on node " +
+                                         pending.node + ": " + chunk.error()));
+  }
+  pending.done(LogRead{chunk.offset(), chunk.data(), chunk.eof()});
+}
+
+std::shared_ptr<AgentHub::Conn> AgentHub::Adopt(const std::shared_ptr<Conn>& conn,
+                                                const std::string& node) {
+  std::shared_ptr<Conn> old;
+  size_t n;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::shared_ptr<Conn>& slot = conns_[node];
+    old = std::exchange(slot, conn);
+    n = conns_.size();
+  }
+  NotifyCount(n);
+  return old;
+}
+
+void AgentHub::Forget(const Conn* conn, const std::string& node) {
+  std::vector<PendingFetch> failed;
+  size_t n;
+  bool removed = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = conns_.find(node);
+    if (it != conns_.end() && it->second.get() == conn) {
+      conns_.erase(it);
+      removed = true;
+    }
+    for (auto f = fetches_.begin(); f != fetches_.end();) {
+      if (f->second.conn == conn) {
+        failed.push_back(std::move(f->second));
+        f = fetches_.erase(f);
+      } else {
+        ++f;
+      }
+    }
+    n = conns_.size();
+  }
+  if (removed) {
+    LogInfo(kComponent, "agent disconnected", {{"node", node}});
+    NotifyCount(n);
+  }
+  for (PendingFetch& f : failed) {
+    f.done(Status::Unavailable("node " + f.node + " disconnected before sending the logs"));
+  }
+}
+
+void AgentHub::NotifyCount(size_t n) {
+  if (options_.on_connections_changed) options_.on_connections_changed(n);
+}
+
+size_t AgentHub::connected() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return conns_.size();
+}
+
+std::vector<std::string> AgentHub::connected_nodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, conn] : conns_) out.push_back(name);
+  return out;
+}
+
+}  // namespace gpupool::api

@@ -1,0 +1,112 @@
+// AgentHub: the scheduler's end of AgentService.Connect, and the AgentGateway and LogFetcher the
+// core and the API act through.
+//
+// One gRPC callback reactor per connected agent. The first message must be Register (else the
+// stream ends with INVALID_ARGUMENT); its node token is checked against the configured set (if
+// any; UNAUTHENTICATED otherwise); the registration is converted (api/convert.h) and posted to
+// Core::OnAgentRegister on the CoreLoop, and the reply goes back as RegisterAck. Heartbeats go to
+// Core::OnHeartbeat, task updates to Core::OnTaskReport, LogChunks to the waiting FetchLogs. A new
+// connection for a node replaces the old one (which ends with ABORTED); when a stream ends its
+// connection is forgotten — the core's heartbeat timeout takes care of the node.
+//
+// Writes: each connection has a queue with one Write outstanding at a time (as gRPC requires);
+// StartTask / StopTask / FetchLogs only enqueue, so they never block. Commands for a node whose
+// registration is still being acknowledged are held and sent right after the RegisterAck.
+//
+// Wiring (the core needs the gateway at construction, so the hub comes first):
+//   CoreLoop loop;
+//   AgentHub hub(&loop, {.node_tokens = ...});
+//   Core core(options, clock, store, &hub, loop.executor());
+//   hub.Attach(&core);                 // before agents can connect
+//   ServiceImpl api(&core, &loop, &hub, ...);
+//   grpc::ServerBuilder b; b.RegisterService(&hub); ...
+// Destroy the hub after the gRPC server has shut down (every stream is then done).
+//
+// Thread safety: every public method may be called from any thread.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/log_fetcher.h"
+#include "gpupool/v1/agent.grpc.pb.h"
+#include "scheduler/dispatch.h"
+
+namespace gpupool {
+class Core;
+class CoreLoop;
+}  // namespace gpupool
+
+namespace gpupool::api {
+
+struct AgentHubOptions {
+  // Accepted node tokens; empty = agents are not authenticated.
+  std::set<std::string> node_tokens;
+  // Called with the number of connected agents whenever it changes (a metrics gauge); optional.
+  std::function<void(size_t)> on_connections_changed;
+};
+
+class AgentHub final : public v1::AgentService::CallbackService,
+                       public AgentGateway,
+                       public LogFetcher {
+ public:
+  // REQUIRES: `loop` outlives the hub.
+  explicit AgentHub(CoreLoop* loop, AgentHubOptions options = {});
+  ~AgentHub() override;
+  AgentHub(const AgentHub&) = delete;
+  AgentHub& operator=(const AgentHub&) = delete;
+
+  // Connects the core (which runs on `loop`). Until then agents are refused with UNAVAILABLE.
+  void Attach(Core* core);
+
+  // AgentService (gRPC callback API).
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::SchedulerMessage>* Connect(
+      grpc::CallbackServerContext* context) override;
+
+  // AgentGateway: false when the node has no connection.
+  bool StartTask(const std::string& node, const StartTaskCommand& cmd) override;
+  bool StopTask(const std::string& node, const StopTaskCommand& cmd) override;
+
+  // LogFetcher: sends FetchLogs to the node's agent and routes its LogChunk back.
+  std::function<void()> FetchLogs(const std::string& node, const std::string& task_id,
+                                  int64_t offset, int64_t max_bytes, Done done) override;
+
+  // Introspection (tests, metrics).
+  size_t connected() const;
+  std::vector<std::string> connected_nodes() const;
+
+ private:
+  class Conn;
+  struct PendingFetch {
+    const Conn* conn = nullptr;
+    std::string node;
+    Done done;
+  };
+
+  bool Send(const std::string& node, v1::SchedulerMessage msg);
+  // Makes `conn` the connection of its node; returns the one it replaces (or null).
+  std::shared_ptr<Conn> Adopt(const std::shared_ptr<Conn>& conn, const std::string& node);
+  // Drops `conn` (if still current) and fails its pending log fetches.
+  void Forget(const Conn* conn, const std::string& node);
+  void RouteLogChunk(const Conn* conn, const v1::LogChunk& chunk);
+  void NotifyCount(size_t n);
+
+  CoreLoop* const loop_;
+  const AgentHubOptions options_;
+  std::atomic<Core*> core_{nullptr};
+
+  mutable std::mutex mu_;  // guards conns_, fetches_, next_request_; taken before a Conn's lock
+  std::map<std::string, std::shared_ptr<Conn>> conns_;  // by node name
+  std::map<std::string, PendingFetch> fetches_;         // by request id
+  uint64_t next_request_ = 0;
+};
+
+}  // namespace gpupool::api
