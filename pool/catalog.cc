@@ -92,17 +92,7 @@ Result<GpuModel> ParseModel(const YamlDoc& doc, const YAML::Node& node, const Ya
                            doc.Milli(node, path, "fp16_tflops", 1, kMaxMilliTflops));
   GPUPOOL_ASSIGN_OR_RETURN(m.vram_mib, doc.Int(node, path, "vram_mib", 1, kMaxVramMib));
 
-  if (const YAML::Node aliases = node["aliases"]; aliases.IsDefined()) {
-    const YamlPath apath = path.Key("aliases");
-    GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(aliases, apath));
-    for (size_t i = 0; i < aliases.size(); ++i) {
-      const YAML::Node a = aliases[i];
-      if (!a.IsScalar() || a.Scalar().empty()) {
-        return doc.Error(a, apath.Index(i), "must be a non-empty name");
-      }
-      m.aliases.push_back(a.Scalar());
-    }
-  }
+  GPUPOOL_ASSIGN_OR_RETURN(m.aliases, doc.StringList(node, path, "aliases"));
   if (const YAML::Node migs = node["mig_profiles"]; migs.IsDefined()) {
     const YamlPath mpath = path.Key("mig_profiles");
     GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(migs, mpath));

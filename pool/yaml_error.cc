@@ -209,6 +209,23 @@ Result<bool> YamlDoc::Bool(const YAML::Node& map, const YamlPath& path, std::str
   return Error(value, path.Key(key), "must be true or false, got " + Quote(t));
 }
 
+Result<std::vector<std::string>> YamlDoc::StringList(const YAML::Node& map, const YamlPath& path,
+                                                     std::string_view key) const {
+  std::vector<std::string> out;
+  const YAML::Node list = map[std::string(key)];
+  if (!list.IsDefined()) return out;
+  const YamlPath lpath = path.Key(key);
+  GPUPOOL_RETURN_IF_ERROR(RequireSequence(list, lpath));
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node item = list[i];
+    if (!item.IsScalar() || item.Scalar().empty()) {
+      return Error(item, lpath.Index(i), "must be a non-empty string");
+    }
+    out.push_back(item.Scalar());
+  }
+  return out;
+}
+
 bool ParseDecimalMilli(std::string_view text, int64_t* out) {
   size_t i = 0;
   bool negative = false;

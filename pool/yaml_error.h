@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -87,6 +88,9 @@ class YamlDoc {
                         int64_t min, int64_t max) const;
   Result<bool> Bool(const YAML::Node& map, const YamlPath& path, std::string_view key,
                     bool default_value) const;
+  // A list of non-empty strings; empty when the key is absent.
+  Result<std::vector<std::string>> StringList(const YAML::Node& map, const YamlPath& path,
+                                              std::string_view key) const;
 
  private:
   Result<YAML::Node> Scalar(const YAML::Node& map, const YamlPath& path,
