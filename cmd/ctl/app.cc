@@ -180,8 +180,11 @@ int Ctx::Usage(const std::string& message) const {
 
 int Ctx::Fail(const grpc::Status& status) const {
   std::string message = status.error_message();
+  // gRPC reports a refused or failed connection as UNAVAILABLE "failed to connect to all
+  // addresses…"; say which server that was. A server's own UNAVAILABLE (database down) is kept.
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-      message.find("onnect") != std::string::npos) {
+      (message.find("failed to connect") != std::string::npos ||
+       message.find("Connection refused") != std::string::npos)) {
     message = "cannot reach gpupoold at " + server + ": " + message;
   } else if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     message = "no answer from " + server + " within " + FormatDurationMs(timeout_ms) +
