@@ -1,0 +1,247 @@
+#include "store/memory_store.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "store/validate.h"
+
+namespace gpupool {
+
+struct MemoryDatabase {
+  std::mutex mu;
+  int64_t epoch = 0;                                                  // guarded by mu
+  std::map<std::string, PoolRecord> pools;                            // guarded by mu
+  std::map<std::string, NodeRecord> nodes;                            // guarded by mu
+  std::map<int64_t, JobRecord> jobs;                                  // guarded by mu
+  std::vector<EventRecord> events;                                    // guarded by mu
+  std::map<std::string, TenantRecord> tenants;                        // guarded by mu
+  std::map<std::pair<std::string, std::string>, QuotaRecord> quotas;  // guarded by mu
+  Status unavailable;                                                 // guarded by mu
+};
+
+namespace {
+
+using Undo = std::vector<std::function<void()>>;
+
+TaskRecord* FindTask(JobRecord& job, int32_t index) {
+  for (auto& t : job.tasks) {
+    if (t.index == index) return &t;
+  }
+  return nullptr;
+}
+
+// Applies one mutation, pushing what undoes it. REQUIRES: db.mu held.
+class Applier {
+ public:
+  Applier(MemoryDatabase& db, Undo& undo) : db_(db), undo_(undo) {}
+
+  Status operator()(const InsertJob& m) {
+    if (db_.jobs.count(m.job.id) != 0) return Status::AlreadyExists(JobExistsMessage(m.job.id));
+    JobRecord job = m.job;
+    std::sort(job.tasks.begin(), job.tasks.end(),
+              [](const TaskRecord& a, const TaskRecord& b) { return a.index < b.index; });
+    db_.jobs.emplace(job.id, std::move(job));
+    undo_.push_back([this, id = m.job.id] { db_.jobs.erase(id); });
+    return Status::Ok();
+  }
+  Status operator()(const UpdateJob& m) {
+    auto it = db_.jobs.find(m.job_id);
+    if (it == db_.jobs.end()) return Status::NotFound(JobNotFoundMessage(m.job_id));
+    JobRecord& j = it->second;
+    undo_.push_back([&j, s = j.state, r = j.reason, f = j.finish_us] {
+      j.state = s;
+      j.reason = r;
+      j.finish_us = f;
+    });
+    j.state = m.state;
+    j.reason = m.reason;
+    j.finish_us = m.finish_us;
+    return Status::Ok();
+  }
+  Status operator()(const UpdateTask& m) {
+    auto it = db_.jobs.find(m.task.job_id);
+    TaskRecord* t = it == db_.jobs.end() ? nullptr : FindTask(it->second, m.task.index);
+    if (t == nullptr) return Status::NotFound(TaskNotFoundMessage(m.task.job_id, m.task.index));
+    undo_.push_back([t, old = *t] { *t = old; });
+    *t = m.task;
+    return Status::Ok();
+  }
+  Status operator()(const UpsertPool& m) {
+    auto it = db_.pools.find(m.pool.name);
+    if (it == db_.pools.end()) {
+      db_.pools.emplace(m.pool.name, m.pool);
+      undo_.push_back([this, name = m.pool.name] { db_.pools.erase(name); });
+    } else {
+      undo_.push_back([&p = it->second, old = it->second] { p = old; });
+      it->second = m.pool;
+    }
+    return Status::Ok();
+  }
+  Status operator()(const DeletePool& m) {
+    auto it = db_.pools.find(m.name);
+    if (it == db_.pools.end()) return Status::NotFound(PoolNotFoundMessage(m.name));
+    for (const auto& [name, node] : db_.nodes) {
+      if (node.pool == m.name) return Status::FailedPrecondition(PoolHasNodesMessage(m.name));
+    }
+    undo_.push_back([this, old = it->second] { db_.pools.emplace(old.name, old); });
+    db_.pools.erase(it);
+    return Status::Ok();
+  }
+  Status operator()(const UpsertNode& m) {
+    if (db_.pools.count(m.node.pool) == 0) {
+      return Status::NotFound(NodePoolNotFoundMessage(m.node.name, m.node.pool));
+    }
+    auto it = db_.nodes.find(m.node.name);
+    if (it == db_.nodes.end()) {
+      db_.nodes.emplace(m.node.name, m.node);
+      undo_.push_back([this, name = m.node.name] { db_.nodes.erase(name); });
+    } else {
+      undo_.push_back([&n = it->second, old = it->second] { n = old; });
+      it->second = m.node;
+    }
+    return Status::Ok();
+  }
+  Status operator()(const SetNodeState& m) {
+    auto it = db_.nodes.find(m.name);
+    if (it == db_.nodes.end()) return Status::NotFound(NodeNotFoundMessage(m.name));
+    undo_.push_back([&n = it->second, s = it->second.state] { n.state = s; });
+    it->second.state = m.state;
+    return Status::Ok();
+  }
+  Status operator()(const AppendEvent& m) {
+    db_.events.push_back(m.event);
+    undo_.push_back([this] { db_.events.pop_back(); });
+    return Status::Ok();
+  }
+  Status operator()(const UpsertTenant& m) {
+    auto it = db_.tenants.find(m.tenant.path);
+    if (it == db_.tenants.end()) {
+      db_.tenants.emplace(m.tenant.path, m.tenant);
+      undo_.push_back([this, path = m.tenant.path] { db_.tenants.erase(path); });
+    } else {
+      undo_.push_back([&t = it->second, old = it->second] { t = old; });
+      it->second = m.tenant;
+    }
+    return Status::Ok();
+  }
+  Status operator()(const DeleteTenant& m) {
+    auto it = db_.tenants.find(m.path);
+    if (it == db_.tenants.end()) return Status::NotFound(TenantNotFoundMessage(m.path));
+    for (auto q = db_.quotas.begin(); q != db_.quotas.end();) {
+      if (q->first.first != m.path) {
+        ++q;
+        continue;
+      }
+      undo_.push_back([this, old = q->second] {
+        db_.quotas.emplace(std::pair{old.tenant, old.pool}, old);
+      });
+      q = db_.quotas.erase(q);
+    }
+    undo_.push_back([this, old = it->second] { db_.tenants.emplace(old.path, old); });
+    db_.tenants.erase(it);
+    return Status::Ok();
+  }
+  Status operator()(const SetQuota& m) {
+    if (db_.tenants.count(m.quota.tenant) == 0) {
+      return Status::NotFound(TenantNotFoundMessage(m.quota.tenant));
+    }
+    std::pair key{m.quota.tenant, m.quota.pool};
+    auto it = db_.quotas.find(key);
+    if (it == db_.quotas.end()) {
+      db_.quotas.emplace(key, m.quota);
+      undo_.push_back([this, key] { db_.quotas.erase(key); });
+    } else {
+      undo_.push_back([&q = it->second, old = it->second] { q = old; });
+      it->second = m.quota;
+    }
+    return Status::Ok();
+  }
+  Status operator()(const DeleteQuota& m) {
+    auto it = db_.quotas.find({m.tenant, m.pool});
+    if (it == db_.quotas.end()) return Status::NotFound(QuotaNotFoundMessage(m.tenant, m.pool));
+    undo_.push_back([this, old = it->second] {
+      db_.quotas.emplace(std::pair{old.tenant, old.pool}, old);
+    });
+    db_.quotas.erase(it);
+    return Status::Ok();
+  }
+
+ private:
+  MemoryDatabase& db_;
+  Undo& undo_;
+};
+
+}  // namespace
+
+MemoryStore::MemoryStore() : db_(std::make_shared<MemoryDatabase>()) {}
+MemoryStore::MemoryStore(std::shared_ptr<MemoryDatabase> db) : db_(std::move(db)) {}
+MemoryStore::~MemoryStore() = default;
+
+void MemoryStore::SetUnavailable(Status status) {
+  std::lock_guard lock(db_->mu);
+  db_->unavailable = status.ok() ? Status::Ok() : Status::Unavailable(status.message());
+}
+
+Result<int64_t> MemoryStore::AcquireLeadership() {
+  std::lock_guard lock(db_->mu);
+  if (!db_->unavailable.ok()) return db_->unavailable;
+  epoch_ = ++db_->epoch;
+  return epoch_;
+}
+
+Result<RecoveredState> MemoryStore::Recover() {
+  std::lock_guard lock(db_->mu);
+  if (!db_->unavailable.ok()) return db_->unavailable;
+  RecoveredState state;
+  for (const auto& [name, pool] : db_->pools) state.pools.push_back(pool);
+  for (const auto& [name, node] : db_->nodes) state.nodes.push_back(node);
+  for (const auto& [id, job] : db_->jobs) state.jobs.push_back(job);
+  state.max_job_id = db_->jobs.empty() ? 0 : db_->jobs.rbegin()->first;
+  for (const auto& [path, tenant] : db_->tenants) state.tenants.push_back(tenant);
+  for (const auto& [key, quota] : db_->quotas) state.quotas.push_back(quota);
+  return state;
+}
+
+void MemoryStore::Apply(std::vector<Mutation> batch, Done done) {
+  Status result = ValidateBatch(batch);
+  {
+    std::lock_guard lock(db_->mu);
+    if (!db_->unavailable.ok()) {
+      result = db_->unavailable;
+    } else if (epoch_ == 0) {
+      result = Status::FailedPrecondition("store: AcquireLeadership() was not called");
+    } else if (epoch_ != db_->epoch) {
+      result = Status::Aborted("fenced: epoch " + std::to_string(epoch_) +
+                               " is no longer the leader (current epoch " +
+                               std::to_string(db_->epoch) + ")");
+    }
+    if (result.ok()) {
+      Undo undo;
+      Applier apply(*db_, undo);
+      for (const Mutation& m : batch) {
+        result = std::visit(apply, m);
+        if (!result.ok()) break;
+      }
+      if (!result.ok()) {
+        for (auto it = undo.rbegin(); it != undo.rend(); ++it) (*it)();
+      }
+    }
+  }
+  if (done) done(result);
+}
+
+Result<std::vector<EventRecord>> MemoryStore::ListEvents(const std::string& subject_prefix,
+                                                         int limit) {
+  std::lock_guard lock(db_->mu);
+  if (!db_->unavailable.ok()) return db_->unavailable;
+  std::vector<EventRecord> out;
+  for (const auto& e : db_->events) {
+    if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
+    if (e.subject.starts_with(subject_prefix)) out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace gpupool

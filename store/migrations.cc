@@ -1,0 +1,253 @@
+#include "store/migrations.h"
+
+#include <pqxx/pqxx>
+#include <set>
+
+#include "base/log.h"
+#include "store/pg_conn.h"
+
+namespace gpupool {
+namespace {
+
+// Key of the advisory lock that serializes migrations ("gpupool" in ASCII, truncated).
+constexpr int64_t kMigrationLockKey = 0x677075706f6f6cLL;
+
+constexpr std::string_view kV1 = R"sql(
+CREATE TABLE catalog (
+  model          text PRIMARY KEY,
+  vendor         text NOT NULL,
+  milli_tflops   bigint NOT NULL CHECK (milli_tflops >= 0),
+  vram_mib       bigint NOT NULL CHECK (vram_mib >= 0),
+  mig_profiles   text[] NOT NULL DEFAULT '{}'
+);
+
+CREATE TABLE pools (
+  name                text PRIMARY KEY,
+  visibility          text NOT NULL,
+  allowed_tenants     text[] NOT NULL,
+  placement_strategy  text NOT NULL,
+  compute_permille    bigint NOT NULL,
+  memory_permille     bigint NOT NULL,
+  sharing_mode        text NOT NULL,
+  time_slice_replicas integer NOT NULL,
+  create_us           bigint NOT NULL
+);
+
+CREATE TABLE nodes (
+  name              text PRIMARY KEY,
+  pool              text NOT NULL REFERENCES pools (name),
+  state             text NOT NULL,
+  labels            text[] NOT NULL,  -- key, value, key, value …
+  cpu_milli         bigint NOT NULL,
+  memory_mib        bigint NOT NULL,
+  spill_budget_mib  bigint NOT NULL,
+  last_heartbeat_us bigint NOT NULL
+);
+
+CREATE INDEX nodes_pool_idx ON nodes (pool);
+
+CREATE TABLE devices (
+  node          text NOT NULL REFERENCES nodes (name) ON DELETE CASCADE,
+  pos           integer NOT NULL,
+  id            text NOT NULL,
+  model         text NOT NULL,
+  idx           integer NOT NULL,
+  milli_tflops  bigint NOT NULL,
+  vram_mib      bigint NOT NULL,
+  mig_profile   text NOT NULL,
+  parent_id     text NOT NULL,
+  healthy       boolean NOT NULL,
+  numa_node     integer NOT NULL,
+  PRIMARY KEY (node, pos),
+  UNIQUE (node, id)
+);
+
+CREATE TABLE links (
+  node            text NOT NULL REFERENCES nodes (name) ON DELETE CASCADE,
+  pos             integer NOT NULL,
+  a               integer NOT NULL,
+  b               integer NOT NULL,
+  kind            smallint NOT NULL,
+  bandwidth_gbps  integer NOT NULL,
+  PRIMARY KEY (node, pos)
+);
+
+CREATE TABLE jobs (
+  id                bigint PRIMARY KEY CHECK (id > 0),
+  tenant            text NOT NULL,
+  pool              text NOT NULL,
+  priority_class    text NOT NULL,
+  task_count        integer NOT NULL,
+  gang              boolean NOT NULL,
+  preemptible       boolean NOT NULL,
+  max_runtime_ms    bigint NOT NULL,
+  max_retries       integer NOT NULL,
+  labels            text[] NOT NULL,  -- key, value, key, value …
+  command           text[] NOT NULL,
+  env               text[] NOT NULL,  -- key, value, key, value …
+  req_shape         smallint NOT NULL,
+  req_milli_tflops  bigint NOT NULL,
+  req_vram_mib      bigint NOT NULL,
+  req_gpu_count     integer NOT NULL,
+  req_models        text[] NOT NULL,
+  req_mig_profile   text NOT NULL,
+  req_sku           text NOT NULL,
+  req_cpu_milli     bigint NOT NULL,
+  req_memory_mib    bigint NOT NULL,
+  state             text NOT NULL,
+  reason            text NOT NULL,
+  submit_us         bigint NOT NULL,
+  finish_us         bigint NOT NULL
+);
+CREATE INDEX jobs_tenant_idx ON jobs (tenant, id);
+
+CREATE TABLE tasks (
+  job_id        bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  idx           integer NOT NULL,
+  state         text NOT NULL,
+  node          text NOT NULL,
+  attempt       integer NOT NULL,
+  exit_code     integer NOT NULL,
+  reason        text NOT NULL,
+  scheduled_us  bigint NOT NULL,
+  started_us    bigint NOT NULL,
+  finished_us   bigint NOT NULL,
+  PRIMARY KEY (job_id, idx)
+);
+
+CREATE TABLE allocations (
+  job_id        bigint NOT NULL,
+  idx           integer NOT NULL,
+  pos           integer NOT NULL,
+  device_id     text NOT NULL,
+  milli_tflops  bigint NOT NULL,
+  vram_mib      bigint NOT NULL,
+  slots         integer NOT NULL,
+  exclusive     boolean NOT NULL,
+  PRIMARY KEY (job_id, idx, pos),
+  FOREIGN KEY (job_id, idx) REFERENCES tasks (job_id, idx) ON DELETE CASCADE
+);
+
+CREATE TABLE tenants (
+  path       text PRIMARY KEY,  -- "org/project/user"
+  create_us  bigint NOT NULL
+);
+
+CREATE TABLE quotas (
+  tenant               text NOT NULL REFERENCES tenants (path) ON DELETE CASCADE,
+  pool                 text NOT NULL,
+  guaranteed_milli_tflops bigint NOT NULL,
+  guaranteed_vram_mib  bigint NOT NULL,
+  guaranteed_devices   integer NOT NULL,
+  limit_milli_tflops   bigint NOT NULL,
+  limit_vram_mib       bigint NOT NULL,
+  limit_devices        integer NOT NULL,
+  PRIMARY KEY (tenant, pool)
+);
+
+CREATE TABLE events (
+  id       bigserial PRIMARY KEY,
+  time_us  bigint NOT NULL,
+  kind     text NOT NULL,
+  subject  text NOT NULL,
+  message  text NOT NULL
+);
+CREATE INDEX events_subject_idx ON events (subject text_pattern_ops, id);
+
+CREATE TABLE leader (
+  id        integer PRIMARY KEY CHECK (id = 1),
+  epoch     bigint NOT NULL,
+  holder    text NOT NULL,
+  lease_us  bigint NOT NULL
+);
+INSERT INTO leader (id, epoch, holder, lease_us) VALUES (1, 0, '', 0);
+)sql";
+
+// gp_require() raises a gpupool SQLSTATE (GPN01 not found, GPA01 already exists, GPP01 failed
+// precondition, GPI01 invalid argument) so one multi-statement transaction can check what a
+// mutation needs; gp_fence() renews the lease of the given epoch or raises GPF01 (fenced).
+constexpr std::string_view kV2 = R"sql(
+CREATE FUNCTION gp_require(ok boolean, code text, msg text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF NOT ok THEN
+    RAISE EXCEPTION USING ERRCODE = code, MESSAGE = msg;
+  END IF;
+END $$;
+
+CREATE FUNCTION gp_fence(p_epoch bigint, p_lease_us bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE leader SET lease_us = p_lease_us WHERE id = 1 AND epoch = p_epoch;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION USING ERRCODE = 'GPF01',
+      MESSAGE = format('fenced: epoch %s is no longer the leader (current epoch %s)',
+                       p_epoch, (SELECT epoch FROM leader WHERE id = 1));
+  END IF;
+END $$;
+)sql";
+
+constexpr Migration kMigrations[] = {
+    {1, "initial schema", kV1},
+    {2, "check and fence functions", kV2},
+};
+
+}  // namespace
+
+std::span<const Migration> Migrations() { return kMigrations; }
+
+Status Migrate(pqxx::connection& conn, const std::string& display) {
+  PgTarget target{"", display};
+  const std::string key = std::to_string(kMigrationLockKey);
+  try {
+    // A session-level lock: held across the per-migration transactions below, released by
+    // pg_advisory_unlock or when the connection ends.
+    {
+      pqxx::nontransaction n(conn);
+      n.exec("SELECT pg_advisory_lock(" + key + ")");
+    }
+    Status result;
+    try {
+      std::set<int> applied;
+      {
+        pqxx::nontransaction n(conn);
+        n.exec(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())");
+        for (const auto& row : n.exec("SELECT version FROM schema_migrations")) {
+          applied.insert(row[0].as<int>());
+        }
+      }
+      int newest = Migrations().back().version;
+      if (!applied.empty() && *applied.rbegin() > newest) {
+        result = Status::FailedPrecondition(
+            "database " + display + " has schema version " + std::to_string(*applied.rbegin()) +
+            ", newer than this gpupoold knows (" + std::to_string(newest) + ")");
+      }
+      for (const Migration& m : Migrations()) {
+        if (!result.ok() || applied.count(m.version) != 0) continue;
+        pqxx::work txn(conn);
+        txn.exec(std::string(m.sql));
+        std::string insert = "INSERT INTO schema_migrations (version, name) VALUES (" +
+                             std::to_string(m.version) + ", ";
+        AppendQuoted(&insert, m.name);
+        txn.exec(insert + ")");
+        txn.commit();
+        LogInfo("store", "applied migration",
+                {{"version", std::to_string(m.version)}, {"name", std::string(m.name)}});
+      }
+    } catch (const std::exception& e) {
+      result = PgErrorToStatus(e, target).WithContext("migrate");
+    }
+    if (conn.is_open()) {
+      pqxx::nontransaction n(conn);
+      n.exec("SELECT pg_advisory_unlock(" + key + ")");
+    }
+    return result;
+  } catch (const std::exception& e) {
+    return PgErrorToStatus(e, target).WithContext("migrate");
+  }
+}
+
+}  // namespace gpupool

@@ -1,0 +1,578 @@
+#include "store/pg_sql.h"
+
+#include <charconv>
+#include <pqxx/pqxx>
+
+#include "store/pg_conn.h"
+#include "store/validate.h"
+
+namespace gpupool {
+namespace {
+
+#define GP_JOB_COLS                                                                      \
+  "id, tenant, pool, priority_class, task_count, gang, preemptible, max_runtime_ms, "    \
+  "max_retries, labels, command, env, req_shape, req_milli_tflops, req_vram_mib, "       \
+  "req_gpu_count, req_models, req_mig_profile, req_sku, req_cpu_milli, req_memory_mib, " \
+  "state, reason, submit_us, finish_us"
+#define GP_TASK_COLS \
+  "job_id, idx, state, node, attempt, exit_code, reason, scheduled_us, started_us, finished_us"
+#define GP_ALLOC_COLS "job_id, idx, pos, device_id, milli_tflops, vram_mib, slots, exclusive"
+#define GP_EVENT_COLS "time_us, kind, subject, message"
+#define GP_POOL_COLS                                                                           \
+  "name, visibility, allowed_tenants, placement_strategy, compute_permille, memory_permille, " \
+  "sharing_mode, time_slice_replicas, create_us"
+#define GP_NODE_COLS \
+  "name, pool, state, labels, cpu_milli, memory_mib, spill_budget_mib, last_heartbeat_us"
+#define GP_DEVICE_COLS \
+  "node, pos, id, model, idx, milli_tflops, vram_mib, mig_profile, parent_id, healthy, numa_node"
+#define GP_LINK_COLS "node, pos, a, b, kind, bandwidth_gbps"
+#define GP_QUOTA_COLS                                                                \
+  "tenant, pool, guaranteed_milli_tflops, guaranteed_vram_mib, guaranteed_devices, " \
+  "limit_milli_tflops, limit_vram_mib, limit_devices"
+
+// Small appenders: each writes one SQL value followed by nothing.
+void Q(std::string* o, std::string_view s) { AppendQuoted(o, s); }
+void N(std::string* o, int64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  o->append(buf, r.ptr);
+}
+void B(std::string* o, bool b) { o->append(b ? "true" : "false"); }
+void Arr(std::string* o, const std::vector<std::string>& v) {
+  if (v.empty()) {
+    o->append("'{}'::text[]");
+    return;
+  }
+  o->append("ARRAY[");
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) o->push_back(',');
+    Q(o, v[i]);
+  }
+  o->push_back(']');
+}
+void Pairs(std::string* o, const std::map<std::string, std::string>& m) {
+  if (m.empty()) {
+    o->append("'{}'::text[]");
+    return;
+  }
+  o->append("ARRAY[");
+  bool first = true;
+  for (const auto& [k, v] : m) {
+    if (!first) o->push_back(',');
+    first = false;
+    Q(o, k);
+    o->push_back(',');
+    Q(o, v);
+  }
+  o->push_back(']');
+}
+// Starts a new "(…)" row in a VALUES list.
+void Row(std::string* rows) {
+  if (!rows->empty()) rows->push_back(',');
+  rows->push_back('(');
+}
+void C(std::string* o) { o->push_back(','); }
+
+void AppendAllocations(std::string* rows, const TaskRecord& t) {
+  for (size_t i = 0; i < t.allocations.size(); ++i) {
+    const Allocation& a = t.allocations[i];
+    Row(rows);
+    N(rows, t.job_id), C(rows), N(rows, t.index), C(rows), N(rows, static_cast<int64_t>(i));
+    C(rows), Q(rows, a.device_id), C(rows), N(rows, a.amount.milli_tflops), C(rows);
+    N(rows, a.amount.vram_mib), C(rows), N(rows, a.slots), C(rows), B(rows, a.exclusive);
+    rows->push_back(')');
+  }
+}
+
+void Require(std::string* sql, std::string_view condition, std::string_view code,
+             const std::string& message) {
+  sql->append("SELECT gp_require(");
+  sql->append(condition);
+  sql->append(", '");
+  sql->append(code);
+  sql->append("', ");
+  Q(sql, message);
+  sql->append(");\n");
+}
+
+}  // namespace
+
+GroupSql::GroupSql(int64_t epoch, int64_t lease_us) {
+  sql_.reserve(4096);
+  sql_ += "SELECT gp_fence(";
+  N(&sql_, epoch);
+  sql_ += ',';
+  N(&sql_, lease_us);
+  sql_ += ");\n";
+}
+
+void GroupSql::Add(const Mutation& m) {
+  if (const auto* ij = std::get_if<InsertJob>(&m)) return Insert(ij->job);
+  if (const auto* ev = std::get_if<AppendEvent>(&m)) return Event(ev->event);
+  Flush();
+  if (const auto* uj = std::get_if<UpdateJob>(&m)) return Update(*uj);
+  if (const auto* ut = std::get_if<UpdateTask>(&m)) return Update(*ut);
+  if (const auto* up = std::get_if<UpsertPool>(&m)) return Upsert(up->pool);
+  if (const auto* dp = std::get_if<DeletePool>(&m)) return Delete(*dp);
+  if (const auto* un = std::get_if<UpsertNode>(&m)) return Upsert(un->node);
+  if (const auto* sn = std::get_if<SetNodeState>(&m)) return Set(*sn);
+  if (const auto* ut = std::get_if<UpsertTenant>(&m)) return Upsert(ut->tenant);
+  if (const auto* dt = std::get_if<DeleteTenant>(&m)) return Delete(*dt);
+  if (const auto* sq = std::get_if<SetQuota>(&m)) return Set(sq->quota);
+  Delete(std::get<DeleteQuota>(m));
+}
+
+std::string GroupSql::Finish() {
+  Flush();
+  return std::move(sql_);
+}
+
+void GroupSql::Flush() {
+  auto insert = [this](const char* table, const char* cols, std::string* rows) {
+    if (rows->empty()) return;
+    sql_ += "INSERT INTO ";
+    sql_ += table;
+    sql_ += " (";
+    sql_ += cols;
+    sql_ += ") VALUES ";
+    sql_ += *rows;
+    sql_ += ";\n";
+    rows->clear();
+  };
+  if (!job_ids_.empty()) {
+    sql_ +=
+        "SELECT gp_require(false, 'GPA01', 'job ' || id || ': already exists') FROM jobs "
+        "WHERE id IN (";
+    sql_ += job_ids_;
+    sql_ += ");\n";
+    job_ids_.clear();
+  }
+  insert("jobs", GP_JOB_COLS, &jobs_);
+  insert("tasks", GP_TASK_COLS, &tasks_);
+  insert("allocations", GP_ALLOC_COLS, &allocs_);
+  insert("events", GP_EVENT_COLS, &events_);
+}
+
+void GroupSql::Insert(const JobRecord& j) {
+  if (!job_ids_.empty()) job_ids_ += ',';
+  N(&job_ids_, j.id);
+  const JobSpec& s = j.spec;
+  const ResourceRequest& r = s.task_template.resources;
+  std::string* o = &jobs_;
+  Row(o);
+  N(o, j.id), C(o), Q(o, s.tenant), C(o), Q(o, s.pool), C(o), Q(o, s.priority_class), C(o);
+  N(o, s.task_count), C(o), B(o, s.gang), C(o), B(o, s.preemptible), C(o);
+  N(o, s.max_runtime_ms), C(o), N(o, s.max_retries), C(o), Pairs(o, s.labels), C(o);
+  Arr(o, s.task_template.command), C(o), Pairs(o, s.task_template.env), C(o);
+  N(o, static_cast<int>(r.shape)), C(o), N(o, r.fractional.milli_tflops), C(o);
+  N(o, r.fractional.vram_mib), C(o), N(o, r.gpu_count), C(o), Arr(o, r.models), C(o);
+  Q(o, r.mig_profile), C(o), Q(o, r.sku), C(o), N(o, r.cpu_milli), C(o), N(o, r.memory_mib);
+  C(o), Q(o, ToString(j.state)), C(o), Q(o, j.reason), C(o), N(o, j.submit_us), C(o);
+  N(o, j.finish_us);
+  o->push_back(')');
+  for (const TaskRecord& t : j.tasks) {
+    o = &tasks_;
+    Row(o);
+    N(o, j.id), C(o), N(o, t.index), C(o), Q(o, ToString(t.state)), C(o), Q(o, t.node), C(o);
+    N(o, t.attempt), C(o), N(o, t.exit_code), C(o), Q(o, t.reason), C(o);
+    N(o, t.scheduled_us), C(o), N(o, t.started_us), C(o), N(o, t.finished_us);
+    o->push_back(')');
+    AppendAllocations(&allocs_, t);
+  }
+}
+
+void GroupSql::Event(const EventRecord& e) {
+  std::string* o = &events_;
+  Row(o);
+  N(o, e.time_us), C(o), Q(o, e.kind), C(o), Q(o, e.subject), C(o), Q(o, e.message);
+  o->push_back(')');
+}
+
+void GroupSql::Update(const UpdateJob& m) {
+  std::string* o = &sql_;
+  *o += "WITH u AS (UPDATE jobs SET state=";
+  Q(o, ToString(m.state));
+  *o += ", reason=";
+  Q(o, m.reason);
+  *o += ", finish_us=";
+  N(o, m.finish_us);
+  *o += " WHERE id=";
+  N(o, m.job_id);
+  *o += " RETURNING 1) ";
+  Require(o, "EXISTS (SELECT 1 FROM u)", "GPN01", JobNotFoundMessage(m.job_id));
+}
+
+void GroupSql::Update(const UpdateTask& m) {
+  const TaskRecord& t = m.task;
+  std::string key = "job_id=" + std::to_string(t.job_id) + " AND idx=" + std::to_string(t.index);
+  std::string* o = &sql_;
+  *o += "WITH u AS (UPDATE tasks SET state=";
+  Q(o, ToString(t.state));
+  *o += ", node=";
+  Q(o, t.node);
+  *o += ", attempt=";
+  N(o, t.attempt);
+  *o += ", exit_code=";
+  N(o, t.exit_code);
+  *o += ", reason=";
+  Q(o, t.reason);
+  *o += ", scheduled_us=";
+  N(o, t.scheduled_us);
+  *o += ", started_us=";
+  N(o, t.started_us);
+  *o += ", finished_us=";
+  N(o, t.finished_us);
+  *o += " WHERE " + key + " RETURNING 1) ";
+  Require(o, "EXISTS (SELECT 1 FROM u)", "GPN01", TaskNotFoundMessage(t.job_id, t.index));
+  *o += "DELETE FROM allocations WHERE " + key + ";\n";
+  AppendAllocations(&allocs_, t);
+  Flush();
+}
+
+void GroupSql::Upsert(const PoolRecord& p) {
+  std::string* o = &sql_;
+  *o += "INSERT INTO pools (" GP_POOL_COLS ") VALUES (";
+  Q(o, p.name), C(o), Q(o, ToString(p.visibility)), C(o), Arr(o, p.allowed_tenants), C(o);
+  Q(o, p.placement_strategy), C(o), N(o, p.compute_overcommit.permille), C(o);
+  N(o, p.memory_overcommit.permille), C(o), Q(o, ToString(p.sharing_mode)), C(o);
+  N(o, p.time_slice_replicas), C(o), N(o, p.create_us);
+  *o +=
+      ") ON CONFLICT (name) DO UPDATE SET visibility=EXCLUDED.visibility, "
+      "allowed_tenants=EXCLUDED.allowed_tenants, placement_strategy=EXCLUDED.placement_strategy, "
+      "compute_permille=EXCLUDED.compute_permille, memory_permille=EXCLUDED.memory_permille, "
+      "sharing_mode=EXCLUDED.sharing_mode, time_slice_replicas=EXCLUDED.time_slice_replicas, "
+      "create_us=EXCLUDED.create_us;\n";
+}
+
+void GroupSql::Delete(const DeletePool& m) {
+  std::string name;
+  Q(&name, m.name);
+  Require(&sql_, "EXISTS (SELECT 1 FROM pools WHERE name=" + name + ")", "GPN01",
+          PoolNotFoundMessage(m.name));
+  Require(&sql_, "NOT EXISTS (SELECT 1 FROM nodes WHERE pool=" + name + ")", "GPP01",
+          PoolHasNodesMessage(m.name));
+  sql_ += "DELETE FROM pools WHERE name=" + name + ";\n";
+}
+
+void GroupSql::Upsert(const NodeRecord& n) {
+  std::string name, pool;
+  Q(&name, n.name);
+  Q(&pool, n.pool);
+  Require(&sql_, "EXISTS (SELECT 1 FROM pools WHERE name=" + pool + ")", "GPN01",
+          NodePoolNotFoundMessage(n.name, n.pool));
+  std::string* o = &sql_;
+  *o += "INSERT INTO nodes (" GP_NODE_COLS ") VALUES (";
+  *o += name + "," + pool + ",";
+  Q(o, ToString(n.state)), C(o), Pairs(o, n.labels), C(o), N(o, n.cpu_milli), C(o);
+  N(o, n.memory_mib), C(o), N(o, n.spill_budget_mib), C(o), N(o, n.last_heartbeat_us);
+  *o +=
+      ") ON CONFLICT (name) DO UPDATE SET pool=EXCLUDED.pool, state=EXCLUDED.state, "
+      "labels=EXCLUDED.labels, cpu_milli=EXCLUDED.cpu_milli, memory_mib=EXCLUDED.memory_mib, "
+      "spill_budget_mib=EXCLUDED.spill_budget_mib, "
+      "last_heartbeat_us=EXCLUDED.last_heartbeat_us;\n";
+  *o +=
+      "DELETE FROM devices WHERE node=" + name + ";\nDELETE FROM links WHERE node=" + name + ";\n";
+  if (!n.devices.empty()) {
+    *o += "INSERT INTO devices (" GP_DEVICE_COLS ") VALUES ";
+    for (size_t i = 0; i < n.devices.size(); ++i) {
+      const DeviceRecord& d = n.devices[i];
+      if (i > 0) *o += ',';
+      *o += '(' + name + ',';
+      N(o, static_cast<int64_t>(i)), C(o), Q(o, d.id), C(o), Q(o, d.model), C(o);
+      N(o, d.index), C(o), N(o, d.physical.milli_tflops), C(o), N(o, d.physical.vram_mib);
+      C(o), Q(o, d.mig_profile), C(o), Q(o, d.parent_id), C(o), B(o, d.healthy), C(o);
+      N(o, d.numa_node);
+      *o += ')';
+    }
+    *o += ";\n";
+  }
+  if (!n.links.empty()) {
+    *o += "INSERT INTO links (" GP_LINK_COLS ") VALUES ";
+    for (size_t i = 0; i < n.links.size(); ++i) {
+      const LinkRecord& l = n.links[i];
+      if (i > 0) *o += ',';
+      *o += '(' + name + ',';
+      N(o, static_cast<int64_t>(i)), C(o), N(o, l.a), C(o), N(o, l.b), C(o);
+      N(o, static_cast<int>(l.kind)), C(o), N(o, l.bandwidth_gbps);
+      *o += ')';
+    }
+    *o += ";\n";
+  }
+}
+
+void GroupSql::Set(const SetNodeState& m) {
+  std::string* o = &sql_;
+  *o += "WITH u AS (UPDATE nodes SET state=";
+  Q(o, ToString(m.state));
+  *o += " WHERE name=";
+  Q(o, m.name);
+  *o += " RETURNING 1) ";
+  Require(o, "EXISTS (SELECT 1 FROM u)", "GPN01", NodeNotFoundMessage(m.name));
+}
+
+void GroupSql::Upsert(const TenantRecord& t) {
+  std::string* o = &sql_;
+  *o += "INSERT INTO tenants (path, create_us) VALUES (";
+  Q(o, t.path), C(o), N(o, t.create_us);
+  *o += ") ON CONFLICT (path) DO UPDATE SET create_us=EXCLUDED.create_us;\n";
+}
+
+void GroupSql::Delete(const DeleteTenant& m) {
+  std::string* o = &sql_;
+  *o += "WITH d AS (DELETE FROM tenants WHERE path=";  // quotas go with it (ON DELETE CASCADE)
+  Q(o, m.path);
+  *o += " RETURNING 1) ";
+  Require(o, "EXISTS (SELECT 1 FROM d)", "GPN01", TenantNotFoundMessage(m.path));
+}
+
+void GroupSql::Set(const QuotaRecord& q) {
+  std::string tenant;
+  Q(&tenant, q.tenant);
+  Require(&sql_, "EXISTS (SELECT 1 FROM tenants WHERE path=" + tenant + ")", "GPN01",
+          TenantNotFoundMessage(q.tenant));
+  std::string* o = &sql_;
+  *o += "INSERT INTO quotas (" GP_QUOTA_COLS ") VALUES (" + tenant + ",";
+  Q(o, q.pool), C(o), N(o, q.guaranteed.resources.milli_tflops), C(o);
+  N(o, q.guaranteed.resources.vram_mib), C(o), N(o, q.guaranteed.devices), C(o);
+  N(o, q.limit.resources.milli_tflops), C(o), N(o, q.limit.resources.vram_mib), C(o);
+  N(o, q.limit.devices);
+  *o +=
+      ") ON CONFLICT (tenant, pool) DO UPDATE SET "
+      "guaranteed_milli_tflops=EXCLUDED.guaranteed_milli_tflops, "
+      "guaranteed_vram_mib=EXCLUDED.guaranteed_vram_mib, "
+      "guaranteed_devices=EXCLUDED.guaranteed_devices, "
+      "limit_milli_tflops=EXCLUDED.limit_milli_tflops, limit_vram_mib=EXCLUDED.limit_vram_mib, "
+      "limit_devices=EXCLUDED.limit_devices;\n";
+}
+
+void GroupSql::Delete(const DeleteQuota& m) {
+  std::string* o = &sql_;
+  *o += "WITH d AS (DELETE FROM quotas WHERE tenant=";
+  Q(o, m.tenant);
+  *o += " AND pool=";
+  Q(o, m.pool);
+  *o += " RETURNING 1) ";
+  Require(o, "EXISTS (SELECT 1 FROM d)", "GPN01", QuotaNotFoundMessage(m.tenant, m.pool));
+}
+
+// ---- reading ----
+
+// Text keys sort bytewise (COLLATE "C") whatever the database's locale, as MemoryStore's maps do.
+const char* const kSelectPools = "SELECT " GP_POOL_COLS " FROM pools ORDER BY name COLLATE \"C\"";
+const char* const kSelectNodes = "SELECT " GP_NODE_COLS " FROM nodes ORDER BY name COLLATE \"C\"";
+const char* const kSelectTenants =
+    "SELECT path, create_us FROM tenants ORDER BY path COLLATE \"C\"";
+const char* const kSelectQuotas =
+    "SELECT " GP_QUOTA_COLS " FROM quotas ORDER BY tenant COLLATE \"C\", pool COLLATE \"C\"";
+const char* const kSelectDevices = "SELECT " GP_DEVICE_COLS " FROM devices ORDER BY node, pos";
+const char* const kSelectLinks = "SELECT " GP_LINK_COLS " FROM links ORDER BY node, pos";
+const char* const kSelectJobs = "SELECT " GP_JOB_COLS " FROM jobs ORDER BY id";
+const char* const kSelectTasks = "SELECT " GP_TASK_COLS " FROM tasks ORDER BY job_id, idx";
+const char* const kSelectAllocations =
+    "SELECT " GP_ALLOC_COLS " FROM allocations ORDER BY job_id, idx, pos";
+
+namespace {
+
+std::vector<std::string> TextArray(const pqxx::field& f) {
+  std::vector<std::string> out;
+  if (f.is_null()) return out;
+  pqxx::array_parser parser = f.as_array();
+  for (;;) {
+    auto [kind, value] = parser.get_next();
+    if (kind == pqxx::array_parser::done) break;
+    if (kind == pqxx::array_parser::string_value) out.push_back(std::move(value));
+    if (kind == pqxx::array_parser::null_value) out.emplace_back();
+  }
+  return out;
+}
+
+std::map<std::string, std::string> PairMap(const pqxx::field& f) {
+  std::vector<std::string> flat = TextArray(f);
+  std::map<std::string, std::string> out;
+  for (size_t i = 0; i + 1 < flat.size(); i += 2) out[flat[i]] = flat[i + 1];
+  return out;
+}
+
+template <typename E>
+Result<E> Enum(const pqxx::field& f, std::optional<E> (*parse)(std::string_view),
+               std::string_view what) {
+  std::optional<E> v = parse(f.c_str());
+  if (!v) {
+    return Status::Internal("store: unknown " + std::string(what) + " '" + f.c_str() +
+                            "' in the database");
+  }
+  return *v;
+}
+
+}  // namespace
+
+Result<std::vector<PoolRecord>> ReadPools(const pqxx::result& rows) {
+  std::vector<PoolRecord> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) {
+    PoolRecord p;
+    p.name = r[0].c_str();
+    GPUPOOL_ASSIGN_OR_RETURN(p.visibility, Enum(r[1], &ParseVisibility, "visibility"));
+    p.allowed_tenants = TextArray(r[2]);
+    p.placement_strategy = r[3].c_str();
+    p.compute_overcommit.permille = r[4].as<int64_t>();
+    p.memory_overcommit.permille = r[5].as<int64_t>();
+    GPUPOOL_ASSIGN_OR_RETURN(p.sharing_mode, Enum(r[6], &ParseSharingMode, "sharing mode"));
+    p.time_slice_replicas = r[7].as<int32_t>();
+    p.create_us = r[8].as<int64_t>();
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+Result<std::vector<NodeRecord>> ReadNodes(const pqxx::result& nodes, const pqxx::result& devices,
+                                          const pqxx::result& links) {
+  std::vector<NodeRecord> out;
+  out.reserve(nodes.size());
+  std::map<std::string, size_t> by_name;
+  for (const auto& r : nodes) {
+    NodeRecord n;
+    n.name = r[0].c_str();
+    n.pool = r[1].c_str();
+    GPUPOOL_ASSIGN_OR_RETURN(n.state, Enum(r[2], &ParseNodeState, "node state"));
+    n.labels = PairMap(r[3]);
+    n.cpu_milli = r[4].as<int64_t>();
+    n.memory_mib = r[5].as<int64_t>();
+    n.spill_budget_mib = r[6].as<int64_t>();
+    n.last_heartbeat_us = r[7].as<int64_t>();
+    by_name[n.name] = out.size();
+    out.push_back(std::move(n));
+  }
+  for (const auto& r : devices) {
+    auto it = by_name.find(r[0].c_str());
+    if (it == by_name.end()) continue;
+    DeviceRecord d;
+    d.id = r[2].c_str();
+    d.model = r[3].c_str();
+    d.index = r[4].as<int32_t>();
+    d.physical = Resources{r[5].as<int64_t>(), r[6].as<int64_t>()};
+    d.mig_profile = r[7].c_str();
+    d.parent_id = r[8].c_str();
+    d.healthy = r[9].as<bool>();
+    d.numa_node = r[10].as<int32_t>();
+    out[it->second].devices.push_back(std::move(d));
+  }
+  for (const auto& r : links) {
+    auto it = by_name.find(r[0].c_str());
+    if (it == by_name.end()) continue;
+    LinkRecord l;
+    l.a = r[2].as<int32_t>();
+    l.b = r[3].as<int32_t>();
+    l.kind = static_cast<LinkKind>(r[4].as<int>());
+    l.bandwidth_gbps = r[5].as<int32_t>();
+    out[it->second].links.push_back(l);
+  }
+  return out;
+}
+
+Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::result& tasks,
+                                        const pqxx::result& allocations) {
+  std::vector<JobRecord> out;
+  out.reserve(jobs.size());
+  for (const auto& r : jobs) {
+    JobRecord j;
+    JobSpec& s = j.spec;
+    ResourceRequest& q = s.task_template.resources;
+    j.id = r[0].as<int64_t>();
+    s.tenant = r[1].c_str();
+    s.pool = r[2].c_str();
+    s.priority_class = r[3].c_str();
+    s.task_count = r[4].as<int32_t>();
+    s.gang = r[5].as<bool>();
+    s.preemptible = r[6].as<bool>();
+    s.max_runtime_ms = r[7].as<int64_t>();
+    s.max_retries = r[8].as<int32_t>();
+    s.labels = PairMap(r[9]);
+    s.task_template.command = TextArray(r[10]);
+    s.task_template.env = PairMap(r[11]);
+    q.shape = static_cast<RequestShape>(r[12].as<int>());
+    q.fractional = Resources{r[13].as<int64_t>(), r[14].as<int64_t>()};
+    q.gpu_count = r[15].as<int32_t>();
+    q.models = TextArray(r[16]);
+    q.mig_profile = r[17].c_str();
+    q.sku = r[18].c_str();
+    q.cpu_milli = r[19].as<int64_t>();
+    q.memory_mib = r[20].as<int64_t>();
+    GPUPOOL_ASSIGN_OR_RETURN(j.state, Enum(r[21], &ParseJobState, "job state"));
+    j.reason = r[22].c_str();
+    j.submit_us = r[23].as<int64_t>();
+    j.finish_us = r[24].as<int64_t>();
+    out.push_back(std::move(j));
+  }
+  // Tasks and allocations come sorted by (job_id, idx[, pos]); walk them alongside the jobs.
+  size_t ji = 0;
+  for (const auto& r : tasks) {
+    int64_t job_id = r[0].as<int64_t>();
+    while (ji < out.size() && out[ji].id < job_id) ++ji;
+    if (ji == out.size() || out[ji].id != job_id) continue;
+    TaskRecord t;
+    t.job_id = job_id;
+    t.index = r[1].as<int32_t>();
+    GPUPOOL_ASSIGN_OR_RETURN(t.state, Enum(r[2], &ParseTaskState, "task state"));
+    t.node = r[3].c_str();
+    t.attempt = r[4].as<int32_t>();
+    t.exit_code = r[5].as<int32_t>();
+    t.reason = r[6].c_str();
+    t.scheduled_us = r[7].as<int64_t>();
+    t.started_us = r[8].as<int64_t>();
+    t.finished_us = r[9].as<int64_t>();
+    out[ji].tasks.push_back(std::move(t));
+  }
+  ji = 0;
+  size_t ti = 0;
+  for (const auto& r : allocations) {
+    int64_t job_id = r[0].as<int64_t>();
+    int32_t idx = r[1].as<int32_t>();
+    while (ji < out.size() && out[ji].id < job_id) ++ji, ti = 0;
+    if (ji == out.size() || out[ji].id != job_id) continue;
+    auto& ts = out[ji].tasks;
+    while (ti < ts.size() && ts[ti].index < idx) ++ti;
+    if (ti == ts.size() || ts[ti].index != idx) continue;
+    Allocation a;
+    a.device_id = r[3].c_str();
+    a.amount = Resources{r[4].as<int64_t>(), r[5].as<int64_t>()};
+    a.slots = r[6].as<int32_t>();
+    a.exclusive = r[7].as<bool>();
+    ts[ti].allocations.push_back(std::move(a));
+  }
+  return out;
+}
+
+std::vector<TenantRecord> ReadTenants(const pqxx::result& rows) {
+  std::vector<TenantRecord> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) out.push_back(TenantRecord{r[0].c_str(), r[1].as<int64_t>()});
+  return out;
+}
+
+std::vector<QuotaRecord> ReadQuotas(const pqxx::result& rows) {
+  std::vector<QuotaRecord> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) {
+    QuotaRecord q;
+    q.tenant = r[0].c_str();
+    q.pool = r[1].c_str();
+    q.guaranteed.resources = Resources{r[2].as<int64_t>(), r[3].as<int64_t>()};
+    q.guaranteed.devices = r[4].as<int32_t>();
+    q.limit.resources = Resources{r[5].as<int64_t>(), r[6].as<int64_t>()};
+    q.limit.devices = r[7].as<int32_t>();
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+std::vector<EventRecord> ReadEvents(const pqxx::result& rows) {
+  std::vector<EventRecord> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) {
+    out.push_back(EventRecord{r[0].as<int64_t>(), r[1].c_str(), r[2].c_str(), r[3].c_str()});
+  }
+  return out;
+}
+
+}  // namespace gpupool

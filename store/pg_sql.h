@@ -1,0 +1,76 @@
+// SQL text for the PostgreSQL store: one group of batches becomes one multi-statement string,
+// and result rows become domain records. Internal to store/.
+//
+// Writing: GroupSql appends, in order, the statements for each mutation. Runs of InsertJob and
+// AppendEvent are folded into one multi-row INSERT per table (jobs, tasks, allocations, events);
+// any other mutation first flushes the pending rows, so statements still run in batch order.
+// Checks that a mutation needs (the job exists, the pool has no nodes…) are statements calling
+// gp_require(), which raises a gpupool SQLSTATE that PgErrorToStatus maps to a Status.
+//
+// Literals are quoted by AppendQuoted (store/pg_conn.h); the batch has passed ValidateBatch, so
+// no text holds a NUL byte or invalid UTF-8.
+//
+// Thread safety: GroupSql is a value used by one thread; the readers are pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "scheduler/store.h"
+
+namespace pqxx {
+class result;
+}
+
+namespace gpupool {
+
+class GroupSql {
+ public:
+  // Starts with the fence: renews the lease of `epoch` or raises GPF01.
+  GroupSql(int64_t epoch, int64_t lease_us);
+
+  void Add(const Mutation& m);
+  // The whole text; call once, after the last Add().
+  std::string Finish();
+
+ private:
+  void Flush();
+  void Insert(const JobRecord& job);
+  void Event(const EventRecord& event);
+  void Update(const UpdateJob& m);
+  void Update(const UpdateTask& m);
+  void Upsert(const PoolRecord& pool);
+  void Delete(const DeletePool& m);
+  void Upsert(const NodeRecord& node);
+  void Set(const SetNodeState& m);
+  void Upsert(const TenantRecord& tenant);
+  void Delete(const DeleteTenant& m);
+  void Set(const QuotaRecord& quota);
+  void Delete(const DeleteQuota& m);
+
+  std::string sql_;
+  std::string job_ids_, jobs_, tasks_, allocs_, events_;  // rows waiting for Flush()
+};
+
+// SELECT lists that the readers below expect, in this column order.
+extern const char* const kSelectPools;
+extern const char* const kSelectNodes;
+extern const char* const kSelectDevices;
+extern const char* const kSelectLinks;
+extern const char* const kSelectJobs;
+extern const char* const kSelectTasks;
+extern const char* const kSelectAllocations;
+extern const char* const kSelectTenants;
+extern const char* const kSelectQuotas;
+
+// Each returns INTERNAL when a row holds a value this build cannot read (e.g. an unknown state).
+Result<std::vector<PoolRecord>> ReadPools(const pqxx::result& pools);
+Result<std::vector<NodeRecord>> ReadNodes(const pqxx::result& nodes, const pqxx::result& devices,
+                                          const pqxx::result& links);
+Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::result& tasks,
+                                        const pqxx::result& allocations);
+std::vector<TenantRecord> ReadTenants(const pqxx::result& tenants);
+std::vector<QuotaRecord> ReadQuotas(const pqxx::result& quotas);
+std::vector<EventRecord> ReadEvents(const pqxx::result& events);
+
+}  // namespace gpupool

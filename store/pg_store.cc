@@ -1,0 +1,228 @@
+#include "store/pg_store.h"
+
+#include <unistd.h>
+
+#include <pqxx/pqxx>
+
+#include "base/log.h"
+#include "store/migrations.h"
+#include "store/pg_conn.h"
+#include "store/pg_sql.h"
+#include "store/validate.h"
+
+namespace gpupool {
+namespace {
+
+std::string DefaultHolder() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + ":" + std::to_string(getpid());
+}
+
+// "job/12" → "job/12%" with LIKE's wildcards escaped, as a quoted literal.
+std::string LikePrefix(const std::string& prefix) {
+  std::string pattern;
+  for (char c : prefix) {
+    if (c == '%' || c == '_' || c == '\\') pattern += '\\';
+    pattern += c;
+  }
+  pattern += '%';
+  std::string out;
+  AppendQuoted(&out, pattern);
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PgStore>> PgStore::Open(PgStoreOptions options) {
+  GPUPOOL_ASSIGN_OR_RETURN(PgTarget target, ParsePgTarget(options.uri));
+  if (options.holder.empty()) options.holder = DefaultHolder();
+  if (options.max_group == 0) options.max_group = 1;
+  auto target_ptr = std::make_unique<PgTarget>(target);
+  std::unique_ptr<PgStore> store(new PgStore(std::move(options), std::move(target_ptr)));
+  {
+    std::lock_guard lock(store->read_mu_);
+    GPUPOOL_ASSIGN_OR_RETURN(pqxx::connection * conn, store->read_conn_->Get());
+    Status st = Migrate(*conn, target.display);
+    if (!st.ok()) {
+      if (IsConnectionLevel(st)) store->read_conn_->Reset(st);
+      return st;
+    }
+  }
+  LogInfo("store", "opened PostgreSQL store", {{"db", target.display}});
+  store->writer_ = std::thread([s = store.get()] { s->WriterLoop(); });
+  return store;
+}
+
+PgStore::PgStore(PgStoreOptions options, std::unique_ptr<PgTarget> target)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
+      target_(std::move(target)),
+      writer_conn_(std::make_unique<PgConnection>(*target_, "writer")),
+      read_conn_(std::make_unique<PgConnection>(*target_, "reader")) {}
+
+PgStore::~PgStore() {
+  {
+    std::lock_guard lock(queue_mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+const std::string& PgStore::display() const { return target_->display; }
+
+Result<int64_t> PgStore::AcquireLeadership() {
+  std::lock_guard lock(read_mu_);
+  GPUPOOL_ASSIGN_OR_RETURN(pqxx::connection * conn, read_conn_->Get());
+  try {
+    pqxx::work txn(*conn);
+    std::string sql = "UPDATE leader SET epoch = epoch + 1, holder = ";
+    AppendQuoted(&sql, options_.holder);
+    sql += ", lease_us = " + std::to_string(clock_->NowMicros()) + " WHERE id = 1 RETURNING epoch";
+    pqxx::result r = txn.exec(sql);
+    txn.commit();
+    if (r.size() != 1) return Status::Internal("store: the leader row is missing");
+    int64_t epoch = r[0][0].as<int64_t>();
+    epoch_.store(epoch);
+    LogInfo("store", "acquired leadership",
+            {{"epoch", std::to_string(epoch)}, {"holder", options_.holder}});
+    return epoch;
+  } catch (const std::exception& e) {
+    Status st = PgErrorToStatus(e, *target_);
+    if (IsConnectionLevel(st) || !conn->is_open()) read_conn_->Reset(st);
+    return st;
+  }
+}
+
+Result<RecoveredState> PgStore::Recover() {
+  std::lock_guard lock(read_mu_);
+  GPUPOOL_ASSIGN_OR_RETURN(pqxx::connection * conn, read_conn_->Get());
+  try {
+    // One snapshot for every table, so jobs and tasks agree.
+    pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(*conn);
+    RecoveredState state;
+    GPUPOOL_ASSIGN_OR_RETURN(state.pools, ReadPools(txn.exec(kSelectPools)));
+    GPUPOOL_ASSIGN_OR_RETURN(
+        state.nodes,
+        ReadNodes(txn.exec(kSelectNodes), txn.exec(kSelectDevices), txn.exec(kSelectLinks)));
+    GPUPOOL_ASSIGN_OR_RETURN(state.jobs, ReadJobs(txn.exec(kSelectJobs), txn.exec(kSelectTasks),
+                                                  txn.exec(kSelectAllocations)));
+    state.tenants = ReadTenants(txn.exec(kSelectTenants));
+    state.quotas = ReadQuotas(txn.exec(kSelectQuotas));
+    txn.commit();
+    state.max_job_id = state.jobs.empty() ? 0 : state.jobs.back().id;
+    return state;
+  } catch (const std::exception& e) {
+    Status st = PgErrorToStatus(e, *target_);
+    if (IsConnectionLevel(st) || !conn->is_open()) read_conn_->Reset(st);
+    return st;
+  }
+}
+
+Result<std::vector<EventRecord>> PgStore::ListEvents(const std::string& subject_prefix, int limit) {
+  std::lock_guard lock(read_mu_);
+  GPUPOOL_ASSIGN_OR_RETURN(pqxx::connection * conn, read_conn_->Get());
+  try {
+    pqxx::nontransaction txn(*conn);
+    std::string sql = "SELECT time_us, kind, subject, message FROM events WHERE subject LIKE " +
+                      LikePrefix(subject_prefix) + " ESCAPE '\\' ORDER BY id";
+    if (limit > 0) sql += " LIMIT " + std::to_string(limit);
+    return ReadEvents(txn.exec(sql));
+  } catch (const std::exception& e) {
+    Status st = PgErrorToStatus(e, *target_);
+    if (IsConnectionLevel(st) || !conn->is_open()) read_conn_->Reset(st);
+    return st;
+  }
+}
+
+void PgStore::Apply(std::vector<Mutation> batch, Done done) {
+  {
+    std::lock_guard lock(queue_mu_);
+    queue_.push_back(Pending{std::move(batch), std::move(done)});
+  }
+  queue_cv_.notify_one();
+}
+
+void PgStore::WriterLoop() {
+  std::vector<Pending> group;
+  for (;;) {
+    {
+      std::unique_lock lock(queue_mu_);
+      for (;;) {
+        if (!queue_.empty() || stopping_) break;
+        if (writer_conn_->connected()) {
+          queue_cv_.wait(lock);
+          continue;
+        }
+        // Down and idle: reconnect in the background once the backoff has passed, so the store
+        // is ready when the database is back.
+        if (queue_cv_.wait_until(lock, writer_conn_->next_attempt()) == std::cv_status::timeout &&
+            queue_.empty() && !stopping_) {
+          lock.unlock();
+          (void)writer_conn_->Get();
+          lock.lock();
+        }
+      }
+      if (queue_.empty() && stopping_) return;
+      while (!queue_.empty() && group.size() < options_.max_group) {
+        group.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    CommitGroup(group);
+    group.clear();
+  }
+}
+
+Status PgStore::WriteTransaction(const std::vector<Pending*>& group, int64_t epoch) {
+  GPUPOOL_ASSIGN_OR_RETURN(pqxx::connection * conn, writer_conn_->Get());
+  try {
+    GroupSql sql(epoch, clock_->NowMicros());
+    for (const Pending* p : group) {
+      for (const Mutation& m : p->batch) sql.Add(m);
+    }
+    pqxx::work txn(*conn);
+    txn.exec(sql.Finish());
+    txn.commit();
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    Status st = PgErrorToStatus(e, *target_);
+    if (IsConnectionLevel(st) || !conn->is_open()) writer_conn_->Reset(st);
+    return st;
+  }
+}
+
+void PgStore::CommitGroup(std::vector<Pending>& group) {
+  std::vector<Status> results(group.size());
+  std::vector<Pending*> valid;
+  std::vector<size_t> valid_index;
+  int64_t epoch = epoch_.load();
+  for (size_t i = 0; i < group.size(); ++i) {
+    results[i] = epoch == 0
+                     ? Status::FailedPrecondition("store: AcquireLeadership() was not called")
+                     : ValidateBatch(group[i].batch);
+    if (results[i].ok()) {
+      valid.push_back(&group[i]);
+      valid_index.push_back(i);
+    }
+  }
+  if (!valid.empty()) {
+    Status st = WriteTransaction(valid, epoch);
+    bool isolate = !st.ok() && valid.size() > 1 && st.code() != StatusCode::kUnavailable &&
+                   st.code() != StatusCode::kAborted;
+    if (!isolate) {
+      for (size_t i : valid_index) results[i] = st;
+    } else {
+      // One batch broke the group: give each batch its own transaction and its own answer.
+      for (size_t k = 0; k < valid.size(); ++k) {
+        results[valid_index[k]] = WriteTransaction({valid[k]}, epoch);
+      }
+    }
+  }
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (group[i].done) group[i].done(results[i]);
+  }
+}
+
+}  // namespace gpupool

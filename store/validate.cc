@@ -1,0 +1,225 @@
+#include "store/validate.h"
+
+#include <set>
+#include <string_view>
+
+namespace gpupool {
+namespace {
+
+bool ValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c == 0) return false;
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;  // truncated sequence
+    for (size_t k = 1; k <= n; ++k) {
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+class TextChecker {
+ public:
+  void operator()(std::string_view field, const std::string& text) {
+    if (status_.ok() && !ValidUtf8(text)) {
+      status_ =
+          Status::InvalidArgument(std::string(field) + ": text must be UTF-8 without NUL bytes");
+    }
+  }
+  void operator()(std::string_view field, const std::vector<std::string>& list) {
+    for (const auto& s : list) (*this)(field, s);
+  }
+  void operator()(std::string_view field, const std::map<std::string, std::string>& map) {
+    for (const auto& [k, v] : map) {
+      (*this)(field, k);
+      (*this)(field, v);
+    }
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  Status status_;
+};
+
+void CheckJob(const JobRecord& j, TextChecker& t) {
+  t("job.tenant", j.spec.tenant);
+  t("job.pool", j.spec.pool);
+  t("job.priority_class", j.spec.priority_class);
+  t("job.labels", j.spec.labels);
+  t("job.command", j.spec.task_template.command);
+  t("job.env", j.spec.task_template.env);
+  t("job.models", j.spec.task_template.resources.models);
+  t("job.mig_profile", j.spec.task_template.resources.mig_profile);
+  t("job.sku", j.spec.task_template.resources.sku);
+  t("job.reason", j.reason);
+}
+
+void CheckTask(const TaskRecord& task, TextChecker& t) {
+  t("task.node", task.node);
+  t("task.reason", task.reason);
+  for (const auto& a : task.allocations) t("allocation.device_id", a.device_id);
+}
+
+Status CheckInsertJob(const JobRecord& j, TextChecker& t) {
+  std::string job = "job " + std::to_string(j.id);
+  if (j.id <= 0) return Status::InvalidArgument(job + ": id must be positive");
+  std::set<int32_t> seen;
+  for (const auto& task : j.tasks) {
+    if (task.job_id != j.id) {
+      return Status::InvalidArgument(job + ": task " + std::to_string(task.index) + " has job_id " +
+                                     std::to_string(task.job_id));
+    }
+    if (task.index < 0 || !seen.insert(task.index).second) {
+      return Status::InvalidArgument(job + ": task index " + std::to_string(task.index) +
+                                     " is negative or repeated");
+    }
+    CheckTask(task, t);
+  }
+  CheckJob(j, t);
+  return Status::Ok();
+}
+
+Status CheckNode(const NodeRecord& n, TextChecker& t) {
+  if (n.name.empty()) return Status::InvalidArgument("node: name must not be empty");
+  t("node.name", n.name);
+  t("node.pool", n.pool);
+  t("node.labels", n.labels);
+  std::set<std::string> ids;
+  for (const auto& d : n.devices) {
+    if (d.id.empty() || !ids.insert(d.id).second) {
+      return Status::InvalidArgument("node '" + n.name + "': device id '" + d.id +
+                                     "' is empty or repeated");
+    }
+    t("device.id", d.id);
+    t("device.model", d.model);
+    t("device.mig_profile", d.mig_profile);
+    t("device.parent_id", d.parent_id);
+  }
+  return Status::Ok();
+}
+
+Status CheckOne(const Mutation& m, TextChecker& t) {
+  if (const auto* ij = std::get_if<InsertJob>(&m)) return CheckInsertJob(ij->job, t);
+  if (const auto* uj = std::get_if<UpdateJob>(&m)) {
+    if (uj->job_id <= 0) return Status::InvalidArgument("update job: job id must be positive");
+    t("job.reason", uj->reason);
+    return Status::Ok();
+  }
+  if (const auto* ut = std::get_if<UpdateTask>(&m)) {
+    if (ut->task.job_id <= 0)
+      return Status::InvalidArgument("update task: job id must be positive");
+    CheckTask(ut->task, t);
+    return Status::Ok();
+  }
+  if (const auto* up = std::get_if<UpsertPool>(&m)) {
+    if (up->pool.name.empty()) return Status::InvalidArgument("pool: name must not be empty");
+    t("pool.name", up->pool.name);
+    t("pool.allowed_tenants", up->pool.allowed_tenants);
+    t("pool.placement_strategy", up->pool.placement_strategy);
+    return Status::Ok();
+  }
+  if (const auto* dp = std::get_if<DeletePool>(&m)) {
+    if (dp->name.empty()) return Status::InvalidArgument("pool: name must not be empty");
+    t("pool.name", dp->name);
+    return Status::Ok();
+  }
+  if (const auto* un = std::get_if<UpsertNode>(&m)) return CheckNode(un->node, t);
+  if (const auto* sn = std::get_if<SetNodeState>(&m)) {
+    if (sn->name.empty()) return Status::InvalidArgument("node: name must not be empty");
+    t("node.name", sn->name);
+    return Status::Ok();
+  }
+  if (const auto* ut = std::get_if<UpsertTenant>(&m)) {
+    if (ut->tenant.path.empty()) return Status::InvalidArgument("tenant: path must not be empty");
+    t("tenant.path", ut->tenant.path);
+    return Status::Ok();
+  }
+  if (const auto* dt = std::get_if<DeleteTenant>(&m)) {
+    if (dt->path.empty()) return Status::InvalidArgument("tenant: path must not be empty");
+    t("tenant.path", dt->path);
+    return Status::Ok();
+  }
+  if (const auto* sq = std::get_if<SetQuota>(&m)) {
+    if (sq->quota.tenant.empty() || sq->quota.pool.empty()) {
+      return Status::InvalidArgument("quota: tenant and pool must not be empty");
+    }
+    t("quota.tenant", sq->quota.tenant);
+    t("quota.pool", sq->quota.pool);
+    return Status::Ok();
+  }
+  if (const auto* dq = std::get_if<DeleteQuota>(&m)) {
+    if (dq->tenant.empty() || dq->pool.empty()) {
+      return Status::InvalidArgument("quota: tenant and pool must not be empty");
+    }
+    t("quota.tenant", dq->tenant);
+    t("quota.pool", dq->pool);
+    return Status::Ok();
+  }
+  const auto& ev = std::get<AppendEvent>(m).event;
+  t("event.kind", ev.kind);
+  t("event.subject", ev.subject);
+  t("event.message", ev.message);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateBatch(const std::vector<Mutation>& batch) {
+  TextChecker text;
+  for (const Mutation& m : batch) {
+    GPUPOOL_RETURN_IF_ERROR(CheckOne(m, text));
+    GPUPOOL_RETURN_IF_ERROR(text.status());
+  }
+  return Status::Ok();
+}
+
+std::string JobExistsMessage(int64_t id) {
+  return "job " + std::to_string(id) + ": already exists";
+}
+std::string JobNotFoundMessage(int64_t id) { return "job " + std::to_string(id) + ": not found"; }
+std::string TaskNotFoundMessage(int64_t job_id, int32_t index) {
+  return "task " + TaskId(job_id, index) + ": not found";
+}
+std::string PoolNotFoundMessage(const std::string& pool) {
+  return "pool '" + pool + "': not found";
+}
+std::string PoolHasNodesMessage(const std::string& pool) {
+  return "pool '" + pool + "': still has nodes";
+}
+std::string NodeNotFoundMessage(const std::string& node) {
+  return "node '" + node + "': not found";
+}
+std::string NodePoolNotFoundMessage(const std::string& node, const std::string& pool) {
+  return "node '" + node + "': pool '" + pool + "' not found";
+}
+std::string TenantNotFoundMessage(const std::string& tenant) {
+  return "tenant '" + tenant + "': not found";
+}
+std::string QuotaNotFoundMessage(const std::string& tenant, const std::string& pool) {
+  return "quota of tenant '" + tenant + "' in pool '" + pool + "': not found";
+}
+
+}  // namespace gpupool

@@ -1,0 +1,35 @@
+// Stateless checks that every Store implementation applies to a batch before touching data, so
+// MemoryStore and PgStore reject the same malformed mutations with the same message.
+//
+// INVALID_ARGUMENT when: a text field holds a NUL byte or invalid UTF-8; an InsertJob has a
+// non-positive id, a task whose job_id differs from the job's, or a repeated or negative task
+// index; an UpdateJob/UpdateTask names a non-positive job id; a pool or node name is empty; an
+// UpsertNode has an empty or repeated device id; a tenant path or a quota's tenant or pool is
+// empty.
+//
+// Thread safety: pure function.
+#pragma once
+
+#include <vector>
+
+#include "base/status.h"
+#include "scheduler/store.h"
+
+namespace gpupool {
+
+Status ValidateBatch(const std::vector<Mutation>& batch);
+
+// Messages both stores use for stateful failures, so callers (and the conformance suite) see the
+// same words whichever store runs.
+std::string JobExistsMessage(int64_t job_id);                    // "job 12: already exists"
+std::string JobNotFoundMessage(int64_t job_id);                  // "job 12: not found"
+std::string TaskNotFoundMessage(int64_t job_id, int32_t index);  // "task 12.0: not found"
+std::string PoolNotFoundMessage(const std::string& pool);        // "pool 'a': not found"
+std::string PoolHasNodesMessage(const std::string& pool);        // "pool 'a': still has nodes"
+std::string NodeNotFoundMessage(const std::string& node);        // "node 'n1': not found"
+std::string NodePoolNotFoundMessage(const std::string& node, const std::string& pool);
+std::string TenantNotFoundMessage(const std::string& tenant);  // "tenant 'acme': not found"
+// "quota of tenant 'acme' in pool 'a': not found"
+std::string QuotaNotFoundMessage(const std::string& tenant, const std::string& pool);
+
+}  // namespace gpupool

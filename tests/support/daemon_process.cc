@@ -1,0 +1,202 @@
+#include "tests/support/daemon_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "gpupool/v1/pools.grpc.pb.h"
+#include "store/process.h"
+
+namespace gpupool::testing {
+
+namespace fs = std::filesystem;
+
+Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const std::vector<std::string>& argv,
+                                                          const std::string& log_path) {
+  int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log < 0) return Status::Internal("cannot open " + log_path);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log);
+    return Status::Internal("fork failed");
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(log, STDOUT_FILENO);
+    ::dup2(log, STDERR_FILENO);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(log);
+  return std::unique_ptr<ChildProcess>(new ChildProcess(pid));
+}
+
+ChildProcess::~ChildProcess() {
+  if (!reaped_ && Running()) {
+    Signal(SIGKILL);
+    Wait(std::chrono::seconds(5));
+  }
+}
+
+bool ChildProcess::Running() {
+  if (reaped_) return false;
+  int status = 0;
+  pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) reaped_ = true;
+  return r == 0;
+}
+
+void ChildProcess::Signal(int sig) {
+  if (!reaped_) ::kill(pid_, sig);
+}
+
+int ChildProcess::Wait(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      reaped_ = true;
+      return status;
+    }
+    if (r < 0) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+Result<std::string> MakeTempDir(const std::string& prefix) {
+  std::string pattern = (fs::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) == nullptr) return Status::Internal("mkdtemp failed");
+  ::chmod(pattern.c_str(), 0755);
+  return pattern;
+}
+
+std::string BinaryPath(const std::string& name) {
+  return std::string(GPUPOOL_BINARY_DIR) + "/cmd/" + name;
+}
+
+Result<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(Options options) {
+  std::unique_ptr<DaemonProcess> d(new DaemonProcess());
+  d->options_ = std::move(options);
+  if (d->options_.data_dir.empty()) {
+    GPUPOOL_ASSIGN_OR_RETURN(d->data_dir_, MakeTempDir("gpupoold-test"));
+  } else {
+    d->data_dir_ = d->options_.data_dir;
+  }
+  d->grpc_port_ = FreePort();
+  d->http_port_ = FreePort();
+  GPUPOOL_RETURN_IF_ERROR(d->Launch());
+  return d;
+}
+
+Status DaemonProcess::Launch() {
+  std::vector<std::string> argv{BinaryPath("gpupoold"),
+                                "--data-dir",
+                                data_dir_,
+                                "--grpc-listen",
+                                grpc_address(),
+                                "--http-listen",
+                                "127.0.0.1:" + std::to_string(http_port_)};
+  argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
+  GPUPOOL_ASSIGN_OR_RETURN(child_, ChildProcess::Spawn(argv, log_path()));
+  // Ready when the API answers a call (the embedded database may take a few seconds).
+  auto channel = grpc::CreateChannel(grpc_address(), grpc::InsecureChannelCredentials());
+  auto stub = v1::PoolService::NewStub(channel);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!child_->Running()) {
+      return Status::Internal("gpupoold exited during start-up:\n" + LogTail(20));
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    v1::ListPoolsResponse resp;
+    if (stub->ListPools(&ctx, v1::ListPoolsRequest{}, &resp).ok()) return Status::Ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return Status::Unavailable("gpupoold not ready within 60 s:\n" + LogTail(20));
+}
+
+Status DaemonProcess::Restart() {
+  if (child_ && child_->Running()) return Status::FailedPrecondition("still running");
+  return Launch();
+}
+
+void DaemonProcess::Kill9() {
+  if (!child_) return;
+  child_->Signal(SIGKILL);
+  child_->Wait(std::chrono::seconds(10));
+}
+
+int DaemonProcess::Stop() {
+  if (!child_ || !child_->Running()) return -1;
+  child_->Signal(SIGTERM);
+  int status = child_->Wait(std::chrono::seconds(30));
+  if (status < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string DaemonProcess::LogTail(int lines) const { return TailOfFile(log_path(), lines); }
+
+void DaemonProcess::StopLeftoverPostgres() {
+  // A kill -9 leaves the embedded server running; stop any postmaster under our directory.
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(data_dir_, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().filename() != "postmaster.pid") continue;
+    std::ifstream in(it->path());
+    pid_t pid = 0;
+    if (in >> pid && pid > 0) {
+      ::kill(pid, SIGQUIT);
+      for (int i = 0; i < 100 && ::kill(pid, 0) == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  }
+}
+
+DaemonProcess::~DaemonProcess() {
+  Stop();
+  StopLeftoverPostgres();
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  bool failed = info != nullptr && info->result() != nullptr && info->result()->Failed();
+  if (failed) {
+    std::fprintf(stderr, "gpupoold log (kept in %s):\n%s\n", data_dir_.c_str(),
+                 LogTail(40).c_str());
+  } else if (options_.data_dir.empty()) {
+    std::error_code ec;
+    fs::remove_all(data_dir_, ec);
+  }
+}
+
+}  // namespace gpupool::testing

@@ -1,0 +1,83 @@
+// Test support: real gpupoold and gpupool-agent child processes on loopback.
+//
+// DaemonProcess starts the gpupoold binary built by this tree with a fresh data directory (its
+// embedded PostgreSQL lives there), free loopback ports, and its log in DATA_DIR/gpupoold.log;
+// Start() returns once the gRPC API answers. Kill9() leaves the embedded PostgreSQL running, as
+// a crash would; the next Start() on the same directory must cope. The destructor stops the
+// daemon and any PostgreSQL left behind, and removes the directory unless the test failed.
+//
+// Thread safety: one test thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace gpupool::testing {
+
+// A child process with its own process group, stdout and stderr to `log_path`.
+class ChildProcess {
+ public:
+  static Result<std::unique_ptr<ChildProcess>> Spawn(const std::vector<std::string>& argv,
+                                                     const std::string& log_path);
+  ~ChildProcess();  // SIGKILL if still running
+  pid_t pid() const { return pid_; }
+  bool Running();
+  void Signal(int sig);
+  // Waits up to `timeout` for exit; returns the raw wait status, or -1 on timeout.
+  int Wait(std::chrono::milliseconds timeout);
+
+ private:
+  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+};
+
+// A free TCP port on 127.0.0.1 (bound and released; another process could take it, rarely).
+int FreePort();
+
+// A fresh directory under the system temp dir, readable by the postgres user.
+Result<std::string> MakeTempDir(const std::string& prefix);
+
+class DaemonProcess {
+ public:
+  struct Options {
+    std::string data_dir;  // empty: a fresh temp dir
+    std::vector<std::string> extra_args;
+  };
+  static Result<std::unique_ptr<DaemonProcess>> Start(Options options);
+  ~DaemonProcess();
+
+  // Starts the binary again on the same data dir and ports (after Kill9 or Stop).
+  Status Restart();
+  void Kill9();
+  // SIGTERM and wait for a clean exit; returns the exit code (or -1).
+  int Stop();
+
+  std::string grpc_address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  int http_port() const { return http_port_; }
+  const std::string& data_dir() const { return data_dir_; }
+  std::string log_path() const { return data_dir_ + "/gpupoold.log"; }
+  std::string LogTail(int lines) const;
+
+ private:
+  DaemonProcess() = default;
+  Status Launch();
+  void StopLeftoverPostgres();
+
+  Options options_;
+  std::string data_dir_;
+  int grpc_port_ = 0;
+  int http_port_ = 0;
+  std::unique_ptr<ChildProcess> child_;
+};
+
+// Path of a binary built by this tree (set by CMake): "gpupoold", "gpupool-agent", "gpupoolctl".
+std::string BinaryPath(const std::string& name);
+
+}  // namespace gpupool::testing
