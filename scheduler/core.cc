@@ -12,6 +12,7 @@ namespace gpupool {
 Core::Core(SchedulerOptions options, Clock* clock, Store* store, AgentGateway* agents,
            Executor executor, SchedulerMetrics* metrics)
     : s_(std::make_unique<State>()) {
+  s_->book = TenantBook(options.tenancy.fair_share_half_life_ms);
   s_->options = std::move(options);
   s_->clock = clock;
   s_->store = store;
@@ -71,17 +72,30 @@ int32_t Core::State::RetryLimit(const JobEntry& job) const {
 
 void Core::State::Enqueue(const JobEntry& job, int32_t index) {
   pending.insert(QueueKey{-job.priority, job.rec.id, index});
+  queues[FairKey{-job.priority, job.rec.spec.pool, job.rec.spec.tenant}].insert(
+      {job.rec.id, index});
 }
 
 void Core::State::Dequeue(const JobEntry& job, int32_t index) {
-  pending.erase(QueueKey{-job.priority, job.rec.id, index});
+  if (pending.erase(QueueKey{-job.priority, job.rec.id, index}) == 0) return;
+  auto q = queues.find(FairKey{-job.priority, job.rec.spec.pool, job.rec.spec.tenant});
+  if (q == queues.end()) return;
+  q->second.erase({job.rec.id, index});
+  if (q->second.empty()) queues.erase(q);
 }
 
 void Core::State::ReleaseTask(JobEntry& job, int32_t index) {
   TaskRuntime& rt = job.rt[static_cast<size_t>(index)];
+  Uncharge(job, index);
+  auto res = rt.reserved_for != 0 ? reservations.find(rt.reserved_for) : reservations.end();
+  rt.reserved_for = 0;
+  if (res != reservations.end()) res->second.victims.erase(TaskId(job.rec.id, index));
   if (!rt.holds) return;
   PoolEntry* pool = FindPool(job.rec.spec.pool);
-  if (pool != nullptr) {
+  if (res != reservations.end() && res->second.allocation.node == rt.allocation.node) {
+    // A victim's room stays committed for the preemptor that waits for it.
+    res->second.held.push_back(rt.allocation);
+  } else if (pool != nullptr) {
     Status st = pool->engine->Release(rt.allocation);
     if (!st.ok()) {
       LogError("core", "release failed",
@@ -255,11 +269,21 @@ void Core::SubmitJob(JobSpec spec, Callback<JobRecord> done) {
   int32_t priority = 0;
   ResourceRequest request;
   Status st = s_->Admit(spec, &priority, &request);
+  if (st.ok()) {
+    // A job that can never fit its quota is refused; one that fits the limit waits its turn.
+    QuotaAmount one = s_->Estimate(request), need;
+    int32_t together = spec.gang ? spec.task_count : 1;
+    need.resources.milli_tflops = one.resources.milli_tflops * together;
+    need.resources.vram_mib = one.resources.vram_mib * together;
+    need.devices = one.devices * together;
+    st = s_->book.CheckNeverFits(spec.pool, spec.tenant, need);
+  }
   if (!st.ok()) {
     if (s_->metrics != nullptr) {
-      s_->metrics->Submission(st.code() == StatusCode::kNotFound           ? "not_found"
-                              : st.code() == StatusCode::kPermissionDenied ? "denied"
-                                                                           : "invalid");
+      s_->metrics->Submission(st.code() == StatusCode::kNotFound             ? "not_found"
+                              : st.code() == StatusCode::kPermissionDenied   ? "denied"
+                              : st.code() == StatusCode::kFailedPrecondition ? "quota"
+                                                                             : "invalid");
     }
     done(st);
     return;

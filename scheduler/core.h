@@ -9,9 +9,12 @@
 // Flows (see docs/architecture.md):
 //  * Submit: validate against pools, SKUs, classes and capacity → assign an id → Store::Apply →
 //    only when durable: queue the tasks and answer the caller.
-//  * Schedule: pending tasks by priority class, then age; Place (or PlaceGang) → reserve in the
-//    engine → persist SCHEDULED with allocations → only when durable: StartTask to the agent.
-//    A failed commit releases the reservation and puts the tasks back in the queue.
+//  * Schedule: pending tasks by priority class, then fair share of their tenants, then age;
+//    quota check → Place (or PlaceGang) → reserve in the engine → persist SCHEDULED with
+//    allocations → only when durable: StartTask to the agent. A failed commit releases the
+//    reservation and puts the tasks back in the queue. A task that does not fit may preempt
+//    (higher priority, or reclaim of a guarantee): its victims stop and their room is reserved
+//    for it (docs/tenancy.md).
 //  * Agents: Register upserts the node and reconciles tasks; TaskUpdate drives RUNNING and the
 //    exits; a node silent past the heartbeat timeout turns NOT_READY and its tasks are LOST and
 //    requeued (within the job's retry limit).
@@ -116,6 +119,18 @@ struct JobChange {
   int64_t time_us = 0;
 };
 
+// A quota as the API shows it: the record and what the tenant's subtree holds in the pool now.
+struct QuotaView {
+  QuotaRecord quota;
+  QuotaAmount used;      // held by SCHEDULED and RUNNING tasks of the tenant and its descendants
+  QuotaAmount borrowed;  // the part of `used` beyond `guaranteed`, per dimension
+};
+
+struct TenantView {
+  TenantRecord tenant;
+  std::vector<QuotaView> quotas;  // one per pool the tenant has a quota in
+};
+
 class Core {
  public:
   template <typename T>
@@ -150,6 +165,22 @@ class Core {
   void DeletePool(const std::string& name, Callback<bool> done);
   Result<PoolView> GetPool(const std::string& name) const;
   std::vector<PoolView> ListPools() const;
+
+  // Tenants and quotas (admin); see docs/tenancy.md. A tenant's parent must exist; a tenant
+  // with children cannot be deleted; deleting a tenant deletes its quotas. SetQuota refuses a
+  // quota that would let a child exceed its parent (INVALID_ARGUMENT / FAILED_PRECONDITION
+  // naming both), and a pool that does not exist (NOT_FOUND).
+  void CreateTenant(TenantRecord tenant, Callback<TenantView> done);
+  void DeleteTenant(const std::string& path, Callback<bool> done);
+  Result<TenantView> GetTenant(const std::string& path) const;
+  // Tenants whose path is `prefix` or under it ("" for all), ordered by path.
+  std::vector<TenantView> ListTenants(const std::string& prefix) const;
+  void SetQuota(QuotaRecord quota, Callback<QuotaView> done);
+  void DeleteQuota(const std::string& tenant, const std::string& pool, Callback<bool> done);
+  Result<QuotaView> GetQuota(const std::string& tenant, const std::string& pool) const;
+  // Quotas of tenants under `tenant_prefix` ("" for all), in `pool` ("" for every pool).
+  std::vector<QuotaView> ListQuotas(const std::string& tenant_prefix,
+                                    const std::string& pool) const;
 
   // Nodes (admin).
   std::vector<NodeView> ListNodes(const std::string& pool) const;

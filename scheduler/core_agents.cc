@@ -82,6 +82,14 @@ Status Core::ApplyRegistration(const NodeRecord& n) {
     // The hardware changed (a GPU vanished, MIG re-partitioned): re-add the node and re-commit
     // what still fits; tasks whose devices are gone are lost.
     GPUPOOL_RETURN_IF_ERROR(pool->engine->RemoveNode(n.name));
+    std::vector<int64_t> stale;  // room held there went with the node
+    for (auto& [id, r] : s_->reservations) {
+      if (r.allocation.node == n.name) {
+        r.held.clear();
+        stale.push_back(id);
+      }
+    }
+    for (int64_t id : stale) s_->DropReservation(id, "devices changed on node " + n.name);
     for (auto& [id, job] : s_->jobs) {
       for (TaskRuntime& rt : job.rt) {
         if (rt.holds && rt.allocation.node == n.name) rt.holds = false;
@@ -194,6 +202,8 @@ void Core::OnTaskReport(const TaskReport& r) {
     if (s_->RefreshJobState(*job))
       batch.emplace_back(UpdateJob{job->rec.id, job->rec.state, "", 0});
     s_->Notify(*job, "task " + r.task_id + ": RUNNING on " + t.node);
+  } else if (rt.stop == StopIntent::kPreempt && r.state != TaskState::kSucceeded) {
+    s_->RequeuePreempted(*job, index, &batch);
   } else if (rt.stop == StopIntent::kRequeue) {
     s_->RequeueOrFail(*job, index, r.reason.empty() ? "stopped for requeue" : r.reason, &batch);
   } else if (rt.stop == StopIntent::kCancel || job->rec.state == JobState::kCancelled) {
@@ -266,6 +276,7 @@ void Core::PublishMetrics() {
     depth[{job.rec.spec.pool, job.rec.spec.priority_class}]++;
   }
   for (const auto& [key, d] : depth) s_->metrics->QueueDepth(key.first, key.second, d);
+  s_->PublishTenantMetrics();
 }
 
 }  // namespace gpupool

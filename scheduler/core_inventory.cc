@@ -227,6 +227,15 @@ void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
       done(st.ok() ? Status::NotFound("pool '" + pool.name + "' was deleted") : st);
       return;
     }
+    // Room held for preemptors lived in the old engine; they queue again like any task.
+    std::vector<int64_t> stale;
+    for (auto& [id, r] : s_->reservations) {
+      if (r.pool == pool.name) {
+        r.held.clear();
+        stale.push_back(id);
+      }
+    }
+    for (int64_t id : stale) s_->DropReservation(id, "pool policy changed");
     e->rec = pool;
     e->engine = std::move(*shared);
     s_->RecomputeLimits(*e);
@@ -256,11 +265,17 @@ void Core::DeletePool(const std::string& name, Callback<bool> done) {
   }
   std::vector<Mutation> batch{gpupool::DeletePool{name},
                               AppendEvent{s_->Event("pool.deleted", "pool/" + name, "deleted")}};
-  s_->Persist(std::move(batch), [this, name, done = std::move(done)](Status st) {
+  std::vector<std::string> quota_tenants;  // the pool's quotas go with it
+  for (const auto& [key, q] : s_->book.quotas()) {
+    if (q.pool == name) quota_tenants.push_back(q.tenant);
+  }
+  for (const std::string& t : quota_tenants) batch.emplace_back(gpupool::DeleteQuota{t, name});
+  s_->Persist(std::move(batch), [this, name, quota_tenants, done = std::move(done)](Status st) {
     if (!st.ok()) {
       done(st.WithContext("pool not deleted"));
       return;
     }
+    for (const std::string& t : quota_tenants) s_->book.EraseQuota(t, name);
     s_->pools.erase(name);
     done(true);
   });
@@ -369,6 +384,8 @@ placement::Allocation Core::State::AllocationOf(const JobEntry& job, const TaskR
 Status Core::Recover(const RecoveredState& state, int64_t epoch) {
   s_->epoch = epoch;
   s_->max_job_id = state.max_job_id;
+  for (const TenantRecord& t : state.tenants) s_->book.PutTenant(t);
+  for (const QuotaRecord& q : state.quotas) s_->book.PutQuota(q);
   for (const PoolRecord& p : state.pools) {
     Result<std::unique_ptr<placement::Engine>> engine = MakeEngine(p, s_->options.default_strategy);
     if (!engine.ok()) return engine.status().WithContext("recover pool '" + p.name + "'");
@@ -422,6 +439,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
         if (st.ok()) {
           rt.holds = true;
           ++s_->running;
+          s_->Charge(job, i);
           if (job.rec.state == JobState::kCancelled) rt.stop = StopIntent::kCancel;
         } else {
           LogWarn("core", "recovered allocation no longer fits; requeueing",

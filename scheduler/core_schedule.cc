@@ -1,6 +1,7 @@
 // Core: the scheduling pass, dispatch, and the end of a task's attempt.
 #include <algorithm>
 #include <chrono>
+#include <queue>
 
 #include "base/log.h"
 #include "scheduler/core.h"
@@ -8,21 +9,6 @@
 
 namespace gpupool {
 namespace {
-
-// A placement that failed in this pass for a pool and request shape fails again for an identical
-// one (nothing was released in between), so the pass skips it without asking the engine.
-struct ShapeKey {
-  std::string pool;
-  ResourceRequest request;
-  friend bool operator<(const ShapeKey& a, const ShapeKey& b) {
-    if (a.pool != b.pool) return a.pool < b.pool;
-    const ResourceRequest &x = a.request, &y = b.request;
-    return std::tie(x.shape, x.fractional.milli_tflops, x.fractional.vram_mib, x.gpu_count,
-                    x.models, x.mig_profile, x.cpu_milli, x.memory_mib) <
-           std::tie(y.shape, y.fractional.milli_tflops, y.fractional.vram_mib, y.gpu_count,
-                    y.models, y.mig_profile, y.cpu_milli, y.memory_mib);
-  }
-};
 
 std::string WhyNotPlaced(const placement::Decision& d) {
   std::string why = "waiting for capacity";
@@ -47,111 +33,214 @@ std::vector<Allocation> ToRecord(const placement::Allocation& a) {
   return out;
 }
 
+QuotaAmount Times(const QuotaAmount& a, int32_t n) {
+  QuotaAmount out;
+  out.resources.milli_tflops = a.resources.milli_tflops * n;
+  out.resources.vram_mib = a.resources.vram_mib * n;
+  out.devices = a.devices * n;
+  return out;
+}
+
 }  // namespace
+
+void Core::State::Reserve(PassState& pass, JobEntry& job, int32_t i,
+                          const placement::Allocation& a) {
+  TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
+  TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
+  rt.allocation = a;
+  rt.holds = true;
+  rt.committing = true;
+  ++running;
+  Charge(job, i);
+  Dequeue(job, i);
+  t.state = TaskState::kScheduled;
+  t.node = a.node;
+  t.allocations = ToRecord(a);
+  t.scheduled_us = pass.now;
+  t.reason = "placed on " + a.node;
+  pass.batch.emplace_back(UpdateTask{t});
+  pass.placed.push_back({job.rec.id, i, t.attempt});
+}
+
+// Places one pending task (or, for a gang, every pending member), or says why it waits.
+void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
+  PoolEntry* pool = FindPool(job.rec.spec.pool);
+  if (pool == nullptr) return;
+  TaskRecord& task = job.rec.tasks[static_cast<size_t>(index)];
+  const std::string& tenant = job.rec.spec.tenant;
+  const std::string& pool_name = job.rec.spec.pool;
+  std::string behind;
+  if (int32_t n = pass.behind[pool_name]; n > 0) {
+    behind = "; behind " + std::to_string(n) + " task(s) of higher priority";
+  }
+  if (TaskRuntime& rt = job.rt[static_cast<size_t>(index)]; rt.reservation != 0) {
+    auto res = reservations.find(rt.reservation);
+    if (res != reservations.end()) {
+      std::string ids;
+      for (const std::string& v : res->second.victims) ids += (ids.empty() ? "" : ", ") + v;
+      task.reason = "waiting for " + std::to_string(res->second.victims.size()) +
+                    " preempted task(s) to stop on " + res->second.allocation.node + ": " + ids;
+      return;
+    }
+    rt.reservation = 0;
+  }
+  ShapeKey shape{pool_name, job.request};
+  placement::Request req = ToPlacement(job.request);
+
+  if (job.rec.spec.gang) {
+    if (!pass.gangs_tried.insert(job.rec.id).second) return;
+    std::vector<int32_t> members;
+    bool active = false;
+    for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
+      TaskState st = job.rec.tasks[static_cast<size_t>(i)].state;
+      if (st == TaskState::kPending) members.push_back(i);
+      active |= st == TaskState::kScheduled || st == TaskState::kRunning;
+    }
+    if (job.restarting && active) {
+      for (int32_t i : members)
+        job.rec.tasks[static_cast<size_t>(i)].reason =
+            "gang restarting: waiting for its preempted members to stop";
+      return;
+    }
+    job.restarting = false;
+    auto n = static_cast<int32_t>(members.size());
+    auto wait = [&](const std::string& why) {
+      for (int32_t i : members) job.rec.tasks[static_cast<size_t>(i)].reason = why;
+    };
+    std::string why = book.WhyOverLimit(pool_name, tenant, Times(Estimate(job.request), n));
+    if (!why.empty()) return wait("waiting: " + why);
+    std::vector<placement::Request> reqs(members.size(), req);
+    placement::Engine::GangResult g = pool->engine->PlaceGang(reqs);
+    if (!g.placed) {
+      return wait("gang of " + std::to_string(n) + " waiting: task " +
+                  std::to_string(g.failed_index) + " does not fit; " + WhyNotPlaced(g.failed) +
+                  behind);
+    }
+    QuotaAmount total;
+    for (const placement::Allocation& a : g.allocations) {
+      QuotaAmount u = UsageOf(a);
+      total.resources += u.resources;
+      total.devices += u.devices;
+    }
+    why = book.WhyOverLimit(pool_name, tenant, total);
+    if (!why.empty()) return wait("waiting: " + why);
+    for (size_t k = 0; k < members.size(); ++k) {
+      Status st = pool->engine->Commit(g.allocations[k]);
+      if (!st.ok()) {
+        LogError("core", "gang commit failed",
+                 {{"job", std::to_string(job.rec.id)}, {"error", st.ToString()}});
+        break;
+      }
+      Reserve(pass, job, members[k], g.allocations[k]);
+    }
+    return;
+  }
+
+  if (std::string why = book.WhyOverLimit(pool_name, tenant, Estimate(job.request)); !why.empty()) {
+    task.reason = "waiting: " + why;
+    return;
+  }
+  placement::Decision d;
+  if (!pass.failed.contains(shape)) {
+    d = pool->engine->Place(req);
+    if (d.placed) {
+      if (std::string why = book.WhyOverLimit(pool_name, tenant, UsageOf(d.allocation));
+          !why.empty()) {
+        task.reason = "waiting: " + why;
+        return;
+      }
+      Status st = pool->engine->Commit(d.allocation);
+      if (!st.ok()) {
+        LogError("core", "commit of a fresh decision failed", {{"error", st.ToString()}});
+        return;
+      }
+      Reserve(pass, job, index, d.allocation);
+      return;
+    }
+    pass.failed.insert(shape);
+    task.reason = WhyNotPlaced(d) + behind;
+  }
+  std::string why;
+  if (TryPreempt(pass, job, index, req, &why)) return;
+  if (!why.empty()) task.reason += "; " + why;
+}
 
 void Core::Schedule() {
   s_->schedule_posted = false;
   if (s_->pending.empty()) return;
   auto started = std::chrono::steady_clock::now();
-  int64_t now = s_->clock->NowMicros();
+  PassState pass;
+  pass.now = s_->clock->NowMicros();
+  s_->ProcessReservations(pass);
 
-  struct Placed {
-    int64_t job_id;
-    int32_t index;
-    int32_t attempt;
+  // Priority levels high to low; within one, the fair-share queues merged by their tenants'
+  // shares (recomputed as placements add usage), each queue oldest first.
+  struct Cursor {
+    double share;
+    TaskKey head;
+    size_t queue;
+    size_t pos;
+    bool operator>(const Cursor& o) const {
+      return std::tie(share, head) > std::tie(o.share, o.head);
+    }
   };
-  std::vector<Placed> placed;
-  std::vector<Mutation> batch;
-  std::set<ShapeKey> failed;
-  std::set<int64_t> gangs_tried;
-
-  auto reserve = [&](JobEntry& job, int32_t i, const placement::Allocation& a) {
-    TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
-    TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
-    rt.allocation = a;
-    rt.holds = true;
-    rt.committing = true;
-    ++s_->running;
-    s_->Dequeue(job, i);
-    t.state = TaskState::kScheduled;
-    t.node = a.node;
-    t.allocations = ToRecord(a);
-    t.scheduled_us = now;
-    t.reason = "placed on " + a.node;
-    batch.emplace_back(UpdateTask{t});
-    placed.push_back({job.rec.id, i, t.attempt});
-  };
-
   int32_t considered = 0;
-  std::vector<QueueKey> order(s_->pending.begin(), s_->pending.end());
-  for (const QueueKey& key : order) {
-    if (++considered > s_->options.max_tasks_per_pass) break;
-    JobEntry* job = s_->FindJob(key.job_id);
-    if (job == nullptr || !s_->pending.contains(key)) continue;
-    PoolEntry* pool = s_->FindPool(job->rec.spec.pool);
-    if (pool == nullptr) continue;
-    ShapeKey shape{job->rec.spec.pool, job->request};
-    if (failed.contains(shape)) continue;
-    placement::Request req = s_->ToPlacement(job->request);
-
-    if (job->rec.spec.gang) {
-      if (!gangs_tried.insert(job->rec.id).second) continue;
-      std::vector<int32_t> members;
-      for (int32_t i = 0; i < static_cast<int32_t>(job->rec.tasks.size()); ++i) {
-        if (job->rec.tasks[static_cast<size_t>(i)].state == TaskState::kPending)
-          members.push_back(i);
-      }
-      std::vector<placement::Request> reqs(members.size(), req);
-      placement::Engine::GangResult g = pool->engine->PlaceGang(reqs);
-      if (!g.placed) {
-        std::string why = "gang of " + std::to_string(members.size()) + " waiting: task " +
-                          std::to_string(g.failed_index) + " does not fit; " +
-                          WhyNotPlaced(g.failed);
-        for (int32_t i : members) job->rec.tasks[static_cast<size_t>(i)].reason = why;
+  auto level_it = s_->queues.begin();
+  while (level_it != s_->queues.end() && considered < s_->options.max_tasks_per_pass) {
+    const int32_t level = level_it->first.neg_priority;
+    std::vector<FairKey> keys;
+    std::vector<std::vector<TaskKey>> tasks;
+    for (; level_it != s_->queues.end() && level_it->first.neg_priority == level; ++level_it) {
+      keys.push_back(level_it->first);
+      tasks.emplace_back(level_it->second.begin(), level_it->second.end());
+    }
+    std::priority_queue<Cursor, std::vector<Cursor>, std::greater<>> heap;
+    for (size_t q = 0; q < keys.size(); ++q)
+      heap.push(Cursor{s_->ShareOf(pass, keys[q]), tasks[q][0], q, 0});
+    while (!heap.empty() && considered < s_->options.max_tasks_per_pass) {
+      Cursor c = heap.top();
+      heap.pop();
+      double share = s_->ShareOf(pass, keys[c.queue]);
+      if (share > c.share && !heap.empty() && share > heap.top().share) {
+        c.share = share;  // its tenant got more since: let the others go first
+        heap.push(c);
         continue;
       }
-      for (size_t k = 0; k < members.size(); ++k) {
-        Status st = pool->engine->Commit(g.allocations[k]);
-        if (!st.ok()) {
-          LogError("core", "gang commit failed",
-                   {{"job", std::to_string(job->rec.id)}, {"error", st.ToString()}});
-          break;
-        }
-        reserve(*job, members[k], g.allocations[k]);
+      ++considered;
+      JobEntry* job = s_->FindJob(c.head.first);
+      if (job != nullptr && s_->pending.contains(QueueKey{level, c.head.first, c.head.second})) {
+        s_->TryPlace(pass, *job, c.head.second);
       }
-      continue;
+      if (++c.pos < tasks[c.queue].size()) {
+        c.head = tasks[c.queue][c.pos];
+        c.share = s_->ShareOf(pass, keys[c.queue]);
+        heap.push(c);
+      }
     }
-
-    placement::Decision d = pool->engine->Place(req);
-    if (!d.placed) {
-      failed.insert(shape);
-      job->rec.tasks[static_cast<size_t>(key.index)].reason = WhyNotPlaced(d);
-      continue;
+    // Whatever of this level still waits is ahead of every lower level in its pool.
+    for (size_t q = 0; q < keys.size(); ++q) {
+      for (const TaskKey& t : tasks[q]) {
+        if (s_->pending.contains(QueueKey{level, t.first, t.second})) ++pass.behind[keys[q].pool];
+      }
     }
-    Status st = pool->engine->Commit(d.allocation);
-    if (!st.ok()) {
-      LogError("core", "commit of a fresh decision failed", {{"error", st.ToString()}});
-      continue;
-    }
-    reserve(*job, key.index, d.allocation);
   }
 
   double pass_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (s_->metrics != nullptr) s_->metrics->PassDuration(pass_s);
-  if (placed.empty()) return;
+  if (pass.batch.empty()) return;
 
   // Refresh job states inside the same commit.
   std::set<int64_t> touched;
-  for (const Placed& p : placed) touched.insert(p.job_id);
+  for (const PassState::Placed& p : pass.placed) touched.insert(p.job_id);
   for (int64_t id : touched) {
     JobEntry& job = s_->jobs.at(id);
     if (s_->RefreshJobState(job))
-      batch.emplace_back(UpdateJob{id, job.rec.state, job.rec.reason, 0});
+      pass.batch.emplace_back(UpdateJob{id, job.rec.state, job.rec.reason, 0});
   }
 
-  s_->Persist(std::move(batch), [this, placed = std::move(placed)](Status st) {
+  s_->Persist(std::move(pass.batch), [this, placed = std::move(pass.placed)](Status st) {
     int64_t done_us = s_->clock->NowMicros();
-    for (const Placed& p : placed) {
+    for (const PassState::Placed& p : placed) {
       JobEntry* job = s_->FindJob(p.job_id);
       if (job == nullptr) continue;
       TaskRecord& t = job->rec.tasks[static_cast<size_t>(p.index)];
@@ -273,6 +362,33 @@ void Core::State::RequeueOrFail(JobEntry& job, int32_t index, const std::string&
   if (RefreshJobState(job))
     out->emplace_back(UpdateJob{job.rec.id, job.rec.state, job.rec.reason, 0});
   Notify(job, "task " + TaskId(job.rec.id, index) + ": requeued: " + why);
+}
+
+void Core::State::RequeuePreempted(JobEntry& job, int32_t index, std::vector<Mutation>* out) {
+  TaskRecord& t = job.rec.tasks[static_cast<size_t>(index)];
+  TaskRuntime& rt = job.rt[static_cast<size_t>(index)];
+  std::string why = rt.stop_cause.empty() ? "preempted" : rt.stop_cause;
+  if (job.rec.state == JobState::kCancelled) {
+    FinishTask(job, index, TaskState::kCancelled, why, 0, out);
+    return;
+  }
+  ReleaseTask(job, index);
+  rt.stop = StopIntent::kNone;
+  rt.stop_cause.clear();
+  ++t.attempt;
+  t.state = TaskState::kPending;
+  t.node.clear();
+  t.allocations.clear();
+  t.reason = "requeued (attempt " + std::to_string(t.attempt + 1) + "): " + why;
+  t.scheduled_us = t.started_us = t.finished_us = 0;
+  Enqueue(job, index);
+  out->emplace_back(UpdateTask{t});
+  out->emplace_back(AppendEvent{Event("task.state", "task/" + TaskId(job.rec.id, index),
+                                      "PREEMPTED: " + why + "; requeued")});
+  if (metrics != nullptr) metrics->TaskTransition("PREEMPTED");
+  if (RefreshJobState(job))
+    out->emplace_back(UpdateJob{job.rec.id, job.rec.state, job.rec.reason, 0});
+  Notify(job, "task " + TaskId(job.rec.id, index) + ": PREEMPTED, requeued: " + why);
 }
 
 }  // namespace gpupool

@@ -2,16 +2,19 @@
 // Not part of the public API. Single-threaded: only the core's thread touches it.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include "placement/placement.h"
 #include "scheduler/core.h"
 #include "scheduler/metrics.h"
+#include "scheduler/tenancy.h"
 
 namespace gpupool {
 
@@ -24,7 +27,18 @@ struct QueueKey {
 };
 
 // Why the core asked a running task to stop, so the exit report is read correctly.
-enum class StopIntent { kNone, kCancel, kRequeue };
+// kPreempt: requeued without spending a retry, recorded as PREEMPTED.
+enum class StopIntent { kNone, kCancel, kRequeue, kPreempt };
+
+// A fair-share queue: the pending tasks of one tenant path at one priority in one pool, oldest
+// first. The pass merges the queues of a priority by the tenants' shares (docs/tenancy.md).
+struct FairKey {
+  int32_t neg_priority = 0;
+  std::string pool;
+  std::string tenant;
+  friend auto operator<=>(const FairKey&, const FairKey&) = default;
+};
+using TaskKey = std::pair<int64_t, int32_t>;  // (job id, index)
 
 // Per-task scheduling facts that are not part of the durable record.
 struct TaskRuntime {
@@ -32,6 +46,12 @@ struct TaskRuntime {
   bool holds = false;                // allocation committed in the engine
   bool committing = false;           // SCHEDULED, store commit in flight, not yet dispatched
   StopIntent stop = StopIntent::kNone;
+  bool charged = false;            // `usage` is charged to the tenant tree
+  QuotaAmount usage;               // what the allocation counts against quotas
+  int64_t reservation = 0;         // preemptor: the reservation keeping room for it
+  int64_t reserved_for = 0;        // victim: the reservation its room goes to when it stops
+  std::string stop_cause;          // victim: why it was preempted (for its requeue reason)
+  std::set<int64_t> preempted_by;  // jobs that preempted this task: never preempted back
 };
 
 struct JobEntry {
@@ -39,6 +59,65 @@ struct JobEntry {
   int32_t priority = 0;
   ResourceRequest request;      // the task template's request with any SKU resolved
   std::vector<TaskRuntime> rt;  // one per task
+  bool restarting = false;      // a gang preempted whole: placed again once every member stopped
+};
+
+// Room freed by preemption, kept for the preemptor: the victims' allocations stay committed in
+// the engine (as `held`) as they stop, and are swapped for the preemptor's allocation once the
+// last one is gone, so no other task can take the room in between.
+struct Reservation {
+  std::string pool;
+  int64_t job_id = 0;
+  int32_t index = 0;
+  int32_t attempt = 0;
+  placement::Allocation allocation;  // the preemptor's placement once the victims are gone
+  std::set<std::string> victims;     // task ids still holding their allocation
+  std::vector<placement::Allocation> held;
+  int64_t created_us = 0;
+};
+
+// A placement that failed in a pass for a pool and request shape fails again for an identical
+// one (nothing was released in between), so the pass skips it without asking the engine.
+struct ShapeKey {
+  std::string pool;
+  ResourceRequest request;
+  friend bool operator<(const ShapeKey& a, const ShapeKey& b) {
+    if (a.pool != b.pool) return a.pool < b.pool;
+    const ResourceRequest &x = a.request, &y = b.request;
+    return std::tie(x.shape, x.fractional.milli_tflops, x.fractional.vram_mib, x.gpu_count,
+                    x.models, x.mig_profile, x.cpu_milli, x.memory_mib) <
+           std::tie(y.shape, y.fractional.milli_tflops, y.fractional.vram_mib, y.gpu_count,
+                    y.models, y.mig_profile, y.cpu_milli, y.memory_mib);
+  }
+};
+
+// A running task FindVictims may choose, as the core sees it (core_preempt.cc).
+struct PreemptionCandidate {
+  int64_t job_id = 0;
+  int32_t index = 0;
+  int32_t value = 0;      // priority class value
+  bool borrowed = false;  // runs on capacity beyond its group's guarantee
+  int32_t gang_size = 1;  // tasks that stop with it
+  std::string group;
+  placement::RunningTask task;
+};
+
+// One scheduling pass: what it placed and will persist, and what it learned along the way.
+struct PassState {
+  struct Placed {
+    int64_t job_id;
+    int32_t index;
+    int32_t attempt;
+  };
+  int64_t now = 0;
+  std::vector<Placed> placed;
+  std::vector<Mutation> batch;
+  std::set<ShapeKey> failed;  // no room without preemption
+  // No victims either, per shape and "<priority>/<reclaiming group or empty>".
+  std::set<std::pair<ShapeKey, std::string>> preempt_failed;
+  std::set<int64_t> gangs_tried;
+  std::map<std::string, int32_t> behind;  // pool → tasks of higher priority left pending
+  std::map<std::string, QuotaAmount> implicit_share;  // pool → weight of groups without guarantee
 };
 
 // What the pool's devices can ever offer, for "larger than any device" admission checks.
@@ -82,6 +161,12 @@ struct Core::State {
   std::map<std::string, PoolEntry> pools;
   std::map<std::string, NodeEntry> nodes;
   std::set<QueueKey> pending;
+  std::map<FairKey, std::set<TaskKey>> queues;      // the same tasks as `pending`
+  std::map<std::string, std::set<TaskKey>> active;  // pool → tasks charged to quotas
+  TenantBook book;
+  std::map<int64_t, Reservation> reservations;
+  int64_t next_reservation_id = 1;
+  std::map<std::string, std::deque<int64_t>> disruptions;  // share group → preemption times
   std::map<int64_t, Watcher> watchers;
   std::multimap<int64_t, int64_t> watchers_by_job;
   int64_t next_watch_id = 1;
@@ -104,6 +189,27 @@ struct Core::State {
   // Rebuilds the engine allocation of a task from its durable record (after restart).
   placement::Allocation AllocationOf(const JobEntry& job, const TaskRecord& task) const;
 
+  // Tenancy (core_tenancy.cc).
+  const PriorityClass* ClassOf(const JobEntry& job) const;
+  // What one task of the job counts against quotas before it is placed (whole GPUs: devices
+  // only, their TFLOPS are known once placed).
+  QuotaAmount Estimate(const ResourceRequest& r) const;
+  static QuotaAmount UsageOf(const placement::Allocation& a);
+  void Charge(JobEntry& job, int32_t index);
+  void Uncharge(JobEntry& job, int32_t index);
+  double ShareOf(PassState& pass, const FairKey& key);
+  void PublishTenantMetrics();
+
+  // Scheduling (core_schedule.cc) and preemption (core_preempt.cc).
+  void Reserve(PassState& pass, JobEntry& job, int32_t index, const placement::Allocation& a);
+  void TryPlace(PassState& pass, JobEntry& job, int32_t index);
+  void ProcessReservations(PassState& pass);
+  void DropReservation(int64_t id, const std::string& why);
+  // Stops the cheapest victims for a task that does not fit; true when it did.
+  std::vector<PreemptionCandidate> Candidates(const std::string& pool, int64_t now);
+  bool TryPreempt(PassState& pass, JobEntry& job, int32_t index, const placement::Request& req,
+                  std::string* why);
+
   void Enqueue(const JobEntry& job, int32_t index);
   void Dequeue(const JobEntry& job, int32_t index);
   void ReleaseTask(JobEntry& job, int32_t index);
@@ -118,6 +224,8 @@ struct Core::State {
                   int32_t exit_code, std::vector<Mutation>* out);
   void RequeueOrFail(JobEntry& job, int32_t index, const std::string& why,
                      std::vector<Mutation>* out);
+  // A preempted task stopped: back to PENDING as a new attempt, without spending a retry.
+  void RequeuePreempted(JobEntry& job, int32_t index, std::vector<Mutation>* out);
   void SendStart(const JobEntry& job, int32_t index);
   void SendStop(const JobEntry& job, int32_t index, const std::string& reason);
   int32_t RetryLimit(const JobEntry& job) const;

@@ -54,6 +54,20 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registr
                 .Help("Pending tasks by pool and priority class")
                 .Register(*registry_);
   nodes_ = &BuildGauge().Name("gpupool_nodes").Help("Nodes by pool and state").Register(*registry_);
+  quota_tflops_ = &BuildGauge()
+                       .Name("gpupool_tenant_quota_tflops")
+                       .Help(
+                           "Tenant quota compute in TFLOPS by pool and kind: guaranteed, limit "
+                           "(0 = unlimited), used, borrowed")
+                       .Register(*registry_);
+  quota_vram_ = &BuildGauge()
+                     .Name("gpupool_tenant_quota_vram_bytes")
+                     .Help("Tenant quota VRAM in bytes by pool and kind")
+                     .Register(*registry_);
+  quota_devices_ = &BuildGauge()
+                        .Name("gpupool_tenant_quota_devices")
+                        .Help("Tenant quota devices (whole GPUs, MIG instances) by pool and kind")
+                        .Register(*registry_);
 }
 
 void SchedulerMetrics::Submission(const std::string& outcome) {
@@ -90,6 +104,21 @@ void SchedulerMetrics::Nodes(const std::string& pool, const std::string& state, 
 
 void SchedulerMetrics::Preemption(const std::string& cause) {
   preemptions_->Add({{"cause", cause}}).Increment();
+}
+
+void SchedulerMetrics::TenantQuota(const std::string& tenant, const std::string& pool,
+                                   const QuotaAmount& guaranteed, const QuotaAmount& limit,
+                                   const QuotaAmount& used, const QuotaAmount& borrowed) {
+  auto set = [&](const char* kind, const QuotaAmount& a) {
+    std::map<std::string, std::string> labels{{"tenant", tenant}, {"pool", pool}, {"kind", kind}};
+    quota_tflops_->Add(labels).Set(static_cast<double>(a.resources.milli_tflops) / 1000);
+    quota_vram_->Add(labels).Set(static_cast<double>(a.resources.vram_mib) * 1024.0 * 1024.0);
+    quota_devices_->Add(labels).Set(a.devices);
+  };
+  set("guaranteed", guaranteed);
+  set("limit", limit);
+  set("used", used);
+  set("borrowed", borrowed);
 }
 
 }  // namespace gpupool

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "pool/resources.h"
+#include "scheduler/model.h"
 
 namespace gpupool {
 
@@ -33,7 +34,13 @@ class SchedulerMetrics {
                     const Resources& allocated);
   void QueueDepth(const std::string& pool, const std::string& priority_class, double depth);
   void Nodes(const std::string& pool, const std::string& state, double count);
+  // cause: "priority" or "reclaim".
   void Preemption(const std::string& cause);
+  // Per tenant and pool: the quota's guaranteed and limit, and what the tenant's subtree uses
+  // and borrows (used beyond guaranteed), as gpupool_tenant_quota_{tflops,vram_bytes,devices}.
+  void TenantQuota(const std::string& tenant, const std::string& pool,
+                   const QuotaAmount& guaranteed, const QuotaAmount& limit, const QuotaAmount& used,
+                   const QuotaAmount& borrowed);
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
  private:
@@ -47,6 +54,9 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Gauge>* vram_;
   prometheus::Family<prometheus::Gauge>* queue_;
   prometheus::Family<prometheus::Gauge>* nodes_;
+  prometheus::Family<prometheus::Gauge>* quota_tflops_;
+  prometheus::Family<prometheus::Gauge>* quota_vram_;
+  prometheus::Family<prometheus::Gauge>* quota_devices_;
 };
 
 }  // namespace gpupool

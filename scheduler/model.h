@@ -166,6 +166,34 @@ struct NodeRecord {
   friend bool operator==(const NodeRecord&, const NodeRecord&) = default;
 };
 
+// A tenant: one node of the org / project / user tree, named by its path ("acme/research/alice").
+// A tenant's parent is its path without the last segment; the parent must exist first.
+struct TenantRecord {
+  std::string path;
+  int64_t create_us = 0;
+  friend bool operator==(const TenantRecord&, const TenantRecord&) = default;
+};
+
+// An amount in a quota's normalized units: compute (milli-TFLOPS), VRAM (MiB) and devices. A
+// device is an exclusive grant (a whole GPU or a MIG instance); fractional slices count none.
+struct QuotaAmount {
+  Resources resources;
+  int32_t devices = 0;
+  bool IsZero() const { return resources.IsZero() && devices == 0; }
+  friend bool operator==(const QuotaAmount&, const QuotaAmount&) = default;
+};
+
+// A tenant's quota in one pool. `guaranteed`: what the tenant gets back by reclaim when it wants
+// it (0 in a dimension: nothing guaranteed). `limit`: the most it may hold by borrowing what
+// others leave idle (0 in a dimension: that dimension is not limited). See docs/tenancy.md.
+struct QuotaRecord {
+  std::string tenant;
+  std::string pool;
+  QuotaAmount guaranteed;
+  QuotaAmount limit;
+  friend bool operator==(const QuotaRecord&, const QuotaRecord&) = default;
+};
+
 // An entry of the append-only event log: every state transition and its cause.
 struct EventRecord {
   int64_t time_us = 0;

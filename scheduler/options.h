@@ -27,6 +27,21 @@ struct Sku {
   ResourceRequest request;  // shape kFractional or kWholeGpus (never kSku)
 };
 
+// Fair share and preemption policy (see docs/tenancy.md).
+struct TenancyOptions {
+  // Half-life of the usage memory behind fair share: a tenant's decayed usage moves half-way to
+  // its current usage in this time. 0: fair share looks at current usage only.
+  int64_t fair_share_half_life_ms = 15 * 60 * 1000;
+  // Disruption budget: a tenant loses at most this many tasks to preemption per window, after
+  // which its tasks are not chosen as victims until the window slides. 0: unlimited.
+  int32_t disruption_budget_victims = 0;
+  int64_t disruption_budget_window_ms = 10 * 60 * 1000;
+  // A reservation made by preemption is dropped when its victims have not all stopped after this
+  // long (their agents hang or the node is lost); the preemptor then queues like any task.
+  // 0: three grace periods plus the heartbeat timeout.
+  int64_t reservation_timeout_ms = 0;
+};
+
 struct SchedulerOptions {
   std::map<std::string, PriorityClass> priority_classes;
   std::string default_priority_class = "normal";
@@ -38,6 +53,7 @@ struct SchedulerOptions {
   int32_t max_tasks_per_job = 10000;
   // Upper bound on how many pending tasks one scheduling pass considers.
   int32_t max_tasks_per_pass = 20000;
+  TenancyOptions tenancy;
 
   // The built-in defaults: classes low(0), normal(100), high(1000, may preempt), system(10000,
   // not preemptible, may preempt); SKUs small/medium/large.

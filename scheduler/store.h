@@ -52,9 +52,23 @@ struct SetNodeState {
 struct AppendEvent {
   EventRecord event;
 };
+struct UpsertTenant {
+  TenantRecord tenant;
+};
+struct DeleteTenant {  // the tenant and its quotas; NOT_FOUND when unknown
+  std::string path;
+};
+struct SetQuota {  // inserts or replaces the quota of (tenant, pool); the tenant must exist
+  QuotaRecord quota;
+};
+struct DeleteQuota {  // NOT_FOUND when there is none
+  std::string tenant;
+  std::string pool;
+};
 
-using Mutation = std::variant<InsertJob, UpdateJob, UpdateTask, UpsertPool, DeletePool, UpsertNode,
-                              SetNodeState, AppendEvent>;
+using Mutation =
+    std::variant<InsertJob, UpdateJob, UpdateTask, UpsertPool, DeletePool, UpsertNode, SetNodeState,
+                 AppendEvent, UpsertTenant, DeleteTenant, SetQuota, DeleteQuota>;
 
 // Everything the scheduler needs to rebuild its state after a restart.
 struct RecoveredState {
@@ -62,6 +76,8 @@ struct RecoveredState {
   std::vector<NodeRecord> nodes;
   std::vector<JobRecord> jobs;  // every job, with its tasks, ordered by id
   int64_t max_job_id = 0;
+  std::vector<TenantRecord> tenants;  // ordered by path
+  std::vector<QuotaRecord> quotas;    // ordered by tenant, then pool
 };
 
 class Store {
