@@ -53,6 +53,7 @@ class Stream final : public grpc::ClientBidiReactor<v1::AgentMessage, v1::Schedu
     StartWrite(&out_);
   }
   void Cancel() { ctx_.TryCancel(); }
+  void CloseWrites() { StartWritesDone(); }
   void Release() { RemoveHold(); }
 
   void OnReadDone(bool ok) override {
@@ -147,13 +148,24 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
       reconnect_timer_.cancel();
       if (stream_ != nullptr) {
         on_closed_ = [&closed] { closed.set_value(); };
-        stream_->Cancel();
+        // A graceful half-close first (the scheduler sees the stream end after the last update);
+        // cancelled below if the scheduler does not finish the call.
+        if (!writing_) {
+          stream_->CloseWrites();
+        } else {
+          stream_->Cancel();
+        }
       } else if (streams_open_ > 0) {
         on_closed_ = [&closed] { closed.set_value(); };
       } else {
         closed.set_value();
       }
     });
+    if (closed_f.wait_for(std::chrono::seconds(1)) != std::future_status::ready) {
+      asio::post(strand_, [this] {
+        if (stream_ != nullptr) stream_->Cancel();
+      });
+    }
     if (closed_f.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
       LogWarn("agent", "stream did not close in time", {{"node", config_.node_name}});
       std::promise<void> drop;  // make sure the strand no longer references `closed`
@@ -269,13 +281,13 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   }
 
   void Enqueue(Outgoing out) {
-    if (stream_ == nullptr) return;
+    if (stream_ == nullptr || closing_) return;  // no writes after the half-close
     outbox_.push_back(std::move(out));
     Kick();
   }
 
   void Kick() {
-    if (writing_ || outbox_.empty() || stream_ == nullptr) return;
+    if (writing_ || outbox_.empty() || stream_ == nullptr || closing_) return;
     in_flight_ = std::move(outbox_.front());
     outbox_.pop_front();
     writing_ = true;
@@ -531,6 +543,18 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   mutable std::mutex stats_mu_;  // guards stats_
   AgentStats stats_;
 };
+
+std::shared_ptr<grpc::Channel> MakeAgentChannel(const AgentConfig& config, bool own_connection) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect.initial_ms));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect.initial_ms));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect.max_ms));
+  if (config.keepalive_ms > 0) {
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(config.keepalive_ms));
+  }
+  if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(config.scheduler, grpc::InsecureChannelCredentials(), args);
+}
 
 Agent::Agent(AgentConfig config, DeviceBackend* backend, TaskRunner* runner,
              std::shared_ptr<grpc::Channel> channel, asio::io_context& io, const Clock* clock)

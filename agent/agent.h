@@ -50,6 +50,12 @@ struct AgentStats {
   int64_t pending_updates = 0;   // updates kept for re-sending
 };
 
+// A channel to config.scheduler with the agent's settings: gRPC's own reconnect backoff follows
+// `reconnect` (so a restarted scheduler is found as fast as the agent retries) and keepalive
+// pings when keepalive_ms > 0. `own_connection` gives the channel its own TCP connection.
+std::shared_ptr<grpc::Channel> MakeAgentChannel(const AgentConfig& config,
+                                                bool own_connection = false);
+
 class Agent {
  public:
   // REQUIRES: config validated (ValidateAgentConfig); backend, runner and io outlive the agent;

@@ -40,13 +40,7 @@ Status SimFleet::Start() {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   const int32_t per = std::max(1, options_.agents_per_channel);
   for (int32_t i = 0; i < options_.agents; i += per) {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // its own TCP connection
-    if (options_.base.keepalive_ms > 0) {
-      args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(options_.base.keepalive_ms));
-    }
-    channels.push_back(grpc::CreateCustomChannel(options_.base.scheduler,
-                                                 grpc::InsecureChannelCredentials(), args));
+    channels.push_back(MakeAgentChannel(options_.base, /*own_connection=*/true));
   }
   for (int32_t i = 0; i < options_.agents; ++i) {
     AgentConfig c = options_.base;

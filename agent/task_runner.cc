@@ -462,8 +462,12 @@ void TaskRunner::Loop() {
       }
       Forget();
     }
-    if (!notify.empty()) ended_.notify_all();
+    // Listeners first: whoever waits in StopAll() then finds the final updates already handed on.
     for (auto& [fn, st] : notify) fn(st);
+    if (!notify.empty()) {
+      std::lock_guard lock(mu_);
+      ended_.notify_all();
+    }
   }
 }
 

@@ -210,12 +210,7 @@ int Run(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (int i = 0; i < 2; ++i) threads.emplace_back([&io] { io.run(); });
 
-  grpc::ChannelArguments args;
-  if (config.keepalive_ms > 0) {
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(config.keepalive_ms));
-  }
-  auto channel =
-      grpc::CreateCustomChannel(config.scheduler, grpc::InsecureChannelCredentials(), args);
+  auto channel = MakeAgentChannel(config);
   const bool stop_tasks = config.stop_tasks_on_shutdown;
   int rc = 0;
   {
