@@ -1,0 +1,171 @@
+// gpupoold: the gpupool scheduler daemon. Wiring only: parse the command line, bring up the
+// database (embedded unless one is configured), recover the core, serve gRPC and HTTP, and stop
+// cleanly on SIGTERM/SIGINT.
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "api/agent_hub.h"
+#include "api/auth.h"
+#include "api/grpc/grpc_server.h"
+#include "api/rest/http_server.h"
+#include "api/service_impl.h"
+#include "base/log.h"
+#include "cmd/daemon/config.h"
+#include "pool/catalog.h"
+#include "scheduler/core.h"
+#include "scheduler/core_loop.h"
+#include "scheduler/metrics.h"
+#include "store/embedded_postgres.h"
+#include "store/pg_store.h"
+
+namespace gpupool {
+namespace {
+
+constexpr char kVersion[] = "0.1.0";
+
+int Fail(const Status& st) {
+  LogError("gpupoold", "cannot start", {{"error", st.ToString()}});
+  std::fprintf(stderr, "gpupoold: %s\n", st.ToString().c_str());
+  return 1;
+}
+
+// Blocks until SIGTERM or SIGINT. The signals are blocked in every thread (set before any
+// thread starts), so sigwait is the only place that sees them.
+int WaitForSignal(const sigset_t& set) {
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+std::vector<api::ApiToken> ApiTokens(const DaemonConfig& c) {
+  std::vector<api::ApiToken> out;
+  for (const ApiToken& t : c.api_tokens) out.push_back({t.token, t.principal, t.admin});
+  return out;
+}
+
+// Creates the config file's pools that the store does not have yet.
+Status CreateConfiguredPools(Core& core, CoreLoop& loop, const std::vector<PoolRecord>& pools) {
+  for (const PoolRecord& p : pools) {
+    bool exists = loop.Call([&] { return core.GetPool(p.name).ok(); });
+    if (exists) continue;
+    std::promise<Status> done;
+    loop.Post([&] { core.CreatePool(p, [&](Result<PoolView> r) { done.set_value(r.status()); }); });
+    GPUPOOL_RETURN_IF_ERROR(done.get_future().get().WithContext("create pool '" + p.name + "'"));
+    LogInfo("gpupoold", "pool created from config", {{"pool", p.name}});
+  }
+  return Status::Ok();
+}
+
+int Run(int argc, char** argv) {
+  Result<CommandLine> cl = ParseDaemonCommandLine(argc, argv);
+  if (!cl.ok()) {
+    std::fprintf(stderr, "gpupoold: %s\n", cl.status().message().c_str());
+    return 2;
+  }
+  if (cl->help) {
+    std::fputs(DaemonUsage().c_str(), stdout);
+    return 0;
+  }
+  if (cl->version) {
+    std::printf("gpupoold %s\n", kVersion);
+    return 0;
+  }
+  DaemonConfig& config = cl->config;
+  LogLevel level = LogLevel::kInfo;
+  ParseLogLevel(config.log_level, &level);
+  SetLogLevel(level);
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  const Catalog* catalog = &Catalog::Builtin();
+  std::unique_ptr<Catalog> loaded;
+  if (!config.catalog.empty()) {
+    Result<Catalog> c = Catalog::LoadFile(config.catalog);
+    if (!c.ok()) return Fail(c.status());
+    loaded = std::make_unique<Catalog>(std::move(c).value());
+    catalog = loaded.get();
+  }
+
+  std::unique_ptr<EmbeddedPostgres> embedded;
+  std::string uri = config.database;
+  if (uri.empty()) {
+    EmbeddedPostgresOptions opts;
+    opts.data_dir = (std::filesystem::absolute(config.data_dir) / "pg").string();
+    opts.port = config.embedded_port;
+    LogInfo("gpupoold", "no database configured; starting embedded PostgreSQL",
+            {{"dir", opts.data_dir}});
+    Result<std::unique_ptr<EmbeddedPostgres>> pg = EmbeddedPostgres::Start(opts);
+    if (!pg.ok()) return Fail(pg.status().WithContext("embedded PostgreSQL"));
+    embedded = std::move(pg).value();
+    uri = embedded->uri();
+  }
+
+  PgStoreOptions store_options;
+  store_options.uri = uri;
+  Result<std::unique_ptr<PgStore>> opened = PgStore::Open(store_options);
+  if (!opened.ok()) return Fail(opened.status().WithContext("open store"));
+  std::unique_ptr<PgStore> store = std::move(opened).value();
+  Result<int64_t> epoch = store->AcquireLeadership();
+  if (!epoch.ok()) return Fail(epoch.status().WithContext("acquire leadership"));
+  Result<RecoveredState> state = store->Recover();
+  if (!state.ok()) return Fail(state.status().WithContext("recover"));
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  SchedulerMetrics metrics(registry, kVersion);
+  CoreLoop loop;
+  api::AgentHubOptions hub_options;
+  hub_options.node_tokens.insert(config.node_tokens.begin(), config.node_tokens.end());
+  api::AgentHub hub(&loop, hub_options);
+  Core core(config.scheduler, SystemClock::Get(), store.get(), &hub, loop.executor(), &metrics);
+  hub.Attach(&core);
+  if (Status st = core.Recover(*state, *epoch); !st.ok()) return Fail(st);
+  loop.Start([&core] { core.Tick(); }, std::chrono::milliseconds(200));
+  if (Status st = CreateConfiguredPools(core, loop, config.pools); !st.ok()) return Fail(st);
+
+  api::ServiceOptions service_options;
+  service_options.catalog = catalog;
+  api::ServiceImpl service(&core, &loop, &hub, service_options);
+  service.SetRecovered(true);
+  Result<api::Authenticator> auth = api::Authenticator::Create(ApiTokens(config));
+  if (!auth.ok()) return Fail(auth.status());
+
+  api::GrpcServerOptions grpc_options;
+  grpc_options.extra_services.push_back(&hub);
+  grpc_options.metrics = registry;
+  api::GrpcServer grpc(service, *auth, config.grpc_listen, grpc_options);
+  if (Status st = grpc.Start(); !st.ok()) return Fail(st);
+  api::HttpServer http(service, *auth, registry, config.http_listen);
+  if (Status st = http.Start(); !st.ok()) return Fail(st);
+
+  LogInfo("gpupoold", "ready",
+          {{"grpc", config.grpc_listen},
+           {"grpc_port", std::to_string(grpc.port())},
+           {"http", config.http_listen},
+           {"http_port", std::to_string(http.port())},
+           {"database", store->display()},
+           {"epoch", std::to_string(*epoch)},
+           {"version", kVersion}});
+
+  int sig = WaitForSignal(signals);
+  LogInfo("gpupoold", "stopping", {{"signal", std::to_string(sig)}});
+  http.Shutdown();
+  grpc.Shutdown();
+  loop.Stop();
+  store.reset();
+  if (embedded) (void)embedded->Stop();
+  LogInfo("gpupoold", "stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpupool
+
+int main(int argc, char** argv) { return gpupool::Run(argc, argv); }
