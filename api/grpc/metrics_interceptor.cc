@@ -31,11 +31,14 @@ std::string MethodLabel(const char* method) {
   if (method == nullptr) return "unknown";
   std::string_view path(method);
   if (path.size() < 4 || path.front() != '/') return "unknown";
-  std::string full(path.substr(1));
-  const size_t slash = full.rfind('/');
-  if (slash == std::string::npos) return "unknown";
-  full[slash] = '.';
-  if (google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(full) == nullptr) {
+  const std::string_view full = path.substr(1);  // "pkg.Service/Method"
+  const size_t slash = full.find('/');
+  if (slash == std::string_view::npos) return "unknown";
+  // Look the service up first: the generated pool loads files lazily by top-level symbol.
+  const auto* service = google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+      std::string(full.substr(0, slash)));
+  if (service == nullptr ||
+      service->FindMethodByName(std::string(full.substr(slash + 1))) == nullptr) {
     return "unknown";
   }
   return std::string(path);

@@ -109,46 +109,35 @@ Router::Match Router::Find(std::string_view method, std::string_view path) const
   if (path.empty() || path.front() != '/') return m;
   const std::vector<std::string_view> raw = Split(path.substr(1), '/');
 
-  // Two readings of the last segment: with a custom verb ("abc:cancel") and without.
-  struct Reading {
-    std::vector<std::string> segments;
-    std::string verb;
-  };
-  std::vector<Reading> readings;
-  for (int with_verb = 1; with_verb >= 0; --with_verb) {
-    Reading rd;
-    bool ok = true;
-    for (size_t i = 0; i < raw.size() && ok; ++i) {
-      std::string_view seg = raw[i];
-      if (with_verb && i + 1 == raw.size()) {
-        const size_t colon = seg.rfind(':');
-        if (colon == std::string_view::npos) {
-          ok = false;
-          break;
-        }
-        rd.verb = std::string(seg.substr(colon + 1));
+  // A raw ':' in the last segment starts a custom verb ("abc:cancel"); a name holding a colon
+  // sends it percent-encoded ("a%3Ab"), which decodes after the split.
+  std::vector<std::string> segments;
+  std::string verb;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    std::string_view seg = raw[i];
+    if (i + 1 == raw.size()) {
+      const size_t colon = seg.find(':');
+      if (colon != std::string_view::npos) {
+        verb = std::string(seg.substr(colon + 1));
         seg = seg.substr(0, colon);
       }
-      Result<std::string> decoded = PercentDecode(seg, false);
-      if (!decoded.ok()) return m;
-      rd.segments.push_back(std::move(decoded).value());
     }
-    if (ok) readings.push_back(std::move(rd));
+    Result<std::string> decoded = PercentDecode(seg, false);
+    if (!decoded.ok()) return m;
+    segments.push_back(std::move(decoded).value());
   }
 
   std::set<std::string> allowed;
-  for (const Reading& rd : readings) {
-    for (size_t i = 0; i < routes_.size(); ++i) {
-      std::vector<std::pair<std::string, std::string>> params;
-      if (!MatchRoute(routes_[i], rd.segments, rd.verb, &params)) continue;
-      if (routes_[i].method == method) {
-        m.kind = Match::kFound;
-        m.route = i;
-        m.params = std::move(params);
-        return m;
-      }
-      allowed.insert(routes_[i].method);
+  for (size_t i = 0; i < routes_.size(); ++i) {
+    std::vector<std::pair<std::string, std::string>> params;
+    if (!MatchRoute(routes_[i], segments, verb, &params)) continue;
+    if (routes_[i].method == method) {
+      m.kind = Match::kFound;
+      m.route = i;
+      m.params = std::move(params);
+      return m;
     }
+    allowed.insert(routes_[i].method);
   }
   if (!allowed.empty()) {
     m.kind = Match::kMethodNotAllowed;

@@ -3,8 +3,9 @@
 // Patterns follow Google's HTTP rule syntax, the subset gpupool uses: literal segments, `{field}`
 // segments that capture one path segment (percent-decoded) into a request field — `{pool.name}`
 // names a nested one — and an optional custom verb after the last segment, as in
-// "/v1/jobs/{job_id}:cancel". A path that matches a pattern under another method is a 405 with the
-// allowed methods, one that matches nothing a 404.
+// "/v1/jobs/{job_id}:cancel"; a raw ':' in a request's last segment always starts the verb, so a
+// name that holds a colon is sent percent-encoded ("%3A"). A path that matches a pattern under
+// another method is a 405 with the allowed methods, one that matches nothing a 404.
 //
 // Thread safety: immutable after construction; Match() may be called from any thread.
 #pragma once
