@@ -4,7 +4,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
-#include <regex>
 
 #include "cmd/ctl/format.h"
 #include "cmd/ctl/units.h"
@@ -86,8 +85,31 @@ void AppendJsonString(std::string_view s, std::string* out) {
   *out += '"';
 }
 
+// True for a JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+bool IsJsonNumber(std::string_view s) {
+  size_t i = 0;
+  auto digits = [&] {
+    const size_t start = i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    return i - start;
+  };
+  if (i < s.size() && s[i] == '-') ++i;
+  const size_t start = i;
+  const size_t whole = digits();
+  if (whole == 0 || (whole > 1 && s[start] == '0')) return false;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    if (digits() == 0) return false;
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == s.size();
+}
+
 void NodeToJson(const YAML::Node& node, std::string* out) {
-  static const std::regex kNumber(R"(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)");
   switch (node.Type()) {
     case YAML::NodeType::Map: {
       *out += '{';
@@ -122,7 +144,7 @@ void NodeToJson(const YAML::Node& node, std::string* out) {
           *out += "null";
           return;
         }
-        if (std::regex_match(s, kNumber)) {
+        if (IsJsonNumber(s)) {
           *out += s;
           return;
         }

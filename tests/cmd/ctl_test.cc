@@ -299,6 +299,33 @@ template:
   EXPECT_EQ(b.template_().resources().whole_gpus().count(), 1);
 }
 
+TEST(SpecFile, YamlScalarsBecomeJsonTypes) {
+  const struct {
+    const char* yaml;
+    const char* json;
+  } rows[] = {
+      {"a: 1", R"({"a":1})"},
+      {"a: -3", R"({"a":-3})"},
+      {"a: 1.5", R"({"a":1.5})"},
+      {"a: 1e3", R"({"a":1e3})"},
+      {"a: 01", R"({"a":"01"})"},
+      {"a: 1.", R"({"a":"1."})"},
+      {"a: 0x10", R"({"a":"0x10"})"},
+      {"a: '7'", R"({"a":"7"})"},
+      {"a: true", R"({"a":true})"},
+      {"a: \"false\"", R"({"a":"false"})"},
+      {"a: ~", R"({"a":null})"},
+      {"a: [x, \"q\\\"\"]", R"({"a":["x","q\""]})"},
+      {"a: {b: 3600s}", R"({"a":{"b":"3600s"}})"},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.yaml);
+    Result<std::string> j = YamlToJson(r.yaml, "t.yaml");
+    ASSERT_TRUE(j.ok()) << j.status().ToString();
+    EXPECT_EQ(*j, r.json);
+  }
+}
+
 TEST(SpecFile, Errors) {
   v1::JobSpec spec;
   Status st = ParseJobSpecText("tenant: a\ncolour: red\n", "job.yaml", &spec);
