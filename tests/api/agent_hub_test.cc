@@ -1,0 +1,398 @@
+// AgentHub over real gRPC on loopback: a test agent (in this file) speaks the agent protocol to
+// the hub, which drives a real Core on its CoreLoop.
+#include "api/agent_hub.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <thread>
+
+#include "tests/api/service_harness.h"
+
+namespace gpupool::api {
+namespace {
+
+using testing::Admin;
+using testing::Collector;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+using testing::ServiceHarness;
+
+// A minimal agent: one stream, a reader thread that queues what the scheduler sends and answers
+// FetchLogs from an in-memory log.
+class TestAgent {
+ public:
+  explicit TestAgent(const std::string& address)
+      : stub_(v1::AgentService::NewStub(
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
+        stream_(stub_->Connect(&ctx_)) {
+    reader_ = std::thread([this] { ReadLoop(); });
+  }
+  ~TestAgent() {
+    ctx_.TryCancel();
+    reader_.join();
+  }
+
+  static v1::Register Registration(const std::string& node, const std::string& pool,
+                                   const std::string& token = "") {
+    v1::Register r;
+    r.set_node_name(node);
+    r.set_pool(pool);
+    r.set_token(token);
+    r.set_cpu_milli(64'000);
+    r.set_memory_mib(512 * 1024);
+    v1::DeviceInfo* d = r.add_devices();
+    d->set_uuid("GPU-" + node + "-0");
+    d->set_model("H100-SXM");
+    d->set_vram_mib(81'920);
+    d->set_milli_tflops(989'000);
+    d->set_healthy(true);
+    return r;
+  }
+
+  bool Send(const v1::AgentMessage& m) {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    return stream_->Write(m);
+  }
+  bool Register(const v1::Register& r) {
+    v1::AgentMessage m;
+    *m.mutable_register_() = r;
+    return Send(m);
+  }
+  bool Update(const std::string& task_id, int32_t attempt, v1::TaskState state, int exit = 0) {
+    v1::AgentMessage m;
+    v1::TaskUpdate* u = m.mutable_task_update();
+    u->set_task_id(task_id);
+    u->set_attempt(attempt);
+    u->set_state(state);
+    u->set_exit_code(exit);
+    return Send(m);
+  }
+
+  // Waits for the next message for which `pred` holds (earlier non-matching ones are dropped).
+  std::optional<v1::SchedulerMessage> Next(std::function<bool(const v1::SchedulerMessage&)> pred,
+                                           std::chrono::milliseconds timeout = 10s) {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::optional<v1::SchedulerMessage> found;
+    cv_.wait_for(lock, timeout, [&] {
+      while (!inbox_.empty()) {
+        v1::SchedulerMessage m = std::move(inbox_.front());
+        inbox_.pop_front();
+        if (pred(m)) {
+          found = std::move(m);
+          return true;
+        }
+      }
+      return ended_;
+    });
+    return found;
+  }
+  std::optional<v1::SchedulerMessage> NextOf(v1::SchedulerMessage::MsgCase kind) {
+    return Next([kind](const v1::SchedulerMessage& m) { return m.msg_case() == kind; });
+  }
+
+  // The stream's final status (after the server ended it).
+  grpc::Status WaitEnd(std::chrono::milliseconds timeout = 10s) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, timeout, [&] { return ended_; });
+    return ended_ ? status_ : grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "still open");
+  }
+
+  void AppendLog(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    log_ += text;
+  }
+  int fetches() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fetches_;
+  }
+
+ private:
+  void ReadLoop() {
+    v1::SchedulerMessage m;
+    while (stream_->Read(&m)) {
+      if (m.has_fetch_logs()) {
+        AnswerFetch(m.fetch_logs());
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      inbox_.push_back(m);
+      cv_.notify_all();
+    }
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      stream_->WritesDone();
+    }
+    grpc::Status s = stream_->Finish();
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = s;
+    ended_ = true;
+    cv_.notify_all();
+  }
+
+  void AnswerFetch(const v1::FetchLogs& f) {
+    v1::AgentMessage reply;
+    v1::LogChunk* c = reply.mutable_log_chunk();
+    c->set_request_id(f.request_id());
+    c->set_task_id(f.task_id());
+    c->set_offset(f.offset());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++fetches_;
+      size_t from = std::min(log_.size(), static_cast<size_t>(f.offset()));
+      std::string data = log_.substr(from, static_cast<size_t>(f.max_bytes()));
+      c->set_eof(from + data.size() >= log_.size());
+      c->set_data(std::move(data));
+    }
+    Send(reply);
+  }
+
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::SchedulerMessage>> stream_;
+  std::thread reader_;
+  std::mutex write_mu_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<v1::SchedulerMessage> inbox_;
+  std::string log_;
+  int fetches_ = 0;
+  bool ended_ = false;
+  grpc::Status status_;
+};
+
+bool WaitFor(std::function<bool()> pred, std::chrono::milliseconds timeout = 10s) {
+  for (auto end = std::chrono::steady_clock::now() + timeout;
+       std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(5ms)) {
+    if (pred()) return true;
+  }
+  return pred();
+}
+
+class AgentHubTest : public ::testing::Test {
+ protected:
+  explicit AgentHubTest(AgentHubOptions options = {}) : h_(std::move(options)) {
+    address_ = h_.StartServer();
+    EXPECT_TRUE(h_.CreatePool("gpu-a").first.ok());
+  }
+
+  // Connects an agent for `node` and waits for its RegisterAck.
+  std::unique_ptr<TestAgent> Connect(const std::string& node, v1::RegisterAck* ack = nullptr) {
+    auto agent = std::make_unique<TestAgent>(address_);
+    EXPECT_TRUE(agent->Register(TestAgent::Registration(node, "gpu-a")));
+    auto m = agent->NextOf(v1::SchedulerMessage::kRegisterAck);
+    EXPECT_TRUE(m.has_value()) << "no RegisterAck for " << node;
+    if (m && ack) *ack = m->register_ack();
+    return agent;
+  }
+
+  // Submits a one-task job and waits for the StartTask at `agent`.
+  v1::StartTask SubmitAndStart(TestAgent& agent, std::string* job_id) {
+    auto [s, sub] = h_.Submit(ServiceHarness::Job("acme/research", "gpu-a"));
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    *job_id = sub.job_id();
+    auto m = agent.NextOf(v1::SchedulerMessage::kStartTask);
+    EXPECT_TRUE(m.has_value()) << "no StartTask";
+    return m ? m->start_task() : v1::StartTask{};
+  }
+
+  ServiceHarness h_;
+  std::string address_;
+};
+
+TEST_F(AgentHubTest, RegisterIsAcknowledgedAndTheNodeJoinsItsPool) {
+  v1::RegisterAck ack;
+  auto agent = Connect("n1", &ack);
+  EXPECT_GT(ack.epoch(), 0);
+  EXPECT_EQ(ack.heartbeat_interval_ms(), 1000);
+  EXPECT_EQ(h_.hub.connected(), 1u);
+  auto [s, nodes] = h_.Call(&ApiService::ListNodes, v1::ListNodesRequest{});
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).name(), "n1");
+  EXPECT_EQ(nodes.nodes(0).devices_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).capacity().physical().milli_tflops(), 989'000);
+
+  // Heartbeats are accepted; the stream stays up.
+  v1::AgentMessage hb;
+  v1::DeviceMetrics* d = hb.mutable_heartbeat()->add_devices();
+  d->set_uuid("GPU-n1-0");
+  d->set_healthy(true);
+  EXPECT_TRUE(agent->Send(hb));
+  agent.reset();  // the agent goes away: the hub forgets it
+  EXPECT_TRUE(WaitFor([&] { return h_.hub.connected() == 0; }));
+}
+
+TEST_F(AgentHubTest, TheFirstMessageMustBeRegister) {
+  TestAgent agent(address_);
+  v1::AgentMessage hb;
+  hb.mutable_heartbeat();
+  agent.Send(hb);
+  grpc::Status s = agent.WaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "the first message on the agent stream must be register");
+}
+
+TEST_F(AgentHubTest, InvalidRegistrationAndUnknownPoolAreRefused) {
+  TestAgent bad(address_);
+  v1::Register r = TestAgent::Registration("n1", "gpu-a");
+  r.mutable_devices(0)->set_vram_mib(-1);
+  bad.Register(r);
+  grpc::Status s = bad.WaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            "register.devices[0].vram_mib: must be between 0 and 16777216, got -1");
+
+  TestAgent lost(address_);
+  lost.Register(TestAgent::Registration("n2", "no-such-pool"));
+  EXPECT_EQ(lost.WaitEnd().error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(WaitFor([&] { return h_.hub.connected() == 0; }));
+}
+
+TEST_F(AgentHubTest, StartTaskReachesTheAgentAndTaskUpdatesReachTheCore) {
+  auto agent = Connect("n1");
+  std::string job_id;
+  v1::StartTask start = SubmitAndStart(*agent, &job_id);
+  EXPECT_EQ(start.task_id(), job_id + ".0");
+  EXPECT_EQ(start.job_id(), job_id);
+  EXPECT_EQ(start.tenant(), "acme/research");
+  EXPECT_EQ(start.argv(0), "/bin/echo");
+  ASSERT_EQ(start.devices_size(), 1);
+  EXPECT_EQ(start.devices(0).uuid(), "GPU-n1-0");
+  EXPECT_EQ(start.devices(0).milli_tflops(), 100'000);
+  EXPECT_GT(start.epoch(), 0);
+
+  agent->Update(start.task_id(), start.attempt(), v1::TASK_STATE_RUNNING);
+  v1::Job job = h_.WaitJob(
+      job_id, [](const v1::Job& j) { return j.tasks(0).state() == v1::TASK_STATE_RUNNING; });
+  EXPECT_EQ(job.tasks(0).state(), v1::TASK_STATE_RUNNING);
+  agent->Update(start.task_id(), start.attempt(), v1::TASK_STATE_SUCCEEDED);
+  job = h_.WaitJob(job_id, [](const v1::Job& j) { return j.state() == v1::JOB_STATE_SUCCEEDED; });
+  EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED);
+
+  // Cancel reaches the agent as StopTask.
+  std::string second;
+  v1::StartTask start2 = SubmitAndStart(*agent, &second);
+  agent->Update(start2.task_id(), start2.attempt(), v1::TASK_STATE_RUNNING);
+  h_.WaitJob(second, [](const v1::Job& j) { return j.tasks(0).state() == v1::TASK_STATE_RUNNING; });
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(second);
+  ASSERT_TRUE(h_.Call(&ApiService::CancelJob, cancel).first.ok());
+  auto stop = agent->NextOf(v1::SchedulerMessage::kStopTask);
+  ASSERT_TRUE(stop.has_value());
+  EXPECT_EQ(stop->stop_task().task_id(), start2.task_id());
+}
+
+TEST_F(AgentHubTest, GatewayReportsNodesWithoutAConnection) {
+  StartTaskCommand cmd;
+  cmd.task_id = "1.0";
+  EXPECT_FALSE(h_.hub.StartTask("nobody", cmd));
+  EXPECT_FALSE(h_.hub.StopTask("nobody", StopTaskCommand{}));
+  auto agent = Connect("n1");
+  EXPECT_TRUE(h_.hub.StopTask("n1", StopTaskCommand{"9.0", 0, 1000, "test", 1}));
+  auto stop = agent->NextOf(v1::SchedulerMessage::kStopTask);
+  ASSERT_TRUE(stop.has_value());
+  EXPECT_EQ(stop->stop_task().task_id(), "9.0");
+}
+
+TEST_F(AgentHubTest, ANewConnectionReplacesTheOld) {
+  auto first = Connect("n1");
+  auto second = Connect("n1");
+  grpc::Status s = first->WaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("replaced by a newer connection of node n1"));
+  EXPECT_EQ(h_.hub.connected(), 1u);
+  EXPECT_TRUE(h_.hub.StopTask("n1", StopTaskCommand{"9.0", 0, 1000, "test", 1}));
+  EXPECT_TRUE(second->NextOf(v1::SchedulerMessage::kStopTask).has_value());
+  first.reset();  // the old stream's end must not drop the new connection
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(h_.hub.connected(), 1u);
+}
+
+TEST_F(AgentHubTest, TaskLogsRoundTripAndFollowUntilTheTaskEnds) {
+  auto agent = Connect("n1");
+  std::string job_id;
+  v1::StartTask start = SubmitAndStart(*agent, &job_id);
+  agent->Update(start.task_id(), start.attempt(), v1::TASK_STATE_RUNNING);
+  h_.WaitJob(job_id, [](const v1::Job& j) { return j.tasks(0).state() == v1::TASK_STATE_RUNNING; });
+  agent->AppendLog("epoch 1\n");
+
+  // Without follow: what is there now, no eof (the task still runs).
+  v1::GetTaskLogsRequest req;
+  req.set_task_id(start.task_id());
+  Collector<v1::TaskLogChunk> now;
+  h_.service->GetTaskLogs(Admin(), req, now.OnItem(), now.OnDone());
+  ASSERT_TRUE(now.WaitDone().ok());
+  ASSERT_EQ(now.items().size(), 1u);
+  EXPECT_EQ(now.items()[0].data(), "epoch 1\n");
+  EXPECT_EQ(now.items()[0].offset(), 0);
+  EXPECT_FALSE(now.items()[0].eof());
+
+  // Follow from offset 6: new output arrives as it is written, then eof when the task ends.
+  req.set_follow(true);
+  req.set_offset(6);
+  Collector<v1::TaskLogChunk> follow;
+  Cancel cancel = h_.service->GetTaskLogs(Admin(), req, follow.OnItem(), follow.OnDone());
+  ASSERT_TRUE(follow.WaitItems(1));
+  agent->AppendLog("epoch 2\n");
+  ASSERT_TRUE(follow.WaitItems(2));
+  agent->AppendLog("done\n");
+  agent->Update(start.task_id(), start.attempt(), v1::TASK_STATE_SUCCEEDED);
+  ASSERT_TRUE(follow.WaitDone().ok());
+  std::string all;
+  for (const v1::TaskLogChunk& c : follow.items()) {
+    EXPECT_EQ(c.offset(), 6 + static_cast<int64_t>(all.size()));
+    all += c.data();
+  }
+  EXPECT_EQ(all, "1\nepoch 2\ndone\n");
+  EXPECT_TRUE(follow.items().back().eof());
+  cancel();
+
+  // A finished task without follow: everything, with eof.
+  req.set_follow(false);
+  req.set_offset(0);
+  Collector<v1::TaskLogChunk> finished;
+  h_.service->GetTaskLogs(Admin(), req, finished.OnItem(), finished.OnDone());
+  ASSERT_TRUE(finished.WaitDone().ok());
+  ASSERT_FALSE(finished.items().empty());
+  EXPECT_EQ(finished.items().back().data(), "epoch 1\nepoch 2\ndone\n");
+  EXPECT_TRUE(finished.items().back().eof());
+}
+
+TEST_F(AgentHubTest, TaskLogsFailWhenTheNodeIsGone) {
+  auto agent = Connect("n1");
+  std::string job_id;
+  v1::StartTask start = SubmitAndStart(*agent, &job_id);
+  agent.reset();
+  ASSERT_TRUE(WaitFor([&] { return h_.hub.connected() == 0; }));
+  v1::GetTaskLogsRequest req;
+  req.set_task_id(start.task_id());
+  Collector<v1::TaskLogChunk> logs;
+  h_.service->GetTaskLogs(Admin(), req, logs.OnItem(), logs.OnDone());
+  Status s = logs.WaitDone();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(), "node n1 is not connected");
+}
+
+class AgentHubTokenTest : public AgentHubTest {
+ protected:
+  AgentHubTokenTest() : AgentHubTest(AgentHubOptions{{"secret"}, nullptr}) {}
+};
+
+TEST_F(AgentHubTokenTest, OnlyConfiguredTokensAreAccepted) {
+  TestAgent wrong(address_);
+  wrong.Register(TestAgent::Registration("n1", "gpu-a", "guess"));
+  grpc::Status s = wrong.WaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(s.error_message(), "node 'n1': the node token is not accepted");
+  EXPECT_EQ(h_.hub.connected(), 0u);
+
+  TestAgent right(address_);
+  right.Register(TestAgent::Registration("n1", "gpu-a", "secret"));
+  EXPECT_TRUE(right.NextOf(v1::SchedulerMessage::kRegisterAck).has_value());
+  EXPECT_EQ(h_.hub.connected(), 1u);
+}
+
+}  // namespace
+}  // namespace gpupool::api
