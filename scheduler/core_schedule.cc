@@ -140,9 +140,10 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
     task.reason = "waiting: " + why;
     return;
   }
-  placement::Decision d;
-  if (!pass.failed.contains(shape)) {
-    d = pool->engine->Place(req);
+  if (auto known = pass.failed.find(shape); known != pass.failed.end()) {
+    task.reason = known->second + behind;
+  } else {
+    placement::Decision d = pool->engine->Place(req);
     if (d.placed) {
       if (std::string why = book.WhyOverLimit(pool_name, tenant, UsageOf(d.allocation));
           !why.empty()) {
@@ -157,8 +158,9 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
       Reserve(pass, job, index, d.allocation);
       return;
     }
-    pass.failed.insert(shape);
-    task.reason = WhyNotPlaced(d) + behind;
+    std::string why = WhyNotPlaced(d);
+    pass.failed.emplace(shape, why);
+    task.reason = why + behind;
   }
   std::string why;
   if (TryPreempt(pass, job, index, req, &why)) return;

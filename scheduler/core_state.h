@@ -112,7 +112,7 @@ struct PassState {
   int64_t now = 0;
   std::vector<Placed> placed;
   std::vector<Mutation> batch;
-  std::set<ShapeKey> failed;  // no room without preemption
+  std::map<ShapeKey, std::string> failed;  // no room without preemption, and why
   // No victims either, per shape and "<priority>/<reclaiming group or empty>".
   std::set<std::pair<ShapeKey, std::string>> preempt_failed;
   std::set<int64_t> gangs_tried;

@@ -33,11 +33,12 @@ class RecordingAgents : public AgentGateway {
 class CoreHarness {
  public:
   explicit CoreHarness(SchedulerOptions options = SchedulerOptions::Defaults(),
-                       std::shared_ptr<MemoryDatabase> db = nullptr)
+                       std::shared_ptr<MemoryDatabase> db = nullptr,
+                       SchedulerMetrics* metrics = nullptr)
       : store(db ? std::make_unique<MemoryStore>(db) : std::make_unique<MemoryStore>()) {
     core = std::make_unique<Core>(
         options, &clock, store.get(), &agents,
-        [this](std::function<void()> fn) { queue.push_back(std::move(fn)); });
+        [this](std::function<void()> fn) { queue.push_back(std::move(fn)); }, metrics);
     Result<int64_t> epoch = store->AcquireLeadership();
     Result<RecoveredState> state = store->Recover();
     if (!epoch.ok() || !state.ok() || !core->Recover(*state, *epoch).ok()) std::abort();
@@ -131,6 +132,53 @@ class CoreHarness {
     Drain();
   }
 
+  // Tenants and quotas.
+  Status CreateTenant(const std::string& path) {
+    TenantRecord t;
+    t.path = path;
+    return Sync<TenantView>([&](auto cb) { core->CreateTenant(t, cb); }).status();
+  }
+  Status SetQuota(const std::string& tenant, const std::string& pool, QuotaAmount guaranteed,
+                  QuotaAmount limit) {
+    QuotaRecord q{tenant, pool, guaranteed, limit};
+    return Sync<QuotaView>([&](auto cb) { core->SetQuota(q, cb); }).status();
+  }
+  static QuotaAmount Tflops(int64_t tflops) { return QuotaAmount{Resources{tflops * 1000, 0}, 0}; }
+  static QuotaAmount Devices(int32_t n) { return QuotaAmount{Resources{}, n}; }
+
+  static JobSpec As(const std::string& tenant, JobSpec spec) {
+    spec.tenant = tenant;
+    return spec;
+  }
+
+  // Reports RUNNING for every started task that is still SCHEDULED.
+  void RunStarted() {
+    for (const auto& [node, cmd] : agents.starts) {
+      int64_t job = 0;
+      int32_t index = 0;
+      if (!ParseTaskId(cmd.task_id, &job, &index)) continue;
+      TaskRecord t = Task(job, index);
+      if (t.state == TaskState::kScheduled && t.attempt == cmd.attempt && t.node == node)
+        Report(node, job, index, TaskState::kRunning);
+    }
+  }
+
+  // Answers every stop sent so far with the process's exit (143, SIGTERM), once.
+  void ExitStopped() {
+    for (; stops_answered < agents.stops.size(); ++stops_answered) {
+      const auto& [node, cmd] = agents.stops[stops_answered];
+      TaskReport r;
+      r.node = node;
+      r.task_id = cmd.task_id;
+      r.attempt = cmd.attempt;
+      r.state = TaskState::kFailed;
+      r.exit_code = 143;
+      core->OnTaskReport(r);
+      Drain();
+    }
+  }
+
+  size_t stops_answered = 0;
   ManualClock clock;
   std::unique_ptr<MemoryStore> store;
   RecordingAgents agents;
