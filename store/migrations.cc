@@ -99,7 +99,6 @@ CREATE TABLE jobs (
   submit_us         bigint NOT NULL,
   finish_us         bigint NOT NULL
 );
-CREATE INDEX jobs_tenant_idx ON jobs (tenant, id);
 
 CREATE TABLE tasks (
   job_id        bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,

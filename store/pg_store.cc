@@ -72,6 +72,10 @@ PgStore::~PgStore() {
 
 const std::string& PgStore::display() const { return target_->display; }
 
+PgStore::Stats PgStore::stats() const {
+  return Stats{stat_transactions_.load(), stat_batches_.load(), stat_failed_.load()};
+}
+
 Result<int64_t> PgStore::AcquireLeadership() {
   std::lock_guard lock(read_mu_);
   GPUPOOL_ASSIGN_OR_RETURN(pqxx::connection * conn, read_conn_->Get());
@@ -185,6 +189,7 @@ Status PgStore::WriteTransaction(const std::vector<Pending*>& group, int64_t epo
     pqxx::work txn(*conn);
     txn.exec(sql.Finish());
     txn.commit();
+    stat_transactions_++;
     return Status::Ok();
   } catch (const std::exception& e) {
     Status st = PgErrorToStatus(e, *target_);
@@ -221,6 +226,7 @@ void PgStore::CommitGroup(std::vector<Pending>& group) {
     }
   }
   for (size_t i = 0; i < group.size(); ++i) {
+    (results[i].ok() ? stat_batches_ : stat_failed_)++;
     if (group[i].done) group[i].done(results[i]);
   }
 }

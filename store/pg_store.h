@@ -60,6 +60,15 @@ class PgStore final : public Store {
   Result<std::vector<EventRecord>> ListEvents(const std::string& subject_prefix,
                                               int limit) override;
 
+  // Counters since Open(): transactions committed by the writer and batches they carried (their
+  // ratio is the mean group size), and batches that failed.
+  struct Stats {
+    int64_t transactions = 0;
+    int64_t batches = 0;
+    int64_t failed_batches = 0;
+  };
+  Stats stats() const;
+
   // "127.0.0.1:5432/gpupool" — where this store writes, for logs.
   const std::string& display() const;
 
@@ -80,6 +89,9 @@ class PgStore final : public Store {
   const Clock* clock_;
   std::unique_ptr<PgTarget> target_;
   std::atomic<int64_t> epoch_{0};
+  std::atomic<int64_t> stat_transactions_{0};
+  std::atomic<int64_t> stat_batches_{0};
+  std::atomic<int64_t> stat_failed_{0};
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
