@@ -8,8 +8,21 @@
 // caller still hears only after its own batch is durable. Every write is fenced by the epoch
 // from AcquireLeadership(): if another leader took over, Apply fails with ABORTED.
 //
-// Errors: UNAVAILABLE when the database cannot be reached (the caller may retry; nothing was
-// applied), ABORTED when fenced off, INTERNAL for anything else.
+// Mutations apply in batch order (a later one sees the earlier ones); batches apply in the order
+// Apply() was called. Errors (the same code and message from every store; see store/validate.h):
+//   INVALID_ARGUMENT  malformed mutation: text not UTF-8 or with NUL, id <= 0, a task whose job_id
+//                     is not its job's, a repeated task index, an empty name or path
+//   ALREADY_EXISTS    InsertJob of a job id that exists
+//   NOT_FOUND         UpdateJob/UpdateTask/SetNodeState/DeletePool/DeleteTenant/DeleteQuota of
+//                     something unknown; UpsertNode into an unknown pool; SetQuota for an
+//                     unknown tenant
+//   FAILED_PRECONDITION  DeletePool of a pool that still has nodes; Apply() before
+//                     AcquireLeadership()
+//   ABORTED           fenced off: another leader took a newer epoch
+//   UNAVAILABLE       the database cannot be reached (nothing was applied; the caller may retry),
+//                     or the connection broke during COMMIT (the message says the outcome is
+//                     unknown)
+//   INTERNAL          anything else
 //
 // Thread safety: every method may be called from any thread. `done` runs on a store thread; it
 // must not block (post back to your own thread instead).
@@ -95,7 +108,8 @@ class Store {
   // Makes `batch` durable (all or nothing), then calls done. See the contract above.
   virtual void Apply(std::vector<Mutation> batch, Done done) = 0;
 
-  // Reads the event log for a subject prefix ("job/12"), oldest first, at most `limit` rows.
+  // Reads the event log for a subject prefix ("job/12" also matches "job/123"; the prefix is
+  // literal text, not a pattern), oldest first, at most `limit` rows (<= 0: no limit).
   virtual Result<std::vector<EventRecord>> ListEvents(const std::string& subject_prefix,
                                                       int limit) = 0;
 };
