@@ -145,11 +145,11 @@ Status RunWorkload(const Options& o, const std::vector<sim::TraceNode>& nodes,
   GPUPOOL_ASSIGN_OR_RETURN(std::string text,
                            sim::LoadFile(o.trace_dir + "/openb_pod_list_" + workload + ".csv"));
   GPUPOOL_ASSIGN_OR_RETURN(std::vector<sim::TraceTask> tasks, sim::ParseTasks(text));
-  const std::vector<WorkloadClass> target = sim::TargetWorkload(tasks);
   const int64_t capacity = sim::CapacityMilli(nodes);
   std::vector<sim::ReplayResult> results;
   std::vector<sim::Summary> rows;
   for (Strategy s : o.strategies) {
+    const std::vector<WorkloadClass> target = sim::WorkloadFor(s, tasks);
     double seconds = 0;
     int64_t decisions = 0;
     for (uint64_t seed : o.seeds) {

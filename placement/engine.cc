@@ -26,12 +26,27 @@ uint64_t Fnv1a(std::string_view s) {
   return h;
 }
 
+int64_t FloorPow2(int64_t v) {
+  if (v <= 0) return 0;
+  int64_t p = 1;
+  while (p <= v / 2) p *= 2;
+  return p;
+}
+
 // Without a configured workload, fragmentation is measured against a generic mix: quarter,
 // half and three-quarter shares and 1, 2, 4, 8 whole GPUs, equally likely.
 std::vector<FragClass> DefaultWorkload() {
   std::vector<FragClass> w;
-  for (int32_t share : {250, 500, 750}) w.push_back(FragClass{0, share, 1, ~uint64_t{0}, 1.0 / 7});
-  for (int k : {1, 2, 4, 8}) w.push_back(FragClass{0, 1000, k, ~uint64_t{0}, 1.0 / 7});
+  auto add = [&](int32_t milli, int count) {
+    FragClass c;
+    c.gpu_milli = milli;
+    c.gpu_count = count;
+    c.p = 1.0 / 7;
+    c.inv_gpu = 1.0 / milli;
+    w.push_back(c);
+  };
+  for (int32_t share : {250, 500, 750}) add(share, 1);
+  for (int k : {1, 2, 4, 8}) add(1000, k);
   return w;
 }
 
@@ -39,10 +54,11 @@ std::vector<FragClass> DefaultWorkload() {
 
 size_t ShapeKeyHash::operator()(const ShapeKey& k) const {
   uint64_t h = static_cast<uint64_t>(k.kind);
-  for (uint64_t v : {static_cast<uint64_t>(k.share_milli), static_cast<uint64_t>(k.gpu_count),
-                     static_cast<uint64_t>(k.mig_profile), static_cast<uint64_t>(k.cpu_milli),
-                     static_cast<uint64_t>(k.per_device.milli_tflops),
-                     static_cast<uint64_t>(k.per_device.vram_mib), k.model_mask})
+  for (uint64_t v :
+       {static_cast<uint64_t>(k.share_milli), static_cast<uint64_t>(k.gpu_count),
+        static_cast<uint64_t>(k.mig_profile), static_cast<uint64_t>(k.cpu_milli),
+        static_cast<uint64_t>(k.memory_mib), static_cast<uint64_t>(k.per_device.milli_tflops),
+        static_cast<uint64_t>(k.per_device.vram_mib), k.model_mask})
     h = Mix(h ^ (v + 0x9E3779B97F4A7C15ULL));
   return static_cast<size_t>(h);
 }
@@ -111,22 +127,34 @@ int EngineImpl::Select(const CompiledRequest& req, Scored* scored) const {
     }
     return best;
   }
-  const ShapeKey key{req.kind,      req.share_milli, req.gpu_count, req.mig_profile,
-                     req.cpu_milli, req.per_device,  req.model_mask};
+  // A strategy that scores memory sees it rounded down to a power of two: scores barely move,
+  // and far fewer shapes (indexes to keep fresh) exist. Fit is always checked exactly.
+  const int64_t memory_key = plugin_->ScoresMemory() ? FloorPow2(req.memory_mib) : 0;
+  const ShapeKey key{req.kind,      req.share_milli, req.gpu_count,  req.mig_profile,
+                     req.cpu_milli, memory_key,      req.per_device, req.model_mask};
   if (indexes_.size() >= kMaxIndexes && indexes_.find(key) == indexes_.end()) indexes_.clear();
   ScoreIndex& index = indexes_[key];
   index.Resize(static_cast<int>(nodes.size()));
-  // Cached scores ignore host memory (it does not change a score), so one index serves every
-  // memory size of the shape; memory is checked on the way out.
+  // Unless the strategy scores memory, cached scores ignore host memory, so one index serves
+  // every memory size of the shape; memory is then checked on the way out.
   CompiledRequest shape = req;
-  shape.memory_mib = 0;
+  shape.memory_mib = memory_key;
+  // Untouched nodes of one hardware type score alike: evaluate one per type (a new shape's
+  // first build is mostly such nodes).
+  memo_.assign(type_ids_.size(), Memo{});
   index.Sync([&](int slot, int64_t* score, uint64_t* tie) {
     const NodeState& n = nodes[static_cast<size_t>(slot)];
     *tie = n.tie_key;
+    Memo* m = n.Pristine() ? &memo_[static_cast<size_t>(n.type)] : nullptr;
+    if (m != nullptr && m->known) {
+      *score = m->score;
+      return m->feasible;
+    }
     Scored s;
-    if (!Evaluate(n, shape, &s)) return false;
+    const bool feasible = Evaluate(n, shape, &s);
+    if (m != nullptr) *m = Memo{true, feasible, s.score};
     *score = s.score;
-    return true;
+    return feasible;
   });
   const int slot =
       index.Best([&](int s) { return req.memory_mib <= nodes[static_cast<size_t>(s)].mem_free(); });
@@ -192,6 +220,20 @@ DeviceState EngineImpl::MakeDevice(const DeviceSpec& spec) {
   return d;
 }
 
+int EngineImpl::TypeOf(const NodeSpec& spec) {
+  // Everything a score can depend on in an untouched node, as text.
+  std::string sig = std::to_string(spec.cpu_milli) + "/" + std::to_string(spec.memory_mib) + "/" +
+                    std::to_string(spec.spill_budget_mib);
+  for (const DeviceSpec& d : spec.devices)
+    sig += "|" + d.model + ":" + std::to_string(d.physical.milli_tflops) + ":" +
+           std::to_string(d.physical.vram_mib) + ":" + d.mig_profile + ":" +
+           std::to_string(d.time_slice_slots);
+  for (const Link& l : spec.links)
+    sig += "#" + std::to_string(l.a) + "-" + std::to_string(l.b) + ":" +
+           std::to_string(static_cast<int>(l.kind));
+  return Intern(type_ids_, sig);
+}
+
 Status EngineImpl::AddNode(const NodeSpec& spec) {
   if (spec.name.empty()) return Status::InvalidArgument("node: empty name");
   if (by_name_.count(spec.name) != 0)
@@ -223,6 +265,7 @@ Status EngineImpl::AddNode(const NodeSpec& spec) {
     node.devices.push_back(MakeDevice(ds));
   }
   node.dist = BuildDistances(n, spec.links);
+  node.type = TypeOf(spec);
   node.slot = static_cast<int>(nodes.size());
   node.tie_key = policy.tie_seed == 0 ? static_cast<uint64_t>(node.slot)
                                       : Mix(policy.tie_seed ^ Fnv1a(spec.name));

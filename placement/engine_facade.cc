@@ -70,6 +70,19 @@ NodeCapacity EngineImpl::CapacityOf(const NodeState& n) const {
   return c;
 }
 
+double EngineImpl::Reach(const FragClass& f) const {
+  int live = 0, can = 0;
+  for (const NodeState& n : nodes) {
+    if (!n.live) continue;
+    ++live;
+    int devices = 0;
+    for (const DeviceState& d : n.devices)
+      if (d.mig_profile < 0 && ((f.model_mask >> (d.model & 63)) & 1)) ++devices;
+    if (n.cpu_total >= f.cpu_milli && n.mem_total >= f.memory_mib && devices >= f.gpu_count) ++can;
+  }
+  return live == 0 ? 1.0 : std::max(1, can) / static_cast<double>(live);
+}
+
 void EngineImpl::SetWorkload(const std::vector<WorkloadClass>& classes) {
   std::vector<FragClass> w;
   double total = 0;
@@ -78,6 +91,7 @@ void EngineImpl::SetWorkload(const std::vector<WorkloadClass>& classes) {
     const CompiledRequest c = Compile(wc.shape);
     FragClass f;
     f.cpu_milli = c.cpu_milli;
+    f.memory_mib = c.memory_mib;
     f.gpu_count = c.gpu_count;
     f.model_mask = c.unknown_model ? 0 : c.model_mask;
     f.gpu_milli = c.gpu_milli;
@@ -93,7 +107,13 @@ void EngineImpl::SetWorkload(const std::vector<WorkloadClass>& classes) {
     total += wc.weight;
     w.push_back(f);
   }
-  for (FragClass& f : w) f.p /= total;
+  for (FragClass& f : w) {
+    f.p /= total;
+    f.reach = Reach(f);
+    f.inv_gpu = f.gpu_milli > 0 ? 1.0 / f.gpu_milli : 0;
+    f.inv_cpu = f.cpu_milli > 0 ? 1.0 / static_cast<double>(f.cpu_milli) : 0;
+    f.inv_mem = f.memory_mib > 0 ? 1.0 / static_cast<double>(f.memory_mib) : 0;
+  }
   if (!w.empty()) workload_ = std::move(w);
   plugin_->WorkloadChanged();
   indexes_.clear();

@@ -25,6 +25,7 @@ struct ShapeKey {
   int gpu_count;
   int mig_profile;
   int64_t cpu_milli;
+  int64_t memory_mib;  // 0 unless the strategy scores memory
   Resources per_device;
   uint64_t model_mask;
   friend bool operator==(const ShapeKey&, const ShapeKey&) = default;
@@ -51,6 +52,7 @@ class EngineImpl {
   Status Commit(const Allocation& a);
   Status Release(const Allocation& a);
   void SetWorkload(const std::vector<WorkloadClass>& classes);
+  double Reach(const FragClass& f) const;
 
   NodeState* FindNode(std::string_view name);
   const NodeState* FindNode(std::string_view name) const;
@@ -67,6 +69,13 @@ class EngineImpl {
   void Touch(NodeState& node);
   DeviceState MakeDevice(const DeviceSpec& spec);
   int Intern(std::unordered_map<std::string, int>& table, const std::string& name);
+  int TypeOf(const NodeSpec& spec);
+
+  struct Memo {
+    bool known = false;
+    bool feasible = false;
+    int64_t score = 0;
+  };
 
   std::unordered_map<std::string, int> by_name_;
   std::unordered_map<std::string, int> models_;
@@ -75,6 +84,8 @@ class EngineImpl {
   std::unique_ptr<StrategyPlugin> plugin_;
   mutable std::unordered_map<ShapeKey, ScoreIndex, ShapeKeyHash> indexes_;
   mutable uint64_t version_clock_ = 0;
+  std::unordered_map<std::string, int> type_ids_;  // hardware signature → NodeState::type
+  mutable std::vector<Memo> memo_;                 // per type, during one Sync
 };
 
 }  // namespace gpupool::placement

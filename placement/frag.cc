@@ -7,6 +7,36 @@
 
 namespace gpupool::placement {
 
+namespace {
+
+// ⌊x / d⌋ for 0 ≤ x < 2^31 given inv = 1/d, d ≤ 2^21: the product's error is far below the
+// distance 1/d from x/d to the next integer, so the small nudge makes the floor exact.
+int64_t FloorDiv(int64_t x, double inv) {
+  return static_cast<int64_t>(static_cast<double>(x) * inv + 1e-9);
+}
+
+// Class-m tasks the node can host: by GPU units, CPU and memory, whichever runs out first.
+int64_t Hostable(const FragClass& c, int32_t units, int64_t cpu_free, int64_t mem_free) {
+  if (c.gpu_count <= 0 || cpu_free < 0 || mem_free < 0) return 0;
+  int64_t n = c.gpu_count == 1 ? units : units / c.gpu_count;
+  if (c.inv_cpu > 0) n = std::min(n, FloorDiv(cpu_free, c.inv_cpu));
+  if (c.inv_mem > 0) n = std::min(n, FloorDiv(mem_free, c.inv_mem));
+  return n;
+}
+
+double FgdTerm(const FragClass& c, int32_t count, int32_t sliver, int32_t idle, int64_t cpu_free) {
+  const bool fits = c.gpu_count > 0 && cpu_free >= c.cpu_milli && count >= c.gpu_count;
+  return c.p * (fits ? sliver : idle);
+}
+
+double CountTerm(const FragClass& c, int32_t units, int32_t idle, int64_t cpu_free,
+                 int64_t mem_free) {
+  const int64_t usable = Hostable(c, units, cpu_free, mem_free) * c.gpu_milli * c.gpu_count;
+  return c.p / c.reach * static_cast<double>(idle - usable);
+}
+
+}  // namespace
+
 const FragModel::Agg& FragModel::Of(const NodeState& node) const {
   if (cache_.size() <= static_cast<size_t>(node.slot))
     cache_.resize(static_cast<size_t>(node.slot) + 1);
@@ -16,13 +46,15 @@ const FragModel::Agg& FragModel::Of(const NodeState& node) const {
   a.version = node.version;
   a.count_fit.assign(w.size(), 0);
   a.sliver.assign(w.size(), 0);
-  a.f = 0;
+  a.units.assign(w.size(), 0);
+  a.f = a.h = 0;
   for (size_t m = 0; m < w.size(); ++m) {
     const FragClass& c = w[m];
-    int32_t count = 0, sliver = 0;
+    int32_t count = 0, sliver = 0, units = 0;
     for (const DeviceState& d : node.devices) {
       if (d.free_milli == 0) continue;
       const bool allowed = (c.model_mask >> (d.model & 63)) & 1;
+      if (allowed && c.gpu_milli > 0) units += d.free_milli / c.gpu_milli;
       if (allowed && d.free_milli >= c.gpu_milli) {
         ++count;
       } else {
@@ -31,28 +63,31 @@ const FragModel::Agg& FragModel::Of(const NodeState& node) const {
     }
     a.count_fit[m] = count;
     a.sliver[m] = sliver;
-    const bool fits = c.gpu_count > 0 && node.cpu_free() >= c.cpu_milli && count >= c.gpu_count;
-    a.f += c.p * (fits ? sliver : node.idle_milli);
+    a.units[m] = units;
+    a.f += FgdTerm(c, count, sliver, node.idle_milli, node.cpu_free());
+    a.h += CountTerm(c, units, node.idle_milli, node.cpu_free(), node.mem_free());
   }
   return a;
 }
 
-double FragModel::Delta(const NodeState& node, const FragChange* changes, int n,
-                        int64_t cpu_after) const {
+FragModel::Deltas FragModel::Delta(const NodeState& node, const FragChange* changes, int n,
+                                   int64_t cpu_after, int64_t mem_after) const {
   const Agg& a = Of(node);
   const std::vector<FragClass>& w = *workload_;
   int32_t idle = node.idle_milli;
   for (int i = 0; i < n; ++i)
     idle += changes[i].new_free - node.devices[static_cast<size_t>(changes[i].device)].free_milli;
-  double f = 0;
+  Deltas out;
   for (size_t m = 0; m < w.size(); ++m) {
     const FragClass& c = w[m];
-    int32_t count = a.count_fit[m], sliver = a.sliver[m];
+    int32_t count = a.count_fit[m], sliver = a.sliver[m], units = a.units[m];
     for (int i = 0; i < n; ++i) {
       const DeviceState& d = node.devices[static_cast<size_t>(changes[i].device)];
       const bool allowed = (c.model_mask >> (d.model & 63)) & 1;
       const int32_t before = d.free_milli, after = changes[i].new_free;
       // Undo the device's old contribution, add its new one.
+      if (allowed)
+        units += static_cast<int32_t>(FloorDiv(after, c.inv_gpu) - FloorDiv(before, c.inv_gpu));
       if (before > 0) {
         if (allowed && before >= c.gpu_milli)
           --count;
@@ -66,10 +101,12 @@ double FragModel::Delta(const NodeState& node, const FragChange* changes, int n,
           sliver += after;
       }
     }
-    const bool fits = c.gpu_count > 0 && cpu_after >= c.cpu_milli && count >= c.gpu_count;
-    f += c.p * (fits ? sliver : idle);
+    out.f += FgdTerm(c, count, sliver, idle, cpu_after);
+    out.h += CountTerm(c, units, idle, cpu_after, mem_after);
   }
-  return f - a.f;
+  out.f -= a.f;
+  out.h -= a.h;
+  return out;
 }
 
 int64_t FgdQuantised(double delta) {

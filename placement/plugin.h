@@ -5,7 +5,7 @@
 // each take the request; it picks the devices (usually ChooseDevices from fit.h) and a score,
 // higher wins; equal scores go to the node with the smaller tie key. Returning false drops the
 // node. A Cacheable() plugin's score depends only on the node's state and the request's shape
-// (never on the request's host memory), so the engine may cache it until the node changes.
+// (host memory included only if ScoresMemory()), so the engine caches it until the node changes.
 //
 // Thread safety: none; a plugin belongs to one Engine.
 #pragma once
@@ -22,10 +22,16 @@ namespace gpupool::placement {
 // A workload class compiled for fragmentation measures (FGD): the GPU demand of a typical task.
 struct FragClass {
   int64_t cpu_milli = 0;
-  int32_t gpu_milli = 0;  // per device; 1000 for whole GPUs
-  int gpu_count = 0;      // 0: CPU-only
+  int64_t memory_mib = 0;  // typical host memory of the class
+  int32_t gpu_milli = 0;   // per device; 1000 for whole GPUs
+  int gpu_count = 0;       // 0: CPU-only
   uint64_t model_mask = ~uint64_t{0};
   double p = 0;  // probability, Σ p = 1
+  // Share of the pool's nodes that could host the class when empty (1 = every node). Rare
+  // shapes that few nodes can take (120 cores + 8 GPUs) have a small reach.
+  double reach = 1;
+  // 1/g, 1/cpu, 1/memory (0 when absent): the hot loop multiplies instead of dividing.
+  double inv_gpu = 0, inv_cpu = 0, inv_mem = 0;
 };
 
 struct Scored {
@@ -44,6 +50,9 @@ class StrategyPlugin {
   virtual bool Score(const NodeState& node, const CompiledRequest& req, const DeviceSet& candidates,
                      Scored* out) const = 0;
   virtual bool Cacheable() const { return true; }
+  // A plugin whose score depends on the request's host memory says so; the engine then keeps
+  // one cached index per memory size too.
+  virtual bool ScoresMemory() const { return false; }
   // Called when the workload changes: drop anything derived from it.
   virtual void WorkloadChanged() {}
 };

@@ -36,12 +36,22 @@ bool ScoreIndex::Better(int a, int b) const {
   return a < b;
 }
 
+void ScoreIndex::Rebuild() {
+  for (size_t i = static_cast<size_t>(leaves_) - 1; i >= 1; --i) {
+    const int l = tree_[2 * i], r = tree_[2 * i + 1];
+    tree_[i] = Better(r, l) ? r : l;
+  }
+}
+
 void ScoreIndex::SetLeaf(int slot, int value) {
   size_t i = static_cast<size_t>(leaves_ + slot);
   tree_[i] = value;
   for (i /= 2; i >= 1; i /= 2) {
     const int l = tree_[2 * i], r = tree_[2 * i + 1];
-    tree_[i] = Better(r, l) ? r : l;
+    const int best = Better(r, l) ? r : l;
+    // Another slot still wins here: nothing above can change.
+    if (best == tree_[i] && best != slot) return;
+    tree_[i] = best;
   }
 }
 

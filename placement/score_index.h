@@ -27,16 +27,27 @@ class ScoreIndex {
   // Recomputes every dirty leaf: fn(slot, int64_t* score, uint64_t* tie) → feasible.
   template <typename Fn>
   void Sync(Fn&& fn) {
+    // Many dirty leaves (a new index): set them all, then rebuild the tree once — O(n), not
+    // O(n log n).
+    const bool bulk = dirty_list_.size() * 8 > score_.size();
     for (int slot : dirty_list_) {
       dirty_[static_cast<size_t>(slot)] = false;
       int64_t s = kNoScore;
       uint64_t t = 0;
       if (!fn(slot, &s, &t)) s = kNoScore;
+      // A touched node often scores as before for this shape: then the tree is still right.
+      if (!bulk && s == score_[static_cast<size_t>(slot)] && t == tie_[static_cast<size_t>(slot)])
+        continue;
       score_[static_cast<size_t>(slot)] = s;
       tie_[static_cast<size_t>(slot)] = t;
-      SetLeaf(slot, s == kNoScore ? -1 : slot);
+      if (bulk) {
+        tree_[static_cast<size_t>(leaves_ + slot)] = s == kNoScore ? -1 : slot;
+      } else {
+        SetLeaf(slot, s == kNoScore ? -1 : slot);
+      }
     }
     dirty_list_.clear();
+    if (bulk) Rebuild();
   }
 
   // The best slot for which accept(slot) holds, or -1. Slots that fail are masked while the
@@ -62,6 +73,7 @@ class ScoreIndex {
 
  private:
   bool Better(int a, int b) const;
+  void Rebuild();
   void SetLeaf(int slot, int value);
 
   int leaves_ = 0;         // power of two ≥ slots

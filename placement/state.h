@@ -65,10 +65,18 @@ struct NodeState {
   int32_t full_devices = 0;  // devices with nothing allocated (whole-GPU candidates)
   int32_t gpu_count = 0;     // whole GPUs (non-MIG devices)
   int model = -1;            // the model of every non-MIG device, or -1 when mixed or none
+  int type = 0;              // nodes of one type have identical hardware (NodeSpec less names)
 
   int64_t cpu_free() const { return cpu_total - cpu_used; }
   int64_t mem_free() const { return mem_total - mem_used; }
   bool Usable() const { return live && schedulable; }
+  // Nothing allocated, everything healthy: scores like every other pristine node of its type.
+  bool Pristine() const {
+    if (!Usable() || cpu_used != 0 || mem_used != 0) return false;
+    for (const DeviceState& d : devices)
+      if (!d.Idle() || !d.healthy) return false;
+    return true;
+  }
   // Recomputes free_milli, idle_milli, full_devices and model from the counters and stamps
   // `new_version` (unique across the engine, so caches never confuse two states).
   void Refresh(uint64_t new_version);
@@ -96,7 +104,8 @@ struct CompiledRequest {
 // Devices on one node, by index (candidates, or the chosen set).
 struct DeviceSet {
   int n = 0;
-  std::array<int16_t, kMaxDevicesPerNode> idx{};
+  // Only idx[0, n) is meaningful; left uninitialised on purpose (hot path, 128 bytes).
+  std::array<int16_t, kMaxDevicesPerNode> idx;
   void Push(int i) { idx[static_cast<size_t>(n++)] = static_cast<int16_t>(i); }
 };
 

@@ -49,11 +49,13 @@ std::vector<TraceTask> Arrivals(const std::vector<TraceTask>& trace, uint64_t se
 std::vector<WorkloadClass> TargetWorkload(const std::vector<TraceTask>& trace, double coverage) {
   using Key = std::tuple<int64_t, int32_t, int, std::string>;
   std::map<Key, std::pair<int64_t, size_t>> counts;  // count, first appearance
+  std::map<Key, int64_t> memory;                     // Σ memory, for the class mean
   for (size_t i = 0; i < trace.size(); ++i) {
     const TraceTask& t = trace[i];
     auto [it, inserted] =
         counts.try_emplace(Key{t.cpu_milli, t.gpu_milli, t.num_gpu, t.gpu_spec}, 0, i);
     ++it->second.first;
+    memory[it->first] += t.memory_mib;
   }
   std::vector<std::pair<Key, std::pair<int64_t, size_t>>> sorted(counts.begin(), counts.end());
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
@@ -63,13 +65,18 @@ std::vector<WorkloadClass> TargetWorkload(const std::vector<TraceTask>& trace, d
   std::vector<WorkloadClass> out;
   int64_t covered = 0;
   for (const auto& [key, c] : sorted) {
-    if (static_cast<double>(covered) >= coverage * static_cast<double>(trace.size())) break;
-    covered += c.first;
     TraceTask t;
     std::tie(t.cpu_milli, t.gpu_milli, t.num_gpu, t.gpu_spec) = key;
+    if (static_cast<double>(covered) >= coverage * static_cast<double>(trace.size())) break;
+    covered += c.first;
+    t.memory_mib = memory[key] / c.first;
     out.push_back(WorkloadClass{ToRequest(t), static_cast<double>(c.first)});
   }
   return out;
+}
+
+std::vector<WorkloadClass> WorkloadFor(Strategy s, const std::vector<TraceTask>& trace) {
+  return TargetWorkload(trace, s == Strategy::kFgdPack ? 1.0 : 0.95);
 }
 
 Result<ReplayResult> Replay(const std::vector<TraceNode>& nodes,

@@ -41,6 +41,10 @@ std::vector<TraceTask> Arrivals(const std::vector<TraceTask>& trace, uint64_t se
 std::vector<WorkloadClass> TargetWorkload(const std::vector<TraceTask>& trace,
                                           double coverage = 0.95);
 
+// The workload a strategy is given: FGD's top-95% classes, except fgd-pack, which gets every
+// class (it weighs rare shapes by how few nodes can host them, so it needs to see them).
+std::vector<WorkloadClass> WorkloadFor(Strategy s, const std::vector<TraceTask>& trace);
+
 // Runs one replay. `limit` > 0 stops after that many arrivals (for quick tests).
 Result<ReplayResult> Replay(const std::vector<TraceNode>& nodes,
                             const std::vector<TraceTask>& arrivals,

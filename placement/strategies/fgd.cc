@@ -11,7 +11,8 @@ class Fgd final : public StrategyPlugin {
   bool Score(const NodeState& node, const CompiledRequest& req, const DeviceSet& candidates,
              Scored* out) const override {
     double delta = 0;
-    if (!FgdChoose(model_, node, req, candidates, &out->devices, &delta)) return false;
+    auto cost = [](const FragModel::Deltas& d) { return d.f; };
+    if (!FragChoose(model_, cost, node, req, candidates, &out->devices, &delta)) return false;
     out->score = FgdQuantised(delta);
     return true;
   }
@@ -23,39 +24,43 @@ class Fgd final : public StrategyPlugin {
 
 }  // namespace
 
-bool FgdChoose(const FragModel& model, const NodeState& node, const CompiledRequest& req,
-               const DeviceSet& candidates, DeviceSet* chosen, double* delta) {
+bool FragChoose(const FragModel& model, FragCost cost, const NodeState& node,
+                const CompiledRequest& req, const DeviceSet& candidates, DeviceSet* chosen,
+                double* best_cost) {
   const int64_t cpu_after = node.cpu_free() - req.cpu_milli;
+  const int64_t mem_after = node.mem_free() - req.memory_mib;
   FragChange changes[kMaxDevicesPerNode];
   if (req.kind != RequestKind::kFractional || req.gpu_count != 1) {
     if (!ChooseDevices(node, req, candidates, chosen)) return false;
     const int n = MakeChanges(node, req, *chosen, changes);
-    *delta = model.Delta(node, changes, n, cpu_after);
+    *best_cost = cost(model.Delta(node, changes, n, cpu_after, mem_after));
     return true;
   }
   int best = -1;
-  double best_delta = 0;
+  DeviceSet seen;  // devices already tried: an equal free share and model gives the same outcome
   for (int k = 0; k < candidates.n; ++k) {
     const int i = candidates.idx[static_cast<size_t>(k)];
     const DeviceState& d = node.devices[static_cast<size_t>(i)];
-    if (best >= 0) {
-      const DeviceState& b = node.devices[static_cast<size_t>(best)];
-      if (d.free_milli == b.free_milli && d.model == b.model) continue;  // same outcome
+    bool same = false;
+    for (int j = 0; j < seen.n && !same; ++j) {
+      const DeviceState& o = node.devices[static_cast<size_t>(seen.idx[static_cast<size_t>(j)])];
+      same = o.free_milli == d.free_milli && o.model == d.model;
     }
+    if (same) continue;
+    seen.Push(i);
     DeviceSet one;
     one.Push(i);
     if (!SpillFits(node, req, one)) continue;
     MakeChanges(node, req, one, changes);
-    const double dl = model.Delta(node, changes, 1, cpu_after);
+    const double c = cost(model.Delta(node, changes, 1, cpu_after, mem_after));
     const bool better =
-        best < 0 || dl < best_delta ||
-        (dl == best_delta && d.free_milli < node.devices[static_cast<size_t>(best)].free_milli);
-    if (better) best = i, best_delta = dl;
+        best < 0 || c < *best_cost ||
+        (c == *best_cost && d.free_milli < node.devices[static_cast<size_t>(best)].free_milli);
+    if (better) best = i, *best_cost = c;
   }
   if (best < 0) return false;
   chosen->n = 0;
   chosen->Push(best);
-  *delta = best_delta;
   return true;
 }
 

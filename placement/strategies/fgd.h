@@ -11,10 +11,12 @@
 
 namespace gpupool::placement {
 
-// The devices with the least ΔF for `req` on `node` and that ΔF. For a single-device share it
-// tries every candidate device (least ΔF, then fullest, then lowest index); otherwise it takes
-// ChooseDevices' set. False when the set breaks the spill budget.
-bool FgdChoose(const FragModel& model, const NodeState& node, const CompiledRequest& req,
-               const DeviceSet& candidates, DeviceSet* chosen, double* delta);
+// The devices with the least cost(ΔF, ΔH) for `req` on `node`, and that cost. For a
+// single-device share it tries every candidate device (least cost, then fullest, then lowest
+// index); otherwise it takes ChooseDevices' set. False when the set breaks the spill budget.
+using FragCost = double (*)(const FragModel::Deltas&);
+bool FragChoose(const FragModel& model, FragCost cost, const NodeState& node,
+                const CompiledRequest& req, const DeviceSet& candidates, DeviceSet* chosen,
+                double* best_cost);
 
 }  // namespace gpupool::placement
