@@ -16,14 +16,16 @@ namespace gpupool::testing {
 namespace {
 
 // Starts `sh -c 'cat >/dev/null; stop server; rm -rf dir'` reading from a pipe we hold: when
-// this process ends for any reason the pipe closes and the watchdog cleans up.
-int StartWatchdog(const EmbeddedPostgres& server, const std::string& dir) {
+// this process ends for any reason (even during initdb) the pipe closes and the watchdog cleans up.
+int StartWatchdog(const std::string& bin_dir, const std::string& cluster_dir,
+                  const std::string& dir) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return -1;
-  std::string stop = ShellQuote(server.bin_dir() + "/pg_ctl") + " stop -D " +
-                     ShellQuote(server.cluster_dir()) + " -m immediate -w -t 20";
+  std::string stop = ShellQuote(bin_dir + "/pg_ctl") + " stop -D " + ShellQuote(cluster_dir) +
+                     " -m immediate -w -t 20";
   if (geteuid() == 0) stop = "runuser -u postgres -- " + stop;
-  std::string script = "cat >/dev/null; " + stop + " >/dev/null 2>&1; rm -rf " + ShellQuote(dir);
+  std::string script =
+      "cat >/dev/null; sleep 1; " + stop + " >/dev/null 2>&1; rm -rf " + ShellQuote(dir);
   auto pid = SpawnDetached({"/bin/sh", "-c", script}, fds[0]);
   close(fds[0]);
   if (!pid.ok()) {
@@ -46,6 +48,9 @@ Result<std::unique_ptr<TestPostgres>> TestPostgres::Start(Options options) {
   chmod(tmpl, 0755);
   EmbeddedPostgresOptions o;
   o.data_dir = t->dir_ + "/data";
+  if (auto bin = EmbeddedPostgres::FindBinDir(); bin.ok()) {
+    t->watchdog_fd_ = StartWatchdog(*bin, o.data_dir + "/pg", t->dir_);
+  }
   o.fsync = options.fsync;
   o.database = "postgres";
   o.settings = {"shared_buffers=32MB", "max_connections=300"};
@@ -56,7 +61,6 @@ Result<std::unique_ptr<TestPostgres>> TestPostgres::Start(Options options) {
     return server.status().WithContext("test PostgreSQL (from the system binaries) did not start");
   }
   t->server_ = std::move(server).value();
-  t->watchdog_fd_ = StartWatchdog(*t->server_, t->dir_);
   return t;
 }
 
