@@ -252,7 +252,7 @@ void Core::Tick() {
   }
   if (!batch.empty()) s_->Persist(std::move(batch), [](Status) {});
   if (s_->metrics != nullptr) PublishMetrics();
-  if (!s_->pending.empty()) s_->RequestSchedule(this);
+  if (!s_->pending.empty() || !s_->reservations.empty()) s_->RequestSchedule(this);
 }
 
 void Core::PublishMetrics() {

@@ -440,7 +440,13 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
           rt.holds = true;
           ++s_->running;
           s_->Charge(job, i);
-          if (job.rec.state == JobState::kCancelled) rt.stop = StopIntent::kCancel;
+          if (job.rec.state == JobState::kCancelled) {
+            rt.stop = StopIntent::kCancel;
+          } else if (t.reason.starts_with(kStoppingPreempted)) {
+            // Preempted before the restart: its exit still means "requeue, no retry spent".
+            rt.stop = StopIntent::kPreempt;
+            rt.stop_cause = t.reason.substr(std::string_view("stopping: ").size());
+          }
         } else {
           LogWarn("core", "recovered allocation no longer fits; requeueing",
                   {{"task", TaskId(j.id, i)}, {"error", st.ToString()}});

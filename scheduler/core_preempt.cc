@@ -187,7 +187,7 @@ bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
       rt.reserved_for = m == c.index ? rid : 0;
       rt.stop_cause = mine;
       rt.preempted_by.insert(job.rec.id);
-      t.reason = "stopping: " + mine;
+      t.reason = "stopping: " + mine;  // kStoppingPreempted + …
       std::string tid = TaskId(victim.rec.id, m);
       pass.batch.emplace_back(UpdateTask{t});
       pass.batch.emplace_back(AppendEvent{Event("task.preempted", "task/" + tid, mine)});

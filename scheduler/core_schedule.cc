@@ -169,11 +169,11 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
 
 void Core::Schedule() {
   s_->schedule_posted = false;
-  if (s_->pending.empty()) return;
+  if (s_->pending.empty() && s_->reservations.empty()) return;
   auto started = std::chrono::steady_clock::now();
   PassState pass;
   pass.now = s_->clock->NowMicros();
-  s_->ProcessReservations(pass);
+  s_->ProcessReservations(pass);  // first, and even with nothing pending: stale ones let go
 
   // Priority levels high to low; within one, the fair-share queues merged by their tenants'
   // shares (recomputed as placements add usage), each queue oldest first.

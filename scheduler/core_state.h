@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -25,6 +26,9 @@ struct QueueKey {
   int32_t index = 0;
   friend auto operator<=>(const QueueKey&, const QueueKey&) = default;
 };
+
+// The reason a victim carries while it stops (persisted, so a restart still knows it).
+inline constexpr std::string_view kStoppingPreempted = "stopping: preempted by ";
 
 // Why the core asked a running task to stop, so the exit report is read correctly.
 // kPreempt: requeued without spending a retry, recorded as PREEMPTED.

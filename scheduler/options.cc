@@ -34,4 +34,20 @@ SchedulerOptions SchedulerOptions::Defaults() {
   return o;
 }
 
+Result<QuotaAmount> QuotaInSkuUnits(const SchedulerOptions& options, const std::string& sku,
+                                    int32_t count) {
+  auto it = options.skus.find(sku);
+  if (it == options.skus.end()) return Status::NotFound("sku '" + sku + "' not found");
+  if (count < 0) return Status::InvalidArgument("sku count must not be negative");
+  const ResourceRequest& r = it->second.request;
+  QuotaAmount a;
+  if (r.shape == RequestShape::kWholeGpus) {
+    a.devices = r.gpu_count * count;
+  } else {
+    a.resources.milli_tflops = r.fractional.milli_tflops * count;
+    a.resources.vram_mib = r.fractional.vram_mib * count;
+  }
+  return a;
+}
+
 }  // namespace gpupool

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "base/status.h"
 #include "pool/resources.h"
 #include "scheduler/model.h"
 
@@ -59,5 +60,11 @@ struct SchedulerOptions {
   // not preemptible, may preempt); SKUs small/medium/large.
   static SchedulerOptions Defaults();
 };
+
+// A quota amount given in SKU units ("8 × medium"), converted at the edge: a fractional SKU
+// counts its TFLOPS and VRAM `count` times, a whole-GPU SKU `gpu_count × count` devices.
+// NOT_FOUND for an unknown SKU; INVALID_ARGUMENT for a negative count.
+Result<QuotaAmount> QuotaInSkuUnits(const SchedulerOptions& options, const std::string& sku,
+                                    int32_t count);
 
 }  // namespace gpupool

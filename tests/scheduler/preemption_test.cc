@@ -159,6 +159,32 @@ TEST(PreemptionTest, FreedRoomIsReservedAndVictimsRequeue) {
   EXPECT_TRUE(requeued);
 }
 
+TEST(PreemptionTest, VictimStoppingAcrossARestartIsStillRequeued) {
+  std::shared_ptr<MemoryDatabase> db = MemoryStore().database();
+  int64_t victim = 0, high = 0;
+  {
+    CoreHarness h(SchedulerOptions::Defaults(), db);
+    ASSERT_TRUE(h.CreatePool("gpu").ok());
+    ASSERT_TRUE(h.Register("n0", "gpu", 1).ok());
+    Result<JobRecord> v = h.Submit(Of("low", CoreHarness::Whole("gpu", 1)));
+    ASSERT_TRUE(v.ok());
+    h.RunStarted();
+    Result<JobRecord> hi = h.Submit(Of("high", CoreHarness::Whole("gpu", 1)));
+    ASSERT_TRUE(hi.ok());
+    ASSERT_EQ(h.agents.stops.size(), 1u);
+    victim = v->id;
+    high = hi->id;
+  }
+  // The daemon restarts before the victim's exit arrives; its agent reconnects still running it.
+  CoreHarness h(SchedulerOptions::Defaults(), db);
+  ASSERT_TRUE(h.Register("n0", "gpu", 1, {{TaskId(victim, 0), 0}}).ok());
+  ASSERT_EQ(h.agents.stops.size(), 1u);  // the stop is sent again
+  h.ExitStopped();
+  EXPECT_EQ(h.Task(victim).state, TaskState::kPending);  // requeued, not failed
+  EXPECT_EQ(h.Task(victim).attempt, 1);
+  EXPECT_EQ(h.Task(high).state, TaskState::kScheduled);
+}
+
 TEST(PreemptionTest, GangIsPreemptedAndRestartedWhole) {
   CoreHarness h;
   ASSERT_TRUE(h.CreatePool("gpu").ok());

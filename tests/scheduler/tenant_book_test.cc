@@ -1,6 +1,7 @@
 // TenantBook: the tenant tree, quota consistency, usage roll-up and fair-share arithmetic.
 #include <gtest/gtest.h>
 
+#include "scheduler/options.h"
 #include "scheduler/tenancy.h"
 
 namespace gpupool {
@@ -126,6 +127,14 @@ TEST(TenantBookTest, ShareDecaysWithHalfLife) {
   // Released: current 0, decayed 1, then halves again: (0.5 + 0) / 2 / 2 = 0.125.
   EXPECT_DOUBLE_EQ(b.Share("gpu", "a", implicit, 120'000'000), 0.125);
   EXPECT_DOUBLE_EQ(b.Share("gpu", "b", implicit, 120'000'000), 0);  // never used anything
+}
+
+TEST(TenantBookTest, QuotaInSkuUnits) {
+  SchedulerOptions o = SchedulerOptions::Defaults();
+  // 4 × medium (200 TFLOPS, 40 GiB) = 800 TFLOPS, 163840 MiB; 3 × large (1 GPU) = 3 devices.
+  EXPECT_EQ(*QuotaInSkuUnits(o, "medium", 4), (QuotaAmount{Resources{800'000, 163'840}, 0}));
+  EXPECT_EQ(*QuotaInSkuUnits(o, "large", 3), (QuotaAmount{Resources{}, 3}));
+  EXPECT_EQ(QuotaInSkuUnits(o, "huge", 1).status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace
