@@ -155,6 +155,19 @@ TEST(CatalogBuiltin, EmbeddedTextIsTheShippedFile) {
   EXPECT_EQ(Catalog::BuiltinYaml(), text);
 }
 
+// Every model block of the shipped file cites the datasheet its figures come from.
+TEST(CatalogBuiltin, EveryModelCitesADatasheet) {
+  const std::string text(Catalog::BuiltinYaml());
+  for (const GpuModel& m : Catalog::Builtin().models()) {
+    SCOPED_TRACE(m.name);
+    const size_t start = text.find("  - name: " + m.name + "\n");
+    ASSERT_NE(start, std::string::npos);
+    const size_t end = text.find("  - name: ", start + 1);
+    const std::string block = text.substr(start, end == std::string::npos ? end : end - start);
+    EXPECT_NE(block.find("datasheet, 20"), std::string::npos) << block;
+  }
+}
+
 TEST(CatalogFile, LoadFileReportsPathAndLine) {
   const std::string path = testing::TempDir() + "/catalog_test_bad.yaml";
   {
