@@ -123,58 +123,49 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     return Status::Ok();
   }
 
+  // REQUIRES: the io_context is being run (every wait below is bounded regardless).
   void Shutdown(bool stop_tasks) {
     if (shut_down_.exchange(true)) return;
+    auto self = shared_from_this();
     if (stop_tasks) {
       runner_->StopAll(config_.node_name, config_.stop_grace_period_ms, "agent shutting down");
       // Let the final updates go out (bounded).
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
       while (std::chrono::steady_clock::now() < until) {
-        std::promise<bool> idle;
-        auto f = idle.get_future();
-        asio::post(strand_, [this, &idle] {
-          idle.set_value(stream_ == nullptr || (outbox_.empty() && !writing_));
+        auto idle = std::make_shared<std::promise<bool>>();
+        auto f = idle->get_future();
+        asio::post(strand_, [self, idle] {
+          idle->set_value(self->stream_ == nullptr || (self->outbox_.empty() && !self->writing_));
         });
-        if (f.get()) break;
+        if (f.wait_for(std::chrono::seconds(1)) == std::future_status::ready && f.get()) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     }
     runner_->RemoveListener(config_.node_name);
-    std::promise<void> closed;
-    auto closed_f = closed.get_future();
-    asio::post(strand_, [this, &closed] {
-      closing_ = true;
-      heartbeat_timer_.cancel();
-      reconnect_timer_.cancel();
-      if (stream_ != nullptr) {
-        on_closed_ = [&closed] { closed.set_value(); };
-        // A graceful half-close first (the scheduler sees the stream end after the last update);
-        // cancelled below if the scheduler does not finish the call.
-        if (!writing_) {
-          stream_->CloseWrites();
-        } else {
-          stream_->Cancel();
-        }
-      } else if (streams_open_ > 0) {
-        on_closed_ = [&closed] { closed.set_value(); };
+    auto closed = std::make_shared<std::promise<void>>();
+    auto closed_f = closed->get_future();
+    asio::post(strand_, [self, closed] {
+      self->closing_ = true;
+      self->heartbeat_timer_.cancel();
+      self->reconnect_timer_.cancel();
+      if (self->streams_open_ == 0) return closed->set_value();
+      self->on_closed_ = [closed] { closed->set_value(); };
+      if (self->stream_ == nullptr) return;  // a stream on its way out; OnDone will follow
+      // A graceful half-close first (the scheduler sees the stream end after the last update);
+      // cancelled below if the scheduler does not finish the call.
+      if (!self->writing_) {
+        self->stream_->CloseWrites();
       } else {
-        closed.set_value();
+        self->stream_->Cancel();
       }
     });
     if (closed_f.wait_for(std::chrono::seconds(1)) != std::future_status::ready) {
-      asio::post(strand_, [this] {
-        if (stream_ != nullptr) stream_->Cancel();
+      asio::post(strand_, [self] {
+        if (self->stream_ != nullptr) self->stream_->Cancel();
       });
-    }
-    if (closed_f.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
-      LogWarn("agent", "stream did not close in time", {{"node", config_.node_name}});
-      std::promise<void> drop;  // make sure the strand no longer references `closed`
-      auto df = drop.get_future();
-      asio::post(strand_, [this, &drop] {
-        on_closed_ = nullptr;
-        drop.set_value();
-      });
-      df.wait_for(std::chrono::seconds(2));
+      if (closed_f.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+        LogWarn("agent", "stream did not close in time", {{"node", config_.node_name}});
+      }
     }
     LogInfo("agent", "stopped", {{"node", config_.node_name}});
   }

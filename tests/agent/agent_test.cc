@@ -319,11 +319,12 @@ TEST_F(AgentStreamTest, HeartbeatsAtTheConfiguredInterval) {
   ASSERT_TRUE(service_.WaitFor(
       [](const auto& ms) { return Count(ms, v1::AgentMessage::kHeartbeat) >= 6; }));
   const auto times = service_.HeartbeatTimes();
-  // 50 ms interval: consecutive heartbeats are never much closer than that (timers only fire
-  // late, never early); we do not assert an upper bound (a slow machine may delay them).
-  for (size_t i = 1; i < times.size(); ++i) {
-    EXPECT_GE(times[i] - times[i - 1], milliseconds(40)) << i;
-  }
+  // Each heartbeat is scheduled 50 ms after the previous one was, so the agent never sends more
+  // than one per 50 ms; receive jitter can bunch the first or last one (+2). No upper bound on
+  // the gaps: a slow machine only sends fewer.
+  const auto span = std::chrono::duration_cast<milliseconds>(times.back() - times.front());
+  EXPECT_LE(static_cast<int64_t>(times.size()) - 1, span.count() / 50 + 2)
+      << times.size() << " heartbeats in " << span.count() << " ms";
   const auto ms = service_.Snapshot();
   const v1::Heartbeat* hb = nullptr;
   for (const auto& m : ms) {
