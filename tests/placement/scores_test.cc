@@ -1,0 +1,121 @@
+// Score stage, strategy by strategy: the artifact's formulas with the arithmetic written out.
+#include <gtest/gtest.h>
+
+#include "placement/accounting.h"
+#include "placement/frag.h"
+#include "placement/state.h"
+#include "placement/strategies/best_fit.h"
+#include "placement/strategies/dot_product.h"
+#include "placement/strategies/fgd_pack.h"
+#include "placement/strategies/gpu_clustering.h"
+#include "placement/strategies/gpu_packing.h"
+
+namespace gpupool::placement {
+namespace {
+
+// A node of `frees.size()` 1000-milli GPUs with the given free shares (model 0), `cpu_free`.
+NodeState MakeNode(std::vector<int32_t> frees, int64_t cpu_free = 64000) {
+  NodeState n;
+  n.slot = 0;
+  n.cpu_total = 64000;
+  n.cpu_used = 64000 - cpu_free;
+  n.mem_total = 1 << 20;
+  for (int32_t f : frees) {
+    DeviceState d;
+    d.id = "g";
+    d.physical = d.offered = Resources{100000, 1000};
+    d.allocated = Resources{(1000 - f) * 100, 1000 - f};
+    n.devices.push_back(d);
+  }
+  n.Refresh(1);
+  return n;
+}
+
+TEST(ScoresTest, BestFit) {
+  // raw × 8·10^6 = 8·10^8 − 3125 Δcpu − 50000 Δgpu.
+  // cpu 64000 free − 8000 = 56000 → 175,000,000; gpu 2000 − 1000 = 1000 → 50,000,000.
+  EXPECT_EQ(BestFitScore(64000, 8000, 2000, 1000), 800'000'000 - 175'000'000 - 50'000'000);
+  // Fuller node wins: less left over.
+  EXPECT_GT(BestFitScore(16000, 8000, 1000, 1000), BestFitScore(64000, 8000, 8000, 1000));
+}
+
+TEST(ScoresTest, DotProduct) {
+  // 100 × (1 − ½ (64000/128000 · 8000/128000 + 8000/8000 · 1000/8000))
+  //   = 100 × (1 − ½ (0.03125 + 0.125)) = 92.1875 → 92.
+  EXPECT_EQ(DotProductScore(64000, 8000, 8000, 1000), 92);
+  // Nothing free: 100.
+  EXPECT_EQ(DotProductScore(0, 8000, 0, 1000), 100);
+}
+
+TEST(ScoresTest, GpuPacking) {
+  CompiledRequest share;
+  share.kind = RequestKind::kFractional;
+  share.share_milli = 300;
+  share.gpu_count = 1;
+  DeviceSet cand, chosen;
+  // Partly used GPU with 600 free: 100 − (600 × 100 / 1000) / 10 = 100 − 6 = 94.
+  NodeState used = MakeNode({600, 1000});
+  cand.n = 0;
+  cand.Push(0);
+  cand.Push(1);
+  EXPECT_EQ(GpuPackingScore(used, share, cand, &chosen), 94);
+  EXPECT_EQ(chosen.idx[0], 0);
+  // Only a free GPU on a used node (GPU 0 has 100 free, too little): 50 − 1 = 49.
+  NodeState used2 = MakeNode({100, 1000});
+  cand.n = 0;
+  cand.Push(1);
+  EXPECT_EQ(GpuPackingScore(used2, share, cand, &chosen), 49);
+  // Empty 8-GPU node: 33 − 8 = 25.
+  NodeState empty = MakeNode(std::vector<int32_t>(8, 1000));
+  cand.n = 0;
+  for (int i = 0; i < 8; ++i) cand.Push(i);
+  EXPECT_EQ(GpuPackingScore(empty, share, cand, &chosen), 25);
+}
+
+TEST(ScoresTest, GpuClustering) {
+  NodeState n = MakeNode({1000, 1000, 500, 1000});  // idle 3500
+  // Only shares so far, a share arrives: 75 + 25 × (8000 − 3500) / 8000 = 75 + 14 = 89.
+  n.kinds = {1, 0, 0, 0, 0};
+  EXPECT_EQ(GpuClusteringScore(n, 0), 89);
+  // Shares and 1-GPU tasks: 50 + 14 = 64; a 2-GPU task (other kinds only): 0 + 14.
+  n.kinds = {1, 1, 0, 0, 0};
+  EXPECT_EQ(GpuClusteringScore(n, 0), 64);
+  EXPECT_EQ(GpuClusteringScore(n, 2), 14);
+  // Nothing yet: 25 + 14.
+  n.kinds = {0, 0, 0, 0, 0};
+  EXPECT_EQ(GpuClusteringScore(n, 1), 39);
+}
+
+TEST(ScoresTest, FgdFragmentationAndQuantisedScore) {
+  // Workload: half the tasks want 500 milli, half a whole GPU.
+  std::vector<FragClass> w(2);
+  w[0].gpu_milli = 500, w[0].gpu_count = 1, w[0].p = 0.5, w[0].inv_gpu = 1.0 / 500;
+  w[1].gpu_milli = 1000, w[1].gpu_count = 1, w[1].p = 0.5, w[1].inv_gpu = 1.0 / 1000;
+  FragModel model(&w);
+  // GPUs free 300 and 1000: for the 500 class the 300 is a sliver (f = 300); for the whole
+  // class the 300 is too (f = 300). F = 0.5·300 + 0.5·300 = 300.
+  NodeState n = MakeNode({300, 1000});
+  EXPECT_DOUBLE_EQ(model.F(n), 300);
+  // Put 500 on the free GPU (1000 → 500): 500-class slivers stay 300; the whole class can no
+  // longer run (no GPU with 1000 free), so it counts all idle 800. F' = 150 + 400 = 550.
+  FragChange c{1, 500};
+  EXPECT_DOUBLE_EQ(model.Delta(n, &c, 1, 64000, 1 << 20).f, 250);
+  // int(100 · sigmoid(−250/1000)) = int(100 / (1 + e^0.25)) = int(43.78) = 43.
+  EXPECT_EQ(FgdQuantised(250), 43);
+  EXPECT_EQ(FgdQuantised(0), 50);
+  // Counting measure H: the 500 class can host ⌊300/500⌋+⌊1000/500⌋ = 2 → 1000 usable of 1300
+  // idle (300); the whole class 1 → 1000 usable (300). H = 0.5·300 + 0.5·300 = 300. After:
+  // 500 class ⌊300/500⌋+⌊500/500⌋ = 1 → 800 − 500 = 300; whole class 0 → 800. ΔH = 550 − 300.
+  EXPECT_DOUBLE_EQ(model.Delta(n, &c, 1, 64000, 1 << 20).h, 250);
+}
+
+TEST(ScoresTest, FgdPackCostAndQuantum) {
+  // cost = ΔH + 2 ΔF; score = ⌊−cost / 40⌋.
+  EXPECT_DOUBLE_EQ(FgdPackCost(100, 50), 200);
+  EXPECT_EQ(FgdPackScore(200), -5);
+  EXPECT_EQ(FgdPackScore(-79), 1);
+  EXPECT_EQ(FgdPackScore(0), 0);
+}
+
+}  // namespace
+}  // namespace gpupool::placement
