@@ -164,8 +164,9 @@ Result<pqxx::connection*> PgConnection::Get() {
                                ConnectReason(e.what()) + "; retrying");
     }
     Reset(st);
-    return Status::Unavailable(last_error_.message() + " in " + std::to_string(backoff_.count()) +
-                               " ms");
+    return Status::Unavailable(
+        last_error_.message() +
+        (backoff_.count() > 0 ? " in " + std::to_string(backoff_.count()) + " ms" : std::string()));
   }
   if (was_down_) {
     LogInfo("store", "database connection restored", {{"role", role_}, {"db", target_.display}});
@@ -178,14 +179,17 @@ Result<pqxx::connection*> PgConnection::Get() {
 
 void PgConnection::Reset(const Status& why) {
   conn_.reset();
-  backoff_ = backoff_.count() == 0 ? kMinBackoff : std::min(backoff_ * 2, kMaxBackoff);
-  next_attempt_ = std::chrono::steady_clock::now() + backoff_;
-  // Keep the message without a trailing "; retrying in …" so it can be extended.
-  last_error_ = why;
   if (!was_down_) {
+    // It was working: the server may just have restarted, so the next Get() tries at once.
+    backoff_ = std::chrono::milliseconds{0};
+    next_attempt_ = {};
     LogWarn("store", "database connection lost",
             {{"role", role_}, {"db", target_.display}, {"error", why.message()}});
+  } else {
+    backoff_ = backoff_.count() == 0 ? kMinBackoff : std::min(backoff_ * 2, kMaxBackoff);
+    next_attempt_ = std::chrono::steady_clock::now() + backoff_;
   }
+  last_error_ = why;
   was_down_ = true;
 }
 

@@ -32,6 +32,32 @@ std::string LikePrefix(const std::string& prefix) {
   return out;
 }
 
+// Runs `body(connection)` on `pc` and maps what libpqxx throws to a Status. When a connection
+// that had been working turns out dead (the server restarted since its last use), reconnects and
+// runs `body` once more: safe, because nothing was committed — a connection lost during COMMIT
+// itself is in doubt and is never retried.
+template <typename Body>
+auto RunWithRetry(PgConnection& pc, const PgTarget& target, Body&& body)
+    -> decltype(body(std::declval<pqxx::connection&>())) {
+  for (int attempt = 0;; ++attempt) {
+    bool reused = pc.connected();
+    GPUPOOL_ASSIGN_OR_RETURN(pqxx::connection * conn, pc.Get());
+    try {
+      return body(*conn);
+    } catch (const pqxx::in_doubt_error& e) {
+      Status st = PgErrorToStatus(e, target);
+      pc.Reset(st);
+      return st;
+    } catch (const std::exception& e) {
+      Status st = PgErrorToStatus(e, target);
+      bool lost = IsConnectionLevel(st) || !conn->is_open();
+      if (lost) pc.Reset(st);
+      if (lost && reused && attempt == 0) continue;
+      return st;
+    }
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<PgStore>> PgStore::Open(PgStoreOptions options) {
@@ -78,33 +104,31 @@ PgStore::Stats PgStore::stats() const {
 
 Result<int64_t> PgStore::AcquireLeadership() {
   std::lock_guard lock(read_mu_);
-  GPUPOOL_ASSIGN_OR_RETURN(pqxx::connection * conn, read_conn_->Get());
-  try {
-    pqxx::work txn(*conn);
-    std::string sql = "UPDATE leader SET epoch = epoch + 1, holder = ";
-    AppendQuoted(&sql, options_.holder);
-    sql += ", lease_us = " + std::to_string(clock_->NowMicros()) + " WHERE id = 1 RETURNING epoch";
-    pqxx::result r = txn.exec(sql);
-    txn.commit();
-    if (r.size() != 1) return Status::Internal("store: the leader row is missing");
-    int64_t epoch = r[0][0].as<int64_t>();
-    epoch_.store(epoch);
+  Result<int64_t> epoch =
+      RunWithRetry(*read_conn_, *target_, [&](pqxx::connection& conn) -> Result<int64_t> {
+        pqxx::work txn(conn);
+        std::string sql = "UPDATE leader SET epoch = epoch + 1, holder = ";
+        AppendQuoted(&sql, options_.holder);
+        sql +=
+            ", lease_us = " + std::to_string(clock_->NowMicros()) + " WHERE id = 1 RETURNING epoch";
+        pqxx::result r = txn.exec(sql);
+        txn.commit();
+        if (r.size() != 1) return Status::Internal("store: the leader row is missing");
+        return r[0][0].as<int64_t>();
+      });
+  if (epoch.ok()) {
+    epoch_.store(*epoch);
     LogInfo("store", "acquired leadership",
-            {{"epoch", std::to_string(epoch)}, {"holder", options_.holder}});
-    return epoch;
-  } catch (const std::exception& e) {
-    Status st = PgErrorToStatus(e, *target_);
-    if (IsConnectionLevel(st) || !conn->is_open()) read_conn_->Reset(st);
-    return st;
+            {{"epoch", std::to_string(*epoch)}, {"holder", options_.holder}});
   }
+  return epoch;
 }
 
 Result<RecoveredState> PgStore::Recover() {
   std::lock_guard lock(read_mu_);
-  GPUPOOL_ASSIGN_OR_RETURN(pqxx::connection * conn, read_conn_->Get());
-  try {
+  return RunWithRetry(*read_conn_, *target_, [&](pqxx::connection& conn) -> Result<RecoveredState> {
     // One snapshot for every table, so jobs and tasks agree.
-    pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(*conn);
+    pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(conn);
     RecoveredState state;
     GPUPOOL_ASSIGN_OR_RETURN(state.pools, ReadPools(txn.exec(kSelectPools)));
     GPUPOOL_ASSIGN_OR_RETURN(
@@ -117,27 +141,19 @@ Result<RecoveredState> PgStore::Recover() {
     txn.commit();
     state.max_job_id = state.jobs.empty() ? 0 : state.jobs.back().id;
     return state;
-  } catch (const std::exception& e) {
-    Status st = PgErrorToStatus(e, *target_);
-    if (IsConnectionLevel(st) || !conn->is_open()) read_conn_->Reset(st);
-    return st;
-  }
+  });
 }
 
 Result<std::vector<EventRecord>> PgStore::ListEvents(const std::string& subject_prefix, int limit) {
+  std::string sql = "SELECT time_us, kind, subject, message FROM events WHERE subject LIKE " +
+                    LikePrefix(subject_prefix) + " ESCAPE '\\' ORDER BY id";
+  if (limit > 0) sql += " LIMIT " + std::to_string(limit);
   std::lock_guard lock(read_mu_);
-  GPUPOOL_ASSIGN_OR_RETURN(pqxx::connection * conn, read_conn_->Get());
-  try {
-    pqxx::nontransaction txn(*conn);
-    std::string sql = "SELECT time_us, kind, subject, message FROM events WHERE subject LIKE " +
-                      LikePrefix(subject_prefix) + " ESCAPE '\\' ORDER BY id";
-    if (limit > 0) sql += " LIMIT " + std::to_string(limit);
-    return ReadEvents(txn.exec(sql));
-  } catch (const std::exception& e) {
-    Status st = PgErrorToStatus(e, *target_);
-    if (IsConnectionLevel(st) || !conn->is_open()) read_conn_->Reset(st);
-    return st;
-  }
+  return RunWithRetry(*read_conn_, *target_,
+                      [&](pqxx::connection& conn) -> Result<std::vector<EventRecord>> {
+                        pqxx::nontransaction txn(conn);
+                        return ReadEvents(txn.exec(sql));
+                      });
 }
 
 void PgStore::Apply(std::vector<Mutation> batch, Done done) {
@@ -180,22 +196,17 @@ void PgStore::WriterLoop() {
 }
 
 Status PgStore::WriteTransaction(const std::vector<Pending*>& group, int64_t epoch) {
-  GPUPOOL_ASSIGN_OR_RETURN(pqxx::connection * conn, writer_conn_->Get());
-  try {
+  return RunWithRetry(*writer_conn_, *target_, [&](pqxx::connection& conn) -> Status {
     GroupSql sql(epoch, clock_->NowMicros());
     for (const Pending* p : group) {
       for (const Mutation& m : p->batch) sql.Add(m);
     }
-    pqxx::work txn(*conn);
+    pqxx::work txn(conn);
     txn.exec(sql.Finish());
     txn.commit();
     stat_transactions_++;
     return Status::Ok();
-  } catch (const std::exception& e) {
-    Status st = PgErrorToStatus(e, *target_);
-    if (IsConnectionLevel(st) || !conn->is_open()) writer_conn_->Reset(st);
-    return st;
-  }
+  });
 }
 
 void PgStore::CommitGroup(std::vector<Pending>& group) {
