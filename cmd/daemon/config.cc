@@ -3,6 +3,7 @@
 #include <set>
 
 #include "pool/yaml_error.h"
+#include "scheduler/tenancy.h"
 
 namespace gpupool {
 namespace {
@@ -64,7 +65,9 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
   GPUPOOL_RETURN_IF_ERROR(
       doc.CheckKeys(n, p,
                     {"default_strategy", "default_priority_class", "heartbeat_interval_ms",
-                     "heartbeat_timeout_ms", "stop_grace_period_ms", "max_tasks_per_job"}));
+                     "heartbeat_timeout_ms", "stop_grace_period_ms", "max_tasks_per_job",
+                     "fair_share_half_life_ms", "disruption_budget_victims",
+                     "disruption_budget_window_ms", "reservation_timeout_ms"}));
   GPUPOOL_ASSIGN_OR_RETURN(auto strategy, doc.OptionalString(n, p, "default_strategy"));
   if (strategy) o->default_strategy = *strategy;
   GPUPOOL_ASSIGN_OR_RETURN(auto cls, doc.OptionalString(n, p, "default_priority_class"));
@@ -84,6 +87,23 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
   if (n["max_tasks_per_job"]) {
     GPUPOOL_ASSIGN_OR_RETURN(int64_t max, doc.Int(n, p, "max_tasks_per_job", 1, 100'000));
     o->max_tasks_per_job = static_cast<int32_t>(max);
+  }
+  TenancyOptions& t = o->tenancy;
+  if (n["fair_share_half_life_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(t.fair_share_half_life_ms,
+                             doc.Int(n, p, "fair_share_half_life_ms", 0, 30LL * 86'400'000));
+  }
+  if (n["disruption_budget_victims"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t v, doc.Int(n, p, "disruption_budget_victims", 0, 1'000'000));
+    t.disruption_budget_victims = static_cast<int32_t>(v);
+  }
+  if (n["disruption_budget_window_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(t.disruption_budget_window_ms,
+                             doc.Int(n, p, "disruption_budget_window_ms", 1, 30LL * 86'400'000));
+  }
+  if (n["reservation_timeout_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(t.reservation_timeout_ms,
+                             doc.Int(n, p, "reservation_timeout_ms", 0, 86'400'000));
   }
   if (o->heartbeat_timeout_ms <= o->heartbeat_interval_ms) {
     return doc.Error(n, p.Key("heartbeat_timeout_ms"),
@@ -230,6 +250,85 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   return Status::Ok();
 }
 
+// {tflops, vram_mib, devices} or {sku, count}.
+Result<QuotaAmount> ParseQuotaAmount(const YamlDoc& doc, const YAML::Node& n, const YamlPath& p,
+                                     const SchedulerOptions& o) {
+  QuotaAmount a;
+  if (!n) return a;
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p, {"tflops", "vram_mib", "devices", "sku", "count"}));
+  if (n["sku"]) {
+    if (n["tflops"] || n["vram_mib"] || n["devices"]) {
+      return doc.Error(n, p, "set either sku and count or tflops, vram_mib and devices");
+    }
+    GPUPOOL_ASSIGN_OR_RETURN(std::string sku, doc.String(n, p, "sku"));
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t count, doc.Int(n, p, "count", 0, 1'000'000));
+    Result<QuotaAmount> r = QuotaInSkuUnits(o, sku, static_cast<int32_t>(count));
+    if (!r.ok()) return doc.Error(n["sku"], p.Key("sku"), r.status().message());
+    return r;
+  }
+  if (n["tflops"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(a.resources.milli_tflops,
+                             doc.Milli(n, p, "tflops", 0, 1'000'000'000'000));
+  }
+  if (n["vram_mib"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(a.resources.vram_mib, doc.Int(n, p, "vram_mib", 0, 1LL << 50));
+  }
+  if (n["devices"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t d, doc.Int(n, p, "devices", 0, 10'000'000));
+    a.devices = static_cast<int32_t>(d);
+  }
+  return a;
+}
+
+// tenants: [{path, quotas: [{pool, guaranteed, limit}]}]. The tree and the quotas are checked
+// with the same rules the core applies (parents before children, a child never above its parent).
+Status ParseTenants(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
+  YAML::Node n = root["tenants"];
+  if (!n) return Status::Ok();
+  YamlPath p = YamlPath{}.Key("tenants");
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(n, p));
+  TenantBook book;
+  for (size_t i = 0; i < n.size(); ++i) {
+    YamlPath ip = p.Index(i);
+    const YAML::Node& y = n[i];
+    GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(y, ip));
+    GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(y, ip, {"path", "quotas"}));
+    TenantRecord t;
+    GPUPOOL_ASSIGN_OR_RETURN(t.path, doc.String(y, ip, "path"));
+    if (Status st = book.CheckCreate(t); !st.ok()) {
+      return doc.Error(y["path"], ip.Key("path"), st.message());
+    }
+    book.PutTenant(t);
+    c->tenants.push_back(t);
+    YAML::Node qs = y["quotas"];
+    if (!qs) continue;
+    YamlPath qp = ip.Key("quotas");
+    GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(qs, qp));
+    for (size_t k = 0; k < qs.size(); ++k) {
+      YamlPath kp = qp.Index(k);
+      const YAML::Node& q = qs[k];
+      GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(q, kp));
+      GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(q, kp, {"pool", "guaranteed", "limit"}));
+      QuotaRecord quota;
+      quota.tenant = t.path;
+      GPUPOOL_ASSIGN_OR_RETURN(quota.pool, doc.String(q, kp, "pool"));
+      GPUPOOL_ASSIGN_OR_RETURN(
+          quota.guaranteed,
+          ParseQuotaAmount(doc, q["guaranteed"], kp.Key("guaranteed"), c->scheduler));
+      GPUPOOL_ASSIGN_OR_RETURN(quota.limit,
+                               ParseQuotaAmount(doc, q["limit"], kp.Key("limit"), c->scheduler));
+      if (book.Quota(quota.tenant, quota.pool) != nullptr) {
+        return doc.Error(q, kp.Key("pool"), "duplicate quota for pool '" + quota.pool + "'");
+      }
+      if (Status st = book.CheckQuota(quota); !st.ok()) return doc.Error(q, kp, st.message());
+      book.PutQuota(quota);
+      c->quotas.push_back(quota);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string& source) {
@@ -241,7 +340,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   GPUPOOL_RETURN_IF_ERROR(
       doc.CheckKeys(root, YamlPath{},
                     {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level",
-                     "auth", "scheduler", "priority_classes", "skus", "pools"}));
+                     "auth", "scheduler", "priority_classes", "skus", "pools", "tenants"}));
   GPUPOOL_RETURN_IF_ERROR(ParseListen(doc, root, &c));
   GPUPOOL_ASSIGN_OR_RETURN(auto data_dir, doc.OptionalString(root, YamlPath{}, "data_dir"));
   if (data_dir) c.data_dir = *data_dir;
@@ -266,6 +365,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   GPUPOOL_RETURN_IF_ERROR(ParseClasses(doc, root, &c.scheduler));
   GPUPOOL_RETURN_IF_ERROR(ParseSkus(doc, root, &c.scheduler));
   GPUPOOL_RETURN_IF_ERROR(ParsePools(doc, root, &c));
+  GPUPOOL_RETURN_IF_ERROR(ParseTenants(doc, root, &c));
   if (!c.scheduler.priority_classes.contains(c.scheduler.default_priority_class)) {
     return doc.Error(
         root["scheduler"], YamlPath{}.Key("scheduler").Key("default_priority_class"),

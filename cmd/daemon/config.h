@@ -37,6 +37,10 @@ struct DaemonConfig {
   std::vector<std::string> node_tokens;  // empty = agents are not authenticated
   SchedulerOptions scheduler = SchedulerOptions::Defaults();
   std::vector<PoolRecord> pools;  // created at start-up when missing
+  // Created at start-up when missing, in this order (parents before children), then their
+  // quotas set (docs/tenancy.md).
+  std::vector<TenantRecord> tenants;
+  std::vector<QuotaRecord> quotas;
 };
 
 // Parses YAML text; `source` names it in errors.

@@ -72,6 +72,64 @@ TEST(DaemonConfigTest, ErrorsNameFileKeyAndLine) {
   }
 }
 
+TEST(DaemonConfigTest, TenantsQuotasAndTenancyOptions) {
+  const char* yaml = R"(
+scheduler: {fair_share_half_life_ms: 60000, disruption_budget_victims: 3,
+            disruption_budget_window_ms: 120000, reservation_timeout_ms: 45000}
+tenants:
+  - path: acme
+    quotas:
+      - {pool: gpu, guaranteed: {tflops: 2000, vram_mib: 409600}, limit: {tflops: 4000, devices: 8}}
+  - path: acme/research
+    quotas:
+      - {pool: gpu, guaranteed: {sku: medium, count: 4}, limit: {tflops: 3000.5}}
+  - path: acme/research/alice
+)";
+  Result<DaemonConfig> c = ParseDaemonConfig(yaml, "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->scheduler.tenancy.fair_share_half_life_ms, 60'000);
+  EXPECT_EQ(c->scheduler.tenancy.disruption_budget_victims, 3);
+  EXPECT_EQ(c->scheduler.tenancy.disruption_budget_window_ms, 120'000);
+  EXPECT_EQ(c->scheduler.tenancy.reservation_timeout_ms, 45'000);
+  ASSERT_EQ(c->tenants.size(), 3u);
+  EXPECT_EQ(c->tenants[2].path, "acme/research/alice");
+  ASSERT_EQ(c->quotas.size(), 2u);
+  EXPECT_EQ(c->quotas[0].guaranteed, (QuotaAmount{Resources{2'000'000, 409'600}, 0}));
+  EXPECT_EQ(c->quotas[0].limit, (QuotaAmount{Resources{4'000'000, 0}, 8}));
+  // 4 × medium (200 TFLOPS, 40960 MiB) = 800 TFLOPS, 163840 MiB.
+  EXPECT_EQ(c->quotas[1].guaranteed, (QuotaAmount{Resources{800'000, 163'840}, 0}));
+  EXPECT_EQ(c->quotas[1].limit.resources.milli_tflops, 3'000'500);
+}
+
+TEST(DaemonConfigTest, TenantErrorsNameTheLine) {
+  struct Case {
+    const char* yaml;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"tenants:\n  - path: acme/research\n",
+       "gpupoold.yaml:2: tenants[0].path: tenant 'acme/research': parent 'acme' does not exist"},
+      {"tenants:\n  - path: Acme\n", "must be lowercase letters"},
+      {"tenants:\n  - path: a\n    quotas:\n      - {pool: gpu, limit: {sku: huge, count: 1}}\n",
+       "tenants[0].quotas[0].limit.sku: sku 'huge' not found"},
+      {"tenants:\n  - path: a\n    quotas:\n"
+       "      - {pool: gpu, guaranteed: {tflops: 5}, limit: {tflops: 4}}\n",
+       "gpupoold.yaml:4: tenants[0].quotas[0]: quota of a in pool gpu: guaranteed 5 TFLOPS "
+       "exceeds limit 4 TFLOPS"},
+      {"tenants:\n  - path: a\n    quotas:\n      - {pool: gpu, limit: {tflops: 4}}\n"
+       "  - path: a/b\n    quotas:\n      - {pool: gpu, limit: {tflops: 5}}\n",
+       "exceeds the limit of parent a (4 TFLOPS)"},
+      {"tenants:\n  - {path: a, color: red}\n", "tenants[0].color"},
+  };
+  for (const Case& c : cases) {
+    Result<DaemonConfig> r = ParseDaemonConfig(c.yaml, "gpupoold.yaml");
+    ASSERT_FALSE(r.ok()) << c.yaml;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.expected), std::string::npos)
+        << "got: " << r.status().message();
+  }
+}
+
 TEST(DaemonConfigTest, FlagsOverride) {
   const char* argv[] = {"gpupoold",          "--grpc-listen", "127.0.0.1:0",
                         "--data-dir=/tmp/x", "--log-level",   "debug"};
