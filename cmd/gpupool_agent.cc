@@ -4,12 +4,16 @@
 //                 [--data-dir DIR] [--backend simulated|nvml] [--probe]
 //
 // --probe prints what the backend discovers (devices, links, one sample) as YAML and exits.
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -96,6 +100,14 @@ int ParseFlags(int argc, char** argv, Flags* f) {
     }
   }
   return -1;
+}
+
+int g_signal_pipe[2] = {-1, -1};
+
+void OnSignal(int sig) {
+  const int saved = errno;
+  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &sig, sizeof(sig));
+  errno = saved;
 }
 
 std::string Quote(const std::string& s) { return "\"" + s + "\""; }
@@ -192,12 +204,17 @@ int Run(int argc, char** argv) {
   }
   LogInfo("agent", "backend selected", {{"backend", backend->Name()}});
 
-  // Signals are taken synchronously on this thread; every other thread inherits the mask.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  // SIGTERM/SIGINT: the handler (on whichever thread gets it) writes the signal number to a pipe
+  // that this thread waits on.
+  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
+    std::cerr << "gpupool-agent: pipe: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
 
   TaskRunnerOptions ro;
   ro.data_dir = config.data_dir;
@@ -220,7 +237,8 @@ int Run(int argc, char** argv) {
       rc = 3;
     } else {
       int sig = 0;
-      sigwait(&sigs, &sig);
+      while (read(g_signal_pipe[0], &sig, sizeof(sig)) < 0 && errno == EINTR) {
+      }
       LogInfo("agent", "signal received; shutting down",
               {{"signal", std::to_string(sig)}, {"stop_tasks", stop_tasks ? "true" : "false"}});
       agent.Shutdown(stop_tasks);
