@@ -67,6 +67,7 @@ Result<PgTarget> ParsePgTarget(const std::string& uri) {
   std::string host = "localhost", port = "5432", db, user;
   std::string options;
   bool has_timeout = false;
+  bool has_keepalives = false;
   for (PQconninfoOption* o = opts; o->keyword != nullptr; ++o) {
     if (o->val == nullptr) continue;
     std::string_view key = o->keyword;
@@ -76,6 +77,7 @@ Result<PgTarget> ParsePgTarget(const std::string& uri) {
       continue;
     }
     if (key == "connect_timeout") has_timeout = true;
+    if (key.starts_with("keepalives")) has_keepalives = true;
     if (key == "host" || key == "hostaddr") host = o->val;
     if (key == "port") port = o->val;
     if (key == "dbname") db = o->val;
@@ -84,6 +86,12 @@ Result<PgTarget> ParsePgTarget(const std::string& uri) {
   }
   PQconninfoFree(opts);
   if (!has_timeout) AppendOption(&t.conninfo, "connect_timeout", "5");
+  if (!has_keepalives) {
+    // Notice a server that vanished without closing the connection within about a minute.
+    AppendOption(&t.conninfo, "keepalives_idle", "30");
+    AppendOption(&t.conninfo, "keepalives_interval", "10");
+    AppendOption(&t.conninfo, "keepalives_count", "3");
+  }
   AppendOption(&t.conninfo, "client_encoding", "UTF8");
   options += "-c standard_conforming_strings=on";
   AppendOption(&t.conninfo, "options", options.c_str());

@@ -19,8 +19,10 @@ namespace gpupool {
 // A parsed connection string: what libpq gets, and what a person reads in messages and logs
 // (host:port/dbname, never the password).
 struct PgTarget {
-  std::string conninfo;  // keyword=value form, with connect_timeout and client_encoding set
-  std::string display;   // "127.0.0.1:5432/gpupool"
+  // keyword=value form; connect_timeout (5 s) and TCP keepalives added unless given;
+  // client_encoding=UTF8 and standard_conforming_strings=on always.
+  std::string conninfo;
+  std::string display;  // "127.0.0.1:5432/gpupool"
 };
 
 // Accepts "postgresql://user:pw@host:port/db?opt=…" or "host=… port=…". INVALID_ARGUMENT when
@@ -44,7 +46,9 @@ bool IsConnectionLevel(const Status& status);
 void AppendQuoted(std::string* out, std::string_view text);
 
 // One connection that opens on demand and, after a failure, waits before trying again
-// (100 ms doubling to 5 s). Sessions get synchronous_commit=on unless the server is stricter.
+// (100 ms doubling to 5 s; the first attempt after a working connection broke is immediate, as
+// the server may just have restarted). Sessions get synchronous_commit=on when the server has it
+// off.
 class PgConnection {
  public:
   PgConnection(PgTarget target, std::string role);
