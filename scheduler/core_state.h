@@ -2,6 +2,7 @@
 // Not part of the public API. Single-threaded: only the core's thread touches it.
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
@@ -122,6 +123,12 @@ struct PassState {
   std::set<int64_t> gangs_tried;
   std::map<std::string, int32_t> behind;  // pool → tasks of higher priority left pending
   std::map<std::string, QuotaAmount> implicit_share;  // pool → weight of groups without guarantee
+  struct CachedShare {
+    std::string group;
+    uint64_t version = UINT64_MAX;  // TenantBook::version() it was computed at
+    double share = 0;
+  };
+  std::map<FairKey, CachedShare> shares;
 };
 
 // What the pool's devices can ever offer, for "larger than any device" admission checks.

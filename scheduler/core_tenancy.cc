@@ -93,7 +93,14 @@ double Core::State::ShareOf(PassState& pass, const FairKey& key) {
     }
     implicit = pass.implicit_share.emplace(key.pool, w).first;
   }
-  return book.Share(key.pool, book.GroupOf(key.pool, key.tenant), implicit->second, pass.now);
+  auto [cached, fresh] = pass.shares.try_emplace(key);
+  PassState::CachedShare& c = cached->second;
+  if (fresh) c.group = book.GroupOf(key.pool, key.tenant);
+  if (c.version != book.version()) {
+    c.share = book.Share(key.pool, c.group, implicit->second, pass.now);
+    c.version = book.version();
+  }
+  return c.share;
 }
 
 void Core::State::PublishTenantMetrics() {

@@ -137,6 +137,7 @@ void TenantBook::PutTenant(TenantRecord t) {
 }
 
 void TenantBook::EraseTenant(const std::string& path) {
+  ++version_;
   tenants_.erase(path);
   for (auto it = quotas_.lower_bound({path, ""}); it != quotas_.end() && it->first.first == path;)
     it = quotas_.erase(it);
@@ -224,11 +225,13 @@ Status TenantBook::CheckQuota(const QuotaRecord& q) const {
 }
 
 void TenantBook::PutQuota(QuotaRecord q) {
+  ++version_;
   std::pair key{q.tenant, q.pool};
   quotas_[key] = std::move(q);
 }
 
 void TenantBook::EraseQuota(const std::string& tenant, const std::string& pool) {
+  ++version_;
   quotas_.erase({tenant, pool});
 }
 
@@ -253,6 +256,7 @@ std::string TenantBook::GroupOf(const std::string& pool, const std::string& tena
 
 void TenantBook::Charge(const std::string& pool, const std::string& tenant,
                         const QuotaAmount& amount, int sign, int64_t now_us) {
+  ++version_;
   for (std::string_view p : Prefixes(tenant)) {
     auto [it, fresh] = usage_.try_emplace(UsageKey(pool, p));
     TenantUsage& u = it->second;

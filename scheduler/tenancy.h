@@ -81,6 +81,9 @@ class TenantBook {
   void Charge(const std::string& pool, const std::string& tenant, const QuotaAmount& amount,
               int sign, int64_t now_us);
   QuotaAmount Used(const std::string& pool, const std::string& path) const;
+  // Changes on every Charge and quota change: shares computed at an equal version and time are
+  // still valid.
+  uint64_t version() const { return version_; }
   // The group's fair-share key at `now_us` (lower goes first). A group without a guarantee is
   // weighed against `implicit`, a small default share of the pool.
   double Share(const std::string& pool, const std::string& group, const QuotaAmount& implicit,
@@ -107,6 +110,7 @@ class TenantBook {
                                               const std::string& tenant) const;
 
   int64_t half_life_us_;
+  uint64_t version_ = 0;
   std::map<std::string, TenantRecord> tenants_;
   std::map<std::pair<std::string, std::string>, QuotaRecord> quotas_;  // (tenant, pool)
   std::unordered_map<std::string, TenantUsage> usage_;                 // pool '\n' path
