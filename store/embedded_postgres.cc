@@ -148,7 +148,9 @@ Status EmbeddedPostgres::Prepare() {
                                       " is in use by another process (" + lock_path +
                                       " is locked)");
   }
-  pgdata_ = options_.data_dir + "/pg";
+  cluster_parent_ = options_.data_dir;
+  if (as_root_) GPUPOOL_RETURN_IF_ERROR(ChooseClusterParent());
+  pgdata_ = cluster_parent_ + "/pg";
   if (!fs::exists(pgdata_ + "/PG_VERSION")) {
     if (fs::exists(pgdata_)) {
       return Status::FailedPrecondition(pgdata_ +
@@ -157,6 +159,35 @@ Status EmbeddedPostgres::Prepare() {
     }
     GPUPOOL_RETURN_IF_ERROR(InitDb());
   }
+  return Status::Ok();
+}
+
+Status EmbeddedPostgres::ChooseClusterParent() {
+  GPUPOOL_ASSIGN_OR_RETURN(int rc, RunPg("/usr/bin/test", {"-x", options_.data_dir},
+                                         options_.data_dir + "/pg-initdb.log"));
+  if (rc == 0) return Status::Ok();
+  // The server's user cannot even enter the data directory (e.g. it is under /root, mode 0700).
+  // Keep the cluster where that user can reach it, named after the data directory, and leave a
+  // symlink data_dir/pg → there so people find it.
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a of the absolute data directory
+  for (unsigned char c : options_.data_dir) h = (h ^ c) * 1099511628211ULL;
+  char name[17];
+  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(h));
+  std::string parent = "/var/lib/gpupool/clusters/" + std::string(name);
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) return Status::Internal("cannot create " + parent + ": " + ec.message());
+  for (const char* d : {"/var/lib/gpupool", "/var/lib/gpupool/clusters"}) {
+    fs::permissions(d, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
+  }
+  fs::permissions(parent, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec,
+                  ec);
+  std::string link = options_.data_dir + "/pg";
+  if (!fs::exists(fs::symlink_status(link))) fs::create_directory_symlink(parent + "/pg", link, ec);
+  LogWarn(
+      "store", "the PostgreSQL user cannot enter the data directory; keeping the cluster elsewhere",
+      {{"data_dir", options_.data_dir}, {"cluster", parent + "/pg"}, {"user", options_.run_as}});
+  cluster_parent_ = parent;
   return Status::Ok();
 }
 
@@ -170,7 +201,7 @@ Result<int> EmbeddedPostgres::RunPg(const std::string& program, std::vector<std:
 }
 
 Status EmbeddedPostgres::InitDb() {
-  std::string tmp = options_.data_dir + "/pg.initdb";
+  std::string tmp = cluster_parent_ + "/pg.initdb";
   std::string log = options_.data_dir + "/pg-initdb.log";
   std::error_code ec;
   fs::remove_all(tmp, ec);

@@ -14,7 +14,8 @@
 // cluster directory, sets a fresh random password for the "postgres" role (TCP logins need it;
 // the socket, reachable only by this user, uses trust) and creates the database.
 // As root, initdb and pg_ctl run as the "postgres" user through runuser, and pg/ is chowned to
-// it; every directory above pg/ must then be searchable by that user.
+// it. When that user cannot enter data_dir (say it is under /root, mode 0700), the cluster goes
+// to /var/lib/gpupool/clusters/<hash of data_dir>/pg instead, with a symlink data_dir/pg to it.
 //
 // Thread safety: not thread-safe; one owner.
 #pragma once
@@ -71,6 +72,9 @@ class EmbeddedPostgres {
   explicit EmbeddedPostgres(EmbeddedPostgresOptions options);
 
   Status Prepare();
+  // As root: data_dir, or a directory under /var/lib/gpupool/clusters when run_as cannot enter
+  // data_dir (a symlink data_dir/pg points there).
+  Status ChooseClusterParent();
   Status InitDb();
   Status StopStale();
   Status StartServer();
@@ -83,6 +87,7 @@ class EmbeddedPostgres {
 
   EmbeddedPostgresOptions options_;
   std::string bin_dir_;
+  std::string cluster_parent_;  // holds pg/ and pg.initdb/
   std::string pgdata_;
   std::string socket_dir_;
   bool own_socket_dir_ = false;  // a directory under /tmp we made (the data dir path is too long)

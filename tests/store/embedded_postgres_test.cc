@@ -144,6 +144,34 @@ TEST_F(EmbeddedPostgresTest, UsesTheConfiguredPortAndDatabase) {
   EXPECT_EQ(std::string(c.dbname()), "my db");
 }
 
+TEST_F(EmbeddedPostgresTest, DataDirectoryThePostgresUserCannotEnter) {
+  // Like a data directory under /root (mode 0700) when gpupoold runs as root.
+  std::string priv = dir_ + "/private";
+  fs::create_directories(priv);
+  chmod(priv.c_str(), 0700);
+  EmbeddedPostgresOptions o = Options();
+  o.data_dir = priv + "/data";
+  std::string cluster;
+  {
+    ASSERT_OK_AND_ASSIGN(auto pg, EmbeddedPostgres::Start(o));
+    cluster = pg->cluster_dir();
+    pqxx::connection c(pg->uri());
+    EXPECT_TRUE(c.is_open());
+  }
+  if (geteuid() == 0) {
+    EXPECT_TRUE(cluster.starts_with("/var/lib/gpupool/clusters/")) << cluster;
+    EXPECT_TRUE(fs::is_symlink(o.data_dir + "/pg"));
+    // A second start finds the same cluster through the same rule.
+    ASSERT_OK_AND_ASSIGN(auto again, EmbeddedPostgres::Start(o));
+    EXPECT_EQ(again->cluster_dir(), cluster);
+    again.reset();
+    std::error_code ec;
+    fs::remove_all(fs::path(cluster).parent_path(), ec);
+  } else {
+    EXPECT_EQ(cluster, o.data_dir + "/pg");
+  }
+}
+
 TEST(FindBinDirTest, FindsTheSystemBinaries) {
   auto bin = EmbeddedPostgres::FindBinDir();
   ASSERT_OK(bin.status());
