@@ -37,17 +37,29 @@ Status SimFleet::Start() {
   for (int32_t i = 0; i < std::max(1, options_.threads); ++i) {
     threads_.emplace_back([this] { io_->context.run(); });
   }
+  const bool explicit_nodes = !options_.nodes.empty();
+  const int32_t count =
+      explicit_nodes ? static_cast<int32_t>(options_.nodes.size()) : options_.agents;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   const int32_t per = std::max(1, options_.agents_per_channel);
-  for (int32_t i = 0; i < options_.agents; i += per) {
+  for (int32_t i = 0; i < count; i += per) {
     channels.push_back(MakeAgentChannel(options_.base, /*own_connection=*/true));
   }
-  for (int32_t i = 0; i < options_.agents; ++i) {
+  for (int32_t i = 0; i < count; ++i) {
     AgentConfig c = options_.base;
-    c.node_name = NodeName(options_.name_prefix, i, options_.agents);
-    if (!options_.pools.empty())
-      c.pool = options_.pools[static_cast<size_t>(i) % options_.pools.size()];
-    c.sim.seed = options_.base.sim.seed + static_cast<uint64_t>(i);
+    if (explicit_nodes) {
+      const SimNodeSpec& n = options_.nodes[static_cast<size_t>(i)];
+      c.node_name = n.name;
+      if (!n.pool.empty()) c.pool = n.pool;
+      c.sim = n.layout;
+      for (const auto& [k, v] : n.labels) c.labels[k] = v;
+    } else {
+      c.node_name = NodeName(options_.name_prefix, i, count);
+      if (!options_.pools.empty()) {
+        c.pool = options_.pools[static_cast<size_t>(i) % options_.pools.size()];
+      }
+      c.sim.seed = options_.base.sim.seed + static_cast<uint64_t>(i);
+    }
     GPUPOOL_RETURN_IF_ERROR(ValidateAgentConfig(&c));
     backends_.push_back(std::make_unique<SimulatedBackend>(c.node_name, c.sim, c.models));
     agents_.push_back(std::make_unique<Agent>(c, backends_.back().get(), runner_.get(),
@@ -56,7 +68,7 @@ Status SimFleet::Start() {
     GPUPOOL_RETURN_IF_ERROR(agents_.back()->Start());
   }
   LogInfo("agent.fleet", "started",
-          {{"agents", std::to_string(options_.agents)},
+          {{"agents", std::to_string(agents_.size())},
            {"channels", std::to_string(channels.size())},
            {"threads", std::to_string(threads_.size())}});
   return Status::Ok();

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +24,15 @@
 
 namespace gpupool::agent {
 
+// One explicitly described node of a heterogeneous fleet (the demo: two 8×H100 nodes, one with
+// MIG, and a 4×L4 node). Empty pool → base.pool; labels are added to base.labels.
+struct SimNodeSpec {
+  std::string name;
+  std::string pool;
+  SimLayout layout;
+  std::map<std::string, std::string> labels;
+};
+
 struct SimFleetOptions {
   // Scheduler address, pool, token, labels, data dir, heartbeat, reconnect, GPU layout (sim),
   // catalog (models): shared by every agent. node_name is ignored.
@@ -31,6 +41,8 @@ struct SimFleetOptions {
   std::string name_prefix = "sim-";
   // When non-empty, agent i joins pools[i % pools.size()] instead of base.pool.
   std::vector<std::string> pools;
+  // When non-empty: exactly these agents; agents, name_prefix, pools and base.sim are ignored.
+  std::vector<SimNodeSpec> nodes;
   int32_t agents_per_channel = 100;
   int32_t threads = 2;
 };

@@ -553,3 +553,51 @@ TEST(SimFleetTest, ManyAgentsRegisterOverFewConnections) {
 
 }  // namespace
 }  // namespace gpupool::agent
+
+namespace gpupool::agent {
+namespace {
+
+TEST(SimFleetTest, ExplicitHeterogeneousNodes) {
+  FakeScheduler service;
+  Server server(&service);
+  char tmpl[] = "/tmp/gpupool-fleet-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const ModelTable models = ModelTable::BuiltIn();
+  auto layout = [&](const std::string& yaml) { return *ParseSimLayout(yaml, models); };
+  SimFleetOptions o;
+  o.base.scheduler = server.address();
+  o.base.data_dir = dir;
+  o.base.pool = "public";
+  o.nodes = {
+      {"h100-a", "", layout("gpus: [{model: H100-SXM, count: 8}]"), {}},
+      {"h100-mig",
+       "",
+       layout("gpus: [{model: H100-SXM, count: 8, mig: {\"0\": [3g.40gb, "
+              "2g.20gb, 2g.20gb]}}]"),
+       {{"mig", "true"}}},
+      {"l4-a", "private-a", layout("gpus: [{model: L4, count: 4}]"), {}},
+  };
+  {
+    SimFleet fleet(o);
+    ASSERT_TRUE(fleet.Start().ok());
+    ASSERT_TRUE(service.WaitFor(
+        [](const auto& ms) { return Count(ms, v1::AgentMessage::kRegister) >= 3; }));
+    std::map<std::string, v1::Register> regs;
+    for (const auto& m : service.Snapshot()) {
+      if (m.has_register_()) regs[m.register_().node_name()] = m.register_();
+    }
+    ASSERT_EQ(regs.size(), 3u);
+    EXPECT_EQ(regs["h100-a"].devices_size(), 8);
+    EXPECT_EQ(regs["h100-a"].pool(), "public");
+    EXPECT_EQ(regs["h100-mig"].devices_size(), 11);  // 8 GPUs + 3 MIG instances
+    EXPECT_EQ(regs["h100-mig"].labels().at("mig"), "true");
+    EXPECT_EQ(regs["l4-a"].devices_size(), 4);
+    EXPECT_EQ(regs["l4-a"].pool(), "private-a");
+    EXPECT_EQ(regs["l4-a"].devices(0).uuid(), "GPU-sim-l4-a-0");
+    fleet.Shutdown(false);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpupool::agent
