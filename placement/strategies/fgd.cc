@@ -11,7 +11,7 @@ class Fgd final : public StrategyPlugin {
   bool Score(const NodeState& node, const CompiledRequest& req, const DeviceSet& candidates,
              Scored* out) const override {
     double delta = 0;
-    auto cost = [](const FragModel::Deltas& d) { return d.f; };
+    const FragCost cost{0, 1};
     if (!FragChoose(model_, cost, node, req, candidates, &out->devices, &delta)) return false;
     out->score = FgdQuantised(delta);
     return true;

@@ -11,10 +11,14 @@
 
 namespace gpupool::placement {
 
-// The devices with the least cost(ΔF, ΔH) for `req` on `node`, and that cost. For a
+// The devices with the least cost = h·ΔH + f·ΔF for `req` on `node`, and that cost. For a
 // single-device share it tries every candidate device (least cost, then fullest, then lowest
 // index); otherwise it takes ChooseDevices' set. False when the set breaks the spill budget.
-using FragCost = double (*)(const FragModel::Deltas&);
+struct FragCost {
+  double h = 0;  // weight of ΔH
+  double f = 1;  // weight of ΔF
+  double operator()(const FragModel::Deltas& d) const { return h * d.h + f * d.f; }
+};
 bool FragChoose(const FragModel& model, FragCost cost, const NodeState& node,
                 const CompiledRequest& req, const DeviceSet& candidates, DeviceSet* chosen,
                 double* best_cost);

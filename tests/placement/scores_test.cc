@@ -110,11 +110,23 @@ TEST(ScoresTest, FgdFragmentationAndQuantisedScore) {
 }
 
 TEST(ScoresTest, FgdPackCostAndQuantum) {
-  // cost = ΔH + 2 ΔF; score = ⌊−cost / 40⌋.
-  EXPECT_DOUBLE_EQ(FgdPackCost(100, 50), 200);
-  EXPECT_EQ(FgdPackScore(200), -5);
-  EXPECT_EQ(FgdPackScore(-79), 1);
-  EXPECT_EQ(FgdPackScore(0), 0);
+  // w = 2: cost = ΔH + 2 ΔF; score = ⌊−cost / (20 × 2)⌋.
+  EXPECT_DOUBLE_EQ(FgdPackCost(100, 50, 2), 200);
+  EXPECT_EQ(FgdPackScore(200, 2), -5);
+  EXPECT_EQ(FgdPackScore(-79, 2), 1);
+  EXPECT_EQ(FgdPackScore(0, 2), 0);
+  // w = 10: cost = 100 + 500 = 600; ⌊−600 / 200⌋ = −3.
+  EXPECT_EQ(FgdPackScore(FgdPackCost(100, 50, 10), 10), -3);
+}
+
+TEST(ScoresTest, FgdPackWeightFollowsMultiGpuShare) {
+  std::vector<FragClass> w(2);
+  w[0].gpu_milli = 500, w[0].gpu_count = 1, w[0].p = 0.9;
+  w[1].gpu_milli = 1000, w[1].gpu_count = 8, w[1].p = 0.1;
+  // Multi-GPU demand 0.1 × 8000 = 800 of 800 + 0.9 × 500 = 1250: 64% ≥ 25% → 10.
+  EXPECT_EQ(FgdPackWeight(w), 10.0);
+  w[1].p = 0.01;  // 80 of 530: 15% → 2
+  EXPECT_EQ(FgdPackWeight(w), 2.0);
 }
 
 }  // namespace
