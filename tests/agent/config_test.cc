@@ -308,3 +308,48 @@ TEST(NvmlBackendTest, DefaultLibraryOpensOrSaysWhy) {
 
 }  // namespace
 }  // namespace gpupool::agent
+
+namespace gpupool::agent {
+namespace {
+
+// NvmlBackend against tests/agent/fake_nvml.cc: two H100 joined by NVLink, GPU 0 in MIG mode
+// with two 3g.40gb instances, GPU 1 lost.
+TEST(NvmlBackendTest, DiscoversAndSamplesThroughTheLoadedLibrary) {
+  auto opened = NvmlBackend::Open(ModelTable::BuiltIn(), GPUPOOL_FAKE_NVML);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  NvmlBackend& b = **opened;
+  EXPECT_EQ(b.Name(), "nvml");
+  auto inv = b.Discover();
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  ASSERT_EQ(inv->devices.size(), 4u);  // GPU 0, its 2 instances, GPU 1
+  const Device& g0 = inv->devices[0];
+  EXPECT_EQ(g0.uuid, "GPU-fake-0");
+  EXPECT_EQ(g0.model, "H100-SXM");      // "NVIDIA H100 80GB HBM3"
+  EXPECT_EQ(g0.vram_mib, 81'559);       // what the driver reports
+  EXPECT_EQ(g0.milli_tflops, 989'500);  // from the catalog
+  const Device& m1 = inv->devices[2];
+  EXPECT_EQ(m1.uuid, "MIG-fake-0-1");
+  EXPECT_EQ(m1.parent_uuid, "GPU-fake-0");
+  EXPECT_EQ(m1.mig_profile, "3g.40gb");
+  EXPECT_EQ(m1.index, 0);
+  EXPECT_EQ(m1.vram_mib, 40'448);
+  EXPECT_EQ(m1.milli_tflops, 424'071);  // 989500 × 3 / 7
+  EXPECT_EQ(inv->devices[3].uuid, "GPU-fake-1");
+  ASSERT_EQ(inv->links.size(), 1u);
+  EXPECT_EQ(inv->links[0].kind, LinkKind::kNvlink);
+
+  auto s = b.Sample({});
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s[0].utilization_pct, 42);
+  EXPECT_EQ(s[0].memory_used_mib, 1024);
+  EXPECT_EQ(s[0].power_watts, 350);  // 350500 mW
+  EXPECT_EQ(s[0].temperature_c, 61);
+  EXPECT_EQ(s[0].ecc_errors, 2);
+  EXPECT_TRUE(s[0].healthy);
+  EXPECT_EQ(s[1].utilization_pct, 0);  // not supported on a MIG instance
+  EXPECT_EQ(s[1].memory_used_mib, 512);
+  EXPECT_FALSE(s[3].healthy);  // GPU_IS_LOST
+}
+
+}  // namespace
+}  // namespace gpupool::agent
