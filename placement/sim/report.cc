@@ -61,9 +61,9 @@ std::string Table(const std::string& workload, const std::vector<Summary>& rows)
                 "unallocated %", "min", "max", "runs", "s/replay", "decisions/s");
   o << line;
   for (const Summary& s : rows) {
-    std::snprintf(line, sizeof line, "%-16s %9.2f ± %4.2f %8.2f %8.2f %5d %12.4f %14.0f\n",
+    std::snprintf(line, sizeof line, "%-16s %9.2f ± %4.2f %8.2f %8.2f %5d %10.4f %10.4f %14.0f\n",
                   std::string(StrategyName(s.strategy)).c_str(), s.mean, s.sd, s.min, s.max, s.runs,
-                  s.seconds_per_replay, s.decisions_per_second);
+                  s.seconds_per_replay, s.cpu_seconds_per_replay, s.decisions_per_second);
     o << line;
   }
   return o.str();

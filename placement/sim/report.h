@@ -14,8 +14,9 @@ struct Summary {
   Strategy strategy = Strategy::kFirstFit;
   double mean = 0, sd = 0, min = 0, max = 0;  // unallocated % at arrived = 100, over seeds
   int runs = 0;
-  double seconds_per_replay = 0;  // wall time, measured by the caller
-  double decisions_per_second = 0;
+  double seconds_per_replay = 0;      // wall time, measured by the caller
+  double cpu_seconds_per_replay = 0;  // process CPU time (steadier on a shared machine)
+  double decisions_per_second = 0;    // by CPU time
 };
 
 // Mean ± sample sd of UnallocatedAt(100) over the results of one strategy.
