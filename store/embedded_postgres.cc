@@ -353,8 +353,12 @@ Status EmbeddedPostgres::Stop() {
         rc, RunPg("pg_ctl", {"stop", "-D", pgdata_, "-m", "immediate", "-w", "-t", "30"}, log));
   }
   if (rc != 0) {
-    return Status::Internal("pg_ctl stop failed (exit " + std::to_string(rc) +
-                            "): " + TailOfFile(log, kTailLines));
+    // Already gone (someone stopped it, or it crashed) is as good as stopped.
+    GPUPOOL_ASSIGN_OR_RETURN(int status, RunPg("pg_ctl", {"status", "-D", pgdata_}, log));
+    if (status == 0) {
+      return Status::Internal("pg_ctl stop failed (exit " + std::to_string(rc) +
+                              "): " + TailOfFile(log, kTailLines));
+    }
   }
   running_ = false;
   return Status::Ok();

@@ -1,6 +1,7 @@
 #include "store/process.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,7 +44,20 @@ Result<int> Spawn(const std::vector<std::string>& argv, const std::string* log_p
   }
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  if (new_session) posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  // A clean slate for the child: no blocked signals, default handlers (the daemon blocks
+  // SIGINT/SIGTERM for sigwait and ignores SIGPIPE; a server must not inherit either), and its
+  // own session, so a Ctrl-C meant for the daemon does not also stop the database under it.
+  sigset_t empty, defaults;
+  sigemptyset(&empty);
+  sigemptyset(&defaults);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD, SIGUSR1, SIGUSR2}) {
+    sigaddset(&defaults, sig);
+  }
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+  if (new_session) flags |= POSIX_SPAWN_SETSID;
+  posix_spawnattr_setflags(&attr, flags);
   std::vector<char*> args = Argv(argv);
   pid_t pid = 0;
   int rc = posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ);
@@ -58,7 +72,7 @@ Result<int> Spawn(const std::vector<std::string>& argv, const std::string* log_p
 }  // namespace
 
 Result<int> RunProcess(const std::vector<std::string>& argv, const std::string& log_path) {
-  GPUPOOL_ASSIGN_OR_RETURN(int pid, Spawn(argv, &log_path, -1, false));
+  GPUPOOL_ASSIGN_OR_RETURN(int pid, Spawn(argv, &log_path, -1, true));
   int wstatus = 0;
   while (waitpid(pid, &wstatus, 0) < 0) {
     if (errno != EINTR) return Status::Internal("waitpid: " + std::string(std::strerror(errno)));

@@ -1,8 +1,10 @@
 // Child processes for the embedded PostgreSQL: run a program to completion with its output in a
 // log file, and read the tail of that log for error messages.
 //
-// Children get stdin from /dev/null, stdout and stderr appended to a log file, and no file
-// descriptor of ours above 2 (so a server we start never holds the daemon's sockets or locks).
+// Children get stdin from /dev/null, stdout and stderr appended to a log file, no file
+// descriptor of ours above 2 (so a server we start never holds the daemon's sockets or locks),
+// an empty signal mask with default handlers, and a session of their own (so a Ctrl-C meant for
+// the daemon does not stop the database under it).
 //
 // Thread safety: free functions; safe from any thread.
 #pragma once
