@@ -83,94 +83,81 @@ std::vector<PreemptionCandidate> Core::State::Candidates(const std::string& pool
   return out;
 }
 
-bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
-                             const placement::Request& req, std::string* why) {
-  const PriorityClass* cls = ClassOf(job);
-  const std::string& pool_name = job.rec.spec.pool;
-  const std::string& tenant = job.rec.spec.tenant;
-  const bool may_preempt = cls != nullptr && cls->may_preempt;
-  const bool reclaim = book.WithinGuarantee(pool_name, tenant, Estimate(job.request));
-  PoolEntry* pool = FindPool(pool_name);
-  if ((!may_preempt && !reclaim) || pool == nullptr) return false;
-  const std::string group = book.GroupOf(pool_name, tenant);
-  std::pair<ShapeKey, std::string> memo{
-      ShapeKey{pool_name, job.request},
-      std::to_string(job.priority) + "/" + (reclaim ? group : "")};
-  if (pass.preempt_failed.contains(memo)) return false;
-
+int32_t Core::State::BudgetLeft(int64_t now, const std::string& group) {
   const int32_t budget = options.tenancy.disruption_budget_victims;
+  if (budget <= 0) return INT32_MAX;
   const int64_t window_us = options.tenancy.disruption_budget_window_ms * 1000;
-  auto remaining = [&](const std::string& g) -> int32_t {
-    if (budget <= 0) return INT32_MAX;
-    std::deque<int64_t>& times = disruptions[g];
-    while (!times.empty() && times.front() <= pass.now - window_us) times.pop_front();
-    return budget - static_cast<int32_t>(times.size());
-  };
+  std::deque<int64_t>& times = disruptions[group];
+  while (!times.empty() && times.front() <= now - window_us) times.pop_front();
+  return budget - static_cast<int32_t>(times.size());
+}
 
-  const TaskRuntime& me = job.rt[static_cast<size_t>(index)];
-  std::vector<PreemptionCandidate> candidates = Candidates(pool_name, pass.now);
-  std::vector<placement::RunningTask> running;
-  std::map<std::string, const PreemptionCandidate*> by_id;
-  bool budget_blocked = false;
-  for (const PreemptionCandidate& c : candidates) {
-    if (c.job_id == job.rec.id || me.preempted_by.contains(c.job_id)) continue;
-    bool by_priority = may_preempt && c.value < job.priority;
-    bool by_reclaim = reclaim && c.borrowed && c.value <= job.priority && c.group != group;
+std::vector<PreemptionCandidate> Core::State::Eligible(PassState& pass, const JobEntry& job,
+                                                       const PreemptorRules& rules,
+                                                       bool* budget_blocked) {
+  std::set<int64_t> preempted_by;  // no ping-pong: never the jobs that preempted this one
+  for (const TaskRuntime& rt : job.rt)
+    preempted_by.insert(rt.preempted_by.begin(), rt.preempted_by.end());
+  std::vector<PreemptionCandidate> out;
+  for (PreemptionCandidate& c : Candidates(job.rec.spec.pool, pass.now)) {
+    if (c.job_id == job.rec.id || preempted_by.contains(c.job_id)) continue;
+    bool by_priority = rules.may_preempt && c.value < job.priority;
+    bool by_reclaim =
+        rules.reclaim && c.borrowed && c.value <= job.priority && c.group != rules.group;
     if (!by_priority && !by_reclaim) continue;
-    if (remaining(c.group) < c.gang_size) {
-      budget_blocked = true;
+    if (BudgetLeft(pass.now, c.group) < c.gang_size) {
+      *budget_blocked = true;
       continue;
     }
     // Doubled so that, on equal class values, borrowed capacity ranks cheaper (and reclaim can
     // reach exactly the borrowers of its own value).
-    placement::RunningTask t = c.task;
-    t.priority = 2 * c.value + (c.borrowed ? 0 : 1);
-    by_id[t.task_id] = &c;
-    running.push_back(std::move(t));
+    c.task.priority = 2 * c.value + (c.borrowed ? 0 : 1);
+    out.push_back(std::move(c));
   }
-  placement::VictimSet vs =
-      pool->engine->FindVictims(req, 2 * job.priority + (reclaim ? 1 : 0), running);
-  if (!vs.found || vs.task_ids.empty()) {
-    pass.preempt_failed.insert(memo);
-    if (budget_blocked) *why = "preemption held back by a disruption budget";
-    return false;
-  }
-  std::map<std::string, int32_t> per_group;
-  for (const std::string& id : vs.task_ids)
-    per_group[by_id.at(id)->group] += by_id.at(id)->gang_size;
-  for (const auto& [g, n] : per_group) {
-    if (n > remaining(g)) {
-      pass.preempt_failed.insert(memo);
-      *why = "preemption held back by the disruption budget of " + g;
-      return false;
-    }
-  }
+  return out;
+}
 
+int64_t Core::State::NewReservation(PassState& pass, JobEntry& job, int32_t index,
+                                    const placement::VictimSet& vs, bool gang) {
   const int64_t rid = next_reservation_id++;
   Reservation& r = reservations[rid];
-  r.pool = pool_name;
+  r.pool = job.rec.spec.pool;
   r.job_id = job.rec.id;
   r.index = index;
   r.attempt = job.rec.tasks[static_cast<size_t>(index)].attempt;
   r.allocation = vs.decision.allocation;
   r.created_us = pass.now;
   r.victims.insert(vs.task_ids.begin(), vs.task_ids.end());
+  r.gang = gang;
   job.rt[static_cast<size_t>(index)].reservation = rid;
+  return rid;
+}
 
+void Core::State::StopVictims(PassState& pass, JobEntry& job, int32_t index,
+                              const PreemptorRules& rules, int64_t rid,
+                              const std::vector<std::string>& ids,
+                              const std::map<std::string, const PreemptionCandidate*>& by_id) {
   const std::string preemptor = TaskId(job.rec.id, index);
-  for (const std::string& id : vs.task_ids) {
+  const std::string& tenant = job.rec.spec.tenant;
+  for (const std::string& id : ids) {
     const PreemptionCandidate& c = *by_id.at(id);
-    bool priority_rule = may_preempt && c.value < job.priority;
-    std::string cause = priority_rule ? "priority" : "reclaim";
     JobEntry& victim = jobs.at(c.job_id);
+    const TaskRuntime& first = victim.rt[static_cast<size_t>(c.index)];
+    if (first.stop != StopIntent::kNone) {
+      // Stopping already (a gang sibling of an earlier victim): its room still comes to us.
+      if (first.reserved_for == 0) victim.rt[static_cast<size_t>(c.index)].reserved_for = rid;
+      continue;
+    }
+    bool priority_rule = rules.may_preempt && c.value < job.priority;
+    std::string cause = priority_rule ? "priority" : "reclaim";
     std::string text =
         priority_rule
             ? "preempted by task " + preemptor + " of " + tenant + " (rule priority: class " +
                   job.rec.spec.priority_class + " " + std::to_string(job.priority) + " > " +
                   victim.rec.spec.priority_class + " " + std::to_string(c.value) + ")"
-            : "preempted by task " + preemptor + " of " + tenant + " (rule reclaim: " + group +
-                  " is within its guarantee in pool " + pool_name + ", " + c.group +
-                  " ran on borrowed capacity)";
+            : "preempted by task " + preemptor + " of " + tenant +
+                  " (rule reclaim: " + rules.group + " is within its guarantee in pool " +
+                  job.rec.spec.pool + ", " + c.group + " ran on borrowed capacity)";
     std::vector<int32_t> stopping{c.index};
     if (victim.rec.spec.gang) {
       victim.restarting = true;  // the whole gang stops and is placed again whole
@@ -194,19 +181,210 @@ bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
       pass.batch.emplace_back(AppendEvent{Event(
           "task.preempted", "job/" + std::to_string(victim.rec.id), "task " + tid + ": " + mine)});
       if (metrics != nullptr) metrics->Preemption(cause);
-      if (budget > 0) disruptions[c.group].push_back(pass.now);
+      if (options.tenancy.disruption_budget_victims > 0) {
+        disruptions[c.group].push_back(pass.now);
+      }
       SendStop(victim, m, mine);
       Notify(victim, "task " + tid + ": preempted: " + mine);
     }
   }
+}
+
+namespace {
+
+std::string WaitingFor(const Reservation& r) {
   std::string ids;
   for (const std::string& v : r.victims) ids += (ids.empty() ? "" : ", ") + v;
-  job.rec.tasks[static_cast<size_t>(index)].reason =
-      "waiting for " + std::to_string(r.victims.size()) + " preempted task(s) to stop on " +
-      r.allocation.node + ": " + ids;
+  return "waiting for " + std::to_string(r.victims.size()) + " preempted task(s) to stop on " +
+         r.allocation.node + ": " + ids;
+}
+
+}  // namespace
+
+// Why the disruption budget forbids stopping `ids` now, or "".
+std::string Core::State::OverBudget(
+    int64_t now, const std::vector<std::string>& ids,
+    const std::map<std::string, const PreemptionCandidate*>& by_id) {
+  std::map<std::string, int32_t> per_group;
+  std::set<int64_t> gangs;  // a gang counts once, whole
+  for (const std::string& id : ids) {
+    const PreemptionCandidate* c = by_id.at(id);
+    if (c->gang_size > 1 && !gangs.insert(c->job_id).second) continue;
+    per_group[c->group] += c->gang_size;
+  }
+  for (const auto& [g, n] : per_group) {
+    if (n > BudgetLeft(now, g)) return "preemption held back by the disruption budget of " + g;
+  }
+  return "";
+}
+
+bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
+                             const placement::Request& req, std::string* why) {
+  const PriorityClass* cls = ClassOf(job);
+  const std::string& pool_name = job.rec.spec.pool;
+  PreemptorRules rules;
+  rules.may_preempt = cls != nullptr && cls->may_preempt;
+  rules.reclaim = book.WithinGuarantee(pool_name, job.rec.spec.tenant, Estimate(job.request));
+  PoolEntry* pool = FindPool(pool_name);
+  if ((!rules.may_preempt && !rules.reclaim) || pool == nullptr) return false;
+  rules.group = book.GroupOf(pool_name, job.rec.spec.tenant);
+  std::pair<ShapeKey, std::string> memo{
+      ShapeKey{pool_name, job.request},
+      std::to_string(job.priority) + "/" + (rules.reclaim ? rules.group : "")};
+  if (pass.preempt_failed.contains(memo)) return false;
+
+  bool budget_blocked = false;
+  std::vector<PreemptionCandidate> candidates = Eligible(pass, job, rules, &budget_blocked);
+  std::vector<placement::RunningTask> running;
+  std::map<std::string, const PreemptionCandidate*> by_id;
+  for (const PreemptionCandidate& c : candidates) {
+    by_id[c.task.task_id] = &c;
+    running.push_back(c.task);
+  }
+  placement::VictimSet vs =
+      pool->engine->FindVictims(req, 2 * job.priority + (rules.reclaim ? 1 : 0), running);
+  if (!vs.found || vs.task_ids.empty()) {
+    pass.preempt_failed.insert(memo);
+    if (budget_blocked) *why = "preemption held back by a disruption budget";
+    return false;
+  }
+  if (std::string over = OverBudget(pass.now, vs.task_ids, by_id); !over.empty()) {
+    pass.preempt_failed.insert(memo);
+    *why = over;
+    return false;
+  }
+  int64_t rid = NewReservation(pass, job, index, vs, /*gang=*/false);
+  StopVictims(pass, job, index, rules, rid, vs.task_ids, by_id);
+  const Reservation& r = reservations.at(rid);
+  job.rec.tasks[static_cast<size_t>(index)].reason = WaitingFor(r);
   LogInfo("core", "preempting",
-          {{"task", preemptor}, {"node", r.allocation.node}, {"victims", ids}});
+          {{"task", TaskId(job.rec.id, index)},
+           {"node", r.allocation.node},
+           {"victims", std::to_string(r.victims.size())}});
   return true;
+}
+
+// A gang that does not fit: victims for each member in turn, as if the earlier members were
+// placed and their victims gone (tentative engine changes, undone in reverse). All or nothing.
+bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
+                                 const std::vector<int32_t>& members, const placement::Request& req,
+                                 std::string* why) {
+  const PriorityClass* cls = ClassOf(job);
+  const std::string& pool_name = job.rec.spec.pool;
+  QuotaAmount one = Estimate(job.request), all;
+  for (size_t k = 0; k < members.size(); ++k) {
+    all.resources += one.resources;
+    all.devices += one.devices;
+  }
+  PreemptorRules rules;
+  rules.may_preempt = cls != nullptr && cls->may_preempt;
+  rules.reclaim = book.WithinGuarantee(pool_name, job.rec.spec.tenant, all);
+  PoolEntry* pool = FindPool(pool_name);
+  if ((!rules.may_preempt && !rules.reclaim) || pool == nullptr || members.empty()) return false;
+  rules.group = book.GroupOf(pool_name, job.rec.spec.tenant);
+  std::pair<ShapeKey, std::string> memo{ShapeKey{pool_name, job.request},
+                                        std::to_string(job.priority) + "/" +
+                                            (rules.reclaim ? rules.group : "") + "/gang of " +
+                                            std::to_string(members.size())};
+  if (pass.preempt_failed.contains(memo)) return false;
+
+  bool budget_blocked = false;
+  std::vector<PreemptionCandidate> candidates = Eligible(pass, job, rules, &budget_blocked);
+  std::map<std::string, const PreemptionCandidate*> by_id;
+  for (const PreemptionCandidate& c : candidates) by_id[c.task.task_id] = &c;
+
+  struct Op {
+    bool committed;  // undo: release (true) or commit again (false)
+    placement::Allocation allocation;
+  };
+  std::vector<Op> undo;
+  std::vector<placement::VictimSet> sets;
+  std::set<std::string> chosen;
+  bool ok = true;
+  const int32_t priority = 2 * job.priority + (rules.reclaim ? 1 : 0);
+  for (size_t k = 0; k < members.size() && ok; ++k) {
+    std::vector<placement::RunningTask> running;
+    for (const PreemptionCandidate& c : candidates) {
+      if (!chosen.contains(c.task.task_id)) running.push_back(c.task);
+    }
+    placement::VictimSet vs = pool->engine->FindVictims(req, priority, running);
+    ok = vs.found;
+    for (size_t v = 0; ok && v < vs.task_ids.size(); ++v) {
+      const placement::Allocation& a = by_id.at(vs.task_ids[v])->task.allocation;
+      ok = pool->engine->Release(a).ok();
+      if (ok) undo.push_back({false, a});
+      chosen.insert(vs.task_ids[v]);
+    }
+    if (ok) ok = pool->engine->Commit(vs.decision.allocation).ok();
+    if (ok) {
+      undo.push_back({true, vs.decision.allocation});
+      sets.push_back(std::move(vs));
+    }
+  }
+  for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+    Status st = it->committed ? pool->engine->Release(it->allocation)
+                              : pool->engine->Commit(it->allocation);
+    if (!st.ok())
+      LogError("core", "undo of a tentative gang placement failed", {{"error", st.ToString()}});
+  }
+  std::vector<std::string> ids(chosen.begin(), chosen.end());
+  if (!ok || ids.empty()) {
+    pass.preempt_failed.insert(memo);
+    if (budget_blocked) *why = "preemption held back by a disruption budget";
+    return false;
+  }
+  if (std::string over = OverBudget(pass.now, ids, by_id); !over.empty()) {
+    pass.preempt_failed.insert(memo);
+    *why = over;
+    return false;
+  }
+  for (size_t k = 0; k < members.size(); ++k) {
+    int64_t rid = NewReservation(pass, job, members[k], sets[k], /*gang=*/true);
+    StopVictims(pass, job, members[k], rules, rid, sets[k].task_ids, by_id);
+  }
+  std::string reason = "gang of " + std::to_string(members.size()) + " waiting for " +
+                       std::to_string(ids.size()) + " preempted task(s) to stop";
+  for (int32_t m : members) job.rec.tasks[static_cast<size_t>(m)].reason = reason;
+  LogInfo("core", "preempting for a gang",
+          {{"job", std::to_string(job.rec.id)}, {"victims", std::to_string(ids.size())}});
+  return true;
+}
+
+bool Core::State::ReservationsFit(PoolEntry& pool, const std::string& node) {
+  std::vector<std::pair<bool, placement::Allocation>> undo;  // committed?, allocation
+  std::vector<const Reservation*> here;
+  for (const auto& [id, r] : reservations) {
+    if (r.pool == pool.rec.name && r.allocation.node == node) here.push_back(&r);
+  }
+  if (here.empty()) return true;
+  // As if every victim were gone…
+  for (const Reservation* r : here) {
+    for (const std::string& v : r->victims) {
+      int32_t i = 0;
+      JobEntry* j = FindTask(v, &i);
+      if (j == nullptr || !j->rt[static_cast<size_t>(i)].holds) continue;
+      const placement::Allocation& a = j->rt[static_cast<size_t>(i)].allocation;
+      if (pool.engine->Release(a).ok()) undo.emplace_back(false, a);
+    }
+    for (const placement::Allocation& a : r->held) {
+      if (pool.engine->Release(a).ok()) undo.emplace_back(false, a);
+    }
+  }
+  // …does every reserved placement still fit?
+  bool fits = true;
+  for (const Reservation* r : here) {
+    if (!pool.engine->Commit(r->allocation).ok()) {
+      fits = false;
+      break;
+    }
+    undo.emplace_back(true, r->allocation);
+  }
+  for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+    Status st = it->first ? pool.engine->Release(it->second) : pool.engine->Commit(it->second);
+    if (!st.ok())
+      LogError("core", "undo of a reservation check failed", {{"error", st.ToString()}});
+  }
+  return fits;
 }
 
 void Core::State::ProcessReservations(PassState& pass) {
@@ -215,10 +393,23 @@ void Core::State::ProcessReservations(PassState& pass) {
       options.tenancy.reservation_timeout_ms > 0
           ? options.tenancy.reservation_timeout_ms * 1000
           : (3 * options.stop_grace_period_ms + options.heartbeat_timeout_ms) * 1000;
+  // A gang's reservations stand and fall together.
+  auto same_gang = [&](const Reservation& r) {
+    std::vector<int64_t> out;
+    for (const auto& [id, other] : reservations) {
+      if (other.job_id == r.job_id && (r.gang ? other.gang : &other == &r)) out.push_back(id);
+    }
+    return out;
+  };
+  auto drop = [&](const Reservation& r, const std::string& why) {
+    for (int64_t id : same_gang(r)) DropReservation(id, why);
+  };
   std::vector<int64_t> ids;
   for (const auto& [id, r] : reservations) ids.push_back(id);
   for (int64_t id : ids) {
-    Reservation& r = reservations.at(id);
+    auto found = reservations.find(id);
+    if (found == reservations.end()) continue;  // dropped or taken up with its gang
+    Reservation& r = found->second;
     JobEntry* job = FindJob(r.job_id);
     bool valid = job != nullptr && r.index < static_cast<int32_t>(job->rec.tasks.size()) &&
                  job->rec.state != JobState::kCancelled &&
@@ -228,28 +419,48 @@ void Core::State::ProcessReservations(PassState& pass) {
     auto node = nodes.find(r.allocation.node);
     PoolEntry* pool = FindPool(r.pool);
     if (!valid || pool == nullptr) {
-      DropReservation(id, "its task moved on");
-    } else if (node == nodes.end() || node->second.rec.state != NodeState::kReady) {
-      DropReservation(id, "node " + r.allocation.node + " is no longer ready");
-    } else if (pass.now - r.created_us > timeout_us) {
-      DropReservation(id, "victims did not stop in time");
-    } else if (r.victims.empty()) {
-      // Every victim is gone: swap the room they left for the preemptor's allocation.
-      for (const placement::Allocation& a : r.held) (void)pool->engine->Release(a);
-      r.held.clear();
-      placement::Allocation alloc = r.allocation;
-      int32_t index = r.index;
-      reservations.erase(id);
-      job->rt[static_cast<size_t>(index)].reservation = 0;
-      if (!book.WhyOverLimit(r.pool, job->rec.spec.tenant, UsageOf(alloc)).empty()) continue;
-      Status st = pool->engine->Commit(alloc);
-      if (!st.ok()) {
-        LogWarn("core", "reserved room no longer fits; the task queues again",
-                {{"task", TaskId(job->rec.id, index)}, {"error", st.ToString()}});
-        continue;
-      }
-      Reserve(pass, *job, index, alloc);
+      drop(r, "its task moved on");
+      continue;
     }
+    if (node == nodes.end() || node->second.rec.state != NodeState::kReady) {
+      drop(r, "node " + r.allocation.node + " is no longer ready");
+      continue;
+    }
+    if (pass.now - r.created_us > timeout_us) {
+      drop(r, "victims did not stop in time");
+      continue;
+    }
+    std::vector<int64_t> group = same_gang(r);
+    bool ready = true;
+    for (int64_t g : group) ready &= reservations.at(g).victims.empty();
+    if (!ready) continue;
+    // Every victim is gone: swap the room they left for the preemptor's allocation(s).
+    std::vector<std::pair<int32_t, placement::Allocation>> take;
+    QuotaAmount total;
+    for (int64_t g : group) {
+      Reservation& each = reservations.at(g);
+      for (const placement::Allocation& a : each.held) (void)pool->engine->Release(a);
+      QuotaAmount u = UsageOf(each.allocation);
+      total.resources += u.resources;
+      total.devices += u.devices;
+      take.emplace_back(each.index, each.allocation);
+      job->rt[static_cast<size_t>(each.index)].reservation = 0;
+      reservations.erase(g);
+    }
+    if (!book.WhyOverLimit(job->rec.spec.pool, job->rec.spec.tenant, total).empty()) continue;
+    size_t committed = 0;
+    Status st;
+    for (; committed < take.size(); ++committed) {
+      st = pool->engine->Commit(take[committed].second);
+      if (!st.ok()) break;
+    }
+    if (!st.ok()) {
+      while (committed-- > 0) (void)pool->engine->Release(take[committed].second);
+      LogWarn("core", "reserved room no longer fits; the task queues again",
+              {{"job", std::to_string(job->rec.id)}, {"error", st.ToString()}});
+      continue;
+    }
+    for (const auto& [index, alloc] : take) Reserve(pass, *job, index, alloc);
   }
 }
 

@@ -76,6 +76,7 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
   if (TaskRuntime& rt = job.rt[static_cast<size_t>(index)]; rt.reservation != 0) {
     auto res = reservations.find(rt.reservation);
     if (res != reservations.end()) {
+      if (res->second.gang) return;  // the gang's reason was set when it preempted
       std::string ids;
       for (const std::string& v : res->second.victims) ids += (ids.empty() ? "" : ", ") + v;
       task.reason = "waiting for " + std::to_string(res->second.victims.size()) +
@@ -112,9 +113,12 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
     std::vector<placement::Request> reqs(members.size(), req);
     placement::Engine::GangResult g = pool->engine->PlaceGang(reqs);
     if (!g.placed) {
-      return wait("gang of " + std::to_string(n) + " waiting: task " +
-                  std::to_string(g.failed_index) + " does not fit; " + WhyNotPlaced(g.failed) +
-                  behind);
+      wait("gang of " + std::to_string(n) + " waiting: task " + std::to_string(g.failed_index) +
+           " does not fit; " + WhyNotPlaced(g.failed) + behind);
+      std::string held_back;
+      if (!TryPreemptGang(pass, job, members, req, &held_back) && !held_back.empty())
+        wait(task.reason + "; " + held_back);
+      return;
     }
     QuotaAmount total;
     for (const placement::Allocation& a : g.allocations) {
@@ -124,15 +128,24 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
     }
     why = book.WhyOverLimit(pool_name, tenant, total);
     if (!why.empty()) return wait("waiting: " + why);
-    for (size_t k = 0; k < members.size(); ++k) {
-      Status st = pool->engine->Commit(g.allocations[k]);
-      if (!st.ok()) {
-        LogError("core", "gang commit failed",
-                 {{"job", std::to_string(job.rec.id)}, {"error", st.ToString()}});
-        break;
-      }
-      Reserve(pass, job, members[k], g.allocations[k]);
+    // All or nothing: commit every member, then make sure no reserved room was taken.
+    size_t committed = 0;
+    Status st;
+    for (; committed < members.size() && st.ok(); ++committed) {
+      st = pool->engine->Commit(g.allocations[committed]);
+      if (!st.ok()) break;
     }
+    for (size_t k = 0; st.ok() && !reservations.empty() && k < members.size(); ++k) {
+      if (!ReservationsFit(*pool, g.allocations[k].node)) {
+        st = Status::FailedPrecondition("room on " + g.allocations[k].node +
+                                        " is reserved for a preempting task");
+      }
+    }
+    if (!st.ok()) {
+      while (committed-- > 0) (void)pool->engine->Release(g.allocations[committed]);
+      return wait("gang of " + std::to_string(n) + " waiting: " + st.message());
+    }
+    for (size_t k = 0; k < members.size(); ++k) Reserve(pass, job, members[k], g.allocations[k]);
     return;
   }
 
@@ -153,6 +166,13 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
       Status st = pool->engine->Commit(d.allocation);
       if (!st.ok()) {
         LogError("core", "commit of a fresh decision failed", {{"error", st.ToString()}});
+        return;
+      }
+      if (!reservations.empty() && !ReservationsFit(*pool, d.allocation.node)) {
+        // The free part of a preemptor's room: not for this task.
+        (void)pool->engine->Release(d.allocation);
+        task.reason =
+            "waiting: room on " + d.allocation.node + " is reserved for a preempting task" + behind;
         return;
       }
       Reserve(pass, job, index, d.allocation);

@@ -79,6 +79,14 @@ struct Reservation {
   std::set<std::string> victims;     // task ids still holding their allocation
   std::vector<placement::Allocation> held;
   int64_t created_us = 0;
+  bool gang = false;  // one of a gang's reservations: all of them are taken up together
+};
+
+// Who a pending task may preempt, and by which rule (core_preempt.cc).
+struct PreemptorRules {
+  bool may_preempt = false;  // its class may preempt lower values
+  bool reclaim = false;      // its group stays within its guarantee with it
+  std::string group;         // its share group
 };
 
 // A placement that failed in a pass for a pool and request shape fails again for an identical
@@ -218,6 +226,24 @@ struct Core::State {
   void DropReservation(int64_t id, const std::string& why);
   // Stops the cheapest victims for a task that does not fit; true when it did.
   std::vector<PreemptionCandidate> Candidates(const std::string& pool, int64_t now);
+  int32_t BudgetLeft(int64_t now, const std::string& group);
+  // The candidates `job` may preempt under `rules`, priorities doubled for FindVictims.
+  std::vector<PreemptionCandidate> Eligible(PassState& pass, const JobEntry& job,
+                                            const PreemptorRules& rules, bool* budget_blocked);
+  // Stops `ids` (and their gangs) for task `index` of `job`; the ones in `ids` feed `rid`.
+  void StopVictims(PassState& pass, JobEntry& job, int32_t index, const PreemptorRules& rules,
+                   int64_t rid, const std::vector<std::string>& ids,
+                   const std::map<std::string, const PreemptionCandidate*>& by_id);
+  // Why the disruption budget forbids stopping `ids` (gangs whole) now, or "".
+  std::string OverBudget(int64_t now, const std::vector<std::string>& ids,
+                         const std::map<std::string, const PreemptionCandidate*>& by_id);
+  int64_t NewReservation(PassState& pass, JobEntry& job, int32_t index,
+                         const placement::VictimSet& vs, bool gang);
+  // True when every reservation on `node` still fits once its victims are gone, given what the
+  // engine holds now (callers commit a tentative placement first). Changes nothing.
+  bool ReservationsFit(PoolEntry& pool, const std::string& node);
+  bool TryPreemptGang(PassState& pass, JobEntry& job, const std::vector<int32_t>& members,
+                      const placement::Request& req, std::string* why);
   bool TryPreempt(PassState& pass, JobEntry& job, int32_t index, const placement::Request& req,
                   std::string* why);
 

@@ -218,6 +218,54 @@ TEST(PreemptionTest, GangIsPreemptedAndRestartedWhole) {
   EXPECT_EQ(h.Task(g->id, 1).state, TaskState::kScheduled);
 }
 
+TEST(PreemptionTest, GangPreemptsForAllItsMembersAndStartsWhole) {
+  CoreHarness h;
+  ASSERT_TRUE(h.CreatePool("gpu").ok());
+  ASSERT_TRUE(h.Register("n0", "gpu", 1).ok());
+  ASSERT_TRUE(h.Register("n1", "gpu", 1).ok());
+  Result<JobRecord> l0 = h.Submit(Of("low", CoreHarness::Whole("gpu", 1)));
+  Result<JobRecord> l1 = h.Submit(Of("low", CoreHarness::Whole("gpu", 1)));
+  ASSERT_TRUE(l0.ok() && l1.ok());
+  h.RunStarted();
+  JobSpec gang = Of("high", CoreHarness::Whole("gpu", 1, 2));
+  gang.gang = true;
+  Result<JobRecord> g = h.Submit(gang);
+  ASSERT_TRUE(g.ok());
+  // One victim per member, found as if the first member were already placed.
+  EXPECT_EQ(StoppedTasks(h), (std::vector<std::string>{TaskId(l0->id, 0), TaskId(l1->id, 0)}));
+  EXPECT_EQ(h.Task(g->id, 1).reason, "gang of 2 waiting for 2 preempted task(s) to stop");
+  h.Report("n0", l0->id, 0, TaskState::kFailed, 143);
+  // Half the room is free: the gang still starts whole, or not at all.
+  EXPECT_EQ(h.Task(g->id, 0).state, TaskState::kPending);
+  EXPECT_EQ(h.Task(l0->id).state, TaskState::kPending);  // and its victim cannot take it back
+  h.Report("n1", l1->id, 0, TaskState::kFailed, 143);
+  EXPECT_EQ(h.Task(g->id, 0).state, TaskState::kScheduled);
+  EXPECT_EQ(h.Task(g->id, 1).state, TaskState::kScheduled);
+}
+
+TEST(PreemptionTest, FreePartOfAReservedRoomIsNotGivenAway) {
+  CoreHarness h;
+  ASSERT_TRUE(h.CreatePool("gpu").ok());
+  ASSERT_TRUE(h.Register("n0", "gpu", 1).ok());
+  // The victim holds half the GPU; the other half is free.
+  Result<JobRecord> v = h.Submit(Of("low", CoreHarness::Fractional("gpu", 494'500, 40'960)));
+  ASSERT_TRUE(v.ok());
+  h.RunStarted();
+  Result<JobRecord> high = h.Submit(Of("high", CoreHarness::Fractional("gpu", 989'000, 81'920)));
+  ASSERT_TRUE(high.ok());
+  ASSERT_EQ(h.agents.stops.size(), 1u);
+  // A half-GPU task would fit the free half now, but that half belongs to the reservation.
+  Result<JobRecord> small = h.Submit(Of("low", CoreHarness::Fractional("gpu", 494'500, 40'960)));
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(h.Task(small->id).state, TaskState::kPending);
+  EXPECT_EQ(h.Task(small->id).reason,
+            "waiting: room on n0 is reserved for a preempting task; behind 1 task(s) of higher "
+            "priority");
+  h.ExitStopped();
+  EXPECT_EQ(h.Task(high->id).state, TaskState::kScheduled);
+  EXPECT_EQ(h.Task(small->id).state, TaskState::kPending);
+}
+
 // Tenants t/a and t/b are each guaranteed 1 of the 2 GPUs and may borrow up to 2.
 void TwoTenants(CoreHarness& h) {
   ASSERT_TRUE(h.CreatePool("gpu").ok());
