@@ -1,5 +1,5 @@
-// SQL text for the PostgreSQL store: one group of batches becomes one multi-statement string,
-// and result rows become domain records. Internal to store/.
+// SQL text for the PostgreSQL store: one group of batches becomes one multi-statement string
+// (pg_sql.cc), and result rows become domain records (pg_rows.cc). Internal to store/.
 //
 // Writing: GroupSql appends, in order, the statements for each mutation. Runs of InsertJob and
 // AppendEvent are folded into one multi-row INSERT per table (jobs, tasks, allocations, events);
