@@ -37,7 +37,9 @@ void NodeState::Refresh(uint64_t new_version) {
   full_devices = 0;
   gpu_count = 0;
   model = -2;
+  pristine = Usable() && cpu_used == 0 && mem_used == 0;
   for (DeviceState& d : devices) {
+    pristine = pristine && d.Idle() && d.healthy;
     d.free_milli = FreeMilli(d);
     idle_milli += d.free_milli;
     if (d.mig_profile >= 0) continue;

@@ -132,8 +132,13 @@ int EngineImpl::Select(const CompiledRequest& req, Scored* scored) const {
   const int64_t memory_key = plugin_->ScoresMemory() ? FloorPow2(req.memory_mib) : 0;
   const ShapeKey key{req.kind,      req.share_milli, req.gpu_count,  req.mig_profile,
                      req.cpu_milli, memory_key,      req.per_device, req.model_mask};
-  if (indexes_.size() >= kMaxIndexes && indexes_.find(key) == indexes_.end()) indexes_.clear();
-  ScoreIndex& index = indexes_[key];
+  auto found = index_of_.find(key);
+  if (found == index_of_.end()) {
+    if (indexes_.size() >= kMaxIndexes) ClearIndexes();
+    found = index_of_.emplace(key, indexes_.size()).first;
+    indexes_.push_back(std::make_unique<ScoreIndex>());
+  }
+  ScoreIndex& index = *indexes_[found->second];
   index.Resize(static_cast<int>(nodes.size()));
   // Unless the strategy scores memory, cached scores ignore host memory, so one index serves
   // every memory size of the shape; memory is then checked on the way out.
@@ -145,7 +150,7 @@ int EngineImpl::Select(const CompiledRequest& req, Scored* scored) const {
   index.Sync([&](int slot, int64_t* score, uint64_t* tie) {
     const NodeState& n = nodes[static_cast<size_t>(slot)];
     *tie = n.tie_key;
-    Memo* m = n.Pristine() ? &memo_[static_cast<size_t>(n.type)] : nullptr;
+    Memo* m = n.pristine ? &memo_[static_cast<size_t>(n.type)] : nullptr;
     if (m != nullptr && m->known) {
       *score = m->score;
       return m->feasible;
@@ -312,8 +317,8 @@ Status EngineImpl::Commit(const Allocation& a) {
   NodeState* n = FindNode(a.node);
   if (n == nullptr) return Status::NotFound("node '" + a.node + "' not in the pool");
   GPUPOOL_RETURN_IF_ERROR(CheckApply(*n, a));
-  Apply(*n, a, NextVersion());
-  Touch(*n);
+  Apply(*n, a, NextVersion());  // refreshes the node
+  MarkDirty(n->slot);
   return Status::Ok();
 }
 
@@ -321,14 +326,18 @@ Status EngineImpl::Release(const Allocation& a) {
   NodeState* n = FindNode(a.node);
   if (n == nullptr) return Status::NotFound("node '" + a.node + "' not in the pool");
   GPUPOOL_RETURN_IF_ERROR(CheckUnapply(*n, a));
-  Unapply(*n, a, NextVersion());
-  Touch(*n);
+  Unapply(*n, a, NextVersion());  // refreshes the node
+  MarkDirty(n->slot);
   return Status::Ok();
 }
 
 void EngineImpl::Touch(NodeState& node) {
   node.Refresh(NextVersion());
-  for (auto& [key, index] : indexes_) index.MarkDirty(node.slot);
+  MarkDirty(node.slot);
+}
+
+void EngineImpl::MarkDirty(int slot) {
+  for (auto& index : indexes_) index->MarkDirty(slot);
 }
 
 NodeState* EngineImpl::FindNode(std::string_view name) {

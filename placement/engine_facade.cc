@@ -116,7 +116,7 @@ void EngineImpl::SetWorkload(const std::vector<WorkloadClass>& classes) {
   }
   if (!w.empty()) workload_ = std::move(w);
   plugin_->WorkloadChanged();
-  indexes_.clear();
+  ClearIndexes();
 }
 
 }  // namespace gpupool::placement

@@ -67,6 +67,7 @@ class EngineImpl {
 
  private:
   void Touch(NodeState& node);
+  void MarkDirty(int slot);
   DeviceState MakeDevice(const DeviceSpec& spec);
   int Intern(std::unordered_map<std::string, int>& table, const std::string& name);
   int TypeOf(const NodeSpec& spec);
@@ -82,7 +83,13 @@ class EngineImpl {
   std::unordered_map<std::string, int> mig_profiles_;
   std::vector<FragClass> workload_;
   std::unique_ptr<StrategyPlugin> plugin_;
-  mutable std::unordered_map<ShapeKey, ScoreIndex, ShapeKeyHash> indexes_;
+  // One index per request shape: the map finds it, the vector is what Touch() walks (densely).
+  mutable std::unordered_map<ShapeKey, size_t, ShapeKeyHash> index_of_;
+  mutable std::vector<std::unique_ptr<ScoreIndex>> indexes_;
+  void ClearIndexes() const {
+    index_of_.clear();
+    indexes_.clear();
+  }
   mutable uint64_t version_clock_ = 0;
   std::unordered_map<std::string, int> type_ids_;  // hardware signature → NodeState::type
   mutable std::vector<Memo> memo_;                 // per type, during one Sync

@@ -74,31 +74,31 @@ FragModel::Deltas FragModel::Delta(const NodeState& node, const FragChange* chan
                                    int64_t cpu_after, int64_t mem_after) const {
   const Agg& a = Of(node);
   const std::vector<FragClass>& w = *workload_;
+  // The changed devices' model, old and new free share, gathered once for every class.
+  int model[kMaxDevicesPerNode];
+  int32_t before[kMaxDevicesPerNode], after[kMaxDevicesPerNode];
   int32_t idle = node.idle_milli;
-  for (int i = 0; i < n; ++i)
-    idle += changes[i].new_free - node.devices[static_cast<size_t>(changes[i].device)].free_milli;
+  for (int i = 0; i < n; ++i) {
+    const DeviceState& d = node.devices[static_cast<size_t>(changes[i].device)];
+    model[i] = d.model & 63;
+    before[i] = d.free_milli;
+    after[i] = changes[i].new_free;
+    idle += after[i] - before[i];
+  }
   Deltas out;
   for (size_t m = 0; m < w.size(); ++m) {
     const FragClass& c = w[m];
+    const int32_t g = c.gpu_milli;
     int32_t count = a.count_fit[m], sliver = a.sliver[m], units = a.units[m];
     for (int i = 0; i < n; ++i) {
-      const DeviceState& d = node.devices[static_cast<size_t>(changes[i].device)];
-      const bool allowed = (c.model_mask >> (d.model & 63)) & 1;
-      const int32_t before = d.free_milli, after = changes[i].new_free;
-      // Undo the device's old contribution, add its new one.
-      if (allowed)
-        units += static_cast<int32_t>(FloorDiv(after, c.inv_gpu) - FloorDiv(before, c.inv_gpu));
-      if (before > 0) {
-        if (allowed && before >= c.gpu_milli)
-          --count;
-        else
-          sliver -= before;
-      }
-      if (after > 0) {
-        if (allowed && after >= c.gpu_milli)
-          ++count;
-        else
-          sliver += after;
+      // Swap the device's old contribution for its new one (a free share of 0 adds nothing).
+      if ((c.model_mask >> model[i]) & 1) {
+        units +=
+            static_cast<int32_t>(FloorDiv(after[i], c.inv_gpu) - FloorDiv(before[i], c.inv_gpu));
+        count += (after[i] >= g ? 1 : 0) - (before[i] >= g ? 1 : 0);
+        sliver += (after[i] < g ? after[i] : 0) - (before[i] < g ? before[i] : 0);
+      } else {
+        sliver += after[i] - before[i];
       }
     }
     out.f += FgdTerm(c, count, sliver, idle, cpu_after);

@@ -70,13 +70,9 @@ struct NodeState {
   int64_t cpu_free() const { return cpu_total - cpu_used; }
   int64_t mem_free() const { return mem_total - mem_used; }
   bool Usable() const { return live && schedulable; }
-  // Nothing allocated, everything healthy: scores like every other pristine node of its type.
-  bool Pristine() const {
-    if (!Usable() || cpu_used != 0 || mem_used != 0) return false;
-    for (const DeviceState& d : devices)
-      if (!d.Idle() || !d.healthy) return false;
-    return true;
-  }
+  // Nothing allocated, everything healthy and usable: scores like every other pristine node of
+  // its type. Cached by Refresh().
+  bool pristine = false;
   // Recomputes free_milli, idle_milli, full_devices and model from the counters and stamps
   // `new_version` (unique across the engine, so caches never confuse two states).
   void Refresh(uint64_t new_version);

@@ -55,10 +55,11 @@ Summary Summarize(Strategy s, const std::vector<ReplayResult>& results) {
 std::string Table(const std::string& workload, const std::vector<Summary>& rows) {
   std::ostringstream o;
   o << "workload: " << workload
-    << "   unallocated GPU % at arrived = 100% (mean ± sd over seeds)\n";
+    << "   unallocated GPU % at arrived = 100% (mean ± sd over seeds); per replay: wall and CPU "
+       "seconds; decisions per CPU second\n";
   char line[256];
-  std::snprintf(line, sizeof line, "%-16s %16s %8s %8s %5s %12s %14s\n", "strategy",
-                "unallocated %", "min", "max", "runs", "s/replay", "decisions/s");
+  std::snprintf(line, sizeof line, "%-16s %16s %8s %8s %5s %10s %10s %14s\n", "strategy",
+                "unallocated %", "min", "max", "runs", "wall s", "cpu s", "decisions/s");
   o << line;
   for (const Summary& s : rows) {
     std::snprintf(line, sizeof line, "%-16s %9.2f ± %4.2f %8.2f %8.2f %5d %10.4f %10.4f %14.0f\n",
