@@ -83,6 +83,22 @@ std::vector<PreemptionCandidate> Core::State::Candidates(const std::string& pool
   return out;
 }
 
+QuotaAmount Core::State::ReclaimNeed(const JobEntry& job) const {
+  QuotaAmount need = Estimate(job.request);
+  if (job.request.shape == RequestShape::kWholeGpus) {
+    // Its GPUs' TFLOPS and VRAM are known only once placed: count the largest the pool has, so
+    // a tenant is never "within its guarantee" only because the estimate left them out (which
+    // would let it reclaim, go beyond, and be reclaimed from in turn).
+    if (const PoolEntry* pool =
+            pools.contains(job.rec.spec.pool) ? &pools.at(job.rec.spec.pool) : nullptr) {
+      need.resources.milli_tflops =
+          pool->limits.largest_device.milli_tflops * job.request.gpu_count;
+      need.resources.vram_mib = pool->limits.largest_device.vram_mib * job.request.gpu_count;
+    }
+  }
+  return need;
+}
+
 int32_t Core::State::BudgetLeft(int64_t now, const std::string& group) {
   const int32_t budget = options.tenancy.disruption_budget_victims;
   if (budget <= 0) return INT32_MAX;
@@ -224,7 +240,7 @@ bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
   const std::string& pool_name = job.rec.spec.pool;
   PreemptorRules rules;
   rules.may_preempt = cls != nullptr && cls->may_preempt;
-  rules.reclaim = book.WithinGuarantee(pool_name, job.rec.spec.tenant, Estimate(job.request));
+  rules.reclaim = book.WithinGuarantee(pool_name, job.rec.spec.tenant, ReclaimNeed(job));
   PoolEntry* pool = FindPool(pool_name);
   if ((!rules.may_preempt && !rules.reclaim) || pool == nullptr) return false;
   rules.group = book.GroupOf(pool_name, job.rec.spec.tenant);
@@ -271,7 +287,7 @@ bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
                                  std::string* why) {
   const PriorityClass* cls = ClassOf(job);
   const std::string& pool_name = job.rec.spec.pool;
-  QuotaAmount one = Estimate(job.request), all;
+  QuotaAmount one = ReclaimNeed(job), all;
   for (size_t k = 0; k < members.size(); ++k) {
     all.resources += one.resources;
     all.devices += one.devices;

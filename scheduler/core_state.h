@@ -226,6 +226,8 @@ struct Core::State {
   void DropReservation(int64_t id, const std::string& why);
   // Stops the cheapest victims for a task that does not fit; true when it did.
   std::vector<PreemptionCandidate> Candidates(const std::string& pool, int64_t now);
+  // What a task of `job` counts against its group's guarantee when deciding on reclaim.
+  QuotaAmount ReclaimNeed(const JobEntry& job) const;
   int32_t BudgetLeft(int64_t now, const std::string& group);
   // The candidates `job` may preempt under `rules`, priorities doubled for FindVictims.
   std::vector<PreemptionCandidate> Eligible(PassState& pass, const JobEntry& job,

@@ -333,6 +333,25 @@ TEST(PreemptionTest, ReclaimTakesBackBorrowedCapacityAtEqualPriority) {
   EXPECT_EQ(seen["gpupool_tenant_quota_devices,kind=borrowed,pool=gpu,tenant=t/a"], 0);
 }
 
+TEST(PreemptionTest, WholeGpuReclaimCountsTheGpusTflops) {
+  CoreHarness h;
+  ASSERT_TRUE(h.CreatePool("gpu").ok());
+  ASSERT_TRUE(h.Register("n0", "gpu", 2).ok());
+  for (const char* t : {"t", "t/a", "t/b"}) ASSERT_TRUE(h.CreateTenant(t).ok());
+  // a is guaranteed one H100's worth of compute, b nothing.
+  ASSERT_TRUE(h.SetQuota("t/a", "gpu", CoreHarness::Tflops(989), {}).ok());
+  ASSERT_TRUE(h.Submit(CoreHarness::As("t/b", CoreHarness::Whole("gpu", 1))).ok());
+  Result<JobRecord> a = h.Submit(CoreHarness::As("t/a", CoreHarness::Whole("gpu", 1, 2)));
+  ASSERT_TRUE(a.ok());
+  h.RunStarted();
+  h.clock.Advance(61 * kSecond);
+  h.core->Schedule();
+  h.Drain();
+  // a holds 989 TFLOPS = its guarantee; a second whole GPU (989 more) is beyond it: no reclaim.
+  EXPECT_TRUE(h.agents.stops.empty());
+  EXPECT_EQ(h.Task(a->id, 1).state, TaskState::kPending);
+}
+
 TEST(PreemptionTest, BorrowedCapacityIsTheFirstVictim) {
   CoreHarness h;
   ASSERT_TRUE(h.CreatePool("gpu").ok());
