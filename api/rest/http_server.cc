@@ -159,7 +159,7 @@ void HttpServer::Shutdown() {
   s.sessions.WaitEmpty(std::chrono::steady_clock::now() + s.options.shutdown_grace);
   // 3. Replies from here on are dropped, then the io threads stop.
   {
-    std::lock_guard gate_lock(s.gate->mu);
+    std::unique_lock gate_lock(s.gate->mu);
     s.gate->open = false;
   }
   s.work.reset();

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
@@ -65,7 +66,7 @@ class Exchange final : public Responder {
  private:
   template <typename F>
   void Post(F&& f) {
-    std::lock_guard lock(gate_->mu);
+    std::shared_lock lock(gate_->mu);
     if (!gate_->open) return;
     std::shared_ptr<HttpSession> s = session_.lock();  // released before the gate
     if (!s) return;
@@ -179,7 +180,30 @@ void HttpSession::DoRead() {
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(env_.options->max_header_bytes));
   parser_->body_limit(env_.options->max_body_bytes);
-  stream_.expires_after(env_.options->idle_timeout);
+  stream_.expires_after(env_.options->idle_timeout);  // covers the head and the body
+  // The head first: an oversized Content-Length is refused before the body is sent, and a client
+  // waiting for "100 Continue" (curl, for bodies over 1 KiB) gets it at once.
+  http::async_read_header(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+}
+
+void HttpSession::OnHeader(beast::error_code ec) {
+  if (mode_ == Mode::kClosed) return;
+  if (ec || parser_->is_done()) return OnRead(ec);
+  if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
+    static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    net::async_write(stream_, net::buffer(kContinue),
+                     [self = shared_from_this()](beast::error_code write_ec, size_t) {
+                       if (write_ec) return self->Close();
+                       self->ReadBody();
+                     });
+    return;
+  }
+  ReadBody();
+}
+
+void HttpSession::ReadBody() {
   http::async_read(stream_, buffer_, *parser_,
                    [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
 }

@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 
@@ -48,9 +49,10 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 
-// Open while replies may be posted into the io_context. Hold `mu` while posting.
+// Open while replies may be posted into the io_context: posters hold `mu` shared while posting;
+// Shutdown() takes it exclusively to close the gate.
 struct Gate {
-  std::mutex mu;
+  std::shared_mutex mu;
   bool open = true;  // guarded by mu
 };
 
@@ -119,6 +121,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   enum class Mode { kReading, kWaiting, kWriting, kStreaming, kLingering, kClosed };
 
   void DoRead();
+  void OnHeader(beast::error_code ec);
+  void ReadBody();
   void OnRead(beast::error_code ec);
   void Dispatch(http::request<http::string_body> req);
   Exchange& NewExchange();

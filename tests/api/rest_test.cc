@@ -284,6 +284,27 @@ TEST_F(RestTest, BodyAndHeaderLimitsAreConfigurable) {
   EXPECT_NE(r.body.find("request header too large"), std::string::npos) << r.body;
 }
 
+TEST_F(RestTest, ExpectContinueIsAnsweredBeforeTheBody) {
+  const std::string body = R"({"spec": {"tenant": "acme"}})";
+  HttpClient c(port_);
+  c.WriteRaw("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " +
+             std::to_string(body.size()) + "\r\n\r\n");
+  http::response_parser<http::empty_body> interim;
+  http::read_header(c.stream(), c.buffer(), interim);
+  EXPECT_EQ(interim.get().result_int(), 100u);
+  c.WriteRaw(body);
+  const HttpResult r = c.Read();
+  EXPECT_EQ(r.status, 200) << r.body;
+  ExpectLastRequest("SubmitJob", R"(spec { tenant: "acme" })");
+
+  // Too large a Content-Length is refused before the body is sent.
+  HttpClient big(port_);
+  big.WriteRaw(
+      "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+      "Content-Length: 5000000\r\n\r\n");
+  EXPECT_EQ(big.Read().status, 413);
+}
+
 TEST_F(RestTest, MalformedHttpIs400) {
   HttpClient c(port_);
   c.WriteRaw("GARBAGE\r\n\r\n");
