@@ -62,6 +62,70 @@ void Core::State::Reserve(PassState& pass, JobEntry& job, int32_t i,
   pass.placed.push_back({job.rec.id, i, t.attempt});
 }
 
+// Places every pending member of a gang at once, or preempts for all of them, or says why not.
+void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
+                            const placement::Request& req, const std::string& behind) {
+  const std::string& tenant = job.rec.spec.tenant;
+  const std::string& pool_name = job.rec.spec.pool;
+  std::vector<int32_t> members;
+  bool active = false;
+  for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
+    TaskState st = job.rec.tasks[static_cast<size_t>(i)].state;
+    if (st == TaskState::kPending) members.push_back(i);
+    active |= st == TaskState::kScheduled || st == TaskState::kRunning;
+  }
+  if (job.restarting && active) {
+    for (int32_t i : members)
+      job.rec.tasks[static_cast<size_t>(i)].reason =
+          "gang restarting: waiting for its preempted members to stop";
+    return;
+  }
+  job.restarting = false;
+  auto n = static_cast<int32_t>(members.size());
+  auto wait = [&](const std::string& why) {
+    for (int32_t i : members) job.rec.tasks[static_cast<size_t>(i)].reason = why;
+  };
+  std::string why = book.WhyOverLimit(pool_name, tenant, Times(Estimate(job.request), n));
+  if (!why.empty()) return wait("waiting: " + why);
+  std::vector<placement::Request> reqs(members.size(), req);
+  placement::Engine::GangResult g = pool.engine->PlaceGang(reqs);
+  if (!g.placed) {
+    wait("gang of " + std::to_string(n) + " waiting: task " + std::to_string(g.failed_index) +
+         " does not fit; " + WhyNotPlaced(g.failed) + behind);
+    std::string held_back;
+    if (!TryPreemptGang(pass, job, members, req, &held_back) && !held_back.empty()) {
+      wait(job.rec.tasks[static_cast<size_t>(members.front())].reason + "; " + held_back);
+    }
+    return;
+  }
+  QuotaAmount total;
+  for (const placement::Allocation& a : g.allocations) {
+    QuotaAmount u = UsageOf(a);
+    total.resources += u.resources;
+    total.devices += u.devices;
+  }
+  why = book.WhyOverLimit(pool_name, tenant, total);
+  if (!why.empty()) return wait("waiting: " + why);
+  // All or nothing: commit every member, then make sure no reserved room was taken.
+  size_t committed = 0;
+  Status st;
+  for (; committed < members.size() && st.ok(); ++committed) {
+    st = pool.engine->Commit(g.allocations[committed]);
+    if (!st.ok()) break;
+  }
+  for (size_t k = 0; st.ok() && !reservations.empty() && k < members.size(); ++k) {
+    if (!ReservationsFit(pool, g.allocations[k].node)) {
+      st = Status::FailedPrecondition("room on " + g.allocations[k].node +
+                                      " is reserved for a preempting task");
+    }
+  }
+  if (!st.ok()) {
+    while (committed-- > 0) (void)pool.engine->Release(g.allocations[committed]);
+    return wait("gang of " + std::to_string(n) + " waiting: " + st.message());
+  }
+  for (size_t k = 0; k < members.size(); ++k) Reserve(pass, job, members[k], g.allocations[k]);
+}
+
 // Places one pending task (or, for a gang, every pending member), or says why it waits.
 void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
   PoolEntry* pool = FindPool(job.rec.spec.pool);
@@ -89,63 +153,7 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
   placement::Request req = ToPlacement(job.request);
 
   if (job.rec.spec.gang) {
-    if (!pass.gangs_tried.insert(job.rec.id).second) return;
-    std::vector<int32_t> members;
-    bool active = false;
-    for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
-      TaskState st = job.rec.tasks[static_cast<size_t>(i)].state;
-      if (st == TaskState::kPending) members.push_back(i);
-      active |= st == TaskState::kScheduled || st == TaskState::kRunning;
-    }
-    if (job.restarting && active) {
-      for (int32_t i : members)
-        job.rec.tasks[static_cast<size_t>(i)].reason =
-            "gang restarting: waiting for its preempted members to stop";
-      return;
-    }
-    job.restarting = false;
-    auto n = static_cast<int32_t>(members.size());
-    auto wait = [&](const std::string& why) {
-      for (int32_t i : members) job.rec.tasks[static_cast<size_t>(i)].reason = why;
-    };
-    std::string why = book.WhyOverLimit(pool_name, tenant, Times(Estimate(job.request), n));
-    if (!why.empty()) return wait("waiting: " + why);
-    std::vector<placement::Request> reqs(members.size(), req);
-    placement::Engine::GangResult g = pool->engine->PlaceGang(reqs);
-    if (!g.placed) {
-      wait("gang of " + std::to_string(n) + " waiting: task " + std::to_string(g.failed_index) +
-           " does not fit; " + WhyNotPlaced(g.failed) + behind);
-      std::string held_back;
-      if (!TryPreemptGang(pass, job, members, req, &held_back) && !held_back.empty())
-        wait(task.reason + "; " + held_back);
-      return;
-    }
-    QuotaAmount total;
-    for (const placement::Allocation& a : g.allocations) {
-      QuotaAmount u = UsageOf(a);
-      total.resources += u.resources;
-      total.devices += u.devices;
-    }
-    why = book.WhyOverLimit(pool_name, tenant, total);
-    if (!why.empty()) return wait("waiting: " + why);
-    // All or nothing: commit every member, then make sure no reserved room was taken.
-    size_t committed = 0;
-    Status st;
-    for (; committed < members.size() && st.ok(); ++committed) {
-      st = pool->engine->Commit(g.allocations[committed]);
-      if (!st.ok()) break;
-    }
-    for (size_t k = 0; st.ok() && !reservations.empty() && k < members.size(); ++k) {
-      if (!ReservationsFit(*pool, g.allocations[k].node)) {
-        st = Status::FailedPrecondition("room on " + g.allocations[k].node +
-                                        " is reserved for a preempting task");
-      }
-    }
-    if (!st.ok()) {
-      while (committed-- > 0) (void)pool->engine->Release(g.allocations[committed]);
-      return wait("gang of " + std::to_string(n) + " waiting: " + st.message());
-    }
-    for (size_t k = 0; k < members.size(); ++k) Reserve(pass, job, members[k], g.allocations[k]);
+    if (pass.gangs_tried.insert(job.rec.id).second) PlaceGang(pass, job, *pool, req, behind);
     return;
   }
 
@@ -187,16 +195,9 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
   if (!why.empty()) task.reason += "; " + why;
 }
 
-void Core::Schedule() {
-  s_->schedule_posted = false;
-  if (s_->pending.empty() && s_->reservations.empty()) return;
-  auto started = std::chrono::steady_clock::now();
-  PassState pass;
-  pass.now = s_->clock->NowMicros();
-  s_->ProcessReservations(pass);  // first, and even with nothing pending: stale ones let go
-
-  // Priority levels high to low; within one, the fair-share queues merged by their tenants'
-  // shares (recomputed as placements add usage), each queue oldest first.
+// Priority levels high to low; within one, the fair-share queues merged by their tenants'
+// shares (recomputed as placements add usage: a lazy heap), each queue oldest first.
+void Core::State::RunQueues(PassState& pass) {
   struct Cursor {
     double share;
     TaskKey head;
@@ -207,45 +208,56 @@ void Core::Schedule() {
     }
   };
   int32_t considered = 0;
-  auto level_it = s_->queues.begin();
-  while (level_it != s_->queues.end() && considered < s_->options.max_tasks_per_pass) {
+  auto level_it = queues.begin();
+  while (level_it != queues.end() && considered < options.max_tasks_per_pass) {
     const int32_t level = level_it->first.neg_priority;
     std::vector<FairKey> keys;
     std::vector<std::vector<TaskKey>> tasks;
-    for (; level_it != s_->queues.end() && level_it->first.neg_priority == level; ++level_it) {
+    for (; level_it != queues.end() && level_it->first.neg_priority == level; ++level_it) {
       keys.push_back(level_it->first);
       tasks.emplace_back(level_it->second.begin(), level_it->second.end());
     }
     std::priority_queue<Cursor, std::vector<Cursor>, std::greater<>> heap;
     for (size_t q = 0; q < keys.size(); ++q)
-      heap.push(Cursor{s_->ShareOf(pass, keys[q]), tasks[q][0], q, 0});
-    while (!heap.empty() && considered < s_->options.max_tasks_per_pass) {
+      heap.push(Cursor{ShareOf(pass, keys[q]), tasks[q][0], q, 0});
+    while (!heap.empty() && considered < options.max_tasks_per_pass) {
       Cursor c = heap.top();
       heap.pop();
-      double share = s_->ShareOf(pass, keys[c.queue]);
+      double share = ShareOf(pass, keys[c.queue]);
       if (share > c.share && !heap.empty() && share > heap.top().share) {
         c.share = share;  // its tenant got more since: let the others go first
         heap.push(c);
         continue;
       }
       ++considered;
-      JobEntry* job = s_->FindJob(c.head.first);
-      if (job != nullptr && s_->pending.contains(QueueKey{level, c.head.first, c.head.second})) {
-        s_->TryPlace(pass, *job, c.head.second);
+      JobEntry* job = FindJob(c.head.first);
+      if (job != nullptr && pending.contains(QueueKey{level, c.head.first, c.head.second})) {
+        TryPlace(pass, *job, c.head.second);
       }
       if (++c.pos < tasks[c.queue].size()) {
         c.head = tasks[c.queue][c.pos];
-        c.share = s_->ShareOf(pass, keys[c.queue]);
+        c.share = ShareOf(pass, keys[c.queue]);
         heap.push(c);
       }
     }
     // Whatever of this level still waits is ahead of every lower level in its pool.
     for (size_t q = 0; q < keys.size(); ++q) {
       for (const TaskKey& t : tasks[q]) {
-        if (s_->pending.contains(QueueKey{level, t.first, t.second})) ++pass.behind[keys[q].pool];
+        if (pending.contains(QueueKey{level, t.first, t.second})) ++pass.behind[keys[q].pool];
       }
     }
   }
+}
+
+void Core::Schedule() {
+  s_->schedule_posted = false;
+  if (s_->pending.empty() && s_->reservations.empty()) return;
+  auto started = std::chrono::steady_clock::now();
+  PassState pass;
+  pass.now = s_->clock->NowMicros();
+  s_->ProcessReservations(pass);  // first, and even with nothing pending: stale ones let go
+
+  s_->RunQueues(pass);
 
   double pass_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (s_->metrics != nullptr) s_->metrics->PassDuration(pass_s);

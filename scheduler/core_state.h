@@ -221,7 +221,10 @@ struct Core::State {
 
   // Scheduling (core_schedule.cc) and preemption (core_preempt.cc).
   void Reserve(PassState& pass, JobEntry& job, int32_t index, const placement::Allocation& a);
+  void RunQueues(PassState& pass);
   void TryPlace(PassState& pass, JobEntry& job, int32_t index);
+  void PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool, const placement::Request& req,
+                 const std::string& behind);
   void ProcessReservations(PassState& pass);
   void DropReservation(int64_t id, const std::string& why);
   // Stops the cheapest victims for a task that does not fit; true when it did.
