@@ -1,0 +1,224 @@
+// submit_throughput: durable job submissions per second and their latency over gRPC.
+//
+// Starts a fresh gpupoold on its embedded PostgreSQL (fsync on: every acknowledged submission is
+// committed), creates a pool, then for each concurrency level keeps that many SubmitJob calls in
+// flight for --seconds and reports throughput and p50/p99/max latency. --server ADDR measures an
+// already running daemon instead. Prints a table; --json FILE writes the figures.
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gpupool/v1/jobs.grpc.pb.h"
+#include "gpupool/v1/pools.grpc.pb.h"
+#include "tests/support/daemon_process.h"
+
+namespace gpupool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Level {
+  int concurrency = 0;
+  int64_t ok = 0;
+  int64_t failed = 0;
+  double seconds = 0;
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+};
+
+v1::SubmitJobRequest Job(const std::string& pool) {
+  v1::SubmitJobRequest req;
+  v1::JobSpec* s = req.mutable_spec();
+  s->set_tenant("bench/load/client");
+  s->set_pool(pool);
+  s->set_task_count(1);
+  s->mutable_template_()->add_command("/bin/true");
+  auto* f = s->mutable_template_()->mutable_resources()->mutable_fractional();
+  f->set_milli_tflops(1000);
+  f->set_vram_mib(256);
+  return req;
+}
+
+// One lane: issues the next call as soon as the previous one completes.
+class Lane {
+ public:
+  Lane(v1::JobService::Stub* stub, const v1::SubmitJobRequest* req, Clock::time_point end,
+       std::vector<double>* latencies, std::mutex* mu, std::atomic<int64_t>* failed,
+       std::atomic<int>* running, std::condition_variable* cv)
+      : stub_(stub),
+        req_(req),
+        end_(end),
+        latencies_(latencies),
+        mu_(mu),
+        failed_(failed),
+        running_(running),
+        cv_(cv) {}
+
+  void Next() {
+    if (Clock::now() >= end_) {
+      std::lock_guard<std::mutex> lock(*mu_);
+      --*running_;
+      cv_->notify_all();
+      return;
+    }
+    ctx_ = std::make_unique<grpc::ClientContext>();
+    started_ = Clock::now();
+    stub_->async()->SubmitJob(ctx_.get(), req_, &resp_, [this](grpc::Status st) {
+      double ms = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+      if (st.ok()) {
+        std::lock_guard<std::mutex> lock(*mu_);
+        latencies_->push_back(ms);
+      } else {
+        ++*failed_;
+      }
+      Next();
+    });
+  }
+
+ private:
+  v1::JobService::Stub* stub_;
+  const v1::SubmitJobRequest* req_;
+  Clock::time_point end_;
+  std::vector<double>* latencies_;
+  std::mutex* mu_;
+  std::atomic<int64_t>* failed_;
+  std::atomic<int>* running_;
+  std::condition_variable* cv_;
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  v1::SubmitJobResponse resp_;
+  Clock::time_point started_;
+};
+
+Level Measure(const std::vector<std::unique_ptr<v1::JobService::Stub>>& stubs,
+              const v1::SubmitJobRequest& req, int concurrency, double seconds) {
+  std::vector<double> latencies;
+  latencies.reserve(1 << 20);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<int64_t> failed{0};
+  std::atomic<int> running{concurrency};
+  auto start = Clock::now();
+  auto end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  std::vector<std::unique_ptr<Lane>> lanes;
+  for (int i = 0; i < concurrency; ++i) {
+    lanes.push_back(std::make_unique<Lane>(stubs[static_cast<size_t>(i) % stubs.size()].get(), &req,
+                                           end, &latencies, &mu, &failed, &running, &cv));
+  }
+  for (auto& l : lanes) l->Next();
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return running.load() == 0; });
+  }
+  Level lv;
+  lv.concurrency = concurrency;
+  lv.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  lv.ok = static_cast<int64_t>(latencies.size());
+  lv.failed = failed.load();
+  std::sort(latencies.begin(), latencies.end());
+  auto pct = [&](double p) {
+    if (latencies.empty()) return 0.0;
+    return latencies[std::min(latencies.size() - 1,
+                              static_cast<size_t>(p * static_cast<double>(latencies.size())))];
+  };
+  lv.p50_ms = pct(0.50);
+  lv.p99_ms = pct(0.99);
+  lv.max_ms = latencies.empty() ? 0 : latencies.back();
+  return lv;
+}
+
+int Run(int argc, char** argv) {
+  std::string server, json;
+  double seconds = 5;
+  std::vector<int> levels{1, 16, 64};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--server")
+      server = value();
+    else if (a == "--json")
+      json = value();
+    else if (a == "--seconds")
+      seconds = std::stod(value());
+    else if (a == "--levels") {
+      levels.clear();
+      std::string v = value();
+      for (size_t p = 0; p < v.size();) {
+        size_t q = v.find(',', p);
+        levels.push_back(std::stoi(v.substr(p, q - p)));
+        p = q == std::string::npos ? v.size() : q + 1;
+      }
+    } else {
+      std::printf(
+          "usage: submit_throughput [--server HOST:PORT] [--seconds S] [--levels 1,16,64] "
+          "[--json FILE]\n\nWithout --server, starts a fresh gpupoold (embedded PostgreSQL, "
+          "fsync on) from this build.\n");
+      return a == "--help" ? 0 : 2;
+    }
+  }
+  std::unique_ptr<testing::DaemonProcess> daemon;
+  if (server.empty()) {
+    auto started = testing::DaemonProcess::Start({});
+    if (!started.ok()) {
+      std::fprintf(stderr, "cannot start gpupoold: %s\n", started.status().ToString().c_str());
+      return 1;
+    }
+    daemon = std::move(started).value();
+    server = daemon->grpc_address();
+  }
+  // Several channels, so that client-side HTTP/2 framing does not serialise the lanes.
+  std::vector<std::unique_ptr<v1::JobService::Stub>> stubs;
+  for (int i = 0; i < 4; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt("grpc.channel_id", i);  // distinct channels, not one shared subchannel
+    stubs.push_back(v1::JobService::NewStub(
+        grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args)));
+  }
+  auto pools =
+      v1::PoolService::NewStub(grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
+  {
+    grpc::ClientContext ctx;
+    v1::CreatePoolRequest req;
+    req.mutable_pool()->set_name("bench");
+    v1::Pool out;
+    pools->CreatePool(&ctx, req, &out);  // ALREADY_EXISTS on a re-run is fine
+  }
+  v1::SubmitJobRequest req = Job("bench");
+  Measure(stubs, req, 8, 1.0);  // warm-up
+  std::vector<Level> results;
+  std::printf("%-12s %12s %12s %10s %10s %10s %8s\n", "concurrency", "submits/s", "acked", "p50 ms",
+              "p99 ms", "max ms", "failed");
+  for (int c : levels) {
+    Level lv = Measure(stubs, req, c, seconds);
+    results.push_back(lv);
+    std::printf("%-12d %12.0f %12lld %10.2f %10.2f %10.2f %8lld\n", c,
+                static_cast<double>(lv.ok) / lv.seconds, static_cast<long long>(lv.ok), lv.p50_ms,
+                lv.p99_ms, lv.max_ms, static_cast<long long>(lv.failed));
+  }
+  if (!json.empty()) {
+    std::ofstream out(json);
+    out << "{\"benchmark\":\"submit_throughput\",\"seconds\":" << seconds << ",\"levels\":[";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Level& lv = results[i];
+      out << (i ? "," : "") << "{\"concurrency\":" << lv.concurrency
+          << ",\"submits_per_second\":" << static_cast<double>(lv.ok) / lv.seconds
+          << ",\"acknowledged\":" << lv.ok << ",\"failed\":" << lv.failed
+          << ",\"p50_ms\":" << lv.p50_ms << ",\"p99_ms\":" << lv.p99_ms
+          << ",\"max_ms\":" << lv.max_ms << "}";
+    }
+    out << "]}\n";
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpupool
+
+int main(int argc, char** argv) { return gpupool::Run(argc, argv); }
