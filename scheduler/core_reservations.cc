@@ -1,0 +1,151 @@
+// Core: reservations — the room preemption frees, kept for the preemptor (docs/tenancy.md).
+//
+// As each victim stops, its allocation stays committed in the engine (Reservation::held) instead
+// of being released; a placement on a node with a reservation is refused when the reserved
+// placement would no longer fit once the victims are gone; when the last victim is gone the pass
+// swaps the held room for the preemptor's allocation (a gang's reservations all at once) before
+// it places anything else.
+#include "base/log.h"
+#include "scheduler/core.h"
+#include "scheduler/core_state.h"
+
+namespace gpupool {
+
+bool Core::State::ReservationsFit(PoolEntry& pool, const std::string& node) {
+  std::vector<std::pair<bool, placement::Allocation>> undo;  // committed?, allocation
+  std::vector<const Reservation*> here;
+  for (const auto& [id, r] : reservations) {
+    if (r.pool == pool.rec.name && r.allocation.node == node) here.push_back(&r);
+  }
+  if (here.empty()) return true;
+  // As if every victim were gone…
+  for (const Reservation* r : here) {
+    for (const std::string& v : r->victims) {
+      int32_t i = 0;
+      JobEntry* j = FindTask(v, &i);
+      if (j == nullptr || !j->rt[static_cast<size_t>(i)].holds) continue;
+      const placement::Allocation& a = j->rt[static_cast<size_t>(i)].allocation;
+      if (pool.engine->Release(a).ok()) undo.emplace_back(false, a);
+    }
+    for (const placement::Allocation& a : r->held) {
+      if (pool.engine->Release(a).ok()) undo.emplace_back(false, a);
+    }
+  }
+  // …does every reserved placement still fit?
+  bool fits = true;
+  for (const Reservation* r : here) {
+    if (!pool.engine->Commit(r->allocation).ok()) {
+      fits = false;
+      break;
+    }
+    undo.emplace_back(true, r->allocation);
+  }
+  for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+    Status st = it->first ? pool.engine->Release(it->second) : pool.engine->Commit(it->second);
+    if (!st.ok())
+      LogError("core", "undo of a reservation check failed", {{"error", st.ToString()}});
+  }
+  return fits;
+}
+
+void Core::State::ProcessReservations(PassState& pass) {
+  if (reservations.empty()) return;
+  int64_t timeout_us =
+      options.tenancy.reservation_timeout_ms > 0
+          ? options.tenancy.reservation_timeout_ms * 1000
+          : (3 * options.stop_grace_period_ms + options.heartbeat_timeout_ms) * 1000;
+  // A gang's reservations stand and fall together.
+  auto same_gang = [&](const Reservation& r) {
+    std::vector<int64_t> out;
+    for (const auto& [id, other] : reservations) {
+      if (other.job_id == r.job_id && (r.gang ? other.gang : &other == &r)) out.push_back(id);
+    }
+    return out;
+  };
+  auto drop = [&](const Reservation& r, const std::string& why) {
+    for (int64_t id : same_gang(r)) DropReservation(id, why);
+  };
+  std::vector<int64_t> ids;
+  for (const auto& [id, r] : reservations) ids.push_back(id);
+  for (int64_t id : ids) {
+    auto found = reservations.find(id);
+    if (found == reservations.end()) continue;  // dropped or taken up with its gang
+    Reservation& r = found->second;
+    JobEntry* job = FindJob(r.job_id);
+    bool valid = job != nullptr && r.index < static_cast<int32_t>(job->rec.tasks.size()) &&
+                 job->rec.state != JobState::kCancelled &&
+                 job->rec.tasks[static_cast<size_t>(r.index)].state == TaskState::kPending &&
+                 job->rec.tasks[static_cast<size_t>(r.index)].attempt == r.attempt &&
+                 job->rt[static_cast<size_t>(r.index)].reservation == id;
+    auto node = nodes.find(r.allocation.node);
+    PoolEntry* pool = FindPool(r.pool);
+    if (!valid || pool == nullptr) {
+      drop(r, "its task moved on");
+      continue;
+    }
+    if (node == nodes.end() || node->second.rec.state != NodeState::kReady) {
+      drop(r, "node " + r.allocation.node + " is no longer ready");
+      continue;
+    }
+    if (pass.now - r.created_us > timeout_us) {
+      drop(r, "victims did not stop in time");
+      continue;
+    }
+    std::vector<int64_t> group = same_gang(r);
+    bool ready = true;
+    for (int64_t g : group) ready &= reservations.at(g).victims.empty();
+    if (!ready) continue;
+    // Every victim is gone: swap the room they left for the preemptor's allocation(s).
+    std::vector<std::pair<int32_t, placement::Allocation>> take;
+    QuotaAmount total;
+    for (int64_t g : group) {
+      Reservation& each = reservations.at(g);
+      for (const placement::Allocation& a : each.held) (void)pool->engine->Release(a);
+      QuotaAmount u = UsageOf(each.allocation);
+      total.resources += u.resources;
+      total.devices += u.devices;
+      take.emplace_back(each.index, each.allocation);
+      job->rt[static_cast<size_t>(each.index)].reservation = 0;
+      reservations.erase(g);
+    }
+    if (!book.WhyOverLimit(job->rec.spec.pool, job->rec.spec.tenant, total).empty()) continue;
+    size_t committed = 0;
+    Status st;
+    for (; committed < take.size(); ++committed) {
+      st = pool->engine->Commit(take[committed].second);
+      if (!st.ok()) break;
+    }
+    if (!st.ok()) {
+      while (committed-- > 0) (void)pool->engine->Release(take[committed].second);
+      LogWarn("core", "reserved room no longer fits; the task queues again",
+              {{"job", std::to_string(job->rec.id)}, {"error", st.ToString()}});
+      continue;
+    }
+    for (const auto& [index, alloc] : take) Reserve(pass, *job, index, alloc);
+  }
+}
+
+void Core::State::DropReservation(int64_t id, const std::string& why) {
+  auto it = reservations.find(id);
+  if (it == reservations.end()) return;
+  Reservation& r = it->second;
+  if (PoolEntry* pool = FindPool(r.pool)) {
+    for (const placement::Allocation& a : r.held) (void)pool->engine->Release(a);
+  }
+  for (const std::string& v : r.victims) {
+    int32_t index = 0;
+    if (JobEntry* victim = FindTask(v, &index)) {
+      victim->rt[static_cast<size_t>(index)].reserved_for = 0;
+    }
+  }
+  if (JobEntry* job = FindJob(r.job_id); job != nullptr &&
+                                         r.index < static_cast<int32_t>(job->rt.size()) &&
+                                         job->rt[static_cast<size_t>(r.index)].reservation == id) {
+    job->rt[static_cast<size_t>(r.index)].reservation = 0;
+  }
+  LogInfo("core", "reservation dropped",
+          {{"task", TaskId(r.job_id, r.index)}, {"node", r.allocation.node}, {"why", why}});
+  reservations.erase(it);
+}
+
+}  // namespace gpupool
