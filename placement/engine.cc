@@ -137,8 +137,10 @@ int EngineImpl::Select(const CompiledRequest& req, Scored* scored) const {
     if (indexes_.size() >= kMaxIndexes) ClearIndexes();
     found = index_of_.emplace(key, indexes_.size()).first;
     indexes_.push_back(std::make_unique<ScoreIndex>());
+    indexes_.back()->log_cursor = touch_log_.size();  // a new index starts all dirty anyway
   }
   ScoreIndex& index = *indexes_[found->second];
+  CatchUp(index);
   index.Resize(static_cast<int>(nodes.size()));
   // Unless the strategy scores memory, cached scores ignore host memory, so one index serves
   // every memory size of the shape; memory is then checked on the way out.
@@ -337,7 +339,18 @@ void EngineImpl::Touch(NodeState& node) {
 }
 
 void EngineImpl::MarkDirty(int slot) {
-  for (auto& index : indexes_) index->MarkDirty(slot);
+  touch_log_.push_back(slot);
+  // Bound the log: past a few times the node count, let every index read it and start over.
+  if (touch_log_.size() > 4 * nodes.size() + 1024) {
+    for (auto& index : indexes_) CatchUp(*index);
+    touch_log_.clear();
+    for (auto& index : indexes_) index->log_cursor = 0;
+  }
+}
+
+void EngineImpl::CatchUp(ScoreIndex& index) const {
+  for (size_t i = index.log_cursor; i < touch_log_.size(); ++i) index.MarkDirty(touch_log_[i]);
+  index.log_cursor = touch_log_.size();
 }
 
 NodeState* EngineImpl::FindNode(std::string_view name) {

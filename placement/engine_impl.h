@@ -86,9 +86,14 @@ class EngineImpl {
   // One index per request shape: the map finds it, the vector is what Touch() walks (densely).
   mutable std::unordered_map<ShapeKey, size_t, ShapeKeyHash> index_of_;
   mutable std::vector<std::unique_ptr<ScoreIndex>> indexes_;
+  // Nodes touched, in order. Each index reads it from its cursor when its shape is asked for,
+  // so a change costs O(1), not a walk over every index.
+  mutable std::vector<int> touch_log_;
+  void CatchUp(ScoreIndex& index) const;
   void ClearIndexes() const {
     index_of_.clear();
     indexes_.clear();
+    touch_log_.clear();
   }
   mutable uint64_t version_clock_ = 0;
   std::unordered_map<std::string, int> type_ids_;  // hardware signature → NodeState::type

@@ -16,21 +16,23 @@ int64_t FloorDiv(int64_t x, double inv) {
 }
 
 // Class-m tasks the node can host: by GPU units, CPU and memory, whichever runs out first.
-int64_t Hostable(const FragClass& c, int32_t units, int64_t cpu_free, int64_t mem_free) {
+// Usually the GPUs bind, so a multiply-and-compare rules CPU and memory out before dividing.
+inline int64_t Hostable(const FragClass& c, int32_t units, int64_t cpu_free, int64_t mem_free) {
   if (c.gpu_count <= 0 || cpu_free < 0 || mem_free < 0) return 0;
   int64_t n = c.gpu_count == 1 ? units : units / c.gpu_count;
-  if (c.inv_cpu > 0) n = std::min(n, FloorDiv(cpu_free, c.inv_cpu));
-  if (c.inv_mem > 0) n = std::min(n, FloorDiv(mem_free, c.inv_mem));
+  if (n * c.cpu_milli > cpu_free) n = FloorDiv(cpu_free, c.inv_cpu);
+  if (n * c.memory_mib > mem_free) n = FloorDiv(mem_free, c.inv_mem);
   return n;
 }
 
-double FgdTerm(const FragClass& c, int32_t count, int32_t sliver, int32_t idle, int64_t cpu_free) {
+inline double FgdTerm(const FragClass& c, int32_t count, int32_t sliver, int32_t idle,
+                      int64_t cpu_free) {
   const bool fits = c.gpu_count > 0 && cpu_free >= c.cpu_milli && count >= c.gpu_count;
   return c.p * (fits ? sliver : idle);
 }
 
-double CountTerm(const FragClass& c, int32_t units, int32_t idle, int64_t cpu_free,
-                 int64_t mem_free) {
+inline double CountTerm(const FragClass& c, int32_t units, int32_t idle, int64_t cpu_free,
+                        int64_t mem_free) {
   const int64_t usable = Hostable(c, units, cpu_free, mem_free) * c.gpu_milli * c.gpu_count;
   return c.p / c.reach * static_cast<double>(idle - usable);
 }
@@ -54,7 +56,7 @@ const FragModel::Agg& FragModel::Of(const NodeState& node) const {
     for (const DeviceState& d : node.devices) {
       if (d.free_milli == 0) continue;
       const bool allowed = (c.model_mask >> (d.model & 63)) & 1;
-      if (allowed && c.gpu_milli > 0) units += d.free_milli / c.gpu_milli;
+      if (allowed) units += static_cast<int32_t>(FloorDiv(d.free_milli, c.inv_gpu));
       if (allowed && d.free_milli >= c.gpu_milli) {
         ++count;
       } else {

@@ -71,6 +71,9 @@ class ScoreIndex {
 
   int64_t ScoreOf(int slot) const { return score_[static_cast<size_t>(slot)]; }
 
+  // How far this index has read the engine's log of touched nodes.
+  size_t log_cursor = 0;
+
  private:
   bool Better(int a, int b) const;
   void Rebuild();

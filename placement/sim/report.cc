@@ -101,10 +101,12 @@ std::string Json(const std::string& workload, double tune, const std::vector<Rep
 }
 
 std::string Svg(const std::string& workload, const std::vector<ReplayResult>& results) {
-  // Plot area: x = arrived 0…130 %, y = unallocated 0…100 %.
+  // Plot area: x = arrived 50…130 %, y = unallocated 0…50 % — where the strategies differ
+  // (below 50% arrived every strategy allocates everything).
+  constexpr int kX0 = 50, kX1 = 130, kY1 = 50;
   const double left = 60, top = 30, width = 640, height = 400;
-  auto px = [&](double x) { return left + x / 130.0 * width; };
-  auto py = [&](double y) { return top + (1.0 - y / 100.0) * height; };
+  auto px = [&](double x) { return left + (x - kX0) / (kX1 - kX0) * width; };
+  auto py = [&](double y) { return top + (1.0 - y / kY1) * height; };
   static const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                   "#8c564b", "#e377c2", "#000000", "#7f7f7f", "#bcbd22"};
   std::ostringstream o;
@@ -113,12 +115,12 @@ std::string Svg(const std::string& workload, const std::vector<ReplayResult>& re
   o << "<rect width=\"860\" height=\"480\" fill=\"white\"/>\n";
   o << "<text x=\"" << left << "\" y=\"18\">Unallocated GPU % vs arrived GPU % — " << workload
     << " (mean over seeds)</text>\n";
-  for (int x = 0; x <= 130; x += 10) {
+  for (int x = kX0; x <= kX1; x += 10) {
     o << "<line x1=\"" << px(x) << "\" y1=\"" << top << "\" x2=\"" << px(x) << "\" y2=\""
       << top + height << "\" stroke=\"#eee\"/><text x=\"" << px(x) - 8 << "\" y=\""
       << top + height + 16 << "\">" << x << "</text>\n";
   }
-  for (int y = 0; y <= 100; y += 10) {
+  for (int y = 0; y <= kY1; y += 5) {
     o << "<line x1=\"" << left << "\" y1=\"" << py(y) << "\" x2=\"" << left + width << "\" y2=\""
       << py(y) << "\" stroke=\"#eee\"/><text x=\"" << left - 28 << "\" y=\"" << py(y) + 4 << "\">"
       << y << "</text>\n";
@@ -131,8 +133,8 @@ std::string Svg(const std::string& workload, const std::vector<ReplayResult>& re
   for (Strategy s : AllStrategies()) {
     const std::vector<double> curve = MeanCurve(s, results);
     std::ostringstream pts;
-    for (int x = 0; x <= 130; ++x)
-      if (!std::isnan(curve[static_cast<size_t>(x)]))
+    for (int x = kX0; x <= kX1; ++x)
+      if (!std::isnan(curve[static_cast<size_t>(x)]) && curve[static_cast<size_t>(x)] <= kY1)
         pts << Fixed(px(x), 1) << "," << Fixed(py(curve[static_cast<size_t>(x)]), 1) << " ";
     if (pts.str().empty()) continue;
     const char* color = kColors[legend % 10];
