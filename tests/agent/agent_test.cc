@@ -144,10 +144,9 @@ class KeepCallbackQueue final : public ::testing::Environment {
   void SetUp() override {
     channel_ = grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials());
     stub_ = v1::AgentService::NewStub(channel_);
-    auto* probe = new Probe(stub_.get());  // leaked: OnDone may still be returning
-    probe->done.get_future().wait();
+    probe_ = std::make_unique<Probe>(stub_.get());
+    probe_->done.get_future().wait();  // destroyed only at exit, long after OnDone returned
   }
-  void TearDown() override {}  // leaked on purpose: lives until exit
 
  private:
   struct Probe final : grpc::ClientBidiReactor<v1::AgentMessage, v1::SchedulerMessage> {
@@ -161,6 +160,7 @@ class KeepCallbackQueue final : public ::testing::Environment {
   };
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::AgentService::Stub> stub_;
+  std::unique_ptr<Probe> probe_;
 };
 const auto* const kKeepCallbackQueue = ::testing::AddGlobalTestEnvironment(new KeepCallbackQueue);
 
