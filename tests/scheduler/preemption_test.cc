@@ -80,6 +80,29 @@ TEST(PreemptionTest, ChoosesTheCheapestVictim) {
   }
 }
 
+TEST(PreemptionTest, MinimumRuntimeDelaysPreemptionUntilItIsOver) {
+  CoreHarness h;
+  ASSERT_TRUE(h.CreatePool("gpu").ok());
+  ASSERT_TRUE(h.Register("n0", "gpu", 1).ok());
+  Result<JobRecord> normal = h.Submit(CoreHarness::Whole("gpu", 1));  // normal: 60 s minimum
+  ASSERT_TRUE(normal.ok());
+  h.RunStarted();
+  Result<JobRecord> high = h.Submit(Of("high", CoreHarness::Whole("gpu", 1)));
+  ASSERT_TRUE(high.ok());
+  for (int64_t s : {20, 20, 19}) {  // 59 s in: still protected
+    h.clock.Advance(s * kSecond);
+    h.core->OnHeartbeat("n0", {});
+    h.core->Tick();
+    h.Drain();
+  }
+  EXPECT_TRUE(h.agents.stops.empty());
+  h.clock.Advance(1 * kSecond);  // 60 s: fair game
+  h.core->OnHeartbeat("n0", {});
+  h.core->Tick();
+  h.Drain();
+  EXPECT_EQ(StoppedTasks(h), std::vector<std::string>{TaskId(normal->id, 0)});
+}
+
 TEST(PreemptionTest, FewestVictimsWin) {
   CoreHarness h;
   ASSERT_TRUE(h.CreatePool("gpu").ok());
