@@ -127,9 +127,11 @@ int EngineImpl::Select(const CompiledRequest& req, Scored* scored) const {
     }
     return best;
   }
-  // A strategy that scores memory sees it rounded down to a power of two: scores barely move,
-  // and far fewer shapes (indexes to keep fresh) exist. Fit is always checked exactly.
-  const int64_t memory_key = plugin_->ScoresMemory() ? FloorPow2(req.memory_mib) : 0;
+  // Host memory enters the shape rounded down to a power of two: few extra shapes, yet the
+  // cached feasibility already excludes most nodes short of memory (else the search below would
+  // mask them one by one — costly when the best-scored nodes are the fullest). Strategies that
+  // score memory see the rounded value; fit is always checked exactly on the way out.
+  const int64_t memory_key = FloorPow2(req.memory_mib);
   const ShapeKey key{req.kind,      req.share_milli, req.gpu_count,  req.mig_profile,
                      req.cpu_milli, memory_key,      req.per_device, req.model_mask};
   auto found = index_of_.find(key);
@@ -142,8 +144,6 @@ int EngineImpl::Select(const CompiledRequest& req, Scored* scored) const {
   ScoreIndex& index = *indexes_[found->second];
   CatchUp(index);
   index.Resize(static_cast<int>(nodes.size()));
-  // Unless the strategy scores memory, cached scores ignore host memory, so one index serves
-  // every memory size of the shape; memory is then checked on the way out.
   CompiledRequest shape = req;
   shape.memory_mib = memory_key;
   // Untouched nodes of one hardware type score alike: evaluate one per type (a new shape's
