@@ -199,7 +199,7 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
 // shares (recomputed as placements add usage: a lazy heap), each queue oldest first.
 void Core::State::RunQueues(PassState& pass) {
   struct Cursor {
-    double share;
+    std::pair<double, double> share;
     TaskKey head;
     size_t queue;
     size_t pos;
@@ -223,7 +223,7 @@ void Core::State::RunQueues(PassState& pass) {
     while (!heap.empty() && considered < options.max_tasks_per_pass) {
       Cursor c = heap.top();
       heap.pop();
-      double share = ShareOf(pass, keys[c.queue]);
+      std::pair<double, double> share = ShareOf(pass, keys[c.queue]);
       if (share > c.share && !heap.empty() && share > heap.top().share) {
         c.share = share;  // its tenant got more since: let the others go first
         heap.push(c);

@@ -134,7 +134,7 @@ struct PassState {
   struct CachedShare {
     std::string group;
     uint64_t version = UINT64_MAX;  // TenantBook::version() it was computed at
-    double share = 0;
+    std::pair<double, double> share;
   };
   std::map<FairKey, CachedShare> shares;
 };
@@ -216,7 +216,9 @@ struct Core::State {
   static QuotaAmount UsageOf(const placement::Allocation& a);
   void Charge(JobEntry& job, int32_t index);
   void Uncharge(JobEntry& job, int32_t index);
-  double ShareOf(PassState& pass, const FairKey& key);
+  // The queue's fair-share key, lower first: its share group's share, then — between tenants
+  // of one group — the tenant path's own usage.
+  std::pair<double, double> ShareOf(PassState& pass, const FairKey& key);
   void PublishTenantMetrics();
 
   // Scheduling (core_schedule.cc) and preemption (core_preempt.cc).

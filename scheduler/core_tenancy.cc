@@ -81,7 +81,7 @@ void Core::State::Uncharge(JobEntry& job, int32_t index) {
   if (it != active.end()) it->second.erase({job.rec.id, index});
 }
 
-double Core::State::ShareOf(PassState& pass, const FairKey& key) {
+std::pair<double, double> Core::State::ShareOf(PassState& pass, const FairKey& key) {
   auto implicit = pass.implicit_share.find(key.pool);
   if (implicit == pass.implicit_share.end()) {
     QuotaAmount w;
@@ -97,7 +97,9 @@ double Core::State::ShareOf(PassState& pass, const FairKey& key) {
   PassState::CachedShare& c = cached->second;
   if (fresh) c.group = book.GroupOf(key.pool, key.tenant);
   if (c.version != book.version()) {
-    c.share = book.Share(key.pool, c.group, implicit->second, pass.now);
+    c.share.first = book.Share(key.pool, c.group, implicit->second, pass.now);
+    c.share.second =
+        c.group == key.tenant ? 0 : book.Share(key.pool, key.tenant, implicit->second, pass.now);
     c.version = book.version();
   }
   return c.share;

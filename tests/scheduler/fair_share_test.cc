@@ -108,6 +108,21 @@ TEST(FairShareTest, ConvergesToTheGuaranteedRatio) {
   }
 }
 
+TEST(FairShareTest, TenantsUnderOneQuotaTakeTurns) {
+  CoreHarness h;
+  ASSERT_TRUE(h.CreatePool("gpu").ok());
+  ASSERT_TRUE(h.CreateTenant("r").ok());
+  ASSERT_TRUE(h.SetQuota("r", "gpu", CoreHarness::Devices(2), CoreHarness::Devices(2)).ok());
+  // alice and bob are not registered: both fall under r's quota, one share group. Between them
+  // their own usage decides, so alice's older backlog does not take every GPU.
+  Contention sim(h, {"r/alice", "r/bob"}, "normal");
+  sim.Round(0, 0);
+  ASSERT_TRUE(h.Register("n0", "gpu", 2).ok());
+  for (int r = 0; r < 300; ++r) sim.Round(10, 95);
+  EXPECT_NEAR(static_cast<double>(sim.used("r/alice")), static_cast<double>(sim.used("r/bob")), 100)
+      << "alice " << sim.used("r/alice") << " s, bob " << sim.used("r/bob") << " s";
+}
+
 TEST(FairShareTest, NoPingPongBetweenTwoTenantsContendingForever) {
   SchedulerOptions opts = SchedulerOptions::Defaults();
   CoreHarness h(opts);
