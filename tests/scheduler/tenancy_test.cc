@@ -113,13 +113,24 @@ TEST(TenancyTest, AdminRulesAndErrors) {
   EXPECT_EQ(child.message(),
             "quota of acme/research in pool gpu: limit 300 TFLOPS exceeds the limit of parent acme "
             "(200 TFLOPS)");
+  ASSERT_TRUE(
+      h.SetQuota("acme/research", "gpu", CoreHarness::Tflops(50), CoreHarness::Tflops(150)).ok());
+  EXPECT_EQ(h.core->ListQuotas("acme", "").size(), 2u);
+  EXPECT_EQ(h.core->ListQuotas("acme/research", "gpu").size(), 1u);
+  EXPECT_EQ(h.core->ListQuotas("", "other").size(), 0u);
+  Result<TenantView> research = h.core->GetTenant("acme/research");
+  ASSERT_TRUE(research.ok());
+  ASSERT_EQ(research->quotas.size(), 1u);
+  EXPECT_EQ(research->quotas[0].quota.limit.resources.milli_tflops, 150'000);
+  ASSERT_TRUE(h.Sync<bool>([&](auto cb) { h.core->DeleteQuota("acme/research", "gpu", cb); }).ok());
+  EXPECT_EQ(h.core->GetQuota("acme/research", "gpu").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(h.core->ListTenants("acme/research").size(), 3u);  // research, alice, bob
   EXPECT_EQ(h.core->ListTenants("").size(), 4u);
   ASSERT_TRUE(h.Sync<bool>([&](auto cb) { h.core->DeleteTenant("acme/research/bob", cb); }).ok());
   EXPECT_EQ(h.core->GetTenant("acme/research/bob").status().code(), StatusCode::kNotFound);
   Result<std::vector<EventRecord>> events = h.store->ListEvents("tenant/acme", 100);
   ASSERT_TRUE(events.ok());
-  EXPECT_GE(events->size(), 5u);  // 4 created (acme…), 1 quota, 1 deleted
+  EXPECT_GE(events->size(), 8u);  // 4 created (acme…), 3 quota changes, 1 deleted
 }
 
 TEST(TenancyTest, TenantsAndQuotasSurviveRestartAndUsageIsRebuilt) {
