@@ -98,7 +98,9 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
         clock_(clock),
         rng_(std::hash<std::string>{}(config_.node_name) ^
              static_cast<uint64_t>(clock->NowMicros())),
-        interval_ms_(config_.heartbeat_interval_ms) {}
+        interval_ms_(config_.heartbeat_interval_ms) {
+    stats_.heartbeat_interval_ms = interval_ms_;
+  }
 
   Status Start() {
     auto inv = backend_->Discover();
@@ -445,6 +447,10 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
              {"stop_tasks", std::to_string(ack.stop_task_ids_size())}});
     if (ack.heartbeat_interval_ms() > 0 && ack.heartbeat_interval_ms() != interval_ms_) {
       interval_ms_ = ack.heartbeat_interval_ms();
+      {
+        std::lock_guard lock(stats_mu_);
+        stats_.heartbeat_interval_ms = interval_ms_;
+      }
       heartbeat_timer_.cancel();
       ScheduleHeartbeat();
     }

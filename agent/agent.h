@@ -40,14 +40,15 @@ namespace gpupool::agent {
 inline constexpr const char* kAgentVersion = "0.1.0";
 
 struct AgentStats {
-  bool connected = false;        // a stream is open and Register was written
-  bool registered = false;       // RegisterAck received on the current stream
-  int64_t epoch = 0;             // newest leader epoch seen
-  int64_t registrations = 0;     // Register messages sent (1 + reconnects)
-  int64_t heartbeats = 0;        // Heartbeats written
-  int64_t updates = 0;           // TaskUpdates written (re-sends included)
-  int64_t ignored_commands = 0;  // commands dropped for an old epoch
-  int64_t pending_updates = 0;   // updates kept for re-sending
+  bool connected = false;             // a stream is open and Register was written
+  bool registered = false;            // RegisterAck received on the current stream
+  int64_t epoch = 0;                  // newest leader epoch seen
+  int64_t registrations = 0;          // Register messages sent (1 + reconnects)
+  int64_t heartbeats = 0;             // Heartbeats written
+  int64_t updates = 0;                // TaskUpdates written (re-sends included)
+  int64_t ignored_commands = 0;       // commands dropped for an old epoch
+  int64_t pending_updates = 0;        // updates kept for re-sending
+  int64_t heartbeat_interval_ms = 0;  // in force (config, or RegisterAck's)
 };
 
 // A channel to config.scheduler with the agent's settings: gRPC's own reconnect backoff follows

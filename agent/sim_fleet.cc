@@ -96,6 +96,7 @@ FleetStats SimFleet::stats() const {
     f.heartbeats += s.heartbeats;
     f.updates += s.updates;
     f.ignored_commands += s.ignored_commands;
+    if (f.heartbeat_interval_ms == 0) f.heartbeat_interval_ms = s.heartbeat_interval_ms;
   }
   return f;
 }

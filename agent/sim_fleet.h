@@ -55,6 +55,7 @@ struct FleetStats {
   int64_t heartbeats = 0;
   int64_t updates = 0;
   int64_t ignored_commands = 0;
+  int64_t heartbeat_interval_ms = 0;  // the first agent's interval in force
 };
 
 class SimFleet {

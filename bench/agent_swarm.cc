@@ -226,7 +226,10 @@ int Run(int argc, char** argv) {
       std::chrono::duration<double, std::milli>(Clock::now() - shutdown_start).count();
   const double start_ms = std::chrono::duration<double, std::milli>(start_returned - t0).count();
   const int channels = (a.agents + a.per_channel - 1) / a.per_channel;
-  const double expected_rate = a.agents * 1000.0 / static_cast<double>(a.heartbeat_ms);
+  // RegisterAck may set another interval than --heartbeat-ms.
+  const int64_t interval_ms =
+      after.heartbeat_interval_ms > 0 ? after.heartbeat_interval_ms : a.heartbeat_ms;
+  const double expected_rate = a.agents * 1000.0 / static_cast<double>(interval_ms);
 
   std::printf("agent_swarm: %d simulated agents, %d connections, %d io threads → %s%s\n", a.agents,
               channels, a.threads, a.scheduler.c_str(), a.loopback ? " (loopback stub)" : "");
