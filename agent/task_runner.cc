@@ -471,6 +471,50 @@ void TaskRunner::Loop() {
   }
 }
 
+namespace {
+
+// True when process `pid` has GPUPOOL_TASK_ID=<task_id> in its environment.
+bool CarriesTask(pid_t pid, const std::string& task_id) {
+  std::ifstream env("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  const std::string want = "GPUPOOL_TASK_ID=" + task_id;
+  std::string var;
+  while (std::getline(env, var, '\0')) {
+    if (var == want) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int TaskRunner::KillOrphans() {
+  int killed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.data_dir + "/tasks", ec)) {
+    std::ifstream in(entry.path() / "state");
+    std::map<std::string, std::string> kv;
+    std::string line;
+    while (std::getline(in, line)) {
+      const size_t eq = line.find('=');
+      if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    if (kv.count("phase") || !kv.count("pgid") || !kv.count("task_id")) continue;
+    const pid_t pgid = static_cast<pid_t>(std::atoi(kv["pgid"].c_str()));
+    {
+      std::lock_guard lock(mu_);
+      auto it = tasks_.find(kv["task_id"]);
+      if (it != tasks_.end() && it->second->pid == pgid) continue;  // ours
+    }
+    if (pgid <= 1 || !CarriesTask(pgid, kv["task_id"])) continue;
+    if (kill(-pgid, SIGKILL) == 0) {
+      ++killed;
+      LogWarn("agent.runner", "killed a task left running by a previous agent process",
+              {{"task", kv["task_id"]}, {"pgid", kv["pgid"]}});
+      std::ofstream(entry.path() / "state", std::ios::app) << "phase=ORPHAN_KILLED\n";
+    }
+  }
+  return killed;
+}
+
 std::optional<TaskStatus> TaskRunner::Get(const std::string& task_id) const {
   std::lock_guard lock(mu_);
   auto it = tasks_.find(task_id);

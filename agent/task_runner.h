@@ -4,8 +4,8 @@
 // its argv, the agent's environment overlaid by the task's env and then by the grant variables
 // (GrantEnv below), a working directory <data_dir>/tasks/<task>.<attempt>/ and stdout+stderr
 // appended to output.log there. A small `state` file beside it records pid, pgid and attempt
-// for operators; a restarted agent does not re-adopt processes (they die with the agent's
-// shutdown, see docs/agent.md).
+// for operators and for KillOrphans(): a restarted agent kills, never re-adopts, what a previous
+// agent process left running (see docs/agent.md).
 //
 // Stop: SIGTERM to the group, then after the grace period SIGKILL to the group. The task ends
 // when its leader has exited and, for a stop, the group is empty or has been SIGKILLed; any
@@ -126,6 +126,12 @@ class TaskRunner {
 
   // Reads up to max_bytes of the task's log from offset (negative: from the end).
   Result<LogSlice> ReadLog(const std::string& task_id, int64_t offset, int64_t max_bytes) const;
+
+  // Kills the process groups of tasks a previous agent process left running in this data dir
+  // (their `state` file has no outcome and the leader still carries GPUPOOL_TASK_ID=<task> in
+  // its environment). A restarted agent does not re-adopt them: the scheduler has requeued or
+  // will requeue them, and running them twice is worse. Returns how many were killed.
+  int KillOrphans();
 
   // The grant variables for a spec (CUDA_VISIBLE_DEVICES, CUDA_MPS_*, GPUPOOL_*).
   static std::map<std::string, std::string> GrantEnv(const TaskSpec& spec);

@@ -221,6 +221,7 @@ int Run(int argc, char** argv) {
   ro.default_grace_ms = config.stop_grace_period_ms;
   ro.tail_bytes = config.output_tail_bytes;
   TaskRunner runner(ro);
+  runner.KillOrphans();  // tasks of a previous agent process (kill -9, crash)
 
   boost::asio::io_context io;
   auto work = boost::asio::make_work_guard(io);

@@ -384,3 +384,47 @@ TEST_F(RunnerTest, NoZombiesAfterManyTasks) {
 
 }  // namespace
 }  // namespace gpupool::agent
+
+namespace gpupool::agent {
+namespace {
+
+// A task left running by a previous agent process (its runner is gone without stopping it) is
+// killed by the next runner on the same data dir; an unrelated process is left alone.
+TEST(TaskRunnerOrphanTest, KillsTasksOfAPreviousAgentProcess) {
+  char tmpl[] = "/tmp/gpupool-agent-orphan-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  TaskRunnerOptions o;
+  o.data_dir = dir;
+  // A stand-in for the previous agent: spawn the task, then forget it without stopping it. The
+  // runner's destructor would kill it, so the "previous agent" runs in a child process that
+  // exits without cleanup.
+  const pid_t agent = fork();
+  if (agent == 0) {
+    TaskRunner previous(o);
+    TaskSpec s;
+    s.owner = "n";
+    s.task_id = "orphan-1";
+    s.attempt = 1;
+    s.argv = {"/bin/sh", "-c", "exec sleep 30"};
+    auto st = previous.Start(s);
+    _exit(st.ok() && st->phase == TaskPhase::kRunning ? 0 : 1);
+  }
+  int ws = 0;
+  ASSERT_EQ(waitpid(agent, &ws, 0), agent);
+  ASSERT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+  const std::string state = ReadFile(dir + "/tasks/orphan-1.1/state");
+  const size_t at = state.find("pgid=");
+  ASSERT_NE(at, std::string::npos);
+  const pid_t pgid = std::stoi(state.substr(at + 5));
+  ASSERT_FALSE(ProcessGone(pgid));
+
+  TaskRunner next(o);
+  EXPECT_EQ(next.KillOrphans(), 1);
+  for (int i = 0; i < 100 && !ProcessGone(pgid); ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_TRUE(ProcessGone(pgid));
+  EXPECT_EQ(next.KillOrphans(), 0);  // recorded: not again
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpupool::agent
