@@ -1,0 +1,237 @@
+// End to end with real processes: gpupoold on embedded PostgreSQL, gpupool-agent processes with
+// the simulated GPU backend, tasks as real child processes, everything over loopback gRPC.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "gpupool/v1/jobs.grpc.pb.h"
+#include "gpupool/v1/pools.grpc.pb.h"
+#include "tests/support/daemon_process.h"
+
+namespace gpupool {
+namespace {
+
+using testing::ChildProcess;
+using testing::DaemonProcess;
+
+constexpr char kDaemonConfig[] = R"(
+scheduler:
+  heartbeat_interval_ms: 200
+  heartbeat_timeout_ms: 1500
+  stop_grace_period_ms: 1000
+)";
+
+bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return done();
+}
+
+class AgentE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Result<std::string> dir = testing::MakeTempDir("gpupool-e2e");
+    ASSERT_TRUE(dir.ok());
+    dir_ = *dir;
+    std::ofstream(dir_ + "/gpupoold.yaml") << kDaemonConfig;
+    auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    daemon_ = std::move(d).value();
+    Connect();
+    grpc::ClientContext ctx;
+    v1::CreatePoolRequest req;
+    req.mutable_pool()->set_name("gpu");
+    v1::Pool pool;
+    ASSERT_TRUE(pools_->CreatePool(&ctx, req, &pool).ok());
+  }
+
+  void TearDown() override {
+    for (auto& [name, agent] : agents_) {
+      agent->Signal(SIGTERM);
+      agent->Wait(std::chrono::seconds(10));
+    }
+    agents_.clear();
+    daemon_.reset();
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  void Connect() {
+    auto channel = grpc::CreateChannel(daemon_->grpc_address(), grpc::InsecureChannelCredentials());
+    jobs_ = v1::JobService::NewStub(channel);
+    pools_ = v1::PoolService::NewStub(channel);
+    nodes_ = v1::NodeService::NewStub(channel);
+  }
+
+  // Starts an agent with `gpus` simulated H100s and waits until its node is READY.
+  void StartAgent(const std::string& node, int gpus) {
+    std::string config = dir_ + "/" + node + ".yaml";
+    std::ofstream(config) << "node_name: " << node
+                          << "\npool: gpu\ncpu_milli: 64000\nmemory_mib: 262144\n"
+                             "backend: simulated\nheartbeat_interval_ms: 200\n"
+                             "stop_grace_period_ms: 1000\n"
+                             "reconnect: {initial_ms: 100, max_ms: 500}\n"
+                             "gpus:\n  - model: H100-SXM\n    count: "
+                          << gpus << "\n";
+    auto child = ChildProcess::Spawn(
+        {testing::BinaryPath("gpupool-agent"), "--config", config, "--scheduler",
+         daemon_->grpc_address(), "--data-dir", dir_ + "/" + node},
+        dir_ + "/" + node + ".log");
+    ASSERT_TRUE(child.ok());
+    agents_[node] = std::move(child).value();
+    ASSERT_TRUE(
+        WaitFor([&] { return NodeState(node) == v1::NODE_STATE_READY; }, std::chrono::seconds(30)))
+        << "agent " << node << " did not register";
+  }
+
+  v1::NodeState NodeState(const std::string& node) {
+    grpc::ClientContext ctx;
+    v1::ListNodesResponse resp;
+    if (!nodes_->ListNodes(&ctx, v1::ListNodesRequest{}, &resp).ok()) return {};
+    for (const v1::Node& n : resp.nodes()) {
+      if (n.name() == node) return n.state();
+    }
+    return {};
+  }
+
+  std::string Submit(const std::string& script, int gpus = 1, int retries = 0) {
+    v1::SubmitJobRequest req;
+    v1::JobSpec* s = req.mutable_spec();
+    s->set_tenant("acme/e2e/tester");
+    s->set_pool("gpu");
+    s->set_task_count(1);
+    s->set_max_retries(retries);
+    s->mutable_template_()->add_command("/bin/sh");
+    s->mutable_template_()->add_command("-c");
+    s->mutable_template_()->add_command(script);
+    s->mutable_template_()->mutable_resources()->mutable_whole_gpus()->set_count(gpus);
+    grpc::ClientContext ctx;
+    v1::SubmitJobResponse resp;
+    grpc::Status st = jobs_->SubmitJob(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.job_id();
+  }
+
+  v1::Task Task(const std::string& job_id) {
+    grpc::ClientContext ctx;
+    v1::GetJobRequest req;
+    req.set_job_id(job_id);
+    v1::Job job;
+    if (!jobs_->GetJob(&ctx, req, &job).ok() || job.tasks_size() == 0) return {};
+    return job.tasks(0);
+  }
+
+  bool WaitState(const std::string& job_id, v1::TaskState state, int seconds = 30) {
+    return WaitFor([&] { return Task(job_id).state() == state; }, std::chrono::seconds(seconds));
+  }
+
+  std::string Logs(const std::string& task_id) {
+    grpc::ClientContext ctx;
+    v1::GetTaskLogsRequest req;
+    req.set_task_id(task_id);
+    auto reader = jobs_->GetTaskLogs(&ctx, req);
+    std::string out;
+    v1::TaskLogChunk chunk;
+    while (reader->Read(&chunk)) out += chunk.data();
+    grpc::Status st = reader->Finish();
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return out;
+  }
+
+  std::string dir_;
+  std::unique_ptr<DaemonProcess> daemon_;
+  std::map<std::string, std::unique_ptr<ChildProcess>> agents_;
+  std::unique_ptr<v1::JobService::Stub> jobs_;
+  std::unique_ptr<v1::PoolService::Stub> pools_;
+  std::unique_ptr<v1::NodeService::Stub> nodes_;
+};
+
+TEST_F(AgentE2eTest, JobRunsWithItsGrantAndOutputIsRetrievable) {
+  StartAgent("node-a", 2);
+  std::string job = Submit("echo task=$GPUPOOL_TASK_ID devices=$CUDA_VISIBLE_DEVICES");
+  ASSERT_TRUE(WaitState(job, v1::TASK_STATE_SUCCEEDED)) << Task(job).DebugString();
+  v1::Task t = Task(job);
+  EXPECT_EQ(t.node(), "node-a");
+  ASSERT_EQ(t.allocations_size(), 1);
+  std::string out = Logs(t.id());
+  EXPECT_NE(out.find("task=" + t.id()), std::string::npos) << out;
+  EXPECT_NE(out.find("devices=" + t.allocations(0).device_id()), std::string::npos) << out;
+}
+
+TEST_F(AgentE2eTest, ExitCodePropagates) {
+  StartAgent("node-a", 1);
+  std::string job = Submit("echo failing; exit 7");
+  ASSERT_TRUE(WaitState(job, v1::TASK_STATE_FAILED)) << Task(job).DebugString();
+  EXPECT_EQ(Task(job).exit_code(), 7);
+}
+
+TEST_F(AgentE2eTest, CancelKillsTheWholeProcessGroup) {
+  StartAgent("node-a", 1);
+  std::string pidfile = dir_ + "/grandchild.pid";
+  std::string job = Submit("sleep 300 & echo $! > " + pidfile + "; wait");
+  ASSERT_TRUE(WaitState(job, v1::TASK_STATE_RUNNING));
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(pidfile); }, std::chrono::seconds(10)));
+  pid_t grandchild = 0;
+  std::ifstream(pidfile) >> grandchild;
+  ASSERT_GT(grandchild, 0);
+  grpc::ClientContext ctx;
+  v1::CancelJobRequest req;
+  req.set_job_id(job);
+  v1::Job out;
+  ASSERT_TRUE(jobs_->CancelJob(&ctx, req, &out).ok());
+  ASSERT_TRUE(WaitState(job, v1::TASK_STATE_CANCELLED)) << Task(job).DebugString();
+  // The sleep was a grandchild in the task's process group: it must be gone too.
+  EXPECT_TRUE(WaitFor([&] { return ::kill(grandchild, 0) != 0; }, std::chrono::seconds(5)));
+}
+
+TEST_F(AgentE2eTest, AgentKilledTasksRequeueOntoAnotherNode) {
+  StartAgent("node-a", 1);
+  std::string pidfile = dir_ + "/task.pid";
+  std::string job = Submit("echo $$ > " + pidfile + "; exec sleep 300", 1, /*retries=*/2);
+  ASSERT_TRUE(WaitState(job, v1::TASK_STATE_RUNNING));
+  StartAgent("node-b", 1);
+  // The node dies: its agent and the task with it.
+  agents_["node-a"]->Signal(SIGKILL);
+  agents_["node-a"]->Wait(std::chrono::seconds(5));
+  pid_t task_pid = 0;
+  std::ifstream(pidfile) >> task_pid;
+  if (task_pid > 0) ::kill(-task_pid, SIGKILL);
+  agents_.erase("node-a");
+  ASSERT_TRUE(WaitFor([&] { return NodeState("node-a") == v1::NODE_STATE_NOT_READY; },
+                      std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        v1::Task t = Task(job);
+        return t.node() == "node-b" && t.state() == v1::TASK_STATE_RUNNING;
+      },
+      std::chrono::seconds(20)))
+      << Task(job).DebugString();
+  EXPECT_EQ(Task(job).attempt(), 1);
+}
+
+TEST_F(AgentE2eTest, DaemonKill9RunningTasksAreReadoptedNotRunTwice) {
+  StartAgent("node-a", 1);
+  std::string runs = dir_ + "/runs";
+  std::string job = Submit("echo run >> " + runs + "; sleep 6");
+  ASSERT_TRUE(WaitState(job, v1::TASK_STATE_RUNNING));
+  daemon_->Kill9();
+  Status st = daemon_->Restart();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  Connect();
+  ASSERT_TRUE(WaitState(job, v1::TASK_STATE_SUCCEEDED, 60)) << Task(job).DebugString();
+  std::ifstream in(runs);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  EXPECT_EQ(lines, 1) << "the task ran " << lines << " times";
+  EXPECT_EQ(Task(job).attempt(), 0);
+}
+
+}  // namespace
+}  // namespace gpupool
