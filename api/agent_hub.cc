@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "api/convert.h"
+#include "api/status_convert.h"
 #include "base/log.h"
 #include "scheduler/core.h"
 #include "scheduler/core_loop.h"
@@ -13,11 +14,6 @@ namespace gpupool::api {
 namespace {
 
 constexpr std::string_view kComponent = "agent_hub";
-
-grpc::Status ToGrpc(const Status& s) {
-  // base::StatusCode is numbered like grpc::StatusCode (base/status.h).
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), s.message());
-}
 
 }  // namespace
 
@@ -169,7 +165,7 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
                                 "node '" + reg.node_name() + "': the node token is not accepted"));
     }
     Result<AgentRegistration> converted = RegistrationFromProto(reg);
-    if (!converted.ok()) return Close(ToGrpc(converted.status()));
+    if (!converted.ok()) return Close(ToGrpcStatus(converted.status()));
     node_ = reg.node_name();
     std::shared_ptr<Conn> self = shared_from_this();
     if (std::shared_ptr<Conn> old = hub_->Adopt(self, node_)) {
@@ -185,7 +181,7 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
       core->OnAgentRegister(std::move(reg), [self](Result<RegistrationResult> r) {
         if (!r.ok()) {
           self->hub_->Forget(self.get(), self->node_);
-          return self->Close(ToGrpc(r.status()));
+          return self->Close(ToGrpcStatus(r.status()));
         }
         v1::SchedulerMessage ack;
         ToProto(*r, ack.mutable_register_ack());

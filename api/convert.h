@@ -33,6 +33,9 @@ namespace gpupool::api {
 
 namespace v1 = ::gpupool::v1;
 
+// Microseconds since the Unix epoch → Timestamp.
+void SetTimestamp(int64_t micros, google::protobuf::Timestamp* out);
+
 // ---- Jobs ----
 // Validates and converts a job spec. `field` prefixes messages ("spec").
 Result<JobSpec> JobSpecFromProto(const v1::JobSpec& spec, std::string_view field = "spec");

@@ -74,6 +74,14 @@ Status Invalid(std::string_view field, std::string_view message) {
   return Status::InvalidArgument(std::string(field) + ": " + std::string(message));
 }
 
+Status CheckRange(int64_t v, int64_t lo, int64_t hi, std::string_view field) {
+  if (v < lo || v > hi) {
+    return Invalid(field, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                              ", got " + std::to_string(v));
+  }
+  return Status::Ok();
+}
+
 std::string FieldPath(std::string_view parent, std::string_view child) {
   if (parent.empty()) return std::string(child);
   if (child.empty()) return std::string(parent);

@@ -35,6 +35,8 @@ inline constexpr int kMaxTenantDepth = 3;
 
 // "field: message" as INVALID_ARGUMENT.
 Status Invalid(std::string_view field, std::string_view message);
+// INVALID_ARGUMENT "field: must be between lo and hi, got v" unless lo <= v <= hi.
+Status CheckRange(int64_t v, int64_t lo, int64_t hi, std::string_view field);
 // "spec" + "task_count" → "spec.task_count" (either may be empty).
 std::string FieldPath(std::string_view parent, std::string_view child);
 

@@ -1,0 +1,287 @@
+// The pool and inventory half of api/convert.h: pools (with update masks), capacity, nodes,
+// devices and the GPU catalog.
+#include <cmath>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "api/convert.h"
+#include "placement/strategy.h"
+
+namespace gpupool::api {
+namespace {
+
+Result<Ratio> RatioFromProto(double r, std::string_view field) {
+  if (r == 0) return Ratio{};
+  if (!std::isfinite(r) || r < kMinOvercommit || r > kMaxOvercommit) {
+    std::ostringstream got;
+    got << r;
+    return Invalid(field, "must be between 1.0 and 10.0 (0 means 1.0), got " + got.str());
+  }
+  return Ratio::FromDouble(r);
+}
+
+Result<Visibility> VisibilityFromProto(v1::Visibility v, std::string_view field) {
+  switch (v) {
+    case v1::VISIBILITY_UNSPECIFIED:
+    case v1::VISIBILITY_PUBLIC:
+      return Visibility::kPublic;
+    case v1::VISIBILITY_PRIVATE:
+      return Visibility::kPrivate;
+    default:
+      return Invalid(field, "unknown value " + std::to_string(static_cast<int>(v)) +
+                                "; use VISIBILITY_PUBLIC or VISIBILITY_PRIVATE");
+  }
+}
+
+Result<SharingMode> SharingFromProto(v1::SharingMode m, std::string_view field) {
+  switch (m) {
+    case v1::SHARING_MODE_UNSPECIFIED:
+    case v1::SHARING_MODE_FRACTIONAL:
+      return SharingMode::kFractional;
+    case v1::SHARING_MODE_EXCLUSIVE:
+      return SharingMode::kExclusive;
+    case v1::SHARING_MODE_TIME_SLICED:
+      return SharingMode::kTimeSliced;
+    default:
+      return Invalid(field, "unknown value " + std::to_string(static_cast<int>(m)) +
+                                "; use SHARING_MODE_EXCLUSIVE, SHARING_MODE_FRACTIONAL or "
+                                "SHARING_MODE_TIME_SLICED");
+  }
+}
+
+Result<std::vector<std::string>> TenantsFromProto(
+    const google::protobuf::RepeatedPtrField<std::string>& in, std::string_view field) {
+  std::vector<std::string> out;
+  for (int i = 0; i < in.size(); ++i) {
+    GPUPOOL_RETURN_IF_ERROR(
+        ValidateTenantPath(in.Get(i), std::string(field) + "[" + std::to_string(i) + "]"));
+    out.push_back(in.Get(i));
+  }
+  return out;
+}
+
+Status CheckStrategy(const std::string& name, std::string_view field) {
+  if (name.empty()) return Status::Ok();
+  Result<placement::Strategy> s = placement::ParseStrategy(name);
+  if (!s.ok()) return Invalid(field, s.status().message());
+  return Status::Ok();
+}
+
+// Cross-field rules of a whole pool record.
+Status CheckPoolConsistency(const PoolRecord& p, std::string_view field) {
+  if (p.sharing_mode == SharingMode::kTimeSliced) {
+    GPUPOOL_RETURN_IF_ERROR(CheckRange(p.time_slice_replicas, kMinReplicas, kMaxReplicas,
+                                       FieldPath(field, "time_slice_replicas")));
+  } else if (p.time_slice_replicas != 0) {
+    return Invalid(FieldPath(field, "time_slice_replicas"),
+                   "only allowed with sharing_mode SHARING_MODE_TIME_SLICED, got " +
+                       std::to_string(p.time_slice_replicas));
+  }
+  if (p.visibility == Visibility::kPublic && !p.allowed_tenants.empty()) {
+    return Invalid(FieldPath(field, "allowed_tenants"),
+                   "only allowed with visibility VISIBILITY_PRIVATE");
+  }
+  return Status::Ok();
+}
+
+v1::Visibility ToProto(Visibility v) {
+  return v == Visibility::kPrivate ? v1::VISIBILITY_PRIVATE : v1::VISIBILITY_PUBLIC;
+}
+
+v1::SharingMode ToProto(SharingMode m) {
+  switch (m) {
+    case SharingMode::kExclusive:
+      return v1::SHARING_MODE_EXCLUSIVE;
+    case SharingMode::kFractional:
+      return v1::SHARING_MODE_FRACTIONAL;
+    case SharingMode::kTimeSliced:
+      return v1::SHARING_MODE_TIME_SLICED;
+  }
+  return v1::SHARING_MODE_UNSPECIFIED;
+}
+
+v1::NodeState ToProto(NodeState s) {
+  switch (s) {
+    case NodeState::kReady:
+      return v1::NODE_STATE_READY;
+    case NodeState::kNotReady:
+      return v1::NODE_STATE_NOT_READY;
+    case NodeState::kCordoned:
+      return v1::NODE_STATE_CORDONED;
+    case NodeState::kDraining:
+      return v1::NODE_STATE_DRAINING;
+  }
+  return v1::NODE_STATE_UNSPECIFIED;
+}
+
+void ToProto(const Resources& r, v1::Resources* out) {
+  out->set_milli_tflops(r.milli_tflops);
+  out->set_vram_mib(r.vram_mib);
+}
+
+}  // namespace
+
+// ---- Pools ----
+
+Result<PoolRecord> PoolFromProto(const v1::Pool& in, std::string_view field) {
+  PoolRecord p;
+  GPUPOOL_RETURN_IF_ERROR(ValidateName(in.name(), FieldPath(field, "name")));
+  p.name = in.name();
+  GPUPOOL_ASSIGN_OR_RETURN(p.visibility,
+                           VisibilityFromProto(in.visibility(), FieldPath(field, "visibility")));
+  GPUPOOL_ASSIGN_OR_RETURN(
+      p.allowed_tenants,
+      TenantsFromProto(in.allowed_tenants(), FieldPath(field, "allowed_tenants")));
+  GPUPOOL_RETURN_IF_ERROR(
+      CheckStrategy(in.placement_strategy(), FieldPath(field, "placement_strategy")));
+  p.placement_strategy = in.placement_strategy();
+  GPUPOOL_ASSIGN_OR_RETURN(
+      p.compute_overcommit,
+      RatioFromProto(in.compute_overcommit(), FieldPath(field, "compute_overcommit")));
+  GPUPOOL_ASSIGN_OR_RETURN(
+      p.memory_overcommit,
+      RatioFromProto(in.memory_overcommit(), FieldPath(field, "memory_overcommit")));
+  GPUPOOL_ASSIGN_OR_RETURN(p.sharing_mode,
+                           SharingFromProto(in.sharing_mode(), FieldPath(field, "sharing_mode")));
+  p.time_slice_replicas = in.time_slice_replicas();
+  GPUPOOL_RETURN_IF_ERROR(CheckPoolConsistency(p, field));
+  return p;
+}
+
+Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req) {
+  const v1::Pool& in = req.pool();
+  PoolPatch patch;
+  GPUPOOL_RETURN_IF_ERROR(ValidateName(in.name(), "pool.name"));
+  patch.name = in.name();
+  std::set<std::string> paths;
+  for (const std::string& p : req.update_mask().paths()) {
+    std::string path = p.starts_with("pool.") ? p.substr(5) : p;
+    static const std::set<std::string> kMutable = {
+        "visibility",        "allowed_tenants", "placement_strategy", "compute_overcommit",
+        "memory_overcommit", "sharing_mode",    "time_slice_replicas"};
+    if (!kMutable.contains(path)) {
+      return Invalid("update_mask", "'" + p + "' is not a mutable pool field");
+    }
+    paths.insert(path);
+  }
+  bool all = paths.empty();
+  auto want = [&](const char* name, bool set) { return all ? set : paths.contains(name); };
+  if (want("visibility", in.visibility() != v1::VISIBILITY_UNSPECIFIED)) {
+    GPUPOOL_ASSIGN_OR_RETURN(patch.visibility,
+                             VisibilityFromProto(in.visibility(), "pool.visibility"));
+  }
+  if (want("allowed_tenants", in.allowed_tenants_size() > 0)) {
+    GPUPOOL_ASSIGN_OR_RETURN(patch.allowed_tenants,
+                             TenantsFromProto(in.allowed_tenants(), "pool.allowed_tenants"));
+  }
+  if (want("placement_strategy", !in.placement_strategy().empty())) {
+    GPUPOOL_RETURN_IF_ERROR(CheckStrategy(in.placement_strategy(), "pool.placement_strategy"));
+    patch.placement_strategy = in.placement_strategy();
+  }
+  if (want("compute_overcommit", in.compute_overcommit() != 0)) {
+    GPUPOOL_ASSIGN_OR_RETURN(patch.compute_overcommit,
+                             RatioFromProto(in.compute_overcommit(), "pool.compute_overcommit"));
+  }
+  if (want("memory_overcommit", in.memory_overcommit() != 0)) {
+    GPUPOOL_ASSIGN_OR_RETURN(patch.memory_overcommit,
+                             RatioFromProto(in.memory_overcommit(), "pool.memory_overcommit"));
+  }
+  if (want("sharing_mode", in.sharing_mode() != v1::SHARING_MODE_UNSPECIFIED)) {
+    GPUPOOL_ASSIGN_OR_RETURN(patch.sharing_mode,
+                             SharingFromProto(in.sharing_mode(), "pool.sharing_mode"));
+  }
+  if (want("time_slice_replicas", in.time_slice_replicas() != 0)) {
+    GPUPOOL_RETURN_IF_ERROR(
+        CheckRange(in.time_slice_replicas(), 0, kMaxReplicas, "pool.time_slice_replicas"));
+    patch.time_slice_replicas = in.time_slice_replicas();
+  }
+  return patch;
+}
+
+Status ApplyPoolPatch(const PoolPatch& patch, PoolRecord* p) {
+  if (patch.visibility) p->visibility = *patch.visibility;
+  if (patch.allowed_tenants) p->allowed_tenants = *patch.allowed_tenants;
+  if (patch.placement_strategy) p->placement_strategy = *patch.placement_strategy;
+  if (patch.compute_overcommit) p->compute_overcommit = *patch.compute_overcommit;
+  if (patch.memory_overcommit) p->memory_overcommit = *patch.memory_overcommit;
+  if (patch.sharing_mode) {
+    p->sharing_mode = *patch.sharing_mode;
+    if (p->sharing_mode != SharingMode::kTimeSliced && !patch.time_slice_replicas) {
+      p->time_slice_replicas = 0;
+    }
+  }
+  if (patch.time_slice_replicas) p->time_slice_replicas = *patch.time_slice_replicas;
+  if (p->visibility == Visibility::kPublic && patch.visibility && !patch.allowed_tenants) {
+    p->allowed_tenants.clear();
+  }
+  return CheckPoolConsistency(*p, "pool");
+}
+
+void ToProto(const CapacityView& c, v1::Capacity* out) {
+  ToProto(c.physical, out->mutable_physical());
+  ToProto(c.offered, out->mutable_offered());
+  ToProto(c.allocated, out->mutable_allocated());
+  out->set_devices(c.devices);
+  out->set_nodes(c.nodes);
+}
+
+void ToProto(const PoolRecord& p, v1::Pool* out) {
+  out->set_name(p.name);
+  out->set_visibility(ToProto(p.visibility));
+  for (const std::string& t : p.allowed_tenants) out->add_allowed_tenants(t);
+  out->set_placement_strategy(p.placement_strategy);
+  out->set_compute_overcommit(p.compute_overcommit.ToDouble());
+  out->set_memory_overcommit(p.memory_overcommit.ToDouble());
+  out->set_sharing_mode(ToProto(p.sharing_mode));
+  out->set_time_slice_replicas(p.time_slice_replicas);
+  if (p.create_us > 0) SetTimestamp(p.create_us, out->mutable_create_time());
+}
+
+void ToProto(const PoolView& v, v1::Pool* out) {
+  ToProto(v.pool, out);
+  ToProto(v.capacity, out->mutable_capacity());
+}
+
+void ToProto(const DeviceView& v, v1::Device* out) {
+  const DeviceRecord& d = v.device;
+  out->set_id(d.id);
+  out->set_model(d.model);
+  out->set_index(d.index);
+  out->set_mig_profile(d.mig_profile);
+  out->set_parent_id(d.parent_id);
+  out->set_healthy(d.healthy);
+  ToProto(v.capacity, out->mutable_capacity());
+}
+
+void ToProto(const NodeView& v, v1::Node* out) {
+  const NodeRecord& n = v.node;
+  out->set_name(n.name);
+  out->set_pool(n.pool);
+  out->set_state(ToProto(n.state));
+  out->mutable_labels()->insert(n.labels.begin(), n.labels.end());
+  out->set_cpu_milli(n.cpu_milli);
+  out->set_memory_mib(n.memory_mib);
+  for (const DeviceView& d : v.devices) ToProto(d, out->add_devices());
+  ToProto(v.capacity, out->mutable_capacity());
+  if (n.last_heartbeat_us > 0)
+    SetTimestamp(n.last_heartbeat_us, out->mutable_last_heartbeat_time());
+  out->set_running_tasks(v.running_tasks);
+}
+
+void ToProto(const GpuModel& m, v1::GpuModel* out) {
+  out->set_name(m.name);
+  out->set_vendor(m.vendor);
+  out->set_bf16_milli_tflops(m.bf16_milli_tflops);
+  out->set_fp16_milli_tflops(m.fp16_milli_tflops);
+  out->set_vram_mib(m.vram_mib);
+  for (const MigProfile& p : m.mig_profiles) {
+    v1::MigProfile* pp = out->add_mig_profiles();
+    pp->set_name(p.name);
+    pp->set_milli_tflops(p.milli_tflops);
+    pp->set_vram_mib(p.vram_mib);
+    pp->set_max_instances(p.max_instances);
+  }
+}
+
+}  // namespace gpupool::api
