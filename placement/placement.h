@@ -201,8 +201,11 @@ class Engine {
 
   const PoolPolicy& policy() const;
 
-  // The target workload for fragmentation-aware strategies (fgd, fgd-pack). Without one they
-  // use every request shape seen so far, weighted by count.
+  // The target workload for fragmentation-aware strategies (fgd, fgd-pack): typical request
+  // shapes (share_milli or whole GPUs; cpu_milli and memory_mib) with their weights. Feed it the
+  // recent mix; without one they use a generic mix (¼, ½, ¾ shares; 1, 2, 4, 8 whole GPUs).
+  // Call it after AddNode: each class's reach (the share of nodes that could host it) is taken
+  // from the nodes present. Clears the score caches.
   void SetWorkload(std::vector<WorkloadClass> classes);
 
   // Inventory. AddNode fails on a duplicate or malformed node (bad link index, duplicate device
