@@ -59,6 +59,26 @@ Status CreateConfiguredPools(Core& core, CoreLoop& loop, const std::vector<PoolR
   return Status::Ok();
 }
 
+// Creates the config file's tenants that do not exist yet (parents first, as listed), then sets
+// every configured quota (an upsert: the config file wins over earlier API changes).
+Status ApplyConfiguredTenancy(Core& core, CoreLoop& loop, const DaemonConfig& config) {
+  for (const TenantRecord& t : config.tenants) {
+    bool exists = loop.Call([&] { return core.GetTenant(t.path).ok(); });
+    if (exists) continue;
+    std::promise<Status> done;
+    loop.Post(
+        [&] { core.CreateTenant(t, [&](Result<TenantView> r) { done.set_value(r.status()); }); });
+    GPUPOOL_RETURN_IF_ERROR(done.get_future().get().WithContext("create tenant '" + t.path + "'"));
+  }
+  for (const QuotaRecord& q : config.quotas) {
+    std::promise<Status> done;
+    loop.Post([&] { core.SetQuota(q, [&](Result<QuotaView> r) { done.set_value(r.status()); }); });
+    GPUPOOL_RETURN_IF_ERROR(done.get_future().get().WithContext("set quota of '" + q.tenant +
+                                                                "' in pool '" + q.pool + "'"));
+  }
+  return Status::Ok();
+}
+
 int Run(int argc, char** argv) {
   Result<CommandLine> cl = ParseDaemonCommandLine(argc, argv);
   if (!cl.ok()) {
@@ -129,6 +149,7 @@ int Run(int argc, char** argv) {
   if (Status st = core.Recover(*state, *epoch); !st.ok()) return Fail(st);
   loop.Start([&core] { core.Tick(); }, std::chrono::milliseconds(200));
   if (Status st = CreateConfiguredPools(core, loop, config.pools); !st.ok()) return Fail(st);
+  if (Status st = ApplyConfiguredTenancy(core, loop, config); !st.ok()) return Fail(st);
 
   api::ServiceOptions service_options;
   service_options.catalog = catalog;

@@ -37,10 +37,11 @@ void Core::State::Persist(std::vector<Mutation> batch, std::function<void(Status
   });
 }
 
-void Core::State::RequestSchedule(Core* core) {
+void Core::State::RequestSchedule(Core* core, bool full) {
+  full_pass_needed = full_pass_needed || full;
   if (schedule_posted) return;
   schedule_posted = true;
-  executor([core] { core->Schedule(); });
+  executor([core] { core->RunPass(); });
 }
 
 EventRecord Core::State::Event(std::string kind, std::string subject, std::string message) const {
@@ -324,9 +325,10 @@ void Core::SubmitJob(JobSpec spec, Callback<JobRecord> done) {
                 auto [it, _] = s_->jobs.emplace(id, std::move(entry));
                 for (int32_t i = 0; i < static_cast<int32_t>(it->second.rec.tasks.size()); ++i) {
                   s_->Enqueue(it->second, i);
+                  s_->fresh.push_back(QueueKey{-it->second.priority, id, i});
                 }
                 done(it->second.rec);
-                s_->RequestSchedule(this);
+                s_->RequestSchedule(this, /*full=*/false);
               });
 }
 

@@ -206,6 +206,8 @@ class Core {
   void Reconcile(const AgentRegistration& reg, std::vector<std::string>* stop,
                  std::vector<std::pair<int64_t, int32_t>>* resend);
   void PublishMetrics();
+  // One scheduling pass; full or over the fresh submissions only (see core_state.h).
+  void RunPass();
 
   struct State;
   std::unique_ptr<State> s_;

@@ -249,15 +249,36 @@ void Core::State::RunQueues(PassState& pass) {
   }
 }
 
+void Core::State::RunFresh(PassState& pass, std::vector<QueueKey> fresh) {
+  std::sort(fresh.begin(), fresh.end());
+  for (const QueueKey& k : fresh) {
+    if (!pending.contains(k)) continue;
+    if (JobEntry* job = FindJob(k.job_id); job != nullptr) TryPlace(pass, *job, k.index);
+  }
+}
+
 void Core::Schedule() {
+  s_->full_pass_needed = true;
+  RunPass();
+}
+
+void Core::RunPass() {
   s_->schedule_posted = false;
+  bool full = s_->full_pass_needed || !s_->reservations.empty();
+  s_->full_pass_needed = false;
+  std::vector<QueueKey> fresh = std::move(s_->fresh);
+  s_->fresh.clear();
   if (s_->pending.empty() && s_->reservations.empty()) return;
   auto started = std::chrono::steady_clock::now();
   PassState pass;
   pass.now = s_->clock->NowMicros();
   s_->ProcessReservations(pass);  // first, and even with nothing pending: stale ones let go
 
-  s_->RunQueues(pass);
+  if (full) {
+    s_->RunQueues(pass);
+  } else {
+    s_->RunFresh(pass, std::move(fresh));
+  }
 
   double pass_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (s_->metrics != nullptr) s_->metrics->PassDuration(pass_s);

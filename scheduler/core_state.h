@@ -176,6 +176,12 @@ struct Core::State {
   int64_t epoch = 0;
   int64_t max_job_id = 0;
   bool schedule_posted = false;
+  // A pass that only new submissions asked for looks at those tasks alone: nothing was freed
+  // for the older pending ones since the last pass, so asking again could only fail again, and
+  // a deep queue would make every submission cost a walk of the whole queue. Every other event
+  // (a release, a node, a quota, a reservation, the periodic tick) asks for a full pass.
+  bool full_pass_needed = true;
+  std::vector<QueueKey> fresh;  // tasks queued by submissions since the last pass
   std::map<int64_t, JobEntry> jobs;
   std::map<std::string, PoolEntry> pools;
   std::map<std::string, NodeEntry> nodes;
@@ -194,7 +200,7 @@ struct Core::State {
   // Persists a batch; `then` runs on the core's thread with the outcome.
   void Persist(std::vector<Mutation> batch, std::function<void(Status)> then);
   // Posts one scheduling pass (coalesced).
-  void RequestSchedule(Core* core);
+  void RequestSchedule(Core* core, bool full = true);
   EventRecord Event(std::string kind, std::string subject, std::string message) const;
 
   JobEntry* FindJob(int64_t id);
@@ -224,6 +230,8 @@ struct Core::State {
   // Scheduling (core_schedule.cc) and preemption (core_preempt.cc).
   void Reserve(PassState& pass, JobEntry& job, int32_t index, const placement::Allocation& a);
   void RunQueues(PassState& pass);
+  // Tries the freshly submitted tasks alone, by priority then age.
+  void RunFresh(PassState& pass, std::vector<QueueKey> fresh);
   void TryPlace(PassState& pass, JobEntry& job, int32_t index);
   void PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool, const placement::Request& req,
                  const std::string& behind);
