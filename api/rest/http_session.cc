@@ -286,8 +286,10 @@ void HttpSession::DeliverReply(uint64_t id, int status, std::string content_type
   code_ = status;
   mode_ = Mode::kWriting;
   stream_.expires_after(env_.options->write_timeout);
+  // Counted before the reply leaves: a client that reads /metrics right after this reply must
+  // find it there (the next request may be served on another io thread before this callback).
+  FinishExchange(code_);
   http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
-    self->FinishExchange(self->code_);
     if (ec && ec != http::error::end_of_stream) return self->Close();
     if (!res->keep_alive()) return self->CloseGracefully();
     if (self->draining_) return self->Close();
