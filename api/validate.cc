@@ -116,14 +116,6 @@ Status ValidateName(std::string_view name, std::string_view field) {
   return Status::Ok();
 }
 
-bool TenantWithin(std::string_view tenant, std::string_view principal) {
-  if (principal.empty()) return false;
-  if (tenant.size() < principal.size() || tenant.substr(0, principal.size()) != principal) {
-    return false;
-  }
-  return tenant.size() == principal.size() || tenant[principal.size()] == '/';
-}
-
 Result<int64_t> JobIdFromString(std::string_view id, std::string_view field) {
   int64_t v = 0;
   if (id.empty()) return Invalid(field, "must not be empty");

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "scheduler/model.h"
 
 namespace gpupool::api {
 
@@ -44,8 +45,7 @@ std::string FieldPath(std::string_view parent, std::string_view child);
 Status ValidateTenantPath(std::string_view path, std::string_view field);
 // Pool, node, SKU, priority class names: [a-z0-9][a-z0-9-_.]*, ≤ 63 chars.
 Status ValidateName(std::string_view name, std::string_view field);
-// True when `tenant` is `principal` or lies below it in the tenant tree (prefix on segments).
-bool TenantWithin(std::string_view tenant, std::string_view principal);
+// Tenant-path containment is gpupool::TenantWithin (scheduler/model.h), shared with the core.
 
 // "12" → 12; INVALID_ARGUMENT naming `field` unless a positive integer.
 Result<int64_t> JobIdFromString(std::string_view id, std::string_view field = "job_id");

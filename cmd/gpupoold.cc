@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <future>
 #include <memory>
 
 #include "api/agent_hub.h"
@@ -46,14 +48,22 @@ std::vector<api::ApiToken> ApiTokens(const DaemonConfig& c) {
   return out;
 }
 
+// Runs an asynchronous core call on the core's thread and waits for its outcome. Start-up only:
+// never call it from the loop thread.
+template <typename T>
+Status CallCore(CoreLoop& loop, const std::function<void(Core::Callback<T>)>& call) {
+  std::promise<Status> done;
+  loop.Post([&] { call([&](Result<T> r) { done.set_value(r.status()); }); });
+  return done.get_future().get();
+}
+
 // Creates the config file's pools that the store does not have yet.
 Status CreateConfiguredPools(Core& core, CoreLoop& loop, const std::vector<PoolRecord>& pools) {
   for (const PoolRecord& p : pools) {
     bool exists = loop.Call([&] { return core.GetPool(p.name).ok(); });
     if (exists) continue;
-    std::promise<Status> done;
-    loop.Post([&] { core.CreatePool(p, [&](Result<PoolView> r) { done.set_value(r.status()); }); });
-    GPUPOOL_RETURN_IF_ERROR(done.get_future().get().WithContext("create pool '" + p.name + "'"));
+    Status st = CallCore<PoolView>(loop, [&](auto cb) { core.CreatePool(p, cb); });
+    GPUPOOL_RETURN_IF_ERROR(st.WithContext("create pool '" + p.name + "'"));
     LogInfo("gpupoold", "pool created from config", {{"pool", p.name}});
   }
   return Status::Ok();
@@ -65,16 +75,13 @@ Status ApplyConfiguredTenancy(Core& core, CoreLoop& loop, const DaemonConfig& co
   for (const TenantRecord& t : config.tenants) {
     bool exists = loop.Call([&] { return core.GetTenant(t.path).ok(); });
     if (exists) continue;
-    std::promise<Status> done;
-    loop.Post(
-        [&] { core.CreateTenant(t, [&](Result<TenantView> r) { done.set_value(r.status()); }); });
-    GPUPOOL_RETURN_IF_ERROR(done.get_future().get().WithContext("create tenant '" + t.path + "'"));
+    Status st = CallCore<TenantView>(loop, [&](auto cb) { core.CreateTenant(t, cb); });
+    GPUPOOL_RETURN_IF_ERROR(st.WithContext("create tenant '" + t.path + "'"));
   }
   for (const QuotaRecord& q : config.quotas) {
-    std::promise<Status> done;
-    loop.Post([&] { core.SetQuota(q, [&](Result<QuotaView> r) { done.set_value(r.status()); }); });
-    GPUPOOL_RETURN_IF_ERROR(done.get_future().get().WithContext("set quota of '" + q.tenant +
-                                                                "' in pool '" + q.pool + "'"));
+    Status st = CallCore<QuotaView>(loop, [&](auto cb) { core.SetQuota(q, cb); });
+    GPUPOOL_RETURN_IF_ERROR(
+        st.WithContext("set quota of '" + q.tenant + "' in pool '" + q.pool + "'"));
   }
   return Status::Ok();
 }

@@ -168,9 +168,7 @@ Status Core::State::Admit(const JobSpec& spec, int32_t* priority, ResourceReques
   if (pool.rec.visibility == Visibility::kPrivate) {
     bool allowed = false;
     for (const std::string& t : pool.rec.allowed_tenants) {
-      allowed |= spec.tenant == t ||
-                 (spec.tenant.size() > t.size() && spec.tenant.compare(0, t.size(), t) == 0 &&
-                  spec.tenant[t.size()] == '/');
+      allowed |= TenantWithin(spec.tenant, t);
     }
     if (!allowed) {
       return Status::PermissionDenied("tenant '" + spec.tenant + "' may not use private pool '" +
@@ -345,12 +343,7 @@ JobPage Core::ListJobs(const JobFilter& f) const {
     const JobRecord& j = it->second.rec;
     if (!f.pool.empty() && j.spec.pool != f.pool) continue;
     if (f.state && j.state != *f.state) continue;
-    if (!f.tenant.empty() &&
-        !(j.spec.tenant == f.tenant || (j.spec.tenant.size() > f.tenant.size() &&
-                                        j.spec.tenant.compare(0, f.tenant.size(), f.tenant) == 0 &&
-                                        j.spec.tenant[f.tenant.size()] == '/'))) {
-      continue;
-    }
+    if (!f.tenant.empty() && !TenantWithin(j.spec.tenant, f.tenant)) continue;
     if (static_cast<int32_t>(page.jobs.size()) == limit) {
       page.next_after_id = page.jobs.back().id;
       break;

@@ -358,23 +358,25 @@ placement::Allocation Core::State::AllocationOf(const JobEntry& job, const TaskR
   a.node = t.node;
   a.cpu_milli = job.request.cpu_milli;
   a.memory_mib = job.request.memory_mib;
-  auto node = nodes.find(t.node);
-  const PoolEntry* pool = nullptr;
-  if (auto p = pools.find(job.rec.spec.pool); p != pools.end()) pool = &p->second;
+  // The engine indexes devices in the order AddNode saw them (MIG parents left out): read that
+  // order once for the node rather than once per grant.
+  std::map<std::string, int> engine_index;
+  if (auto p = pools.find(job.rec.spec.pool); p != pools.end()) {
+    Result<placement::NodeCapacity> cap = p->second.engine->NodeCapacityOf(t.node);
+    if (cap.ok()) {
+      for (size_t i = 0; i < cap->devices.size(); ++i) {
+        engine_index[cap->devices[i].id] = static_cast<int>(i);
+      }
+    }
+  }
   for (const Allocation& g : t.allocations) {
     placement::Grant grant;
     grant.device_id = g.device_id;
     grant.amount = g.amount;
     grant.slots = g.slots;
     grant.exclusive = g.exclusive;
-    // The engine indexes devices in the order AddNode saw them (MIG parents left out).
-    if (node != nodes.end() && pool != nullptr) {
-      Result<placement::NodeCapacity> cap = pool->engine->NodeCapacityOf(t.node);
-      if (cap.ok()) {
-        for (size_t i = 0; i < cap->devices.size(); ++i) {
-          if (cap->devices[i].id == g.device_id) grant.device_index = static_cast<int>(i);
-        }
-      }
+    if (auto idx = engine_index.find(g.device_id); idx != engine_index.end()) {
+      grant.device_index = idx->second;
     }
     a.grants.push_back(std::move(grant));
   }

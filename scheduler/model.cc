@@ -78,6 +78,11 @@ bool IsTerminal(JobState s) {
   return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled;
 }
 
+bool TenantWithin(std::string_view tenant, std::string_view ancestor) {
+  if (ancestor.empty() || !tenant.starts_with(ancestor)) return false;
+  return tenant.size() == ancestor.size() || tenant[ancestor.size()] == '/';
+}
+
 std::string TaskId(int64_t job_id, int32_t index) {
   return std::to_string(job_id) + "." + std::to_string(index);
 }

@@ -203,6 +203,11 @@ struct EventRecord {
   friend bool operator==(const EventRecord&, const EventRecord&) = default;
 };
 
+// True when `tenant` is `ancestor` or lies below it in the tenant tree: the prefix must end at a
+// segment ("acme/research" is within "acme", "acme/researchers" is not within "acme/research").
+// An empty ancestor contains nothing.
+bool TenantWithin(std::string_view tenant, std::string_view ancestor);
+
 std::string TaskId(int64_t job_id, int32_t index);
 // Parses "<job>.<index>"; false when malformed.
 bool ParseTaskId(std::string_view text, int64_t* job_id, int32_t* index);

@@ -28,8 +28,7 @@ std::vector<std::string_view> Prefixes(std::string_view path) {
 }
 
 bool IsUnder(std::string_view path, std::string_view ancestor) {
-  return path.size() > ancestor.size() && path.starts_with(ancestor) &&
-         path[ancestor.size()] == '/';
+  return path.size() != ancestor.size() && TenantWithin(path, ancestor);
 }
 
 void Decay(TenantUsage& u, int64_t now_us, int64_t half_life_us) {
