@@ -24,10 +24,12 @@
 #include "gpupool/v1/agent.pb.h"
 #include "gpupool/v1/jobs.pb.h"
 #include "gpupool/v1/pools.pb.h"
+#include "gpupool/v1/tenants.pb.h"
 #include "pool/catalog.h"
 #include "scheduler/core.h"
 #include "scheduler/dispatch.h"
 #include "scheduler/model.h"
+#include "scheduler/options.h"
 
 namespace gpupool::api {
 
@@ -80,6 +82,30 @@ void ToProto(const PoolView& pool, v1::Pool* out);
 void ToProto(const DeviceView& device, v1::Device* out);
 void ToProto(const NodeView& node, v1::Node* out);
 void ToProto(const GpuModel& model, v1::GpuModel* out);
+
+// ---- Tenants and quotas (api/convert_tenant.cc) ----
+// Upper bounds of one quota amount, the same as gpupoold's config file accepts.
+inline constexpr int64_t kMaxQuotaMilliTflops = 1'000'000'000'000;  // a billion TFLOPS
+inline constexpr int64_t kMaxQuotaVramMib = int64_t{1} << 50;
+inline constexpr int32_t kMaxQuotaDevices = 10'000'000;
+inline constexpr int32_t kMaxQuotaSkuCount = 1'000'000;
+
+// Validates a tenant for creation (`field` prefixes messages: "tenant"). Its quotas are output
+// only and refused here (they are set with SetQuota); create_time is output only and ignored.
+Result<TenantRecord> TenantFromProto(const v1::Tenant& tenant, std::string_view field = "tenant");
+// Validates an amount: either resources and devices, or sku and sku_count, which become
+// normalized units through `options`' SKU table (NOT_FOUND naming the field for an unknown SKU).
+Result<QuotaAmount> QuotaAmountFromProto(const v1::QuotaAmount& amount,
+                                         const SchedulerOptions& options, std::string_view field);
+// Validates a quota (tenant, pool, guaranteed, limit; used and borrowed are output only and
+// ignored). The tree rules (a child within its parent) are the core's.
+Result<QuotaRecord> QuotaFromProto(const v1::Quota& quota, const SchedulerOptions& options,
+                                   std::string_view field = "quota");
+
+// Amounts always come out in normalized units (resources and devices), never as a SKU.
+void ToProto(const QuotaAmount& amount, v1::QuotaAmount* out);
+void ToProto(const QuotaView& quota, v1::Quota* out);
+void ToProto(const TenantView& tenant, v1::Tenant* out);
 
 // ---- Agents ----
 Result<AgentRegistration> RegistrationFromProto(const v1::Register& reg);

@@ -14,6 +14,9 @@
 // returned Cancel function stops the stream early (after it, no more callbacks start); it may be
 // called from any thread, more than once, and after `done`.
 //
+// The tenant and quota methods have default bodies that answer UNIMPLEMENTED, so an
+// implementation that does not serve tenancy (a test double) need not mention them.
+//
 // Thread safety: implementations are thread-safe.
 #pragma once
 
@@ -23,6 +26,7 @@
 #include "base/status.h"
 #include "gpupool/v1/jobs.pb.h"
 #include "gpupool/v1/pools.pb.h"
+#include "gpupool/v1/tenants.pb.h"
 
 namespace gpupool::api {
 
@@ -88,8 +92,43 @@ class ApiService {
   virtual void ListGpuModels(const CallContext& ctx, const v1::ListGpuModelsRequest& req,
                              Reply<v1::ListGpuModelsResponse> done) = 0;
 
+  // Tenants and quotas (mutations: admin). Default: UNIMPLEMENTED.
+  virtual void CreateTenant(const CallContext& ctx, const v1::CreateTenantRequest& req,
+                            Reply<v1::Tenant> done);
+  virtual void GetTenant(const CallContext& ctx, const v1::GetTenantRequest& req,
+                         Reply<v1::Tenant> done);
+  virtual void ListTenants(const CallContext& ctx, const v1::ListTenantsRequest& req,
+                           Reply<v1::ListTenantsResponse> done);
+  virtual void DeleteTenant(const CallContext& ctx, const v1::DeleteTenantRequest& req,
+                            Reply<v1::DeleteTenantResponse> done);
+  virtual void SetQuota(const CallContext& ctx, const v1::SetQuotaRequest& req,
+                        Reply<v1::Quota> done);
+  virtual void GetQuota(const CallContext& ctx, const v1::GetQuotaRequest& req,
+                        Reply<v1::Quota> done);
+  virtual void ListQuotas(const CallContext& ctx, const v1::ListQuotasRequest& req,
+                          Reply<v1::ListQuotasResponse> done);
+  virtual void DeleteQuota(const CallContext& ctx, const v1::DeleteQuotaRequest& req,
+                           Reply<v1::DeleteQuotaResponse> done);
+
   // Health for /readyz: OK once state is recovered and the database answers.
   virtual Status Ready() const = 0;
 };
+
+// The UNIMPLEMENTED defaults: inline so that every implementation links without an extra
+// library, and so that a server without tenancy says which method it lacks.
+#define GPUPOOL_API_UNIMPLEMENTED(Name, Req, Resp)                                         \
+  inline void ApiService::Name(const CallContext&, const v1::Req&, Reply<v1::Resp> done) { \
+    done(Status::Unimplemented(#Name ": this server does not serve tenants and quotas"),   \
+         v1::Resp{});                                                                      \
+  }
+GPUPOOL_API_UNIMPLEMENTED(CreateTenant, CreateTenantRequest, Tenant)
+GPUPOOL_API_UNIMPLEMENTED(GetTenant, GetTenantRequest, Tenant)
+GPUPOOL_API_UNIMPLEMENTED(ListTenants, ListTenantsRequest, ListTenantsResponse)
+GPUPOOL_API_UNIMPLEMENTED(DeleteTenant, DeleteTenantRequest, DeleteTenantResponse)
+GPUPOOL_API_UNIMPLEMENTED(SetQuota, SetQuotaRequest, Quota)
+GPUPOOL_API_UNIMPLEMENTED(GetQuota, GetQuotaRequest, Quota)
+GPUPOOL_API_UNIMPLEMENTED(ListQuotas, ListQuotasRequest, ListQuotasResponse)
+GPUPOOL_API_UNIMPLEMENTED(DeleteQuota, DeleteQuotaRequest, DeleteQuotaResponse)
+#undef GPUPOOL_API_UNIMPLEMENTED
 
 }  // namespace gpupool::api

@@ -10,7 +10,9 @@
 //  * a non-admin principal is a tenant path and may submit, see, watch, read logs of and cancel
 //    only jobs whose tenant is the principal or lies below it (prefix on path segments);
 //  * pool create/update/delete and every node method require admin; non-admins may get and list
-//    pools they can use (public ones, and private ones that allow them).
+//    pools they can use (public ones, and private ones that allow them);
+//  * tenant and quota mutations require admin; non-admins may get and list the tenants and
+//    quotas of their own subtree, as with jobs (api/service_tenants.cc).
 //
 // GetTaskLogs asks the core where the task runs (Core::NodeOfTask) and reads through the
 // LogFetcher; with follow=true it polls every `log_poll_interval` until the agent has sent
@@ -33,6 +35,7 @@ namespace gpupool {
 class Catalog;
 class Core;
 class CoreLoop;
+struct SchedulerOptions;
 }  // namespace gpupool
 
 namespace gpupool::api {
@@ -40,6 +43,9 @@ namespace gpupool::api {
 struct ServiceOptions {
   // The GPU models ListGpuModels shows; null = Catalog::Builtin().
   const Catalog* catalog = nullptr;
+  // The SKU table that quotas given in SKU units are converted with: the core's own options.
+  // Null = SchedulerOptions::Defaults().
+  const SchedulerOptions* scheduler = nullptr;
   // Optional probe of the store for Ready() (e.g. a cheap "SELECT 1"); empty = not checked.
   std::function<Status()> store_health;
   std::chrono::milliseconds log_poll_interval{500};
@@ -97,6 +103,23 @@ class ServiceImpl final : public ApiService {
 
   void ListGpuModels(const CallContext& ctx, const v1::ListGpuModelsRequest& req,
                      Reply<v1::ListGpuModelsResponse> done) override;
+
+  void CreateTenant(const CallContext& ctx, const v1::CreateTenantRequest& req,
+                    Reply<v1::Tenant> done) override;
+  void GetTenant(const CallContext& ctx, const v1::GetTenantRequest& req,
+                 Reply<v1::Tenant> done) override;
+  void ListTenants(const CallContext& ctx, const v1::ListTenantsRequest& req,
+                   Reply<v1::ListTenantsResponse> done) override;
+  void DeleteTenant(const CallContext& ctx, const v1::DeleteTenantRequest& req,
+                    Reply<v1::DeleteTenantResponse> done) override;
+  void SetQuota(const CallContext& ctx, const v1::SetQuotaRequest& req,
+                Reply<v1::Quota> done) override;
+  void GetQuota(const CallContext& ctx, const v1::GetQuotaRequest& req,
+                Reply<v1::Quota> done) override;
+  void ListQuotas(const CallContext& ctx, const v1::ListQuotasRequest& req,
+                  Reply<v1::ListQuotasResponse> done) override;
+  void DeleteQuota(const CallContext& ctx, const v1::DeleteQuotaRequest& req,
+                   Reply<v1::DeleteQuotaResponse> done) override;
 
   Status Ready() const override;
 

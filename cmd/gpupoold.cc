@@ -160,6 +160,7 @@ int Run(int argc, char** argv) {
 
   api::ServiceOptions service_options;
   service_options.catalog = catalog;
+  service_options.scheduler = &config.scheduler;  // SetQuota converts SKU units with its SKUs
   api::ServiceImpl service(&core, &loop, &hub, service_options);
   service.SetRecovered(true);
   Result<api::Authenticator> auth = api::Authenticator::Create(ApiTokens(config));

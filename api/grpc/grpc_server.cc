@@ -58,7 +58,8 @@ struct GrpcServer::Impl {
         jobs({&service, &auth, &streams}),
         pools({&service, &auth, &streams}),
         nodes({&service, &auth, &streams}),
-        catalog({&service, &auth, &streams}) {}
+        catalog({&service, &auth, &streams}),
+        tenants({&service, &auth, &streams}) {}
 
   const std::string listen_address;
   GrpcServerOptions options;
@@ -67,6 +68,7 @@ struct GrpcServer::Impl {
   grpcface::PoolServiceImpl pools;
   grpcface::NodeServiceImpl nodes;
   grpcface::CatalogServiceImpl catalog;
+  grpcface::TenantServiceImpl tenants;
 
   std::mutex mu;                         // serialises Start() and Shutdown()
   std::unique_ptr<grpc::Server> server;  // guarded by mu
@@ -98,6 +100,7 @@ Status GrpcServer::Start() {
   builder.RegisterService(&s.pools);
   builder.RegisterService(&s.nodes);
   builder.RegisterService(&s.catalog);
+  builder.RegisterService(&s.tenants);
   for (grpc::Service* extra : s.options.extra_services) builder.RegisterService(extra);
   if (s.options.metrics) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;

@@ -1,5 +1,5 @@
-// GrpcServer: gpupoold's gRPC face. Serves JobService, PoolService, NodeService and
-// CatalogService over an ApiService, plus any extra services the daemon registers on the same
+// GrpcServer: gpupoold's gRPC face. Serves JobService, PoolService, NodeService, CatalogService
+// and TenantService over an ApiService, plus any extra services the daemon registers on the same
 // port (the agent stream service).
 //
 //   GrpcServer grpc(api, auth, "0.0.0.0:7070", {.metrics = registry});

@@ -151,6 +151,48 @@ grpc::ServerUnaryReactor* CatalogServiceImpl::ListGpuModels(grpc::CallbackServer
   return Unary(d_, ctx, req, resp, &ApiService::ListGpuModels);
 }
 
+// TenantService.
+grpc::ServerUnaryReactor* TenantServiceImpl::CreateTenant(grpc::CallbackServerContext* ctx,
+                                                          const v1::CreateTenantRequest* req,
+                                                          v1::Tenant* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::CreateTenant);
+}
+grpc::ServerUnaryReactor* TenantServiceImpl::GetTenant(grpc::CallbackServerContext* ctx,
+                                                       const v1::GetTenantRequest* req,
+                                                       v1::Tenant* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::GetTenant);
+}
+grpc::ServerUnaryReactor* TenantServiceImpl::ListTenants(grpc::CallbackServerContext* ctx,
+                                                         const v1::ListTenantsRequest* req,
+                                                         v1::ListTenantsResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::ListTenants);
+}
+grpc::ServerUnaryReactor* TenantServiceImpl::DeleteTenant(grpc::CallbackServerContext* ctx,
+                                                          const v1::DeleteTenantRequest* req,
+                                                          v1::DeleteTenantResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::DeleteTenant);
+}
+grpc::ServerUnaryReactor* TenantServiceImpl::SetQuota(grpc::CallbackServerContext* ctx,
+                                                      const v1::SetQuotaRequest* req,
+                                                      v1::Quota* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::SetQuota);
+}
+grpc::ServerUnaryReactor* TenantServiceImpl::GetQuota(grpc::CallbackServerContext* ctx,
+                                                      const v1::GetQuotaRequest* req,
+                                                      v1::Quota* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::GetQuota);
+}
+grpc::ServerUnaryReactor* TenantServiceImpl::ListQuotas(grpc::CallbackServerContext* ctx,
+                                                        const v1::ListQuotasRequest* req,
+                                                        v1::ListQuotasResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::ListQuotas);
+}
+grpc::ServerUnaryReactor* TenantServiceImpl::DeleteQuota(grpc::CallbackServerContext* ctx,
+                                                         const v1::DeleteQuotaRequest* req,
+                                                         v1::DeleteQuotaResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::DeleteQuota);
+}
+
 // StreamTracker (declared in stream_writer.h).
 void StreamTracker::Add(const std::shared_ptr<Abortable>& s) {
   {

@@ -1,5 +1,6 @@
-// The gRPC face of ApiService: JobService, PoolService, NodeService and CatalogService on gRPC's
-// callback API. Each handler takes the same five steps, written once in services.cc:
+// The gRPC face of ApiService: JobService, PoolService, NodeService, CatalogService and
+// TenantService on gRPC's callback API. Each handler takes the same five steps, written once in
+// services.cc:
 //   1. check      — authenticate the `authorization` metadata (Authenticator);
 //   2. convert in — the request message is ApiService's own type: nothing to translate;
 //   3. call       — the ApiService method;
@@ -15,6 +16,7 @@
 #include "api/service.h"
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
+#include "gpupool/v1/tenants.grpc.pb.h"
 
 namespace gpupool::api::grpcface {
 
@@ -96,6 +98,36 @@ class CatalogServiceImpl final : public v1::CatalogService::CallbackService {
   grpc::ServerUnaryReactor* ListGpuModels(grpc::CallbackServerContext* ctx,
                                           const v1::ListGpuModelsRequest* req,
                                           v1::ListGpuModelsResponse* resp) override;
+
+ private:
+  Deps d_;
+};
+
+class TenantServiceImpl final : public v1::TenantService::CallbackService {
+ public:
+  explicit TenantServiceImpl(Deps deps) : d_(deps) {}
+
+  grpc::ServerUnaryReactor* CreateTenant(grpc::CallbackServerContext* ctx,
+                                         const v1::CreateTenantRequest* req,
+                                         v1::Tenant* resp) override;
+  grpc::ServerUnaryReactor* GetTenant(grpc::CallbackServerContext* ctx,
+                                      const v1::GetTenantRequest* req, v1::Tenant* resp) override;
+  grpc::ServerUnaryReactor* ListTenants(grpc::CallbackServerContext* ctx,
+                                        const v1::ListTenantsRequest* req,
+                                        v1::ListTenantsResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteTenant(grpc::CallbackServerContext* ctx,
+                                         const v1::DeleteTenantRequest* req,
+                                         v1::DeleteTenantResponse* resp) override;
+  grpc::ServerUnaryReactor* SetQuota(grpc::CallbackServerContext* ctx,
+                                     const v1::SetQuotaRequest* req, v1::Quota* resp) override;
+  grpc::ServerUnaryReactor* GetQuota(grpc::CallbackServerContext* ctx,
+                                     const v1::GetQuotaRequest* req, v1::Quota* resp) override;
+  grpc::ServerUnaryReactor* ListQuotas(grpc::CallbackServerContext* ctx,
+                                       const v1::ListQuotasRequest* req,
+                                       v1::ListQuotasResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteQuota(grpc::CallbackServerContext* ctx,
+                                        const v1::DeleteQuotaRequest* req,
+                                        v1::DeleteQuotaResponse* resp) override;
 
  private:
   Deps d_;

@@ -40,6 +40,13 @@ Status BuildRequest(const RestApi::Call& call, int inputs, google::protobuf::Mes
   return Status::Ok();
 }
 
+// The likeliest reason a tenant or quota URL matched nothing: a tenant path sent with raw '/'.
+std::string TenantPathHint(std::string_view path) {
+  if (!path.starts_with("/v1/tenants/") && !path.starts_with("/v1/quotas/")) return "";
+  return " (send a tenant path as one segment with '/' encoded as %2F, e.g. "
+         "/v1/tenants/acme%2Fresearch)";
+}
+
 void ReplyMessage(Responder& r, const google::protobuf::Message& msg) {
   Result<std::string> json = ToJson(msg);
   if (!json.ok()) return ReplyError(r, json.status());
@@ -118,6 +125,19 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
 
   Unary<ListGpuModelsRequest, ListGpuModelsResponse>("GET", "/v1/catalog", kPath,
                                                      &S::ListGpuModels);
+
+  // A tenant path travels as one segment, its '/' percent-encoded: /v1/tenants/acme%2Fresearch.
+  Unary<CreateTenantRequest, Tenant>("POST", "/v1/tenants", kBody, &S::CreateTenant);
+  Unary<ListTenantsRequest, ListTenantsResponse>("GET", "/v1/tenants", kQuery, &S::ListTenants);
+  Unary<GetTenantRequest, Tenant>("GET", "/v1/tenants/{path}", kPath, &S::GetTenant);
+  Unary<DeleteTenantRequest, DeleteTenantResponse>("DELETE", "/v1/tenants/{path}", kPath,
+                                                   &S::DeleteTenant);
+  Unary<SetQuotaRequest, Quota>("PUT", "/v1/quotas/{quota.tenant}/{quota.pool}", kBody,
+                                &S::SetQuota);
+  Unary<ListQuotasRequest, ListQuotasResponse>("GET", "/v1/quotas", kQuery, &S::ListQuotas);
+  Unary<GetQuotaRequest, Quota>("GET", "/v1/quotas/{tenant}/{pool}", kPath, &S::GetQuota);
+  Unary<DeleteQuotaRequest, DeleteQuotaResponse>("DELETE", "/v1/quotas/{tenant}/{pool}", kPath,
+                                                 &S::DeleteQuota);
   AddProbes();
 }
 
@@ -158,8 +178,9 @@ void RestApi::Handle(const HttpRequestIn& req, const std::shared_ptr<Responder>&
   const Router::Match m = router_.Find(req.method, path);
   if (m.kind == Router::Match::kNotFound) {
     r->SetRoute("unmatched");
-    return ReplyError(*r, Status::NotFound("no route for " + req.method + " " + std::string(path) +
-                                           "; the REST API is described in docs/api.md"));
+    return ReplyError(
+        *r, Status::NotFound("no route for " + req.method + " " + std::string(path) +
+                             TenantPathHint(path) + "; the REST API is described in docs/api.md"));
   }
   if (m.kind == Router::Match::kMethodNotAllowed) {
     r->SetRoute("unmatched");

@@ -3,18 +3,31 @@
 // /metrics. It knows nothing of sockets: the HTTP session hands it a parsed request and a
 // Responder, and it answers through the Responder, now or later, from any thread.
 //
-// Routes (docs/api.md, docs/openapi.yaml):
-//   POST   /v1/jobs                    SubmitJob      body: SubmitJobRequest {"spec": {…}}
-//   GET    /v1/jobs                    ListJobs       query: tenant, pool, state, pageSize,
-//   pageToken GET    /v1/jobs/{job_id}           GetJob POST   /v1/jobs/{job_id}:cancel CancelJob
-//   body (optional): {"reason": "…"} GET    /v1/jobs/{job_id}:watch     WatchJob newline-delimited
-//   JSON stream GET    /v1/tasks/{task_id}/logs    GetTaskLogs    query: offset, follow; NDJSON
-//   stream POST   /v1/pools                   CreatePool     body: {"pool": {…}} GET    /v1/pools
-//   ListPools GET    /v1/pools/{name}            GetPool PATCH  /v1/pools/{pool.name} UpdatePool
-//   body: {"pool": {…}}; query: updateMask DELETE /v1/pools/{name}            DeletePool GET
-//   /v1/nodes                   ListNodes      query: pool GET    /v1/nodes/{name} GetNode POST
-//   /v1/nodes/{name}:cordon | :uncordon | :drain GET    /v1/catalog                 ListGpuModels
-//   GET    /healthz  /readyz  /metrics (no authentication)
+// Routes (docs/api.md, docs/openapi.yaml), each calling the ApiService method of the same name:
+//   POST   /v1/jobs                       SubmitJob     body {"spec": {…}}
+//   GET    /v1/jobs                       ListJobs      query tenant, pool, state, pageSize, …
+//   GET    /v1/jobs/{job_id}              GetJob
+//   POST   /v1/jobs/{job_id}:cancel       CancelJob     body (optional) {"reason": "…"}
+//   GET    /v1/jobs/{job_id}:watch        WatchJob      newline-delimited JSON stream
+//   GET    /v1/tasks/{task_id}/logs       GetTaskLogs   query offset, follow; NDJSON stream
+//   POST   /v1/pools                      CreatePool    body {"pool": {…}}
+//   GET    /v1/pools                      ListPools
+//   GET    /v1/pools/{name}               GetPool
+//   PATCH  /v1/pools/{pool.name}          UpdatePool    body {"pool": {…}}; query updateMask
+//   DELETE /v1/pools/{name}               DeletePool
+//   GET    /v1/nodes                      ListNodes     query pool
+//   GET    /v1/nodes/{name}               GetNode
+//   POST   /v1/nodes/{name}:cordon | :uncordon | :drain
+//   GET    /v1/catalog                    ListGpuModels
+//   POST   /v1/tenants                    CreateTenant  body {"tenant": {"path": "…"}}
+//   GET    /v1/tenants                    ListTenants   query prefix
+//   GET    /v1/tenants/{path}             GetTenant     path with '/' as %2F: acme%2Fresearch
+//   DELETE /v1/tenants/{path}             DeleteTenant
+//   PUT    /v1/quotas/{quota.tenant}/{quota.pool}   SetQuota   body {"quota": {…}}
+//   GET    /v1/quotas                     ListQuotas    query tenantPrefix, pool
+//   GET    /v1/quotas/{tenant}/{pool}     GetQuota
+//   DELETE /v1/quotas/{tenant}/{pool}     DeleteQuota
+//   GET    /healthz  /readyz  /metrics    (no authentication)
 //
 // Errors: {"code": <gRPC code>, "message": "…", "details": []} with grpc-gateway's HTTP status
 // (ReplyError, the one place a Status becomes an HTTP error).

@@ -1,0 +1,158 @@
+// ServiceImpl: tenants and quotas (TenantService). The same steps as the pool methods in
+// service_impl.cc: rights and validation on the caller's thread, then a closure on the core's
+// thread; a mutation answers only from the core's callback, once the store has committed it.
+//
+// Rights: every mutation needs an admin (the tree and its quotas are the operator's policy).
+// Reads follow the jobs' rule: a tenant principal sees its own subtree — its tenant, those
+// below it and their quotas — and a list without a prefix means its own subtree.
+#include "api/convert.h"
+#include "api/service_internal.h"
+#include "scheduler/core.h"
+#include "scheduler/core_loop.h"
+
+namespace gpupool::api {
+namespace {
+
+template <typename T>
+void Fail(const Reply<T>& done, Status s) {
+  done(std::move(s), T{});
+}
+
+// Core callback → proto reply.
+template <typename Domain, typename Proto>
+Core::Callback<Domain> ReplyWith(Reply<Proto> done) {
+  return [done = std::move(done)](Result<Domain> r) {
+    if (!r.ok()) return Fail(done, r.status());
+    Proto out;
+    ToProto(*r, &out);
+    done(Status::Ok(), std::move(out));
+  };
+}
+
+// Core callback of a deletion → the empty response.
+template <typename Proto>
+Core::Callback<bool> ReplyEmpty(Reply<Proto> done) {
+  return [done = std::move(done)](Result<bool> r) {
+    if (!r.ok()) return Fail(done, r.status());
+    done(Status::Ok(), Proto{});
+  };
+}
+
+const SchedulerOptions& SkuTable(const ServiceOptions& options) {
+  if (options.scheduler != nullptr) return *options.scheduler;
+  static const SchedulerOptions defaults = SchedulerOptions::Defaults();
+  return defaults;
+}
+
+// A list's tenant prefix: validated; a non-admin's defaults to its own subtree and may not
+// leave it.
+Result<std::string> ListPrefix(const CallContext& ctx, std::string prefix, std::string_view field) {
+  if (!prefix.empty()) GPUPOOL_RETURN_IF_ERROR(ValidateTenantPath(prefix, field));
+  if (!ctx.admin) {
+    if (prefix.empty()) prefix = ctx.principal;
+    GPUPOOL_RETURN_IF_ERROR(RequireTenant(ctx, prefix, field));
+  }
+  return prefix;
+}
+
+}  // namespace
+
+// ---- Tenants ----
+
+void ServiceImpl::CreateTenant(const CallContext& ctx, const v1::CreateTenantRequest& req,
+                               Reply<v1::Tenant> done) {
+  if (Status s = RequireAdmin(ctx, "create tenant"); !s.ok()) return Fail(done, s);
+  if (!req.has_tenant()) return Fail(done, Invalid("tenant", "must be set"));
+  Result<TenantRecord> tenant = TenantFromProto(req.tenant());
+  if (!tenant.ok()) return Fail(done, tenant.status());
+  loop_->Post([core = core_, t = std::move(tenant).value(), done = std::move(done)]() mutable {
+    core->CreateTenant(std::move(t), ReplyWith<TenantView, v1::Tenant>(done));
+  });
+}
+
+void ServiceImpl::GetTenant(const CallContext& ctx, const v1::GetTenantRequest& req,
+                            Reply<v1::Tenant> done) {
+  if (Status s = ValidateTenantPath(req.path(), "path"); !s.ok()) return Fail(done, s);
+  if (Status s = RequireTenant(ctx, req.path(), "path"); !s.ok()) return Fail(done, s);
+  loop_->Post([core = core_, path = req.path(), done = std::move(done)] {
+    Result<TenantView> t = core->GetTenant(path);
+    if (!t.ok()) return Fail(done, t.status());
+    v1::Tenant out;
+    ToProto(*t, &out);
+    done(Status::Ok(), std::move(out));
+  });
+}
+
+void ServiceImpl::ListTenants(const CallContext& ctx, const v1::ListTenantsRequest& req,
+                              Reply<v1::ListTenantsResponse> done) {
+  Result<std::string> prefix = ListPrefix(ctx, req.prefix(), "prefix");
+  if (!prefix.ok()) return Fail(done, prefix.status());
+  loop_->Post([core = core_, prefix = std::move(prefix).value(), done = std::move(done)] {
+    v1::ListTenantsResponse resp;
+    for (const TenantView& t : core->ListTenants(prefix)) ToProto(t, resp.add_tenants());
+    done(Status::Ok(), std::move(resp));
+  });
+}
+
+void ServiceImpl::DeleteTenant(const CallContext& ctx, const v1::DeleteTenantRequest& req,
+                               Reply<v1::DeleteTenantResponse> done) {
+  if (Status s = RequireAdmin(ctx, "delete tenant"); !s.ok()) return Fail(done, s);
+  if (Status s = ValidateTenantPath(req.path(), "path"); !s.ok()) return Fail(done, s);
+  loop_->Post([core = core_, path = req.path(), done = std::move(done)] {
+    core->DeleteTenant(path, ReplyEmpty(done));
+  });
+}
+
+// ---- Quotas ----
+
+void ServiceImpl::SetQuota(const CallContext& ctx, const v1::SetQuotaRequest& req,
+                           Reply<v1::Quota> done) {
+  if (Status s = RequireAdmin(ctx, "set quota"); !s.ok()) return Fail(done, s);
+  if (!req.has_quota()) return Fail(done, Invalid("quota", "must be set"));
+  Result<QuotaRecord> quota = QuotaFromProto(req.quota(), SkuTable(options_));
+  if (!quota.ok()) return Fail(done, quota.status());
+  loop_->Post([core = core_, q = std::move(quota).value(), done = std::move(done)]() mutable {
+    core->SetQuota(std::move(q), ReplyWith<QuotaView, v1::Quota>(done));
+  });
+}
+
+void ServiceImpl::GetQuota(const CallContext& ctx, const v1::GetQuotaRequest& req,
+                           Reply<v1::Quota> done) {
+  if (Status s = ValidateTenantPath(req.tenant(), "tenant"); !s.ok()) return Fail(done, s);
+  if (Status s = ValidateName(req.pool(), "pool"); !s.ok()) return Fail(done, s);
+  if (Status s = RequireTenant(ctx, req.tenant(), "tenant"); !s.ok()) return Fail(done, s);
+  loop_->Post([core = core_, tenant = req.tenant(), pool = req.pool(), done = std::move(done)] {
+    Result<QuotaView> q = core->GetQuota(tenant, pool);
+    if (!q.ok()) return Fail(done, q.status());
+    v1::Quota out;
+    ToProto(*q, &out);
+    done(Status::Ok(), std::move(out));
+  });
+}
+
+void ServiceImpl::ListQuotas(const CallContext& ctx, const v1::ListQuotasRequest& req,
+                             Reply<v1::ListQuotasResponse> done) {
+  Result<std::string> prefix = ListPrefix(ctx, req.tenant_prefix(), "tenant_prefix");
+  if (!prefix.ok()) return Fail(done, prefix.status());
+  if (!req.pool().empty()) {
+    if (Status s = ValidateName(req.pool(), "pool"); !s.ok()) return Fail(done, s);
+  }
+  loop_->Post([core = core_, prefix = std::move(prefix).value(), pool = req.pool(),
+               done = std::move(done)] {
+    v1::ListQuotasResponse resp;
+    for (const QuotaView& q : core->ListQuotas(prefix, pool)) ToProto(q, resp.add_quotas());
+    done(Status::Ok(), std::move(resp));
+  });
+}
+
+void ServiceImpl::DeleteQuota(const CallContext& ctx, const v1::DeleteQuotaRequest& req,
+                              Reply<v1::DeleteQuotaResponse> done) {
+  if (Status s = RequireAdmin(ctx, "delete quota"); !s.ok()) return Fail(done, s);
+  if (Status s = ValidateTenantPath(req.tenant(), "tenant"); !s.ok()) return Fail(done, s);
+  if (Status s = ValidateName(req.pool(), "pool"); !s.ok()) return Fail(done, s);
+  loop_->Post([core = core_, tenant = req.tenant(), pool = req.pool(), done = std::move(done)] {
+    core->DeleteQuota(tenant, pool, ReplyEmpty(done));
+  });
+}
+
+}  // namespace gpupool::api
