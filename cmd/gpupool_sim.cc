@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "placement/sim/bound.h"
 #include "placement/sim/replay.h"
 #include "placement/sim/report.h"
 #include "placement/sim/trace.h"
@@ -37,6 +38,10 @@ options:
   --tune X           stop resampling at X × capacity (default: 1.3)
   --limit N          place only the first N arrivals of each run (quick checks)
   --out-dir DIR      write DIR/sim-WORKLOAD.json and DIR/sim-WORKLOAD.svg
+  --bound-stride N   also compute the lower bound on unallocated % that no policy can beat
+                     (placement/sim/bound.h), from an LP every N events of the bin at arrived
+                     = 100% (default: 5; 0 = skip the bound)
+  --per-seed         also print every seed's result, the bound and the gap to it
   --help             this text
 strategies: first-fit best-fit spread dot-product gpu-packing gpu-clustering fgd fgd-pack random
 )";
@@ -50,6 +55,8 @@ struct Options {
   double tune = 1.3;
   size_t limit = 0;
   std::string out_dir;
+  int bound_stride = 5;
+  bool per_seed = false;
 };
 
 std::vector<std::string> SplitList(const std::string& s) {
@@ -88,6 +95,10 @@ Result<Options> ParseArgs(int argc, char** argv) {
       std::cout << kHelp;
       std::exit(0);
     }
+    if (a == "--per-seed") {
+      o.per_seed = true;
+      continue;
+    }
     if (i + 1 >= argc) return Status::InvalidArgument(a + ": missing value (see --help)");
     const std::string v = argv[++i];
     if (a == "--trace-dir")
@@ -106,6 +117,8 @@ Result<Options> ParseArgs(int argc, char** argv) {
       o.limit = static_cast<size_t>(std::atoll(v.c_str()));
     else if (a == "--out-dir")
       o.out_dir = v;
+    else if (a == "--bound-stride")
+      o.bound_stride = std::atoi(v.c_str());
     else
       return Status::InvalidArgument("unknown option '" + a + "' (see --help)");
   }
@@ -170,11 +183,29 @@ Status RunWorkload(const Options& o, const std::vector<sim::TraceNode>& nodes,
     sum.decisions_per_second = cpu_seconds > 0 ? static_cast<double>(decisions) / cpu_seconds : 0;
     rows.push_back(sum);
   }
+  std::vector<sim::SeedBound> bounds;
+  if (o.bound_stride > 0 && o.limit == 0) {
+    double seconds = 0, cpu_seconds = 0;
+    for (uint64_t seed : o.seeds) {
+      const std::vector<sim::TraceTask> arrivals = sim::Arrivals(tasks, seed, o.tune, capacity);
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::clock_t c0 = std::clock();
+      bounds.push_back(
+          sim::SeedBound{seed, sim::UnallocatedLowerBound(nodes, arrivals, 100, o.bound_stride)});
+      cpu_seconds += static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    sim::Summary b = sim::SummarizeBound(bounds);
+    b.seconds_per_replay = seconds / static_cast<double>(o.seeds.size());
+    b.cpu_seconds_per_replay = cpu_seconds / static_cast<double>(o.seeds.size());
+    rows.push_back(b);
+  }
   std::cout << sim::Table(workload, rows) << std::endl;
+  if (o.per_seed) std::cout << sim::PerSeedTable(workload, results, bounds) << std::endl;
   if (!o.out_dir.empty()) {
     std::filesystem::create_directories(o.out_dir);
     GPUPOOL_RETURN_IF_ERROR(WriteFile(o.out_dir + "/sim-" + workload + ".json",
-                                      sim::Json(workload, o.tune, results, rows)));
+                                      sim::Json(workload, o.tune, results, rows, bounds)));
     GPUPOOL_RETURN_IF_ERROR(
         WriteFile(o.out_dir + "/sim-" + workload + ".svg", sim::Svg(workload, results)));
   }

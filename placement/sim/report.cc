@@ -1,5 +1,6 @@
 #include "placement/sim/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -30,14 +31,9 @@ std::vector<double> MeanCurve(Strategy s, const std::vector<ReplayResult>& resul
   return sum;
 }
 
-}  // namespace
-
-Summary Summarize(Strategy s, const std::vector<ReplayResult>& results) {
+// Mean, sample sd, min and max of `v`.
+Summary Describe(const std::vector<double>& v) {
   Summary out;
-  out.strategy = s;
-  std::vector<double> v;
-  for (const ReplayResult& r : results)
-    if (r.strategy == s && !std::isnan(r.UnallocatedAt(100))) v.push_back(r.UnallocatedAt(100));
   out.runs = static_cast<int>(v.size());
   if (v.empty()) return out;
   out.min = out.max = v[0];
@@ -52,6 +48,26 @@ Summary Summarize(Strategy s, const std::vector<ReplayResult>& results) {
   return out;
 }
 
+}  // namespace
+
+Summary Summarize(Strategy s, const std::vector<ReplayResult>& results) {
+  std::vector<double> v;
+  for (const ReplayResult& r : results)
+    if (r.strategy == s && !std::isnan(r.UnallocatedAt(100))) v.push_back(r.UnallocatedAt(100));
+  Summary out = Describe(v);
+  out.strategy = s;
+  return out;
+}
+
+Summary SummarizeBound(const std::vector<SeedBound>& bounds) {
+  std::vector<double> v;
+  for (const SeedBound& b : bounds)
+    if (b.bound.events > 0) v.push_back(b.bound.unallocated_pct);
+  Summary out = Describe(v);
+  out.label = "bound";
+  return out;
+}
+
 std::string Table(const std::string& workload, const std::vector<Summary>& rows) {
   std::ostringstream o;
   o << "workload: " << workload
@@ -62,16 +78,64 @@ std::string Table(const std::string& workload, const std::vector<Summary>& rows)
                 "unallocated %", "min", "max", "runs", "wall s", "cpu s", "decisions/s");
   o << line;
   for (const Summary& s : rows) {
+    const std::string name = s.label.empty() ? std::string(StrategyName(s.strategy)) : s.label;
     std::snprintf(line, sizeof line, "%-16s %9.2f ± %4.2f %8.2f %8.2f %5d %10.4f %10.4f %14.0f\n",
-                  std::string(StrategyName(s.strategy)).c_str(), s.mean, s.sd, s.min, s.max, s.runs,
-                  s.seconds_per_replay, s.cpu_seconds_per_replay, s.decisions_per_second);
+                  name.c_str(), s.mean, s.sd, s.min, s.max, s.runs, s.seconds_per_replay,
+                  s.cpu_seconds_per_replay, s.decisions_per_second);
     o << line;
+    if (!s.label.empty())
+      o << "  (" << s.label
+        << ": no policy, online or offline, can leave less unallocated on these arrival "
+           "sequences — an LP certificate, docs/placement.md; its seconds are its own)\n";
+  }
+  return o.str();
+}
+
+std::string PerSeedTable(const std::string& workload, const std::vector<ReplayResult>& results,
+                         const std::vector<SeedBound>& bounds) {
+  std::vector<Strategy> strategies;
+  std::vector<uint64_t> seeds;
+  for (const ReplayResult& r : results) {
+    if (std::find(strategies.begin(), strategies.end(), r.strategy) == strategies.end())
+      strategies.push_back(r.strategy);
+    if (std::find(seeds.begin(), seeds.end(), r.seed) == seeds.end()) seeds.push_back(r.seed);
+  }
+  std::ostringstream o;
+  o << "workload: " << workload << "   per seed: unallocated GPU % at arrived = 100%\n";
+  char cell[64];
+  std::snprintf(cell, sizeof cell, "%-6s", "seed");
+  o << cell;
+  for (Strategy s : strategies) {
+    std::snprintf(cell, sizeof cell, " %14s", std::string(StrategyName(s)).c_str());
+    o << cell;
+  }
+  if (!bounds.empty()) o << "          bound  best − bound";
+  o << "\n";
+  for (uint64_t seed : seeds) {
+    std::snprintf(cell, sizeof cell, "%-6llu", static_cast<unsigned long long>(seed));
+    o << cell;
+    double best = NAN;
+    for (Strategy s : strategies) {
+      double u = NAN;
+      for (const ReplayResult& r : results)
+        if (r.strategy == s && r.seed == seed) u = r.UnallocatedAt(100);
+      if (!std::isnan(u) && (std::isnan(best) || u < best)) best = u;
+      std::snprintf(cell, sizeof cell, " %14.2f", u);
+      o << cell;
+    }
+    for (const SeedBound& b : bounds) {
+      if (b.seed != seed) continue;
+      std::snprintf(cell, sizeof cell, " %14.2f %13.2f", b.bound.unallocated_pct,
+                    best - b.bound.unallocated_pct);
+      o << cell;
+    }
+    o << "\n";
   }
   return o.str();
 }
 
 std::string Json(const std::string& workload, double tune, const std::vector<ReplayResult>& results,
-                 const std::vector<Summary>& rows) {
+                 const std::vector<Summary>& rows, const std::vector<SeedBound>& bounds) {
   std::ostringstream o;
   o << "{\n  \"workload\": \"" << workload << "\",\n  \"tune\": " << tune << ",\n  \"summary\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -96,7 +160,19 @@ std::string Json(const std::string& workload, double tune, const std::vector<Rep
     }
     o << "}}";
   }
-  o << "\n  ]\n}\n";
+  o << "\n  ]";
+  if (!bounds.empty()) {
+    const Summary b = SummarizeBound(bounds);
+    o << ",\n  \"bound\": {\"mean\": " << Fixed(b.mean, 4) << ", \"sd\": " << Fixed(b.sd, 4)
+      << ", \"per_seed\": [";
+    for (size_t i = 0; i < bounds.size(); ++i)
+      o << (i ? "," : "") << "\n    {\"seed\": " << bounds[i].seed
+        << ", \"unallocated_pct\": " << Fixed(bounds[i].bound.unallocated_pct, 4)
+        << ", \"packable_pct\": " << Fixed(bounds[i].bound.packable_pct, 4)
+        << ", \"events\": " << bounds[i].bound.events << "}";
+    o << "\n  ]}";
+  }
+  o << "\n}\n";
   return o.str();
 }
 

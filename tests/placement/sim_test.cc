@@ -107,5 +107,27 @@ TEST(ReportTest, SummaryAndOutputs) {
   EXPECT_NE(Table("default", {s}).find("fgd"), std::string::npos);
 }
 
+TEST(ReportTest, BoundRowAndPerSeed) {
+  ReplayResult a;
+  a.strategy = Strategy::kFgd;
+  a.seed = 42;
+  a.alloc_pct.assign(kMaxArrivedPct + 1, -1);
+  a.alloc_pct[100] = 95;  // unallocated 5
+  const std::vector<SeedBound> bounds = {{42, MetricBound{3.0, 97.0, 10}}};
+  const Summary b = SummarizeBound(bounds);
+  EXPECT_EQ(b.label, "bound");
+  EXPECT_DOUBLE_EQ(b.mean, 3.0);
+  EXPECT_EQ(b.runs, 1);
+  EXPECT_NE(Table("default", {b}).find("bound"), std::string::npos);
+  // Seed 42: fgd 5.00, bound 3.00, best − bound = 5 − 3 = 2.00.
+  const std::string per_seed = PerSeedTable("default", {a}, bounds);
+  EXPECT_NE(per_seed.find("5.00"), std::string::npos) << per_seed;
+  EXPECT_NE(per_seed.find("3.00"), std::string::npos) << per_seed;
+  EXPECT_NE(per_seed.find("2.00"), std::string::npos) << per_seed;
+  const std::string json = Json("default", 1.3, {a}, {Summarize(Strategy::kFgd, {a})}, bounds);
+  EXPECT_NE(json.find("\"bound\": {\"mean\": 3.0000"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"packable_pct\": 97.0000"), std::string::npos) << json;
+}
+
 }  // namespace
 }  // namespace gpupool::placement::sim
