@@ -39,6 +39,8 @@ const std::vector<Command>& Commands() {
     std::vector<Command> v = JobCommands();
     for (auto&& c : PoolCommands()) v.push_back(std::move(c));
     for (auto&& c : NodeCommands()) v.push_back(std::move(c));
+    for (auto&& c : TenantCommands()) v.push_back(std::move(c));
+    for (auto&& c : QuotaCommands()) v.push_back(std::move(c));
     return v;
   }();
   return all;
@@ -72,7 +74,8 @@ void PrintTopHelp(std::ostream& out) {
          "  gpupoolctl --server gpupool.internal:7070 jobs list --pool training\n"
          "  gpupoolctl jobs submit --tenant acme/ml/alice --pool training --gpus 2 -- python "
          "train.py\n"
-         "  gpupoolctl -o json jobs get 42 | jq .state\n\n"
+         "  gpupoolctl -o json jobs get 42 | jq .state\n"
+         "  gpupoolctl quotas set acme shared --guaranteed tflops=2000 --limit tflops=4000\n\n"
          "Run 'gpupoolctl COMMAND --help' for a command's flags and examples.\n";
 }
 

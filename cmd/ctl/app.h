@@ -2,9 +2,9 @@
 // address, credentials, deadline, output format) and the exit-code contract.
 //
 // Each command is a plain function `int (Ctx&, const ParsedArgs&)` returning an exit code; the
-// command files (jobs.cc, pools.cc, nodes.cc) only build requests, call a stub through the Ctx,
-// and format the reply. Run() is main() without the process: tests call it with their own
-// streams and environment.
+// command files (jobs.cc, pools.cc, nodes.cc, tenants.cc, quotas.cc) only build requests, call a
+// stub through the Ctx, and format the reply. Run() is main() without the process: tests call it
+// with their own streams and environment.
 //
 // Exit codes (stable; scripts may rely on them):
 //   0 ok · 1 other error · 2 usage (bad command line or local input; nothing was sent) ·
@@ -96,9 +96,11 @@ struct Command {
   Handler run = nullptr;
 };
 
-std::vector<Command> JobCommands();   // jobs …, logs
-std::vector<Command> PoolCommands();  // pools …
-std::vector<Command> NodeCommands();  // nodes …, catalog list
+std::vector<Command> JobCommands();     // jobs …, logs
+std::vector<Command> PoolCommands();    // pools …
+std::vector<Command> NodeCommands();    // nodes …, catalog list
+std::vector<Command> TenantCommands();  // tenants …
+std::vector<Command> QuotaCommands();   // quotas …
 
 // Runs one invocation; `args` excludes the program name. Returns the exit code.
 int Run(const std::vector<std::string>& args, const Environment& env, std::ostream& out,

@@ -7,6 +7,7 @@
 #include "cmd/ctl/app.h"
 #include "cmd/ctl/args.h"
 #include "cmd/ctl/format.h"
+#include "cmd/ctl/quota_amount.h"
 #include "cmd/ctl/requests.h"
 #include "cmd/ctl/units.h"
 
@@ -386,6 +387,93 @@ TEST(PoolFlags, BuildsPoolAndMask) {
   }
 }
 
+TEST(QuotaAmount, ParsesUnitsOrSkus) {
+  const struct {
+    const char* text;
+    int64_t milli_tflops, vram_mib;
+    int32_t devices;
+    const char* sku;
+    int32_t count;
+  } rows[] = {
+      {"tflops=200", 200'000, 0, 0, "", 0},
+      {"tflops=12.5,vram=40GiB,devices=4", 12'500, 40'960, 4, "", 0},
+      {"vram=1.5TiB", 0, 1'572'864, 0, "", 0},
+      {"devices=8", 0, 0, 8, "", 0},
+      {"sku=medium,count=4", 0, 0, 0, "medium", 4},
+      {"count=2,sku=large", 0, 0, 0, "large", 2},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.text);
+    Result<v1::QuotaAmount> a = ParseQuotaAmount(r.text);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    EXPECT_EQ(a->resources().milli_tflops(), r.milli_tflops);
+    EXPECT_EQ(a->resources().vram_mib(), r.vram_mib);
+    EXPECT_EQ(a->devices(), r.devices);
+    EXPECT_EQ(a->sku(), r.sku);
+    EXPECT_EQ(a->sku_count(), r.count);
+  }
+}
+
+TEST(QuotaAmount, ErrorsNameTheKey) {
+  const struct {
+    const char* text;
+    const char* message;
+  } rows[] = {
+      {"", "empty amount: e.g. tflops=200,vram=40GiB or sku=medium,count=4"},
+      {"200",
+       "'200' is not key=value (keys: tflops, vram, devices, sku, count; e.g. "
+       "tflops=200,vram=40GiB or sku=medium,count=4)"},
+      {"tflops=200,", "'' is not key=value"},
+      {"gpus=2", "unknown key 'gpus' (keys: tflops, vram, devices, sku, count)"},
+      {"tflops=1,tflops=2", "'tflops' given twice"},
+      {"tflops=lots", "tflops: invalid TFLOPS 'lots'"},
+      {"vram=40GB", "vram: memory size '40GB': use binary units MiB, GiB or TiB"},
+      {"devices=0", "devices: number '0' is out of range 1..10000000"},
+      {"sku=medium", "sku needs a count, e.g. sku=medium,count=4"},
+      {"count=3", "count needs a sku, e.g. sku=medium,count=3"},
+      {"sku=medium,count=2,tflops=5", "give either tflops/vram/devices or sku and count, not both"},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.text);
+    Result<v1::QuotaAmount> a = ParseQuotaAmount(r.text);
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(a.status().message().rfind(r.message, 0), 0u) << a.status().message();
+  }
+}
+
+TEST(QuotaAmount, BuildsTheQuotaAndFormats) {
+  Result<ParsedArgs> a =
+      ParseFlags(QuotaFlags(), {"acme/research", "gpu", "--guaranteed", "sku=medium,count=4",
+                                "--limit", "tflops=4000,devices=8"});
+  ASSERT_TRUE(a.ok());
+  v1::Quota q;
+  ASSERT_TRUE(BuildQuota(*a, &q).ok());
+  EXPECT_EQ(q.tenant(), "acme/research");
+  EXPECT_EQ(q.pool(), "gpu");
+  EXPECT_EQ(q.guaranteed().sku(), "medium");
+  EXPECT_EQ(q.limit().resources().milli_tflops(), 4'000'000);
+  EXPECT_EQ(q.limit().devices(), 8);
+
+  Result<ParsedArgs> none = ParseFlags(QuotaFlags(), {"acme", "gpu"});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(BuildQuota(*none, &q).message(), "give --guaranteed, --limit or both");
+  Result<ParsedArgs> bad = ParseFlags(QuotaFlags(), {"acme", "gpu", "--limit", "tflops=-1"});
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(BuildQuota(*bad, &q).message(),
+            "--limit: tflops: TFLOPS must be greater than zero, got '-1'");
+
+  v1::QuotaAmount amount;
+  EXPECT_EQ(FormatQuotaAmount(amount, "unlimited"), "unlimited");
+  amount.mutable_resources()->set_milli_tflops(12'500);
+  amount.mutable_resources()->set_vram_mib(40'960);
+  amount.set_devices(1);
+  EXPECT_EQ(FormatQuotaAmount(amount, "-"), "12.5 TFLOPS, 40GiB VRAM, 1 device");
+  amount.set_devices(8);
+  amount.mutable_resources()->Clear();
+  EXPECT_EQ(FormatQuotaAmount(amount, "-"), "8 devices");
+}
+
 TEST(JobState, Parse) {
   v1::JobState s;
   ASSERT_TRUE(ParseJobState("running", &s).ok());
@@ -466,6 +554,17 @@ TEST(Run, HelpAndUsage) {
       {{"help", "jobs", "submit"}, 0, "Usage: gpupoolctl jobs submit", ""},
       {{"jobs", "--help"}, 0, "jobs watch", ""},
       {{"pools", "create", "-h"}, 0, "--compute-overcommit RATIO", ""},
+      {{"--help"}, 0, "quotas set", ""},
+      {{"tenants", "--help"}, 0, "tenants delete", ""},
+      {{"help", "quotas", "set"}, 0, "--guaranteed AMOUNT", ""},
+      {{"quotas", "list", "-h"}, 0, "--tenant PATH", ""},
+      {{"tenants", "create"}, 2, "", "gpupoolctl: USAGE: missing argument: expected PATH"},
+      {{"quotas", "get", "acme"}, 2, "", "missing argument: expected TENANT POOL"},
+      {{"quotas", "set", "acme", "gpu"}, 2, "", "give --guaranteed, --limit or both"},
+      {{"quotas", "set", "acme", "gpu", "--limit", "gpus=2"},
+       2,
+       "",
+       "gpupoolctl: USAGE: --limit: unknown key 'gpus'"},
       {{}, 2, "", "Usage: gpupoolctl [global flags] COMMAND"},
       {{"jobs"}, 2, "", "jobs submit"},
       {{"jobz"}, 2, "", "gpupoolctl: USAGE: unknown command 'jobz'"},
