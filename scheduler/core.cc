@@ -72,13 +72,18 @@ int32_t Core::State::RetryLimit(const JobEntry& job) const {
 }
 
 void Core::State::Enqueue(const JobEntry& job, int32_t index) {
-  pending.insert(QueueKey{-job.priority, job.rec.id, index});
+  if (!pending.insert(QueueKey{-job.priority, job.rec.id, index}).second) return;
+  ++depth[{job.rec.spec.pool, job.rec.spec.priority_class}];
   queues[FairKey{-job.priority, job.rec.spec.pool, job.rec.spec.tenant}].insert(
       {job.rec.id, index});
 }
 
 void Core::State::Dequeue(const JobEntry& job, int32_t index) {
   if (pending.erase(QueueKey{-job.priority, job.rec.id, index}) == 0) return;
+  if (auto d = depth.find({job.rec.spec.pool, job.rec.spec.priority_class});
+      d != depth.end() && --d->second == 0) {
+    depth.erase(d);
+  }
   auto q = queues.find(FairKey{-job.priority, job.rec.spec.pool, job.rec.spec.tenant});
   if (q == queues.end()) return;
   q->second.erase({job.rec.id, index});

@@ -252,7 +252,9 @@ void Core::Tick() {
   }
   if (!batch.empty()) s_->Persist(std::move(batch), [](Status) {});
   if (s_->metrics != nullptr) PublishMetrics();
-  if (!s_->pending.empty() || !s_->reservations.empty()) s_->RequestSchedule(this);
+  if ((!s_->pending.empty() && s_->PeriodicPassDue()) || !s_->reservations.empty()) {
+    s_->RequestSchedule(this);
+  }
 }
 
 void Core::PublishMetrics() {
@@ -271,10 +273,7 @@ void Core::PublishMetrics() {
   for (const auto& [name, pool] : s_->pools) {
     for (const auto& [cls, _] : s_->options.priority_classes) depth[{name, cls}] = 0;
   }
-  for (const QueueKey& k : s_->pending) {
-    const JobEntry& job = s_->jobs.at(k.job_id);
-    depth[{job.rec.spec.pool, job.rec.spec.priority_class}]++;
-  }
+  for (const auto& [key, d] : s_->depth) depth[key] = d;
   for (const auto& [key, d] : depth) s_->metrics->QueueDepth(key.first, key.second, d);
   s_->PublishTenantMetrics();
 }

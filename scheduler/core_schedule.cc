@@ -213,9 +213,17 @@ void Core::State::RunQueues(PassState& pass) {
     const int32_t level = level_it->first.neg_priority;
     std::vector<FairKey> keys;
     std::vector<std::vector<TaskKey>> tasks;
+    // No queue can have more of its tasks considered than the pass has left: copy only those,
+    // so a deep backlog does not make every pass walk all of it.
+    const auto budget = static_cast<size_t>(options.max_tasks_per_pass - considered);
     for (; level_it != queues.end() && level_it->first.neg_priority == level; ++level_it) {
       keys.push_back(level_it->first);
-      tasks.emplace_back(level_it->second.begin(), level_it->second.end());
+      std::vector<TaskKey>& head = tasks.emplace_back();
+      head.reserve(std::min(budget, level_it->second.size()));
+      for (auto it = level_it->second.begin(); it != level_it->second.end() && head.size() < budget;
+           ++it) {
+        head.push_back(*it);
+      }
     }
     std::priority_queue<Cursor, std::vector<Cursor>, std::greater<>> heap;
     for (size_t q = 0; q < keys.size(); ++q)
@@ -241,9 +249,9 @@ void Core::State::RunQueues(PassState& pass) {
       }
     }
     // Whatever of this level still waits is ahead of every lower level in its pool.
-    for (size_t q = 0; q < keys.size(); ++q) {
-      for (const TaskKey& t : tasks[q]) {
-        if (pending.contains(QueueKey{level, t.first, t.second})) ++pass.behind[keys[q].pool];
+    for (const FairKey& key : keys) {
+      if (auto q = queues.find(key); q != queues.end()) {
+        pass.behind[key.pool] += static_cast<int32_t>(q->second.size());
       }
     }
   }
@@ -255,6 +263,13 @@ void Core::State::RunFresh(PassState& pass, std::vector<QueueKey> fresh) {
     if (!pending.contains(k)) continue;
     if (JobEntry* job = FindJob(k.job_id); job != nullptr) TryPlace(pass, *job, k.index);
   }
+}
+
+bool Core::State::PeriodicPassDue() const {
+  // Below this a pass is cheap enough to run on every tick (and tests stay deterministic).
+  constexpr auto kCheap = std::chrono::milliseconds(2);
+  if (last_full_pass_cost < kCheap) return true;
+  return std::chrono::steady_clock::now() - last_full_pass_end >= 50 * last_full_pass_cost;
 }
 
 void Core::Schedule() {
@@ -280,7 +295,12 @@ void Core::RunPass() {
     s_->RunFresh(pass, std::move(fresh));
   }
 
-  double pass_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  auto ended = std::chrono::steady_clock::now();
+  if (full) {
+    s_->last_full_pass_end = ended;
+    s_->last_full_pass_cost = ended - started;
+  }
+  double pass_s = std::chrono::duration<double>(ended - started).count();
   if (s_->metrics != nullptr) s_->metrics->PassDuration(pass_s);
   if (pass.batch.empty()) return;
 

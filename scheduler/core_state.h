@@ -2,6 +2,7 @@
 // Not part of the public API. Single-threaded: only the core's thread touches it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -182,11 +183,22 @@ struct Core::State {
   // (a release, a node, a quota, a reservation, the periodic tick) asks for a full pass.
   bool full_pass_needed = true;
   std::vector<QueueKey> fresh;  // tasks queued by submissions since the last pass
+  // The periodic tick re-runs a full pass for what only time changes (minimum runtimes ending,
+  // disruption windows sliding, "why pending" reasons). With a deep backlog such a pass is
+  // costly, so the tick skips it until fifty times the last full pass's cost has gone by: at most
+  // a fiftieth of the core's time goes to periodic passes. Events that free room still ask for a
+  // full pass at once. Real time (steady clock), not the injected one: it measures CPU spent.
+  std::chrono::steady_clock::time_point last_full_pass_end;
+  std::chrono::steady_clock::duration last_full_pass_cost{};
+  bool PeriodicPassDue() const;
   std::map<int64_t, JobEntry> jobs;
   std::map<std::string, PoolEntry> pools;
   std::map<std::string, NodeEntry> nodes;
   std::set<QueueKey> pending;
-  std::map<FairKey, std::set<TaskKey>> queues;      // the same tasks as `pending`
+  std::map<FairKey, std::set<TaskKey>> queues;  // the same tasks as `pending`
+  // (pool, priority class) → tasks in `pending`, kept by Enqueue/Dequeue so the metrics never
+  // walk a deep queue.
+  std::map<std::pair<std::string, std::string>, int32_t> depth;
   std::map<std::string, std::set<TaskKey>> active;  // pool → tasks charged to quotas
   TenantBook book;
   std::map<int64_t, Reservation> reservations;

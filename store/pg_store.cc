@@ -157,39 +157,60 @@ Result<std::vector<EventRecord>> PgStore::ListEvents(const std::string& subject_
 }
 
 void PgStore::Apply(std::vector<Mutation> batch, Done done) {
+  bool wake = false;
   {
     std::lock_guard lock(queue_mu_);
     queue_.push_back(Pending{std::move(batch), std::move(done)});
+    wake = writer_idle_;
   }
-  queue_cv_.notify_one();
+  if (wake) queue_cv_.notify_one();
 }
 
 void PgStore::WriterLoop() {
   std::vector<Pending> group;
+  size_t last_group = 0;  // batches in the previous transaction
   for (;;) {
     {
       std::unique_lock lock(queue_mu_);
       for (;;) {
         if (!queue_.empty() || stopping_) break;
         if (writer_conn_->connected()) {
+          writer_idle_ = true;
           queue_cv_.wait(lock);
+          writer_idle_ = false;
           continue;
         }
         // Down and idle: reconnect in the background once the backoff has passed, so the store
         // is ready when the database is back.
-        if (queue_cv_.wait_until(lock, writer_conn_->next_attempt()) == std::cv_status::timeout &&
-            queue_.empty() && !stopping_) {
+        writer_idle_ = true;
+        bool timed_out =
+            queue_cv_.wait_until(lock, writer_conn_->next_attempt()) == std::cv_status::timeout;
+        writer_idle_ = false;
+        if (timed_out && queue_.empty() && !stopping_) {
           lock.unlock();
           (void)writer_conn_->Get();
           lock.lock();
         }
       }
       if (queue_.empty() && stopping_) return;
-      while (!queue_.empty() && group.size() < options_.max_group) {
-        group.push_back(std::move(queue_.front()));
-        queue_.pop_front();
+      auto take = [&] {
+        while (!queue_.empty() && group.size() < options_.max_group) {
+          group.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+      };
+      take();
+      if (options_.linger.count() > 0 && last_group >= options_.linger_after &&
+          group.size() < options_.max_group && !stopping_) {
+        // A plain sleep: Apply() only signals an idle writer, so callers do not pay a wake-up
+        // each while the group fills.
+        lock.unlock();
+        std::this_thread::sleep_for(options_.linger);
+        lock.lock();
+        take();
       }
     }
+    last_group = group.size();
     CommitGroup(group);
     group.clear();
   }
