@@ -445,9 +445,11 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
           if (job.rec.state == JobState::kCancelled) {
             rt.stop = StopIntent::kCancel;
           } else if (t.reason.starts_with(kStoppingPreempted)) {
-            // Preempted before the restart: its exit still means "requeue, no retry spent".
+            // Preempted before the restart: its exit still means "requeue, no retry spent", and
+            // a gang with a member still stopping is restarting: placed again only whole.
             rt.stop = StopIntent::kPreempt;
             rt.stop_cause = t.reason.substr(std::string_view("stopping: ").size());
+            job.restarting = job.rec.spec.gang;
           }
         } else {
           LogWarn("core", "recovered allocation no longer fits; requeueing",

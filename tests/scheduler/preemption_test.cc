@@ -241,6 +241,51 @@ TEST(PreemptionTest, GangIsPreemptedAndRestartedWhole) {
   EXPECT_EQ(h.Task(g->id, 1).state, TaskState::kScheduled);
 }
 
+// The daemon restarts while a preempted gang is half stopped: the member already requeued must
+// still wait for the one stopping, even when a new node offers it room on its own.
+TEST(PreemptionTest, GangRestartSurvivesADaemonRestart) {
+  std::shared_ptr<MemoryDatabase> db = MemoryStore().database();
+  int64_t gang_id = 0;
+  {
+    CoreHarness h(SchedulerOptions::Defaults(), db);
+    ASSERT_TRUE(h.CreatePool("gpu").ok());
+    ASSERT_TRUE(h.Register("n0", "gpu", 1).ok());
+    ASSERT_TRUE(h.Register("n1", "gpu", 1).ok());
+    JobSpec gang = Of("low", CoreHarness::Whole("gpu", 1, 2));
+    gang.gang = true;
+    Result<JobRecord> g = h.Submit(gang);
+    ASSERT_TRUE(g.ok());
+    gang_id = g->id;
+    h.RunStarted();
+    h.clock.Advance(30 * kSecond);
+    ASSERT_TRUE(h.Submit(Of("high", CoreHarness::Whole("gpu", 1))).ok());
+    ASSERT_EQ(h.agents.stops.size(), 2u);
+    int32_t first = 0;
+    ASSERT_TRUE(ParseTaskId(h.agents.stops[0].second.task_id, &gang_id, &first));
+    h.Report(h.agents.stops[0].first, gang_id, first, TaskState::kFailed, 143);
+  }
+  CoreHarness h(SchedulerOptions::Defaults(), db);
+  // The agents reconnect with what they still run; then a new node joins with a free GPU.
+  for (const char* node : {"n0", "n1"}) {
+    std::vector<AgentRegistration::Running> running;
+    for (const JobRecord& j : h.core->ListJobs(JobFilter{}).jobs) {
+      for (const TaskRecord& t : j.tasks) {
+        if (t.node == node && (t.state == TaskState::kScheduled || t.state == TaskState::kRunning))
+          running.push_back({TaskId(t.job_id, t.index), t.attempt});
+      }
+    }
+    ASSERT_TRUE(h.Register(node, "gpu", 1, running).ok());
+  }
+  ASSERT_TRUE(h.Register("n2", "gpu", 1).ok());
+  int pending = 0;
+  for (int i = 0; i < 2; ++i) pending += h.Task(gang_id, i).state == TaskState::kPending;
+  EXPECT_EQ(pending, 1) << "the requeued member must not start while its peer is stopping";
+  // The stopping member exits: the gang is placed again whole.
+  h.ExitStopped();
+  EXPECT_EQ(h.Task(gang_id, 0).state, TaskState::kScheduled);
+  EXPECT_EQ(h.Task(gang_id, 1).state, TaskState::kScheduled);
+}
+
 TEST(PreemptionTest, GangPreemptsForAllItsMembersAndStartsWhole) {
   CoreHarness h;
   ASSERT_TRUE(h.CreatePool("gpu").ok());
