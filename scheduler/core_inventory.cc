@@ -459,6 +459,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
       }
     }
   }
+  s_->RebuildReservations(s_->clock->NowMicros());
   if (!repairs.empty()) s_->Persist(std::move(repairs), [](Status) {});
   LogInfo("core", "state recovered",
           {{"pools", std::to_string(s_->pools.size())},

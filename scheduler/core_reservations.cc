@@ -148,4 +148,62 @@ void Core::State::DropReservation(int64_t id, const std::string& why) {
   reservations.erase(it);
 }
 
+// After a restart: victims still stopping say in their persisted reason which task preempted
+// them ("preempted by task 8.0 of …"). Their preemptor gets its reservation back — the room those
+// victims leave, placed as if they were gone already — so it waits for them instead of
+// preempting more tasks for the same room. Gang preemptors are not rebuilt (they queue again).
+void Core::State::RebuildReservations(int64_t now) {
+  constexpr std::string_view kBy = "preempted by task ";
+  std::map<TaskKey, std::vector<TaskKey>> victims_of;  // preemptor → victims feeding its room
+  for (auto& [id, job] : jobs) {
+    for (int32_t i = 0; i < static_cast<int32_t>(job.rt.size()); ++i) {
+      TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
+      if (rt.stop != StopIntent::kPreempt || !rt.stop_cause.starts_with(kBy)) continue;
+      std::string_view rest = std::string_view(rt.stop_cause).substr(kBy.size());
+      int64_t by_job = 0;
+      int32_t by_index = 0;
+      if (!ParseTaskId(rest.substr(0, rest.find(' ')), &by_job, &by_index)) continue;
+      rt.preempted_by.insert(by_job);  // never preempted back by it (no ping-pong)
+      if (rt.stop_cause.find("(gang member of ") != std::string::npos) continue;
+      victims_of[{by_job, by_index}].push_back({id, i});
+    }
+  }
+  for (const auto& [by, victims] : victims_of) {
+    JobEntry* job = FindJob(by.first);
+    if (job == nullptr || job->rec.spec.gang || by.second >= static_cast<int32_t>(job->rt.size()) ||
+        job->rec.tasks[static_cast<size_t>(by.second)].state != TaskState::kPending) {
+      continue;
+    }
+    PoolEntry* pool = FindPool(job->rec.spec.pool);
+    if (pool == nullptr) continue;
+    // Where would it go once its victims are gone?
+    std::vector<placement::Allocation> released;
+    for (const TaskKey& v : victims) {
+      const TaskRuntime& vrt = jobs.at(v.first).rt[static_cast<size_t>(v.second)];
+      if (vrt.holds && pool->engine->Release(vrt.allocation).ok())
+        released.push_back(vrt.allocation);
+    }
+    placement::Decision d = pool->engine->Place(ToPlacement(job->request));
+    for (const placement::Allocation& a : released) (void)pool->engine->Commit(a);
+    if (!d.placed) continue;
+    const int64_t rid = next_reservation_id++;
+    Reservation& r = reservations[rid];
+    r.pool = job->rec.spec.pool;
+    r.job_id = by.first;
+    r.index = by.second;
+    r.attempt = job->rec.tasks[static_cast<size_t>(by.second)].attempt;
+    r.allocation = d.allocation;
+    r.created_us = now;
+    for (const TaskKey& v : victims) {
+      r.victims.insert(TaskId(v.first, v.second));
+      jobs.at(v.first).rt[static_cast<size_t>(v.second)].reserved_for = rid;
+    }
+    job->rt[static_cast<size_t>(by.second)].reservation = rid;
+    LogInfo("core", "reservation rebuilt after restart",
+            {{"task", TaskId(by.first, by.second)},
+             {"node", r.allocation.node},
+             {"victims", std::to_string(r.victims.size())}});
+  }
+}
+
 }  // namespace gpupool

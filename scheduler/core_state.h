@@ -249,6 +249,8 @@ struct Core::State {
                  const std::string& behind);
   void ProcessReservations(PassState& pass);
   void DropReservation(int64_t id, const std::string& why);
+  // After recovery: gives preemptors whose victims are still stopping their reservation back.
+  void RebuildReservations(int64_t now);
   // Stops the cheapest victims for a task that does not fit; true when it did.
   std::vector<PreemptionCandidate> Candidates(const std::string& pool, int64_t now);
   // What a task of `job` counts against its group's guarantee when deciding on reclaim.

@@ -208,6 +208,39 @@ TEST(PreemptionTest, VictimStoppingAcrossARestartIsStillRequeued) {
   EXPECT_EQ(h.Task(high).state, TaskState::kScheduled);
 }
 
+// The daemon restarts while a victim stops: its preemptor waits for that victim instead of
+// preempting a second task for the same room.
+TEST(PreemptionTest, PreemptorDoesNotPreemptAgainAfterARestart) {
+  std::shared_ptr<MemoryDatabase> db = MemoryStore().database();
+  int64_t a = 0, b = 0, high = 0;
+  {
+    CoreHarness h(SchedulerOptions::Defaults(), db);
+    ASSERT_TRUE(h.CreatePool("gpu").ok());
+    ASSERT_TRUE(h.Register("n0", "gpu", 1).ok());
+    ASSERT_TRUE(h.Register("n1", "gpu", 1).ok());
+    a = h.Submit(Of("low", CoreHarness::Whole("gpu", 1)))->id;
+    b = h.Submit(Of("low", CoreHarness::Whole("gpu", 1)))->id;
+    h.RunStarted();
+    high = h.Submit(Of("high", CoreHarness::Whole("gpu", 1)))->id;
+    ASSERT_EQ(h.agents.stops.size(), 1u);
+  }
+  CoreHarness h(SchedulerOptions::Defaults(), db);
+  for (int64_t id : {a, b}) {
+    TaskRecord t = h.Task(id);
+    ASSERT_TRUE(h.Register(t.node, "gpu", 1, {{TaskId(id, 0), t.attempt}}).ok());
+  }
+  h.core->Tick();
+  h.Drain();
+  ASSERT_EQ(h.agents.stops.size(), 1u) << "only the first victim is stopped (again)";
+  EXPECT_NE(h.Task(high).reason.find("to stop"), std::string::npos) << h.Task(high).reason;
+  h.ExitStopped();
+  EXPECT_EQ(h.Task(high).state, TaskState::kScheduled);
+  int running = 0;
+  for (int64_t id : {a, b})
+    running += h.Task(id).state == TaskState::kScheduled || h.Task(id).state == TaskState::kRunning;
+  EXPECT_EQ(running, 1);
+}
+
 TEST(PreemptionTest, GangIsPreemptedAndRestartedWhole) {
   CoreHarness h;
   ASSERT_TRUE(h.CreatePool("gpu").ok());
