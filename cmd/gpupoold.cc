@@ -161,6 +161,7 @@ int Run(int argc, char** argv) {
   api::ServiceOptions service_options;
   service_options.catalog = catalog;
   service_options.scheduler = &config.scheduler;  // SetQuota converts SKU units with its SKUs
+  service_options.store_health = [&store] { return store->Ping(); };  // /readyz: is the DB up?
   api::ServiceImpl service(&core, &loop, &hub, service_options);
   service.SetRecovered(true);
   Result<api::Authenticator> auth = api::Authenticator::Create(ApiTokens(config));

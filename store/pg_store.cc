@@ -156,6 +156,15 @@ Result<std::vector<EventRecord>> PgStore::ListEvents(const std::string& subject_
                       });
 }
 
+Status PgStore::Ping() {
+  std::lock_guard lock(read_mu_);
+  return RunWithRetry(*read_conn_, *target_, [](pqxx::connection& conn) -> Status {
+    pqxx::nontransaction txn(conn);
+    txn.exec("SELECT 1");
+    return Status::Ok();
+  });
+}
+
 void PgStore::Apply(std::vector<Mutation> batch, Done done) {
   bool wake = false;
   {

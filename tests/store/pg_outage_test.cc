@@ -23,6 +23,7 @@ TEST(PgOutageTest, UnavailableWhileDownThenRecoversByItself) {
   ASSERT_OK_AND_ASSIGN(auto store, PgStore::Open(Pg(uri)));
   ASSERT_OK(store->AcquireLeadership().status());
   ASSERT_OK(ApplyAndWait(*store, {InsertJob{SampleJob(1, 1)}}));
+  ASSERT_OK(store->Ping());
 
   ASSERT_OK(pg->server().Stop());
   const std::string want = "database unavailable: 127.0.0.1:" + std::to_string(pg->server().port());
@@ -35,6 +36,9 @@ TEST(PgOutageTest, UnavailableWhileDownThenRecoversByItself) {
   Status rst = store->Recover().status();
   EXPECT_EQ(rst.code(), StatusCode::kUnavailable) << rst.ToString();
   EXPECT_EQ(store->ListEvents("job/", 10).status().code(), StatusCode::kUnavailable);
+  Status ping = store->Ping();  // what /readyz reports
+  EXPECT_EQ(ping.code(), StatusCode::kUnavailable) << ping.ToString();
+  EXPECT_NE(ping.message().find(want), std::string::npos) << ping.message();
 
   ASSERT_OK(pg->server().Restart());
   // Backoff is at most 5 s; the store must be writing again well within 30 s.
@@ -60,6 +64,7 @@ TEST(PgOutageTest, UnavailableWhileDownThenRecoversByItself) {
   }
   ASSERT_EQ(state.jobs.size(), 2u);
   EXPECT_EQ(state.jobs[1], SampleJob(2, 1));
+  EXPECT_OK(store->Ping());
 }
 
 TEST(PgOutageTest, ServerRestartWhileIdleIsInvisibleAfterReconnect) {
