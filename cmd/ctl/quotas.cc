@@ -103,11 +103,12 @@ std::vector<Command> QuotaCommands() {
       "sku and count (the server's SKU table converts them). A dimension left out is zero:\n"
       "nothing guaranteed, or not limited. The limit binds the tenant and every tenant below\n"
       "it; a child's limit may not exceed its parent's, and the children's guarantees may not\n"
-      "add up to more than the parent's (refused with exit code 4, naming the quota).";
+      "add up to more than the parent's in any dimension (a child guaranteed VRAM needs a\n"
+      "parent guaranteed VRAM). Refusals exit with code 4 and name the quota.";
   return {
-      {"quotas set", "TENANT POOL --guaranteed AMOUNT --limit AMOUNT",
+      {"quotas set", "TENANT POOL [--guaranteed AMOUNT] [--limit AMOUNT]",
        "Set a tenant's quota in a pool (admin)", set_text, QuotaFlags(),
-       "  gpupoolctl quotas set acme shared --guaranteed tflops=2000 --limit "
+       "  gpupoolctl quotas set acme shared --guaranteed tflops=2000,vram=400GiB --limit "
        "tflops=4000,devices=8\n"
        "  gpupoolctl quotas set acme/research shared --guaranteed sku=medium,count=4\n",
        2, 2, Set},

@@ -99,6 +99,14 @@ class FakeApiService final : public ApiService {
   GPUPOOL_FAKE_UNARY(UncordonNode, NodeActionRequest, Node)
   GPUPOOL_FAKE_UNARY(DrainNode, NodeActionRequest, Node)
   GPUPOOL_FAKE_UNARY(ListGpuModels, ListGpuModelsRequest, ListGpuModelsResponse)
+  GPUPOOL_FAKE_UNARY(CreateTenant, CreateTenantRequest, Tenant)
+  GPUPOOL_FAKE_UNARY(GetTenant, GetTenantRequest, Tenant)
+  GPUPOOL_FAKE_UNARY(ListTenants, ListTenantsRequest, ListTenantsResponse)
+  GPUPOOL_FAKE_UNARY(DeleteTenant, DeleteTenantRequest, DeleteTenantResponse)
+  GPUPOOL_FAKE_UNARY(SetQuota, SetQuotaRequest, Quota)
+  GPUPOOL_FAKE_UNARY(GetQuota, GetQuotaRequest, Quota)
+  GPUPOOL_FAKE_UNARY(ListQuotas, ListQuotasRequest, ListQuotasResponse)
+  GPUPOOL_FAKE_UNARY(DeleteQuota, DeleteQuotaRequest, DeleteQuotaResponse)
 #undef GPUPOOL_FAKE_UNARY
 
   Cancel WatchJob(const CallContext& ctx, const v1::WatchJobRequest& req,

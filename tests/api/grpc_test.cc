@@ -16,6 +16,7 @@
 #include "gpupool/v1/agent.grpc.pb.h"
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
+#include "gpupool/v1/tenants.grpc.pb.h"
 #include "tests/api/fake_api_service.h"
 
 namespace gpupool::api {
@@ -47,6 +48,7 @@ class GrpcTest : public ::testing::Test {
     pools_ = v1::PoolService::NewStub(channel_);
     nodes_ = v1::NodeService::NewStub(channel_);
     catalog_ = v1::CatalogService::NewStub(channel_);
+    tenants_ = v1::TenantService::NewStub(channel_);
   }
   void SetUp() override { StartServer(); }
   void TearDown() override {
@@ -70,6 +72,7 @@ class GrpcTest : public ::testing::Test {
   std::unique_ptr<v1::PoolService::Stub> pools_;
   std::unique_ptr<v1::NodeService::Stub> nodes_;
   std::unique_ptr<v1::CatalogService::Stub> catalog_;
+  std::unique_ptr<v1::TenantService::Stub> tenants_;
 };
 
 TEST_F(GrpcTest, EveryUnaryRpcReachesItsMethodWithTheRequest) {
@@ -202,6 +205,70 @@ TEST_F(GrpcTest, EveryUnaryRpcReachesItsMethodWithTheRequest) {
     ExpectLast("ListGpuModels", req);
   }
   EXPECT_EQ(fake_.call_count(), 15u);
+}
+
+TEST_F(GrpcTest, TenantServiceRpcsReachTheirMethodsWithTheRequestAndReply) {
+  v1::Tenant tenant;
+  tenant.set_path("acme/research");
+  tenant.mutable_create_time()->set_seconds(1'795'362'018);
+  v1::Quota quota;
+  quota.set_tenant("acme/research");
+  quota.set_pool("gpu-a");
+  quota.mutable_limit()->mutable_resources()->set_milli_tflops(400'000);
+  quota.mutable_used()->set_devices(2);
+  fake_.SetReply("GetTenant", tenant);
+  fake_.SetReply("SetQuota", quota);
+
+  // Calls `rpc` on the tenants stub and checks the fake saw `req`; returns the reply.
+  auto call = [&](auto rpc, const char* method, const auto& req, auto resp) {
+    grpc::ClientContext ctx;
+    grpc::Status st = ((*tenants_).*rpc)(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << method << ": " << st.error_message();
+    ExpectLast(method, req);
+    return resp;
+  };
+  using S = v1::TenantService::Stub;
+  v1::CreateTenantRequest create;
+  create.mutable_tenant()->set_path("acme/research");
+  call(&S::CreateTenant, "CreateTenant", create, v1::Tenant{});
+  v1::GetTenantRequest get;
+  get.set_path("acme/research");
+  EXPECT_TRUE(
+      MessageDifferencer::Equals(call(&S::GetTenant, "GetTenant", get, v1::Tenant{}), tenant));
+  v1::ListTenantsRequest list;
+  list.set_prefix("acme");
+  call(&S::ListTenants, "ListTenants", list, v1::ListTenantsResponse{});
+  v1::DeleteTenantRequest del;
+  del.set_path("acme/research");
+  call(&S::DeleteTenant, "DeleteTenant", del, v1::DeleteTenantResponse{});
+  v1::SetQuotaRequest set;
+  set.mutable_quota()->set_tenant("acme/research");
+  set.mutable_quota()->set_pool("gpu-a");
+  set.mutable_quota()->mutable_guaranteed()->set_sku("medium");
+  set.mutable_quota()->mutable_guaranteed()->set_sku_count(4);
+  EXPECT_TRUE(MessageDifferencer::Equals(call(&S::SetQuota, "SetQuota", set, v1::Quota{}), quota));
+  v1::GetQuotaRequest get_quota;
+  get_quota.set_tenant("acme/research");
+  get_quota.set_pool("gpu-a");
+  call(&S::GetQuota, "GetQuota", get_quota, v1::Quota{});
+  v1::ListQuotasRequest list_quotas;
+  list_quotas.set_tenant_prefix("acme");
+  list_quotas.set_pool("gpu-a");
+  call(&S::ListQuotas, "ListQuotas", list_quotas, v1::ListQuotasResponse{});
+  v1::DeleteQuotaRequest del_quota;
+  del_quota.set_tenant("acme/research");
+  del_quota.set_pool("gpu-a");
+  call(&S::DeleteQuota, "DeleteQuota", del_quota, v1::DeleteQuotaResponse{});
+  EXPECT_EQ(fake_.call_count(), 8u);
+
+  // Errors pass through with their code and message.
+  fake_.FailWith(Status::FailedPrecondition("tenant 'acme' still has child 'acme/research'"));
+  grpc::ClientContext ctx;
+  v1::DeleteTenantResponse resp;
+  del.set_path("acme");
+  grpc::Status st = tenants_->DeleteTenant(&ctx, del, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(st.error_message(), "tenant 'acme' still has child 'acme/research'");
 }
 
 TEST_F(GrpcTest, StatusesPassThroughUnchanged) {

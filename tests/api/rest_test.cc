@@ -137,6 +137,34 @@ TEST_F(RestTest, EachRouteCallsItsMethodWithTheRightFields) {
       {verb::post, "/v1/nodes/node-1:uncordon", "{}", "UncordonNode", R"(name: "node-1")"},
       {verb::post, "/v1/nodes/node-1:drain", "", "DrainNode", R"(name: "node-1")"},
       {verb::get, "/v1/catalog", "", "ListGpuModels", ""},
+      {verb::post, "/v1/tenants", R"({"tenant": {"path": "acme/research"}})", "CreateTenant",
+       R"(tenant { path: "acme/research" })"},
+      {verb::get, "/v1/tenants", "", "ListTenants", ""},
+      {verb::get, "/v1/tenants?prefix=acme%2Fresearch", "", "ListTenants",
+       R"(prefix: "acme/research")"},
+      {verb::get, "/v1/tenants/acme", "", "GetTenant", R"(path: "acme")"},
+      {verb::get, "/v1/tenants/acme%2Fresearch%2Falice", "", "GetTenant",
+       R"(path: "acme/research/alice")"},
+      {verb::delete_, "/v1/tenants/acme%2fresearch", "", "DeleteTenant",
+       R"(path: "acme/research")"},
+      {verb::put, "/v1/quotas/acme%2Fresearch/gpu-a",
+       R"({"quota": {"guaranteed": {"sku": "medium", "skuCount": 4},
+                     "limit": {"resources": {"milliTflops": "400000", "vramMib": 81920},
+                               "devices": 8}}})",
+       "SetQuota",
+       R"(quota { tenant: "acme/research" pool: "gpu-a"
+                  guaranteed { sku: "medium" sku_count: 4 }
+                  limit { resources { milli_tflops: 400000 vram_mib: 81920 } devices: 8 } })"},
+      {verb::put, "/v1/quotas/acme/gpu-a",
+       R"({"quota": {"tenant": "acme", "pool": "gpu-a", "limit": {"devices": 2}}})", "SetQuota",
+       R"(quota { tenant: "acme" pool: "gpu-a" limit { devices: 2 } })"},
+      {verb::get, "/v1/quotas", "", "ListQuotas", ""},
+      {verb::get, "/v1/quotas?tenantPrefix=acme&pool=gpu-a", "", "ListQuotas",
+       R"(tenant_prefix: "acme" pool: "gpu-a")"},
+      {verb::get, "/v1/quotas/acme%2Fresearch/gpu-a", "", "GetQuota",
+       R"(tenant: "acme/research" pool: "gpu-a")"},
+      {verb::delete_, "/v1/quotas/acme%2Fresearch/gpu-a", "", "DeleteQuota",
+       R"(tenant: "acme/research" pool: "gpu-a")"},
   };
   for (const RouteCase& c : cases) {
     SCOPED_TRACE(std::string(http::to_string(c.method)) + " " + c.target);
@@ -246,6 +274,15 @@ TEST_F(RestTest, BadRequestsGetClearErrorsAndNeverReachTheService) {
        "method DELETE is not allowed on /v1/jobs; allowed: "
        "GET, POST"},
       {verb::put, "/v1/pools/gpu-a", "{}", 405, "allowed: DELETE, GET, PATCH"},
+      {verb::get, "/v1/tenants/acme/research", "", 404,
+       "no route for GET /v1/tenants/acme/research (send a tenant path as one segment with '/' "
+       "encoded as %2F, e.g. /v1/tenants/acme%2Fresearch)"},
+      {verb::put, "/v1/quotas/acme/research/gpu-a", "{}", 404, "encoded as %2F"},
+      {verb::put, "/v1/quotas/acme/gpu-a", R"({"quota": {"pool": "gpu-b"}})", 400,
+       "quota.pool: the URL says 'gpu-a' but the body says 'gpu-b'"},
+      {verb::post, "/v1/quotas/acme/gpu-a", "{}", 405, "allowed: DELETE, GET, PUT"},
+      {verb::get, "/v1/tenants?tenant=acme", "", 400,
+       "unknown query parameter 'tenant'; this route accepts: prefix"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(std::string(http::to_string(c.method)) + " " + c.target + " " + c.body);
