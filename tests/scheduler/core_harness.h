@@ -93,6 +93,19 @@ class CoreHarness {
     return Sync<RegistrationResult>([&](auto cb) { core->OnAgentRegister(reg, cb); });
   }
 
+  // After a restart: the node's agent registers again, still running what the core believes
+  // runs there (SCHEDULED or RUNNING on it).
+  Result<RegistrationResult> Reconnect(const std::string& node, const std::string& pool, int gpus) {
+    std::vector<AgentRegistration::Running> running;
+    for (const JobRecord& j : core->ListJobs(JobFilter{}).jobs) {
+      for (const TaskRecord& t : j.tasks) {
+        if (t.node == node && (t.state == TaskState::kScheduled || t.state == TaskState::kRunning))
+          running.push_back({TaskId(t.job_id, t.index), t.attempt});
+      }
+    }
+    return Register(node, pool, gpus, std::move(running));
+  }
+
   static JobSpec Fractional(const std::string& pool, int64_t milli_tflops, int64_t vram_mib,
                             int tasks = 1, const std::string& cls = "") {
     JobSpec s;

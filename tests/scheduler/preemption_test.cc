@@ -225,10 +225,7 @@ TEST(PreemptionTest, PreemptorDoesNotPreemptAgainAfterARestart) {
     ASSERT_EQ(h.agents.stops.size(), 1u);
   }
   CoreHarness h(SchedulerOptions::Defaults(), db);
-  for (int64_t id : {a, b}) {
-    TaskRecord t = h.Task(id);
-    ASSERT_TRUE(h.Register(t.node, "gpu", 1, {{TaskId(id, 0), t.attempt}}).ok());
-  }
+  for (const char* node : {"n0", "n1"}) ASSERT_TRUE(h.Reconnect(node, "gpu", 1).ok());
   h.core->Tick();
   h.Drain();
   ASSERT_EQ(h.agents.stops.size(), 1u) << "only the first victim is stopped (again)";
@@ -241,19 +238,28 @@ TEST(PreemptionTest, PreemptorDoesNotPreemptAgainAfterARestart) {
   EXPECT_EQ(running, 1);
 }
 
-TEST(PreemptionTest, GangIsPreemptedAndRestartedWhole) {
-  CoreHarness h;
-  ASSERT_TRUE(h.CreatePool("gpu").ok());
-  ASSERT_TRUE(h.Register("n0", "gpu", 1).ok());
-  ASSERT_TRUE(h.Register("n1", "gpu", 1).ok());
+// A low gang of two whole GPUs runs on n0 and n1; a high task of one GPU preempts it. Returns
+// the gang's and the high job's ids.
+std::pair<int64_t, int64_t> PreemptAGang(CoreHarness& h) {
+  EXPECT_TRUE(h.CreatePool("gpu").ok());
+  EXPECT_TRUE(h.Register("n0", "gpu", 1).ok());
+  EXPECT_TRUE(h.Register("n1", "gpu", 1).ok());
   JobSpec gang = Of("low", CoreHarness::Whole("gpu", 1, 2));
   gang.gang = true;
   Result<JobRecord> g = h.Submit(gang);
-  ASSERT_TRUE(g.ok());
   h.RunStarted();
   h.clock.Advance(30 * kSecond);
   Result<JobRecord> high = h.Submit(Of("high", CoreHarness::Whole("gpu", 1)));
-  ASSERT_TRUE(high.ok());
+  EXPECT_TRUE(g.ok() && high.ok());
+  return {g.ok() ? g->id : 0, high.ok() ? high->id : 0};
+}
+
+TEST(PreemptionTest, GangIsPreemptedAndRestartedWhole) {
+  CoreHarness h;
+  auto [gang_id, high_id] = PreemptAGang(h);
+  Result<JobRecord> g = h.core->GetJob(gang_id);
+  Result<JobRecord> high = h.core->GetJob(high_id);
+  ASSERT_TRUE(g.ok() && high.ok());
   // One GPU is enough, but the victim's gang stops whole: two stops.
   ASSERT_EQ(h.agents.stops.size(), 2u);
   h.Report(h.agents.stops[0].first, g->id, 0, TaskState::kFailed, 143);
@@ -281,17 +287,7 @@ TEST(PreemptionTest, GangRestartSurvivesADaemonRestart) {
   int64_t gang_id = 0;
   {
     CoreHarness h(SchedulerOptions::Defaults(), db);
-    ASSERT_TRUE(h.CreatePool("gpu").ok());
-    ASSERT_TRUE(h.Register("n0", "gpu", 1).ok());
-    ASSERT_TRUE(h.Register("n1", "gpu", 1).ok());
-    JobSpec gang = Of("low", CoreHarness::Whole("gpu", 1, 2));
-    gang.gang = true;
-    Result<JobRecord> g = h.Submit(gang);
-    ASSERT_TRUE(g.ok());
-    gang_id = g->id;
-    h.RunStarted();
-    h.clock.Advance(30 * kSecond);
-    ASSERT_TRUE(h.Submit(Of("high", CoreHarness::Whole("gpu", 1))).ok());
+    gang_id = PreemptAGang(h).first;
     ASSERT_EQ(h.agents.stops.size(), 2u);
     int32_t first = 0;
     ASSERT_TRUE(ParseTaskId(h.agents.stops[0].second.task_id, &gang_id, &first));
@@ -299,16 +295,7 @@ TEST(PreemptionTest, GangRestartSurvivesADaemonRestart) {
   }
   CoreHarness h(SchedulerOptions::Defaults(), db);
   // The agents reconnect with what they still run; then a new node joins with a free GPU.
-  for (const char* node : {"n0", "n1"}) {
-    std::vector<AgentRegistration::Running> running;
-    for (const JobRecord& j : h.core->ListJobs(JobFilter{}).jobs) {
-      for (const TaskRecord& t : j.tasks) {
-        if (t.node == node && (t.state == TaskState::kScheduled || t.state == TaskState::kRunning))
-          running.push_back({TaskId(t.job_id, t.index), t.attempt});
-      }
-    }
-    ASSERT_TRUE(h.Register(node, "gpu", 1, running).ok());
-  }
+  for (const char* node : {"n0", "n1"}) ASSERT_TRUE(h.Reconnect(node, "gpu", 1).ok());
   ASSERT_TRUE(h.Register("n2", "gpu", 1).ok());
   int pending = 0;
   for (int i = 0; i < 2; ++i) pending += h.Task(gang_id, i).state == TaskState::kPending;
