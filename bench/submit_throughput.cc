@@ -4,15 +4,25 @@
 // committed), creates a pool, then for each concurrency level keeps that many SubmitJob calls in
 // flight for --seconds and reports throughput and p50/p99/max latency. --server ADDR measures an
 // already running daemon instead. Prints a table; --json FILE writes the figures.
+//
+// It also says where the CPU went, in microseconds per acknowledged submission: this process (the
+// load generator), gpupoold and PostgreSQL (postmaster and its children, from /proc). On a
+// machine with few cores the three share them, so these explain the rate; with --server only
+// the client's share is known.
 #include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +41,65 @@ struct Level {
   int64_t failed = 0;
   double seconds = 0;
   double p50_ms = 0, p99_ms = 0, max_ms = 0;
+  // CPU microseconds per acknowledged submission; negative when unknown.
+  double client_us = -1, daemon_us = -1, postgres_us = -1;
+};
+
+// CPU seconds (user + system) a process has used, from /proc/<pid>/stat; 0 when it is gone.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  size_t close = line.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; rest >> field && i <= 15; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The postmaster of the daemon's embedded PostgreSQL and its children (backends, WAL writer…).
+std::vector<pid_t> PostgresPids(const std::string& data_dir) {
+  std::ifstream pidfile(data_dir + "/pg/pg/postmaster.pid");
+  pid_t postmaster = 0;
+  if (!(pidfile >> postmaster) || postmaster <= 0) return {};
+  std::vector<pid_t> out{postmaster};
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(in, line)) continue;
+    size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    pid_t ppid = 0;
+    if (rest >> state >> ppid && ppid == postmaster) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+double SelfCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+// CPU of the three parties, sampled at the start and end of a level.
+struct CpuSample {
+  double client = 0, daemon = 0, postgres = 0;
+  static CpuSample Take(pid_t daemon, const std::vector<pid_t>& postgres) {
+    CpuSample c;
+    c.client = SelfCpuSeconds();
+    if (daemon > 0) c.daemon = ProcessCpuSeconds(daemon);
+    for (pid_t p : postgres) c.postgres += ProcessCpuSeconds(p);
+    return c;
+  }
 };
 
 v1::SubmitJobRequest Job(const std::string& pool) {
@@ -97,7 +166,13 @@ class Lane {
 };
 
 Level Measure(const std::vector<std::unique_ptr<v1::JobService::Stub>>& stubs,
-              const v1::SubmitJobRequest& req, int concurrency, double seconds) {
+              const v1::SubmitJobRequest& req, int concurrency, double seconds,
+              const testing::DaemonProcess* daemon = nullptr) {
+  const pid_t daemon_pid = daemon != nullptr ? daemon->pid() : -1;
+  // Backends live as long as their connections: the ones alive now are the ones that work.
+  const std::vector<pid_t> pg =
+      daemon != nullptr ? PostgresPids(daemon->data_dir()) : std::vector<pid_t>{};
+  const CpuSample cpu0 = CpuSample::Take(daemon_pid, pg);
   std::vector<double> latencies;
   latencies.reserve(1 << 20);
   std::mutex mu;
@@ -131,12 +206,20 @@ Level Measure(const std::vector<std::unique_ptr<v1::JobService::Stub>>& stubs,
   lv.p50_ms = pct(0.50);
   lv.p99_ms = pct(0.99);
   lv.max_ms = latencies.empty() ? 0 : latencies.back();
+  const CpuSample cpu1 = CpuSample::Take(daemon_pid, pg);
+  if (lv.ok > 0) {
+    const double per = 1e6 / static_cast<double>(lv.ok);
+    lv.client_us = (cpu1.client - cpu0.client) * per;
+    if (daemon_pid > 0) lv.daemon_us = (cpu1.daemon - cpu0.daemon) * per;
+    if (!pg.empty()) lv.postgres_us = (cpu1.postgres - cpu0.postgres) * per;
+  }
   return lv;
 }
 
 int Run(int argc, char** argv) {
   std::string server, json;
   double seconds = 5;
+  int channels = 4;
   std::vector<int> levels{1, 16, 64};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -158,8 +241,9 @@ int Run(int argc, char** argv) {
     } else {
       std::printf(
           "usage: submit_throughput [--server HOST:PORT] [--seconds S] [--levels 1,16,64] "
-          "[--json FILE]\n\nWithout --server, starts a fresh gpupoold (embedded PostgreSQL, "
-          "fsync on) from this build.\n");
+          "[--channels 4] [--json FILE]\n\nWithout --server, starts a fresh gpupoold (embedded "
+          "PostgreSQL, fsync on) from this build and also reports the CPU microseconds per "
+          "submission of the client, gpupoold and PostgreSQL.\n");
       return a == "--help" ? 0 : 2;
     }
   }
@@ -175,7 +259,7 @@ int Run(int argc, char** argv) {
   }
   // Several channels, so that client-side HTTP/2 framing does not serialise the lanes.
   std::vector<std::unique_ptr<v1::JobService::Stub>> stubs;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < channels; ++i) {
     grpc::ChannelArguments args;
     args.SetInt("grpc.channel_id", i);  // distinct channels, not one shared subchannel
     stubs.push_back(v1::JobService::NewStub(
@@ -193,14 +277,17 @@ int Run(int argc, char** argv) {
   v1::SubmitJobRequest req = Job("bench");
   Measure(stubs, req, 8, 1.0);  // warm-up
   std::vector<Level> results;
-  std::printf("%-12s %12s %12s %10s %10s %10s %8s\n", "concurrency", "submits/s", "acked", "p50 ms",
-              "p99 ms", "max ms", "failed");
+  std::printf("%-12s %10s %9s %8s %8s %8s %7s   %s\n", "concurrency", "submits/s", "acked",
+              "p50 ms", "p99 ms", "max ms", "failed",
+              "CPU us/submission: client gpupoold postgres");
+  auto us = [](double v) { return v < 0 ? std::string("-") : std::to_string(std::lround(v)); };
   for (int c : levels) {
-    Level lv = Measure(stubs, req, c, seconds);
+    Level lv = Measure(stubs, req, c, seconds, daemon.get());
     results.push_back(lv);
-    std::printf("%-12d %12.0f %12lld %10.2f %10.2f %10.2f %8lld\n", c,
+    std::printf("%-12d %10.0f %9lld %8.2f %8.2f %8.2f %7lld   %6s %8s %8s\n", c,
                 static_cast<double>(lv.ok) / lv.seconds, static_cast<long long>(lv.ok), lv.p50_ms,
-                lv.p99_ms, lv.max_ms, static_cast<long long>(lv.failed));
+                lv.p99_ms, lv.max_ms, static_cast<long long>(lv.failed), us(lv.client_us).c_str(),
+                us(lv.daemon_us).c_str(), us(lv.postgres_us).c_str());
   }
   if (!json.empty()) {
     std::ofstream out(json);
@@ -211,7 +298,9 @@ int Run(int argc, char** argv) {
           << ",\"submits_per_second\":" << static_cast<double>(lv.ok) / lv.seconds
           << ",\"acknowledged\":" << lv.ok << ",\"failed\":" << lv.failed
           << ",\"p50_ms\":" << lv.p50_ms << ",\"p99_ms\":" << lv.p99_ms
-          << ",\"max_ms\":" << lv.max_ms << "}";
+          << ",\"max_ms\":" << lv.max_ms
+          << ",\"cpu_us_per_submission\":{\"client\":" << lv.client_us
+          << ",\"gpupoold\":" << lv.daemon_us << ",\"postgres\":" << lv.postgres_us << "}}";
     }
     out << "]}\n";
   }

@@ -177,7 +177,6 @@ void PgStore::Apply(std::vector<Mutation> batch, Done done) {
 
 void PgStore::WriterLoop() {
   std::vector<Pending> group;
-  size_t last_group = 0;  // batches in the previous transaction
   for (;;) {
     {
       std::unique_lock lock(queue_mu_);
@@ -202,24 +201,11 @@ void PgStore::WriterLoop() {
         }
       }
       if (queue_.empty() && stopping_) return;
-      auto take = [&] {
-        while (!queue_.empty() && group.size() < options_.max_group) {
-          group.push_back(std::move(queue_.front()));
-          queue_.pop_front();
-        }
-      };
-      take();
-      if (options_.linger.count() > 0 && last_group >= options_.linger_after &&
-          group.size() < options_.max_group && !stopping_) {
-        // A plain sleep: Apply() only signals an idle writer, so callers do not pay a wake-up
-        // each while the group fills.
-        lock.unlock();
-        std::this_thread::sleep_for(options_.linger);
-        lock.lock();
-        take();
+      while (!queue_.empty() && group.size() < options_.max_group) {
+        group.push_back(std::move(queue_.front()));
+        queue_.pop_front();
       }
     }
-    last_group = group.size();
     CommitGroup(group);
     group.clear();
   }

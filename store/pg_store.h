@@ -19,7 +19,6 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -42,13 +41,6 @@ struct PgStoreOptions {
   const Clock* clock = nullptr;
   // Most batches folded into one transaction.
   size_t max_group = 512;
-  // Under load, the writer keeps collecting for up to this long after it starts a group, so one
-  // transaction (one parse, one fence, one WAL flush) carries more batches: per batch, a commit
-  // of 64 cost the server about a quarter less CPU than one of 16 (docs/store.md). It lingers only
-  // when the last transaction carried at least `linger_after` batches, so a lone caller never
-  // waits. 0: never.
-  std::chrono::microseconds linger{1000};
-  size_t linger_after = 4;
   // Recorded in the leader row; "<hostname>:<pid>" when empty.
   std::string holder;
 };

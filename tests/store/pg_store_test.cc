@@ -133,43 +133,5 @@ TEST(PgStoreTest, GroupCommitKeepsPerCallerOrder) {
   for (const auto& j : state->jobs) EXPECT_EQ(j.state, JobState::kSucceeded);
 }
 
-// Under load the writer lingers so one transaction carries more batches; a lone caller, whose
-// previous transaction carried one batch, never waits for it.
-TEST(PgStoreTest, LingerFoldsSpreadArrivalsButNeverDelaysALoneCaller) {
-  ASSERT_OK_AND_ASSIGN(std::string uri, CreateTestDatabase());
-  PgStoreOptions options = Pg(uri);
-  options.linger = std::chrono::seconds(5);
-  options.linger_after = 2;
-  ASSERT_OK_AND_ASSIGN(auto store, PgStore::Open(options));
-  ASSERT_OK(store->AcquireLeadership().status());
-
-  // One at a time: every transaction carries one batch, so none lingers (5 × 5 s otherwise).
-  auto started = std::chrono::steady_clock::now();
-  for (int i = 1; i <= 5; ++i) ASSERT_OK(ApplyAndWait(*store, {InsertJob{SampleJob(i, 1)}}));
-  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
-  EXPECT_EQ(store->stats().transactions, 5u);
-
-  // With linger_after = 1, after a first lone transaction the batches that trickle in every
-  // 20 ms are folded into one lingering transaction instead of one each.
-  options.linger = std::chrono::milliseconds(1500);
-  options.linger_after = 1;
-  ASSERT_OK_AND_ASSIGN(store, PgStore::Open(options));
-  ASSERT_OK(store->AcquireLeadership().status());
-  ASSERT_OK(ApplyAndWait(*store, {InsertJob{SampleJob(100, 1)}}));
-  std::atomic<int> done{0};
-  std::promise<void> all;
-  for (int i = 0; i < 10; ++i) {
-    store->Apply({InsertJob{SampleJob(200 + i, 1)}}, [&](Status st) {
-      EXPECT_OK(st);
-      if (++done == 10) all.set_value();
-    });
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_EQ(all.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
-  // One for the first, then one for the ten (two if the machine stalled past the linger).
-  EXPECT_LE(store->stats().transactions, 3u);
-  EXPECT_EQ(store->stats().batches, 11u);
-}
-
 }  // namespace
 }  // namespace gpupool::testing

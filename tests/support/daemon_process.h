@@ -64,6 +64,8 @@ class DaemonProcess {
   const std::string& data_dir() const { return data_dir_; }
   std::string log_path() const { return data_dir_ + "/gpupoold.log"; }
   std::string LogTail(int lines) const;
+  // The running gpupoold's pid, or -1.
+  pid_t pid() const { return child_ ? child_->pid() : -1; }
 
  private:
   DaemonProcess() = default;
