@@ -230,6 +230,8 @@ int Run(int argc, char** argv) {
       json = value();
     else if (a == "--seconds")
       seconds = std::stod(value());
+    else if (a == "--channels")
+      channels = std::max(1, std::stoi(value()));
     else if (a == "--levels") {
       levels.clear();
       std::string v = value();
