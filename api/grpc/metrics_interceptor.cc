@@ -5,17 +5,50 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <array>
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "api/status_convert.h"
 
 namespace gpupool::api::grpcface {
 
+namespace {
+constexpr size_t kStatusCodes = 17;  // gRPC's codes 0..16
+}  // namespace
+
+// What one method records into: its histogram, and one counter per status code, made on first
+// use. Found once per call by the method's path, so a call costs no label-set construction.
+struct MethodMetrics {
+  std::string label;
+  prometheus::Family<prometheus::Counter>* requests = nullptr;
+  prometheus::Histogram* duration = nullptr;
+  std::array<std::atomic<prometheus::Counter*>, kStatusCodes> by_code{};
+
+  prometheus::Counter& Requests(StatusCode code) {
+    auto i = static_cast<size_t>(code);
+    if (i >= kStatusCodes) i = static_cast<size_t>(StatusCode::kUnknown);
+    prometheus::Counter* c = by_code[i].load(std::memory_order_acquire);
+    if (c == nullptr) {  // Family::Add returns the same counter to racing callers
+      c = &requests->Add({{"method", label}, {"code", std::string(StatusCodeName(code))}});
+      by_code[i].store(c, std::memory_order_release);
+    }
+    return *c;
+  }
+};
+
 struct GrpcMetrics {
   prometheus::Family<prometheus::Counter>* requests;
   prometheus::Family<prometheus::Histogram>* duration;
+  std::mutex mu;
+  // Keyed by the path gRPC reports; only methods of linked-in services get an entry, the rest
+  // share `unknown`, so clients cannot grow this map.
+  std::unordered_map<std::string, std::unique_ptr<MethodMetrics>> methods;
+  std::unique_ptr<MethodMetrics> unknown;
 };
 
 namespace {
@@ -46,10 +79,8 @@ std::string MethodLabel(const char* method) {
 
 class MetricsInterceptor final : public grpc::experimental::Interceptor {
  public:
-  MetricsInterceptor(std::shared_ptr<GrpcMetrics> metrics, std::string method)
-      : metrics_(std::move(metrics)),
-        method_(std::move(method)),
-        start_(std::chrono::steady_clock::now()) {}
+  MetricsInterceptor(std::shared_ptr<GrpcMetrics> owner, MethodMetrics* metrics)
+      : owner_(std::move(owner)), metrics_(metrics), start_(std::chrono::steady_clock::now()) {}
 
   // A call that never sent a status (torn down mid-flight) counts as CANCELLED.
   ~MetricsInterceptor() override {
@@ -69,16 +100,23 @@ class MetricsInterceptor final : public grpc::experimental::Interceptor {
     recorded_ = true;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    metrics_->requests->Add({{"method", method_}, {"code", std::string(StatusCodeName(code))}})
-        .Increment();
-    metrics_->duration->Add({{"method", method_}}, LatencyBuckets()).Observe(seconds);
+    metrics_->Requests(code).Increment();
+    metrics_->duration->Observe(seconds);
   }
 
-  std::shared_ptr<GrpcMetrics> metrics_;
-  std::string method_;
+  std::shared_ptr<GrpcMetrics> owner_;  // keeps `metrics_` alive whatever is torn down first
+  MethodMetrics* metrics_;
   std::chrono::steady_clock::time_point start_;
   bool recorded_ = false;
 };
+
+std::unique_ptr<MethodMetrics> NewMethodMetrics(const GrpcMetrics& m, std::string label) {
+  auto out = std::make_unique<MethodMetrics>();
+  out->label = std::move(label);
+  out->requests = m.requests;
+  out->duration = &m.duration->Add({{"method", out->label}}, LatencyBuckets());
+  return out;
+}
 
 }  // namespace
 
@@ -98,7 +136,21 @@ MetricsInterceptorFactory::~MetricsInterceptorFactory() = default;
 
 grpc::experimental::Interceptor* MetricsInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
-  return new MetricsInterceptor(metrics_, MethodLabel(info->method()));
+  const char* path = info->method() != nullptr ? info->method() : "";
+  {
+    std::lock_guard lock(metrics_->mu);
+    auto it = metrics_->methods.find(path);
+    if (it != metrics_->methods.end()) return new MetricsInterceptor(metrics_, it->second.get());
+  }
+  std::string label = MethodLabel(info->method());  // the descriptor lookup, once per method
+  std::lock_guard lock(metrics_->mu);
+  if (label == "unknown") {
+    if (!metrics_->unknown) metrics_->unknown = NewMethodMetrics(*metrics_, label);
+    return new MetricsInterceptor(metrics_, metrics_->unknown.get());
+  }
+  auto [it, _] = metrics_->methods.try_emplace(path, nullptr);
+  if (!it->second) it->second = NewMethodMetrics(*metrics_, std::move(label));
+  return new MetricsInterceptor(metrics_, it->second.get());
 }
 
 }  // namespace gpupool::api::grpcface
