@@ -39,8 +39,10 @@ options:
   --limit N          place only the first N arrivals of each run (quick checks)
   --out-dir DIR      write DIR/sim-WORKLOAD.json and DIR/sim-WORKLOAD.svg
   --bound-stride N   also compute the lower bound on unallocated % that no policy can beat
-                     (placement/sim/bound.h), from an LP every N events of the bin at arrived
-                     = 100% (default: 5; 0 = skip the bound)
+                     (placement/sim/bound.h), from LPs every N events of the bin at arrived
+                     = 100% and at its last (default: 40; 0 = skip the bound)
+  --bound KIND       protocol: policies that drop a task only when nothing can host it (the
+                     protocol's rule; default); packing: any policy, even one that refuses tasks
   --per-seed         also print every seed's result, the bound and the gap to it
   --help             this text
 strategies: first-fit best-fit spread dot-product gpu-packing gpu-clustering fgd fgd-pack random
@@ -55,7 +57,8 @@ struct Options {
   double tune = 1.3;
   size_t limit = 0;
   std::string out_dir;
-  int bound_stride = 5;
+  int bound_stride = 40;
+  bool bound_protocol = true;
   bool per_seed = false;
 };
 
@@ -119,6 +122,10 @@ Result<Options> ParseArgs(int argc, char** argv) {
       o.out_dir = v;
     else if (a == "--bound-stride")
       o.bound_stride = std::atoi(v.c_str());
+    else if (a == "--bound" && (v == "protocol" || v == "packing"))
+      o.bound_protocol = v == "protocol";
+    else if (a == "--bound")
+      return Status::InvalidArgument("--bound: expected protocol or packing, got '" + v + "'");
     else
       return Status::InvalidArgument("unknown option '" + a + "' (see --help)");
   }
@@ -190,8 +197,10 @@ Status RunWorkload(const Options& o, const std::vector<sim::TraceNode>& nodes,
       const std::vector<sim::TraceTask> arrivals = sim::Arrivals(tasks, seed, o.tune, capacity);
       const auto t0 = std::chrono::steady_clock::now();
       const std::clock_t c0 = std::clock();
-      bounds.push_back(
-          sim::SeedBound{seed, sim::UnallocatedLowerBound(nodes, arrivals, 100, o.bound_stride)});
+      sim::BoundOptions bo;
+      bo.stride = o.bound_stride;
+      bo.protocol = o.bound_protocol;
+      bounds.push_back(sim::SeedBound{seed, sim::UnallocatedLowerBound(nodes, arrivals, 100, bo)});
       cpu_seconds += static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }

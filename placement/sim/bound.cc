@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 #include <set>
@@ -13,6 +15,9 @@ namespace gpupool::placement::sim {
 namespace {
 
 constexpr int32_t kGpuMilli = 1000;
+// The LP's bonus per forced task, in GPUs: more than a whole 8-GPU node, so dropping a forced
+// task never pays for whatever it would free.
+constexpr double kForcedBonus = 16;
 
 bool Allowed(const std::string& spec, const std::string& model) {
   if (spec.empty()) return true;
@@ -40,9 +45,13 @@ class TypeSolver {
     int32_t unit = kGpuMilli;
     for (size_t j = 0; j < in.classes.size(); ++j) {
       const PackingClass& c = in.classes[j];
-      if (c.num_gpu < 1 || c.num_gpu > type_.gpus || c.cpu_milli > type_.cpu_milli ||
-          c.memory_mib > type_.memory_mib || !Allowed(c.gpu_spec, type_.model) ||
-          c.gpu_milli <= 0 || c.gpu_milli > kGpuMilli)
+      if (c.cpu_milli > type_.cpu_milli || c.memory_mib > type_.memory_mib) continue;
+      if (c.num_gpu == 0) {  // CPU-only: as many as the node's CPU and memory allow alone
+        if (c.cpu_milli > 0 || c.memory_mib > 0) eligible_.push_back(j);
+        continue;
+      }
+      if (c.num_gpu > type_.gpus || !Allowed(c.gpu_spec, type_.model) || c.gpu_milli <= 0 ||
+          c.gpu_milli > kGpuMilli)
         continue;
       eligible_.push_back(j);
       unit = std::gcd(unit, c.gpu_milli);
@@ -63,13 +72,22 @@ class TypeSolver {
       int j;
     };
     std::vector<Multi> multi;
+    out->count.assign(in_.classes.size(), 0);
+    double cpu_only = 0;  // CPU-only classes, each at the most the node holds of it alone
     for (size_t j : eligible_) {
       const PackingClass& c = in_.classes[j];
       if (c.count <= 0) continue;
       const double v = std::max(0.0, d.w[j]) - beta * static_cast<double>(c.cpu_milli) -
                        gamma * static_cast<double>(c.memory_mib);
       if (v <= 0) continue;
-      if (c.num_gpu == 1) {
+      if (c.num_gpu == 0) {
+        int64_t most = INT64_MAX;
+        if (c.cpu_milli > 0) most = std::min(most, type_.cpu_milli / c.cpu_milli);
+        if (c.memory_mib > 0) most = std::min(most, type_.memory_mib / c.memory_mib);
+        most = std::min<int64_t>(most, c.count);
+        out->count[j] = static_cast<int>(most);
+        cpu_only += v * static_cast<double>(most);
+      } else if (c.num_gpu == 1) {
         const size_t s = static_cast<size_t>(c.gpu_milli / unit_);
         if (arg[s] < 0 || v > val[s]) val[s] = v, arg[s] = static_cast<int>(j);
       } else {
@@ -101,8 +119,7 @@ class TypeSolver {
           node[i] = node[i - k] + multi[m].v, pick[i] = static_cast<int>(m);
       }
     }
-    out->pi = d.cpu_price[t] + d.mem_price[t] + node[g];
-    out->count.assign(in_.classes.size(), 0);
+    out->pi = d.cpu_price[t] + d.mem_price[t] + node[g] + cpu_only;
     int alone = 0;
     for (size_t i = g; i > 0;) {
       if (pick[i] < 0) {
@@ -145,9 +162,12 @@ double Bound(const PackingInstance& in, const PackingDual& d,
     solvers[t].Solve(d, t, &(*sol)[t]);
     ub += static_cast<double>(in.types[t].count) * (*sol)[t].pi;
   }
-  for (size_t j = 0; j < in.classes.size(); ++j)
-    ub += static_cast<double>(in.classes[j].count) *
-          std::max(0.0, static_cast<double>(in.classes[j].Demand()) - std::max(0.0, d.w[j]));
+  for (size_t j = 0; j < in.classes.size(); ++j) {
+    const PackingClass& c = in.classes[j];
+    const double gain = static_cast<double>(c.Demand()) - std::max(0.0, d.w[j]);
+    ub += static_cast<double>(c.forced) * gain +
+          static_cast<double>(c.count - c.forced) * std::max(0.0, gain);
+  }
   return ub;
 }
 
@@ -158,6 +178,13 @@ int64_t MemoryKey(int64_t mib) {
   int64_t p = 1;
   while (p <= mib / 2) p *= 2;
   return p;
+}
+
+// A task's class: CPU, memory (rounded down), GPUs, share, models; CPU-only tasks (no GPU
+// demand) are (cpu, memory, 0, 0, "") whatever their other fields say.
+std::tuple<int64_t, int64_t, int, int32_t, std::string> ClassKey(const TraceTask& t) {
+  if (t.GpuMilli() <= 0) return {t.cpu_milli, MemoryKey(t.memory_mib), 0, 0, ""};
+  return {t.cpu_milli, MemoryKey(t.memory_mib), t.num_gpu, t.gpu_milli, t.gpu_spec};
 }
 
 std::vector<TypeSolver> Solvers(const PackingInstance& in) {
@@ -181,13 +208,12 @@ PackingInstance MakeInstance(const std::vector<TraceNode>& nodes,
   }
   std::map<std::tuple<int64_t, int64_t, int, int32_t, std::string>, size_t> classes;
   for (const TraceTask& t : tasks) {
-    if (t.GpuMilli() <= 0) continue;
-    auto [it, added] = classes.try_emplace(
-        std::tuple{t.cpu_milli, MemoryKey(t.memory_mib), t.num_gpu, t.gpu_milli, t.gpu_spec},
-        in.classes.size());
+    const auto key = ClassKey(t);
+    if (std::get<0>(key) <= 0 && std::get<1>(key) <= 0 && std::get<2>(key) == 0) continue;
+    auto [it, added] = classes.try_emplace(key, in.classes.size());
     if (added)
-      in.classes.push_back(PackingClass{0, t.cpu_milli, MemoryKey(t.memory_mib), t.num_gpu,
-                                        t.gpu_milli, t.gpu_spec});
+      in.classes.push_back(PackingClass{0, 0, std::get<0>(key), std::get<1>(key), std::get<2>(key),
+                                        std::get<3>(key), std::get<4>(key)});
   }
   return in;
 }
@@ -202,9 +228,8 @@ std::vector<int> ClassOf(const PackingInstance& in, const std::vector<TraceTask>
   std::vector<int> out;
   out.reserve(tasks.size());
   for (const TraceTask& t : tasks) {
-    auto it = index.find(
-        std::tuple{t.cpu_milli, MemoryKey(t.memory_mib), t.num_gpu, t.gpu_milli, t.gpu_spec});
-    out.push_back(t.GpuMilli() > 0 && it != index.end() ? it->second : -1);
+    auto it = index.find(ClassKey(t));
+    out.push_back(it != index.end() ? it->second : -1);
   }
   return out;
 }
@@ -239,15 +264,23 @@ class ColumnGeneration {
     for (size_t j = 0; j < nc; ++j) lp_.AddRow(0);
     for (size_t t = 0; t < nt; ++t)
       for (int k = 0; k < 3; ++k) lp_.AddRow(static_cast<double>(in.types[t].count));
-    for (size_t j = 0; j < nc; ++j)
-      z_.push_back(lp_.AddColumn(static_cast<double>(in.classes[j].Demand()) / kGpuMilli, 0,
-                                 {{static_cast<int>(j), 1.0}}));
+    // Per class two columns on its row: the forced tasks, worth a bonus that makes the LP place
+    // them first (so its optimum is the forced one's whenever that is feasible), and the rest.
+    for (size_t j = 0; j < nc; ++j) {
+      const double s = static_cast<double>(in.classes[j].Demand()) / kGpuMilli;
+      forced_.push_back(lp_.AddColumn(s + kForcedBonus, 0, {{static_cast<int>(j), 1.0}}));
+      z_.push_back(lp_.AddColumn(s, 0, {{static_cast<int>(j), 1.0}}));
+    }
   }
 
   // Solves for the current class counts; the dual found goes to *dual.
-  double Solve(PackingDual* dual) {
+  double Solve(PackingDual* dual, std::vector<double>* placed = nullptr) {
     const size_t nc = in_.classes.size(), nt = in_.types.size();
-    for (size_t j = 0; j < nc; ++j) lp_.SetUpper(z_[j], static_cast<double>(in_.classes[j].count));
+    for (size_t j = 0; j < nc; ++j) {
+      const PackingClass& c = in_.classes[j];
+      lp_.SetUpper(forced_[j], static_cast<double>(c.forced));
+      lp_.SetUpper(z_[j], static_cast<double>(c.count - c.forced));
+    }
     *dual = StartDual(in_);
     std::vector<TypeSolution> sol(nt);
     for (int round = 0; round < 10000; ++round) {
@@ -271,6 +304,10 @@ class ColumnGeneration {
       }
       if (!added) break;
     }
+    if (placed != nullptr) {
+      placed->clear();
+      for (size_t j = 0; j < nc; ++j) placed->push_back(lp_.Value(forced_[j]) + lp_.Value(z_[j]));
+    }
     return DualBound(in_, *dual);
   }
 
@@ -291,22 +328,207 @@ class ColumnGeneration {
   const PackingInstance& in_;
   std::vector<TypeSolver> solvers_;
   Lp lp_;
-  std::vector<int> z_;
+  std::vector<int> forced_, z_;
   std::set<std::vector<int>> seen_;
 };
 
 }  // namespace
 
-double PackingUpperBound(const PackingInstance& in, PackingDual* dual) {
+double PackingUpperBound(const PackingInstance& in, PackingDual* dual,
+                         std::vector<double>* placed) {
   double demand = 0;
   for (const PackingClass& c : in.classes)
     demand += static_cast<double>(c.count) * static_cast<double>(c.Demand());
   ColumnGeneration cg(in);
-  return std::min(cg.Solve(dual), demand);
+  return std::min(cg.Solve(dual, placed), demand);
 }
 
+namespace {
+
+// What a task needs of one node, for the protocol's drop rule: `whole` fully free GPUs (0 for a
+// share), one GPU with `share` milli free, CPU, memory, and allowed models (`any` or a set).
+struct Need {
+  int whole = 0;
+  int32_t share = 0;
+  int64_t cpu = 0, mem = 0;
+  bool any = true;
+  std::set<std::string> models;
+};
+
+Need NeedOf(const TraceTask& t) {
+  Need n;
+  n.cpu = t.cpu_milli;
+  n.mem = t.memory_mib;
+  if (t.GpuMilli() <= 0) return n;  // CPU-only: any node with the CPU and memory
+  if (t.gpu_milli >= kGpuMilli) n.whole = t.num_gpu;
+  n.share = t.gpu_milli;
+  n.cpu = t.cpu_milli;
+  n.mem = t.memory_mib;
+  size_t start = 0;
+  while (start < t.gpu_spec.size()) {
+    size_t end = t.gpu_spec.find('|', start);
+    if (end == std::string::npos) end = t.gpu_spec.size();
+    if (end > start) n.models.insert(t.gpu_spec.substr(start, end - start));
+    start = end + 1;
+  }
+  n.any = n.models.empty();
+  return n;
+}
+
+// The least need that covers both: whatever can host it can host a and b.
+Need Meet(const Need& a, const Need& b) {
+  Need n;
+  n.whole = std::max(a.whole, b.whole);
+  n.share = std::max(a.share, b.share);
+  n.cpu = std::max(a.cpu, b.cpu);
+  n.mem = std::max(a.mem, b.mem);
+  n.any = a.any && b.any;
+  if (a.any) {
+    n.models = b.models;
+  } else if (b.any) {
+    n.models = a.models;
+  } else {
+    for (const std::string& m : a.models)
+      if (b.models.count(m) != 0) n.models.insert(m);
+  }
+  return n;
+}
+
+// Whether every node that can host `t` can also host a task needing `r` (so if no node can
+// host r at some moment, none can host t from then on: tasks never depart).
+bool Covers(const Need& t, const Need& r) {
+  if (t.cpu < r.cpu || t.mem < r.mem || t.share < r.share) return false;
+  if (r.whole > 0 && t.whole < r.whole) return false;
+  if (r.any) return true;
+  if (t.any) return false;
+  for (const std::string& m : t.models)
+    if (r.models.count(m) == 0) return false;
+  return true;
+}
+
+// The protocol-aware bound on a prefix (bound.h, part 2), with the LP's columns
+// kept from one prefix and scenario to the next.
+class ProtocolBounder {
+ public:
+  ProtocolBounder(const std::vector<TraceNode>& nodes, const std::vector<TraceTask>& arrivals,
+                  const BoundOptions& options)
+      : arrivals_(arrivals),
+        options_(options),
+        in_(MakeInstance(nodes, arrivals)),
+        cls_(ClassOf(in_, arrivals)),
+        cg_(in_) {
+    for (const TraceNode& n : nodes) capacity_ += int64_t{kGpuMilli} * n.gpus;
+    for (const TraceTask& t : arrivals) need_.push_back(NeedOf(t));
+    // Per task, the GPU demand of all arrivals that need at least as much (its cover).
+    std::vector<double> cover(arrivals.size(), 0);
+    std::map<std::tuple<int64_t, int64_t, int, int32_t, std::string>, double> memo;
+    for (size_t i = 0; i < arrivals.size(); ++i) {
+      const TraceTask& t = arrivals[i];
+      if (cls_[i] < 0) continue;
+      auto [it, added] = memo.try_emplace(
+          std::tuple{t.cpu_milli, t.memory_mib, t.num_gpu, t.gpu_milli, t.gpu_spec}, 0.0);
+      if (added)
+        for (size_t k = 0; k < arrivals.size(); ++k)
+          if (arrivals[k].GpuMilli() > 0 && Covers(need_[k], need_[i]))
+            it->second += static_cast<double>(arrivals[k].GpuMilli());
+      cover[i] = it->second;
+    }
+    // Key sets: tasks whose drop would force the drop of much later demand.
+    for (double share : options_.key_covers) {
+      std::vector<bool> keys(arrivals.size(), false);
+      for (size_t i = 0; i < arrivals.size(); ++i)
+        keys[i] = cls_[i] >= 0 && cover[i] >= share * static_cast<double>(capacity_);
+      keys_.push_back(std::move(keys));
+    }
+  }
+
+  // UB on what is allocated after task `last` (tasks 0…last have arrived).
+  double Prefix(size_t last) {
+    PackingDual dual;
+    Set(last, 0, last + 1, nullptr, nullptr);
+    const double demand = demand_;
+    double ub = cg_.Solve(&dual);
+    if (options_.protocol)
+      for (const std::vector<bool>& keys : keys_) ub = std::min(ub, Scenarios(last, keys, ub));
+    // One milli-GPU of margin covers the floating-point sums (≈10⁻⁶ milli at this scale).
+    return std::min(ub + 1.0, demand);
+  }
+
+ private:
+  // The largest LP over the scenarios of the first drop of a key task (bound.h), or `plain` if
+  // one reaches it.
+  double Scenarios(size_t last, const std::vector<bool>& keys, double plain) {
+    PackingDual dual;
+    // Split points: tasks after which arrived first exceeds each split %, then last + 1.
+    std::vector<size_t> split = {0};
+    int64_t arrived = 0;
+    size_t next = 0;
+    for (size_t i = 0; i <= last; ++i) {
+      arrived += arrivals_[i].GpuMilli();
+      while (next < options_.splits_pct.size() &&
+             100.0 * static_cast<double>(arrived) >
+                 options_.splits_pct[next] * static_cast<double>(capacity_)) {
+        if (i + 1 > split.back() && i + 1 <= last) split.push_back(i + 1);
+        ++next;
+      }
+    }
+    split.push_back(last + 1);
+    // No key task dropped through `last`: every key task placed.
+    Set(last, last + 1, last + 1, nullptr, &keys);
+    double worst = cg_.Solve(&dual);
+    // The first key drop is a task T in [split_q, split_q+1): key tasks before split_q placed;
+    // tasks from split_q+1 on that need at least what every key candidate T needs, dropped.
+    // Latest first: those score highest, and a scenario whose tasks demand no more than the
+    // worst so far cannot raise it.
+    for (size_t q = split.size() - 1; q-- > 0;) {
+      bool have = false;
+      Need r;
+      for (size_t i = split[q]; i < split[q + 1]; ++i) {
+        if (!keys[i]) continue;
+        r = have ? Meet(r, need_[i]) : need_[i];
+        have = true;
+      }
+      if (!have) continue;
+      Set(last, split[q], split[q + 1], &r, &keys);
+      if (demand_ <= worst) continue;
+      worst = std::max(worst, cg_.Solve(&dual));
+      if (worst >= plain) return plain;
+    }
+    return worst;
+  }
+
+  // Counts for tasks 0…last: those before `placed_before` forced, those from `dropped_from` on
+  // that `drop` covers left out.
+  void Set(size_t last, size_t placed_before, size_t dropped_from, const Need* drop,
+           const std::vector<bool>* keys) {
+    for (PackingClass& c : in_.classes) c.count = c.forced = 0;
+    demand_ = 0;
+    for (size_t i = 0; i <= last; ++i) {
+      if (cls_[i] < 0) continue;
+      if (drop != nullptr && i >= dropped_from && Covers(need_[i], *drop)) continue;
+      PackingClass& c = in_.classes[static_cast<size_t>(cls_[i])];
+      ++c.count;
+      if (i < placed_before && keys != nullptr && (*keys)[i]) ++c.forced;
+      demand_ += static_cast<double>(c.Demand());
+    }
+  }
+
+  const std::vector<TraceTask>& arrivals_;
+  BoundOptions options_;
+  PackingInstance in_;
+  std::vector<int> cls_;
+  std::vector<Need> need_;
+  std::vector<std::vector<bool>> keys_;
+  ColumnGeneration cg_;
+  int64_t capacity_ = 0;
+  double demand_ = 0;
+};
+
+}  // namespace
+
 MetricBound UnallocatedLowerBound(const std::vector<TraceNode>& nodes,
-                                  const std::vector<TraceTask>& arrivals, int x, int stride) {
+                                  const std::vector<TraceTask>& arrivals, int x,
+                                  const BoundOptions& options) {
   MetricBound out;
   int64_t capacity = 0;
   for (const TraceNode& n : nodes) capacity += int64_t{kGpuMilli} * n.gpus;
@@ -324,26 +546,14 @@ MetricBound UnallocatedLowerBound(const std::vector<TraceNode>& nodes,
   }
   out.events = static_cast<int>(events.size());
   if (events.empty()) return out;
-  PackingInstance in = MakeInstance(nodes, arrivals);
-  const std::vector<int> cls = ClassOf(in, arrivals);
-  // Checkpoints: every `stride`-th event and the last; UB of each prefix (columns carried over).
+  // Checkpoints: every `stride`-th event and the last; UB of each prefix.
   std::vector<size_t> checkpoints;
-  for (size_t e = 0; e < events.size(); e += static_cast<size_t>(std::max(stride, 1)))
+  for (size_t e = 0; e < events.size(); e += static_cast<size_t>(std::max(options.stride, 1)))
     checkpoints.push_back(e);
   if (checkpoints.back() != events.size() - 1) checkpoints.push_back(events.size() - 1);
   std::vector<double> ub(checkpoints.size());
-  ColumnGeneration cg(in);
-  PackingDual dual;
-  size_t counted = 0;
-  for (size_t c = 0; c < checkpoints.size(); ++c) {
-    double demand = 0;
-    for (; counted <= events[checkpoints[c]]; ++counted)
-      if (cls[counted] >= 0) ++in.classes[static_cast<size_t>(cls[counted])].count;
-    for (const PackingClass& k : in.classes)
-      demand += static_cast<double>(k.count) * static_cast<double>(k.Demand());
-    // One milli-GPU of margin covers the floating-point sums (≈10⁻⁶ milli at this scale).
-    ub[c] = std::min(cg.Solve(&dual) + 1.0, demand);
-  }
+  ProtocolBounder bounder(nodes, arrivals, options);
+  for (size_t c = 0; c < checkpoints.size(); ++c) ub[c] = bounder.Prefix(events[checkpoints[c]]);
   out.packable_pct = 100.0 * ub.back() / static_cast<double>(capacity);
   double sum = 0;
   for (size_t e = 0; e < events.size(); ++e) {

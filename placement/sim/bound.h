@@ -1,26 +1,33 @@
 // Bound: how much GPU any placement policy could have allocated — a proven lower bound on the
 // replay's metric, for the exact arrival sequence of a seed.
 //
-// The question: of a set of GPU tasks, what is the most milli-GPU that fits on the nodes at once
-// (tasks never depart; any subset may be left out)? Whatever a policy does, online or offline,
-// what it has allocated after task i is a packing of some subset of tasks 0…i, so this maximum
-// bounds it. Its upper bound here is a weak-duality certificate of a configuration LP:
+// 1. Packing. What a policy has allocated after task i is a packing of some subset of tasks
+// 0…i (tasks never depart). Its upper bound is a weak-duality certificate of a configuration LP:
 //
 //   UB = Σ_t m_t · π_t  +  Σ_j n_j · max(0, s_j − w_j)
 //
 // for task classes j (count n_j, GPU demand s_j = num_gpu × gpu_milli) with any credit w_j ≥ 0,
 // node types t (m_t identical nodes), and π_t ≥ the largest Σ w_j over tasks one node of type t
-// can host together. For a packing P: Σ_{i∈P} s_i ≤ Σ_{i∈P} w_i + Σ_{i∈P} max(0, s_i − w_i); the
+// can host together. For a packing P: Σ_{i∈P} s_i = Σ_{i∈P} w_i + Σ_{i∈P} (s_i − w_i); the
 // first sum, node by node, is ≤ Σ_t m_t π_t, the second ≤ Σ_j n_j max(0, s_j − w_j). Every
-// choice of w is therefore a valid bound; the search only makes it small.
+// choice of w is therefore a valid bound; the LP's dual only makes it small. π_t is bounded by
+// Lagrangian relaxation of the node's CPU and memory: with prices β, γ ≥ 0 and a set that fits
+// them, Σ w ≤ β·cpu_t + γ·mem_t + Σ (w_j − β cpu_j − γ mem_j), and the last sum is maximised
+// exactly over GPU-feasible sets: each GPU a knapsack of 1000 milli over the share classes
+// (unbounded counts), whole-GPU tasks on whole GPUs, a dynamic program over the node's GPUs for
+// k-GPU tasks, CPU-only classes as many as the node holds of each alone. Classes a node cannot
+// host alone (model, CPU, memory, GPUs) are left out of its π_t; memory is rounded down to a
+// power of two (more packings, still a bound).
 //
-// π_t is itself bounded from above by Lagrangian relaxation of the node's CPU and memory: with
-// prices β, γ ≥ 0, Σ w ≤ β·cpu_t + γ·mem_t + max over GPU-feasible sets of Σ (w_j − β cpu_j −
-// γ mem_j) whenever the set also fits CPU and memory. The GPU-feasible maximum is exact: each GPU
-// is a knapsack of 1000 milli over the share classes (unbounded counts, a relaxation), whole-GPU
-// tasks take whole GPUs, and a dynamic program over the node's GPUs places k-GPU tasks. Classes a
-// node cannot host alone (model, CPU, memory, too few GPUs) are left out of its π_t. CPU-only
-// tasks demand no GPU and are left out (dropping them never lowers allocated GPU).
+// 2. The protocol's drop rule. A task is dropped only when no node can host it, and then no later
+// task that needs at least as much (GPU share or whole GPUs, CPU, memory, a subset of its models:
+// it "covers" it) fits either. So for "keys" — tasks whose cover is large — split on the first
+// key dropped, T: every key before T was placed (the certificate's term for a forced task is
+// (s_j − w_j), without the max), and every task after T that covers T was dropped. With T in a
+// bucket [a, b) of arrivals: keys before a forced, tasks from b on that cover every key of the
+// bucket left out; plus the scenario "no key dropped". used ≤ the largest LP over these
+// scenarios, each LP again certified by its dual. Offline policies that may refuse a task that
+// fits are not bound by this part; part 1 holds for them.
 //
 // Thread safety: plain functions and values.
 #pragma once
@@ -42,6 +49,9 @@ struct PackingNodeType {
 
 struct PackingClass {
   int64_t count = 0;
+  // Of those, how many a scenario says were placed (≤ count): the certificate's term for them
+  // is (s_j − w_j) · forced_j, without the max(0, ·) — part 2 above.
+  int64_t forced = 0;
   int64_t cpu_milli = 0, memory_mib = 0;
   int num_gpu = 0;
   int32_t gpu_milli = 0;  // per GPU; < 1000 only when num_gpu = 1
@@ -55,11 +65,12 @@ struct PackingInstance {
   std::vector<PackingClass> classes;
 };
 
-// Node types (identical hardware) of `nodes`; classes of the GPU tasks of `tasks` (CPU-only
-// tasks are left out), each with count 0 — SetCounts fills them.
+// Node types (identical hardware) of `nodes`; classes of `tasks` (CPU, memory rounded down to a
+// power of two, GPUs, share, models; CPU-only tasks by CPU and memory alone), each with count 0
+// — the caller fills counts.
 PackingInstance MakeInstance(const std::vector<TraceNode>& nodes,
                              const std::vector<TraceTask>& tasks);
-// The class of each task of `tasks` in `instance` (−1 for CPU-only tasks).
+// The class of each task of `tasks` in `instance` (−1 for a task that needs nothing).
 std::vector<int> ClassOf(const PackingInstance& instance, const std::vector<TraceTask>& tasks);
 
 // The multipliers of the certificate: w per class (milli-GPU), and per node type the price of
@@ -77,8 +88,10 @@ double DualBound(const PackingInstance& instance, const PackingDual& dual);
 
 // The least UB of this family: the configuration LP whose dual the certificate is, solved by
 // column generation (lp.h) — each node type's best set for the current duals is the column to
-// add. Leaves the LP's dual in *dual and returns min(DualBound(*dual), Σ n_j s_j).
-double PackingUpperBound(const PackingInstance& instance, PackingDual* dual);
+// add. Leaves the LP's dual in *dual (and, if asked, the LP's tasks placed per class — what the
+// relaxed optimum leaves out shows where the loss is) and returns min(DualBound(*dual), Σ n_j s_j).
+double PackingUpperBound(const PackingInstance& instance, PackingDual* dual,
+                         std::vector<double>* placed = nullptr);
 
 struct MetricBound {
   double unallocated_pct = 0;  // lower bound on 100 − mean allocated % over the bin's events
@@ -86,11 +99,25 @@ struct MetricBound {
   int events = 0;              // events in the bin
 };
 
+struct BoundOptions {
+  // Checkpoints: an LP every `stride` events of the bin (and at its last event).
+  int stride = 40;
+  // Use the protocol's drop rule (part 2 above); false: the packing bound alone (part 1).
+  bool protocol = true;
+  // Key sets: tasks whose drop would force the drop of at least this share of capacity among
+  // all arrivals (what covers them). Only keys are forced, and only their first drop splits the
+  // scenarios. Each share gives a valid bound; the least is kept.
+  std::vector<double> key_covers = {0.7};
+  // Where the scenarios of the first drop split the arrivals, in % of capacity arrived.
+  std::vector<double> splits_pct = {50, 70,   80, 85,   90, 92,    94,   95,    96,  96.5,
+                                    97, 97.5, 98, 98.5, 99, 99.25, 99.5, 99.75, 100, 100.25};
+};
+
 // The lower bound on the replay metric at arrived = x% (replay.h) for this arrival sequence:
 // after event i, allocated ≤ min(arrived_i, UB(prefix_c) for checkpoints c ≥ i, UB(prefix_c) +
-// arrived_i − arrived_c for checkpoints c ≤ i); checkpoints every `stride` events of the bin.
+// arrived_i − arrived_c for checkpoints c ≤ i).
 MetricBound UnallocatedLowerBound(const std::vector<TraceNode>& nodes,
                                   const std::vector<TraceTask>& arrivals, int x = 100,
-                                  int stride = 5);
+                                  const BoundOptions& options = {});
 
 }  // namespace gpupool::placement::sim

@@ -8,7 +8,8 @@ namespace {
 
 constexpr double kCostTol = 1e-9;   // reduced cost that counts as improving
 constexpr double kPivotTol = 1e-9;  // smallest |α| a ratio test accepts
-constexpr int kRefactorEvery = 50;
+constexpr double kFeasTol = 1e-9;   // a basic value this far outside its bounds is infeasible
+constexpr int kRefactorEvery = 100;
 constexpr int kStallBeforeBland = 50;
 
 size_t Z(int i) { return static_cast<size_t>(i); }
@@ -33,7 +34,8 @@ int Lp::AddColumn(double cost, double upper, std::vector<std::pair<int, double>>
 
 void Lp::SetUpper(int column, double upper) {
   upper_[Z(column)] = upper;
-  started_ = false;
+  if (at_[Z(column)] == At::kUpper && upper == kInf) at_[Z(column)] = At::kLower;
+  bounds_changed_ = true;
 }
 
 void Lp::Start() {
@@ -102,6 +104,13 @@ void Lp::Ftran(int column, std::vector<double>* alpha) const {
 }
 
 Lp::Result Lp::Solve(int max_pivots) {
+  if (started_ && bounds_changed_) {
+    // Keep the basis if it is still primal feasible with the new bounds; else start over.
+    Refactor();
+    for (size_t i = 0; i < xb_.size() && started_; ++i)
+      if (xb_[i] < -kFeasTol || xb_[i] > upper_[Z(basis_[i])] + kFeasTol) started_ = false;
+  }
+  bounds_changed_ = false;
   if (!started_) Start();
   const size_t m = rhs_.size();
   std::vector<double> y, alpha;

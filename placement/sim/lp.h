@@ -26,8 +26,8 @@ class Lp {
   int AddRow(double rhs);
   // A column: objective coefficient, upper bound (kInf for none), entries (row, value).
   int AddColumn(double cost, double upper, std::vector<std::pair<int, double>> entries);
-  // Changes a column's upper bound; the next Solve starts again from the slack basis (which is
-  // always feasible), keeping every column.
+  // Changes a column's upper bound. The next Solve keeps the basis if it stays primal feasible,
+  // else starts again from the slack basis (always feasible); every column is kept.
   void SetUpper(int column, double upper);
 
   // Solves from the current basis (the slack basis the first time).
@@ -55,6 +55,7 @@ class Lp {
   std::vector<double> binv_;  // rows × rows, row-major
   std::vector<double> xb_;    // basic values
   bool started_ = false;
+  bool bounds_changed_ = false;
 };
 
 }  // namespace gpupool::placement::sim

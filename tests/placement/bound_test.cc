@@ -83,7 +83,8 @@ TEST(LpTest, ColumnAddedAfterSolve) {
   EXPECT_NEAR(lp.Objective(), 8, 1e-9);
   EXPECT_NEAR(lp.Value(z), 4, 1e-9);
   EXPECT_NEAR(lp.Duals()[0], 2, 1e-9);
-  // Lowering z's bound to 1 restarts from the slack basis: z = 1 uses 1 of row 1 and of row 2,
+  // Lowering z's bound to 1 (its value 4 no longer fits: the solve starts over): z = 1 uses 1 of
+  // row 1 and of row 2,
   // leaving x + 2y ≤ 3, 3x + y ≤ 5: x = 7/5, y = 4/5 → 2 + 11/5 = 4.2.
   lp.SetUpper(z, 1);
   ASSERT_EQ(lp.Solve(), Lp::Result::kOptimal);
@@ -100,12 +101,12 @@ PackingNodeType Type(int64_t count, int gpus, int64_t cpu = 64000, int64_t mem =
 
 PackingClass Share(int64_t count, int32_t milli, int64_t cpu = 1000, int64_t mem = 1024,
                    std::string spec = "") {
-  return PackingClass{count, cpu, mem, 1, milli, std::move(spec)};
+  return PackingClass{count, 0, cpu, mem, 1, milli, std::move(spec)};
 }
 
 PackingClass Whole(int64_t count, int gpus, int64_t cpu = 1000, int64_t mem = 1024,
                    std::string spec = "") {
-  return PackingClass{count, cpu, mem, gpus, 1000, std::move(spec)};
+  return PackingClass{count, 0, cpu, mem, gpus, 1000, std::move(spec)};
 }
 
 struct PackingCase {
@@ -269,13 +270,47 @@ TEST(BoundTest, MetricBoundOnATinySequence) {
                               {"c", 4000, 1024, 1, 380, ""},
                               {"d", 4000, 1024, 0, 0, ""},
                               {"e", 4000, 1024, 1, 1000, ""}};
-  const MetricBound b = UnallocatedLowerBound(nodes, a, 100, 1);
+  const MetricBound b = UnallocatedLowerBound(nodes, a, 100, BoundOptions{1});
   EXPECT_EQ(b.events, 2);
   EXPECT_NEAR(b.unallocated_pct, 100 - 100 * 1621.0 / 2000, 1e-9);
   EXPECT_NEAR(b.packable_pct, 100 * 1621.0 / 2000, 1e-9);
   // Without the 380 there is no event at 100% (1620 → 81%, then 2620 → 131%).
   a.erase(a.begin() + 2);
-  EXPECT_EQ(UnallocatedLowerBound(nodes, a, 100, 1).events, 0);
+  EXPECT_EQ(UnallocatedLowerBound(nodes, a, 100, BoundOptions{1}).events, 0);
+}
+
+TEST(BoundTest, ProtocolDropRule) {
+  // One node, two GPUs (capacity 2000); arrivals 600, 600, 800 (arrived 30%, 60%, 100%).
+  // Packing alone: 800 on one GPU and a 600 on the other, 1400 (no two share a GPU).
+  // The protocol: both 600s fit when they arrive, so they are placed, one per GPU; the 800 then
+  // fits nowhere: 1200. The bound sees it: the 600s are keys (what needs at least as much — the
+  // two 600s and the 800, 2000 — is ≥ 70% of capacity); if no key is dropped both are placed
+  // and the LP gives 1200; a first key drop in [task 0, task 2) would also drop the 800, which
+  // needs more, leaving at most 1200 of demand. Plus the 1 milli-GPU margin:
+  //   protocol: 100 − 100 × 1201 / 2000 = 39.95 %;  packing: 100 − 100 × 1401 / 2000 = 29.95 %.
+  const std::vector<TraceNode> nodes = {{"n", 64000, 262144, 2, "T4"}};
+  const std::vector<TraceTask> a = {
+      {"a", 4000, 1024, 1, 600, ""}, {"b", 4000, 1024, 1, 600, ""}, {"c", 4000, 1024, 1, 800, ""}};
+  struct Case {
+    const char* name;
+    bool protocol;
+    double unallocated;
+  };
+  for (const Case& c : {Case{"protocol", true, 39.95}, Case{"packing", false, 29.95}}) {
+    BoundOptions o;
+    o.stride = 1;
+    o.protocol = c.protocol;
+    o.key_covers = {0.7};
+    const MetricBound b = UnallocatedLowerBound(nodes, a, 100, o);
+    EXPECT_EQ(b.events, 1) << c.name;
+    EXPECT_NEAR(b.unallocated_pct, c.unallocated, 1e-9) << c.name;
+  }
+  // The 800 first: it is placed, then each 600 fits the other GPU once: 800 + 600 = 1400 under
+  // both rules (the second 600 is dropped).
+  const std::vector<TraceTask> b = {a[2], a[0], a[1]};
+  BoundOptions o;
+  o.key_covers = {0.7};
+  EXPECT_NEAR(UnallocatedLowerBound(nodes, b, 100, o).unallocated_pct, 29.95, 1e-9);
 }
 
 }  // namespace
