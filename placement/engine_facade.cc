@@ -71,14 +71,21 @@ NodeCapacity EngineImpl::CapacityOf(const NodeState& n) const {
 }
 
 double EngineImpl::Reach(const FragClass& f) const {
+  // Whether a node can host the class when empty depends on its hardware only: decide once per
+  // node type, count per node.
+  std::vector<int8_t> can_type(type_ids_.size(), -1);
   int live = 0, can = 0;
   for (const NodeState& n : nodes) {
     if (!n.live) continue;
     ++live;
-    int devices = 0;
-    for (const DeviceState& d : n.devices)
-      if (d.mig_profile < 0 && ((f.model_mask >> (d.model & 63)) & 1)) ++devices;
-    if (n.cpu_total >= f.cpu_milli && n.mem_total >= f.memory_mib && devices >= f.gpu_count) ++can;
+    int8_t& known = can_type[static_cast<size_t>(n.type)];
+    if (known < 0) {
+      int devices = 0;
+      for (const DeviceState& d : n.devices)
+        if (d.mig_profile < 0 && ((f.model_mask >> (d.model & 63)) & 1)) ++devices;
+      known = n.cpu_total >= f.cpu_milli && n.mem_total >= f.memory_mib && devices >= f.gpu_count;
+    }
+    can += known;
   }
   return live == 0 ? 1.0 : std::max(1, can) / static_cast<double>(live);
 }

@@ -34,18 +34,29 @@ class FragModel {
  public:
   explicit FragModel(const std::vector<FragClass>* workload) : workload_(workload) {}
 
+  // Per GPU shape (per-device share g, device count, allowed models — classes that differ only
+  // in CPU or memory share one), what the node's devices offer it.
   struct Agg {
     uint64_t version = ~uint64_t{0};
     double f = 0;                    // FGD's F_n
     double h = 0;                    // the counting measure H_n
-    std::vector<int32_t> count_fit;  // per class: allowed devices with free ≥ g
-    std::vector<int32_t> sliver;     // per class: idle share the class cannot use (if it fits)
-    std::vector<int32_t> units;      // per class: Σ ⌊free / g⌋ over allowed devices
+    std::vector<int32_t> count_fit;  // per shape: allowed devices with free ≥ g
+    std::vector<int32_t> sliver;     // per shape: idle share the shape cannot use (if it fits)
+    std::vector<int32_t> units;      // per shape: Σ ⌊free / g⌋ over allowed devices
   };
   struct Deltas {
-    double f = 0;  // ΔF
-    double h = 0;  // ΔH
+    double f = 0;      // ΔF
+    double h = 0;      // ΔH
+    double s = 0;      // Δ stranded GPU (set_cpu_per_gpu)
+    double waste = 0;  // Δ expected share waste (set_share_waste)
   };
+
+  // Optional terms, off until set. Stranded GPU: of the node's idle share, what its free CPU
+  // cannot feed at `gpu_per_cpu` milli-GPU per milli-core (a typical task's ratio):
+  // max(0, G − cpu_free · gpu_per_cpu). Expected share waste: Σ over the changed devices of
+  // waste[free after] − waste[free before] (share_patterns.h; a free share ≥ 1000 counts 0).
+  void set_gpu_per_cpu(double gpu_per_cpu) { gpu_per_cpu_ = gpu_per_cpu; }
+  void set_share_waste(std::vector<double> waste) { waste_ = std::move(waste); }
 
   const Agg& Of(const NodeState& node) const;
   // F (and H) after the changes minus now.
@@ -53,11 +64,43 @@ class FragModel {
                int64_t mem_after) const;
   // F_n itself (for reports and tests).
   double F(const NodeState& node) const { return Of(node).f; }
-  void Clear() { cache_.clear(); }
+  // Call when the workload changed.
+  void Clear() {
+    cache_.clear();
+    built_ = false;
+  }
 
  private:
+  // The workload compiled: per GPU shape, its classes (terms) and their summed weights.
+  struct Term {
+    int64_t cpu_milli = 0, memory_mib = 0;
+    double f_weight = 0;  // p
+    double h_demand = 0;  // p / reach × g k
+    double inv_cpu = 0, inv_mem = 0;
+  };
+  struct Shape {
+    int32_t gpu_milli = 0;
+    int gpu_count = 0;
+    uint64_t model_mask = 0;
+    double inv_gpu = 0;
+    double f_weight = 0, h_weight = 0, h_demand = 0;  // Σ p, Σ p / reach, Σ p / reach × g k
+    int64_t max_memory = 0;                           // of its classes
+    int begin = 0, end = 0;                           // its terms, by CPU ascending
+  };
+  void BuildShapes() const;
+  void Measures(const int32_t* count, const int32_t* sliver, const int32_t* units, int32_t idle,
+                int64_t cpu_free, int64_t mem_free, double* f, double* h) const;
+  double Waste(int32_t free) const;
+
   const std::vector<FragClass>* workload_;
   mutable std::vector<Agg> cache_;
+  mutable bool built_ = false;  // shapes_, terms_ and idle_weight_ (first use after Clear)
+  mutable std::vector<Shape> shapes_;
+  mutable std::vector<Term> terms_;  // the GPU classes
+  mutable double idle_weight_ = 0;   // Σ (p + p / reach) over CPU-only classes
+  mutable std::vector<int32_t> scratch_count_, scratch_sliver_, scratch_units_;
+  double gpu_per_cpu_ = 0;
+  std::vector<double> waste_;
 };
 
 // FGD's quantised score: int(100 · sigmoid(−ΔF / 1000)), ΔF in milli-GPU.

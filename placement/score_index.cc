@@ -7,7 +7,7 @@ void ScoreIndex::Resize(int slots) {
   if (slots <= old) return;
   score_.resize(static_cast<size_t>(slots), kNoScore);
   tie_.resize(static_cast<size_t>(slots), 0);
-  dirty_.resize(static_cast<size_t>(slots), false);
+  dirty_.resize(static_cast<size_t>(slots), 0);
   if (slots > leaves_) {
     int l = 1;
     while (l < slots) l *= 2;
@@ -22,7 +22,7 @@ void ScoreIndex::Resize(int slots) {
 
 void ScoreIndex::MarkDirty(int slot) {
   if (static_cast<size_t>(slot) >= dirty_.size() || dirty_[static_cast<size_t>(slot)]) return;
-  dirty_[static_cast<size_t>(slot)] = true;
+  dirty_[static_cast<size_t>(slot)] = 1;
   dirty_list_.push_back(slot);
 }
 

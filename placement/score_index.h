@@ -31,7 +31,7 @@ class ScoreIndex {
     // O(n log n).
     const bool bulk = dirty_list_.size() * 8 > score_.size();
     for (int slot : dirty_list_) {
-      dirty_[static_cast<size_t>(slot)] = false;
+      dirty_[static_cast<size_t>(slot)] = 0;
       int64_t s = kNoScore;
       uint64_t t = 0;
       if (!fn(slot, &s, &t)) s = kNoScore;
@@ -83,7 +83,7 @@ class ScoreIndex {
   std::vector<int> tree_;  // 1-based heap layout; each entry the best slot below, or -1
   std::vector<int64_t> score_;
   std::vector<uint64_t> tie_;
-  std::vector<bool> dirty_;
+  std::vector<uint8_t> dirty_;  // a byte per slot: faster than vector<bool> here
   std::vector<int> dirty_list_;
   std::vector<int> masked_;
 };

@@ -1,13 +1,18 @@
 // fgd-pack: our strategy. FGD's fragmentation gradient plus a counting measure of what the node
-// can still host, quantised coarsely so that near-ties consolidate in the pool's tie order.
+// can still host, a penalty for GPU stranded by lean CPU, and the expected final waste of the
+// free share a placement leaves; quantised so that near-ties consolidate in the tie order.
 //
-// cost = ΔH + w·ΔF (frag.h): ΔF is FGD's "will the next typical task fit at all", ΔH counts how
-// many tasks of each class still fit by GPU share, CPU and memory, weighted up for classes few
-// nodes can host (so a 120-core 8-GPU node is not nibbled away by small tasks). w = 2, or 10
-// when multi-GPU tasks bring a quarter or more of the workload's GPU demand. Score =
-// ⌊−cost / (20·w)⌋, i.e. ΔF quantised in steps of 20 milli-GPU; equal scores go to the pool's
-// tie order, which fills nodes in a fixed order (consolidation). Give it the whole class list
-// (SetWorkload with every shape), not FGD's top 95%: the rare big shapes need protecting.
+// cost = ΔH + w·ΔF + 8·ΔS + 128·ΔW (frag.h): ΔF is FGD's "will the next typical task fit at
+// all"; ΔH counts how many tasks of each class still fit by GPU share, CPU and memory, weighted
+// up for classes few nodes can host (so a 120-core 8-GPU node is not nibbled away by small
+// tasks); ΔS is the change of the node's idle GPU its free CPU cannot feed at 1.4 × the
+// workload's GPU per CPU (CPU-only tasks included), which keeps CPU-heavy tasks off CPU-lean
+// nodes; ΔW is the change of the changed devices' expected final waste (share_patterns.h), which
+// puts a share where it completes a typical pattern (a 320 next to a 650, not next to a 470).
+// w = 2, or 10 when multi-GPU tasks bring a quarter or more of the workload's GPU demand. Score
+// = ⌊−cost / (20·w)⌋; equal scores go to the pool's tie order, which fills nodes in a fixed order
+// (consolidation). Give it the whole class list (SetWorkload with every shape), not FGD's top
+// 95%: the rare big shapes need protecting.
 //
 // A StrategyPlugin (plugin.h); MakePlugin(Strategy::kFgdPack) returns it. Thread safety: none.
 #pragma once
@@ -20,7 +25,10 @@ namespace gpupool::placement {
 
 // w for a workload; the cost in milli-GPU (lower is better) and the score it maps to.
 double FgdPackWeight(const std::vector<FragClass>& workload);
-double FgdPackCost(double delta_h, double delta_f, double fgd_weight);
+// The workload's milli-GPU per milli-core: Σ p·g·k / Σ p·cpu over every class (0 without CPU).
+double GpuPerCpu(const std::vector<FragClass>& workload);
+double FgdPackCost(double delta_h, double delta_f, double delta_stranded, double delta_waste,
+                   double fgd_weight);
 int64_t FgdPackScore(double cost, double fgd_weight);
 
 }  // namespace gpupool::placement

@@ -110,13 +110,70 @@ TEST(ScoresTest, FgdFragmentationAndQuantisedScore) {
 }
 
 TEST(ScoresTest, FgdPackCostAndQuantum) {
-  // w = 2: cost = ΔH + 2 ΔF; score = ⌊−cost / (20 × 2)⌋.
-  EXPECT_DOUBLE_EQ(FgdPackCost(100, 50, 2), 200);
+  // w = 2: cost = ΔH + 2 ΔF + 8 ΔS + 128 ΔW; score = ⌊−cost / (20 × 2)⌋.
+  EXPECT_DOUBLE_EQ(FgdPackCost(100, 50, 0, 0, 2), 200);
   EXPECT_EQ(FgdPackScore(200, 2), -5);
   EXPECT_EQ(FgdPackScore(-79, 2), 1);
   EXPECT_EQ(FgdPackScore(0, 2), 0);
+  // 200 + 8 × 10 + 128 × 1 = 408; ⌊−408 / 40⌋ = ⌊−10.2⌋ = −11.
+  EXPECT_DOUBLE_EQ(FgdPackCost(100, 50, 10, 1, 2), 408);
+  EXPECT_EQ(FgdPackScore(408, 2), -11);
   // w = 10: cost = 100 + 500 = 600; ⌊−600 / 200⌋ = −3.
-  EXPECT_EQ(FgdPackScore(FgdPackCost(100, 50, 10), 10), -3);
+  EXPECT_EQ(FgdPackScore(FgdPackCost(100, 50, 0, 0, 10), 10), -3);
+}
+
+TEST(ScoresTest, StrandedGpuTerm) {
+  // 0.1 milli-GPU per milli-core: a node feeds 0.1 × its free CPU of idle GPU; the rest is
+  // stranded. Two idle GPUs (2000); a 500 share on GPU 0 leaves 1500 idle.
+  std::vector<FragClass> w(1);
+  w[0].gpu_milli = 500, w[0].gpu_count = 1, w[0].p = 1, w[0].inv_gpu = 1.0 / 500;
+  FragModel model(&w);
+  model.set_gpu_per_cpu(0.1);
+  struct Case {
+    const char* name;
+    int64_t cpu_free, cpu_after;
+    double ds;
+  };
+  const Case cases[] = {
+      // before max(0, 2000 − 800) = 1200; after max(0, 1500 − 400) = 1100: −100 (a CPU-light
+      // task on a lean node feeds it).
+      {"lean node, light task", 8000, 4000, -100},
+      // after max(0, 1500 − 0) = 1500: +300 (a CPU-heavy task strands the rest).
+      {"lean node, heavy task", 8000, 0, 300},
+      // max(0, 2000 − 6400) = 0 before, max(0, 1500 − 5600) = 0 after.
+      {"rich node", 64000, 56000, 0},
+  };
+  const FragChange c{0, 500};
+  for (const Case& k : cases) {
+    const NodeState n = MakeNode({1000, 1000}, k.cpu_free);
+    EXPECT_DOUBLE_EQ(model.Delta(n, &c, 1, k.cpu_after, 1 << 20).s, k.ds) << k.name;
+  }
+}
+
+TEST(ScoresTest, ShareWasteTerm) {
+  std::vector<FragClass> w(1);
+  w[0].gpu_milli = 500, w[0].gpu_count = 1, w[0].p = 1, w[0].inv_gpu = 1.0 / 500;
+  FragModel model(&w);
+  // A table: waste[r] = r, except a device with 500 or 0 free ends full and one with 700 free
+  // typically ends with 100 unused; a fresh device (1000) counts 0.
+  std::vector<double> table(1001);
+  for (size_t r = 0; r <= 1000; ++r) table[r] = static_cast<double>(r);
+  table[500] = 0, table[700] = 100, table[1000] = 0;
+  model.set_share_waste(table);
+  const NodeState n = MakeNode({700, 1000});
+  struct Case {
+    const char* name;
+    FragChange change;
+    double dw;
+  };
+  const Case cases[] = {
+      {"500 next to 300: 700 → 200", {0, 200}, 200 - 100},  // waste 200 − 100
+      {"500 on a fresh device", {1, 500}, 0},               // 0 − 0
+      {"whole device", {1, 0}, 0},                          // 0 − 0
+      {"300 next to 300: 700 → 400", {0, 400}, 400 - 100},  // 400 − 100
+  };
+  for (const Case& k : cases)
+    EXPECT_DOUBLE_EQ(model.Delta(n, &k.change, 1, 64000, 1 << 20).waste, k.dw) << k.name;
 }
 
 TEST(ScoresTest, FgdPackWeightFollowsMultiGpuShare) {
