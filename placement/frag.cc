@@ -20,11 +20,12 @@ int64_t FloorDiv(int64_t x, double inv) {
 void FragModel::BuildShapes() const {
   shapes_.clear();
   terms_.clear();
-  idle_weight_ = 0;
+  idle_f_ = idle_h_ = 0;
   std::vector<std::vector<Term>> by_shape;
   for (const FragClass& c : *workload_) {
     if (c.gpu_count <= 0) {  // CPU-only: all idle share counts in F and in H, whatever the node
-      idle_weight_ += c.p + c.p / c.reach;
+      idle_f_ += c.p;
+      idle_h_ += c.p / c.reach;
       continue;
     }
     size_t k = 0;
@@ -70,7 +71,7 @@ void FragModel::BuildShapes() const {
 void FragModel::Measures(const int32_t* count, const int32_t* sliver, const int32_t* units,
                          int32_t idle, int64_t cpu_free, int64_t mem_free, double* f,
                          double* h) const {
-  double fs = idle_weight_ * idle, hs = 0;
+  double fs = idle_f_ * idle, hs = idle_h_ * idle;
   for (size_t k = 0; k < shapes_.size(); ++k) {
     const Shape& sh = shapes_[k];
     const Term* first = terms_.data() + sh.begin;

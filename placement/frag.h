@@ -94,10 +94,11 @@ class FragModel {
 
   const std::vector<FragClass>* workload_;
   mutable std::vector<Agg> cache_;
-  mutable bool built_ = false;  // shapes_, terms_ and idle_weight_ (first use after Clear)
+  mutable bool built_ = false;  // shapes_, terms_, idle_f_ and idle_h_ (first use after Clear)
   mutable std::vector<Shape> shapes_;
   mutable std::vector<Term> terms_;  // the GPU classes
-  mutable double idle_weight_ = 0;   // Σ (p + p / reach) over CPU-only classes
+  // CPU-only classes count all idle share, whatever the node: Σ p (in F), Σ p / reach (in H).
+  mutable double idle_f_ = 0, idle_h_ = 0;
   mutable std::vector<int32_t> scratch_count_, scratch_sliver_, scratch_units_;
   double gpu_per_cpu_ = 0;
   std::vector<double> waste_;

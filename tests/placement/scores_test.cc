@@ -109,6 +109,19 @@ TEST(ScoresTest, FgdFragmentationAndQuantisedScore) {
   EXPECT_DOUBLE_EQ(model.Delta(n, &c, 1, 64000, 1 << 20).h, 250);
 }
 
+TEST(ScoresTest, CpuOnlyClassesCountAllIdle) {
+  // Half the tasks want 500 milli, half are CPU-only (reach ½: only half the nodes host them).
+  std::vector<FragClass> w(2);
+  w[0].gpu_milli = 500, w[0].gpu_count = 1, w[0].p = 0.5, w[0].inv_gpu = 1.0 / 500;
+  w[1].gpu_count = 0, w[1].p = 0.5, w[1].reach = 0.5;
+  FragModel model(&w);
+  const NodeState n = MakeNode({300, 1000});  // idle 1300
+  // F = ½ × 300 (the 300 is a sliver for 500) + ½ × 1300 (CPU-only: all idle) = 800.
+  EXPECT_DOUBLE_EQ(model.Of(n).f, 800);
+  // H = ½ × (1300 − 2 × 500) + (½ / ½) × 1300 = 150 + 1300 = 1450.
+  EXPECT_DOUBLE_EQ(model.Of(n).h, 1450);
+}
+
 TEST(ScoresTest, FgdPackCostAndQuantum) {
   // w = 2: cost = ΔH + 2 ΔF + 8 ΔS + 128 ΔW; score = ⌊−cost / (20 × 2)⌋.
   EXPECT_DOUBLE_EQ(FgdPackCost(100, 50, 0, 0, 2), 200);
