@@ -20,26 +20,10 @@ bool PoolVisible(const CallContext& ctx, const PoolRecord& pool) {
   return false;
 }
 
-template <typename T>
-void Fail(const Reply<T>& done, Status s) {
-  done(std::move(s), T{});
-}
-
 v1::Job JobProto(const JobRecord& j) {
   v1::Job out;
   ToProto(j, &out);
   return out;
-}
-
-// Core callback → proto reply.
-template <typename Domain, typename Proto>
-Core::Callback<Domain> ReplyWith(Reply<Proto> done) {
-  return [done = std::move(done)](Result<Domain> r) {
-    if (!r.ok()) return Fail(done, r.status());
-    Proto out;
-    ToProto(*r, &out);
-    done(Status::Ok(), std::move(out));
-  };
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Internals of ServiceImpl shared by its two source files (service_impl.cc, service_logs.cc).
+// Internals of ServiceImpl shared by its source files (service_impl.cc, service_logs.cc,
+// service_tenants.cc).
 // Not part of any public API.
 #pragma once
 
@@ -8,13 +9,32 @@
 #include <functional>
 #include <thread>
 
+#include "api/convert.h"
 #include "api/service_impl.h"
+#include "scheduler/core.h"
 
 namespace gpupool {
 struct JobRecord;
 }
 
 namespace gpupool::api {
+
+// Answers `done` with an error and an empty reply.
+template <typename T>
+void Fail(const Reply<T>& done, Status s) {
+  done(std::move(s), T{});
+}
+
+// Core callback → proto reply (ToProto of the domain value).
+template <typename Domain, typename Proto>
+Core::Callback<Domain> ReplyWith(Reply<Proto> done) {
+  return [done = std::move(done)](Result<Domain> r) {
+    if (!r.ok()) return Fail(done, r.status());
+    Proto out;
+    ToProto(*r, &out);
+    done(Status::Ok(), std::move(out));
+  };
+}
 
 // PERMISSION_DENIED unless the caller is an admin.
 Status RequireAdmin(const CallContext& ctx, std::string_view what);

@@ -13,22 +13,6 @@
 namespace gpupool::api {
 namespace {
 
-template <typename T>
-void Fail(const Reply<T>& done, Status s) {
-  done(std::move(s), T{});
-}
-
-// Core callback → proto reply.
-template <typename Domain, typename Proto>
-Core::Callback<Domain> ReplyWith(Reply<Proto> done) {
-  return [done = std::move(done)](Result<Domain> r) {
-    if (!r.ok()) return Fail(done, r.status());
-    Proto out;
-    ToProto(*r, &out);
-    done(Status::Ok(), std::move(out));
-  };
-}
-
 // Core callback of a deletion → the empty response.
 template <typename Proto>
 Core::Callback<bool> ReplyEmpty(Reply<Proto> done) {
