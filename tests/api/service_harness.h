@@ -156,6 +156,24 @@ class ServiceHarness {
     return req;
   }
 
+  // Registers node `name` (one H100) straight with the core, with no agent stream behind it.
+  Status RegisterNode(const std::string& name, const std::string& pool) {
+    AgentRegistration reg;
+    reg.node.name = name;
+    reg.node.pool = pool;
+    DeviceRecord d;
+    d.id = "GPU-0";
+    d.model = "H100-SXM";
+    d.physical = {989'000, 81'920};
+    reg.node.devices.push_back(d);
+    auto registered = std::make_shared<std::promise<Status>>();
+    loop.Post([this, reg, registered] {
+      core->OnAgentRegister(
+          reg, [registered](Result<RegistrationResult> r) { registered->set_value(r.status()); });
+    });
+    return registered->get_future().get();
+  }
+
   std::pair<Status, v1::SubmitJobResponse> Submit(const v1::SubmitJobRequest& req,
                                                   const CallContext& ctx = Admin()) {
     return Call(&ApiService::SubmitJob, req, ctx);

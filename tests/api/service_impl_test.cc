@@ -268,20 +268,7 @@ TEST(ServiceImpl, TaskLogsNeedAPlacedTaskAndAConnectedNode) {
   EXPECT_EQ(pending.WaitDone().code(), StatusCode::kFailedPrecondition);
 
   // A node registered straight with the core, with no agent stream behind it.
-  AgentRegistration reg;
-  reg.node.name = "n1";
-  reg.node.pool = "gpu-a";
-  DeviceRecord d;
-  d.id = "GPU-0";
-  d.model = "H100-SXM";
-  d.physical = {989'000, 81'920};
-  reg.node.devices.push_back(d);
-  auto registered = std::make_shared<std::promise<Status>>();
-  h.loop.Post([&h, reg, registered] {
-    h.core->OnAgentRegister(
-        reg, [registered](Result<RegistrationResult> r) { registered->set_value(r.status()); });
-  });
-  ASSERT_TRUE(registered->get_future().get().ok());
+  ASSERT_TRUE(h.RegisterNode("n1", "gpu-a").ok());
   v1::Job job =
       h.WaitJob(sub.job_id(), [](const v1::Job& j) { return !j.tasks(0).node().empty(); });
   ASSERT_EQ(job.tasks(0).node(), "n1");

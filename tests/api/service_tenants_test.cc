@@ -407,20 +407,7 @@ TEST(ServiceTenants, QuotaShowsWhatTheSubtreeUsesAndBorrows) {
 
   // A node registered straight with the core; a 100 TFLOPS / 1 GiB task of acme/research/alice
   // is placed on it and charged to acme's subtree.
-  AgentRegistration reg;
-  reg.node.name = "n1";
-  reg.node.pool = "gpu-a";
-  DeviceRecord d;
-  d.id = "GPU-0";
-  d.model = "H100-SXM";
-  d.physical = {989'000, 81'920};
-  reg.node.devices.push_back(d);
-  auto registered = std::make_shared<std::promise<Status>>();
-  h.loop.Post([&h, reg, registered] {
-    h.core->OnAgentRegister(
-        reg, [registered](Result<RegistrationResult> r) { registered->set_value(r.status()); });
-  });
-  ASSERT_TRUE(registered->get_future().get().ok());
+  ASSERT_TRUE(h.RegisterNode("n1", "gpu-a").ok());
   auto [s, sub] = h.Submit(ServiceHarness::Job("acme/research/alice", "gpu-a"));
   ASSERT_TRUE(s.ok()) << s.ToString();
   v1::Job job =
