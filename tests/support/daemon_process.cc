@@ -130,7 +130,8 @@ Status DaemonProcess::Launch() {
                                 "127.0.0.1:" + std::to_string(http_port_)};
   argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
   GPUPOOL_ASSIGN_OR_RETURN(child_, ChildProcess::Spawn(argv, log_path()));
-  // Ready when the API answers a call (the embedded database may take a few seconds).
+  // Ready when the API answers a call (the embedded database may take a few seconds); a daemon
+  // with API tokens configured answers UNAUTHENTICATED, which means it is serving too.
   auto channel = grpc::CreateChannel(grpc_address(), grpc::InsecureChannelCredentials());
   auto stub = v1::PoolService::NewStub(channel);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -141,7 +142,8 @@ Status DaemonProcess::Launch() {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     v1::ListPoolsResponse resp;
-    if (stub->ListPools(&ctx, v1::ListPoolsRequest{}, &resp).ok()) return Status::Ok();
+    grpc::Status st = stub->ListPools(&ctx, v1::ListPoolsRequest{}, &resp);
+    if (st.ok() || st.error_code() == grpc::StatusCode::UNAUTHENTICATED) return Status::Ok();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return Status::Unavailable("gpupoold not ready within 60 s:\n" + LogTail(20));
