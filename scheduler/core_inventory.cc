@@ -1,5 +1,6 @@
 // Core: pools, nodes, capacity views and recovery from the store.
 #include <algorithm>
+#include <limits>
 
 #include "base/log.h"
 #include "scheduler/core.h"
@@ -415,7 +416,16 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
   for (auto& [name, pool] : s_->pools) s_->RecomputeLimits(pool);
 
   std::vector<Mutation> repairs;
+  const int64_t retained_since = s_->options.job_retention_ms > 0
+                                     ? s_->clock->NowMicros() - s_->options.job_retention_ms * 1000
+                                     : std::numeric_limits<int64_t>::min();
   for (const JobRecord& j : state.jobs) {
+    // Finished past the retention: not loaded (its rows stay in the database).
+    if (IsTerminal(j.state) && j.finish_us != 0 && j.finish_us < retained_since &&
+        std::all_of(j.tasks.begin(), j.tasks.end(),
+                    [](const TaskRecord& t) { return IsTerminal(t.state); })) {
+      continue;
+    }
     JobEntry entry;
     entry.rec = j;
     entry.rt.resize(j.tasks.size());

@@ -192,6 +192,7 @@ struct Core::State {
   std::chrono::steady_clock::duration last_full_pass_cost{};
   bool PeriodicPassDue() const;
   std::map<int64_t, JobEntry> jobs;
+  int64_t retention_cursor = 0;  // EvictFinished resumes after this job id
   std::map<std::string, PoolEntry> pools;
   std::map<std::string, NodeEntry> nodes;
   std::set<QueueKey> pending;
@@ -275,6 +276,13 @@ struct Core::State {
                       const placement::Request& req, std::string* why);
   bool TryPreempt(PassState& pass, JobEntry& job, int32_t index, const placement::Request& req,
                   std::string* why);
+
+  // True when the job and every task of it have ended, it finished before `cutoff_us`, and
+  // nothing refers to it any more: the daemon may forget it.
+  static bool Forgettable(const JobEntry& job, int64_t cutoff_us);
+  // Forgets up to `budget` finished jobs past the retention, resuming where the last call
+  // stopped, so each tick costs a bounded slice of the job table.
+  void EvictFinished(int64_t now_us, int budget);
 
   void Enqueue(const JobEntry& job, int32_t index);
   void Dequeue(const JobEntry& job, int32_t index);

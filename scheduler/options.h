@@ -54,6 +54,9 @@ struct SchedulerOptions {
   int32_t max_tasks_per_job = 10000;
   // Upper bound on how many pending tasks one scheduling pass considers.
   int32_t max_tasks_per_pass = 20000;
+  // A job whose tasks have all ended is kept in memory (GetJob, ListJobs, WatchJob) this long
+  // after it finished, then forgotten by the daemon; its rows stay in PostgreSQL. 0: forever.
+  int64_t job_retention_ms = 24LL * 3600 * 1000;
   TenancyOptions tenancy;
 
   // The built-in defaults: classes low(0), normal(100), high(1000, may preempt), system(10000,

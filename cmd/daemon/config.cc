@@ -66,7 +66,7 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
       doc.CheckKeys(n, p,
                     {"default_strategy", "default_priority_class", "heartbeat_interval_ms",
                      "heartbeat_timeout_ms", "stop_grace_period_ms", "max_tasks_per_job",
-                     "fair_share_half_life_ms", "disruption_budget_victims",
+                     "job_retention_ms", "fair_share_half_life_ms", "disruption_budget_victims",
                      "disruption_budget_window_ms", "reservation_timeout_ms"}));
   GPUPOOL_ASSIGN_OR_RETURN(auto strategy, doc.OptionalString(n, p, "default_strategy"));
   if (strategy) o->default_strategy = *strategy;
@@ -87,6 +87,10 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
   if (n["max_tasks_per_job"]) {
     GPUPOOL_ASSIGN_OR_RETURN(int64_t max, doc.Int(n, p, "max_tasks_per_job", 1, 100'000));
     o->max_tasks_per_job = static_cast<int32_t>(max);
+  }
+  if (n["job_retention_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(o->job_retention_ms,
+                             doc.Int(n, p, "job_retention_ms", 0, 3650LL * 86'400'000));
   }
   TenancyOptions& t = o->tenancy;
   if (n["fair_share_half_life_ms"]) {

@@ -22,7 +22,7 @@ auth:
   api_tokens:
     - {token: "0123456789abcdef0123", principal: "ops", admin: true}
   node_tokens: ["node-token-0123456789"]
-scheduler: {default_strategy: fgd, heartbeat_timeout_ms: 5000}
+scheduler: {default_strategy: fgd, heartbeat_timeout_ms: 5000, job_retention_ms: 3600000}
 priority_classes:
   - {name: normal, value: 100}
   - {name: urgent, value: 5000, may_preempt: true, min_runtime_ms: 1000}
@@ -39,6 +39,7 @@ pools:
   EXPECT_EQ(c->api_tokens.size(), 1u);
   EXPECT_TRUE(c->api_tokens[0].admin);
   EXPECT_EQ(c->scheduler.priority_classes.at("urgent").value, 5000);
+  EXPECT_EQ(c->scheduler.job_retention_ms, 3'600'000);
   // "12.5" TFLOPS → 12500 milli-TFLOPS.
   EXPECT_EQ(c->scheduler.skus.at("tiny").request.fractional, (Resources{12'500, 4096}));
   EXPECT_EQ(c->scheduler.skus.at("big").request.gpu_count, 2);
@@ -58,6 +59,7 @@ TEST(DaemonConfigTest, ErrorsNameFileKeyAndLine) {
       {"pools:\n  - name: a\n    compute_overcommit: 12\n",
        "gpupoold.yaml:3: pools[0].compute_overcommit"},
       {"pools:\n  - name: a\n    sharing: magic\n", "pools[0].sharing: must be exclusive"},
+      {"scheduler:\n  job_retention_ms: -1\n", "gpupoold.yaml:2: scheduler.job_retention_ms"},
       {"pools:\n  - name: a\n    sharing: time-sliced\n", "pools[0].replicas: required"},
       {"log_level: loud\n", "gpupoold.yaml:1: log_level: must be debug"},
       {"scheduler: {default_priority_class: vip}\n", "'vip' is not a defined priority class"},

@@ -15,6 +15,8 @@
 
 namespace gpupool::testing {
 
+inline constexpr int64_t kSecond = 1'000'000;  // in the clock's microseconds
+
 class RecordingAgents : public AgentGateway {
  public:
   bool StartTask(const std::string& node, const StartTaskCommand& cmd) override {
@@ -34,8 +36,9 @@ class CoreHarness {
  public:
   explicit CoreHarness(SchedulerOptions options = SchedulerOptions::Defaults(),
                        std::shared_ptr<MemoryDatabase> db = nullptr,
-                       SchedulerMetrics* metrics = nullptr)
+                       SchedulerMetrics* metrics = nullptr, int64_t clock_start_us = 0)
       : store(db ? std::make_unique<MemoryStore>(db) : std::make_unique<MemoryStore>()) {
+    if (clock_start_us != 0) clock.Set(clock_start_us);  // before recovery reads the time
     core = std::make_unique<Core>(
         options, &clock, store.get(), &agents,
         [this](std::function<void()> fn) { queue.push_back(std::move(fn)); }, metrics);

@@ -9,6 +9,7 @@ namespace gpupool {
 namespace {
 
 using testing::CoreHarness;
+using testing::kSecond;
 
 TEST(CoreTest, SubmitPlaceRunSucceed) {
   CoreHarness h;
@@ -208,6 +209,56 @@ TEST(CoreTest, RestartRecoversJobsAndAllocations) {
   Result<JobRecord> next = h.Submit(CoreHarness::Fractional("gpu", 1000, 1024));
   ASSERT_TRUE(next.ok());
   EXPECT_GT(next->id, job_id);
+}
+
+// Finished jobs are forgotten by the daemon once the retention has passed (their rows stay in
+// the store), running ones never; a restart does not load them back either.
+TEST(CoreTest, FinishedJobsAreForgottenAfterTheRetention) {
+  SchedulerOptions opts = SchedulerOptions::Defaults();
+  opts.job_retention_ms = 60'000;
+  std::shared_ptr<MemoryDatabase> db = MemoryStore().database();
+  int64_t done_id = 0, running_id = 0;
+  {
+    CoreHarness h(opts, db);
+    ASSERT_TRUE(h.CreatePool("gpu").ok());
+    ASSERT_TRUE(h.Register("n1", "gpu", 2).ok());
+    done_id = h.Submit(CoreHarness::Whole("gpu", 1))->id;
+    running_id = h.Submit(CoreHarness::Whole("gpu", 1))->id;
+    h.RunStarted();
+    h.Report("n1", done_id, 0, TaskState::kSucceeded);
+    ASSERT_EQ(h.core->GetJob(done_id)->state, JobState::kSucceeded);
+
+    h.clock.Advance(30 * kSecond);
+    h.core->OnHeartbeat("n1", {});
+    h.core->Tick();
+    h.Drain();
+    EXPECT_TRUE(h.core->GetJob(done_id).ok()) << "30 s after it finished: still kept";
+
+    h.clock.Advance(31 * kSecond);
+    h.core->OnHeartbeat("n1", {});
+    h.core->Tick();
+    h.Drain();
+    Result<JobRecord> gone = h.core->GetJob(done_id);
+    EXPECT_EQ(gone.status().code(), StatusCode::kNotFound);
+    EXPECT_NE(gone.status().message().find("kept 60 s after they end"), std::string::npos)
+        << gone.status().message();
+    EXPECT_EQ(h.core->ListJobs(JobFilter{}).jobs.size(), 1u);
+    EXPECT_EQ(h.core->GetJob(running_id)->state, JobState::kRunning) << "running: never forgotten";
+  }
+  // A restart 61 s after the job ended does not load it; with no retention, the same store
+  // shows it was kept there all along.
+  const int64_t later = ManualClock().NowMicros() + 61 * kSecond;
+  CoreHarness h(opts, db, nullptr, later);
+  EXPECT_EQ(h.core->GetJob(done_id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(h.core->GetJob(running_id)->state, JobState::kRunning);
+  h.agents.connected.insert("n1");
+  Result<JobRecord> next = h.Submit(CoreHarness::Whole("gpu", 1));
+  ASSERT_TRUE(next.ok());
+  EXPECT_GT(next->id, running_id) << "ids keep counting past forgotten jobs";
+  SchedulerOptions keep = opts;
+  keep.job_retention_ms = 0;
+  CoreHarness all(keep, db, nullptr, later);
+  EXPECT_EQ(all.core->GetJob(done_id)->state, JobState::kSucceeded);
 }
 
 TEST(CoreTest, ReconnectReconcilesTasks) {

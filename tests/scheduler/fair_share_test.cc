@@ -10,7 +10,7 @@ namespace {
 
 using testing::CoreHarness;
 
-constexpr int64_t kSecond = 1'000'000;
+using testing::kSecond;
 
 // Drives tenants that always have work waiting: every task runs `run_s` seconds then succeeds;
 // preempted tasks exit as soon as they are told to stop.

@@ -13,7 +13,7 @@ namespace {
 
 using testing::CoreHarness;
 
-constexpr int64_t kSecond = 1'000'000;
+using testing::kSecond;
 
 JobSpec Of(const std::string& cls, JobSpec spec) {
   spec.priority_class = cls;
