@@ -12,9 +12,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "base/log.h"
 
@@ -475,11 +477,21 @@ namespace {
 
 // True when process `pid` has GPUPOOL_TASK_ID=<task_id> in its environment.
 bool CarriesTask(pid_t pid, const std::string& task_id) {
-  std::ifstream env("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  const std::string path = "/proc/" + std::to_string(pid) + "/environ";
   const std::string want = "GPUPOOL_TASK_ID=" + task_id;
-  std::string var;
-  while (std::getline(env, var, '\0')) {
-    if (var == want) return true;
+  // A process in the middle of an exec (a shell exec'ing the real program) shows an empty
+  // environment until the kernel has set up the new image: look again before deciding.
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    std::ifstream env(path, std::ios::binary);
+    if (!env) return false;  // gone
+    std::string var;
+    bool any = false;
+    while (std::getline(env, var, '\0')) {
+      any = true;
+      if (var == want) return true;
+    }
+    if (any) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return false;
 }
