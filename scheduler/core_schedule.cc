@@ -423,30 +423,17 @@ void Core::State::RequeueOrFail(JobEntry& job, int32_t index, const std::string&
     FinishTask(job, index, TaskState::kFailed, why + "; out of retries", 0, out);
     return;
   }
-  ReleaseTask(job, index);
-  job.rt[static_cast<size_t>(index)].stop = StopIntent::kNone;
-  ++t.attempt;
-  t.state = TaskState::kPending;
-  t.node.clear();
-  t.allocations.clear();
-  t.reason = "requeued (attempt " + std::to_string(t.attempt + 1) + "): " + why;
-  t.scheduled_us = t.started_us = t.finished_us = 0;
-  Enqueue(job, index);
-  out->emplace_back(UpdateTask{t});
+  Requeue(job, index, why, out);
   if (metrics != nullptr) metrics->TaskTransition("LOST");
   if (RefreshJobState(job))
     out->emplace_back(UpdateJob{job.rec.id, job.rec.state, job.rec.reason, 0});
   Notify(job, "task " + TaskId(job.rec.id, index) + ": requeued: " + why);
 }
 
-void Core::State::RequeuePreempted(JobEntry& job, int32_t index, std::vector<Mutation>* out) {
+void Core::State::Requeue(JobEntry& job, int32_t index, const std::string& why,
+                          std::vector<Mutation>* out) {
   TaskRecord& t = job.rec.tasks[static_cast<size_t>(index)];
   TaskRuntime& rt = job.rt[static_cast<size_t>(index)];
-  std::string why = rt.stop_cause.empty() ? "preempted" : rt.stop_cause;
-  if (job.rec.state == JobState::kCancelled) {
-    FinishTask(job, index, TaskState::kCancelled, why, 0, out);
-    return;
-  }
   ReleaseTask(job, index);
   rt.stop = StopIntent::kNone;
   rt.stop_cause.clear();
@@ -458,6 +445,16 @@ void Core::State::RequeuePreempted(JobEntry& job, int32_t index, std::vector<Mut
   t.scheduled_us = t.started_us = t.finished_us = 0;
   Enqueue(job, index);
   out->emplace_back(UpdateTask{t});
+}
+
+void Core::State::RequeuePreempted(JobEntry& job, int32_t index, std::vector<Mutation>* out) {
+  TaskRuntime& rt = job.rt[static_cast<size_t>(index)];
+  std::string why = rt.stop_cause.empty() ? "preempted" : rt.stop_cause;
+  if (job.rec.state == JobState::kCancelled) {
+    FinishTask(job, index, TaskState::kCancelled, why, 0, out);
+    return;
+  }
+  Requeue(job, index, why, out);
   out->emplace_back(AppendEvent{Event("task.state", "task/" + TaskId(job.rec.id, index),
                                       "PREEMPTED: " + why + "; requeued")});
   if (metrics != nullptr) metrics->TaskTransition("PREEMPTED");

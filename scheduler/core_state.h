@@ -298,6 +298,8 @@ struct Core::State {
                   int32_t exit_code, std::vector<Mutation>* out);
   void RequeueOrFail(JobEntry& job, int32_t index, const std::string& why,
                      std::vector<Mutation>* out);
+  // Back to PENDING as the next attempt (allocation released, queued); persists the task.
+  void Requeue(JobEntry& job, int32_t index, const std::string& why, std::vector<Mutation>* out);
   // A preempted task stopped: back to PENDING as a new attempt, without spending a retry.
   void RequeuePreempted(JobEntry& job, int32_t index, std::vector<Mutation>* out);
   void SendStart(const JobEntry& job, int32_t index);
