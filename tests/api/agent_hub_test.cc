@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "tests/api/service_harness.h"
+#include "tests/support/wait_for.h"
 
 namespace gpupool::api {
 namespace {
@@ -162,13 +163,7 @@ class TestAgent {
   grpc::Status status_;
 };
 
-bool WaitFor(std::function<bool()> pred, std::chrono::milliseconds timeout = 10s) {
-  for (auto end = std::chrono::steady_clock::now() + timeout;
-       std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(5ms)) {
-    if (pred()) return true;
-  }
-  return pred();
-}
+using ::gpupool::testing::WaitFor;
 
 class AgentHubTest : public ::testing::Test {
  protected:

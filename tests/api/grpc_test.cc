@@ -18,6 +18,7 @@
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "gpupool/v1/tenants.grpc.pb.h"
 #include "tests/api/fake_api_service.h"
+#include "tests/support/wait_for.h"
 
 namespace gpupool::api {
 namespace {
@@ -25,14 +26,7 @@ namespace {
 using google::protobuf::util::MessageDifferencer;
 using testing::FakeApiService;
 
-template <typename Pred>
-bool Eventually(Pred pred) {
-  for (int i = 0; i < 500; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
+using ::gpupool::testing::WaitFor;  // shutdown and disconnects are asynchronous
 
 class GrpcTest : public ::testing::Test {
  protected:
@@ -383,7 +377,7 @@ TEST_F(GrpcTest, ClientCancelCancelsTheStream) {
   ctx.TryCancel();
   EXPECT_FALSE(reader->Read(&e));
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  EXPECT_TRUE(Eventually([&] { return fake_.cancels() == 1; }));
+  EXPECT_TRUE(WaitFor([&] { return fake_.cancels() == 1; }));
 }
 
 TEST_F(GrpcTest, ShutdownEndsOpenStreamsQuickly) {
@@ -413,7 +407,7 @@ TEST_F(GrpcTest, RequestMetricsByMethodAndCode) {
     EXPECT_FALSE(jobs_->GetJob(&ctx, v1::GetJobRequest(), &resp).ok());
   }
   std::string text;
-  ASSERT_TRUE(Eventually([&] {
+  ASSERT_TRUE(WaitFor([&] {
     text = prometheus::TextSerializer().Serialize(registry_->Collect());
     return text.find(R"(code="NOT_FOUND")") != std::string::npos;
   })) << text;

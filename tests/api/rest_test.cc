@@ -15,6 +15,7 @@
 #include "api/rest/http_server.h"
 #include "tests/api/fake_api_service.h"
 #include "tests/api/http_client.h"
+#include "tests/support/wait_for.h"
 
 namespace gpupool::api {
 namespace {
@@ -26,15 +27,7 @@ using testing::HttpResult;
 namespace http = testing::http;
 using http::verb;
 
-// Polls `pred` for up to 5 s (shutdown and disconnects are asynchronous).
-template <typename Pred>
-bool Eventually(Pred pred) {
-  for (int i = 0; i < 500; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
+using ::gpupool::testing::WaitFor;  // shutdown and disconnects are asynchronous
 
 class RestTest : public ::testing::Test {
  protected:
@@ -539,7 +532,7 @@ TEST_F(RestTest, ClientHangingUpCancelsTheStream) {
     http::read_header(c.stream(), c.buffer(), parser);
     EXPECT_EQ(parser.get().result_int(), 200u);
   }  // hang up
-  EXPECT_TRUE(Eventually([&] { return fake_.cancels() == 1; }));
+  EXPECT_TRUE(WaitFor([&] { return fake_.cancels() == 1; }));
 }
 
 TEST_F(RestTest, ShutdownIsFastAndEndsOpenStreams) {

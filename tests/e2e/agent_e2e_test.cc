@@ -12,6 +12,7 @@
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/wait_for.h"
 
 namespace gpupool {
 namespace {
@@ -27,12 +28,7 @@ scheduler:
 )";
 
 bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return done();
+  return ::gpupool::testing::WaitFor(done, timeout, std::chrono::milliseconds(50));
 }
 
 class AgentE2eTest : public ::testing::Test {
