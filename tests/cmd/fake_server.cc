@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/time_util.h>
 
+#include "api/convert.h"
 #include "pool/catalog.h"
 
 namespace gpupool::ctltest {
@@ -301,19 +302,7 @@ class CatalogSvc final : public v1::CatalogService::Service {
                        v1::ListGpuModelsResponse* resp) override {
     FAKE_AUTH();
     for (const GpuModel& m : Catalog::Builtin().models()) {
-      v1::GpuModel* out = resp->add_models();
-      out->set_name(m.name);
-      out->set_vendor(m.vendor);
-      out->set_bf16_milli_tflops(m.bf16_milli_tflops);
-      out->set_fp16_milli_tflops(m.fp16_milli_tflops);
-      out->set_vram_mib(m.vram_mib);
-      for (const MigProfile& p : m.mig_profiles) {
-        v1::MigProfile* mp = out->add_mig_profiles();
-        mp->set_name(p.name);
-        mp->set_milli_tflops(p.milli_tflops);
-        mp->set_vram_mib(p.vram_mib);
-        mp->set_max_instances(p.max_instances);
-      }
+      api::ToProto(m, resp->add_models());  // the daemon's own conversion
     }
     return Status::OK;
   }
