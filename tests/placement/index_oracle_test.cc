@@ -84,12 +84,7 @@ std::vector<Strategy> Deterministic() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, IndexOracle, ::testing::ValuesIn(Deterministic()),
-                         [](const ::testing::TestParamInfo<Strategy>& param) {
-                           std::string n(StrategyName(param.param));
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         testing::StrategyTestName);
 
 }  // namespace
 }  // namespace gpupool::placement

@@ -102,12 +102,7 @@ TEST_P(PropertyTest, NeverOverpromisesAndReleaseRestores) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStrategies, PropertyTest, ::testing::ValuesIn(AllStrategies()),
-                         [](const ::testing::TestParamInfo<Strategy>& param) {
-                           std::string n(StrategyName(param.param));
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         testing::StrategyTestName);
 
 }  // namespace
 }  // namespace gpupool::placement

@@ -93,12 +93,7 @@ TEST_P(StrategyContract, CpuOnlyTasksNeedNoDevice) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStrategies, StrategyContract, ::testing::ValuesIn(AllStrategies()),
-                         [](const ::testing::TestParamInfo<Strategy>& param) {
-                           std::string n(StrategyName(param.param));
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         testing::StrategyTestName);
 
 }  // namespace
 }  // namespace gpupool::placement

@@ -1,9 +1,12 @@
 // Small builders for placement tests: nodes of identical GPUs, share and whole requests.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
 
 #include "placement/placement.h"
+#include "placement/strategy.h"
 
 namespace gpupool::placement::testing {
 
@@ -53,6 +56,14 @@ inline Request Amount(int64_t tflops_milli, int64_t vram_mib) {
   r.per_device = Resources{tflops_milli, vram_mib};
   r.gpu_count = 1;
   return r;
+}
+
+// A gtest parameter name for a strategy ("fgd-pack" → "fgd_pack": names allow no '-').
+inline std::string StrategyTestName(const ::testing::TestParamInfo<Strategy>& param) {
+  std::string n(StrategyName(param.param));
+  for (char& c : n)
+    if (c == '-') c = '_';
+  return n;
 }
 
 }  // namespace gpupool::placement::testing
