@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "api/grpc/metrics_interceptor.h"
+#include "api/grpc/parse_error_interceptor.h"
 #include "api/grpc/services.h"
 #include "base/log.h"
 
@@ -102,11 +103,13 @@ Status GrpcServer::Start() {
   builder.RegisterService(&s.catalog);
   builder.RegisterService(&s.tenants);
   for (grpc::Service* extra : s.options.extra_services) builder.RegisterService(extra);
+  // The parse-error rewrite comes first, so the metrics count the code the client receives.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+  creators.push_back(std::make_unique<grpcface::ParseErrorInterceptorFactory>());
   if (s.options.metrics) {
-    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
     creators.push_back(std::make_unique<grpcface::MetricsInterceptorFactory>(*s.options.metrics));
-    builder.experimental().SetInterceptorCreators(std::move(creators));
   }
+  builder.experimental().SetInterceptorCreators(std::move(creators));
 
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
