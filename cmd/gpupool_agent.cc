@@ -11,10 +11,13 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -23,6 +26,7 @@
 
 #include "agent/agent.h"
 #include "agent/config.h"
+#include "agent/enroll.h"
 #include "agent/nvml_backend.h"
 #include "agent/sim_backend.h"
 #include "agent/task_runner.h"
@@ -228,6 +232,32 @@ int Run(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (int i = 0; i < 2; ++i) threads.emplace_back([&io] { io.run(); });
 
+  // Node identity: join (or renew) before connecting, then renew in the background before the
+  // certificate expires; the channel re-reads the files (agent/enroll.h).
+  std::unique_ptr<boost::asio::steady_timer> renew_timer;
+  std::function<void()> schedule_renew;
+  if (!config.ca_file.empty()) {
+    if (Status st = EnsureNodeCertificate(config); !st.ok()) {
+      std::cerr << "gpupool-agent: node certificate: " << st.message() << "\n";
+      work.reset();
+      io.stop();
+      for (auto& t : threads) t.join();
+      return 3;
+    }
+    renew_timer = std::make_unique<boost::asio::steady_timer>(io);
+    schedule_renew = [&] {
+      renew_timer->expires_after(std::chrono::minutes(10));
+      renew_timer->async_wait([&](const boost::system::error_code& error) {
+        if (error) return;
+        if (Result<bool> r = RenewIfDue(config); !r.ok()) {
+          LogWarn("agent", "node certificate renewal failed; will retry",
+                  {{"error", r.status().message()}});
+        }
+        schedule_renew();
+      });
+    };
+    schedule_renew();
+  }
   auto channel = MakeAgentChannel(config);
   const bool stop_tasks = config.stop_tasks_on_shutdown;
   int rc = 0;
@@ -245,6 +275,7 @@ int Run(int argc, char** argv) {
       agent.Shutdown(stop_tasks);
     }
   }
+  if (renew_timer) boost::asio::post(io, [&] { renew_timer->cancel(); });
   work.reset();
   io.stop();
   for (auto& t : threads) t.join();

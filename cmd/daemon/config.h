@@ -26,6 +26,8 @@ struct ApiToken {
 struct DaemonConfig {
   std::string grpc_listen = "127.0.0.1:7070";
   std::string http_listen = "127.0.0.1:7080";
+  // gRPC over TLS (the private CA's server certificate; agents' mutual TLS); empty = none.
+  std::string grpc_tls_listen;
   std::string data_dir = "gpupool-data";
   // postgresql:// URI; empty = embedded PostgreSQL under data_dir.
   std::string database;
@@ -36,6 +38,8 @@ struct DaemonConfig {
   std::string log_level = "info";
   std::vector<ApiToken> api_tokens;      // empty = no authentication (everyone is admin)
   std::vector<std::string> node_tokens;  // empty = agents are not authenticated
+  // Agents must register with a node certificate (no node-token registration).
+  bool require_node_certificates = false;
   SchedulerOptions scheduler = SchedulerOptions::Defaults();
   std::vector<PoolRecord> pools;  // created at start-up when missing
   // Created at start-up when missing, in this order (parents before children), then their

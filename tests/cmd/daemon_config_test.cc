@@ -183,6 +183,22 @@ TEST(DaemonConfigTest, RefusesUnaddressablePoolsBadPortsAndDirectories) {
   EXPECT_NE(r.status().message().find("is a directory"), std::string::npos) << r.status().message();
 }
 
+TEST(DaemonConfigTest, TlsListenAndNodeCertificates) {
+  Result<DaemonConfig> c = ParseDaemonConfig(
+      "listen: {grpc_tls: 0.0.0.0:7443}\nauth: {require_node_certificates: true}\n", "x.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->grpc_tls_listen, "0.0.0.0:7443");
+  EXPECT_TRUE(c->require_node_certificates);
+  EXPECT_TRUE(ParseDaemonConfig("", "x.yaml")->grpc_tls_listen.empty());  // off by default
+  EXPECT_NE(ParseDaemonConfig("listen: {grpc_tls: \"h:70000\"}\n", "x.yaml")
+                .status()
+                .message()
+                .find("x.yaml:1: listen.grpc_tls: port 70000 is out of range"),
+            std::string::npos);
+  const char* argv[] = {"gpupoold", "--grpc-tls-listen", "127.0.0.1:0"};
+  EXPECT_EQ(ParseDaemonCommandLine(3, argv)->config.grpc_tls_listen, "127.0.0.1:0");
+}
+
 TEST(DaemonConfigTest, PriorityClassesPerTenantAreInheritedAndNeverWidened) {
   const char* yaml = R"(
 tenants:
