@@ -42,6 +42,8 @@ constexpr const char* kUsage = R"(usage: gpupool-agent [flags]
   --scheduler ADDR    gpupoold agent endpoint, host:port (overrides `scheduler`)
   --node-name NAME    node name (overrides `node_name`; default: host name)
   --pool NAME         pool to join (overrides `pool`)
+  --ca-file FILE      gpupoold's CA certificate (overrides `ca_file`): TLS, and a node
+                      certificate of its own, joined for with `token` (docs/agent.md)
   --data-dir DIR      task directories and logs (overrides `data_dir`)
   --backend KIND      simulated | nvml (overrides `backend`)
   --log-level LEVEL   debug | info | warn | error
@@ -50,7 +52,7 @@ constexpr const char* kUsage = R"(usage: gpupool-agent [flags]
 )";
 
 struct Flags {
-  std::string config, scheduler, node_name, pool, data_dir, backend, log_level;
+  std::string config, scheduler, node_name, pool, data_dir, backend, log_level, ca_file;
   bool probe = false;
 };
 
@@ -88,6 +90,8 @@ int ParseFlags(int argc, char** argv, Flags* f) {
       ok = take(&f->node_name);
     } else if (a == "--pool") {
       ok = take(&f->pool);
+    } else if (a == "--ca-file") {
+      ok = take(&f->ca_file);
     } else if (a == "--data-dir") {
       ok = take(&f->data_dir);
     } else if (a == "--backend") {
@@ -159,6 +163,7 @@ int Run(int argc, char** argv) {
     config = std::move(loaded).value();
   }
   if (!flags.scheduler.empty()) config.scheduler = flags.scheduler;
+  if (!flags.ca_file.empty()) config.ca_file = flags.ca_file;
   if (!flags.node_name.empty()) config.node_name = flags.node_name;
   if (!flags.pool.empty()) config.pool = flags.pool;
   if (!flags.data_dir.empty()) config.data_dir = flags.data_dir;
