@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "gpupool/v1/agent.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
@@ -70,6 +72,19 @@ TEST(NodeIdentityE2eTest, AgentJoinsAndNobodyElseCanBeItsNode) {
   ASSERT_TRUE(testing::WaitFor([&] { return state() == v1::NODE_STATE_READY; }, 60s))
       << "the agent did not register over mutual TLS; log: " << daemon->LogTail(20);
   EXPECT_EQ(Mode(*dir + "/agent/tls/node.key"), 0600u);
+
+  // gpupoolctl speaks TLS to the same port when given the CA, and nothing without it.
+  {
+    auto ctl = ChildProcess::Spawn(
+        {testing::BinaryPath("gpupoolctl"), "--server", tls_address, "--ca", ca, "nodes", "list"},
+        *dir + "/ctl.log");
+    ASSERT_TRUE(ctl.ok());
+    const int status = (*ctl)->Wait(60s);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    std::ifstream in(*dir + "/ctl.log");
+    const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(out.find("node-a"), std::string::npos) << out;
+  }
 
   // The token's holder tries to be node-a over the plaintext port: refused, node-a stays.
   {
