@@ -11,6 +11,7 @@
 
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
+#include "tests/api/http_client.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/wait_for.h"
 
@@ -159,6 +160,37 @@ TEST_F(AgentE2eTest, JobRunsWithItsGrantAndOutputIsRetrievable) {
   std::string out = Logs(t.id());
   EXPECT_NE(out.find("task=" + t.id()), std::string::npos) << out;
   EXPECT_NE(out.find("devices=" + t.allocations(0).device_id()), std::string::npos) << out;
+}
+
+// The REST twins of GetTaskLogs and WatchJob on a real daemon: every call answers (the REST face
+// once cancelled each stream as it registered it, so logs sent no bytes at all).
+TEST_F(AgentE2eTest, RestLogsAndWatchAnswerOverARealSocket) {
+  using api::testing::HttpCall;
+  namespace http = boost::beast::http;
+  StartAgent("node-a", 2);
+  std::string job = Submit("echo hello-rest; sleep 30");
+  ASSERT_TRUE(WaitState(job, v1::TASK_STATE_RUNNING)) << Task(job).DebugString();
+  const std::string task = Task(job).id();
+  ASSERT_TRUE(WaitFor([&] { return Logs(task).find("hello-rest") != std::string::npos; },
+                      std::chrono::seconds(30)));
+  std::string done = Submit("echo finished");
+  ASSERT_TRUE(WaitState(done, v1::TASK_STATE_SUCCEEDED)) << Task(done).DebugString();
+  for (int i = 0; i < 7; ++i) {
+    // Running task, no follow: what it has written so far, then the stream ends.
+    api::testing::HttpResult r =
+        HttpCall(daemon_->http_port(), http::verb::get, "/v1/tasks/" + task + "/logs");
+    EXPECT_EQ(r.status, 200) << r.body;
+    // "hello-rest\n" in base64.
+    EXPECT_NE(r.body.find("aGVsbG8tcmVzdAo="), std::string::npos) << r.body;
+    // A finished job's watch: its current state, then the stream ends.
+    r = HttpCall(daemon_->http_port(), http::verb::get, "/v1/jobs/" + done + ":watch");
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_NE(r.body.find("\"message\":\"current state\""), std::string::npos) << r.body;
+  }
+  // An error answers too: a task that does not exist.
+  api::testing::HttpResult r =
+      HttpCall(daemon_->http_port(), http::verb::get, "/v1/tasks/999.0/logs");
+  EXPECT_EQ(r.status, 404) << r.body;
 }
 
 TEST_F(AgentE2eTest, ExitCodePropagates) {
