@@ -68,7 +68,7 @@ class AgentE2eTest : public ::testing::Test {
   }
 
   // Starts an agent with `gpus` simulated H100s and waits until its node is READY.
-  void StartAgent(const std::string& node, int gpus) {
+  void StartAgent(const std::string& node, int gpus, std::vector<std::string> extra_args = {}) {
     std::string config = dir_ + "/" + node + ".yaml";
     std::ofstream(config) << "node_name: " << node
                           << "\npool: gpu\ncpu_milli: 64000\nmemory_mib: 262144\n"
@@ -77,10 +77,15 @@ class AgentE2eTest : public ::testing::Test {
                              "reconnect: {initial_ms: 100, max_ms: 500}\n"
                              "gpus:\n  - model: H100-SXM\n    count: "
                           << gpus << "\n";
-    auto child = ChildProcess::Spawn(
-        {testing::BinaryPath("gpupool-agent"), "--config", config, "--scheduler",
-         daemon_->grpc_address(), "--data-dir", dir_ + "/" + node},
-        dir_ + "/" + node + ".log");
+    std::vector<std::string> argv = {testing::BinaryPath("gpupool-agent"),
+                                     "--config",
+                                     config,
+                                     "--scheduler",
+                                     daemon_->grpc_address(),
+                                     "--data-dir",
+                                     dir_ + "/" + node};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    auto child = ChildProcess::Spawn(argv, dir_ + "/" + node + ".log");
     ASSERT_TRUE(child.ok());
     agents_[node] = std::move(child).value();
     ASSERT_TRUE(
@@ -191,6 +196,44 @@ TEST_F(AgentE2eTest, RestLogsAndWatchAnswerOverARealSocket) {
   api::testing::HttpResult r =
       HttpCall(daemon_->http_port(), http::verb::get, "/v1/tasks/999.0/logs");
   EXPECT_EQ(r.status, 404) << r.body;
+}
+
+// Both /metrics endpoints pass `promtool check metrics` (Prometheus's own linter), and the
+// agent's device series carry the running task and its tenant.
+TEST_F(AgentE2eTest, MetricsOfDaemonAndAgentPassPromtool) {
+  using api::testing::HttpCall;
+  namespace http = boost::beast::http;
+  const std::string promtool = GPUPOOL_PROMTOOL;
+  ASSERT_FALSE(promtool.empty() || promtool.ends_with("NOTFOUND"))
+      << "promtool not found: scripts/install-deps installs it (Debian package prometheus)";
+  const int agent_port = testing::FreePort();
+  StartAgent("node-a", 2, {"--metrics-listen", "127.0.0.1:" + std::to_string(agent_port)});
+  std::string job = Submit("sleep 30");
+  ASSERT_TRUE(WaitState(job, v1::TASK_STATE_RUNNING)) << Task(job).DebugString();
+  const std::string task = Task(job).id();
+  std::string agent_text;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        agent_text = HttpCall(agent_port, http::verb::get, "/metrics").body;
+        return agent_text.find("task=\"" + task + "\"") != std::string::npos;
+      },
+      std::chrono::seconds(30)))
+      << agent_text;
+  EXPECT_NE(agent_text.find("tenant=\"acme/e2e/tester\""), std::string::npos) << agent_text;
+  EXPECT_NE(agent_text.find("DCGM_FI_DEV_GPU_UTIL{"), std::string::npos) << agent_text;
+  EXPECT_NE(agent_text.find("DCGM_FI_DEV_FB_USED{"), std::string::npos) << agent_text;
+  const std::string daemon_text = HttpCall(daemon_->http_port(), http::verb::get, "/metrics").body;
+  EXPECT_NE(daemon_text.find("gpupool_queue_depth_tasks"), std::string::npos) << daemon_text;
+  for (const auto& [name, text] : {std::pair{"agent", agent_text}, {"gpupoold", daemon_text}}) {
+    const std::string in = dir_ + "/" + name + ".metrics";
+    const std::string out = in + ".promtool";
+    std::ofstream(in) << text;
+    const int rc =
+        std::system((promtool + " check metrics < " + in + " > " + out + " 2>&1").c_str());
+    std::ifstream f(out);
+    const std::string report((std::istreambuf_iterator<char>(f)), {});
+    EXPECT_EQ(rc, 0) << name << ": promtool check metrics:\n" << report;
+  }
 }
 
 TEST_F(AgentE2eTest, ExitCodePropagates) {
