@@ -163,6 +163,7 @@ int Run(int argc, char** argv) {
 
   api::ServiceOptions service_options;
   service_options.catalog = catalog;
+  service_options.metrics = &metrics;             // submissions refused at the edge
   service_options.scheduler = &config.scheduler;  // SetQuota converts SKU units with its SKUs
   // /readyz: ready means a submission would commit now — the reader answers and a fenced no-op
   // transaction commits through the writer (a restarted database is seen by both).
