@@ -153,6 +153,7 @@ int Run(int argc, char** argv) {
   CoreLoop loop;
   api::AgentHubOptions hub_options;
   hub_options.node_tokens.insert(config.node_tokens.begin(), config.node_tokens.end());
+  hub_options.catalog = catalog;  // a device that contradicts the catalog is refused
   api::AgentHub hub(&loop, hub_options);
   Core core(config.scheduler, SystemClock::Get(), store.get(), &hub, loop.executor(), &metrics);
   hub.Attach(&core);
