@@ -41,6 +41,7 @@
 #include "scheduler/dispatch.h"
 
 namespace gpupool {
+class Catalog;
 class Core;
 class CoreLoop;
 }  // namespace gpupool
@@ -52,6 +53,9 @@ struct AgentHubOptions {
   std::set<std::string> node_tokens;
   // Called with the number of connected agents whenever it changes (a metrics gauge); optional.
   std::function<void(size_t)> on_connections_changed;
+  // Every registered device is checked against it (pool/catalog_check.h); a registration whose
+  // device contradicts the catalog ends with INVALID_ARGUMENT naming the field. Null: unchecked.
+  const Catalog* catalog = nullptr;
 };
 
 class AgentHub final : public v1::AgentService::CallbackService,
