@@ -14,6 +14,7 @@
 
 #include "api/grpc/health_service.h"
 #include "api/grpc/metrics_interceptor.h"
+#include "api/grpc/parse_error_interceptor.h"
 #include "api/grpc/services.h"
 #include "base/log.h"
 
@@ -77,6 +78,7 @@ struct GrpcServer::Impl {
   std::mutex mu;                         // serialises Start() and Shutdown()
   std::unique_ptr<grpc::Server> server;  // guarded by mu
   int port = 0;                          // written under mu before serving
+  int tls_port = 0;                      // likewise
   bool shut_down = false;                // guarded by mu
 };
 
@@ -101,6 +103,14 @@ Status GrpcServer::Start() {
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(s.listen_address, grpc::InsecureServerCredentials(), &bound_port);
+  int bound_tls_port = 0;
+  if (s.options.tls) {
+    grpc::SslServerCredentialsOptions ssl(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = s.options.tls->client_ca_pem;
+    ssl.pem_key_cert_pairs.push_back({s.options.tls->key_pem, s.options.tls->cert_pem});
+    builder.AddListeningPort(s.options.tls->listen_address, grpc::SslServerCredentials(ssl),
+                             &bound_tls_port);
+  }
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(s.options.max_receive_message_bytes);
   builder.RegisterService(&s.jobs);
@@ -110,11 +120,13 @@ Status GrpcServer::Start() {
   builder.RegisterService(&s.tenants);
   builder.RegisterService(&s.health);
   for (grpc::Service* extra : s.options.extra_services) builder.RegisterService(extra);
+  // The parse-error rewrite comes first, so the metrics count the code the client receives.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+  creators.push_back(std::make_unique<grpcface::ParseErrorInterceptorFactory>());
   if (s.options.metrics) {
-    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
     creators.push_back(std::make_unique<grpcface::MetricsInterceptorFactory>(*s.options.metrics));
-    builder.experimental().SetInterceptorCreators(std::move(creators));
   }
+  builder.experimental().SetInterceptorCreators(std::move(creators));
 
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
@@ -123,8 +135,16 @@ Status GrpcServer::Start() {
     if (why.empty()) why = "not a valid address to listen on";
     return Status::Unavailable("gRPC server: cannot listen on '" + s.listen_address + "': " + why);
   }
+  if (s.options.tls && bound_tls_port == 0) {
+    server->Shutdown();
+    std::string why = ProbeBindError(s.options.tls->listen_address);
+    if (why.empty()) why = "not a valid address to listen on";
+    return Status::Unavailable("gRPC server: cannot listen on '" + s.options.tls->listen_address +
+                               "' (TLS): " + why);
+  }
   s.server = std::move(server);
   s.port = bound_port;
+  s.tls_port = bound_tls_port;
   LogInfo("api.grpc", "listening",
           {{"address", s.listen_address}, {"port", std::to_string(bound_port)}});
   return Status::Ok();
@@ -133,6 +153,11 @@ Status GrpcServer::Start() {
 int GrpcServer::port() const {
   std::lock_guard lock(impl_->mu);
   return impl_->port;
+}
+
+int GrpcServer::tls_port() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->tls_port;
 }
 
 void GrpcServer::Shutdown() {
