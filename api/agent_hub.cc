@@ -8,6 +8,7 @@
 #include "api/status_convert.h"
 #include "api/tls/enroll_service.h"
 #include "base/log.h"
+#include "pool/catalog_check.h"
 #include "scheduler/core.h"
 #include "scheduler/core_loop.h"
 
@@ -180,6 +181,11 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
     }
     Result<AgentRegistration> converted = RegistrationFromProto(reg);
     if (!converted.ok()) return Close(ToGrpcStatus(converted.status()));
+    if (Status st = CheckDevicesAgainstCatalog(*converted); !st.ok()) {
+      LogWarn(kComponent, "agent rejected: a device contradicts the catalog",
+              {{"node", reg.node_name()}, {"error", st.message()}});
+      return Close(ToGrpcStatus(st));
+    }
     node_ = reg.node_name();
     std::shared_ptr<Conn> self = shared_from_this();
     if (std::shared_ptr<Conn> old = hub_->Adopt(self, node_)) {
@@ -202,6 +208,18 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
         self->SendAck(std::move(ack));
       });
     });
+  }
+
+  Status CheckDevicesAgainstCatalog(const AgentRegistration& reg) const {
+    const Catalog* catalog = hub_->options_.catalog;
+    if (catalog == nullptr) return Status::Ok();
+    for (size_t i = 0; i < reg.node.devices.size(); ++i) {
+      const DeviceRecord& d = reg.node.devices[i];
+      GPUPOOL_RETURN_IF_ERROR(CheckDevice(
+          *catalog, {d.model, d.mig_profile, d.physical.milli_tflops, d.physical.vram_mib},
+          "register.devices[" + std::to_string(i) + "]"));
+    }
+    return Status::Ok();
   }
 
   void SendAck(v1::SchedulerMessage ack) {

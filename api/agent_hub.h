@@ -43,6 +43,7 @@
 #include "scheduler/dispatch.h"
 
 namespace gpupool {
+class Catalog;
 class Core;
 class CoreLoop;
 }  // namespace gpupool
@@ -58,6 +59,9 @@ struct AgentHubOptions {
   std::set<std::string> node_tokens;
   // Called with the number of connected agents whenever it changes (a metrics gauge); optional.
   std::function<void(size_t)> on_connections_changed;
+  // Every registered device is checked against it (pool/catalog_check.h); a registration whose
+  // device contradicts the catalog ends with INVALID_ARGUMENT naming the field. Null: unchecked.
+  const Catalog* catalog = nullptr;
   // Node certificates (api/tls/node_identity.h): with them, Register's node name must match the
   // connection's verified client certificate (which then replaces the node token), and an
   // enrolled node cannot register without it. Null = node tokens only. Not owned.

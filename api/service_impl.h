@@ -38,6 +38,7 @@ namespace gpupool {
 class Catalog;
 class Core;
 class CoreLoop;
+class SchedulerMetrics;
 struct SchedulerOptions;
 }  // namespace gpupool
 
@@ -51,6 +52,9 @@ struct ServiceOptions {
   const SchedulerOptions* scheduler = nullptr;
   // Optional probe of the store for Ready() (e.g. a cheap "SELECT 1"); empty = not checked.
   std::function<Status()> store_health;
+  // Counts submissions refused here, before the core (which counts the rest): field validation
+  // as outcome "invalid", a tenant outside the caller's subtree as "denied". Null = not counted.
+  SchedulerMetrics* metrics = nullptr;
   std::chrono::milliseconds log_poll_interval{500};
   // A FetchLogs the agent leaves unanswered this long fails the stream with UNAVAILABLE.
   std::chrono::milliseconds log_fetch_timeout{10000};

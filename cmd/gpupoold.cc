@@ -25,6 +25,7 @@
 #include "scheduler/core_loop.h"
 #include "scheduler/metrics.h"
 #include "store/embedded_postgres.h"
+#include "store/embedded_supervisor.h"
 #include "store/pg_store.h"
 
 namespace gpupool {
@@ -152,6 +153,7 @@ int Run(int argc, char** argv) {
   }
 
   std::unique_ptr<EmbeddedPostgres> embedded;
+  std::unique_ptr<EmbeddedSupervisor> supervisor;
   std::string uri = config.database;
   if (uri.empty()) {
     EmbeddedPostgresOptions opts;
@@ -163,6 +165,7 @@ int Run(int argc, char** argv) {
     if (!pg.ok()) return Fail(pg.status().WithContext("embedded PostgreSQL"));
     embedded = std::move(pg).value();
     uri = embedded->uri();
+    supervisor = std::make_unique<EmbeddedSupervisor>(embedded.get());  // restarts it if it dies
   }
 
   PgStoreOptions store_options;
@@ -190,6 +193,7 @@ int Run(int argc, char** argv) {
   if (!identities.ok()) return Fail(identities.status().WithContext("node identities"));
   api::AgentHubOptions hub_options;
   hub_options.node_tokens.insert(config.node_tokens.begin(), config.node_tokens.end());
+  hub_options.catalog = catalog;  // a device that contradicts the catalog is refused
   hub_options.identities = identities->get();
   api::AgentHub hub(&loop, hub_options);
   Core core(config.scheduler, SystemClock::Get(), store.get(), &hub, loop.executor(), &metrics);
@@ -201,8 +205,14 @@ int Run(int argc, char** argv) {
 
   api::ServiceOptions service_options;
   service_options.catalog = catalog;
+  service_options.metrics = &metrics;             // submissions refused at the edge
   service_options.scheduler = &config.scheduler;  // SetQuota converts SKU units with its SKUs
-  service_options.store_health = [&store] { return store->Ping(); };  // /readyz: is the DB up?
+  // /readyz: ready means a submission would commit now — the reader answers and a fenced no-op
+  // transaction commits through the writer (a restarted database is seen by both).
+  service_options.store_health = [&store] {
+    GPUPOOL_RETURN_IF_ERROR(store->Ping());
+    return store->CheckWritable();
+  };
   Result<api::PriorityAccess> classes = PriorityAccessOf(config);
   if (!classes.ok()) return Fail(classes.status());
   service_options.priority_access = &*classes;
@@ -243,6 +253,7 @@ int Run(int argc, char** argv) {
   grpc.Shutdown();
   loop.Stop();
   store.reset();
+  supervisor.reset();  // before stopping the server, so the stop is not taken for a crash
   if (embedded) (void)embedded->Stop();
   LogInfo("gpupoold", "stopped");
   return 0;

@@ -1,5 +1,6 @@
 #include "api/grpc/grpc_server.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_builder.h>
 #include <netdb.h>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "api/grpc/health_service.h"
 #include "api/grpc/metrics_interceptor.h"
 #include "api/grpc/parse_error_interceptor.h"
 #include "api/grpc/services.h"
@@ -60,7 +62,8 @@ struct GrpcServer::Impl {
         pools({&service, &auth, &streams}),
         nodes({&service, &auth, &streams}),
         catalog({&service, &auth, &streams}),
-        tenants({&service, &auth, &streams}) {}
+        tenants({&service, &auth, &streams}),
+        health(service) {}
 
   const std::string listen_address;
   GrpcServerOptions options;
@@ -70,6 +73,7 @@ struct GrpcServer::Impl {
   grpcface::NodeServiceImpl nodes;
   grpcface::CatalogServiceImpl catalog;
   grpcface::TenantServiceImpl tenants;
+  grpcface::HealthService health;  // grpc.health.v1, unauthenticated like /readyz
 
   std::mutex mu;                         // serialises Start() and Shutdown()
   std::unique_ptr<grpc::Server> server;  // guarded by mu
@@ -93,6 +97,9 @@ Status GrpcServer::Start() {
   std::lock_guard lock(s.mu);
   if (s.server || s.shut_down) return Status::FailedPrecondition("gRPC server: already started");
 
+  // Server reflection (grpcurl list/describe): the API's schema is public (docs/openapi.yaml);
+  // calling a method still needs a credential.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(s.listen_address, grpc::InsecureServerCredentials(), &bound_port);
@@ -111,6 +118,7 @@ Status GrpcServer::Start() {
   builder.RegisterService(&s.nodes);
   builder.RegisterService(&s.catalog);
   builder.RegisterService(&s.tenants);
+  builder.RegisterService(&s.health);
   for (grpc::Service* extra : s.options.extra_services) builder.RegisterService(extra);
   // The parse-error rewrite comes first, so the metrics count the code the client receives.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;

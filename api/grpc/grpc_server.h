@@ -1,6 +1,7 @@
 // GrpcServer: gpupoold's gRPC face. Serves JobService, PoolService, NodeService, CatalogService
 // and TenantService over an ApiService, plus any extra services the daemon registers on the same
-// port (the agent stream service).
+// port (the agent stream service), the standard health service (grpc.health.v1, answering what
+// /readyz answers) and server reflection (so grpcurl can list and describe the API).
 //
 //   GrpcServer grpc(api, auth, "0.0.0.0:7070", {.metrics = registry});
 //   grpc.AddService(&agent_service);     // before Start()

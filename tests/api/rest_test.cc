@@ -545,6 +545,29 @@ TEST_F(RestTest, TaskLogsStreamBytesAsBase64) {
   EXPECT_EQ(r.body, "{\"result\":{\"offset\":\"0\",\"data\":\"aGVsbG8K\",\"eof\":true}}\n");
 }
 
+// The real service answers a stream later, from another thread. The REST face once cancelled
+// every stream as it registered it, so logs sent no bytes at all and a watch answered only when
+// its first event won the race.
+TEST_F(RestTest, StreamsAnsweredLaterAreDeliveredAndNotCancelled) {
+  fake_.ReplyAsync(true);
+  fake_.SetStream({Event("task j-1.0: RUNNING", v1::JOB_STATE_RUNNING)}, Status::Ok());
+  v1::TaskLogChunk chunk;
+  chunk.set_data("hello\n");
+  chunk.set_eof(true);
+  fake_.SetLogChunks({chunk});
+  for (int i = 0; i < 5; ++i) {
+    HttpResult r = Call(verb::get, "/v1/jobs/j-1:watch");
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body.rfind(R"({"result":{"job":{"id":"j-1")", 0), 0u) << r.body;
+    r = Call(verb::get, "/v1/tasks/j-1.0/logs");
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, "{\"result\":{\"offset\":\"0\",\"data\":\"aGVsbG8K\",\"eof\":true}}\n");
+  }
+  fake_.SetStream({}, Status::NotFound("job 'j-404': not found"));
+  const HttpResult r = Call(verb::get, "/v1/jobs/j-404:watch");
+  EXPECT_EQ(r.status, 404) << r.body;
+}
+
 TEST_F(RestTest, ClientHangingUpCancelsTheStream) {
   fake_.SetStream({Event("task j-1.0: RUNNING", v1::JOB_STATE_RUNNING)}, Status::Ok(),
                   /*hold=*/true);
