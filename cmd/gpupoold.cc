@@ -216,6 +216,8 @@ int Run(int argc, char** argv) {
   Result<api::PriorityAccess> classes = PriorityAccessOf(config);
   if (!classes.ok()) return Fail(classes.status());
   service_options.priority_access = &*classes;
+  api::RateLimiter submit_limiter({config.submit_rate_per_second, config.submit_burst});
+  service_options.submit_limiter = &submit_limiter;
   api::ServiceImpl service(&core, &loop, &hub, service_options);
   service.SetRecovered(true);
   Result<api::Authenticator> auth = api::Authenticator::Create(ApiTokens(config));

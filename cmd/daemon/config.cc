@@ -333,7 +333,17 @@ Status ParseTenantDefaults(const YamlDoc& doc, const YAML::Node& root, DaemonCon
   if (!n) return Status::Ok();
   YamlPath p = YamlPath{}.Key("tenant_defaults");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
-  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p, {"priority_classes"}));
+  GPUPOOL_RETURN_IF_ERROR(
+      doc.CheckKeys(n, p, {"priority_classes", "submit_rate_per_second", "submit_burst"}));
+  if (n["submit_rate_per_second"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t milli,
+                             doc.Milli(n, p, "submit_rate_per_second", 0, 1'000'000'000));
+    c->submit_rate_per_second = static_cast<double>(milli) / 1000;
+  }
+  if (n["submit_burst"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t burst, doc.Int(n, p, "submit_burst", 1, 1'000'000));
+    c->submit_burst = static_cast<double>(burst);
+  }
   if (!n["priority_classes"]) return Status::Ok();
   GPUPOOL_ASSIGN_OR_RETURN(c->default_priority_classes,
                            ParseClassList(doc, n, p, "priority_classes"));

@@ -49,6 +49,10 @@ struct DaemonConfig {
   // Priority classes a tenant without a list of its own may submit at (`tenant_defaults:
   // priority_classes`); empty = every preemptible class (api/priority_access.h).
   std::vector<std::string> default_priority_classes;
+  // Submissions per second (and burst) of one organisation's non-admin callers
+  // (`tenant_defaults: submit_rate_per_second, submit_burst`); 0 = unlimited.
+  double submit_rate_per_second = 50;
+  double submit_burst = 100;
   // `tenants[].priority_classes`, parents before children: (tenant path, classes).
   std::vector<std::pair<std::string, std::vector<std::string>>> tenant_priority_classes;
 };
