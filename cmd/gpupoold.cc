@@ -236,7 +236,9 @@ int Run(int argc, char** argv) {
   grpc_options.metrics = registry;
   api::GrpcServer grpc(service, *auth, config.grpc_listen, grpc_options);
   if (Status st = grpc.Start(); !st.ok()) return Fail(st);
-  api::HttpServer http(service, *auth, registry, config.http_listen);
+  api::HttpServerOptions http_options;
+  http_options.max_connections_per_client = config.http_max_connections_per_client;
+  api::HttpServer http(service, *auth, registry, config.http_listen, http_options);
   if (Status st = http.Start(); !st.ok()) return Fail(st);
 
   LogInfo("gpupoold", "ready",

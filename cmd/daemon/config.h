@@ -26,6 +26,9 @@ struct ApiToken {
 struct DaemonConfig {
   std::string grpc_listen = "127.0.0.1:7070";
   std::string http_listen = "127.0.0.1:7080";
+  // Open REST connections one client address may hold (`listen.http_max_connections_per_client`);
+  // 0 = no limit.
+  int64_t http_max_connections_per_client = 256;
   // gRPC over TLS (the private CA's server certificate; agents' mutual TLS); empty = none.
   std::string grpc_tls_listen;
   std::string data_dir = "gpupool-data";

@@ -206,6 +206,10 @@ TEST(DaemonConfigTest, TlsListenAndNodeCertificates) {
   EXPECT_EQ(c->grpc_tls_listen, "0.0.0.0:7443");
   EXPECT_TRUE(c->require_node_certificates);
   EXPECT_TRUE(ParseDaemonConfig("", "x.yaml")->grpc_tls_listen.empty());  // off by default
+  EXPECT_EQ(ParseDaemonConfig("", "x.yaml")->http_max_connections_per_client, 256);
+  EXPECT_EQ(ParseDaemonConfig("listen: {http_max_connections_per_client: 0}\n", "x.yaml")
+                ->http_max_connections_per_client,
+            0);
   EXPECT_NE(ParseDaemonConfig("listen: {grpc_tls: \"h:70000\"}\n", "x.yaml")
                 .status()
                 .message()
