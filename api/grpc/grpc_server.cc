@@ -112,6 +112,10 @@ Status GrpcServer::Start() {
                              &bound_tls_port);
   }
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             static_cast<int>(s.options.handshake_timeout.count()));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             static_cast<int>(s.options.idle_timeout.count()));
   builder.SetMaxReceiveMessageSize(s.options.max_receive_message_bytes);
   builder.RegisterService(&s.jobs);
   builder.RegisterService(&s.pools);

@@ -52,6 +52,12 @@ struct GrpcServerOptions {
   std::shared_ptr<prometheus::Registry> metrics;
   // Largest request message accepted.
   int max_receive_message_bytes = 4 * 1024 * 1024;
+  // A connection that has not finished its HTTP/2 (and TLS) handshake this long after connecting
+  // is closed, so idle half-open connections cannot pile up (gRPC's default is 120 s).
+  std::chrono::milliseconds handshake_timeout{10'000};
+  // A connection with no call in flight this long is closed (clients reconnect on demand; agent
+  // streams and watches are calls in flight, so they stay).
+  std::chrono::milliseconds idle_timeout{15 * 60'000};
   // Also serve on this TLS port; unset = plaintext only.
   std::optional<GrpcTlsPort> tls;
   // How long Shutdown() lets in-flight unary calls finish before cancelling them.

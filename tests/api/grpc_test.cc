@@ -1,12 +1,16 @@
 // The gRPC face over loopback: real gRPC clients against GrpcServer with a recording
 // FakeApiService. Checks each RPC reaches its method with the request, statuses pass through
 // unchanged, auth metadata, metrics, streams and shutdown.
+#include <arpa/inet.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <future>
@@ -307,6 +311,31 @@ TEST_F(GrpcTest, UnparseableRequestIsInvalidArgumentWithAMessage) {
   generic.UnaryCall(&ctx2, "/gpupool.v1.JobService/Explode", grpc::StubOptions(), &request,
                     &response, [&](grpc::Status s) { done2.set_value(std::move(s)); });
   EXPECT_EQ(done2.get_future().get().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+}
+
+// Issue 16: idle connections that never speak held the gRPC port's descriptors.
+TEST_F(GrpcTest, ConnectionsThatNeverHandshakeAreClosed) {
+  server_->Shutdown();
+  GrpcServerOptions options;
+  options.handshake_timeout = std::chrono::milliseconds(200);
+  server_ = std::make_unique<GrpcServer>(fake_, auth_, "127.0.0.1:0", options);
+  ASSERT_TRUE(server_->Start().ok());
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  timeval tv{60, 0};  // a bound for a broken server, not the expectation
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[256];
+  ssize_t n = 0;
+  do {  // the server may send its SETTINGS first; then it must hang up
+    n = ::recv(fd, buf, sizeof buf, 0);
+  } while (n > 0);
+  EXPECT_EQ(n, 0) << "the server did not close a connection that never handshook";
+  ::close(fd);
 }
 
 TEST_F(GrpcTest, AuthenticationFromMetadata) {
