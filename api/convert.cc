@@ -285,6 +285,8 @@ v1::JobState ToProto(JobState s) {
       return v1::JOB_STATE_FAILED;
     case JobState::kCancelled:
       return v1::JOB_STATE_CANCELLED;
+    case JobState::kCancelling:
+      return v1::JOB_STATE_CANCELLING;
   }
   return v1::JOB_STATE_UNSPECIFIED;
 }
@@ -312,7 +314,7 @@ v1::TaskState ToProto(TaskState s) {
 }
 
 std::optional<JobState> FromProto(v1::JobState s) {
-  if (s >= v1::JOB_STATE_PENDING && s <= v1::JOB_STATE_CANCELLED) {
+  if (s >= v1::JOB_STATE_PENDING && s <= v1::JOB_STATE_CANCELLING) {
     return static_cast<JobState>(static_cast<int>(s));
   }
   return std::nullopt;

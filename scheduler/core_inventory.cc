@@ -323,28 +323,58 @@ void Core::SetNodeState(const std::string& name, NodeState state, Callback<NodeV
                                     "' is NOT_READY; it becomes ready when its agent reconnects"));
     return;
   }
-  node.rec.state = state;
-  PoolEntry* pool = s_->FindPool(node.rec.pool);
-  if (pool != nullptr) (void)pool->engine->SetSchedulable(name, Schedulable(state));
-  if (state == NodeState::kDraining) {
-    for (auto& [id, job] : s_->jobs) {
-      for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
-        TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
-        TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
-        if (t.node != name || !rt.holds || rt.stop != StopIntent::kNone) continue;
-        rt.stop = StopIntent::kRequeue;
-        t.reason = "stopping: node " + name + " is draining";
-        s_->SendStop(job, i, t.reason);
-      }
-    }
-  }
+  // Plan → persist → apply → act: a drain's stop intents are stored with the node's state, so a
+  // daemon restart mid-drain still requeues the tasks when they exit; StopTask goes out only
+  // once they are.
+  std::vector<TaskRecord> draining;
+  const NodeState before = node.rec.state;
   std::vector<Mutation> batch{
       gpupool::SetNodeState{name, state},
       AppendEvent{s_->Event("node.state", "node/" + name, std::string(ToString(state)))}};
-  s_->Persist(std::move(batch), [this, name, done = std::move(done)](Status st) {
+  if (state == NodeState::kDraining) {
+    for (const auto& [id, job] : s_->jobs) {
+      for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
+        TaskRecord t = job.rec.tasks[static_cast<size_t>(i)];
+        const TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
+        if (t.node != name || !rt.holds || rt.changing || t.stop != StopIntent::kNone) continue;
+        t.stop = StopIntent::kDrain;
+        t.reason = "stopping: node " + name + " is draining";
+        batch.emplace_back(UpdateTask{t});
+        draining.push_back(std::move(t));
+      }
+    }
+  }
+  s_->Persist(std::move(batch), [this, name, state, before, draining = std::move(draining),
+                                 done = std::move(done)](Status st) {
     if (!st.ok()) {
       done(st.WithContext("node state not stored"));
       return;
+    }
+    auto found = s_->nodes.find(name);
+    if (found == s_->nodes.end()) {
+      done(Status::NotFound("node '" + name + "' not found"));
+      return;
+    }
+    if (found->second.rec.state != before) {
+      // Lost (or set again) while this was stored: the newer state stands, and is stored again.
+      s_->PersistOrRetry({gpupool::SetNodeState{name, found->second.rec.state}});
+      done(GetNode(name));
+      return;
+    }
+    found->second.rec.state = state;
+    if (PoolEntry* pool = s_->FindPool(found->second.rec.pool)) {
+      (void)pool->engine->SetSchedulable(name, Schedulable(state));
+    }
+    for (const TaskRecord& t : draining) {
+      JobEntry* job = s_->FindJob(t.job_id);
+      if (job == nullptr) continue;
+      TaskRecord& cur = job->rec.tasks[static_cast<size_t>(t.index)];
+      const TaskRuntime& rt = job->rt[static_cast<size_t>(t.index)];
+      // Moved on while this was stored (ended, or its end is being stored): leave it.
+      if (cur.attempt != t.attempt || cur.node != name || !rt.holds || rt.changing) continue;
+      cur.stop = StopIntent::kDrain;
+      cur.reason = t.reason;
+      s_->SendStop(*job, t.index, t.reason);
     }
     done(GetNode(name));
     s_->RequestSchedule(this);
@@ -415,7 +445,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
   }
   for (auto& [name, pool] : s_->pools) s_->RecomputeLimits(pool);
 
-  std::vector<Mutation> repairs;
+  std::vector<TaskChange> repairs;
   const int64_t retained_since = s_->options.job_retention_ms > 0
                                      ? s_->clock->NowMicros() - s_->options.job_retention_ms * 1000
                                      : std::numeric_limits<int64_t>::min();
@@ -452,25 +482,24 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
           rt.holds = true;
           ++s_->running;
           s_->Charge(job, i);
-          if (job.rec.state == JobState::kCancelled) {
-            rt.stop = StopIntent::kCancel;
-          } else if (t.reason.starts_with(kStoppingPreempted)) {
-            // Preempted before the restart: its exit still means "requeue, no retry spent", and
-            // a gang with a member still stopping is restarting: placed again only whole.
-            rt.stop = StopIntent::kPreempt;
-            rt.stop_cause = t.reason.substr(std::string_view("stopping: ").size());
+          // The stop intent is a typed column: a task being drained, preempted or cancelled
+          // before the restart still ends the way it was meant to when it exits.
+          if (t.stop == StopIntent::kPreempt) {
+            // A gang with a member still stopping is restarting: placed again only whole.
+            rt.stop_cause = Describe(t.preempted_by);
             job.restarting = job.rec.spec.gang;
           }
         } else {
           LogWarn("core", "recovered allocation no longer fits; requeueing",
                   {{"task", TaskId(j.id, i)}, {"error", st.ToString()}});
-          s_->RequeueOrFail(job, i, "allocation lost on restart: " + st.message(), &repairs);
+          repairs.push_back(
+              s_->PlanRequeueOrFail(job, i, "allocation lost on restart: " + st.message()));
         }
       }
     }
   }
   s_->RebuildReservations(s_->clock->NowMicros());
-  if (!repairs.empty()) s_->Persist(std::move(repairs), [](Status) {});
+  if (!repairs.empty()) s_->CommitTaskChanges(this, std::move(repairs));
   LogInfo("core", "state recovered",
           {{"pools", std::to_string(s_->pools.size())},
            {"nodes", std::to_string(s_->nodes.size())},

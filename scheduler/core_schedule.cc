@@ -129,7 +129,7 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
 // Places one pending task (or, for a gang, every pending member), or says why it waits.
 void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
   PoolEntry* pool = FindPool(job.rec.spec.pool);
-  if (pool == nullptr) return;
+  if (pool == nullptr || job.cancel_storing || CancelRequested(job.rec.state)) return;
   TaskRecord& task = job.rec.tasks[static_cast<size_t>(index)];
   const std::string& tenant = job.rec.spec.tenant;
   const std::string& pool_name = job.rec.spec.pool;
@@ -313,41 +313,45 @@ void Core::RunPass() {
       pass.batch.emplace_back(UpdateJob{id, job.rec.state, job.rec.reason, 0});
   }
 
-  s_->Persist(std::move(pass.batch), [this, placed = std::move(pass.placed)](Status st) {
-    int64_t done_us = s_->clock->NowMicros();
-    for (const PassState::Placed& p : placed) {
-      JobEntry* job = s_->FindJob(p.job_id);
-      if (job == nullptr) continue;
-      TaskRecord& t = job->rec.tasks[static_cast<size_t>(p.index)];
-      TaskRuntime& rt = job->rt[static_cast<size_t>(p.index)];
-      if (t.attempt != p.attempt || !rt.committing) continue;  // moved on meanwhile
-      rt.committing = false;
-      if (!st.ok()) {
-        // Nothing was dispatched: give the reservation back and try again later.
-        s_->ReleaseTask(*job, p.index);
-        t.state = TaskState::kPending;
-        t.node.clear();
-        t.allocations.clear();
-        t.reason = "requeued: allocation not stored: " + st.message();
-        if (job->rec.state != JobState::kCancelled) s_->Enqueue(*job, p.index);
-        continue;
-      }
-      if (s_->metrics != nullptr) {
-        s_->metrics->TaskTransition("SCHEDULED");
-        s_->metrics->SchedulingLatency(static_cast<double>(done_us - job->rec.submit_us) / 1e6);
-      }
-      if (rt.stop == StopIntent::kCancel || job->rec.state == JobState::kCancelled) {
-        // Cancelled while the commit was in flight: never start it.
-        std::vector<Mutation> none;
-        s_->FinishTask(*job, p.index, TaskState::kCancelled, "cancelled before start", 0, &none);
-        s_->Persist(std::move(none), [](Status) {});
-        continue;
-      }
-      s_->SendStart(*job, p.index);
-      s_->Notify(*job, "task " + TaskId(p.job_id, p.index) + ": SCHEDULED on " + t.node);
-    }
-    if (!st.ok()) LogWarn("core", "scheduling commit failed", {{"error", st.ToString()}});
-  });
+  s_->Persist(
+      std::move(pass.batch), [this, placed = std::move(pass.placed), stops = std::move(pass.stops),
+                              reservations = std::move(pass.new_reservations)](Status st) {
+        s_->ActOnStops(st, stops, reservations);
+        int64_t done_us = s_->clock->NowMicros();
+        for (const PassState::Placed& p : placed) {
+          JobEntry* job = s_->FindJob(p.job_id);
+          if (job == nullptr) continue;
+          TaskRecord& t = job->rec.tasks[static_cast<size_t>(p.index)];
+          TaskRuntime& rt = job->rt[static_cast<size_t>(p.index)];
+          if (t.attempt != p.attempt || !rt.committing) continue;  // moved on meanwhile
+          rt.committing = false;
+          if (!st.ok()) {
+            // Nothing was dispatched: give the reservation back and try again later.
+            s_->ReleaseTask(*job, p.index);
+            t.state = TaskState::kPending;
+            t.node.clear();
+            t.allocations.clear();
+            t.scheduled_us = 0;
+            t.reason = "requeued: allocation not stored: " + st.message();
+            if (!CancelRequested(job->rec.state)) s_->Enqueue(*job, p.index);
+            s_->RefreshJobState(*job);  // back to what the store still holds
+            continue;
+          }
+          if (s_->metrics != nullptr) {
+            s_->metrics->TaskTransition("SCHEDULED");
+            s_->metrics->SchedulingLatency(static_cast<double>(done_us - job->rec.submit_us) / 1e6);
+          }
+          if (t.stop == StopIntent::kCancel || CancelRequested(job->rec.state)) {
+            // Cancelled while the commit was in flight: never start it.
+            s_->CommitTaskChanges(this, {s_->PlanFinish(*job, p.index, TaskState::kCancelled,
+                                                        "cancelled before start", 0)});
+            continue;
+          }
+          s_->SendStart(*job, p.index);
+          s_->Notify(*job, "task " + TaskId(p.job_id, p.index) + ": SCHEDULED on " + t.node);
+        }
+        if (!st.ok()) LogWarn("core", "scheduling commit failed", {{"error", st.ToString()}});
+      });
 }
 
 void Core::State::SendStart(const JobEntry& job, int32_t index) {
@@ -389,78 +393,6 @@ void Core::State::SendStop(const JobEntry& job, int32_t index, const std::string
   StopTaskCommand cmd{TaskId(job.rec.id, index), t.attempt, options.stop_grace_period_ms, reason,
                       epoch};
   agents->StopTask(t.node, cmd);
-}
-
-void Core::State::FinishTask(JobEntry& job, int32_t index, TaskState state, std::string reason,
-                             int32_t exit_code, std::vector<Mutation>* out) {
-  TaskRecord& t = job.rec.tasks[static_cast<size_t>(index)];
-  ReleaseTask(job, index);
-  Dequeue(job, index);
-  job.rt[static_cast<size_t>(index)].stop = StopIntent::kNone;
-  t.state = state;
-  t.reason = std::move(reason);
-  t.exit_code = exit_code;
-  t.finished_us = clock->NowMicros();
-  out->emplace_back(UpdateTask{t});
-  out->emplace_back(AppendEvent{Event("task.state", "task/" + TaskId(job.rec.id, index),
-                                      std::string(ToString(state)) + ": " + t.reason)});
-  if (metrics != nullptr) metrics->TaskTransition(std::string(ToString(state)));
-  if (RefreshJobState(job)) {
-    out->emplace_back(UpdateJob{job.rec.id, job.rec.state, job.rec.reason, job.rec.finish_us});
-  }
-  Notify(job, "task " + TaskId(job.rec.id, index) + ": " + std::string(ToString(state)));
-}
-
-void Core::State::RequeueOrFail(JobEntry& job, int32_t index, const std::string& why,
-                                std::vector<Mutation>* out) {
-  TaskRecord& t = job.rec.tasks[static_cast<size_t>(index)];
-  out->emplace_back(AppendEvent{Event("task.lost", "task/" + TaskId(job.rec.id, index), why)});
-  if (job.rec.state == JobState::kCancelled) {
-    FinishTask(job, index, TaskState::kCancelled, why, 0, out);
-    return;
-  }
-  if (t.attempt >= RetryLimit(job)) {
-    FinishTask(job, index, TaskState::kFailed, why + "; out of retries", 0, out);
-    return;
-  }
-  Requeue(job, index, why, out);
-  if (metrics != nullptr) metrics->TaskTransition("LOST");
-  if (RefreshJobState(job))
-    out->emplace_back(UpdateJob{job.rec.id, job.rec.state, job.rec.reason, 0});
-  Notify(job, "task " + TaskId(job.rec.id, index) + ": requeued: " + why);
-}
-
-void Core::State::Requeue(JobEntry& job, int32_t index, const std::string& why,
-                          std::vector<Mutation>* out) {
-  TaskRecord& t = job.rec.tasks[static_cast<size_t>(index)];
-  TaskRuntime& rt = job.rt[static_cast<size_t>(index)];
-  ReleaseTask(job, index);
-  rt.stop = StopIntent::kNone;
-  rt.stop_cause.clear();
-  ++t.attempt;
-  t.state = TaskState::kPending;
-  t.node.clear();
-  t.allocations.clear();
-  t.reason = "requeued (attempt " + std::to_string(t.attempt + 1) + "): " + why;
-  t.scheduled_us = t.started_us = t.finished_us = 0;
-  Enqueue(job, index);
-  out->emplace_back(UpdateTask{t});
-}
-
-void Core::State::RequeuePreempted(JobEntry& job, int32_t index, std::vector<Mutation>* out) {
-  TaskRuntime& rt = job.rt[static_cast<size_t>(index)];
-  std::string why = rt.stop_cause.empty() ? "preempted" : rt.stop_cause;
-  if (job.rec.state == JobState::kCancelled) {
-    FinishTask(job, index, TaskState::kCancelled, why, 0, out);
-    return;
-  }
-  Requeue(job, index, why, out);
-  out->emplace_back(AppendEvent{Event("task.state", "task/" + TaskId(job.rec.id, index),
-                                      "PREEMPTED: " + why + "; requeued")});
-  if (metrics != nullptr) metrics->TaskTransition("PREEMPTED");
-  if (RefreshJobState(job))
-    out->emplace_back(UpdateJob{job.rec.id, job.rec.state, job.rec.reason, 0});
-  Notify(job, "task " + TaskId(job.rec.id, index) + ": PREEMPTED, requeued: " + why);
 }
 
 }  // namespace gpupool
