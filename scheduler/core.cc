@@ -291,6 +291,7 @@ void Core::SubmitJob(JobSpec spec, Callback<JobRecord> done) {
     job.tasks[static_cast<size_t>(i)].job_id = job.id;
     job.tasks[static_cast<size_t>(i)].index = i;
     job.tasks[static_cast<size_t>(i)].reason = "queued";
+    job.tasks[static_cast<size_t>(i)].pending.code = PendingCode::kQueued;
   }
   entry.rt.resize(job.tasks.size());
 
@@ -417,6 +418,7 @@ void Core::CancelJob(int64_t id, std::string reason, Callback<JobRecord> done) {
       t.state = TaskState::kCancelled;
       t.reason = reason;
       t.finished_us = now;
+      t.pending = {};
     } else {
       t.stop = StopIntent::kCancel;  // the allocation stays held until the process is gone
       t.reason = "cancelling: " + reason;

@@ -60,6 +60,7 @@ TaskChange Core::State::PlanFinish(const JobEntry& job, int32_t index, TaskState
   c.after.reason = std::move(reason);
   c.after.exit_code = exit_code;
   c.after.finished_us = clock->NowMicros();
+  c.after.pending = {};
   const std::string tid = TaskId(job.rec.id, index);
   c.events.push_back(
       Event("task.state", "task/" + tid, std::string(ToString(state)) + ": " + c.after.reason));
@@ -82,6 +83,7 @@ TaskChange Core::State::PlanRequeue(const JobEntry& job, int32_t index, const st
   t.allocations.clear();
   t.reason = "requeued (attempt " + std::to_string(t.attempt + 1) + "): " + why;
   t.scheduled_us = t.started_us = t.finished_us = 0;
+  t.pending = {PendingCode::kQueued, "", {}};
   c.transition = std::move(transition);
   return c;
 }

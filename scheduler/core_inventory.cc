@@ -471,6 +471,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
     for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
       TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
       if (t.state == TaskState::kPending && !IsTerminal(job.rec.state)) {
+        t.pending.code = PendingCode::kQueued;  // not stored: the first pass says more
         s_->Enqueue(job, i);
       } else if (t.state == TaskState::kScheduled || t.state == TaskState::kRunning) {
         TaskRuntime& rt = job.rt[static_cast<size_t>(i)];

@@ -283,6 +283,7 @@ bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
   StopVictims(pass, job, index, rules, rid, vs.task_ids, by_id);
   const Reservation& r = reservations.at(rid);
   job.rec.tasks[static_cast<size_t>(index)].reason = WaitingFor(r);
+  job.rec.tasks[static_cast<size_t>(index)].pending = {PendingCode::kWaitingForVictims, "", {}};
   LogInfo("core", "preempting",
           {{"task", TaskId(job.rec.id, index)},
            {"node", r.allocation.node},
@@ -370,7 +371,10 @@ bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
   }
   std::string reason = "gang of " + std::to_string(members.size()) + " waiting for " +
                        std::to_string(ids.size()) + " preempted task(s) to stop";
-  for (int32_t m : members) job.rec.tasks[static_cast<size_t>(m)].reason = reason;
+  for (int32_t m : members) {
+    job.rec.tasks[static_cast<size_t>(m)].reason = reason;
+    job.rec.tasks[static_cast<size_t>(m)].pending = {PendingCode::kWaitingForVictims, "", {}};
+  }
   LogInfo("core", "preempting for a gang",
           {{"job", std::to_string(job.rec.id)}, {"victims", std::to_string(ids.size())}});
   return true;

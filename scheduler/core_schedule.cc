@@ -25,6 +25,16 @@ std::string WhyNotPlaced(const placement::Decision& d) {
   return why;
 }
 
+PendingVerdict Verdict(PendingCode code, std::string binding = {},
+                       const placement::Decision* d = nullptr) {
+  PendingVerdict v{code, std::move(binding), {}};
+  if (d != nullptr) {
+    for (const auto& [kind, count] : d->rejection_counts)
+      v.nodes_by_reason.emplace_back(kind, count);
+  }
+  return v;
+}
+
 std::vector<Allocation> ToRecord(const placement::Allocation& a) {
   std::vector<Allocation> out;
   for (const placement::Grant& g : a.grants) {
@@ -58,6 +68,7 @@ void Core::State::Reserve(PassState& pass, JobEntry& job, int32_t i,
   t.allocations = ToRecord(a);
   t.scheduled_us = pass.now;
   t.reason = "placed on " + a.node;
+  t.pending = {};
   pass.batch.emplace_back(UpdateTask{t});
   pass.placed.push_back({job.rec.id, i, t.attempt});
 }
@@ -74,27 +85,31 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
     if (st == TaskState::kPending) members.push_back(i);
     active |= st == TaskState::kScheduled || st == TaskState::kRunning;
   }
+  auto wait = [&](const std::string& why, const PendingVerdict& verdict) {
+    for (int32_t i : members) {
+      job.rec.tasks[static_cast<size_t>(i)].reason = why;
+      job.rec.tasks[static_cast<size_t>(i)].pending = verdict;
+    }
+  };
   if (job.restarting && active) {
-    for (int32_t i : members)
-      job.rec.tasks[static_cast<size_t>(i)].reason =
-          "gang restarting: waiting for its preempted members to stop";
-    return;
+    return wait("gang restarting: waiting for its preempted members to stop",
+                Verdict(PendingCode::kGangRestarting));
   }
   job.restarting = false;
   auto n = static_cast<int32_t>(members.size());
-  auto wait = [&](const std::string& why) {
-    for (int32_t i : members) job.rec.tasks[static_cast<size_t>(i)].reason = why;
-  };
-  std::string why = book.WhyOverLimit(pool_name, tenant, Times(Estimate(job.request), n));
-  if (!why.empty()) return wait("waiting: " + why);
+  std::string binding;
+  std::string why = book.WhyOverLimit(pool_name, tenant, Times(Estimate(job.request), n), &binding);
+  if (!why.empty()) return wait("waiting: " + why, Verdict(PendingCode::kOverQuota, binding));
   std::vector<placement::Request> reqs(members.size(), req);
   placement::Engine::GangResult g = pool.engine->PlaceGang(reqs);
   if (!g.placed) {
     wait("gang of " + std::to_string(n) + " waiting: task " + std::to_string(g.failed_index) +
-         " does not fit; " + WhyNotPlaced(g.failed) + behind);
+             " does not fit; " + WhyNotPlaced(g.failed) + behind,
+         Verdict(PendingCode::kGangWaiting, "", &g.failed));
     std::string held_back;
     if (!TryPreemptGang(pass, job, members, req, &held_back) && !held_back.empty()) {
-      wait(job.rec.tasks[static_cast<size_t>(members.front())].reason + "; " + held_back);
+      wait(job.rec.tasks[static_cast<size_t>(members.front())].reason + "; " + held_back,
+           Verdict(PendingCode::kDisruptionBudget, "", &g.failed));
     }
     return;
   }
@@ -104,8 +119,8 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
     total.resources += u.resources;
     total.devices += u.devices;
   }
-  why = book.WhyOverLimit(pool_name, tenant, total);
-  if (!why.empty()) return wait("waiting: " + why);
+  why = book.WhyOverLimit(pool_name, tenant, total, &binding);
+  if (!why.empty()) return wait("waiting: " + why, Verdict(PendingCode::kOverQuota, binding));
   // All or nothing: commit every member, then make sure no reserved room was taken.
   size_t committed = 0;
   Status st;
@@ -121,7 +136,8 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
   }
   if (!st.ok()) {
     while (committed-- > 0) (void)pool.engine->Release(g.allocations[committed]);
-    return wait("gang of " + std::to_string(n) + " waiting: " + st.message());
+    return wait("gang of " + std::to_string(n) + " waiting: " + st.message(),
+                Verdict(PendingCode::kReserved));
   }
   for (size_t k = 0; k < members.size(); ++k) Reserve(pass, job, members[k], g.allocations[k]);
 }
@@ -145,6 +161,7 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
       for (const std::string& v : res->second.victims) ids += (ids.empty() ? "" : ", ") + v;
       task.reason = "waiting for " + std::to_string(res->second.victims.size()) +
                     " preempted task(s) to stop on " + res->second.allocation.node + ": " + ids;
+      task.pending = Verdict(PendingCode::kWaitingForVictims);
       return;
     }
     rt.reservation = 0;
@@ -157,18 +174,23 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
     return;
   }
 
-  if (std::string why = book.WhyOverLimit(pool_name, tenant, Estimate(job.request)); !why.empty()) {
+  std::string binding;
+  if (std::string why = book.WhyOverLimit(pool_name, tenant, Estimate(job.request), &binding);
+      !why.empty()) {
     task.reason = "waiting: " + why;
+    task.pending = Verdict(PendingCode::kOverQuota, binding);
     return;
   }
   if (auto known = pass.failed.find(shape); known != pass.failed.end()) {
-    task.reason = known->second + behind;
+    task.reason = known->second.first + behind;
+    task.pending = known->second.second;
   } else {
     placement::Decision d = pool->engine->Place(req);
     if (d.placed) {
-      if (std::string why = book.WhyOverLimit(pool_name, tenant, UsageOf(d.allocation));
+      if (std::string why = book.WhyOverLimit(pool_name, tenant, UsageOf(d.allocation), &binding);
           !why.empty()) {
         task.reason = "waiting: " + why;
+        task.pending = Verdict(PendingCode::kOverQuota, binding);
         return;
       }
       Status st = pool->engine->Commit(d.allocation);
@@ -181,18 +203,23 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
         (void)pool->engine->Release(d.allocation);
         task.reason =
             "waiting: room on " + d.allocation.node + " is reserved for a preempting task" + behind;
+        task.pending = Verdict(PendingCode::kReserved);
         return;
       }
       Reserve(pass, job, index, d.allocation);
       return;
     }
     std::string why = WhyNotPlaced(d);
-    pass.failed.emplace(shape, why);
+    task.pending = Verdict(PendingCode::kNoCapacity, "", &d);
+    pass.failed.emplace(shape, std::make_pair(why, task.pending));
     task.reason = why + behind;
   }
   std::string why;
   if (TryPreempt(pass, job, index, req, &why)) return;
-  if (!why.empty()) task.reason += "; " + why;
+  if (!why.empty()) {
+    task.reason += "; " + why;
+    task.pending.code = PendingCode::kDisruptionBudget;
+  }
 }
 
 // Priority levels high to low; within one, the fair-share queues merged by their tenants'
@@ -333,6 +360,7 @@ void Core::RunPass() {
             t.allocations.clear();
             t.scheduled_us = 0;
             t.reason = "requeued: allocation not stored: " + st.message();
+            t.pending = Verdict(PendingCode::kQueued);
             if (!CancelRequested(job->rec.state)) s_->Enqueue(*job, p.index);
             s_->RefreshJobState(*job);  // back to what the store still holds
             continue;

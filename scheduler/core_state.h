@@ -154,7 +154,8 @@ struct PassState {
   std::vector<Stop> stops;
   std::vector<int64_t> new_reservations;
   std::vector<Mutation> batch;
-  std::map<ShapeKey, std::string> failed;  // no room without preemption, and why
+  // No room without preemption, and why (text and verdict).
+  std::map<ShapeKey, std::pair<std::string, PendingVerdict>> failed;
   // No victims either, per shape and "<priority>/<reclaiming group or empty>".
   std::set<std::pair<ShapeKey, std::string>> preempt_failed;
   std::set<int64_t> gangs_tried;

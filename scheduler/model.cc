@@ -70,8 +70,21 @@ constexpr std::array<std::pair<PreemptRule, std::string_view>, 3> kPreemptRules{
     {PreemptRule::kReclaim, "reclaim"},
 }};
 
+constexpr std::array<std::pair<PendingCode, std::string_view>, 9> kPendingCodes{{
+    {PendingCode::kNone, ""},
+    {PendingCode::kQueued, "QUEUED"},
+    {PendingCode::kNoCapacity, "NO_CAPACITY"},
+    {PendingCode::kOverQuota, "OVER_QUOTA"},
+    {PendingCode::kReserved, "RESERVED"},
+    {PendingCode::kGangWaiting, "GANG_WAITING"},
+    {PendingCode::kWaitingForVictims, "WAITING_FOR_VICTIMS"},
+    {PendingCode::kDisruptionBudget, "DISRUPTION_BUDGET"},
+    {PendingCode::kGangRestarting, "GANG_RESTARTING"},
+}};
+
 }  // namespace
 
+std::string_view ToString(PendingCode c) { return NameOf(kPendingCodes, c); }
 std::string_view ToString(StopIntent s) { return NameOf(kStopIntents, s); }
 std::string_view ToString(PreemptRule r) { return NameOf(kPreemptRules, r); }
 std::optional<StopIntent> ParseStopIntent(std::string_view s) { return Parse(kStopIntents, s); }

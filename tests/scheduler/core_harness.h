@@ -76,7 +76,10 @@ inline bool StoresStop(const std::vector<Mutation>& batch, StopIntent stop) {
 
 // A record with what is not stored on every change blanked (see the header comment).
 inline JobRecord Durable(JobRecord j) {
-  for (TaskRecord& t : j.tasks) t.reason.clear();
+  for (TaskRecord& t : j.tasks) {
+    t.reason.clear();
+    t.pending = {};
+  }
   return j;
 }
 inline NodeRecord Durable(NodeRecord n) {

@@ -139,8 +139,7 @@ TEST(CoreTest, PriorityOrderWhenCapacityIsShort) {
   ASSERT_TRUE(h.Register("n1", "gpu", 1).ok());
   EXPECT_EQ(h.Task(high->id).state, TaskState::kScheduled);
   EXPECT_EQ(h.Task(low->id).state, TaskState::kPending);
-  EXPECT_NE(h.Task(low->id).reason.find("waiting for capacity"), std::string::npos)
-      << h.Task(low->id).reason;
+  EXPECT_EQ(h.Task(low->id).pending.code, PendingCode::kNoCapacity) << h.Task(low->id).reason;
 }
 
 TEST(CoreTest, GangPlacesAllOrNothing) {
