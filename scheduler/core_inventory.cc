@@ -228,7 +228,7 @@ void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
       done(st.ok() ? Status::NotFound("pool '" + pool.name + "' was deleted") : st);
       return;
     }
-    // Room held for preemptors lived in the old engine; they queue again like any task.
+    // Room held for preemptors lived in the old engine: those reservations are dropped…
     std::vector<int64_t> stale;
     for (auto& [id, r] : s_->reservations) {
       if (r.pool == pool.name) {
@@ -239,6 +239,9 @@ void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
     for (int64_t id : stale) s_->DropReservation(id, "pool policy changed");
     e->rec = pool;
     e->engine = std::move(*shared);
+    // …and are rebuilt in the new engine from the victims' typed columns, so a preemptor keeps
+    // waiting for the victims it chose instead of preempting more tasks for the same room.
+    s_->RebuildReservations(s_->clock->NowMicros(), &pool.name);
     s_->RecomputeLimits(*e);
     done(PoolView{pool, s_->PoolCapacity(*e)});
     s_->RequestSchedule(this);

@@ -152,7 +152,7 @@ void Core::State::DropReservation(int64_t id, const std::string& why) {
 // (TaskRecord::stop, ::preempted_by). Their preemptor gets its reservation back — the room those
 // victims leave, placed as if they were gone already — so it waits for them instead of
 // preempting more tasks for the same room. Gang preemptors are not rebuilt (they queue again).
-void Core::State::RebuildReservations(int64_t now) {
+void Core::State::RebuildReservations(int64_t now, const std::string* only_pool) {
   std::map<TaskKey, std::vector<TaskKey>> victims_of;  // preemptor → victims feeding its room
   for (auto& [id, job] : jobs) {
     for (int32_t i = 0; i < static_cast<int32_t>(job.rt.size()); ++i) {
@@ -166,7 +166,9 @@ void Core::State::RebuildReservations(int64_t now) {
   }
   for (const auto& [by, victims] : victims_of) {
     JobEntry* job = FindJob(by.first);
-    if (job == nullptr || job->rec.spec.gang || by.second >= static_cast<int32_t>(job->rt.size()) ||
+    if (job == nullptr || job->rec.spec.gang ||
+        (only_pool != nullptr && job->rec.spec.pool != *only_pool) ||
+        by.second >= static_cast<int32_t>(job->rt.size()) ||
         job->rec.tasks[static_cast<size_t>(by.second)].state != TaskState::kPending) {
       continue;
     }

@@ -311,8 +311,9 @@ struct Core::State {
                  const std::string& behind);
   void ProcessReservations(PassState& pass);
   void DropReservation(int64_t id, const std::string& why);
-  // After recovery: gives preemptors whose victims are still stopping their reservation back.
-  void RebuildReservations(int64_t now);
+  // After recovery (or a pool's new engine): gives preemptors whose victims are still stopping
+  // their reservation back, from the victims' typed columns; only in `pool` when given.
+  void RebuildReservations(int64_t now, const std::string* pool = nullptr);
   // Stops the cheapest victims for a task that does not fit; true when it did.
   std::vector<PreemptionCandidate> Candidates(const std::string& pool, int64_t now);
   // What a task of `job` counts against its group's guarantee when deciding on reclaim.

@@ -209,5 +209,44 @@ TEST(ChangePathTest, EndsTheStoreRefusedAreKeptAndStoredLater) {
   EXPECT_TRUE(h.agents.starts.empty()) << "nothing runs a second time";
 }
 
+// UpdatePool with live work and a reservation: running tasks keep their devices in the new
+// engine, the preemptor's reservation (room held in the old engine) is dropped and it queues
+// again, and its victim, still stopping, is requeued when it exits; the preemptor then gets the
+// room it freed.
+TEST(ChangePathTest, UpdatePoolWithLiveWorkAndAReservation) {
+  CoreHarness h;
+  ASSERT_TRUE(h.CreatePool("gpu").ok());
+  ASSERT_TRUE(h.Register("n0", "gpu", 1).ok());
+  ASSERT_TRUE(h.Register("n1", "gpu", 1).ok());
+  int64_t a = h.Submit(Of("low", CoreHarness::Whole("gpu", 1)))->id;
+  h.clock.Advance(10 * kSecond);
+  int64_t b = h.Submit(Of("low", CoreHarness::Whole("gpu", 1)))->id;
+  h.RunStarted();
+  h.clock.Advance(10 * kSecond);
+  int64_t high = h.Submit(Of("high", CoreHarness::Whole("gpu", 1)))->id;
+  ASSERT_EQ(h.agents.stops.size(), 1u);
+  const std::string victim = h.agents.stops[0].second.task_id;
+  const int64_t victim_job = victim == TaskId(a, 0) ? a : b;
+  const int64_t other_job = victim_job == a ? b : a;
+  EXPECT_EQ(h.Task(high).pending.code, PendingCode::kWaitingForVictims);
+
+  PoolRecord p = h.core->GetPool("gpu")->pool;
+  p.placement_strategy = "best-fit";
+  Result<PoolView> updated = h.Sync<PoolView>([&](auto cb) { h.core->UpdatePool(p, cb); });
+  ASSERT_TRUE(updated.ok()) << updated.status().ToString();
+  EXPECT_EQ(updated->pool.placement_strategy, "best-fit");
+  // Both running tasks still hold their GPU in the new engine.
+  EXPECT_EQ(updated->capacity.allocated.milli_tflops, 2 * 989'000);
+  EXPECT_EQ(h.Task(victim_job).stop, StopIntent::kPreempt);
+  EXPECT_EQ(h.Task(other_job).state, TaskState::kRunning);
+
+  h.ExitStopped();
+  EXPECT_EQ(h.Task(victim_job).state, TaskState::kPending);
+  EXPECT_EQ(h.Task(victim_job).attempt, 1);
+  EXPECT_EQ(h.Task(high).state, TaskState::kScheduled);
+  EXPECT_EQ(h.Task(high).node, h.agents.stops[0].first);
+  EXPECT_EQ(h.agents.stops.size(), 1u) << "nobody else was preempted";
+}
+
 }  // namespace
 }  // namespace gpupool
