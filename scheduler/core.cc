@@ -430,13 +430,25 @@ void Core::CancelJob(int64_t id, std::string reason, Callback<JobRecord> done) {
         late.push_back(s_->PlanFinish(*j, t.index, TaskState::kCancelled, reason, 0));
       }
     }
+    if (IsTerminal(j->rec.state)) {
+      // Its last task's end was stored and applied while the cancel was being stored: the job
+      // ended as it did; the row the cancel overwrote is written back.
+      s_->PersistOrRetry({UpdateJob{id, j->rec.state, j->rec.reason, j->rec.finish_us}});
+      done(j->rec);
+      return;
+    }
     j->rec.state = state;
     j->rec.reason = reason;
     j->rec.finish_us = finish;
+    // A task whose end was in flight may have ended meanwhile: CANCELLING with every task ended
+    // is CANCELLED.
+    if (s_->RefreshJobState(*j)) {
+      s_->PersistOrRetry({UpdateJob{id, j->rec.state, j->rec.reason, j->rec.finish_us}});
+    }
     for (int32_t i : stop) s_->SendStop(*j, i, reason);
     if (!late.empty()) s_->CommitTaskChanges(this, std::move(late));
-    s_->Notify(*j,
-               (state == JobState::kCancelled ? "job cancelled: " : "job cancelling: ") + reason);
+    s_->Notify(*j, (j->rec.state == JobState::kCancelled ? "job cancelled: " : "job cancelling: ") +
+                       reason);
     done(j->rec);
   });
 }

@@ -164,6 +164,29 @@ TEST(ChangePathTest, CancelIsStoredFirstAndCancellingUntilTasksStop) {
                                          JobState::kCancelled}));
 }
 
+// A cancel that arrives while the job's last task's end is being stored: the job ends once, as
+// CANCELLED or as it ended, never stuck CANCELLING, and memory equals the store.
+TEST(ChangePathTest, CancelWhileTheLastEndIsBeingStored) {
+  CoreHarness h;
+  ASSERT_TRUE(h.CreatePool("gpu").ok());
+  ASSERT_TRUE(h.Register("n1", "gpu", 1).ok());
+  int64_t job = h.Submit(CoreHarness::Whole("gpu", 1))->id;
+  h.RunStarted();
+  TaskReport r;
+  r.node = "n1";
+  r.task_id = TaskId(job, 0);
+  r.attempt = 0;
+  r.state = TaskState::kSucceeded;
+  h.core->OnTaskReport(r);  // its end is in flight: not drained yet
+  std::optional<Result<JobRecord>> cancelled;
+  h.core->CancelJob(job, "", [&](Result<JobRecord> c) { cancelled.emplace(std::move(c)); });
+  h.Drain();
+  ASSERT_TRUE(cancelled.has_value() && cancelled->ok());
+  EXPECT_TRUE(IsTerminal(h.core->GetJob(job)->state)) << ToString(h.core->GetJob(job)->state);
+  EXPECT_EQ(StoredJobState(h, job), h.core->GetJob(job)->state);
+  EXPECT_EQ(h.Task(job).state, TaskState::kSucceeded);
+}
+
 // Tasks that end while the store refuses writes: their ends are kept and stored again until the
 // store takes them; the API shows the job RUNNING (and the GPUs held) until then; a restart after
 // that finds the job SUCCEEDED and runs nothing again.
