@@ -4,9 +4,11 @@
 // Observe() records submitted tasks in the pool's WorkloadModel (workload_model.h). Sync(engine)
 // gives the engine the model (Engine::SetWorkload) when it is due:
 //  * the engine never had it, or its nodes changed since (each class's reach depends on them);
-//  * or enough tasks were observed since the last push: 1, 2, 4, … up to refresh_tasks, then
-//    every refresh_tasks. A push clears the engine's score caches, so it is rationed; with 1,500
-//    nodes a push every 256 tasks costs a few percent of replay time.
+//  * or, at a check point — after 1, 2, 4, … up to refresh_tasks tasks, then every
+//    refresh_tasks — the model has drifted from what the engine has: the classes' shares differ
+//    by at least kDrift in L1 distance (Σ |share now − share pushed|, a class absent counting 0).
+// A push clears the engine's score caches (the next decision of each shape rescans the pool's
+// nodes: ~0.1–0.6 s at 50,000 nodes), so it is rationed: a stable mix stops causing pushes.
 // fgd is given the classes covering 95 % of the weight (FGD's target workload), fgd-pack all of
 // them (it weighs rare shapes up by how few nodes can host them); other strategies ignore the
 // workload and are not given it. The decisions that follow depend only on the sequence of
@@ -18,6 +20,8 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "placement/placement.h"
 #include "placement/workload_model.h"
@@ -42,6 +46,7 @@ double WorkloadCoverage(Strategy s);
 class WorkloadFeed {
  public:
   static constexpr int64_t kRefreshTasks = 2048;
+  static constexpr double kDrift = 0.1;
 
   explicit WorkloadFeed(WorkloadModelOptions options = {}, int64_t refresh_tasks = kRefreshTasks);
 
@@ -54,7 +59,12 @@ class WorkloadFeed {
  private:
   WorkloadModel model_;
   int64_t refresh_tasks_;
-  int64_t pushed_at_ = 0;  // tasks observed at the last push
+  int64_t checked_at_ = 0;                           // tasks observed at the last check point
+  std::vector<std::pair<uint64_t, double>> pushed_;  // (class id, share) pushed, by id
+  int64_t pushes_ = 0;
+
+ public:
+  int64_t pushes() const { return pushes_; }
 };
 
 }  // namespace gpupool::placement

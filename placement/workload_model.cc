@@ -151,6 +151,7 @@ std::vector<LearnedClass> WorkloadModel::Classes(double coverage) const {
     c.weight = e->scaled * Now();
     c.share = total > 0 ? e->scaled / total : 0;
     c.prior = e->prior;
+    c.id = e->first_seen;
     out.push_back(std::move(c));
   }
   return out;

@@ -42,6 +42,7 @@ struct LearnedClass {
   double weight = 0;
   double share = 0;
   bool prior = false;  // one of the prior's classes, not yet observed
+  uint64_t id = 0;     // unique while the class stays in the model (its first-seen sequence)
 };
 
 class WorkloadModel {

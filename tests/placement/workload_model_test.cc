@@ -112,8 +112,8 @@ TEST(WorkloadModelTest, PriorFadesAsObservationsComeIn) {
 }
 
 TEST(WorkloadModelTest, CoverageAsFgdsTargetWorkload) {
-  // Weights 6, 3, 1 (half-life 0: no decay). Coverage 0.5: 6 ≥ 5 after the first → 1 class; 0.9: 6, then
-  // 9 ≥ 9 → 2; 0.95: 9 < 9.5 → all 3.
+  // Weights 6, 3, 1 (half-life 0: no decay). Coverage 0.5: 6 ≥ 5 after the first → 1 class; 0.9: 6,
+  // then 9 ≥ 9 → 2; 0.95: 9 < 9.5 → all 3.
   WorkloadModel m(NoPrior(0));
   m.Observe(Share(100), 6);
   m.Observe(Share(200), 3);
@@ -157,24 +157,32 @@ TEST(WorkloadModelTest, StaysFiniteOverManyHalfLives) {
   EXPECT_NEAR(m.observed_weight(), 2.0, 1e-9);
 }
 
-TEST(WorkloadFeedTest, PushesWhenDue) {
+TEST(WorkloadFeedTest, PushesWhenDueAndDrifted) {
+  // No prior, no decay, check points every 1, 1, 2, 4, 4, … tasks (refresh 4). Observed: A, A,
+  // B, B, then twelve A. At each check point, the L1 distance of shares to what was pushed:
+  //   task 1:  A 1            vs {}            → 1      push
+  //   task 2:  A 1            vs A 1           → 0      (no drift)
+  //   task 4:  A ½, B ½       vs A 1           → 1      push
+  //   task 8:  A ¾, B ¼       vs A ½, B ½      → 0.5    push
+  //   task 12: A ⅚, B ⅙       vs A ¾, B ¼      → 0.167  push
+  //   task 16: A ⅞, B ⅛       vs A ⅚, B ⅙      → 0.083  < kDrift 0.1: no push
   PoolPolicy p;
   p.strategy = Strategy::kFgdPack;
   Engine e(p);
   ASSERT_TRUE(e.AddNode(Node("a", 2)).ok());
-  WorkloadFeed feed(WorkloadModelOptions{}, 4);
+  WorkloadFeed feed(NoPrior(0), 4);
   EXPECT_FALSE(e.workload_given());
-  EXPECT_TRUE(feed.Sync(e));  // never given one: the prior
+  EXPECT_TRUE(feed.Sync(e));  // never given one
   EXPECT_TRUE(e.workload_given());
   EXPECT_FALSE(feed.Sync(e));
-  // Steps 1, 1, 2, 4, 4, …: pushes at 1, 2, 4, 8, 12 tasks.
   std::vector<int> pushed_at;
-  for (int n = 1; n <= 13; ++n) {
-    feed.Observe(Share(500), 1);
+  for (int n = 1; n <= 16; ++n) {
+    feed.Observe(n == 3 || n == 4 ? Whole(1) : Share(500), 1);
     if (feed.Sync(e)) pushed_at.push_back(n);
   }
-  EXPECT_EQ(pushed_at, (std::vector<int>{1, 2, 4, 8, 12}));
-  // A node added: the reach is stale, push at once.
+  EXPECT_EQ(pushed_at, (std::vector<int>{1, 4, 8, 12}));
+  EXPECT_EQ(feed.pushes(), 5);
+  // A node added: the reach is stale, push at once whatever the drift.
   ASSERT_TRUE(e.AddNode(Node("b", 2)).ok());
   EXPECT_TRUE(e.inventory_changed_since_workload());
   EXPECT_TRUE(feed.Sync(e));
