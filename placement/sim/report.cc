@@ -152,7 +152,8 @@ std::string Json(const std::string& workload, double tune, const std::vector<Rep
     << "\",\n  \"tune\": " << tune << ",\n  \"summary\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Summary& s = rows[i];
-    o << (i ? "," : "") << "\n    {\"strategy\": \"" << StrategyName(s.strategy)
+    const std::string name = s.label.empty() ? std::string(StrategyName(s.strategy)) : s.label;
+    o << (i ? "," : "") << "\n    {\"strategy\": \"" << name
       << "\", \"mean\": " << Fixed(s.mean, 4) << ", \"sd\": " << Fixed(s.sd, 4)
       << ", \"runs\": " << s.runs << ", \"seconds_per_replay\": " << Fixed(s.seconds_per_replay, 6)
       << ", \"decisions_per_second\": " << Fixed(s.decisions_per_second, 0) << "}";
