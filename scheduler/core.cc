@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "scheduler/core_state.h"
+#include "scheduler/pool_workload.h"
 
 namespace gpupool {
 
@@ -310,6 +311,8 @@ void Core::SubmitJob(JobSpec spec, Callback<JobRecord> done) {
                 }
                 if (s_->metrics != nullptr) s_->metrics->Submission("accepted");
                 int64_t id = entry.rec.id;
+                if (PoolEntry* pool = s_->FindPool(entry.rec.spec.pool))
+                  LearnSubmission(*pool, s_->ToPlacement(entry.request), entry.rec.spec.task_count);
                 auto [it, _] = s_->jobs.emplace(id, std::move(entry));
                 for (int32_t i = 0; i < static_cast<int32_t>(it->second.rec.tasks.size()); ++i) {
                   s_->Enqueue(it->second, i);

@@ -5,6 +5,7 @@
 #include "base/log.h"
 #include "scheduler/core.h"
 #include "scheduler/core_state.h"
+#include "scheduler/pool_workload.h"
 
 namespace gpupool {
 namespace {
@@ -48,6 +49,7 @@ Result<std::unique_ptr<placement::Engine>> MakeEngine(const PoolRecord& rec,
   policy.sharing = ToPlacement(rec.sharing_mode);
   policy.replicas =
       rec.sharing_mode == SharingMode::kTimeSliced ? std::max(rec.time_slice_replicas, 1) : 1;
+  ConfigureEngine(rec, &policy);
   return std::make_unique<placement::Engine>(policy);
 }
 
@@ -177,7 +179,7 @@ void Core::CreatePool(PoolRecord pool, Callback<PoolView> done) {
     PoolEntry& e = s_->pools[pool.name];
     e.rec = pool;
     e.engine = std::move(*shared);
-    done(PoolView{pool, s_->PoolCapacity(e)});
+    done(PoolView{pool, s_->PoolCapacity(e), LearnedOf(e)});
   });
 }
 
@@ -243,7 +245,7 @@ void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
     // waiting for the victims it chose instead of preempting more tasks for the same room.
     s_->RebuildReservations(s_->clock->NowMicros(), &pool.name);
     s_->RecomputeLimits(*e);
-    done(PoolView{pool, s_->PoolCapacity(*e)});
+    done(PoolView{pool, s_->PoolCapacity(*e), LearnedOf(*e)});
     s_->RequestSchedule(this);
   });
 }
@@ -288,12 +290,13 @@ void Core::DeletePool(const std::string& name, Callback<bool> done) {
 Result<PoolView> Core::GetPool(const std::string& name) const {
   const PoolEntry* pool = s_->FindPool(name);
   if (pool == nullptr) return Status::NotFound("pool '" + name + "' not found");
-  return PoolView{pool->rec, s_->PoolCapacity(*pool)};
+  return PoolView{pool->rec, s_->PoolCapacity(*pool), LearnedOf(*pool)};
 }
 
 std::vector<PoolView> Core::ListPools() const {
   std::vector<PoolView> out;
-  for (const auto& [name, pool] : s_->pools) out.push_back({pool.rec, s_->PoolCapacity(pool)});
+  for (const auto& [name, pool] : s_->pools)
+    out.push_back({pool.rec, s_->PoolCapacity(pool), LearnedOf(pool)});
   return out;
 }
 
@@ -384,6 +387,8 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
     }
     auto [it, _] = s_->jobs.emplace(j.id, std::move(entry));
     JobEntry& job = it->second;
+    if (PoolEntry* pool = s_->FindPool(j.spec.pool))
+      LearnSubmission(*pool, s_->ToPlacement(job.request), j.spec.task_count);
     for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
       TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
       if (t.state == TaskState::kPending && !IsTerminal(job.rec.state)) {

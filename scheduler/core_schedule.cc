@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "scheduler/core.h"
 #include "scheduler/core_state.h"
+#include "scheduler/pool_workload.h"
 
 namespace gpupool {
 namespace {
@@ -168,6 +169,7 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
   }
   ShapeKey shape{pool_name, job.request};
   placement::Request req = ToPlacement(job.request);
+  FeedEngine(*pool);
 
   if (job.rec.spec.gang) {
     if (pass.gangs_tried.insert(job.rec.id).second) PlaceGang(pass, job, *pool, req, behind);

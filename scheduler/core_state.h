@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "placement/placement.h"
+#include "placement/workload_feed.h"
 #include "scheduler/core.h"
 #include "scheduler/metrics.h"
 #include "scheduler/tenancy.h"
@@ -180,6 +181,9 @@ struct PoolLimits {
 struct PoolEntry {
   PoolRecord rec;
   std::unique_ptr<placement::Engine> engine;
+  // The pool's learned workload (placement/workload_feed.h): fed by accepted submissions (and
+  // the retained jobs at recovery), synced into `engine` before each placement.
+  placement::WorkloadFeed workload;
   std::set<std::string> nodes;
   PoolLimits limits;
 };
