@@ -41,7 +41,8 @@ struct SandboxOptions {
 
 // One thing a node can (or cannot) enforce, as reported at registration.
 struct Capability {
-  std::string name;  // sandbox, memory, cpu, pids, devices, uid, namespaces, mps, vram_scrub…
+  std::string name;  // sandbox, memory, cpu, pids, devices, uid, namespaces (agent/capabilities.h
+                     // adds mps, vram_scrub, xid_events)
   bool enforced = false;
   std::string detail;
 };
