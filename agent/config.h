@@ -67,6 +67,7 @@ struct AgentConfig {
   ReconnectOptions reconnect;
   std::string catalog;  // optional catalog YAML path
   std::string log_level = "info";
+  std::string metrics_listen;  // HOST:PORT of the agent's /metrics (DCGM names); empty = off
   ModelTable models = ModelTable::BuiltIn();  // built-in, overlaid by `catalog`
   SimLayout sim;
   sandbox::SandboxOptions sandbox;  // `sandbox:` (docs/sandbox.md); off unless enabled
@@ -79,6 +80,9 @@ struct AgentConfig {
 // Parses YAML text; `source` names it in errors (a file path).
 Result<AgentConfig> ParseAgentConfig(const std::string& yaml, const std::string& source);
 Result<AgentConfig> LoadAgentConfigFile(const std::string& path);
+
+// HOST:PORT with a port 1..65535, or empty (off). The error names what is wrong.
+Status CheckListenAddress(const std::string& address);
 
 // Checks the merged config (after flags) and fills detected defaults (host name, CPU, RAM).
 Status ValidateAgentConfig(AgentConfig* config);

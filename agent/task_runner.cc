@@ -320,6 +320,7 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   TaskStatus& st = task->status;
   st.owner = spec.owner;
   st.task_id = spec.task_id;
+  st.tenant = spec.tenant;
   st.attempt = spec.attempt;
   st.devices = spec.devices;
   const int64_t now = options_.clock->MonotonicMicros();

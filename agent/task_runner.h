@@ -92,6 +92,7 @@ const char* TaskPhaseName(TaskPhase phase);
 struct TaskStatus {
   std::string owner;
   std::string task_id;
+  std::string tenant;
   int32_t attempt = 0;
   TaskPhase phase = TaskPhase::kRunning;
   int64_t pid = 0;
