@@ -28,6 +28,11 @@ Sandbox::Sandbox(SandboxOptions options, std::string data_dir)
       data_dir_(std::move(data_dir)),
       uids_(options_.tenant_users, options_.uid_pool_first, options_.uid_pool_count) {}
 
+Sandbox::~Sandbox() {
+  for (const auto& [c, mount] : layout_.v1) rmdir((mount + "/" + options_.cgroup_parent).c_str());
+  if (!layout_.v2.empty()) rmdir((layout_.v2 + "/" + options_.cgroup_parent).c_str());
+}
+
 Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxOptions options,
                                                  const std::string& data_dir) {
   if (geteuid() != 0) {

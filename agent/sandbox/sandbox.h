@@ -84,6 +84,8 @@ class Sandbox {
                                                  const std::string& data_dir);
   // Capabilities of an agent without a sandbox (sandbox.enabled: false).
   static std::vector<Capability> DisabledCapabilities();
+  // Removes the (then empty) <cgroup_parent> directories; busy ones are left alone.
+  ~Sandbox();
 
   Result<std::unique_ptr<SandboxedTask>> Prepare(const SandboxRequest& request);
   std::vector<Capability> Capabilities() const;
