@@ -75,6 +75,7 @@ class Jobs final : public v1::JobService::Service {
                   v1::ListJobsResponse* resp) override {
     FAKE_AUTH();
     s_->last_list = *req;
+    ++s_->list_calls;
     const int size = req->page_size() == 0 ? 100 : req->page_size();
     const int start = req->page_token().empty() ? 0 : std::stoi(req->page_token());
     int seen = 0;
