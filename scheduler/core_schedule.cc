@@ -395,6 +395,8 @@ void Core::State::SendStart(const JobEntry& job, int32_t index) {
   cmd.env = job.rec.spec.task_template.env;
   cmd.max_runtime_ms = job.rec.spec.max_runtime_ms;
   cmd.epoch = epoch;
+  cmd.cpu_milli = job.rec.spec.task_template.resources.cpu_milli;
+  cmd.memory_mib = job.rec.spec.task_template.resources.memory_mib;
   auto node = nodes.find(t.node);
   for (const Allocation& a : t.allocations) {
     DeviceGrantCommand g{a.device_id, a.amount.milli_tflops, a.amount.vram_mib, 100};
