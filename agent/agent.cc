@@ -14,6 +14,7 @@
 #include <random>
 
 #include "agent/capabilities.h"
+#include "agent/enroll.h"
 #include "agent/proto_convert.h"
 #include "agent/scrub/device_guard.h"
 #include "base/log.h"
@@ -568,15 +569,9 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
 };
 
 std::shared_ptr<grpc::Channel> MakeAgentChannel(const AgentConfig& config, bool own_connection) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect.initial_ms));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect.initial_ms));
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect.max_ms));
-  if (config.keepalive_ms > 0) {
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(config.keepalive_ms));
-  }
-  if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(config.scheduler, grpc::InsecureChannelCredentials(), args);
+  if (!config.ca_file.empty()) return MakeTlsAgentChannel(config, own_connection);  // enroll.h
+  return grpc::CreateCustomChannel(config.scheduler, grpc::InsecureChannelCredentials(),
+                                   AgentChannelArgs(config, own_connection));
 }
 
 Agent::Agent(AgentConfig config, DeviceBackend* backend, TaskRunner* runner,

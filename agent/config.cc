@@ -382,6 +382,8 @@ Status ParseTop(const Reader& r, const YAML::Node& root, AgentConfig* c) {
       GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->pool));
     } else if (k == "token") {
       GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->token));
+    } else if (k == "ca_file") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->ca_file));
     } else if (k == "backend") {
       GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->backend));
       if (c->backend != "simulated" && c->backend != "nvml") {

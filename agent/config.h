@@ -54,6 +54,9 @@ struct AgentConfig {
   std::string pool = "default";
   std::map<std::string, std::string> labels;
   std::string token;
+  // gpupoold's CA certificate (<data-dir>/tls/ca.crt). Set: TLS, and the agent authenticates with
+  // its own node certificate, joining with `token` as the join token (agent/enroll.h).
+  std::string ca_file;
   int64_t cpu_milli = 0;   // 0 → detected from the host
   int64_t memory_mib = 0;  // 0 → detected from the host
   int64_t spill_budget_mib = 0;
