@@ -12,7 +12,6 @@ import { tenantsView } from './tenants.js';
 const REFRESH_MS = 3000;
 const $ = (id) => document.getElementById(id);
 let current = null;
-let timer = null;
 let inflight = null;
 
 function navigate(hash) {
@@ -75,8 +74,11 @@ function route() {
 }
 
 function showLogin(message) {
+  if (inflight) inflight.abort();
+  inflight = null;
   if (current?.dispose) current.dispose();
   current = null;
+  document.body.dataset.loaded = 'false';
   replace($('view'));
   $('login').hidden = false;
   $('logout').hidden = true;
@@ -102,6 +104,6 @@ document.addEventListener('DOMContentLoaded', () => {
   $('anon').addEventListener('click', () => { setToken(''); signedIn(); });
   $('logout').addEventListener('click', () => { clearToken(); showLogin(''); });
   window.addEventListener('hashchange', route);
-  timer = setInterval(() => { if (!document.hidden) refresh(); }, REFRESH_MS);
+  setInterval(() => { if (!document.hidden) refresh(); }, REFRESH_MS);
   if (token() === null) showLogin(''); else signedIn();
 });
