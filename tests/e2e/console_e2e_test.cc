@@ -55,6 +55,11 @@ class ConsoleE2eTest : public ::testing::Test {
                    R"({"pool": {"name": "gpu", "visibility": "VISIBILITY_PUBLIC"}})")
                   .status,
               200);
+    ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/pools",
+                   R"({"pool": {"name": "shared", "visibility": "VISIBILITY_PUBLIC",
+                                "sharingMode": "SHARING_MODE_FRACTIONAL"}})")
+                  .status,
+              200);
     for (const char* t : {"acme", "acme/research", "globex"}) {
       ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/tenants",
                      std::string(R"({"tenant": {"path": ")") + t + "\"}}")
@@ -65,8 +70,10 @@ class ConsoleE2eTest : public ::testing::Test {
                    R"({"quota": {"guaranteed": {"devices": 1}, "limit": {"devices": 4}}})")
                   .status,
               200);
-    StartAgent("node-a");
-    StartAgent("node-b");
+    // node-a: two whole GPUs in "gpu"; node-b: in "shared", GPU 1 split into MIG instances.
+    StartAgent("node-a", "gpu", "  - {model: H100-SXM, count: 2}\n");
+    StartAgent("node-b", "shared",
+               "  - {model: H100-SXM, count: 2, mig: {\"1\": [3g.40gb, 2g.20gb, 2g.20gb]}}\n");
   }
 
   void TearDown() override {
@@ -85,14 +92,15 @@ class ConsoleE2eTest : public ::testing::Test {
     return HttpCall(daemon_->http_port(), v, target, body, {{"Authorization", "Bearer " + token}});
   }
 
-  void StartAgent(const std::string& node) {
+  void StartAgent(const std::string& node, const std::string& pool, const std::string& gpus) {
     const std::string config = dir_ + "/" + node + ".yaml";
-    std::ofstream(config) << "node_name: " << node
-                          << "\npool: gpu\ncpu_milli: 64000\nmemory_mib: 262144\n"
+    std::ofstream(config) << "node_name: " << node << "\npool: " << pool
+                          << "\ncpu_milli: 64000\nmemory_mib: 262144\n"
                              "backend: simulated\nheartbeat_interval_ms: 200\n"
                              "stop_grace_period_ms: 1000\n"
                              "reconnect: {initial_ms: 100, max_ms: 500}\n"
-                             "gpus:\n  - model: H100-SXM\n    count: 2\n";
+                             "gpus:\n"
+                          << gpus;
     auto child = ChildProcess::Spawn(
         {testing::BinaryPath("gpupool-agent"), "--config", config, "--scheduler",
          daemon_->grpc_address(), "--data-dir", dir_ + "/" + node},
@@ -108,15 +116,15 @@ class ConsoleE2eTest : public ::testing::Test {
         << "agent " << node << " did not register";
   }
 
-  // Submits a job of `gpus` whole GPUs running `script` as `token`'s tenant; returns its id.
-  std::string Submit(const std::string& token, const std::string& tenant, int gpus,
-                     const std::string& script) {
-    const HttpResult r = Rest(
-        token, verb::post, "/v1/jobs",
-        R"({"spec": {"tenant": ")" + tenant +
-            R"(", "pool": "gpu", "taskCount": 1, "template": {"command": ["/bin/sh", "-c", ")" +
-            script + R"("], "resources": {"wholeGpus": {"count": )" + std::to_string(gpus) +
-            "}}}}}");
+  // Submits a one-task job of `resources` (ResourceRequest JSON) running `script` in `pool` as
+  // `token`'s `tenant`; returns its id.
+  std::string Submit(const std::string& token, const std::string& tenant, const std::string& pool,
+                     const std::string& resources, const std::string& script) {
+    const HttpResult r =
+        Rest(token, verb::post, "/v1/jobs",
+             R"({"spec": {"tenant": ")" + tenant + R"(", "pool": ")" + pool +
+                 R"(", "taskCount": 1, "template": {"command": ["/bin/sh", "-c", ")" + script +
+                 R"("], "resources": )" + resources + "}}}");
     EXPECT_EQ(r.status, 200) << r.body;
     const size_t at = r.body.find("\"jobId\":\"");
     if (at == std::string::npos) return "";
@@ -183,14 +191,23 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
   EXPECT_EQ(root.status, 302);
   EXPECT_EQ(root.headers["Location"], "/console/");
 
-  // acme holds two GPUs, globex two: all four are taken, so acme's next job waits.
-  const std::string running = Submit(kAcme, "acme/research/alice", 2,
+  // acme holds both GPUs of pool gpu (node-a), so acme's next job there waits.
+  const std::string kTwo = R"({"wholeGpus": {"count": 2}})";
+  const std::string running = Submit(kAcme, "acme/research/alice", "gpu", kTwo,
                                      "echo hello-from-the-console; echo '<img src=x "
                                      "onerror=window.pwned=1>'; sleep 600");
-  const std::string other = Submit(kGlobex, "globex", 2, "sleep 600");
-  ASSERT_TRUE(TaskState(running, "TASK_STATE_RUNNING"));
-  ASSERT_TRUE(TaskState(other, "TASK_STATE_RUNNING"));
-  const std::string pending = Submit(kAcme, "acme/research/bob", 1, "echo never");
+  // On node-b: two fractional globex jobs and one acme job on a MIG instance.
+  const std::string kSlice = R"({"fractional": {"milliTflops": "300000", "vramMib": "20480"}})";
+  const std::string other = Submit(kGlobex, "globex", "shared", kSlice, "sleep 600");
+  const std::string other2 = Submit(kGlobex, "globex", "shared", kSlice, "sleep 600");
+  const std::string mig = Submit(kAcme, "acme/research/carol", "shared",
+                                 R"({"mig": {"profile": "2g.20gb"}})", "sleep 600");
+  for (const std::string& job : {running, other, other2, mig}) {
+    ASSERT_TRUE(TaskState(job, "TASK_STATE_RUNNING"))
+        << Rest(kAdmin, verb::get, "/v1/jobs/" + job).body;
+  }
+  const std::string pending =
+      Submit(kAcme, "acme/research/bob", "gpu", R"({"wholeGpus": {"count": 1}})", "echo never");
   ASSERT_TRUE(testing::WaitFor(
       [&] {
         const std::string body = Rest(kAdmin, verb::get, "/v1/jobs/" + pending).body;
@@ -208,22 +225,24 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
   const std::string url = "http://127.0.0.1:" + std::to_string(daemon_->http_port()) + "/";
   ASSERT_TRUE(browser_->Call("Page.navigate", "{\"url\":\"" + url + "\"}").ok());
 
-  // Admin: pools, both nodes with their four GPUs, and who holds them.
+  // Admin: pools, both nodes with their four GPUs (one split into MIG slices), and who holds them.
   SignIn(kAdmin);
   Open("#/pools");
   EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#nodes .node').length)", "2"),
             "2");
   EXPECT_EQ(browser_->Eval("String(document.querySelectorAll('#nodes .gpu').length)"), "4");
-  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#nodes .holder').length)", "4"),
-            "4");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#nodes .holder').length)", "5"),
+            "5");
+  EXPECT_EQ(browser_->Eval("String(document.querySelectorAll('#nodes .slice').length)"), "3");
+  EXPECT_EQ(browser_->Eval("String(document.querySelectorAll('#nodes .slice.held').length)"), "1");
   EXPECT_EQ(browser_->Eval("document.querySelector('#pools tr[data-pool=gpu] td').textContent"),
             "gpu");
   Shot("console-pools.png");
 
   // Admin: every job, the hostile command shown as text and never run as markup.
   Open("#/jobs");
-  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#jobs tbody tr').length)", "3"),
-            "3");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#jobs tbody tr').length)", "5"),
+            "5");
   EXPECT_EQ(browser_->Eval("String(document.querySelector('#jobs').textContent.includes("
                            "'<img src=x onerror=window.pwned=1>'))"),
             "true");
@@ -258,11 +277,12 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
   // acme/research's token: its own jobs only, and no node list.
   SignIn(kAcme);
   Open("#/jobs");
-  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#jobs tbody tr').length)", "2"),
-            "2");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#jobs tbody tr').length)", "3"),
+            "3");
   EXPECT_EQ(browser_->Eval("String([...document.querySelectorAll('#jobs td.tenant')].every("
                            "(td) => td.textContent.startsWith('acme/research/')))"),
             "true");
+  Shot("console-jobs-tenant.png");
   EXPECT_EQ(
       browser_->Eval("String(!!document.querySelector('#jobs tr[data-job=\"" + other + "\"]'))"),
       "false");
@@ -273,9 +293,11 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
   // globex's token: only globex's job.
   SignIn(kGlobex);
   Open("#/jobs");
-  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#jobs tbody tr').length)", "1"),
-            "1");
-  EXPECT_EQ(browser_->Eval("document.querySelector('#jobs td.tenant').textContent"), "globex");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#jobs tbody tr').length)", "2"),
+            "2");
+  EXPECT_EQ(browser_->Eval("String([...document.querySelectorAll('#jobs td.tenant')].every("
+                           "(td) => td.textContent === 'globex'))"),
+            "true");
 
   // A wrong token goes back to the sign-in form with the server's reason.
   SignIn("not-a-valid-token-at-all");

@@ -72,8 +72,14 @@ function nodeCard(node, holders) {
       gpus.push(d);
     }
   }
-  for (const parent of slicesOf.keys()) {  // a MIG parent the node did not list on its own
-    if (!gpus.some((g) => g.id === parent)) gpus.push({ id: parent, model: 'MIG GPU', healthy: true });
+  // A MIG parent the node does not list on its own: a box summing its instances.
+  for (const [parent, slices] of slicesOf) {
+    if (gpus.some((g) => g.id === parent)) continue;
+    const sum = (kind, key) => slices.reduce((n, s) => n + Number(s.capacity?.[kind]?.[key] || 0), 0);
+    gpus.push({ id: parent, model: `${slices[0].model || 'GPU'} (MIG)`,
+      healthy: slices.every((s) => s.healthy !== false),
+      capacity: { physical: { milliTflops: sum('physical', 'milliTflops'), vramMib: sum('physical', 'vramMib') },
+        allocated: { milliTflops: sum('allocated', 'milliTflops'), vramMib: sum('allocated', 'vramMib') } } });
   }
   return h('section', { class: 'node', 'data-node': node.name },
     h('h3', {}, h('span', {}, node.name, ' ', h('span', { class: 'muted' }, node.pool)),
