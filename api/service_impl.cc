@@ -8,6 +8,7 @@
 #include "pool/catalog.h"
 #include "scheduler/core.h"
 #include "scheduler/core_loop.h"
+#include "scheduler/metrics.h"
 
 namespace gpupool::api {
 namespace {
@@ -81,10 +82,21 @@ ServiceImpl::~ServiceImpl() = default;
 
 void ServiceImpl::SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& req,
                             Reply<v1::SubmitJobResponse> done) {
-  if (!req.has_spec()) return Fail(done, Invalid("spec", "must be set"));
+  // Refused at the edge never reaches the core, so it is counted here.
+  auto refuse = [&](const char* outcome, Status st) {
+    if (options_.metrics != nullptr) options_.metrics->Submission(outcome);
+    Fail(done, std::move(st));
+  };
+  if (!req.has_spec()) return refuse("invalid", Invalid("spec", "must be set"));
   Result<JobSpec> spec = JobSpecFromProto(req.spec());
-  if (!spec.ok()) return Fail(done, spec.status());
-  if (Status s = RequireTenant(ctx, spec->tenant, "spec.tenant"); !s.ok()) return Fail(done, s);
+  if (!spec.ok()) return refuse("invalid", spec.status());
+  if (Status s = RequireTenant(ctx, spec->tenant, "spec.tenant"); !s.ok()) {
+    return refuse("denied", s);
+  }
+  if (options_.priority_access != nullptr) {
+    Status s = options_.priority_access->Check(ctx.admin, spec->tenant, spec->priority_class);
+    if (!s.ok()) return refuse("denied", s);
+  }
   loop_->Post([core = core_, spec = std::move(spec).value(), done = std::move(done)]() mutable {
     core->SubmitJob(std::move(spec), [done = std::move(done)](Result<JobRecord> r) {
       if (!r.ok()) return Fail(done, r.status());

@@ -7,6 +7,8 @@
 //
 // Authorization (CallContext):
 //  * admins may do anything;
+//  * a non-admin may submit only at the priority classes its tenant is allowed
+//    (ServiceOptions::priority_access);
 //  * a non-admin principal is a tenant path and may submit, see, watch, read logs of and cancel
 //    only jobs whose tenant is the principal or lies below it (prefix on path segments);
 //  * pool create/update/delete and every node method require admin; non-admins may get and list
@@ -29,12 +31,14 @@
 #include <memory>
 
 #include "api/log_fetcher.h"
+#include "api/priority_access.h"
 #include "api/service.h"
 
 namespace gpupool {
 class Catalog;
 class Core;
 class CoreLoop;
+class SchedulerMetrics;
 struct SchedulerOptions;
 }  // namespace gpupool
 
@@ -48,10 +52,15 @@ struct ServiceOptions {
   const SchedulerOptions* scheduler = nullptr;
   // Optional probe of the store for Ready() (e.g. a cheap "SELECT 1"); empty = not checked.
   std::function<Status()> store_health;
+  // Counts submissions refused here, before the core (which counts the rest): field validation
+  // as outcome "invalid", a tenant outside the caller's subtree as "denied". Null = not counted.
+  SchedulerMetrics* metrics = nullptr;
   std::chrono::milliseconds log_poll_interval{500};
   // A FetchLogs the agent leaves unanswered this long fails the stream with UNAVAILABLE.
   std::chrono::milliseconds log_fetch_timeout{10000};
   int64_t log_chunk_bytes = 256 * 1024;
+  // Which priority classes each tenant may submit at (api/priority_access.h); null = any.
+  const PriorityAccess* priority_access = nullptr;
 };
 
 class ServiceImpl final : public ApiService {

@@ -12,6 +12,7 @@
 #include "api/agent_hub.h"
 #include "api/auth.h"
 #include "api/grpc/grpc_server.h"
+#include "api/priority_access.h"
 #include "api/rest/http_server.h"
 #include "api/service_impl.h"
 #include "base/log.h"
@@ -21,6 +22,7 @@
 #include "scheduler/core_loop.h"
 #include "scheduler/metrics.h"
 #include "store/embedded_postgres.h"
+#include "store/embedded_supervisor.h"
 #include "store/pg_store.h"
 
 namespace gpupool {
@@ -46,6 +48,16 @@ std::vector<api::ApiToken> ApiTokens(const DaemonConfig& c) {
   std::vector<api::ApiToken> out;
   for (const ApiToken& t : c.api_tokens) out.push_back({t.token, t.principal, t.admin});
   return out;
+}
+
+// The priority classes each tenant may submit at, from the config (validated when it was parsed).
+Result<api::PriorityAccess> PriorityAccessOf(const DaemonConfig& c) {
+  GPUPOOL_ASSIGN_OR_RETURN(api::PriorityAccess a,
+                           api::PriorityAccess::Create(c.scheduler, c.default_priority_classes));
+  for (const auto& [tenant, classes] : c.tenant_priority_classes) {
+    GPUPOOL_RETURN_IF_ERROR(a.Add(tenant, classes));
+  }
+  return a;
 }
 
 // Runs an asynchronous core call on the core's thread and waits for its outcome. Start-up only:
@@ -122,6 +134,7 @@ int Run(int argc, char** argv) {
   }
 
   std::unique_ptr<EmbeddedPostgres> embedded;
+  std::unique_ptr<EmbeddedSupervisor> supervisor;
   std::string uri = config.database;
   if (uri.empty()) {
     EmbeddedPostgresOptions opts;
@@ -133,6 +146,7 @@ int Run(int argc, char** argv) {
     if (!pg.ok()) return Fail(pg.status().WithContext("embedded PostgreSQL"));
     embedded = std::move(pg).value();
     uri = embedded->uri();
+    supervisor = std::make_unique<EmbeddedSupervisor>(embedded.get());  // restarts it if it dies
   }
 
   PgStoreOptions store_options;
@@ -150,6 +164,7 @@ int Run(int argc, char** argv) {
   CoreLoop loop;
   api::AgentHubOptions hub_options;
   hub_options.node_tokens.insert(config.node_tokens.begin(), config.node_tokens.end());
+  hub_options.catalog = catalog;  // a device that contradicts the catalog is refused
   api::AgentHub hub(&loop, hub_options);
   Core core(config.scheduler, SystemClock::Get(), store.get(), &hub, loop.executor(), &metrics);
   hub.Attach(&core);
@@ -160,8 +175,17 @@ int Run(int argc, char** argv) {
 
   api::ServiceOptions service_options;
   service_options.catalog = catalog;
+  service_options.metrics = &metrics;             // submissions refused at the edge
   service_options.scheduler = &config.scheduler;  // SetQuota converts SKU units with its SKUs
-  service_options.store_health = [&store] { return store->Ping(); };  // /readyz: is the DB up?
+  // /readyz: ready means a submission would commit now — the reader answers and a fenced no-op
+  // transaction commits through the writer (a restarted database is seen by both).
+  service_options.store_health = [&store] {
+    GPUPOOL_RETURN_IF_ERROR(store->Ping());
+    return store->CheckWritable();
+  };
+  Result<api::PriorityAccess> classes = PriorityAccessOf(config);
+  if (!classes.ok()) return Fail(classes.status());
+  service_options.priority_access = &*classes;
   api::ServiceImpl service(&core, &loop, &hub, service_options);
   service.SetRecovered(true);
   Result<api::Authenticator> auth = api::Authenticator::Create(ApiTokens(config));
@@ -190,6 +214,7 @@ int Run(int argc, char** argv) {
   grpc.Shutdown();
   loop.Stop();
   store.reset();
+  supervisor.reset();  // before stopping the server, so the stop is not taken for a crash
   if (embedded) (void)embedded->Stop();
   LogInfo("gpupoold", "stopped");
   return 0;

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <pqxx/pqxx>
 #include <random>
 
@@ -278,7 +280,8 @@ Status EmbeddedPostgres::StartServer() {
     }
   }
   for (int attempt = 0;; ++attempt) {
-    if (port_ == 0 || (options_.port == 0 && attempt > 0)) {
+    // Once the server has run, its port is in every client's URI: never move it.
+    if (port_ == 0 || (options_.port == 0 && attempt > 0 && !started_once_)) {
       if (options_.port != 0) {
         port_ = options_.port;
       } else {
@@ -297,12 +300,13 @@ Status EmbeddedPostgres::StartServer() {
     std::string tail = TailOfFile(server_log, kTailLines);
     bool port_taken = tail.find("could not bind") != std::string::npos ||
                       tail.find("already in use") != std::string::npos;
-    if (port_taken && options_.port == 0 && attempt < 4) continue;
+    if (port_taken && options_.port == 0 && !started_once_ && attempt < 4) continue;
     return Status::Internal("pg_ctl start failed (exit " + std::to_string(rc) +
                             "): " + (tail.empty() ? TailOfFile(log, kTailLines) : tail) +
                             " (log: " + server_log + ")");
   }
   running_ = true;
+  started_once_ = true;
   return Status::Ok();
 }
 
@@ -366,6 +370,28 @@ Status EmbeddedPostgres::Stop() {
 
 Status EmbeddedPostgres::Restart() {
   if (running_) return Status::Ok();
+  return StartServer();
+}
+
+pid_t EmbeddedPostgres::ServerPid() const {
+  // postmaster.pid's first line is the postmaster's pid; the file outlives a kill -9.
+  std::ifstream in(pgdata_ + "/postmaster.pid");
+  long pid = 0;
+  if (!(in >> pid) || pid <= 0) return -1;
+  // A dead postmaster may linger as a zombie when nobody reaps it (a container's pid 1 that does
+  // not): state 'Z' in /proc/PID/stat counts as dead. The state follows the ")" of the name.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t paren = text.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= text.size()) return -1;
+  char state = text[paren + 2];
+  if (state == 'Z' || state == 'X') return -1;
+  return static_cast<pid_t>(pid);
+}
+
+Status EmbeddedPostgres::RestartAfterCrash() {
+  if (ServerPid() > 0) return Status::Ok();  // alive after all (or already restarted)
+  running_ = false;
   return StartServer();
 }
 

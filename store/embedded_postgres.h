@@ -20,6 +20,8 @@
 // Thread safety: not thread-safe; one owner.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +56,14 @@ class EmbeddedPostgres {
   // Starts the server again after Stop(), on the same port with the same password.
   Status Restart();
   bool running() const { return running_; }
+
+  // The postmaster's pid while the server process lives, else -1 (never started, stopped, or
+  // died: kill -9, OOM killer). Reads DIR/postmaster.pid and /proc; cheap enough to poll.
+  pid_t ServerPid() const;
+  // After the server died by itself: starts it again on the same port with the same password
+  // (PostgreSQL runs crash recovery from its WAL). OK at once when it is alive. A failure (say
+  // the dead server's backends still hold its shared memory) may be retried.
+  Status RestartAfterCrash();
 
   // "postgresql://postgres:<password>@127.0.0.1:<port>/<database>"
   std::string uri() const { return UriFor(options_.database); }
@@ -96,6 +106,7 @@ class EmbeddedPostgres {
   int lock_fd_ = -1;
   bool as_root_ = false;
   bool running_ = false;
+  bool started_once_ = false;  // the port is pinned from then on
 };
 
 }  // namespace gpupool

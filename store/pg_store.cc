@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <future>
 #include <pqxx/pqxx>
 
 #include "base/log.h"
@@ -163,6 +164,19 @@ Status PgStore::Ping() {
     txn.exec("SELECT 1");
     return Status::Ok();
   });
+}
+
+Status PgStore::CheckWritable(std::chrono::milliseconds timeout) {
+  // Shared, so a late answer after a timeout writes into a live promise.
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  Apply({}, [done](Status st) { done->set_value(std::move(st)); });
+  if (result.wait_for(timeout) != std::future_status::ready) {
+    return Status(StatusCode::kDeadlineExceeded, "database " + target_->display +
+                                                     ": no commit within " +
+                                                     std::to_string(timeout.count()) + " ms");
+  }
+  return result.get();
 }
 
 void PgStore::Apply(std::vector<Mutation> batch, Done done) {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -60,6 +61,12 @@ class PgStore final : public Store {
   // A cheap round trip ("SELECT 1") on the read connection, for readiness probes: OK, or
   // UNAVAILABLE naming the database while it is down (reconnecting with the usual backoff).
   Status Ping();
+  // Readiness that means "a submission would commit": an empty batch through the writer, i.e. a
+  // fenced transaction (gp_fence renews the lease) on the very connection that commits
+  // submissions, grouped with whatever else is queued. OK once it committed; UNAVAILABLE while
+  // the database or the writer's connection is down (or in its reconnect backoff), ABORTED when
+  // fenced, DEADLINE_EXCEEDED after `timeout`.
+  Status CheckWritable(std::chrono::milliseconds timeout = std::chrono::seconds(5));
   Result<std::vector<EventRecord>> ListEvents(const std::string& subject_prefix,
                                               int limit) override;
 

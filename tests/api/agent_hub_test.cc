@@ -8,6 +8,7 @@
 #include <deque>
 #include <thread>
 
+#include "pool/catalog.h"
 #include "tests/api/service_harness.h"
 #include "tests/support/wait_for.h"
 
@@ -387,6 +388,79 @@ TEST_F(AgentHubTokenTest, OnlyConfiguredTokensAreAccepted) {
   right.Register(TestAgent::Registration("n1", "gpu-a", "secret"));
   EXPECT_TRUE(right.NextOf(v1::SchedulerMessage::kRegisterAck).has_value());
   EXPECT_EQ(h_.hub.connected(), 1u);
+}
+
+AgentHubOptions WithCatalog() {
+  AgentHubOptions o;
+  o.catalog = &Catalog::Builtin();
+  return o;
+}
+
+class AgentHubCatalogTest : public AgentHubTest {
+ protected:
+  AgentHubCatalogTest() : AgentHubTest(WithCatalog()) {}
+
+  // What a register carrying `r` ends with (OK = acknowledged).
+  grpc::Status RegisterWith(const v1::Register& r) {
+    TestAgent agent(address_);
+    agent.Register(r);
+    if (agent.NextOf(v1::SchedulerMessage::kRegisterAck).has_value()) return grpc::Status::OK;
+    return agent.WaitEnd();
+  }
+
+  // An H100-SXM as the catalog describes it (989.5 TFLOPS, 80 GB) and one MIG instance.
+  static v1::Register Truthful(const std::string& node) {
+    v1::Register r = TestAgent::Registration(node, "gpu-a");
+    r.mutable_devices(0)->set_milli_tflops(989'500);
+    r.mutable_devices(0)->set_vram_mib(81'559);  // what NVML shows of 80 GB
+    v1::DeviceInfo* mig = r.add_devices();
+    *mig = r.devices(0);
+    mig->set_uuid("MIG-" + node + "-0");
+    mig->set_parent_uuid(r.devices(0).uuid());
+    mig->set_mig_profile("3g.40gb");
+    mig->set_milli_tflops(989'500 * 3 / 7);
+    mig->set_vram_mib(40'960);
+    return r;
+  }
+};
+
+TEST_F(AgentHubCatalogTest, DevicesThatAgreeWithTheCatalogAreAccepted) {
+  EXPECT_TRUE(RegisterWith(Truthful("n1")).ok());
+}
+
+TEST_F(AgentHubCatalogTest, ADeviceThatContradictsTheCatalogIsRefusedNamingTheField) {
+  v1::Register vram = Truthful("n1");
+  vram.mutable_devices(0)->set_vram_mib(40'960);
+  grpc::Status s = RegisterWith(vram);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            "register.devices[0].vram_mib: 40960 MiB contradicts the catalog: H100-SXM has 81920 "
+            "MiB (a device may report 73728 to 81920)");
+
+  v1::Register tflops = Truthful("n1");
+  tflops.mutable_devices(1)->set_milli_tflops(500'000);
+  s = RegisterWith(tflops);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            "register.devices[1].milli_tflops: 500000 contradicts the catalog: H100-SXM 3g.40gb "
+            "has 424071 milli-TFLOPS");
+
+  v1::Register profile = Truthful("n1");
+  profile.mutable_devices(1)->set_mig_profile("5g.50gb");
+  s = RegisterWith(profile);
+  EXPECT_EQ(s.error_message(),
+            "register.devices[1].mig_profile: '5g.50gb' is not a MIG profile of H100-SXM in the "
+            "catalog");
+
+  v1::Register model = Truthful("n1");
+  model.mutable_devices(0)->set_model("RTX-4090");
+  s = RegisterWith(model);
+  EXPECT_THAT(s.error_message(),
+              ::testing::StartsWith("register.devices[0].model: 'RTX-4090' is not in the catalog"));
+  // Nothing of a refused node reached the scheduler.
+  auto [st, nodes] = h_.Call(&ApiService::ListNodes, v1::ListNodesRequest{});
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(nodes.nodes_size(), 0);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "api/auth.h"
 #include "api/rest/http_server.h"
+#include "api/utf8.h"
 #include "tests/api/fake_api_service.h"
 #include "tests/api/http_client.h"
 #include "tests/support/wait_for.h"
@@ -249,6 +250,12 @@ TEST_F(RestTest, BadRequestsGetClearErrorsAndNeverReachTheService) {
        "unknown field 'bogus' in 'spec'"},
       {verb::post, "/v1/jobs", R"({"jobSpec": {}})", 400, "unknown field 'jobSpec'"},
       {verb::post, "/v1/jobs", R"({"spec": {"taskCount": "many"}})", 400, "task_count"},
+      // Issue 16: protobuf's parser took "yes" (and "t", "1") for true.
+      {verb::post, "/v1/jobs", R"({"spec": {"tenant": "a", "gang": "yes"}})", 400,
+       "request body: field 'spec.gang': expected true or false, got the string"},
+      {verb::post, "/v1/jobs", R"({"spec": {"gang": "t"}})", 400,
+       "field 'spec.gang': expected true or false"},
+      {verb::post, "/v1/jobs", R"({"spec": {"gang": 1}})", 400, "spec.gang"},
       {verb::get, "/v1/jobs?colour=red", "", 400,
        "unknown query parameter 'colour'; this route accepts: tenant, pool, state, pageSize, "
        "pageToken"},
@@ -287,6 +294,23 @@ TEST_F(RestTest, BadRequestsGetClearErrorsAndNeverReachTheService) {
   EXPECT_EQ(fake_.call_count(), 0u);
   const HttpResult r = Call(verb::delete_, "/v1/jobs");
   EXPECT_EQ(r.headers["Allow"], "GET, POST");
+}
+
+// Issue 16: error bodies echoed the caller's bytes, invalid UTF-8 included, which made them
+// invalid JSON for strict clients.
+TEST_F(RestTest, ErrorBodiesNeverEchoInvalidUtf8) {
+  fake_.FailWith(Status::NotFound("pool 'gpu-\xff\xfe' not found"));
+  HttpResult r = Call(verb::get, "/v1/pools/gpu-%FF%FE");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_TRUE(IsValidUtf8(r.body)) << r.body;
+  EXPECT_NE(r.body.find("pool 'gpu-\xEF\xBF\xBD\xEF\xBF\xBD' not found"), std::string::npos)
+      << r.body;
+  r = Call(verb::post, "/v1/jobs", "{\"spec\": {\"tenant\": \"\xc3\x28\"}}");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_TRUE(IsValidUtf8(r.body)) << r.body;
+  r = Call(verb::get, "/v2/\xff\xfe");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_TRUE(IsValidUtf8(r.body)) << r.body;
 }
 
 TEST_F(RestTest, OversizedBodyIs413) {

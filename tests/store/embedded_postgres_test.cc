@@ -3,6 +3,7 @@
 #include "store/embedded_postgres.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,10 +11,12 @@
 #include <fstream>
 #include <pqxx/pqxx>
 
+#include "store/embedded_supervisor.h"
 #include "store/pg_store.h"
 #include "store/process.h"
 #include "tests/store/store_testing.h"
 #include "tests/support/pg_fixture.h"
+#include "tests/support/wait_for.h"
 
 namespace gpupool::testing {
 namespace {
@@ -176,6 +179,45 @@ TEST(FindBinDirTest, FindsTheSystemBinaries) {
   auto bin = EmbeddedPostgres::FindBinDir();
   ASSERT_OK(bin.status());
   EXPECT_TRUE(fs::exists(*bin + "/initdb")) << *bin;
+}
+
+TEST_F(EmbeddedPostgresTest, SupervisorRestartsAKilledServerOnTheSamePort) {
+  ASSERT_OK_AND_ASSIGN(auto pg, EmbeddedPostgres::Start(Options()));
+  ASSERT_OK_AND_ASSIGN(auto store, PgStore::Open(Pg(pg->uri())));
+  ASSERT_OK(store->AcquireLeadership().status());
+  ASSERT_OK(ApplyAndWait(*store, {InsertJob{SampleJob(1, 1)}}));
+  const int port = pg->port();
+  const pid_t old_pid = pg->ServerPid();
+  ASSERT_GT(old_pid, 0);
+  EmbeddedSupervisor supervisor(pg.get(), {.interval = std::chrono::milliseconds(100)});
+
+  ASSERT_EQ(::kill(old_pid, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] { return supervisor.restarts() == 1; }, std::chrono::seconds(60),
+                      std::chrono::milliseconds(50)))
+      << "the supervisor did not restart the server";
+  EXPECT_EQ(pg->port(), port);
+  EXPECT_NE(pg->ServerPid(), old_pid);
+  EXPECT_GT(pg->ServerPid(), 0);
+  // The same store, untouched, writes again once its connections have reconnected; what was
+  // committed before the crash is still there.
+  ASSERT_TRUE(WaitFor([&] { return ApplyAndWait(*store, {InsertJob{SampleJob(2, 1)}}).ok(); },
+                      std::chrono::seconds(30), std::chrono::milliseconds(100)));
+  ASSERT_OK_AND_ASSIGN(RecoveredState state, store->Recover());
+  ASSERT_EQ(state.jobs.size(), 2u);
+  EXPECT_EQ(state.jobs[0], SampleJob(1, 1));
+  EXPECT_OK(store->CheckWritable());
+  supervisor.Stop();
+  EXPECT_OK(pg->Stop());
+  EXPECT_EQ(pg->ServerPid(), -1);
+}
+
+TEST_F(EmbeddedPostgresTest, ServerPidIsMinusOneWhenStopped) {
+  ASSERT_OK_AND_ASSIGN(auto pg, EmbeddedPostgres::Start(Options()));
+  EXPECT_GT(pg->ServerPid(), 0);
+  ASSERT_OK(pg->Stop());
+  EXPECT_EQ(pg->ServerPid(), -1);
+  ASSERT_OK(pg->Restart());
+  EXPECT_GT(pg->ServerPid(), 0);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "store/pg_store.h"
 #include "tests/store/store_testing.h"
 #include "tests/support/pg_fixture.h"
+#include "tests/support/wait_for.h"
 
 namespace gpupool::testing {
 namespace {
@@ -80,6 +81,32 @@ TEST(PgOutageTest, ServerRestartWhileIdleIsInvisibleAfterReconnect) {
   EXPECT_OK(ApplyAndWait(*store, {InsertJob{SampleJob(2, 1)}}));
   EXPECT_OK(store->Recover().status());
   EXPECT_OK(store->ListEvents("job/", 1).status());
+}
+
+TEST(PgOutageTest, CheckWritableSaysWhetherAWriteWouldCommit) {
+  ASSERT_OK_AND_ASSIGN(auto pg, TestPostgres::Start());
+  ASSERT_OK_AND_ASSIGN(std::string uri, pg->CreateDatabase());
+  ASSERT_OK_AND_ASSIGN(auto store, PgStore::Open(Pg(uri)));
+  // Before leadership nothing may be written, so nothing would commit.
+  EXPECT_EQ(store->CheckWritable().code(), StatusCode::kFailedPrecondition);
+  ASSERT_OK(store->AcquireLeadership().status());
+  EXPECT_OK(store->CheckWritable());
+
+  ASSERT_OK(pg->server().Stop());
+  Status down = store->CheckWritable();
+  EXPECT_EQ(down.code(), StatusCode::kUnavailable) << down.ToString();
+  // Grow the writer's backoff, then bring the server back: the reader answers at once, but
+  // CheckWritable is OK only when a write really commits — and then a write does.
+  for (int i = 0; i < 4; ++i) (void)ApplyAndWait(*store, {InsertJob{SampleJob(2, 1)}});
+  ASSERT_OK(pg->server().Restart());
+  ASSERT_TRUE(WaitFor([&] { return store->CheckWritable().ok(); }, std::chrono::seconds(30),
+                      std::chrono::milliseconds(20)));
+  EXPECT_OK(ApplyAndWait(*store, {InsertJob{SampleJob(2, 1)}}));
+
+  // Fenced: another leader took the lease, so no write of ours would commit.
+  ASSERT_OK_AND_ASSIGN(auto other, PgStore::Open(Pg(uri)));
+  ASSERT_OK(other->AcquireLeadership().status());
+  EXPECT_EQ(store->CheckWritable().code(), StatusCode::kAborted);
 }
 
 }  // namespace
