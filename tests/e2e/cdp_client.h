@@ -74,7 +74,7 @@ class Cdp {
             return false;
           }
         },
-        std::chrono::seconds(60), std::chrono::milliseconds(100));
+        std::chrono::seconds(120), std::chrono::milliseconds(100));
     if (!listed) return Status::Unavailable("chromium lists no page target");
     cdp->ws_ = std::make_unique<Ws>(cdp->ioc_);
     boost::asio::ip::tcp::endpoint ep(boost::asio::ip::make_address("127.0.0.1"),

@@ -112,7 +112,7 @@ class ConsoleE2eTest : public ::testing::Test {
           HttpResult r = Rest(kAdmin, verb::get, "/v1/nodes/" + node);
           return r.status == 200 && r.body.find("NODE_STATE_READY") != std::string::npos;
         },
-        std::chrono::seconds(60), std::chrono::milliseconds(100)))
+        std::chrono::seconds(120), std::chrono::milliseconds(100)))
         << "agent " << node << " did not register";
   }
 
@@ -137,7 +137,7 @@ class ConsoleE2eTest : public ::testing::Test {
         [&] {
           return Rest(kAdmin, verb::get, "/v1/jobs/" + job).body.find(state) != std::string::npos;
         },
-        std::chrono::seconds(60), std::chrono::milliseconds(100));
+        std::chrono::seconds(120), std::chrono::milliseconds(100));
   }
 
   void Shot(const std::string& name) {
@@ -216,7 +216,7 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
         return body.find("TASK_STATE_PENDING") != std::string::npos && tasks != std::string::npos &&
                reason != std::string::npos && body[reason + 10] != '"';
       },
-      std::chrono::seconds(60), std::chrono::milliseconds(100)))
+      std::chrono::seconds(120), std::chrono::milliseconds(100)))
       << Rest(kAdmin, verb::get, "/v1/jobs/" + pending).body;
 
   auto cdp = testing::Cdp::Launch(GPUPOOL_CHROMIUM, dir_, 1400, 900);
