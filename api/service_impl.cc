@@ -245,6 +245,7 @@ void ServiceImpl::GetPool(const CallContext& ctx, const v1::GetPoolRequest& req,
       return Fail(done, Status::PermissionDenied("pool '" + name + "': private, and '" +
                                                  ctx.principal + "' is not allowed"));
     }
+    if (!ctx.admin) pool->learned = {};  // others' request mix is not a tenant's to see
     v1::Pool out;
     ToProto(*pool, &out);
     done(Status::Ok(), std::move(out));
@@ -255,7 +256,8 @@ void ServiceImpl::ListPools(const CallContext& ctx, const v1::ListPoolsRequest&,
                             Reply<v1::ListPoolsResponse> done) {
   loop_->Post([core = core_, ctx, done = std::move(done)] {
     v1::ListPoolsResponse resp;
-    for (const PoolView& p : core->ListPools()) {
+    for (PoolView& p : core->ListPools()) {
+      if (!ctx.admin) p.learned = {};  // as GetPool
       if (PoolVisible(ctx, p.pool)) ToProto(p, resp.add_pools());
     }
     done(Status::Ok(), std::move(resp));

@@ -26,10 +26,13 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/capabilities.h"
 #include "agent/config.h"
 #include "agent/device_metrics.h"
 #include "agent/enroll.h"
 #include "agent/nvml_backend.h"
+#include "agent/sandbox/sandbox.h"
+#include "agent/scrub/device_guard.h"
 #include "agent/sim_backend.h"
 #include "agent/task_runner.h"
 #include "base/log.h"
@@ -53,6 +56,18 @@ constexpr const char* kUsage = R"(usage: gpupool-agent [flags]
                       (overrides `metrics_listen`; off when neither is set)
   --probe             print the discovered devices and one sample as YAML, then exit
   --help              this text
+
+Task sandbox (config `sandbox:`, docs/sandbox.md): with `sandbox.enabled: true` and the agent
+running as root, every task gets its own cgroup (memory and CPU from its request, a pids limit,
+only its granted GPU device files), an unprivileged uid (`sandbox.uid_pool` or
+`sandbox.tenant_users`), its own mount/PID/IPC namespaces with a private /tmp, and cannot see
+the agent's data dir, this config file (the node token) or `sandbox.hide` paths. A task whose
+sandbox cannot be built fails with the reason; it never runs unconfined. Register reports what
+the node can and cannot enforce.
+
+VRAM scrub (config `vram_scrub: true`): before a device goes to a task of another tenant, its
+free memory is zeroed and verified (CUDA driver API via libcuda.so.1; simulated: a file per device
+under `sim_device_dir`); a failed scrub keeps the device out of service (reported unhealthy).
 )";
 
 struct Flags {
@@ -237,6 +252,41 @@ int Run(int argc, char** argv) {
   ro.data_dir = config.data_dir;
   ro.default_grace_ms = config.stop_grace_period_ms;
   ro.tail_bytes = config.output_tail_bytes;
+  if (config.sandbox.enabled) {
+    sandbox::SandboxOptions so = config.sandbox;
+    // The config file holds the node token: tasks never see it.
+    if (!flags.config.empty()) {
+      so.hide_paths.push_back(std::filesystem::absolute(flags.config, ec).string());
+    }
+    auto box = sandbox::Sandbox::Create(so, config.data_dir);
+    if (!box.ok()) {
+      std::cerr << "gpupool-agent: " << box.status().message() << "\n";
+      return 2;
+    }
+    ro.sandbox = *box;
+  } else {
+    LogWarn("agent", "sandbox disabled: tasks run unconfined as the agent's user",
+            {{"hint", "set sandbox.enabled: true (docs/sandbox.md)"}});
+  }
+  if (config.vram_scrub) {
+    std::unique_ptr<VramScrubber> scrubber;
+    if (config.backend == "nvml") {
+      auto cuda = OpenCudaScrubber();
+      if (!cuda.ok()) {
+        std::cerr << "gpupool-agent: vram_scrub: " << cuda.status().message() << "\n";
+        return 3;
+      }
+      scrubber = std::move(cuda).value();
+    } else {
+      scrubber =
+          std::make_unique<SimScrubber>(config.sim.device_dir, config.sim_vram_mib * 1024 * 1024);
+    }
+    ro.device_guard = std::make_shared<DeviceGuard>(std::move(scrubber));
+  }
+  for (const sandbox::Capability& c : NodeCapabilities(ro)) {
+    LogInfo("agent", "capability",
+            {{"name", c.name}, {"enforced", c.enforced ? "true" : "false"}, {"detail", c.detail}});
+  }
   TaskRunner runner(ro);
   runner.KillOrphans();  // tasks of a previous agent process (kill -9, crash)
 

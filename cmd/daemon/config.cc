@@ -500,7 +500,8 @@ Usage: gpupoold [--config FILE] [flags]
 
 With no configuration at all, gpupoold starts a private PostgreSQL under --data-dir from the
 system's binaries, serves gRPC on 127.0.0.1:7070 and REST, /metrics, /healthz and /readyz on
-127.0.0.1:7080, and stops the private database on exit.
+127.0.0.1:7080 — with the web console at http://127.0.0.1:7080/console/ (docs/console.md) — and
+stops the private database on exit.
 
 Flags (each overrides the config file):
   --config FILE        YAML configuration (see docs/operations.md)

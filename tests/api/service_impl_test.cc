@@ -221,6 +221,39 @@ TEST(ServiceImpl, AdminMethodsRequireAnAdmin) {
             StatusCode::kPermissionDenied);
 }
 
+TEST(ServiceImpl, LearnedWorkloadIsShownToAdminsOnly) {
+  // Three jobs of one shape submitted to a public pool: an admin sees the class the placement
+  // learned from them; a tenant, who could otherwise read others' request mix, sees none.
+  ServiceHarness h;
+  ASSERT_TRUE(h.CreatePool("shared").first.ok());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(
+        h.Submit(ServiceHarness::Job("acme/research/alice", "shared", 250'000, 20'480)).first.ok());
+  v1::GetPoolRequest get;
+  get.set_name("shared");
+  auto [as, admin] = h.Call(&ApiService::GetPool, get);
+  ASSERT_TRUE(as.ok()) << as.ToString();
+  EXPECT_EQ(admin.learned_tasks(), 3);
+  ASSERT_GE(admin.learned_classes_size(), 1);
+  const v1::LearnedClass& top = admin.learned_classes(0);
+  EXPECT_FALSE(top.prior());
+  EXPECT_EQ(top.shape().fractional().milli_tflops(), 250'000);
+  EXPECT_EQ(top.shape().fractional().vram_mib(), 20'480);
+  // 3 tasks (each class of the prior weighs 16/7 = 2.29) against the prior's 16 pseudo-tasks:
+  // 3 / 19 of the weight (decay over 3 tasks moves it by < 1e-3).
+  EXPECT_NEAR(top.share(), 3.0 / 19, 1e-3);
+
+  auto [ts, tenant] = h.Call(&ApiService::GetPool, get, Tenant("acme/research/alice"));
+  ASSERT_TRUE(ts.ok()) << ts.ToString();
+  EXPECT_EQ(tenant.learned_classes_size(), 0);
+  EXPECT_EQ(tenant.learned_tasks(), 0);
+  auto [ls, list] =
+      h.Call(&ApiService::ListPools, v1::ListPoolsRequest{}, Tenant("acme/research/alice"));
+  ASSERT_TRUE(ls.ok());
+  ASSERT_EQ(list.pools_size(), 1);
+  EXPECT_EQ(list.pools(0).learned_classes_size(), 0);
+}
+
 TEST(ServiceImpl, PoolLifecycleAndValidation) {
   ServiceHarness h;
   v1::CreatePoolRequest create;

@@ -102,6 +102,11 @@ TEST_F(GpupoolctlE2E, PoolsLifecycle) {
   EXPECT_NE(o.out.find("TFLOPS:           12.5/2968.5 allocated/offered (physical 1979)\n"),
             std::string::npos)
       << o.out;
+  EXPECT_NE(o.out.find("Learned workload:  40 task(s) observed; top classes:\n"
+                       "  #1:              75.0%  12.5 TFLOPS + 20GiB VRAM, cpu 2, mem 8GiB\n"
+                       "  #2:              25.0%  2 GPUs (H100-SXM), cpu 16, mem 64GiB\n"),
+            std::string::npos)
+      << o.out;
 
   o = Ctl({"pools", "list"});
   ASSERT_EQ(o.exit, 0) << Dump(o);
