@@ -97,6 +97,11 @@ void ServiceImpl::SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& 
     Status s = options_.priority_access->Check(ctx.admin, spec->tenant, spec->priority_class);
     if (!s.ok()) return refuse("denied", s);
   }
+  if (options_.submit_limiter != nullptr && !ctx.admin) {  // last: a refused call takes no token
+    if (Status s = options_.submit_limiter->Admit(spec->tenant); !s.ok()) {
+      return refuse("throttled", s);
+    }
+  }
   loop_->Post([core = core_, spec = std::move(spec).value(), done = std::move(done)]() mutable {
     core->SubmitJob(std::move(spec), [done = std::move(done)](Result<JobRecord> r) {
       if (!r.ok()) return Fail(done, r.status());

@@ -208,6 +208,9 @@ class Core {
   // Introspection for metrics and tests.
   size_t pending_tasks() const;
   size_t running_tasks() const;
+  // Changes the store refused and that wait to be stored again (task changes, dirty records):
+  // while it is not 0, memory holds more than the database (see core_change.cc).
+  size_t unstored_changes() const;
 
  private:
   Status ApplyRegistration(const NodeRecord& node);

@@ -48,6 +48,7 @@ extern const char kExitCodeHelp[];
 struct Environment {
   std::string server;  // GPUPOOL_SERVER
   std::string token;   // GPUPOOL_TOKEN
+  std::string ca;      // GPUPOOL_CA
 };
 
 inline constexpr char kDefaultServer[] = "127.0.0.1:7070";
@@ -62,6 +63,8 @@ class Ctx {
   OutputFormat format = OutputFormat::kTable;
   std::string server = kDefaultServer;
   std::string token;
+  // PEM of the CA to trust (--ca): set = TLS to `server` (gpupoold's --grpc-tls-listen port).
+  std::string ca_pem;
   int64_t timeout_ms = kDefaultTimeoutMs;
   bool timeout_set = false;  // --timeout given: streams get a deadline too
   std::string command_path;  // "jobs submit", for hints

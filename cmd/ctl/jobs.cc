@@ -74,6 +74,21 @@ void PrintJob(std::ostream& out, const v1::Job& job) {
               OrDash(task.reason())});
   }
   t.Print(out);
+  // Typed facts beside the reasons: why a task waits (a code to act on), who last preempted it.
+  for (const v1::Task& task : job.tasks()) {
+    if (task.has_pending() && task.pending().code() != v1::PendingReason::CODE_UNSPECIFIED) {
+      const v1::PendingReason& p = task.pending();
+      out << "task " << task.id() << " pending: " << v1::PendingReason::Code_Name(p.code());
+      if (!p.binding().empty()) out << " (" << p.binding() << ")";
+      std::map<std::string, int32_t> nodes(p.nodes_by_reason().begin(), p.nodes_by_reason().end());
+      for (const auto& [why, n] : nodes) out << ", " << n << " node(s) short of " << why;
+      out << '\n';
+    }
+    if (task.has_last_preemption()) {
+      out << "task " << task.id() << " last preempted by task " << task.last_preemption().by_task()
+          << " (rule " << task.last_preemption().rule() << ")\n";
+    }
+  }
 }
 
 Result<std::string> ReadSpecFile(const std::string& path) {
@@ -345,7 +360,7 @@ std::vector<Command> JobCommands() {
        {{"tenant", 0, FlagKind::kValue, "PATH", "only this tenant"},
         {"pool", 0, FlagKind::kValue, "NAME", "only this pool"},
         {"state", 0, FlagKind::kValue, "STATE",
-         "only this state: pending, running, succeeded, failed, cancelled"},
+         "only this state: pending, running, succeeded, failed, cancelling, cancelled"},
         {"limit", 0, FlagKind::kValue, "N", "page size, 1..1000"},
         {"page-token", 0, FlagKind::kValue, "TOKEN", "continue from a previous page"},
         {"all", 0, FlagKind::kBool, "", "fetch every page"},

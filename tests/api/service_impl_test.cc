@@ -162,6 +162,31 @@ TEST(ServiceImpl, TenantsSubmitOnlyAtTheirAllowedPriorityClasses) {
   EXPECT_TRUE(h.Submit(req).first.ok());  // an admin may use any class
 }
 
+TEST(ServiceImpl, SubmissionsAreRateLimitedPerOrganisation) {
+  int64_t now_us = 0;  // the limiter's clock, moved by hand
+  RateLimiter limiter({.rate_per_second = 2, .burst = 3}, [&] { return now_us; });
+  ServiceOptions options;
+  options.submit_limiter = &limiter;
+  ServiceHarness h({}, options);
+  ASSERT_TRUE(h.CreatePool("gpu-a").first.ok());
+  // A burst of 3, shared by every path under the organisation.
+  EXPECT_TRUE(h.Submit(ServiceHarness::Job("acme/a", "gpu-a"), Tenant("acme")).first.ok());
+  EXPECT_TRUE(h.Submit(ServiceHarness::Job("acme/b", "gpu-a"), Tenant("acme")).first.ok());
+  EXPECT_TRUE(h.Submit(ServiceHarness::Job("acme/c/d", "gpu-a"), Tenant("acme")).first.ok());
+  Status s = h.Submit(ServiceHarness::Job("acme/e", "gpu-a"), Tenant("acme")).first;
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(),
+            "tenant 'acme': more than 2 submissions per second (burst 3); retry in 0.5 s");
+  // Another organisation and admins are not held back by acme's flood.
+  EXPECT_TRUE(h.Submit(ServiceHarness::Job("globex/x", "gpu-a"), Tenant("globex")).first.ok());
+  EXPECT_TRUE(h.Submit(ServiceHarness::Job("acme/e", "gpu-a")).first.ok());
+  // Half a second later one token is back.
+  now_us += 500'000;
+  EXPECT_TRUE(h.Submit(ServiceHarness::Job("acme/e", "gpu-a"), Tenant("acme")).first.ok());
+  EXPECT_EQ(h.Submit(ServiceHarness::Job("acme/e", "gpu-a"), Tenant("acme")).first.code(),
+            StatusCode::kResourceExhausted);
+}
+
 TEST(ServiceImpl, AdminMethodsRequireAnAdmin) {
   ServiceHarness h;
   CallContext user = Tenant("acme");
