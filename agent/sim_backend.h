@@ -7,6 +7,10 @@
 // VRAM (capped at the device's), power = idle + (TDP - idle) × util, temperature 32 °C + 0.45 ×
 // util. A MIG parent's load is the sum of its instances'. The same seed gives the same series.
 //
+// With layout.device_dir set, Discover() creates fake device files there (nvidiaN as 195:N,
+// nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-caps/nvidia-capK per MIG instance) and lists
+// them in the inventory, so the sandbox's device filter applies to them as to /dev/nvidia*.
+//
 // Thread safety: one thread at a time (see DeviceBackend); SetHealthy() included.
 #pragma once
 
@@ -37,6 +41,8 @@ class SimulatedBackend final : public DeviceBackend {
 
  private:
   Inventory Build() const;
+  // layout.device_dir: character devices with the driver's numbers (mknod; needs root).
+  Status MakeDeviceFiles() const;
 
   std::string node_;
   SimLayout layout_;
