@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "agent/backend.h"
-#include "agent/catalog.h"
 #include "base/status.h"
+#include "pool/catalog.h"
 
 namespace gpupool::agent {
 
@@ -61,9 +61,9 @@ struct AgentConfig {
   int64_t output_tail_bytes = 4096;
   int64_t keepalive_ms = 0;  // gRPC keepalive pings; 0 = off (the server must permit them)
   ReconnectOptions reconnect;
-  std::string catalog;  // optional catalog YAML path
+  std::string catalog;  // optional catalog YAML path (pool/catalog.h's format)
   std::string log_level = "info";
-  ModelTable models = ModelTable::BuiltIn();  // built-in, overlaid by `catalog`
+  Catalog models = Catalog::Builtin();  // pool/catalog.yaml, or the `catalog` file instead
   SimLayout sim;
 };
 
@@ -76,7 +76,7 @@ Status ValidateAgentConfig(AgentConfig* config);
 
 // The simulated layout from a short YAML fragment (the `gpus:`/`topology:`/`links:` keys), for
 // tests and the fleet. Same validation as the full config.
-Result<SimLayout> ParseSimLayout(const std::string& yaml, const ModelTable& models,
+Result<SimLayout> ParseSimLayout(const std::string& yaml, const Catalog& models,
                                  const std::string& source = "<sim>");
 
 const char* TopologyName(Topology t);

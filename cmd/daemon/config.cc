@@ -390,7 +390,8 @@ Usage: gpupoold [--config FILE] [flags]
 
 With no configuration at all, gpupoold starts a private PostgreSQL under --data-dir from the
 system's binaries, serves gRPC on 127.0.0.1:7070 and REST, /metrics, /healthz and /readyz on
-127.0.0.1:7080, and stops the private database on exit.
+127.0.0.1:7080, restarts the private database if it dies, and stops it on exit. /readyz
+answers 200 only when a submission would commit.
 
 Flags (each overrides the config file):
   --config FILE        YAML configuration (see docs/operations.md)

@@ -562,7 +562,7 @@ TEST(SimFleetTest, ExplicitHeterogeneousNodes) {
   Server server(&service);
   char tmpl[] = "/tmp/gpupool-fleet-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
-  const ModelTable models = ModelTable::BuiltIn();
+  const Catalog& models = Catalog::Builtin();
   auto layout = [&](const std::string& yaml) { return *ParseSimLayout(yaml, models); };
   SimFleetOptions o;
   o.base.scheduler = server.address();
