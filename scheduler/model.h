@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pool/inventory.h"
 #include "pool/resources.h"
 
 namespace gpupool {
@@ -30,10 +31,8 @@ enum class TaskState {
   kLost,
 };
 enum class Visibility { kPublic = 1, kPrivate };
-enum class SharingMode { kExclusive = 1, kFractional, kTimeSliced };
 enum class NodeState { kReady = 1, kNotReady, kCordoned, kDraining };
 enum class RequestShape { kFractional = 1, kWholeGpus, kMig, kSku };
-enum class LinkKind { kNvlink = 1, kPcieSwitch, kPcieHost, kSystem };
 
 std::string_view ToString(JobState s);
 std::string_view ToString(TaskState s);
