@@ -102,6 +102,8 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     stats_.heartbeat_interval_ms = interval_ms_;
   }
 
+  void SetSampleObserver(Agent::SampleObserver observer) { sample_observer_ = std::move(observer); }
+
   Status Start() {
     auto inv = backend_->Discover();
     if (!inv.ok()) return inv.status().WithContext("backend " + backend_->Name());
@@ -364,7 +366,9 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     for (auto& [k, v] : load) loads.push_back(v);
     v1::AgentMessage m;
     v1::Heartbeat* hb = m.mutable_heartbeat();
-    for (const DeviceSample& s : backend_->Sample(loads)) ToProto(s, hb->add_devices());
+    const std::vector<DeviceSample> samples = backend_->Sample(loads);
+    if (sample_observer_) sample_observer_(inventory_, samples, running);
+    for (const DeviceSample& s : samples) ToProto(s, hb->add_devices());
     for (const TaskStatus& t : running) ToProto(t, hb->add_running_tasks());
     Enqueue({std::move(m), "", 0});
   }
@@ -522,6 +526,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
 
   // Strand state.
   Inventory inventory_;
+  Agent::SampleObserver sample_observer_;  // set before Start(); runs on the strand
   int64_t interval_ms_;
   uint64_t gen_ = 0;
   int streams_open_ = 0;
@@ -560,6 +565,9 @@ Agent::Agent(AgentConfig config, DeviceBackend* backend, TaskRunner* runner,
 
 Agent::~Agent() { impl_->Shutdown(false); }
 
+void Agent::SetSampleObserver(SampleObserver observer) {
+  impl_->SetSampleObserver(std::move(observer));
+}
 Status Agent::Start() { return impl_->Start(); }
 void Agent::Shutdown(bool stop_tasks) { impl_->Shutdown(stop_tasks); }
 AgentStats Agent::stats() const { return impl_->stats(); }

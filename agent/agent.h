@@ -19,8 +19,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "agent/backend.h"
 #include "agent/config.h"
@@ -67,6 +69,12 @@ class Agent {
   ~Agent();  // Shutdown(false) if not done
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
+
+  // Sees each heartbeat's device samples and the node's running tasks, on the agent's strand
+  // (the agent's /metrics feeds on it). REQUIRES: called before Start().
+  using SampleObserver = std::function<void(const Inventory&, const std::vector<DeviceSample>&,
+                                            const std::vector<TaskStatus>&)>;
+  void SetSampleObserver(SampleObserver observer);
 
   // Discovers devices and starts connecting. Fails if discovery fails.
   Status Start();

@@ -62,6 +62,8 @@ struct DeviceSample {
   int32_t temperature_c = 0;
   int64_t ecc_errors = 0;
   int64_t xid_errors = 0;
+  int32_t last_xid = 0;          // the newest XID seen on the device (0 = none)
+  int32_t memory_util_pct = -1;  // memory bandwidth utilisation; -1 = the backend cannot tell
   bool healthy = true;
 };
 

@@ -318,6 +318,11 @@ Status ParseTop(const Reader& r, const YAML::Node& root, AgentConfig* c) {
       GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->data_dir));
     } else if (k == "log_level") {
       GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->log_level));
+    } else if (k == "metrics_listen") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->metrics_listen));
+      if (Status st = CheckListenAddress(c->metrics_listen); !st.ok()) {
+        return r.Error(v, k, st.message());
+      }
     } else if (k == "labels") {
       GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
       for (const auto& l : v) {
@@ -421,6 +426,19 @@ Result<SimLayout> ParseSimLayout(const std::string& yaml, const Catalog& models,
   return sim;
 }
 
+Status CheckListenAddress(const std::string& address) {
+  if (address.empty()) return Status::Ok();  // off
+  const size_t colon = address.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : address.substr(colon + 1);
+  const bool digits = !port.empty() && port.size() <= 5 &&
+                      port.find_first_not_of("0123456789") == std::string::npos;
+  if (colon == 0 || !digits || std::stoi(port) < 1 || std::stoi(port) > 65535) {
+    return Status::InvalidArgument("'" + address +
+                                   "' is not HOST:PORT with a port 1..65535, e.g. 0.0.0.0:9400");
+  }
+  return Status::Ok();
+}
+
 Status ValidateAgentConfig(AgentConfig* c) {
   auto bad = [&](const std::string& key, const std::string& msg) {
     return Status::InvalidArgument(c->source + ": " + key + ": " + msg);
@@ -434,6 +452,9 @@ Status ValidateAgentConfig(AgentConfig* c) {
   }
   if (c->scheduler.empty()) return bad("scheduler", "is required, e.g. 127.0.0.1:7070");
   if (c->pool.empty()) return bad("pool", "is required");
+  if (Status st = CheckListenAddress(c->metrics_listen); !st.ok()) {
+    return bad("metrics_listen", st.message());
+  }
   if (c->data_dir.empty()) return bad("data_dir", "is required");
   if (c->backend != "simulated" && c->backend != "nvml") {
     return bad("backend", "unknown backend '" + c->backend + "' (expected simulated or nvml)");

@@ -63,6 +63,7 @@ struct AgentConfig {
   ReconnectOptions reconnect;
   std::string catalog;  // optional catalog YAML path (pool/catalog.h's format)
   std::string log_level = "info";
+  std::string metrics_listen;  // HOST:PORT of the agent's /metrics (DCGM names); empty = off
   Catalog models = Catalog::Builtin();  // pool/catalog.yaml, or the `catalog` file instead
   SimLayout sim;
 };
@@ -70,6 +71,9 @@ struct AgentConfig {
 // Parses YAML text; `source` names it in errors (a file path).
 Result<AgentConfig> ParseAgentConfig(const std::string& yaml, const std::string& source);
 Result<AgentConfig> LoadAgentConfigFile(const std::string& path);
+
+// HOST:PORT with a port 1..65535, or empty (off). The error names what is wrong.
+Status CheckListenAddress(const std::string& address);
 
 // Checks the merged config (after flags) and fills detected defaults (host name, CPU, RAM).
 Status ValidateAgentConfig(AgentConfig* config);

@@ -244,7 +244,10 @@ std::vector<DeviceSample> NvmlBackend::Sample(const std::vector<DeviceLoad>& /*l
       return r == kNvmlSuccess;
     };
     NvmlUtilization u{};
-    if (check(a.GetUtilizationRates(dev, &u))) s.utilization_pct = static_cast<int32_t>(u.gpu);
+    if (check(a.GetUtilizationRates(dev, &u))) {
+      s.utilization_pct = static_cast<int32_t>(u.gpu);
+      s.memory_util_pct = static_cast<int32_t>(u.memory);
+    }
     NvmlMemory m{};
     if (check(a.GetMemoryInfo(dev, &m))) {
       s.memory_used_mib = static_cast<int64_t>(m.used / (1024 * 1024));

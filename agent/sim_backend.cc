@@ -193,6 +193,9 @@ std::vector<DeviceSample> SimulatedBackend::Sample(const std::vector<DeviceLoad>
     auto h = health_override_.find(d.uuid);
     s.healthy = h != health_override_.end() ? h->second : d.healthy;
     s.xid_errors = s.healthy ? 0 : 1;  // an unhealthy simulated GPU has an XID on record
+    s.last_xid = s.healthy ? 0 : 79;   // 79: "GPU has fallen off the bus"
+    // Kernels that keep the SMs busy move memory too; about half as much as they compute.
+    s.memory_util_pct = util / 2;
     out.push_back(s);
   }
   return out;

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <thread>
 
+#include "agent/sandbox/sandbox.h"
 #include "base/log.h"
 
 extern char** environ;
@@ -35,8 +36,13 @@ struct TaskRunner::Task {
   bool stop_requested = false;
   bool runtime_exceeded = false;
   bool sent_kill = false;
-  int64_t runtime_deadline = 0;  // monotonic µs; 0 = none
-  int64_t kill_deadline = 0;     // monotonic µs; 0 = none
+  int64_t runtime_deadline = 0;                 // monotonic µs; 0 = none
+  int64_t kill_deadline = 0;                    // monotonic µs; 0 = none
+  std::unique_ptr<sandbox::SandboxedTask> box;  // set when sandboxed
+  int status_fd = -1;                           // sandboxed: the program's wait status
+  ~Task() {
+    if (status_fd >= 0) close(status_fd);
+  }
 };
 
 namespace {
@@ -60,6 +66,25 @@ std::string MilliToDecimal(int64_t milli) {
   std::string f = std::to_string(1000 + frac).substr(1);
   while (!f.empty() && f.back() == '0') f.pop_back();
   return s + "." + f;
+}
+
+// argv[0] as execvp would find it on `path` (the agent's PATH); "" when nowhere.
+std::string ResolveProgram(const std::string& prog, const std::string& path) {
+  if (prog.find('/') != std::string::npos) return prog;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    const std::string candidate = dir + "/" + prog;
+    struct stat st {};
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111)) {
+      return candidate;
+    }
+    start = end + 1;
+  }
+  return {};
 }
 
 bool GroupAlive(pid_t pgid) { return kill(-pgid, 0) == 0; }
@@ -217,7 +242,11 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
 
   // Environment: agent's (optional) < task's < grant.
   std::map<std::string, std::string> env;
-  if (options_.inherit_env) {
+  if (options_.sandbox) {
+    // A sandboxed task gets nothing of the agent's environment (it may hold secrets).
+    const char* path = std::getenv("PATH");
+    env["PATH"] = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  } else if (options_.inherit_env) {
     for (char** e = environ; e && *e; ++e) {
       const char* eq = std::strchr(*e, '=');
       if (eq) env[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
@@ -235,41 +264,56 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addchdir_np(&fa, task->dir.c_str());
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
-  posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
-  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-
   pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
+  std::string start_error;
+  int start_exit = 127;
+  if (options_.sandbox) {
+    auto launched = LaunchSandboxed(task.get(), env, log_fd);
+    if (launched.ok()) {
+      pid = *launched;
+    } else {
+      start_error = launched.status().message();
+      const StatusCode code = launched.status().code();
+      if (code != StatusCode::kNotFound && code != StatusCode::kPermissionDenied) start_exit = 126;
+      task->box.reset();  // gives back the uid, removes the cgroup
+    }
+  } else {
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(
+        &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attr, 0);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addchdir_np(&fa, task->dir.c_str());
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
+    posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    const int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) start_error = "exec '" + spec.argv[0] + "': " + std::strerror(rc);
+  }
 
   TaskStatus& st = task->status;
   st.owner = spec.owner;
   st.task_id = spec.task_id;
+  st.tenant = spec.tenant;
   st.attempt = spec.attempt;
   st.devices = spec.devices;
   const int64_t now = options_.clock->MonotonicMicros();
-  if (rc != 0) {
-    const std::string msg = "exec '" + spec.argv[0] + "': " + std::strerror(rc);
+  if (!start_error.empty()) {
+    const std::string& msg = start_error;
     [[maybe_unused]] ssize_t n = write(log_fd, (msg + "\n").data(), msg.size() + 1);
     close(log_fd);
     st.phase = TaskPhase::kFailed;
-    st.exit_code = 127;
+    st.exit_code = start_exit;
     st.reason = msg;
     st.output_tail = msg + "\n";
     task->reaped = true;
@@ -290,6 +334,10 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
     std::ofstream state(task->dir + "/state");
     state << "task_id=" << spec.task_id << "\nattempt=" << spec.attempt << "\npid=" << pid
           << "\npgid=" << pid << "\n";
+    if (task->box) {
+      state << "uid=" << task->box->identity().uid << "\n";
+      for (const std::string& d : task->box->cgroup_dirs()) state << "cgroup=" << d << "\n";
+    }
   }
   task->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   TaskStatus out = st;
@@ -316,6 +364,33 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
            {"pid", std::to_string(pid)},
            {"owner", spec.owner}});
   return out;
+}
+
+Result<int> TaskRunner::LaunchSandboxed(Task* t, const std::map<std::string, std::string>& env,
+                                        int log_fd) {
+  const TaskSpec& spec = t->spec;
+  std::error_code ec;
+  sandbox::SandboxRequest req;
+  req.name = SafeName(spec.owner + "_" + spec.task_id) + "." + std::to_string(spec.attempt);
+  req.tenant = spec.tenant;
+  req.cpu_milli = spec.cpu_milli;
+  req.memory_mib = spec.memory_mib;
+  req.task_dir = std::filesystem::absolute(t->dir, ec).lexically_normal().string();
+  req.device_files = spec.device_files;
+  GPUPOOL_ASSIGN_OR_RETURN(t->box, options_.sandbox->Prepare(req));
+  std::vector<std::string> envs;
+  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+  if (!env.count("HOME")) envs.push_back("HOME=" + t->box->work_dir());
+  const auto path = env.find("PATH");
+  const std::string exec =
+      ResolveProgram(spec.argv[0], path == env.end() ? std::string() : path->second);
+  if (exec.empty()) {
+    return Status::NotFound("exec '" + spec.argv[0] + "': " + std::strerror(ENOENT));
+  }
+  GPUPOOL_ASSIGN_OR_RETURN(sandbox::Launched launched,
+                           t->box->Launch(exec, spec.argv, envs, log_fd));
+  t->status_fd = launched.status_fd;
+  return static_cast<int>(launched.pid);
 }
 
 std::optional<TaskStatus> TaskRunner::Stop(const std::string& task_id, int32_t attempt,
@@ -359,6 +434,18 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
   }
   kill(-t->pid, SIGKILL);  // whatever is left of the group
   TaskStatus& st = t->status;
+  if (t->status_fd >= 0) {
+    // The sandbox's init reports how the program itself ended; without it (init was killed by
+    // a stop) the init's own status stands.
+    sandbox::ReadExitStatus(t->status_fd, &t->wait_status);
+    close(t->status_fd);
+    t->status_fd = -1;
+  }
+  if (t->box) {
+    const sandbox::CgroupUsage u = t->box->Usage();
+    st.usage = {true, u.cpu_usec, u.peak_memory_bytes, u.oom_kills};
+    t->box->Release();
+  }
   const int ws = t->wait_status;
   st.output_tail = ReadTail(t->dir + "/output.log", options_.tail_bytes);
   if (WIFEXITED(ws)) st.exit_code = WEXITSTATUS(ws);
@@ -375,8 +462,20 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
     st.reason = st.signal ? std::string("killed by signal ") + std::to_string(st.signal) + " (SIG" +
                                 sigabbrev_np(st.signal) + ")"
                           : "exit code " + std::to_string(st.exit_code);
-    // An unexplained SIGKILL is most often the kernel's OOM killer.
-    st.oom = st.signal == SIGKILL || LooksLikeOom(st.output_tail);
+    if (st.usage.measured) {
+      // The cgroup knows: no guessing.
+      st.oom = st.usage.oom_kills > 0 || LooksLikeOom(st.output_tail);
+      if (st.usage.oom_kills > 0) {
+        st.reason = "out of memory: killed by the kernel at the task's memory limit (" +
+                    std::to_string(t->spec.memory_mib > 0
+                                       ? t->spec.memory_mib
+                                       : options_.sandbox->options().default_memory_mib) +
+                    " MiB); " + st.reason;
+      }
+    } else {
+      // An unexplained SIGKILL is most often the kernel's OOM killer.
+      st.oom = st.signal == SIGKILL || LooksLikeOom(st.output_tail);
+    }
   }
   {
     std::ofstream state(t->dir + "/state", std::ios::app);
@@ -504,10 +603,13 @@ int TaskRunner::KillOrphans() {
   for (const auto& entry : std::filesystem::directory_iterator(options_.data_dir + "/tasks", ec)) {
     std::ifstream in(entry.path() / "state");
     std::map<std::string, std::string> kv;
+    std::vector<std::string> cgroups;
     std::string line;
     while (std::getline(in, line)) {
       const size_t eq = line.find('=');
-      if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+      if (eq == std::string::npos) continue;
+      if (line.substr(0, eq) == "cgroup") cgroups.push_back(line.substr(eq + 1));
+      kv[line.substr(0, eq)] = line.substr(eq + 1);
     }
     if (kv.count("phase") || !kv.count("pgid") || !kv.count("task_id")) continue;
     const pid_t pgid = static_cast<pid_t>(std::atoi(kv["pgid"].c_str()));
@@ -515,6 +617,24 @@ int TaskRunner::KillOrphans() {
       std::lock_guard lock(mu_);
       auto it = tasks_.find(kv["task_id"]);
       if (it != tasks_.end() && it->second->pid == pgid) continue;  // ours
+    }
+    if (!cgroups.empty()) {
+      // A sandboxed task: its cgroup holds exactly its processes (its init is a clone of the
+      // agent, so the environment check below would not recognise it).
+      bool alive = false;
+      for (const std::string& d : cgroups) {
+        std::ifstream procs(d + "/cgroup.procs");
+        pid_t p = 0;
+        if (procs >> p) alive = true;
+      }
+      sandbox::TaskCgroup::KillAndRemove(cgroups);
+      if (alive) {
+        ++killed;
+        LogWarn("agent.runner", "killed a sandboxed task left running by a previous agent process",
+                {{"task", kv["task_id"]}, {"pgid", kv["pgid"]}});
+        std::ofstream(entry.path() / "state", std::ios::app) << "phase=ORPHAN_KILLED\n";
+      }
+      continue;
     }
     if (pgid <= 1 || !CarriesTask(pgid, kv["task_id"])) continue;
     if (kill(-pgid, SIGKILL) == 0) {

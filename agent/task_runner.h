@@ -22,6 +22,12 @@
 // waitpid for its own children only, so it never steals another component's child. Listeners
 // are called on that thread, without locks held, for every terminal status.
 //
+// Sandbox (options.sandbox set, see agent/sandbox/sandbox.h): each task gets its own cgroup
+// (memory and CPU from the spec, pids, device filter), uid, namespaces and a work directory
+// <task dir>/work; the environment starts from PATH and HOME only, not the agent's. A sandbox that
+// cannot be set up fails the task (exit code 126, the reason names the step) — it never runs
+// unconfined. The final status carries the cgroup's CPU time, peak memory and OOM kills.
+//
 // Thread safety: all public methods are safe from any thread. Several agents (a SimFleet) may
 // share one runner; `owner` keeps their tasks apart.
 #pragma once
@@ -42,6 +48,11 @@
 
 namespace gpupool::agent {
 
+namespace sandbox {
+class Sandbox;
+class SandboxedTask;
+}  // namespace sandbox
+
 struct DeviceGrant {
   std::string uuid;  // GPU or MIG instance UUID
   int64_t milli_tflops = 0;
@@ -59,6 +70,19 @@ struct TaskSpec {
   std::map<std::string, std::string> env;
   std::vector<DeviceGrant> devices;
   int64_t max_runtime_ms = 0;  // 0 = unlimited
+  int64_t cpu_milli = 0;       // host CPU requested; the sandbox's CPU quota (0 = none)
+  int64_t memory_mib = 0;      // host memory requested; the sandbox's memory limit (0 = none)
+  // Device files the task may open (granted GPUs, their MIG capabilities, the control devices);
+  // the sandbox's device filter allows these and the standard ones only.
+  std::vector<std::string> device_files;
+};
+
+// What a sandboxed task used, read from its cgroup when it ended (zero without a sandbox).
+struct TaskUsage {
+  bool measured = false;
+  int64_t cpu_usec = 0;
+  int64_t peak_memory_bytes = 0;
+  int64_t oom_kills = 0;
 };
 
 enum class TaskPhase { kRunning, kSucceeded, kFailed, kCancelled };
@@ -67,6 +91,7 @@ const char* TaskPhaseName(TaskPhase phase);
 struct TaskStatus {
   std::string owner;
   std::string task_id;
+  std::string tenant;
   int32_t attempt = 0;
   TaskPhase phase = TaskPhase::kRunning;
   int64_t pid = 0;
@@ -76,6 +101,7 @@ struct TaskStatus {
   std::string output_tail;
   std::string reason;
   std::vector<DeviceGrant> devices;
+  TaskUsage usage;
   bool terminal() const { return phase != TaskPhase::kRunning; }
 };
 
@@ -92,6 +118,7 @@ struct TaskRunnerOptions {
   bool inherit_env = true;      // start from the agent's environment
   size_t keep_finished = 4096;  // finished tasks remembered for idempotency and logs
   const Clock* clock = SystemClock::Get();
+  std::shared_ptr<sandbox::Sandbox> sandbox;  // null = tasks run unconfined
 };
 
 class TaskRunner {
@@ -147,6 +174,8 @@ class TaskRunner {
   void Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* out);
   void Forget();
   Result<TaskStatus> Spawn(const TaskSpec& spec);
+  // Prepares the task's sandbox and launches its program there; returns the init's pid.
+  Result<int> LaunchSandboxed(Task* t, const std::map<std::string, std::string>& env, int log_fd);
 
   TaskRunnerOptions options_;
   int epoll_fd_ = -1;

@@ -6,6 +6,7 @@
 
 #include "api/convert.h"
 #include "api/status_convert.h"
+#include "api/tls/enroll_service.h"
 #include "base/log.h"
 #include "pool/catalog_check.h"
 #include "scheduler/core.h"
@@ -24,7 +25,7 @@ constexpr std::string_view kComponent = "agent_hub";
 class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::SchedulerMessage>,
                              public std::enable_shared_from_this<Conn> {
  public:
-  explicit Conn(AgentHub* hub) : hub_(hub) {}
+  Conn(AgentHub* hub, std::optional<tls::PeerCert> peer) : hub_(hub), peer_(std::move(peer)) {}
 
   void Begin(std::shared_ptr<Conn> self) {
     self_ = std::move(self);
@@ -159,8 +160,21 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
       return Close(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                 "register may be sent only once per stream"));
     }
+    tls::NodeIdentities* ids = hub_->options_.identities;
+    if (ids != nullptr) {
+      // The node name is bound to the certificate: node A's cannot register as node B, and an
+      // enrolled node cannot be impersonated with the shared node token.
+      if (Status s = ids->CheckRegister(peer_ ? &*peer_ : nullptr, reg.node_name()); !s.ok()) {
+        LogWarn(kComponent, "agent rejected",
+                {{"node", reg.node_name()},
+                 {"certificate", peer_ ? peer_->common_name : std::string("none")},
+                 {"error", s.message()}});
+        return Close(ToGrpcStatus(s));
+      }
+    }
     const std::set<std::string>& tokens = hub_->options_.node_tokens;
-    if (!tokens.empty() && !tokens.contains(reg.token())) {
+    const bool by_certificate = ids != nullptr && peer_.has_value();
+    if (!by_certificate && !tokens.empty() && !tokens.contains(reg.token())) {
       LogWarn(kComponent, "agent rejected: bad node token", {{"node", reg.node_name()}});
       return Close(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                                 "node '" + reg.node_name() + "': the node token is not accepted"));
@@ -219,6 +233,7 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
   }
 
   AgentHub* const hub_;
+  const std::optional<tls::PeerCert> peer_;  // the verified client certificate, if any
   std::shared_ptr<Conn> self_;
   // Reader side: touched only by the read reactions, which gRPC runs one at a time.
   v1::AgentMessage in_;
@@ -244,8 +259,8 @@ AgentHub::~AgentHub() = default;
 void AgentHub::Attach(Core* core) { core_ = core; }
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::SchedulerMessage>* AgentHub::Connect(
-    grpc::CallbackServerContext*) {
-  auto conn = std::make_shared<Conn>(this);
+    grpc::CallbackServerContext* context) {
+  auto conn = std::make_shared<Conn>(this, tls::PeerCertOf(*context));
   Conn* raw = conn.get();
   raw->Begin(std::move(conn));
   return raw;
@@ -260,6 +275,18 @@ bool AgentHub::Send(const std::string& node, v1::SchedulerMessage msg) {
     conn = it->second;
   }
   return conn->Send(std::move(msg));
+}
+
+void AgentHub::Disconnect(const std::string& node, const Status& why) {
+  std::shared_ptr<Conn> conn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = conns_.find(node);
+    if (it == conns_.end()) return;
+    conn = it->second;
+  }
+  conn->MarkReplaced();  // nothing it says from now on counts
+  conn->Close(ToGrpcStatus(why));
 }
 
 bool AgentHub::StartTask(const std::string& node, const StartTaskCommand& cmd) {

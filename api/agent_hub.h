@@ -3,11 +3,13 @@
 //
 // One gRPC callback reactor per connected agent. The first message must be Register (else the
 // stream ends with INVALID_ARGUMENT); its node token is checked against the configured set (if
-// any; UNAUTHENTICATED otherwise); the registration is converted (api/convert.h) and posted to
-// Core::OnAgentRegister on the CoreLoop, and the reply goes back as RegisterAck. Heartbeats go to
-// Core::OnHeartbeat, task updates to Core::OnTaskReport, LogChunks to the waiting FetchLogs. A new
-// connection for a node replaces the old one (which ends with ABORTED); when a stream ends its
-// connection is forgotten — the core's heartbeat timeout takes care of the node.
+// any; UNAUTHENTICATED otherwise) unless the stream came over mutual TLS with the node's own
+// certificate (AgentHubOptions::identities, which binds node names to certificates); the
+// registration is converted (api/convert.h) and posted to Core::OnAgentRegister on the CoreLoop,
+// and the reply goes back as RegisterAck. Heartbeats go to Core::OnHeartbeat, task updates to
+// Core::OnTaskReport, LogChunks to the waiting FetchLogs. A new connection for a node replaces the
+// old one (which ends with ABORTED); when a stream ends its connection is forgotten — the core's
+// heartbeat timeout takes care of the node.
 //
 // Writes: each connection has a queue with one Write outstanding at a time (as gRPC requires);
 // StartTask / StopTask / FetchLogs only enqueue, so they never block. Commands for a node whose
@@ -48,6 +50,10 @@ class CoreLoop;
 
 namespace gpupool::api {
 
+namespace tls {
+class NodeIdentities;
+}
+
 struct AgentHubOptions {
   // Accepted node tokens; empty = agents are not authenticated.
   std::set<std::string> node_tokens;
@@ -56,6 +62,10 @@ struct AgentHubOptions {
   // Every registered device is checked against it (pool/catalog_check.h); a registration whose
   // device contradicts the catalog ends with INVALID_ARGUMENT naming the field. Null: unchecked.
   const Catalog* catalog = nullptr;
+  // Node certificates (api/tls/node_identity.h): with them, Register's node name must match the
+  // connection's verified client certificate (which then replaces the node token), and an
+  // enrolled node cannot register without it. Null = node tokens only. Not owned.
+  tls::NodeIdentities* identities = nullptr;
 };
 
 class AgentHub final : public v1::AgentService::CallbackService,
@@ -82,6 +92,9 @@ class AgentHub final : public v1::AgentService::CallbackService,
   // LogFetcher: sends FetchLogs to the node's agent and routes its LogChunk back.
   std::function<void()> FetchLogs(const std::string& node, const std::string& task_id,
                                   int64_t offset, int64_t max_bytes, Done done) override;
+
+  // Ends the node's stream, if any, with `why` (its certificate was revoked).
+  void Disconnect(const std::string& node, const Status& why);
 
   // Introspection (tests, metrics).
   size_t connected() const;

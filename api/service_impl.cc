@@ -93,6 +93,10 @@ void ServiceImpl::SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& 
   if (Status s = RequireTenant(ctx, spec->tenant, "spec.tenant"); !s.ok()) {
     return refuse("denied", s);
   }
+  if (options_.priority_access != nullptr) {
+    Status s = options_.priority_access->Check(ctx.admin, spec->tenant, spec->priority_class);
+    if (!s.ok()) return refuse("denied", s);
+  }
   loop_->Post([core = core_, spec = std::move(spec).value(), done = std::move(done)]() mutable {
     core->SubmitJob(std::move(spec), [done = std::move(done)](Result<JobRecord> r) {
       if (!r.ok()) return Fail(done, r.status());

@@ -7,6 +7,8 @@
 //
 // Authorization (CallContext):
 //  * admins may do anything;
+//  * a non-admin may submit only at the priority classes its tenant is allowed
+//    (ServiceOptions::priority_access);
 //  * a non-admin principal is a tenant path and may submit, see, watch, read logs of and cancel
 //    only jobs whose tenant is the principal or lies below it (prefix on path segments);
 //  * pool create/update/delete and every node method require admin; non-admins may get and list
@@ -29,6 +31,7 @@
 #include <memory>
 
 #include "api/log_fetcher.h"
+#include "api/priority_access.h"
 #include "api/service.h"
 
 namespace gpupool {
@@ -56,6 +59,8 @@ struct ServiceOptions {
   // A FetchLogs the agent leaves unanswered this long fails the stream with UNAVAILABLE.
   std::chrono::milliseconds log_fetch_timeout{10000};
   int64_t log_chunk_bytes = 256 * 1024;
+  // Which priority classes each tenant may submit at (api/priority_access.h); null = any.
+  const PriorityAccess* priority_access = nullptr;
 };
 
 class ServiceImpl final : public ApiService {

@@ -1,10 +1,13 @@
 #include "api/status_convert.h"
 
+#include "api/utf8.h"
+
 namespace gpupool::api {
 
 grpc::Status ToGrpcStatus(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return {static_cast<grpc::StatusCode>(status.code()), status.message()};
+  // The message may quote the caller's bytes: never hand back invalid UTF-8.
+  return {static_cast<grpc::StatusCode>(status.code()), ValidUtf8(status.message())};
 }
 
 Status FromGrpcStatus(const grpc::Status& status) {

@@ -6,6 +6,7 @@
 // --probe prints what the backend discovers (devices, links, one sample) as YAML and exits.
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <prometheus/exposer.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 
 #include "agent/agent.h"
 #include "agent/config.h"
+#include "agent/device_metrics.h"
 #include "agent/nvml_backend.h"
 #include "agent/sim_backend.h"
 #include "agent/task_runner.h"
@@ -41,12 +43,14 @@ constexpr const char* kUsage = R"(usage: gpupool-agent [flags]
   --data-dir DIR      task directories and logs (overrides `data_dir`)
   --backend KIND      simulated | nvml (overrides `backend`)
   --log-level LEVEL   debug | info | warn | error
+  --metrics-listen ADDR  serve /metrics (device samples with DCGM exporter names) on HOST:PORT
+                      (overrides `metrics_listen`; off when neither is set)
   --probe             print the discovered devices and one sample as YAML, then exit
   --help              this text
 )";
 
 struct Flags {
-  std::string config, scheduler, node_name, pool, data_dir, backend, log_level;
+  std::string config, scheduler, node_name, pool, data_dir, backend, log_level, metrics_listen;
   bool probe = false;
 };
 
@@ -90,6 +94,8 @@ int ParseFlags(int argc, char** argv, Flags* f) {
       ok = take(&f->backend);
     } else if (a == "--log-level") {
       ok = take(&f->log_level);
+    } else if (a == "--metrics-listen") {
+      ok = take(&f->metrics_listen);
     } else {
       std::cerr << "gpupool-agent: unknown flag '" << argv[i] << "'\n" << kUsage;
       return 2;
@@ -160,6 +166,7 @@ int Run(int argc, char** argv) {
   if (!flags.data_dir.empty()) config.data_dir = flags.data_dir;
   if (!flags.backend.empty()) config.backend = flags.backend;
   if (!flags.log_level.empty()) config.log_level = flags.log_level;
+  if (!flags.metrics_listen.empty()) config.metrics_listen = flags.metrics_listen;
   LogLevel level;
   if (!ParseLogLevel(config.log_level, &level)) {
     std::cerr << "gpupool-agent: log_level '" << config.log_level
@@ -231,8 +238,35 @@ int Run(int argc, char** argv) {
   auto channel = MakeAgentChannel(config);
   const bool stop_tasks = config.stop_tasks_on_shutdown;
   int rc = 0;
-  {
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<DeviceMetrics> metrics;
+  if (!config.metrics_listen.empty()) {
+    auto registry = std::make_shared<prometheus::Registry>();
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(config.metrics_listen, 2);
+    } catch (const std::exception& e) {
+      std::cerr << "gpupool-agent: metrics_listen " << config.metrics_listen
+                << ": cannot listen: " << e.what() << "\n";
+      rc = 2;
+    }
+    if (exposer) {
+      exposer->RegisterCollectable(registry);
+      metrics = std::make_unique<DeviceMetrics>(registry, config.node_name, config.pool);
+      const std::vector<int> ports = exposer->GetListeningPorts();
+      LogInfo("agent", "metrics listening",
+              {{"address", config.metrics_listen},
+               {"port", ports.empty() ? "" : std::to_string(ports.front())}});
+    }
+  }
+  if (rc == 0) {
     Agent agent(config, backend.get(), &runner, channel, io);
+    if (metrics) {
+      agent.SetSampleObserver([m = metrics.get()](const Inventory& inv,
+                                                  const std::vector<DeviceSample>& samples,
+                                                  const std::vector<TaskStatus>& running) {
+        m->Observe(inv, samples, running);
+      });
+    }
     if (Status st = agent.Start(); !st.ok()) {
       std::cerr << "gpupool-agent: " << st.message() << "\n";
       rc = 3;

@@ -12,6 +12,7 @@
 #include "api/agent_hub.h"
 #include "api/auth.h"
 #include "api/grpc/grpc_server.h"
+#include "api/priority_access.h"
 #include "api/rest/http_server.h"
 #include "api/service_impl.h"
 #include "base/log.h"
@@ -47,6 +48,16 @@ std::vector<api::ApiToken> ApiTokens(const DaemonConfig& c) {
   std::vector<api::ApiToken> out;
   for (const ApiToken& t : c.api_tokens) out.push_back({t.token, t.principal, t.admin});
   return out;
+}
+
+// The priority classes each tenant may submit at, from the config (validated when it was parsed).
+Result<api::PriorityAccess> PriorityAccessOf(const DaemonConfig& c) {
+  GPUPOOL_ASSIGN_OR_RETURN(api::PriorityAccess a,
+                           api::PriorityAccess::Create(c.scheduler, c.default_priority_classes));
+  for (const auto& [tenant, classes] : c.tenant_priority_classes) {
+    GPUPOOL_RETURN_IF_ERROR(a.Add(tenant, classes));
+  }
+  return a;
 }
 
 // Runs an asynchronous core call on the core's thread and waits for its outcome. Start-up only:
@@ -172,6 +183,9 @@ int Run(int argc, char** argv) {
     GPUPOOL_RETURN_IF_ERROR(store->Ping());
     return store->CheckWritable();
   };
+  Result<api::PriorityAccess> classes = PriorityAccessOf(config);
+  if (!classes.ok()) return Fail(classes.status());
+  service_options.priority_access = &*classes;
   api::ServiceImpl service(&core, &loop, &hub, service_options);
   service.SetRecovered(true);
   Result<api::Authenticator> auth = api::Authenticator::Create(ApiTokens(config));

@@ -1,5 +1,6 @@
 #include "api/grpc/grpc_server.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_builder.h>
 #include <netdb.h>
@@ -11,7 +12,9 @@
 #include <cstring>
 #include <mutex>
 
+#include "api/grpc/health_service.h"
 #include "api/grpc/metrics_interceptor.h"
+#include "api/grpc/parse_error_interceptor.h"
 #include "api/grpc/services.h"
 #include "base/log.h"
 
@@ -59,7 +62,8 @@ struct GrpcServer::Impl {
         pools({&service, &auth, &streams}),
         nodes({&service, &auth, &streams}),
         catalog({&service, &auth, &streams}),
-        tenants({&service, &auth, &streams}) {}
+        tenants({&service, &auth, &streams}),
+        health(service) {}
 
   const std::string listen_address;
   GrpcServerOptions options;
@@ -69,10 +73,12 @@ struct GrpcServer::Impl {
   grpcface::NodeServiceImpl nodes;
   grpcface::CatalogServiceImpl catalog;
   grpcface::TenantServiceImpl tenants;
+  grpcface::HealthService health;  // grpc.health.v1, unauthenticated like /readyz
 
   std::mutex mu;                         // serialises Start() and Shutdown()
   std::unique_ptr<grpc::Server> server;  // guarded by mu
   int port = 0;                          // written under mu before serving
+  int tls_port = 0;                      // likewise
   bool shut_down = false;                // guarded by mu
 };
 
@@ -91,9 +97,20 @@ Status GrpcServer::Start() {
   std::lock_guard lock(s.mu);
   if (s.server || s.shut_down) return Status::FailedPrecondition("gRPC server: already started");
 
+  // Server reflection (grpcurl list/describe): the API's schema is public (docs/openapi.yaml);
+  // calling a method still needs a credential.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(s.listen_address, grpc::InsecureServerCredentials(), &bound_port);
+  int bound_tls_port = 0;
+  if (s.options.tls) {
+    grpc::SslServerCredentialsOptions ssl(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = s.options.tls->client_ca_pem;
+    ssl.pem_key_cert_pairs.push_back({s.options.tls->key_pem, s.options.tls->cert_pem});
+    builder.AddListeningPort(s.options.tls->listen_address, grpc::SslServerCredentials(ssl),
+                             &bound_tls_port);
+  }
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(s.options.max_receive_message_bytes);
   builder.RegisterService(&s.jobs);
@@ -101,12 +118,15 @@ Status GrpcServer::Start() {
   builder.RegisterService(&s.nodes);
   builder.RegisterService(&s.catalog);
   builder.RegisterService(&s.tenants);
+  builder.RegisterService(&s.health);
   for (grpc::Service* extra : s.options.extra_services) builder.RegisterService(extra);
+  // The parse-error rewrite comes first, so the metrics count the code the client receives.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+  creators.push_back(std::make_unique<grpcface::ParseErrorInterceptorFactory>());
   if (s.options.metrics) {
-    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
     creators.push_back(std::make_unique<grpcface::MetricsInterceptorFactory>(*s.options.metrics));
-    builder.experimental().SetInterceptorCreators(std::move(creators));
   }
+  builder.experimental().SetInterceptorCreators(std::move(creators));
 
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
@@ -115,8 +135,16 @@ Status GrpcServer::Start() {
     if (why.empty()) why = "not a valid address to listen on";
     return Status::Unavailable("gRPC server: cannot listen on '" + s.listen_address + "': " + why);
   }
+  if (s.options.tls && bound_tls_port == 0) {
+    server->Shutdown();
+    std::string why = ProbeBindError(s.options.tls->listen_address);
+    if (why.empty()) why = "not a valid address to listen on";
+    return Status::Unavailable("gRPC server: cannot listen on '" + s.options.tls->listen_address +
+                               "' (TLS): " + why);
+  }
   s.server = std::move(server);
   s.port = bound_port;
+  s.tls_port = bound_tls_port;
   LogInfo("api.grpc", "listening",
           {{"address", s.listen_address}, {"port", std::to_string(bound_port)}});
   return Status::Ok();
@@ -125,6 +153,11 @@ Status GrpcServer::Start() {
 int GrpcServer::port() const {
   std::lock_guard lock(impl_->mu);
   return impl_->port;
+}
+
+int GrpcServer::tls_port() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->tls_port;
 }
 
 void GrpcServer::Shutdown() {

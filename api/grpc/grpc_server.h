@@ -1,6 +1,7 @@
 // GrpcServer: gpupoold's gRPC face. Serves JobService, PoolService, NodeService, CatalogService
 // and TenantService over an ApiService, plus any extra services the daemon registers on the same
-// port (the agent stream service).
+// port (the agent stream service), the standard health service (grpc.health.v1, answering what
+// /readyz answers) and server reflection (so grpcurl can list and describe the API).
 //
 //   GrpcServer grpc(api, auth, "0.0.0.0:7070", {.metrics = registry});
 //   grpc.AddService(&agent_service);     // before Start()
@@ -17,6 +18,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,16 @@ class Registry;
 
 namespace gpupool::api {
 
+// A second listening port that serves every service over TLS, requesting a client certificate
+// and verifying it against `client_ca_pem` when one is sent (agents authenticate with theirs;
+// API clients may send none). The calls' auth context carries the verified certificate.
+struct GrpcTlsPort {
+  std::string listen_address;
+  std::string cert_pem;
+  std::string key_pem;
+  std::string client_ca_pem;
+};
+
 struct GrpcServerOptions {
   // Registered beside the API services, e.g. the agent stream service. Not owned.
   std::vector<grpc::Service*> extra_services;
@@ -40,6 +52,8 @@ struct GrpcServerOptions {
   std::shared_ptr<prometheus::Registry> metrics;
   // Largest request message accepted.
   int max_receive_message_bytes = 4 * 1024 * 1024;
+  // Also serve on this TLS port; unset = plaintext only.
+  std::optional<GrpcTlsPort> tls;
   // How long Shutdown() lets in-flight unary calls finish before cancelling them.
   std::chrono::milliseconds shutdown_grace{2000};
 };
@@ -61,6 +75,8 @@ class GrpcServer {
 
   // The bound port after a successful Start(); 0 before.
   int port() const;
+  // The bound TLS port (GrpcServerOptions::tls); 0 when none.
+  int tls_port() const;
 
   // Ends open streams with UNAVAILABLE, waits up to shutdown_grace for unary calls, cancels the
   // rest and returns once every handler is done. Idempotent.

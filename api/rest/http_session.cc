@@ -50,14 +50,19 @@ class Exchange final : public Responder {
   }
   void SetCancel(Cancel cancel) override {
     if (!cancel) return;
-    // Runs the Cancel if the session never takes it (closed gate, dropped handler).
+    // Runs the Cancel if the session never takes it (closed gate, dropped handler). Built in
+    // place and not copyable: a temporary copy's destructor would cancel the live stream at once
+    // (which is how REST log streams once sent nothing at all).
     struct CancelOnDrop {
-      Cancel cancel;
+      explicit CancelOnDrop(Cancel c) : cancel(std::move(c)) {}
+      CancelOnDrop(const CancelOnDrop&) = delete;
+      CancelOnDrop& operator=(const CancelOnDrop&) = delete;
       ~CancelOnDrop() {
         if (cancel) cancel();
       }
+      Cancel cancel;
     };
-    auto holder = std::make_shared<CancelOnDrop>(CancelOnDrop{std::move(cancel)});
+    auto holder = std::make_shared<CancelOnDrop>(std::move(cancel));
     Post([id = id_, holder](HttpSession& s) {
       s.DeliverCancel(id, std::exchange(holder->cancel, nullptr));
     });

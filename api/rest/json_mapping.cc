@@ -1,12 +1,15 @@
 #include "api/rest/json_mapping.h"
 
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
 #include <cctype>
 #include <map>
 #include <memory>
+
+#include "api/utf8.h"
 
 namespace gpupool::api::rest {
 namespace {
@@ -92,6 +95,56 @@ Result<std::string> QueryValueJson(const pb::FieldDescriptor* f, const std::stri
   }
 }
 
+// protobuf's JSON parser takes "yes", "t" and "1" (strings) for a bool field; a request that says
+// `"gang": "yes"` is more likely a mistake than a wish, so bools must be JSON true or false. The
+// body is read once more as a google.protobuf.Value, which keeps JSON's types, and walked beside
+// the message's descriptor. Shapes protobuf rejects anyway (unknown fields, wrong nesting) are
+// left to it.
+bool IsWellKnown(const pb::Descriptor* d) { return d->file()->package() == "google.protobuf"; }
+
+Status CheckStrictTypes(const pb::Value& v, const pb::Descriptor* d, const std::string& where);
+
+Status CheckFieldValue(const pb::Value& v, const pb::FieldDescriptor* f, const std::string& where) {
+  if (v.kind_case() == pb::Value::kNullValue) return Status::Ok();
+  if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_BOOL &&
+      v.kind_case() != pb::Value::kBoolValue) {
+    std::string got = v.kind_case() == pb::Value::kStringValue
+                          ? "the string " + JsonQuote(v.string_value())
+                          : std::string("a non-boolean");
+    return Status::InvalidArgument("request body: field '" + where +
+                                   "': expected true or false, got " + got);
+  }
+  if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE && !IsWellKnown(f->message_type())) {
+    return CheckStrictTypes(v, f->message_type(), where);
+  }
+  return Status::Ok();
+}
+
+Status CheckStrictTypes(const pb::Value& v, const pb::Descriptor* d, const std::string& where) {
+  if (v.kind_case() != pb::Value::kStructValue) return Status::Ok();
+  for (const auto& [key, value] : v.struct_value().fields()) {
+    const pb::FieldDescriptor* f = FindField(d, key);
+    if (f == nullptr) continue;
+    const std::string here = where.empty() ? key : where + "." + key;
+    if (f->is_map()) {
+      if (value.kind_case() != pb::Value::kStructValue) continue;
+      const pb::FieldDescriptor* mv = f->message_type()->map_value();
+      for (const auto& [k, item] : value.struct_value().fields()) {
+        GPUPOOL_RETURN_IF_ERROR(CheckFieldValue(item, mv, here + "[" + k + "]"));
+      }
+    } else if (f->is_repeated()) {
+      if (value.kind_case() != pb::Value::kListValue) continue;
+      const auto& items = value.list_value().values();
+      for (int i = 0; i < items.size(); ++i) {
+        GPUPOOL_RETURN_IF_ERROR(CheckFieldValue(items[i], f, here + "[" + std::to_string(i) + "]"));
+      }
+    } else {
+      GPUPOOL_RETURN_IF_ERROR(CheckFieldValue(value, f, here));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ParseJsonBody(std::string_view body, pb::Message* msg) {
@@ -101,6 +154,13 @@ Status ParseJsonBody(std::string_view body, pb::Message* msg) {
       pb::util::JsonStringToMessage(pb::StringPiece(body.data(), body.size()), msg, ParseOptions());
   if (!st.ok()) {
     return Status::InvalidArgument("request body: " + RewriteParseError(std::string(st.message())));
+  }
+  pb::Value raw;
+  if (pb::util::JsonStringToMessage(pb::StringPiece(body.data(), body.size()), &raw).ok()) {
+    if (Status s = CheckStrictTypes(raw, msg->GetDescriptor(), ""); !s.ok()) {
+      msg->Clear();
+      return s;
+    }
   }
   return Status::Ok();
 }
@@ -198,7 +258,7 @@ Result<std::string> ToJson(const pb::Message& msg) {
 
 std::string ErrorJson(const Status& status) {
   std::string out = "{\"code\":" + std::to_string(static_cast<int>(status.code()));
-  out += ",\"message\":" + JsonQuote(status.message());
+  out += ",\"message\":" + JsonQuote(ValidUtf8(status.message()));
   out += ",\"details\":[]}";
   return out;
 }

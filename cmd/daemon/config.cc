@@ -1,7 +1,10 @@
 #include "cmd/daemon/config.h"
 
+#include <filesystem>
 #include <set>
 
+#include "api/priority_access.h"
+#include "api/validate.h"
 #include "pool/yaml_error.h"
 #include "scheduler/tenancy.h"
 
@@ -16,6 +19,12 @@ Status ParseListen(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) 
   GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p, {"grpc", "http"}));
   GPUPOOL_ASSIGN_OR_RETURN(auto grpc, doc.OptionalString(n, p, "grpc"));
   GPUPOOL_ASSIGN_OR_RETURN(auto http, doc.OptionalString(n, p, "http"));
+  for (const auto& [key, value] : {std::pair{"grpc", &grpc}, std::pair{"http", &http}}) {
+    if (!*value) continue;
+    if (Status s = ValidateListenAddress(**value, key); !s.ok()) {
+      return doc.Error(n[key], p.Key(key), s.message().substr(std::string(key).size() + 2));
+    }
+  }
   if (grpc) c->grpc_listen = *grpc;
   if (http) c->http_listen = *http;
   return Status::Ok();
@@ -206,6 +215,11 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
                        "memory_overcommit", "sharing", "replicas"}));
     PoolRecord pool;
     GPUPOOL_ASSIGN_OR_RETURN(pool.name, doc.String(y, ip, "name"));
+    // The API addresses a pool by this name (REST paths, gpupoolctl): one the API would refuse
+    // could never be used or deleted, so the file is refused instead.
+    if (Status st = api::ValidateName(pool.name, "name"); !st.ok()) {
+      return doc.Error(y["name"], ip.Key("name"), st.message().substr(6));
+    }
     if (!names.insert(pool.name).second) {
       return doc.Error(y, ip.Key("name"), "duplicate pool '" + pool.name + "'");
     }
@@ -217,7 +231,14 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
     }
     if (YAML::Node t = y["allowed_tenants"]) {
       GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(t, ip.Key("allowed_tenants")));
-      for (const YAML::Node& e : t) pool.allowed_tenants.push_back(e.as<std::string>(""));
+      for (size_t k = 0; k < t.size(); ++k) {
+        YamlPath kp = ip.Key("allowed_tenants").Index(k);
+        if (!t[k].IsScalar()) return doc.Error(t[k], kp, "must be a tenant path");
+        if (Status st = ValidateTenantPath(t[k].Scalar(), "x"); !st.ok()) {
+          return doc.Error(t[k], kp, st.message().substr(3));
+        }
+        pool.allowed_tenants.push_back(t[k].Scalar());
+      }
     }
     GPUPOOL_ASSIGN_OR_RETURN(auto strategy, doc.OptionalString(y, ip, "strategy"));
     if (strategy) pool.placement_strategy = *strategy;
@@ -285,19 +306,59 @@ Result<QuotaAmount> ParseQuotaAmount(const YamlDoc& doc, const YAML::Node& n, co
   return a;
 }
 
-// tenants: [{path, quotas: [{pool, guaranteed, limit}]}]. The tree and the quotas are checked
-// with the same rules the core applies (parents before children, a child never above its parent).
+// A list of priority class names at `key` of `n`.
+Result<std::vector<std::string>> ParseClassList(const YamlDoc& doc, const YAML::Node& n,
+                                                const YamlPath& p, const char* key) {
+  std::vector<std::string> out;
+  YAML::Node l = n[key];
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(l, p.Key(key)));
+  for (size_t i = 0; i < l.size(); ++i) {
+    if (!l[i].IsScalar() || l[i].Scalar().empty()) {
+      return doc.Error(l[i], p.Key(key).Index(i), "must be a priority class name");
+    }
+    out.push_back(l[i].Scalar());
+  }
+  return out;
+}
+
+// tenant_defaults: {priority_classes: [...]} — what a tenant without its own list may use.
+Status ParseTenantDefaults(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
+  YAML::Node n = root["tenant_defaults"];
+  if (!n) return Status::Ok();
+  YamlPath p = YamlPath{}.Key("tenant_defaults");
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p, {"priority_classes"}));
+  if (!n["priority_classes"]) return Status::Ok();
+  GPUPOOL_ASSIGN_OR_RETURN(c->default_priority_classes,
+                           ParseClassList(doc, n, p, "priority_classes"));
+  if (c->default_priority_classes.empty()) {
+    return doc.Error(n["priority_classes"], p.Key("priority_classes"),
+                     "must name at least one class");
+  }
+  if (Result<api::PriorityAccess> a =
+          api::PriorityAccess::Create(c->scheduler, c->default_priority_classes);
+      !a.ok()) {
+    return doc.Error(n["priority_classes"], p.Key("priority_classes"), a.status().message());
+  }
+  return Status::Ok();
+}
+
+// tenants: [{path, quotas: [{pool, guaranteed, limit}], priority_classes: [...]}]. The tree and the
+// quotas are checked with the same rules the core applies (parents before children, a child never
+// above its parent).
 Status ParseTenants(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   YAML::Node n = root["tenants"];
   if (!n) return Status::Ok();
   YamlPath p = YamlPath{}.Key("tenants");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(n, p));
   TenantBook book;
+  GPUPOOL_ASSIGN_OR_RETURN(api::PriorityAccess classes,
+                           api::PriorityAccess::Create(c->scheduler, c->default_priority_classes));
   for (size_t i = 0; i < n.size(); ++i) {
     YamlPath ip = p.Index(i);
     const YAML::Node& y = n[i];
     GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(y, ip));
-    GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(y, ip, {"path", "quotas"}));
+    GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(y, ip, {"path", "quotas", "priority_classes"}));
     TenantRecord t;
     GPUPOOL_ASSIGN_OR_RETURN(t.path, doc.String(y, ip, "path"));
     if (Status st = book.CheckCreate(t); !st.ok()) {
@@ -305,6 +366,14 @@ Status ParseTenants(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c)
     }
     book.PutTenant(t);
     c->tenants.push_back(t);
+    if (y["priority_classes"]) {
+      GPUPOOL_ASSIGN_OR_RETURN(std::vector<std::string> list,
+                               ParseClassList(doc, y, ip, "priority_classes"));
+      if (Status st = classes.Add(t.path, list); !st.ok()) {
+        return doc.Error(y["priority_classes"], ip.Key("priority_classes"), st.message());
+      }
+      c->tenant_priority_classes.emplace_back(t.path, std::move(list));
+    }
     YAML::Node qs = y["quotas"];
     if (!qs) continue;
     YamlPath qp = ip.Key("quotas");
@@ -335,16 +404,31 @@ Status ParseTenants(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c)
 
 }  // namespace
 
+Status ValidateListenAddress(const std::string& address, const std::string& what) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon + 1 == address.size()) {
+    return Status::InvalidArgument(what + ": expected host:port, got '" + address + "'");
+  }
+  const std::string port = address.substr(colon + 1);
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) {
+    return Status::InvalidArgument(what + ": port '" + port + "' is not a number 0..65535");
+  }
+  if (std::stoi(port) > 65535) {
+    return Status::InvalidArgument(what + ": port " + port + " is out of range 0..65535");
+  }
+  return Status::Ok();
+}
+
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string& source) {
   GPUPOOL_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml, source));
   DaemonConfig c;
   if (root.IsNull()) return c;
   YamlDoc doc{source};
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(root, YamlPath{}));
-  GPUPOOL_RETURN_IF_ERROR(
-      doc.CheckKeys(root, YamlPath{},
-                    {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level",
-                     "auth", "scheduler", "priority_classes", "skus", "pools", "tenants"}));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
+      root, YamlPath{},
+      {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level", "auth",
+       "scheduler", "priority_classes", "skus", "pools", "tenants", "tenant_defaults"}));
   GPUPOOL_RETURN_IF_ERROR(ParseListen(doc, root, &c));
   GPUPOOL_ASSIGN_OR_RETURN(auto data_dir, doc.OptionalString(root, YamlPath{}, "data_dir"));
   if (data_dir) c.data_dir = *data_dir;
@@ -369,6 +453,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   GPUPOOL_RETURN_IF_ERROR(ParseClasses(doc, root, &c.scheduler));
   GPUPOOL_RETURN_IF_ERROR(ParseSkus(doc, root, &c.scheduler));
   GPUPOOL_RETURN_IF_ERROR(ParsePools(doc, root, &c));
+  GPUPOOL_RETURN_IF_ERROR(ParseTenantDefaults(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseTenants(doc, root, &c));
   if (!c.scheduler.priority_classes.contains(c.scheduler.default_priority_class)) {
     return doc.Error(
@@ -379,6 +464,10 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
 }
 
 Result<DaemonConfig> LoadDaemonConfig(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return Status::InvalidArgument(path + ": is a directory, not a configuration file");
+  }
   GPUPOOL_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
   return ParseDaemonConfig(text, path);
 }
@@ -443,11 +532,10 @@ Result<CommandLine> ParseDaemonCommandLine(int argc, const char* const* argv) {
   DaemonConfig& c = cl.config;
   for (const auto& [flag, value] : flags) {
     if (flag == "--config") continue;
-    if (flag == "--grpc-listen")
-      c.grpc_listen = value;
-    else if (flag == "--http-listen")
-      c.http_listen = value;
-    else if (flag == "--data-dir")
+    if (flag == "--grpc-listen" || flag == "--http-listen") {
+      GPUPOOL_RETURN_IF_ERROR(ValidateListenAddress(value, flag));
+      (flag == "--grpc-listen" ? c.grpc_listen : c.http_listen) = value;
+    } else if (flag == "--data-dir")
       c.data_dir = value;
     else if (flag == "--database")
       c.database = value;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -41,7 +42,16 @@ struct DaemonConfig {
   // quotas set (docs/tenancy.md).
   std::vector<TenantRecord> tenants;
   std::vector<QuotaRecord> quotas;
+  // Priority classes a tenant without a list of its own may submit at (`tenant_defaults:
+  // priority_classes`); empty = every preemptible class (api/priority_access.h).
+  std::vector<std::string> default_priority_classes;
+  // `tenants[].priority_classes`, parents before children: (tenant path, classes).
+  std::vector<std::pair<std::string, std::vector<std::string>>> tenant_priority_classes;
 };
+
+// "host:port" with a port 0..65535 (0 = any free port); INVALID_ARGUMENT naming `what`
+// otherwise ("--grpc-listen: port 99999 is out of range 0..65535").
+Status ValidateListenAddress(const std::string& address, const std::string& what);
 
 // Parses YAML text; `source` names it in errors.
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string& source);

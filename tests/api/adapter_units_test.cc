@@ -6,6 +6,7 @@
 #include "api/rest/json_mapping.h"
 #include "api/rest/router.h"
 #include "api/status_convert.h"
+#include "api/utf8.h"
 #include "gpupool/v1/jobs.pb.h"
 #include "gpupool/v1/pools.pb.h"
 
@@ -19,6 +20,29 @@ TEST(StatusConvertTest, GrpcRoundTripKeepsCodeAndMessage) {
     EXPECT_EQ(static_cast<int>(g.error_code()), code);
     EXPECT_EQ(FromGrpcStatus(g), st);
   }
+}
+
+TEST(Utf8Test, InvalidSequencesBecomeReplacementCharacters) {
+  EXPECT_TRUE(IsValidUtf8("plain ascii, caf\xc3\xa9, \xe2\x82\xac, \xf0\x9f\x98\x80"));
+  const std::pair<const char*, const char*> cases[] = {
+      {"a\xff"
+       "b",
+       "a\xef\xbf\xbd"
+       "b"},                                     // a byte that never starts a sequence
+      {"\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd"},  // overlong '/'
+      {"\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},  // a surrogate
+      {"x\xe2\x82", "x\xef\xbf\xbd\xef\xbf\xbd"},                // truncated at the end
+      {"\xf4\x90\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},  // > U+10FFFF
+  };
+  for (const auto& [in, out] : cases) {
+    EXPECT_FALSE(IsValidUtf8(in)) << in;
+    EXPECT_EQ(ValidUtf8(in), out);
+    EXPECT_TRUE(IsValidUtf8(ValidUtf8(in)));
+  }
+  // Both faces clean the message in their one conversion.
+  const Status echo = Status::NotFound("pool '\xff' not found");
+  EXPECT_EQ(ToGrpcStatus(echo).error_message(), "pool '\xef\xbf\xbd' not found");
+  EXPECT_TRUE(IsValidUtf8(rest::ErrorJson(echo)));
 }
 
 TEST(StatusConvertTest, HttpStatusIsGrpcGateways) {

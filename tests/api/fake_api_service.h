@@ -7,6 +7,7 @@
 #include <google/protobuf/message.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -182,8 +183,23 @@ class FakeApiService final : public ApiService {
       done(fail);
       return cancel;
     }
-    for (const Item& item : items) on_item(item);
-    if (!hold) done(end);
+    if (!async_) {
+      for (const Item& item : items) on_item(item);
+      if (!hold) done(end);
+      return cancel;
+    }
+    // Answered later from another thread, as the real service does (it probes the core first);
+    // a stream cancelled in the meantime sends nothing, as the real one does.
+    std::lock_guard lock(mu_);
+    threads_.emplace_back(
+        [items, hold, end, cancelled, on_item = std::move(on_item), done = std::move(done)] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          for (const Item& item : items) {
+            if (cancelled->load()) return;
+            on_item(item);
+          }
+          if (!hold && !cancelled->load()) done(end);
+        });
     return cancel;
   }
 

@@ -2,12 +2,14 @@
 // FakeApiService. Checks each RPC reaches its method with the request, statuses pass through
 // unchanged, auth metadata, metrics, streams and shutdown.
 #include <google/protobuf/util/message_differencer.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
 #include <chrono>
+#include <future>
 #include <memory>
 #include <thread>
 
@@ -277,6 +279,34 @@ TEST_F(GrpcTest, StatusesPassThroughUnchanged) {
     EXPECT_EQ(static_cast<int>(st.error_code()), code);
     EXPECT_EQ(st.error_message(), "pool 'gpu-a': reason " + std::to_string(code));
   }
+}
+
+// Issue 16: a request that is not a protobuf message got UNIMPLEMENTED with no message, as if the
+// method did not exist.
+TEST_F(GrpcTest, UnparseableRequestIsInvalidArgumentWithAMessage) {
+  grpc::GenericStub generic(channel_);
+  const std::string garbage = "\xff\xff\xff\xff\xff\x0f not protobuf";
+  grpc::Slice slice(garbage);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  std::promise<grpc::Status> done;
+  grpc::ByteBuffer response;
+  generic.UnaryCall(&ctx, "/gpupool.v1.JobService/SubmitJob", grpc::StubOptions(), &request,
+                    &response, [&](grpc::Status s) { done.set_value(std::move(s)); });
+  const grpc::Status st = done.get_future().get();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_EQ(st.error_message(),
+            "request: the message is not a valid gpupool.v1.SubmitJobRequest (protobuf encoding)");
+  EXPECT_EQ(fake_.call_count(), 0u);
+
+  // A method no service has stays UNIMPLEMENTED.
+  grpc::ClientContext ctx2;
+  ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  std::promise<grpc::Status> done2;
+  generic.UnaryCall(&ctx2, "/gpupool.v1.JobService/Explode", grpc::StubOptions(), &request,
+                    &response, [&](grpc::Status s) { done2.set_value(std::move(s)); });
+  EXPECT_EQ(done2.get_future().get().error_code(), grpc::StatusCode::UNIMPLEMENTED);
 }
 
 TEST_F(GrpcTest, AuthenticationFromMetadata) {

@@ -13,6 +13,7 @@
 
 #include "api/auth.h"
 #include "api/rest/http_server.h"
+#include "api/utf8.h"
 #include "tests/api/fake_api_service.h"
 #include "tests/api/http_client.h"
 #include "tests/support/wait_for.h"
@@ -249,6 +250,12 @@ TEST_F(RestTest, BadRequestsGetClearErrorsAndNeverReachTheService) {
        "unknown field 'bogus' in 'spec'"},
       {verb::post, "/v1/jobs", R"({"jobSpec": {}})", 400, "unknown field 'jobSpec'"},
       {verb::post, "/v1/jobs", R"({"spec": {"taskCount": "many"}})", 400, "task_count"},
+      // Issue 16: protobuf's parser took "yes" (and "t", "1") for true.
+      {verb::post, "/v1/jobs", R"({"spec": {"tenant": "a", "gang": "yes"}})", 400,
+       "request body: field 'spec.gang': expected true or false, got the string"},
+      {verb::post, "/v1/jobs", R"({"spec": {"gang": "t"}})", 400,
+       "field 'spec.gang': expected true or false"},
+      {verb::post, "/v1/jobs", R"({"spec": {"gang": 1}})", 400, "spec.gang"},
       {verb::get, "/v1/jobs?colour=red", "", 400,
        "unknown query parameter 'colour'; this route accepts: tenant, pool, state, pageSize, "
        "pageToken"},
@@ -287,6 +294,23 @@ TEST_F(RestTest, BadRequestsGetClearErrorsAndNeverReachTheService) {
   EXPECT_EQ(fake_.call_count(), 0u);
   const HttpResult r = Call(verb::delete_, "/v1/jobs");
   EXPECT_EQ(r.headers["Allow"], "GET, POST");
+}
+
+// Issue 16: error bodies echoed the caller's bytes, invalid UTF-8 included, which made them
+// invalid JSON for strict clients.
+TEST_F(RestTest, ErrorBodiesNeverEchoInvalidUtf8) {
+  fake_.FailWith(Status::NotFound("pool 'gpu-\xff\xfe' not found"));
+  HttpResult r = Call(verb::get, "/v1/pools/gpu-%FF%FE");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_TRUE(IsValidUtf8(r.body)) << r.body;
+  EXPECT_NE(r.body.find("pool 'gpu-\xEF\xBF\xBD\xEF\xBF\xBD' not found"), std::string::npos)
+      << r.body;
+  r = Call(verb::post, "/v1/jobs", "{\"spec\": {\"tenant\": \"\xc3\x28\"}}");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_TRUE(IsValidUtf8(r.body)) << r.body;
+  r = Call(verb::get, "/v2/\xff\xfe");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_TRUE(IsValidUtf8(r.body)) << r.body;
 }
 
 TEST_F(RestTest, OversizedBodyIs413) {
@@ -519,6 +543,29 @@ TEST_F(RestTest, TaskLogsStreamBytesAsBase64) {
   const HttpResult r = Call(verb::get, "/v1/tasks/j-1.0/logs");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body, "{\"result\":{\"offset\":\"0\",\"data\":\"aGVsbG8K\",\"eof\":true}}\n");
+}
+
+// The real service answers a stream later, from another thread. The REST face once cancelled
+// every stream as it registered it, so logs sent no bytes at all and a watch answered only when
+// its first event won the race.
+TEST_F(RestTest, StreamsAnsweredLaterAreDeliveredAndNotCancelled) {
+  fake_.ReplyAsync(true);
+  fake_.SetStream({Event("task j-1.0: RUNNING", v1::JOB_STATE_RUNNING)}, Status::Ok());
+  v1::TaskLogChunk chunk;
+  chunk.set_data("hello\n");
+  chunk.set_eof(true);
+  fake_.SetLogChunks({chunk});
+  for (int i = 0; i < 5; ++i) {
+    HttpResult r = Call(verb::get, "/v1/jobs/j-1:watch");
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body.rfind(R"({"result":{"job":{"id":"j-1")", 0), 0u) << r.body;
+    r = Call(verb::get, "/v1/tasks/j-1.0/logs");
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, "{\"result\":{\"offset\":\"0\",\"data\":\"aGVsbG8K\",\"eof\":true}}\n");
+  }
+  fake_.SetStream({}, Status::NotFound("job 'j-404': not found"));
+  const HttpResult r = Call(verb::get, "/v1/jobs/j-404:watch");
+  EXPECT_EQ(r.status, 404) << r.body;
 }
 
 TEST_F(RestTest, ClientHangingUpCancelsTheStream) {

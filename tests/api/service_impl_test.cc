@@ -129,6 +129,39 @@ TEST(ServiceImpl, TenantsSeeAndActOnlyWithinTheirSubtree) {
   EXPECT_EQ(h.Get(mine.job_id(), Tenant("")).first.code(), StatusCode::kPermissionDenied);
 }
 
+// Issue 16: a tenant submitted at `system` and preempted another tenant's running task.
+TEST(ServiceImpl, TenantsSubmitOnlyAtTheirAllowedPriorityClasses) {
+  const SchedulerOptions scheduler = SchedulerOptions::Defaults();
+  Result<PriorityAccess> access = PriorityAccess::Create(scheduler);  // default: preemptible ones
+  ASSERT_TRUE(access.ok());
+  ASSERT_TRUE(access->Add("ops", {"normal", "system"}).ok());
+  ServiceOptions options;
+  options.priority_access = &*access;
+  ServiceHarness h({}, options);
+  ASSERT_TRUE(h.CreatePool("gpu-a").first.ok());
+
+  v1::SubmitJobRequest req = ServiceHarness::Job("acme/alice", "gpu-a");
+  req.mutable_spec()->set_priority_class("system");
+  Status denied = h.Submit(req, Tenant("acme")).first;
+  EXPECT_EQ(denied.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(denied.message(),
+            "spec.priority_class: tenant 'acme/alice' may not submit at priority class 'system' "
+            "(allowed: high, low, normal)");
+  auto [ls, list] = h.Call(&ApiService::ListJobs, v1::ListJobsRequest{});
+  ASSERT_TRUE(ls.ok());
+  EXPECT_EQ(list.jobs_size(), 0);  // nothing stored
+
+  req.mutable_spec()->set_priority_class("high");
+  EXPECT_TRUE(h.Submit(req, Tenant("acme")).first.ok());
+  v1::SubmitJobRequest ops = ServiceHarness::Job("ops/oncall", "gpu-a");
+  ops.mutable_spec()->set_priority_class("system");
+  EXPECT_TRUE(h.Submit(ops, Tenant("ops/oncall")).first.ok());  // inherited from ops
+  ops.mutable_spec()->set_priority_class("low");
+  EXPECT_EQ(h.Submit(ops, Tenant("ops")).first.code(), StatusCode::kPermissionDenied);
+  req.mutable_spec()->set_priority_class("system");
+  EXPECT_TRUE(h.Submit(req).first.ok());  // an admin may use any class
+}
+
 TEST(ServiceImpl, AdminMethodsRequireAnAdmin) {
   ServiceHarness h;
   CallContext user = Tenant("acme");

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "api/priority_access.h"
 #include "cmd/daemon/config.h"
 
 namespace gpupool {
@@ -143,6 +146,108 @@ TEST(DaemonConfigTest, FlagsOverride) {
   const char* bad[] = {"gpupoold", "--nope", "1"};
   EXPECT_NE(ParseDaemonCommandLine(3, bad).status().message().find("unknown flag --nope"),
             std::string::npos);
+}
+
+// Issue 16: a pool named "A B" was created from YAML and could then never be addressed through
+// the API; a port of 99999 wrapped to 34463; a directory given as --config meant defaults.
+TEST(DaemonConfigTest, RefusesUnaddressablePoolsBadPortsAndDirectories) {
+  struct Case {
+    const char* yaml;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"pools:\n  - name: shared\n  - name: A B\n",
+       "gpupoold.yaml:3: pools[1].name: 'A B' must match"},
+      {"pools:\n  - {name: vip, visibility: private, allowed_tenants: [acme, 'Bad Tenant']}\n",
+       "gpupoold.yaml:2: pools[0].allowed_tenants[1]"},
+      {"listen:\n  grpc: 127.0.0.1:99999\n",
+       "gpupoold.yaml:2: listen.grpc: port 99999 is out of range 0..65535"},
+      {"listen:\n  http: 127.0.0.1:http\n", "gpupoold.yaml:2: listen.http: port 'http'"},
+      {"listen:\n  http: localhost\n", "listen.http: expected host:port"},
+  };
+  for (const Case& c : cases) {
+    Result<DaemonConfig> r = ParseDaemonConfig(c.yaml, "gpupoold.yaml");
+    ASSERT_FALSE(r.ok()) << c.yaml;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.expected), std::string::npos)
+        << "got: " << r.status().message();
+  }
+  const char* port[] = {"gpupoold", "--http-listen", "127.0.0.1:99999"};
+  EXPECT_NE(ParseDaemonCommandLine(3, port).status().message().find(
+                "--http-listen: port 99999 is out of range"),
+            std::string::npos);
+  const std::string dir = ::testing::TempDir();
+  const char* config_dir[] = {"gpupoold", "--config", dir.c_str()};
+  Result<CommandLine> r = ParseDaemonCommandLine(3, config_dir);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("is a directory"), std::string::npos) << r.status().message();
+}
+
+TEST(DaemonConfigTest, PriorityClassesPerTenantAreInheritedAndNeverWidened) {
+  const char* yaml = R"(
+tenants:
+  - path: ops
+    priority_classes: [low, normal, high, system]
+  - path: ops/oncall
+  - path: acme
+    priority_classes: [low, normal]
+  - path: acme/batch
+    priority_classes: [low]
+)";
+  Result<DaemonConfig> c = ParseDaemonConfig(yaml, "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->tenant_priority_classes.size(), 3u);
+  Result<api::PriorityAccess> a =
+      api::PriorityAccess::Create(c->scheduler, c->default_priority_classes);
+  ASSERT_TRUE(a.ok());
+  for (const auto& [t, l] : c->tenant_priority_classes) ASSERT_TRUE(a->Add(t, l).ok());
+  EXPECT_TRUE(a->Check(false, "ops/oncall/x", "system").ok());  // inherited from ops
+  EXPECT_TRUE(a->Check(false, "acme/research", "normal").ok());
+  EXPECT_TRUE(a->Check(false, "acme/batch/x", "low").ok());
+  EXPECT_TRUE(a->Check(true, "acme/batch/x", "system").ok());  // admins may use any class
+  Status s = a->Check(false, "acme/batch/x", "");              // the default class, normal
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(s.message().find("'normal'"), std::string::npos) << s.message();
+  // Default: every preemptible class — never `system`.
+  s = a->Check(false, "globex", "system");
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(s.message(),
+            "spec.priority_class: tenant 'globex' may not submit at priority class 'system' "
+            "(allowed: high, low, normal)");
+
+  struct Case {
+    const char* yaml;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"tenants:\n  - path: a\n    priority_classes: [low, turbo]\n",
+       "gpupoold.yaml:3: tenants[0].priority_classes: priority class 'turbo' is not defined"},
+      {"tenants:\n  - path: a\n    priority_classes: [low]\n  - path: a/b\n"
+       "    priority_classes: [low, high]\n",
+       "gpupoold.yaml:5: tenants[1].priority_classes: priority class 'high' is not allowed for "
+       "'a/b'"},
+      {"tenants:\n  - path: a\n    priority_classes: [normal]\n  - path: a/b\n  - path: a/b/c\n"
+       "    priority_classes: [system]\n",
+       "priority class 'system' is not allowed for 'a/b/c': the tenants above it allow only "
+       "normal"},
+      {"tenant_defaults: {priority_classes: [nope]}\n",
+       "gpupoold.yaml:1: tenant_defaults.priority_classes: priority class 'nope' is not defined"},
+  };
+  for (const Case& k : cases) {
+    Result<DaemonConfig> r = ParseDaemonConfig(k.yaml, "gpupoold.yaml");
+    ASSERT_FALSE(r.ok()) << k.yaml;
+    EXPECT_NE(r.status().message().find(k.expected), std::string::npos)
+        << "got: " << r.status().message();
+  }
+  // An operator may also open `system` to every tenant without a list of its own.
+  Result<DaemonConfig> open =
+      ParseDaemonConfig("tenant_defaults: {priority_classes: [normal, system]}\n", "x.yaml");
+  ASSERT_TRUE(open.ok()) << open.status().ToString();
+  Result<api::PriorityAccess> b =
+      api::PriorityAccess::Create(open->scheduler, open->default_priority_classes);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->Check(false, "anyone", "system").ok());
+  EXPECT_FALSE(b->Check(false, "anyone", "low").ok());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
+#include "tests/api/http_client.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/wait_for.h"
 
@@ -67,7 +68,7 @@ class AgentE2eTest : public ::testing::Test {
   }
 
   // Starts an agent with `gpus` simulated H100s and waits until its node is READY.
-  void StartAgent(const std::string& node, int gpus) {
+  void StartAgent(const std::string& node, int gpus, std::vector<std::string> extra_args = {}) {
     std::string config = dir_ + "/" + node + ".yaml";
     std::ofstream(config) << "node_name: " << node
                           << "\npool: gpu\ncpu_milli: 64000\nmemory_mib: 262144\n"
@@ -76,10 +77,15 @@ class AgentE2eTest : public ::testing::Test {
                              "reconnect: {initial_ms: 100, max_ms: 500}\n"
                              "gpus:\n  - model: H100-SXM\n    count: "
                           << gpus << "\n";
-    auto child = ChildProcess::Spawn(
-        {testing::BinaryPath("gpupool-agent"), "--config", config, "--scheduler",
-         daemon_->grpc_address(), "--data-dir", dir_ + "/" + node},
-        dir_ + "/" + node + ".log");
+    std::vector<std::string> argv = {testing::BinaryPath("gpupool-agent"),
+                                     "--config",
+                                     config,
+                                     "--scheduler",
+                                     daemon_->grpc_address(),
+                                     "--data-dir",
+                                     dir_ + "/" + node};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    auto child = ChildProcess::Spawn(argv, dir_ + "/" + node + ".log");
     ASSERT_TRUE(child.ok());
     agents_[node] = std::move(child).value();
     ASSERT_TRUE(
@@ -159,6 +165,75 @@ TEST_F(AgentE2eTest, JobRunsWithItsGrantAndOutputIsRetrievable) {
   std::string out = Logs(t.id());
   EXPECT_NE(out.find("task=" + t.id()), std::string::npos) << out;
   EXPECT_NE(out.find("devices=" + t.allocations(0).device_id()), std::string::npos) << out;
+}
+
+// The REST twins of GetTaskLogs and WatchJob on a real daemon: every call answers (the REST face
+// once cancelled each stream as it registered it, so logs sent no bytes at all).
+TEST_F(AgentE2eTest, RestLogsAndWatchAnswerOverARealSocket) {
+  using api::testing::HttpCall;
+  namespace http = boost::beast::http;
+  StartAgent("node-a", 2);
+  std::string job = Submit("echo hello-rest; sleep 30");
+  ASSERT_TRUE(WaitState(job, v1::TASK_STATE_RUNNING)) << Task(job).DebugString();
+  const std::string task = Task(job).id();
+  ASSERT_TRUE(WaitFor([&] { return Logs(task).find("hello-rest") != std::string::npos; },
+                      std::chrono::seconds(30)));
+  std::string done = Submit("echo finished");
+  ASSERT_TRUE(WaitState(done, v1::TASK_STATE_SUCCEEDED)) << Task(done).DebugString();
+  for (int i = 0; i < 7; ++i) {
+    // Running task, no follow: what it has written so far, then the stream ends.
+    api::testing::HttpResult r =
+        HttpCall(daemon_->http_port(), http::verb::get, "/v1/tasks/" + task + "/logs");
+    EXPECT_EQ(r.status, 200) << r.body;
+    // "hello-rest\n" in base64.
+    EXPECT_NE(r.body.find("aGVsbG8tcmVzdAo="), std::string::npos) << r.body;
+    // A finished job's watch: its current state, then the stream ends.
+    r = HttpCall(daemon_->http_port(), http::verb::get, "/v1/jobs/" + done + ":watch");
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_NE(r.body.find("\"message\":\"current state\""), std::string::npos) << r.body;
+  }
+  // An error answers too: a task that does not exist.
+  api::testing::HttpResult r =
+      HttpCall(daemon_->http_port(), http::verb::get, "/v1/tasks/999.0/logs");
+  EXPECT_EQ(r.status, 404) << r.body;
+}
+
+// Both /metrics endpoints pass `promtool check metrics` (Prometheus's own linter), and the
+// agent's device series carry the running task and its tenant.
+TEST_F(AgentE2eTest, MetricsOfDaemonAndAgentPassPromtool) {
+  using api::testing::HttpCall;
+  namespace http = boost::beast::http;
+  const std::string promtool = GPUPOOL_PROMTOOL;
+  ASSERT_FALSE(promtool.empty() || promtool.ends_with("NOTFOUND"))
+      << "promtool not found: scripts/install-deps installs it (Debian package prometheus)";
+  const int agent_port = testing::FreePort();
+  StartAgent("node-a", 2, {"--metrics-listen", "127.0.0.1:" + std::to_string(agent_port)});
+  std::string job = Submit("sleep 30");
+  ASSERT_TRUE(WaitState(job, v1::TASK_STATE_RUNNING)) << Task(job).DebugString();
+  const std::string task = Task(job).id();
+  std::string agent_text;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        agent_text = HttpCall(agent_port, http::verb::get, "/metrics").body;
+        return agent_text.find("task=\"" + task + "\"") != std::string::npos;
+      },
+      std::chrono::seconds(30)))
+      << agent_text;
+  EXPECT_NE(agent_text.find("tenant=\"acme/e2e/tester\""), std::string::npos) << agent_text;
+  EXPECT_NE(agent_text.find("DCGM_FI_DEV_GPU_UTIL{"), std::string::npos) << agent_text;
+  EXPECT_NE(agent_text.find("DCGM_FI_DEV_FB_USED{"), std::string::npos) << agent_text;
+  const std::string daemon_text = HttpCall(daemon_->http_port(), http::verb::get, "/metrics").body;
+  EXPECT_NE(daemon_text.find("gpupool_queue_depth_tasks"), std::string::npos) << daemon_text;
+  for (const auto& [name, text] : {std::pair{"agent", agent_text}, {"gpupoold", daemon_text}}) {
+    const std::string in = dir_ + "/" + name + ".metrics";
+    const std::string out = in + ".promtool";
+    std::ofstream(in) << text;
+    const int rc =
+        std::system((promtool + " check metrics < " + in + " > " + out + " 2>&1").c_str());
+    std::ifstream f(out);
+    const std::string report((std::istreambuf_iterator<char>(f)), {});
+    EXPECT_EQ(rc, 0) << name << ": promtool check metrics:\n" << report;
+  }
 }
 
 TEST_F(AgentE2eTest, ExitCodePropagates) {

@@ -1,0 +1,329 @@
+#include "agent/sandbox/cgroup.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace gpupool::agent::sandbox {
+namespace {
+
+constexpr int64_t kCpuPeriodUs = 100'000;
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep)) out.push_back(cur);
+  return out;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Writes `value` to a control file; the error names the file.
+Status WriteFile(const std::string& path, const std::string& value) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Internal("cannot open " + path + ": " + std::strerror(errno));
+  const ssize_t n = write(fd, value.data(), value.size());
+  const int err = errno;
+  close(fd);
+  if (n != static_cast<ssize_t>(value.size())) {
+    return Status::Internal("cannot write '" + value + "' to " + path + ": " + std::strerror(err));
+  }
+  return Status::Ok();
+}
+
+// "key value" lines (memory.events, cpu.stat, memory.oom_control) → value of `key`, or -1.
+int64_t KeyedValue(const std::string& text, const std::string& key) {
+  std::istringstream in(text);
+  std::string k;
+  int64_t v = 0;
+  while (in >> k >> v) {
+    if (k == key) return v;
+  }
+  return -1;
+}
+
+int64_t NumberIn(const std::string& path) {
+  std::ifstream in(path);
+  int64_t v = -1;
+  if (in >> v) return v;
+  return -1;
+}
+
+Status Mkdir(const std::string& path) {
+  if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Status::Internal("cannot create cgroup " + path + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* ControllerName(Controller c) {
+  switch (c) {
+    case Controller::kMemory:
+      return "memory";
+    case Controller::kCpu:
+      return "cpu";
+    case Controller::kCpuacct:
+      return "cpuacct";
+    case Controller::kPids:
+      return "pids";
+    case Controller::kDevices:
+      return "devices";
+  }
+  return "?";
+}
+
+CgroupLayout CgroupLayout::FromMountinfo(const std::string& mountinfo,
+                                         const std::string& v2_controllers_text) {
+  static const std::map<std::string, Controller> kNames = {{"memory", Controller::kMemory},
+                                                           {"cpu", Controller::kCpu},
+                                                           {"cpuacct", Controller::kCpuacct},
+                                                           {"pids", Controller::kPids},
+                                                           {"devices", Controller::kDevices}};
+  CgroupLayout l;
+  std::istringstream in(mountinfo);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    const std::vector<std::string> pre = Split(line.substr(0, dash), ' ');
+    const std::vector<std::string> post = Split(line.substr(dash + 3), ' ');
+    if (pre.size() < 5 || post.size() < 3) continue;
+    const std::string& mount_point = pre[4];
+    if (post[0] == "cgroup2") {
+      if (l.v2.empty()) l.v2 = mount_point;
+    } else if (post[0] == "cgroup") {
+      for (const std::string& opt : Split(post[2], ',')) {
+        auto it = kNames.find(opt);
+        if (it != kNames.end() && !l.v1.count(it->second)) l.v1[it->second] = mount_point;
+      }
+    }
+  }
+  for (const std::string& name : Split(v2_controllers_text, ' ')) {
+    std::string n = name;
+    n.erase(std::remove(n.begin(), n.end(), '\n'), n.end());
+    if (n == "memory") l.v2_controllers.push_back(Controller::kMemory);
+    if (n == "cpu") {
+      l.v2_controllers.push_back(Controller::kCpu);  // v2's cpu.stat carries the usage too
+      l.v2_controllers.push_back(Controller::kCpuacct);
+    }
+    if (n == "pids") l.v2_controllers.push_back(Controller::kPids);
+  }
+  if (l.v2_controllers.empty()) l.v2.clear();
+  // A controller offered by the unified tree is used there, not from a stale v1 mount.
+  for (Controller c : l.v2_controllers) l.v1.erase(c);
+  return l;
+}
+
+CgroupLayout CgroupLayout::Detect() {
+  const std::string mountinfo = ReadText("/proc/self/mountinfo");
+  std::string controllers;
+  for (const std::string& line : Split(mountinfo, '\n')) {
+    const size_t dash = line.find(" - cgroup2 ");
+    if (dash == std::string::npos) continue;
+    const std::vector<std::string> pre = Split(line.substr(0, dash), ' ');
+    if (pre.size() >= 5) controllers = ReadText(pre[4] + "/cgroup.controllers");
+    break;
+  }
+  return FromMountinfo(mountinfo, controllers);
+}
+
+bool CgroupLayout::OnV2(Controller c) const {
+  return std::find(v2_controllers.begin(), v2_controllers.end(), c) != v2_controllers.end();
+}
+
+bool CgroupLayout::Has(Controller c) const { return OnV2(c) || v1.count(c) > 0; }
+
+std::string CgroupLayout::Describe() const {
+  std::string out;
+  if (!v1.empty()) {
+    out = "v1:";
+    for (const auto& [c, m] : v1) out += std::string(" ") + ControllerName(c);
+  }
+  if (!v2_controllers.empty()) {
+    out += out.empty() ? "v2:" : "; v2:";
+    for (Controller c : v2_controllers) out += std::string(" ") + ControllerName(c);
+  }
+  return out.empty() ? "none" : out;
+}
+
+Result<std::unique_ptr<TaskCgroup>> TaskCgroup::Create(const CgroupLayout& layout,
+                                                       const std::string& parent,
+                                                       const std::string& name,
+                                                       const CgroupLimits& limits) {
+  std::unique_ptr<TaskCgroup> g(new TaskCgroup());
+  g->layout_ = &layout;
+  auto add_dir = [&](const std::string& dir) -> Status {
+    if (std::find(g->dirs_.begin(), g->dirs_.end(), dir) != g->dirs_.end()) return Status::Ok();
+    GPUPOOL_RETURN_IF_ERROR(Mkdir(dir));
+    g->dirs_.push_back(dir);
+    return Status::Ok();
+  };
+  if (!layout.v2_controllers.empty()) {
+    // Controllers must be enabled on every level above the task's group.
+    std::string enable;
+    for (Controller c : layout.v2_controllers) {
+      if (c != Controller::kCpuacct)
+        enable += std::string(enable.empty() ? "+" : " +") + ControllerName(c);
+    }
+    GPUPOOL_RETURN_IF_ERROR(Mkdir(layout.v2 + "/" + parent));
+    GPUPOOL_RETURN_IF_ERROR(WriteFile(layout.v2 + "/cgroup.subtree_control", enable));
+    GPUPOOL_RETURN_IF_ERROR(
+        WriteFile(layout.v2 + "/" + parent + "/cgroup.subtree_control", enable));
+    const std::string dir = layout.v2 + "/" + parent + "/" + name;
+    GPUPOOL_RETURN_IF_ERROR(add_dir(dir));
+    for (Controller c : layout.v2_controllers) g->dir_of_[c] = dir;
+  }
+  for (const auto& [c, mount] : layout.v1) {
+    GPUPOOL_RETURN_IF_ERROR(Mkdir(mount + "/" + parent));
+    const std::string dir = mount + "/" + parent + "/" + name;
+    GPUPOOL_RETURN_IF_ERROR(add_dir(dir));
+    g->dir_of_[c] = dir;
+  }
+  auto dir = [&](Controller c) { return g->dir_of_.at(c); };
+  if (limits.memory_bytes > 0 && layout.Has(Controller::kMemory)) {
+    const std::string v = std::to_string(limits.memory_bytes);
+    if (layout.OnV2(Controller::kMemory)) {
+      GPUPOOL_RETURN_IF_ERROR(WriteFile(dir(Controller::kMemory) + "/memory.max", v));
+      // Best effort: a host without swap accounting has no memory.swap.max.
+      (void)WriteFile(dir(Controller::kMemory) + "/memory.swap.max", "0");
+    } else {
+      GPUPOOL_RETURN_IF_ERROR(WriteFile(dir(Controller::kMemory) + "/memory.limit_in_bytes", v));
+      (void)WriteFile(dir(Controller::kMemory) + "/memory.memsw.limit_in_bytes", v);
+    }
+  }
+  if (limits.cpu_milli > 0 && layout.Has(Controller::kCpu)) {
+    const int64_t quota = std::max<int64_t>(1000, limits.cpu_milli * kCpuPeriodUs / 1000);
+    if (layout.OnV2(Controller::kCpu)) {
+      GPUPOOL_RETURN_IF_ERROR(
+          WriteFile(dir(Controller::kCpu) + "/cpu.max",
+                    std::to_string(quota) + " " + std::to_string(kCpuPeriodUs)));
+    } else {
+      GPUPOOL_RETURN_IF_ERROR(
+          WriteFile(dir(Controller::kCpu) + "/cpu.cfs_period_us", std::to_string(kCpuPeriodUs)));
+      GPUPOOL_RETURN_IF_ERROR(
+          WriteFile(dir(Controller::kCpu) + "/cpu.cfs_quota_us", std::to_string(quota)));
+    }
+  }
+  if (limits.pids_max > 0 && layout.Has(Controller::kPids)) {
+    GPUPOOL_RETURN_IF_ERROR(
+        WriteFile(dir(Controller::kPids) + "/pids.max", std::to_string(limits.pids_max)));
+  }
+  if (limits.filter_devices && layout.devices_enforced()) {
+    const std::string d = dir(Controller::kDevices);
+    GPUPOOL_RETURN_IF_ERROR(WriteFile(d + "/devices.deny", "a"));
+    for (const std::string& rule : limits.device_rules) {
+      GPUPOOL_RETURN_IF_ERROR(WriteFile(d + "/devices.allow", rule));
+    }
+  }
+  return g;
+}
+
+TaskCgroup::~TaskCgroup() { Remove(); }
+
+Result<std::vector<int>> TaskCgroup::OpenProcsFds() const {
+  std::vector<int> fds;
+  for (const std::string& d : dirs_) {
+    const std::string path = d + "/cgroup.procs";
+    const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int err = errno;
+      for (int f : fds) close(f);
+      return Status::Internal("cannot open " + path + ": " + std::strerror(err));
+    }
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
+CgroupUsage TaskCgroup::Usage() const {
+  CgroupUsage u;
+  auto it = dir_of_.find(Controller::kMemory);
+  if (it != dir_of_.end()) {
+    if (layout_->OnV2(Controller::kMemory)) {
+      u.peak_memory_bytes = std::max<int64_t>(0, NumberIn(it->second + "/memory.peak"));
+      u.oom_kills =
+          std::max<int64_t>(0, KeyedValue(ReadText(it->second + "/memory.events"), "oom_kill"));
+    } else {
+      u.peak_memory_bytes =
+          std::max<int64_t>(0, NumberIn(it->second + "/memory.max_usage_in_bytes"));
+      u.oom_kills = std::max<int64_t>(
+          0, KeyedValue(ReadText(it->second + "/memory.oom_control"), "oom_kill"));
+    }
+  }
+  it = dir_of_.find(Controller::kCpuacct);
+  if (it != dir_of_.end()) {
+    if (layout_->OnV2(Controller::kCpuacct)) {
+      u.cpu_usec =
+          std::max<int64_t>(0, KeyedValue(ReadText(it->second + "/cpu.stat"), "usage_usec"));
+    } else {
+      u.cpu_usec = std::max<int64_t>(0, NumberIn(it->second + "/cpuacct.usage") / 1000);
+    }
+  }
+  return u;
+}
+
+void TaskCgroup::KillAndRemove(const std::vector<std::string>& dirs) {
+  using std::chrono::milliseconds;
+  for (int round = 0; round < 200; ++round) {
+    bool busy = false;
+    for (const std::string& d : dirs) {
+      std::istringstream procs(ReadText(d + "/cgroup.procs"));
+      pid_t pid = 0;
+      while (procs >> pid) {
+        if (pid > 0) kill(pid, SIGKILL);
+      }
+      if (rmdir(d.c_str()) != 0 && errno == EBUSY) busy = true;
+    }
+    if (!busy) return;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+}
+
+bool TaskCgroup::Remove() {
+  if (removed_) return true;
+  KillAndRemove(dirs_);
+  bool gone = true;
+  for (const std::string& d : dirs_) {
+    struct stat st {};
+    if (stat(d.c_str(), &st) == 0) gone = false;
+  }
+  removed_ = gone;
+  return gone;
+}
+
+std::vector<std::string> BaselineDeviceRules() {
+  return {"c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm", "c 1:8 rwm",
+          "c 1:9 rwm", "c 5:0 rwm", "c 5:2 rwm", "c 136:* rwm"};
+}
+
+Result<std::string> DeviceRuleFor(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    return Status::FailedPrecondition("device file " + path + ": " + std::strerror(errno));
+  }
+  if (!S_ISCHR(st.st_mode)) {
+    return Status::FailedPrecondition("device file " + path + ": not a character device");
+  }
+  return "c " + std::to_string(major(st.st_rdev)) + ":" + std::to_string(minor(st.st_rdev)) + " rw";
+}
+
+}  // namespace gpupool::agent::sandbox

@@ -1,0 +1,104 @@
+// Sandbox: what confines one task on a node — its cgroup (memory, CPU, pids, devices), its
+// unprivileged uid, its work directory, and its own mount/PID/IPC namespaces (launch.h).
+//
+// The agent makes one Sandbox at start (Create checks that it can: root, cgroups found, the
+// hidden paths exist) and asks it to Prepare() each task. Prepare takes a uid, creates
+// <task dir>/work (0700, owned by that uid) and the task's cgroup with its limits and device
+// rules; Launch() starts the program inside; Release() after the task ended reads nothing more,
+// kills stragglers, removes the cgroup, gives the uid back and locks the work dir (root, 0700).
+// Any failure is an error naming what failed; the runner then fails the task — it never starts
+// a task unconfined when the sandbox is on.
+//
+// Capabilities() says, for Register, what this node can and cannot enforce.
+//
+// Thread safety: Sandbox is safe from any thread; a SandboxedTask belongs to one task.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/sandbox/cgroup.h"
+#include "agent/sandbox/launch.h"
+#include "agent/sandbox/uids.h"
+#include "base/status.h"
+
+namespace gpupool::agent::sandbox {
+
+struct SandboxOptions {
+  bool enabled = false;
+  std::string cgroup_parent = "gpupool";  // task groups are <controller mount>/<this>/<task>
+  int64_t uid_pool_first = 0;
+  int64_t uid_pool_count = 0;
+  std::map<std::string, std::string> tenant_users;  // tenant → user name or "#uid"
+  int64_t pids_max = 4096;
+  int64_t default_memory_mib = 0;       // for a task whose request names no host memory; 0 = none
+  std::vector<std::string> hide_paths;  // files or directories tasks must not see
+  std::vector<std::string> private_tmp = {"/tmp", "/var/tmp", "/dev/shm"};
+};
+
+// One thing a node can (or cannot) enforce, as reported at registration.
+struct Capability {
+  std::string name;  // sandbox, memory, cpu, pids, devices, uid, namespaces, mps, vram_scrub…
+  bool enforced = false;
+  std::string detail;
+};
+
+struct SandboxRequest {
+  std::string name;  // unique per task attempt: the cgroup's name
+  std::string tenant;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::string task_dir;                   // exists, root-owned
+  std::vector<std::string> device_files;  // granted and control device files the task may open
+};
+
+class SandboxedTask {
+ public:
+  ~SandboxedTask();
+  Result<Launched> Launch(const std::string& exec_path, const std::vector<std::string>& argv,
+                          const std::vector<std::string>& env, int log_fd);
+  CgroupUsage Usage() const { return cgroup_->Usage(); }
+  void Release();
+  const std::string& work_dir() const { return work_dir_; }
+  const TaskIdentity& identity() const { return id_; }
+  const std::vector<std::string>& cgroup_dirs() const { return cgroup_->dirs(); }
+
+ private:
+  friend class Sandbox;
+  SandboxedTask() = default;
+  class Sandbox* owner_ = nullptr;
+  TaskIdentity id_;
+  std::string work_dir_;
+  std::unique_ptr<TaskCgroup> cgroup_;
+  bool released_ = false;
+};
+
+class Sandbox {
+ public:
+  // REQUIRES: options.enabled. `data_dir` is hidden from tasks (each sees only its work dir).
+  static Result<std::shared_ptr<Sandbox>> Create(SandboxOptions options,
+                                                 const std::string& data_dir);
+  // Capabilities of an agent without a sandbox (sandbox.enabled: false).
+  static std::vector<Capability> DisabledCapabilities();
+
+  Result<std::unique_ptr<SandboxedTask>> Prepare(const SandboxRequest& request);
+  std::vector<Capability> Capabilities() const;
+  const CgroupLayout& layout() const { return layout_; }
+  const SandboxOptions& options() const { return options_; }
+
+ private:
+  friend class SandboxedTask;
+  Sandbox(SandboxOptions options, std::string data_dir);
+
+  SandboxOptions options_;
+  std::string data_dir_;
+  std::string empty_file_;
+  std::vector<std::string> hide_files_, hide_dirs_;
+  CgroupLayout layout_;
+  UidMap uids_;
+};
+
+}  // namespace gpupool::agent::sandbox

@@ -1,0 +1,78 @@
+#include "agent/sandbox/uids.h"
+
+#include <pwd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace gpupool::agent::sandbox {
+
+UidMap::UidMap(std::map<std::string, std::string> tenant_users, int64_t pool_first,
+               int64_t pool_count)
+    : tenant_users_(std::move(tenant_users)), pool_first_(pool_first), pool_count_(pool_count) {}
+
+Result<TaskIdentity> UidMap::Acquire(const std::string& tenant) {
+  auto it = tenant_users_.find(tenant);
+  if (it != tenant_users_.end()) {
+    const std::string& user = it->second;
+    TaskIdentity id;
+    if (!user.empty() && user[0] == '#') {
+      char* end = nullptr;
+      const long v = std::strtol(user.c_str() + 1, &end, 10);
+      if (end == user.c_str() + 1 || *end != '\0' || v <= 0) {
+        return Status::FailedPrecondition("sandbox: tenant '" + tenant + "' maps to '" + user +
+                                          "', which is not a uid > 0");
+      }
+      id.uid = static_cast<uid_t>(v);
+      id.gid = static_cast<gid_t>(v);
+      return id;
+    }
+    // getpwnam_r: the agent may look users up from several threads.
+    struct passwd pw {};
+    struct passwd* found = nullptr;
+    std::vector<char> buf(16384);
+    const int rc = getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found);
+    if (rc != 0 || found == nullptr) {
+      return Status::FailedPrecondition("sandbox: user '" + user + "' for tenant '" + tenant +
+                                        "' does not exist" +
+                                        (rc ? std::string(" (") + std::strerror(rc) + ")" : ""));
+    }
+    if (pw.pw_uid == 0) {
+      return Status::FailedPrecondition("sandbox: user '" + user + "' for tenant '" + tenant +
+                                        "' is root; tasks never run as uid 0");
+    }
+    id.uid = pw.pw_uid;
+    id.gid = pw.pw_gid;
+    return id;
+  }
+  if (pool_count_ <= 0) {
+    return Status::FailedPrecondition("sandbox: no uid for tenant '" + tenant +
+                                      "' (not in sandbox.tenant_users and no sandbox.uid_pool)");
+  }
+  std::lock_guard lock(mu_);
+  for (int64_t i = 0; i < pool_count_; ++i) {
+    const uid_t uid = static_cast<uid_t>(pool_first_ + (next_ + i) % pool_count_);
+    if (uid == 0 || in_use_.count(uid)) continue;
+    in_use_.insert(uid);
+    next_ = (next_ + i + 1) % pool_count_;  // rotate: a freed uid is reused last
+    return TaskIdentity{uid, static_cast<gid_t>(uid), true};
+  }
+  return Status::ResourceExhausted("sandbox: uid pool exhausted (" + std::to_string(pool_count_) +
+                                   " uids from " + std::to_string(pool_first_) +
+                                   ", all in use) for tenant '" + tenant + "'");
+}
+
+void UidMap::Release(const TaskIdentity& id) {
+  if (!id.from_pool) return;
+  std::lock_guard lock(mu_);
+  in_use_.erase(id.uid);
+}
+
+int64_t UidMap::pool_in_use() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int64_t>(in_use_.size());
+}
+
+}  // namespace gpupool::agent::sandbox

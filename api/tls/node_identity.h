@@ -1,0 +1,87 @@
+// NodeIdentities: which certificate speaks for which node, and how a node gets one.
+//
+// Model (docs/security.md, "Agents"):
+//  * Join: an agent that has no certificate sends a CSR with a join token (auth.node_tokens) for
+//    a node name. A token may enrol a name that no certificate holds yet, never one that is
+//    enrolled: a leaked token cannot take over an existing node. The CA signs the CSR with
+//    CN = the node name (api/tls/pki.h).
+//  * Renew: a node presenting its current, verified certificate (mutual TLS) gets a new one for
+//    the same name; from then on only the newest serial is accepted, so rotation retires the old
+//    key. Agents renew in the last third of a certificate's life.
+//  * Register: over mutual TLS the node name in Register must be the certificate's CN and its
+//    serial the node's current one (else PERMISSION_DENIED / UNAUTHENTICATED, logged). Without a
+//    certificate, an enrolled name is refused (its certificate must be used); an unenrolled one
+//    falls back to the node token unless `require_certificates` is set.
+//  * Revoke (admin): the node's certificate is refused from then on, and a new Join for the name
+//    is allowed (re-enrolment after a reinstall).
+// State is kept in `<tls-dir>/nodes` (0600, rewritten atomically on each change), so bindings
+// and revocations survive restarts.
+//
+// Thread safety: every method may be called from any thread (one mutex).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "api/tls/pki.h"
+#include "base/status.h"
+
+namespace gpupool::api::tls {
+
+// The verified client certificate of a connection.
+struct PeerCert {
+  std::string common_name;
+  std::string serial_hex;
+};
+
+struct NodeIdentityOptions {
+  std::set<std::string> join_tokens;
+  std::chrono::seconds cert_validity{30 * 86'400};
+  // Refuse agents without a certificate altogether (no node-token registration).
+  bool require_certificates = false;
+};
+
+struct IssuedCert {
+  std::string cert_pem;
+  std::string ca_pem;
+  int64_t not_after_s = 0;
+};
+
+class NodeIdentities {
+ public:
+  // REQUIRES: `ca` outlives this. Loads `<ca.dir()>/nodes` when present.
+  static Result<std::unique_ptr<NodeIdentities>> Open(const CertAuthority* ca,
+                                                      NodeIdentityOptions options);
+
+  Result<IssuedCert> Join(std::string_view token, const std::string& node,
+                          std::string_view csr_pem);
+  Result<IssuedCert> Renew(const PeerCert& peer, std::string_view csr_pem);
+  // May a connection with `peer` (null: no client certificate) register as `node`?
+  Status CheckRegister(const PeerCert* peer, const std::string& node) const;
+  // NOT_FOUND when the node was never enrolled.
+  Status Revoke(const std::string& node);
+  bool Enrolled(const std::string& node) const;
+
+ private:
+  struct Binding {
+    std::string serial_hex;
+    int64_t not_after_s = 0;
+    bool revoked = false;
+  };
+  NodeIdentities(const CertAuthority* ca, NodeIdentityOptions options)
+      : ca_(ca), options_(std::move(options)) {}
+  Result<IssuedCert> Issue(const std::string& node, std::string_view csr_pem);  // REQUIRES: mu_
+  Status Save() const;                                                          // REQUIRES: mu_
+
+  const CertAuthority* ca_;
+  const NodeIdentityOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::string, Binding> nodes_;  // guarded by mu_
+};
+
+}  // namespace gpupool::api::tls

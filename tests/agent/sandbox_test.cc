@@ -1,0 +1,349 @@
+// The task sandbox with real child processes, real cgroups and real namespaces: a task cannot
+// read the node token or another task's files, cannot exceed its memory (OOM-killed and
+// reported), cannot open a device file it was not granted (EPERM; fake NVIDIA devices made with
+// mknod, major 195), cannot see or signal another tenant's processes; its CPU time and peak
+// memory come back; a sandbox that cannot be built fails the task with a reason.
+//
+// Needs root (cgroups, mounts, uid switching); skips with that message otherwise.
+#include "agent/sandbox/sandbox.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "agent/task_runner.h"
+#include "tests/support/wait_for.h"
+
+namespace gpupool::agent {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string MakeTemp(const std::string& prefix) {
+  std::string tmpl = prefix + "XXXXXX";
+  return mkdtemp(tmpl.data());
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class SandboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "the sandbox needs root (cgroups, mounts, uid switching)";
+    const sandbox::CgroupLayout layout = sandbox::CgroupLayout::Detect();
+    if (!layout.Has(sandbox::Controller::kMemory)) {
+      GTEST_SKIP() << "this host has no memory cgroup controller";
+    }
+    data_dir_ = MakeTemp("/tmp/gpupool-sbx-data-");
+    // Not under /tmp: the task's private /tmp would hide it by accident, not by design.
+    etc_dir_ = MakeTemp("/run/gpupool-sbx-etc-");
+    chmod(etc_dir_.c_str(), 0755);  // like /etc and /dev: tasks may pass through
+    std::ofstream(etc_dir_ + "/agent.yaml") << "token: s3cret-node-token\n";
+    std::filesystem::create_directories(etc_dir_ + "/certs");
+    std::ofstream(etc_dir_ + "/certs/node.key") << "PRIVATE-KEY-MATERIAL\n";
+    std::filesystem::create_directories(etc_dir_ + "/dev");
+    MakeDevice("nvidia0", 195, 0);
+    MakeDevice("nvidia1", 195, 1);
+    MakeDevice("nvidiactl", 195, 255);
+
+    options_.enabled = true;
+    options_.cgroup_parent = "gpupool-test-" + std::to_string(getpid());
+    options_.uid_pool_first = 61000;
+    options_.uid_pool_count = 100;
+    options_.hide_paths = {etc_dir_ + "/agent.yaml", etc_dir_ + "/certs"};
+    Start();
+  }
+
+  void Start() {
+    runner_.reset();
+    auto box = sandbox::Sandbox::Create(options_, data_dir_);
+    ASSERT_TRUE(box.ok()) << box.status().ToString();
+    TaskRunnerOptions o;
+    o.data_dir = data_dir_;
+    o.default_grace_ms = 300;
+    o.sandbox = *box;
+    runner_ = std::make_unique<TaskRunner>(o);
+    runner_->SetListener("node-a", [this](const TaskStatus& st) {
+      std::lock_guard lock(mu_);
+      ended_[st.task_id] = st;
+      cv_.notify_all();
+    });
+  }
+
+  void TearDown() override {
+    runner_.reset();
+    if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_);
+    if (!etc_dir_.empty()) std::filesystem::remove_all(etc_dir_);
+    const sandbox::CgroupLayout layout = sandbox::CgroupLayout::Detect();
+    for (const auto& [c, mount] : layout.v1) rmdir((mount + "/" + options_.cgroup_parent).c_str());
+    if (!layout.v2.empty()) rmdir((layout.v2 + "/" + options_.cgroup_parent).c_str());
+  }
+
+  void MakeDevice(const std::string& name, int maj, int min) {
+    const std::string path = etc_dir_ + "/dev/" + name;
+    ASSERT_EQ(mknod(path.c_str(), S_IFCHR | 0666, makedev(maj, min)), 0) << path;
+  }
+
+  TaskSpec Spec(const std::string& id, const std::string& tenant, const std::string& script) {
+    TaskSpec s;
+    s.owner = "node-a";
+    s.task_id = id;
+    s.job_id = "job-1";
+    s.tenant = tenant;
+    s.attempt = 1;
+    s.argv = {"/bin/sh", "-c", script};
+    return s;
+  }
+
+  TaskStatus Run(const TaskSpec& spec) {
+    auto st = runner_->Start(spec);
+    EXPECT_TRUE(st.ok()) << st.status().ToString();
+    if (st.ok() && st->terminal()) return *st;  // failed to start: no listener call
+    return WaitEnd(spec.task_id);
+  }
+
+  TaskStatus WaitEnd(const std::string& id) {
+    std::unique_lock lock(mu_);
+    EXPECT_TRUE(cv_.wait_for(lock, std::chrono::seconds(120), [&] { return ended_.count(id); }))
+        << "task " << id << " did not end";
+    return ended_[id];
+  }
+
+  std::string WorkDir(const std::string& id) { return data_dir_ + "/tasks/" + id + ".1/work"; }
+
+  sandbox::SandboxOptions options_;
+  std::string data_dir_, etc_dir_;
+  std::unique_ptr<TaskRunner> runner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, TaskStatus> ended_;
+};
+
+TEST_F(SandboxTest, RunsAsAnUnprivilegedUidInItsOwnWorkDir) {
+  TaskStatus st = Run(Spec("who", "acme", "id -u; id -G; pwd; echo $HOME; stat -c '%a %u' ."));
+  ASSERT_EQ(st.phase, TaskPhase::kSucceeded) << st.reason << st.output_tail;
+  std::istringstream out(st.output_tail);
+  std::string uid, groups, pwd, home, mode;
+  std::getline(out, uid);
+  std::getline(out, groups);
+  std::getline(out, pwd);
+  std::getline(out, home);
+  std::getline(out, mode);
+  EXPECT_GE(std::stoi(uid), 61000);
+  EXPECT_LT(std::stoi(uid), 61100);
+  EXPECT_EQ(groups, uid);  // no supplementary groups: gid = uid, nothing of root's
+  EXPECT_EQ(pwd, WorkDir("who"));
+  EXPECT_EQ(home, WorkDir("who"));
+  EXPECT_EQ(mode, "700 " + uid);
+  // After the task, its directory is locked: a later holder of the uid cannot get in.
+  struct stat s {};
+  ASSERT_EQ(stat(WorkDir("who").c_str(), &s), 0);
+  EXPECT_EQ(s.st_uid, 0u);
+  EXPECT_TRUE(st.usage.measured);
+}
+
+TEST_F(SandboxTest, CannotReadTheNodeTokenCertificatesStateOrAnotherTasksFiles) {
+  // Tenant A leaves a secret in its work dir and in /tmp, and keeps running.
+  ASSERT_TRUE(runner_
+                  ->Start(Spec("a", "tenant-a",
+                               "echo tenant-a-secret > secret; echo tmp-secret-a > /tmp/a; "
+                               "exec sleep 30"))
+                  .ok());
+  ASSERT_TRUE(
+      gpupool::testing::WaitFor([&] { return std::filesystem::exists(WorkDir("a") + "/secret"); }));
+  const std::string script = "cat " + etc_dir_ +
+                             "/agent.yaml; echo rc_token=$?; "  // the node token
+                             "cat " +
+                             etc_dir_ +
+                             "/certs/node.key; echo rc_key=$?; "
+                             "cat " +
+                             WorkDir("a") +
+                             "/secret; echo rc_other=$?; "
+                             "cat /tmp/a; echo rc_tmp=$?; "
+                             "cat " +
+                             data_dir_ +
+                             "/tasks/a.1/state; echo rc_state=$?; "
+                             "ls " +
+                             data_dir_ + "/tasks; echo rc_ls=$?";
+  TaskStatus st = Run(Spec("b", "tenant-b", script));
+  ASSERT_EQ(st.phase, TaskPhase::kSucceeded) << st.reason;
+  const std::string& out = st.output_tail;
+  EXPECT_EQ(out.find("s3cret-node-token"), std::string::npos) << out;
+  EXPECT_EQ(out.find("PRIVATE-KEY"), std::string::npos) << out;
+  EXPECT_EQ(out.find("tenant-a-secret"), std::string::npos) << out;
+  EXPECT_EQ(out.find("tmp-secret-a"), std::string::npos) << out;
+  EXPECT_EQ(out.find("pgid="), std::string::npos) << out;
+  for (const char* rc : {"rc_token=1", "rc_key=1", "rc_other=1", "rc_tmp=1", "rc_state=1"}) {
+    EXPECT_NE(out.find(rc), std::string::npos) << rc << " in\n" << out;
+  }
+  EXPECT_NE(out.find("Permission denied"), std::string::npos) << out;  // the token file
+  // The agent's own view is untouched: the token is still there.
+  EXPECT_NE(ReadFile(etc_dir_ + "/agent.yaml").find("s3cret-node-token"), std::string::npos);
+  runner_->Stop("a", 0, 0, "test over");
+  WaitEnd("a");
+}
+
+TEST_F(SandboxTest, ExceedingItsMemoryIsAnOomKillReportedAsSuch) {
+  TaskSpec spec =
+      Spec("hog", "acme", "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo survived ${#x}");
+  spec.memory_mib = 32;
+  TaskStatus st = Run(spec);
+  EXPECT_EQ(st.phase, TaskPhase::kFailed);
+  EXPECT_TRUE(st.oom) << st.reason << "\n" << st.output_tail;
+  EXPECT_GE(st.usage.oom_kills, 1);
+  EXPECT_NE(st.reason.find("out of memory"), std::string::npos) << st.reason;
+  EXPECT_NE(st.reason.find("32 MiB"), std::string::npos) << st.reason;
+  EXPECT_EQ(st.output_tail.find("survived"), std::string::npos);
+  EXPECT_LE(st.usage.peak_memory_bytes, 33 * 1024 * 1024);
+  EXPECT_GT(st.usage.peak_memory_bytes, 1 * 1024 * 1024);
+}
+
+TEST_F(SandboxTest, OpensOnlyTheDeviceFilesItWasGranted) {
+  TaskSpec spec = Spec("dev", "acme",
+                       "exec 2>&1; dev=" + etc_dir_ +
+                           "/dev; cat $dev/nvidia1; echo; cat $dev/nvidia0; echo; "
+                           "cat $dev/nvidiactl; echo; echo ok > /dev/null && echo null-ok");
+  spec.device_files = {etc_dir_ + "/dev/nvidia0", etc_dir_ + "/dev/nvidiactl"};
+  TaskStatus st = Run(spec);
+  const std::string& out = st.output_tail;
+  // Not granted: the devices cgroup refuses the open (EPERM). Granted: the open reaches the
+  // (absent) driver, which answers ENXIO — the filter let it through.
+  EXPECT_NE(out.find("nvidia1: Operation not permitted"), std::string::npos) << out;
+  EXPECT_NE(out.find("nvidia0: No such device or address"), std::string::npos) << out;
+  EXPECT_NE(out.find("nvidiactl: No such device or address"), std::string::npos) << out;
+  EXPECT_NE(out.find("null-ok"), std::string::npos) << out;
+}
+
+TEST_F(SandboxTest, CannotSeeOrSignalAnotherTenantsProcesses) {
+  auto a = runner_->Start(Spec("a", "tenant-a", "exec sleep 30"));
+  ASSERT_TRUE(a.ok());
+  const std::string pid = std::to_string(a->pid);
+  const std::string script = "ls /proc | grep -c '^[0-9]'; kill -TERM " + pid +
+                             "; echo rc_kill=$?; kill -TERM -" + pid +
+                             "; echo rc_killpg=$?; cat /proc/" + pid +
+                             "/environ; echo rc_env=$?; kill -9 1; echo rc_init=$?";
+  TaskStatus b = Run(Spec("b", "tenant-b", script));
+  const std::string& out = b.output_tail;
+  std::istringstream in(out);
+  int visible = 0;
+  in >> visible;
+  EXPECT_GE(visible, 1) << out;
+  EXPECT_LE(visible, 4) << out;  // its init, sh, ls, grep — nobody else
+  EXPECT_NE(out.find("rc_kill=1"), std::string::npos) << out;
+  EXPECT_NE(out.find("rc_killpg=1"), std::string::npos) << out;
+  EXPECT_NE(out.find("rc_env=1"), std::string::npos) << out;
+  EXPECT_EQ(out.find("GPUPOOL_TASK_ID=a"), std::string::npos) << out;
+  // Tenant A still runs.
+  auto still = runner_->Get("a");
+  ASSERT_TRUE(still.has_value());
+  EXPECT_EQ(still->phase, TaskPhase::kRunning);
+  // And a stop still ends it the ordinary way: SIGTERM to the group, as without a sandbox.
+  runner_->Stop("a", 0, 5000, "test over");
+  TaskStatus end = WaitEnd("a");
+  EXPECT_EQ(end.phase, TaskPhase::kCancelled);
+  EXPECT_EQ(end.signal, SIGTERM);
+}
+
+TEST_F(SandboxTest, ReportsCpuTimeAndPeakMemoryAndAppliesTheCpuQuota) {
+  TaskSpec spec = Spec("burn", "acme",
+                       "cat /sys/fs/cgroup/cpu/" + options_.cgroup_parent +
+                           "/node-a_burn.1/cpu.cfs_quota_us 2>/dev/null; "
+                           "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo done");
+  spec.cpu_milli = 500;
+  spec.memory_mib = 256;
+  TaskStatus st = Run(spec);
+  ASSERT_EQ(st.phase, TaskPhase::kSucceeded) << st.reason << st.output_tail;
+  EXPECT_TRUE(st.usage.measured);
+  EXPECT_GT(st.usage.cpu_usec, 10'000);  // a 300k-iteration shell loop takes well over 10 ms
+  EXPECT_GT(st.usage.peak_memory_bytes, 0);
+  EXPECT_EQ(st.usage.oom_kills, 0);
+  EXPECT_FALSE(st.oom);
+  if (sandbox::CgroupLayout::Detect().v1.count(sandbox::Controller::kCpu)) {
+    EXPECT_NE(st.output_tail.find("50000"), std::string::npos) << st.output_tail;  // 0.5 CPU
+  }
+}
+
+TEST_F(SandboxTest, AnUnknownUserFailsTheTaskInsteadOfRunningItUnconfined) {
+  options_.tenant_users = {{"acme", "no-such-user-gpupool"}, {"num", "#0"}};
+  Start();
+  TaskStatus st = Run(Spec("x", "acme", "touch " + data_dir_ + "/ran"));
+  EXPECT_EQ(st.phase, TaskPhase::kFailed);
+  EXPECT_EQ(st.exit_code, 126);
+  EXPECT_NE(st.reason.find("user 'no-such-user-gpupool' for tenant 'acme' does not exist"),
+            std::string::npos)
+      << st.reason;
+  EXPECT_FALSE(std::filesystem::exists(data_dir_ + "/ran"));
+  TaskStatus root = Run(Spec("y", "num", "true"));
+  EXPECT_EQ(root.phase, TaskPhase::kFailed);
+  EXPECT_NE(root.reason.find("not a uid > 0"), std::string::npos) << root.reason;
+}
+
+TEST_F(SandboxTest, ACgroupThatCannotBeCreatedFailsTheTask) {
+  options_.cgroup_parent = "gpupool-test-missing-" + std::to_string(getpid()) + "/nested";
+  Start();
+  TaskStatus st = Run(Spec("x", "acme", "touch " + data_dir_ + "/ran"));
+  EXPECT_EQ(st.phase, TaskPhase::kFailed);
+  EXPECT_EQ(st.exit_code, 126);
+  EXPECT_NE(st.reason.find("cannot create cgroup"), std::string::npos) << st.reason;
+  EXPECT_NE(st.reason.find("gpupool-test-missing-"), std::string::npos) << st.reason;
+  EXPECT_FALSE(std::filesystem::exists(data_dir_ + "/ran"));
+  options_.cgroup_parent = "gpupool-test-" + std::to_string(getpid());
+}
+
+TEST_F(SandboxTest, AGrantedDeviceFileThatIsNotADeviceFailsTheTask) {
+  TaskSpec spec = Spec("x", "acme", "true");
+  spec.device_files = {etc_dir_ + "/agent.yaml"};
+  TaskStatus st = Run(spec);
+  EXPECT_EQ(st.phase, TaskPhase::kFailed);
+  EXPECT_NE(st.reason.find("agent.yaml: not a character device"), std::string::npos) << st.reason;
+}
+
+TEST_F(SandboxTest, AProgramThatDoesNotExistIsExit127AndItsUidIsReturned) {
+  TaskStatus st = Run(Spec("x", "acme", "true"));
+  ASSERT_EQ(st.phase, TaskPhase::kSucceeded);
+  TaskSpec spec = Spec("y", "acme", "");
+  spec.argv = {"no-such-program-gpupool"};
+  TaskStatus missing = Run(spec);
+  EXPECT_EQ(missing.phase, TaskPhase::kFailed);
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_NE(missing.reason.find("exec 'no-such-program-gpupool'"), std::string::npos);
+}
+
+TEST(CgroupLayoutTest, ReadsV1AndV2MountsFromMountinfo) {
+  const std::string mountinfo =
+      "30 25 0:26 / /sys/fs/cgroup/memory rw,relatime shared:9 - cgroup cgroup rw,memory\n"
+      "31 25 0:27 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n"
+      "32 25 0:28 / /sys/fs/cgroup/devices rw - cgroup cgroup rw,devices\n"
+      "33 25 0:29 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+  sandbox::CgroupLayout hybrid = sandbox::CgroupLayout::FromMountinfo(mountinfo, "");
+  EXPECT_EQ(hybrid.v1.at(sandbox::Controller::kMemory), "/sys/fs/cgroup/memory");
+  EXPECT_EQ(hybrid.v1.at(sandbox::Controller::kCpuacct), "/sys/fs/cgroup/cpu,cpuacct");
+  EXPECT_TRUE(hybrid.devices_enforced());
+  EXPECT_FALSE(hybrid.Has(sandbox::Controller::kPids));
+  EXPECT_TRUE(hybrid.v2.empty());  // the unified tree holds no controllers here
+
+  const std::string pure = "40 25 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+  sandbox::CgroupLayout v2 =
+      sandbox::CgroupLayout::FromMountinfo(pure, "cpuset cpu io memory pids\n");
+  EXPECT_EQ(v2.v2, "/sys/fs/cgroup");
+  EXPECT_TRUE(v2.OnV2(sandbox::Controller::kMemory));
+  EXPECT_TRUE(v2.OnV2(sandbox::Controller::kPids));
+  EXPECT_FALSE(v2.devices_enforced());  // v2 needs an eBPF program: reported, not pretended
+  EXPECT_EQ(v2.Describe(), "v2: cpu cpuacct memory pids");
+}
+
+}  // namespace
+}  // namespace gpupool::agent

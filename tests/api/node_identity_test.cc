@@ -1,0 +1,265 @@
+// Agents with their own identity, over real TLS on loopback: gpupoold's CA (files 0600), join
+// with a join token and a CSR, mutual TLS with the node's certificate, a certificate for node A
+// registering as node B refused, the shared node token unable to impersonate an enrolled node,
+// rotation retiring the old certificate, revocation by an admin, and state across a restart.
+#include "api/tls/node_identity.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "api/auth.h"
+#include "api/tls/enroll_service.h"
+#include "api/tls/pki.h"
+#include "gpupool/v1/agent.grpc.pb.h"
+#include "tests/api/service_harness.h"
+
+namespace gpupool::api {
+namespace {
+
+using testing::ServiceHarness;
+using namespace std::chrono_literals;
+
+constexpr char kJoinToken[] = "join-token-0123456789";
+constexpr char kNodeToken[] = "node-token-0123456789";
+constexpr char kAdminToken[] = "admin-token-0123456789";
+
+unsigned Mode(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 0777;
+}
+
+v1::Register Registration(const std::string& node, const std::string& token = "") {
+  v1::Register r;
+  r.set_node_name(node);
+  r.set_pool("gpu-a");
+  r.set_token(token);
+  r.set_cpu_milli(64'000);
+  r.set_memory_mib(512 * 1024);
+  v1::DeviceInfo* d = r.add_devices();
+  d->set_uuid("GPU-" + node + "-0");
+  d->set_model("H100-SXM");
+  d->set_vram_mib(81'920);
+  d->set_milli_tflops(989'000);
+  d->set_healthy(true);
+  return r;
+}
+
+struct Identity {
+  std::string key_pem;
+  std::string cert_pem;
+};
+
+class NodeIdentityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/node_identity_" + std::to_string(::getpid()) + "/tls";
+    std::filesystem::remove_all(dir_);
+    Result<tls::CertAuthority> ca = tls::CertAuthority::LoadOrCreate(dir_);
+    ASSERT_TRUE(ca.ok()) << ca.status().ToString();
+    ca_ = std::make_unique<tls::CertAuthority>(std::move(ca).value());
+    OpenIdentities();
+    AgentHubOptions hub;
+    hub.node_tokens = {kNodeToken};
+    hub.identities = ids_.get();
+    h_ = std::make_unique<ServiceHarness>(hub);
+    ASSERT_TRUE(h_->CreatePool("gpu-a").first.ok());
+    Result<Authenticator> auth = Authenticator::Create({{kAdminToken, "ops", true}});
+    ASSERT_TRUE(auth.ok());
+    auth_ = std::move(auth).value();
+    enroll_ = std::make_unique<tls::EnrollService>(ids_.get(), &auth_, [this](const auto& n) {
+      h_->hub.Disconnect(n, Status::PermissionDenied("node '" + n + "': certificate revoked"));
+    });
+    grpc::SslServerCredentialsOptions ssl(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = ca_->ca_pem();
+    ssl.pem_key_cert_pairs.push_back({ca_->server_key_pem(), ca_->server_cert_pem()});
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::SslServerCredentials(ssl), &port_);
+    b.RegisterService(&h_->hub);
+    b.RegisterService(enroll_.get());
+    server_ = b.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + 2s);
+    h_.reset();
+  }
+  void OpenIdentities() {
+    tls::NodeIdentityOptions o;
+    o.join_tokens = {kJoinToken};
+    Result<std::unique_ptr<tls::NodeIdentities>> ids = tls::NodeIdentities::Open(ca_.get(), o);
+    ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+    ids_ = std::move(ids).value();
+  }
+
+  // A channel that trusts gpupoold's CA, presenting `who` when given.
+  std::shared_ptr<grpc::Channel> Channel(const Identity* who = nullptr) {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = ca_->ca_pem();
+    if (who != nullptr) {
+      o.pem_private_key = who->key_pem;
+      o.pem_cert_chain = who->cert_pem;
+    }
+    return grpc::CreateChannel("127.0.0.1:" + std::to_string(port_), grpc::SslCredentials(o));
+  }
+
+  Status Join(const std::string& node, const std::string& token, Identity* out) {
+    Result<tls::KeyAndCsr> kc = tls::NewKeyAndCsr("whatever-the-agent-asks");
+    EXPECT_TRUE(kc.ok());
+    v1::JoinRequest req;
+    req.set_node_name(node);
+    req.set_token(token);
+    req.set_csr_pem(kc->csr_pem);
+    v1::JoinResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+    grpc::Status s = v1::NodeEnrollService::NewStub(Channel())->Join(&ctx, req, &resp);
+    if (s.ok() && out != nullptr) *out = Identity{kc->key_pem, resp.cert_pem()};
+    if (s.ok()) {
+      EXPECT_EQ(resp.ca_pem(), ca_->ca_pem());
+    }
+    return s.ok() ? Status::Ok()
+                  : Status(static_cast<StatusCode>(s.error_code()), s.error_message());
+  }
+
+  // Opens an agent stream with `who`'s certificate (or none), registers `reg` and returns the
+  // stream's outcome: OK once a RegisterAck arrived, else the status it ended with.
+  Status Register(const Identity* who, const v1::Register& reg) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+    auto stream = v1::AgentService::NewStub(Channel(who))->Connect(&ctx);
+    v1::AgentMessage m;
+    *m.mutable_register_() = reg;
+    stream->Write(m);
+    v1::SchedulerMessage in;
+    if (stream->Read(&in) && in.has_register_ack()) {
+      ctx.TryCancel();
+      stream->Finish();
+      return Status::Ok();
+    }
+    grpc::Status s = stream->Finish();
+    return Status(static_cast<StatusCode>(s.error_code()), s.error_message());
+  }
+
+  std::string dir_;
+  std::unique_ptr<tls::CertAuthority> ca_;
+  std::unique_ptr<tls::NodeIdentities> ids_;
+  std::unique_ptr<ServiceHarness> h_;
+  Authenticator auth_;
+  std::unique_ptr<tls::EnrollService> enroll_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+TEST_F(NodeIdentityTest, TheCaIsCreatedOnFirstStartWithPrivateFiles) {
+  EXPECT_EQ(Mode(dir_), 0700u);
+  for (const char* f : {"ca.crt", "ca.key", "server.crt", "server.key"}) {
+    EXPECT_EQ(Mode(dir_ + "/" + f), 0600u) << f;
+  }
+  // A second start loads the same CA rather than making a new one.
+  Result<tls::CertAuthority> again = tls::CertAuthority::LoadOrCreate(dir_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->ca_pem(), ca_->ca_pem());
+  EXPECT_EQ(again->server_cert_pem(), ca_->server_cert_pem());
+}
+
+TEST_F(NodeIdentityTest, ANodeJoinsOnceAndRegistersWithItsOwnCertificate) {
+  Identity a;
+  EXPECT_EQ(Join("node-a", "wrong-token-0123456789", &a).code(), StatusCode::kUnauthenticated);
+  ASSERT_TRUE(Join("node-a", kJoinToken, &a).ok());
+  Result<tls::CertInfo> info = tls::ParseCert(a.cert_pem);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->common_name, "node-a");  // the CA wrote the name, not the CSR
+  // The join token cannot take over an enrolled name.
+  Status again = Join("node-a", kJoinToken, nullptr);
+  EXPECT_EQ(again.code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(again.message().find("already enrolled"), std::string::npos) << again.message();
+
+  EXPECT_TRUE(Register(&a, Registration("node-a")).ok());
+  // A's certificate cannot register as B.
+  Status as_b = Register(&a, Registration("node-b"));
+  EXPECT_EQ(as_b.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(as_b.message(), "the certificate is for node 'node-a', not 'node-b'");
+  // Nor can the shared node token register as the enrolled node A.
+  Status by_token = Register(nullptr, Registration("node-a", kNodeToken));
+  EXPECT_EQ(by_token.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(by_token.message(), "node 'node-a' is enrolled: connect with its certificate");
+  // A node that is not enrolled still may, with the node token (migration path).
+  EXPECT_TRUE(Register(nullptr, Registration("node-c", kNodeToken)).ok());
+}
+
+TEST_F(NodeIdentityTest, RenewRetiresTheOldCertificateAndRevokeShutsTheNodeOut) {
+  Identity a1;
+  ASSERT_TRUE(Join("node-a", kJoinToken, &a1).ok());
+  // Renew over mutual TLS with the current certificate.
+  Result<tls::KeyAndCsr> kc = tls::NewKeyAndCsr("node-a");
+  ASSERT_TRUE(kc.ok());
+  v1::RenewRequest renew;
+  renew.set_csr_pem(kc->csr_pem);
+  v1::JoinResponse resp;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(v1::NodeEnrollService::NewStub(Channel(&a1))->Renew(&ctx, renew, &resp).ok());
+  }
+  Identity a2{kc->key_pem, resp.cert_pem()};
+  {
+    grpc::ClientContext ctx;  // without a certificate there is nothing to renew
+    EXPECT_EQ(v1::NodeEnrollService::NewStub(Channel())->Renew(&ctx, renew, &resp).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(Register(&a1, Registration("node-a")).code(), StatusCode::kUnauthenticated);
+  EXPECT_TRUE(Register(&a2, Registration("node-a")).ok());
+
+  // Revoke: admins only.
+  v1::RevokeNodeRequest revoke;
+  revoke.set_node_name("node-a");
+  v1::RevokeNodeResponse out;
+  {
+    grpc::ClientContext ctx;
+    EXPECT_EQ(
+        v1::NodeEnrollService::NewStub(Channel())->RevokeNode(&ctx, revoke, &out).error_code(),
+        grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", std::string("Bearer ") + kAdminToken);
+    ASSERT_TRUE(v1::NodeEnrollService::NewStub(Channel())->RevokeNode(&ctx, revoke, &out).ok());
+  }
+  Status revoked = Register(&a2, Registration("node-a"));
+  EXPECT_EQ(revoked.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(revoked.message(), "node 'node-a': the certificate is revoked");
+
+  // Bindings and revocations survive a restart; a revoked name may join again.
+  OpenIdentities();
+  EXPECT_FALSE(ids_->Enrolled("node-a"));
+  EXPECT_EQ(Mode(dir_ + "/nodes"), 0600u);
+  Result<tls::CertInfo> info = tls::ParseCert(a2.cert_pem);
+  ASSERT_TRUE(info.ok());
+  tls::PeerCert peer{info->common_name, info->serial_hex};
+  EXPECT_EQ(ids_->CheckRegister(&peer, "node-a").code(), StatusCode::kPermissionDenied);
+}
+
+TEST(PkiTest, BadCsrsAreRefused) {
+  const std::string dir = ::testing::TempDir() + "/pki_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  Result<tls::CertAuthority> ca = tls::CertAuthority::LoadOrCreate(dir);
+  ASSERT_TRUE(ca.ok());
+  EXPECT_EQ(ca->SignNodeCsr("not a csr", "n", 3600s).status().code(), StatusCode::kInvalidArgument);
+  Result<tls::KeyAndCsr> kc = tls::NewKeyAndCsr("n");
+  ASSERT_TRUE(kc.ok());
+  std::string tampered = kc->csr_pem;
+  tampered[tampered.size() / 2] = tampered[tampered.size() / 2] == 'A' ? 'B' : 'A';
+  EXPECT_FALSE(ca->SignNodeCsr(tampered, "n", 3600s).ok());
+  Result<std::string> ok = ca->SignNodeCsr(kc->csr_pem, "n", 3600s);
+  ASSERT_TRUE(ok.ok());
+  Result<tls::CertInfo> info = tls::ParseCert(*ok);
+  ASSERT_TRUE(info.ok());
+  EXPECT_NEAR(info->not_after_s - info->not_before_s, 3600 + 300, 5);
+}
+
+}  // namespace
+}  // namespace gpupool::api
