@@ -18,6 +18,7 @@
 #include "agent/sim_backend.h"
 #include "agent/sim_fleet.h"
 #include "gpupool/v1/agent.grpc.pb.h"
+#include "tests/support/wait_for.h"
 
 namespace gpupool::agent {
 namespace {
@@ -471,6 +472,29 @@ TEST_F(AgentStreamTest, ReconnectsAfterSchedulerRestartWithRunningTasks) {
     return false;
   }));
   EXPECT_GE(service_.connections(), 2);
+}
+
+TEST_F(AgentStreamTest, FinalReportsAreResentAfterEveryReconnectWhileRetained) {
+  StartAgent();
+  ASSERT_TRUE(service_.Send(StartMsg("done", "echo finished")));
+  ASSERT_TRUE(WaitUpdate("done", v1::TASK_STATE_SUCCEEDED));
+  // Confirmed on this stream (two more heartbeats): no longer pending...
+  ASSERT_TRUE(::gpupool::testing::WaitFor([&] { return agent_->stats().pending_updates == 0; },
+                                          std::chrono::seconds(10)));
+  // ...yet a scheduler that restarts (it may not have stored the report) hears it again, in
+  // the Register itself, so it can apply it before reconciling the running tasks.
+  const size_t before = service_.Snapshot().size();
+  server_->Stop();
+  server_->Restart();
+  ASSERT_TRUE(service_.WaitFor([&](const auto& all) {
+    for (size_t i = before; i < all.size(); ++i) {
+      if (!all[i].has_register_()) continue;
+      for (const v1::TaskUpdate& u : all[i].register_().finished_tasks()) {
+        if (u.task_id() == "done" && u.state() == v1::TASK_STATE_SUCCEEDED) return true;
+      }
+    }
+    return false;
+  }));
 }
 
 TEST_F(AgentStreamTest, RegisterAckStopsTasksTheSchedulerDoesNotKnow) {
