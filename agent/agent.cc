@@ -14,7 +14,10 @@
 #include <mutex>
 #include <random>
 
+#include "agent/capabilities.h"
+#include "agent/enroll.h"
 #include "agent/proto_convert.h"
+#include "agent/scrub/device_guard.h"
 #include "base/log.h"
 #include "gpupool/v1/agent.grpc.pb.h"
 
@@ -328,6 +331,11 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   }
 
   // --- messages out -----------------------------------------------------------------------
+  bool OutOfService(const std::string& uuid) const {
+    const auto& guard = runner_->options().device_guard;
+    return guard && guard->OutOfService(uuid).has_value();
+  }
+
   v1::AgentMessage MakeRegister() {
     v1::AgentMessage m;
     v1::Register* r = m.mutable_register_();
@@ -336,7 +344,11 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     for (const auto& [k, v] : config_.labels) (*r->mutable_labels())[k] = v;
     r->set_cpu_milli(config_.cpu_milli);
     r->set_memory_mib(config_.memory_mib);
-    for (const Device& d : inventory_.devices) ToProto(d, r->add_devices());
+    for (const Device& d : inventory_.devices) {
+      v1::DeviceInfo* pd = r->add_devices();
+      ToProto(d, pd);
+      if (OutOfService(d.uuid)) pd->set_healthy(false);
+    }
     for (const Link& l : inventory_.links) ToProto(l, r->add_links());
     r->set_token(config_.token);
     for (const TaskStatus& t : runner_->Running(config_.node_name)) {
@@ -351,6 +363,12 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     }
     for (const auto& [id, f] : finished_) {
       if (!pending_.contains(id)) *r->add_finished_tasks() = f.update;
+    }
+    for (const sandbox::Capability& c : NodeCapabilities(runner_->options())) {
+      v1::NodeCapability* pc = r->add_capabilities();
+      pc->set_name(c.name);
+      pc->set_enforced(c.enforced);
+      pc->set_detail(c.detail);
     }
     return m;
   }
@@ -386,7 +404,11 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     v1::Heartbeat* hb = m.mutable_heartbeat();
     const std::vector<DeviceSample> samples = backend_->Sample(loads);
     if (sample_observer_) sample_observer_(inventory_, samples, running);
-    for (const DeviceSample& s : samples) ToProto(s, hb->add_devices());
+    for (const DeviceSample& s : samples) {
+      v1::DeviceMetrics* pm = hb->add_devices();
+      ToProto(s, pm);
+      if (OutOfService(s.uuid)) pm->set_healthy(false);  // a failed VRAM scrub
+    }
     for (const TaskStatus& t : running) ToProto(t, hb->add_running_tasks());
     Enqueue({std::move(m), "", 0});
   }
@@ -585,15 +607,9 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
 };
 
 std::shared_ptr<grpc::Channel> MakeAgentChannel(const AgentConfig& config, bool own_connection) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect.initial_ms));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect.initial_ms));
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect.max_ms));
-  if (config.keepalive_ms > 0) {
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(config.keepalive_ms));
-  }
-  if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(config.scheduler, grpc::InsecureChannelCredentials(), args);
+  if (!config.ca_file.empty()) return MakeTlsAgentChannel(config, own_connection);  // enroll.h
+  return grpc::CreateCustomChannel(config.scheduler, grpc::InsecureChannelCredentials(),
+                                   AgentChannelArgs(config, own_connection));
 }
 
 Agent::Agent(AgentConfig config, DeviceBackend* backend, TaskRunner* runner,

@@ -33,6 +33,9 @@ struct Device {
   std::string parent_uuid;  // MIG instance: its GPU's UUID
   bool healthy = true;
   int32_t numa_node = 0;
+  // Device files a task granted this device may open (/dev/nvidiaN; a MIG instance adds its
+  // capability files). The sandbox's device filter allows these and nothing else of the GPU's.
+  std::vector<std::string> device_files;
 };
 
 struct Link {
@@ -45,6 +48,8 @@ struct Link {
 struct Inventory {
   std::vector<Device> devices;
   std::vector<Link> links;
+  // Control devices every GPU task needs (nvidiactl, nvidia-uvm, nvidia-uvm-tools).
+  std::vector<std::string> control_device_files;
 };
 
 // What the agent's tasks hold on one device, for backends that synthesize metrics.

@@ -255,8 +255,89 @@ Status ParseSimKey(const Reader& r, const std::string& k, const YAML::Node& v,
     int64_t seed = 0;
     GPUPOOL_RETURN_IF_ERROR(r.Int(v, k, 0, &seed));
     sim->seed = static_cast<uint64_t>(seed);
+  } else if (k == "sim_device_dir") {
+    GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &sim->device_dir));
+    if (sim->device_dir.empty() || sim->device_dir[0] != '/') {
+      return r.Error(v, k, "must be an absolute path, got '" + sim->device_dir + "'");
+    }
   } else {
     *handled = false;
+  }
+  return Status::Ok();
+}
+
+Status ParseStringList(const Reader& r, const YAML::Node& n, const std::string& key,
+                       std::vector<std::string>* out) {
+  if (!n.IsSequence()) return r.Error(n, key, "must be a list of strings, got " + Reader::Show(n));
+  out->clear();
+  int i = 0;
+  for (const auto& e : n) {
+    std::string s;
+    GPUPOOL_RETURN_IF_ERROR(r.String(e, key + "[" + std::to_string(i++) + "]", &s));
+    out->push_back(s);
+  }
+  return Status::Ok();
+}
+
+// The `sandbox:` section (docs/sandbox.md).
+Status ParseSandbox(const Reader& r, const YAML::Node& v, sandbox::SandboxOptions* o) {
+  const std::string k = "sandbox";
+  GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
+  for (const auto& kv : v) {
+    const std::string sub = kv.first.Scalar();
+    const std::string full = k + "." + sub;
+    const YAML::Node& n = kv.second;
+    if (sub == "enabled") {
+      GPUPOOL_RETURN_IF_ERROR(r.Bool(n, full, &o->enabled));
+    } else if (sub == "cgroup_parent") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &o->cgroup_parent));
+      if (o->cgroup_parent.empty() || o->cgroup_parent[0] == '/' ||
+          o->cgroup_parent.find("..") != std::string::npos) {
+        return r.Error(
+            n, full, "must be a relative cgroup path without '..', got '" + o->cgroup_parent + "'");
+      }
+    } else if (sub == "uid_pool") {
+      GPUPOOL_RETURN_IF_ERROR(r.Map(n, full));
+      for (const auto& pk : n) {
+        const std::string pf = full + "." + pk.first.Scalar();
+        if (pk.first.Scalar() == "first") {
+          GPUPOOL_RETURN_IF_ERROR(r.Int(pk.second, pf, 1, &o->uid_pool_first));
+        } else if (pk.first.Scalar() == "count") {
+          GPUPOOL_RETURN_IF_ERROR(r.Int(pk.second, pf, 1, &o->uid_pool_count));
+        } else {
+          return r.Error(pk.first, pf, "unknown key (expected first, count)");
+        }
+      }
+      if (o->uid_pool_count <= 0 || o->uid_pool_first <= 0) {
+        return r.Error(n, full, "needs first and count, e.g. {first: 200000, count: 1000}");
+      }
+      if (o->uid_pool_first + o->uid_pool_count > 4294967295LL) {
+        return r.Error(n, full, "runs past the largest uid");
+      }
+    } else if (sub == "tenant_users") {
+      GPUPOOL_RETURN_IF_ERROR(r.Map(n, full));
+      for (const auto& tu : n) {
+        std::string user;
+        GPUPOOL_RETURN_IF_ERROR(r.String(tu.second, full + "." + tu.first.Scalar(), &user));
+        o->tenant_users[tu.first.Scalar()] = user;
+      }
+    } else if (sub == "pids_max") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(n, full, 0, &o->pids_max));
+    } else if (sub == "default_memory_mib") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(n, full, 0, &o->default_memory_mib));
+    } else if (sub == "hide") {
+      GPUPOOL_RETURN_IF_ERROR(ParseStringList(r, n, full, &o->hide_paths));
+    } else if (sub == "private_tmp") {
+      GPUPOOL_RETURN_IF_ERROR(ParseStringList(r, n, full, &o->private_tmp));
+    } else {
+      return r.Error(kv.first, full,
+                     "unknown key (expected enabled, cgroup_parent, uid_pool, tenant_users, "
+                     "pids_max, default_memory_mib, hide, private_tmp)");
+    }
+  }
+  for (const std::string& p : o->hide_paths) {
+    if (p.empty() || p[0] != '/')
+      return r.Error(v["hide"], k + ".hide", "'" + p + "' is not absolute");
   }
   return Status::Ok();
 }
@@ -309,6 +390,8 @@ Status ParseTop(const Reader& r, const YAML::Node& root, AgentConfig* c) {
       GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->pool));
     } else if (k == "token") {
       GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->token));
+    } else if (k == "ca_file") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->ca_file));
     } else if (k == "backend") {
       GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->backend));
       if (c->backend != "simulated" && c->backend != "nvml") {
@@ -346,6 +429,12 @@ Status ParseTop(const Reader& r, const YAML::Node& root, AgentConfig* c) {
       GPUPOOL_RETURN_IF_ERROR(r.Int(v, k, 0, &c->keepalive_ms));
     } else if (k == "stop_tasks_on_shutdown") {
       GPUPOOL_RETURN_IF_ERROR(r.Bool(v, k, &c->stop_tasks_on_shutdown));
+    } else if (k == "vram_scrub") {
+      GPUPOOL_RETURN_IF_ERROR(r.Bool(v, k, &c->vram_scrub));
+    } else if (k == "sim_vram_mib") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(v, k, 1, &c->sim_vram_mib));
+    } else if (k == "sandbox") {
+      GPUPOOL_RETURN_IF_ERROR(ParseSandbox(r, v, &c->sandbox));
     } else if (k == "reconnect") {
       GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
       for (const auto& rk : v) {
@@ -419,7 +508,7 @@ Result<SimLayout> ParseSimLayout(const std::string& yaml, const Catalog& models,
     GPUPOOL_RETURN_IF_ERROR(ParseSimKey(r, kv.first.Scalar(), kv.second, models, &sim, &handled));
     if (!handled) {
       return r.Error(kv.first, kv.first.Scalar(),
-                     "unknown key (expected gpus, topology, links, sim_seed)");
+                     "unknown key (expected gpus, topology, links, sim_seed, sim_device_dir)");
     }
   }
   GPUPOOL_RETURN_IF_ERROR(CheckLinks(r, root, sim));
@@ -463,6 +552,15 @@ Status ValidateAgentConfig(AgentConfig* c) {
     return bad("gpus",
                "backend simulated needs at least one entry, e.g. "
                "gpus: [{model: H100-SXM, count: 8}]");
+  }
+  if (c->sandbox.enabled && c->sandbox.uid_pool_count <= 0 && c->sandbox.tenant_users.empty()) {
+    return bad("sandbox",
+               "enabled needs sandbox.uid_pool (e.g. {first: 200000, count: 1000}) or "
+               "sandbox.tenant_users");
+  }
+  if (c->vram_scrub && c->backend == "simulated" && c->sim.device_dir.empty()) {
+    return bad("vram_scrub",
+               "with backend simulated needs sim_device_dir (the simulated VRAM files live there)");
   }
   if (c->reconnect.max_ms < c->reconnect.initial_ms) {
     return bad("reconnect.max_ms", "must be ≥ reconnect.initial_ms");

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent/backend.h"
+#include "agent/sandbox/sandbox.h"
 #include "base/status.h"
 #include "pool/catalog.h"
 
@@ -35,6 +36,9 @@ struct SimLayout {
   Topology topology = Topology::kAuto;
   std::vector<Link> links;  // explicit links, added over (and replacing) the topology's
   uint64_t seed = 1;
+  // When set, the backend makes fake device files here (mknod, NVIDIA major 195), so the
+  // sandbox's device filter is exercised exactly as with /dev/nvidia*. Needs root.
+  std::string device_dir;
 };
 
 struct ReconnectOptions {
@@ -50,6 +54,9 @@ struct AgentConfig {
   std::string pool = "default";
   std::map<std::string, std::string> labels;
   std::string token;
+  // gpupoold's CA certificate (<data-dir>/tls/ca.crt). Set: TLS, and the agent authenticates with
+  // its own node certificate, joining with `token` as the join token (agent/enroll.h).
+  std::string ca_file;
   int64_t cpu_milli = 0;   // 0 → detected from the host
   int64_t memory_mib = 0;  // 0 → detected from the host
   int64_t spill_budget_mib = 0;
@@ -66,6 +73,11 @@ struct AgentConfig {
   std::string metrics_listen;  // HOST:PORT of the agent's /metrics (DCGM names); empty = off
   Catalog models = Catalog::Builtin();  // pool/catalog.yaml, or the `catalog` file instead
   SimLayout sim;
+  sandbox::SandboxOptions sandbox;  // `sandbox:` (docs/sandbox.md); off unless enabled
+  // Zero a device's free VRAM before it changes tenant (CUDA driver API; simulated: a file per
+  // device under sim_device_dir, sim_vram_mib long).
+  bool vram_scrub = false;
+  int64_t sim_vram_mib = 64;
 };
 
 // Parses YAML text; `source` names it in errors (a file path).

@@ -84,6 +84,9 @@ void ToProto(const TaskStatus& t, int64_t epoch, v1::TaskUpdate* out) {
   out->set_output_tail(t.output_tail);
   out->set_reason(t.reason);
   out->set_epoch(epoch);
+  out->set_cpu_usage_us(t.usage.cpu_usec);
+  out->set_peak_memory_bytes(t.usage.peak_memory_bytes);
+  out->set_oom_kills(t.usage.oom_kills);
 }
 
 TaskSpec FromProto(const v1::StartTask& s, const std::string& owner, const Inventory& inventory) {
@@ -96,22 +99,36 @@ TaskSpec FromProto(const v1::StartTask& s, const std::string& owner, const Inven
   spec.argv.assign(s.argv().begin(), s.argv().end());
   for (const auto& [k, v] : s.env()) spec.env[k] = v;
   spec.max_runtime_ms = s.max_runtime_ms();
+  spec.cpu_milli = s.cpu_milli();
+  spec.memory_mib = s.memory_mib();
   for (const v1::DeviceGrant& g : s.devices()) {
     DeviceGrant d;
     d.uuid = g.uuid();
     d.milli_tflops = g.milli_tflops();
     d.vram_mib = g.vram_mib();
     d.thread_percentage = g.thread_percentage();
+    auto dev = std::find_if(inventory.devices.begin(), inventory.devices.end(),
+                            [&](const Device& x) { return x.uuid == d.uuid; });
+    if (dev != inventory.devices.end()) {
+      for (const std::string& f : dev->device_files) {
+        if (std::find(spec.device_files.begin(), spec.device_files.end(), f) ==
+            spec.device_files.end()) {
+          spec.device_files.push_back(f);
+        }
+      }
+    }
     if (d.thread_percentage <= 0) {
       d.thread_percentage = 100;
-      auto dev = std::find_if(inventory.devices.begin(), inventory.devices.end(),
-                              [&](const Device& x) { return x.uuid == d.uuid; });
       if (dev != inventory.devices.end() && dev->milli_tflops > 0 && d.milli_tflops > 0) {
         const int64_t pct = (d.milli_tflops * 100 + dev->milli_tflops - 1) / dev->milli_tflops;
         d.thread_percentage = static_cast<int32_t>(std::clamp<int64_t>(pct, 1, 100));
       }
     }
     spec.devices.push_back(d);
+  }
+  if (!spec.devices.empty()) {
+    spec.device_files.insert(spec.device_files.end(), inventory.control_device_files.begin(),
+                             inventory.control_device_files.end());
   }
   return spec;
 }

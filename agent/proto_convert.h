@@ -2,7 +2,9 @@
 //
 // FromProto(StartTask) also completes each device grant's thread percentage when the scheduler
 // left it 0: ceil(granted milli-TFLOPS × 100 / the device's milli-TFLOPS), clamped to 1..100, or
-// 100 when the grant names no TFLOPS (a whole device).
+// 100 when the grant names no TFLOPS (a whole device). It lists the device files the task may
+// open: each granted device's (from the inventory) and, when any device is granted, the control
+// devices.
 //
 // Thread safety: pure functions.
 #pragma once

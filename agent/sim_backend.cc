@@ -1,6 +1,11 @@
 #include "agent/sim_backend.h"
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <set>
 
 namespace gpupool::agent {
@@ -90,6 +95,9 @@ Inventory SimulatedBackend::Build() const {
       d.milli_tflops = spec->ComputeMilliTflops();
       d.healthy = std::find(g.unhealthy.begin(), g.unhealthy.end(), i) == g.unhealthy.end();
       d.numa_node = n >= 2 && index >= n / 2 ? 1 : 0;
+      if (!layout_.device_dir.empty()) {
+        d.device_files = {layout_.device_dir + "/nvidia" + std::to_string(index)};
+      }
       inv.devices.push_back(d);
       auto mig = g.mig.find(i);
       if (mig == g.mig.end()) continue;
@@ -102,6 +110,11 @@ Inventory SimulatedBackend::Build() const {
         m.parent_uuid = d.uuid;
         m.vram_mib = p != nullptr ? p->vram_mib : 0;
         m.milli_tflops = p != nullptr ? p->milli_tflops : 0;
+        if (!layout_.device_dir.empty()) {
+          // Like /dev/nvidia-caps/nvidia-capN: the instance's access capability.
+          m.device_files.push_back(layout_.device_dir + "/nvidia-caps/nvidia-cap" +
+                                   std::to_string(index * 8 + j));
+        }
         inv.devices.push_back(m);
       }
     }
@@ -131,10 +144,48 @@ Inventory SimulatedBackend::Build() const {
     if (l.a > l.b) std::swap(l.a, l.b);
     inv.links.push_back(l);
   }
+  if (!layout_.device_dir.empty()) {
+    for (const char* f : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}) {
+      inv.control_device_files.push_back(layout_.device_dir + "/" + f);
+    }
+  }
   return inv;
 }
 
+Status SimulatedBackend::MakeDeviceFiles() const {
+  const std::string& dir = layout_.device_dir;
+  // The NVIDIA driver's numbers: GPUs are 195:N, nvidiactl 195:255; the uvm and caps majors are
+  // dynamic on a real host, fixed here.
+  std::vector<std::pair<std::string, dev_t>> nodes = {{dir + "/nvidiactl", makedev(195, 255)},
+                                                      {dir + "/nvidia-uvm", makedev(234, 0)},
+                                                      {dir + "/nvidia-uvm-tools", makedev(234, 1)}};
+  for (const Device& d : inventory_.devices) {
+    const std::string& f = d.device_files.empty() ? std::string() : d.device_files.back();
+    if (f.empty()) continue;
+    if (d.parent_uuid.empty()) {
+      nodes.push_back({f, makedev(195, static_cast<unsigned>(d.index))});
+    } else {
+      const unsigned cap = static_cast<unsigned>(std::stoi(f.substr(f.rfind("cap") + 3)));
+      nodes.push_back({f, makedev(235, cap)});
+    }
+  }
+  for (const std::string& sub : {dir, dir + "/nvidia-caps"}) {
+    if (mkdir(sub.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Status::FailedPrecondition("sim_device_dir: cannot create " + sub + ": " +
+                                        std::strerror(errno));
+    }
+  }
+  for (const auto& [path, dev] : nodes) {
+    if (mknod(path.c_str(), S_IFCHR | 0666, dev) != 0 && errno != EEXIST) {
+      return Status::FailedPrecondition("sim_device_dir: cannot mknod " + path + ": " +
+                                        std::strerror(errno) + " (fake device files need root)");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<Inventory> SimulatedBackend::Discover() {
+  if (!layout_.device_dir.empty()) GPUPOOL_RETURN_IF_ERROR(MakeDeviceFiles());
   Inventory inv = inventory_;
   for (Device& d : inv.devices) {
     auto it = health_override_.find(d.uuid);

@@ -12,6 +12,10 @@
 // as the datasheet counts it, both directions), PCIe pairs the host interface's GB/s × 8 / 2
 // (one direction), a system link half of that.
 //
+// With layout.device_dir set, Discover() creates fake device files there (nvidiaN as 195:N,
+// nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-caps/nvidia-capK per MIG instance) and lists
+// them in the inventory, so the sandbox's device filter applies to them as to /dev/nvidia*.
+//
 // Thread safety: one thread at a time (see DeviceBackend); SetHealthy() included.
 #pragma once
 
@@ -42,6 +46,8 @@ class SimulatedBackend final : public DeviceBackend {
 
  private:
   Inventory Build() const;
+  // layout.device_dir: character devices with the driver's numbers (mknod; needs root).
+  Status MakeDeviceFiles() const;
 
   std::string node_;
   SimLayout layout_;

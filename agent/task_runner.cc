@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "agent/sandbox/sandbox.h"
+#include "agent/scrub/device_guard.h"
 #include "base/log.h"
 
 extern char** environ;
@@ -40,6 +41,7 @@ struct TaskRunner::Task {
   int64_t kill_deadline = 0;                    // monotonic µs; 0 = none
   std::unique_ptr<sandbox::SandboxedTask> box;  // set when sandboxed
   int status_fd = -1;                           // sandboxed: the program's wait status
+  bool guarded = false;                         // DeviceGuard::Ended() owed
   ~Task() {
     if (status_fd >= 0) close(status_fd);
   }
@@ -267,7 +269,21 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   pid_t pid = 0;
   std::string start_error;
   int start_exit = 127;
-  if (options_.sandbox) {
+  std::vector<std::string> uuids;
+  for (const DeviceGrant& d : spec.devices) uuids.push_back(d.uuid);
+  if (options_.device_guard) {
+    // Another tenant's leftovers are scrubbed off the devices before this task may run there.
+    const Status guard = options_.device_guard->BeforeStart(spec.tenant, uuids);
+    if (guard.ok()) {
+      task->guarded = true;
+    } else {
+      start_error = guard.message();
+      start_exit = 126;
+    }
+  }
+  if (!start_error.empty()) {
+    // Not started: nothing to launch.
+  } else if (options_.sandbox) {
     auto launched = LaunchSandboxed(task.get(), env, log_fd);
     if (launched.ok()) {
       pid = *launched;
@@ -309,6 +325,8 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   st.devices = spec.devices;
   const int64_t now = options_.clock->MonotonicMicros();
   if (!start_error.empty()) {
+    if (task->guarded) options_.device_guard->Ended(spec.tenant, uuids);
+    task->guarded = false;
     const std::string& msg = start_error;
     [[maybe_unused]] ssize_t n = write(log_fd, (msg + "\n").data(), msg.size() + 1);
     close(log_fd);
@@ -440,6 +458,12 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
     sandbox::ReadExitStatus(t->status_fd, &t->wait_status);
     close(t->status_fd);
     t->status_fd = -1;
+  }
+  if (t->guarded) {
+    std::vector<std::string> uuids;
+    for (const DeviceGrant& d : t->spec.devices) uuids.push_back(d.uuid);
+    options_.device_guard->Ended(t->spec.tenant, uuids);
+    t->guarded = false;
   }
   if (t->box) {
     const sandbox::CgroupUsage u = t->box->Usage();

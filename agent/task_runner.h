@@ -52,6 +52,7 @@ namespace sandbox {
 class Sandbox;
 class SandboxedTask;
 }  // namespace sandbox
+class DeviceGuard;
 
 struct DeviceGrant {
   std::string uuid;  // GPU or MIG instance UUID
@@ -119,6 +120,9 @@ struct TaskRunnerOptions {
   size_t keep_finished = 4096;  // finished tasks remembered for idempotency and logs
   const Clock* clock = SystemClock::Get();
   std::shared_ptr<sandbox::Sandbox> sandbox;  // null = tasks run unconfined
+  // Scrubs a device's free VRAM before it changes tenant (agent/scrub/device_guard.h); a task
+  // on a device that is out of service fails (exit code 126) with the reason. null = no scrub.
+  std::shared_ptr<DeviceGuard> device_guard;
 };
 
 class TaskRunner {

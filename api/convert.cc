@@ -255,6 +255,22 @@ void ToProto(const TaskRecord& t, v1::Task* out) {
   if (t.scheduled_us > 0) SetTimestamp(t.scheduled_us, out->mutable_scheduled_time());
   if (t.started_us > 0) SetTimestamp(t.started_us, out->mutable_start_time());
   if (t.finished_us > 0) SetTimestamp(t.finished_us, out->mutable_finish_time());
+  static_assert(
+      static_cast<int>(PendingCode::kGangRestarting) == v1::PendingReason::GANG_RESTARTING,
+      "PendingCode and PendingReason.Code number their values alike");
+  if (t.state == TaskState::kPending && t.pending.code != PendingCode::kNone) {
+    v1::PendingReason* p = out->mutable_pending();
+    p->set_code(static_cast<v1::PendingReason::Code>(static_cast<int>(t.pending.code)));
+    p->set_binding(t.pending.binding);
+    for (const auto& [why, nodes] : t.pending.nodes_by_reason) {
+      (*p->mutable_nodes_by_reason())[why] += nodes;
+    }
+  }
+  if (!t.preempted_by.empty()) {
+    out->mutable_last_preemption()->set_by_task(
+        TaskId(t.preempted_by.job_id, t.preempted_by.index));
+    out->mutable_last_preemption()->set_rule(std::string(ToString(t.preempted_by.rule)));
+  }
 }
 
 void ToProto(const JobRecord& j, v1::Job* out) {
@@ -285,6 +301,8 @@ v1::JobState ToProto(JobState s) {
       return v1::JOB_STATE_FAILED;
     case JobState::kCancelled:
       return v1::JOB_STATE_CANCELLED;
+    case JobState::kCancelling:
+      return v1::JOB_STATE_CANCELLING;
   }
   return v1::JOB_STATE_UNSPECIFIED;
 }
@@ -312,7 +330,7 @@ v1::TaskState ToProto(TaskState s) {
 }
 
 std::optional<JobState> FromProto(v1::JobState s) {
-  if (s >= v1::JOB_STATE_PENDING && s <= v1::JOB_STATE_CANCELLED) {
+  if (s >= v1::JOB_STATE_PENDING && s <= v1::JOB_STATE_CANCELLING) {
     return static_cast<JobState>(static_cast<int>(s));
   }
   return std::nullopt;

@@ -167,6 +167,8 @@ void ToProto(const StartTaskCommand& c, v1::StartTask* out) {
   }
   out->set_max_runtime_ms(c.max_runtime_ms);
   out->set_epoch(c.epoch);
+  out->set_cpu_milli(c.cpu_milli);
+  out->set_memory_mib(c.memory_mib);
 }
 
 void ToProto(const StopTaskCommand& c, v1::StopTask* out) {

@@ -238,9 +238,39 @@ void ToProto(const PoolRecord& p, v1::Pool* out) {
   if (p.create_us > 0) SetTimestamp(p.create_us, out->mutable_create_time());
 }
 
+void ToProto(const placement::LearnedClass& c, v1::LearnedClass* out) {
+  const placement::Request& r = c.shape;
+  v1::ResourceRequest* shape = out->mutable_shape();
+  switch (r.kind) {
+    case placement::RequestKind::kFractional:
+      if (r.share_milli == 0) {
+        shape->mutable_fractional()->set_milli_tflops(r.per_device.milli_tflops);
+        shape->mutable_fractional()->set_vram_mib(r.per_device.vram_mib);
+      }
+      break;
+    case placement::RequestKind::kWholeGpu:
+      shape->mutable_whole_gpus()->set_count(r.gpu_count);
+      for (const std::string& m : r.allowed_models) shape->mutable_whole_gpus()->add_models(m);
+      break;
+    case placement::RequestKind::kMig:
+      shape->mutable_mig()->set_profile(r.mig_profile);
+      break;
+    case placement::RequestKind::kCpuOnly:
+    case placement::RequestKind::kTimeSlice:
+      break;
+  }
+  shape->set_cpu_milli(r.cpu_milli);
+  shape->set_memory_mib(r.memory_mib);
+  out->set_share(c.share);
+  out->set_prior(c.prior);
+  out->set_share_milli(r.share_milli);
+}
+
 void ToProto(const PoolView& v, v1::Pool* out) {
   ToProto(v.pool, out);
   ToProto(v.capacity, out->mutable_capacity());
+  for (const placement::LearnedClass& c : v.learned.top) ToProto(c, out->add_learned_classes());
+  out->set_learned_tasks(v.learned.tasks_observed);
 }
 
 void ToProto(const DeviceView& v, v1::Device* out) {

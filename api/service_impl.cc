@@ -97,6 +97,11 @@ void ServiceImpl::SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& 
     Status s = options_.priority_access->Check(ctx.admin, spec->tenant, spec->priority_class);
     if (!s.ok()) return refuse("denied", s);
   }
+  if (options_.submit_limiter != nullptr && !ctx.admin) {  // last: a refused call takes no token
+    if (Status s = options_.submit_limiter->Admit(spec->tenant); !s.ok()) {
+      return refuse("throttled", s);
+    }
+  }
   loop_->Post([core = core_, spec = std::move(spec).value(), done = std::move(done)]() mutable {
     core->SubmitJob(std::move(spec), [done = std::move(done)](Result<JobRecord> r) {
       if (!r.ok()) return Fail(done, r.status());
@@ -240,6 +245,7 @@ void ServiceImpl::GetPool(const CallContext& ctx, const v1::GetPoolRequest& req,
       return Fail(done, Status::PermissionDenied("pool '" + name + "': private, and '" +
                                                  ctx.principal + "' is not allowed"));
     }
+    if (!ctx.admin) pool->learned = {};  // others' request mix is not a tenant's to see
     v1::Pool out;
     ToProto(*pool, &out);
     done(Status::Ok(), std::move(out));
@@ -250,7 +256,8 @@ void ServiceImpl::ListPools(const CallContext& ctx, const v1::ListPoolsRequest&,
                             Reply<v1::ListPoolsResponse> done) {
   loop_->Post([core = core_, ctx, done = std::move(done)] {
     v1::ListPoolsResponse resp;
-    for (const PoolView& p : core->ListPools()) {
+    for (PoolView& p : core->ListPools()) {
+      if (!ctx.admin) p.learned = {};  // as GetPool
       if (PoolVisible(ctx, p.pool)) ToProto(p, resp.add_pools());
     }
     done(Status::Ok(), std::move(resp));

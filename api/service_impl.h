@@ -8,7 +8,8 @@
 // Authorization (CallContext):
 //  * admins may do anything;
 //  * a non-admin may submit only at the priority classes its tenant is allowed
-//    (ServiceOptions::priority_access);
+//    (ServiceOptions::priority_access), and only as fast as its organisation's rate limit
+//    (ServiceOptions::submit_limiter: RESOURCE_EXHAUSTED with the wait);
 //  * a non-admin principal is a tenant path and may submit, see, watch, read logs of and cancel
 //    only jobs whose tenant is the principal or lies below it (prefix on path segments);
 //  * pool create/update/delete and every node method require admin; non-admins may get and list
@@ -32,6 +33,7 @@
 
 #include "api/log_fetcher.h"
 #include "api/priority_access.h"
+#include "api/rate_limiter.h"
 #include "api/service.h"
 
 namespace gpupool {
@@ -61,6 +63,9 @@ struct ServiceOptions {
   int64_t log_chunk_bytes = 256 * 1024;
   // Which priority classes each tenant may submit at (api/priority_access.h); null = any.
   const PriorityAccess* priority_access = nullptr;
+  // Per-organisation submission rate limit for non-admin callers (api/rate_limiter.h); null =
+  // none. Not owned.
+  RateLimiter* submit_limiter = nullptr;
 };
 
 class ServiceImpl final : public ApiService {

@@ -5,15 +5,23 @@
 // releases the oldest one, so the pool stays at steady state and every decision sees the nodes it
 // touched dirty in the score index — the work a live scheduler does per task.
 //
+// BM_PlaceLearning does the same the way gpupoold runs fgd and fgd-pack: no workload given up
+// front; each task is first observed by the pool's WorkloadFeed (workload_feed.h), which pushes
+// the learned model into the engine when due (1, 2, 4, … 2048 tasks, then every 2048), clearing
+// its score caches — the next decision of each shape rescans the nodes. Its time per iteration
+// includes those pushes, amortised; push_ms is the mean cost of one push plus the rescans after.
+//
 //   build-placement/bench/placement_latency --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <deque>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "placement/placement.h"
+#include "placement/workload_feed.h"
 
 namespace {
 
@@ -128,13 +136,83 @@ void BM_PlaceCommitRelease(benchmark::State& state) {
   state.SetLabel(std::string(StrategyName(policy.strategy)));
 }
 
+void BM_PlaceLearning(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  PoolPolicy policy;
+  policy.strategy = static_cast<Strategy>(state.range(1));
+  policy.tie_seed = PoolTieSeed("bench");
+  Engine engine(policy);
+  int64_t gpus = 0;
+  for (int i = 0; i < nodes; ++i) {
+    NodeSpec n = MakeNode(i);
+    gpus += static_cast<int64_t>(n.devices.size());
+    if (!engine.AddNode(n).ok()) state.SkipWithError("AddNode failed");
+  }
+  std::vector<double> weights;
+  for (const Shape& s : kShapes) weights.push_back(s.weight);
+  WorkloadFeed feed;
+  feed.Sync(engine);
+  std::mt19937_64 rng(7);
+  std::discrete_distribution<size_t> pick(weights.begin(), weights.end());
+  std::deque<Allocation> live;
+  int64_t used = 0;
+  while (used < gpus * 700) {
+    const Shape& s = kShapes[pick(rng)];
+    const Request r = ToRequest(s);
+    feed.Observe(r);
+    feed.Sync(engine);
+    Decision d = engine.Place(r, PlaceOptions{false});
+    if (!d.placed || !engine.Commit(d.allocation).ok()) break;
+    used += static_cast<int64_t>(s.milli) * s.count;
+    live.push_back(std::move(d.allocation));
+  }
+  int64_t placed = 0, decisions = 0, pushes = 0;
+  double push_seconds = 0;
+  for (auto _ : state) {
+    const Request r = ToRequest(kShapes[pick(rng)]);
+    feed.Observe(r);
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool pushed = feed.Sync(engine);
+    Decision d = engine.Place(r, PlaceOptions{false});
+    if (pushed) {
+      // The push and the rescans it causes: one decision of every shape.
+      for (const Shape& s : kShapes)
+        benchmark::DoNotOptimize(engine.Place(ToRequest(s), PlaceOptions{false}));
+      push_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++pushes;
+    }
+    ++decisions;
+    if (d.placed && engine.Commit(d.allocation).ok()) {
+      ++placed;
+      live.push_back(std::move(d.allocation));
+    }
+    if (!live.empty()) {
+      benchmark::DoNotOptimize(engine.Release(live.front()));
+      live.pop_front();
+    }
+  }
+  state.counters["nodes"] = nodes;
+  state.counters["pushes"] = static_cast<double>(pushes);
+  state.counters["push_ms"] = pushes ? 1000 * push_seconds / static_cast<double>(pushes) : 0;
+  state.counters["decisions_per_s"] =
+      benchmark::Counter(static_cast<double>(decisions), benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(StrategyName(policy.strategy)) + " learning");
+}
+
 void Args(benchmark::internal::Benchmark* b) {
   for (Strategy s : {Strategy::kFgdPack, Strategy::kFgd, Strategy::kBestFit, Strategy::kFirstFit})
     for (int n : {1000, 10000, 50000}) b->Args({n, static_cast<int64_t>(s)});
   b->Unit(benchmark::kMicrosecond);
 }
 
+void LearningArgs(benchmark::internal::Benchmark* b) {
+  for (Strategy s : {Strategy::kFgdPack, Strategy::kFgd})
+    for (int n : {1000, 10000, 50000}) b->Args({n, static_cast<int64_t>(s)});
+  b->Unit(benchmark::kMicrosecond);
+}
+
 BENCHMARK(BM_PlaceCommitRelease)->Apply(Args);
+BENCHMARK(BM_PlaceLearning)->Apply(LearningArgs);
 
 }  // namespace
 

@@ -6,10 +6,12 @@
 // latency of a task is its start_time − its job's submit_time, both stamped by gpupoold: from the
 // moment the submission arrived, through its durable commit, the scheduling pass, the durable
 // allocation, StartTask over the agent stream, fork/exec on the node, to the RUNNING report.
-// Prints p50/p90/p99/max; --json FILE writes them.
+// Prints p50/p90/p99/max; --json FILE writes them. --sandbox runs the agents with the task
+// sandbox on (agent/sandbox/: cgroup, uid, namespaces; needs root), the same jobs otherwise.
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -28,15 +30,22 @@ using google::protobuf::util::TimeUtil;
 using testing::ChildProcess;
 using testing::DaemonProcess;
 
-std::string AgentConfig(const std::string& node) {
-  return "node_name: " + node +
-         "\npool: bench\ncpu_milli: 192000\nmemory_mib: 1048576\nbackend: simulated\n"
-         "heartbeat_interval_ms: 500\ngpus:\n  - model: H100-SXM\n    count: 8\n"
-         "topology: nvlink-all\n";
+std::string AgentConfig(const std::string& node, bool sandboxed, int index) {
+  std::string c = "node_name: " + node +
+                  "\npool: bench\ncpu_milli: 192000\nmemory_mib: 1048576\nbackend: simulated\n"
+                  "heartbeat_interval_ms: 500\ngpus:\n  - model: H100-SXM\n    count: 8\n"
+                  "topology: nvlink-all\n";
+  if (sandboxed) {
+    c += "sandbox:\n  enabled: true\n  cgroup_parent: gpupool-spinup-" + std::to_string(getpid()) +
+         "-" + std::to_string(index) +
+         "\n  uid_pool: {first: " + std::to_string(64000 + index * 1000) + ", count: 1000}\n";
+  }
+  return c;
 }
 
 int Run(int argc, char** argv) {
   int agents = 2, jobs = 200, gap_ms = 20;
+  bool sandboxed = false;
   std::string json;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -49,8 +58,12 @@ int Run(int argc, char** argv) {
       gap_ms = std::stoi(value());
     else if (a == "--json")
       json = value();
+    else if (a == "--sandbox")
+      sandboxed = true;
     else {
-      std::printf("usage: spinup [--agents N] [--jobs N] [--gap-ms MS] [--json FILE]\n");
+      std::printf(
+          "usage: spinup [--agents N] [--jobs N] [--gap-ms MS] [--sandbox] [--json FILE]\n"
+          "  --sandbox  agents run every task in its sandbox (cgroup, uid, namespaces; root)\n");
       return a == "--help" ? 0 : 2;
     }
   }
@@ -81,7 +94,7 @@ int Run(int argc, char** argv) {
     std::string node = "spinup-" + std::to_string(i);
     std::string dir = daemon.data_dir() + "/" + node;
     std::string config = dir + ".yaml";
-    std::ofstream(config) << AgentConfig(node);
+    std::ofstream(config) << AgentConfig(node, sandboxed, i);
     auto child = ChildProcess::Spawn(
         {testing::BinaryPath("gpupool-agent"), "--config", config, "--scheduler",
          daemon.grpc_address(), "--data-dir", dir, "--log-level", "warn"},
@@ -104,6 +117,9 @@ int Run(int argc, char** argv) {
   s->set_pool("bench");
   s->set_task_count(1);
   s->mutable_template_()->add_command("/bin/true");
+  // A host CPU and memory request: the sandbox turns them into a CFS quota and a memory limit.
+  s->mutable_template_()->mutable_resources()->set_cpu_milli(1000);
+  s->mutable_template_()->mutable_resources()->set_memory_mib(512);
   auto* f = s->mutable_template_()->mutable_resources()->mutable_fractional();
   f->set_milli_tflops(10'000);
   f->set_vram_mib(1024);
@@ -138,12 +154,14 @@ int Run(int argc, char** argv) {
                       : ms[std::min(ms.size() - 1,
                                     static_cast<size_t>(p * static_cast<double>(ms.size())))];
   };
+  std::printf("sandbox: %s\n", sandboxed ? "on" : "off");
   std::printf("%-8s %8s %8s %8s %8s %8s %12s\n", "agents", "jobs", "p50 ms", "p90 ms", "p99 ms",
               "max ms", "not started");
   std::printf("%-8d %8zu %8.2f %8.2f %8.2f %8.2f %12d\n", agents, ms.size(), pct(0.5), pct(0.9),
               pct(0.99), ms.empty() ? 0 : ms.back(), not_started);
   if (!json.empty()) {
-    std::ofstream(json) << "{\"benchmark\":\"spinup\",\"agents\":" << agents
+    std::ofstream(json) << "{\"benchmark\":\"spinup\",\"sandbox\":"
+                        << (sandboxed ? "true" : "false") << ",\"agents\":" << agents
                         << ",\"jobs\":" << ms.size() << ",\"p50_ms\":" << pct(0.5)
                         << ",\"p90_ms\":" << pct(0.9) << ",\"p99_ms\":" << pct(0.99)
                         << ",\"max_ms\":" << (ms.empty() ? 0 : ms.back())

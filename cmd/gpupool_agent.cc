@@ -12,10 +12,13 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -23,9 +26,13 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/capabilities.h"
 #include "agent/config.h"
 #include "agent/device_metrics.h"
+#include "agent/enroll.h"
 #include "agent/nvml_backend.h"
+#include "agent/sandbox/sandbox.h"
+#include "agent/scrub/device_guard.h"
 #include "agent/sim_backend.h"
 #include "agent/task_runner.h"
 #include "base/log.h"
@@ -40,6 +47,8 @@ constexpr const char* kUsage = R"(usage: gpupool-agent [flags]
   --scheduler ADDR    gpupoold agent endpoint, host:port (overrides `scheduler`)
   --node-name NAME    node name (overrides `node_name`; default: host name)
   --pool NAME         pool to join (overrides `pool`)
+  --ca-file FILE      gpupoold's CA certificate (overrides `ca_file`): TLS, and a node
+                      certificate of its own, joined for with `token` (docs/agent.md)
   --data-dir DIR      task directories and logs (overrides `data_dir`)
   --backend KIND      simulated | nvml (overrides `backend`)
   --log-level LEVEL   debug | info | warn | error
@@ -47,10 +56,23 @@ constexpr const char* kUsage = R"(usage: gpupool-agent [flags]
                       (overrides `metrics_listen`; off when neither is set)
   --probe             print the discovered devices and one sample as YAML, then exit
   --help              this text
+
+Task sandbox (config `sandbox:`, docs/sandbox.md): with `sandbox.enabled: true` and the agent
+running as root, every task gets its own cgroup (memory and CPU from its request, a pids limit,
+only its granted GPU device files), an unprivileged uid (`sandbox.uid_pool` or
+`sandbox.tenant_users`), its own mount/PID/IPC namespaces with a private /tmp, and cannot see
+the agent's data dir, this config file (the node token) or `sandbox.hide` paths. A task whose
+sandbox cannot be built fails with the reason; it never runs unconfined. Register reports what
+the node can and cannot enforce.
+
+VRAM scrub (config `vram_scrub: true`): before a device goes to a task of another tenant, its
+free memory is zeroed and verified (CUDA driver API via libcuda.so.1; simulated: a file per device
+under `sim_device_dir`); a failed scrub keeps the device out of service (reported unhealthy).
 )";
 
 struct Flags {
-  std::string config, scheduler, node_name, pool, data_dir, backend, log_level, metrics_listen;
+  std::string config, scheduler, node_name, pool, data_dir, backend, log_level, metrics_listen,
+      ca_file;
   bool probe = false;
 };
 
@@ -88,6 +110,8 @@ int ParseFlags(int argc, char** argv, Flags* f) {
       ok = take(&f->node_name);
     } else if (a == "--pool") {
       ok = take(&f->pool);
+    } else if (a == "--ca-file") {
+      ok = take(&f->ca_file);
     } else if (a == "--data-dir") {
       ok = take(&f->data_dir);
     } else if (a == "--backend") {
@@ -161,6 +185,7 @@ int Run(int argc, char** argv) {
     config = std::move(loaded).value();
   }
   if (!flags.scheduler.empty()) config.scheduler = flags.scheduler;
+  if (!flags.ca_file.empty()) config.ca_file = flags.ca_file;
   if (!flags.node_name.empty()) config.node_name = flags.node_name;
   if (!flags.pool.empty()) config.pool = flags.pool;
   if (!flags.data_dir.empty()) config.data_dir = flags.data_dir;
@@ -227,6 +252,41 @@ int Run(int argc, char** argv) {
   ro.data_dir = config.data_dir;
   ro.default_grace_ms = config.stop_grace_period_ms;
   ro.tail_bytes = config.output_tail_bytes;
+  if (config.sandbox.enabled) {
+    sandbox::SandboxOptions so = config.sandbox;
+    // The config file holds the node token: tasks never see it.
+    if (!flags.config.empty()) {
+      so.hide_paths.push_back(std::filesystem::absolute(flags.config, ec).string());
+    }
+    auto box = sandbox::Sandbox::Create(so, config.data_dir);
+    if (!box.ok()) {
+      std::cerr << "gpupool-agent: " << box.status().message() << "\n";
+      return 2;
+    }
+    ro.sandbox = *box;
+  } else {
+    LogWarn("agent", "sandbox disabled: tasks run unconfined as the agent's user",
+            {{"hint", "set sandbox.enabled: true (docs/sandbox.md)"}});
+  }
+  if (config.vram_scrub) {
+    std::unique_ptr<VramScrubber> scrubber;
+    if (config.backend == "nvml") {
+      auto cuda = OpenCudaScrubber();
+      if (!cuda.ok()) {
+        std::cerr << "gpupool-agent: vram_scrub: " << cuda.status().message() << "\n";
+        return 3;
+      }
+      scrubber = std::move(cuda).value();
+    } else {
+      scrubber =
+          std::make_unique<SimScrubber>(config.sim.device_dir, config.sim_vram_mib * 1024 * 1024);
+    }
+    ro.device_guard = std::make_shared<DeviceGuard>(std::move(scrubber));
+  }
+  for (const sandbox::Capability& c : NodeCapabilities(ro)) {
+    LogInfo("agent", "capability",
+            {{"name", c.name}, {"enforced", c.enforced ? "true" : "false"}, {"detail", c.detail}});
+  }
   TaskRunner runner(ro);
   runner.KillOrphans();  // tasks of a previous agent process (kill -9, crash)
 
@@ -235,6 +295,32 @@ int Run(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (int i = 0; i < 2; ++i) threads.emplace_back([&io] { io.run(); });
 
+  // Node identity: join (or renew) before connecting, then renew in the background before the
+  // certificate expires; the channel re-reads the files (agent/enroll.h).
+  std::unique_ptr<boost::asio::steady_timer> renew_timer;
+  std::function<void()> schedule_renew;
+  if (!config.ca_file.empty()) {
+    if (Status st = EnsureNodeCertificate(config); !st.ok()) {
+      std::cerr << "gpupool-agent: node certificate: " << st.message() << "\n";
+      work.reset();
+      io.stop();
+      for (auto& t : threads) t.join();
+      return 3;
+    }
+    renew_timer = std::make_unique<boost::asio::steady_timer>(io);
+    schedule_renew = [&] {
+      renew_timer->expires_after(std::chrono::minutes(10));
+      renew_timer->async_wait([&](const boost::system::error_code& error) {
+        if (error) return;
+        if (Result<bool> r = RenewIfDue(config); !r.ok()) {
+          LogWarn("agent", "node certificate renewal failed; will retry",
+                  {{"error", r.status().message()}});
+        }
+        schedule_renew();
+      });
+    };
+    schedule_renew();
+  }
   auto channel = MakeAgentChannel(config);
   const bool stop_tasks = config.stop_tasks_on_shutdown;
   int rc = 0;
@@ -279,6 +365,7 @@ int Run(int argc, char** argv) {
       agent.Shutdown(stop_tasks);
     }
   }
+  if (renew_timer) boost::asio::post(io, [&] { renew_timer->cancel(); });
   work.reset();
   io.stop();
   for (auto& t : threads) t.join();

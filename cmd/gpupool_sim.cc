@@ -38,12 +38,19 @@ options:
   --tune X           stop resampling at X × capacity (default: 1.3)
   --limit N          place only the first N arrivals of each run (quick checks)
   --out-dir DIR      write DIR/sim-WORKLOAD.json and DIR/sim-WORKLOAD.svg
-  --bound-stride N   also compute the lower bound on unallocated % that no policy can beat
-                     (placement/sim/bound.h), from LPs every N events of the bin at arrived
-                     = 100% and at its last (default: 40; 0 = skip the bound)
-  --bound KIND       protocol: policies that drop a task only when nothing can host it (the
-                     protocol's rule; default); packing: any policy, even one that refuses tasks
+  --bound-stride N   also compute a proven lower bound on unallocated % (placement/sim/bound.h),
+                     from LPs every N events of the bin at arrived = 100% and at its last
+                     (default: 40; 0 = skip the bound). Refused for node lists with CPU-only
+                     nodes (the proof does not cover them)
+  --bound KIND       protocol (default): no policy that follows the protocol's rule — drop a
+                     task only when no node can host it — can beat it; a policy that may refuse
+                     tasks is not bound by it. packing: no policy at all, even one that refuses
+                     tasks, can beat it (weaker)
   --per-seed         also print every seed's result, the bound and the gap to it
+  --online           place as gpupoold does: each strategy learns the workload from the
+                     arrivals so far (placement/workload_feed.h), no peek at the future.
+                     Without it: oracle mode, the workload taken from the whole trace up front
+                     (FGD's artifact does this; no daemon can) — for comparison only
   --help             this text
 strategies: first-fit best-fit spread dot-product gpu-packing gpu-clustering fgd fgd-pack random
 )";
@@ -60,6 +67,7 @@ struct Options {
   int bound_stride = 40;
   bool bound_protocol = true;
   bool per_seed = false;
+  bool online = false;
 };
 
 std::vector<std::string> SplitList(const std::string& s) {
@@ -100,6 +108,10 @@ Result<Options> ParseArgs(int argc, char** argv) {
     }
     if (a == "--per-seed") {
       o.per_seed = true;
+      continue;
+    }
+    if (a == "--online") {
+      o.online = true;
       continue;
     }
     if (i + 1 >= argc) return Status::InvalidArgument(a + ": missing value (see --help)");
@@ -170,7 +182,8 @@ Status RunWorkload(const Options& o, const std::vector<sim::TraceNode>& nodes,
   std::vector<sim::ReplayResult> results;
   std::vector<sim::Summary> rows;
   for (Strategy s : o.strategies) {
-    const std::vector<WorkloadClass> target = sim::WorkloadFor(s, tasks);
+    const std::vector<WorkloadClass> target =
+        o.online ? std::vector<WorkloadClass>{} : sim::WorkloadFor(s, tasks);
     double seconds = 0, cpu_seconds = 0;
     int64_t decisions = 0;
     for (uint64_t seed : o.seeds) {
@@ -178,7 +191,8 @@ Status RunWorkload(const Options& o, const std::vector<sim::TraceNode>& nodes,
       const auto t0 = std::chrono::steady_clock::now();
       const std::clock_t c0 = std::clock();
       GPUPOOL_ASSIGN_OR_RETURN(sim::ReplayResult r,
-                               sim::Replay(nodes, arrivals, target, s, seed, o.limit));
+                               o.online ? sim::ReplayOnline(nodes, arrivals, s, seed, o.limit)
+                                        : sim::Replay(nodes, arrivals, target, s, seed, o.limit));
       cpu_seconds += static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       decisions += r.tasks;
@@ -191,7 +205,10 @@ Status RunWorkload(const Options& o, const std::vector<sim::TraceNode>& nodes,
     rows.push_back(sum);
   }
   std::vector<sim::SeedBound> bounds;
-  if (o.bound_stride > 0 && o.limit == 0) {
+  const std::string refused = sim::BoundRefusal(nodes);
+  if (o.bound_stride > 0 && o.limit == 0 && !refused.empty())
+    std::cout << "bound: not computed: " << refused << "\n";
+  if (o.bound_stride > 0 && o.limit == 0 && refused.empty()) {
     double seconds = 0, cpu_seconds = 0;
     for (uint64_t seed : o.seeds) {
       const std::vector<sim::TraceTask> arrivals = sim::Arrivals(tasks, seed, o.tune, capacity);
@@ -205,16 +222,18 @@ Status RunWorkload(const Options& o, const std::vector<sim::TraceNode>& nodes,
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     sim::Summary b = sim::SummarizeBound(bounds);
+    b.label = o.bound_protocol ? "bound" : "packing bound";
     b.seconds_per_replay = seconds / static_cast<double>(o.seeds.size());
     b.cpu_seconds_per_replay = cpu_seconds / static_cast<double>(o.seeds.size());
     rows.push_back(b);
   }
-  std::cout << sim::Table(workload, rows) << std::endl;
+  const std::string mode = o.online ? "online" : "oracle";
+  std::cout << sim::Table(workload, rows, mode) << std::endl;
   if (o.per_seed) std::cout << sim::PerSeedTable(workload, results, bounds) << std::endl;
   if (!o.out_dir.empty()) {
     std::filesystem::create_directories(o.out_dir);
     GPUPOOL_RETURN_IF_ERROR(WriteFile(o.out_dir + "/sim-" + workload + ".json",
-                                      sim::Json(workload, o.tune, results, rows, bounds)));
+                                      sim::Json(workload, o.tune, results, rows, bounds, mode)));
     GPUPOOL_RETURN_IF_ERROR(
         WriteFile(o.out_dir + "/sim-" + workload + ".svg", sim::Svg(workload, results)));
   }

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   gpupool::ctl::Environment env;
   if (const char* s = std::getenv("GPUPOOL_SERVER")) env.server = s;
   if (const char* t = std::getenv("GPUPOOL_TOKEN")) env.token = t;
+  if (const char* c = std::getenv("GPUPOOL_CA")) env.ca = c;
   std::ios::sync_with_stdio(false);
   const int code = gpupool::ctl::Run(args, env, std::cout, std::cerr);
   std::cout.flush();

@@ -2,6 +2,7 @@
 // database (embedded unless one is configured), recover the core, serve gRPC and HTTP, and stop
 // cleanly on SIGTERM/SIGINT.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +16,8 @@
 #include "api/priority_access.h"
 #include "api/rest/http_server.h"
 #include "api/service_impl.h"
+#include "api/tls/enroll_service.h"
+#include "api/tls/node_identity.h"
 #include "base/log.h"
 #include "cmd/daemon/config.h"
 #include "pool/catalog.h"
@@ -48,6 +51,20 @@ std::vector<api::ApiToken> ApiTokens(const DaemonConfig& c) {
   std::vector<api::ApiToken> out;
   for (const ApiToken& t : c.api_tokens) out.push_back({t.token, t.principal, t.admin});
   return out;
+}
+
+// Raises the soft descriptor limit to the hard one: every client connection, agent stream and
+// database connection takes a descriptor, and the usual soft default (1024) is what an idle
+// connection flood exhausts first (docs/security.md).
+void RaiseDescriptorLimit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  const rlim_t before = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    LogInfo("gpupoold", "raised the descriptor limit",
+            {{"from", std::to_string(before)}, {"to", std::to_string(lim.rlim_cur)}});
+  }
 }
 
 // The priority classes each tenant may submit at, from the config (validated when it was parsed).
@@ -117,6 +134,8 @@ int Run(int argc, char** argv) {
   ParseLogLevel(config.log_level, &level);
   SetLogLevel(level);
 
+  RaiseDescriptorLimit();
+
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -162,9 +181,20 @@ int Run(int argc, char** argv) {
   auto registry = std::make_shared<prometheus::Registry>();
   SchedulerMetrics metrics(registry, kVersion);
   CoreLoop loop;
+  // The private CA (created on first start) and the node identities it vouches for.
+  Result<tls::CertAuthority> ca =
+      tls::CertAuthority::LoadOrCreate((std::filesystem::path(config.data_dir) / "tls").string());
+  if (!ca.ok()) return Fail(ca.status().WithContext("private CA"));
+  api::tls::NodeIdentityOptions id_options;
+  id_options.join_tokens.insert(config.node_tokens.begin(), config.node_tokens.end());
+  id_options.require_certificates = config.require_node_certificates;
+  Result<std::unique_ptr<api::tls::NodeIdentities>> identities =
+      api::tls::NodeIdentities::Open(&*ca, id_options);
+  if (!identities.ok()) return Fail(identities.status().WithContext("node identities"));
   api::AgentHubOptions hub_options;
   hub_options.node_tokens.insert(config.node_tokens.begin(), config.node_tokens.end());
   hub_options.catalog = catalog;  // a device that contradicts the catalog is refused
+  hub_options.identities = identities->get();
   api::AgentHub hub(&loop, hub_options);
   Core core(config.scheduler, SystemClock::Get(), store.get(), &hub, loop.executor(), &metrics);
   hub.Attach(&core);
@@ -186,23 +216,36 @@ int Run(int argc, char** argv) {
   Result<api::PriorityAccess> classes = PriorityAccessOf(config);
   if (!classes.ok()) return Fail(classes.status());
   service_options.priority_access = &*classes;
+  api::RateLimiter submit_limiter({config.submit_rate_per_second, config.submit_burst});
+  service_options.submit_limiter = &submit_limiter;
   api::ServiceImpl service(&core, &loop, &hub, service_options);
   service.SetRecovered(true);
   Result<api::Authenticator> auth = api::Authenticator::Create(ApiTokens(config));
   if (!auth.ok()) return Fail(auth.status());
 
+  api::tls::EnrollService enroll(identities->get(), &*auth, [&hub](const std::string& node) {
+    hub.Disconnect(node, Status::PermissionDenied("node '" + node + "': certificate revoked"));
+  });
   api::GrpcServerOptions grpc_options;
   grpc_options.extra_services.push_back(&hub);
+  grpc_options.extra_services.push_back(&enroll);
+  if (!config.grpc_tls_listen.empty()) {
+    grpc_options.tls = api::GrpcTlsPort{config.grpc_tls_listen, ca->server_cert_pem(),
+                                        ca->server_key_pem(), ca->ca_pem()};
+  }
   grpc_options.metrics = registry;
   api::GrpcServer grpc(service, *auth, config.grpc_listen, grpc_options);
   if (Status st = grpc.Start(); !st.ok()) return Fail(st);
-  api::HttpServer http(service, *auth, registry, config.http_listen);
+  api::HttpServerOptions http_options;
+  http_options.max_connections_per_client = config.http_max_connections_per_client;
+  api::HttpServer http(service, *auth, registry, config.http_listen, http_options);
   if (Status st = http.Start(); !st.ok()) return Fail(st);
 
   LogInfo("gpupoold", "ready",
           {{"grpc", config.grpc_listen},
            {"grpc_port", std::to_string(grpc.port())},
            {"http", config.http_listen},
+           {"grpc_tls_port", std::to_string(grpc.tls_port())},
            {"http_port", std::to_string(http.port())},
            {"database", store->display()},
            {"epoch", std::to_string(*epoch)},

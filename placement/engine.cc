@@ -279,6 +279,7 @@ Status EngineImpl::AddNode(const NodeSpec& spec) {
   by_name_.emplace(spec.name, node.slot);
   nodes.push_back(std::move(node));
   ++live_nodes;
+  ++inventory_version;
   Touch(nodes.back());
   return Status::Ok();
 }
@@ -289,6 +290,7 @@ Status EngineImpl::RemoveNode(std::string_view name) {
   n->live = false;
   by_name_.erase(n->name);
   --live_nodes;
+  ++inventory_version;
   Touch(*n);
   return Status::Ok();
 }

@@ -13,6 +13,12 @@ Engine& Engine::operator=(Engine&&) noexcept = default;
 
 const PoolPolicy& Engine::policy() const { return impl_->policy; }
 void Engine::SetWorkload(std::vector<WorkloadClass> classes) { impl_->SetWorkload(classes); }
+bool Engine::workload_given() const {
+  return impl_->workload_inventory != EngineImpl::kNoWorkload;
+}
+bool Engine::inventory_changed_since_workload() const {
+  return impl_->workload_inventory != impl_->inventory_version;
+}
 Status Engine::AddNode(const NodeSpec& node) { return impl_->AddNode(node); }
 Status Engine::RemoveNode(std::string_view name) { return impl_->RemoveNode(name); }
 Status Engine::SetSchedulable(std::string_view name, bool s) {
@@ -122,6 +128,7 @@ void EngineImpl::SetWorkload(const std::vector<WorkloadClass>& classes) {
     f.inv_mem = f.memory_mib > 0 ? 1.0 / static_cast<double>(f.memory_mib) : 0;
   }
   if (!w.empty()) workload_ = std::move(w);
+  workload_inventory = inventory_version;
   plugin_->WorkloadChanged();
   ClearIndexes();
 }

@@ -64,6 +64,11 @@ class EngineImpl {
   PoolPolicy policy;
   std::vector<NodeState> nodes;
   int live_nodes = 0;
+  // Bumped by every AddNode and RemoveNode; SetWorkload notes the value it saw (reach depends
+  // on the nodes). kNoWorkload: never given one.
+  static constexpr uint64_t kNoWorkload = ~uint64_t{0};
+  uint64_t inventory_version = 0;
+  uint64_t workload_inventory = kNoWorkload;
 
  private:
   void Touch(NodeState& node);

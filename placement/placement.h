@@ -205,6 +205,10 @@ class Engine {
   // Call it after AddNode: each class's reach (the share of nodes that could host it) is taken
   // from the nodes present. Clears the score caches.
   void SetWorkload(std::vector<WorkloadClass> classes);
+  // Whether SetWorkload was ever called, and whether nodes were added or removed since (the
+  // reach it computed is then stale). WorkloadFeed (workload_feed.h) reads these.
+  bool workload_given() const;
+  bool inventory_changed_since_workload() const;
 
   // Inventory. AddNode fails on a duplicate or malformed node (bad link index, duplicate device
   // id). RemoveNode forgets the node and everything allocated on it.

@@ -1,10 +1,14 @@
 // Engine::FindVictims: the cheapest set of lower-priority tasks whose release makes a request fit.
 //
-// Per node: take the node's preemptible tasks cheapest first (lowest priority, then least work
-// lost), release them on a copy of the node until the request fits, then put back every victim
-// the request can do without (most expensive first). Across nodes the cheapest set wins: fewest
-// victims, then the lowest highest priority among them, then the least total work lost. Greedy
-// per node — exact minimum sets are NP-hard in general — but never evicts a task it can spare.
+// Per node, exactly: subsets of the node's lower-priority tasks by size, smallest first; the first
+// size at which some subset makes the request fit is the fewest victims, and among the subsets of
+// that size the cheapest wins (the lowest highest priority, then the least total work lost).
+// Exact minimum sets are NP-hard in general, so the search is bounded (kMaxEvaluations per
+// node); past the bound the node falls back to the greedy set: its tasks cheapest first until the
+// request fits, then every victim it can spare put back, most expensive first. Across nodes the
+// cheapest set wins in the same order. A request is placed on one node, so the best set for the
+// pool is the best of the nodes' (tests/placement/victim_search_test.cc checks it against brute
+// force over every subset of the pool's tasks).
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -14,6 +18,9 @@
 
 namespace gpupool::placement {
 namespace {
+
+// Evaluations one node's exact search may spend (a node with 12 candidates needs at most 4,095).
+constexpr int kMaxEvaluations = 4096;
 
 struct Cost {
   size_t count = 0;
@@ -25,6 +32,66 @@ struct Cost {
   }
 };
 
+Cost CostOf(const std::vector<const RunningTask*>& victims) {
+  Cost c{victims.size(), INT32_MIN, 0};
+  for (const RunningTask* v : victims) {
+    c.max_priority = std::max(c.max_priority, v->priority);
+    c.work_lost += v->work_lost;
+  }
+  return c;
+}
+
+enum class Exact { kFound, kNone, kTooCostly };
+
+// The exact search on one node (copy): fewest victims, then cheapest. kTooCostly when it would
+// take more than kMaxEvaluations.
+Exact ExactVictimsOnNode(const EngineImpl& engine, NodeState& node, const CompiledRequest& req,
+                         const std::vector<const RunningTask*>& tasks,
+                         std::vector<const RunningTask*>* victims, Scored* scored) {
+  std::vector<const RunningTask*> cands;
+  for (const RunningTask* t : tasks) {
+    if (CheckUnapply(node, t->allocation).ok()) cands.push_back(t);  // else stale
+  }
+  const size_t n = cands.size();
+  int budget = kMaxEvaluations;
+  for (size_t k = 1; k <= n; ++k) {
+    std::vector<size_t> pick(k);
+    for (size_t i = 0; i < k; ++i) pick[i] = i;
+    bool found = false;
+    Cost best;
+    for (;;) {
+      if (--budget < 0) return Exact::kTooCostly;
+      size_t applied = 0;
+      for (; applied < k; ++applied) {
+        const Allocation& a = cands[pick[applied]]->allocation;
+        if (!CheckUnapply(node, a).ok()) break;  // overlapping grants: not a valid set
+        Unapply(node, a, engine.NextVersion());
+      }
+      Scored s;
+      if (applied == k && engine.Evaluate(node, req, &s)) {
+        std::vector<const RunningTask*> set;
+        for (size_t i : pick) set.push_back(cands[i]);
+        Cost c = CostOf(set);
+        if (!found || c < best) {
+          found = true;
+          best = c;
+          *victims = std::move(set);
+          *scored = s;
+        }
+      }
+      while (applied-- > 0) Apply(node, cands[pick[applied]]->allocation, engine.NextVersion());
+      // Next combination of k out of n, in lexicographic order.
+      size_t i = k;
+      while (i > 0 && pick[i - 1] == n - k + i - 1) --i;
+      if (i == 0) break;
+      ++pick[i - 1];
+      for (size_t j = i; j < k; ++j) pick[j] = pick[j - 1] + 1;
+    }
+    if (found) return Exact::kFound;
+  }
+  return Exact::kNone;
+}
+
 // Victims on one node (copy), or false when even all of them do not make room.
 bool VictimsOnNode(const EngineImpl& engine, NodeState node, const CompiledRequest& req,
                    std::vector<const RunningTask*> tasks, std::vector<const RunningTask*>* victims,
@@ -33,6 +100,15 @@ bool VictimsOnNode(const EngineImpl& engine, NodeState node, const CompiledReque
     return std::tie(a->priority, a->work_lost, a->task_id) <
            std::tie(b->priority, b->work_lost, b->task_id);
   });
+  switch (ExactVictimsOnNode(engine, node, req, tasks, victims, scored)) {
+    case Exact::kFound:
+      return true;
+    case Exact::kNone:
+      return false;
+    case Exact::kTooCostly:
+      victims->clear();
+      break;
+  }
   bool fits = false;
   for (const RunningTask* t : tasks) {
     if (!CheckUnapply(node, t->allocation).ok()) continue;  // stale: not on this node's books
@@ -77,11 +153,7 @@ VictimSet Engine::FindVictims(const Request& request, int32_t priority,
     std::vector<const RunningTask*> victims;
     Scored scored;
     if (!VictimsOnNode(*impl_, *node, req, tasks, &victims, &scored)) continue;
-    Cost cost{victims.size(), INT32_MIN, 0};
-    for (const RunningTask* v : victims) {
-      cost.max_priority = std::max(cost.max_priority, v->priority);
-      cost.work_lost += v->work_lost;
-    }
+    Cost cost = CostOf(victims);
     if (best.found && !(cost < best_cost)) continue;
     best.found = true;
     best_cost = cost;

@@ -1,4 +1,4 @@
-// Core: construction, recovery, admission, jobs, pools, nodes and watchers.
+// Core: construction, admission, jobs and watchers (cancel: here; retention: core_retention.cc).
 // Scheduling passes live in core_schedule.cc, agent events in core_agents.cc.
 #include "scheduler/core.h"
 
@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "scheduler/core_state.h"
+#include "scheduler/pool_workload.h"
 
 namespace gpupool {
 
@@ -26,6 +27,10 @@ Core::~Core() = default;
 int64_t Core::epoch() const { return s_->epoch; }
 size_t Core::pending_tasks() const { return s_->pending.size(); }
 size_t Core::running_tasks() const { return s_->running; }
+size_t Core::unstored_changes() const {
+  return s_->unstored.size() + (s_->retry_in_flight ? 1 : 0) + s_->dirty_tasks.size() +
+         s_->dirty_jobs.size() + s_->dirty_nodes.size() + s_->unstored_events.size();
+}
 
 // ---------------------------------------------------------------------------------------------
 // State helpers
@@ -112,26 +117,6 @@ void Core::State::ReleaseTask(JobEntry& job, int32_t index) {
   rt.committing = false;
   rt.allocation = {};
   if (running > 0) --running;
-}
-
-bool Core::State::RefreshJobState(JobEntry& job) {
-  JobState before = job.rec.state;
-  if (job.rec.state == JobState::kCancelled) return false;
-  bool all_terminal = true, any_failed = false, any_active = false;
-  for (const TaskRecord& t : job.rec.tasks) {
-    all_terminal &= IsTerminal(t.state);
-    any_failed |= t.state == TaskState::kFailed;
-    any_active |= t.state == TaskState::kScheduled || t.state == TaskState::kRunning;
-  }
-  if (all_terminal) {
-    job.rec.state = any_failed ? JobState::kFailed : JobState::kSucceeded;
-    if (job.rec.finish_us == 0) job.rec.finish_us = clock->NowMicros();
-  } else if (any_active) {
-    job.rec.state = JobState::kRunning;
-  } else {
-    job.rec.state = JobState::kPending;
-  }
-  return job.rec.state != before;
 }
 
 void Core::State::Notify(const JobEntry& job, const std::string& message) {
@@ -307,6 +292,7 @@ void Core::SubmitJob(JobSpec spec, Callback<JobRecord> done) {
     job.tasks[static_cast<size_t>(i)].job_id = job.id;
     job.tasks[static_cast<size_t>(i)].index = i;
     job.tasks[static_cast<size_t>(i)].reason = "queued";
+    job.tasks[static_cast<size_t>(i)].pending.code = PendingCode::kQueued;
   }
   entry.rt.resize(job.tasks.size());
 
@@ -325,6 +311,8 @@ void Core::SubmitJob(JobSpec spec, Callback<JobRecord> done) {
                 }
                 if (s_->metrics != nullptr) s_->metrics->Submission("accepted");
                 int64_t id = entry.rec.id;
+                if (PoolEntry* pool = s_->FindPool(entry.rec.spec.pool))
+                  LearnSubmission(*pool, s_->ToPlacement(entry.request), entry.rec.spec.task_count);
                 auto [it, _] = s_->jobs.emplace(id, std::move(entry));
                 for (int32_t i = 0; i < static_cast<int32_t>(it->second.rec.tasks.size()); ++i) {
                   s_->Enqueue(it->second, i);
@@ -348,36 +336,6 @@ Result<JobRecord> Core::GetJob(int64_t id) const {
   return it->second.rec;
 }
 
-bool Core::State::Forgettable(const JobEntry& job, int64_t cutoff_us) {
-  if (!IsTerminal(job.rec.state) || job.rec.finish_us == 0 || job.rec.finish_us >= cutoff_us) {
-    return false;
-  }
-  for (size_t i = 0; i < job.rec.tasks.size(); ++i) {
-    const TaskRuntime& rt = job.rt[i];
-    if (!IsTerminal(job.rec.tasks[i].state) || rt.holds || rt.committing || rt.reservation != 0 ||
-        rt.reserved_for != 0) {
-      return false;
-    }
-  }
-  return true;
-}
-
-void Core::State::EvictFinished(int64_t now_us, int budget) {
-  if (options.job_retention_ms <= 0 || jobs.empty()) return;
-  const int64_t cutoff = now_us - options.job_retention_ms * 1000;
-  auto it = jobs.upper_bound(retention_cursor);
-  if (it == jobs.end()) it = jobs.begin();  // wrap around: the next sweep starts over
-  for (; it != jobs.end() && budget-- > 0;) {
-    retention_cursor = it->first;
-    if (Forgettable(it->second, cutoff) && !watchers_by_job.contains(it->first)) {
-      it = jobs.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  if (it == jobs.end()) retention_cursor = 0;
-}
-
 JobPage Core::ListJobs(const JobFilter& f) const {
   JobPage page;
   int32_t limit = f.limit > 0 ? f.limit : 100;
@@ -395,6 +353,10 @@ JobPage Core::ListJobs(const JobFilter& f) const {
   return page;
 }
 
+// Cancel: plan → persist → apply → act. Pending tasks end CANCELLED; a task that holds devices
+// gets the durable stop intent CANCEL and the job turns CANCELLING until every such task has
+// stopped (then CANCELLED). Nothing changes in memory and no StopTask is sent before the store has
+// the cancel; if it refuses, the caller gets the error and the job is as it was.
 void Core::CancelJob(int64_t id, std::string reason, Callback<JobRecord> done) {
   JobEntry* job = s_->FindJob(id);
   if (job == nullptr) {
@@ -406,38 +368,91 @@ void Core::CancelJob(int64_t id, std::string reason, Callback<JobRecord> done) {
                                     std::string(ToString(job->rec.state))));
     return;
   }
+  if (job->rec.state == JobState::kCancelling) {
+    done(job->rec);  // asked again while its tasks stop: the same answer
+    return;
+  }
+  if (job->cancel_storing) {
+    done(Status::FailedPrecondition("job " + std::to_string(id) + " is being cancelled"));
+    return;
+  }
   if (reason.empty()) reason = "cancelled by user";
-  std::vector<Mutation> batch;
-  int64_t now = s_->clock->NowMicros();
+  const int64_t now = s_->clock->NowMicros();
+  std::vector<TaskRecord> after;  // the planned records, in task order
+  bool stopping = false;
   for (int32_t i = 0; i < static_cast<int32_t>(job->rec.tasks.size()); ++i) {
-    TaskRecord& t = job->rec.tasks[static_cast<size_t>(i)];
-    if (IsTerminal(t.state)) continue;
+    const TaskRecord& cur = job->rec.tasks[static_cast<size_t>(i)];
+    if (IsTerminal(cur.state)) continue;
+    stopping |= cur.state != TaskState::kPending;
+    // A task whose end is being stored ends by itself; the job waits for it as CANCELLING.
+    if (job->rt[static_cast<size_t>(i)].changing) continue;
+    TaskRecord t = cur;
     if (t.state == TaskState::kPending) {
-      s_->Dequeue(*job, i);
       t.state = TaskState::kCancelled;
       t.reason = reason;
       t.finished_us = now;
+      t.pending = {};
     } else {
-      // The allocation stays held until the agent reports the process gone.
-      job->rt[static_cast<size_t>(i)].stop = StopIntent::kCancel;
+      t.stop = StopIntent::kCancel;  // the allocation stays held until the process is gone
       t.reason = "cancelling: " + reason;
-      s_->SendStop(*job, i, reason);
     }
-    batch.emplace_back(UpdateTask{t});
+    after.push_back(std::move(t));
   }
-  job->rec.state = JobState::kCancelled;
-  job->rec.reason = reason;
-  job->rec.finish_us = now;
-  batch.emplace_back(UpdateJob{job->rec.id, job->rec.state, reason, now});
+  const JobState state = stopping ? JobState::kCancelling : JobState::kCancelled;
+  const int64_t finish = stopping ? 0 : now;
+  std::vector<Mutation> batch;
+  for (const TaskRecord& t : after) batch.emplace_back(UpdateTask{t});
+  batch.emplace_back(UpdateJob{id, state, reason, finish});
   batch.emplace_back(AppendEvent{s_->Event("job.cancelled", "job/" + std::to_string(id), reason)});
-  s_->Notify(*job, "job cancelled: " + reason);
-  JobRecord snapshot = job->rec;
-  s_->Persist(std::move(batch), [snapshot, done = std::move(done)](Status st) {
+  job->cancel_storing = true;
+  s_->Persist(std::move(batch), [this, id, state, finish, reason, after = std::move(after),
+                                 done = std::move(done)](Status st) {
+    JobEntry* j = s_->FindJob(id);
+    if (j == nullptr) {
+      done(Status::NotFound("job " + std::to_string(id) + " not found"));
+      return;
+    }
+    j->cancel_storing = false;
     if (!st.ok()) {
       done(st.WithContext("cancel not stored"));
       return;
     }
-    done(snapshot);
+    std::vector<int32_t> stop;
+    std::vector<TaskChange> late;  // what moved while the cancel was stored
+    for (const TaskRecord& t : after) {
+      TaskRecord& cur = j->rec.tasks[static_cast<size_t>(t.index)];
+      if (j->rt[static_cast<size_t>(t.index)].changing || cur.attempt != t.attempt) continue;
+      if (t.state == TaskState::kCancelled && cur.state == TaskState::kPending) {
+        s_->Dequeue(*j, t.index);
+        cur = t;
+      } else if (t.stop == StopIntent::kCancel && cur.state == t.state) {
+        cur = t;
+        stop.push_back(t.index);
+      } else if (cur.state == TaskState::kPending) {
+        s_->Dequeue(*j, t.index);  // its placement was not stored: it never started
+        late.push_back(s_->PlanFinish(*j, t.index, TaskState::kCancelled, reason, 0));
+      }
+    }
+    if (IsTerminal(j->rec.state)) {
+      // Its last task's end was stored and applied while the cancel was being stored: the job
+      // ended as it did; the row the cancel overwrote is written back.
+      s_->PersistOrRetry({UpdateJob{id, j->rec.state, j->rec.reason, j->rec.finish_us}});
+      done(j->rec);
+      return;
+    }
+    j->rec.state = state;
+    j->rec.reason = reason;
+    j->rec.finish_us = finish;
+    // A task whose end was in flight may have ended meanwhile: CANCELLING with every task ended
+    // is CANCELLED.
+    if (s_->RefreshJobState(*j)) {
+      s_->PersistOrRetry({UpdateJob{id, j->rec.state, j->rec.reason, j->rec.finish_us}});
+    }
+    for (int32_t i : stop) s_->SendStop(*j, i, reason);
+    if (!late.empty()) s_->CommitTaskChanges(this, std::move(late));
+    s_->Notify(*j, (j->rec.state == JobState::kCancelled ? "job cancelled: " : "job cancelling: ") +
+                       reason);
+    done(j->rec);
   });
 }
 

@@ -33,6 +33,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "placement/workload_model.h"
 #include "scheduler/dispatch.h"
 #include "scheduler/model.h"
 #include "scheduler/options.h"
@@ -94,9 +95,16 @@ struct NodeView {
   int32_t running_tasks = 0;
 };
 
+// What a pool's placement has learned of its workload (scheduler/pool_workload.h).
+struct LearnedWorkload {
+  int64_t tasks_observed = 0;                // since start, retained jobs included
+  std::vector<placement::LearnedClass> top;  // heaviest first, at most kShownLearnedClasses
+};
+
 struct PoolView {
   PoolRecord pool;
   CapacityView capacity;
+  LearnedWorkload learned;
 };
 
 struct JobFilter {
@@ -200,6 +208,9 @@ class Core {
   // Introspection for metrics and tests.
   size_t pending_tasks() const;
   size_t running_tasks() const;
+  // Changes the store refused and that wait to be stored again (task changes, dirty records):
+  // while it is not 0, memory holds more than the database (see core_change.cc).
+  size_t unstored_changes() const;
 
  private:
   Status ApplyRegistration(const NodeRecord& node);

@@ -101,12 +101,12 @@ Status Core::ApplyRegistration(const NodeRecord& n) {
     pool->nodes.insert(n.name);
   }
   if (rebuild) {
-    std::vector<Mutation> repairs;
+    std::vector<TaskChange> repairs;
     for (auto& [id, job] : s_->jobs) {
       for (int32_t i = 0; i < static_cast<int32_t>(job.rt.size()); ++i) {
         TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
         const TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
-        if (t.node != n.name || rt.holds ||
+        if (t.node != n.name || rt.holds || rt.changing ||
             (t.state != TaskState::kRunning && t.state != TaskState::kScheduled)) {
           continue;
         }
@@ -115,11 +115,11 @@ Status Core::ApplyRegistration(const NodeRecord& n) {
           rt.holds = true;
         } else {
           if (s_->running > 0) --s_->running;
-          s_->RequeueOrFail(job, i, "devices changed on node " + n.name, &repairs);
+          repairs.push_back(s_->PlanRequeueOrFail(job, i, "devices changed on node " + n.name));
         }
       }
     }
-    if (!repairs.empty()) s_->Persist(std::move(repairs), [](Status) {});
+    if (!repairs.empty()) s_->CommitTaskChanges(this, std::move(repairs));
   }
   GPUPOOL_RETURN_IF_ERROR(pool->engine->SetSchedulable(n.name, n.state == NodeState::kReady));
   for (const DeviceRecord& d : n.devices) {
@@ -142,22 +142,22 @@ void Core::Reconcile(const AgentRegistration& reg, std::vector<std::string>* sto
                  (t->state == TaskState::kScheduled || t->state == TaskState::kRunning);
     if (!known) stop->push_back(r.task_id);
   }
-  std::vector<Mutation> repairs;
+  std::vector<TaskChange> repairs;
   for (auto& [id, job] : s_->jobs) {
     for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
       TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
-      if (t.node != node) continue;
+      if (t.node != node || job.rt[static_cast<size_t>(i)].changing) continue;
       bool is_reported = reported.contains({TaskId(id, i), t.attempt});
       if (t.state == TaskState::kScheduled && !is_reported) {
         if (!job.rt[static_cast<size_t>(i)].committing) resend->emplace_back(id, i);
       } else if (t.state == TaskState::kRunning && !is_reported) {
-        s_->RequeueOrFail(job, i, "agent on " + node + " no longer runs it", &repairs);
-      } else if (is_reported && job.rt[static_cast<size_t>(i)].stop != StopIntent::kNone) {
-        s_->SendStop(job, i, "stop requested before reconnect");
+        repairs.push_back(s_->PlanRequeueOrFail(job, i, "agent on " + node + " no longer runs it"));
+      } else if (is_reported && t.stop != StopIntent::kNone) {
+        s_->SendStop(job, i, "stop requested before reconnect");  // the stop is stored already
       }
     }
   }
-  if (!repairs.empty()) s_->Persist(std::move(repairs), [](Status) {});
+  if (!repairs.empty()) s_->CommitTaskChanges(this, std::move(repairs));
 }
 
 void Core::OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>& devices) {
@@ -191,23 +191,32 @@ void Core::OnTaskReport(const TaskReport& r) {
       (t.state != TaskState::kScheduled && t.state != TaskState::kRunning)) {
     return;
   }
-  std::vector<Mutation> batch;
+  if (rt.changing) return;  // its end is being stored already
   if (r.state == TaskState::kRunning) {
+    // Running is not an end: memory moves on at once and the row follows (written again from
+    // memory if the store refuses it). Nothing is acknowledged to a client by it.
     if (t.state == TaskState::kRunning) return;
+    std::vector<Mutation> batch;
     t.state = TaskState::kRunning;
     t.started_us = s_->clock->NowMicros();
     t.reason = "running on " + t.node;
     if (s_->metrics != nullptr) s_->metrics->TaskTransition("RUNNING");
     batch.emplace_back(UpdateTask{t});
     if (s_->RefreshJobState(*job))
-      batch.emplace_back(UpdateJob{job->rec.id, job->rec.state, "", 0});
+      batch.emplace_back(UpdateJob{job->rec.id, job->rec.state, job->rec.reason, 0});
     s_->Notify(*job, "task " + r.task_id + ": RUNNING on " + t.node);
-  } else if (rt.stop == StopIntent::kPreempt && r.state != TaskState::kSucceeded) {
-    s_->RequeuePreempted(*job, index, &batch);
-  } else if (rt.stop == StopIntent::kRequeue) {
-    s_->RequeueOrFail(*job, index, r.reason.empty() ? "stopped for requeue" : r.reason, &batch);
-  } else if (rt.stop == StopIntent::kCancel || job->rec.state == JobState::kCancelled) {
-    s_->FinishTask(*job, index, TaskState::kCancelled, "cancelled", r.exit_code, &batch);
+    s_->PersistOrRetry(std::move(batch));
+    return;
+  }
+  // An end: planned now, applied once stored (core_change.cc).
+  TaskChange change;
+  if (t.stop == StopIntent::kPreempt && r.state != TaskState::kSucceeded) {
+    change = s_->PlanRequeuePreempted(*job, index);
+  } else if (t.stop == StopIntent::kDrain) {
+    change =
+        s_->PlanRequeueOrFail(*job, index, r.reason.empty() ? "stopped for requeue" : r.reason);
+  } else if (t.stop == StopIntent::kCancel || CancelRequested(job->rec.state)) {
+    change = s_->PlanFinish(*job, index, TaskState::kCancelled, "cancelled", r.exit_code);
   } else {
     std::string why = r.reason;
     if (why.empty()) {
@@ -217,18 +226,17 @@ void Core::OnTaskReport(const TaskReport& r) {
     if (r.oom) why += " (out of memory)";
     TaskState end = r.state == TaskState::kSucceeded ? TaskState::kSucceeded : TaskState::kFailed;
     if (r.state == TaskState::kCancelled) end = TaskState::kCancelled;
-    s_->FinishTask(*job, index, end, why, r.exit_code, &batch);
+    change = s_->PlanFinish(*job, index, end, why, r.exit_code);
   }
-  s_->Persist(std::move(batch), [](Status st) {
-    if (!st.ok()) LogWarn("core", "task update not stored", {{"error", st.ToString()}});
-  });
-  s_->RequestSchedule(this);
+  s_->CommitTaskChanges(this, {std::move(change)});
 }
 
 void Core::Tick() {
   int64_t now = s_->clock->MonotonicMicros();
   int64_t timeout_us = s_->options.heartbeat_timeout_ms * 1000;
+  s_->RetryUnstored(this);
   std::vector<Mutation> batch;
+  std::vector<TaskChange> lost;
   for (auto& [name, node] : s_->nodes) {
     if (node.rec.state == NodeState::kNotReady || now - node.last_seen_us <= timeout_us) continue;
     LogWarn("core", "node silent past heartbeat timeout; marking NOT_READY",
@@ -243,14 +251,18 @@ void Core::Tick() {
     for (auto& [id, job] : s_->jobs) {
       for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
         const TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
-        if (t.node == name &&
+        if (t.node == name && !job.rt[static_cast<size_t>(i)].changing &&
             (t.state == TaskState::kRunning || t.state == TaskState::kScheduled)) {
-          s_->RequeueOrFail(job, i, "node " + name + " lost", &batch);
+          lost.push_back(s_->PlanRequeueOrFail(job, i, "node " + name + " lost"));
         }
       }
     }
   }
-  if (!batch.empty()) s_->Persist(std::move(batch), [](Status) {});
+  if (!lost.empty()) {
+    s_->CommitTaskChanges(this, std::move(lost), std::move(batch));
+  } else if (!batch.empty()) {
+    s_->PersistOrRetry(std::move(batch));
+  }
   // 2,000 jobs a tick: a table of millions is swept in minutes, at ~0.1 ms a tick.
   s_->EvictFinished(s_->clock->NowMicros(), 2000);
   if (s_->metrics != nullptr) PublishMetrics();

@@ -1,10 +1,11 @@
-// Core: pools, nodes, capacity views and recovery from the store.
+// Core: pools, capacity views and recovery from the store (nodes: core_nodes.cc).
 #include <algorithm>
 #include <limits>
 
 #include "base/log.h"
 #include "scheduler/core.h"
 #include "scheduler/core_state.h"
+#include "scheduler/pool_workload.h"
 
 namespace gpupool {
 namespace {
@@ -48,6 +49,7 @@ Result<std::unique_ptr<placement::Engine>> MakeEngine(const PoolRecord& rec,
   policy.sharing = ToPlacement(rec.sharing_mode);
   policy.replicas =
       rec.sharing_mode == SharingMode::kTimeSliced ? std::max(rec.time_slice_replicas, 1) : 1;
+  ConfigureEngine(rec, &policy);
   return std::make_unique<placement::Engine>(policy);
 }
 
@@ -177,7 +179,7 @@ void Core::CreatePool(PoolRecord pool, Callback<PoolView> done) {
     PoolEntry& e = s_->pools[pool.name];
     e.rec = pool;
     e.engine = std::move(*shared);
-    done(PoolView{pool, s_->PoolCapacity(e)});
+    done(PoolView{pool, s_->PoolCapacity(e), LearnedOf(e)});
   });
 }
 
@@ -228,7 +230,7 @@ void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
       done(st.ok() ? Status::NotFound("pool '" + pool.name + "' was deleted") : st);
       return;
     }
-    // Room held for preemptors lived in the old engine; they queue again like any task.
+    // Room held for preemptors lived in the old engine: those reservations are dropped…
     std::vector<int64_t> stale;
     for (auto& [id, r] : s_->reservations) {
       if (r.pool == pool.name) {
@@ -239,8 +241,11 @@ void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
     for (int64_t id : stale) s_->DropReservation(id, "pool policy changed");
     e->rec = pool;
     e->engine = std::move(*shared);
+    // …and are rebuilt in the new engine from the victims' typed columns, so a preemptor keeps
+    // waiting for the victims it chose instead of preempting more tasks for the same room.
+    s_->RebuildReservations(s_->clock->NowMicros(), &pool.name);
     s_->RecomputeLimits(*e);
-    done(PoolView{pool, s_->PoolCapacity(*e)});
+    done(PoolView{pool, s_->PoolCapacity(*e), LearnedOf(*e)});
     s_->RequestSchedule(this);
   });
 }
@@ -285,70 +290,14 @@ void Core::DeletePool(const std::string& name, Callback<bool> done) {
 Result<PoolView> Core::GetPool(const std::string& name) const {
   const PoolEntry* pool = s_->FindPool(name);
   if (pool == nullptr) return Status::NotFound("pool '" + name + "' not found");
-  return PoolView{pool->rec, s_->PoolCapacity(*pool)};
+  return PoolView{pool->rec, s_->PoolCapacity(*pool), LearnedOf(*pool)};
 }
 
 std::vector<PoolView> Core::ListPools() const {
   std::vector<PoolView> out;
-  for (const auto& [name, pool] : s_->pools) out.push_back({pool.rec, s_->PoolCapacity(pool)});
+  for (const auto& [name, pool] : s_->pools)
+    out.push_back({pool.rec, s_->PoolCapacity(pool), LearnedOf(pool)});
   return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Nodes
-
-std::vector<NodeView> Core::ListNodes(const std::string& pool) const {
-  std::vector<NodeView> out;
-  for (const auto& [name, node] : s_->nodes) {
-    if (pool.empty() || node.rec.pool == pool) out.push_back(s_->ViewOf(node));
-  }
-  return out;
-}
-
-Result<NodeView> Core::GetNode(const std::string& name) const {
-  auto it = s_->nodes.find(name);
-  if (it == s_->nodes.end()) return Status::NotFound("node '" + name + "' not found");
-  return s_->ViewOf(it->second);
-}
-
-void Core::SetNodeState(const std::string& name, NodeState state, Callback<NodeView> done) {
-  auto it = s_->nodes.find(name);
-  if (it == s_->nodes.end()) {
-    done(Status::NotFound("node '" + name + "' not found"));
-    return;
-  }
-  NodeEntry& node = it->second;
-  if (state == NodeState::kReady && node.rec.state == NodeState::kNotReady) {
-    done(Status::FailedPrecondition("node '" + name +
-                                    "' is NOT_READY; it becomes ready when its agent reconnects"));
-    return;
-  }
-  node.rec.state = state;
-  PoolEntry* pool = s_->FindPool(node.rec.pool);
-  if (pool != nullptr) (void)pool->engine->SetSchedulable(name, Schedulable(state));
-  if (state == NodeState::kDraining) {
-    for (auto& [id, job] : s_->jobs) {
-      for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
-        TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
-        TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
-        if (t.node != name || !rt.holds || rt.stop != StopIntent::kNone) continue;
-        rt.stop = StopIntent::kRequeue;
-        t.reason = "stopping: node " + name + " is draining";
-        s_->SendStop(job, i, t.reason);
-      }
-    }
-  }
-  std::vector<Mutation> batch{
-      gpupool::SetNodeState{name, state},
-      AppendEvent{s_->Event("node.state", "node/" + name, std::string(ToString(state)))}};
-  s_->Persist(std::move(batch), [this, name, done = std::move(done)](Status st) {
-    if (!st.ok()) {
-      done(st.WithContext("node state not stored"));
-      return;
-    }
-    done(GetNode(name));
-    s_->RequestSchedule(this);
-  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -415,7 +364,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
   }
   for (auto& [name, pool] : s_->pools) s_->RecomputeLimits(pool);
 
-  std::vector<Mutation> repairs;
+  std::vector<TaskChange> repairs;
   const int64_t retained_since = s_->options.job_retention_ms > 0
                                      ? s_->clock->NowMicros() - s_->options.job_retention_ms * 1000
                                      : std::numeric_limits<int64_t>::min();
@@ -438,9 +387,12 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
     }
     auto [it, _] = s_->jobs.emplace(j.id, std::move(entry));
     JobEntry& job = it->second;
+    if (PoolEntry* pool = s_->FindPool(j.spec.pool))
+      LearnSubmission(*pool, s_->ToPlacement(job.request), j.spec.task_count);
     for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
       TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
       if (t.state == TaskState::kPending && !IsTerminal(job.rec.state)) {
+        t.pending.code = PendingCode::kQueued;  // not stored: the first pass says more
         s_->Enqueue(job, i);
       } else if (t.state == TaskState::kScheduled || t.state == TaskState::kRunning) {
         TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
@@ -452,25 +404,24 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
           rt.holds = true;
           ++s_->running;
           s_->Charge(job, i);
-          if (job.rec.state == JobState::kCancelled) {
-            rt.stop = StopIntent::kCancel;
-          } else if (t.reason.starts_with(kStoppingPreempted)) {
-            // Preempted before the restart: its exit still means "requeue, no retry spent", and
-            // a gang with a member still stopping is restarting: placed again only whole.
-            rt.stop = StopIntent::kPreempt;
-            rt.stop_cause = t.reason.substr(std::string_view("stopping: ").size());
+          // The stop intent is a typed column: a task being drained, preempted or cancelled
+          // before the restart still ends the way it was meant to when it exits.
+          if (t.stop == StopIntent::kPreempt) {
+            // A gang with a member still stopping is restarting: placed again only whole.
+            rt.stop_cause = Describe(t.preempted_by);
             job.restarting = job.rec.spec.gang;
           }
         } else {
           LogWarn("core", "recovered allocation no longer fits; requeueing",
                   {{"task", TaskId(j.id, i)}, {"error", st.ToString()}});
-          s_->RequeueOrFail(job, i, "allocation lost on restart: " + st.message(), &repairs);
+          repairs.push_back(
+              s_->PlanRequeueOrFail(job, i, "allocation lost on restart: " + st.message()));
         }
       }
     }
   }
   s_->RebuildReservations(s_->clock->NowMicros());
-  if (!repairs.empty()) s_->Persist(std::move(repairs), [](Status) {});
+  if (!repairs.empty()) s_->CommitTaskChanges(this, std::move(repairs));
   LogInfo("core", "state recovered",
           {{"pools", std::to_string(s_->pools.size())},
            {"nodes", std::to_string(s_->nodes.size())},

@@ -58,8 +58,8 @@ std::vector<PreemptionCandidate> Core::State::Candidates(const std::string& pool
     c.task.task_id = TaskId(key.first, key.second);
     c.task.allocation = rt.allocation;
     c.task.work_lost = runtime_us / 1'000'000 * c.gang_size;  // seconds of work, whole gang
-    bool eligible =
-        rt.holds && !rt.committing && rt.stop == StopIntent::kNone && preemptible && past_min;
+    bool eligible = rt.holds && !rt.committing && !rt.changing && t.stop == StopIntent::kNone &&
+                    preemptible && past_min;
     by_group[c.group].push_back(Item{since, key, rt.usage, eligible, std::move(c)});
   }
   for (auto& [group, items] : by_group) {
@@ -114,6 +114,9 @@ std::vector<PreemptionCandidate> Core::State::Eligible(PassState& pass, const Jo
   std::set<int64_t> preempted_by;  // no ping-pong: never the jobs that preempted this one
   for (const TaskRuntime& rt : job.rt)
     preempted_by.insert(rt.preempted_by.begin(), rt.preempted_by.end());
+  for (const TaskRecord& t : job.rec.tasks) {  // the durable last one survives a restart
+    if (!t.preempted_by.empty()) preempted_by.insert(t.preempted_by.job_id);
+  }
   std::vector<PreemptionCandidate> out;
   for (PreemptionCandidate& c : Candidates(job.rec.spec.pool, pass.now)) {
     if (c.job_id == job.rec.id || preempted_by.contains(c.job_id)) continue;
@@ -146,6 +149,7 @@ int64_t Core::State::NewReservation(PassState& pass, JobEntry& job, int32_t inde
   r.victims.insert(vs.task_ids.begin(), vs.task_ids.end());
   r.gang = gang;
   job.rt[static_cast<size_t>(index)].reservation = rid;
+  pass.new_reservations.push_back(rid);
   return rid;
 }
 
@@ -159,7 +163,7 @@ void Core::State::StopVictims(PassState& pass, JobEntry& job, int32_t index,
     const PreemptionCandidate& c = *by_id.at(id);
     JobEntry& victim = jobs.at(c.job_id);
     const TaskRuntime& first = victim.rt[static_cast<size_t>(c.index)];
-    if (first.stop != StopIntent::kNone) {
+    if (victim.rec.tasks[static_cast<size_t>(c.index)].stop != StopIntent::kNone) {
       // Stopping already (a gang sibling of an earlier victim): its room still comes to us.
       if (first.reserved_for == 0) victim.rt[static_cast<size_t>(c.index)].reserved_for = rid;
       continue;
@@ -175,22 +179,30 @@ void Core::State::StopVictims(PassState& pass, JobEntry& job, int32_t index,
                   " (rule reclaim: " + rules.group + " is within its guarantee in pool " +
                   job.rec.spec.pool + ", " + c.group + " ran on borrowed capacity)";
     std::vector<int32_t> stopping{c.index};
+    const bool restarting_before = victim.restarting;
     if (victim.rec.spec.gang) {
       victim.restarting = true;  // the whole gang stops and is placed again whole
       for (int32_t m = 0; m < static_cast<int32_t>(victim.rt.size()); ++m) {
         const TaskRuntime& mrt = victim.rt[static_cast<size_t>(m)];
-        if (m != c.index && mrt.holds && mrt.stop == StopIntent::kNone) stopping.push_back(m);
+        if (m != c.index && mrt.holds &&
+            victim.rec.tasks[static_cast<size_t>(m)].stop == StopIntent::kNone) {
+          stopping.push_back(m);
+        }
       }
     }
     for (int32_t m : stopping) {
       TaskRecord& t = victim.rec.tasks[static_cast<size_t>(m)];
       TaskRuntime& rt = victim.rt[static_cast<size_t>(m)];
       std::string mine = m == c.index ? text : text + " (gang member of " + id + ")";
-      rt.stop = StopIntent::kPreempt;
+      pass.stops.push_back({victim.rec.id, m, mine, t, restarting_before, job.rec.id});
+      t.stop = StopIntent::kPreempt;
+      t.preempted_by = Preemption{job.rec.id, index,
+                                  priority_rule ? PreemptRule::kPriority : PreemptRule::kReclaim,
+                                  /*reserved=*/m == c.index};
       rt.reserved_for = m == c.index ? rid : 0;
       rt.stop_cause = mine;
       rt.preempted_by.insert(job.rec.id);
-      t.reason = "stopping: " + mine;  // kStoppingPreempted + …
+      t.reason = "stopping: " + mine;  // display only; the facts are t.stop and t.preempted_by
       std::string tid = TaskId(victim.rec.id, m);
       pass.batch.emplace_back(UpdateTask{t});
       pass.batch.emplace_back(AppendEvent{Event("task.preempted", "task/" + tid, mine)});
@@ -200,8 +212,6 @@ void Core::State::StopVictims(PassState& pass, JobEntry& job, int32_t index,
       if (options.tenancy.disruption_budget_victims > 0) {
         disruptions[c.group].push_back(pass.now);
       }
-      SendStop(victim, m, mine);
-      Notify(victim, "task " + tid + ": preempted: " + mine);
     }
   }
 }
@@ -273,6 +283,7 @@ bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
   StopVictims(pass, job, index, rules, rid, vs.task_ids, by_id);
   const Reservation& r = reservations.at(rid);
   job.rec.tasks[static_cast<size_t>(index)].reason = WaitingFor(r);
+  job.rec.tasks[static_cast<size_t>(index)].pending = {PendingCode::kWaitingForVictims, "", {}};
   LogInfo("core", "preempting",
           {{"task", TaskId(job.rec.id, index)},
            {"node", r.allocation.node},
@@ -360,10 +371,52 @@ bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
   }
   std::string reason = "gang of " + std::to_string(members.size()) + " waiting for " +
                        std::to_string(ids.size()) + " preempted task(s) to stop";
-  for (int32_t m : members) job.rec.tasks[static_cast<size_t>(m)].reason = reason;
+  for (int32_t m : members) {
+    job.rec.tasks[static_cast<size_t>(m)].reason = reason;
+    job.rec.tasks[static_cast<size_t>(m)].pending = {PendingCode::kWaitingForVictims, "", {}};
+  }
   LogInfo("core", "preempting for a gang",
           {{"job", std::to_string(job.rec.id)}, {"victims", std::to_string(ids.size())}});
   return true;
+}
+
+// After the pass's batch is stored: the victims' stops go out (act), and only then. If the store
+// refused it, nothing was sent: the victims run on as if never chosen and the room is not kept.
+void Core::State::ActOnStops(const Status& stored, const std::vector<PassState::Stop>& stops,
+                             const std::vector<int64_t>& new_reservations) {
+  auto still_stopping = [&](const PassState::Stop& s) -> JobEntry* {
+    JobEntry* victim = FindJob(s.job_id);
+    if (victim == nullptr) return nullptr;
+    const TaskRecord& t = victim->rec.tasks[static_cast<size_t>(s.index)];
+    return t.attempt == s.before.attempt && t.stop == StopIntent::kPreempt ? victim : nullptr;
+  };
+  if (stored.ok()) {
+    for (const PassState::Stop& s : stops) {
+      if (JobEntry* victim = still_stopping(s)) {
+        SendStop(*victim, s.index, s.reason);
+        Notify(*victim, "task " + TaskId(s.job_id, s.index) + ": preempted: " + s.reason);
+      }
+    }
+    return;
+  }
+  for (auto it = stops.rbegin(); it != stops.rend(); ++it) {  // undone in reverse
+    JobEntry* victim = still_stopping(*it);
+    if (victim == nullptr) continue;
+    TaskRecord& t = victim->rec.tasks[static_cast<size_t>(it->index)];
+    TaskRuntime& rt = victim->rt[static_cast<size_t>(it->index)];
+    t.stop = it->before.stop;
+    t.preempted_by = it->before.preempted_by;
+    t.reason = it->before.reason;
+    rt.stop_cause.clear();
+    rt.reserved_for = 0;
+    rt.preempted_by.erase(it->preemptor_job);
+    victim->restarting = it->restarting_before;
+  }
+  for (int64_t rid : new_reservations) DropReservation(rid, "preemption not stored");
+  if (!stops.empty()) {
+    LogWarn("core", "preemption not stored; no victim was stopped",
+            {{"victims", std::to_string(stops.size())}, {"error", stored.ToString()}});
+  }
 }
 
 }  // namespace gpupool

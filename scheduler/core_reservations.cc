@@ -73,7 +73,7 @@ void Core::State::ProcessReservations(PassState& pass) {
     Reservation& r = found->second;
     JobEntry* job = FindJob(r.job_id);
     bool valid = job != nullptr && r.index < static_cast<int32_t>(job->rec.tasks.size()) &&
-                 job->rec.state != JobState::kCancelled &&
+                 !CancelRequested(job->rec.state) &&
                  job->rec.tasks[static_cast<size_t>(r.index)].state == TaskState::kPending &&
                  job->rec.tasks[static_cast<size_t>(r.index)].attempt == r.attempt &&
                  job->rt[static_cast<size_t>(r.index)].reservation == id;
@@ -148,29 +148,27 @@ void Core::State::DropReservation(int64_t id, const std::string& why) {
   reservations.erase(it);
 }
 
-// After a restart: victims still stopping say in their persisted reason which task preempted
-// them ("preempted by task 8.0 of …"). Their preemptor gets its reservation back — the room those
+// After a restart: victims still stopping carry their preemptor in typed columns
+// (TaskRecord::stop, ::preempted_by). Their preemptor gets its reservation back — the room those
 // victims leave, placed as if they were gone already — so it waits for them instead of
 // preempting more tasks for the same room. Gang preemptors are not rebuilt (they queue again).
-void Core::State::RebuildReservations(int64_t now) {
-  constexpr std::string_view kBy = "preempted by task ";
+void Core::State::RebuildReservations(int64_t now, const std::string* only_pool) {
   std::map<TaskKey, std::vector<TaskKey>> victims_of;  // preemptor → victims feeding its room
   for (auto& [id, job] : jobs) {
     for (int32_t i = 0; i < static_cast<int32_t>(job.rt.size()); ++i) {
-      TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
-      if (rt.stop != StopIntent::kPreempt || !rt.stop_cause.starts_with(kBy)) continue;
-      std::string_view rest = std::string_view(rt.stop_cause).substr(kBy.size());
-      int64_t by_job = 0;
-      int32_t by_index = 0;
-      if (!ParseTaskId(rest.substr(0, rest.find(' ')), &by_job, &by_index)) continue;
-      rt.preempted_by.insert(by_job);  // never preempted back by it (no ping-pong)
-      if (rt.stop_cause.find("(gang member of ") != std::string::npos) continue;
-      victims_of[{by_job, by_index}].push_back({id, i});
+      const TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
+      if (t.stop != StopIntent::kPreempt || !job.rt[static_cast<size_t>(i)].holds ||
+          !t.preempted_by.reserved) {
+        continue;
+      }
+      victims_of[{t.preempted_by.job_id, t.preempted_by.index}].push_back({id, i});
     }
   }
   for (const auto& [by, victims] : victims_of) {
     JobEntry* job = FindJob(by.first);
-    if (job == nullptr || job->rec.spec.gang || by.second >= static_cast<int32_t>(job->rt.size()) ||
+    if (job == nullptr || job->rec.spec.gang ||
+        (only_pool != nullptr && job->rec.spec.pool != *only_pool) ||
+        by.second >= static_cast<int32_t>(job->rt.size()) ||
         job->rec.tasks[static_cast<size_t>(by.second)].state != TaskState::kPending) {
       continue;
     }

@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "scheduler/core.h"
 #include "scheduler/core_state.h"
+#include "scheduler/pool_workload.h"
 
 namespace gpupool {
 namespace {
@@ -23,6 +24,16 @@ std::string WhyNotPlaced(const placement::Decision& d) {
   if (!d.rejections.empty())
     why += " (e.g. " + d.rejections.front().node + ": " + d.rejections.front().reason + ")";
   return why;
+}
+
+PendingVerdict Verdict(PendingCode code, std::string binding = {},
+                       const placement::Decision* d = nullptr) {
+  PendingVerdict v{code, std::move(binding), {}};
+  if (d != nullptr) {
+    for (const auto& [kind, count] : d->rejection_counts)
+      v.nodes_by_reason.emplace_back(kind, count);
+  }
+  return v;
 }
 
 std::vector<Allocation> ToRecord(const placement::Allocation& a) {
@@ -58,6 +69,7 @@ void Core::State::Reserve(PassState& pass, JobEntry& job, int32_t i,
   t.allocations = ToRecord(a);
   t.scheduled_us = pass.now;
   t.reason = "placed on " + a.node;
+  t.pending = {};
   pass.batch.emplace_back(UpdateTask{t});
   pass.placed.push_back({job.rec.id, i, t.attempt});
 }
@@ -74,27 +86,31 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
     if (st == TaskState::kPending) members.push_back(i);
     active |= st == TaskState::kScheduled || st == TaskState::kRunning;
   }
+  auto wait = [&](const std::string& why, const PendingVerdict& verdict) {
+    for (int32_t i : members) {
+      job.rec.tasks[static_cast<size_t>(i)].reason = why;
+      job.rec.tasks[static_cast<size_t>(i)].pending = verdict;
+    }
+  };
   if (job.restarting && active) {
-    for (int32_t i : members)
-      job.rec.tasks[static_cast<size_t>(i)].reason =
-          "gang restarting: waiting for its preempted members to stop";
-    return;
+    return wait("gang restarting: waiting for its preempted members to stop",
+                Verdict(PendingCode::kGangRestarting));
   }
   job.restarting = false;
   auto n = static_cast<int32_t>(members.size());
-  auto wait = [&](const std::string& why) {
-    for (int32_t i : members) job.rec.tasks[static_cast<size_t>(i)].reason = why;
-  };
-  std::string why = book.WhyOverLimit(pool_name, tenant, Times(Estimate(job.request), n));
-  if (!why.empty()) return wait("waiting: " + why);
+  std::string binding;
+  std::string why = book.WhyOverLimit(pool_name, tenant, Times(Estimate(job.request), n), &binding);
+  if (!why.empty()) return wait("waiting: " + why, Verdict(PendingCode::kOverQuota, binding));
   std::vector<placement::Request> reqs(members.size(), req);
   placement::Engine::GangResult g = pool.engine->PlaceGang(reqs);
   if (!g.placed) {
     wait("gang of " + std::to_string(n) + " waiting: task " + std::to_string(g.failed_index) +
-         " does not fit; " + WhyNotPlaced(g.failed) + behind);
+             " does not fit; " + WhyNotPlaced(g.failed) + behind,
+         Verdict(PendingCode::kGangWaiting, "", &g.failed));
     std::string held_back;
     if (!TryPreemptGang(pass, job, members, req, &held_back) && !held_back.empty()) {
-      wait(job.rec.tasks[static_cast<size_t>(members.front())].reason + "; " + held_back);
+      wait(job.rec.tasks[static_cast<size_t>(members.front())].reason + "; " + held_back,
+           Verdict(PendingCode::kDisruptionBudget, "", &g.failed));
     }
     return;
   }
@@ -104,8 +120,8 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
     total.resources += u.resources;
     total.devices += u.devices;
   }
-  why = book.WhyOverLimit(pool_name, tenant, total);
-  if (!why.empty()) return wait("waiting: " + why);
+  why = book.WhyOverLimit(pool_name, tenant, total, &binding);
+  if (!why.empty()) return wait("waiting: " + why, Verdict(PendingCode::kOverQuota, binding));
   // All or nothing: commit every member, then make sure no reserved room was taken.
   size_t committed = 0;
   Status st;
@@ -121,7 +137,8 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
   }
   if (!st.ok()) {
     while (committed-- > 0) (void)pool.engine->Release(g.allocations[committed]);
-    return wait("gang of " + std::to_string(n) + " waiting: " + st.message());
+    return wait("gang of " + std::to_string(n) + " waiting: " + st.message(),
+                Verdict(PendingCode::kReserved));
   }
   for (size_t k = 0; k < members.size(); ++k) Reserve(pass, job, members[k], g.allocations[k]);
 }
@@ -129,7 +146,7 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
 // Places one pending task (or, for a gang, every pending member), or says why it waits.
 void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
   PoolEntry* pool = FindPool(job.rec.spec.pool);
-  if (pool == nullptr) return;
+  if (pool == nullptr || job.cancel_storing || CancelRequested(job.rec.state)) return;
   TaskRecord& task = job.rec.tasks[static_cast<size_t>(index)];
   const std::string& tenant = job.rec.spec.tenant;
   const std::string& pool_name = job.rec.spec.pool;
@@ -145,30 +162,37 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
       for (const std::string& v : res->second.victims) ids += (ids.empty() ? "" : ", ") + v;
       task.reason = "waiting for " + std::to_string(res->second.victims.size()) +
                     " preempted task(s) to stop on " + res->second.allocation.node + ": " + ids;
+      task.pending = Verdict(PendingCode::kWaitingForVictims);
       return;
     }
     rt.reservation = 0;
   }
   ShapeKey shape{pool_name, job.request};
   placement::Request req = ToPlacement(job.request);
+  FeedEngine(*pool);
 
   if (job.rec.spec.gang) {
     if (pass.gangs_tried.insert(job.rec.id).second) PlaceGang(pass, job, *pool, req, behind);
     return;
   }
 
-  if (std::string why = book.WhyOverLimit(pool_name, tenant, Estimate(job.request)); !why.empty()) {
+  std::string binding;
+  if (std::string why = book.WhyOverLimit(pool_name, tenant, Estimate(job.request), &binding);
+      !why.empty()) {
     task.reason = "waiting: " + why;
+    task.pending = Verdict(PendingCode::kOverQuota, binding);
     return;
   }
   if (auto known = pass.failed.find(shape); known != pass.failed.end()) {
-    task.reason = known->second + behind;
+    task.reason = known->second.first + behind;
+    task.pending = known->second.second;
   } else {
     placement::Decision d = pool->engine->Place(req);
     if (d.placed) {
-      if (std::string why = book.WhyOverLimit(pool_name, tenant, UsageOf(d.allocation));
+      if (std::string why = book.WhyOverLimit(pool_name, tenant, UsageOf(d.allocation), &binding);
           !why.empty()) {
         task.reason = "waiting: " + why;
+        task.pending = Verdict(PendingCode::kOverQuota, binding);
         return;
       }
       Status st = pool->engine->Commit(d.allocation);
@@ -181,18 +205,23 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
         (void)pool->engine->Release(d.allocation);
         task.reason =
             "waiting: room on " + d.allocation.node + " is reserved for a preempting task" + behind;
+        task.pending = Verdict(PendingCode::kReserved);
         return;
       }
       Reserve(pass, job, index, d.allocation);
       return;
     }
     std::string why = WhyNotPlaced(d);
-    pass.failed.emplace(shape, why);
+    task.pending = Verdict(PendingCode::kNoCapacity, "", &d);
+    pass.failed.emplace(shape, std::make_pair(why, task.pending));
     task.reason = why + behind;
   }
   std::string why;
   if (TryPreempt(pass, job, index, req, &why)) return;
-  if (!why.empty()) task.reason += "; " + why;
+  if (!why.empty()) {
+    task.reason += "; " + why;
+    task.pending.code = PendingCode::kDisruptionBudget;
+  }
 }
 
 // Priority levels high to low; within one, the fair-share queues merged by their tenants'
@@ -313,41 +342,46 @@ void Core::RunPass() {
       pass.batch.emplace_back(UpdateJob{id, job.rec.state, job.rec.reason, 0});
   }
 
-  s_->Persist(std::move(pass.batch), [this, placed = std::move(pass.placed)](Status st) {
-    int64_t done_us = s_->clock->NowMicros();
-    for (const PassState::Placed& p : placed) {
-      JobEntry* job = s_->FindJob(p.job_id);
-      if (job == nullptr) continue;
-      TaskRecord& t = job->rec.tasks[static_cast<size_t>(p.index)];
-      TaskRuntime& rt = job->rt[static_cast<size_t>(p.index)];
-      if (t.attempt != p.attempt || !rt.committing) continue;  // moved on meanwhile
-      rt.committing = false;
-      if (!st.ok()) {
-        // Nothing was dispatched: give the reservation back and try again later.
-        s_->ReleaseTask(*job, p.index);
-        t.state = TaskState::kPending;
-        t.node.clear();
-        t.allocations.clear();
-        t.reason = "requeued: allocation not stored: " + st.message();
-        if (job->rec.state != JobState::kCancelled) s_->Enqueue(*job, p.index);
-        continue;
-      }
-      if (s_->metrics != nullptr) {
-        s_->metrics->TaskTransition("SCHEDULED");
-        s_->metrics->SchedulingLatency(static_cast<double>(done_us - job->rec.submit_us) / 1e6);
-      }
-      if (rt.stop == StopIntent::kCancel || job->rec.state == JobState::kCancelled) {
-        // Cancelled while the commit was in flight: never start it.
-        std::vector<Mutation> none;
-        s_->FinishTask(*job, p.index, TaskState::kCancelled, "cancelled before start", 0, &none);
-        s_->Persist(std::move(none), [](Status) {});
-        continue;
-      }
-      s_->SendStart(*job, p.index);
-      s_->Notify(*job, "task " + TaskId(p.job_id, p.index) + ": SCHEDULED on " + t.node);
-    }
-    if (!st.ok()) LogWarn("core", "scheduling commit failed", {{"error", st.ToString()}});
-  });
+  s_->Persist(
+      std::move(pass.batch), [this, placed = std::move(pass.placed), stops = std::move(pass.stops),
+                              reservations = std::move(pass.new_reservations)](Status st) {
+        s_->ActOnStops(st, stops, reservations);
+        int64_t done_us = s_->clock->NowMicros();
+        for (const PassState::Placed& p : placed) {
+          JobEntry* job = s_->FindJob(p.job_id);
+          if (job == nullptr) continue;
+          TaskRecord& t = job->rec.tasks[static_cast<size_t>(p.index)];
+          TaskRuntime& rt = job->rt[static_cast<size_t>(p.index)];
+          if (t.attempt != p.attempt || !rt.committing) continue;  // moved on meanwhile
+          rt.committing = false;
+          if (!st.ok()) {
+            // Nothing was dispatched: give the reservation back and try again later.
+            s_->ReleaseTask(*job, p.index);
+            t.state = TaskState::kPending;
+            t.node.clear();
+            t.allocations.clear();
+            t.scheduled_us = 0;
+            t.reason = "requeued: allocation not stored: " + st.message();
+            t.pending = Verdict(PendingCode::kQueued);
+            if (!CancelRequested(job->rec.state)) s_->Enqueue(*job, p.index);
+            s_->RefreshJobState(*job);  // back to what the store still holds
+            continue;
+          }
+          if (s_->metrics != nullptr) {
+            s_->metrics->TaskTransition("SCHEDULED");
+            s_->metrics->SchedulingLatency(static_cast<double>(done_us - job->rec.submit_us) / 1e6);
+          }
+          if (t.stop == StopIntent::kCancel || CancelRequested(job->rec.state)) {
+            // Cancelled while the commit was in flight: never start it.
+            s_->CommitTaskChanges(this, {s_->PlanFinish(*job, p.index, TaskState::kCancelled,
+                                                        "cancelled before start", 0)});
+            continue;
+          }
+          s_->SendStart(*job, p.index);
+          s_->Notify(*job, "task " + TaskId(p.job_id, p.index) + ": SCHEDULED on " + t.node);
+        }
+        if (!st.ok()) LogWarn("core", "scheduling commit failed", {{"error", st.ToString()}});
+      });
 }
 
 void Core::State::SendStart(const JobEntry& job, int32_t index) {
@@ -361,6 +395,8 @@ void Core::State::SendStart(const JobEntry& job, int32_t index) {
   cmd.env = job.rec.spec.task_template.env;
   cmd.max_runtime_ms = job.rec.spec.max_runtime_ms;
   cmd.epoch = epoch;
+  cmd.cpu_milli = job.rec.spec.task_template.resources.cpu_milli;
+  cmd.memory_mib = job.rec.spec.task_template.resources.memory_mib;
   auto node = nodes.find(t.node);
   for (const Allocation& a : t.allocations) {
     DeviceGrantCommand g{a.device_id, a.amount.milli_tflops, a.amount.vram_mib, 100};
@@ -389,78 +425,6 @@ void Core::State::SendStop(const JobEntry& job, int32_t index, const std::string
   StopTaskCommand cmd{TaskId(job.rec.id, index), t.attempt, options.stop_grace_period_ms, reason,
                       epoch};
   agents->StopTask(t.node, cmd);
-}
-
-void Core::State::FinishTask(JobEntry& job, int32_t index, TaskState state, std::string reason,
-                             int32_t exit_code, std::vector<Mutation>* out) {
-  TaskRecord& t = job.rec.tasks[static_cast<size_t>(index)];
-  ReleaseTask(job, index);
-  Dequeue(job, index);
-  job.rt[static_cast<size_t>(index)].stop = StopIntent::kNone;
-  t.state = state;
-  t.reason = std::move(reason);
-  t.exit_code = exit_code;
-  t.finished_us = clock->NowMicros();
-  out->emplace_back(UpdateTask{t});
-  out->emplace_back(AppendEvent{Event("task.state", "task/" + TaskId(job.rec.id, index),
-                                      std::string(ToString(state)) + ": " + t.reason)});
-  if (metrics != nullptr) metrics->TaskTransition(std::string(ToString(state)));
-  if (RefreshJobState(job)) {
-    out->emplace_back(UpdateJob{job.rec.id, job.rec.state, job.rec.reason, job.rec.finish_us});
-  }
-  Notify(job, "task " + TaskId(job.rec.id, index) + ": " + std::string(ToString(state)));
-}
-
-void Core::State::RequeueOrFail(JobEntry& job, int32_t index, const std::string& why,
-                                std::vector<Mutation>* out) {
-  TaskRecord& t = job.rec.tasks[static_cast<size_t>(index)];
-  out->emplace_back(AppendEvent{Event("task.lost", "task/" + TaskId(job.rec.id, index), why)});
-  if (job.rec.state == JobState::kCancelled) {
-    FinishTask(job, index, TaskState::kCancelled, why, 0, out);
-    return;
-  }
-  if (t.attempt >= RetryLimit(job)) {
-    FinishTask(job, index, TaskState::kFailed, why + "; out of retries", 0, out);
-    return;
-  }
-  Requeue(job, index, why, out);
-  if (metrics != nullptr) metrics->TaskTransition("LOST");
-  if (RefreshJobState(job))
-    out->emplace_back(UpdateJob{job.rec.id, job.rec.state, job.rec.reason, 0});
-  Notify(job, "task " + TaskId(job.rec.id, index) + ": requeued: " + why);
-}
-
-void Core::State::Requeue(JobEntry& job, int32_t index, const std::string& why,
-                          std::vector<Mutation>* out) {
-  TaskRecord& t = job.rec.tasks[static_cast<size_t>(index)];
-  TaskRuntime& rt = job.rt[static_cast<size_t>(index)];
-  ReleaseTask(job, index);
-  rt.stop = StopIntent::kNone;
-  rt.stop_cause.clear();
-  ++t.attempt;
-  t.state = TaskState::kPending;
-  t.node.clear();
-  t.allocations.clear();
-  t.reason = "requeued (attempt " + std::to_string(t.attempt + 1) + "): " + why;
-  t.scheduled_us = t.started_us = t.finished_us = 0;
-  Enqueue(job, index);
-  out->emplace_back(UpdateTask{t});
-}
-
-void Core::State::RequeuePreempted(JobEntry& job, int32_t index, std::vector<Mutation>* out) {
-  TaskRuntime& rt = job.rt[static_cast<size_t>(index)];
-  std::string why = rt.stop_cause.empty() ? "preempted" : rt.stop_cause;
-  if (job.rec.state == JobState::kCancelled) {
-    FinishTask(job, index, TaskState::kCancelled, why, 0, out);
-    return;
-  }
-  Requeue(job, index, why, out);
-  out->emplace_back(AppendEvent{Event("task.state", "task/" + TaskId(job.rec.id, index),
-                                      "PREEMPTED: " + why + "; requeued")});
-  if (metrics != nullptr) metrics->TaskTransition("PREEMPTED");
-  if (RefreshJobState(job))
-    out->emplace_back(UpdateJob{job.rec.id, job.rec.state, job.rec.reason, 0});
-  Notify(job, "task " + TaskId(job.rec.id, index) + ": PREEMPTED, requeued: " + why);
 }
 
 }  // namespace gpupool

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "placement/placement.h"
+#include "placement/workload_feed.h"
 #include "scheduler/core.h"
 #include "scheduler/metrics.h"
 #include "scheduler/tenancy.h"
@@ -29,13 +30,6 @@ struct QueueKey {
   friend auto operator<=>(const QueueKey&, const QueueKey&) = default;
 };
 
-// The reason a victim carries while it stops (persisted, so a restart still knows it).
-inline constexpr std::string_view kStoppingPreempted = "stopping: preempted by ";
-
-// Why the core asked a running task to stop, so the exit report is read correctly.
-// kPreempt: requeued without spending a retry, recorded as PREEMPTED.
-enum class StopIntent { kNone, kCancel, kRequeue, kPreempt };
-
 // A fair-share queue: the pending tasks of one tenant path at one priority in one pool, oldest
 // first. The pass merges the queues of a priority by the tenants' shares (docs/tenancy.md).
 struct FairKey {
@@ -46,18 +40,21 @@ struct FairKey {
 };
 using TaskKey = std::pair<int64_t, int32_t>;  // (job id, index)
 
-// Per-task scheduling facts that are not part of the durable record.
+// Per-task scheduling facts that are not part of the durable record (the durable ones — stop
+// intent, last preemption — are typed fields of TaskRecord).
 struct TaskRuntime {
   placement::Allocation allocation;  // what the engine holds for the task
   bool holds = false;                // allocation committed in the engine
   bool committing = false;           // SCHEDULED, store commit in flight, not yet dispatched
-  StopIntent stop = StopIntent::kNone;
-  bool charged = false;            // `usage` is charged to the tenant tree
-  QuotaAmount usage;               // what the allocation counts against quotas
-  int64_t reservation = 0;         // preemptor: the reservation keeping room for it
-  int64_t reserved_for = 0;        // victim: the reservation its room goes to when it stops
-  std::string stop_cause;          // victim: why it was preempted (for its requeue reason)
-  std::set<int64_t> preempted_by;  // jobs that preempted this task: never preempted back
+  bool charged = false;              // `usage` is charged to the tenant tree
+  QuotaAmount usage;                 // what the allocation counts against quotas
+  int64_t reservation = 0;           // preemptor: the reservation keeping room for it
+  int64_t reserved_for = 0;          // victim: the reservation its room goes to when it stops
+  std::string stop_cause;            // victim: why it was preempted (display text for its requeue)
+  std::set<int64_t> preempted_by;    // jobs that preempted this task: never preempted back
+  // A TaskChange of this task is planned and not yet applied (in flight or waiting for the store
+  // to come back): nothing else may plan a change of the task until it is.
+  bool changing = false;
 };
 
 struct JobEntry {
@@ -66,6 +63,26 @@ struct JobEntry {
   ResourceRequest request;      // the task template's request with any SKU resolved
   std::vector<TaskRuntime> rt;  // one per task
   bool restarting = false;      // a gang preempted whole: placed again once every member stopped
+  bool cancel_storing = false;  // CancelJob's change is in flight: the pass leaves the job alone
+};
+
+// A planned transition of one task (core_change.cc): what its record becomes, built without
+// touching memory. Its row is stored first; the rest (allocation released, queues, job state,
+// watchers) is applied only once the store has it.
+struct TaskChange {
+  int64_t job_id = 0;
+  int32_t index = 0;
+  TaskRecord after;
+  std::vector<EventRecord> events;
+  std::string transition;  // for the task-transition metric ("SUCCEEDED", "LOST", …)
+  std::string note;        // for watchers
+};
+
+// Task changes and the batch that stores them (plus any other mutation of the same event).
+struct ChangeSet {
+  std::vector<TaskChange> tasks;
+  std::vector<Mutation> batch;
+  std::map<int64_t, JobState> job_states;  // the state each touched job is stored with
 };
 
 // Room freed by preemption, kept for the preemptor: the victims' allocations stay committed in
@@ -123,10 +140,23 @@ struct PassState {
     int32_t index;
     int32_t attempt;
   };
+  // A victim's stop: stored with the pass's batch, sent only once the batch is durable; undone
+  // (its record as before, the reservation dropped) if the store refuses the batch.
+  struct Stop {
+    int64_t job_id;
+    int32_t index;
+    std::string reason;
+    TaskRecord before;
+    bool restarting_before;
+    int64_t preemptor_job;
+  };
   int64_t now = 0;
   std::vector<Placed> placed;
+  std::vector<Stop> stops;
+  std::vector<int64_t> new_reservations;
   std::vector<Mutation> batch;
-  std::map<ShapeKey, std::string> failed;  // no room without preemption, and why
+  // No room without preemption, and why (text and verdict).
+  std::map<ShapeKey, std::pair<std::string, PendingVerdict>> failed;
   // No victims either, per shape and "<priority>/<reclaiming group or empty>".
   std::set<std::pair<ShapeKey, std::string>> preempt_failed;
   std::set<int64_t> gangs_tried;
@@ -151,6 +181,9 @@ struct PoolLimits {
 struct PoolEntry {
   PoolRecord rec;
   std::unique_ptr<placement::Engine> engine;
+  // The pool's learned workload (placement/workload_feed.h): fed by accepted submissions (and
+  // the retained jobs at recovery), synced into `engine` before each placement.
+  placement::WorkloadFeed workload;
   std::set<std::string> nodes;
   PoolLimits limits;
 };
@@ -209,9 +242,41 @@ struct Core::State {
   std::multimap<int64_t, int64_t> watchers_by_job;
   int64_t next_watch_id = 1;
   size_t running = 0;
+  // The change path's retries (core_change.cc). Changes the store refused wait here, in order,
+  // and Tick stores them again until it takes them: a finished task is never forgotten because
+  // PostgreSQL was down when it ended. Records whose plain update was refused are marked dirty
+  // and written again from memory.
+  std::deque<ChangeSet> unstored;
+  bool retry_in_flight = false;
+  std::set<TaskKey> dirty_tasks;
+  std::set<int64_t> dirty_jobs;
+  std::set<std::string> dirty_nodes;
+  std::vector<EventRecord> unstored_events;
 
   // Persists a batch; `then` runs on the core's thread with the outcome.
   void Persist(std::vector<Mutation> batch, std::function<void(Status)> then);
+  // Persists a batch whose records memory already holds; if the store refuses it, the records
+  // are written again from memory by Tick until it takes them (never dropped).
+  void PersistOrRetry(std::vector<Mutation> batch);
+  void MarkDirty(const std::vector<Mutation>& batch);
+
+  // The change path for task transitions (core_change.cc).
+  TaskChange PlanFinish(const JobEntry& job, int32_t index, TaskState state, std::string reason,
+                        int32_t exit_code) const;
+  TaskChange PlanRequeueOrFail(const JobEntry& job, int32_t index, const std::string& why) const;
+  TaskChange PlanRequeuePreempted(const JobEntry& job, int32_t index) const;
+  TaskChange PlanRequeue(const JobEntry& job, int32_t index, const std::string& why,
+                         std::string transition) const;
+  // Stores the changes (with `extra` mutations), then applies them. REQUIRES: no task of
+  // `changes` has a change in flight (TaskRuntime::changing).
+  void CommitTaskChanges(Core* core, std::vector<TaskChange> changes,
+                         std::vector<Mutation> extra = {});
+  void StoreChangeSet(Core* core, ChangeSet set, bool retry);
+  void ApplyChangeSet(Core* core, const ChangeSet& set);
+  // Tick: stores again what the store refused, oldest first.
+  void RetryUnstored(Core* core);
+  // The job state a record implies (CANCELLING turns CANCELLED once every task ended).
+  static bool RefreshRecord(JobRecord& rec, int64_t now_us);
   // Posts one scheduling pass (coalesced).
   void RequestSchedule(Core* core, bool full = true);
   EventRecord Event(std::string kind, std::string subject, std::string message) const;
@@ -250,8 +315,9 @@ struct Core::State {
                  const std::string& behind);
   void ProcessReservations(PassState& pass);
   void DropReservation(int64_t id, const std::string& why);
-  // After recovery: gives preemptors whose victims are still stopping their reservation back.
-  void RebuildReservations(int64_t now);
+  // After recovery (or a pool's new engine): gives preemptors whose victims are still stopping
+  // their reservation back, from the victims' typed columns; only in `pool` when given.
+  void RebuildReservations(int64_t now, const std::string* pool = nullptr);
   // Stops the cheapest victims for a task that does not fit; true when it did.
   std::vector<PreemptionCandidate> Candidates(const std::string& pool, int64_t now);
   // What a task of `job` counts against its group's guarantee when deciding on reclaim.
@@ -272,6 +338,9 @@ struct Core::State {
   // True when every reservation on `node` still fits once its victims are gone, given what the
   // engine holds now (callers commit a tentative placement first). Changes nothing.
   bool ReservationsFit(PoolEntry& pool, const std::string& node);
+  // Sends the pass's victim stops once its batch is stored, or undoes them if it was refused.
+  void ActOnStops(const Status& stored, const std::vector<PassState::Stop>& stops,
+                  const std::vector<int64_t>& new_reservations);
   bool TryPreemptGang(PassState& pass, JobEntry& job, const std::vector<int32_t>& members,
                       const placement::Request& req, std::string* why);
   bool TryPreempt(PassState& pass, JobEntry& job, int32_t index, const placement::Request& req,
@@ -293,15 +362,6 @@ struct Core::State {
   void RecomputeLimits(PoolEntry& pool);
   CapacityView PoolCapacity(const PoolEntry& pool) const;
   NodeView ViewOf(const NodeEntry& node) const;
-  // The task ends or is requeued for another attempt; returns mutations to persist.
-  void FinishTask(JobEntry& job, int32_t index, TaskState state, std::string reason,
-                  int32_t exit_code, std::vector<Mutation>* out);
-  void RequeueOrFail(JobEntry& job, int32_t index, const std::string& why,
-                     std::vector<Mutation>* out);
-  // Back to PENDING as the next attempt (allocation released, queued); persists the task.
-  void Requeue(JobEntry& job, int32_t index, const std::string& why, std::vector<Mutation>* out);
-  // A preempted task stopped: back to PENDING as a new attempt, without spending a retry.
-  void RequeuePreempted(JobEntry& job, int32_t index, std::vector<Mutation>* out);
   void SendStart(const JobEntry& job, int32_t index);
   void SendStop(const JobEntry& job, int32_t index, const std::string& reason);
   int32_t RetryLimit(const JobEntry& job) const;

@@ -32,6 +32,8 @@ struct StartTaskCommand {
   std::vector<DeviceGrantCommand> devices;
   int64_t max_runtime_ms = 0;
   int64_t epoch = 0;
+  int64_t cpu_milli = 0;   // the task's host CPU request: the node sandbox's CPU quota
+  int64_t memory_mib = 0;  // the task's host memory request: the node sandbox's memory limit
 };
 
 struct StopTaskCommand {

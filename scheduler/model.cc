@@ -24,12 +24,13 @@ std::optional<E> Parse(const std::array<std::pair<E, std::string_view>, N>& tabl
   return std::nullopt;
 }
 
-constexpr std::array<std::pair<JobState, std::string_view>, 5> kJobStates{{
+constexpr std::array<std::pair<JobState, std::string_view>, 6> kJobStates{{
     {JobState::kPending, "PENDING"},
     {JobState::kRunning, "RUNNING"},
     {JobState::kSucceeded, "SUCCEEDED"},
     {JobState::kFailed, "FAILED"},
     {JobState::kCancelled, "CANCELLED"},
+    {JobState::kCancelling, "CANCELLING"},
 }};
 constexpr std::array<std::pair<TaskState, std::string_view>, 8> kTaskStates{{
     {TaskState::kPending, "PENDING"},
@@ -57,8 +58,37 @@ constexpr std::array<std::pair<NodeState, std::string_view>, 4> kNodeStates{{
     {NodeState::kDraining, "DRAINING"},
 }};
 
+constexpr std::array<std::pair<StopIntent, std::string_view>, 4> kStopIntents{{
+    {StopIntent::kNone, ""},
+    {StopIntent::kCancel, "CANCEL"},
+    {StopIntent::kDrain, "DRAIN"},
+    {StopIntent::kPreempt, "PREEMPT"},
+}};
+constexpr std::array<std::pair<PreemptRule, std::string_view>, 3> kPreemptRules{{
+    {PreemptRule::kNone, ""},
+    {PreemptRule::kPriority, "priority"},
+    {PreemptRule::kReclaim, "reclaim"},
+}};
+
+constexpr std::array<std::pair<PendingCode, std::string_view>, 9> kPendingCodes{{
+    {PendingCode::kNone, ""},
+    {PendingCode::kQueued, "QUEUED"},
+    {PendingCode::kNoCapacity, "NO_CAPACITY"},
+    {PendingCode::kOverQuota, "OVER_QUOTA"},
+    {PendingCode::kReserved, "RESERVED"},
+    {PendingCode::kGangWaiting, "GANG_WAITING"},
+    {PendingCode::kWaitingForVictims, "WAITING_FOR_VICTIMS"},
+    {PendingCode::kDisruptionBudget, "DISRUPTION_BUDGET"},
+    {PendingCode::kGangRestarting, "GANG_RESTARTING"},
+}};
+
 }  // namespace
 
+std::string_view ToString(PendingCode c) { return NameOf(kPendingCodes, c); }
+std::string_view ToString(StopIntent s) { return NameOf(kStopIntents, s); }
+std::string_view ToString(PreemptRule r) { return NameOf(kPreemptRules, r); }
+std::optional<StopIntent> ParseStopIntent(std::string_view s) { return Parse(kStopIntents, s); }
+std::optional<PreemptRule> ParsePreemptRule(std::string_view s) { return Parse(kPreemptRules, s); }
 std::string_view ToString(JobState s) { return NameOf(kJobStates, s); }
 std::string_view ToString(TaskState s) { return NameOf(kTaskStates, s); }
 std::string_view ToString(Visibility v) { return NameOf(kVisibilities, v); }
@@ -78,6 +108,8 @@ bool IsTerminal(JobState s) {
   return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled;
 }
 
+bool CancelRequested(JobState s) { return s == JobState::kCancelling || s == JobState::kCancelled; }
+
 bool TenantWithin(std::string_view tenant, std::string_view ancestor) {
   if (ancestor.empty() || !tenant.starts_with(ancestor)) return false;
   return tenant.size() == ancestor.size() || tenant[ancestor.size()] == '/';
@@ -85,6 +117,12 @@ bool TenantWithin(std::string_view tenant, std::string_view ancestor) {
 
 std::string TaskId(int64_t job_id, int32_t index) {
   return std::to_string(job_id) + "." + std::to_string(index);
+}
+
+std::string Describe(const Preemption& p) {
+  if (p.empty()) return "";
+  return "preempted by task " + TaskId(p.job_id, p.index) + " (rule " +
+         std::string(ToString(p.rule)) + ")";
 }
 
 bool ParseTaskId(std::string_view text, int64_t* job_id, int32_t* index) {

@@ -19,7 +19,9 @@
 
 namespace gpupool {
 
-enum class JobState { kPending = 1, kRunning, kSucceeded, kFailed, kCancelled };
+// kCancelling: CancelJob was committed and some task still holds its devices while it stops; the
+// job turns CANCELLED once every task has ended (docs/architecture.md, "Cancelling a job").
+enum class JobState { kPending = 1, kRunning, kSucceeded, kFailed, kCancelled, kCancelling };
 enum class TaskState {
   kPending = 1,
   kScheduled,
@@ -33,23 +35,35 @@ enum class TaskState {
 enum class Visibility { kPublic = 1, kPrivate };
 enum class NodeState { kReady = 1, kNotReady, kCordoned, kDraining };
 enum class RequestShape { kFractional = 1, kWholeGpus, kMig, kSku };
+// Why the core asked a task that holds devices to stop. Durable (a typed column), so the exit
+// report is read the same way after a daemon restart: kCancel ends the task CANCELLED, kDrain
+// requeues it (its node is draining), kPreempt requeues it without spending a retry.
+enum class StopIntent { kNone = 0, kCancel, kDrain, kPreempt };
+// The rule a preemption was made under (docs/tenancy.md).
+enum class PreemptRule { kNone = 0, kPriority, kReclaim };
 
 std::string_view ToString(JobState s);
 std::string_view ToString(TaskState s);
 std::string_view ToString(Visibility v);
 std::string_view ToString(SharingMode m);
 std::string_view ToString(NodeState s);
+std::string_view ToString(StopIntent s);   // "" for kNone
+std::string_view ToString(PreemptRule r);  // "" for kNone
 // Inverse of ToString; nullopt for an unknown name. Used by the store when reading rows.
 std::optional<JobState> ParseJobState(std::string_view s);
 std::optional<TaskState> ParseTaskState(std::string_view s);
 std::optional<Visibility> ParseVisibility(std::string_view s);
 std::optional<SharingMode> ParseSharingMode(std::string_view s);
 std::optional<NodeState> ParseNodeState(std::string_view s);
+std::optional<StopIntent> ParseStopIntent(std::string_view s);
+std::optional<PreemptRule> ParsePreemptRule(std::string_view s);
 
 // Terminal states never change again (a LOST or PREEMPTED task is requeued as a new attempt,
 // which moves it back to PENDING; see scheduler/core.h).
 bool IsTerminal(TaskState s);
 bool IsTerminal(JobState s);
+// True once CancelJob was committed for the job (CANCELLING or CANCELLED).
+bool CancelRequested(JobState s);
 
 struct ResourceRequest {
   RequestShape shape = RequestShape::kFractional;
@@ -92,6 +106,43 @@ struct Allocation {
   friend bool operator==(const Allocation&, const Allocation&) = default;
 };
 
+// Why a pending task waits, as a code a client can act on (docs/tenancy.md, "Why pending").
+enum class PendingCode {
+  kNone = 0,           // not pending
+  kQueued,             // not looked at yet (submitted or requeued since the last pass)
+  kNoCapacity,         // no node has room now (nodes_by_reason says what each lacks)
+  kOverQuota,          // a quota of its tenant chain binds (binding names it)
+  kReserved,           // the free room is reserved for a preempting task
+  kGangWaiting,        // its gang does not fit whole
+  kWaitingForVictims,  // it preempted: waits for its victims to stop
+  kDisruptionBudget,   // victims exist but their group's disruption budget is spent
+  kGangRestarting,     // its gang was preempted whole: waits for every member to stop
+};
+std::string_view ToString(PendingCode c);  // "NO_CAPACITY", …; "" for kNone
+
+// The verdict of the last pass on a pending task. Not stored: every pass recomputes it (stores
+// neither write nor read it back).
+struct PendingVerdict {
+  PendingCode code = PendingCode::kNone;
+  std::string binding;  // the binding quota ("acme/research in pool gpu: tflops") or resource
+  // Nodes that refused the task, per reason ("vram" → 3), as placement counted them.
+  std::vector<std::pair<std::string, int32_t>> nodes_by_reason;
+  friend bool operator==(const PendingVerdict&, const PendingVerdict&) = default;
+};
+
+// The last preemption of a task, as typed facts (never parsed back from `reason`). It stays on
+// the task after the task is requeued, so GetJob still says who took its devices and why.
+struct Preemption {
+  int64_t job_id = 0;  // the preemptor's job; 0: never preempted
+  int32_t index = 0;   // the preemptor's task index
+  PreemptRule rule = PreemptRule::kNone;
+  // True for a victim whose room is reserved for the preemptor (the preemptor waits for it);
+  // false for a gang member stopped only because a sibling was chosen.
+  bool reserved = false;
+  bool empty() const { return job_id == 0; }
+  friend bool operator==(const Preemption&, const Preemption&) = default;
+};
+
 struct TaskRecord {
   int64_t job_id = 0;
   int32_t index = 0;
@@ -104,6 +155,9 @@ struct TaskRecord {
   int64_t scheduled_us = 0;
   int64_t started_us = 0;
   int64_t finished_us = 0;
+  StopIntent stop = StopIntent::kNone;  // set while a stop the core asked for is under way
+  Preemption preempted_by;              // the last preemption (kept after a requeue)
+  PendingVerdict pending;               // not stored: why it waits, while PENDING
   friend bool operator==(const TaskRecord&, const TaskRecord&) = default;
 };
 
@@ -208,6 +262,8 @@ struct EventRecord {
 bool TenantWithin(std::string_view tenant, std::string_view ancestor);
 
 std::string TaskId(int64_t job_id, int32_t index);
+// "preempted by task 8.0 (rule priority)": the display text of a preemption's typed facts.
+std::string Describe(const Preemption& p);
 // Parses "<job>.<index>"; false when malformed.
 bool ParseTaskId(std::string_view text, int64_t* job_id, int32_t* index);
 

@@ -47,7 +47,7 @@ struct SchedulerOptions {
   std::map<std::string, PriorityClass> priority_classes;
   std::string default_priority_class = "normal";
   std::map<std::string, Sku> skus;
-  std::string default_strategy = "first-fit";
+  std::string default_strategy = "fgd-pack";
   int64_t heartbeat_interval_ms = 1000;
   int64_t heartbeat_timeout_ms = 10000;
   int64_t stop_grace_period_ms = 10000;

@@ -326,7 +326,8 @@ Status TenantBook::CheckNeverFits(const std::string& pool, const std::string& te
 }
 
 std::string TenantBook::WhyOverLimit(const std::string& pool, const std::string& tenant,
-                                     const QuotaAmount& need) const {
+                                     const QuotaAmount& need, std::string* binding) const {
+  static constexpr const char* kDimNames[] = {"tflops", "vram", "devices"};
   for (const QuotaRecord* q : Chain(pool, tenant)) {
     QuotaAmount used = Used(pool, q->tenant);
     for (int d = 0; d < kDims; ++d) {
@@ -336,6 +337,7 @@ std::string TenantBook::WhyOverLimit(const std::string& pool, const std::string&
       std::string used_text = FormatDimension(used, d);
       // "180 TFLOPS" and "200 TFLOPS" → "180/200 TFLOPS".
       std::string number = used_text.substr(0, used_text.find(' '));
+      if (binding != nullptr) *binding = q->tenant + " in pool " + pool + ": " + kDimNames[d];
       return "quota " + q->tenant + " at " + number + "/" + lim_text + " in pool " + pool +
              " (task needs " + FormatDimension(need, d) + ")";
     }

@@ -103,8 +103,9 @@ class TenantBook {
                         const QuotaAmount& need) const;
   // "" when `need` fits every limit of the chain now; else why not
   // ("quota acme/research at 180/200 TFLOPS in pool gpu").
+  // `binding`, when given, is set to the binding quota and dimension ("acme in pool gpu: vram").
   std::string WhyOverLimit(const std::string& pool, const std::string& tenant,
-                           const QuotaAmount& need) const;
+                           const QuotaAmount& need, std::string* binding = nullptr) const;
   // True when the group has a guarantee and used + need stays within it (reclaim may help).
   bool WithinGuarantee(const std::string& pool, const std::string& tenant,
                        const QuotaAmount& need) const;

@@ -42,6 +42,7 @@ class Applier {
     JobRecord job = m.job;
     std::sort(job.tasks.begin(), job.tasks.end(),
               [](const TaskRecord& a, const TaskRecord& b) { return a.index < b.index; });
+    for (TaskRecord& t : job.tasks) t.pending = {};  // not stored, as in PgStore
     db_.jobs.emplace(job.id, std::move(job));
     undo_.push_back([this, id = m.job.id] { db_.jobs.erase(id); });
     return Status::Ok();
@@ -66,6 +67,7 @@ class Applier {
     if (t == nullptr) return Status::NotFound(TaskNotFoundMessage(m.task.job_id, m.task.index));
     undo_.push_back([t, old = *t] { *t = old; });
     *t = m.task;
+    t->pending = {};  // not stored, as in PgStore
     return Status::Ok();
   }
   Status operator()(const UpsertPool& m) {

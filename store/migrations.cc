@@ -186,9 +186,28 @@ BEGIN
 END $$;
 )sql";
 
+// Durable facts that used to live only in the display text `reason`: why a task is being
+// stopped, and its last preemption (docs/store.md). Rows written by an older gpupoold get the
+// facts its reason text implied, once, here.
+constexpr std::string_view kV3 = R"sql(
+ALTER TABLE tasks
+  ADD COLUMN stop_intent      text    NOT NULL DEFAULT '',
+  ADD COLUMN preempted_by_job bigint  NOT NULL DEFAULT 0,
+  ADD COLUMN preempted_by_idx integer NOT NULL DEFAULT 0,
+  ADD COLUMN preempt_rule     text    NOT NULL DEFAULT '',
+  ADD COLUMN preempt_reserved boolean NOT NULL DEFAULT false;
+UPDATE tasks SET stop_intent = 'PREEMPT'
+  WHERE state IN ('SCHEDULED', 'RUNNING') AND reason LIKE 'stopping: preempted by %';
+UPDATE tasks SET stop_intent = 'DRAIN'
+  WHERE state IN ('SCHEDULED', 'RUNNING') AND reason LIKE 'stopping: node % is draining';
+UPDATE tasks t SET stop_intent = 'CANCEL' FROM jobs j
+  WHERE t.job_id = j.id AND j.state = 'CANCELLED' AND t.state IN ('SCHEDULED', 'RUNNING');
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "initial schema", kV1},
     {2, "check and fence functions", kV2},
+    {3, "typed stop intent and preemption facts on tasks", kV3},
 };
 
 }  // namespace

@@ -170,6 +170,12 @@ Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::re
     t.scheduled_us = r[7].as<int64_t>();
     t.started_us = r[8].as<int64_t>();
     t.finished_us = r[9].as<int64_t>();
+    GPUPOOL_ASSIGN_OR_RETURN(t.stop, Enum(r[10], &ParseStopIntent, "stop intent"));
+    t.preempted_by.job_id = r[11].as<int64_t>();
+    t.preempted_by.index = r[12].as<int32_t>();
+    GPUPOOL_ASSIGN_OR_RETURN(t.preempted_by.rule,
+                             Enum(r[13], &ParsePreemptRule, "preemption rule"));
+    t.preempted_by.reserved = r[14].as<bool>();
     out[ji].tasks.push_back(std::move(t));
   }
   ji = 0;

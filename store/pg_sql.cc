@@ -64,6 +64,13 @@ void AppendAllocations(std::string* rows, const TaskRecord& t) {
   }
 }
 
+// The typed stop and preemption facts of a task, in GP_TASK_COLS order after finished_us.
+void AppendStopFacts(std::string* o, const TaskRecord& t) {
+  Q(o, ToString(t.stop)), C(o), N(o, t.preempted_by.job_id), C(o);
+  N(o, t.preempted_by.index), C(o), Q(o, ToString(t.preempted_by.rule)), C(o);
+  B(o, t.preempted_by.reserved);
+}
+
 void Require(std::string* sql, std::string_view condition, std::string_view code,
              const std::string& message) {
   sql->append("SELECT gp_require(");
@@ -155,7 +162,8 @@ void GroupSql::Insert(const JobRecord& j) {
     Row(o);
     N(o, j.id), C(o), N(o, t.index), C(o), Q(o, ToString(t.state)), C(o), Q(o, t.node), C(o);
     N(o, t.attempt), C(o), N(o, t.exit_code), C(o), Q(o, t.reason), C(o);
-    N(o, t.scheduled_us), C(o), N(o, t.started_us), C(o), N(o, t.finished_us);
+    N(o, t.scheduled_us), C(o), N(o, t.started_us), C(o), N(o, t.finished_us), C(o);
+    AppendStopFacts(o, t);
     o->push_back(')');
     AppendAllocations(&allocs_, t);
   }
@@ -202,6 +210,16 @@ void GroupSql::Update(const UpdateTask& m) {
   N(o, t.started_us);
   *o += ", finished_us=";
   N(o, t.finished_us);
+  *o += ", stop_intent=";
+  Q(o, ToString(t.stop));
+  *o += ", preempted_by_job=";
+  N(o, t.preempted_by.job_id);
+  *o += ", preempted_by_idx=";
+  N(o, t.preempted_by.index);
+  *o += ", preempt_rule=";
+  Q(o, ToString(t.preempted_by.rule));
+  *o += ", preempt_reserved=";
+  B(o, t.preempted_by.reserved);
   *o += " WHERE " + key + " RETURNING 1) ";
   Require(o, "EXISTS (SELECT 1 FROM u)", "GPN01", TaskNotFoundMessage(t.job_id, t.index));
   *o += "DELETE FROM allocations WHERE " + key + ";\n";

@@ -21,18 +21,17 @@ Status MakeDir(const std::string& path, mode_t mode) {
   return Status::Ok();
 }
 
-const char* kMpsDetail =
-    "not managed: tasks get CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and "
-    "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, but no MPS control daemon is started, so CUDA ignores them";
-const char* kScrubDetail = "not implemented: freed VRAM is not zeroed between tenants";
-const char* kXidDetail = "not collected: XID events are not watched";
-
 }  // namespace
 
 Sandbox::Sandbox(SandboxOptions options, std::string data_dir)
     : options_(std::move(options)),
       data_dir_(std::move(data_dir)),
       uids_(options_.tenant_users, options_.uid_pool_first, options_.uid_pool_count) {}
+
+Sandbox::~Sandbox() {
+  for (const auto& [c, mount] : layout_.v1) rmdir((mount + "/" + options_.cgroup_parent).c_str());
+  if (!layout_.v2.empty()) rmdir((layout_.v2 + "/" + options_.cgroup_parent).c_str());
+}
 
 Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxOptions options,
                                                  const std::string& data_dir) {
@@ -132,19 +131,13 @@ std::vector<Capability> Sandbox::Capabilities() const {
                         : std::string("tenant map only");
   out.push_back({"uid", true, uid});
   out.push_back({"namespaces", true, "mount (private /tmp, agent state hidden), pid, ipc"});
-  out.push_back({"mps", false, kMpsDetail});
-  out.push_back({"vram_scrub", false, kScrubDetail});
-  out.push_back({"xid_events", false, kXidDetail});
   return out;
 }
 
 std::vector<Capability> Sandbox::DisabledCapabilities() {
   return {{"sandbox", false,
            "off (sandbox.enabled: false): tasks run as the agent's user, without cgroup, "
-           "namespaces or device filter"},
-          {"mps", false, kMpsDetail},
-          {"vram_scrub", false, kScrubDetail},
-          {"xid_events", false, kXidDetail}};
+           "namespaces or device filter"}};
 }
 
 SandboxedTask::~SandboxedTask() { Release(); }

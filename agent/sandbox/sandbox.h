@@ -41,7 +41,8 @@ struct SandboxOptions {
 
 // One thing a node can (or cannot) enforce, as reported at registration.
 struct Capability {
-  std::string name;  // sandbox, memory, cpu, pids, devices, uid, namespaces, mps, vram_scrub…
+  std::string name;  // sandbox, memory, cpu, pids, devices, uid, namespaces (agent/capabilities.h
+                     // adds mps, vram_scrub, xid_events)
   bool enforced = false;
   std::string detail;
 };
@@ -83,6 +84,8 @@ class Sandbox {
                                                  const std::string& data_dir);
   // Capabilities of an agent without a sandbox (sandbox.enabled: false).
   static std::vector<Capability> DisabledCapabilities();
+  // Removes the (then empty) <cgroup_parent> directories; busy ones are left alone.
+  ~Sandbox();
 
   Result<std::unique_ptr<SandboxedTask>> Prepare(const SandboxRequest& request);
   std::vector<Capability> Capabilities() const;

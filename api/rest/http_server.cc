@@ -8,6 +8,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "api/rest/http_session.h"
@@ -30,6 +31,15 @@ struct HttpServer::Impl {
 
   void DoAccept();
   void RunIo();
+  // A slot in `client`'s connection count, released when the returned pointer dies; null when
+  // the client already holds max_connections_per_client.
+  std::shared_ptr<void> TakeClientSlot(const std::string& client);
+
+  struct ClientCounts {
+    std::mutex mu;
+    std::unordered_map<std::string, size_t> open;  // guarded by mu; by client address
+    uint64_t refused = 0;                          // guarded by mu
+  };
 
   // Destroyed last: sessions still referenced by queued handlers die with it.
   net::io_context ioc;
@@ -40,6 +50,7 @@ struct HttpServer::Impl {
   rest::RestApi api;
   std::shared_ptr<rest::Gate> gate;
   rest::SessionRegistry sessions;
+  std::shared_ptr<ClientCounts> clients = std::make_shared<ClientCounts>();
   std::optional<tcp::acceptor> acceptor;  // used on its strand once serving
   std::optional<net::steady_timer> retry_timer;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
@@ -64,12 +75,48 @@ void HttpServer::Impl::DoAccept() {
           });
           return;
         }
+        std::shared_ptr<void> slot;
+        if (options.max_connections_per_client > 0) {
+          rest::beast::error_code addr_ec;
+          const tcp::endpoint peer = socket.remote_endpoint(addr_ec);
+          slot = TakeClientSlot(addr_ec ? std::string("?") : peer.address().to_string());
+          if (!slot) {
+            socket.close(addr_ec);  // over its limit: refused before any byte is read
+            DoAccept();
+            return;
+          }
+        }
         auto session = std::make_shared<rest::HttpSession>(
-            std::move(socket), rest::SessionEnv{&api, &options, &metrics, gate, &sessions});
+            std::move(socket),
+            rest::SessionEnv{&api, &options, &metrics, gate, &sessions, std::move(slot)});
         sessions.Add(session);
         session->Start();
         DoAccept();
       });
+}
+
+std::shared_ptr<void> HttpServer::Impl::TakeClientSlot(const std::string& client) {
+  {
+    std::lock_guard lock(clients->mu);
+    size_t& n = clients->open[client];
+    if (n >= options.max_connections_per_client) {
+      const uint64_t refused = ++clients->refused;
+      if ((refused & (refused - 1)) == 0) {  // the 1st, 2nd, 4th, 8th…: no log flood
+        LogWarn("api.http", "client at its connection limit; refusing more",
+                {{"client", client},
+                 {"limit", std::to_string(n)},
+                 {"refused_total", std::to_string(refused)}});
+      }
+      return nullptr;
+    }
+    ++n;
+  }
+  // The counts outlive the server's Impl if a session does: the deleter holds them.
+  return std::shared_ptr<void>(clients.get(), [counts = clients, client](void*) {
+    std::lock_guard lock(counts->mu);
+    auto it = counts->open.find(client);
+    if (it != counts->open.end() && --it->second == 0) counts->open.erase(it);
+  });
 }
 
 void HttpServer::Impl::RunIo() {

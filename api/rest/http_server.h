@@ -43,6 +43,10 @@ struct HttpServerOptions {
   // Output a streaming client may fall behind by before its stream is dropped.
   size_t max_stream_backlog_bytes = 8 * 1024 * 1024;
   int io_threads = 2;
+  // Open connections one client address may hold; past it a new connection is closed at once,
+  // so one client's idle connections cannot take every descriptor (docs/security.md). 0 = no
+  // limit.
+  size_t max_connections_per_client = 256;
   // How long Shutdown() lets requests already handed to the ApiService get their replies.
   std::chrono::milliseconds shutdown_grace{1000};
 };

@@ -94,6 +94,8 @@ struct SessionEnv {
   HttpMetrics* metrics;
   std::shared_ptr<Gate> gate;
   SessionRegistry* registry;
+  // Held for the session's life: its place in its client's connection count (may be null).
+  std::shared_ptr<void> client_slot = nullptr;
 };
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {

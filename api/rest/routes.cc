@@ -3,6 +3,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "api/rest/console.h"
 #include "api/rest/json_mapping.h"
 #include "api/status_convert.h"
 
@@ -139,6 +140,7 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
   Unary<DeleteQuotaRequest, DeleteQuotaResponse>("DELETE", "/v1/quotas/{tenant}/{pool}", kPath,
                                                  &S::DeleteQuota);
   AddProbes();
+  for (ConsoleRoute& c : ConsoleRoutes()) Add("GET", c.path, false, std::move(c.handler));
 }
 
 RestApi::~RestApi() = default;

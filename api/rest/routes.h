@@ -28,6 +28,7 @@
 //   GET    /v1/quotas/{tenant}/{pool}     GetQuota
 //   DELETE /v1/quotas/{tenant}/{pool}     DeleteQuota
 //   GET    /healthz  /readyz  /metrics    (no authentication)
+//   GET    /  /console/…                  the web console (console.h; no authentication)
 //
 // Errors: {"code": <gRPC code>, "message": "…", "details": []} with grpc-gateway's HTTP status
 // (ReplyError, the one place a Status becomes an HTTP error).

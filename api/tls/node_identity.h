@@ -28,10 +28,17 @@
 #include <string>
 #include <string_view>
 
-#include "api/tls/pki.h"
 #include "base/status.h"
+#include "base/tls/pki.h"
 
 namespace gpupool::api::tls {
+
+using ::gpupool::tls::CertAuthority;
+using ::gpupool::tls::CertInfo;
+using ::gpupool::tls::KeyAndCsr;
+using ::gpupool::tls::NewKeyAndCsr;
+using ::gpupool::tls::ParseCert;
+using ::gpupool::tls::WritePrivateFile;
 
 // The verified client certificate of a connection.
 struct PeerCert {

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "cmd/ctl/units.h"
+#include "pool/yaml_error.h"
 
 namespace gpupool::ctl {
 
@@ -25,6 +26,8 @@ const std::vector<FlagSpec>& GlobalFlags() {
        "gpupoold gRPC address (env GPUPOOL_SERVER, default 127.0.0.1:7070)"},
       {"token", 0, FlagKind::kValue, "TOKEN",
        "bearer token sent as 'authorization: Bearer TOKEN' (env GPUPOOL_TOKEN)"},
+      {"ca", 0, FlagKind::kValue, "FILE",
+       "speak TLS, trusting this CA (gpupoold's <data-dir>/tls/ca.crt; env GPUPOOL_CA)"},
       {"output", 'o', FlagKind::kValue, "FORMAT",
        "table (default, for people), json (protobuf JSON mapping) or yaml"},
       {"timeout", 0, FlagKind::kValue, "DURATION",
@@ -41,6 +44,7 @@ const std::vector<Command>& Commands() {
     for (auto&& c : NodeCommands()) v.push_back(std::move(c));
     for (auto&& c : TenantCommands()) v.push_back(std::move(c));
     for (auto&& c : QuotaCommands()) v.push_back(std::move(c));
+    for (auto&& c : TopCommands()) v.push_back(std::move(c));
     return v;
   }();
   return all;
@@ -161,6 +165,11 @@ int ExitCodeFor(grpc::StatusCode code) {
 }
 
 std::shared_ptr<grpc::Channel> Ctx::channel() {
+  if (!channel_ && !ca_pem.empty()) {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = ca_pem;
+    channel_ = grpc::CreateChannel(server, grpc::SslCredentials(o));
+  }
   if (!channel_) channel_ = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
   return channel_;
 }
@@ -246,6 +255,11 @@ Result<Resolved> Resolve(const std::vector<std::string>& args) {
 int ApplyGlobalFlags(Ctx& ctx, const ParsedArgs& a, const Environment& env) {
   ctx.server = a.Get("server", env.server.empty() ? kDefaultServer : env.server);
   ctx.token = a.Get("token", env.token);
+  if (const std::string ca = a.Get("ca", env.ca); !ca.empty()) {
+    Result<std::string> pem = ReadTextFile(ca);
+    if (!pem.ok()) return ctx.Usage("--ca: " + pem.status().message());
+    ctx.ca_pem = std::move(pem).value();
+  }
   if (auto o = a.Find("output")) {
     Result<OutputFormat> f = ParseOutputFormat(*o);
     if (!f.ok()) return ctx.Usage(f.status().message());

@@ -48,6 +48,7 @@ extern const char kExitCodeHelp[];
 struct Environment {
   std::string server;  // GPUPOOL_SERVER
   std::string token;   // GPUPOOL_TOKEN
+  std::string ca;      // GPUPOOL_CA
 };
 
 inline constexpr char kDefaultServer[] = "127.0.0.1:7070";
@@ -62,6 +63,8 @@ class Ctx {
   OutputFormat format = OutputFormat::kTable;
   std::string server = kDefaultServer;
   std::string token;
+  // PEM of the CA to trust (--ca): set = TLS to `server` (gpupoold's --grpc-tls-listen port).
+  std::string ca_pem;
   int64_t timeout_ms = kDefaultTimeoutMs;
   bool timeout_set = false;  // --timeout given: streams get a deadline too
   std::string command_path;  // "jobs submit", for hints
@@ -101,6 +104,7 @@ std::vector<Command> PoolCommands();    // pools …
 std::vector<Command> NodeCommands();    // nodes …, catalog list
 std::vector<Command> TenantCommands();  // tenants …
 std::vector<Command> QuotaCommands();   // quotas …
+std::vector<Command> TopCommands();     // top
 
 // Runs one invocation; `args` excludes the program name. Returns the exit code.
 int Run(const std::vector<std::string>& args, const Environment& env, std::ostream& out,

@@ -1,8 +1,11 @@
 // jobs submit|get|list|cancel|watch and logs.
+#include <chrono>
 #include <ctime>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <sstream>
+#include <thread>
 
 #include "cmd/ctl/app.h"
 #include "cmd/ctl/requests.h"
@@ -71,6 +74,21 @@ void PrintJob(std::ostream& out, const v1::Job& job) {
               OrDash(task.reason())});
   }
   t.Print(out);
+  // Typed facts beside the reasons: why a task waits (a code to act on), who last preempted it.
+  for (const v1::Task& task : job.tasks()) {
+    if (task.has_pending() && task.pending().code() != v1::PendingReason::CODE_UNSPECIFIED) {
+      const v1::PendingReason& p = task.pending();
+      out << "task " << task.id() << " pending: " << v1::PendingReason::Code_Name(p.code());
+      if (!p.binding().empty()) out << " (" << p.binding() << ")";
+      std::map<std::string, int32_t> nodes(p.nodes_by_reason().begin(), p.nodes_by_reason().end());
+      for (const auto& [why, n] : nodes) out << ", " << n << " node(s) short of " << why;
+      out << '\n';
+    }
+    if (task.has_last_preemption()) {
+      out << "task " << task.id() << " last preempted by task " << task.last_preemption().by_task()
+          << " (rule " << task.last_preemption().rule() << ")\n";
+    }
+  }
 }
 
 Result<std::string> ReadSpecFile(const std::string& path) {
@@ -123,6 +141,82 @@ int Get(Ctx& ctx, const ParsedArgs& a) {
   return kExitOk;
 }
 
+std::vector<std::string> JobRow(const v1::Job& j, int64_t now) {
+  return {j.id(),
+          OrDash(j.spec().tenant()),
+          OrDash(j.spec().pool()),
+          OrDash(j.spec().priority_class()),
+          std::to_string(j.spec().task_count()),
+          DescribeResources(j.spec().template_().resources()),
+          JobState(j.state()),
+          FormatAge(j.submit_time(), now)};
+}
+
+const std::vector<std::string> kJobColumns = {"ID",    "TENANT",    "POOL",  "PRIORITY",
+                                              "TASKS", "RESOURCES", "STATE", "AGE"};
+
+// What a watcher reports as a change: the job's state, and its tasks' states.
+std::string ChangeKey(const v1::Job& j) {
+  std::string key = std::to_string(j.state());
+  for (const v1::Task& t : j.tasks()) key += "," + std::to_string(t.state());
+  return key;
+}
+
+// Fetches one page, or every page with `all`.
+grpc::Status FetchJobs(Ctx& ctx, v1::ListJobsRequest req, bool all, v1::ListJobsResponse* merged) {
+  merged->Clear();
+  auto stub = v1::JobService::NewStub(ctx.channel());
+  while (true) {
+    v1::ListJobsResponse resp;
+    auto call = ctx.NewCall();
+    grpc::Status s = stub->ListJobs(call.get(), req, &resp);
+    if (!s.ok()) return s;
+    for (v1::Job& j : *resp.mutable_jobs()) merged->add_jobs()->Swap(&j);
+    merged->set_next_page_token(resp.next_page_token());
+    if (!all || resp.next_page_token().empty()) return grpc::Status::OK;
+    req.set_page_token(resp.next_page_token());
+  }
+}
+
+// jobs list -w: the list once, then one line per job that appears or changes (kubectl's -w), until
+// interrupted or --watch-timeout passes. With -o json, one Job per line (JSON Lines).
+int WatchList(Ctx& ctx, const v1::ListJobsRequest& req, bool all, int64_t interval_ms,
+              int64_t timeout_ms) {
+  std::map<std::string, std::string> seen;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  bool first = true;
+  while (true) {
+    v1::ListJobsResponse resp;
+    grpc::Status s = FetchJobs(ctx, req, all, &resp);
+    if (!s.ok()) return ctx.Fail(s);
+    Table t(kJobColumns);
+    const int64_t now = Now();
+    for (const v1::Job& j : resp.jobs()) {
+      std::string key = ChangeKey(j);
+      auto [it, added] = seen.emplace(j.id(), key);
+      if (!added && it->second == key) continue;
+      it->second = std::move(key);
+      if (ctx.format == OutputFormat::kTable) {
+        t.AddRow(JobRow(j, now));
+      } else {
+        ctx.out << ToJson(j, false) << '\n';
+      }
+    }
+    if (ctx.format == OutputFormat::kTable && (t.size() > 0 || first)) {
+      // Only the first print carries the header; later lines are the changes alone.
+      std::ostringstream text;
+      t.Print(text);
+      std::string lines = text.str();
+      if (!first) lines.erase(0, lines.find('\n') + 1);
+      ctx.out << lines;
+    }
+    ctx.out.flush();
+    first = false;
+    if (timeout_ms > 0 && std::chrono::steady_clock::now() >= deadline) return kExitOk;
+    std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+  }
+}
+
 int List(Ctx& ctx, const ParsedArgs& a) {
   v1::ListJobsRequest req;
   req.set_tenant(a.Get("tenant"));
@@ -139,30 +233,29 @@ int List(Ctx& ctx, const ParsedArgs& a) {
   }
   req.set_page_token(a.Get("page-token"));
   const bool all = a.GetBool("all");
-  v1::ListJobsResponse merged;
-  auto stub = v1::JobService::NewStub(ctx.channel());
-  while (true) {
-    v1::ListJobsResponse resp;
-    auto call = ctx.NewCall();
-    grpc::Status s = stub->ListJobs(call.get(), req, &resp);
-    if (!s.ok()) return ctx.Fail(s);
-    for (v1::Job& j : *resp.mutable_jobs()) merged.add_jobs()->Swap(&j);
-    merged.set_next_page_token(resp.next_page_token());
-    if (!all || resp.next_page_token().empty()) break;
-    req.set_page_token(resp.next_page_token());
+  if (a.GetBool("watch")) {
+    int64_t interval_ms = 2000, timeout_ms = 0;
+    if (auto i = a.Find("interval")) {
+      Result<int64_t> ms = ParseDurationMs(*i);
+      if (!ms.ok() || *ms < 100) return ctx.Usage("--interval: a duration of at least 100ms");
+      interval_ms = *ms;
+    }
+    if (auto w = a.Find("watch-timeout")) {
+      Result<int64_t> ms = ParseDurationMs(*w);
+      if (!ms.ok() || *ms <= 0) return ctx.Usage("--watch-timeout: a positive duration");
+      timeout_ms = *ms;
+    }
+    return WatchList(ctx, req, all, interval_ms, timeout_ms);
   }
+  v1::ListJobsResponse merged;
+  if (grpc::Status s = FetchJobs(ctx, req, all, &merged); !s.ok()) return ctx.Fail(s);
   if (ctx.format != OutputFormat::kTable) {
     PrintMessage(ctx.out, merged, ctx.format);
     return kExitOk;
   }
-  Table t({"ID", "TENANT", "POOL", "PRIORITY", "TASKS", "RESOURCES", "STATE", "AGE"});
+  Table t(kJobColumns);
   const int64_t now = Now();
-  for (const v1::Job& j : merged.jobs()) {
-    t.AddRow({j.id(), OrDash(j.spec().tenant()), OrDash(j.spec().pool()),
-              OrDash(j.spec().priority_class()), std::to_string(j.spec().task_count()),
-              DescribeResources(j.spec().template_().resources()), JobState(j.state()),
-              FormatAge(j.submit_time(), now)});
-  }
+  for (const v1::Job& j : merged.jobs()) t.AddRow(JobRow(j, now));
   if (t.size() == 0) {
     ctx.err << "no jobs\n";
   } else {
@@ -261,15 +354,21 @@ std::vector<Command> JobCommands() {
       {"jobs list",
        "[flags]",
        "List jobs",
-       "Shows one page (--limit, default 100 on the server); --all follows every page.",
+       "Shows one page (--limit, default 100 on the server); --all follows every page.\n"
+       "With -w, prints the list and then one line per job that appears or changes state\n"
+       "(polling every --interval) until interrupted or --watch-timeout passes.",
        {{"tenant", 0, FlagKind::kValue, "PATH", "only this tenant"},
         {"pool", 0, FlagKind::kValue, "NAME", "only this pool"},
         {"state", 0, FlagKind::kValue, "STATE",
-         "only this state: pending, running, succeeded, failed, cancelled"},
+         "only this state: pending, running, succeeded, failed, cancelling, cancelled"},
         {"limit", 0, FlagKind::kValue, "N", "page size, 1..1000"},
         {"page-token", 0, FlagKind::kValue, "TOKEN", "continue from a previous page"},
-        {"all", 0, FlagKind::kBool, "", "fetch every page"}},
+        {"all", 0, FlagKind::kBool, "", "fetch every page"},
+        {"watch", 'w', FlagKind::kBool, "", "keep watching: print jobs as they change"},
+        {"interval", 0, FlagKind::kValue, "DURATION", "with -w: how often to look (default 2s)"},
+        {"watch-timeout", 0, FlagKind::kValue, "DURATION", "with -w: stop after this long"}},
        "  gpupoolctl jobs list --pool training --state running\n"
+       "  gpupoolctl jobs list -w --tenant acme\n"
        "  gpupoolctl -o json jobs list --all --tenant acme\n",
        0,
        0,

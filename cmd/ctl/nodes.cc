@@ -1,8 +1,9 @@
-// nodes list|get|cordon|uncordon|drain and catalog list.
+// nodes list|get|cordon|uncordon|drain|revoke and catalog list.
 #include <ctime>
 
 #include "cmd/ctl/app.h"
 #include "cmd/ctl/units.h"
+#include "gpupool/v1/agent.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "pool/resources.h"
 
@@ -120,6 +121,19 @@ int Drain(Ctx& ctx, const ParsedArgs& a) {
   return Action(ctx, a, &v1::NodeService::Stub::DrainNode, "draining");
 }
 
+// An admin ends a node's certificate: its agent stream ends and it cannot reconnect with it.
+int Revoke(Ctx& ctx, const ParsedArgs& a) {
+  v1::RevokeNodeRequest req;
+  req.set_node_name(a.positional[0]);
+  v1::RevokeNodeResponse resp;
+  auto call = ctx.NewCall();
+  grpc::Status s =
+      v1::NodeEnrollService::NewStub(ctx.channel())->RevokeNode(call.get(), req, &resp);
+  if (!s.ok()) return ctx.Fail(s);
+  ctx.out << "node " << req.node_name() << ": certificate revoked\n";
+  return kExitOk;
+}
+
 int Catalog(Ctx& ctx, const ParsedArgs& a) {
   v1::ListGpuModelsResponse resp;
   auto call = ctx.NewCall();
@@ -194,6 +208,15 @@ std::vector<Command> NodeCommands() {
        1,
        1,
        Uncordon},
+      {"nodes revoke",
+       "NAME",
+       "Revoke a node's certificate (admin): its agent is disconnected and refused",
+       "The node may join again with a join token afterwards (docs/security.md).",
+       {},
+       "  gpupoolctl nodes revoke gpu-07\n",
+       1,
+       1,
+       Revoke},
       {"nodes drain",
        "NAME",
        "Cordon a node and requeue its running tasks",

@@ -31,10 +31,43 @@ std::string Ratio(double r) {
   return s;
 }
 
+// "47.1%  2 GPUs (A100|H100), cpu 16, mem 64GiB"; "(prior)" for a class not observed yet.
+std::string LearnedClass(const v1::LearnedClass& c) {
+  char pct[16];
+  std::snprintf(pct, sizeof pct, "%.1f%%  ", 100 * c.share());
+  std::string s = pct;
+  const v1::ResourceRequest& r = c.shape();
+  if (c.share_milli() > 0) {
+    s += "share " + FormatTflops(c.share_milli()) + " of a GPU";
+  } else if (r.has_fractional()) {
+    s += FormatTflops(r.fractional().milli_tflops()) + " TFLOPS + " +
+         FormatMib(r.fractional().vram_mib()) + " VRAM";
+  } else if (r.has_whole_gpus()) {
+    s += std::to_string(r.whole_gpus().count()) + (r.whole_gpus().count() == 1 ? " GPU" : " GPUs");
+    std::string models;
+    for (const std::string& m : r.whole_gpus().models()) models += (models.empty() ? "" : "|") + m;
+    if (!models.empty()) s += " (" + models + ")";
+  } else if (r.has_mig()) {
+    s += "MIG " + r.mig().profile();
+  } else {
+    s += "CPU only";
+  }
+  s += ", cpu " + FormatTflops(r.cpu_milli()) + ", mem " + FormatMib(r.memory_mib());
+  if (c.prior()) s += "  (prior)";
+  return s;
+}
+
 void PrintPool(std::ostream& out, const v1::Pool& p) {
   const v1::Capacity& c = p.capacity();
   std::string allowed;
   for (const std::string& t : p.allowed_tenants()) allowed += (allowed.empty() ? "" : ", ") + t;
+  std::vector<std::pair<std::string, std::string>> learned;
+  if (p.learned_classes_size() > 0) {
+    learned.emplace_back("Learned workload",
+                         std::to_string(p.learned_tasks()) + " task(s) observed; top classes:");
+    for (int i = 0; i < p.learned_classes_size(); ++i)
+      learned.emplace_back("  #" + std::to_string(i + 1), LearnedClass(p.learned_classes(i)));
+  }
   PrintFields(
       out,
       {
@@ -55,6 +88,7 @@ void PrintPool(std::ostream& out, const v1::Pool& p) {
                        " allocated/offered (physical " + FormatMib(c.physical().vram_mib()) + ")"},
           {"Created", FormatTime(p.create_time())},
       });
+  if (!learned.empty()) PrintFields(out, learned);
 }
 
 int Output(Ctx& ctx, const v1::Pool& pool) {
@@ -172,7 +206,8 @@ std::vector<Command> PoolCommands() {
       {"pools get",
        "NAME",
        "Show a pool and its capacity",
-       "",
+       "Admins also see the workload the pool's placement has learned from submissions: the\n"
+       "heaviest request classes (decayed; docs/placement.md) and their share.",
        {},
        "  gpupoolctl pools get training\n",
        1,

@@ -16,10 +16,17 @@ Status ParseListen(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) 
   if (!n) return Status::Ok();
   YamlPath p = YamlPath{}.Key("listen");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
-  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p, {"grpc", "http"}));
+  GPUPOOL_RETURN_IF_ERROR(
+      doc.CheckKeys(n, p, {"grpc", "http", "grpc_tls", "http_max_connections_per_client"}));
+  if (n["http_max_connections_per_client"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(c->http_max_connections_per_client,
+                             doc.Int(n, p, "http_max_connections_per_client", 0, 1'000'000));
+  }
   GPUPOOL_ASSIGN_OR_RETURN(auto grpc, doc.OptionalString(n, p, "grpc"));
   GPUPOOL_ASSIGN_OR_RETURN(auto http, doc.OptionalString(n, p, "http"));
-  for (const auto& [key, value] : {std::pair{"grpc", &grpc}, std::pair{"http", &http}}) {
+  GPUPOOL_ASSIGN_OR_RETURN(auto tls, doc.OptionalString(n, p, "grpc_tls"));
+  for (const auto& [key, value] :
+       {std::pair{"grpc", &grpc}, std::pair{"http", &http}, std::pair{"grpc_tls", &tls}}) {
     if (!*value) continue;
     if (Status s = ValidateListenAddress(**value, key); !s.ok()) {
       return doc.Error(n[key], p.Key(key), s.message().substr(std::string(key).size() + 2));
@@ -27,6 +34,7 @@ Status ParseListen(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) 
   }
   if (grpc) c->grpc_listen = *grpc;
   if (http) c->http_listen = *http;
+  if (tls) c->grpc_tls_listen = *tls;
   return Status::Ok();
 }
 
@@ -35,7 +43,10 @@ Status ParseAuth(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   if (!n) return Status::Ok();
   YamlPath p = YamlPath{}.Key("auth");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
-  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p, {"api_tokens", "node_tokens"}));
+  GPUPOOL_RETURN_IF_ERROR(
+      doc.CheckKeys(n, p, {"api_tokens", "node_tokens", "require_node_certificates"}));
+  GPUPOOL_ASSIGN_OR_RETURN(c->require_node_certificates,
+                           doc.Bool(n, p, "require_node_certificates", false));
   if (YAML::Node t = n["api_tokens"]) {
     YamlPath tp = p.Key("api_tokens");
     GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(t, tp));
@@ -327,7 +338,17 @@ Status ParseTenantDefaults(const YamlDoc& doc, const YAML::Node& root, DaemonCon
   if (!n) return Status::Ok();
   YamlPath p = YamlPath{}.Key("tenant_defaults");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
-  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p, {"priority_classes"}));
+  GPUPOOL_RETURN_IF_ERROR(
+      doc.CheckKeys(n, p, {"priority_classes", "submit_rate_per_second", "submit_burst"}));
+  if (n["submit_rate_per_second"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t milli,
+                             doc.Milli(n, p, "submit_rate_per_second", 0, 1'000'000'000));
+    c->submit_rate_per_second = static_cast<double>(milli) / 1000;
+  }
+  if (n["submit_burst"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t burst, doc.Int(n, p, "submit_burst", 1, 1'000'000));
+    c->submit_burst = static_cast<double>(burst);
+  }
   if (!n["priority_classes"]) return Status::Ok();
   GPUPOOL_ASSIGN_OR_RETURN(c->default_priority_classes,
                            ParseClassList(doc, n, p, "priority_classes"));
@@ -479,13 +500,18 @@ Usage: gpupoold [--config FILE] [flags]
 
 With no configuration at all, gpupoold starts a private PostgreSQL under --data-dir from the
 system's binaries, serves gRPC on 127.0.0.1:7070 and REST, /metrics, /healthz and /readyz on
-127.0.0.1:7080, restarts the private database if it dies, and stops it on exit. /readyz
-answers 200 only when a submission would commit.
+127.0.0.1:7080 — with the web console at http://127.0.0.1:7080/console/ (docs/console.md) —
+restarts the private database if it dies, and stops it on exit. /readyz answers 200 only when a
+submission would commit.
 
 Flags (each overrides the config file):
   --config FILE        YAML configuration (see docs/operations.md)
   --grpc-listen ADDR   gRPC address, host:port (default 127.0.0.1:7070)
   --http-listen ADDR   REST/metrics address, host:port (default 127.0.0.1:7080)
+  --grpc-tls-listen ADDR
+                       also serve gRPC over TLS here (server certificate from the private CA in
+                       DATA_DIR/tls/, created on first start); agents join and connect here
+                       with their own node certificates (docs/security.md)
   --data-dir DIR       state directory; the embedded PostgreSQL lives in DIR/pg
   --database URI       use an external PostgreSQL (postgresql://user@host:port/db)
   --embedded-port N    port of the embedded PostgreSQL (default: a free one)
@@ -532,9 +558,11 @@ Result<CommandLine> ParseDaemonCommandLine(int argc, const char* const* argv) {
   DaemonConfig& c = cl.config;
   for (const auto& [flag, value] : flags) {
     if (flag == "--config") continue;
-    if (flag == "--grpc-listen" || flag == "--http-listen") {
+    if (flag == "--grpc-listen" || flag == "--http-listen" || flag == "--grpc-tls-listen") {
       GPUPOOL_RETURN_IF_ERROR(ValidateListenAddress(value, flag));
-      (flag == "--grpc-listen" ? c.grpc_listen : c.http_listen) = value;
+      (flag == "--grpc-listen"   ? c.grpc_listen
+       : flag == "--http-listen" ? c.http_listen
+                                 : c.grpc_tls_listen) = value;
     } else if (flag == "--data-dir")
       c.data_dir = value;
     else if (flag == "--database")

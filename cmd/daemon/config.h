@@ -26,6 +26,11 @@ struct ApiToken {
 struct DaemonConfig {
   std::string grpc_listen = "127.0.0.1:7070";
   std::string http_listen = "127.0.0.1:7080";
+  // Open REST connections one client address may hold (`listen.http_max_connections_per_client`);
+  // 0 = no limit.
+  int64_t http_max_connections_per_client = 256;
+  // gRPC over TLS (the private CA's server certificate; agents' mutual TLS); empty = none.
+  std::string grpc_tls_listen;
   std::string data_dir = "gpupool-data";
   // postgresql:// URI; empty = embedded PostgreSQL under data_dir.
   std::string database;
@@ -36,6 +41,8 @@ struct DaemonConfig {
   std::string log_level = "info";
   std::vector<ApiToken> api_tokens;      // empty = no authentication (everyone is admin)
   std::vector<std::string> node_tokens;  // empty = agents are not authenticated
+  // Agents must register with a node certificate (no node-token registration).
+  bool require_node_certificates = false;
   SchedulerOptions scheduler = SchedulerOptions::Defaults();
   std::vector<PoolRecord> pools;  // created at start-up when missing
   // Created at start-up when missing, in this order (parents before children), then their
@@ -45,6 +52,10 @@ struct DaemonConfig {
   // Priority classes a tenant without a list of its own may submit at (`tenant_defaults:
   // priority_classes`); empty = every preemptible class (api/priority_access.h).
   std::vector<std::string> default_priority_classes;
+  // Submissions per second (and burst) of one organisation's non-admin callers
+  // (`tenant_defaults: submit_rate_per_second, submit_burst`); 0 = unlimited.
+  double submit_rate_per_second = 50;
+  double submit_burst = 100;
   // `tenants[].priority_classes`, parents before children: (tenant path, classes).
   std::vector<std::pair<std::string, std::vector<std::string>>> tenant_priority_classes;
 };

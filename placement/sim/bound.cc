@@ -526,10 +526,24 @@ class ProtocolBounder {
 
 }  // namespace
 
+std::string BoundRefusal(const std::vector<TraceNode>& nodes) {
+  int64_t cpu_only = 0;
+  for (const TraceNode& n : nodes) cpu_only += n.gpus <= 0;
+  if (cpu_only == 0) return "";
+  return "the node list has " + std::to_string(cpu_only) +
+         " CPU-only node(s); the bound is proven for GPU nodes only (small instances with "
+         "CPU-only nodes beat it)";
+}
+
 MetricBound UnallocatedLowerBound(const std::vector<TraceNode>& nodes,
                                   const std::vector<TraceTask>& arrivals, int x,
                                   const BoundOptions& options) {
   MetricBound out;
+  out.refused = BoundRefusal(nodes);
+  if (!out.refused.empty()) {
+    out.packable_pct = 100;
+    return out;
+  }
   int64_t capacity = 0;
   for (const TraceNode& n : nodes) capacity += int64_t{kGpuMilli} * n.gpus;
   if (capacity <= 0) return out;

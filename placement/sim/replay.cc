@@ -4,7 +4,10 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <string>
 #include <tuple>
+
+#include "placement/workload_feed.h"
 
 namespace gpupool::placement::sim {
 namespace {
@@ -79,17 +82,13 @@ std::vector<WorkloadClass> WorkloadFor(Strategy s, const std::vector<TraceTask>&
   return TargetWorkload(trace, s == Strategy::kFgdPack ? 1.0 : 0.95);
 }
 
-Result<ReplayResult> Replay(const std::vector<TraceNode>& nodes,
-                            const std::vector<TraceTask>& arrivals,
-                            const std::vector<WorkloadClass>& workload, Strategy strategy,
-                            uint64_t seed, size_t limit) {
-  PoolPolicy policy;
-  policy.strategy = strategy;
-  policy.tie_seed = seed;
-  Engine engine(policy);
-  for (const TraceNode& n : nodes) GPUPOOL_RETURN_IF_ERROR(engine.AddNode(ToNodeSpec(n)));
-  engine.SetWorkload(workload);
+namespace {
 
+// The replay loop: `feed` null is oracle mode (the engine already has its workload).
+Result<ReplayResult> Run(const std::vector<TraceNode>& nodes,
+                         const std::vector<TraceTask>& arrivals, Engine& engine, WorkloadFeed* feed,
+                         Strategy strategy, uint64_t seed, size_t limit,
+                         std::vector<std::string>* decisions) {
   ReplayResult r;
   r.strategy = strategy;
   r.seed = seed;
@@ -101,13 +100,20 @@ Result<ReplayResult> Replay(const std::vector<TraceNode>& nodes,
   const size_t n = limit > 0 ? std::min(limit, arrivals.size()) : arrivals.size();
   for (size_t i = 0; i < n; ++i) {
     const TraceTask& t = arrivals[i];
-    const Decision d = engine.Place(ToRequest(t), PlaceOptions{false});
-    if (d.placed && engine.Commit(d.allocation).ok()) {
+    const Request req = ToRequest(t);
+    if (feed != nullptr) {
+      feed->Observe(req, 1);
+      feed->Sync(engine);
+    }
+    const Decision d = engine.Place(req, PlaceOptions{false});
+    const bool placed = d.placed && engine.Commit(d.allocation).ok();
+    if (placed) {
       used += t.GpuMilli();
       ++r.placed;
     } else {
       ++r.dropped;
     }
+    if (decisions != nullptr) decisions->push_back(placed ? d.allocation.node : std::string());
     arrived += t.GpuMilli();
     const long x =
         std::lround(100.0 * static_cast<double>(arrived) / static_cast<double>(capacity));
@@ -122,6 +128,37 @@ Result<ReplayResult> Replay(const std::vector<TraceNode>& nodes,
   for (size_t x = 0; x < sum.size(); ++x)
     if (events[x] > 0) r.alloc_pct[x] = sum[x] / static_cast<double>(events[x]);
   return r;
+}
+
+Result<Engine> MakeEngine(const std::vector<TraceNode>& nodes, Strategy strategy, uint64_t seed) {
+  PoolPolicy policy;
+  policy.strategy = strategy;
+  policy.tie_seed = seed;
+  Engine engine(policy);
+  for (const TraceNode& n : nodes) GPUPOOL_RETURN_IF_ERROR(engine.AddNode(ToNodeSpec(n)));
+  return engine;
+}
+
+}  // namespace
+
+Result<ReplayResult> Replay(const std::vector<TraceNode>& nodes,
+                            const std::vector<TraceTask>& arrivals,
+                            const std::vector<WorkloadClass>& workload, Strategy strategy,
+                            uint64_t seed, size_t limit) {
+  GPUPOOL_ASSIGN_OR_RETURN(Engine engine, MakeEngine(nodes, strategy, seed));
+  engine.SetWorkload(workload);
+  return Run(nodes, arrivals, engine, nullptr, strategy, seed, limit, nullptr);
+}
+
+Result<ReplayResult> ReplayOnline(const std::vector<TraceNode>& nodes,
+                                  const std::vector<TraceTask>& arrivals, Strategy strategy,
+                                  uint64_t seed, size_t limit,
+                                  std::vector<std::string>* decisions) {
+  GPUPOOL_ASSIGN_OR_RETURN(Engine engine,
+                           MakeEngine(nodes, strategy, ReplayTieSeed(strategy, seed)));
+  WorkloadFeed feed;
+  feed.Sync(engine);  // the prior, as a new pool's engine gets it
+  return Run(nodes, arrivals, engine, &feed, strategy, seed, limit, decisions);
 }
 
 }  // namespace gpupool::placement::sim

@@ -45,10 +45,23 @@ std::vector<WorkloadClass> TargetWorkload(const std::vector<TraceTask>& trace,
 // class (it weighs rare shapes by how few nodes can host them, so it needs to see them).
 std::vector<WorkloadClass> WorkloadFor(Strategy s, const std::vector<TraceTask>& trace);
 
-// Runs one replay. `limit` > 0 stops after that many arrivals (for quick tests).
+// Runs one replay in oracle mode: the engine is given `workload` (usually WorkloadFor the whole
+// trace, a peek at the future no daemon has) before the first arrival. `limit` > 0 stops after
+// that many arrivals (for quick tests).
 Result<ReplayResult> Replay(const std::vector<TraceNode>& nodes,
                             const std::vector<TraceTask>& arrivals,
                             const std::vector<WorkloadClass>& workload, Strategy strategy,
                             uint64_t seed, size_t limit = 0);
+
+// Runs one replay the way gpupoold places: the engine learns the workload online through a
+// WorkloadFeed (workload_feed.h) — each arrival is observed, the feed synced, then the task
+// placed — so a decision sees only the arrivals so far. The tie order is gpupoold's
+// (ReplayTieSeed: `seed` for fgd and fgd-pack, where the daemon hashes the pool's name;
+// registration order for the others).
+// `decisions`, when given, receives each arrival's node ("" when dropped).
+Result<ReplayResult> ReplayOnline(const std::vector<TraceNode>& nodes,
+                                  const std::vector<TraceTask>& arrivals, Strategy strategy,
+                                  uint64_t seed, size_t limit = 0,
+                                  std::vector<std::string>* decisions = nullptr);
 
 }  // namespace gpupool::placement::sim

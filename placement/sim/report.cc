@@ -68,9 +68,14 @@ Summary SummarizeBound(const std::vector<SeedBound>& bounds) {
   return out;
 }
 
-std::string Table(const std::string& workload, const std::vector<Summary>& rows) {
+std::string Table(const std::string& workload, const std::vector<Summary>& rows,
+                  const std::string& mode) {
   std::ostringstream o;
   o << "workload: " << workload
+    << (mode == "online"
+            ? "   mode: online (workload learned from the arrivals so far, as gpupoold)"
+            : "   mode: oracle (workload from the whole trace; no daemon has that)")
+    << "\n"
     << "   unallocated GPU % at arrived = 100% (mean ± sd over seeds); per replay: wall and CPU "
        "seconds; decisions per CPU second\n";
   char line[256];
@@ -83,10 +88,15 @@ std::string Table(const std::string& workload, const std::vector<Summary>& rows)
                   name.c_str(), s.mean, s.sd, s.min, s.max, s.runs, s.seconds_per_replay,
                   s.cpu_seconds_per_replay, s.decisions_per_second);
     o << line;
-    if (!s.label.empty())
+    if (s.label == "packing bound")
+      o << "  (packing bound: no policy, even one that refuses tasks, can leave less "
+           "unallocated on these arrival sequences — an LP certificate, docs/placement.md; its "
+           "seconds are its own)\n";
+    else if (!s.label.empty())
       o << "  (" << s.label
-        << ": no policy, online or offline, can leave less unallocated on these arrival "
-           "sequences — an LP certificate, docs/placement.md; its seconds are its own)\n";
+        << ": no policy that drops a task only when no node can host it can leave less "
+           "unallocated on these arrival sequences; one that may refuse tasks is bound only by "
+           "--bound packing — LP certificates, docs/placement.md; its seconds are its own)\n";
   }
   return o.str();
 }
@@ -135,12 +145,15 @@ std::string PerSeedTable(const std::string& workload, const std::vector<ReplayRe
 }
 
 std::string Json(const std::string& workload, double tune, const std::vector<ReplayResult>& results,
-                 const std::vector<Summary>& rows, const std::vector<SeedBound>& bounds) {
+                 const std::vector<Summary>& rows, const std::vector<SeedBound>& bounds,
+                 const std::string& mode) {
   std::ostringstream o;
-  o << "{\n  \"workload\": \"" << workload << "\",\n  \"tune\": " << tune << ",\n  \"summary\": [";
+  o << "{\n  \"workload\": \"" << workload << "\",\n  \"mode\": \"" << mode
+    << "\",\n  \"tune\": " << tune << ",\n  \"summary\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Summary& s = rows[i];
-    o << (i ? "," : "") << "\n    {\"strategy\": \"" << StrategyName(s.strategy)
+    const std::string name = s.label.empty() ? std::string(StrategyName(s.strategy)) : s.label;
+    o << (i ? "," : "") << "\n    {\"strategy\": \"" << name
       << "\", \"mean\": " << Fixed(s.mean, 4) << ", \"sd\": " << Fixed(s.sd, 4)
       << ", \"runs\": " << s.runs << ", \"seconds_per_replay\": " << Fixed(s.seconds_per_replay, 6)
       << ", \"decisions_per_second\": " << Fixed(s.decisions_per_second, 0) << "}";

@@ -32,13 +32,17 @@ Summary Summarize(Strategy s, const std::vector<ReplayResult>& results);
 // The same over the seeds' bounds; label "bound".
 Summary SummarizeBound(const std::vector<SeedBound>& bounds);
 
-std::string Table(const std::string& workload, const std::vector<Summary>& rows);
+// `mode`: "online" (the model learned from the arrivals so far, as gpupoold) or "oracle" (the
+// model from the whole trace, for comparison); printed in the title and written as "mode".
+std::string Table(const std::string& workload, const std::vector<Summary>& rows,
+                  const std::string& mode = "oracle");
 // One row per seed: each strategy's unallocated % at arrived = 100, the bound, and the gap from
 // the best strategy of that seed to the bound.
 std::string PerSeedTable(const std::string& workload, const std::vector<ReplayResult>& results,
                          const std::vector<SeedBound>& bounds);
 std::string Json(const std::string& workload, double tune, const std::vector<ReplayResult>& results,
-                 const std::vector<Summary>& rows, const std::vector<SeedBound>& bounds = {});
+                 const std::vector<Summary>& rows, const std::vector<SeedBound>& bounds = {},
+                 const std::string& mode = "oracle");
 // Mean unallocated % per strategy over its seeds, arrived 0…130 %.
 std::string Svg(const std::string& workload, const std::vector<ReplayResult>& results);
 

@@ -141,8 +141,20 @@ Resources TraceModel(std::string_view model) {
     int64_t tflops, vram_mib;
   };
   static constexpr Entry kModels[] = {
-      {"P100", 19, 16384}, {"T4", 65, 16384},  {"V100M16", 125, 16384}, {"V100M32", 125, 32768},
-      {"A10", 125, 24576}, {"G2", 100, 32768}, {"G3", 150, 49152},
+      {"P100", 19, 16384},
+      {"T4", 65, 16384},
+      {"V100M16", 125, 16384},
+      {"V100M32", 125, 32768},
+      {"A10", 125, 24576},
+      {"G2", 100, 32768},
+      {"G3", 150, 49152},
+      // The synthetic clusters of bench/workload_gen.cc.
+      {"H100", 989, 81920},
+      {"A100", 312, 81920},
+      {"L40S", 362, 49152},
+      {"L4", 121, 24576},
+      {"MI300X", 1307, 196608},
+      {"MI250", 362, 131072},
   };
   for (const Entry& e : kModels)
     if (e.name == model) return Resources{e.tflops * 1000, e.vram_mib};

@@ -4,6 +4,8 @@
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -297,6 +300,11 @@ TEST_F(AgentStreamTest, RegisterCarriesNodeDevicesAndLinks) {
   EXPECT_EQ(r.backend(), "simulated");
   EXPECT_EQ(r.agent_version(), kAgentVersion);
   EXPECT_EQ(r.running_tasks_size(), 0);
+  // No sandbox configured: said so, not pretended.
+  ASSERT_GE(r.capabilities_size(), 1);
+  EXPECT_EQ(r.capabilities(0).name(), "sandbox");
+  EXPECT_FALSE(r.capabilities(0).enforced());
+  EXPECT_NE(r.capabilities(0).detail().find("sandbox.enabled: false"), std::string::npos);
   // GPU 0, GPU 1 + its two 3g.40gb instances, the L4 (index 2).
   ASSERT_EQ(r.devices_size(), 5);
   EXPECT_EQ(r.devices(0).uuid(), "GPU-sim-node-a-0");
@@ -313,6 +321,65 @@ TEST_F(AgentStreamTest, RegisterCarriesNodeDevicesAndLinks) {
     std::this_thread::sleep_for(milliseconds(10));
   EXPECT_TRUE(agent_->stats().registered);
   EXPECT_EQ(agent_->stats().epoch, 5);
+}
+
+// The whole path with a sandbox: StartTask's CPU/memory and device grant reach the task's
+// cgroup (the simulated backend's fake /dev/nvidia* files, mknod'ed), the TaskUpdate carries
+// the usage, Register the capabilities.
+TEST_F(AgentStreamTest, SandboxedTaskOverTheStream) {
+  if (geteuid() != 0) GTEST_SKIP() << "the sandbox needs root (cgroups, mounts, uid switching)";
+  char dev_tmpl[] = "/run/gpupool-agent-dev-XXXXXX";
+  const std::string dev_dir = mkdtemp(dev_tmpl);
+  chmod(dev_dir.c_str(), 0755);
+  config_.sim.device_dir = dev_dir + "/dev";
+  config_.sandbox.enabled = true;
+  config_.sandbox.cgroup_parent = "gpupool-agent-test-" + std::to_string(getpid());
+  config_.sandbox.uid_pool_first = 62000;
+  config_.sandbox.uid_pool_count = 10;
+  backend_ = std::make_unique<SimulatedBackend>("node-a", config_.sim, config_.models);
+  auto box = sandbox::Sandbox::Create(config_.sandbox, dir_);
+  ASSERT_TRUE(box.ok()) << box.status().ToString();
+  runner_.reset();
+  TaskRunnerOptions ro;
+  ro.data_dir = dir_;
+  ro.default_grace_ms = 300;
+  ro.sandbox = *box;
+  runner_ = std::make_unique<TaskRunner>(ro);
+  StartAgent();
+  const v1::Register r = service_.Snapshot()[0].register_();
+  std::map<std::string, bool> caps;
+  for (const auto& c : r.capabilities()) caps[c.name()] = c.enforced();
+  EXPECT_TRUE(caps["sandbox"]);
+  EXPECT_TRUE(caps["memory"]);
+  EXPECT_EQ(caps["devices"], sandbox::CgroupLayout::Detect().devices_enforced());
+  EXPECT_FALSE(caps["mps"]);
+
+  v1::SchedulerMessage m =
+      StartMsg("s1", "exec 2>&1; id -u; cat " + config_.sim.device_dir + "/nvidia1; cat " +
+                         config_.sim.device_dir + "/nvidia0; cat " + config_.sim.device_dir +
+                         "/nvidia-uvm; true");
+  m.mutable_start_task()->set_cpu_milli(1000);
+  m.mutable_start_task()->set_memory_mib(128);
+  ASSERT_TRUE(service_.Send(m));
+  ASSERT_TRUE(WaitUpdate("s1", v1::TASK_STATE_SUCCEEDED));
+  const auto done = FindUpdate(service_.Snapshot(), "s1", v1::TASK_STATE_SUCCEEDED);
+  const std::string& out = done->output_tail();
+  EXPECT_NE(out.find("62000"), std::string::npos) << out;
+  if (caps["devices"]) {
+    EXPECT_NE(out.find("nvidia1: Operation not permitted"), std::string::npos) << out;
+  }
+  EXPECT_NE(out.find("nvidia0: No such device or address"), std::string::npos) << out;
+  EXPECT_NE(out.find("nvidia-uvm: No such device or address"), std::string::npos) << out;
+  EXPECT_GT(done->cpu_usage_us(), 0);
+  EXPECT_GT(done->peak_memory_bytes(), 0);
+  EXPECT_EQ(done->oom_kills(), 0);
+  agent_->Shutdown(false);
+  agent_.reset();
+  runner_.reset();
+  for (const auto& [c, mount] : sandbox::CgroupLayout::Detect().v1) {
+    rmdir((mount + "/" + config_.sandbox.cgroup_parent).c_str());
+  }
+  std::filesystem::remove_all(dev_dir);
 }
 
 TEST_F(AgentStreamTest, HeartbeatsAtTheConfiguredInterval) {

@@ -100,7 +100,62 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"heartbeat_interval_ms: 1\n",
                 "agent.yaml:1:24: heartbeat_interval_ms: must be ≥ 10, got 1"},
         BadCase{"pool: [a, b]\n", "agent.yaml:1:7: pool: must be a string, got a list"},
+        BadCase{"sandbox: {enabled: true, uids: 5}\n",
+                "agent.yaml:1:26: sandbox.uids: unknown key (expected enabled, cgroup_parent, "
+                "uid_pool, tenant_users, pids_max, default_memory_mib, hide, private_tmp)"},
+        BadCase{"sandbox:\n  uid_pool: {first: 200000}\n",
+                "agent.yaml:2:13: sandbox.uid_pool: needs first and count, e.g. {first: 200000, "
+                "count: 1000}"},
+        BadCase{"sandbox:\n  cgroup_parent: /sys/fs/cgroup/x\n",
+                "agent.yaml:2:18: sandbox.cgroup_parent: must be a relative cgroup path without "
+                "'..', got '/sys/fs/cgroup/x'"},
+        BadCase{"sandbox:\n  hide: [etc/certs]\n",
+                "agent.yaml:2:9: sandbox.hide: 'etc/certs' is not absolute"},
+        BadCase{"sim_device_dir: dev\n",
+                "agent.yaml:1:17: sim_device_dir: must be an absolute path, got 'dev'"},
         BadCase{"pool: a\n  bad indent: [\n", "agent.yaml:2:13: illegal map value"}));
+
+TEST(AgentConfigTest, ParsesTheSandboxSection) {
+  auto c = ParseAgentConfig(R"(sandbox:
+  enabled: true
+  cgroup_parent: gpupool/tasks
+  uid_pool: {first: 200000, count: 1000}
+  tenant_users: {acme/ml: alice, acme/ops: "#3000"}
+  pids_max: 512
+  default_memory_mib: 2048
+  hide: [/etc/gpupool/certs]
+  private_tmp: [/tmp]
+sim_device_dir: /run/gpupool-sim/dev
+gpus: [{model: L4}]
+)",
+                            "agent.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const sandbox::SandboxOptions& o = c->sandbox;
+  EXPECT_TRUE(o.enabled);
+  EXPECT_EQ(o.cgroup_parent, "gpupool/tasks");
+  EXPECT_EQ(o.uid_pool_first, 200000);
+  EXPECT_EQ(o.uid_pool_count, 1000);
+  EXPECT_EQ(o.tenant_users.at("acme/ml"), "alice");
+  EXPECT_EQ(o.tenant_users.at("acme/ops"), "#3000");
+  EXPECT_EQ(o.pids_max, 512);
+  EXPECT_EQ(o.default_memory_mib, 2048);
+  EXPECT_EQ(o.hide_paths, std::vector<std::string>{"/etc/gpupool/certs"});
+  EXPECT_EQ(o.private_tmp, std::vector<std::string>{"/tmp"});
+  EXPECT_EQ(c->sim.device_dir, "/run/gpupool-sim/dev");
+  // Off unless asked for.
+  auto d = ParseAgentConfig("gpus: [{model: L4}]\n", "a.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->sandbox.enabled);
+}
+
+TEST(AgentConfigTest, AnEnabledSandboxNeedsUids) {
+  auto c =
+      ParseAgentConfig("node_name: n\nsandbox: {enabled: true}\ngpus: [{model: L4}]\n", "a.yaml");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(ValidateAgentConfig(&*c).message(),
+            "a.yaml: sandbox: enabled needs sandbox.uid_pool (e.g. {first: 200000, count: "
+            "1000}) or sandbox.tenant_users");
+}
 
 TEST(AgentConfigTest, ValidateNeedsGpusForSimulated) {
   auto c = ParseAgentConfig("node_name: n\n", "a.yaml");

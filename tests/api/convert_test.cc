@@ -237,8 +237,33 @@ TEST(ConvertJob, RecordToProtoHasTaskIdsTimestampsAndStates) {
   EXPECT_FALSE(pt.has_finish_time());
 }
 
+// The typed "why pending" and the last preemption reach the API next to the human reason.
+TEST(ConvertJob, PendingVerdictAndLastPreemption) {
+  TaskRecord t;
+  t.job_id = 7;
+  t.index = 0;
+  t.state = TaskState::kPending;
+  t.attempt = 1;
+  t.pending = {PendingCode::kNoCapacity, "", {{"vram", 3}, {"cpu", 1}}};
+  t.preempted_by = Preemption{9, 2, PreemptRule::kReclaim, true};
+  v1::Task out;
+  ToProto(t, &out);
+  ASSERT_TRUE(out.has_pending());
+  EXPECT_EQ(out.pending().code(), v1::PendingReason::NO_CAPACITY);
+  EXPECT_EQ(out.pending().nodes_by_reason().at("vram"), 3);
+  EXPECT_EQ(out.pending().nodes_by_reason().at("cpu"), 1);
+  EXPECT_EQ(out.last_preemption().by_task(), "9.2");
+  EXPECT_EQ(out.last_preemption().rule(), "reclaim");
+  // Running: no pending verdict, the last preemption stays.
+  t.state = TaskState::kRunning;
+  v1::Task running;
+  ToProto(t, &running);
+  EXPECT_FALSE(running.has_pending());
+  EXPECT_TRUE(running.has_last_preemption());
+}
+
 TEST(ConvertJob, EnumsMapOneToOne) {
-  for (int s = 1; s <= 5; ++s) {
+  for (int s = 1; s <= 6; ++s) {
     auto js = static_cast<JobState>(s);
     EXPECT_EQ(FromProto(ToProto(js)), js);
   }

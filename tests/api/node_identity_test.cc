@@ -13,7 +13,7 @@
 
 #include "api/auth.h"
 #include "api/tls/enroll_service.h"
-#include "api/tls/pki.h"
+#include "base/tls/pki.h"
 #include "gpupool/v1/agent.grpc.pb.h"
 #include "tests/api/service_harness.h"
 

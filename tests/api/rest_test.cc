@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "api/auth.h"
 #include "api/rest/http_server.h"
@@ -392,6 +393,35 @@ TEST_F(RestTest, IdleConnectionsAreClosed) {
   char byte;
   c.stream().socket().read_some(testing::net::buffer(&byte, 1), ec);
   EXPECT_EQ(ec, testing::net::error::eof);
+}
+
+// Issue 16: 1,100 idle connections from one client took REST down for everyone.
+TEST_F(RestTest, OneClientCannotHoldMoreThanItsConnections) {
+  server_->Shutdown();
+  HttpServerOptions options;
+  options.max_connections_per_client = 3;
+  StartServer(options);
+  std::vector<std::unique_ptr<HttpClient>> idle;
+  for (int i = 0; i < 3; ++i) idle.push_back(std::make_unique<HttpClient>(port_));
+  // The server accepts in order, so the fourth is judged after the first three are counted.
+  HttpClient extra(port_);
+  testing::beast::error_code ec;
+  char byte;
+  extra.stream().socket().read_some(testing::net::buffer(&byte, 1), ec);
+  EXPECT_TRUE(ec == testing::net::error::eof || ec == testing::net::error::connection_reset)
+      << ec.message();
+  EXPECT_EQ(idle[0]->Send(verb::get, "/healthz").status, 200);  // the held ones still serve
+  idle.pop_back();  // a place frees up once the server sees the close
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        try {
+          HttpClient c(port_);
+          return c.Send(verb::get, "/healthz").status == 200;
+        } catch (const std::exception&) {
+          return false;
+        }
+      },
+      std::chrono::seconds(30)));
 }
 
 TEST_F(RestTest, AsyncRepliesFromOtherThreads) {

@@ -162,6 +162,31 @@ TEST(ServiceImpl, TenantsSubmitOnlyAtTheirAllowedPriorityClasses) {
   EXPECT_TRUE(h.Submit(req).first.ok());  // an admin may use any class
 }
 
+TEST(ServiceImpl, SubmissionsAreRateLimitedPerOrganisation) {
+  int64_t now_us = 0;  // the limiter's clock, moved by hand
+  RateLimiter limiter({.rate_per_second = 2, .burst = 3}, [&] { return now_us; });
+  ServiceOptions options;
+  options.submit_limiter = &limiter;
+  ServiceHarness h({}, options);
+  ASSERT_TRUE(h.CreatePool("gpu-a").first.ok());
+  // A burst of 3, shared by every path under the organisation.
+  EXPECT_TRUE(h.Submit(ServiceHarness::Job("acme/a", "gpu-a"), Tenant("acme")).first.ok());
+  EXPECT_TRUE(h.Submit(ServiceHarness::Job("acme/b", "gpu-a"), Tenant("acme")).first.ok());
+  EXPECT_TRUE(h.Submit(ServiceHarness::Job("acme/c/d", "gpu-a"), Tenant("acme")).first.ok());
+  Status s = h.Submit(ServiceHarness::Job("acme/e", "gpu-a"), Tenant("acme")).first;
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(),
+            "tenant 'acme': more than 2 submissions per second (burst 3); retry in 0.5 s");
+  // Another organisation and admins are not held back by acme's flood.
+  EXPECT_TRUE(h.Submit(ServiceHarness::Job("globex/x", "gpu-a"), Tenant("globex")).first.ok());
+  EXPECT_TRUE(h.Submit(ServiceHarness::Job("acme/e", "gpu-a")).first.ok());
+  // Half a second later one token is back.
+  now_us += 500'000;
+  EXPECT_TRUE(h.Submit(ServiceHarness::Job("acme/e", "gpu-a"), Tenant("acme")).first.ok());
+  EXPECT_EQ(h.Submit(ServiceHarness::Job("acme/e", "gpu-a"), Tenant("acme")).first.code(),
+            StatusCode::kResourceExhausted);
+}
+
 TEST(ServiceImpl, AdminMethodsRequireAnAdmin) {
   ServiceHarness h;
   CallContext user = Tenant("acme");
@@ -194,6 +219,39 @@ TEST(ServiceImpl, AdminMethodsRequireAnAdmin) {
   get.set_name("theirs");
   EXPECT_EQ(h.Call(&ApiService::GetPool, get, Tenant("acme/x")).first.code(),
             StatusCode::kPermissionDenied);
+}
+
+TEST(ServiceImpl, LearnedWorkloadIsShownToAdminsOnly) {
+  // Three jobs of one shape submitted to a public pool: an admin sees the class the placement
+  // learned from them; a tenant, who could otherwise read others' request mix, sees none.
+  ServiceHarness h;
+  ASSERT_TRUE(h.CreatePool("shared").first.ok());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(
+        h.Submit(ServiceHarness::Job("acme/research/alice", "shared", 250'000, 20'480)).first.ok());
+  v1::GetPoolRequest get;
+  get.set_name("shared");
+  auto [as, admin] = h.Call(&ApiService::GetPool, get);
+  ASSERT_TRUE(as.ok()) << as.ToString();
+  EXPECT_EQ(admin.learned_tasks(), 3);
+  ASSERT_GE(admin.learned_classes_size(), 1);
+  const v1::LearnedClass& top = admin.learned_classes(0);
+  EXPECT_FALSE(top.prior());
+  EXPECT_EQ(top.shape().fractional().milli_tflops(), 250'000);
+  EXPECT_EQ(top.shape().fractional().vram_mib(), 20'480);
+  // 3 tasks (each class of the prior weighs 16/7 = 2.29) against the prior's 16 pseudo-tasks:
+  // 3 / 19 of the weight (decay over 3 tasks moves it by < 1e-3).
+  EXPECT_NEAR(top.share(), 3.0 / 19, 1e-3);
+
+  auto [ts, tenant] = h.Call(&ApiService::GetPool, get, Tenant("acme/research/alice"));
+  ASSERT_TRUE(ts.ok()) << ts.ToString();
+  EXPECT_EQ(tenant.learned_classes_size(), 0);
+  EXPECT_EQ(tenant.learned_tasks(), 0);
+  auto [ls, list] =
+      h.Call(&ApiService::ListPools, v1::ListPoolsRequest{}, Tenant("acme/research/alice"));
+  ASSERT_TRUE(ls.ok());
+  ASSERT_EQ(list.pools_size(), 1);
+  EXPECT_EQ(list.pools(0).learned_classes_size(), 0);
 }
 
 TEST(ServiceImpl, PoolLifecycleAndValidation) {

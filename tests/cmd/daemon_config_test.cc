@@ -183,6 +183,42 @@ TEST(DaemonConfigTest, RefusesUnaddressablePoolsBadPortsAndDirectories) {
   EXPECT_NE(r.status().message().find("is a directory"), std::string::npos) << r.status().message();
 }
 
+TEST(DaemonConfigTest, SubmissionRateLimit) {
+  Result<DaemonConfig> d = ParseDaemonConfig("", "x.yaml");
+  EXPECT_EQ(d->submit_rate_per_second, 50);
+  EXPECT_EQ(d->submit_burst, 100);
+  Result<DaemonConfig> c = ParseDaemonConfig(
+      "tenant_defaults: {submit_rate_per_second: 2.5, submit_burst: 10}\n", "x.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->submit_rate_per_second, 2.5);
+  EXPECT_EQ(c->submit_burst, 10);
+  EXPECT_NE(ParseDaemonConfig("tenant_defaults: {submit_burst: 0}\n", "x.yaml")
+                .status()
+                .message()
+                .find("x.yaml:1: tenant_defaults.submit_burst"),
+            std::string::npos);
+}
+
+TEST(DaemonConfigTest, TlsListenAndNodeCertificates) {
+  Result<DaemonConfig> c = ParseDaemonConfig(
+      "listen: {grpc_tls: 0.0.0.0:7443}\nauth: {require_node_certificates: true}\n", "x.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->grpc_tls_listen, "0.0.0.0:7443");
+  EXPECT_TRUE(c->require_node_certificates);
+  EXPECT_TRUE(ParseDaemonConfig("", "x.yaml")->grpc_tls_listen.empty());  // off by default
+  EXPECT_EQ(ParseDaemonConfig("", "x.yaml")->http_max_connections_per_client, 256);
+  EXPECT_EQ(ParseDaemonConfig("listen: {http_max_connections_per_client: 0}\n", "x.yaml")
+                ->http_max_connections_per_client,
+            0);
+  EXPECT_NE(ParseDaemonConfig("listen: {grpc_tls: \"h:70000\"}\n", "x.yaml")
+                .status()
+                .message()
+                .find("x.yaml:1: listen.grpc_tls: port 70000 is out of range"),
+            std::string::npos);
+  const char* argv[] = {"gpupoold", "--grpc-tls-listen", "127.0.0.1:0"};
+  EXPECT_EQ(ParseDaemonCommandLine(3, argv)->config.grpc_tls_listen, "127.0.0.1:0");
+}
+
 TEST(DaemonConfigTest, PriorityClassesPerTenantAreInheritedAndNeverWidened) {
   const char* yaml = R"(
 tenants:

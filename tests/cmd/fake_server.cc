@@ -75,6 +75,7 @@ class Jobs final : public v1::JobService::Service {
                   v1::ListJobsResponse* resp) override {
     FAKE_AUTH();
     s_->last_list = *req;
+    ++s_->list_calls;
     const int size = req->page_size() == 0 ? 100 : req->page_size();
     const int start = req->page_token().empty() ? 0 : std::stoi(req->page_token());
     int seen = 0;
@@ -198,6 +199,20 @@ class Pools final : public v1::PoolService::Service {
     c->set_devices(2);
     c->set_nodes(1);
     stored.mutable_create_time()->set_seconds(1'795'362'018);
+    // What the placement learned: 40 tasks, mostly 12.5 TFLOPS + 20 GiB shares, some 2-GPU jobs.
+    stored.set_learned_tasks(40);
+    v1::LearnedClass* share = stored.add_learned_classes();
+    share->mutable_shape()->mutable_fractional()->set_milli_tflops(12'500);
+    share->mutable_shape()->mutable_fractional()->set_vram_mib(20'480);
+    share->mutable_shape()->set_cpu_milli(2'000);
+    share->mutable_shape()->set_memory_mib(8'192);
+    share->set_share(0.75);
+    v1::LearnedClass* whole = stored.add_learned_classes();
+    whole->mutable_shape()->mutable_whole_gpus()->set_count(2);
+    whole->mutable_shape()->mutable_whole_gpus()->add_models("H100-SXM");
+    whole->mutable_shape()->set_cpu_milli(16'000);
+    whole->mutable_shape()->set_memory_mib(65'536);
+    whole->set_share(0.25);
     *pool = stored;
     return Status::OK;
   }

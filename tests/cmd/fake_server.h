@@ -35,6 +35,7 @@ struct FakeState {
   v1::UpdatePoolRequest last_update;
   v1::GetTaskLogsRequest last_logs;
   v1::ListJobsRequest last_list;
+  int list_calls = 0;
   std::string last_authorization;
 };
 

@@ -4,7 +4,10 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/cmd/fake_server.h"
@@ -97,6 +100,11 @@ TEST_F(GpupoolctlE2E, PoolsLifecycle) {
   EXPECT_NE(o.out.find("Overcommit:       compute 1.5x, memory 1.0x\n"), std::string::npos)
       << o.out;
   EXPECT_NE(o.out.find("TFLOPS:           12.5/2968.5 allocated/offered (physical 1979)\n"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("Learned workload:  40 task(s) observed; top classes:\n"
+                       "  #1:              75.0%  12.5 TFLOPS + 20GiB VRAM, cpu 2, mem 8GiB\n"
+                       "  #2:              25.0%  2 GPUs (H100-SXM), cpu 16, mem 64GiB\n"),
             std::string::npos)
       << o.out;
 
@@ -268,6 +276,52 @@ TEST_F(GpupoolctlE2E, WatchAndLogsStream) {
   o = Ctl({"logs", "9.0"});
   EXPECT_EQ(o.exit, 3) << Dump(o);
   EXPECT_EQ(o.err, "gpupoolctl: NOT_FOUND: task '9.0' not found\n");
+}
+
+// jobs list -w: the list once with its header, then a line per job that changes, until the
+// watch timeout; top -n 1: one frame with pools, nodes, the queue and the active jobs.
+TEST_F(GpupoolctlE2E, ListWatchAndTop) {
+  CreatePool("training");
+  Outcome o = Ctl({"jobs", "submit", "--tenant", "acme/ml/alice", "--pool", "training", "--gpus",
+                   "1", "--", "train"});
+  ASSERT_EQ(o.exit, 0) << Dump(o);
+  // The job finishes once the watcher has listed it at least once.
+  std::thread change([this] {
+    for (int i = 0; i < 1000; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(server_.state().mu);
+        if (server_.state().list_calls > 0) {
+          server_.state().jobs.begin()->second.set_state(v1::JOB_STATE_SUCCEEDED);
+          return;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  o = Ctl({"jobs", "list", "-w", "--interval", "100ms", "--watch-timeout", "4s"});
+  change.join();
+  ASSERT_EQ(o.exit, 0) << Dump(o);
+  EXPECT_EQ(o.out.rfind("ID   TENANT", 0), 0u) << o.out;
+  EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 3) << o.out;  // header, PENDING, change
+  EXPECT_NE(o.out.find("PENDING"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("SUCCEEDED"), std::string::npos) << o.out;
+  o = Ctl({"jobs", "list", "-w", "--interval", "10ms"});
+  EXPECT_EQ(o.exit, 2) << Dump(o);  // below the 100ms floor: a usage error, nothing sent
+
+  o = Ctl({"top", "-n", "1"});
+  ASSERT_EQ(o.exit, 0) << Dump(o);
+  EXPECT_NE(o.out.find("POOL "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("training"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("nodes:"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("\033["), std::string::npos) << "no screen control on a pipe";
+  o = Ctl({"top", "-n", "2", "-d", "100ms"});
+  ASSERT_EQ(o.exit, 0) << Dump(o);
+  size_t frames = 0;
+  for (size_t at = o.out.find("gpupool  "); at != std::string::npos;
+       at = o.out.find("gpupool  ", at + 1)) {
+    ++frames;
+  }
+  EXPECT_EQ(frames, 2u) << o.out;
 }
 
 TEST_F(GpupoolctlE2E, Nodes) {

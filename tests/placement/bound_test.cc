@@ -314,4 +314,25 @@ TEST(BoundTest, ProtocolDropRule) {
 }
 
 }  // namespace
+TEST(BoundTest, RefusesNodeListsWithCpuOnlyNodes) {
+  // A CPU-only node next to a GPU node: the proof does not cover it, so the bound is refused and
+  // only the trivial (sound) numbers come back — unallocated ≥ 0, packable ≤ 100 %.
+  const std::vector<TraceNode> gpu = {{"n", 64000, 262144, 2, "T4"}};
+  std::vector<TraceNode> mixed = gpu;
+  mixed.push_back({"c", 96000, 393216, 0, ""});
+  EXPECT_EQ(BoundRefusal(gpu), "");
+  EXPECT_NE(BoundRefusal(mixed).find("1 CPU-only node"), std::string::npos);
+  const std::vector<TraceTask> a = {
+      {"a", 4000, 1024, 1, 600, ""}, {"b", 4000, 1024, 1, 600, ""}, {"c", 4000, 1024, 1, 800, ""}};
+  for (bool protocol : {true, false}) {
+    BoundOptions o;
+    o.protocol = protocol;
+    const MetricBound b = UnallocatedLowerBound(mixed, a, 100, o);
+    EXPECT_FALSE(b.refused.empty());
+    EXPECT_EQ(b.unallocated_pct, 0);
+    EXPECT_EQ(b.packable_pct, 100);
+    EXPECT_TRUE(UnallocatedLowerBound(gpu, a, 100, o).refused.empty());
+  }
+}
+
 }  // namespace gpupool::placement::sim

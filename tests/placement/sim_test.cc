@@ -2,6 +2,7 @@
 // small replay on the real Alibaba trace that must give sane numbers (not timings).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -91,6 +92,37 @@ TEST(ReplayTest, RealTraceSubsetIsSane) {
   }
 }
 
+// Online mode never peeks at the future: the decisions for the first k arrivals are the same
+// whether or not the later arrivals exist. Cluster: 60 nodes of the real trace, so it fills up.
+TEST(ReplayTest, OnlineDecisionsDependOnlyOnThePast) {
+  const std::string dir = GPUPOOL_TRACE_DIR;
+  if (!std::filesystem::exists(dir + "/openb_node_list_gpu_node.csv"))
+    GTEST_SKIP() << "no trace at " << dir;
+  auto nodes = ParseNodes(*LoadFile(dir + "/openb_node_list_gpu_node.csv"));
+  auto tasks = ParseTasks(*LoadFile(dir + "/openb_pod_list_default.csv"));
+  ASSERT_TRUE(nodes.ok() && tasks.ok());
+  nodes->resize(60);
+  const auto arrivals = Arrivals(*tasks, 7, 1.3, CapacityMilli(*nodes));
+  const std::vector<TraceTask> prefix(arrivals.begin(), arrivals.begin() + 150);
+  for (Strategy s : {Strategy::kFgd, Strategy::kFgdPack, Strategy::kFirstFit}) {
+    std::vector<std::string> whole, part;
+    ASSERT_TRUE(ReplayOnline(*nodes, arrivals, s, 7, 0, &whole).ok());
+    ASSERT_TRUE(ReplayOnline(*nodes, prefix, s, 7, 0, &part).ok());
+    ASSERT_EQ(part.size(), 150u);
+    EXPECT_EQ(std::vector<std::string>(whole.begin(), whole.begin() + 150), part)
+        << StrategyName(s);
+    EXPECT_GT(std::count(whole.begin(), whole.end(), std::string()), 0) << StrategyName(s);
+  }
+}
+
+TEST(ReportTest, ModeIsLabelled) {
+  Summary s = Summarize(Strategy::kFgd, {});
+  EXPECT_NE(Table("default", {s}, "online").find("mode: online"), std::string::npos);
+  EXPECT_NE(Table("default", {s}).find("mode: oracle"), std::string::npos);
+  EXPECT_NE(Json("default", 1.3, {}, {s}, {}, "online").find("\"mode\": \"online\""),
+            std::string::npos);
+}
+
 TEST(ReportTest, SummaryAndOutputs) {
   ReplayResult a, b;
   a.strategy = b.strategy = Strategy::kFgd;
@@ -113,7 +145,7 @@ TEST(ReportTest, BoundRowAndPerSeed) {
   a.seed = 42;
   a.alloc_pct.assign(kMaxArrivedPct + 1, -1);
   a.alloc_pct[100] = 95;  // unallocated 5
-  const std::vector<SeedBound> bounds = {{42, MetricBound{3.0, 97.0, 10}}};
+  const std::vector<SeedBound> bounds = {{42, MetricBound{3.0, 97.0, 10, ""}}};
   const Summary b = SummarizeBound(bounds);
   EXPECT_EQ(b.label, "bound");
   EXPECT_DOUBLE_EQ(b.mean, 3.0);

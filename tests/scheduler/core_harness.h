@@ -1,7 +1,15 @@
 // A deterministic harness for Core scenario tests: a manual clock, an executor that queues
 // closures until Drain(), the in-memory store, and simulated agents that record the commands
 // the core sends them.
+//
+// The invariant every scenario is held to: after each Drain(), unless the core says it holds
+// changes the store refused (Core::unstored_changes()), the state recovered from the store equals
+// the state in memory (ExpectDurable). Display text (`reason`) and heartbeat liveness (a node's
+// last heartbeat, device health from heartbeats) are the named exceptions: they are not stored on
+// every change.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <deque>
 #include <functional>
@@ -32,15 +40,64 @@ class RecordingAgents : public AgentGateway {
   std::set<std::string> connected;
 };
 
+// The in-memory store with a fault hook: a batch for which `refuse` returns true fails with
+// UNAVAILABLE and nothing of it is applied (the store's all-or-nothing contract).
+class RefusingStore : public Store {
+ public:
+  explicit RefusingStore(MemoryStore* inner) : inner_(inner) {}
+  Result<int64_t> AcquireLeadership() override { return inner_->AcquireLeadership(); }
+  Result<RecoveredState> Recover() override { return inner_->Recover(); }
+  void Apply(std::vector<Mutation> batch, Done done) override {
+    if (refuse && refuse(batch)) {
+      ++refused;
+      done(Status::Unavailable("database unavailable (refused by the test)"));
+      return;
+    }
+    inner_->Apply(std::move(batch), std::move(done));
+  }
+  Result<std::vector<EventRecord>> ListEvents(const std::string& prefix, int limit) override {
+    return inner_->ListEvents(prefix, limit);
+  }
+  std::function<bool(const std::vector<Mutation>&)> refuse;
+  int refused = 0;
+
+ private:
+  MemoryStore* inner_;
+};
+
+// True when the batch stores a task with the given stop intent.
+inline bool StoresStop(const std::vector<Mutation>& batch, StopIntent stop) {
+  for (const Mutation& m : batch) {
+    if (const auto* ut = std::get_if<UpdateTask>(&m); ut != nullptr && ut->task.stop == stop)
+      return true;
+  }
+  return false;
+}
+
+// A record with what is not stored on every change blanked (see the header comment).
+inline JobRecord Durable(JobRecord j) {
+  for (TaskRecord& t : j.tasks) {
+    t.reason.clear();
+    t.pending = {};
+  }
+  return j;
+}
+inline NodeRecord Durable(NodeRecord n) {
+  n.last_heartbeat_us = 0;
+  for (DeviceRecord& d : n.devices) d.healthy = true;
+  return n;
+}
+
 class CoreHarness {
  public:
   explicit CoreHarness(SchedulerOptions options = SchedulerOptions::Defaults(),
                        std::shared_ptr<MemoryDatabase> db = nullptr,
                        SchedulerMetrics* metrics = nullptr, int64_t clock_start_us = 0)
-      : store(db ? std::make_unique<MemoryStore>(db) : std::make_unique<MemoryStore>()) {
+      : store(db ? std::make_unique<MemoryStore>(db) : std::make_unique<MemoryStore>()),
+        faults(store.get()) {
     if (clock_start_us != 0) clock.Set(clock_start_us);  // before recovery reads the time
     core = std::make_unique<Core>(
-        options, &clock, store.get(), &agents,
+        options, &clock, &faults, &agents,
         [this](std::function<void()> fn) { queue.push_back(std::move(fn)); }, metrics);
     Result<int64_t> epoch = store->AcquireLeadership();
     Result<RecoveredState> state = store->Recover();
@@ -48,12 +105,37 @@ class CoreHarness {
     Drain();
   }
 
-  // Runs queued closures (store completions, scheduling passes) until none is left.
+  // Runs queued closures (store completions, scheduling passes) until none is left, then checks
+  // the durability invariant.
   void Drain() {
     while (!queue.empty()) {
       auto fn = std::move(queue.front());
       queue.pop_front();
       fn();
+    }
+    if (check_durable && core != nullptr) ExpectDurable();
+  }
+
+  // What memory holds = what the store holds, once nothing is waiting to be stored again.
+  void ExpectDurable() {
+    if (core->unstored_changes() != 0) return;
+    Result<RecoveredState> state = store->Recover();
+    if (!state.ok()) return;  // the test plays an outage
+    std::map<int64_t, JobRecord> stored;
+    for (JobRecord& j : state->jobs) stored.emplace(j.id, std::move(j));
+    JobFilter all;
+    all.limit = 1'000'000;
+    for (const JobRecord& j : core->ListJobs(all).jobs) {
+      auto it = stored.find(j.id);
+      ASSERT_NE(it, stored.end()) << "job " << j.id << " is in memory but not stored";
+      EXPECT_EQ(Durable(j), Durable(it->second)) << "job " << j.id << ": memory != store";
+    }
+    std::map<std::string, NodeRecord> nodes;
+    for (NodeRecord& n : state->nodes) nodes.emplace(n.name, std::move(n));
+    for (const NodeView& v : core->ListNodes("")) {
+      auto it = nodes.find(v.node.name);
+      ASSERT_NE(it, nodes.end()) << "node " << v.node.name << " is in memory but not stored";
+      EXPECT_EQ(Durable(v.node), Durable(it->second)) << "node " << v.node.name;
     }
   }
 
@@ -195,8 +277,10 @@ class CoreHarness {
   }
 
   size_t stops_answered = 0;
+  bool check_durable = true;
   ManualClock clock;
   std::unique_ptr<MemoryStore> store;
+  RefusingStore faults;  // what the core writes through
   RecordingAgents agents;
   std::deque<std::function<void()>> queue;
   std::unique_ptr<Core> core;

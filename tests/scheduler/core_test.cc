@@ -139,8 +139,7 @@ TEST(CoreTest, PriorityOrderWhenCapacityIsShort) {
   ASSERT_TRUE(h.Register("n1", "gpu", 1).ok());
   EXPECT_EQ(h.Task(high->id).state, TaskState::kScheduled);
   EXPECT_EQ(h.Task(low->id).state, TaskState::kPending);
-  EXPECT_NE(h.Task(low->id).reason.find("waiting for capacity"), std::string::npos)
-      << h.Task(low->id).reason;
+  EXPECT_EQ(h.Task(low->id).pending.code, PendingCode::kNoCapacity) << h.Task(low->id).reason;
 }
 
 TEST(CoreTest, GangPlacesAllOrNothing) {
@@ -292,14 +291,17 @@ TEST(CoreTest, CancelStopsRunningTasksAndReleasesOnExit) {
   Result<JobRecord> cancelled =
       h.Sync<JobRecord>([&](auto cb) { h.core->CancelJob(job->id, "", cb); });
   ASSERT_TRUE(cancelled.ok());
-  EXPECT_EQ(cancelled->state, JobState::kCancelled);
+  // Not CANCELLED while task 0 still runs and holds its GPU: CANCELLING, with a stored intent.
+  EXPECT_EQ(cancelled->state, JobState::kCancelling);
   EXPECT_EQ(h.Task(job->id, 1).state, TaskState::kCancelled);
+  EXPECT_EQ(h.Task(job->id, 0).stop, StopIntent::kCancel);
   ASSERT_EQ(h.agents.stops.size(), 1u);
   EXPECT_EQ(h.agents.stops[0].second.task_id, TaskId(job->id, 0));
   // The GPU stays held until the process is gone.
   EXPECT_EQ(h.core->GetPool("gpu")->capacity.allocated.milli_tflops, 989'000);
   h.Report("n1", job->id, 0, TaskState::kFailed, 143);
   EXPECT_EQ(h.Task(job->id, 0).state, TaskState::kCancelled);
+  EXPECT_EQ(h.core->GetJob(job->id)->state, JobState::kCancelled);
   EXPECT_EQ(h.core->GetPool("gpu")->capacity.allocated.milli_tflops, 0);
 }
 

@@ -69,6 +69,8 @@ TEST(TenancyTest, FitsTheLimitButNotNowWaitsAndSaysSo) {
   EXPECT_EQ(h.Task(b->id).state, TaskState::kPending);
   EXPECT_EQ(h.Task(b->id).reason,
             "waiting: quota acme/research at 180/200 TFLOPS in pool gpu (task needs 40 TFLOPS)");
+  EXPECT_EQ(h.Task(b->id).pending,
+            (PendingVerdict{PendingCode::kOverQuota, "acme/research in pool gpu: tflops", {}}));
   Result<QuotaView> q = h.core->GetQuota("acme/research", "gpu");
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(q->used.resources.milli_tflops, 180'000);
@@ -176,9 +178,10 @@ TEST(TenancyTest, WhyPendingSaysBehindHigherPriority) {
   Result<JobRecord> lowjob = h.Submit(low);
   ASSERT_TRUE(normal.ok() && lowjob.ok());
   h.core->Schedule();
-  EXPECT_NE(h.Task(normal->id, 1).reason.find("waiting for capacity: 1 node(s) short of"),
-            std::string::npos)
+  EXPECT_EQ(h.Task(normal->id, 1).pending.code, PendingCode::kNoCapacity)
       << h.Task(normal->id, 1).reason;
+  ASSERT_EQ(h.Task(normal->id, 1).pending.nodes_by_reason.size(), 1u);
+  EXPECT_EQ(h.Task(normal->id, 1).pending.nodes_by_reason[0].second, 1);
   EXPECT_NE(h.Task(lowjob->id).reason.find("; behind 2 task(s) of higher priority"),
             std::string::npos)
       << h.Task(lowjob->id).reason;

@@ -123,6 +123,31 @@ TEST_P(StoreConformanceTest, UpdateTaskReplacesAllocations) {
   EXPECT_EQ(got.jobs[0].tasks, std::vector<TaskRecord>{t});
 }
 
+// Why a task is being stopped and who preempted it are typed facts, stored and recovered as
+// such (never parsed from `reason`); a job may be CANCELLING while its tasks stop.
+TEST_P(StoreConformanceTest, StopIntentAndPreemptionRoundTrip) {
+  JobRecord j = SampleJob(4, 3);
+  j.tasks[0].stop = StopIntent::kDrain;
+  j.tasks[1].stop = StopIntent::kPreempt;
+  j.tasks[1].preempted_by = Preemption{9, 2, PreemptRule::kReclaim, /*reserved=*/true};
+  ASSERT_OK(ApplyAndWait(*store_, {InsertJob{j}}));
+  TaskRecord t = j.tasks[2];
+  t.stop = StopIntent::kCancel;
+  t.preempted_by = Preemption{8, 0, PreemptRule::kPriority, /*reserved=*/false};
+  TaskRecord requeued = j.tasks[1];
+  requeued.stop = StopIntent::kNone;  // requeued: the stop is over, the last preemption stays
+  requeued.attempt = 1;
+  ASSERT_OK(ApplyAndWait(*store_, {UpdateTask{t}, UpdateTask{requeued},
+                                   UpdateJob{4, JobState::kCancelling, "cancelling", 0}}));
+  j.tasks[2] = t;
+  j.tasks[1] = requeued;
+  j.state = JobState::kCancelling;
+  j.reason = "cancelling";
+  RecoveredState got = MustRecover(*store_);
+  ASSERT_EQ(got.jobs.size(), 1u);
+  EXPECT_EQ(got.jobs[0], j);
+}
+
 TEST_P(StoreConformanceTest, BatchIsAllOrNothing) {
   ASSERT_OK(ApplyAndWait(*store_, {UpsertPool{SamplePool("gpu-a")}}));
   // The last mutation fails: nothing of the batch may remain.

@@ -1,4 +1,5 @@
 // pki: gpupoold's private certificate authority and the X.509 work around it, on OpenSSL.
+// In base/ because both gpupoold (the CA) and gpupool-agent (keys, CSRs, renewal) use it.
 //
 // The CA lives in one directory (`<data-dir>/tls/`), created on first start, every file 0600:
 //   ca.key, ca.crt          the CA (ECDSA P-256, ten years); ca.crt is what clients trust
@@ -25,7 +26,7 @@
 
 #include "base/status.h"
 
-namespace gpupool::api::tls {
+namespace gpupool::tls {
 
 struct KeyAndCsr {
   std::string key_pem;  // PKCS#8 private key
@@ -71,4 +72,4 @@ class CertAuthority {
   std::string server_key_pem_;
 };
 
-}  // namespace gpupool::api::tls
+}  // namespace gpupool::tls

@@ -1,4 +1,4 @@
-#include "api/tls/pki.h"
+#include "base/tls/pki.h"
 
 #include <openssl/bio.h>
 #include <openssl/bn.h>
@@ -17,7 +17,7 @@
 #include <memory>
 #include <sstream>
 
-namespace gpupool::api::tls {
+namespace gpupool::tls {
 namespace {
 
 namespace fs = std::filesystem;
@@ -279,4 +279,4 @@ Result<std::string> CertAuthority::SignNodeCsr(std::string_view csr_pem, const s
   return CertPem(cert.get());
 }
 
-}  // namespace gpupool::api::tls
+}  // namespace gpupool::tls

@@ -1,0 +1,147 @@
+#include "agent/enroll.h"
+
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "base/log.h"
+#include "base/tls/pki.h"
+#include "gpupool/v1/agent.grpc.pb.h"
+
+namespace gpupool::agent {
+namespace {
+
+constexpr std::chrono::seconds kCallTimeout{30};
+
+Result<std::string> Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path + ": cannot read");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Status FromGrpc(const grpc::Status& s, const std::string& what) {
+  if (s.ok()) return Status::Ok();
+  return Status(static_cast<StatusCode>(s.error_code()), what + ": " + s.error_message());
+}
+
+// Saves a new key and certificate; the key first, so the pair on disk is never a new
+// certificate with an old key for longer than one rename.
+Status Save(const NodeCertPaths& p, const std::string& key_pem, const v1::JoinResponse& r) {
+  GPUPOOL_RETURN_IF_ERROR(tls::WritePrivateFile(p.key, key_pem));
+  GPUPOOL_RETURN_IF_ERROR(tls::WritePrivateFile(p.cert, r.cert_pem()));
+  return Status::Ok();
+}
+
+bool Due(const tls::CertInfo& info) {
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  const int64_t life = info.not_after_s - info.not_before_s;
+  return now >= info.not_after_s - life / 3;
+}
+
+Status Join(const AgentConfig& config, const NodeCertPaths& p, const std::string& ca_pem) {
+  GPUPOOL_ASSIGN_OR_RETURN(tls::KeyAndCsr kc, tls::NewKeyAndCsr(config.node_name));
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = ca_pem;
+  auto stub = v1::NodeEnrollService::NewStub(
+      grpc::CreateChannel(config.scheduler, grpc::SslCredentials(o)));
+  v1::JoinRequest req;
+  req.set_node_name(config.node_name);
+  req.set_token(config.token);
+  req.set_csr_pem(kc.csr_pem);
+  v1::JoinResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
+  GPUPOOL_RETURN_IF_ERROR(FromGrpc(stub->Join(&ctx, req, &resp), "join"));
+  GPUPOOL_RETURN_IF_ERROR(Save(p, kc.key_pem, resp));
+  LogInfo("agent.enroll", "joined; node certificate saved", {{"node", config.node_name}});
+  return Status::Ok();
+}
+
+Status Renew(const AgentConfig& config, const NodeCertPaths& p, const std::string& ca_pem) {
+  GPUPOOL_ASSIGN_OR_RETURN(std::string key, Slurp(p.key));
+  GPUPOOL_ASSIGN_OR_RETURN(std::string cert, Slurp(p.cert));
+  GPUPOOL_ASSIGN_OR_RETURN(tls::KeyAndCsr kc, tls::NewKeyAndCsr(config.node_name));
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = ca_pem;
+  o.pem_private_key = key;
+  o.pem_cert_chain = cert;
+  auto stub = v1::NodeEnrollService::NewStub(
+      grpc::CreateChannel(config.scheduler, grpc::SslCredentials(o)));
+  v1::RenewRequest req;
+  req.set_csr_pem(kc.csr_pem);
+  v1::JoinResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
+  GPUPOOL_RETURN_IF_ERROR(FromGrpc(stub->Renew(&ctx, req, &resp), "renew"));
+  GPUPOOL_RETURN_IF_ERROR(Save(p, kc.key_pem, resp));
+  LogInfo("agent.enroll", "node certificate renewed", {{"node", config.node_name}});
+  return Status::Ok();
+}
+
+}  // namespace
+
+NodeCertPaths NodeCertPathsOf(const AgentConfig& config) {
+  const std::string dir = config.data_dir + "/tls";
+  return {dir, dir + "/node.key", dir + "/node.crt", dir + "/ca.crt"};
+}
+
+Status EnsureNodeCertificate(const AgentConfig& config) {
+  const NodeCertPaths p = NodeCertPathsOf(config);
+  std::error_code ec;
+  std::filesystem::create_directories(p.dir, ec);
+  if (ec) return Status::Internal(p.dir + ": " + ec.message());
+  std::filesystem::permissions(p.dir, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  GPUPOOL_ASSIGN_OR_RETURN(std::string ca_pem, Slurp(config.ca_file));
+  GPUPOOL_RETURN_IF_ERROR(tls::WritePrivateFile(p.ca, ca_pem));
+  Result<std::string> cert = Slurp(p.cert);
+  if (!cert.ok() || !std::filesystem::exists(p.key)) return Join(config, p, ca_pem);
+  Result<tls::CertInfo> info = tls::ParseCert(*cert);
+  if (!info.ok() || info->common_name != config.node_name) return Join(config, p, ca_pem);
+  if (Due(*info)) return Renew(config, p, ca_pem);
+  return Status::Ok();
+}
+
+Result<bool> RenewIfDue(const AgentConfig& config) {
+  const NodeCertPaths p = NodeCertPathsOf(config);
+  GPUPOOL_ASSIGN_OR_RETURN(std::string cert, Slurp(p.cert));
+  GPUPOOL_ASSIGN_OR_RETURN(tls::CertInfo info, tls::ParseCert(cert));
+  if (!Due(info)) return false;
+  GPUPOOL_ASSIGN_OR_RETURN(std::string ca_pem, Slurp(p.ca));
+  GPUPOOL_RETURN_IF_ERROR(Renew(config, p, ca_pem));
+  return true;
+}
+
+grpc::ChannelArguments AgentChannelArgs(const AgentConfig& config, bool own_connection) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect.initial_ms));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect.initial_ms));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect.max_ms));
+  if (config.keepalive_ms > 0) {
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(config.keepalive_ms));
+  }
+  if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return args;
+}
+
+std::shared_ptr<grpc::Channel> MakeTlsAgentChannel(const AgentConfig& config, bool own_connection) {
+  const NodeCertPaths p = NodeCertPathsOf(config);
+  // Files re-read every minute: a renewed certificate is picked up by the next handshake.
+  auto provider =
+      std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(p.key, p.cert, p.ca, 60);
+  grpc::experimental::TlsChannelCredentialsOptions o;
+  o.set_certificate_provider(provider);
+  o.watch_root_certs();
+  o.watch_identity_key_cert_pairs();
+  return grpc::CreateCustomChannel(config.scheduler, grpc::experimental::TlsCredentials(o),
+                                   AgentChannelArgs(config, own_connection));
+}
+
+}  // namespace gpupool::agent

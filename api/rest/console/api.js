@@ -1,0 +1,66 @@
+// The REST client of the console: relative URLs (so it works over http or https, wherever
+// gpupoold serves it), the user's bearer token from this tab's sessionStorage, errors as ApiError
+// carrying the server's message. The token never goes into a URL.
+const KEY = 'gpupool.token';
+
+export function token() { return sessionStorage.getItem(KEY); }  // null: not signed in
+export function setToken(t) { sessionStorage.setItem(KEY, t); }
+export function clearToken() { sessionStorage.removeItem(KEY); }
+
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+function request(path, signal) {
+  const headers = { Accept: 'application/json' };
+  const t = token();
+  if (t) headers.Authorization = 'Bearer ' + t;
+  return fetch(path, { headers, signal, cache: 'no-store', credentials: 'omit' });
+}
+
+async function failure(r) {
+  const text = await r.text();
+  let message = text || r.statusText;
+  try { message = JSON.parse(text).message || message; } catch { /* not JSON */ }
+  return new ApiError(r.status, `${r.status}: ${message}`);
+}
+
+export async function get(path, signal) {
+  const r = await request(path, signal);
+  if (!r.ok) throw await failure(r);
+  return r.json();
+}
+
+// Reads a newline-delimited JSON stream, calling onItem with each line's `result`. Resolves when
+// the stream ends; rejects with the error line or response.
+export async function stream(path, onItem, signal) {
+  const r = await request(path, signal);
+  if (!r.ok) throw await failure(r);
+  const reader = r.body.getReader();
+  const decoder = new TextDecoder();
+  let buffered = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffered += decoder.decode(value, { stream: true });
+    let nl;
+    while ((nl = buffered.indexOf('\n')) >= 0) {
+      const line = buffered.slice(0, nl).trim();
+      buffered = buffered.slice(nl + 1);
+      if (!line) continue;
+      const msg = JSON.parse(line);
+      if (msg.error) throw new ApiError(200, msg.error.message || 'stream failed');
+      onItem(msg.result);
+    }
+  }
+}
+
+export function q(params) {
+  const s = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== '') s.set(k, v);
+  const text = s.toString();
+  return text ? '?' + text : '';
+}

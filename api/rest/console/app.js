@@ -1,0 +1,109 @@
+// The console's shell: sign-in (a bearer token kept in sessionStorage), hash routing between the
+// views, and live updates — the current view refreshes every few seconds while the tab is visible.
+// A view is { root, refresh(signal), dispose? }; its refresh throws ApiError on failure, shown in
+// the error line (a 401 sends the user back to sign in).
+import { token, setToken, clearToken, ApiError } from './api.js';
+import { h, replace } from './dom.js';
+import { poolsView } from './pools.js';
+import { jobsView } from './jobs.js';
+import { jobView } from './job.js';
+import { tenantsView } from './tenants.js';
+
+const REFRESH_MS = 3000;
+const $ = (id) => document.getElementById(id);
+let current = null;
+let inflight = null;
+
+function navigate(hash) {
+  if (location.hash === hash) route(); else location.hash = hash;
+}
+
+function viewFor(hash) {
+  const [path, query] = hash.replace(/^#/, '').split('?');
+  const params = new URLSearchParams(query || '');
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === 'jobs' && parts[1]) return ['jobs', jobView(parts[1])];
+  if (parts[0] === 'jobs') return ['jobs', jobsView(params, navigate)];
+  if (parts[0] === 'tenants') return ['tenants', tenantsView()];
+  return ['pools', poolsView()];
+}
+
+function showError(message) {
+  const e = $('error');
+  e.textContent = message || '';
+  e.hidden = !message;
+}
+
+async function refresh() {
+  if (!current || inflight) return;
+  const view = current;
+  inflight = new AbortController();
+  try {
+    await view.refresh(inflight.signal);
+    if (view === current) {
+      showError('');
+      $('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
+      document.body.dataset.loaded = 'true';
+    }
+  } catch (e) {
+    if (e.name === 'AbortError') return;
+    if (e instanceof ApiError && e.status === 401) {
+      clearToken();
+      showLogin('The server refused the token: ' + e.message);
+      return;
+    }
+    showError(e.message);
+  } finally {
+    inflight = null;
+  }
+}
+
+function route() {
+  if (token() === null) return showLogin('');
+  if (inflight) inflight.abort();
+  inflight = null;
+  if (current?.dispose) current.dispose();
+  const [section, view] = viewFor(location.hash || '#/pools');
+  current = view;
+  document.body.dataset.loaded = 'false';
+  for (const a of document.querySelectorAll('#nav a')) {
+    a.classList.toggle('active', a.getAttribute('href') === '#/' + section);
+  }
+  replace($('view'), view.root);
+  refresh();
+}
+
+function showLogin(message) {
+  if (inflight) inflight.abort();
+  inflight = null;
+  if (current?.dispose) current.dispose();
+  current = null;
+  document.body.dataset.loaded = 'false';
+  replace($('view'));
+  $('login').hidden = false;
+  $('logout').hidden = true;
+  $('who').textContent = '';
+  showError(message);
+  $('token').focus();
+}
+
+function signedIn() {
+  $('login').hidden = true;
+  $('logout').hidden = false;
+  $('who').textContent = token() ? 'signed in with a token' : 'no token';
+  route();
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('login').addEventListener('submit', (e) => {
+    e.preventDefault();
+    setToken($('token').value.trim());
+    $('token').value = '';
+    signedIn();
+  });
+  $('anon').addEventListener('click', () => { setToken(''); signedIn(); });
+  $('logout').addEventListener('click', () => { clearToken(); showLogin(''); });
+  window.addEventListener('hashchange', route);
+  setInterval(() => { if (!document.hidden) refresh(); }, REFRESH_MS);
+  if (token() === null) showLogin(''); else signedIn();
+});

@@ -1,0 +1,91 @@
+// One job: its spec, state and reason, every task with why it is pending or preempted (the
+// task's `reason`, the scheduler's diagnosis), and a task's logs streamed from
+// GET /v1/tasks/{id}/logs (follow while it runs). The job part refreshes; the log pane does not.
+import { get, stream } from './api.js';
+import { h, replace, state, tflops, vram, time } from './dom.js';
+import { jobReason } from './jobs.js';
+
+function resources(spec) {
+  const r = spec?.template?.resources || {};
+  if (r.wholeGpus) {
+    const models = (r.wholeGpus.models || []).join('|');
+    return `${r.wholeGpus.count} whole GPU(s)${models ? ' of ' + models : ''}`;
+  }
+  if (r.fractional) return `${tflops(r.fractional.milliTflops)}, ${vram(r.fractional.vramMib)} of one GPU`;
+  if (r.mig) return `MIG ${r.mig.profile}`;
+  if (r.sku) return `SKU ${r.sku.name}`;
+  return '';
+}
+
+function decode(b64) {
+  const bin = atob(b64 || '');
+  const bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  return bytes;
+}
+
+export function jobView(jobId) {
+  const content = h('div', {});
+  const logTitle = h('h2', {}, 'Logs');
+  const logs = h('pre', { class: 'logs', id: 'logs' }, 'Choose a task to see its output.');
+  let logAbort = null;
+
+  function showLogs(task) {
+    if (logAbort) logAbort.abort();
+    logAbort = new AbortController();
+    const signal = logAbort.signal;
+    const live = ['TASK_STATE_RUNNING', 'TASK_STATE_SCHEDULED'].includes(task.state);
+    replace(logTitle, 'Logs of ', h('span', { class: 'mono' }, task.id), live ? ' (following)' : '');
+    replace(logs);
+    const decoder = new TextDecoder();
+    const path = `/v1/tasks/${encodeURIComponent(task.id)}/logs${live ? '?follow=true' : ''}`;
+    stream(path, (chunk) => {
+      logs.append(document.createTextNode(decoder.decode(decode(chunk.data), { stream: true })));
+      logs.scrollTop = logs.scrollHeight;
+    }, signal).then(() => {
+      if (!logs.textContent) logs.textContent = '(no output)';
+    }).catch((e) => {
+      if (e.name !== 'AbortError') logs.append(document.createTextNode(`\n[${e.message}]`));
+    });
+  }
+
+  function draw(job) {
+    const spec = job.spec || {};
+    const why = jobReason(job);
+    replace(content,
+      h('dl', { class: 'kv', id: 'job' },
+        h('dt', {}, 'state'), h('dd', {}, state(job.state)),
+        why ? [h('dt', {}, 'why'), h('dd', { class: 'reason', id: 'job-reason' }, why)] : null,
+        h('dt', {}, 'tenant'), h('dd', { id: 'job-tenant' }, spec.tenant || ''),
+        h('dt', {}, 'pool'), h('dd', {}, spec.pool || ''),
+        h('dt', {}, 'priority'), h('dd', {}, spec.priorityClass || 'default'),
+        h('dt', {}, 'resources'), h('dd', {}, resources(spec)),
+        h('dt', {}, 'command'), h('dd', { class: 'mono', id: 'job-command' },
+          (spec.template?.command || []).join(' ')),
+        h('dt', {}, 'submitted'), h('dd', {}, time(job.submitTime)),
+        job.finishTime ? [h('dt', {}, 'finished'), h('dd', {}, time(job.finishTime))] : null),
+      h('h2', {}, 'Tasks'),
+      h('table', { id: 'tasks' },
+        h('thead', {}, h('tr', {}, ['task', 'state', 'node', 'devices', 'attempt', 'exit',
+          'reason', ''].map((c) => h('th', {}, c)))),
+        h('tbody', {}, (job.tasks || []).map((t) => h('tr', { 'data-task': t.id },
+          h('td', { class: 'mono' }, t.id),
+          h('td', {}, state(t.state)),
+          h('td', {}, t.node || ''),
+          h('td', { class: 'mono' }, (t.allocations || []).map((a) =>
+            h('div', { title: a.deviceId }, `${a.deviceId.slice(-12)} · ${tflops(a.milliTflops)} · ${vram(a.vramMib)}`))),
+          h('td', { class: 'num' }, String(t.attempt ?? '')),
+          h('td', { class: 'num' }, ['TASK_STATE_SUCCEEDED', 'TASK_STATE_FAILED'].includes(t.state)
+            ? String(t.exitCode) : ''),
+          h('td', { class: 'reason task-reason' }, t.reason || ''),
+          h('td', {}, h('button', { type: 'button', onclick: () => showLogs(t) }, 'logs')))))));
+  }
+
+  const root = h('div', {}, h('h1', {}, 'Job ', h('span', { class: 'mono' }, jobId)),
+    content, logTitle, logs);
+  async function refresh(signal) {
+    draw(await get(`/v1/jobs/${encodeURIComponent(jobId)}`, signal));
+  }
+  function dispose() { if (logAbort) logAbort.abort(); }
+  return { root, refresh, dispose };
+}

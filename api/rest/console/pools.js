@@ -1,0 +1,133 @@
+// Pools and nodes: each pool's capacity, then each node with a picture of its GPUs — whole GPUs
+// as boxes, MIG instances as slices inside their GPU — coloured by who holds them. Holders come
+// from the running tasks' allocations (GET /v1/jobs?state=JOB_STATE_RUNNING), matched by device id.
+import { get, ApiError } from './api.js';
+import { h, replace, state, tflops, vram, colour, pct, ago } from './dom.js';
+
+function holdersByDevice(jobs) {
+  const map = new Map();
+  for (const job of jobs) {
+    for (const t of job.tasks || []) {
+      if (!['TASK_STATE_RUNNING', 'TASK_STATE_SCHEDULED'].includes(t.state)) continue;
+      for (const a of t.allocations || []) {
+        if (!map.has(a.deviceId)) map.set(a.deviceId, []);
+        map.get(a.deviceId).push({ task: t.id, job: job.id, tenant: job.spec?.tenant || '',
+          milliTflops: Number(a.milliTflops || 0), vramMib: Number(a.vramMib || 0) });
+      }
+    }
+  }
+  return map;
+}
+
+function bar(holders, whole, key, label) {
+  const b = h('div', { class: 'bar', title: label });
+  for (const x of holders) {
+    b.append(h('span', { style: { width: pct(x[key], whole) + '%', background: colour(x.tenant) } }));
+  }
+  return b;
+}
+
+function holderLine(x) {
+  return h('a', { class: 'holder', href: `#/jobs/${encodeURIComponent(x.job)}`,
+    style: { '--c': colour(x.tenant) }, title: `${x.task} (${x.tenant})` }, x.tenant || x.task);
+}
+
+function gpuBox(dev, slices, holders) {
+  const phys = dev.capacity?.physical || {};
+  const alloc = dev.capacity?.allocated || {};
+  const mine = holders.get(dev.id) || [];
+  const box = h('div', { class: 'gpu' + (dev.healthy === false ? ' unhealthy' : ''),
+    'data-device': dev.id, title: dev.id },
+  h('div', { class: 'model' }, dev.model || 'GPU', dev.healthy === false ? ' (unhealthy)' : ''),
+  h('div', { class: 'muted mono' }, dev.id.slice(-12)),
+  bar(mine, phys.milliTflops, 'milliTflops', 'compute'),
+  bar(mine, phys.vramMib, 'vramMib', 'memory'),
+  h('div', { class: 'muted' }, `${tflops(alloc.milliTflops)} / ${tflops(phys.milliTflops)}`),
+  h('div', { class: 'muted' }, `${vram(alloc.vramMib)} / ${vram(phys.vramMib)}`),
+  mine.map(holderLine));
+  if (slices.length) {
+    const row = h('div', { class: 'slices' });
+    for (const s of slices) {
+      const held = holders.get(s.id) || [];
+      const who = held[0];
+      row.append(h('span', { class: 'slice' + (who ? ' held' : ''), 'data-device': s.id,
+        style: who ? { '--c': colour(who.tenant) } : undefined,
+        title: `${s.migProfile || 'MIG'} ${s.id}${who ? ' — ' + who.task + ' (' + who.tenant + ')' : ' — free'}`
+      }, s.migProfile || 'MIG'));
+    }
+    box.append(row);
+    for (const s of slices) (holders.get(s.id) || []).forEach((x) => box.append(holderLine(x)));
+  }
+  return box;
+}
+
+function nodeCard(node, holders) {
+  const gpus = [];
+  const slicesOf = new Map();
+  for (const d of node.devices || []) {
+    if (d.parentId) {
+      if (!slicesOf.has(d.parentId)) slicesOf.set(d.parentId, []);
+      slicesOf.get(d.parentId).push(d);
+    } else {
+      gpus.push(d);
+    }
+  }
+  // A MIG parent the node does not list on its own: a box summing its instances.
+  for (const [parent, slices] of slicesOf) {
+    if (gpus.some((g) => g.id === parent)) continue;
+    const sum = (kind, key) => slices.reduce((n, s) => n + Number(s.capacity?.[kind]?.[key] || 0), 0);
+    gpus.push({ id: parent, model: `${slices[0].model || 'GPU'} (MIG)`,
+      healthy: slices.every((s) => s.healthy !== false),
+      capacity: { physical: { milliTflops: sum('physical', 'milliTflops'), vramMib: sum('physical', 'vramMib') },
+        allocated: { milliTflops: sum('allocated', 'milliTflops'), vramMib: sum('allocated', 'vramMib') } } });
+  }
+  return h('section', { class: 'node', 'data-node': node.name },
+    h('h3', {}, h('span', {}, node.name, ' ', h('span', { class: 'muted' }, node.pool)),
+      state(node.state)),
+    h('div', { class: 'muted' }, `${(node.devices || []).length} devices · heartbeat `,
+      ago(node.lastHeartbeatTime)),
+    h('div', { class: 'gpus' }, gpus.map((g) => gpuBox(g, slicesOf.get(g.id) || [], holders))));
+}
+
+function poolsTable(pools) {
+  return h('table', { id: 'pools' },
+    h('thead', {}, h('tr', {}, ['pool', 'visibility', 'strategy', 'compute allocated',
+      'memory allocated'].map((c) => h('th', {}, c)))),
+    h('tbody', {}, pools.map((p) => {
+      const c = p.capacity || {};
+      return h('tr', { 'data-pool': p.name },
+        h('td', {}, h('a', { href: `#/jobs?pool=${encodeURIComponent(p.name)}` }, p.name)),
+        h('td', {}, String(p.visibility || '').replace('VISIBILITY_', '')),
+        h('td', {}, p.placementStrategy || 'default'),
+        h('td', {}, `${tflops(c.allocated?.milliTflops)} of ${tflops(c.offered?.milliTflops)}`),
+        h('td', {}, `${vram(c.allocated?.vramMib)} of ${vram(c.offered?.vramMib)}`));
+    })));
+}
+
+export function poolsView() {
+  const root = h('div', {}, h('h1', {}, 'Pools and nodes'));
+  const content = h('div', {});
+  root.append(content);
+  async function refresh(signal) {
+    const pools = (await get('/v1/pools', signal)).pools || [];
+    let nodes = null;
+    let nodesError = '';
+    try {
+      nodes = (await get('/v1/nodes', signal)).nodes || [];
+    } catch (e) {
+      if (!(e instanceof ApiError) || e.status !== 403) throw e;
+      nodesError = 'Nodes are shown to admins only.';
+    }
+    let holders = new Map();
+    if (nodes) {
+      const running = await get('/v1/jobs?state=JOB_STATE_RUNNING&pageSize=1000', signal);
+      holders = holdersByDevice(running.jobs || []);
+    }
+    replace(content,
+      pools.length ? poolsTable(pools) : h('p', { class: 'muted' }, 'No pools visible.'),
+      h('h2', {}, 'Nodes'),
+      nodes ? h('div', { class: 'nodes', id: 'nodes' }, nodes.map((n) => nodeCard(n, holders)))
+        : h('p', { class: 'muted', id: 'nodes-hidden' }, nodesError));
+  }
+  return { root, refresh };
+}

@@ -1,0 +1,126 @@
+// cli_latency: what one gpupoolctl invocation costs a script that calls it in a loop.
+//
+// Starts gpupoold (embedded PostgreSQL, fsync on) with a pool and no agents, then times --runs
+// invocations, one after another, of: /bin/true (the floor: fork, exec, wait), `gpupoolctl
+// --help` (start-up alone), `gpupoolctl jobs get 1` (start-up + channel + one read RPC) and
+// `gpupoolctl jobs submit …` (the same + a durable commit in PostgreSQL). Wall time from spawn to
+// exit, as a shell sees it. --ctl PATH times another gpupoolctl build (e.g. one linked shared).
+// Prints p50/p99 per command; --json FILE writes them.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/daemon_process.h"
+
+extern char** environ;
+
+namespace gpupool {
+namespace {
+
+using testing::DaemonProcess;
+
+// Spawns argv with stdout and stderr to /dev/null; returns the wall time in ms, or -1 on failure.
+double TimeRun(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  const auto start = std::chrono::steady_clock::now();
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return -1;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? ms : -1;
+}
+
+struct Row {
+  std::string name;
+  double p50 = 0, p99 = 0;
+};
+
+int Run(int argc, char** argv) {
+  int runs = 200;
+  std::string json, ctl = testing::BinaryPath("gpupoolctl");
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--runs") {
+      runs = std::max(1, std::stoi(value()));
+    } else if (a == "--json") {
+      json = value();
+    } else if (a == "--ctl") {
+      ctl = value();
+    } else {
+      std::printf("usage: cli_latency [--runs N] [--ctl PATH] [--json FILE]\n");
+      return a == "--help" ? 0 : 2;
+    }
+  }
+  auto started = DaemonProcess::Start({});
+  if (!started.ok()) {
+    std::fprintf(stderr, "cannot start gpupoold: %s\n", started.status().ToString().c_str());
+    return 1;
+  }
+  std::unique_ptr<DaemonProcess> daemon = std::move(started).value();
+  const std::string server = daemon->grpc_address();
+  if (TimeRun({ctl, "--server", server, "pools", "create", "bench"}) < 0) {
+    std::fprintf(stderr, "cannot create the pool with %s\n", ctl.c_str());
+    return 1;
+  }
+  const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
+      {"/bin/true", {"/bin/true"}},
+      {"gpupoolctl --help", {ctl, "--help"}},
+      {"gpupoolctl jobs get", {ctl, "--server", server, "jobs", "get", "1"}},
+      {"gpupoolctl jobs submit",
+       {ctl, "--server", server, "jobs", "submit", "--tenant", "acme/bench/u", "--pool", "bench",
+        "--tflops", "1", "--vram", "1GiB", "--", "/bin/true"}},
+  };
+  // The first submission creates job 1, which `jobs get` then reads.
+  TimeRun(commands[3].second);
+  std::vector<Row> rows;
+  std::printf("%-24s %10s %10s   (%d runs each, %s)\n", "command", "p50 ms", "p99 ms", runs,
+              ctl.c_str());
+  for (const auto& [name, cmd] : commands) {
+    std::vector<double> ms;
+    for (int i = 0; i < runs; ++i) {
+      const double t = TimeRun(cmd);
+      if (t < 0) {
+        std::fprintf(stderr, "%s failed\n", name.c_str());
+        return 1;
+      }
+      ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    Row r{name, ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 99 / 100)]};
+    std::printf("%-24s %10.2f %10.2f\n", r.name.c_str(), r.p50, r.p99);
+    rows.push_back(r);
+  }
+  if (!json.empty()) {
+    std::ofstream out(json);
+    out << "{\"runs\": " << runs << ", \"ctl\": \"" << ctl << "\", \"commands\": [";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      out << (i ? ", " : "") << "{\"command\": \"" << rows[i].name
+          << "\", \"p50_ms\": " << rows[i].p50 << ", \"p99_ms\": " << rows[i].p99 << "}";
+    }
+    out << "]}\n";
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpupool
+
+int main(int argc, char** argv) { return gpupool::Run(argc, argv); }

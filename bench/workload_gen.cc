@@ -1,0 +1,333 @@
+// workload_gen: synthetic cluster + workload generators in the Alibaba trace's CSV format, so
+// gpupool-sim can replay clusters unlike the trace's (docs/benchmarks.md, "Synthetic clusters").
+//
+//   workload_gen --out-dir DIR [--generator NAME|all] [--seed N] [--tasks N]
+//
+// writes DIR/nodes_NAME.csv (sn,cpu_milli,memory_mib,gpu,model) and DIR/openb_pod_list_NAME.csv
+// (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec); replay with
+//   gpupool-sim --online --trace-dir DIR --nodes nodes_NAME.csv --workload NAME
+// Deterministic for a seed (its own multiply-shift draws, not std distributions).
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr const char* kHelp = R"(usage: workload_gen --out-dir DIR [options]
+
+Writes synthetic clusters and workloads in the Alibaba trace's CSV format:
+DIR/nodes_NAME.csv and DIR/openb_pod_list_NAME.csv, replayed by
+  gpupool-sim --online --trace-dir DIR --nodes nodes_NAME.csv --workload NAME
+
+generators:
+  cloud-inference    GPU cloud: 8xH100/8xA100/4xL40S/4xL4/4xT4 nodes; 70% inference slices
+                     (some pinned to small cards), 20% 1 GPU, 10% 2-8 GPU training
+  training-multigpu  8xH100/8xA100 nodes (some 4x); mostly 8-, 4- and 2-GPU jobs, 12 cores/GPU
+  mixed-vendor       NVIDIA H100/A100/L40S and AMD MI300X/MI250 nodes; 40% AMD-only, 40%
+                     NVIDIA-only, 20% any vendor
+  cpu-scarce         8-GPU nodes with 32-48 cores; tasks need 4-16 cores per GPU, plus CPU-only
+  model-strict       six models; 90% of tasks pinned to one model, the rest to two
+  mig-heavy          A100/H100 nodes; 80% MIG-sized slices (1/7, 2/7, 3/7, 4/7 of a GPU; the
+                     trace format has no MIG geometry, so slices are shares), 20% whole GPUs
+
+options:
+  --out-dir DIR      where to write (required)
+  --generator NAME   one of the above, or all (default: all)
+  --seed N           (default: 1)
+  --tasks N          tasks per workload (default: 8000; the sim resamples to 1.3 x capacity)
+  --help             this text
+)";
+
+struct Node {
+  int64_t cpu_milli, memory_mib;
+  int gpus;
+  std::string model;
+};
+struct Task {
+  int64_t cpu_milli, memory_mib;
+  int num_gpu;
+  int32_t gpu_milli;
+  std::string gpu_spec;
+};
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : rng_(seed) {}
+  uint64_t Below(uint64_t n) {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(rng_()) * n) >> 64);
+  }
+  int64_t Between(int64_t lo, int64_t hi) {  // inclusive
+    return lo + static_cast<int64_t>(Below(static_cast<uint64_t>(hi - lo + 1)));
+  }
+  bool Chance(int percent) { return Below(100) < static_cast<uint64_t>(percent); }
+  // An index drawn with the given integer weights.
+  size_t Pick(const std::vector<int>& weights) {
+    int total = 0;
+    for (int w : weights) total += w;
+    int64_t x = static_cast<int64_t>(Below(static_cast<uint64_t>(total)));
+    for (size_t i = 0; i < weights.size(); ++i) {
+      if (x < weights[i]) return i;
+      x -= weights[i];
+    }
+    return weights.size() - 1;
+  }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+constexpr int64_t kGiB = 1024;
+
+void AddNodes(std::vector<Node>* out, int count, int64_t cores, int64_t mem_gib, int gpus,
+              const std::string& model) {
+  for (int i = 0; i < count; ++i) out->push_back(Node{cores * 1000, mem_gib * kGiB, gpus, model});
+}
+
+Task Share(Rng& r, int32_t lo, int32_t hi, int64_t cores_lo, int64_t cores_hi, std::string spec) {
+  const int32_t g = static_cast<int32_t>(r.Between(lo, hi) / 10 * 10);
+  const int64_t cores = r.Between(cores_lo, cores_hi);
+  return Task{cores * 1000, r.Between(2, 8) * cores * kGiB / 2, 1, g, std::move(spec)};
+}
+
+Task Whole(Rng& r, int gpus, int64_t cores_per_gpu, std::string spec) {
+  const int64_t cores = gpus * cores_per_gpu + r.Between(0, 2 * gpus);
+  return Task{cores * 1000, r.Between(4, 12) * gpus * 8 * kGiB, gpus, 1000, std::move(spec)};
+}
+
+void CloudInference(Rng& r, int n, std::vector<Node>* nodes, std::vector<Task>* tasks) {
+  AddNodes(nodes, 120, 192, 2048, 8, "H100");
+  AddNodes(nodes, 100, 128, 1024, 8, "A100");
+  AddNodes(nodes, 120, 64, 512, 4, "L40S");
+  AddNodes(nodes, 140, 32, 256, 4, "L4");
+  AddNodes(nodes, 120, 32, 192, 4, "T4");
+  for (int i = 0; i < n; ++i) {
+    switch (r.Pick({70, 20, 6, 3, 1})) {
+      case 0: {  // inference slice; a third pinned to the small cards, a tenth to big ones
+        const int where = static_cast<int>(r.Pick({6, 3, 1}));
+        tasks->push_back(Share(r, 100, 500, 1, 8,
+                               where == 1   ? "L4|T4"
+                               : where == 2 ? "L40S|A100"
+                                            : ""));
+        break;
+      }
+      case 1:
+        tasks->push_back(Whole(r, 1, 8, r.Chance(30) ? "H100|A100" : ""));
+        break;
+      case 2:
+        tasks->push_back(Whole(r, 2, 12, "H100|A100"));
+        break;
+      case 3:
+        tasks->push_back(Whole(r, 4, 12, "H100|A100"));
+        break;
+      default:
+        tasks->push_back(Whole(r, 8, 16, "H100"));
+    }
+  }
+}
+
+void TrainingMultiGpu(Rng& r, int n, std::vector<Node>* nodes, std::vector<Task>* tasks) {
+  AddNodes(nodes, 200, 192, 2048, 8, "H100");
+  AddNodes(nodes, 150, 128, 1024, 8, "A100");
+  AddNodes(nodes, 100, 64, 512, 4, "A100");
+  for (int i = 0; i < n; ++i) {
+    switch (r.Pick({30, 25, 20, 15, 10})) {
+      case 0:
+        tasks->push_back(Whole(r, 8, 12, r.Chance(50) ? "H100" : ""));
+        break;
+      case 1:
+        tasks->push_back(Whole(r, 4, 12, ""));
+        break;
+      case 2:
+        tasks->push_back(Whole(r, 2, 12, ""));
+        break;
+      case 3:
+        tasks->push_back(Whole(r, 1, 12, ""));
+        break;
+      default:
+        tasks->push_back(Share(r, 200, 600, 2, 8, ""));
+    }
+  }
+}
+
+void MixedVendor(Rng& r, int n, std::vector<Node>* nodes, std::vector<Task>* tasks) {
+  AddNodes(nodes, 120, 192, 2048, 8, "H100");
+  AddNodes(nodes, 100, 128, 1024, 8, "A100");
+  AddNodes(nodes, 100, 64, 512, 4, "L40S");
+  AddNodes(nodes, 120, 192, 2048, 8, "MI300X");
+  AddNodes(nodes, 100, 128, 1024, 4, "MI250");
+  const std::vector<std::string> vendor = {"MI300X|MI250", "H100|A100|L40S", ""};
+  for (int i = 0; i < n; ++i) {
+    const std::string spec = vendor[r.Pick({40, 40, 20})];
+    switch (r.Pick({45, 30, 15, 10})) {
+      case 0:
+        tasks->push_back(Share(r, 100, 700, 1, 8, spec));
+        break;
+      case 1:
+        tasks->push_back(Whole(r, 1, 8, spec));
+        break;
+      case 2:
+        tasks->push_back(Whole(r, static_cast<int>(2 << r.Below(2)), 12, spec));  // 2 or 4
+        break;
+      default:
+        tasks->push_back(Whole(r, 8, 12, spec == "" ? "H100|MI300X" : spec));
+    }
+  }
+}
+
+void CpuScarce(Rng& r, int n, std::vector<Node>* nodes, std::vector<Task>* tasks) {
+  AddNodes(nodes, 250, 32, 512, 8, "A100");
+  AddNodes(nodes, 200, 48, 768, 8, "H100");
+  AddNodes(nodes, 150, 64, 512, 4, "L40S");
+  for (int i = 0; i < n; ++i) {
+    switch (r.Pick({40, 30, 15, 15})) {
+      case 0:
+        tasks->push_back(Share(r, 200, 800, 2, 12, ""));
+        break;
+      case 1:
+        tasks->push_back(Whole(r, 1, r.Between(4, 16), ""));
+        break;
+      case 2:
+        tasks->push_back(Whole(r, static_cast<int>(2 << r.Below(2)), r.Between(4, 8), ""));
+        break;
+      default:  // CPU-only: competes for the scarce cores
+        tasks->push_back(Task{r.Between(2, 16) * 1000, r.Between(4, 64) * kGiB, 0, 0, ""});
+    }
+  }
+}
+
+void ModelStrict(Rng& r, int n, std::vector<Node>* nodes, std::vector<Task>* tasks) {
+  const std::vector<std::string> models = {"H100", "A100", "L40S", "A10", "L4", "T4"};
+  const std::vector<int> gpus = {8, 8, 4, 4, 4, 2};
+  const std::vector<int> counts = {80, 100, 100, 120, 120, 150};
+  for (size_t m = 0; m < models.size(); ++m)
+    AddNodes(nodes, counts[m], gpus[m] * 12, gpus[m] * 128, gpus[m], models[m]);
+  for (int i = 0; i < n; ++i) {
+    const size_t m = r.Below(models.size());
+    std::string spec = models[m];
+    if (r.Chance(10)) spec += "|" + models[(m + 1) % models.size()];
+    const int most = gpus[m];
+    switch (r.Pick({50, 30, 20})) {
+      case 0:
+        tasks->push_back(Share(r, 100, 900, 1, 6, spec));
+        break;
+      case 1:
+        tasks->push_back(Whole(r, 1, 8, spec));
+        break;
+      default:
+        tasks->push_back(Whole(r, std::min(most, static_cast<int>(2 << r.Below(2))), 8, spec));
+    }
+  }
+}
+
+void MigHeavy(Rng& r, int n, std::vector<Node>* nodes, std::vector<Task>* tasks) {
+  AddNodes(nodes, 250, 128, 1024, 8, "A100");
+  AddNodes(nodes, 150, 192, 2048, 8, "H100");
+  const std::vector<int32_t> slices = {142, 285, 428, 571};  // 1g, 2g, 3g, 4g of 7
+  for (int i = 0; i < n; ++i) {
+    if (r.Chance(80)) {
+      const int32_t g = slices[r.Pick({45, 25, 15, 15})];
+      const int64_t cores = r.Between(1, 4) * (g / 142);
+      tasks->push_back(Task{cores * 1000, (g / 142) * 10 * kGiB, 1, g, ""});
+    } else {
+      tasks->push_back(Whole(r, r.Chance(70) ? 1 : 2, 12, ""));
+    }
+  }
+}
+
+struct Generator {
+  const char* name;
+  std::function<void(Rng&, int, std::vector<Node>*, std::vector<Task>*)> make;
+};
+
+const std::vector<Generator>& Generators() {
+  static const std::vector<Generator> g = {
+      {"cloud-inference", CloudInference}, {"training-multigpu", TrainingMultiGpu},
+      {"mixed-vendor", MixedVendor},       {"cpu-scarce", CpuScarce},
+      {"model-strict", ModelStrict},       {"mig-heavy", MigHeavy},
+  };
+  return g;
+}
+
+bool Write(const std::string& dir, const Generator& g, uint64_t seed, int n) {
+  Rng r(seed);
+  std::vector<Node> nodes;
+  std::vector<Task> tasks;
+  g.make(r, n, &nodes, &tasks);
+  std::ofstream nf(dir + "/nodes_" + g.name + ".csv");
+  nf << "sn,cpu_milli,memory_mib,gpu,model\n";
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& x = nodes[i];
+    nf << g.name << "-node-" << i << "," << x.cpu_milli << "," << x.memory_mib << "," << x.gpus
+       << "," << x.model << "\n";
+  }
+  std::ofstream tf(dir + "/openb_pod_list_" + g.name + ".csv");
+  tf << "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n";
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const Task& t = tasks[i];
+    tf << g.name << "-pod-" << i << "," << t.cpu_milli << "," << t.memory_mib << "," << t.num_gpu
+       << "," << t.gpu_milli << "," << t.gpu_spec << "\n";
+  }
+  std::cout << g.name << ": " << nodes.size() << " nodes, " << tasks.size() << " tasks\n";
+  return static_cast<bool>(nf) && static_cast<bool>(tf);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out_dir, which = "all";
+  uint64_t seed = 1;
+  int tasks = 8000;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << kHelp;
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      std::cerr << "workload_gen: " << a << ": missing value (see --help)\n";
+      return 2;
+    }
+    const std::string v = argv[++i];
+    if (a == "--out-dir") {
+      out_dir = v;
+    } else if (a == "--generator") {
+      which = v;
+    } else if (a == "--seed" || a == "--tasks") {
+      try {
+        if (a == "--seed") seed = std::stoull(v);
+        if (a == "--tasks") tasks = std::stoi(v);
+      } catch (const std::exception&) {
+        std::cerr << "workload_gen: " << a << ": not a number: '" << v << "'\n";
+        return 2;
+      }
+    } else {
+      std::cerr << "workload_gen: unknown option '" << a << "' (see --help)\n";
+      return 2;
+    }
+  }
+  if (out_dir.empty() || tasks <= 0) {
+    std::cerr << "workload_gen: --out-dir is required and --tasks must be positive (see --help)\n";
+    return 2;
+  }
+  std::filesystem::create_directories(out_dir);
+  bool known = false;
+  for (const Generator& g : Generators()) {
+    if (which != "all" && which != g.name) continue;
+    known = true;
+    if (!Write(out_dir, g, seed, tasks)) {
+      std::cerr << "workload_gen: cannot write into '" << out_dir << "'\n";
+      return 2;
+    }
+  }
+  if (!known) {
+    std::cerr << "workload_gen: unknown generator '" << which << "' (see --help)\n";
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,311 @@
+// The web console in a real headless Chromium (Debian's `chromium`, driven over the DevTools
+// protocol): a real gpupoold on embedded PostgreSQL with API tokens for an admin and two tenants,
+// two gpupool-agent processes on the simulated backend, jobs from both tenants — one of them
+// pending for want of GPUs. Checks that the page loads under its security headers, lists pools,
+// nodes (with who holds which GPU) and jobs, that a tenant's token shows only that tenant's jobs,
+// that a job page says why a task is pending and streams a task's logs, and that a command full
+// of markup stays text. With GPUPOOL_CONSOLE_SCREENSHOTS=<dir> it also leaves PNGs of the main
+// pages there (docs/img/ holds the committed ones).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "tests/api/http_client.h"
+#include "tests/e2e/cdp_client.h"
+#include "tests/support/daemon_process.h"
+#include "tests/support/wait_for.h"
+
+namespace gpupool {
+namespace {
+
+using api::testing::HttpCall;
+using api::testing::HttpResult;
+using api::testing::http::verb;
+using testing::ChildProcess;
+using testing::DaemonProcess;
+
+constexpr char kAdmin[] = "admin-token-console-0123456789";
+constexpr char kAcme[] = "acme-token-console-0123456789";
+constexpr char kGlobex[] = "globex-token-console-0123456789";
+
+class ConsoleE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string chromium = GPUPOOL_CHROMIUM;
+    ASSERT_FALSE(chromium.empty() || chromium.ends_with("NOTFOUND"))
+        << "chromium not found: scripts/install-deps installs it (Debian package chromium)";
+    Result<std::string> dir = testing::MakeTempDir("gpupool-console");
+    ASSERT_TRUE(dir.ok());
+    dir_ = *dir;
+    std::ofstream(dir_ + "/gpupoold.yaml")
+        << "auth:\n  api_tokens:\n"
+        << "    - {token: " << kAdmin << ", principal: ops, admin: true}\n"
+        << "    - {token: " << kAcme << ", principal: acme/research}\n"
+        << "    - {token: " << kGlobex << ", principal: globex}\n"
+        << "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 3000\n"
+           "  stop_grace_period_ms: 1000\n";
+    auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    daemon_ = std::move(d).value();
+    ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/pools",
+                   R"({"pool": {"name": "gpu", "visibility": "VISIBILITY_PUBLIC"}})")
+                  .status,
+              200);
+    ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/pools",
+                   R"({"pool": {"name": "shared", "visibility": "VISIBILITY_PUBLIC",
+                                "sharingMode": "SHARING_MODE_FRACTIONAL"}})")
+                  .status,
+              200);
+    for (const char* t : {"acme", "acme/research", "globex"}) {
+      ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/tenants",
+                     std::string(R"({"tenant": {"path": ")") + t + "\"}}")
+                    .status,
+                200);
+    }
+    ASSERT_EQ(Rest(kAdmin, verb::put, "/v1/quotas/acme%2Fresearch/gpu",
+                   R"({"quota": {"guaranteed": {"devices": 1}, "limit": {"devices": 4}}})")
+                  .status,
+              200);
+    // node-a: two whole GPUs in "gpu"; node-b: in "shared", GPU 1 split into MIG instances.
+    StartAgent("node-a", "gpu", "  - {model: H100-SXM, count: 2}\n");
+    StartAgent("node-b", "shared",
+               "  - {model: H100-SXM, count: 2, mig: {\"1\": [3g.40gb, 2g.20gb, 2g.20gb]}}\n");
+  }
+
+  void TearDown() override {
+    browser_.reset();
+    for (auto& [name, agent] : agents_) {
+      agent->Signal(SIGTERM);
+      agent->Wait(std::chrono::seconds(10));
+    }
+    agents_.clear();
+    daemon_.reset();
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  HttpResult Rest(const std::string& token, verb v, const std::string& target,
+                  const std::string& body = "") {
+    return HttpCall(daemon_->http_port(), v, target, body, {{"Authorization", "Bearer " + token}});
+  }
+
+  void StartAgent(const std::string& node, const std::string& pool, const std::string& gpus) {
+    const std::string config = dir_ + "/" + node + ".yaml";
+    std::ofstream(config) << "node_name: " << node << "\npool: " << pool
+                          << "\ncpu_milli: 64000\nmemory_mib: 262144\n"
+                             "backend: simulated\nheartbeat_interval_ms: 200\n"
+                             "stop_grace_period_ms: 1000\n"
+                             "reconnect: {initial_ms: 100, max_ms: 500}\n"
+                             "gpus:\n"
+                          << gpus;
+    auto child = ChildProcess::Spawn(
+        {testing::BinaryPath("gpupool-agent"), "--config", config, "--scheduler",
+         daemon_->grpc_address(), "--data-dir", dir_ + "/" + node},
+        dir_ + "/" + node + ".log");
+    ASSERT_TRUE(child.ok());
+    agents_[node] = std::move(child).value();
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          HttpResult r = Rest(kAdmin, verb::get, "/v1/nodes/" + node);
+          return r.status == 200 && r.body.find("NODE_STATE_READY") != std::string::npos;
+        },
+        std::chrono::seconds(120), std::chrono::milliseconds(100)))
+        << "agent " << node << " did not register";
+  }
+
+  // Submits a one-task job of `resources` (ResourceRequest JSON) running `script` in `pool` as
+  // `token`'s `tenant`; returns its id.
+  std::string Submit(const std::string& token, const std::string& tenant, const std::string& pool,
+                     const std::string& resources, const std::string& script) {
+    const HttpResult r =
+        Rest(token, verb::post, "/v1/jobs",
+             R"({"spec": {"tenant": ")" + tenant + R"(", "pool": ")" + pool +
+                 R"(", "taskCount": 1, "template": {"command": ["/bin/sh", "-c", ")" + script +
+                 R"("], "resources": )" + resources + "}}}");
+    EXPECT_EQ(r.status, 200) << r.body;
+    const size_t at = r.body.find("\"jobId\":\"");
+    if (at == std::string::npos) return "";
+    const size_t start = at + 9;
+    return r.body.substr(start, r.body.find('"', start) - start);
+  }
+
+  bool TaskState(const std::string& job, const std::string& state) {
+    return testing::WaitFor(
+        [&] {
+          return Rest(kAdmin, verb::get, "/v1/jobs/" + job).body.find(state) != std::string::npos;
+        },
+        std::chrono::seconds(120), std::chrono::milliseconds(100));
+  }
+
+  void Shot(const std::string& name) {
+    const char* out = std::getenv("GPUPOOL_CONSOLE_SCREENSHOTS");
+    const std::string dir = out != nullptr ? out : dir_;
+    Status st = browser_->Screenshot(dir + "/" + name);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+
+  // Signs out if signed in (the page's own button, no reload), then signs in with `token`
+  // through the form.
+  void SignIn(const std::string& token) {
+    browser_->Eval(
+        "if (!document.getElementById('logout').hidden) "
+        "document.getElementById('logout').click(); 'ok'");
+    ASSERT_EQ(browser_->WaitEval("String(document.readyState === 'complete' && "
+                                 "!document.getElementById('login').hidden)",
+                                 "true"),
+              "true");
+    browser_->Eval("document.getElementById('token').value = '" + token +
+                   "'; document.getElementById('login').requestSubmit(); 'ok'");
+  }
+
+  // Opens `hash` and waits until its view has loaded data.
+  void Open(const std::string& hash) {
+    browser_->Eval("location.hash = '" + hash + "'; 'ok'");
+    ASSERT_EQ(browser_->WaitEval("String(location.hash === '" + hash +
+                                     "' && document.body.dataset.loaded === 'true')",
+                                 "true"),
+              "true")
+        << "error line: " << browser_->Eval("document.getElementById('error').textContent");
+  }
+
+  std::string dir_;
+  std::unique_ptr<DaemonProcess> daemon_;
+  std::map<std::string, std::unique_ptr<ChildProcess>> agents_;
+  std::unique_ptr<testing::Cdp> browser_;
+};
+
+TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
+  // The static files answer with their security headers, unauthenticated.
+  const HttpResult index = HttpCall(daemon_->http_port(), verb::get, "/console/");
+  ASSERT_EQ(index.status, 200);
+  EXPECT_EQ(index.headers["Content-Type"], "text/html; charset=utf-8");
+  EXPECT_EQ(index.headers["X-Content-Type-Options"], "nosniff");
+  EXPECT_NE(std::string(index.headers["Content-Security-Policy"]).find("script-src 'self'"),
+            std::string::npos);
+  const HttpResult js = HttpCall(daemon_->http_port(), verb::get, "/console/app.js");
+  EXPECT_EQ(js.headers["Content-Type"], "text/javascript; charset=utf-8");
+  const HttpResult root = HttpCall(daemon_->http_port(), verb::get, "/");
+  EXPECT_EQ(root.status, 302);
+  EXPECT_EQ(root.headers["Location"], "/console/");
+
+  // acme holds both GPUs of pool gpu (node-a), so acme's next job there waits.
+  const std::string kTwo = R"({"wholeGpus": {"count": 2}})";
+  const std::string running = Submit(kAcme, "acme/research/alice", "gpu", kTwo,
+                                     "echo hello-from-the-console; echo '<img src=x "
+                                     "onerror=window.pwned=1>'; sleep 600");
+  // On node-b: two fractional globex jobs and one acme job on a MIG instance.
+  const std::string kSlice = R"({"fractional": {"milliTflops": "300000", "vramMib": "20480"}})";
+  const std::string other = Submit(kGlobex, "globex", "shared", kSlice, "sleep 600");
+  const std::string other2 = Submit(kGlobex, "globex", "shared", kSlice, "sleep 600");
+  const std::string mig = Submit(kAcme, "acme/research/carol", "shared",
+                                 R"({"mig": {"profile": "2g.20gb"}})", "sleep 600");
+  for (const std::string& job : {running, other, other2, mig}) {
+    ASSERT_TRUE(TaskState(job, "TASK_STATE_RUNNING"))
+        << Rest(kAdmin, verb::get, "/v1/jobs/" + job).body;
+  }
+  const std::string pending =
+      Submit(kAcme, "acme/research/bob", "gpu", R"({"wholeGpus": {"count": 1}})", "echo never");
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        const std::string body = Rest(kAdmin, verb::get, "/v1/jobs/" + pending).body;
+        const size_t tasks = body.find("\"tasks\":[");
+        const size_t reason = body.find("\"reason\":\"", tasks);
+        return body.find("TASK_STATE_PENDING") != std::string::npos && tasks != std::string::npos &&
+               reason != std::string::npos && body[reason + 10] != '"';
+      },
+      std::chrono::seconds(120), std::chrono::milliseconds(100)))
+      << Rest(kAdmin, verb::get, "/v1/jobs/" + pending).body;
+
+  auto cdp = testing::Cdp::Launch(GPUPOOL_CHROMIUM, dir_, 1400, 900);
+  ASSERT_TRUE(cdp.ok()) << cdp.status().ToString();
+  browser_ = std::move(cdp).value();
+  const std::string url = "http://127.0.0.1:" + std::to_string(daemon_->http_port()) + "/";
+  ASSERT_TRUE(browser_->Call("Page.navigate", "{\"url\":\"" + url + "\"}").ok());
+
+  // Admin: pools, both nodes with their four GPUs (one split into MIG slices), and who holds them.
+  SignIn(kAdmin);
+  Open("#/pools");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#nodes .node').length)", "2"),
+            "2");
+  EXPECT_EQ(browser_->Eval("String(document.querySelectorAll('#nodes .gpu').length)"), "4");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#nodes .holder').length)", "5"),
+            "5");
+  EXPECT_EQ(browser_->Eval("String(document.querySelectorAll('#nodes .slice').length)"), "3");
+  EXPECT_EQ(browser_->Eval("String(document.querySelectorAll('#nodes .slice.held').length)"), "1");
+  EXPECT_EQ(browser_->Eval("document.querySelector('#pools tr[data-pool=gpu] td').textContent"),
+            "gpu");
+  Shot("console-pools.png");
+
+  // Admin: every job, the hostile command shown as text and never run as markup.
+  Open("#/jobs");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#jobs tbody tr').length)", "5"),
+            "5");
+  EXPECT_EQ(browser_->Eval("String(document.querySelector('#jobs').textContent.includes("
+                           "'<img src=x onerror=window.pwned=1>'))"),
+            "true");
+  EXPECT_EQ(browser_->Eval("String(document.querySelectorAll('main img').length)"), "0");
+  Shot("console-jobs.png");
+
+  // The pending job's page says why, and the running job's page streams its logs.
+  Open("#/jobs/" + pending);
+  const std::string why = browser_->WaitEval(
+      "String(document.querySelector('#tasks .task-reason')?.textContent.length > 0)", "true");
+  EXPECT_EQ(why, "true");
+  const std::string reason =
+      browser_->Eval("document.querySelector('#tasks .task-reason').textContent");
+  EXPECT_FALSE(reason.empty());
+  EXPECT_EQ(browser_->Eval("document.querySelector('#job-reason')?.textContent"), reason);
+  Shot("console-job-pending.png");
+  Open("#/jobs/" + running);
+  browser_->Eval("document.querySelector('#tasks button').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(document.getElementById('logs').textContent.includes("
+                               "'hello-from-the-console'))",
+                               "true"),
+            "true");
+  EXPECT_EQ(browser_->Eval("String(window.pwned === undefined)"), "true");
+
+  Open("#/tenants");
+  EXPECT_EQ(browser_->WaitEval(
+                "String(!!document.querySelector('#quotas tr[data-quota=\"acme/research@gpu\"]'))",
+                "true"),
+            "true");
+  Shot("console-tenants.png");
+
+  // acme/research's token: its own jobs only, and no node list.
+  SignIn(kAcme);
+  Open("#/jobs");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#jobs tbody tr').length)", "3"),
+            "3");
+  EXPECT_EQ(browser_->Eval("String([...document.querySelectorAll('#jobs td.tenant')].every("
+                           "(td) => td.textContent.startsWith('acme/research/')))"),
+            "true");
+  Shot("console-jobs-tenant.png");
+  EXPECT_EQ(
+      browser_->Eval("String(!!document.querySelector('#jobs tr[data-job=\"" + other + "\"]'))"),
+      "false");
+  Open("#/pools");
+  EXPECT_EQ(browser_->WaitEval("String(!!document.getElementById('nodes-hidden'))", "true"),
+            "true");
+
+  // globex's token: only globex's job.
+  SignIn(kGlobex);
+  Open("#/jobs");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#jobs tbody tr').length)", "2"),
+            "2");
+  EXPECT_EQ(browser_->Eval("String([...document.querySelectorAll('#jobs td.tenant')].every("
+                           "(td) => td.textContent === 'globex'))"),
+            "true");
+
+  // A wrong token goes back to the sign-in form with the server's reason.
+  SignIn("not-a-valid-token-at-all");
+  EXPECT_EQ(browser_->WaitEval("String(!document.getElementById('login').hidden && "
+                               "document.getElementById('error').textContent.includes('401'))",
+                               "true"),
+            "true");
+}
+
+}  // namespace
+}  // namespace gpupool

@@ -1,0 +1,131 @@
+// Engine::FindVictims against brute force: on small random pools, the set it picks costs exactly
+// the minimum over every subset of the pool's lower-priority tasks — fewest victims, then the
+// lowest highest priority, then the least work lost — and the scenario (one 4-GPU task
+// and twelve 1-GPU tasks, a 4-GPU request) stops one task, not four.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <tuple>
+
+#include "placement/placement.h"
+#include "tests/placement/test_util.h"
+
+namespace gpupool::placement {
+namespace {
+
+using testing::Node;
+using testing::Share;
+using testing::Whole;
+
+struct Placed {
+  std::string id;
+  Request request;
+  Allocation allocation;
+  int32_t priority;
+  int64_t work_lost;
+};
+
+using Cost = std::tuple<size_t, int32_t, int64_t>;  // victims, highest priority, work lost
+
+Cost CostOf(const std::vector<const Placed*>& set) {
+  Cost c{set.size(), INT32_MIN, 0};
+  for (const Placed* p : set) {
+    std::get<1>(c) = std::max(std::get<1>(c), p->priority);
+    std::get<2>(c) += p->work_lost;
+  }
+  return c;
+}
+
+// The minimum cost over every subset of the tasks below `priority`, by releasing each subset on
+// the engine and asking whether the request fits. nullopt when no subset makes room.
+std::optional<Cost> BruteForce(Engine& e, const std::vector<Placed>& placed, const Request& req,
+                               int32_t priority) {
+  std::vector<const Placed*> eligible;
+  for (const Placed& p : placed) {
+    if (p.priority < priority) eligible.push_back(&p);
+  }
+  std::optional<Cost> best;
+  for (uint32_t mask = 0; mask < (1u << eligible.size()); ++mask) {
+    std::vector<const Placed*> set;
+    for (size_t i = 0; i < eligible.size(); ++i) {
+      if (mask & (1u << i)) set.push_back(eligible[i]);
+    }
+    for (const Placed* p : set) EXPECT_TRUE(e.Release(p->allocation).ok());
+    bool fits = e.Place(req).placed;
+    for (const Placed* p : set) EXPECT_TRUE(e.Commit(p->allocation).ok());
+    if (fits && (!best || CostOf(set) < *best)) best = CostOf(set);
+  }
+  return best;
+}
+
+TEST(VictimSearchTest, MinimumSetAgainstBruteForce) {
+  std::mt19937 rng(42);
+  int cases_with_victims = 0;
+  for (int round = 0; round < 300; ++round) {
+    Engine e(PoolPolicy{});
+    const int nodes = 1 + static_cast<int>(rng() % 3);
+    for (int n = 0; n < nodes; ++n) {
+      ASSERT_TRUE(e.AddNode(Node("n" + std::to_string(n), 2 + static_cast<int>(rng() % 4))).ok());
+    }
+    // Fill with whole-GPU tasks and fractional shares until nothing more fits (at most 12).
+    std::vector<Placed> placed;
+    for (int tries = 0; tries < 40 && placed.size() < 12; ++tries) {
+      Request r = rng() % 3 == 0 ? Share(250 * (1 + static_cast<int32_t>(rng() % 4)))
+                                 : Whole(1 + static_cast<int>(rng() % 3));
+      Decision d = e.Place(r);
+      if (!d.placed) continue;
+      ASSERT_TRUE(e.Commit(d.allocation).ok());
+      placed.push_back(Placed{"t" + std::to_string(placed.size()), r, d.allocation,
+                              static_cast<int32_t>(rng() % 3),
+                              static_cast<int64_t>(rng() % 5) * 10});
+    }
+    std::vector<RunningTask> running;
+    for (const Placed& p : placed)
+      running.push_back(RunningTask{p.id, p.allocation, p.priority, p.work_lost});
+    const Request req = rng() % 4 == 0 ? Share(500 + 250 * static_cast<int32_t>(rng() % 3))
+                                       : Whole(1 + static_cast<int>(rng() % 4));
+    const int32_t priority = 1 + static_cast<int32_t>(rng() % 3);
+
+    VictimSet v = e.FindVictims(req, priority, running);
+    std::optional<Cost> want = BruteForce(e, placed, req, priority);
+    ASSERT_EQ(v.found, want.has_value()) << "round " << round;
+    if (!v.found) continue;
+    std::vector<const Placed*> chosen;
+    for (const std::string& id : v.task_ids) {
+      for (const Placed& p : placed) {
+        if (p.id == id) chosen.push_back(&p);
+      }
+    }
+    ASSERT_EQ(chosen.size(), v.task_ids.size());
+    EXPECT_EQ(CostOf(chosen), *want) << "round " << round;
+    cases_with_victims += v.task_ids.empty() ? 0 : 1;
+    // The set it names does make room, where it says.
+    for (const Placed* p : chosen) ASSERT_TRUE(e.Release(p->allocation).ok());
+    EXPECT_TRUE(e.Commit(v.decision.allocation).ok()) << "round " << round;
+  }
+  EXPECT_GT(cases_with_victims, 50);  // the cases did exercise the search
+}
+
+// The scenario: 16 GPUs on two nodes hold one 4-GPU task and twelve 1-GPU tasks, all of
+// one low priority; a 4-GPU request stops the 4-GPU task alone (the greedy search stopped four).
+TEST(VictimSearchTest, OneFourGpuTaskRatherThanFourSmallOnes) {
+  Engine e(PoolPolicy{});
+  ASSERT_TRUE(e.AddNode(Node("a", 8)).ok());
+  ASSERT_TRUE(e.AddNode(Node("b", 8)).ok());
+  std::vector<RunningTask> running;
+  auto run = [&](const std::string& id, Request r, int64_t lost) {
+    Decision d = e.Place(r);
+    ASSERT_TRUE(d.placed) << id;
+    ASSERT_TRUE(e.Commit(d.allocation).ok());
+    running.push_back(RunningTask{id, d.allocation, 0, lost});
+  };
+  run("big", Whole(4), 100);  // the most work lost of all, still the one to stop
+  for (int i = 0; i < 12; ++i) run("small" + std::to_string(i), Whole(1), 10);
+  ASSERT_FALSE(e.Place(Whole(4)).placed);
+  VictimSet v = e.FindVictims(Whole(4), 1, running);
+  ASSERT_TRUE(v.found);
+  EXPECT_EQ(v.task_ids, std::vector<std::string>{"big"});
+}
+
+}  // namespace
+}  // namespace gpupool::placement
