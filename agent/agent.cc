@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -29,6 +30,11 @@ namespace {
 
 constexpr int64_t kMaxLogChunk = 1 << 20;
 constexpr int kHeartbeatsToConfirm = 2;
+// Final reports stay re-sendable this long after they were confirmed, and at most this many:
+// a scheduler that received one while its database was down and then died before storing it
+// hears it again from the next stream (updates are idempotent by task id and attempt).
+constexpr int64_t kFinishedRetentionUs = 15LL * 60 * 1'000'000;
+constexpr size_t kFinishedRetentionMax = 256;
 
 // One connection: a gRPC callback reactor whose events are posted to the agent's strand,
 // tagged with the connection's generation so stale events are recognized. A hold keeps the call
@@ -235,6 +241,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     writing_ = false;
     hb_on_stream_ = 0;
     stream_ = new Stream(stub_.get(), shared_from_this(), gen_);
+    ExpireFinished();
     Enqueue({MakeRegister(), "", 0});
     for (auto& [id, p] : pending_) {
       p.written_gen = 0;
@@ -305,8 +312,12 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
         const Pending& p = it->second;
         const bool confirmed =
             p.written_gen == gen_ && hb_on_stream_ - p.heartbeat_mark >= kHeartbeatsToConfirm;
+        if (confirmed && IsTerminal(p.update.state())) {
+          finished_[it->first] = Finished{p.update, clock_->MonotonicMicros()};
+        }
         it = confirmed ? pending_.erase(it) : std::next(it);
       }
+      if (finished_.size() > kFinishedRetentionMax) ExpireFinished();
     } else if (m.has_task_update()) {
       ++stats_.updates;
       auto it = pending_.find(in_flight_.task_id);
@@ -346,6 +357,13 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     r->set_backend(backend_->Name());
     r->set_agent_version(kAgentVersion);
     r->set_spill_budget_mib(config_.spill_budget_mib);
+    // Every final report still held, so the scheduler applies them before reconciling.
+    for (const auto& [id, p] : pending_) {
+      if (IsTerminal(p.update.state())) *r->add_finished_tasks() = p.update;
+    }
+    for (const auto& [id, f] : finished_) {
+      if (!pending_.contains(id)) *r->add_finished_tasks() = f.update;
+    }
     for (const sandbox::Capability& c : NodeCapabilities(runner_->options())) {
       v1::NodeCapability* pc = r->add_capabilities();
       pc->set_name(c.name);
@@ -561,6 +579,26 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   int64_t max_epoch_ = 0;
   uint64_t seq_ = 0;
   std::map<std::string, Pending> pending_;
+  // Confirmed final reports, re-sent after every Register while retained (kFinishedRetention*).
+  struct Finished {
+    v1::TaskUpdate update;
+    int64_t confirmed_us = 0;  // monotonic
+  };
+  std::map<std::string, Finished> finished_;
+
+  void ExpireFinished() {
+    const int64_t now = clock_->MonotonicMicros();
+    std::erase_if(finished_, [&](const auto& kv) {
+      return now - kv.second.confirmed_us > kFinishedRetentionUs;
+    });
+    while (finished_.size() > kFinishedRetentionMax) {
+      auto oldest =
+          std::min_element(finished_.begin(), finished_.end(), [](const auto& a, const auto& b) {
+            return a.second.confirmed_us < b.second.confirmed_us;
+          });
+      finished_.erase(oldest);
+    }
+  }
   bool closing_ = false;
   std::function<void()> on_closed_;
 

@@ -11,7 +11,11 @@
 // tasks so the scheduler can reconcile. Task updates are kept, latest per task, until they have
 // been written on a stream that then stayed up for two more successful heartbeats; every
 // reconnect re-sends what is still kept right after Register (the scheduler must treat updates
-// idempotently, by task id and attempt).
+// idempotently, by task id and attempt). A final report (succeeded, failed, cancelled…) is kept
+// longer: for 15 minutes after that confirmation (at most 256 of them). Register carries every
+// final report still held (finished_tasks), so a scheduler that received one while its database
+// was down and then restarted before storing it learns that the work is done — before it
+// reconciles the running tasks — instead of running it again.
 //
 // Threading: all state lives on one Asio strand of the io_context the caller runs; gRPC's
 // callback API feeds it (no thread per agent), so a SimFleet can run thousands in one process.

@@ -17,10 +17,11 @@
 #include <vector>
 
 #include "base/status.h"
+#include "pool/inventory.h"
 
 namespace gpupool::agent {
 
-enum class LinkKind { kNvlink, kPcieSwitch, kPcieHost, kSystem };
+using LinkKind = ::gpupool::LinkKind;  // pool/inventory.h
 
 struct Device {
   std::string uuid;

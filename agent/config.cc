@@ -138,7 +138,7 @@ Status ParseLink(const Reader& r, const YAML::Node& n, const std::string& key, L
 }
 
 Status ParseGpuGroup(const Reader& r, const YAML::Node& n, const std::string& key,
-                     const ModelTable& models, SimGpuGroup* g) {
+                     const Catalog& models, SimGpuGroup* g) {
   GPUPOOL_RETURN_IF_ERROR(r.Map(n, key));
   YAML::Node mig_node;  // rebound with reset(): operator= on a Node assigns through it
   bool has_mig = false;
@@ -147,12 +147,13 @@ Status ParseGpuGroup(const Reader& r, const YAML::Node& n, const std::string& ke
     const std::string full = key + "." + k;
     if (k == "model") {
       GPUPOOL_RETURN_IF_ERROR(r.String(kv.second, full, &g->model));
-      if (!models.Find(g->model)) {
+      const GpuModel* found = models.Find(g->model);
+      if (found == nullptr) {
         std::string known;
-        for (const auto& [name, spec] : models.models())
-          known += (known.empty() ? "" : ", ") + name;
+        for (const GpuModel& m : models.models()) known += (known.empty() ? "" : ", ") + m.name;
         return r.Error(kv.second, full, "unknown model '" + g->model + "' (known: " + known + ")");
       }
+      g->model = found->name;  // an alias ("H100") reports as the catalog's name
     } else if (k == "count") {
       int64_t v = 0;
       GPUPOOL_RETURN_IF_ERROR(r.Int(kv.second, full, 1, &v));
@@ -174,14 +175,14 @@ Status ParseGpuGroup(const Reader& r, const YAML::Node& n, const std::string& ke
     }
   }
   if (g->model.empty()) return r.Error(n, key + ".model", "is required");
-  const ModelSpec& spec = *models.Find(g->model);
+  const GpuModel& spec = *models.Find(g->model);
   for (int32_t u : g->unhealthy) {
     if (u >= g->count) {
       return r.Error(n, key + ".unhealthy", "index " + std::to_string(u) + " ≥ count");
     }
   }
   if (!has_mig) return Status::Ok();
-  if (!spec.mig_capable) {
+  if (spec.mig_profiles.empty()) {
     return r.Error(mig_node, key + ".mig", "model " + g->model + " does not support MIG");
   }
   for (const auto& kv : mig_node) {
@@ -201,11 +202,17 @@ Status ParseGpuGroup(const Reader& r, const YAML::Node& n, const std::string& ke
     for (const auto& p : kv.second) {
       std::string name;
       GPUPOOL_RETURN_IF_ERROR(r.String(p, full + "[]", &name));
-      auto prof = ParseMigProfile(name);
-      if (!prof.ok()) return r.Error(p, full, prof.status().message());
+      const MigProfile* prof = spec.FindMig(name);
+      if (prof == nullptr) {
+        std::string known;
+        for (const MigProfile& m : spec.mig_profiles) known += (known.empty() ? "" : ", ") + m.name;
+        return r.Error(
+            p, full,
+            "'" + name + "' is not a MIG profile of " + spec.name + " (catalog: " + known + ")");
+      }
       slices += prof->compute_slices;
       vram += prof->vram_mib;
-      profiles.push_back(name);
+      profiles.push_back(prof->name);
     }
     if (slices > 7) {
       return r.Error(kv.second, full,
@@ -223,7 +230,7 @@ Status ParseGpuGroup(const Reader& r, const YAML::Node& n, const std::string& ke
 
 // Parses one simulated-layout key; false in *handled when `k` is not one.
 Status ParseSimKey(const Reader& r, const std::string& k, const YAML::Node& v,
-                   const ModelTable& models, SimLayout* sim, bool* handled) {
+                   const Catalog& models, SimLayout* sim, bool* handled) {
   *handled = true;
   if (k == "gpus") {
     if (!v.IsSequence()) return r.Error(v, k, "must be a list of {model, count, mig}");
@@ -365,8 +372,9 @@ Status ParseTop(const Reader& r, const YAML::Node& root, AgentConfig* c) {
   // The catalog comes first: the GPU layout is checked against it.
   if (root["catalog"]) {
     GPUPOOL_RETURN_IF_ERROR(r.String(root["catalog"], "catalog", &c->catalog));
-    Status st = c->models.LoadCatalogFile(c->catalog);
-    if (!st.ok()) return r.Error(root["catalog"], "catalog", st.message());
+    Result<Catalog> loaded = Catalog::LoadFile(c->catalog);
+    if (!loaded.ok()) return r.Error(root["catalog"], "catalog", loaded.status().message());
+    c->models = std::move(loaded).value();
   }
   for (const auto& kv : root) {
     const std::string k = kv.first.Scalar();
@@ -489,7 +497,7 @@ Result<AgentConfig> LoadAgentConfigFile(const std::string& path) {
   return ParseAgentConfig(ss.str(), path);
 }
 
-Result<SimLayout> ParseSimLayout(const std::string& yaml, const ModelTable& models,
+Result<SimLayout> ParseSimLayout(const std::string& yaml, const Catalog& models,
                                  const std::string& source) {
   GPUPOOL_ASSIGN_OR_RETURN(YAML::Node root, LoadYaml(yaml, source));
   Reader r(source);

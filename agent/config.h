@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "agent/backend.h"
-#include "agent/catalog.h"
 #include "agent/sandbox/sandbox.h"
 #include "base/status.h"
+#include "pool/catalog.h"
 
 namespace gpupool::agent {
 
@@ -68,10 +68,10 @@ struct AgentConfig {
   int64_t output_tail_bytes = 4096;
   int64_t keepalive_ms = 0;  // gRPC keepalive pings; 0 = off (the server must permit them)
   ReconnectOptions reconnect;
-  std::string catalog;  // optional catalog YAML path
+  std::string catalog;  // optional catalog YAML path (pool/catalog.h's format)
   std::string log_level = "info";
   std::string metrics_listen;  // HOST:PORT of the agent's /metrics (DCGM names); empty = off
-  ModelTable models = ModelTable::BuiltIn();  // built-in, overlaid by `catalog`
+  Catalog models = Catalog::Builtin();  // pool/catalog.yaml, or the `catalog` file instead
   SimLayout sim;
   sandbox::SandboxOptions sandbox;  // `sandbox:` (docs/sandbox.md); off unless enabled
   // Zero a device's free VRAM before it changes tenant (CUDA driver API; simulated: a file per
@@ -92,7 +92,7 @@ Status ValidateAgentConfig(AgentConfig* config);
 
 // The simulated layout from a short YAML fragment (the `gpus:`/`topology:`/`links:` keys), for
 // tests and the fleet. Same validation as the full config.
-Result<SimLayout> ParseSimLayout(const std::string& yaml, const ModelTable& models,
+Result<SimLayout> ParseSimLayout(const std::string& yaml, const Catalog& models,
                                  const std::string& source = "<sim>");
 
 const char* TopologyName(Topology t);

@@ -91,8 +91,7 @@ std::string Cstr(const char* buf, size_t n) { return std::string(buf, strnlen(bu
 
 }  // namespace
 
-Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(ModelTable models,
-                                                       const std::string& library) {
+Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(Catalog models, const std::string& library) {
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
@@ -135,7 +134,7 @@ Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(ModelTable models,
   return std::unique_ptr<NvmlBackend>(new NvmlBackend(handle, std::move(api), std::move(models)));
 }
 
-NvmlBackend::NvmlBackend(void* handle, std::unique_ptr<Api> api, ModelTable models)
+NvmlBackend::NvmlBackend(void* handle, std::unique_ptr<Api> api, Catalog models)
     : handle_(handle), api_(std::move(api)), models_(std::move(models)) {}
 
 NvmlBackend::~NvmlBackend() {
@@ -166,11 +165,11 @@ Result<Inventory> NvmlBackend::Discover() {
     Device d;
     d.uuid = Cstr(uuid, sizeof(uuid));
     d.index = static_cast<int32_t>(i);
-    const auto model = ModelFromNvmlName(nvml_name);
-    const ModelSpec* spec = model ? models_.Find(*model) : nullptr;
-    d.model = model ? *model : nvml_name;
-    if (!model) {
-      LogWarn("agent.nvml", "unknown GPU model; TFLOPS reported as 0",
+    // The catalog lists the drivers' product names as aliases ("NVIDIA H100 80GB HBM3").
+    const GpuModel* spec = models_.Find(nvml_name);
+    d.model = spec != nullptr ? spec->name : nvml_name;
+    if (spec == nullptr) {
+      LogWarn("agent.nvml", "GPU model not in the catalog; gpupoold will refuse this node",
               {{"nvml_name", nvml_name}, {"index", std::to_string(i)}});
     }
     NvmlMemory mem{};
@@ -179,7 +178,7 @@ Result<Inventory> NvmlBackend::Discover() {
     } else if (spec) {
       d.vram_mib = spec->vram_mib;
     }
-    d.milli_tflops = spec ? spec->milli_tflops : 0;
+    d.milli_tflops = spec != nullptr ? spec->ComputeMilliTflops() : 0;
     d.numa_node = NumaNodeOf(a, dev);
     inv.devices.push_back(d);
     devices_.emplace_back(d.uuid, dev);
@@ -206,8 +205,8 @@ Result<Inventory> NvmlBackend::Discover() {
       if (a.GetMemoryInfo(mig, &mm) == kNvmlSuccess) {
         m.vram_mib = static_cast<int64_t>(mm.total / (1024 * 1024));
       }
-      auto prof = ParseMigProfile(m.mig_profile);
-      m.milli_tflops = prof.ok() ? d.milli_tflops * prof->compute_slices / 7 : 0;
+      const MigProfile* prof = spec != nullptr ? spec->FindMig(m.mig_profile) : nullptr;
+      m.milli_tflops = prof != nullptr ? prof->milli_tflops : 0;
       inv.devices.push_back(m);
       devices_.emplace_back(m.uuid, mig);
     }

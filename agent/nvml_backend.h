@@ -21,7 +21,7 @@
 #include <string>
 
 #include "agent/backend.h"
-#include "agent/catalog.h"
+#include "pool/catalog.h"
 
 namespace gpupool::agent {
 
@@ -29,7 +29,7 @@ class NvmlBackend final : public DeviceBackend {
  public:
   // Loads `library` (default "libnvidia-ml.so.1") and calls nvmlInit_v2.
   static Result<std::unique_ptr<NvmlBackend>> Open(
-      ModelTable models, const std::string& library = "libnvidia-ml.so.1");
+      Catalog models, const std::string& library = "libnvidia-ml.so.1");
   ~NvmlBackend() override;
   NvmlBackend(const NvmlBackend&) = delete;
   NvmlBackend& operator=(const NvmlBackend&) = delete;
@@ -41,11 +41,11 @@ class NvmlBackend final : public DeviceBackend {
   struct Api;  // the resolved entry points (nvml_backend.cc)
 
  private:
-  NvmlBackend(void* handle, std::unique_ptr<Api> api, ModelTable models);
+  NvmlBackend(void* handle, std::unique_ptr<Api> api, Catalog models);
 
   void* handle_;
   std::unique_ptr<Api> api_;
-  ModelTable models_;
+  Catalog models_;
   std::vector<std::pair<std::string, void*>> devices_;  // uuid → nvmlDevice_t, Discover() order
 };
 

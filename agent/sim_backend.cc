@@ -11,6 +11,11 @@
 namespace gpupool::agent {
 namespace {
 
+// Datasheets give GB/s counted in both directions: NVLink's figure is kept whole (as links are
+// compared, not divided), PCIe's is halved to one direction. Both in Gbit/s.
+int32_t GpuLinkGbps(const GpuModel& m) { return m.gpu_link_gb_per_s * 8; }
+int32_t PcieGbps(const GpuModel& m) { return m.pcie_gb_per_s * 8 / 2; }
+
 uint64_t Fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : s) {
@@ -63,7 +68,7 @@ std::string SimulatedBackend::MigUuid(const std::string& node, int32_t index, in
   return "MIG-sim-" + node + "-" + std::to_string(index) + "-" + std::to_string(instance);
 }
 
-SimulatedBackend::SimulatedBackend(std::string node_name, SimLayout layout, ModelTable models)
+SimulatedBackend::SimulatedBackend(std::string node_name, SimLayout layout, Catalog models)
     : node_(std::move(node_name)),
       layout_(std::move(layout)),
       models_(std::move(models)),
@@ -78,16 +83,16 @@ Inventory SimulatedBackend::Build() const {
   bool all_nvlink = n > 1;
   int32_t index = 0;
   for (const auto& g : layout_.gpus) {
-    const ModelSpec* spec = models_.Find(g.model);
+    const GpuModel* spec = models_.Find(g.model);
     if (spec == nullptr) continue;  // validated at config parse time
-    all_nvlink = all_nvlink && spec->nvlink_gbps > 0;
+    all_nvlink = all_nvlink && spec->gpu_link_gb_per_s > 0;
     for (int32_t i = 0; i < g.count; ++i, ++index) {
       Device d;
       d.uuid = GpuUuid(node_, index);
       d.model = spec->name;
       d.index = index;
       d.vram_mib = spec->vram_mib;
-      d.milli_tflops = spec->milli_tflops;
+      d.milli_tflops = spec->ComputeMilliTflops();
       d.healthy = std::find(g.unhealthy.begin(), g.unhealthy.end(), i) == g.unhealthy.end();
       d.numa_node = n >= 2 && index >= n / 2 ? 1 : 0;
       if (!layout_.device_dir.empty()) {
@@ -98,13 +103,13 @@ Inventory SimulatedBackend::Build() const {
       if (mig == g.mig.end()) continue;
       int32_t j = 0;
       for (const std::string& profile : mig->second) {
-        auto p = ParseMigProfile(profile);
+        const MigProfile* p = spec->FindMig(profile);  // validated at config parse time
         Device m = d;
         m.uuid = MigUuid(node_, index, j++);
         m.mig_profile = profile;
         m.parent_uuid = d.uuid;
-        m.vram_mib = p.ok() ? p->vram_mib : 0;
-        m.milli_tflops = p.ok() ? spec->milli_tflops * p->compute_slices / 7 : 0;
+        m.vram_mib = p != nullptr ? p->vram_mib : 0;
+        m.milli_tflops = p != nullptr ? p->milli_tflops : 0;
         if (!layout_.device_dir.empty()) {
           // Like /dev/nvidia-caps/nvidia-capN: the instance's access capability.
           m.device_files.push_back(layout_.device_dir + "/nvidia-caps/nvidia-cap" +
@@ -118,18 +123,19 @@ Inventory SimulatedBackend::Build() const {
   if (topo == Topology::kAuto) topo = all_nvlink ? Topology::kNvlinkAll : Topology::kPciePairs;
   std::set<std::pair<int32_t, int32_t>> explicit_pairs;
   for (const Link& l : layout_.links) explicit_pairs.insert(std::minmax(l.a, l.b));
-  std::vector<const ModelSpec*> spec_of(static_cast<size_t>(n), nullptr);
+  std::vector<const GpuModel*> spec_of(static_cast<size_t>(n), nullptr);
   for (const Device& d : inv.devices) spec_of[static_cast<size_t>(d.index)] = models_.Find(d.model);
   if (topo != Topology::kNone) {
     for (int32_t a = 0; a < n; ++a) {
       for (int32_t b = a + 1; b < n; ++b) {
         if (explicit_pairs.count({a, b})) continue;
         Link l{a, b, Between(topo, a, b, n), 0};
-        const ModelSpec* sa = spec_of[static_cast<size_t>(a)];
-        const ModelSpec* sb = spec_of[static_cast<size_t>(b)];
-        l.bandwidth_gbps = l.kind == LinkKind::kNvlink ? std::min(sa->nvlink_gbps, sb->nvlink_gbps)
-                                                       : std::min(sa->pcie_gbps, sb->pcie_gbps) /
-                                                             (l.kind == LinkKind::kSystem ? 2 : 1);
+        const GpuModel* sa = spec_of[static_cast<size_t>(a)];
+        const GpuModel* sb = spec_of[static_cast<size_t>(b)];
+        l.bandwidth_gbps =
+            l.kind == LinkKind::kNvlink
+                ? std::min(GpuLinkGbps(*sa), GpuLinkGbps(*sb))
+                : std::min(PcieGbps(*sa), PcieGbps(*sb)) / (l.kind == LinkKind::kSystem ? 2 : 1);
         inv.links.push_back(l);
       }
     }
@@ -220,7 +226,7 @@ std::vector<DeviceSample> SimulatedBackend::Sample(const std::vector<DeviceLoad>
   std::vector<DeviceSample> out;
   out.reserve(inventory_.devices.size());
   for (const Device& d : inventory_.devices) {
-    const ModelSpec* spec = models_.Find(d.model);
+    const GpuModel* spec = models_.Find(d.model);
     const DeviceLoad& l = by_uuid[d.uuid];
     DeviceSample s;
     s.uuid = d.uuid;
@@ -228,12 +234,11 @@ std::vector<DeviceSample> SimulatedBackend::Sample(const std::vector<DeviceLoad>
     if (util > 0) util = std::clamp(util + noise(rng_), 1, 100);
     s.utilization_pct = util;
     s.memory_used_mib = std::min(d.vram_mib, l.vram_mib);
-    const int32_t idle = spec ? spec->idle_watts : 50;
-    const int32_t tdp = spec ? spec->tdp_watts : 300;
+    const int32_t tdp = spec != nullptr && spec->tdp_watts > 0 ? spec->tdp_watts : 300;
+    const int32_t idle = tdp / 8;
     // A MIG instance reports its share of the board's power.
-    const int64_t share = d.parent_uuid.empty() || spec == nullptr || spec->milli_tflops == 0
-                              ? 1000
-                              : d.milli_tflops * 1000 / spec->milli_tflops;
+    const int64_t card = spec != nullptr ? spec->ComputeMilliTflops() : 0;
+    const int64_t share = d.parent_uuid.empty() || card == 0 ? 1000 : d.milli_tflops * 1000 / card;
     s.power_watts = static_cast<int32_t>((idle + (tdp - idle) * util / 100) * share / 1000);
     s.temperature_c = 32 + util * 45 / 100 + noise(rng_) / 2;
     auto h = health_override_.find(d.uuid);

@@ -6,6 +6,11 @@
 // summed thread percentage (capped at 100) plus a little seeded noise, memory used = granted
 // VRAM (capped at the device's), power = idle + (TDP - idle) × util, temperature 32 °C + 0.45 ×
 // util. A MIG parent's load is the sum of its instances'. The same seed gives the same series.
+// Every figure comes from the catalog (pool/catalog.yaml): compute, VRAM and MIG profiles as
+// agents must report them, TDP for power (idle is TDP / 8, a simulation assumption: datasheets
+// state no idle power), and link bandwidth: NVLink pairs get the GPU link's GB/s × 8 (Gbit/s,
+// as the datasheet counts it, both directions), PCIe pairs the host interface's GB/s × 8 / 2
+// (one direction), a system link half of that.
 //
 // With layout.device_dir set, Discover() creates fake device files there (nvidiaN as 195:N,
 // nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-caps/nvidia-capK per MIG instance) and lists
@@ -20,14 +25,14 @@
 #include <string>
 
 #include "agent/backend.h"
-#include "agent/catalog.h"
 #include "agent/config.h"
+#include "pool/catalog.h"
 
 namespace gpupool::agent {
 
 class SimulatedBackend final : public DeviceBackend {
  public:
-  SimulatedBackend(std::string node_name, SimLayout layout, ModelTable models);
+  SimulatedBackend(std::string node_name, SimLayout layout, Catalog models);
 
   std::string Name() const override { return "simulated"; }
   Result<Inventory> Discover() override;
@@ -46,9 +51,8 @@ class SimulatedBackend final : public DeviceBackend {
 
   std::string node_;
   SimLayout layout_;
-  ModelTable models_;
+  Catalog models_;
   Inventory inventory_;
-  std::map<std::string, const ModelSpec*> spec_by_uuid_;
   std::map<std::string, bool> health_override_;
   std::mt19937_64 rng_;
   int64_t samples_ = 0;

@@ -197,6 +197,17 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
         kComponent, "agent connected",
         {{"node", node_}, {"pool", reg.pool()}, {"devices", std::to_string(reg.devices_size())}});
     Core* core = hub_->core_.load();
+    // Final reports first: the loop runs closures in order, so the core records the work that
+    // finished before it reconciles the node's running tasks (which would call it lost).
+    for (const v1::TaskUpdate& u : reg.finished_tasks()) {
+      Result<TaskReport> report = TaskReportFromProto(node_, u);
+      if (!report.ok()) {
+        LogWarn(kComponent, "ignoring a malformed finished task in register",
+                {{"node", node_}, {"error", report.status().message()}});
+        continue;
+      }
+      hub_->loop_->Post([core, r = std::move(report).value()] { core->OnTaskReport(r); });
+    }
     hub_->loop_->Post([core, self, reg = std::move(converted).value()]() mutable {
       core->OnAgentRegister(std::move(reg), [self](Result<RegistrationResult> r) {
         if (!r.ok()) {

@@ -88,28 +88,6 @@ std::string FieldPath(std::string_view parent, std::string_view child) {
   return std::string(parent) + "." + std::string(child);
 }
 
-Status ValidateTenantPath(std::string_view path, std::string_view field) {
-  if (path.empty())
-    return Invalid(field, "must not be empty (a tenant path like org/project/user)");
-  int depth = 0;
-  size_t start = 0;
-  while (true) {
-    size_t slash = path.find('/', start);
-    std::string_view seg =
-        path.substr(start, slash == std::string_view::npos ? slash : slash - start);
-    ++depth;
-    if (depth > kMaxTenantDepth) {
-      return Invalid(field, "'" + std::string(path) + "' has more than " +
-                                std::to_string(kMaxTenantDepth) + " segments (org/project/user)");
-    }
-    std::string problem = NameProblem(seg, "segment " + std::to_string(depth));
-    if (!problem.empty()) return Invalid(field, "'" + std::string(path) + "': " + problem);
-    if (slash == std::string_view::npos) break;
-    start = slash + 1;
-  }
-  return Status::Ok();
-}
-
 Status ValidateName(std::string_view name, std::string_view field) {
   std::string problem = NameProblem(name);
   if (!problem.empty()) return Invalid(field, problem);

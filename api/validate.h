@@ -13,6 +13,7 @@
 
 #include "base/status.h"
 #include "scheduler/model.h"
+#include "scheduler/tenancy.h"
 
 namespace gpupool::api {
 
@@ -32,7 +33,6 @@ inline constexpr double kMaxOvercommit = 10.0;
 inline constexpr int32_t kMinReplicas = 2;
 inline constexpr int32_t kMaxReplicas = 64;
 inline constexpr size_t kMaxNameLength = 63;
-inline constexpr int kMaxTenantDepth = 3;
 
 // "field: message" as INVALID_ARGUMENT.
 Status Invalid(std::string_view field, std::string_view message);
@@ -41,8 +41,8 @@ Status CheckRange(int64_t v, int64_t lo, int64_t hi, std::string_view field);
 // "spec" + "task_count" → "spec.task_count" (either may be empty).
 std::string FieldPath(std::string_view parent, std::string_view child);
 
-// A tenant path: 1 to 3 segments (org/project/user), each [a-z0-9][a-z0-9-_.]*, ≤ 63 chars.
-Status ValidateTenantPath(std::string_view path, std::string_view field);
+// Tenant paths: gpupool::ValidateTenantPath (scheduler/tenancy.h), the one rule for the edge,
+// the config file and the core.
 // Pool, node, SKU, priority class names: [a-z0-9][a-z0-9-_.]*, ≤ 63 chars.
 Status ValidateName(std::string_view name, std::string_view field);
 // Tenant-path containment is gpupool::TenantWithin (scheduler/model.h), shared with the core.

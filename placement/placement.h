@@ -36,13 +36,14 @@
 
 #include "base/status.h"
 #include "placement/strategy.h"
+#include "pool/inventory.h"
 #include "pool/resources.h"
 
 namespace gpupool::placement {
 
-// Interconnect between two devices of a node, best first. Devices with no link listed talk
-// through the system (kSystem).
-enum class LinkKind : uint8_t { kNvLink = 0, kPcieSwitch = 1, kSameNuma = 2, kSystem = 3 };
+// Interconnect between two devices of a node (pool/inventory.h, shared with the agent and the
+// scheduler). Devices with no link listed talk through the system (kSystem).
+using LinkKind = ::gpupool::LinkKind;
 
 struct Link {
   int a = 0;  // device indices into NodeSpec::devices
@@ -69,11 +70,8 @@ struct NodeSpec {
   std::vector<std::pair<std::string, std::string>> labels;
 };
 
-enum class SharingMode : uint8_t {
-  kExclusive,   // every GPU request takes whole devices
-  kFractional,  // devices are shared by compute and VRAM amounts
-  kTimeSliced,  // each device offers `replicas` slots; a GPU request takes one slot
-};
+// Exclusive, fractional or time-sliced (pool/inventory.h).
+using SharingMode = ::gpupool::SharingMode;
 
 // One workload class for fragmentation-aware strategies: a request shape and how often it is
 // expected (weights need not sum to 1).

@@ -77,11 +77,11 @@ void Exhaustive(const NodeState& node, const DeviceSet& cand, int k, DeviceSet* 
 
 int LinkCost(LinkKind kind) {
   switch (kind) {
-    case LinkKind::kNvLink:
+    case LinkKind::kNvlink:
       return 1;
     case LinkKind::kPcieSwitch:
       return 2;
-    case LinkKind::kSameNuma:
+    case LinkKind::kPcieHost:
       return 4;
     case LinkKind::kSystem:
       return kSystemCost;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <utility>
 
 #include "pool/yaml_error.h"
 
@@ -13,6 +14,7 @@ namespace {
 
 constexpr int64_t kMaxMilliTflops = 100'000'000;     // 100,000 TFLOPS: far above any card
 constexpr int64_t kMaxVramMib = 16LL * 1024 * 1024;  // 16 TiB
+constexpr int64_t kMaxBoardFigure = 100'000;         // watts or GB/s: far above any card
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -75,9 +77,10 @@ Result<MigProfile> ParseMig(const YamlDoc& doc, const YAML::Node& node, const Ya
 }
 
 Result<GpuModel> ParseModel(const YamlDoc& doc, const YAML::Node& node, const YamlPath& path) {
-  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(node, path,
-                                        {"name", "vendor", "form_factor", "aliases", "bf16_tflops",
-                                         "fp16_tflops", "vram_mib", "mig_profiles"}));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
+      node, path,
+      {"name", "vendor", "form_factor", "aliases", "bf16_tflops", "fp16_tflops", "vram_mib",
+       "tdp_watts", "gpu_link_gb_per_s", "pcie_gb_per_s", "mig_profiles"}));
   GpuModel m;
   GPUPOOL_ASSIGN_OR_RETURN(m.name, doc.String(node, path, "name"));
   GPUPOOL_ASSIGN_OR_RETURN(m.vendor, doc.String(node, path, "vendor"));
@@ -91,6 +94,14 @@ Result<GpuModel> ParseModel(const YamlDoc& doc, const YAML::Node& node, const Ya
   GPUPOOL_ASSIGN_OR_RETURN(m.fp16_milli_tflops,
                            doc.Milli(node, path, "fp16_tflops", 1, kMaxMilliTflops));
   GPUPOOL_ASSIGN_OR_RETURN(m.vram_mib, doc.Int(node, path, "vram_mib", 1, kMaxVramMib));
+  // Optional board figures; absent = 0 = not stated.
+  for (auto [key, out] :
+       {std::pair{"tdp_watts", &m.tdp_watts}, std::pair{"gpu_link_gb_per_s", &m.gpu_link_gb_per_s},
+        std::pair{"pcie_gb_per_s", &m.pcie_gb_per_s}}) {
+    if (!node[key].IsDefined()) continue;
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t v, doc.Int(node, path, key, 0, kMaxBoardFigure));
+    *out = static_cast<int32_t>(v);
+  }
 
   GPUPOOL_ASSIGN_OR_RETURN(m.aliases, doc.StringList(node, path, "aliases"));
   if (const YAML::Node migs = node["mig_profiles"]; migs.IsDefined()) {

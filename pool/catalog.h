@@ -50,6 +50,11 @@ struct GpuModel {
   int64_t fp16_milli_tflops = 0;
   int64_t vram_mib = 0;
   std::vector<MigProfile> mig_profiles;
+  // From the datasheet, 0 = not stated. Informational for the scheduler; the agent's simulated
+  // backend draws power and link bandwidth from them.
+  int32_t tdp_watts = 0;
+  int32_t gpu_link_gb_per_s = 0;  // NVLink / Infinity Fabric per GPU, both directions; 0 = none
+  int32_t pcie_gb_per_s = 0;      // host interface x16, both directions
 
   // What the scheduler counts: bf16 if the card has it, else fp16.
   int64_t ComputeMilliTflops() const {

@@ -25,11 +25,11 @@ placement::SharingMode ToPlacement(SharingMode m) {
 placement::LinkKind ToPlacement(LinkKind k) {
   switch (k) {
     case LinkKind::kNvlink:
-      return placement::LinkKind::kNvLink;
+      return placement::LinkKind::kNvlink;
     case LinkKind::kPcieSwitch:
       return placement::LinkKind::kPcieSwitch;
     case LinkKind::kPcieHost:
-      return placement::LinkKind::kSameNuma;
+      return placement::LinkKind::kPcieHost;
     case LinkKind::kSystem:
       break;
   }

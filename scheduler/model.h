@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pool/inventory.h"
 #include "pool/resources.h"
 
 namespace gpupool {
@@ -32,10 +33,8 @@ enum class TaskState {
   kLost,
 };
 enum class Visibility { kPublic = 1, kPrivate };
-enum class SharingMode { kExclusive = 1, kFractional, kTimeSliced };
 enum class NodeState { kReady = 1, kNotReady, kCordoned, kDraining };
 enum class RequestShape { kFractional = 1, kWholeGpus, kMig, kSku };
-enum class LinkKind { kNvlink = 1, kPcieSwitch, kPcieHost, kSystem };
 // Why the core asked a task that holds devices to stop. Durable (a typed column), so the exit
 // report is read the same way after a daemon restart: kCancel ends the task CANCELLED, kDrain
 // requeues it (its node is draining), kPreempt requeues it without spending a retry.

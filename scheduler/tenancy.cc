@@ -77,29 +77,44 @@ std::string FormatDimension(const QuotaAmount& a, int dim) {
   }
 }
 
-Status TenantBook::ValidatePath(std::string_view path) {
-  std::vector<std::string_view> parts = Prefixes(path);
-  if (path.empty() || parts.size() > 3) {
-    return Status::InvalidArgument("tenant path '" + std::string(path) +
-                                   "': must be org, org/project or org/project/user");
-  }
-  size_t start = 0;
-  for (size_t i = 0; i <= path.size(); ++i) {
-    if (i < path.size() && path[i] != '/') continue;
-    std::string_view seg = path.substr(start, i - start);
-    bool ok = !seg.empty() && std::isalnum(static_cast<unsigned char>(seg[0])) != 0;
+Status ValidateTenantPath(std::string_view path, std::string_view field) {
+  auto invalid = [&](const std::string& what) {
+    return Status::InvalidArgument(std::string(field) + ": " + what);
+  };
+  if (path.empty()) return invalid("must not be empty (a tenant path like org/project/user)");
+  const std::string quoted = "'" + std::string(path) + "'";
+  int depth = 0;
+  for (size_t start = 0;;) {
+    const size_t slash = path.find('/', start);
+    const std::string_view seg =
+        path.substr(start, slash == std::string_view::npos ? slash : slash - start);
+    const std::string label = "segment " + std::to_string(++depth);
+    if (depth > kMaxTenantDepth) {
+      return invalid(quoted + " has more than " + std::to_string(kMaxTenantDepth) +
+                     " segments (org/project/user)");
+    }
+    if (seg.empty()) return invalid(quoted + ": " + label + " must not be empty");
+    if (seg.size() > kMaxTenantSegmentLength) {
+      return invalid(quoted + ": " + label + " must be at most " +
+                     std::to_string(kMaxTenantSegmentLength) + " characters, got " +
+                     std::to_string(seg.size()));
+    }
+    bool ok = (seg[0] >= 'a' && seg[0] <= 'z') || (seg[0] >= '0' && seg[0] <= '9');
     for (char c : seg) {
-      ok &= (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+      ok = ok &&
+           ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.');
     }
     if (!ok) {
-      return Status::InvalidArgument("tenant path '" + std::string(path) + "': segment '" +
-                                     std::string(seg) +
-                                     "' must be lowercase letters, digits, '.', '_' or '-', "
-                                     "starting with a letter or digit");
+      return invalid(quoted + ": " + label + " '" + std::string(seg) +
+                     "' must match [a-z0-9][a-z0-9-_.]*");
     }
-    start = i + 1;
+    if (slash == std::string_view::npos) return Status::Ok();
+    start = slash + 1;
   }
-  return Status::Ok();
+}
+
+Status TenantBook::ValidatePath(std::string_view path) {
+  return ValidateTenantPath(path, "tenant");
 }
 
 std::string TenantBook::ParentOf(std::string_view path) {

@@ -34,6 +34,14 @@
 
 namespace gpupool {
 
+// The one tenant-path rule, for the API edge, the config file and the core alike: 1 to 3
+// segments (org/project/user) joined by '/', each [a-z0-9][a-z0-9-_.]* and at most 63
+// characters. INVALID_ARGUMENT naming `field`, e.g.
+// "spec.tenant: 'acme/Research': segment 2 'Research' must match [a-z0-9][a-z0-9-_.]*".
+inline constexpr int kMaxTenantDepth = 3;
+inline constexpr size_t kMaxTenantSegmentLength = 63;
+Status ValidateTenantPath(std::string_view path, std::string_view field);
+
 // Usage of one tenant (its whole subtree) in one pool.
 struct TenantUsage {
   QuotaAmount used;               // held now by SCHEDULED and RUNNING tasks
@@ -50,7 +58,7 @@ class TenantBook {
  public:
   explicit TenantBook(int64_t half_life_ms = 0) : half_life_us_(half_life_ms * 1000) {}
 
-  // A path is 1 to 3 segments of [a-z0-9._-] (first character alphanumeric) joined by '/'.
+  // ValidateTenantPath(path, "tenant").
   static Status ValidatePath(std::string_view path);
   static std::string ParentOf(std::string_view path);  // "" for an org
 

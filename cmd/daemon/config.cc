@@ -245,7 +245,7 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
       for (size_t k = 0; k < t.size(); ++k) {
         YamlPath kp = ip.Key("allowed_tenants").Index(k);
         if (!t[k].IsScalar()) return doc.Error(t[k], kp, "must be a tenant path");
-        if (Status st = api::ValidateTenantPath(t[k].Scalar(), "x"); !st.ok()) {
+        if (Status st = ValidateTenantPath(t[k].Scalar(), "x"); !st.ok()) {
           return doc.Error(t[k], kp, st.message().substr(3));
         }
         pool.allowed_tenants.push_back(t[k].Scalar());
@@ -500,8 +500,9 @@ Usage: gpupoold [--config FILE] [flags]
 
 With no configuration at all, gpupoold starts a private PostgreSQL under --data-dir from the
 system's binaries, serves gRPC on 127.0.0.1:7070 and REST, /metrics, /healthz and /readyz on
-127.0.0.1:7080 — with the web console at http://127.0.0.1:7080/console/ (docs/console.md) — and
-stops the private database on exit.
+127.0.0.1:7080 — with the web console at http://127.0.0.1:7080/console/ (docs/console.md) —
+restarts the private database if it dies, and stops it on exit. /readyz answers 200 only when a
+submission would commit.
 
 Flags (each overrides the config file):
   --config FILE        YAML configuration (see docs/operations.md)

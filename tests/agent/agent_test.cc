@@ -21,6 +21,7 @@
 #include "agent/sim_backend.h"
 #include "agent/sim_fleet.h"
 #include "gpupool/v1/agent.grpc.pb.h"
+#include "tests/support/wait_for.h"
 
 namespace gpupool::agent {
 namespace {
@@ -540,6 +541,29 @@ TEST_F(AgentStreamTest, ReconnectsAfterSchedulerRestartWithRunningTasks) {
   EXPECT_GE(service_.connections(), 2);
 }
 
+TEST_F(AgentStreamTest, FinalReportsAreResentAfterEveryReconnectWhileRetained) {
+  StartAgent();
+  ASSERT_TRUE(service_.Send(StartMsg("done", "echo finished")));
+  ASSERT_TRUE(WaitUpdate("done", v1::TASK_STATE_SUCCEEDED));
+  // Confirmed on this stream (two more heartbeats): no longer pending...
+  ASSERT_TRUE(::gpupool::testing::WaitFor([&] { return agent_->stats().pending_updates == 0; },
+                                          std::chrono::seconds(10)));
+  // ...yet a scheduler that restarts (it may not have stored the report) hears it again, in
+  // the Register itself, so it can apply it before reconciling the running tasks.
+  const size_t before = service_.Snapshot().size();
+  server_->Stop();
+  server_->Restart();
+  ASSERT_TRUE(service_.WaitFor([&](const auto& all) {
+    for (size_t i = before; i < all.size(); ++i) {
+      if (!all[i].has_register_()) continue;
+      for (const v1::TaskUpdate& u : all[i].register_().finished_tasks()) {
+        if (u.task_id() == "done" && u.state() == v1::TASK_STATE_SUCCEEDED) return true;
+      }
+    }
+    return false;
+  }));
+}
+
 TEST_F(AgentStreamTest, RegisterAckStopsTasksTheSchedulerDoesNotKnow) {
   StartAgent();
   ASSERT_TRUE(service_.Send(StartMsg("orphan", "exec sleep 30")));
@@ -629,7 +653,7 @@ TEST(SimFleetTest, ExplicitHeterogeneousNodes) {
   Server server(&service);
   char tmpl[] = "/tmp/gpupool-fleet-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
-  const ModelTable models = ModelTable::BuiltIn();
+  const Catalog& models = Catalog::Builtin();
   auto layout = [&](const std::string& yaml) { return *ParseSimLayout(yaml, models); };
   SimFleetOptions o;
   o.base.scheduler = server.address();

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <fstream>
 
-#include "agent/catalog.h"
 #include "agent/nvml_backend.h"
 #include "agent/sim_backend.h"
 
@@ -79,16 +78,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"gpus:\n  - model: H100-SXM\n    count: 0\n",
                 "agent.yaml:3:12: gpus[0].count: must be ≥ 1, got 0"},
         BadCase{"gpus:\n  - {model: B300}\n",
-                "agent.yaml:2:13: gpus[0].model: unknown model 'B300' (known: A10, A100-40GB, "
-                "A100-80GB, H100-PCIe, H100-SXM, H200, L4, L40S, MI250X, MI300X, T4, V100-16GB, "
-                "V100-32GB)"},
+                "agent.yaml:2:13: gpus[0].model: unknown model 'B300' (known: H200, H100-SXM, "
+                "H100-PCIe, A100-40GB, A100-80GB, A10, L40S, L4, T4, V100-16GB, V100-32GB, "
+                "MI300X, MI250X)"},
         BadCase{"gpus:\n  - model: L4\n    mig: {\"0\": [1g.10gb]}\n",
                 "agent.yaml:3:10: gpus[0].mig: model L4 does not support MIG"},
         BadCase{"gpus:\n  - model: H100-SXM\n    mig:\n      \"0\": [4g.40gb, 4g.40gb]\n",
                 "agent.yaml:4:12: gpus[0].mig.0: MIG instances use 8 compute slices, GPU has 7"},
         BadCase{"gpus:\n  - model: H100-SXM\n    mig:\n      \"0\": [3g.big]\n",
-                "agent.yaml:4:13: gpus[0].mig.0: MIG profile '3g.big': expected "
-                "<slices>g.<memory>gb, e.g. 3g.40gb"},
+                "agent.yaml:4:13: gpus[0].mig.0: '3g.big' is not a MIG profile of H100-SXM "
+                "(catalog: 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb)"},
         BadCase{"gpus:\n  - model: H100-SXM\n    count: 2\n    mig: {\"2\": [7g.80gb]}\n",
                 "agent.yaml:4:11: gpus[0].mig.2: GPU index 2 ≥ count 2"},
         BadCase{"gpus: [{model: L4, count: 2}]\ntopology: ring\n",
@@ -181,33 +180,41 @@ TEST(AgentConfigTest, MissingFileIsNamed) {
   EXPECT_EQ(c.status().message(), "/nonexistent/agent.yaml: cannot open config file");
 }
 
-TEST(CatalogTest, LoadsTheProjectCatalog) {
-  ModelTable t = ModelTable::BuiltIn();
-  const std::string path = std::string(GPUPOOL_SOURCE_DIR) + "/pool/catalog.yaml";
-  ASSERT_TRUE(t.LoadCatalogFile(path).ok()) << t.LoadCatalogFile(path).ToString();
-  // bf16 when > 0, else fp16 (T4 has no bf16: 65 TFLOPS fp16).
-  EXPECT_EQ(t.Find("H100-SXM")->milli_tflops, 989'500);
-  EXPECT_EQ(t.Find("H100-SXM")->vram_mib, 81'920);
-  EXPECT_EQ(t.Find("T4")->milli_tflops, 65'000);
-  EXPECT_EQ(t.Find("L40S")->milli_tflops, 362'050);
-  // The built-in table agrees with the catalog on every model it has.
-  const ModelTable builtin = ModelTable::BuiltIn();
-  for (const auto& [name, spec] : builtin.models()) {
-    ASSERT_NE(t.Find(name), nullptr) << name;
-    EXPECT_EQ(t.Find(name)->milli_tflops, spec.milli_tflops) << name;
-    EXPECT_EQ(t.Find(name)->vram_mib, spec.vram_mib) << name;
-  }
+TEST(CatalogTest, TheAgentUsesThePoolCatalog) {
+  // The agent has no table of its own: compute, VRAM and MIG come from pool/catalog.yaml.
+  AgentConfig c;
+  EXPECT_EQ(c.models.source(), Catalog::Builtin().source());
+  auto l = ParseSimLayout("gpus: [{model: h100, count: 1}]\n", Catalog::Builtin());
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(l->gpus[0].model, "H100-SXM");  // an alias reports as the catalog's name
+}
+
+TEST(CatalogTest, ACatalogFileReplacesTheBuiltinOne) {
+  const std::string path = testing::TempDir() + "/agent_catalog.yaml";
+  std::ofstream(path) << "models:\n  - {name: X1, vendor: V, fp16_tflops: 10.5, vram_mib: 1024}\n";
+  auto c = ParseAgentConfig("catalog: " + path + "\ngpus: [{model: X1, count: 2}]\n", "a.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  SimulatedBackend b("n", c->sim, c->models);
+  auto inv = b.Discover();
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(inv->devices[0].milli_tflops, 10'500);
+  EXPECT_EQ(inv->devices[0].vram_mib, 1024);
+  // Models of the built-in catalog are not there any more.
+  auto h100 = ParseAgentConfig("catalog: " + path + "\ngpus: [{model: H100-SXM}]\n", "a.yaml");
+  EXPECT_EQ(h100.status().message(),
+            "a.yaml:2:16: gpus[0].model: unknown model 'H100-SXM' (known: X1)");
 }
 
 TEST(CatalogTest, CatalogErrorsNameFileAndLine) {
   const std::string path = testing::TempDir() + "/bad_catalog.yaml";
   std::ofstream(path) << "models:\n  - name: X1\n    bf16_tflops: lots\n    vram_mib: 1024\n";
-  ModelTable t = ModelTable::BuiltIn();
-  EXPECT_EQ(t.LoadCatalogFile(path).message(),
-            path + ":3: key 'X1.bf16_tflops': expected a number");
+  auto c = ParseAgentConfig("catalog: " + path + "\n", "a.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("a.yaml:1:10: catalog: " + path + ":2:"), std::string::npos)
+      << c.status().message();
 }
 
-TEST(CatalogTest, NvmlNames) {
+TEST(CatalogTest, NvmlNamesAreCatalogAliases) {
   const std::vector<std::pair<const char*, const char*>> cases = {
       {"NVIDIA H100 80GB HBM3", "H100-SXM"},
       {"NVIDIA H100 PCIe", "H100-PCIe"},
@@ -223,25 +230,27 @@ TEST(CatalogTest, NvmlNames) {
       {"Tesla V100-SXM2-32GB", "V100-32GB"},
   };
   for (const auto& [nvml, model] : cases) {
-    auto m = ModelFromNvmlName(nvml);
-    ASSERT_TRUE(m.has_value()) << nvml;
-    EXPECT_EQ(*m, model) << nvml;
+    const GpuModel* m = Catalog::Builtin().Find(nvml);
+    ASSERT_NE(m, nullptr) << nvml;
+    EXPECT_EQ(m->name, model) << nvml;
   }
-  EXPECT_FALSE(ModelFromNvmlName("NVIDIA GeForce RTX 4090").has_value());
+  EXPECT_EQ(Catalog::Builtin().Find("NVIDIA GeForce RTX 4090"), nullptr);
 }
 
-TEST(CatalogTest, MigProfiles) {
-  auto p = ParseMigProfile("3g.40gb");
-  ASSERT_TRUE(p.ok());
-  EXPECT_EQ(p->compute_slices, 3);
-  EXPECT_EQ(p->vram_mib, 40 * 1024);
-  EXPECT_FALSE(ParseMigProfile("8g.10gb").ok());
-  EXPECT_FALSE(ParseMigProfile("g.10gb").ok());
-  EXPECT_FALSE(ParseMigProfile("1g.10").ok());
+TEST(CatalogTest, MigProfilesMustBeTheModels) {
+  auto bad =
+      ParseSimLayout("gpus: [{model: A100-40GB, mig: {\"0\": [3g.40gb]}}]\n", Catalog::Builtin());
+  EXPECT_EQ(bad.status().message(),
+            "<sim>:1:39: gpus[0].mig.0: '3g.40gb' is not a MIG profile of A100-40GB (catalog: "
+            "1g.5gb, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb)");
+  auto no_mig =
+      ParseSimLayout("gpus: [{model: L4, mig: {\"0\": [1g.10gb]}}]\n", Catalog::Builtin());
+  EXPECT_NE(no_mig.status().message().find("model L4 does not support MIG"), std::string::npos)
+      << no_mig.status().message();
 }
 
 SimLayout Layout(const std::string& yaml) {
-  auto l = ParseSimLayout(yaml, ModelTable::BuiltIn());
+  auto l = ParseSimLayout(yaml, Catalog::Builtin());
   EXPECT_TRUE(l.ok()) << l.status().ToString();
   return l.ok() ? *l : SimLayout{};
 }
@@ -250,7 +259,7 @@ TEST(SimulatedBackendTest, DevicesAndMigArithmetic) {
   SimulatedBackend b("n1",
                      Layout("gpus: [{model: H100-SXM, count: 2, mig: {\"1\": [3g.40gb, "
                             "2g.20gb, 1g.10gb]}}]\n"),
-                     ModelTable::BuiltIn());
+                     Catalog::Builtin());
   EXPECT_EQ(b.Name(), "simulated");
   auto inv = b.Discover();
   ASSERT_TRUE(inv.ok());
@@ -273,11 +282,13 @@ TEST(SimulatedBackendTest, DevicesAndMigArithmetic) {
   // auto topology with NVLink-capable models: nvlink-all; 2 GPUs → 1 link.
   ASSERT_EQ(inv->links.size(), 1u);
   EXPECT_EQ(inv->links[0].kind, LinkKind::kNvlink);
+  // The catalog's NVLink 900 GB/s (both directions) × 8 = 7200 Gbit/s.
+  EXPECT_EQ(inv->links[0].bandwidth_gbps, 7200);
 }
 
 TEST(SimulatedBackendTest, Topologies) {
   auto links_of = [](const std::string& yaml) {
-    SimulatedBackend b("n", Layout(yaml), ModelTable::BuiltIn());
+    SimulatedBackend b("n", Layout(yaml), Catalog::Builtin());
     return b.Discover()->links;
   };
   // 8 GPUs: 8 × 7 / 2 = 28 pairs.
@@ -294,6 +305,11 @@ TEST(SimulatedBackendTest, Topologies) {
   }
   EXPECT_EQ(sw, 2);
   EXPECT_EQ(sys, 4);
+  // L4: PCIe Gen4 x16 64 GB/s both directions → 64 × 8 / 2 = 256 Gbit/s one way; a system link
+  // (across NUMA halves) half of that.
+  for (const Link& l : pairs) {
+    EXPECT_EQ(l.bandwidth_gbps, l.kind == LinkKind::kPcieSwitch ? 256 : 128);
+  }
   // Explicit links replace the generated one for their pair.
   auto expl = links_of(
       "gpus: [{model: L4, count: 2}]\ntopology: pcie\nlinks: [{a: 1, b: 0, kind: nvlink, gbps: "
@@ -308,8 +324,8 @@ TEST(SimulatedBackendTest, Topologies) {
 
 TEST(SimulatedBackendTest, MetricsFollowLoadAndAreDeterministic) {
   const SimLayout layout = Layout("gpus: [{model: H100-SXM, count: 2}]\nsim_seed: 7\n");
-  SimulatedBackend a("n", layout, ModelTable::BuiltIn());
-  SimulatedBackend b("n", layout, ModelTable::BuiltIn());
+  SimulatedBackend a("n", layout, Catalog::Builtin());
+  SimulatedBackend b("n", layout, Catalog::Builtin());
   const std::vector<DeviceLoad> load = {{"GPU-sim-n-0", 50, 20'480}};
   for (int i = 0; i < 5; ++i) {
     auto sa = a.Sample(load);
@@ -319,17 +335,18 @@ TEST(SimulatedBackendTest, MetricsFollowLoadAndAreDeterministic) {
     EXPECT_EQ(sa[0].temperature_c, sb[0].temperature_c);
     EXPECT_NEAR(sa[0].utilization_pct, 50, 3);  // 50% ± 3 noise
     EXPECT_EQ(sa[0].memory_used_mib, 20'480);   // granted VRAM
-    // power = 90 + (700 − 90) × util / 100 ≈ 395 W at 50%.
-    EXPECT_NEAR(sa[0].power_watts, 395, 25);
+    // TDP 700 W (catalog), idle 700 / 8 = 87 W:
+    // power = 87 + (700 − 87) × util / 100 ≈ 393 W at 50%.
+    EXPECT_NEAR(sa[0].power_watts, 393, 25);
     EXPECT_EQ(sa[1].utilization_pct, 0);  // idle device
-    EXPECT_EQ(sa[1].power_watts, 90);
+    EXPECT_EQ(sa[1].power_watts, 87);
     EXPECT_LT(sa[1].temperature_c, sa[0].temperature_c);
   }
 }
 
 TEST(SimulatedBackendTest, HealthFromConfigAndOverride) {
   SimulatedBackend b("n", Layout("gpus: [{model: L4, count: 2, unhealthy: [1]}]\n"),
-                     ModelTable::BuiltIn());
+                     Catalog::Builtin());
   EXPECT_TRUE(b.Discover()->devices[0].healthy);
   EXPECT_FALSE(b.Discover()->devices[1].healthy);
   b.SetHealthy("GPU-sim-n-0", false);
@@ -340,7 +357,7 @@ TEST(SimulatedBackendTest, HealthFromConfigAndOverride) {
 }
 
 TEST(NvmlBackendTest, AbsentLibraryGivesAClearError) {
-  auto b = NvmlBackend::Open(ModelTable::BuiltIn(), "libnvidia-ml-absent.so.1");
+  auto b = NvmlBackend::Open(Catalog::Builtin(), "libnvidia-ml-absent.so.1");
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(b.status().message(),
@@ -350,7 +367,7 @@ TEST(NvmlBackendTest, AbsentLibraryGivesAClearError) {
 
 TEST(NvmlBackendTest, DefaultLibraryOpensOrSaysWhy) {
   // On a machine with an NVIDIA driver this discovers real GPUs; elsewhere it explains itself.
-  auto b = NvmlBackend::Open(ModelTable::BuiltIn());
+  auto b = NvmlBackend::Open(Catalog::Builtin());
   if (b.ok()) {
     EXPECT_EQ((*b)->Name(), "nvml");
     EXPECT_TRUE((*b)->Discover().ok());
@@ -370,7 +387,7 @@ namespace {
 // NvmlBackend against tests/agent/fake_nvml.cc: two H100 joined by NVLink, GPU 0 in MIG mode
 // with two 3g.40gb instances, GPU 1 lost.
 TEST(NvmlBackendTest, DiscoversAndSamplesThroughTheLoadedLibrary) {
-  auto opened = NvmlBackend::Open(ModelTable::BuiltIn(), GPUPOOL_FAKE_NVML);
+  auto opened = NvmlBackend::Open(Catalog::Builtin(), GPUPOOL_FAKE_NVML);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   NvmlBackend& b = **opened;
   EXPECT_EQ(b.Name(), "nvml");

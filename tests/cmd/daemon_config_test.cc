@@ -114,7 +114,7 @@ TEST(DaemonConfigTest, TenantErrorsNameTheLine) {
   const Case cases[] = {
       {"tenants:\n  - path: acme/research\n",
        "gpupoold.yaml:2: tenants[0].path: tenant 'acme/research': parent 'acme' does not exist"},
-      {"tenants:\n  - path: Acme\n", "must be lowercase letters"},
+      {"tenants:\n  - path: Acme\n", "segment 1 'Acme' must match [a-z0-9][a-z0-9-_.]*"},
       {"tenants:\n  - path: a\n    quotas:\n      - {pool: gpu, limit: {sku: huge, count: 1}}\n",
        "tenants[0].quotas[0].limit.sku: sku 'huge' not found"},
       {"tenants:\n  - path: a\n    quotas:\n"

@@ -11,7 +11,7 @@ namespace {
 
 TEST(TopologyTest, DistancesFollowCheapestPathCappedAtSystem) {
   // 0–1 NVLink (1), 1–2 PCIe switch (2), 3 unlinked.
-  std::vector<Link> links = {{0, 1, LinkKind::kNvLink}, {1, 2, LinkKind::kPcieSwitch}};
+  std::vector<Link> links = {{0, 1, LinkKind::kNvlink}, {1, 2, LinkKind::kPcieSwitch}};
   std::vector<int> d = BuildDistances(4, links);
   ASSERT_EQ(d.size(), 16u);
   EXPECT_EQ(d[0 * 4 + 1], 1);
@@ -25,7 +25,7 @@ TEST(TopologyTest, PicksTheNvLinkedPair) {
   Engine e(PoolPolicy{});
   NodeSpec n = testing::Node("dgx", 4);
   // GPUs 2 and 3 share NVLink; 0 and 1 sit on one PCIe switch.
-  n.links = {{2, 3, LinkKind::kNvLink}, {0, 1, LinkKind::kPcieSwitch}, {1, 2, LinkKind::kSameNuma}};
+  n.links = {{2, 3, LinkKind::kNvlink}, {0, 1, LinkKind::kPcieSwitch}, {1, 2, LinkKind::kPcieHost}};
   ASSERT_TRUE(e.AddNode(n).ok());
   Decision d = e.Place(testing::Whole(2));
   ASSERT_TRUE(d.placed);
@@ -42,7 +42,7 @@ TEST(TopologyTest, PicksTheNvLinkedPair) {
 TEST(TopologyTest, BadLinksAreRejected) {
   Engine e(PoolPolicy{});
   NodeSpec n = testing::Node("x", 2);
-  n.links = {{0, 5, LinkKind::kNvLink}};
+  n.links = {{0, 5, LinkKind::kNvlink}};
   EXPECT_EQ(e.AddNode(n).code(), StatusCode::kInvalidArgument);
 }
 

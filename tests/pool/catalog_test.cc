@@ -168,6 +168,22 @@ TEST(CatalogBuiltin, EveryModelCitesADatasheet) {
   }
 }
 
+// Board figures the simulated agent uses, as the datasheets state them (see catalog.yaml).
+TEST(CatalogBuiltin, BoardPowerAndInterconnect) {
+  const GpuModel* h100 = Catalog::Builtin().Find("H100-SXM");
+  ASSERT_NE(h100, nullptr);
+  EXPECT_EQ(h100->tdp_watts, 700);
+  EXPECT_EQ(h100->gpu_link_gb_per_s, 900);
+  EXPECT_EQ(h100->pcie_gb_per_s, 128);
+  const GpuModel* l4 = Catalog::Builtin().Find("L4");
+  ASSERT_NE(l4, nullptr);
+  EXPECT_EQ(l4->gpu_link_gb_per_s, 0);  // no NVLink
+  for (const GpuModel& m : Catalog::Builtin().models()) {
+    EXPECT_GT(m.tdp_watts, 0) << m.name;
+    EXPECT_GT(m.pcie_gb_per_s, 0) << m.name;
+  }
+}
+
 TEST(CatalogFile, LoadFileReportsPathAndLine) {
   const std::string path = testing::TempDir() + "/catalog_test_bad.yaml";
   {
@@ -225,7 +241,8 @@ TEST(CatalogParse, ValidationErrorsNameFileKeyAndLine) {
        "models:\n  - name: X\n    vendor: V\n    fp16_tflops: 1\n    vram_mib: 1\n    colour: "
        "red\n",
        "c.yaml:6: models[0].colour: unknown key (allowed: name, vendor, form_factor, aliases, "
-       "bf16_tflops, fp16_tflops, vram_mib, mig_profiles)"},
+       "bf16_tflops, fp16_tflops, vram_mib, tdp_watts, gpu_link_gb_per_s, pcie_gb_per_s, "
+       "mig_profiles)"},
       {"missing name", "models:\n  - vendor: V\n    fp16_tflops: 1\n    vram_mib: 1\n",
        "c.yaml:2: models[0].name: missing required key"},
       {"missing fp16", "models:\n  - name: X\n    vendor: V\n    vram_mib: 1\n",
@@ -236,6 +253,10 @@ TEST(CatalogParse, ValidationErrorsNameFileKeyAndLine) {
        "models:\n  - name: X\n    vendor: V\n    bf16_tflops: -1\n    fp16_tflops: 1\n"
        "    vram_mib: 1\n",
        "c.yaml:4: models[0].bf16_tflops: must not be negative, got \"-1\""},
+      {"negative tdp",
+       "models:\n  - name: X\n    vendor: V\n    fp16_tflops: 1\n    vram_mib: 1\n"
+       "    tdp_watts: -5\n",
+       "c.yaml:6: models[0].tdp_watts: must not be negative, got \"-5\""},
       {"too many places",
        "models:\n  - name: X\n    vendor: V\n    fp16_tflops: 1.2345\n    vram_mib: 1\n",
        "c.yaml:4: models[0].fp16_tflops: must be a decimal number with at most 3 places, got "
