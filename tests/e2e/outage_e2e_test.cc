@@ -287,10 +287,8 @@ void OutageE2eTest::ExpectDoneAndRanOnceAfterRestart(const std::string& job) {
 // Issue 9's scenario: the tasks exit 0 while PostgreSQL is down; PostgreSQL comes back; gpupoold
 // is restarted. The finished work must be in the store and must not run again.
 TEST_F(OutageE2eTest, TasksFinishingWhileDatabaseIsDownAreRecordedAndNeverRerun) {
-  // Fails today exactly as issue 9 describes (store keeps RUNNING until something else writes
-  // the task); it is enabled when the core keeps and retries a task update the store refused.
-  GTEST_SKIP() << "needs the core fix of issue 9: a refused task update is kept and retried "
-                  "until durable (Core::OnTaskReport drops it: 'task update not stored')";
+  // Issue 9's scenario: the core keeps a task end the store refused and retries it until it is
+  // durable; nothing is shown done before it is, and nothing runs twice.
   std::string job = FinishTasksWhileDatabaseIsDown();
   ASSERT_FALSE(HasFailure());
   ASSERT_TRUE(pg_->server().Restart().ok());
