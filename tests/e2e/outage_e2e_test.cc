@@ -374,6 +374,16 @@ TEST_F(OutageE2eTest, EmbeddedPostgresKilledIsRestartedBySupervisor) {
   ASSERT_GT(old_pid, 0) << "no postmaster.pid in " << cluster;
   ASSERT_EQ(::kill(old_pid, SIGKILL), 0);
 
+  // Wait for the supervisor first: a backend of the killed postmaster may still answer for a
+  // moment, so a submission that succeeds at once proves nothing about the restart.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return daemon_->LogTail(200).find("embedded PostgreSQL restarted after a crash") !=
+               std::string::npos;
+      },
+      std::chrono::seconds(90)))
+      << "the supervisor never restarted the database\n"
+      << daemon_->LogTail(30);
   std::string after;
   ASSERT_TRUE(
       WaitFor([&] { return TrySubmit("exit 0", 1, &after).ok(); }, std::chrono::seconds(90)))
