@@ -13,9 +13,7 @@ Engine& Engine::operator=(Engine&&) noexcept = default;
 
 const PoolPolicy& Engine::policy() const { return impl_->policy; }
 void Engine::SetWorkload(std::vector<WorkloadClass> classes) { impl_->SetWorkload(classes); }
-bool Engine::workload_given() const {
-  return impl_->workload_inventory != EngineImpl::kNoWorkload;
-}
+bool Engine::workload_given() const { return impl_->workload_inventory != EngineImpl::kNoWorkload; }
 bool Engine::inventory_changed_since_workload() const {
   return impl_->workload_inventory != impl_->inventory_version;
 }

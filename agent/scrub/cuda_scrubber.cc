@@ -128,7 +128,8 @@ class CudaScrubber final : public VramScrubber {
         if (CUresult rc = d_.MemcpyDtoH(probe.data(), at, probe.size()); rc != kSuccess) {
           st = fail("cuMemcpyDtoH", rc);
         } else if (std::memcmp(probe.data(), zero.data(), probe.size()) != 0) {
-          st = Status(StatusCode::kDataLoss, "vram scrub of " + uuid + ": memory did not read back as zero");
+          st = Status(StatusCode::kDataLoss,
+                      "vram scrub of " + uuid + ": memory did not read back as zero");
         }
       }
     }

@@ -65,8 +65,8 @@ Result<ScrubResult> SimScrubber::Scrub(const std::string& uuid) {
                        [](char c) { return c != 0; }) -
           back.begin());
       st = Status(StatusCode::kDataLoss, "vram scrub of " + uuid + ": verify failed at offset " +
-                            std::to_string(off + static_cast<int64_t>(at)) +
-                            " (memory did not read back as zero)");
+                                             std::to_string(off + static_cast<int64_t>(at)) +
+                                             " (memory did not read back as zero)");
     }
   }
   close(fd);

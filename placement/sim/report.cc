@@ -153,9 +153,9 @@ std::string Json(const std::string& workload, double tune, const std::vector<Rep
   for (size_t i = 0; i < rows.size(); ++i) {
     const Summary& s = rows[i];
     const std::string name = s.label.empty() ? std::string(StrategyName(s.strategy)) : s.label;
-    o << (i ? "," : "") << "\n    {\"strategy\": \"" << name
-      << "\", \"mean\": " << Fixed(s.mean, 4) << ", \"sd\": " << Fixed(s.sd, 4)
-      << ", \"runs\": " << s.runs << ", \"seconds_per_replay\": " << Fixed(s.seconds_per_replay, 6)
+    o << (i ? "," : "") << "\n    {\"strategy\": \"" << name << "\", \"mean\": " << Fixed(s.mean, 4)
+      << ", \"sd\": " << Fixed(s.sd, 4) << ", \"runs\": " << s.runs
+      << ", \"seconds_per_replay\": " << Fixed(s.seconds_per_replay, 6)
       << ", \"decisions_per_second\": " << Fixed(s.decisions_per_second, 0) << "}";
   }
   o << "\n  ],\n  \"runs\": [";
