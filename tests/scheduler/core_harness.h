@@ -88,6 +88,25 @@ inline NodeRecord Durable(NodeRecord n) {
   return n;
 }
 
+// The registration of a simulated agent with `gpus` devices of 989 TFLOPS / 81920 MiB (an H100).
+inline AgentRegistration SimulatedH100s(const std::string& node, const std::string& pool,
+                                        int gpus) {
+  AgentRegistration reg;
+  reg.node.name = node;
+  reg.node.pool = pool;
+  reg.node.cpu_milli = 64'000;
+  reg.node.memory_mib = 512 * 1024;
+  for (int i = 0; i < gpus; ++i) {
+    DeviceRecord d;
+    d.id = "GPU-" + node + "-" + std::to_string(i);
+    d.model = "H100-SXM";
+    d.index = i;
+    d.physical = Resources{989'000, 81'920};
+    reg.node.devices.push_back(d);
+  }
+  return reg;
+}
+
 class CoreHarness {
  public:
   explicit CoreHarness(SchedulerOptions options = SchedulerOptions::Defaults(),
@@ -160,19 +179,7 @@ class CoreHarness {
   // Registers a simulated agent with `gpus` devices of 989 TFLOPS / 81920 MiB (an H100).
   Result<RegistrationResult> Register(const std::string& node, const std::string& pool, int gpus,
                                       std::vector<AgentRegistration::Running> running = {}) {
-    AgentRegistration reg;
-    reg.node.name = node;
-    reg.node.pool = pool;
-    reg.node.cpu_milli = 64'000;
-    reg.node.memory_mib = 512 * 1024;
-    for (int i = 0; i < gpus; ++i) {
-      DeviceRecord d;
-      d.id = "GPU-" + node + "-" + std::to_string(i);
-      d.model = "H100-SXM";
-      d.index = i;
-      d.physical = Resources{989'000, 81'920};
-      reg.node.devices.push_back(d);
-    }
+    AgentRegistration reg = SimulatedH100s(node, pool, gpus);
     reg.running = std::move(running);
     agents.connected.insert(node);
     return Sync<RegistrationResult>([&](auto cb) { core->OnAgentRegister(reg, cb); });

@@ -74,19 +74,7 @@ class PgCore {
   }
 
   Result<RegistrationResult> Register(const std::string& node, int gpus) {
-    AgentRegistration reg;
-    reg.node.name = node;
-    reg.node.pool = "gpu";
-    reg.node.cpu_milli = 64'000;
-    reg.node.memory_mib = 512 * 1024;
-    for (int i = 0; i < gpus; ++i) {
-      DeviceRecord d;
-      d.id = "GPU-" + node + "-" + std::to_string(i);
-      d.model = "H100-SXM";
-      d.index = i;
-      d.physical = Resources{989'000, 81'920};
-      reg.node.devices.push_back(d);
-    }
+    AgentRegistration reg = SimulatedH100s(node, "gpu", gpus);
     agents.connected.insert(node);
     return Sync<RegistrationResult>([&](auto cb) { core->OnAgentRegister(reg, cb); });
   }
