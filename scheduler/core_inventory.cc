@@ -145,7 +145,8 @@ NodeView Core::State::ViewOf(const NodeEntry& node) const {
     v.devices.push_back(std::move(dv));
   }
   for (const auto& [id, job] : jobs) {
-    for (const TaskRecord& t : job.rec.tasks) {
+    for (const Task& task : job.tasks) {
+      const TaskRecord& t = task.rec;
       v.running_tasks += t.node == node.rec.name &&
                          (t.state == TaskState::kRunning || t.state == TaskState::kScheduled);
     }
@@ -208,8 +209,8 @@ void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
     }
   }
   for (auto& [id, job] : s_->jobs) {
-    if (job.rec.spec.pool != pool.name) continue;
-    for (const TaskRuntime& rt : job.rt) {
+    if (job.head.spec.pool != pool.name) continue;
+    for (const Task& rt : job.tasks) {
       if (!rt.holds) continue;
       Status st = engine->Commit(rt.allocation);
       if (!st.ok()) {
@@ -263,7 +264,7 @@ void Core::DeletePool(const std::string& name, Callback<bool> done) {
     return;
   }
   for (const auto& [id, job] : s_->jobs) {
-    if (job.rec.spec.pool == name && !IsTerminal(job.rec.state)) {
+    if (job.head.spec.pool == name && !IsTerminal(job.head.state)) {
       done(Status::FailedPrecondition("pool '" + name + "' still has unfinished job " +
                                       std::to_string(id)));
       return;
@@ -311,7 +312,7 @@ placement::Allocation Core::State::AllocationOf(const JobEntry& job, const TaskR
   // The engine indexes devices in the order AddNode saw them (MIG parents left out): read that
   // order once for the node rather than once per grant.
   std::map<std::string, int> engine_index;
-  if (auto p = pools.find(job.rec.spec.pool); p != pools.end()) {
+  if (auto p = pools.find(job.head.spec.pool); p != pools.end()) {
     Result<placement::NodeCapacity> cap = p->second.engine->NodeCapacityOf(t.node);
     if (cap.ok()) {
       for (size_t i = 0; i < cap->devices.size(); ++i) {
@@ -375,9 +376,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
                     [](const TaskRecord& t) { return IsTerminal(t.state); })) {
       continue;
     }
-    JobEntry entry;
-    entry.rec = j;
-    entry.rt.resize(j.tasks.size());
+    JobEntry entry = JobEntry::FromRecord(j);
     auto cls = s_->options.priority_classes.find(j.spec.priority_class);
     entry.priority = cls != s_->options.priority_classes.end() ? cls->second.value : 0;
     entry.request = j.spec.task_template.resources;
@@ -385,19 +384,18 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
       auto sku = s_->options.skus.find(entry.request.sku);
       if (sku != s_->options.skus.end()) entry.request = sku->second.request;
     }
-    auto [it, _] = s_->jobs.emplace(j.id, std::move(entry));
-    JobEntry& job = it->second;
+    JobEntry& job = s_->jobs.Insert(std::move(entry));
     if (PoolEntry* pool = s_->FindPool(j.spec.pool))
       LearnSubmission(*pool, s_->ToPlacement(job.request), j.spec.task_count);
-    for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
-      TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
-      if (t.state == TaskState::kPending && !IsTerminal(job.rec.state)) {
+    for (int32_t i = 0; i < job.size(); ++i) {
+      TaskRecord& t = job.task(i).rec;
+      if (t.state == TaskState::kPending && !IsTerminal(job.head.state)) {
         t.pending.code = PendingCode::kQueued;  // not stored: the first pass says more
         s_->Enqueue(job, i);
       } else if (t.state == TaskState::kScheduled || t.state == TaskState::kRunning) {
-        TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
+        Task& rt = job.task(i);
         rt.allocation = s_->AllocationOf(job, t);
-        PoolEntry* pool = s_->FindPool(job.rec.spec.pool);
+        PoolEntry* pool = s_->FindPool(job.head.spec.pool);
         Status st =
             pool == nullptr ? Status::NotFound("pool gone") : pool->engine->Commit(rt.allocation);
         if (st.ok()) {
@@ -409,7 +407,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
           if (t.stop == StopIntent::kPreempt) {
             // A gang with a member still stopping is restarting: placed again only whole.
             rt.stop_cause = Describe(t.preempted_by);
-            job.restarting = job.rec.spec.gang;
+            job.restarting = job.head.spec.gang;
           }
         } else {
           LogWarn("core", "recovered allocation no longer fits; requeueing",

@@ -22,9 +22,9 @@ bool Core::State::ReservationsFit(PoolEntry& pool, const std::string& node) {
   for (const Reservation* r : here) {
     for (const std::string& v : r->victims) {
       int32_t i = 0;
-      JobEntry* j = FindTask(v, &i);
-      if (j == nullptr || !j->rt[static_cast<size_t>(i)].holds) continue;
-      const placement::Allocation& a = j->rt[static_cast<size_t>(i)].allocation;
+      JobEntry* j = jobs.FindTask(v, &i);
+      if (j == nullptr || !j->task(i).holds) continue;
+      const placement::Allocation& a = j->task(i).allocation;
       if (pool.engine->Release(a).ok()) undo.emplace_back(false, a);
     }
     for (const placement::Allocation& a : r->held) {
@@ -71,12 +71,11 @@ void Core::State::ProcessReservations(PassState& pass) {
     auto found = reservations.find(id);
     if (found == reservations.end()) continue;  // dropped or taken up with its gang
     Reservation& r = found->second;
-    JobEntry* job = FindJob(r.job_id);
-    bool valid = job != nullptr && r.index < static_cast<int32_t>(job->rec.tasks.size()) &&
-                 !CancelRequested(job->rec.state) &&
-                 job->rec.tasks[static_cast<size_t>(r.index)].state == TaskState::kPending &&
-                 job->rec.tasks[static_cast<size_t>(r.index)].attempt == r.attempt &&
-                 job->rt[static_cast<size_t>(r.index)].reservation == id;
+    JobEntry* job = jobs.Find(r.job_id);
+    bool valid = job != nullptr && r.index < job->size() && !CancelRequested(job->head.state) &&
+                 job->task(r.index).rec.state == TaskState::kPending &&
+                 job->task(r.index).rec.attempt == r.attempt &&
+                 job->task(r.index).reservation == id;
     auto node = nodes.find(r.allocation.node);
     PoolEntry* pool = FindPool(r.pool);
     if (!valid || pool == nullptr) {
@@ -105,10 +104,10 @@ void Core::State::ProcessReservations(PassState& pass) {
       total.resources += u.resources;
       total.devices += u.devices;
       take.emplace_back(each.index, each.allocation);
-      job->rt[static_cast<size_t>(each.index)].reservation = 0;
+      job->task(each.index).reservation = 0;
       reservations.erase(g);
     }
-    if (!book.WhyOverLimit(job->rec.spec.pool, job->rec.spec.tenant, total).empty()) continue;
+    if (!book.WhyOverLimit(job->head.spec.pool, job->head.spec.tenant, total).empty()) continue;
     size_t committed = 0;
     Status st;
     for (; committed < take.size(); ++committed) {
@@ -118,7 +117,7 @@ void Core::State::ProcessReservations(PassState& pass) {
     if (!st.ok()) {
       while (committed-- > 0) (void)pool->engine->Release(take[committed].second);
       LogWarn("core", "reserved room no longer fits; the task queues again",
-              {{"job", std::to_string(job->rec.id)}, {"error", st.ToString()}});
+              {{"job", std::to_string(job->head.id)}, {"error", st.ToString()}});
       continue;
     }
     for (const auto& [index, alloc] : take) Reserve(pass, *job, index, alloc);
@@ -134,14 +133,13 @@ void Core::State::DropReservation(int64_t id, const std::string& why) {
   }
   for (const std::string& v : r.victims) {
     int32_t index = 0;
-    if (JobEntry* victim = FindTask(v, &index)) {
-      victim->rt[static_cast<size_t>(index)].reserved_for = 0;
+    if (JobEntry* victim = jobs.FindTask(v, &index)) {
+      victim->task(index).reserved_for = 0;
     }
   }
-  if (JobEntry* job = FindJob(r.job_id); job != nullptr &&
-                                         r.index < static_cast<int32_t>(job->rt.size()) &&
-                                         job->rt[static_cast<size_t>(r.index)].reservation == id) {
-    job->rt[static_cast<size_t>(r.index)].reservation = 0;
+  if (JobEntry* job = jobs.Find(r.job_id);
+      job != nullptr && r.index < job->size() && job->task(r.index).reservation == id) {
+    job->task(r.index).reservation = 0;
   }
   LogInfo("core", "reservation dropped",
           {{"task", TaskId(r.job_id, r.index)}, {"node", r.allocation.node}, {"why", why}});
@@ -155,29 +153,27 @@ void Core::State::DropReservation(int64_t id, const std::string& why) {
 void Core::State::RebuildReservations(int64_t now, const std::string* only_pool) {
   std::map<TaskKey, std::vector<TaskKey>> victims_of;  // preemptor → victims feeding its room
   for (auto& [id, job] : jobs) {
-    for (int32_t i = 0; i < static_cast<int32_t>(job.rt.size()); ++i) {
-      const TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
-      if (t.stop != StopIntent::kPreempt || !job.rt[static_cast<size_t>(i)].holds ||
-          !t.preempted_by.reserved) {
+    for (int32_t i = 0; i < job.size(); ++i) {
+      const TaskRecord& t = job.task(i).rec;
+      if (t.stop != StopIntent::kPreempt || !job.task(i).holds || !t.preempted_by.reserved) {
         continue;
       }
       victims_of[{t.preempted_by.job_id, t.preempted_by.index}].push_back({id, i});
     }
   }
   for (const auto& [by, victims] : victims_of) {
-    JobEntry* job = FindJob(by.first);
-    if (job == nullptr || job->rec.spec.gang ||
-        (only_pool != nullptr && job->rec.spec.pool != *only_pool) ||
-        by.second >= static_cast<int32_t>(job->rt.size()) ||
-        job->rec.tasks[static_cast<size_t>(by.second)].state != TaskState::kPending) {
+    JobEntry* job = jobs.Find(by.first);
+    if (job == nullptr || job->head.spec.gang ||
+        (only_pool != nullptr && job->head.spec.pool != *only_pool) || by.second >= job->size() ||
+        job->task(by.second).rec.state != TaskState::kPending) {
       continue;
     }
-    PoolEntry* pool = FindPool(job->rec.spec.pool);
+    PoolEntry* pool = FindPool(job->head.spec.pool);
     if (pool == nullptr) continue;
     // Where would it go once its victims are gone?
     std::vector<placement::Allocation> released;
     for (const TaskKey& v : victims) {
-      const TaskRuntime& vrt = jobs.at(v.first).rt[static_cast<size_t>(v.second)];
+      const Task& vrt = jobs.at(v.first).task(v.second);
       if (vrt.holds && pool->engine->Release(vrt.allocation).ok())
         released.push_back(vrt.allocation);
     }
@@ -186,17 +182,17 @@ void Core::State::RebuildReservations(int64_t now, const std::string* only_pool)
     if (!d.placed) continue;
     const int64_t rid = next_reservation_id++;
     Reservation& r = reservations[rid];
-    r.pool = job->rec.spec.pool;
+    r.pool = job->head.spec.pool;
     r.job_id = by.first;
     r.index = by.second;
-    r.attempt = job->rec.tasks[static_cast<size_t>(by.second)].attempt;
+    r.attempt = job->task(by.second).rec.attempt;
     r.allocation = d.allocation;
     r.created_us = now;
     for (const TaskKey& v : victims) {
       r.victims.insert(TaskId(v.first, v.second));
-      jobs.at(v.first).rt[static_cast<size_t>(v.second)].reserved_for = rid;
+      jobs.at(v.first).task(v.second).reserved_for = rid;
     }
-    job->rt[static_cast<size_t>(by.second)].reservation = rid;
+    job->task(by.second).reservation = rid;
     LogInfo("core", "reservation rebuilt after restart",
             {{"task", TaskId(by.first, by.second)},
              {"node", r.allocation.node},

@@ -56,8 +56,8 @@ QuotaAmount Times(const QuotaAmount& a, int32_t n) {
 
 void Core::State::Reserve(PassState& pass, JobEntry& job, int32_t i,
                           const placement::Allocation& a) {
-  TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
-  TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
+  TaskRecord& t = job.task(i).rec;
+  Task& rt = job.task(i);
   rt.allocation = a;
   rt.holds = true;
   rt.committing = true;
@@ -71,25 +71,25 @@ void Core::State::Reserve(PassState& pass, JobEntry& job, int32_t i,
   t.reason = "placed on " + a.node;
   t.pending = {};
   pass.batch.emplace_back(UpdateTask{t});
-  pass.placed.push_back({job.rec.id, i, t.attempt});
+  pass.placed.push_back({job.head.id, i, t.attempt});
 }
 
 // Places every pending member of a gang at once, or preempts for all of them, or says why not.
 void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
                             const placement::Request& req, const std::string& behind) {
-  const std::string& tenant = job.rec.spec.tenant;
-  const std::string& pool_name = job.rec.spec.pool;
+  const std::string& tenant = job.head.spec.tenant;
+  const std::string& pool_name = job.head.spec.pool;
   std::vector<int32_t> members;
   bool active = false;
-  for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
-    TaskState st = job.rec.tasks[static_cast<size_t>(i)].state;
+  for (int32_t i = 0; i < job.size(); ++i) {
+    TaskState st = job.task(i).rec.state;
     if (st == TaskState::kPending) members.push_back(i);
     active |= st == TaskState::kScheduled || st == TaskState::kRunning;
   }
   auto wait = [&](const std::string& why, const PendingVerdict& verdict) {
     for (int32_t i : members) {
-      job.rec.tasks[static_cast<size_t>(i)].reason = why;
-      job.rec.tasks[static_cast<size_t>(i)].pending = verdict;
+      job.task(i).rec.reason = why;
+      job.task(i).rec.pending = verdict;
     }
   };
   if (job.restarting && active) {
@@ -109,7 +109,7 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
          Verdict(PendingCode::kGangWaiting, "", &g.failed));
     std::string held_back;
     if (!TryPreemptGang(pass, job, members, req, &held_back) && !held_back.empty()) {
-      wait(job.rec.tasks[static_cast<size_t>(members.front())].reason + "; " + held_back,
+      wait(job.task(members.front()).rec.reason + "; " + held_back,
            Verdict(PendingCode::kDisruptionBudget, "", &g.failed));
     }
     return;
@@ -145,16 +145,16 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
 
 // Places one pending task (or, for a gang, every pending member), or says why it waits.
 void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
-  PoolEntry* pool = FindPool(job.rec.spec.pool);
-  if (pool == nullptr || job.cancel_storing || CancelRequested(job.rec.state)) return;
-  TaskRecord& task = job.rec.tasks[static_cast<size_t>(index)];
-  const std::string& tenant = job.rec.spec.tenant;
-  const std::string& pool_name = job.rec.spec.pool;
+  PoolEntry* pool = FindPool(job.head.spec.pool);
+  if (pool == nullptr || job.cancel_storing || CancelRequested(job.head.state)) return;
+  TaskRecord& task = job.task(index).rec;
+  const std::string& tenant = job.head.spec.tenant;
+  const std::string& pool_name = job.head.spec.pool;
   std::string behind;
   if (int32_t n = pass.behind[pool_name]; n > 0) {
     behind = "; behind " + std::to_string(n) + " task(s) of higher priority";
   }
-  if (TaskRuntime& rt = job.rt[static_cast<size_t>(index)]; rt.reservation != 0) {
+  if (Task& rt = job.task(index); rt.reservation != 0) {
     auto res = reservations.find(rt.reservation);
     if (res != reservations.end()) {
       if (res->second.gang) return;  // the gang's reason was set when it preempted
@@ -171,8 +171,8 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
   placement::Request req = ToPlacement(job.request);
   FeedEngine(*pool);
 
-  if (job.rec.spec.gang) {
-    if (pass.gangs_tried.insert(job.rec.id).second) PlaceGang(pass, job, *pool, req, behind);
+  if (job.head.spec.gang) {
+    if (pass.gangs_tried.insert(job.head.id).second) PlaceGang(pass, job, *pool, req, behind);
     return;
   }
 
@@ -267,7 +267,7 @@ void Core::State::RunQueues(PassState& pass) {
         continue;
       }
       ++considered;
-      JobEntry* job = FindJob(c.head.first);
+      JobEntry* job = jobs.Find(c.head.first);
       if (job != nullptr && pending.contains(QueueKey{level, c.head.first, c.head.second})) {
         TryPlace(pass, *job, c.head.second);
       }
@@ -290,7 +290,7 @@ void Core::State::RunFresh(PassState& pass, std::vector<QueueKey> fresh) {
   std::sort(fresh.begin(), fresh.end());
   for (const QueueKey& k : fresh) {
     if (!pending.contains(k)) continue;
-    if (JobEntry* job = FindJob(k.job_id); job != nullptr) TryPlace(pass, *job, k.index);
+    if (JobEntry* job = jobs.Find(k.job_id); job != nullptr) TryPlace(pass, *job, k.index);
   }
 }
 
@@ -339,64 +339,64 @@ void Core::RunPass() {
   for (int64_t id : touched) {
     JobEntry& job = s_->jobs.at(id);
     if (s_->RefreshJobState(job))
-      pass.batch.emplace_back(UpdateJob{id, job.rec.state, job.rec.reason, 0});
+      pass.batch.emplace_back(UpdateJob{id, job.head.state, job.head.reason, 0});
   }
 
-  s_->Persist(
-      std::move(pass.batch), [this, placed = std::move(pass.placed), stops = std::move(pass.stops),
-                              reservations = std::move(pass.new_reservations)](Status st) {
-        s_->ActOnStops(st, stops, reservations);
-        int64_t done_us = s_->clock->NowMicros();
-        for (const PassState::Placed& p : placed) {
-          JobEntry* job = s_->FindJob(p.job_id);
-          if (job == nullptr) continue;
-          TaskRecord& t = job->rec.tasks[static_cast<size_t>(p.index)];
-          TaskRuntime& rt = job->rt[static_cast<size_t>(p.index)];
-          if (t.attempt != p.attempt || !rt.committing) continue;  // moved on meanwhile
-          rt.committing = false;
-          if (!st.ok()) {
-            // Nothing was dispatched: give the reservation back and try again later.
-            s_->ReleaseTask(*job, p.index);
-            t.state = TaskState::kPending;
-            t.node.clear();
-            t.allocations.clear();
-            t.scheduled_us = 0;
-            t.reason = "requeued: allocation not stored: " + st.message();
-            t.pending = Verdict(PendingCode::kQueued);
-            if (!CancelRequested(job->rec.state)) s_->Enqueue(*job, p.index);
-            s_->RefreshJobState(*job);  // back to what the store still holds
-            continue;
-          }
-          if (s_->metrics != nullptr) {
-            s_->metrics->TaskTransition("SCHEDULED");
-            s_->metrics->SchedulingLatency(static_cast<double>(done_us - job->rec.submit_us) / 1e6);
-          }
-          if (t.stop == StopIntent::kCancel || CancelRequested(job->rec.state)) {
-            // Cancelled while the commit was in flight: never start it.
-            s_->CommitTaskChanges(this, {s_->PlanFinish(*job, p.index, TaskState::kCancelled,
-                                                        "cancelled before start", 0)});
-            continue;
-          }
-          s_->SendStart(*job, p.index);
-          s_->Notify(*job, "task " + TaskId(p.job_id, p.index) + ": SCHEDULED on " + t.node);
-        }
-        if (!st.ok()) LogWarn("core", "scheduling commit failed", {{"error", st.ToString()}});
-      });
+  s_->Persist(std::move(pass.batch), [this, placed = std::move(pass.placed),
+                                      stops = std::move(pass.stops),
+                                      reservations = std::move(pass.new_reservations)](Status st) {
+    s_->ActOnStops(st, stops, reservations);
+    int64_t done_us = s_->clock->NowMicros();
+    for (const PassState::Placed& p : placed) {
+      JobEntry* job = s_->jobs.Find(p.job_id);
+      if (job == nullptr) continue;
+      TaskRecord& t = job->task(p.index).rec;
+      Task& rt = job->task(p.index);
+      if (t.attempt != p.attempt || !rt.committing) continue;  // moved on meanwhile
+      rt.committing = false;
+      if (!st.ok()) {
+        // Nothing was dispatched: give the reservation back and try again later.
+        s_->ReleaseTask(*job, p.index);
+        t.state = TaskState::kPending;
+        t.node.clear();
+        t.allocations.clear();
+        t.scheduled_us = 0;
+        t.reason = "requeued: allocation not stored: " + st.message();
+        t.pending = Verdict(PendingCode::kQueued);
+        if (!CancelRequested(job->head.state)) s_->Enqueue(*job, p.index);
+        s_->RefreshJobState(*job);  // back to what the store still holds
+        continue;
+      }
+      if (s_->metrics != nullptr) {
+        s_->metrics->TaskTransition("SCHEDULED");
+        s_->metrics->SchedulingLatency(static_cast<double>(done_us - job->head.submit_us) / 1e6);
+      }
+      if (t.stop == StopIntent::kCancel || CancelRequested(job->head.state)) {
+        // Cancelled while the commit was in flight: never start it.
+        s_->CommitTaskChanges(this, {s_->PlanFinish(*job, p.index, TaskState::kCancelled,
+                                                    "cancelled before start", 0)});
+        continue;
+      }
+      s_->SendStart(*job, p.index);
+      s_->Notify(*job, "task " + TaskId(p.job_id, p.index) + ": SCHEDULED on " + t.node);
+    }
+    if (!st.ok()) LogWarn("core", "scheduling commit failed", {{"error", st.ToString()}});
+  });
 }
 
 void Core::State::SendStart(const JobEntry& job, int32_t index) {
-  const TaskRecord& t = job.rec.tasks[static_cast<size_t>(index)];
+  const TaskRecord& t = job.task(index).rec;
   StartTaskCommand cmd;
-  cmd.task_id = TaskId(job.rec.id, index);
-  cmd.job_id = job.rec.id;
-  cmd.tenant = job.rec.spec.tenant;
+  cmd.task_id = TaskId(job.head.id, index);
+  cmd.job_id = job.head.id;
+  cmd.tenant = job.head.spec.tenant;
   cmd.attempt = t.attempt;
-  cmd.argv = job.rec.spec.task_template.command;
-  cmd.env = job.rec.spec.task_template.env;
-  cmd.max_runtime_ms = job.rec.spec.max_runtime_ms;
+  cmd.argv = job.head.spec.task_template.command;
+  cmd.env = job.head.spec.task_template.env;
+  cmd.max_runtime_ms = job.head.spec.max_runtime_ms;
   cmd.epoch = epoch;
-  cmd.cpu_milli = job.rec.spec.task_template.resources.cpu_milli;
-  cmd.memory_mib = job.rec.spec.task_template.resources.memory_mib;
+  cmd.cpu_milli = job.head.spec.task_template.resources.cpu_milli;
+  cmd.memory_mib = job.head.spec.task_template.resources.memory_mib;
   auto node = nodes.find(t.node);
   for (const Allocation& a : t.allocations) {
     DeviceGrantCommand g{a.device_id, a.amount.milli_tflops, a.amount.vram_mib, 100};
@@ -421,8 +421,8 @@ void Core::State::SendStart(const JobEntry& job, int32_t index) {
 }
 
 void Core::State::SendStop(const JobEntry& job, int32_t index, const std::string& reason) {
-  const TaskRecord& t = job.rec.tasks[static_cast<size_t>(index)];
-  StopTaskCommand cmd{TaskId(job.rec.id, index), t.attempt, options.stop_grace_period_ms, reason,
+  const TaskRecord& t = job.task(index).rec;
+  StopTaskCommand cmd{TaskId(job.head.id, index), t.attempt, options.stop_grace_period_ms, reason,
                       epoch};
   agents->StopTask(t.node, cmd);
 }

@@ -17,6 +17,7 @@
 #include "placement/placement.h"
 #include "placement/workload_feed.h"
 #include "scheduler/core.h"
+#include "scheduler/job_table.h"
 #include "scheduler/metrics.h"
 #include "scheduler/tenancy.h"
 
@@ -38,34 +39,6 @@ struct FairKey {
   std::string tenant;
   friend auto operator<=>(const FairKey&, const FairKey&) = default;
 };
-using TaskKey = std::pair<int64_t, int32_t>;  // (job id, index)
-
-// Per-task scheduling facts that are not part of the durable record (the durable ones — stop
-// intent, last preemption — are typed fields of TaskRecord).
-struct TaskRuntime {
-  placement::Allocation allocation;  // what the engine holds for the task
-  bool holds = false;                // allocation committed in the engine
-  bool committing = false;           // SCHEDULED, store commit in flight, not yet dispatched
-  bool charged = false;              // `usage` is charged to the tenant tree
-  QuotaAmount usage;                 // what the allocation counts against quotas
-  int64_t reservation = 0;           // preemptor: the reservation keeping room for it
-  int64_t reserved_for = 0;          // victim: the reservation its room goes to when it stops
-  std::string stop_cause;            // victim: why it was preempted (display text for its requeue)
-  std::set<int64_t> preempted_by;    // jobs that preempted this task: never preempted back
-  // A TaskChange of this task is planned and not yet applied (in flight or waiting for the store
-  // to come back): nothing else may plan a change of the task until it is.
-  bool changing = false;
-};
-
-struct JobEntry {
-  JobRecord rec;
-  int32_t priority = 0;
-  ResourceRequest request;      // the task template's request with any SKU resolved
-  std::vector<TaskRuntime> rt;  // one per task
-  bool restarting = false;      // a gang preempted whole: placed again once every member stopped
-  bool cancel_storing = false;  // CancelJob's change is in flight: the pass leaves the job alone
-};
-
 // A planned transition of one task (core_change.cc): what its record becomes, built without
 // touching memory. Its row is stored first; the rest (allocation released, queues, job state,
 // watchers) is applied only once the store has it.
@@ -224,7 +197,7 @@ struct Core::State {
   std::chrono::steady_clock::time_point last_full_pass_end;
   std::chrono::steady_clock::duration last_full_pass_cost{};
   bool PeriodicPassDue() const;
-  std::map<int64_t, JobEntry> jobs;
+  JobTable jobs;
   int64_t retention_cursor = 0;  // EvictFinished resumes after this job id
   std::map<std::string, PoolEntry> pools;
   std::map<std::string, NodeEntry> nodes;
@@ -275,15 +248,10 @@ struct Core::State {
   void ApplyChangeSet(Core* core, const ChangeSet& set);
   // Tick: stores again what the store refused, oldest first.
   void RetryUnstored(Core* core);
-  // The job state a record implies (CANCELLING turns CANCELLED once every task ended).
-  static bool RefreshRecord(JobRecord& rec, int64_t now_us);
   // Posts one scheduling pass (coalesced).
   void RequestSchedule(Core* core, bool full = true);
   EventRecord Event(std::string kind, std::string subject, std::string message) const;
 
-  JobEntry* FindJob(int64_t id);
-  // Task lookup by "<job>.<index>"; nullptr when unknown.
-  JobEntry* FindTask(const std::string& task_id, int32_t* index);
   PoolEntry* FindPool(const std::string& name);
 
   // Resolves priority class and SKU and checks pool, access and size. Fills entry fields.
