@@ -14,6 +14,7 @@ Core::Core(SchedulerOptions options, Clock* clock, Store* store, AgentGateway* a
            Executor executor, SchedulerMetrics* metrics)
     : s_(std::make_unique<State>()) {
   s_->book = TenantBook(options.tenancy.fair_share_half_life_ms);
+  s_->order = MakeQueueOrder(options.tenancy.queue_order);
   s_->options = std::move(options);
   s_->clock = clock;
   s_->store = store;
@@ -25,7 +26,7 @@ Core::Core(SchedulerOptions options, Clock* clock, Store* store, AgentGateway* a
 Core::~Core() = default;
 
 int64_t Core::epoch() const { return s_->epoch; }
-size_t Core::pending_tasks() const { return s_->pending.size(); }
+size_t Core::pending_tasks() const { return s_->queue.size(); }
 size_t Core::running_tasks() const { return s_->running; }
 size_t Core::unstored_changes() const {
   return s_->unstored.size() + (s_->retry_in_flight ? 1 : 0) + s_->dirty_tasks.size() +
@@ -61,25 +62,6 @@ PoolEntry* Core::State::FindPool(const std::string& name) {
 int32_t Core::State::RetryLimit(const JobEntry& job) const {
   constexpr int32_t kDefaultRetries = 3;
   return job.head.spec.max_retries > 0 ? job.head.spec.max_retries : kDefaultRetries;
-}
-
-void Core::State::Enqueue(const JobEntry& job, int32_t index) {
-  if (!pending.insert(QueueKey{-job.priority, job.head.id, index}).second) return;
-  ++depth[{job.head.spec.pool, job.head.spec.priority_class}];
-  queues[FairKey{-job.priority, job.head.spec.pool, job.head.spec.tenant}].insert(
-      {job.head.id, index});
-}
-
-void Core::State::Dequeue(const JobEntry& job, int32_t index) {
-  if (pending.erase(QueueKey{-job.priority, job.head.id, index}) == 0) return;
-  if (auto d = depth.find({job.head.spec.pool, job.head.spec.priority_class});
-      d != depth.end() && --d->second == 0) {
-    depth.erase(d);
-  }
-  auto q = queues.find(FairKey{-job.priority, job.head.spec.pool, job.head.spec.tenant});
-  if (q == queues.end()) return;
-  q->second.erase({job.head.id, index});
-  if (q->second.empty()) queues.erase(q);
 }
 
 void Core::State::ReleaseTask(JobEntry& job, int32_t index) {
@@ -297,14 +279,10 @@ void Core::SubmitJob(JobSpec spec, Callback<JobRecord> done) {
       return;
     }
     if (s_->metrics != nullptr) s_->metrics->Submission("accepted");
-    int64_t id = entry.id();
     if (PoolEntry* pool = s_->FindPool(entry.head.spec.pool))
       LearnSubmission(*pool, s_->ToPlacement(entry.request), entry.head.spec.task_count);
     JobEntry& added = s_->jobs.Insert(std::move(entry));
-    for (int32_t i = 0; i < added.size(); ++i) {
-      s_->Enqueue(added, i);
-      s_->fresh.push_back(QueueKey{-added.priority, id, i});
-    }
+    for (int32_t i = 0; i < added.size(); ++i) s_->queue.Add(added, i, /*fresh=*/true);
     done(added.Record());
     s_->RequestSchedule(this, /*full=*/false);
   });
@@ -410,13 +388,13 @@ void Core::CancelJob(int64_t id, std::string reason, Callback<JobRecord> done) {
       TaskRecord& cur = j->task(t.index).rec;
       if (j->task(t.index).changing || cur.attempt != t.attempt) continue;
       if (t.state == TaskState::kCancelled && cur.state == TaskState::kPending) {
-        s_->Dequeue(*j, t.index);
+        s_->queue.Remove(*j, t.index);
         cur = t;
       } else if (t.stop == StopIntent::kCancel && cur.state == t.state) {
         cur = t;
         stop.push_back(t.index);
       } else if (cur.state == TaskState::kPending) {
-        s_->Dequeue(*j, t.index);  // its placement was not stored: it never started
+        s_->queue.Remove(*j, t.index);  // its placement was not stored: it never started
         late.push_back(s_->PlanFinish(*j, t.index, TaskState::kCancelled, reason, 0));
       }
     }

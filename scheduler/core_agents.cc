@@ -266,7 +266,7 @@ void Core::Tick() {
   // 2,000 jobs a tick: a table of millions is swept in minutes, at ~0.1 ms a tick.
   s_->EvictFinished(s_->clock->NowMicros(), 2000);
   if (s_->metrics != nullptr) PublishMetrics();
-  if ((!s_->pending.empty() && s_->PeriodicPassDue()) || !s_->reservations.empty()) {
+  if ((!s_->queue.empty() && s_->PeriodicPassDue()) || !s_->reservations.empty()) {
     s_->RequestSchedule(this);
   }
 }
@@ -287,7 +287,7 @@ void Core::PublishMetrics() {
   for (const auto& [name, pool] : s_->pools) {
     for (const auto& [cls, _] : s_->options.priority_classes) depth[{name, cls}] = 0;
   }
-  for (const auto& [key, d] : s_->depth) depth[key] = d;
+  for (const auto& [key, d] : s_->queue.depth()) depth[key] = d;
   for (const auto& [key, d] : depth) s_->metrics->QueueDepth(key.first, key.second, d);
   s_->PublishTenantMetrics();
 }

@@ -184,7 +184,7 @@ void Core::State::ApplyChangeSet(Core* core, const ChangeSet& set) {
         c.after.state != TaskState::kScheduled && c.after.state != TaskState::kRunning;
     if (leaves) {
       ReleaseTask(*job, c.index);
-      Dequeue(*job, c.index);
+      queue.Remove(*job, c.index);
       rt.stop_cause.clear();
     }
     t = c.after;
@@ -194,7 +194,7 @@ void Core::State::ApplyChangeSet(Core* core, const ChangeSet& set) {
         // Cancelled while its requeue was being stored: it ends here instead.
         follow_up.push_back(PlanFinish(*job, c.index, TaskState::kCancelled, "cancelled", 0));
       } else {
-        Enqueue(*job, c.index);
+        queue.Add(*job, c.index);
       }
     }
   }

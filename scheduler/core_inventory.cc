@@ -391,7 +391,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
       TaskRecord& t = job.task(i).rec;
       if (t.state == TaskState::kPending && !IsTerminal(job.head.state)) {
         t.pending.code = PendingCode::kQueued;  // not stored: the first pass says more
-        s_->Enqueue(job, i);
+        s_->queue.Add(job, i);
       } else if (t.state == TaskState::kScheduled || t.state == TaskState::kRunning) {
         Task& rt = job.task(i);
         rt.allocation = s_->AllocationOf(job, t);
@@ -424,7 +424,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
           {{"pools", std::to_string(s_->pools.size())},
            {"nodes", std::to_string(s_->nodes.size())},
            {"jobs", std::to_string(s_->jobs.size())},
-           {"pending_tasks", std::to_string(s_->pending.size())},
+           {"pending_tasks", std::to_string(s_->queue.size())},
            {"running_tasks", std::to_string(s_->running)},
            {"epoch", std::to_string(epoch)}});
   s_->RequestSchedule(this);

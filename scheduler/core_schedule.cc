@@ -63,7 +63,7 @@ void Core::State::Reserve(PassState& pass, JobEntry& job, int32_t i,
   rt.committing = true;
   ++running;
   Charge(job, i);
-  Dequeue(job, i);
+  queue.Remove(job, i);
   t.state = TaskState::kScheduled;
   t.node = a.node;
   t.allocations = ToRecord(a);
@@ -224,74 +224,13 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
   }
 }
 
-// Priority levels high to low; within one, the fair-share queues merged by their tenants'
-// shares (recomputed as placements add usage: a lazy heap), each queue oldest first.
+// Priority levels high to low; within one, the level's fair-share queues merged by the queue
+// order (fair share by default: the tenants' shares, recomputed as placements add usage).
 void Core::State::RunQueues(PassState& pass) {
-  struct Cursor {
-    std::pair<double, double> share;
-    TaskKey head;
-    size_t queue;
-    size_t pos;
-    bool operator>(const Cursor& o) const {
-      return std::tie(share, head) > std::tie(o.share, o.head);
-    }
-  };
-  int32_t considered = 0;
-  auto level_it = queues.begin();
-  while (level_it != queues.end() && considered < options.max_tasks_per_pass) {
-    const int32_t level = level_it->first.neg_priority;
-    std::vector<FairKey> keys;
-    std::vector<std::vector<TaskKey>> tasks;
-    // No queue can have more of its tasks considered than the pass has left: copy only those,
-    // so a deep backlog does not make every pass walk all of it.
-    const auto budget = static_cast<size_t>(options.max_tasks_per_pass - considered);
-    for (; level_it != queues.end() && level_it->first.neg_priority == level; ++level_it) {
-      keys.push_back(level_it->first);
-      std::vector<TaskKey>& head = tasks.emplace_back();
-      head.reserve(std::min(budget, level_it->second.size()));
-      for (auto it = level_it->second.begin(); it != level_it->second.end() && head.size() < budget;
-           ++it) {
-        head.push_back(*it);
-      }
-    }
-    std::priority_queue<Cursor, std::vector<Cursor>, std::greater<>> heap;
-    for (size_t q = 0; q < keys.size(); ++q)
-      heap.push(Cursor{ShareOf(pass, keys[q]), tasks[q][0], q, 0});
-    while (!heap.empty() && considered < options.max_tasks_per_pass) {
-      Cursor c = heap.top();
-      heap.pop();
-      std::pair<double, double> share = ShareOf(pass, keys[c.queue]);
-      if (share > c.share && !heap.empty() && share > heap.top().share) {
-        c.share = share;  // its tenant got more since: let the others go first
-        heap.push(c);
-        continue;
-      }
-      ++considered;
-      JobEntry* job = jobs.Find(c.head.first);
-      if (job != nullptr && pending.contains(QueueKey{level, c.head.first, c.head.second})) {
-        TryPlace(pass, *job, c.head.second);
-      }
-      if (++c.pos < tasks[c.queue].size()) {
-        c.head = tasks[c.queue][c.pos];
-        c.share = ShareOf(pass, keys[c.queue]);
-        heap.push(c);
-      }
-    }
-    // Whatever of this level still waits is ahead of every lower level in its pool.
-    for (const FairKey& key : keys) {
-      if (auto q = queues.find(key); q != queues.end()) {
-        pass.behind[key.pool] += static_cast<int32_t>(q->second.size());
-      }
-    }
-  }
-}
-
-void Core::State::RunFresh(PassState& pass, std::vector<QueueKey> fresh) {
-  std::sort(fresh.begin(), fresh.end());
-  for (const QueueKey& k : fresh) {
-    if (!pending.contains(k)) continue;
-    if (JobEntry* job = jobs.Find(k.job_id); job != nullptr) TryPlace(pass, *job, k.index);
-  }
+  queue.Walk(
+      jobs, *order, options.max_tasks_per_pass,
+      [&](const FairKey& key) { return ShareOf(pass, key); },
+      [&](JobEntry& job, int32_t index) { TryPlace(pass, job, index); }, &pass.behind);
 }
 
 bool Core::State::PeriodicPassDue() const {
@@ -310,9 +249,8 @@ void Core::RunPass() {
   s_->schedule_posted = false;
   bool full = s_->full_pass_needed || !s_->reservations.empty();
   s_->full_pass_needed = false;
-  std::vector<QueueKey> fresh = std::move(s_->fresh);
-  s_->fresh.clear();
-  if (s_->pending.empty() && s_->reservations.empty()) return;
+  if (full || (s_->queue.empty() && s_->reservations.empty())) s_->queue.ForgetFresh();
+  if (s_->queue.empty() && s_->reservations.empty()) return;
   auto started = std::chrono::steady_clock::now();
   PassState pass;
   pass.now = s_->clock->NowMicros();
@@ -321,7 +259,8 @@ void Core::RunPass() {
   if (full) {
     s_->RunQueues(pass);
   } else {
-    s_->RunFresh(pass, std::move(fresh));
+    s_->queue.WalkFresh(s_->jobs,
+                        [&](JobEntry& job, int32_t index) { s_->TryPlace(pass, job, index); });
   }
 
   auto ended = std::chrono::steady_clock::now();
@@ -363,7 +302,7 @@ void Core::RunPass() {
         t.scheduled_us = 0;
         t.reason = "requeued: allocation not stored: " + st.message();
         t.pending = Verdict(PendingCode::kQueued);
-        if (!CancelRequested(job->head.state)) s_->Enqueue(*job, p.index);
+        if (!CancelRequested(job->head.state)) s_->queue.Add(*job, p.index);
         s_->RefreshJobState(*job);  // back to what the store still holds
         continue;
       }

@@ -19,26 +19,12 @@
 #include "scheduler/core.h"
 #include "scheduler/job_table.h"
 #include "scheduler/metrics.h"
+#include "scheduler/queue_order.h"
+#include "scheduler/task_queue.h"
 #include "scheduler/tenancy.h"
 
 namespace gpupool {
 
-// Position in the pending queue: higher priority first, then older job, then lower index.
-struct QueueKey {
-  int32_t neg_priority = 0;
-  int64_t job_id = 0;
-  int32_t index = 0;
-  friend auto operator<=>(const QueueKey&, const QueueKey&) = default;
-};
-
-// A fair-share queue: the pending tasks of one tenant path at one priority in one pool, oldest
-// first. The pass merges the queues of a priority by the tenants' shares (docs/tenancy.md).
-struct FairKey {
-  int32_t neg_priority = 0;
-  std::string pool;
-  std::string tenant;
-  friend auto operator<=>(const FairKey&, const FairKey&) = default;
-};
 // A planned transition of one task (core_change.cc): what its record becomes, built without
 // touching memory. Its row is stored first; the rest (allocation released, queues, job state,
 // watchers) is applied only once the store has it.
@@ -188,7 +174,6 @@ struct Core::State {
   // a deep queue would make every submission cost a walk of the whole queue. Every other event
   // (a release, a node, a quota, a reservation, the periodic tick) asks for a full pass.
   bool full_pass_needed = true;
-  std::vector<QueueKey> fresh;  // tasks queued by submissions since the last pass
   // The periodic tick re-runs a full pass for what only time changes (minimum runtimes ending,
   // disruption windows sliding, "why pending" reasons). With a deep backlog such a pass is
   // costly, so the tick skips it until fifty times the last full pass's cost has gone by: at most
@@ -201,11 +186,8 @@ struct Core::State {
   int64_t retention_cursor = 0;  // EvictFinished resumes after this job id
   std::map<std::string, PoolEntry> pools;
   std::map<std::string, NodeEntry> nodes;
-  std::set<QueueKey> pending;
-  std::map<FairKey, std::set<TaskKey>> queues;  // the same tasks as `pending`
-  // (pool, priority class) → tasks in `pending`, kept by Enqueue/Dequeue so the metrics never
-  // walk a deep queue.
-  std::map<std::pair<std::string, std::string>, int32_t> depth;
+  TaskQueue queue;                    // the pending tasks
+  std::unique_ptr<QueueOrder> order;  // how a pass merges the queues of one priority level
   std::map<std::string, std::set<TaskKey>> active;  // pool → tasks charged to quotas
   TenantBook book;
   std::map<int64_t, Reservation> reservations;
@@ -276,8 +258,6 @@ struct Core::State {
   // Scheduling (core_schedule.cc) and preemption (core_preempt.cc).
   void Reserve(PassState& pass, JobEntry& job, int32_t index, const placement::Allocation& a);
   void RunQueues(PassState& pass);
-  // Tries the freshly submitted tasks alone, by priority then age.
-  void RunFresh(PassState& pass, std::vector<QueueKey> fresh);
   void TryPlace(PassState& pass, JobEntry& job, int32_t index);
   void PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool, const placement::Request& req,
                  const std::string& behind);
@@ -321,8 +301,6 @@ struct Core::State {
   // stopped, so each tick costs a bounded slice of the job table.
   void EvictFinished(int64_t now_us, int budget);
 
-  void Enqueue(const JobEntry& job, int32_t index);
-  void Dequeue(const JobEntry& job, int32_t index);
   void ReleaseTask(JobEntry& job, int32_t index);
   // Recomputes the job's state from its tasks; returns true when it changed.
   bool RefreshJobState(JobEntry& job);
