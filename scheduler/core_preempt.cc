@@ -69,14 +69,8 @@ std::vector<PreemptionCandidate> Core::State::Candidates(const std::string& pool
     const QuotaRecord* q = book.Quota(group, pool);
     QuotaAmount cum;
     for (Item& item : items) {
-      cum.resources += item.usage.resources;
-      cum.devices += item.usage.devices;
-      bool borrowed = q == nullptr || q->guaranteed.IsZero();
-      for (int d = 0; d < 3 && !borrowed; ++d) {
-        int64_t g = Dimension(q->guaranteed, d);
-        borrowed = g > 0 && Dimension(cum, d) > g;
-      }
-      item.candidate.borrowed = borrowed;
+      cum += item.usage;
+      item.candidate.borrowed = q == nullptr || q->guaranteed.IsZero() || !cum.Fits(q->guaranteed);
       if (item.eligible) out.push_back(std::move(item.candidate));
     }
   }
@@ -299,8 +293,7 @@ bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
   const std::string& pool_name = job.head.spec.pool;
   QuotaAmount one = ReclaimNeed(job), all;
   for (size_t k = 0; k < members.size(); ++k) {
-    all.resources += one.resources;
-    all.devices += one.devices;
+    all += one;
   }
   PreemptorRules rules;
   rules.may_preempt = cls != nullptr && cls->may_preempt;

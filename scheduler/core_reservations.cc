@@ -100,9 +100,7 @@ void Core::State::ProcessReservations(PassState& pass) {
     for (int64_t g : group) {
       Reservation& each = reservations.at(g);
       for (const placement::Allocation& a : each.held) (void)pool->engine->Release(a);
-      QuotaAmount u = UsageOf(each.allocation);
-      total.resources += u.resources;
-      total.devices += u.devices;
+      total += UsageOf(each.allocation);
       take.emplace_back(each.index, each.allocation);
       job->task(each.index).reservation = 0;
       reservations.erase(g);

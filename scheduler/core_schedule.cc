@@ -115,11 +115,7 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
     return;
   }
   QuotaAmount total;
-  for (const placement::Allocation& a : g.allocations) {
-    QuotaAmount u = UsageOf(a);
-    total.resources += u.resources;
-    total.devices += u.devices;
-  }
+  for (const placement::Allocation& a : g.allocations) total += UsageOf(a);
   why = book.WhyOverLimit(pool_name, tenant, total, &binding);
   if (!why.empty()) return wait("waiting: " + why, Verdict(PendingCode::kOverQuota, binding));
   // All or nothing: commit every member, then make sure no reserved room was taken.
