@@ -21,6 +21,12 @@ Core::Core(SchedulerOptions options, Clock* clock, Store* store, AgentGateway* a
   s_->agents = agents;
   s_->executor = std::move(executor);
   s_->metrics = metrics;
+  State* s = s_.get();
+  s_->dispatcher = Dispatcher(agents, s_->options.stop_grace_period_ms,
+                              [s](const std::string& node) -> const NodeRecord* {
+                                auto it = s->nodes.find(node);
+                                return it == s->nodes.end() ? nullptr : &it->second.rec;
+                              });
 }
 
 Core::~Core() = default;
@@ -413,7 +419,7 @@ void Core::CancelJob(int64_t id, std::string reason, Callback<JobRecord> done) {
     if (s_->RefreshJobState(*j)) {
       s_->PersistOrRetry({UpdateJob{id, j->head.state, j->head.reason, j->head.finish_us}});
     }
-    for (int32_t i : stop) s_->SendStop(*j, i, reason);
+    for (int32_t i : stop) s_->dispatcher.Stop(*j, i, reason);
     if (!late.empty()) s_->CommitTaskChanges(this, std::move(late));
     s_->Notify(
         *j,

@@ -60,7 +60,7 @@ void Core::OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> d
     // After the ack: re-send starts the agent never received.
     for (const auto& [job_id, index] : resend) {
       JobEntry* job = s_->jobs.Find(job_id);
-      if (job != nullptr) s_->SendStart(*job, index);
+      if (job != nullptr) s_->dispatcher.Start(*job, index);
     }
     s_->RequestSchedule(this);
   });
@@ -153,7 +153,8 @@ void Core::Reconcile(const AgentRegistration& reg, std::vector<std::string>* sto
       } else if (t.state == TaskState::kRunning && !is_reported) {
         repairs.push_back(s_->PlanRequeueOrFail(job, i, "agent on " + node + " no longer runs it"));
       } else if (is_reported && t.stop != StopIntent::kNone) {
-        s_->SendStop(job, i, "stop requested before reconnect");  // the stop is stored already
+        s_->dispatcher.Stop(job, i,
+                            "stop requested before reconnect");  // the stop is stored already
       }
     }
   }

@@ -336,6 +336,7 @@ placement::Allocation Core::State::AllocationOf(const JobEntry& job, const TaskR
 
 Status Core::Recover(const RecoveredState& state, int64_t epoch) {
   s_->epoch = epoch;
+  s_->dispatcher.set_epoch(epoch);
   s_->max_job_id = state.max_job_id;
   for (const TenantRecord& t : state.tenants) s_->book.PutTenant(t);
   for (const QuotaRecord& q : state.quotas) s_->book.PutQuota(q);

@@ -82,7 +82,7 @@ void Core::SetNodeState(const std::string& name, NodeState state, Callback<NodeV
       if (cur.attempt != t.attempt || cur.node != name || !rt.holds || rt.changing) continue;
       cur.stop = StopIntent::kDrain;
       cur.reason = t.reason;
-      s_->SendStop(*job, t.index, t.reason);
+      s_->dispatcher.Stop(*job, t.index, t.reason);
     }
     done(GetNode(name));
     s_->RequestSchedule(this);

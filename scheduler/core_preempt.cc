@@ -385,7 +385,7 @@ void Core::State::ActOnStops(const Status& stored, const std::vector<PassState::
   if (stored.ok()) {
     for (const PassState::Stop& s : stops) {
       if (JobEntry* victim = still_stopping(s)) {
-        SendStop(*victim, s.index, s.reason);
+        dispatcher.Stop(*victim, s.index, s.reason);
         Notify(*victim, "task " + TaskId(s.job_id, s.index) + ": preempted: " + s.reason);
       }
     }

@@ -312,54 +312,11 @@ void Core::RunPass() {
                                                     "cancelled before start", 0)});
         continue;
       }
-      s_->SendStart(*job, p.index);
+      s_->dispatcher.Start(*job, p.index);
       s_->Notify(*job, "task " + TaskId(p.job_id, p.index) + ": SCHEDULED on " + t.node);
     }
     if (!st.ok()) LogWarn("core", "scheduling commit failed", {{"error", st.ToString()}});
   });
-}
-
-void Core::State::SendStart(const JobEntry& job, int32_t index) {
-  const TaskRecord& t = job.task(index).rec;
-  StartTaskCommand cmd;
-  cmd.task_id = TaskId(job.head.id, index);
-  cmd.job_id = job.head.id;
-  cmd.tenant = job.head.spec.tenant;
-  cmd.attempt = t.attempt;
-  cmd.argv = job.head.spec.task_template.command;
-  cmd.env = job.head.spec.task_template.env;
-  cmd.max_runtime_ms = job.head.spec.max_runtime_ms;
-  cmd.epoch = epoch;
-  cmd.cpu_milli = job.head.spec.task_template.resources.cpu_milli;
-  cmd.memory_mib = job.head.spec.task_template.resources.memory_mib;
-  auto node = nodes.find(t.node);
-  for (const Allocation& a : t.allocations) {
-    DeviceGrantCommand g{a.device_id, a.amount.milli_tflops, a.amount.vram_mib, 100};
-    if (node != nodes.end()) {
-      auto idx = node->second.device_index.find(a.device_id);
-      if (idx != node->second.device_index.end()) {
-        const DeviceRecord& d = node->second.rec.devices[static_cast<size_t>(idx->second)];
-        if (d.physical.milli_tflops > 0 && !a.exclusive) {
-          // MPS takes a percentage of the device's SMs: round up so a grant is never starved.
-          int64_t pct =
-              (a.amount.milli_tflops * 100 + d.physical.milli_tflops - 1) / d.physical.milli_tflops;
-          g.thread_percentage = static_cast<int32_t>(std::clamp<int64_t>(pct, 1, 100));
-        }
-      }
-    }
-    cmd.devices.push_back(std::move(g));
-  }
-  if (!agents->StartTask(t.node, cmd)) {
-    LogWarn("core", "agent not connected; start deferred to reconnect",
-            {{"task", cmd.task_id}, {"node", t.node}});
-  }
-}
-
-void Core::State::SendStop(const JobEntry& job, int32_t index, const std::string& reason) {
-  const TaskRecord& t = job.task(index).rec;
-  StopTaskCommand cmd{TaskId(job.head.id, index), t.attempt, options.stop_grace_period_ms, reason,
-                      epoch};
-  agents->StopTask(t.node, cmd);
 }
 
 }  // namespace gpupool

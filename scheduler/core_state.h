@@ -17,6 +17,7 @@
 #include "placement/placement.h"
 #include "placement/workload_feed.h"
 #include "scheduler/core.h"
+#include "scheduler/dispatcher.h"
 #include "scheduler/job_table.h"
 #include "scheduler/metrics.h"
 #include "scheduler/queue_order.h"
@@ -165,6 +166,7 @@ struct Core::State {
   AgentGateway* agents = nullptr;
   Executor executor;
   SchedulerMetrics* metrics = nullptr;
+  Dispatcher dispatcher;  // StartTask / StopTask commands (MPS policy included)
 
   int64_t epoch = 0;
   int64_t max_job_id = 0;
@@ -308,8 +310,6 @@ struct Core::State {
   void RecomputeLimits(PoolEntry& pool);
   CapacityView PoolCapacity(const PoolEntry& pool) const;
   NodeView ViewOf(const NodeEntry& node) const;
-  void SendStart(const JobEntry& job, int32_t index);
-  void SendStop(const JobEntry& job, int32_t index, const std::string& reason);
   int32_t RetryLimit(const JobEntry& job) const;
 };
 
