@@ -73,14 +73,14 @@ int32_t Core::State::RetryLimit(const JobEntry& job) const {
 void Core::State::ReleaseTask(JobEntry& job, int32_t index) {
   Task& rt = job.task(index);
   Uncharge(job, index);
-  auto res = rt.reserved_for != 0 ? reservations.find(rt.reserved_for) : reservations.end();
+  Reservation* res = rt.reserved_for != 0 ? reservations.Find(rt.reserved_for) : nullptr;
   rt.reserved_for = 0;
-  if (res != reservations.end()) res->second.victims.erase(TaskId(job.head.id, index));
+  if (res != nullptr) res->victims.erase(TaskId(job.head.id, index));
   if (!rt.holds) return;
   PoolEntry* pool = FindPool(job.head.spec.pool);
-  if (res != reservations.end() && res->second.allocation.node == rt.allocation.node) {
+  if (res != nullptr && res->allocation.node == rt.allocation.node) {
     // A victim's room stays committed for the preemptor that waits for it.
-    res->second.held.push_back(rt.allocation);
+    res->held.push_back(rt.allocation);
   } else if (pool != nullptr) {
     Status st = pool->engine->Release(rt.allocation);
     if (!st.ok()) {

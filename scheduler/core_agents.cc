@@ -82,14 +82,11 @@ Status Core::ApplyRegistration(const NodeRecord& n) {
     // The hardware changed (a GPU vanished, MIG re-partitioned): re-add the node and re-commit
     // what still fits; tasks whose devices are gone are lost.
     GPUPOOL_RETURN_IF_ERROR(pool->engine->RemoveNode(n.name));
-    std::vector<int64_t> stale;  // room held there went with the node
-    for (auto& [id, r] : s_->reservations) {
-      if (r.allocation.node == n.name) {
-        r.held.clear();
-        stale.push_back(id);
-      }
+    // Room held there went with the node.
+    for (int64_t id : s_->reservations.IdsOnNode(n.name)) {
+      s_->reservations.Find(id)->held.clear();
+      s_->DropReservation(id, "devices changed on node " + n.name);
     }
-    for (int64_t id : stale) s_->DropReservation(id, "devices changed on node " + n.name);
     for (auto& [id, job] : s_->jobs) {
       for (Task& rt : job.tasks) {
         if (rt.holds && rt.allocation.node == n.name) rt.holds = false;

@@ -232,14 +232,10 @@ void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
       return;
     }
     // Room held for preemptors lived in the old engine: those reservations are dropped…
-    std::vector<int64_t> stale;
-    for (auto& [id, r] : s_->reservations) {
-      if (r.pool == pool.name) {
-        r.held.clear();
-        stale.push_back(id);
-      }
+    for (int64_t id : s_->reservations.IdsInPool(pool.name)) {
+      s_->reservations.Find(id)->held.clear();
+      s_->DropReservation(id, "pool policy changed");
     }
-    for (int64_t id : stale) s_->DropReservation(id, "pool policy changed");
     e->rec = pool;
     e->engine = std::move(*shared);
     // …and are rebuilt in the new engine from the victims' typed columns, so a preemptor keeps

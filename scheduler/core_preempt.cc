@@ -132,8 +132,7 @@ std::vector<PreemptionCandidate> Core::State::Eligible(PassState& pass, const Jo
 
 int64_t Core::State::NewReservation(PassState& pass, JobEntry& job, int32_t index,
                                     const placement::VictimSet& vs, bool gang) {
-  const int64_t rid = next_reservation_id++;
-  Reservation& r = reservations[rid];
+  Reservation r;
   r.pool = job.head.spec.pool;
   r.job_id = job.head.id;
   r.index = index;
@@ -142,6 +141,7 @@ int64_t Core::State::NewReservation(PassState& pass, JobEntry& job, int32_t inde
   r.created_us = pass.now;
   r.victims.insert(vs.task_ids.begin(), vs.task_ids.end());
   r.gang = gang;
+  const int64_t rid = reservations.Add(std::move(r));
   job.task(index).reservation = rid;
   pass.new_reservations.push_back(rid);
   return rid;
@@ -274,7 +274,7 @@ bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
   }
   int64_t rid = NewReservation(pass, job, index, vs, /*gang=*/false);
   StopVictims(pass, job, index, rules, rid, vs.task_ids, by_id);
-  const Reservation& r = reservations.at(rid);
+  const Reservation& r = *reservations.Find(rid);
   job.task(index).rec.reason = WaitingFor(r);
   job.task(index).rec.pending = {PendingCode::kWaitingForVictims, "", {}};
   LogInfo("core", "preempting",

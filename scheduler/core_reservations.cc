@@ -13,10 +13,7 @@ namespace gpupool {
 
 bool Core::State::ReservationsFit(PoolEntry& pool, const std::string& node) {
   std::vector<std::pair<bool, placement::Allocation>> undo;  // committed?, allocation
-  std::vector<const Reservation*> here;
-  for (const auto& [id, r] : reservations) {
-    if (r.pool == pool.rec.name && r.allocation.node == node) here.push_back(&r);
-  }
+  std::vector<const Reservation*> here = reservations.OnNode(pool.rec.name, node);
   if (here.empty()) return true;
   // As if every victim were gone…
   for (const Reservation* r : here) {
@@ -55,22 +52,13 @@ void Core::State::ProcessReservations(PassState& pass) {
           ? options.tenancy.reservation_timeout_ms * 1000
           : (3 * options.stop_grace_period_ms + options.heartbeat_timeout_ms) * 1000;
   // A gang's reservations stand and fall together.
-  auto same_gang = [&](const Reservation& r) {
-    std::vector<int64_t> out;
-    for (const auto& [id, other] : reservations) {
-      if (other.job_id == r.job_id && (r.gang ? other.gang : &other == &r)) out.push_back(id);
-    }
-    return out;
+  auto drop = [&](int64_t id, const std::string& why) {
+    for (int64_t g : reservations.GroupOf(id)) DropReservation(g, why);
   };
-  auto drop = [&](const Reservation& r, const std::string& why) {
-    for (int64_t id : same_gang(r)) DropReservation(id, why);
-  };
-  std::vector<int64_t> ids;
-  for (const auto& [id, r] : reservations) ids.push_back(id);
-  for (int64_t id : ids) {
-    auto found = reservations.find(id);
-    if (found == reservations.end()) continue;  // dropped or taken up with its gang
-    Reservation& r = found->second;
+  for (int64_t id : reservations.Ids()) {
+    Reservation* found = reservations.Find(id);
+    if (found == nullptr) continue;  // dropped or taken up with its gang
+    Reservation& r = *found;
     JobEntry* job = jobs.Find(r.job_id);
     bool valid = job != nullptr && r.index < job->size() && !CancelRequested(job->head.state) &&
                  job->task(r.index).rec.state == TaskState::kPending &&
@@ -79,31 +67,29 @@ void Core::State::ProcessReservations(PassState& pass) {
     auto node = nodes.find(r.allocation.node);
     PoolEntry* pool = FindPool(r.pool);
     if (!valid || pool == nullptr) {
-      drop(r, "its task moved on");
+      drop(id, "its task moved on");
       continue;
     }
     if (node == nodes.end() || node->second.rec.state != NodeState::kReady) {
-      drop(r, "node " + r.allocation.node + " is no longer ready");
+      drop(id, "node " + r.allocation.node + " is no longer ready");
       continue;
     }
     if (pass.now - r.created_us > timeout_us) {
-      drop(r, "victims did not stop in time");
+      drop(id, "victims did not stop in time");
       continue;
     }
-    std::vector<int64_t> group = same_gang(r);
-    bool ready = true;
-    for (int64_t g : group) ready &= reservations.at(g).victims.empty();
-    if (!ready) continue;
+    if (!reservations.GroupReady(id)) continue;
+    std::vector<int64_t> group = reservations.GroupOf(id);
     // Every victim is gone: swap the room they left for the preemptor's allocation(s).
     std::vector<std::pair<int32_t, placement::Allocation>> take;
     QuotaAmount total;
     for (int64_t g : group) {
-      Reservation& each = reservations.at(g);
+      Reservation& each = *reservations.Find(g);
       for (const placement::Allocation& a : each.held) (void)pool->engine->Release(a);
       total += UsageOf(each.allocation);
       take.emplace_back(each.index, each.allocation);
       job->task(each.index).reservation = 0;
-      reservations.erase(g);
+      reservations.Erase(g);
     }
     if (!book.WhyOverLimit(job->head.spec.pool, job->head.spec.tenant, total).empty()) continue;
     size_t committed = 0;
@@ -123,9 +109,9 @@ void Core::State::ProcessReservations(PassState& pass) {
 }
 
 void Core::State::DropReservation(int64_t id, const std::string& why) {
-  auto it = reservations.find(id);
-  if (it == reservations.end()) return;
-  Reservation& r = it->second;
+  Reservation* found = reservations.Find(id);
+  if (found == nullptr) return;
+  Reservation& r = *found;
   if (PoolEntry* pool = FindPool(r.pool)) {
     for (const placement::Allocation& a : r.held) (void)pool->engine->Release(a);
   }
@@ -141,7 +127,7 @@ void Core::State::DropReservation(int64_t id, const std::string& why) {
   }
   LogInfo("core", "reservation dropped",
           {{"task", TaskId(r.job_id, r.index)}, {"node", r.allocation.node}, {"why", why}});
-  reservations.erase(it);
+  reservations.Erase(id);
 }
 
 // After a restart: victims still stopping carry their preemptor in typed columns
@@ -178,23 +164,21 @@ void Core::State::RebuildReservations(int64_t now, const std::string* only_pool)
     placement::Decision d = pool->engine->Place(ToPlacement(job->request));
     for (const placement::Allocation& a : released) (void)pool->engine->Commit(a);
     if (!d.placed) continue;
-    const int64_t rid = next_reservation_id++;
-    Reservation& r = reservations[rid];
+    Reservation r;
     r.pool = job->head.spec.pool;
     r.job_id = by.first;
     r.index = by.second;
     r.attempt = job->task(by.second).rec.attempt;
     r.allocation = d.allocation;
     r.created_us = now;
-    for (const TaskKey& v : victims) {
-      r.victims.insert(TaskId(v.first, v.second));
-      jobs.at(v.first).task(v.second).reserved_for = rid;
-    }
-    job->task(by.second).reservation = rid;
+    for (const TaskKey& v : victims) r.victims.insert(TaskId(v.first, v.second));
     LogInfo("core", "reservation rebuilt after restart",
             {{"task", TaskId(by.first, by.second)},
              {"node", r.allocation.node},
              {"victims", std::to_string(r.victims.size())}});
+    const int64_t rid = reservations.Add(std::move(r));
+    for (const TaskKey& v : victims) jobs.at(v.first).task(v.second).reserved_for = rid;
+    job->task(by.second).reservation = rid;
   }
 }
 

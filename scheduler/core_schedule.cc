@@ -151,13 +151,12 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
     behind = "; behind " + std::to_string(n) + " task(s) of higher priority";
   }
   if (Task& rt = job.task(index); rt.reservation != 0) {
-    auto res = reservations.find(rt.reservation);
-    if (res != reservations.end()) {
-      if (res->second.gang) return;  // the gang's reason was set when it preempted
+    if (const Reservation* res = reservations.Find(rt.reservation); res != nullptr) {
+      if (res->gang) return;  // the gang's reason was set when it preempted
       std::string ids;
-      for (const std::string& v : res->second.victims) ids += (ids.empty() ? "" : ", ") + v;
-      task.reason = "waiting for " + std::to_string(res->second.victims.size()) +
-                    " preempted task(s) to stop on " + res->second.allocation.node + ": " + ids;
+      for (const std::string& v : res->victims) ids += (ids.empty() ? "" : ", ") + v;
+      task.reason = "waiting for " + std::to_string(res->victims.size()) +
+                    " preempted task(s) to stop on " + res->allocation.node + ": " + ids;
       task.pending = Verdict(PendingCode::kWaitingForVictims);
       return;
     }

@@ -21,6 +21,7 @@
 #include "scheduler/job_table.h"
 #include "scheduler/metrics.h"
 #include "scheduler/queue_order.h"
+#include "scheduler/reservation_book.h"
 #include "scheduler/task_queue.h"
 #include "scheduler/tenancy.h"
 
@@ -43,21 +44,6 @@ struct ChangeSet {
   std::vector<TaskChange> tasks;
   std::vector<Mutation> batch;
   std::map<int64_t, JobState> job_states;  // the state each touched job is stored with
-};
-
-// Room freed by preemption, kept for the preemptor: the victims' allocations stay committed in
-// the engine (as `held`) as they stop, and are swapped for the preemptor's allocation once the
-// last one is gone, so no other task can take the room in between.
-struct Reservation {
-  std::string pool;
-  int64_t job_id = 0;
-  int32_t index = 0;
-  int32_t attempt = 0;
-  placement::Allocation allocation;  // the preemptor's placement once the victims are gone
-  std::set<std::string> victims;     // task ids still holding their allocation
-  std::vector<placement::Allocation> held;
-  int64_t created_us = 0;
-  bool gang = false;  // one of a gang's reservations: all of them are taken up together
 };
 
 // Who a pending task may preempt, and by which rule (core_preempt.cc).
@@ -192,8 +178,7 @@ struct Core::State {
   std::unique_ptr<QueueOrder> order;  // how a pass merges the queues of one priority level
   std::map<std::string, std::set<TaskKey>> active;  // pool → tasks charged to quotas
   TenantBook book;
-  std::map<int64_t, Reservation> reservations;
-  int64_t next_reservation_id = 1;
+  ReservationBook reservations;
   std::map<std::string, std::deque<int64_t>> disruptions;  // share group → preemption times
   std::map<int64_t, Watcher> watchers;
   std::multimap<int64_t, int64_t> watchers_by_job;
