@@ -14,6 +14,7 @@
 #include <climits>
 
 #include "base/log.h"
+#include "placement/tentative.h"
 #include "scheduler/core.h"
 #include "scheduler/core_state.h"
 
@@ -312,11 +313,7 @@ bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
   std::map<std::string, const PreemptionCandidate*> by_id;
   for (const PreemptionCandidate& c : candidates) by_id[c.task.task_id] = &c;
 
-  struct Op {
-    bool committed;  // undo: release (true) or commit again (false)
-    placement::Allocation allocation;
-  };
-  std::vector<Op> undo;
+  placement::Tentative tx(*pool->engine);  // each member as if the earlier ones were placed
   std::vector<placement::VictimSet> sets;
   std::set<std::string> chosen;
   bool ok = true;
@@ -330,22 +327,14 @@ bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
     ok = vs.found;
     for (size_t v = 0; ok && v < vs.task_ids.size(); ++v) {
       const placement::Allocation& a = by_id.at(vs.task_ids[v])->task.allocation;
-      ok = pool->engine->Release(a).ok();
-      if (ok) undo.push_back({false, a});
+      ok = tx.Release(a).ok();
       chosen.insert(vs.task_ids[v]);
     }
-    if (ok) ok = pool->engine->Commit(vs.decision.allocation).ok();
-    if (ok) {
-      undo.push_back({true, vs.decision.allocation});
-      sets.push_back(std::move(vs));
-    }
+    if (ok) ok = tx.Commit(vs.decision.allocation).ok();
+    if (ok) sets.push_back(std::move(vs));
   }
-  for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
-    Status st = it->committed ? pool->engine->Release(it->allocation)
-                              : pool->engine->Commit(it->allocation);
-    if (!st.ok())
-      LogError("core", "undo of a tentative gang placement failed", {{"error", st.ToString()}});
-  }
+  if (Status st = tx.Rollback(); !st.ok())
+    LogError("core", "undo of a tentative gang placement failed", {{"error", st.ToString()}});
   std::vector<std::string> ids(chosen.begin(), chosen.end());
   if (!ok || ids.empty()) {
     pass.preempt_failed.insert(memo);

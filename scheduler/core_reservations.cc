@@ -6,42 +6,36 @@
 // swaps the held room for the preemptor's allocation (a gang's reservations all at once) before
 // it places anything else.
 #include "base/log.h"
+#include "placement/tentative.h"
 #include "scheduler/core.h"
 #include "scheduler/core_state.h"
 
 namespace gpupool {
 
 bool Core::State::ReservationsFit(PoolEntry& pool, const std::string& node) {
-  std::vector<std::pair<bool, placement::Allocation>> undo;  // committed?, allocation
   std::vector<const Reservation*> here = reservations.OnNode(pool.rec.name, node);
   if (here.empty()) return true;
+  placement::Tentative tx(*pool.engine);  // rolled back on return: this only looks
   // As if every victim were gone…
   for (const Reservation* r : here) {
     for (const std::string& v : r->victims) {
       int32_t i = 0;
       JobEntry* j = jobs.FindTask(v, &i);
       if (j == nullptr || !j->task(i).holds) continue;
-      const placement::Allocation& a = j->task(i).allocation;
-      if (pool.engine->Release(a).ok()) undo.emplace_back(false, a);
+      (void)tx.Release(j->task(i).allocation);
     }
-    for (const placement::Allocation& a : r->held) {
-      if (pool.engine->Release(a).ok()) undo.emplace_back(false, a);
-    }
+    for (const placement::Allocation& a : r->held) (void)tx.Release(a);
   }
   // …does every reserved placement still fit?
   bool fits = true;
   for (const Reservation* r : here) {
-    if (!pool.engine->Commit(r->allocation).ok()) {
+    if (!tx.Commit(r->allocation).ok()) {
       fits = false;
       break;
     }
-    undo.emplace_back(true, r->allocation);
   }
-  for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
-    Status st = it->first ? pool.engine->Release(it->second) : pool.engine->Commit(it->second);
-    if (!st.ok())
-      LogError("core", "undo of a reservation check failed", {{"error", st.ToString()}});
-  }
+  if (Status st = tx.Rollback(); !st.ok())
+    LogError("core", "undo of a reservation check failed", {{"error", st.ToString()}});
   return fits;
 }
 
@@ -92,18 +86,16 @@ void Core::State::ProcessReservations(PassState& pass) {
       reservations.Erase(g);
     }
     if (!book.WhyOverLimit(job->head.spec.pool, job->head.spec.tenant, total).empty()) continue;
-    size_t committed = 0;
+    placement::Tentative tx(*pool->engine);
     Status st;
-    for (; committed < take.size(); ++committed) {
-      st = pool->engine->Commit(take[committed].second);
-      if (!st.ok()) break;
-    }
+    for (size_t k = 0; k < take.size() && st.ok(); ++k) st = tx.Commit(take[k].second);
     if (!st.ok()) {
-      while (committed-- > 0) (void)pool->engine->Release(take[committed].second);
+      (void)tx.Rollback();
       LogWarn("core", "reserved room no longer fits; the task queues again",
               {{"job", std::to_string(job->head.id)}, {"error", st.ToString()}});
       continue;
     }
+    tx.Keep();
     for (const auto& [index, alloc] : take) Reserve(pass, *job, index, alloc);
   }
 }
@@ -155,14 +147,15 @@ void Core::State::RebuildReservations(int64_t now, const std::string* only_pool)
     PoolEntry* pool = FindPool(job->head.spec.pool);
     if (pool == nullptr) continue;
     // Where would it go once its victims are gone?
-    std::vector<placement::Allocation> released;
-    for (const TaskKey& v : victims) {
-      const Task& vrt = jobs.at(v.first).task(v.second);
-      if (vrt.holds && pool->engine->Release(vrt.allocation).ok())
-        released.push_back(vrt.allocation);
+    placement::Decision d;
+    {
+      placement::Tentative tx(*pool->engine);  // as if they were gone; undone at once
+      for (const TaskKey& v : victims) {
+        const Task& vrt = jobs.at(v.first).task(v.second);
+        if (vrt.holds) (void)tx.Release(vrt.allocation);
+      }
+      d = pool->engine->Place(ToPlacement(job->request));
     }
-    placement::Decision d = pool->engine->Place(ToPlacement(job->request));
-    for (const placement::Allocation& a : released) (void)pool->engine->Commit(a);
     if (!d.placed) continue;
     Reservation r;
     r.pool = job->head.spec.pool;

@@ -4,6 +4,7 @@
 #include <queue>
 
 #include "base/log.h"
+#include "placement/tentative.h"
 #include "scheduler/core.h"
 #include "scheduler/core_state.h"
 #include "scheduler/pool_workload.h"
@@ -119,12 +120,9 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
   why = book.WhyOverLimit(pool_name, tenant, total, &binding);
   if (!why.empty()) return wait("waiting: " + why, Verdict(PendingCode::kOverQuota, binding));
   // All or nothing: commit every member, then make sure no reserved room was taken.
-  size_t committed = 0;
+  placement::Tentative tx(*pool.engine);
   Status st;
-  for (; committed < members.size() && st.ok(); ++committed) {
-    st = pool.engine->Commit(g.allocations[committed]);
-    if (!st.ok()) break;
-  }
+  for (size_t k = 0; k < members.size() && st.ok(); ++k) st = tx.Commit(g.allocations[k]);
   for (size_t k = 0; st.ok() && !reservations.empty() && k < members.size(); ++k) {
     if (!ReservationsFit(pool, g.allocations[k].node)) {
       st = Status::FailedPrecondition("room on " + g.allocations[k].node +
@@ -132,10 +130,11 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
     }
   }
   if (!st.ok()) {
-    while (committed-- > 0) (void)pool.engine->Release(g.allocations[committed]);
+    (void)tx.Rollback();
     return wait("gang of " + std::to_string(n) + " waiting: " + st.message(),
                 Verdict(PendingCode::kReserved));
   }
+  tx.Keep();
   for (size_t k = 0; k < members.size(); ++k) Reserve(pass, job, members[k], g.allocations[k]);
 }
 
@@ -190,19 +189,19 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
         task.pending = Verdict(PendingCode::kOverQuota, binding);
         return;
       }
-      Status st = pool->engine->Commit(d.allocation);
-      if (!st.ok()) {
+      placement::Tentative tx(*pool->engine);
+      if (Status st = tx.Commit(d.allocation); !st.ok()) {
         LogError("core", "commit of a fresh decision failed", {{"error", st.ToString()}});
         return;
       }
       if (!reservations.empty() && !ReservationsFit(*pool, d.allocation.node)) {
-        // The free part of a preemptor's room: not for this task.
-        (void)pool->engine->Release(d.allocation);
+        // The free part of a preemptor's room: not for this task (rolled back on return).
         task.reason =
             "waiting: room on " + d.allocation.node + " is reserved for a preempting task" + behind;
         task.pending = Verdict(PendingCode::kReserved);
         return;
       }
+      tx.Keep();
       Reserve(pass, job, index, d.allocation);
       return;
     }
