@@ -1,4 +1,5 @@
-// Core: construction, admission, jobs and watchers (cancel: here; retention: core_retention.cc).
+// Core: construction, admission, jobs and watchers (cancel: core_cancel.cc; retention:
+// core_retention.cc).
 // Scheduling passes live in core_schedule.cc, agent events in core_agents.cc.
 #include "scheduler/core.h"
 
@@ -322,110 +323,6 @@ JobPage Core::ListJobs(const JobFilter& f) const {
     page.jobs.push_back(it->second.Record());
   }
   return page;
-}
-
-// Cancel: plan → persist → apply → act. Pending tasks end CANCELLED; a task that holds devices
-// gets the durable stop intent CANCEL and the job turns CANCELLING until every such task has
-// stopped (then CANCELLED). Nothing changes in memory and no StopTask is sent before the store has
-// the cancel; if it refuses, the caller gets the error and the job is as it was.
-void Core::CancelJob(int64_t id, std::string reason, Callback<JobRecord> done) {
-  JobEntry* job = s_->jobs.Find(id);
-  if (job == nullptr) {
-    done(Status::NotFound("job " + std::to_string(id) + " not found"));
-    return;
-  }
-  if (IsTerminal(job->head.state)) {
-    done(Status::FailedPrecondition("job " + std::to_string(id) + " is already " +
-                                    std::string(ToString(job->head.state))));
-    return;
-  }
-  if (job->head.state == JobState::kCancelling) {
-    done(job->Record());  // asked again while its tasks stop: the same answer
-    return;
-  }
-  if (job->cancel_storing) {
-    done(Status::FailedPrecondition("job " + std::to_string(id) + " is being cancelled"));
-    return;
-  }
-  if (reason.empty()) reason = "cancelled by user";
-  const int64_t now = s_->clock->NowMicros();
-  std::vector<TaskRecord> after;  // the planned records, in task order
-  bool stopping = false;
-  for (int32_t i = 0; i < job->size(); ++i) {
-    const TaskRecord& cur = job->task(i).rec;
-    if (IsTerminal(cur.state)) continue;
-    stopping |= cur.state != TaskState::kPending;
-    // A task whose end is being stored ends by itself; the job waits for it as CANCELLING.
-    if (job->task(i).changing) continue;
-    TaskRecord t = cur;
-    if (t.state == TaskState::kPending) {
-      t.state = TaskState::kCancelled;
-      t.reason = reason;
-      t.finished_us = now;
-      t.pending = {};
-    } else {
-      t.stop = StopIntent::kCancel;  // the allocation stays held until the process is gone
-      t.reason = "cancelling: " + reason;
-    }
-    after.push_back(std::move(t));
-  }
-  const JobState state = stopping ? JobState::kCancelling : JobState::kCancelled;
-  const int64_t finish = stopping ? 0 : now;
-  std::vector<Mutation> batch;
-  for (const TaskRecord& t : after) batch.emplace_back(UpdateTask{t});
-  batch.emplace_back(UpdateJob{id, state, reason, finish});
-  batch.emplace_back(AppendEvent{s_->Event("job.cancelled", "job/" + std::to_string(id), reason)});
-  job->cancel_storing = true;
-  s_->Persist(std::move(batch), [this, id, state, finish, reason, after = std::move(after),
-                                 done = std::move(done)](Status st) {
-    JobEntry* j = s_->jobs.Find(id);
-    if (j == nullptr) {
-      done(Status::NotFound("job " + std::to_string(id) + " not found"));
-      return;
-    }
-    j->cancel_storing = false;
-    if (!st.ok()) {
-      done(st.WithContext("cancel not stored"));
-      return;
-    }
-    std::vector<int32_t> stop;
-    std::vector<TaskChange> late;  // what moved while the cancel was stored
-    for (const TaskRecord& t : after) {
-      TaskRecord& cur = j->task(t.index).rec;
-      if (j->task(t.index).changing || cur.attempt != t.attempt) continue;
-      if (t.state == TaskState::kCancelled && cur.state == TaskState::kPending) {
-        s_->queue.Remove(*j, t.index);
-        cur = t;
-      } else if (t.stop == StopIntent::kCancel && cur.state == t.state) {
-        cur = t;
-        stop.push_back(t.index);
-      } else if (cur.state == TaskState::kPending) {
-        s_->queue.Remove(*j, t.index);  // its placement was not stored: it never started
-        late.push_back(s_->PlanFinish(*j, t.index, TaskState::kCancelled, reason, 0));
-      }
-    }
-    if (IsTerminal(j->head.state)) {
-      // Its last task's end was stored and applied while the cancel was being stored: the job
-      // ended as it did; the row the cancel overwrote is written back.
-      s_->PersistOrRetry({UpdateJob{id, j->head.state, j->head.reason, j->head.finish_us}});
-      done(j->Record());
-      return;
-    }
-    j->head.state = state;
-    j->head.reason = reason;
-    j->head.finish_us = finish;
-    // A task whose end was in flight may have ended meanwhile: CANCELLING with every task ended
-    // is CANCELLED.
-    if (s_->RefreshJobState(*j)) {
-      s_->PersistOrRetry({UpdateJob{id, j->head.state, j->head.reason, j->head.finish_us}});
-    }
-    for (int32_t i : stop) s_->dispatcher.Stop(*j, i, reason);
-    if (!late.empty()) s_->CommitTaskChanges(this, std::move(late));
-    s_->Notify(
-        *j,
-        (j->head.state == JobState::kCancelled ? "job cancelled: " : "job cancelling: ") + reason);
-    done(j->Record());
-  });
 }
 
 Result<int64_t> Core::WatchJob(int64_t job_id, WatchFn fn) {

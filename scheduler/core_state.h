@@ -46,6 +46,15 @@ struct ChangeSet {
   std::map<int64_t, JobState> job_states;  // the state each touched job is stored with
 };
 
+// A planned cancel (core_cancel.cc): the task records it stores and the job state it leads to.
+struct CancelPlan {
+  std::vector<TaskRecord> after;  // the planned records, in task order
+  JobState state = JobState::kCancelled;
+  int64_t finish_us = 0;
+  std::string reason;
+  std::vector<Mutation> batch;
+};
+
 // Who a pending task may preempt, and by which rule (core_preempt.cc).
 struct PreemptorRules {
   bool may_preempt = false;  // its class may preempt lower values
@@ -222,6 +231,13 @@ struct Core::State {
   EventRecord Event(std::string kind, std::string subject, std::string message) const;
 
   PoolEntry* FindPool(const std::string& name);
+
+  // Cancel (core_cancel.cc).
+  bool CancelPrecondition(const JobEntry* job, int64_t id,
+                          const Core::Callback<JobRecord>& done) const;
+  CancelPlan PlanCancel(const JobEntry& job, const std::string& reason) const;
+  void ApplyCancelToTasks(JobEntry& job, const CancelPlan& plan, std::vector<int32_t>* stop,
+                          std::vector<TaskChange>* late);
 
   // Resolves priority class and SKU and checks pool, access and size. Fills entry fields.
   Status Admit(const JobSpec& spec, int32_t* priority, ResourceRequest* request) const;
