@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -231,6 +232,11 @@ struct Core::State {
   EventRecord Event(std::string kind, std::string subject, std::string message) const;
 
   PoolEntry* FindPool(const std::string& name);
+
+  // Recovery (core_recover.cc).
+  Status RecoverInventory(const RecoveredState& state);
+  JobEntry& RecoverJob(const JobRecord& j);
+  std::optional<TaskChange> ReadoptTask(JobEntry& job, int32_t index);
 
   // Cancel (core_cancel.cc).
   bool CancelPrecondition(const JobEntry* job, int64_t id,
