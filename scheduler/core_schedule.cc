@@ -234,6 +234,16 @@ bool Core::State::PeriodicPassDue() const {
   return std::chrono::steady_clock::now() - last_full_pass_end >= 50 * last_full_pass_cost;
 }
 
+void Core::State::RecordPassCost(bool full, std::chrono::steady_clock::time_point started) {
+  auto ended = std::chrono::steady_clock::now();
+  if (full) {
+    last_full_pass_end = ended;
+    last_full_pass_cost = ended - started;
+  }
+  if (metrics != nullptr)
+    metrics->PassDuration(std::chrono::duration<double>(ended - started).count());
+}
+
 void Core::Schedule() {
   s_->full_pass_needed = true;
   RunPass();
@@ -257,15 +267,8 @@ void Core::RunPass() {
                         [&](JobEntry& job, int32_t index) { s_->TryPlace(pass, job, index); });
   }
 
-  auto ended = std::chrono::steady_clock::now();
-  if (full) {
-    s_->last_full_pass_end = ended;
-    s_->last_full_pass_cost = ended - started;
-  }
-  double pass_s = std::chrono::duration<double>(ended - started).count();
-  if (s_->metrics != nullptr) s_->metrics->PassDuration(pass_s);
+  s_->RecordPassCost(full, started);
   if (pass.batch.empty()) return;
-
   // Refresh job states inside the same commit.
   std::set<int64_t> touched;
   for (const PassState::Placed& p : pass.placed) touched.insert(p.job_id);
@@ -275,46 +278,49 @@ void Core::RunPass() {
       pass.batch.emplace_back(UpdateJob{id, job.head.state, job.head.reason, 0});
   }
 
-  s_->Persist(std::move(pass.batch), [this, placed = std::move(pass.placed),
-                                      stops = std::move(pass.stops),
-                                      reservations = std::move(pass.new_reservations)](Status st) {
-    s_->ActOnStops(st, stops, reservations);
-    int64_t done_us = s_->clock->NowMicros();
-    for (const PassState::Placed& p : placed) {
-      JobEntry* job = s_->jobs.Find(p.job_id);
-      if (job == nullptr) continue;
-      TaskRecord& t = job->task(p.index).rec;
-      Task& rt = job->task(p.index);
-      if (t.attempt != p.attempt || !rt.committing) continue;  // moved on meanwhile
-      rt.committing = false;
-      if (!st.ok()) {
-        // Nothing was dispatched: give the reservation back and try again later.
-        s_->ReleaseTask(*job, p.index);
-        t.state = TaskState::kPending;
-        t.node.clear();
-        t.allocations.clear();
-        t.scheduled_us = 0;
-        t.reason = "requeued: allocation not stored: " + st.message();
-        t.pending = Verdict(PendingCode::kQueued);
-        if (!CancelRequested(job->head.state)) s_->queue.Add(*job, p.index);
-        s_->RefreshJobState(*job);  // back to what the store still holds
-        continue;
-      }
-      if (s_->metrics != nullptr) {
-        s_->metrics->TaskTransition("SCHEDULED");
-        s_->metrics->SchedulingLatency(static_cast<double>(done_us - job->head.submit_us) / 1e6);
-      }
-      if (t.stop == StopIntent::kCancel || CancelRequested(job->head.state)) {
-        // Cancelled while the commit was in flight: never start it.
-        s_->CommitTaskChanges(this, {s_->PlanFinish(*job, p.index, TaskState::kCancelled,
-                                                    "cancelled before start", 0)});
-        continue;
-      }
-      s_->dispatcher.Start(*job, p.index);
-      s_->Notify(*job, "task " + TaskId(p.job_id, p.index) + ": SCHEDULED on " + t.node);
-    }
-    if (!st.ok()) LogWarn("core", "scheduling commit failed", {{"error", st.ToString()}});
-  });
+  s_->Persist(std::move(pass.batch),
+              [this, placed = std::move(pass.placed), stops = std::move(pass.stops),
+               reservations = std::move(pass.new_reservations)](Status st) {
+                s_->ActOnStops(st, stops, reservations);
+                for (const PassState::Placed& p : placed) s_->ActOnPlaced(this, st, p);
+                if (!st.ok())
+                  LogWarn("core", "scheduling commit failed", {{"error", st.ToString()}});
+              });
+}
+
+// One placement of a pass, once its batch was stored (start it) or refused (queue it again).
+void Core::State::ActOnPlaced(Core* core, const Status& st, const PassState::Placed& p) {
+  JobEntry* job = jobs.Find(p.job_id);
+  if (job == nullptr) return;
+  Task& rt = job->task(p.index);
+  TaskRecord& t = rt.rec;
+  if (t.attempt != p.attempt || !rt.committing) return;  // moved on meanwhile
+  rt.committing = false;
+  if (!st.ok()) {
+    // Nothing was dispatched: give the reservation back and try again later.
+    ReleaseTask(*job, p.index);
+    t.state = TaskState::kPending;
+    t.node.clear();
+    t.allocations.clear();
+    t.scheduled_us = 0;
+    t.reason = "requeued: allocation not stored: " + st.message();
+    t.pending = Verdict(PendingCode::kQueued);
+    if (!CancelRequested(job->head.state)) queue.Add(*job, p.index);
+    RefreshJobState(*job);  // back to what the store still holds
+    return;
+  }
+  if (metrics != nullptr) {
+    metrics->TaskTransition("SCHEDULED");
+    metrics->SchedulingLatency(static_cast<double>(clock->NowMicros() - job->head.submit_us) / 1e6);
+  }
+  if (t.stop == StopIntent::kCancel || CancelRequested(job->head.state)) {
+    // Cancelled while the commit was in flight: never start it.
+    CommitTaskChanges(
+        core, {PlanFinish(*job, p.index, TaskState::kCancelled, "cancelled before start", 0)});
+    return;
+  }
+  dispatcher.Start(*job, p.index);
+  Notify(*job, "task " + TaskId(p.job_id, p.index) + ": SCHEDULED on " + t.node);
 }
 
 }  // namespace gpupool

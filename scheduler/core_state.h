@@ -180,6 +180,9 @@ struct Core::State {
   std::chrono::steady_clock::time_point last_full_pass_end;
   std::chrono::steady_clock::duration last_full_pass_cost{};
   bool PeriodicPassDue() const;
+  void RecordPassCost(bool full, std::chrono::steady_clock::time_point started);
+  // One placement of a pass, once its batch was stored (started) or refused (queued again).
+  void ActOnPlaced(Core* core, const Status& stored, const PassState::Placed& placed);
   JobTable jobs;
   int64_t retention_cursor = 0;  // EvictFinished resumes after this job id
   std::map<std::string, PoolEntry> pools;
