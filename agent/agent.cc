@@ -20,6 +20,7 @@
 #include "agent/lease_keeper.h"
 #include "agent/proto_convert.h"
 #include "agent/scrub/device_guard.h"
+#include "base/address_list.h"
 #include "base/log.h"
 #include "gpupool/v1/agent.grpc.pb.h"
 
@@ -699,7 +700,8 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
 
 std::shared_ptr<grpc::Channel> MakeAgentChannel(const AgentConfig& config, bool own_connection) {
   if (!config.ca_file.empty()) return MakeTlsAgentChannel(config, own_connection);  // enroll.h
-  return grpc::CreateCustomChannel(config.scheduler, grpc::InsecureChannelCredentials(),
+  return grpc::CreateCustomChannel(GrpcTargetOf(config.scheduler),
+                                   grpc::InsecureChannelCredentials(),
                                    AgentChannelArgs(config, own_connection));
 }
 

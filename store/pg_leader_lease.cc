@@ -1,5 +1,7 @@
 #include "store/pg_leader_lease.h"
 
+#include <unistd.h>
+
 #include <pqxx/pqxx>
 
 #include "base/log.h"
@@ -24,6 +26,12 @@ PgLeaderLease::PgLeaderLease(std::unique_ptr<PgTarget> target, std::string holde
       address_(std::move(address)) {}
 
 PgLeaderLease::~PgLeaderLease() = default;
+
+std::string PgLeaderLease::DefaultHolder() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return std::string(host) + ":" + std::to_string(getpid());
+}
 
 Result<std::vector<std::vector<std::string>>> PgLeaderLease::Exec(const std::string& sql,
                                                                   int64_t lease_ms) {

@@ -31,6 +31,8 @@ class PgLeaderLease final : public LeaderLease {
   static Result<std::unique_ptr<PgLeaderLease>> Open(const std::string& uri, std::string holder,
                                                      std::string address);
   ~PgLeaderLease() override;
+  // "<hostname>:<pid>".
+  static std::string DefaultHolder();
 
   Result<LeaderClaim> TryAcquire(int64_t lease_ms) override;
   Status Renew(int64_t epoch, int64_t lease_ms) override;

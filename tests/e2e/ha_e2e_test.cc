@@ -24,13 +24,17 @@
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/side_effects.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool {
 namespace {
 
+using testing::CheckExecutions;
 using testing::ChildProcess;
 using testing::DaemonProcess;
+using testing::Execution;
+using testing::ReadExecutions;
 using namespace std::chrono_literals;
 
 // T = 3 s; the agent stops its tasks at T, its keeper kills them at T + 1 s, gpupoold requeues
@@ -50,12 +54,6 @@ constexpr int kGpusPerAgent = 3;
 bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout) {
   return ::gpupool::testing::WaitFor(done, timeout, std::chrono::milliseconds(100));
 }
-
-struct Execution {
-  int64_t first_ns = 0;
-  int64_t last_ns = 0;
-  bool ended = false;
-};
 
 class HaE2eTest : public ::testing::Test {
  protected:
@@ -124,10 +122,7 @@ class HaE2eTest : public ::testing::Test {
 
   // `tasks` one-GPU tasks, each ticking `ticks` times 200 ms apart; returns the job id.
   std::string Submit(int tasks, int ticks) {
-    const std::string script =
-        "id=\"$GPUPOOL_TASK_ID $$\"; i=0; while [ $i -lt " + std::to_string(ticks) +
-        " ]; do echo \"$id tick $(date +%s%N)\" >> " + side_ +
-        "; sleep 0.2; i=$((i+1)); done; echo \"$id end $(date " + "+%s%N)\" >> " + side_;
+    const std::string script = testing::TickingScript(side_, ticks);
     v1::SubmitJobRequest req;
     v1::JobSpec* s = req.mutable_spec();
     s->set_tenant("acme/e2e/tester");
@@ -181,22 +176,8 @@ class HaE2eTest : public ::testing::Test {
     return where;
   }
 
-  // Executions per task of `job` (all jobs if empty), by pid, from the side-effect file.
   std::map<std::string, std::map<int64_t, Execution>> Executions(const std::string& job = "") {
-    std::map<std::string, std::map<int64_t, Execution>> out;
-    std::ifstream in(side_);
-    for (std::string line; std::getline(in, line);) {
-      std::istringstream ls(line);
-      std::string task, what;
-      int64_t pid = 0, ns = 0;
-      if (!(ls >> task >> pid >> what >> ns)) continue;  // a line being written
-      if (!job.empty() && !task.starts_with(job + ".")) continue;
-      Execution& e = out[task][pid];
-      if (e.first_ns == 0 || ns < e.first_ns) e.first_ns = ns;
-      e.last_ns = std::max(e.last_ns, ns);
-      if (what == "end") e.ended = true;
-    }
-    return out;
+    return ReadExecutions(side_, job);
   }
 
   // The promise of issue 12, checked on the side-effect file once the job is done.
@@ -205,24 +186,7 @@ class HaE2eTest : public ::testing::Test {
         << Job(job).DebugString();
     std::map<std::string, std::map<int64_t, Execution>> all = Executions(job);
     EXPECT_EQ(static_cast<int>(all.size()), Job(job).tasks_size());
-    for (const auto& [task, by_pid] : all) {
-      std::vector<Execution> ex;
-      for (const auto& [pid, e] : by_pid) ex.push_back(e);
-      std::sort(ex.begin(), ex.end(),
-                [](const Execution& a, const Execution& b) { return a.first_ns < b.first_ns; });
-      int ended = 0;
-      for (size_t i = 0; i < ex.size(); ++i) {
-        if (ex[i].ended) ++ended;
-        if (i + 1 < ex.size()) {
-          EXPECT_LT(ex[i].last_ns, ex[i + 1].first_ns)
-              << "task " << task << ": two copies ran at once (overlap of "
-              << (ex[i].last_ns - ex[i + 1].first_ns) / 1'000'000 << " ms)";
-          EXPECT_FALSE(ex[i].ended) << "task " << task << " ran again after it had finished";
-        }
-      }
-      EXPECT_EQ(ended, 1) << "task " << task << " completed " << ended << " times";
-      executions_ += static_cast<int>(ex.size());
-    }
+    for (const std::string& v : CheckExecutions(all, &executions_)) ADD_FAILURE() << v;
   }
 
   std::string dir_;
