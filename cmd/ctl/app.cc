@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/address_list.h"
 #include "cmd/ctl/units.h"
 #include "pool/yaml_error.h"
 
@@ -22,7 +23,7 @@ namespace {
 
 const std::vector<FlagSpec>& GlobalFlags() {
   static const std::vector<FlagSpec> flags = {
-      {"server", 0, FlagKind::kValue, "HOST:PORT",
+      {"server", 0, FlagKind::kValue, "HOST:PORT[,HOST:PORT...]",
        "gpupoold gRPC address (env GPUPOOL_SERVER, default 127.0.0.1:7070)"},
       {"token", 0, FlagKind::kValue, "TOKEN",
        "bearer token sent as 'authorization: Bearer TOKEN' (env GPUPOOL_TOKEN)"},
@@ -168,9 +169,12 @@ std::shared_ptr<grpc::Channel> Ctx::channel() {
   if (!channel_ && !ca_pem.empty()) {
     grpc::SslCredentialsOptions o;
     o.pem_root_certs = ca_pem;
-    channel_ = grpc::CreateChannel(server, grpc::SslCredentials(o));
+    channel_ = grpc::CreateChannel(GrpcTargetOf(server), grpc::SslCredentials(o));
   }
-  if (!channel_) channel_ = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+  // Several replicas ("a:7070,b:7070"): the one that listens is the leader (docs/ha.md).
+  if (!channel_) {
+    channel_ = grpc::CreateChannel(GrpcTargetOf(server), grpc::InsecureChannelCredentials());
+  }
   return channel_;
 }
 

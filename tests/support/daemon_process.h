@@ -49,6 +49,8 @@ class DaemonProcess {
   struct Options {
     std::string data_dir;  // empty: a fresh temp dir
     std::vector<std::string> extra_args;
+    // false: Start/Restart return once the process runs (a standby replica does not serve).
+    bool wait_until_serving = true;
   };
   static Result<std::unique_ptr<DaemonProcess>> Start(Options options);
   ~DaemonProcess();
@@ -64,6 +66,8 @@ class DaemonProcess {
   const std::string& data_dir() const { return data_dir_; }
   std::string log_path() const { return data_dir_ + "/gpupoold.log"; }
   std::string LogTail(int lines) const;
+  // One quick API call answered (this replica leads and serves).
+  bool Serving();
   // The running gpupoold's pid, or -1.
   pid_t pid() const { return child_ ? child_->pid() : -1; }
 
