@@ -53,7 +53,7 @@ Result<Authenticator> Authenticator::Create(std::vector<ApiToken> tokens) {
 }
 
 Result<CallContext> Authenticator::Authenticate(std::string_view authorization) const {
-  if (!enabled()) return CallContext{.principal = "", .admin = true};
+  if (!enabled()) return CallContext::Admin("insecure");
   authorization = Trim(authorization);
   if (authorization.empty()) {
     return Status::Unauthenticated(
@@ -70,7 +70,9 @@ Result<CallContext> Authenticator::Authenticate(std::string_view authorization) 
     if (ConstantTimeEquals(token, t.token)) match = &t;
   }
   if (match == nullptr) return Status::Unauthenticated("invalid bearer token");
-  return CallContext{.principal = match->principal, .admin = match->admin};
+  if (match->admin) return CallContext::Admin("token:" + match->principal);
+  return CallContext::Of("token:" + match->principal, match->principal,
+                         match->role == Role::kAdmin ? Role::kMember : match->role);
 }
 
 }  // namespace gpupool::api

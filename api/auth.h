@@ -25,6 +25,8 @@ struct ApiToken {
   std::string token;
   std::string principal;
   bool admin = false;
+  // A non-admin token's role within the subtree `principal`: member unless the config says.
+  Role role = Role::kMember;
 };
 
 class Authenticator {

@@ -23,6 +23,7 @@
 #include <functional>
 #include <string>
 
+#include "api/caller.h"
 #include "base/status.h"
 #include "gpupool/v1/jobs.pb.h"
 #include "gpupool/v1/pools.pb.h"
@@ -32,13 +33,6 @@ namespace gpupool::api {
 
 namespace v1 = ::gpupool::v1;
 
-// Who is calling, as established by the adapter from its credentials.
-struct CallContext {
-  // Tenant path or admin name the caller authenticated as; empty when auth is disabled.
-  std::string principal;
-  // Admins may manage pools and nodes and act for any tenant.
-  bool admin = true;
-};
 
 template <typename T>
 using Reply = std::function<void(Status, T)>;

@@ -32,8 +32,8 @@ const SchedulerOptions& SkuTable(const ServiceOptions& options) {
 // leave it.
 Result<std::string> ListPrefix(const CallContext& ctx, std::string prefix, std::string_view field) {
   if (!prefix.empty()) GPUPOOL_RETURN_IF_ERROR(ValidateTenantPath(prefix, field));
-  if (!ctx.admin) {
-    if (prefix.empty()) prefix = ctx.principal;
+  if (!ctx.admin()) {
+    if (prefix.empty()) prefix = ctx.scope;
     GPUPOOL_RETURN_IF_ERROR(RequireTenant(ctx, prefix, field));
   }
   return prefix;

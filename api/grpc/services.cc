@@ -22,7 +22,9 @@ Result<CallContext> Authenticate(const Deps& d, const grpc::CallbackServerContex
   auto it = md.find("authorization");
   std::string_view value;
   if (it != md.end()) value = std::string_view(it->second.data(), it->second.size());
-  return d.auth->Authenticate(value);
+  Result<CallContext> caller = d.auth->Authenticate(value);
+  if (caller.ok()) caller->source = ctx->peer();
+  return caller;
 }
 
 template <typename Req, typename Resp>

@@ -163,7 +163,11 @@ void SessionRegistry::Clear() {
 
 // HttpSession.
 HttpSession::HttpSession(tcp::socket socket, SessionEnv env)
-    : executor_(socket.get_executor()), stream_(std::move(socket)), env_(std::move(env)) {}
+    : executor_(socket.get_executor()), stream_(std::move(socket)), env_(std::move(env)) {
+  beast::error_code ec;
+  const tcp::endpoint peer = stream_.socket().remote_endpoint(ec);
+  if (!ec) peer_ = peer.address().to_string() + ":" + std::to_string(peer.port());
+}
 
 HttpSession::~HttpSession() {
   if (cancel_) cancel_();
@@ -257,6 +261,7 @@ void HttpSession::Dispatch(http::request<http::string_body> req) {
   in.target = std::string(req.target());
   in.authorization = std::string(req[http::field::authorization]);
   in.body = std::move(req.body());
+  in.source = peer_;
   env_.api->Handle(in, exchange_);
 }
 

@@ -142,6 +142,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   const net::any_io_executor executor_;
   beast::tcp_stream stream_;
+  std::string peer_;  // "address:port" of the client, empty when unknown
   SessionEnv env_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;

@@ -199,6 +199,7 @@ void RestApi::Handle(const HttpRequestIn& req, const std::shared_ptr<Responder>&
     Result<CallContext> caller = auth_.Authenticate(req.authorization);
     if (!caller.ok()) return ReplyError(*r, caller.status());
     call.caller = std::move(caller).value();
+    call.caller.source = req.source;
   }
   if (q != std::string::npos) {
     auto query = ParseQuery(std::string_view(req.target).substr(q + 1));

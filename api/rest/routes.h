@@ -78,6 +78,7 @@ struct HttpRequestIn {
   std::string target;  // "/v1/jobs?state=JOB_STATE_RUNNING"
   std::string authorization;
   std::string body;
+  std::string source;  // the peer's "address:port", for CallContext::source
 };
 
 // The one place a Status becomes an HTTP error reply. `http_status` 0 = grpc-gateway's status for
