@@ -46,6 +46,24 @@ Status RequireTenant(const CallContext& ctx, const std::string& tenant, std::str
                                   ctx.scope + "' or below it");
 }
 
+Status RequireRole(const CallContext& ctx, Role role, std::string_view what) {
+  if (ctx.AtLeast(role)) return Status::Ok();
+  return Status::PermissionDenied(std::string(what) + ": requires the role " +
+                                  std::string(RoleName(role)) + " or above; the caller is " +
+                                  std::string(RoleName(ctx.role)));
+}
+
+Status RequireTenantAdminBelow(const CallContext& ctx, const std::string& tenant,
+                               std::string_view what) {
+  if (ctx.admin()) return Status::Ok();
+  GPUPOOL_RETURN_IF_ERROR(RequireRole(ctx, Role::kTenantAdmin, what));
+  if (!ctx.scope.empty() && tenant != ctx.scope && TenantWithin(tenant, ctx.scope)) {
+    return Status::Ok();
+  }
+  return Status::PermissionDenied(std::string(what) + ": tenant '" + tenant +
+                                  "' is not below the caller's tenant '" + ctx.scope + "'");
+}
+
 Status RequireJobAccess(const CallContext& ctx, const JobRecord& job) {
   return RequireTenant(ctx, job.spec.tenant, "job " + std::to_string(job.id));
 }
@@ -90,6 +108,9 @@ void ServiceImpl::SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& 
   if (!req.has_spec()) return refuse("invalid", Invalid("spec", "must be set"));
   Result<JobSpec> spec = JobSpecFromProto(req.spec());
   if (!spec.ok()) return refuse("invalid", spec.status());
+  if (Status s = RequireRole(ctx, Role::kMember, "submit job"); !s.ok()) {
+    return refuse("denied", s);
+  }
   if (Status s = RequireTenant(ctx, spec->tenant, "spec.tenant"); !s.ok()) {
     return refuse("denied", s);
   }
@@ -144,6 +165,7 @@ void ServiceImpl::ListJobs(const CallContext& ctx, const v1::ListJobsRequest& re
 
 void ServiceImpl::CancelJob(const CallContext& ctx, const v1::CancelJobRequest& req,
                             Reply<v1::Job> done) {
+  if (Status s = RequireRole(ctx, Role::kMember, "cancel job"); !s.ok()) return Fail(done, s);
   Result<int64_t> id = JobIdFromString(req.job_id());
   if (!id.ok()) return Fail(done, id.status());
   if (req.reason().size() > 1024) return Fail(done, Invalid("reason", "longer than 1024 bytes"));

@@ -195,6 +195,23 @@ grpc::ServerUnaryReactor* TenantServiceImpl::DeleteQuota(grpc::CallbackServerCon
   return Unary(d_, ctx, req, resp, &ApiService::DeleteQuota);
 }
 
+// KeyService.
+grpc::ServerUnaryReactor* KeyServiceImpl::CreateApiKey(grpc::CallbackServerContext* ctx,
+                                                       const v1::CreateApiKeyRequest* req,
+                                                       v1::CreateApiKeyResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::CreateApiKey);
+}
+grpc::ServerUnaryReactor* KeyServiceImpl::ListApiKeys(grpc::CallbackServerContext* ctx,
+                                                      const v1::ListApiKeysRequest* req,
+                                                      v1::ListApiKeysResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::ListApiKeys);
+}
+grpc::ServerUnaryReactor* KeyServiceImpl::RevokeApiKey(grpc::CallbackServerContext* ctx,
+                                                       const v1::RevokeApiKeyRequest* req,
+                                                       v1::ApiKey* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::RevokeApiKey);
+}
+
 // StreamTracker (declared in stream_writer.h).
 void StreamTracker::Add(const std::shared_ptr<Abortable>& s) {
   {

@@ -139,6 +139,10 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
   Unary<GetQuotaRequest, Quota>("GET", "/v1/quotas/{tenant}/{pool}", kPath, &S::GetQuota);
   Unary<DeleteQuotaRequest, DeleteQuotaResponse>("DELETE", "/v1/quotas/{tenant}/{pool}", kPath,
                                                  &S::DeleteQuota);
+  // API keys: the secret is in the creation response only.
+  Unary<CreateApiKeyRequest, CreateApiKeyResponse>("POST", "/v1/apikeys", kBody, &S::CreateApiKey);
+  Unary<ListApiKeysRequest, ListApiKeysResponse>("GET", "/v1/apikeys", kQuery, &S::ListApiKeys);
+  Unary<RevokeApiKeyRequest, ApiKey>("POST", "/v1/apikeys/{id}:revoke", kBody, &S::RevokeApiKey);
   AddProbes();
   for (ConsoleRoute& c : ConsoleRoutes()) Add("GET", c.path, false, std::move(c.handler));
 }
@@ -172,6 +176,14 @@ void RestApi::Add(std::string method, std::string_view pattern, bool authenticat
 std::string RestApi::RouteOf(std::string_view method, std::string_view target) const {
   const Router::Match m = router_.Find(method, target.substr(0, target.find('?')));
   return m.kind == Router::Match::kFound ? router_.pattern(m.route) : "unmatched";
+}
+
+std::vector<std::string> RestApi::AuthenticatedRoutes() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < routes_.size(); ++i) {
+    if (routes_[i].authenticated) out.push_back(router_.method(i) + " " + router_.pattern(i));
+  }
+  return out;
 }
 
 void RestApi::Handle(const HttpRequestIn& req, const std::shared_ptr<Responder>& r) const {

@@ -97,6 +97,10 @@ class RestApi {
   // routing ("unmatched" when none).
   std::string RouteOf(std::string_view method, std::string_view target) const;
 
+  // Every route that needs a credential, as "METHOD pattern" (the authorization matrix test
+  // checks that each has a row).
+  std::vector<std::string> AuthenticatedRoutes() const;
+
   struct Call {
     CallContext caller;
     std::vector<std::pair<std::string, std::string>> path_params;
