@@ -53,11 +53,11 @@ class DaemonProcess {
   struct Options {
     std::string data_dir;  // empty: a fresh temp dir
     std::vector<std::string> extra_args;
-    // false: Start/Restart return once the process runs (a standby replica does not serve).
-    bool wait_until_serving = true;
     // true: the secure default (TLS on both ports, DATA_DIR/admin.token required; use ca_pem()
     // and admin_token()); false: --insecure (plaintext, loopback), for tests about other things.
     bool secure = false;
+    // false: Start/Restart return once the process runs (a standby replica does not serve).
+    bool wait_until_serving = true;
   };
   static Result<std::unique_ptr<DaemonProcess>> Start(Options options);
   ~DaemonProcess();
