@@ -52,8 +52,24 @@ Result<Authenticator> Authenticator::Create(std::vector<ApiToken> tokens) {
   return Authenticator(std::move(tokens));
 }
 
+Authenticator::Authenticator(std::vector<ApiToken> tokens) {
+  shared_->list = std::make_shared<const std::vector<ApiToken>>(std::move(tokens));
+}
+
+Authenticator::TokenList Authenticator::tokens() const {
+  std::lock_guard lock(shared_->mu);
+  return shared_->list;
+}
+
+void Authenticator::ReplaceTokens(const Authenticator& from) {
+  TokenList list = from.tokens();
+  std::lock_guard lock(shared_->mu);
+  shared_->list = std::move(list);
+}
+
 Result<CallContext> Authenticator::Authenticate(std::string_view authorization) const {
-  if (!enabled()) return CallContext{.principal = "", .admin = true};
+  const TokenList list = tokens();
+  if (list->empty()) return CallContext{.principal = "", .admin = true};
   authorization = Trim(authorization);
   if (authorization.empty()) {
     return Status::Unauthenticated(
@@ -66,7 +82,7 @@ Result<CallContext> Authenticator::Authenticate(std::string_view authorization) 
   }
   const std::string_view token = Trim(authorization.substr(space + 1));
   const ApiToken* match = nullptr;
-  for (const ApiToken& t : tokens_) {  // no early exit: every token is compared
+  for (const ApiToken& t : *list) {  // no early exit: every token is compared
     if (ConstantTimeEquals(token, t.token)) match = &t;
   }
   if (match == nullptr) return Status::Unauthenticated("invalid bearer token");

@@ -9,9 +9,14 @@
 // Failures are UNAUTHENTICATED with a message that says what was wrong (missing header, not a
 // bearer token, unknown token) without echoing the token. Tokens are compared in constant time.
 //
-// Thread safety: immutable after construction; Authenticate() may be called from any thread.
+// ReplaceTokens swaps the token list in place (gpupoold's config reload): copies of an
+// Authenticator share one list, so the servers holding it see the new tokens at once.
+//
+// Thread safety: Authenticate() and ReplaceTokens() may be called from any thread.
 #pragma once
 
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,15 +41,24 @@ class Authenticator {
   // by position (tokens are secrets and never appear in messages or logs).
   static Result<Authenticator> Create(std::vector<ApiToken> tokens);
 
-  bool enabled() const { return !tokens_.empty(); }
+  bool enabled() const { return !tokens()->empty(); }
+
+  // Takes `from`'s tokens (built by Create). Calls already authenticated keep their identity.
+  void ReplaceTokens(const Authenticator& from);
 
   // `authorization` is the raw header or metadata value, empty when the caller sent none.
   Result<CallContext> Authenticate(std::string_view authorization) const;
 
  private:
-  explicit Authenticator(std::vector<ApiToken> tokens) : tokens_(std::move(tokens)) {}
+  using TokenList = std::shared_ptr<const std::vector<ApiToken>>;
+  struct Shared {
+    std::mutex mu;
+    TokenList list = std::make_shared<const std::vector<ApiToken>>();  // guarded by mu
+  };
+  explicit Authenticator(std::vector<ApiToken> tokens);
+  TokenList tokens() const;
 
-  std::vector<ApiToken> tokens_;
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
 };
 
 }  // namespace gpupool::api

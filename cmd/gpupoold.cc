@@ -20,6 +20,7 @@
 #include "api/tls/node_identity.h"
 #include "base/log.h"
 #include "cmd/daemon/config.h"
+#include "cmd/daemon/reload.h"
 #include "pool/catalog.h"
 #include "scheduler/core.h"
 #include "scheduler/core_loop.h"
@@ -39,8 +40,8 @@ int Fail(const Status& st) {
   return 1;
 }
 
-// Blocks until SIGTERM or SIGINT. The signals are blocked in every thread (set before any
-// thread starts), so sigwait is the only place that sees them.
+// Blocks until SIGTERM, SIGINT or SIGHUP. The signals are blocked in every thread (set before
+// any thread starts), so sigwait is the only place that sees them.
 int WaitForSignal(const sigset_t& set) {
   int sig = 0;
   sigwait(&set, &sig);
@@ -65,16 +66,6 @@ void RaiseDescriptorLimit() {
     LogInfo("gpupoold", "raised the descriptor limit",
             {{"from", std::to_string(before)}, {"to", std::to_string(lim.rlim_cur)}});
   }
-}
-
-// The priority classes each tenant may submit at, from the config (validated when it was parsed).
-Result<api::PriorityAccess> PriorityAccessOf(const DaemonConfig& c) {
-  GPUPOOL_ASSIGN_OR_RETURN(api::PriorityAccess a,
-                           api::PriorityAccess::Create(c.scheduler, c.default_priority_classes));
-  for (const auto& [tenant, classes] : c.tenant_priority_classes) {
-    GPUPOOL_RETURN_IF_ERROR(a.Add(tenant, classes));
-  }
-  return a;
 }
 
 // Runs an asynchronous core call on the core's thread and waits for its outcome. Start-up only:
@@ -140,6 +131,7 @@ int Run(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -251,7 +243,19 @@ int Run(int argc, char** argv) {
            {"epoch", std::to_string(*epoch)},
            {"version", kVersion}});
 
+  // SIGHUP: read the config file again and apply what changed (cmd/daemon/reload.h).
+  ConfigReloader reloader(
+      [argc, argv]() -> Result<DaemonConfig> {
+        GPUPOOL_ASSIGN_OR_RETURN(CommandLine again, ParseDaemonCommandLine(argc, argv));
+        return std::move(again.config);
+      },
+      config, ReloadTargets{&core, &loop, &service, &*auth}, registry.get());
   int sig = WaitForSignal(signals);
+  while (sig == SIGHUP) {
+    LogInfo("gpupoold", "SIGHUP: reloading the configuration");
+    reloader.Reload();
+    sig = WaitForSignal(signals);
+  }
   LogInfo("gpupoold", "stopping", {{"signal", std::to_string(sig)}});
   http.Shutdown();
   grpc.Shutdown();

@@ -156,6 +156,11 @@ class Core {
   Status Recover(const RecoveredState& state, int64_t epoch);
   int64_t epoch() const;
 
+  // A config reload's priority classes, default class and SKUs (scheduler/core_policy.cc); jobs
+  // already accepted keep what they resolved. FAILED_PRECONDITION, changing nothing, when a class
+  // that unfinished jobs use would go or the default class is not among `classes`.
+  Status SetPolicy(const SchedulerOptions& policy);
+
   // Jobs.
   void SubmitJob(JobSpec spec, Callback<JobRecord> done);
   Result<JobRecord> GetJob(int64_t id) const;

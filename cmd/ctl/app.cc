@@ -44,6 +44,7 @@ const std::vector<Command>& Commands() {
     for (auto&& c : NodeCommands()) v.push_back(std::move(c));
     for (auto&& c : TenantCommands()) v.push_back(std::move(c));
     for (auto&& c : QuotaCommands()) v.push_back(std::move(c));
+    for (auto&& c : PolicyCommands()) v.push_back(std::move(c));
     for (auto&& c : TopCommands()) v.push_back(std::move(c));
     return v;
   }();

@@ -155,14 +155,19 @@ int Catalog(Ctx& ctx, const ParsedArgs& a) {
     t.Print(ctx.out);
     return kExitOk;
   }
-  Table t({"MODEL", "VENDOR", "BF16 TFLOPS", "FP16 TFLOPS", "VRAM", "MIG PROFILES"});
+  Table t({"MODEL", "VENDOR", "BF16 TFLOPS", "FP16 TFLOPS", "VRAM", "MIG PROFILES", "FLEET"});
   for (const v1::GpuModel& m : resp.models()) {
+    if (a.GetBool("fleet") && m.fleet_devices() == 0) continue;
     std::string migs;
     for (const v1::MigProfile& p : m.mig_profiles()) migs += (migs.empty() ? "" : ",") + p.name();
     t.AddRow({m.name(), m.vendor(),
               m.bf16_milli_tflops() > 0 ? FormatTflops(m.bf16_milli_tflops()) : "-",
               FormatTflops(m.fp16_milli_tflops()), FormatMib(m.vram_mib()),
-              migs.empty() ? "-" : migs});
+              migs.empty() ? "-" : migs,
+              m.fleet_devices() == 0
+                  ? "-"
+                  : std::to_string(m.fleet_devices()) + " on " + std::to_string(m.fleet_nodes()) +
+                        (m.fleet_nodes() == 1 ? " node" : " nodes")});
   }
   t.Print(ctx.out);
   return kExitOk;
@@ -228,10 +233,14 @@ std::vector<Command> NodeCommands() {
        Drain},
       {"catalog list",
        "[flags]",
-       "List the GPU models the server knows",
-       "Compute is dense tensor-core TFLOPS: bf16, or fp16 for cards without bf16 (T4, V100).",
-       {{"mig", 0, FlagKind::kBool, "", "list MIG profiles instead, one per line"}},
-       "  gpupoolctl catalog list\n  gpupoolctl catalog list --mig\n",
+       "List the GPU models the server knows and how many the fleet has",
+       "Compute is dense tensor-core TFLOPS: bf16, or fp16 for cards without bf16 (T4, V100).\n"
+       "FLEET counts the devices of each model (a MIG instance counts once) and the nodes "
+       "holding them, over the pools you may use.",
+       {{"mig", 0, FlagKind::kBool, "", "list MIG profiles instead, one per line"},
+        {"fleet", 0, FlagKind::kBool, "", "only the models the fleet has"}},
+       "  gpupoolctl catalog list\n  gpupoolctl catalog list --fleet\n"
+       "  gpupoolctl catalog list --mig\n",
        0,
        0,
        Catalog},
