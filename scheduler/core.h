@@ -35,6 +35,7 @@
 #include "base/status.h"
 #include "placement/workload_model.h"
 #include "scheduler/dispatch.h"
+#include "scheduler/device_samples.h"
 #include "scheduler/model.h"
 #include "scheduler/options.h"
 #include "scheduler/store.h"
@@ -74,6 +75,7 @@ struct TaskReport {
 struct DeviceHealth {
   std::string id;
   bool healthy = true;
+  std::optional<DeviceSample> sample;  // kept for the API (scheduler/device_samples.h)
 };
 
 // Pool capacity as the API shows it.
@@ -86,6 +88,7 @@ struct CapacityView {
 struct DeviceView {
   DeviceRecord device;
   CapacityView capacity;
+  std::optional<DeviceSample> sample;  // the last one its agent sent
 };
 
 struct NodeView {

@@ -228,6 +228,7 @@ struct Core::State {
   int64_t retention_cursor = 0;  // EvictFinished resumes after this job id
   std::map<std::string, PoolEntry> pools;
   std::map<std::string, NodeEntry> nodes;
+  DeviceSampleBook samples;  // the agents' last device samples, for the API
   std::set<QueueKey> pending;
   std::map<FairKey, std::set<TaskKey>> queues;  // the same tasks as `pending`
   // (pool, priority class) → tasks in `pending`, kept by Enqueue/Dequeue so the metrics never

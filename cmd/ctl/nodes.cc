@@ -41,11 +41,28 @@ void PrintNode(std::ostream& out, const v1::Node& n) {
                    });
   if (n.devices_size() == 0) return;
   out << '\n';
-  Table t({"DEVICE", "INDEX", "MODEL", "MIG", "HEALTHY", "TFLOPS", "VRAM"});
+  Table t({"DEVICE", "INDEX", "MODEL", "MIG", "HEALTHY", "TFLOPS", "VRAM", "UTIL", "MEM USED",
+           "POWER", "TEMP", "ECC/XID"});
   for (const v1::Device& d : n.devices()) {
-    t.AddRow({d.id(), std::to_string(d.index()), d.model(),
-              d.mig_profile().empty() ? "-" : d.mig_profile(), d.healthy() ? "yes" : "NO",
-              Tflops(d.capacity()), Vram(d.capacity())});
+    std::vector<std::string> row = {d.id(),
+                                    std::to_string(d.index()),
+                                    d.model(),
+                                    d.mig_profile().empty() ? "-" : d.mig_profile(),
+                                    d.healthy() ? "yes" : "NO",
+                                    Tflops(d.capacity()),
+                                    Vram(d.capacity())};
+    // The agent's last sample (none before its first heartbeat).
+    if (d.has_sample()) {
+      const v1::DeviceSample& s = d.sample();
+      row.insert(row.end(),
+                 {std::to_string(s.utilization_pct()) + "%",
+                  FormatMib(s.memory_used_mib()) + "/" + FormatMib(s.memory_total_mib()),
+                  std::to_string(s.power_watts()) + "W", std::to_string(s.temperature_c()) + "C",
+                  std::to_string(s.ecc_errors()) + "/" + std::to_string(s.xid_errors())});
+    } else {
+      row.insert(row.end(), {"-", "-", "-", "-", "-"});
+    }
+    t.AddRow(std::move(row));
   }
   t.Print(out);
 }
@@ -189,7 +206,9 @@ std::vector<Command> NodeCommands() {
       {"nodes get",
        "NAME",
        "Show a node and its devices",
-       "",
+       "Each device row ends with the last sample its agent sent in a heartbeat: utilization, "
+       "memory used/total, power, temperature and the ECC/XID error counters ('-' before the "
+       "first heartbeat).",
        {},
        "  gpupoolctl nodes get gpu-07\n",
        1,
