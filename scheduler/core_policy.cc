@@ -16,8 +16,8 @@ Status Core::SetPolicy(const SchedulerOptions& policy) {
                                       "' is not defined");
   }
   for (const auto& [id, job] : s_->jobs) {
-    const std::string& cls = job.rec.spec.priority_class;
-    if (IsTerminal(job.rec.state) || policy.priority_classes.contains(cls)) continue;
+    const std::string& cls = job.head.spec.priority_class;
+    if (IsTerminal(job.head.state) || policy.priority_classes.contains(cls)) continue;
     return Status::FailedPrecondition("priority class '" + cls + "' is used by job " +
                                       std::to_string(id) +
                                       ", which has not finished; keep the class until it has");
