@@ -291,7 +291,7 @@ int CheckArguments(const Ctx& ctx, const Command& cmd, const ParsedArgs& a) {
 }  // namespace
 
 int Run(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
-        std::ostream& err) {
+        std::ostream& err, std::shared_ptr<grpc::Channel>* keep_channel) {
   Ctx ctx(out, err);
   Result<Resolved> resolved = Resolve(args);
   if (!resolved.ok()) return ctx.Usage(resolved.status().message());
@@ -317,7 +317,9 @@ int Run(const std::vector<std::string>& args, const Environment& env, std::ostre
   }
   if (int code = ApplyGlobalFlags(ctx, *parsed, env); code != kExitOk) return code;
   if (int code = CheckArguments(ctx, *r.cmd, *parsed); code != kExitOk) return code;
-  return r.cmd->run(ctx, *parsed);
+  const int code = r.cmd->run(ctx, *parsed);
+  if (keep_channel != nullptr) *keep_channel = ctx.channel_if_open();
+  return code;
 }
 
 }  // namespace gpupool::ctl
