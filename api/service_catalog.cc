@@ -64,8 +64,8 @@ void ServiceImpl::ListPriorityClasses(const CallContext& ctx,
   if (!tenant.empty()) {
     if (Status s = ValidateTenantPath(tenant, "tenant"); !s.ok()) return Fail(done, s);
     if (Status s = RequireTenant(ctx, tenant, "tenant"); !s.ok()) return Fail(done, s);
-  } else if (!ctx.admin) {
-    tenant = ctx.principal;  // a tenant sees what it may use
+  } else if (!ctx.admin()) {
+    tenant = ctx.scope;  // a tenant sees what it may use
   }
   const std::shared_ptr<const ServicePolicy> policy = this->policy();
   const SchedulerOptions& opts = policy->scheduler;

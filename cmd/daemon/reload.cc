@@ -27,17 +27,11 @@ Status CallCore(CoreLoop& loop, const std::function<void(Core::Callback<T>)>& ca
   return done.get_future().get();
 }
 
-std::vector<api::ApiToken> ApiTokens(const DaemonConfig& c) {
-  std::vector<api::ApiToken> out;
-  for (const ApiToken& t : c.api_tokens) out.push_back({t.token, t.principal, t.admin});
-  return out;
-}
-
-bool SameTokens(const DaemonConfig& a, const DaemonConfig& b) {
-  if (a.api_tokens.size() != b.api_tokens.size()) return false;
-  for (size_t i = 0; i < a.api_tokens.size(); ++i) {
-    const ApiToken &x = a.api_tokens[i], &y = b.api_tokens[i];
-    if (std::tie(x.token, x.principal, x.admin) != std::tie(y.token, y.principal, y.admin)) {
+bool SameTokens(const std::vector<api::ApiToken>& a, const std::vector<api::ApiToken>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tie(a[i].token, a[i].principal, a[i].admin, a[i].role) !=
+        std::tie(b[i].token, b[i].principal, b[i].admin, b[i].role)) {
       return false;
     }
   }
@@ -186,12 +180,17 @@ ReloadReport ConfigReloader::Reload() {
   report.kept = RestartOnlyChanges(running_, next);
 
   // Everything judged without the core first.
-  if (next.api_tokens.empty() != running_.api_tokens.empty()) {
+  Result<std::vector<api::ApiToken>> old_tokens = t_.tokens_of(running_);
+  Result<std::vector<api::ApiToken>> new_tokens = t_.tokens_of(next);
+  if (!old_tokens.ok()) return refuse(old_tokens.status().WithContext("auth.api_tokens"));
+  if (!new_tokens.ok()) return refuse(new_tokens.status().WithContext("auth.api_tokens"));
+  if (new_tokens->empty() != old_tokens->empty()) {
     return refuse(Status::FailedPrecondition(
         "auth.api_tokens: a reload cannot turn authentication " +
-        std::string(next.api_tokens.empty() ? "off" : "on") + "; restart gpupoold for that"));
+        std::string(new_tokens->empty() ? "off" : "on") + "; restart gpupoold for that"));
   }
-  Result<api::Authenticator> auth = api::Authenticator::Create(ApiTokens(next));
+  const bool tokens_changed = !SameTokens(*old_tokens, *new_tokens);
+  Result<api::Authenticator> auth = api::Authenticator::Create(std::move(new_tokens).value());
   if (!auth.ok()) return refuse(auth.status().WithContext("auth.api_tokens"));
   Result<api::PriorityAccess> access = PriorityAccessOf(next);
   if (!access.ok()) return refuse(access.status().WithContext("priority classes of tenants"));
@@ -211,7 +210,7 @@ ReloadReport ConfigReloader::Reload() {
       running_.tenant_priority_classes != next.tenant_priority_classes) {
     report.changes.push_back("tenants' priority class lists updated");
   }
-  if (!SameTokens(running_, next)) {
+  if (tokens_changed) {
     t_.auth->ReplaceTokens(*auth);
     report.changes.push_back("API tokens replaced (" + std::to_string(next.api_tokens.size()) +
                              " tokens)");

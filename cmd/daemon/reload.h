@@ -46,6 +46,7 @@ class CoreLoop;
 namespace api {
 class Authenticator;
 class ServiceImpl;
+struct ApiToken;
 }  // namespace api
 
 // The priority classes each tenant may submit at, as `config` says.
@@ -56,6 +57,9 @@ struct ReloadTargets {
   CoreLoop* loop = nullptr;
   api::ServiceImpl* service = nullptr;
   api::Authenticator* auth = nullptr;
+  // The bootstrap tokens a configuration gives (its api_tokens, plus the admin credential unless
+  // --insecure): the same function gpupoold starts with.
+  std::function<Result<std::vector<api::ApiToken>>(const DaemonConfig&)> tokens_of;
 };
 
 struct ReloadReport {
