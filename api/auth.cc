@@ -43,8 +43,25 @@ Result<Authenticator> Authenticator::Create(std::vector<ApiToken> tokens, KeyLoo
   return Authenticator(std::move(tokens), std::move(keys));
 }
 
+Authenticator::Authenticator(std::vector<ApiToken> tokens, KeyLookup keys)
+    : keys_(std::move(keys)) {
+  shared_->list = std::make_shared<const std::vector<ApiToken>>(std::move(tokens));
+}
+
+Authenticator::TokenList Authenticator::tokens() const {
+  std::lock_guard lock(shared_->mu);
+  return shared_->list;
+}
+
+void Authenticator::ReplaceTokens(const Authenticator& from) {
+  TokenList list = from.tokens();
+  std::lock_guard lock(shared_->mu);
+  shared_->list = std::move(list);
+}
+
 Result<CallContext> Authenticator::Authenticate(std::string_view authorization) const {
-  if (!enabled()) return CallContext::Admin("insecure");
+  const TokenList list = tokens();
+  if (list->empty() && keys_ == nullptr) return CallContext::Admin("insecure");
   authorization = Trim(authorization);
   if (authorization.empty()) {
     return Status::Unauthenticated(
@@ -58,7 +75,7 @@ Result<CallContext> Authenticator::Authenticate(std::string_view authorization) 
   const std::string_view token = Trim(authorization.substr(space + 1));
   if (keys_ != nullptr && LooksLikeApiKey(token)) return AuthenticateKey(token);
   const ApiToken* match = nullptr;
-  for (const ApiToken& t : tokens_) {  // no early exit: every token is compared
+  for (const ApiToken& t : *list) {  // no early exit: every token is compared
     if (ConstantTimeEquals(token, t.token)) match = &t;
   }
   if (match == nullptr) return Status::Unauthenticated("invalid bearer token");

@@ -16,11 +16,16 @@
 // exist. Tokens and digests are compared in constant time. A key store that cannot answer gives
 // UNAVAILABLE (try again), not UNAUTHENTICATED.
 //
-// Thread safety: immutable after construction; Authenticate() may be called from any thread.
+// ReplaceTokens swaps the token list in place (gpupoold's config reload): copies of an
+// Authenticator share one list, so the servers holding it see the new tokens at once.
+//
+// Thread safety: Authenticate() and ReplaceTokens() may be called from any thread.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,17 +66,26 @@ class Authenticator {
   // accepts API keys (`gpk_<id>_<secret>`, api/credentials.h) too.
   static Result<Authenticator> Create(std::vector<ApiToken> tokens, KeyLookup keys = nullptr);
 
-  bool enabled() const { return !tokens_.empty() || keys_ != nullptr; }
+  bool enabled() const { return !tokens()->empty() || keys_ != nullptr; }
+
+  // Takes `from`'s tokens (built by Create; its key lookup is not taken). Calls already
+  // authenticated keep their identity.
+  void ReplaceTokens(const Authenticator& from);
 
   // `authorization` is the raw header or metadata value, empty when the caller sent none.
   Result<CallContext> Authenticate(std::string_view authorization) const;
 
  private:
-  Authenticator(std::vector<ApiToken> tokens, KeyLookup keys)
-      : tokens_(std::move(tokens)), keys_(std::move(keys)) {}
+  using TokenList = std::shared_ptr<const std::vector<ApiToken>>;
+  struct Shared {
+    std::mutex mu;
+    TokenList list = std::make_shared<const std::vector<ApiToken>>();  // guarded by mu
+  };
+  Authenticator(std::vector<ApiToken> tokens, KeyLookup keys);
+  TokenList tokens() const;
   Result<CallContext> AuthenticateKey(std::string_view key) const;
 
-  std::vector<ApiToken> tokens_;
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   KeyLookup keys_;
 };
 

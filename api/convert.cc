@@ -216,8 +216,10 @@ void ToProto(const JobSpec& s, v1::JobSpec* out) {
   v1::TaskTemplate* t = out->mutable_template_();
   for (const std::string& a : s.task_template.command) t->add_command(a);
   t->mutable_env()->insert(s.task_template.env.begin(), s.task_template.env.end());
-  const ResourceRequest& r = s.task_template.resources;
-  v1::ResourceRequest* rr = t->mutable_resources();
+  ToProto(s.task_template.resources, t->mutable_resources());
+}
+
+void ToProto(const ResourceRequest& r, v1::ResourceRequest* rr) {
   switch (r.shape) {
     case RequestShape::kFractional:
       rr->mutable_fractional()->set_milli_tflops(r.fractional.milli_tflops);

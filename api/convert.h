@@ -44,6 +44,7 @@ Result<JobSpec> JobSpecFromProto(const v1::JobSpec& spec, std::string_view field
 // Filters, page size and page token of a ListJobs request.
 Result<JobFilter> JobFilterFromProto(const v1::ListJobsRequest& req);
 
+void ToProto(const ResourceRequest& request, v1::ResourceRequest* out);
 void ToProto(const JobSpec& spec, v1::JobSpec* out);
 void ToProto(const TaskRecord& task, v1::Task* out);
 void ToProto(const JobRecord& job, v1::Job* out);

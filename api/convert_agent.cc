@@ -1,5 +1,6 @@
 // The agent half of api/convert.h: Register, Heartbeat and TaskUpdate in; RegisterAck,
 // StartTask and StopTask out.
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -115,7 +116,16 @@ Result<AgentRegistration> RegistrationFromProto(const v1::Register& in) {
 std::vector<DeviceHealth> DeviceHealthFromProto(const v1::Heartbeat& hb) {
   std::vector<DeviceHealth> out;
   out.reserve(hb.devices_size());
-  for (const v1::DeviceMetrics& m : hb.devices()) out.push_back({m.uuid(), m.healthy()});
+  for (const v1::DeviceMetrics& m : hb.devices()) {
+    DeviceSample s;
+    s.utilization_pct = std::clamp(m.utilization_pct(), 0, 100);
+    s.memory_used_mib = std::max<int64_t>(0, m.memory_used_mib());
+    s.power_watts = std::max(0, m.power_watts());
+    s.temperature_c = m.temperature_c();
+    s.ecc_errors = std::max<int64_t>(0, m.ecc_errors());
+    s.xid_errors = std::max<int64_t>(0, m.xid_errors());
+    out.push_back({m.uuid(), m.healthy(), s});
+  }
   return out;
 }
 

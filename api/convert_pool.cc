@@ -282,6 +282,17 @@ void ToProto(const DeviceView& v, v1::Device* out) {
   out->set_parent_id(d.parent_id);
   out->set_healthy(d.healthy);
   ToProto(v.capacity, out->mutable_capacity());
+  if (v.sample) {
+    v1::DeviceSample* s = out->mutable_sample();
+    s->set_utilization_pct(v.sample->utilization_pct);
+    s->set_memory_used_mib(v.sample->memory_used_mib);
+    s->set_memory_total_mib(d.physical.vram_mib);
+    s->set_power_watts(v.sample->power_watts);
+    s->set_temperature_c(v.sample->temperature_c);
+    s->set_ecc_errors(v.sample->ecc_errors);
+    s->set_xid_errors(v.sample->xid_errors);
+    if (v.sample->time_us > 0) SetTimestamp(v.sample->time_us, s->mutable_sample_time());
+  }
 }
 
 void ToProto(const NodeView& v, v1::Node* out) {

@@ -85,6 +85,11 @@ class ApiService {
   // Catalog.
   virtual void ListGpuModels(const CallContext& ctx, const v1::ListGpuModelsRequest& req,
                              Reply<v1::ListGpuModelsResponse> done) = 0;
+  virtual void ListPriorityClasses(const CallContext& ctx,
+                                   const v1::ListPriorityClassesRequest& req,
+                                   Reply<v1::ListPriorityClassesResponse> done) = 0;
+  virtual void ListSkus(const CallContext& ctx, const v1::ListSkusRequest& req,
+                        Reply<v1::ListSkusResponse> done) = 0;
 
   // Tenants and quotas (mutations: admin). Default: UNIMPLEMENTED.
   virtual void CreateTenant(const CallContext& ctx, const v1::CreateTenantRequest& req,

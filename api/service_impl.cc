@@ -11,7 +11,6 @@
 #include "scheduler/metrics.h"
 
 namespace gpupool::api {
-namespace {
 
 bool PoolVisible(const CallContext& ctx, const PoolRecord& pool) {
   if (ctx.admin() || pool.visibility == Visibility::kPublic) return true;
@@ -20,6 +19,8 @@ bool PoolVisible(const CallContext& ctx, const PoolRecord& pool) {
   }
   return false;
 }
+
+namespace {
 
 v1::Job JobProto(const JobRecord& j) {
   v1::Job out;
@@ -92,6 +93,21 @@ ServiceImpl::ServiceImpl(Core* core, CoreLoop* loop, LogFetcher* logs, ServiceOp
       options_(std::move(options)),
       timers_(std::make_unique<Timers>()) {
   if (options_.catalog == nullptr) options_.catalog = &Catalog::Builtin();
+  ServicePolicy policy;
+  if (options_.scheduler != nullptr) policy.scheduler = *options_.scheduler;
+  if (options_.priority_access != nullptr) policy.access = *options_.priority_access;
+  SetPolicy(std::move(policy));
+}
+
+void ServiceImpl::SetPolicy(ServicePolicy policy) {
+  auto p = std::make_shared<const ServicePolicy>(std::move(policy));
+  std::lock_guard lock(policy_mu_);
+  policy_ = std::move(p);
+}
+
+std::shared_ptr<const ServicePolicy> ServiceImpl::policy() const {
+  std::lock_guard lock(policy_mu_);
+  return policy_;
 }
 
 ServiceImpl::~ServiceImpl() = default;
@@ -114,9 +130,8 @@ void ServiceImpl::SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& 
   if (Status s = RequireTenant(ctx, spec->tenant, "spec.tenant"); !s.ok()) {
     return refuse("denied", s);
   }
-  if (options_.priority_access != nullptr) {
-    Status s = options_.priority_access->Check(ctx.admin(), spec->tenant, spec->priority_class);
-    if (!s.ok()) return refuse("denied", s);
+  if (Status s = policy()->access.Check(ctx.admin(), spec->tenant, spec->priority_class); !s.ok()) {
+    return refuse("denied", s);
   }
   if (options_.submit_limiter != nullptr && !ctx.admin()) {  // last: a refused call takes no token
     if (Status s = options_.submit_limiter->Admit(spec->tenant); !s.ok()) {
@@ -365,14 +380,7 @@ void ServiceImpl::DrainNode(const CallContext& ctx, const v1::NodeActionRequest&
   SetNodeState(ctx, req, static_cast<int>(NodeState::kDraining), std::move(done));
 }
 
-// ---- Catalog and health ----
-
-void ServiceImpl::ListGpuModels(const CallContext&, const v1::ListGpuModelsRequest&,
-                                Reply<v1::ListGpuModelsResponse> done) {
-  v1::ListGpuModelsResponse resp;
-  for (const GpuModel& m : options_.catalog->models()) ToProto(m, resp.add_models());
-  done(Status::Ok(), std::move(resp));
-}
+// ---- Health ----
 
 Status ServiceImpl::Ready() const {
   if (!recovered_) return Status::Unavailable("scheduler state is not recovered yet");

@@ -17,6 +17,10 @@
 //  * tenant and quota mutations require admin; non-admins may get and list the tenants and
 //    quotas of their own subtree, as with jobs (api/service_tenants.cc).
 //
+// The catalog methods (GPU models with the fleet's counts, priority classes, SKUs) are in
+// api/service_catalog.cc; anyone authenticated may call them, and a tenant sees the fleet of the
+// pools it may use and the classes it may submit at.
+//
 // GetTaskLogs asks the core where the task runs (Core::NodeOfTask) and reads through the
 // LogFetcher; with follow=true it polls every `log_poll_interval` until the agent has sent
 // everything and the task is terminal, then sends a chunk with eof=true.
@@ -30,11 +34,13 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 
 #include "api/log_fetcher.h"
 #include "api/priority_access.h"
 #include "api/rate_limiter.h"
 #include "api/service.h"
+#include "scheduler/options.h"
 
 namespace gpupool {
 class ApiKeyStore;
@@ -42,7 +48,6 @@ class Catalog;
 class Core;
 class CoreLoop;
 class SchedulerMetrics;
-struct SchedulerOptions;
 }  // namespace gpupool
 
 namespace gpupool::api {
@@ -71,6 +76,13 @@ struct ServiceOptions {
   ApiKeyStore* api_keys = nullptr;
 };
 
+// The part of the edge's policy that a config reload may replace (SetPolicy): the priority classes
+// and SKU table the API lists and converts quotas with, and who may use which class.
+struct ServicePolicy {
+  SchedulerOptions scheduler = SchedulerOptions::Defaults();
+  PriorityAccess access;  // default-constructed: every class for everyone
+};
+
 class ServiceImpl final : public ApiService {
  public:
   // REQUIRES: core, loop and logs outlive this; `core` is driven by `loop`.
@@ -81,6 +93,11 @@ class ServiceImpl final : public ApiService {
 
   // The daemon calls this once Core::Recover succeeded; until then Ready() is UNAVAILABLE.
   void SetRecovered(bool recovered) { recovered_ = recovered; }
+
+  // Replaces the policy built from ServiceOptions::scheduler and ::priority_access (a config
+  // reload). Calls already past their check keep the policy they saw.
+  void SetPolicy(ServicePolicy policy);
+  std::shared_ptr<const ServicePolicy> policy() const;
 
   void SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& req,
                  Reply<v1::SubmitJobResponse> done) override;
@@ -120,6 +137,10 @@ class ServiceImpl final : public ApiService {
 
   void ListGpuModels(const CallContext& ctx, const v1::ListGpuModelsRequest& req,
                      Reply<v1::ListGpuModelsResponse> done) override;
+  void ListPriorityClasses(const CallContext& ctx, const v1::ListPriorityClassesRequest& req,
+                           Reply<v1::ListPriorityClassesResponse> done) override;
+  void ListSkus(const CallContext& ctx, const v1::ListSkusRequest& req,
+                Reply<v1::ListSkusResponse> done) override;
 
   void CreateTenant(const CallContext& ctx, const v1::CreateTenantRequest& req,
                     Reply<v1::Tenant> done) override;
@@ -159,6 +180,8 @@ class ServiceImpl final : public ApiService {
   LogFetcher* logs_;
   ServiceOptions options_;
   std::atomic<bool> recovered_{false};
+  mutable std::mutex policy_mu_;
+  std::shared_ptr<const ServicePolicy> policy_;  // guarded by policy_mu_
   std::unique_ptr<Timers> timers_;
 };
 

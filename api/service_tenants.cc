@@ -23,12 +23,6 @@ Core::Callback<bool> ReplyEmpty(Reply<Proto> done) {
   };
 }
 
-const SchedulerOptions& SkuTable(const ServiceOptions& options) {
-  if (options.scheduler != nullptr) return *options.scheduler;
-  static const SchedulerOptions defaults = SchedulerOptions::Defaults();
-  return defaults;
-}
-
 // A list's tenant prefix: validated; a non-admin's defaults to its own subtree and may not
 // leave it.
 Result<std::string> ListPrefix(const CallContext& ctx, std::string prefix, std::string_view field) {
@@ -106,7 +100,7 @@ void ServiceImpl::SetQuota(const CallContext& ctx, const v1::SetQuotaRequest& re
     return Fail(done, s);
   }
   if (!req.has_quota()) return Fail(done, Invalid("quota", "must be set"));
-  Result<QuotaRecord> quota = QuotaFromProto(req.quota(), SkuTable(options_));
+  Result<QuotaRecord> quota = QuotaFromProto(req.quota(), policy()->scheduler);
   if (!quota.ok()) return Fail(done, quota.status());
   if (Status s = RequireTenantAdminBelow(ctx, quota->tenant, "set quota"); !s.ok()) {
     return Fail(done, s);

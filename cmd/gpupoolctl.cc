@@ -1,5 +1,8 @@
 // gpupoolctl: the command line for gpupool tenants and admins (a gRPC client). Wiring only; the
 // commands live in cmd/ctl/.
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -23,7 +26,12 @@ int main(int argc, char** argv) {
                                                             home != nullptr ? home : "");
   }
   std::ios::sync_with_stdio(false);
-  const int code = gpupool::ctl::Run(args, env, std::cout, std::cerr);
+  // The channel outlives Run so that gRPC is never shut down: _exit skips its ~10 ms wait for
+  // its own threads (cmd/ctl/app.h). Output is flushed first; nothing else needs a destructor.
+  std::shared_ptr<grpc::Channel> channel;
+  const int code = gpupool::ctl::Run(args, env, std::cout, std::cerr, &channel);
   std::cout.flush();
-  return code;
+  std::cerr.flush();
+  std::fflush(nullptr);
+  _exit(code);
 }

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <future>
 #include <memory>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "api/tls/node_identity.h"
 #include "base/log.h"
 #include "cmd/daemon/config.h"
+#include "cmd/daemon/reload.h"
 #include "pool/catalog.h"
 #include "scheduler/core.h"
 #include "scheduler/core_loop.h"
@@ -47,8 +49,8 @@ int Fail(const Status& st) {
   return 1;
 }
 
-// Blocks until SIGTERM or SIGINT. The signals are blocked in every thread (set before any
-// thread starts), so sigwait is the only place that sees them.
+// Blocks until SIGTERM, SIGINT or SIGHUP. The signals are blocked in every thread (set before
+// any thread starts), so sigwait is the only place that sees them.
 int WaitForSignal(const sigset_t& set) {
   int sig = 0;
   sigwait(&set, &sig);
@@ -103,16 +105,6 @@ void RaiseDescriptorLimit() {
     LogInfo("gpupoold", "raised the descriptor limit",
             {{"from", std::to_string(before)}, {"to", std::to_string(lim.rlim_cur)}});
   }
-}
-
-// The priority classes each tenant may submit at, from the config (validated when it was parsed).
-Result<api::PriorityAccess> PriorityAccessOf(const DaemonConfig& c) {
-  GPUPOOL_ASSIGN_OR_RETURN(api::PriorityAccess a,
-                           api::PriorityAccess::Create(c.scheduler, c.default_priority_classes));
-  for (const auto& [tenant, classes] : c.tenant_priority_classes) {
-    GPUPOOL_RETURN_IF_ERROR(a.Add(tenant, classes));
-  }
-  return a;
 }
 
 // Runs an asynchronous core call on the core's thread and waits for its outcome. Start-up only:
@@ -178,15 +170,32 @@ int Run(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   // One thread waits for SIGTERM/SIGINT for the whole life of the process (a standby must stop
   // while it waits for the lease, too). Static: it outlives every early return.
+  // SIGHUP is handled on the same thread, by the reload hook once the daemon serves.
   static std::atomic<bool> stopping{false};
   static std::promise<int> stop_signal;
+  static std::mutex reload_mu;
+  static std::function<void()> on_hup;  // guarded by reload_mu
   std::future<int> stopped = stop_signal.get_future();
   std::thread([set = signals] {
-    const int sig = WaitForSignal(set);
+    int sig = WaitForSignal(set);
+    while (sig == SIGHUP) {
+      std::function<void()> reload;
+      {
+        std::lock_guard lock(reload_mu);
+        reload = on_hup;
+      }
+      if (reload) {
+        reload();
+      } else {
+        LogWarn("gpupoold", "SIGHUP before the daemon serves: ignored");
+      }
+      sig = WaitForSignal(set);
+    }
     stopping = true;
     stop_signal.set_value(sig);
   }).detach();
@@ -362,6 +371,21 @@ int Run(int argc, char** argv) {
            {"epoch", std::to_string(*epoch)},
            {"version", kVersion}});
 
+  // SIGHUP: read the config file again and apply what changed (cmd/daemon/reload.h). The
+  // reloader is used on the signal thread, which stops taking SIGHUP before `stopped` is ready.
+  ConfigReloader reloader(
+      [argc, argv]() -> Result<DaemonConfig> {
+        GPUPOOL_ASSIGN_OR_RETURN(CommandLine again, ParseDaemonCommandLine(argc, argv));
+        return std::move(again.config);
+      },
+      config, ReloadTargets{&core, &loop, &service, &*auth, &ApiTokens}, registry.get());
+  {
+    std::lock_guard lock(reload_mu);
+    on_hup = [&reloader] {
+      LogInfo("gpupoold", "SIGHUP: reloading the configuration");
+      reloader.Reload();
+    };
+  }
   int sig = stopped.get();
   LogInfo("gpupoold", "stopping", {{"signal", std::to_string(sig)}});
   http.Shutdown();

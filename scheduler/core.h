@@ -35,6 +35,7 @@
 #include "base/status.h"
 #include "placement/workload_model.h"
 #include "scheduler/dispatch.h"
+#include "scheduler/device_samples.h"
 #include "scheduler/model.h"
 #include "scheduler/options.h"
 #include "scheduler/store.h"
@@ -85,6 +86,7 @@ struct LeaseAnswer {
 struct DeviceHealth {
   std::string id;
   bool healthy = true;
+  std::optional<DeviceSample> sample;  // kept for the API (scheduler/device_samples.h)
 };
 
 // Pool capacity as the API shows it.
@@ -97,6 +99,7 @@ struct CapacityView {
 struct DeviceView {
   DeviceRecord device;
   CapacityView capacity;
+  std::optional<DeviceSample> sample;  // the last one its agent sent
 };
 
 struct NodeView {
@@ -166,6 +169,11 @@ class Core {
   // Rebuilds state from what the store holds and takes the given epoch. Call once, first.
   Status Recover(const RecoveredState& state, int64_t epoch);
   int64_t epoch() const;
+
+  // A config reload's priority classes, default class and SKUs (scheduler/core_policy.cc); jobs
+  // already accepted keep what they resolved. FAILED_PRECONDITION, changing nothing, when a class
+  // that unfinished jobs use would go or the default class is not among `classes`.
+  Status SetPolicy(const SchedulerOptions& policy);
 
   // Jobs.
   void SubmitJob(JobSpec spec, Callback<JobRecord> done);

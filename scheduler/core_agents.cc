@@ -172,6 +172,11 @@ void Core::OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>&
   for (const DeviceHealth& d : devices) {
     auto idx = e.device_index.find(d.id);
     if (idx == e.device_index.end()) continue;
+    if (d.sample) {
+      DeviceSample sample = *d.sample;
+      sample.time_us = e.rec.last_heartbeat_us;
+      s_->samples.Put(node, d.id, sample);
+    }
     DeviceRecord& rec = e.rec.devices[static_cast<size_t>(idx->second)];
     if (rec.healthy == d.healthy) continue;
     rec.healthy = d.healthy;

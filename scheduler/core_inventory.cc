@@ -141,6 +141,7 @@ NodeView Core::State::ViewOf(const NodeEntry& node) const {
     if (idx != node.device_index.end())
       dv.device = node.rec.devices[static_cast<size_t>(idx->second)];
     dv.device.healthy = d.healthy;
+    dv.sample = samples.Find(node.rec.name, d.id);
     dv.capacity = CapacityView{d.physical, d.offered, d.allocated, 1, 1};
     v.capacity.physical += d.physical;
     v.capacity.offered += d.offered;

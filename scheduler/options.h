@@ -1,5 +1,6 @@
 // SchedulerOptions: the typed, validated policy the core runs with — priority classes, SKUs,
-// timeouts. Parsed once at the edge (cmd/gpupoold config) and never re-read.
+// timeouts. Parsed once at the edge (cmd/gpupoold config); a SIGHUP reload may replace the
+// classes and SKUs (Core::SetPolicy), nothing else.
 //
 // Thread safety: plain values.
 #pragma once

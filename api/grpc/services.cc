@@ -152,6 +152,16 @@ grpc::ServerUnaryReactor* CatalogServiceImpl::ListGpuModels(grpc::CallbackServer
                                                             v1::ListGpuModelsResponse* resp) {
   return Unary(d_, ctx, req, resp, &ApiService::ListGpuModels);
 }
+grpc::ServerUnaryReactor* CatalogServiceImpl::ListPriorityClasses(
+    grpc::CallbackServerContext* ctx, const v1::ListPriorityClassesRequest* req,
+    v1::ListPriorityClassesResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::ListPriorityClasses);
+}
+grpc::ServerUnaryReactor* CatalogServiceImpl::ListSkus(grpc::CallbackServerContext* ctx,
+                                                       const v1::ListSkusRequest* req,
+                                                       v1::ListSkusResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::ListSkus);
+}
 
 // TenantService.
 grpc::ServerUnaryReactor* TenantServiceImpl::CreateTenant(grpc::CallbackServerContext* ctx,

@@ -99,6 +99,12 @@ class CatalogServiceImpl final : public v1::CatalogService::CallbackService {
   grpc::ServerUnaryReactor* ListGpuModels(grpc::CallbackServerContext* ctx,
                                           const v1::ListGpuModelsRequest* req,
                                           v1::ListGpuModelsResponse* resp) override;
+  grpc::ServerUnaryReactor* ListPriorityClasses(grpc::CallbackServerContext* ctx,
+                                                const v1::ListPriorityClassesRequest* req,
+                                                v1::ListPriorityClassesResponse* resp) override;
+  grpc::ServerUnaryReactor* ListSkus(grpc::CallbackServerContext* ctx,
+                                     const v1::ListSkusRequest* req,
+                                     v1::ListSkusResponse* resp) override;
 
  private:
   Deps d_;

@@ -126,6 +126,9 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
 
   Unary<ListGpuModelsRequest, ListGpuModelsResponse>("GET", "/v1/catalog", kPath,
                                                      &S::ListGpuModels);
+  Unary<ListPriorityClassesRequest, ListPriorityClassesResponse>("GET", "/v1/priority-classes",
+                                                                 kQuery, &S::ListPriorityClasses);
+  Unary<ListSkusRequest, ListSkusResponse>("GET", "/v1/skus", kPath, &S::ListSkus);
 
   // A tenant path travels as one segment, its '/' percent-encoded: /v1/tenants/acme%2Fresearch.
   Unary<CreateTenantRequest, Tenant>("POST", "/v1/tenants", kBody, &S::CreateTenant);

@@ -19,6 +19,8 @@
 //   GET    /v1/nodes/{name}               GetNode
 //   POST   /v1/nodes/{name}:cordon | :uncordon | :drain
 //   GET    /v1/catalog                    ListGpuModels
+//   GET    /v1/priority-classes           ListPriorityClasses  query tenant
+//   GET    /v1/skus                       ListSkus
 //   POST   /v1/tenants                    CreateTenant  body {"tenant": {"path": "…"}}
 //   GET    /v1/tenants                    ListTenants   query prefix
 //   GET    /v1/tenants/{path}             GetTenant     path with '/' as %2F: acme%2Fresearch

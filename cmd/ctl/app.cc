@@ -49,6 +49,7 @@ const std::vector<Command>& Commands() {
     for (auto&& c : NodeCommands()) v.push_back(std::move(c));
     for (auto&& c : TenantCommands()) v.push_back(std::move(c));
     for (auto&& c : QuotaCommands()) v.push_back(std::move(c));
+    for (auto&& c : PolicyCommands()) v.push_back(std::move(c));
     for (auto&& c : TopCommands()) v.push_back(std::move(c));
     for (auto&& c : LoginCommands()) v.push_back(std::move(c));
     for (auto&& c : KeyCommands()) v.push_back(std::move(c));
@@ -315,7 +316,7 @@ int CheckArguments(const Ctx& ctx, const Command& cmd, const ParsedArgs& a) {
 }  // namespace
 
 int Run(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
-        std::ostream& err) {
+        std::ostream& err, std::shared_ptr<grpc::Channel>* keep_channel) {
   Ctx ctx(out, err);
   Result<Resolved> resolved = Resolve(args);
   if (!resolved.ok()) return ctx.Usage(resolved.status().message());
@@ -341,7 +342,9 @@ int Run(const std::vector<std::string>& args, const Environment& env, std::ostre
   }
   if (int code = ApplyGlobalFlags(ctx, *parsed, env); code != kExitOk) return code;
   if (int code = CheckArguments(ctx, *r.cmd, *parsed); code != kExitOk) return code;
-  return r.cmd->run(ctx, *parsed);
+  const int code = r.cmd->run(ctx, *parsed);
+  if (keep_channel != nullptr) *keep_channel = ctx.channel_if_open();
+  return code;
 }
 
 }  // namespace gpupool::ctl

@@ -74,6 +74,8 @@ class Ctx {
   std::string command_path;  // "jobs submit", for hints
 
   std::shared_ptr<grpc::Channel> channel();
+  // The channel if a command opened one, else null (never opens one).
+  std::shared_ptr<grpc::Channel> channel_if_open() const { return channel_; }
   // A context carrying the bearer token and the deadline (unary: always; streaming: only when
   // --timeout was given).
   std::unique_ptr<grpc::ClientContext> NewCall(bool streaming = false) const;
@@ -109,11 +111,18 @@ std::vector<Command> NodeCommands();    // nodes …, catalog list
 std::vector<Command> TenantCommands();  // tenants …
 std::vector<Command> QuotaCommands();   // quotas …
 std::vector<Command> TopCommands();     // top
+std::vector<Command> PolicyCommands();  // priority-classes list, skus list
 std::vector<Command> LoginCommands();   // login, config …
 std::vector<Command> KeyCommands();     // keys …
 
 // Runs one invocation; `args` excludes the program name. Returns the exit code.
+//
+// `keep_channel` (main() only): the gRPC channel, if one was opened, is handed out instead of
+// closed, so gRPC is still running when Run returns. Closing the last channel shuts gRPC down,
+// which waits for its threads with sleeps of 1, 2, 4… ms — about 10 ms of a 15 ms `jobs get` on
+// the dev box (docs/benchmarks.md). A process that is about to exit skips that: main() flushes
+// its output and calls _exit. Everything was already answered and printed by then.
 int Run(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
-        std::ostream& err);
+        std::ostream& err, std::shared_ptr<grpc::Channel>* keep_channel = nullptr);
 
 }  // namespace gpupool::ctl

@@ -41,11 +41,28 @@ void PrintNode(std::ostream& out, const v1::Node& n) {
                    });
   if (n.devices_size() == 0) return;
   out << '\n';
-  Table t({"DEVICE", "INDEX", "MODEL", "MIG", "HEALTHY", "TFLOPS", "VRAM"});
+  Table t({"DEVICE", "INDEX", "MODEL", "MIG", "HEALTHY", "TFLOPS", "VRAM", "UTIL", "MEM USED",
+           "POWER", "TEMP", "ECC/XID"});
   for (const v1::Device& d : n.devices()) {
-    t.AddRow({d.id(), std::to_string(d.index()), d.model(),
-              d.mig_profile().empty() ? "-" : d.mig_profile(), d.healthy() ? "yes" : "NO",
-              Tflops(d.capacity()), Vram(d.capacity())});
+    std::vector<std::string> row = {d.id(),
+                                    std::to_string(d.index()),
+                                    d.model(),
+                                    d.mig_profile().empty() ? "-" : d.mig_profile(),
+                                    d.healthy() ? "yes" : "NO",
+                                    Tflops(d.capacity()),
+                                    Vram(d.capacity())};
+    // The agent's last sample (none before its first heartbeat).
+    if (d.has_sample()) {
+      const v1::DeviceSample& s = d.sample();
+      row.insert(row.end(),
+                 {std::to_string(s.utilization_pct()) + "%",
+                  FormatMib(s.memory_used_mib()) + "/" + FormatMib(s.memory_total_mib()),
+                  std::to_string(s.power_watts()) + "W", std::to_string(s.temperature_c()) + "C",
+                  std::to_string(s.ecc_errors()) + "/" + std::to_string(s.xid_errors())});
+    } else {
+      row.insert(row.end(), {"-", "-", "-", "-", "-"});
+    }
+    t.AddRow(std::move(row));
   }
   t.Print(out);
 }
@@ -155,14 +172,19 @@ int Catalog(Ctx& ctx, const ParsedArgs& a) {
     t.Print(ctx.out);
     return kExitOk;
   }
-  Table t({"MODEL", "VENDOR", "BF16 TFLOPS", "FP16 TFLOPS", "VRAM", "MIG PROFILES"});
+  Table t({"MODEL", "VENDOR", "BF16 TFLOPS", "FP16 TFLOPS", "VRAM", "MIG PROFILES", "FLEET"});
   for (const v1::GpuModel& m : resp.models()) {
+    if (a.GetBool("fleet") && m.fleet_devices() == 0) continue;
     std::string migs;
     for (const v1::MigProfile& p : m.mig_profiles()) migs += (migs.empty() ? "" : ",") + p.name();
     t.AddRow({m.name(), m.vendor(),
               m.bf16_milli_tflops() > 0 ? FormatTflops(m.bf16_milli_tflops()) : "-",
               FormatTflops(m.fp16_milli_tflops()), FormatMib(m.vram_mib()),
-              migs.empty() ? "-" : migs});
+              migs.empty() ? "-" : migs,
+              m.fleet_devices() == 0
+                  ? "-"
+                  : std::to_string(m.fleet_devices()) + " on " + std::to_string(m.fleet_nodes()) +
+                        (m.fleet_nodes() == 1 ? " node" : " nodes")});
   }
   t.Print(ctx.out);
   return kExitOk;
@@ -184,7 +206,9 @@ std::vector<Command> NodeCommands() {
       {"nodes get",
        "NAME",
        "Show a node and its devices",
-       "",
+       "Each device row ends with the last sample its agent sent in a heartbeat: utilization, "
+       "memory used/total, power, temperature and the ECC/XID error counters ('-' before the "
+       "first heartbeat).",
        {},
        "  gpupoolctl nodes get gpu-07\n",
        1,
@@ -228,10 +252,14 @@ std::vector<Command> NodeCommands() {
        Drain},
       {"catalog list",
        "[flags]",
-       "List the GPU models the server knows",
-       "Compute is dense tensor-core TFLOPS: bf16, or fp16 for cards without bf16 (T4, V100).",
-       {{"mig", 0, FlagKind::kBool, "", "list MIG profiles instead, one per line"}},
-       "  gpupoolctl catalog list\n  gpupoolctl catalog list --mig\n",
+       "List the GPU models the server knows and how many the fleet has",
+       "Compute is dense tensor-core TFLOPS: bf16, or fp16 for cards without bf16 (T4, V100).\n"
+       "FLEET counts the devices of each model (a MIG instance counts once) and the nodes "
+       "holding them, over the pools you may use.",
+       {{"mig", 0, FlagKind::kBool, "", "list MIG profiles instead, one per line"},
+        {"fleet", 0, FlagKind::kBool, "", "only the models the fleet has"}},
+       "  gpupoolctl catalog list\n  gpupoolctl catalog list --fleet\n"
+       "  gpupoolctl catalog list --mig\n",
        0,
        0,
        Catalog},

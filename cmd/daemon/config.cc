@@ -12,6 +12,11 @@
 namespace gpupool {
 namespace {
 
+// "gpupoold.yaml:12: pools[1]": where an entry was written, for messages about it later.
+std::string Origin(const YamlDoc& doc, const YAML::Node& at, const YamlPath& p) {
+  return doc.source() + ":" + std::to_string(at.Mark().line + 1) + ": " + p.str();
+}
+
 Status ParseHa(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   YAML::Node n = root["ha"];
   if (!n) return Status::Ok();
@@ -327,6 +332,7 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
     if (pool.sharing_mode == SharingMode::kTimeSliced && pool.time_slice_replicas == 0) {
       return doc.Error(y, ip.Key("replicas"), "required when sharing is time-sliced");
     }
+    c->origins["pool " + pool.name] = Origin(doc, y, ip);
     c->pools.push_back(std::move(pool));
   }
   return Status::Ok();
@@ -432,6 +438,7 @@ Status ParseTenants(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c)
       return doc.Error(y["path"], ip.Key("path"), st.message());
     }
     book.PutTenant(t);
+    c->origins["tenant " + t.path] = Origin(doc, y, ip);
     c->tenants.push_back(t);
     if (y["priority_classes"]) {
       GPUPOOL_ASSIGN_OR_RETURN(std::vector<std::string> list,
@@ -463,6 +470,7 @@ Status ParseTenants(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c)
       }
       if (Status st = book.CheckQuota(quota); !st.ok()) return doc.Error(q, kp, st.message());
       book.PutQuota(quota);
+      c->origins["quota " + quota.tenant + " " + quota.pool] = Origin(doc, q, kp);
       c->quotas.push_back(quota);
     }
   }
@@ -523,6 +531,9 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   GPUPOOL_RETURN_IF_ERROR(ParsePools(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseTenantDefaults(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseTenants(doc, root, &c));
+  for (const char* key : {"priority_classes", "skus"}) {
+    if (root[key]) c.origins[key] = Origin(doc, root[key], YamlPath{}.Key(key));
+  }
   if (!c.scheduler.priority_classes.contains(c.scheduler.default_priority_class)) {
     return doc.Error(
         root["scheduler"], YamlPath{}.Key("scheduler").Key("default_priority_class"),
@@ -581,6 +592,10 @@ Flags (each overrides the config file):
   --help               this text
 
 Signals: SIGTERM and SIGINT stop the daemon cleanly (running tasks keep running on their nodes).
+SIGHUP reads --config again and applies what changed in pools, tenants, quotas, priority
+classes, SKUs and API tokens, all or nothing; a refused reload is logged naming file, line and
+key and changes nothing (docs/operations.md, "Reloading the configuration"). Its outcome is in
+/metrics: gpupool_config_reloads_total{outcome} and gpupool_config_last_reload_timestamp_seconds.
 )";
 }
 

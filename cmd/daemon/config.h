@@ -7,6 +7,7 @@
 // Thread safety: plain values.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +64,9 @@ struct DaemonConfig {
   double submit_burst = 100;
   // `tenants[].priority_classes`, parents before children: (tenant path, classes).
   std::vector<std::pair<std::string, std::vector<std::string>>> tenant_priority_classes;
+  // Where each pool, tenant and quota was written ("gpupoold.yaml:12: pools[1]"), keyed
+  // "pool NAME", "tenant PATH" and "quota TENANT POOL": a reload names the entry the core refused.
+  std::map<std::string, std::string> origins;
   // Replicas (`ha:`, docs/ha.md): several gpupoold on one external PostgreSQL, one leading.
   struct Ha {
     bool enabled = false;  // `ha.enabled` or --replica

@@ -100,6 +100,8 @@ class FakeApiService final : public ApiService {
   GPUPOOL_FAKE_UNARY(UncordonNode, NodeActionRequest, Node)
   GPUPOOL_FAKE_UNARY(DrainNode, NodeActionRequest, Node)
   GPUPOOL_FAKE_UNARY(ListGpuModels, ListGpuModelsRequest, ListGpuModelsResponse)
+  GPUPOOL_FAKE_UNARY(ListPriorityClasses, ListPriorityClassesRequest, ListPriorityClassesResponse)
+  GPUPOOL_FAKE_UNARY(ListSkus, ListSkusRequest, ListSkusResponse)
   GPUPOOL_FAKE_UNARY(CreateTenant, CreateTenantRequest, Tenant)
   GPUPOOL_FAKE_UNARY(GetTenant, GetTenantRequest, Tenant)
   GPUPOOL_FAKE_UNARY(ListTenants, ListTenantsRequest, ListTenantsResponse)

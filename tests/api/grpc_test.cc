@@ -204,7 +204,22 @@ TEST_F(GrpcTest, EveryUnaryRpcReachesItsMethodWithTheRequest) {
     ASSERT_TRUE(catalog_->ListGpuModels(&ctx, req, &resp).ok());
     ExpectLast("ListGpuModels", req);
   }
-  EXPECT_EQ(fake_.call_count(), 15u);
+  {
+    grpc::ClientContext ctx;
+    v1::ListPriorityClassesRequest req;
+    req.set_tenant("acme/ml");
+    v1::ListPriorityClassesResponse resp;
+    ASSERT_TRUE(catalog_->ListPriorityClasses(&ctx, req, &resp).ok());
+    ExpectLast("ListPriorityClasses", req);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::ListSkusRequest req;
+    v1::ListSkusResponse resp;
+    ASSERT_TRUE(catalog_->ListSkus(&ctx, req, &resp).ok());
+    ExpectLast("ListSkus", req);
+  }
+  EXPECT_EQ(fake_.call_count(), 17u);
 }
 
 TEST_F(GrpcTest, TenantServiceRpcsReachTheirMethodsWithTheRequestAndReply) {

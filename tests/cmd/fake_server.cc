@@ -345,6 +345,15 @@ v1::Node MakeNode(const std::string& name, const std::string& pool) {
     d->mutable_capacity()->mutable_offered()->set_vram_mib(81'920);
     d->mutable_capacity()->mutable_allocated()->set_milli_tflops(i == 0 ? 12'500 : 0);
     d->mutable_capacity()->mutable_allocated()->set_vram_mib(i == 0 ? 20'480 : 0);
+    if (i == 0) {  // the agent's last sample; GPU 1 has none yet
+      v1::DeviceSample* s = d->mutable_sample();
+      s->set_utilization_pct(87);
+      s->set_memory_used_mib(20'480);
+      s->set_memory_total_mib(81'920);
+      s->set_power_watts(412);
+      s->set_temperature_c(64);
+      s->set_xid_errors(1);
+    }
   }
   n.mutable_capacity()->mutable_offered()->set_milli_tflops(1'979'000);
   n.mutable_capacity()->mutable_offered()->set_vram_mib(163'840);

@@ -38,10 +38,10 @@ TEST_F(GpupoolctlE2E, CatalogListTableAndJson) {
   ASSERT_EQ(o.exit, 0) << Dump(o);
   EXPECT_EQ(o.out.rfind("MODEL       VENDOR   BF16 TFLOPS   FP16 TFLOPS   VRAM", 0), 0u) << o.out;
   EXPECT_NE(o.out.find("H100-SXM    NVIDIA   989.5         989.5         80GiB    "
-                       "1g.10gb,1g.20gb,2g.20gb,3g.40gb,4g.40gb,7g.80gb\n"),
+                       "1g.10gb,1g.20gb,2g.20gb,3g.40gb,4g.40gb,7g.80gb    -\n"),
             std::string::npos)
       << o.out;
-  EXPECT_NE(o.out.find("T4          NVIDIA   -             65            16GiB    -\n"),
+  EXPECT_NE(o.out.find("T4          NVIDIA   -             65            16GiB    -   "),
             std::string::npos)
       << o.out;
   EXPECT_TRUE(o.err.empty()) << o.err;
@@ -334,7 +334,11 @@ TEST_F(GpupoolctlE2E, Nodes) {
   o = Ctl({"nodes", "get", "gpu-01"});
   ASSERT_EQ(o.exit, 0) << Dump(o);
   EXPECT_NE(o.out.find("GPU-gpu-01-0   0       H100-SXM   -     yes       12.5/989.5   "
-                       "20GiB/80GiB\n"),
+                       "20GiB/80GiB   87%    20GiB/80GiB   412W    64C    0/1\n"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("GPU-gpu-01-1   1       H100-SXM   -     yes       0/989.5      "
+                       "0MiB/80GiB    -      -             -       -      -\n"),
             std::string::npos)
       << o.out;
 

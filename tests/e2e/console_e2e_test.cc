@@ -235,6 +235,10 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
             "5");
   EXPECT_EQ(browser_->Eval("String(document.querySelectorAll('#nodes .slice').length)"), "3");
   EXPECT_EQ(browser_->Eval("String(document.querySelectorAll('#nodes .slice.held').length)"), "1");
+  // Every GPU box shows its agent's last sample (utilization, power, temperature).
+  EXPECT_EQ(browser_->WaitEval(
+                "String(document.querySelectorAll('#nodes .gpu .sample .util').length)", "4"),
+            "4");
   EXPECT_EQ(browser_->Eval("document.querySelector('#pools tr[data-pool=gpu] td').textContent"),
             "gpu");
   Shot("console-pools.png");
@@ -266,6 +270,19 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
                                "true"),
             "true");
   EXPECT_EQ(browser_->Eval("String(window.pwned === undefined)"), "true");
+
+  // The job page is live: it holds GET /v1/jobs/{id}:watch open, so cancelling the job elsewhere
+  // shows on the page as an event and a new state, without reloading it.
+  EXPECT_EQ(browser_->WaitEval("document.getElementById('job-live').className", "live on"),
+            "live on");
+  ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/jobs/" + running + ":cancel", "{}").status, 200);
+  EXPECT_EQ(browser_->WaitEval("String(Number(document.getElementById('job-live').dataset.events)"
+                               " > 0 && document.getElementById('job').textContent.includes("
+                               "'CANCEL') && document.querySelectorAll('#job-events li').length"
+                               " > 0)",
+                               "true"),
+            "true");
+  Shot("console-job-live.png");
 
   Open("#/tenants");
   EXPECT_EQ(browser_->WaitEval(

@@ -1,6 +1,11 @@
 // One job: its spec, state and reason, every task with why it is pending or preempted (the
 // task's `reason`, the scheduler's diagnosis), and a task's logs streamed from
-// GET /v1/tasks/{id}/logs (follow while it runs). The job part refreshes; the log pane does not.
+// GET /v1/tasks/{id}/logs (follow while it runs).
+//
+// Live updates: the page holds GET /v1/jobs/{id}:watch open and redraws the job from each event
+// the server pushes (the event carries the whole job), listing what changed under "Events". While
+// the watch is open the periodic refresh leaves the job alone; when it ends (the job finished,
+// the server restarted, the network dropped) the page says so and falls back to polling.
 import { get, stream } from './api.js';
 import { h, replace, state, tflops, vram, time } from './dom.js';
 import { jobReason } from './jobs.js';
@@ -81,11 +86,46 @@ export function jobView(jobId) {
           h('td', {}, h('button', { type: 'button', onclick: () => showLogs(t) }, 'logs')))))));
   }
 
-  const root = h('div', {}, h('h1', {}, 'Job ', h('span', { class: 'mono' }, jobId)),
-    content, logTitle, logs);
+  const live = h('span', { class: 'live', id: 'job-live', 'data-events': '0' }, 'connecting…');
+  const events = h('ol', { class: 'events', id: 'job-events', reversed: true });
+  const root = h('div', {}, h('h1', {}, 'Job ', h('span', { class: 'mono' }, jobId), ' ', live),
+    content, h('h2', {}, 'Events'), events, logTitle, logs);
+
+  const watchAbort = new AbortController();
+  let watching = false;
+  let count = 0;
+  function watch() {
+    watching = true;
+    replace(live, 'live');
+    live.className = 'live on';
+    stream(`/v1/jobs/${encodeURIComponent(jobId)}:watch`, (ev) => {
+      count += 1;
+      live.dataset.events = String(count);
+      if (ev.job) draw(ev.job);
+      if (ev.message) {
+        events.prepend(h('li', {}, h('span', { class: 'muted' }, time(ev.time)), ' ', ev.message));
+        while (events.children.length > 50) events.lastChild.remove();
+      }
+    }, watchAbort.signal).then(() => {
+      watching = false;
+      replace(live, 'watch ended · polling');
+      live.className = 'live';
+    }).catch((e) => {
+      watching = false;
+      if (e.name === 'AbortError') return;
+      replace(live, `watch failed (${e.message}) · polling`);
+      live.className = 'live';
+    });
+  }
+  watch();
+
   async function refresh(signal) {
+    if (watching && content.firstChild) return;  // the watch keeps the job current
     draw(await get(`/v1/jobs/${encodeURIComponent(jobId)}`, signal));
   }
-  function dispose() { if (logAbort) logAbort.abort(); }
+  function dispose() {
+    watchAbort.abort();
+    if (logAbort) logAbort.abort();
+  }
   return { root, refresh, dispose };
 }

@@ -32,6 +32,19 @@ function holderLine(x) {
     style: { '--c': colour(x.tenant) }, title: `${x.task} (${x.tenant})` }, x.tenant || x.task);
 }
 
+// The agent's last sample of a device (utilization, memory, power, temperature, ECC/XID); a MIG
+// parent the node does not list borrows its first instance's.
+function sampleLine(s) {
+  if (!s) return h('div', { class: 'sample muted' }, 'no sample yet');
+  const errs = Number(s.eccErrors || 0) + Number(s.xidErrors || 0);
+  return h('div', { class: 'sample' + (errs > 0 ? ' errors' : ''),
+    title: `utilization ${s.utilizationPct || 0}% · memory ${vram(s.memoryUsedMib)} / ${vram(s.memoryTotalMib)} · ` +
+      `${s.powerWatts || 0} W · ${s.temperatureC || 0} °C · ECC ${s.eccErrors || 0} · XID ${s.xidErrors || 0}` },
+  h('span', { class: 'util', style: { '--u': `${Math.min(100, Number(s.utilizationPct || 0))}%` } },
+    `${s.utilizationPct || 0}%`),
+  ` ${s.powerWatts || 0}W ${s.temperatureC || 0}°C`, errs > 0 ? ` · ${errs} err` : '');
+}
+
 function gpuBox(dev, slices, holders) {
   const phys = dev.capacity?.physical || {};
   const alloc = dev.capacity?.allocated || {};
@@ -44,6 +57,7 @@ function gpuBox(dev, slices, holders) {
   bar(mine, phys.vramMib, 'vramMib', 'memory'),
   h('div', { class: 'muted' }, `${tflops(alloc.milliTflops)} / ${tflops(phys.milliTflops)}`),
   h('div', { class: 'muted' }, `${vram(alloc.vramMib)} / ${vram(phys.vramMib)}`),
+  sampleLine(dev.sample),
   mine.map(holderLine));
   if (slices.length) {
     const row = h('div', { class: 'slices' });
@@ -77,7 +91,7 @@ function nodeCard(node, holders) {
     if (gpus.some((g) => g.id === parent)) continue;
     const sum = (kind, key) => slices.reduce((n, s) => n + Number(s.capacity?.[kind]?.[key] || 0), 0);
     gpus.push({ id: parent, model: `${slices[0].model || 'GPU'} (MIG)`,
-      healthy: slices.every((s) => s.healthy !== false),
+      healthy: slices.every((s) => s.healthy !== false), sample: slices[0].sample,
       capacity: { physical: { milliTflops: sum('physical', 'milliTflops'), vramMib: sum('physical', 'vramMib') },
         allocated: { milliTflops: sum('allocated', 'milliTflops'), vramMib: sum('allocated', 'vramMib') } } });
   }
