@@ -9,8 +9,7 @@
 #include "api/tls/enroll_service.h"
 #include "base/log.h"
 #include "pool/catalog_check.h"
-#include "scheduler/core.h"
-#include "scheduler/core_loop.h"
+#include "scheduler/scheduler.h"
 
 namespace gpupool::api {
 namespace {
@@ -29,7 +28,7 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
 
   void Begin(std::shared_ptr<Conn> self) {
     self_ = std::move(self);
-    if (hub_->core_.load() == nullptr) {
+    if (hub_->events_.load() == nullptr) {
       Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the scheduler is starting; retry"));
       return;
     }
@@ -129,13 +128,11 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
       return Close(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                 "the first message on the agent stream must be register"));
     }
-    Core* core = hub_->core_.load();
+    AgentEventsPort* events = hub_->events_.load();
     switch (in_.msg_case()) {
       case v1::AgentMessage::kHeartbeat:
         if (replaced_) return;
-        hub_->loop_->Post([core, node = node_, devices = DeviceHealthFromProto(in_.heartbeat())] {
-          core->OnHeartbeat(node, devices);
-        });
+        events->OnHeartbeat(node_, DeviceHealthFromProto(in_.heartbeat()));
         return;
       case v1::AgentMessage::kTaskUpdate: {
         if (replaced_) return;
@@ -145,7 +142,7 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
                   {{"node", node_}, {"error", report.status().message()}});
           return;
         }
-        hub_->loop_->Post([core, r = std::move(report).value()] { core->OnTaskReport(r); });
+        events->OnTaskReport(std::move(report).value());
         return;
       }
       case v1::AgentMessage::kLogChunk:
@@ -196,8 +193,8 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
     LogInfo(
         kComponent, "agent connected",
         {{"node", node_}, {"pool", reg.pool()}, {"devices", std::to_string(reg.devices_size())}});
-    Core* core = hub_->core_.load();
-    // Final reports first: the loop runs closures in order, so the core records the work that
+    AgentEventsPort* events = hub_->events_.load();
+    // Final reports first: the scheduler runs calls in order, so the core records the work that
     // finished before it reconciles the node's running tasks (which would call it lost).
     for (const v1::TaskUpdate& u : reg.finished_tasks()) {
       Result<TaskReport> report = TaskReportFromProto(node_, u);
@@ -206,18 +203,16 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
                 {{"node", node_}, {"error", report.status().message()}});
         continue;
       }
-      hub_->loop_->Post([core, r = std::move(report).value()] { core->OnTaskReport(r); });
+      events->OnTaskReport(std::move(report).value());
     }
-    hub_->loop_->Post([core, self, reg = std::move(converted).value()]() mutable {
-      core->OnAgentRegister(std::move(reg), [self](Result<RegistrationResult> r) {
-        if (!r.ok()) {
-          self->hub_->Forget(self.get(), self->node_);
-          return self->Close(ToGrpcStatus(r.status()));
-        }
-        v1::SchedulerMessage ack;
-        ToProto(*r, ack.mutable_register_ack());
-        self->SendAck(std::move(ack));
-      });
+    events->OnAgentRegister(std::move(converted).value(), [self](Result<RegistrationResult> r) {
+      if (!r.ok()) {
+        self->hub_->Forget(self.get(), self->node_);
+        return self->Close(ToGrpcStatus(r.status()));
+      }
+      v1::SchedulerMessage ack;
+      ToProto(*r, ack.mutable_register_ack());
+      self->SendAck(std::move(ack));
     });
   }
 
@@ -262,12 +257,11 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
   std::optional<grpc::Status> close_status_;
 };
 
-AgentHub::AgentHub(CoreLoop* loop, AgentHubOptions options)
-    : loop_(loop), options_(std::move(options)) {}
+AgentHub::AgentHub(AgentHubOptions options) : options_(std::move(options)) {}
 
 AgentHub::~AgentHub() = default;
 
-void AgentHub::Attach(Core* core) { core_ = core; }
+void AgentHub::Attach(AgentEventsPort* events) { events_ = events; }
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::SchedulerMessage>* AgentHub::Connect(
     grpc::CallbackServerContext* context) {

@@ -38,8 +38,8 @@
 
 namespace gpupool {
 class Catalog;
-class Core;
-class CoreLoop;
+class AdminPort;
+class JobsPort;
 class SchedulerMetrics;
 struct SchedulerOptions;
 }  // namespace gpupool
@@ -70,13 +70,14 @@ struct ServiceOptions {
 
 class ServiceImpl final : public ApiService {
  public:
-  // REQUIRES: core, loop and logs outlive this; `core` is driven by `loop`.
-  ServiceImpl(Core* core, CoreLoop* loop, LogFetcher* logs, ServiceOptions options = {});
+  // REQUIRES: jobs, admin and logs outlive this (the daemon passes its Scheduler for both).
+  ServiceImpl(JobsPort* jobs, AdminPort* admin, LogFetcher* logs, ServiceOptions options = {});
   ~ServiceImpl() override;
   ServiceImpl(const ServiceImpl&) = delete;
   ServiceImpl& operator=(const ServiceImpl&) = delete;
 
-  // The daemon calls this once Core::Recover succeeded; until then Ready() is UNAVAILABLE.
+  // The daemon calls this once Scheduler::Start (recovery) succeeded; until then Ready() is
+  // UNAVAILABLE.
   void SetRecovered(bool recovered) { recovered_ = recovered; }
 
   void SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& req,
@@ -144,8 +145,8 @@ class ServiceImpl final : public ApiService {
   void SetNodeState(const CallContext& ctx, const v1::NodeActionRequest& req, int state,
                     Reply<v1::Node> done);
 
-  Core* core_;
-  CoreLoop* loop_;
+  JobsPort* jobs_;
+  AdminPort* admin_;
   LogFetcher* logs_;
   ServiceOptions options_;
   std::atomic<bool> recovered_{false};
