@@ -274,7 +274,7 @@ grpc::ServerBidiReactor<v1::AgentMessage, v1::SchedulerMessage>* AgentHub::Conne
 bool AgentHub::Send(const std::string& node, v1::SchedulerMessage msg) {
   std::shared_ptr<Conn> conn;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = conns_.find(node);
     if (it == conns_.end()) return false;
     conn = it->second;
@@ -285,7 +285,7 @@ bool AgentHub::Send(const std::string& node, v1::SchedulerMessage msg) {
 void AgentHub::Disconnect(const std::string& node, const Status& why) {
   std::shared_ptr<Conn> conn;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = conns_.find(node);
     if (it == conns_.end()) return;
     conn = it->second;
@@ -311,7 +311,7 @@ std::function<void()> AgentHub::FetchLogs(const std::string& node, const std::st
   std::shared_ptr<Conn> conn;
   std::string id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = conns_.find(node);
     if (it != conns_.end()) {
       conn = it->second;
@@ -333,14 +333,14 @@ std::function<void()> AgentHub::FetchLogs(const std::string& node, const std::st
   if (!conn->Send(std::move(msg))) {
     bool mine;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       mine = fetches_.erase(id) > 0;
     }
     if (mine) done(unavailable);
     return [] {};
   }
   return [this, id] {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     fetches_.erase(id);
   };
 }
@@ -348,7 +348,7 @@ std::function<void()> AgentHub::FetchLogs(const std::string& node, const std::st
 void AgentHub::RouteLogChunk(const Conn* conn, const v1::LogChunk& chunk) {
   PendingFetch pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = fetches_.find(chunk.request_id());
     if (it == fetches_.end() || it->second.conn != conn) return;  // abandoned or stale
     pending = std::move(it->second);
@@ -366,7 +366,7 @@ std::shared_ptr<AgentHub::Conn> AgentHub::Adopt(const std::shared_ptr<Conn>& con
   std::shared_ptr<Conn> old;
   size_t n;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     std::shared_ptr<Conn>& slot = conns_[node];
     old = std::exchange(slot, conn);
     n = conns_.size();
@@ -380,7 +380,7 @@ void AgentHub::Forget(const Conn* conn, const std::string& node) {
   size_t n;
   bool removed = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = conns_.find(node);
     if (it != conns_.end() && it->second.get() == conn) {
       conns_.erase(it);
@@ -410,12 +410,12 @@ void AgentHub::NotifyCount(size_t n) {
 }
 
 size_t AgentHub::connected() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return conns_.size();
 }
 
 std::vector<std::string> AgentHub::connected_nodes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::string> out;
   for (const auto& [name, conn] : conns_) out.push_back(name);
   return out;

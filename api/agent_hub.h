@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "api/log_fetcher.h"
+#include "base/mutex.h"
 #include "gpupool/v1/agent.grpc.pb.h"
 #include "scheduler/dispatch.h"
 
@@ -117,10 +118,10 @@ class AgentHub final : public v1::AgentService::CallbackService,
   const AgentHubOptions options_;
   std::atomic<AgentEventsPort*> events_{nullptr};
 
-  mutable std::mutex mu_;  // guards conns_, fetches_, next_request_; taken before a Conn's lock
-  std::map<std::string, std::shared_ptr<Conn>> conns_;  // by node name
-  std::map<std::string, PendingFetch> fetches_;         // by request id
-  uint64_t next_request_ = 0;
+  mutable Mutex mu_;  // taken before a Conn's lock
+  std::map<std::string, std::shared_ptr<Conn>> conns_ GPUPOOL_GUARDED_BY(mu_);  // by node name
+  std::map<std::string, PendingFetch> fetches_ GPUPOOL_GUARDED_BY(mu_);         // by request id
+  uint64_t next_request_ GPUPOOL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gpupool::api
