@@ -1,9 +1,9 @@
 // ServiceImpl: the ApiService over the scheduler core.
 //
 // Every method does the same steps: check the caller's rights and validate + convert the request
-// on the caller's thread (api/convert.h; bad input never reaches the core), post a closure to the
-// CoreLoop that calls the Core, convert the result and call `done` (from the core's thread, or
-// from the store's completion path — callers must not block in `done`).
+// on the caller's thread (api/convert.h; bad input never reaches the core), call the scheduler's
+// JobsPort / AdminPort (scheduler/scheduler.h), convert the result and call `done` (from the
+// core's thread — callers must not block in `done`).
 //
 // Authorization (CallContext):
 //  * admins may do anything;
@@ -17,12 +17,12 @@
 //  * tenant and quota mutations require admin; non-admins may get and list the tenants and
 //    quotas of their own subtree, as with jobs (api/service_tenants.cc).
 //
-// GetTaskLogs asks the core where the task runs (Core::NodeOfTask) and reads through the
+// GetTaskLogs asks the scheduler where the task runs (its job's record) and reads through the
 // LogFetcher; with follow=true it polls every `log_poll_interval` until the agent has sent
 // everything and the task is terminal, then sends a chunk with eof=true.
 //
-// Lifetime: construct after the Core; destroy after the API servers have stopped (no calls or
-// streams in flight) and before the Core, the CoreLoop and the LogFetcher.
+// Lifetime: construct after the Scheduler; destroy after the API servers have stopped (no calls
+// or streams in flight) and before the Scheduler and the LogFetcher.
 // Thread safety: all methods may be called from any thread.
 #pragma once
 
@@ -37,6 +37,7 @@
 #include "api/service.h"
 
 namespace gpupool {
+class ApiKeyStore;
 class Catalog;
 class AdminPort;
 class JobsPort;
@@ -66,6 +67,8 @@ struct ServiceOptions {
   // Per-organisation submission rate limit for non-admin callers (api/rate_limiter.h); null =
   // none. Not owned.
   RateLimiter* submit_limiter = nullptr;
+  // Where API keys live (scheduler/api_keys.h); null = KeyService answers UNIMPLEMENTED.
+  ApiKeyStore* api_keys = nullptr;
 };
 
 class ServiceImpl final : public ApiService {
@@ -135,6 +138,13 @@ class ServiceImpl final : public ApiService {
                   Reply<v1::ListQuotasResponse> done) override;
   void DeleteQuota(const CallContext& ctx, const v1::DeleteQuotaRequest& req,
                    Reply<v1::DeleteQuotaResponse> done) override;
+
+  void CreateApiKey(const CallContext& ctx, const v1::CreateApiKeyRequest& req,
+                    Reply<v1::CreateApiKeyResponse> done) override;
+  void ListApiKeys(const CallContext& ctx, const v1::ListApiKeysRequest& req,
+                   Reply<v1::ListApiKeysResponse> done) override;
+  void RevokeApiKey(const CallContext& ctx, const v1::RevokeApiKeyRequest& req,
+                    Reply<v1::ApiKey> done) override;
 
   Status Ready() const override;
 

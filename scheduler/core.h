@@ -103,6 +103,8 @@ class Core {
   // Agents.
   void OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> done);
   void OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>& devices);
+  // OnHeartbeat, then whether the node's lease is renewed (scheduler/node_lease.cc).
+  LeaseAnswer OnLeaseHeartbeat(const std::string& node, const std::vector<DeviceHealth>& devices);
   void OnTaskReport(const TaskReport& report);
 
   // Periodic work: heartbeat timeouts, retries, a scheduling pass if anything is pending.
@@ -122,6 +124,8 @@ class Core {
   void Reconcile(const AgentRegistration& reg, std::vector<std::string>* stop,
                  std::vector<std::pair<int64_t, int32_t>>* resend);
   void PublishMetrics();
+  // Requeues the tasks of nodes whose lease has certainly lapsed (scheduler/node_lease.cc).
+  void ReleaseLapsedNodes();
   // One scheduling pass; full or over the fresh submissions only (see core_state.h).
   void RunPass();
 

@@ -210,6 +210,12 @@ void Scheduler::OnHeartbeat(std::string node, std::vector<DeviceHealth> devices)
   });
 }
 
+void Scheduler::OnLeaseHeartbeat(std::string node, std::vector<DeviceHealth> devices,
+                                 std::function<void(LeaseAnswer)> done) {
+  Post([core = core_.get(), node = std::move(node), devices = std::move(devices),
+        done = std::move(done)] { done(core->OnLeaseHeartbeat(node, devices)); });
+}
+
 void Scheduler::OnTaskReport(TaskReport report) {
   Post([core = core_.get(), r = std::move(report)] { core->OnTaskReport(r); });
 }

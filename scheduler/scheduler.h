@@ -95,6 +95,9 @@ class AgentEventsPort {
   virtual void OnAgentRegister(AgentRegistration reg,
                                SchedulerCallback<RegistrationResult> done) = 0;
   virtual void OnHeartbeat(std::string node, std::vector<DeviceHealth> devices) = 0;
+  // A heartbeat, then whether the node's lease is renewed (scheduler/node_lease.h).
+  virtual void OnLeaseHeartbeat(std::string node, std::vector<DeviceHealth> devices,
+                                std::function<void(LeaseAnswer)> done) = 0;
   virtual void OnTaskReport(TaskReport report) = 0;
 };
 
@@ -153,6 +156,8 @@ class Scheduler final : public JobsPort, public AdminPort, public AgentEventsPor
   // AgentEventsPort.
   void OnAgentRegister(AgentRegistration reg, SchedulerCallback<RegistrationResult> done) override;
   void OnHeartbeat(std::string node, std::vector<DeviceHealth> devices) override;
+  void OnLeaseHeartbeat(std::string node, std::vector<DeviceHealth> devices,
+                        std::function<void(LeaseAnswer)> done) override;
   void OnTaskReport(TaskReport report) override;
 
  private:

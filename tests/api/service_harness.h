@@ -1,4 +1,4 @@
-// A real scheduler stack for the API service tests: MemoryStore, Core on a running CoreLoop, the
+// A real scheduler stack for the API service tests: MemoryStore, the Scheduler (Core on its running loop), the
 // AgentHub as its gateway (optionally served over gRPC on loopback) and ServiceImpl on top —
 // wired exactly as gpupoold wires them. Plus synchronous helpers over the async ApiService.
 #pragma once
@@ -24,8 +24,10 @@ namespace gpupool::api::testing {
 
 using namespace std::chrono_literals;
 
-inline CallContext Admin() { return CallContext{"", true}; }
-inline CallContext Tenant(std::string path) { return CallContext{std::move(path), false}; }
+inline CallContext Admin() { return CallContext::Admin("test-admin"); }
+inline CallContext Tenant(std::string path, Role role = Role::kMember) {
+  return CallContext::Of("test:" + path, std::move(path), role);
+}
 
 // What a stream delivered, gathered for assertions.
 template <typename Item>

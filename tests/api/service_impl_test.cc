@@ -1,4 +1,4 @@
-// ServiceImpl against the real stack: Core on a CoreLoop, MemoryStore, AgentHub as gateway.
+// ServiceImpl against the real stack: the Scheduler, MemoryStore, AgentHub as gateway.
 #include "api/service_impl.h"
 
 #include <gmock/gmock.h>

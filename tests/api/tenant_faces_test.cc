@@ -1,5 +1,5 @@
 // Tenants and quotas end to end through both faces, wired as gpupoold wires them: PgStore on a
-// real PostgreSQL, the Core on its CoreLoop, ServiceImpl, and the gRPC and REST servers on
+// real PostgreSQL, the Scheduler (Core on its loop), ServiceImpl, and the gRPC and REST servers on
 // loopback with bearer tokens. Then the whole stack is rebuilt on the same database, as after a
 // restart: what was acknowledged must be there.
 #include <google/protobuf/util/json_util.h>
