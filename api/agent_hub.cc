@@ -9,8 +9,7 @@
 #include "api/tls/enroll_service.h"
 #include "base/log.h"
 #include "pool/catalog_check.h"
-#include "scheduler/core.h"
-#include "scheduler/core_loop.h"
+#include "scheduler/scheduler.h"
 
 namespace gpupool::api {
 namespace {
@@ -29,7 +28,7 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
 
   void Begin(std::shared_ptr<Conn> self) {
     self_ = std::move(self);
-    if (hub_->core_.load() == nullptr) {
+    if (hub_->events_.load() == nullptr) {
       Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the scheduler is starting; retry"));
       return;
     }
@@ -129,7 +128,7 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
       return Close(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                 "the first message on the agent stream must be register"));
     }
-    Core* core = hub_->core_.load();
+    AgentEventsPort* events = hub_->events_.load();
     switch (in_.msg_case()) {
       case v1::AgentMessage::kHeartbeat: {
         if (replaced_) return;
@@ -139,24 +138,24 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
           std::lock_guard<std::mutex> lock(mu_);
           if (!acked_) return;
         }
-        hub_->loop_->Post([core, self = shared_from_this(), seq = in_.heartbeat().seq(),
-                           devices = DeviceHealthFromProto(in_.heartbeat())] {
-          LeaseAnswer a = core->OnLeaseHeartbeat(self->node_, devices);
-          if (a.verdict == LeaseVerdict::kRenewed) {
-            v1::SchedulerMessage m;
-            m.mutable_lease_renewal()->set_epoch(a.epoch);
-            m.mutable_lease_renewal()->set_heartbeat_seq(seq);
-            self->Send(std::move(m));
-            return;
-          }
-          // Declared lost (docs/ha.md): no renewal; the agent registers again and reconciles.
-          LogWarn(kComponent, "heartbeat of a lost node; asking it to register again",
-                  {{"node", self->node_}});
-          self->MarkReplaced();
-          self->Close(grpc::Status(
-              grpc::StatusCode::FAILED_PRECONDITION,
-              "node '" + self->node_ + "' was declared lost; register again to reconcile"));
-        });
+        events->OnLeaseHeartbeat(
+            node_, DeviceHealthFromProto(in_.heartbeat()),
+            [self = shared_from_this(), seq = in_.heartbeat().seq()](LeaseAnswer a) {
+              if (a.verdict == LeaseVerdict::kRenewed) {
+                v1::SchedulerMessage m;
+                m.mutable_lease_renewal()->set_epoch(a.epoch);
+                m.mutable_lease_renewal()->set_heartbeat_seq(seq);
+                self->Send(std::move(m));
+                return;
+              }
+              // Declared lost (docs/ha.md): no renewal; the agent registers again and reconciles.
+              LogWarn(kComponent, "heartbeat of a lost node; asking it to register again",
+                      {{"node", self->node_}});
+              self->MarkReplaced();
+              self->Close(grpc::Status(
+                  grpc::StatusCode::FAILED_PRECONDITION,
+                  "node '" + self->node_ + "' was declared lost; register again to reconcile"));
+            });
         return;
       }
       case v1::AgentMessage::kTaskUpdate: {
@@ -167,7 +166,7 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
                   {{"node", node_}, {"error", report.status().message()}});
           return;
         }
-        hub_->loop_->Post([core, r = std::move(report).value()] { core->OnTaskReport(r); });
+        events->OnTaskReport(std::move(report).value());
         return;
       }
       case v1::AgentMessage::kLogChunk:
@@ -218,8 +217,8 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
     LogInfo(
         kComponent, "agent connected",
         {{"node", node_}, {"pool", reg.pool()}, {"devices", std::to_string(reg.devices_size())}});
-    Core* core = hub_->core_.load();
-    // Final reports first: the loop runs closures in order, so the core records the work that
+    AgentEventsPort* events = hub_->events_.load();
+    // Final reports first: the scheduler runs calls in order, so the core records the work that
     // finished before it reconciles the node's running tasks (which would call it lost).
     for (const v1::TaskUpdate& u : reg.finished_tasks()) {
       Result<TaskReport> report = TaskReportFromProto(node_, u);
@@ -228,18 +227,16 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
                 {{"node", node_}, {"error", report.status().message()}});
         continue;
       }
-      hub_->loop_->Post([core, r = std::move(report).value()] { core->OnTaskReport(r); });
+      events->OnTaskReport(std::move(report).value());
     }
-    hub_->loop_->Post([core, self, reg = std::move(converted).value()]() mutable {
-      core->OnAgentRegister(std::move(reg), [self](Result<RegistrationResult> r) {
-        if (!r.ok()) {
-          self->hub_->Forget(self.get(), self->node_);
-          return self->Close(ToGrpcStatus(r.status()));
-        }
-        v1::SchedulerMessage ack;
-        ToProto(*r, ack.mutable_register_ack());
-        self->SendAck(std::move(ack));
-      });
+    events->OnAgentRegister(std::move(converted).value(), [self](Result<RegistrationResult> r) {
+      if (!r.ok()) {
+        self->hub_->Forget(self.get(), self->node_);
+        return self->Close(ToGrpcStatus(r.status()));
+      }
+      v1::SchedulerMessage ack;
+      ToProto(*r, ack.mutable_register_ack());
+      self->SendAck(std::move(ack));
     });
   }
 
@@ -284,12 +281,11 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
   std::optional<grpc::Status> close_status_;
 };
 
-AgentHub::AgentHub(CoreLoop* loop, AgentHubOptions options)
-    : loop_(loop), options_(std::move(options)) {}
+AgentHub::AgentHub(AgentHubOptions options) : options_(std::move(options)) {}
 
 AgentHub::~AgentHub() = default;
 
-void AgentHub::Attach(Core* core) { core_ = core; }
+void AgentHub::Attach(AgentEventsPort* events) { events_ = events; }
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::SchedulerMessage>* AgentHub::Connect(
     grpc::CallbackServerContext* context) {
@@ -302,7 +298,7 @@ grpc::ServerBidiReactor<v1::AgentMessage, v1::SchedulerMessage>* AgentHub::Conne
 bool AgentHub::Send(const std::string& node, v1::SchedulerMessage msg) {
   std::shared_ptr<Conn> conn;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = conns_.find(node);
     if (it == conns_.end()) return false;
     conn = it->second;
@@ -313,7 +309,7 @@ bool AgentHub::Send(const std::string& node, v1::SchedulerMessage msg) {
 void AgentHub::Disconnect(const std::string& node, const Status& why) {
   std::shared_ptr<Conn> conn;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = conns_.find(node);
     if (it == conns_.end()) return;
     conn = it->second;
@@ -339,7 +335,7 @@ std::function<void()> AgentHub::FetchLogs(const std::string& node, const std::st
   std::shared_ptr<Conn> conn;
   std::string id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = conns_.find(node);
     if (it != conns_.end()) {
       conn = it->second;
@@ -361,14 +357,14 @@ std::function<void()> AgentHub::FetchLogs(const std::string& node, const std::st
   if (!conn->Send(std::move(msg))) {
     bool mine;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       mine = fetches_.erase(id) > 0;
     }
     if (mine) done(unavailable);
     return [] {};
   }
   return [this, id] {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     fetches_.erase(id);
   };
 }
@@ -376,7 +372,7 @@ std::function<void()> AgentHub::FetchLogs(const std::string& node, const std::st
 void AgentHub::RouteLogChunk(const Conn* conn, const v1::LogChunk& chunk) {
   PendingFetch pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = fetches_.find(chunk.request_id());
     if (it == fetches_.end() || it->second.conn != conn) return;  // abandoned or stale
     pending = std::move(it->second);
@@ -394,7 +390,7 @@ std::shared_ptr<AgentHub::Conn> AgentHub::Adopt(const std::shared_ptr<Conn>& con
   std::shared_ptr<Conn> old;
   size_t n;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     std::shared_ptr<Conn>& slot = conns_[node];
     old = std::exchange(slot, conn);
     n = conns_.size();
@@ -408,7 +404,7 @@ void AgentHub::Forget(const Conn* conn, const std::string& node) {
   size_t n;
   bool removed = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = conns_.find(node);
     if (it != conns_.end() && it->second.get() == conn) {
       conns_.erase(it);
@@ -438,12 +434,12 @@ void AgentHub::NotifyCount(size_t n) {
 }
 
 size_t AgentHub::connected() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return conns_.size();
 }
 
 std::vector<std::string> AgentHub::connected_nodes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::string> out;
   for (const auto& [name, conn] : conns_) out.push_back(name);
   return out;

@@ -5,9 +5,9 @@
 // stream ends with INVALID_ARGUMENT); its node token is checked against the configured set (if
 // any; UNAUTHENTICATED otherwise) unless the stream came over mutual TLS with the node's own
 // certificate (AgentHubOptions::identities, which binds node names to certificates); the
-// registration is converted (api/convert.h) and posted to Core::OnAgentRegister on the CoreLoop,
-// and the reply goes back as RegisterAck. Heartbeats go to Core::OnHeartbeat, task updates to
-// Core::OnTaskReport, LogChunks to the waiting FetchLogs. A new connection for a node replaces the
+// registration is converted (api/convert.h) and handed to the scheduler's AgentEventsPort
+// (scheduler/scheduler.h), and the reply goes back as RegisterAck. Heartbeats and task updates go
+// to the same port, LogChunks to the waiting FetchLogs. A new connection for a node replaces the
 // old one (which ends with ABORTED); when a stream ends its connection is forgotten — the core's
 // heartbeat timeout takes care of the node.
 //
@@ -15,12 +15,11 @@
 // StartTask / StopTask / FetchLogs only enqueue, so they never block. Commands for a node whose
 // registration is still being acknowledged are held and sent right after the RegisterAck.
 //
-// Wiring (the core needs the gateway at construction, so the hub comes first):
-//   CoreLoop loop;
-//   AgentHub hub(&loop, {.node_tokens = ...});
-//   Core core(options, clock, store, &hub, loop.executor());
-//   hub.Attach(&core);                 // before agents can connect
-//   ServiceImpl api(&core, &loop, &hub, ...);
+// Wiring (the scheduler needs the gateway at construction, so the hub comes first):
+//   AgentHub hub({.node_tokens = ...});
+//   Scheduler scheduler(options, clock, store, &hub);
+//   hub.Attach(&scheduler);            // before agents can connect
+//   ServiceImpl api(&scheduler, &scheduler, &hub, ...);
 //   grpc::ServerBuilder b; b.RegisterService(&hub); ...
 // Destroy the hub after the gRPC server has shut down (every stream is then done).
 //
@@ -39,13 +38,13 @@
 #include <vector>
 
 #include "api/log_fetcher.h"
+#include "base/mutex.h"
 #include "gpupool/v1/agent.grpc.pb.h"
 #include "scheduler/dispatch.h"
 
 namespace gpupool {
 class Catalog;
-class Core;
-class CoreLoop;
+class AgentEventsPort;
 }  // namespace gpupool
 
 namespace gpupool::api {
@@ -72,14 +71,14 @@ class AgentHub final : public v1::AgentService::CallbackService,
                        public AgentGateway,
                        public LogFetcher {
  public:
-  // REQUIRES: `loop` outlives the hub.
-  explicit AgentHub(CoreLoop* loop, AgentHubOptions options = {});
+  explicit AgentHub(AgentHubOptions options = {});
   ~AgentHub() override;
   AgentHub(const AgentHub&) = delete;
   AgentHub& operator=(const AgentHub&) = delete;
 
-  // Connects the core (which runs on `loop`). Until then agents are refused with UNAVAILABLE.
-  void Attach(Core* core);
+  // Connects the scheduler (it must outlive the hub's streams). Until then agents are refused
+  // with UNAVAILABLE.
+  void Attach(AgentEventsPort* events);
 
   // AgentService (gRPC callback API).
   grpc::ServerBidiReactor<v1::AgentMessage, v1::SchedulerMessage>* Connect(
@@ -116,14 +115,13 @@ class AgentHub final : public v1::AgentService::CallbackService,
   void RouteLogChunk(const Conn* conn, const v1::LogChunk& chunk);
   void NotifyCount(size_t n);
 
-  CoreLoop* const loop_;
   const AgentHubOptions options_;
-  std::atomic<Core*> core_{nullptr};
+  std::atomic<AgentEventsPort*> events_{nullptr};
 
-  mutable std::mutex mu_;  // guards conns_, fetches_, next_request_; taken before a Conn's lock
-  std::map<std::string, std::shared_ptr<Conn>> conns_;  // by node name
-  std::map<std::string, PendingFetch> fetches_;         // by request id
-  uint64_t next_request_ = 0;
+  mutable Mutex mu_;  // taken before a Conn's lock
+  std::map<std::string, std::shared_ptr<Conn>> conns_ GPUPOOL_GUARDED_BY(mu_);  // by node name
+  std::map<std::string, PendingFetch> fetches_ GPUPOOL_GUARDED_BY(mu_);         // by request id
+  uint64_t next_request_ GPUPOOL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gpupool::api

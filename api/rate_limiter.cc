@@ -31,7 +31,7 @@ Status RateLimiter::Admit(const std::string& tenant_path) {
   if (limit_.rate_per_second <= 0) return Status::Ok();
   const std::string org = tenant_path.substr(0, tenant_path.find('/'));
   const int64_t now = now_us_();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = buckets_.find(org);
   if (it == buckets_.end()) {
     if (buckets_.size() >= max_buckets_) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "base/mutex.h"
 #include "base/status.h"
 
 namespace gpupool::api {
@@ -47,8 +48,8 @@ class RateLimiter {
   const RateLimit limit_;
   const std::function<int64_t()> now_us_;
   const size_t max_buckets_;
-  std::mutex mu_;
-  std::unordered_map<std::string, Bucket> buckets_;  // guarded by mu_; by organisation
+  Mutex mu_;
+  std::unordered_map<std::string, Bucket> buckets_ GPUPOOL_GUARDED_BY(mu_);  // by organisation
 };
 
 }  // namespace gpupool::api

@@ -9,7 +9,7 @@
 
 #include "api/service_internal.h"
 #include "pool/catalog.h"
-#include "scheduler/core_loop.h"
+#include "scheduler/scheduler.h"
 
 namespace gpupool::api {
 namespace {
@@ -21,13 +21,15 @@ struct FleetCount {
 
 // Devices per model over the nodes of the pools the caller may use. A MIG instance's model is its
 // parent's, so the instances of one GPU count once each (the catalog lists models, not slices).
-std::map<std::string, FleetCount> CountFleet(const CallContext& ctx, const Core& core) {
+std::map<std::string, FleetCount> CountFleet(const CallContext& ctx,
+                                             const std::vector<PoolView>& pools,
+                                             const std::vector<NodeView>& nodes) {
   std::set<std::string> visible;
-  for (const PoolView& p : core.ListPools()) {
+  for (const PoolView& p : pools) {
     if (PoolVisible(ctx, p.pool)) visible.insert(p.pool.name);
   }
   std::map<std::string, FleetCount> out;
-  for (const NodeView& n : core.ListNodes("")) {
+  for (const NodeView& n : nodes) {
     if (!visible.contains(n.node.pool)) continue;
     for (const DeviceView& d : n.devices) {
       FleetCount& c = out[d.device.model];
@@ -42,18 +44,24 @@ std::map<std::string, FleetCount> CountFleet(const CallContext& ctx, const Core&
 
 void ServiceImpl::ListGpuModels(const CallContext& ctx, const v1::ListGpuModelsRequest&,
                                 Reply<v1::ListGpuModelsResponse> done) {
-  loop_->Post([core = core_, catalog = options_.catalog, ctx, done = std::move(done)] {
-    const std::map<std::string, FleetCount> fleet = CountFleet(ctx, *core);
-    v1::ListGpuModelsResponse resp;
-    for (const GpuModel& m : catalog->models()) {
-      v1::GpuModel* out = resp.add_models();
-      ToProto(m, out);
-      if (auto it = fleet.find(m.name); it != fleet.end()) {
-        out->set_fleet_devices(it->second.devices);
-        out->set_fleet_nodes(static_cast<int32_t>(it->second.nodes.size()));
+  // Two reads of the scheduler, pools then nodes: a node that joins in between is counted only
+  // if its pool was already visible, which is what a caller would see anyway.
+  admin_->ListPools([admin = admin_, catalog = options_.catalog, ctx,
+                     done = std::move(done)](std::vector<PoolView> pools) mutable {
+    admin->ListNodes("", [pools = std::move(pools), catalog, ctx,
+                          done = std::move(done)](std::vector<NodeView> nodes) {
+      const std::map<std::string, FleetCount> fleet = CountFleet(ctx, pools, nodes);
+      v1::ListGpuModelsResponse resp;
+      for (const GpuModel& m : catalog->models()) {
+        v1::GpuModel* out = resp.add_models();
+        ToProto(m, out);
+        if (auto it = fleet.find(m.name); it != fleet.end()) {
+          out->set_fleet_devices(it->second.devices);
+          out->set_fleet_nodes(static_cast<int32_t>(it->second.nodes.size()));
+        }
       }
-    }
-    done(Status::Ok(), std::move(resp));
+      done(Status::Ok(), std::move(resp));
+    });
   });
 }
 

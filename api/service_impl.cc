@@ -6,9 +6,8 @@
 #include "api/convert.h"
 #include "api/service_internal.h"
 #include "pool/catalog.h"
-#include "scheduler/core.h"
-#include "scheduler/core_loop.h"
 #include "scheduler/metrics.h"
+#include "scheduler/scheduler.h"
 
 namespace gpupool::api {
 
@@ -86,9 +85,9 @@ std::function<void()> ServiceImpl::Timers::After(std::chrono::milliseconds delay
   return [this, timer] { boost::asio::post(io_, [timer] { timer->cancel(); }); };
 }
 
-ServiceImpl::ServiceImpl(Core* core, CoreLoop* loop, LogFetcher* logs, ServiceOptions options)
-    : core_(core),
-      loop_(loop),
+ServiceImpl::ServiceImpl(JobsPort* jobs, AdminPort* admin, LogFetcher* logs, ServiceOptions options)
+    : jobs_(jobs),
+      admin_(admin),
       logs_(logs),
       options_(std::move(options)),
       timers_(std::make_unique<Timers>()) {
@@ -138,14 +137,12 @@ void ServiceImpl::SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& 
       return refuse("throttled", s);
     }
   }
-  loop_->Post([core = core_, spec = std::move(spec).value(), done = std::move(done)]() mutable {
-    core->SubmitJob(std::move(spec), [done = std::move(done)](Result<JobRecord> r) {
-      if (!r.ok()) return Fail(done, r.status());
-      v1::SubmitJobResponse resp;
-      resp.set_job_id(std::to_string(r->id));
-      ToProto(*r, resp.mutable_job());
-      done(Status::Ok(), std::move(resp));
-    });
+  jobs_->SubmitJob(std::move(spec).value(), [done = std::move(done)](Result<JobRecord> r) {
+    if (!r.ok()) return Fail(done, r.status());
+    v1::SubmitJobResponse resp;
+    resp.set_job_id(std::to_string(r->id));
+    ToProto(*r, resp.mutable_job());
+    done(Status::Ok(), std::move(resp));
   });
 }
 
@@ -153,8 +150,7 @@ void ServiceImpl::GetJob(const CallContext& ctx, const v1::GetJobRequest& req,
                          Reply<v1::Job> done) {
   Result<int64_t> id = JobIdFromString(req.job_id());
   if (!id.ok()) return Fail(done, id.status());
-  loop_->Post([core = core_, ctx, id = *id, done = std::move(done)] {
-    Result<JobRecord> job = core->GetJob(id);
+  jobs_->GetJob(*id, [ctx, done = std::move(done)](Result<JobRecord> job) {
     if (!job.ok()) return Fail(done, job.status());
     if (Status s = RequireJobAccess(ctx, *job); !s.ok()) return Fail(done, s);
     done(Status::Ok(), JobProto(*job));
@@ -169,8 +165,7 @@ void ServiceImpl::ListJobs(const CallContext& ctx, const v1::ListJobsRequest& re
     if (filter->tenant.empty()) filter->tenant = ctx.scope;
     if (Status s = RequireTenant(ctx, filter->tenant, "tenant"); !s.ok()) return Fail(done, s);
   }
-  loop_->Post([core = core_, f = std::move(filter).value(), done = std::move(done)] {
-    JobPage page = core->ListJobs(f);
+  jobs_->ListJobs(std::move(filter).value(), [done = std::move(done)](const JobPage& page) {
     v1::ListJobsResponse resp;
     for (const JobRecord& j : page.jobs) ToProto(j, resp.add_jobs());
     resp.set_next_page_token(EncodePageToken(page.next_after_id));
@@ -188,12 +183,9 @@ void ServiceImpl::CancelJob(const CallContext& ctx, const v1::CancelJobRequest& 
   if (reason.empty()) {
     reason = "cancelled by " + (ctx.scope.empty() ? std::string("an admin") : ctx.scope);
   }
-  loop_->Post([core = core_, ctx, id = *id, reason = std::move(reason), done = std::move(done)] {
-    Result<JobRecord> job = core->GetJob(id);
-    if (!job.ok()) return Fail(done, job.status());
-    if (Status s = RequireJobAccess(ctx, *job); !s.ok()) return Fail(done, s);
-    core->CancelJob(id, reason, ReplyWith<JobRecord, v1::Job>(done));
-  });
+  jobs_->CancelJob(
+      *id, std::move(reason), [ctx](const JobRecord& job) { return RequireJobAccess(ctx, job); },
+      ReplyWith<JobRecord, v1::Job>(done));
 }
 
 namespace {
@@ -203,19 +195,18 @@ struct WatchState {
   std::function<void(const v1::JobEvent&)> on_item;
   std::function<void(Status)> done;
   std::atomic<bool> finished{false};
-  std::atomic<bool> unwatch_posted{false};
-  int64_t watch_id = 0;  // core thread only
+  // Set once the watch is registered (on the core's thread); taken (exchanged to 0) by whoever
+  // unwatches, so it is unwatched exactly once whether the stream ends before or after the
+  // registration: the ender sets `finished` then takes the id; the registration stores the id
+  // then checks `finished` (sequentially consistent atomics).
+  std::atomic<int64_t> watch_id{0};
+
+  void Unwatch(JobsPort* jobs) {
+    if (int64_t id = watch_id.exchange(0); id != 0) jobs->Unwatch(id);
+  }
 
   void Finish(Status s) {
     if (!finished.exchange(true)) done(std::move(s));
-  }
-  // Posts Unwatch once; the watch id is read on the core thread, after WatchJob returned.
-  void PostUnwatch(Core* core, CoreLoop* loop, const std::shared_ptr<WatchState>& self) {
-    if (unwatch_posted.exchange(true)) return;
-    loop->Post([core, self] {
-      if (self->watch_id != 0) core->Unwatch(self->watch_id);
-      self->watch_id = 0;
-    });
   }
 };
 
@@ -232,30 +223,27 @@ Cancel ServiceImpl::WatchJob(const CallContext& ctx, const v1::WatchJobRequest& 
   auto st = std::make_shared<WatchState>();
   st->on_item = std::move(on_item);
   st->done = std::move(done);
-  Core* core = core_;
-  CoreLoop* loop = loop_;
-  loop_->Post([core, loop, ctx, id = *id, st] {
-    if (st->finished) return;
-    Result<JobRecord> job = core->GetJob(id);
-    if (!job.ok()) return st->Finish(job.status());
-    if (Status s = RequireJobAccess(ctx, *job); !s.ok()) return st->Finish(s);
-    Result<int64_t> w = core->WatchJob(id, [core, loop, st](const JobChange& change) {
-      if (st->finished) return;
-      v1::JobEvent ev;
-      ToProto(change, &ev);
-      st->on_item(ev);
-      if (IsTerminal(change.job.state)) {
-        st->PostUnwatch(core, loop, st);
-        st->Finish(Status::Ok());
-      }
-    });
-    if (!w.ok()) return st->Finish(w.status());
-    st->watch_id = *w;
-    if (st->finished) st->PostUnwatch(core, loop, st);  // ended while registering
-  });
-  return [core, loop, st] {
+  JobsPort* jobs = jobs_;
+  jobs_->WatchJob(
+      *id, [ctx](const JobRecord& job) { return RequireJobAccess(ctx, job); },
+      [jobs, st](const JobChange& change) {
+        if (st->finished) return;
+        v1::JobEvent ev;
+        ToProto(change, &ev);
+        st->on_item(ev);
+        if (IsTerminal(change.job.state)) {
+          st->Unwatch(jobs);
+          st->Finish(Status::Ok());
+        }
+      },
+      [jobs, st](Result<int64_t> w) {
+        if (!w.ok()) return st->Finish(w.status());
+        st->watch_id = *w;
+        if (st->finished) st->Unwatch(jobs);  // ended while registering
+      });
+  return [jobs, st] {
     st->finished = true;
-    st->PostUnwatch(core, loop, st);
+    st->Unwatch(jobs);
   };
 }
 
@@ -267,33 +255,31 @@ void ServiceImpl::CreatePool(const CallContext& ctx, const v1::CreatePoolRequest
   if (!req.has_pool()) return Fail(done, Invalid("pool", "must be set"));
   Result<PoolRecord> pool = PoolFromProto(req.pool());
   if (!pool.ok()) return Fail(done, pool.status());
-  loop_->Post([core = core_, pool = std::move(pool).value(), done = std::move(done)]() mutable {
-    core->CreatePool(std::move(pool), ReplyWith<PoolView, v1::Pool>(done));
-  });
+  admin_->CreatePool(std::move(pool).value(), ReplyWith<PoolView, v1::Pool>(done));
 }
 
 void ServiceImpl::GetPool(const CallContext& ctx, const v1::GetPoolRequest& req,
                           Reply<v1::Pool> done) {
   if (Status s = ValidateName(req.name(), "name"); !s.ok()) return Fail(done, s);
-  loop_->Post([core = core_, ctx, name = req.name(), done = std::move(done)] {
-    Result<PoolView> pool = core->GetPool(name);
-    if (!pool.ok()) return Fail(done, pool.status());
-    if (!PoolVisible(ctx, pool->pool)) {
-      return Fail(done, Status::PermissionDenied("pool '" + name + "': private, and '" + ctx.scope +
-                                                 "' is not allowed"));
-    }
-    if (!ctx.admin()) pool->learned = {};  // others' request mix is not a tenant's to see
-    v1::Pool out;
-    ToProto(*pool, &out);
-    done(Status::Ok(), std::move(out));
-  });
+  admin_->GetPool(
+      req.name(), [ctx, name = req.name(), done = std::move(done)](Result<PoolView> pool) {
+        if (!pool.ok()) return Fail(done, pool.status());
+        if (!PoolVisible(ctx, pool->pool)) {
+          return Fail(done, Status::PermissionDenied("pool '" + name + "': private, and '" +
+                                                     ctx.scope + "' is not allowed"));
+        }
+        if (!ctx.admin()) pool->learned = {};  // others' request mix is not a tenant's to see
+        v1::Pool out;
+        ToProto(*pool, &out);
+        done(Status::Ok(), std::move(out));
+      });
 }
 
 void ServiceImpl::ListPools(const CallContext& ctx, const v1::ListPoolsRequest&,
                             Reply<v1::ListPoolsResponse> done) {
-  loop_->Post([core = core_, ctx, done = std::move(done)] {
+  admin_->ListPools([ctx, done = std::move(done)](std::vector<PoolView> pools) {
     v1::ListPoolsResponse resp;
-    for (PoolView& p : core->ListPools()) {
+    for (PoolView& p : pools) {
       if (!ctx.admin()) p.learned = {};  // as GetPool
       if (PoolVisible(ctx, p.pool)) ToProto(p, resp.add_pools());
     }
@@ -307,24 +293,20 @@ void ServiceImpl::UpdatePool(const CallContext& ctx, const v1::UpdatePoolRequest
   if (!req.has_pool()) return Fail(done, Invalid("pool", "must be set"));
   Result<PoolPatch> patch = PoolPatchFromProto(req);
   if (!patch.ok()) return Fail(done, patch.status());
-  loop_->Post([core = core_, patch = std::move(patch).value(), done = std::move(done)] {
-    Result<PoolView> current = core->GetPool(patch.name);
-    if (!current.ok()) return Fail(done, current.status());
-    PoolRecord pool = current->pool;
-    if (Status s = ApplyPoolPatch(patch, &pool); !s.ok()) return Fail(done, s);
-    core->UpdatePool(std::move(pool), ReplyWith<PoolView, v1::Pool>(done));
-  });
+  std::string name = patch->name;
+  admin_->UpdatePool(
+      std::move(name),
+      [patch = std::move(patch).value()](PoolRecord* pool) { return ApplyPoolPatch(patch, pool); },
+      ReplyWith<PoolView, v1::Pool>(done));
 }
 
 void ServiceImpl::DeletePool(const CallContext& ctx, const v1::DeletePoolRequest& req,
                              Reply<v1::DeletePoolResponse> done) {
   if (Status s = RequireAdmin(ctx, "delete pool"); !s.ok()) return Fail(done, s);
   if (Status s = ValidateName(req.name(), "name"); !s.ok()) return Fail(done, s);
-  loop_->Post([core = core_, name = req.name(), done = std::move(done)] {
-    core->DeletePool(name, [done](Result<bool> r) {
-      if (!r.ok()) return Fail(done, r.status());
-      done(Status::Ok(), v1::DeletePoolResponse{});
-    });
+  admin_->DeletePool(req.name(), [done = std::move(done)](Result<bool> r) {
+    if (!r.ok()) return Fail(done, r.status());
+    done(Status::Ok(), v1::DeletePoolResponse{});
   });
 }
 
@@ -336,9 +318,9 @@ void ServiceImpl::ListNodes(const CallContext& ctx, const v1::ListNodesRequest& 
   if (!req.pool().empty()) {
     if (Status s = ValidateName(req.pool(), "pool"); !s.ok()) return Fail(done, s);
   }
-  loop_->Post([core = core_, pool = req.pool(), done = std::move(done)] {
+  admin_->ListNodes(req.pool(), [done = std::move(done)](const std::vector<NodeView>& nodes) {
     v1::ListNodesResponse resp;
-    for (const NodeView& n : core->ListNodes(pool)) ToProto(n, resp.add_nodes());
+    for (const NodeView& n : nodes) ToProto(n, resp.add_nodes());
     done(Status::Ok(), std::move(resp));
   });
 }
@@ -347,22 +329,15 @@ void ServiceImpl::GetNode(const CallContext& ctx, const v1::GetNodeRequest& req,
                           Reply<v1::Node> done) {
   if (Status s = RequireAdmin(ctx, "get node"); !s.ok()) return Fail(done, s);
   if (Status s = ValidateName(req.name(), "name"); !s.ok()) return Fail(done, s);
-  loop_->Post([core = core_, name = req.name(), done = std::move(done)] {
-    Result<NodeView> node = core->GetNode(name);
-    if (!node.ok()) return Fail(done, node.status());
-    v1::Node out;
-    ToProto(*node, &out);
-    done(Status::Ok(), std::move(out));
-  });
+  admin_->GetNode(req.name(), ReplyWith<NodeView, v1::Node>(done));
 }
 
 void ServiceImpl::SetNodeState(const CallContext& ctx, const v1::NodeActionRequest& req, int state,
                                Reply<v1::Node> done) {
   if (Status s = RequireAdmin(ctx, "change node state"); !s.ok()) return Fail(done, s);
   if (Status s = ValidateName(req.name(), "name"); !s.ok()) return Fail(done, s);
-  loop_->Post([core = core_, name = req.name(), state, done = std::move(done)] {
-    core->SetNodeState(name, static_cast<NodeState>(state), ReplyWith<NodeView, v1::Node>(done));
-  });
+  admin_->SetNodeState(req.name(), static_cast<NodeState>(state),
+                       ReplyWith<NodeView, v1::Node>(done));
 }
 
 void ServiceImpl::CordonNode(const CallContext& ctx, const v1::NodeActionRequest& req,

@@ -1,9 +1,9 @@
 // ServiceImpl: the ApiService over the scheduler core.
 //
 // Every method does the same steps: check the caller's rights and validate + convert the request
-// on the caller's thread (api/convert.h; bad input never reaches the core), post a closure to the
-// CoreLoop that calls the Core, convert the result and call `done` (from the core's thread, or
-// from the store's completion path — callers must not block in `done`).
+// on the caller's thread (api/convert.h; bad input never reaches the core), call the scheduler's
+// JobsPort / AdminPort (scheduler/scheduler.h), convert the result and call `done` (from the
+// core's thread — callers must not block in `done`).
 //
 // Authorization (CallContext):
 //  * admins may do anything;
@@ -21,12 +21,12 @@
 // api/service_catalog.cc; anyone authenticated may call them, and a tenant sees the fleet of the
 // pools it may use and the classes it may submit at.
 //
-// GetTaskLogs asks the core where the task runs (Core::NodeOfTask) and reads through the
+// GetTaskLogs asks the scheduler where the task runs (its job's record) and reads through the
 // LogFetcher; with follow=true it polls every `log_poll_interval` until the agent has sent
 // everything and the task is terminal, then sends a chunk with eof=true.
 //
-// Lifetime: construct after the Core; destroy after the API servers have stopped (no calls or
-// streams in flight) and before the Core, the CoreLoop and the LogFetcher.
+// Lifetime: construct after the Scheduler; destroy after the API servers have stopped (no calls
+// or streams in flight) and before the Scheduler and the LogFetcher.
 // Thread safety: all methods may be called from any thread.
 #pragma once
 
@@ -45,8 +45,8 @@
 namespace gpupool {
 class ApiKeyStore;
 class Catalog;
-class Core;
-class CoreLoop;
+class AdminPort;
+class JobsPort;
 class SchedulerMetrics;
 }  // namespace gpupool
 
@@ -85,13 +85,14 @@ struct ServicePolicy {
 
 class ServiceImpl final : public ApiService {
  public:
-  // REQUIRES: core, loop and logs outlive this; `core` is driven by `loop`.
-  ServiceImpl(Core* core, CoreLoop* loop, LogFetcher* logs, ServiceOptions options = {});
+  // REQUIRES: jobs, admin and logs outlive this (the daemon passes its Scheduler for both).
+  ServiceImpl(JobsPort* jobs, AdminPort* admin, LogFetcher* logs, ServiceOptions options = {});
   ~ServiceImpl() override;
   ServiceImpl(const ServiceImpl&) = delete;
   ServiceImpl& operator=(const ServiceImpl&) = delete;
 
-  // The daemon calls this once Core::Recover succeeded; until then Ready() is UNAVAILABLE.
+  // The daemon calls this once Scheduler::Start (recovery) succeeded; until then Ready() is
+  // UNAVAILABLE.
   void SetRecovered(bool recovered) { recovered_ = recovered; }
 
   // Replaces the policy built from ServiceOptions::scheduler and ::priority_access (a config
@@ -175,8 +176,8 @@ class ServiceImpl final : public ApiService {
   void SetNodeState(const CallContext& ctx, const v1::NodeActionRequest& req, int state,
                     Reply<v1::Node> done);
 
-  Core* core_;
-  CoreLoop* loop_;
+  JobsPort* jobs_;
+  AdminPort* admin_;
   LogFetcher* logs_;
   ServiceOptions options_;
   std::atomic<bool> recovered_{false};

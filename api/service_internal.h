@@ -11,7 +11,7 @@
 
 #include "api/convert.h"
 #include "api/service_impl.h"
-#include "scheduler/core.h"
+#include "scheduler/scheduler.h"
 
 namespace gpupool {
 struct JobRecord;
@@ -27,7 +27,7 @@ void Fail(const Reply<T>& done, Status s) {
 
 // Core callback → proto reply (ToProto of the domain value).
 template <typename Domain, typename Proto>
-Core::Callback<Domain> ReplyWith(Reply<Proto> done) {
+SchedulerCallback<Domain> ReplyWith(Reply<Proto> done) {
   return [done = std::move(done)](Result<Domain> r) {
     if (!r.ok()) return Fail(done, r.status());
     Proto out;

@@ -10,8 +10,7 @@
 
 #include "api/convert.h"
 #include "api/service_internal.h"
-#include "scheduler/core.h"
-#include "scheduler/core_loop.h"
+#include "scheduler/scheduler.h"
 
 namespace gpupool::api {
 
@@ -32,10 +31,9 @@ class ServiceImpl::LogStream : public std::enable_shared_from_this<LogStream> {
 
   void Probe() {
     auto self = shared_from_this();
-    svc_->loop_->Post([self] {
+    if (finished_) return;
+    svc_->jobs_->GetJob(job_id_, [self](Result<JobRecord> job) {
       if (self->finished_) return;
-      Core* core = self->svc_->core_;
-      Result<JobRecord> job = core->GetJob(self->job_id_);
       if (!job.ok()) return self->Finish(job.status());
       if (!self->checked_) {
         if (Status s = RequireJobAccess(self->ctx_, *job); !s.ok()) return self->Finish(s);

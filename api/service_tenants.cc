@@ -8,15 +8,14 @@
 // below it and their quotas — and a list without a prefix means its own subtree.
 #include "api/convert.h"
 #include "api/service_internal.h"
-#include "scheduler/core.h"
-#include "scheduler/core_loop.h"
+#include "scheduler/scheduler.h"
 
 namespace gpupool::api {
 namespace {
 
 // Core callback of a deletion → the empty response.
 template <typename Proto>
-Core::Callback<bool> ReplyEmpty(Reply<Proto> done) {
+SchedulerCallback<bool> ReplyEmpty(Reply<Proto> done) {
   return [done = std::move(done)](Result<bool> r) {
     if (!r.ok()) return Fail(done, r.status());
     done(Status::Ok(), Proto{});
@@ -49,33 +48,26 @@ void ServiceImpl::CreateTenant(const CallContext& ctx, const v1::CreateTenantReq
   if (Status s = RequireTenantAdminBelow(ctx, tenant->path, "create tenant"); !s.ok()) {
     return Fail(done, s);
   }
-  loop_->Post([core = core_, t = std::move(tenant).value(), done = std::move(done)]() mutable {
-    core->CreateTenant(std::move(t), ReplyWith<TenantView, v1::Tenant>(done));
-  });
+  admin_->CreateTenant(std::move(tenant).value(), ReplyWith<TenantView, v1::Tenant>(done));
 }
 
 void ServiceImpl::GetTenant(const CallContext& ctx, const v1::GetTenantRequest& req,
                             Reply<v1::Tenant> done) {
   if (Status s = ValidateTenantPath(req.path(), "path"); !s.ok()) return Fail(done, s);
   if (Status s = RequireTenant(ctx, req.path(), "path"); !s.ok()) return Fail(done, s);
-  loop_->Post([core = core_, path = req.path(), done = std::move(done)] {
-    Result<TenantView> t = core->GetTenant(path);
-    if (!t.ok()) return Fail(done, t.status());
-    v1::Tenant out;
-    ToProto(*t, &out);
-    done(Status::Ok(), std::move(out));
-  });
+  admin_->GetTenant(req.path(), ReplyWith<TenantView, v1::Tenant>(done));
 }
 
 void ServiceImpl::ListTenants(const CallContext& ctx, const v1::ListTenantsRequest& req,
                               Reply<v1::ListTenantsResponse> done) {
   Result<std::string> prefix = ListPrefix(ctx, req.prefix(), "prefix");
   if (!prefix.ok()) return Fail(done, prefix.status());
-  loop_->Post([core = core_, prefix = std::move(prefix).value(), done = std::move(done)] {
-    v1::ListTenantsResponse resp;
-    for (const TenantView& t : core->ListTenants(prefix)) ToProto(t, resp.add_tenants());
-    done(Status::Ok(), std::move(resp));
-  });
+  admin_->ListTenants(std::move(prefix).value(),
+                      [done = std::move(done)](const std::vector<TenantView>& tenants) {
+                        v1::ListTenantsResponse resp;
+                        for (const TenantView& t : tenants) ToProto(t, resp.add_tenants());
+                        done(Status::Ok(), std::move(resp));
+                      });
 }
 
 void ServiceImpl::DeleteTenant(const CallContext& ctx, const v1::DeleteTenantRequest& req,
@@ -87,9 +79,7 @@ void ServiceImpl::DeleteTenant(const CallContext& ctx, const v1::DeleteTenantReq
   if (Status s = RequireTenantAdminBelow(ctx, req.path(), "delete tenant"); !s.ok()) {
     return Fail(done, s);
   }
-  loop_->Post([core = core_, path = req.path(), done = std::move(done)] {
-    core->DeleteTenant(path, ReplyEmpty(done));
-  });
+  admin_->DeleteTenant(req.path(), ReplyEmpty(done));
 }
 
 // ---- Quotas ----
@@ -105,9 +95,7 @@ void ServiceImpl::SetQuota(const CallContext& ctx, const v1::SetQuotaRequest& re
   if (Status s = RequireTenantAdminBelow(ctx, quota->tenant, "set quota"); !s.ok()) {
     return Fail(done, s);
   }
-  loop_->Post([core = core_, q = std::move(quota).value(), done = std::move(done)]() mutable {
-    core->SetQuota(std::move(q), ReplyWith<QuotaView, v1::Quota>(done));
-  });
+  admin_->SetQuota(std::move(quota).value(), ReplyWith<QuotaView, v1::Quota>(done));
 }
 
 void ServiceImpl::GetQuota(const CallContext& ctx, const v1::GetQuotaRequest& req,
@@ -115,13 +103,7 @@ void ServiceImpl::GetQuota(const CallContext& ctx, const v1::GetQuotaRequest& re
   if (Status s = ValidateTenantPath(req.tenant(), "tenant"); !s.ok()) return Fail(done, s);
   if (Status s = ValidateName(req.pool(), "pool"); !s.ok()) return Fail(done, s);
   if (Status s = RequireTenant(ctx, req.tenant(), "tenant"); !s.ok()) return Fail(done, s);
-  loop_->Post([core = core_, tenant = req.tenant(), pool = req.pool(), done = std::move(done)] {
-    Result<QuotaView> q = core->GetQuota(tenant, pool);
-    if (!q.ok()) return Fail(done, q.status());
-    v1::Quota out;
-    ToProto(*q, &out);
-    done(Status::Ok(), std::move(out));
-  });
+  admin_->GetQuota(req.tenant(), req.pool(), ReplyWith<QuotaView, v1::Quota>(done));
 }
 
 void ServiceImpl::ListQuotas(const CallContext& ctx, const v1::ListQuotasRequest& req,
@@ -131,12 +113,12 @@ void ServiceImpl::ListQuotas(const CallContext& ctx, const v1::ListQuotasRequest
   if (!req.pool().empty()) {
     if (Status s = ValidateName(req.pool(), "pool"); !s.ok()) return Fail(done, s);
   }
-  loop_->Post([core = core_, prefix = std::move(prefix).value(), pool = req.pool(),
-               done = std::move(done)] {
-    v1::ListQuotasResponse resp;
-    for (const QuotaView& q : core->ListQuotas(prefix, pool)) ToProto(q, resp.add_quotas());
-    done(Status::Ok(), std::move(resp));
-  });
+  admin_->ListQuotas(std::move(prefix).value(), req.pool(),
+                     [done = std::move(done)](const std::vector<QuotaView>& quotas) {
+                       v1::ListQuotasResponse resp;
+                       for (const QuotaView& q : quotas) ToProto(q, resp.add_quotas());
+                       done(Status::Ok(), std::move(resp));
+                     });
 }
 
 void ServiceImpl::DeleteQuota(const CallContext& ctx, const v1::DeleteQuotaRequest& req,
@@ -149,9 +131,7 @@ void ServiceImpl::DeleteQuota(const CallContext& ctx, const v1::DeleteQuotaReque
     return Fail(done, s);
   }
   if (Status s = ValidateName(req.pool(), "pool"); !s.ok()) return Fail(done, s);
-  loop_->Post([core = core_, tenant = req.tenant(), pool = req.pool(), done = std::move(done)] {
-    core->DeleteQuota(tenant, pool, ReplyEmpty(done));
-  });
+  admin_->DeleteQuota(req.tenant(), req.pool(), ReplyEmpty(done));
 }
 
 }  // namespace gpupool::api

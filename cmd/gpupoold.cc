@@ -28,14 +28,13 @@
 #include "cmd/daemon/config.h"
 #include "cmd/daemon/reload.h"
 #include "pool/catalog.h"
-#include "scheduler/core.h"
-#include "scheduler/core_loop.h"
 #include "scheduler/leadership.h"
 #include "scheduler/metrics.h"
+#include "scheduler/scheduler.h"
 #include "store/embedded_postgres.h"
 #include "store/embedded_supervisor.h"
-#include "store/pg_leader_lease.h"
 #include "store/pg_api_keys.h"
+#include "store/pg_leader_lease.h"
 #include "store/pg_store.h"
 
 namespace gpupool {
@@ -107,21 +106,12 @@ void RaiseDescriptorLimit() {
   }
 }
 
-// Runs an asynchronous core call on the core's thread and waits for its outcome. Start-up only:
-// never call it from the loop thread.
-template <typename T>
-Status CallCore(CoreLoop& loop, const std::function<void(Core::Callback<T>)>& call) {
-  std::promise<Status> done;
-  loop.Post([&] { call([&](Result<T> r) { done.set_value(r.status()); }); });
-  return done.get_future().get();
-}
-
 // Creates the config file's pools that the store does not have yet.
-Status CreateConfiguredPools(Core& core, CoreLoop& loop, const std::vector<PoolRecord>& pools) {
+Status CreateConfiguredPools(Scheduler& scheduler, const std::vector<PoolRecord>& pools) {
   for (const PoolRecord& p : pools) {
-    bool exists = loop.Call([&] { return core.GetPool(p.name).ok(); });
+    bool exists = CallAndWait<PoolView>([&](auto cb) { scheduler.GetPool(p.name, cb); }).ok();
     if (exists) continue;
-    Status st = CallCore<PoolView>(loop, [&](auto cb) { core.CreatePool(p, cb); });
+    Status st = CallAndWait<PoolView>([&](auto cb) { scheduler.CreatePool(p, cb); });
     GPUPOOL_RETURN_IF_ERROR(st.WithContext("create pool '" + p.name + "'"));
     LogInfo("gpupoold", "pool created from config", {{"pool", p.name}});
   }
@@ -130,15 +120,15 @@ Status CreateConfiguredPools(Core& core, CoreLoop& loop, const std::vector<PoolR
 
 // Creates the config file's tenants that do not exist yet (parents first, as listed), then sets
 // every configured quota (an upsert: the config file wins over earlier API changes).
-Status ApplyConfiguredTenancy(Core& core, CoreLoop& loop, const DaemonConfig& config) {
+Status ApplyConfiguredTenancy(Scheduler& scheduler, const DaemonConfig& config) {
   for (const TenantRecord& t : config.tenants) {
-    bool exists = loop.Call([&] { return core.GetTenant(t.path).ok(); });
+    bool exists = CallAndWait<TenantView>([&](auto cb) { scheduler.GetTenant(t.path, cb); }).ok();
     if (exists) continue;
-    Status st = CallCore<TenantView>(loop, [&](auto cb) { core.CreateTenant(t, cb); });
+    Status st = CallAndWait<TenantView>([&](auto cb) { scheduler.CreateTenant(t, cb); });
     GPUPOOL_RETURN_IF_ERROR(st.WithContext("create tenant '" + t.path + "'"));
   }
   for (const QuotaRecord& q : config.quotas) {
-    Status st = CallCore<QuotaView>(loop, [&](auto cb) { core.SetQuota(q, cb); });
+    Status st = CallAndWait<QuotaView>([&](auto cb) { scheduler.SetQuota(q, cb); });
     GPUPOOL_RETURN_IF_ERROR(
         st.WithContext("set quota of '" + q.tenant + "' in pool '" + q.pool + "'"));
   }
@@ -266,7 +256,6 @@ int Run(int argc, char** argv) {
 
   auto registry = std::make_shared<prometheus::Registry>();
   SchedulerMetrics metrics(registry, kVersion);
-  CoreLoop loop;
   // The private CA (created on first start) and the node identities it vouches for.
   Result<tls::CertAuthority> ca = tls::CertAuthority::LoadOrCreate(
       (std::filesystem::path(config.data_dir) / "tls").string(), ServerNames(config));
@@ -281,13 +270,12 @@ int Run(int argc, char** argv) {
   hub_options.node_tokens.insert(config.node_tokens.begin(), config.node_tokens.end());
   hub_options.catalog = catalog;  // a device that contradicts the catalog is refused
   hub_options.identities = identities->get();
-  api::AgentHub hub(&loop, hub_options);
-  Core core(config.scheduler, SystemClock::Get(), store.get(), &hub, loop.executor(), &metrics);
-  hub.Attach(&core);
-  if (Status st = core.Recover(*state, *epoch); !st.ok()) return Fail(st);
-  loop.Start([&core] { core.Tick(); }, std::chrono::milliseconds(200));
-  if (Status st = CreateConfiguredPools(core, loop, config.pools); !st.ok()) return Fail(st);
-  if (Status st = ApplyConfiguredTenancy(core, loop, config); !st.ok()) return Fail(st);
+  api::AgentHub hub(hub_options);
+  Scheduler scheduler(config.scheduler, SystemClock::Get(), store.get(), &hub, &metrics);
+  hub.Attach(&scheduler);
+  if (Status st = scheduler.Start(*state, *epoch); !st.ok()) return Fail(st);
+  if (Status st = CreateConfiguredPools(scheduler, config.pools); !st.ok()) return Fail(st);
+  if (Status st = ApplyConfiguredTenancy(scheduler, config); !st.ok()) return Fail(st);
 
   api::ServiceOptions service_options;
   service_options.catalog = catalog;
@@ -308,7 +296,7 @@ int Run(int argc, char** argv) {
   if (!opened_keys.ok()) return Fail(opened_keys.status().WithContext("API keys"));
   std::unique_ptr<PgApiKeyStore> api_keys = std::move(opened_keys).value();
   service_options.api_keys = api_keys.get();
-  api::ServiceImpl service(&core, &loop, &hub, service_options);
+  api::ServiceImpl service(&scheduler, &scheduler, &hub, service_options);
   service.SetRecovered(true);
   Result<std::vector<api::ApiToken>> tokens = ApiTokens(config);
   if (!tokens.ok()) return Fail(tokens.status().WithContext("admin credential"));
@@ -378,7 +366,7 @@ int Run(int argc, char** argv) {
         GPUPOOL_ASSIGN_OR_RETURN(CommandLine again, ParseDaemonCommandLine(argc, argv));
         return std::move(again.config);
       },
-      config, ReloadTargets{&core, &loop, &service, &*auth, &ApiTokens}, registry.get());
+      config, ReloadTargets{&scheduler, &service, &*auth, &ApiTokens}, registry.get());
   {
     std::lock_guard lock(reload_mu);
     on_hup = [&reloader] {
@@ -390,7 +378,7 @@ int Run(int argc, char** argv) {
   LogInfo("gpupoold", "stopping", {{"signal", std::to_string(sig)}});
   http.Shutdown();
   grpc.Shutdown();
-  loop.Stop();
+  scheduler.Stop();
   store.reset();
   if (leadership) leadership->Resign();  // a standby takes over at once
   supervisor.reset();  // before stopping the server, so the stop is not taken for a crash

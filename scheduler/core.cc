@@ -36,6 +36,7 @@ int64_t Core::epoch() const { return s_->epoch; }
 size_t Core::pending_tasks() const { return s_->queue.size(); }
 size_t Core::running_tasks() const { return s_->running; }
 size_t Core::unstored_changes() const {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   return s_->unstored.size() + (s_->retry_in_flight ? 1 : 0) + s_->dirty_tasks.size() +
          s_->dirty_jobs.size() + s_->dirty_nodes.size() + s_->unstored_events.size();
 }
@@ -231,6 +232,7 @@ placement::Request Core::State::ToPlacement(const ResourceRequest& r) const {
 // Jobs
 
 void Core::SubmitJob(JobSpec spec, Callback<JobRecord> done) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   int32_t priority = 0;
   ResourceRequest request;
   Status st = s_->Admit(spec, &priority, &request);
@@ -296,6 +298,7 @@ void Core::SubmitJob(JobSpec spec, Callback<JobRecord> done) {
 }
 
 Result<JobRecord> Core::GetJob(int64_t id) const {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   const JobEntry* job = s_->jobs.Find(id);
   if (job == nullptr) {
     std::string msg = "job " + std::to_string(id) + " not found";
@@ -309,6 +312,7 @@ Result<JobRecord> Core::GetJob(int64_t id) const {
 }
 
 JobPage Core::ListJobs(const JobFilter& f) const {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   JobPage page;
   int32_t limit = f.limit > 0 ? f.limit : 100;
   for (auto it = s_->jobs.upper_bound(f.after_id); it != s_->jobs.end(); ++it) {
@@ -326,6 +330,7 @@ JobPage Core::ListJobs(const JobFilter& f) const {
 }
 
 Result<int64_t> Core::WatchJob(int64_t job_id, WatchFn fn) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   JobEntry* job = s_->jobs.Find(job_id);
   if (job == nullptr) return Status::NotFound("job " + std::to_string(job_id) + " not found");
   fn(JobChange{job->Record(), "current state", s_->clock->NowMicros()});
@@ -337,6 +342,7 @@ Result<int64_t> Core::WatchJob(int64_t job_id, WatchFn fn) {
 }
 
 void Core::Unwatch(int64_t watch_id) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   auto it = s_->watchers.find(watch_id);
   if (it == s_->watchers.end()) return;
   auto [lo, hi] = s_->watchers_by_job.equal_range(it->second.job_id);
@@ -350,6 +356,7 @@ void Core::Unwatch(int64_t watch_id) {
 }
 
 Result<std::string> Core::NodeOfTask(const std::string& task_id) const {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   int32_t index = 0;
   JobEntry* job = s_->jobs.FindTask(task_id, &index);
   if (job == nullptr) return Status::NotFound("task " + task_id + " not found");

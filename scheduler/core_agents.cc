@@ -19,6 +19,7 @@ bool SameHardware(const NodeRecord& a, const NodeRecord& b) {
 placement::NodeSpec ToNodeSpecForAgents(const NodeRecord& n);
 
 void Core::OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> done) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   NodeRecord& n = reg.node;
   PoolEntry* pool = s_->FindPool(n.pool);
   if (pool == nullptr) {
@@ -69,6 +70,7 @@ void Core::OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> d
 }
 
 Status Core::ApplyRegistration(const NodeRecord& n) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   PoolEntry* pool = s_->FindPool(n.pool);
   if (pool == nullptr) return Status::NotFound("pool '" + n.pool + "' not found");
   auto it = s_->nodes.find(n.name);
@@ -131,6 +133,7 @@ Status Core::ApplyRegistration(const NodeRecord& n) {
 
 void Core::Reconcile(const AgentRegistration& reg, std::vector<std::string>* stop,
                      std::vector<std::pair<int64_t, int32_t>>* resend) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   const std::string& node = reg.node.name;
   std::set<std::pair<std::string, int32_t>> reported;
   for (const AgentRegistration::Running& r : reg.running) {
@@ -162,6 +165,7 @@ void Core::Reconcile(const AgentRegistration& reg, std::vector<std::string>* sto
 }
 
 void Core::OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>& devices) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   auto it = s_->nodes.find(node);
   if (it == s_->nodes.end()) return;
   NodeEntry& e = it->second;
@@ -187,6 +191,7 @@ void Core::OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>&
 }
 
 void Core::OnTaskReport(const TaskReport& r) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   int32_t index = 0;
   JobEntry* job = s_->jobs.FindTask(r.task_id, &index);
   if (job == nullptr) return;
@@ -241,6 +246,7 @@ void Core::OnTaskReport(const TaskReport& r) {
 }
 
 void Core::Tick() {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   int64_t now = s_->clock->MonotonicMicros();
   int64_t timeout_us = s_->options.heartbeat_timeout_ms * 1000;
   s_->RetryUnstored(this);
@@ -269,6 +275,7 @@ void Core::Tick() {
 }
 
 void Core::PublishMetrics() {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   for (const auto& [name, pool] : s_->pools) {
     CapacityView c = s_->PoolCapacity(pool);
     s_->metrics->PoolCapacity(name, c.physical, c.offered, c.allocated);

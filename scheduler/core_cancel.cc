@@ -79,6 +79,7 @@ void Core::State::ApplyCancelToTasks(JobEntry& j, const CancelPlan& plan,
 }
 
 void Core::CancelJob(int64_t id, std::string reason, Callback<JobRecord> done) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   JobEntry* job = s_->jobs.Find(id);
   if (!s_->CancelPrecondition(job, id, done)) return;
   CancelPlan plan = s_->PlanCancel(*job, reason.empty() ? "cancelled by user" : reason);

@@ -163,6 +163,7 @@ NodeView Core::State::ViewOf(const NodeEntry& node) const {
 // Pools
 
 void Core::CreatePool(PoolRecord pool, Callback<PoolView> done) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   if (s_->pools.contains(pool.name)) {
     done(Status::AlreadyExists("pool '" + pool.name + "' already exists"));
     return;
@@ -190,6 +191,7 @@ void Core::CreatePool(PoolRecord pool, Callback<PoolView> done) {
 }
 
 void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   PoolEntry* cur = s_->FindPool(pool.name);
   if (cur == nullptr) {
     done(Status::NotFound("pool '" + pool.name + "' not found"));
@@ -253,6 +255,7 @@ void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
 }
 
 void Core::DeletePool(const std::string& name, Callback<bool> done) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   PoolEntry* pool = s_->FindPool(name);
   if (pool == nullptr) {
     done(Status::NotFound("pool '" + name + "' not found"));
@@ -290,12 +293,14 @@ void Core::DeletePool(const std::string& name, Callback<bool> done) {
 }
 
 Result<PoolView> Core::GetPool(const std::string& name) const {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   const PoolEntry* pool = s_->FindPool(name);
   if (pool == nullptr) return Status::NotFound("pool '" + name + "' not found");
   return PoolView{pool->rec, s_->PoolCapacity(*pool), LearnedOf(*pool)};
 }
 
 std::vector<PoolView> Core::ListPools() const {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   std::vector<PoolView> out;
   for (const auto& [name, pool] : s_->pools)
     out.push_back({pool.rec, s_->PoolCapacity(pool), LearnedOf(pool)});

@@ -6,6 +6,7 @@
 namespace gpupool {
 
 std::vector<NodeView> Core::ListNodes(const std::string& pool) const {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   std::vector<NodeView> out;
   for (const auto& [name, node] : s_->nodes) {
     if (pool.empty() || node.rec.pool == pool) out.push_back(s_->ViewOf(node));
@@ -14,12 +15,14 @@ std::vector<NodeView> Core::ListNodes(const std::string& pool) const {
 }
 
 Result<NodeView> Core::GetNode(const std::string& name) const {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   auto it = s_->nodes.find(name);
   if (it == s_->nodes.end()) return Status::NotFound("node '" + name + "' not found");
   return s_->ViewOf(it->second);
 }
 
 void Core::SetNodeState(const std::string& name, NodeState state, Callback<NodeView> done) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   auto it = s_->nodes.find(name);
   if (it == s_->nodes.end()) {
     done(Status::NotFound("node '" + name + "' not found"));

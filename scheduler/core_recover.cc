@@ -98,6 +98,7 @@ std::optional<TaskChange> Core::State::ReadoptTask(JobEntry& job, int32_t i) {
 }
 
 Status Core::Recover(const RecoveredState& state, int64_t epoch) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   s_->epoch = epoch;
   s_->dispatcher.set_epoch(epoch);
   s_->max_job_id = state.max_job_id;

@@ -245,11 +245,13 @@ void Core::State::RecordPassCost(bool full, std::chrono::steady_clock::time_poin
 }
 
 void Core::Schedule() {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   s_->full_pass_needed = true;
   RunPass();
 }
 
 void Core::RunPass() {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   s_->schedule_posted = false;
   bool full = s_->full_pass_needed || !s_->reservations.empty();
   s_->full_pass_needed = false;

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/thread_checker.h"
 #include "placement/placement.h"
 #include "placement/workload_feed.h"
 #include "scheduler/core.h"
@@ -163,6 +164,8 @@ struct Core::State {
   AgentGateway* agents = nullptr;
   Executor executor;
   SchedulerMetrics* metrics = nullptr;
+  // Every Core handler asserts it runs on one thread (debug builds): the loop's, in the daemon.
+  ThreadChecker thread;
   Dispatcher dispatcher;  // StartTask / StopTask commands (MPS policy included)
 
   int64_t epoch = 0;

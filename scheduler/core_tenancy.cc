@@ -134,6 +134,7 @@ TenantView ViewOfTenant(const TenantBook& book, const TenantRecord& t) {
 }  // namespace
 
 void Core::CreateTenant(TenantRecord tenant, Callback<TenantView> done) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   Status st = s_->book.CheckCreate(tenant);
   if (!st.ok()) {
     done(st);
@@ -154,6 +155,7 @@ void Core::CreateTenant(TenantRecord tenant, Callback<TenantView> done) {
 }
 
 void Core::DeleteTenant(const std::string& path, Callback<bool> done) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   Status st = s_->book.CheckDelete(path);
   if (!st.ok()) {
     done(st);
@@ -174,12 +176,14 @@ void Core::DeleteTenant(const std::string& path, Callback<bool> done) {
 }
 
 Result<TenantView> Core::GetTenant(const std::string& path) const {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   auto it = s_->book.tenants().find(path);
   if (it == s_->book.tenants().end()) return Status::NotFound("tenant '" + path + "' not found");
   return ViewOfTenant(s_->book, it->second);
 }
 
 std::vector<TenantView> Core::ListTenants(const std::string& prefix) const {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   std::vector<TenantView> out;
   for (auto it = s_->book.tenants().lower_bound(prefix); it != s_->book.tenants().end(); ++it) {
     if (!it->first.starts_with(prefix)) break;
@@ -189,6 +193,7 @@ std::vector<TenantView> Core::ListTenants(const std::string& prefix) const {
 }
 
 void Core::SetQuota(QuotaRecord quota, Callback<QuotaView> done) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   if (s_->FindPool(quota.pool) == nullptr) {
     done(Status::NotFound("pool '" + quota.pool + "' not found"));
     return;
@@ -217,6 +222,7 @@ void Core::SetQuota(QuotaRecord quota, Callback<QuotaView> done) {
 }
 
 void Core::DeleteQuota(const std::string& tenant, const std::string& pool, Callback<bool> done) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   if (s_->book.Quota(tenant, pool) == nullptr) {
     done(Status::NotFound("quota of '" + tenant + "' in pool '" + pool + "' not found"));
     return;
@@ -236,6 +242,7 @@ void Core::DeleteQuota(const std::string& tenant, const std::string& pool, Callb
 }
 
 Result<QuotaView> Core::GetQuota(const std::string& tenant, const std::string& pool) const {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   const QuotaRecord* q = s_->book.Quota(tenant, pool);
   if (q == nullptr) {
     return Status::NotFound("quota of '" + tenant + "' in pool '" + pool + "' not found");
@@ -245,6 +252,7 @@ Result<QuotaView> Core::GetQuota(const std::string& tenant, const std::string& p
 
 std::vector<QuotaView> Core::ListQuotas(const std::string& tenant_prefix,
                                         const std::string& pool) const {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   std::vector<QuotaView> out;
   for (const auto& [key, q] : s_->book.quotas()) {
     if (UnderPrefix(q.tenant, tenant_prefix) && (pool.empty() || q.pool == pool))

@@ -30,6 +30,7 @@ Result<std::unique_ptr<NodeIdentities>> NodeIdentities::Open(const CertAuthority
   std::unique_ptr<NodeIdentities> ids(new NodeIdentities(ca, std::move(options)));
   std::ifstream in(ca->dir() + "/nodes");
   std::string line;
+  MutexLock lock(&ids->mu_);  // not shared yet; taken so the analysis can check every access
   while (std::getline(in, line)) {
     std::istringstream fields(line);
     std::string node;
@@ -73,7 +74,7 @@ Result<IssuedCert> NodeIdentities::Join(std::string_view token, const std::strin
     LogWarn(kComponent, "join refused: bad token", {{"node", node}});
     return Status::Unauthenticated("the join token is not accepted");
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (auto it = nodes_.find(node); it != nodes_.end() && !it->second.revoked) {
     LogWarn(kComponent, "join refused: node already enrolled", {{"node", node}});
     return Status::PermissionDenied("node '" + node +
@@ -86,7 +87,7 @@ Result<IssuedCert> NodeIdentities::Join(std::string_view token, const std::strin
 }
 
 Result<IssuedCert> NodeIdentities::Renew(const PeerCert& peer, std::string_view csr_pem) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = nodes_.find(peer.common_name);
   if (it == nodes_.end() || it->second.revoked || it->second.serial_hex != peer.serial_hex) {
     LogWarn(kComponent, "renew refused", {{"node", peer.common_name}});
@@ -98,7 +99,7 @@ Result<IssuedCert> NodeIdentities::Renew(const PeerCert& peer, std::string_view 
 }
 
 Status NodeIdentities::CheckRegister(const PeerCert* peer, const std::string& node) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = nodes_.find(node);
   if (peer == nullptr) {
     if (it != nodes_.end() && !it->second.revoked) {
@@ -125,7 +126,7 @@ Status NodeIdentities::CheckRegister(const PeerCert* peer, const std::string& no
 }
 
 Status NodeIdentities::Revoke(const std::string& node) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return Status::NotFound("node '" + node + "' was never enrolled");
   const Binding previous = it->second;
@@ -139,7 +140,7 @@ Status NodeIdentities::Revoke(const std::string& node) {
 }
 
 bool NodeIdentities::Enrolled(const std::string& node) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = nodes_.find(node);
   return it != nodes_.end() && !it->second.revoked;
 }

@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "base/tls/pki.h"
 
@@ -82,13 +83,13 @@ class NodeIdentities {
   };
   NodeIdentities(const CertAuthority* ca, NodeIdentityOptions options)
       : ca_(ca), options_(std::move(options)) {}
-  Result<IssuedCert> Issue(const std::string& node, std::string_view csr_pem);  // REQUIRES: mu_
-  Status Save() const;                                                          // REQUIRES: mu_
+  Result<IssuedCert> Issue(const std::string& node, std::string_view csr_pem) GPUPOOL_REQUIRES(mu_);
+  Status Save() const GPUPOOL_REQUIRES(mu_);
 
   const CertAuthority* ca_;
   const NodeIdentityOptions options_;
-  mutable std::mutex mu_;
-  std::map<std::string, Binding> nodes_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, Binding> nodes_ GPUPOOL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpupool::api::tls

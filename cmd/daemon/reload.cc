@@ -13,18 +13,24 @@
 #include "api/auth.h"
 #include "api/service_impl.h"
 #include "base/log.h"
-#include "scheduler/core.h"
-#include "scheduler/core_loop.h"
+#include "scheduler/scheduler.h"
 
 namespace gpupool {
 namespace {
 
-// Runs an asynchronous core call on the core's thread and waits for its outcome.
-template <typename T>
-Status CallCore(CoreLoop& loop, const std::function<void(Core::Callback<T>)>& call) {
-  std::promise<Status> done;
-  loop.Post([&] { call([&](Result<T> r) { done.set_value(r.status()); }); });
-  return done.get_future().get();
+// Sets a pool's record to `rec` (its creation time kept) through the scheduler.
+Status ReplacePool(AdminPort& admin, const PoolRecord& rec) {
+  return CallAndWait<PoolView>([&](auto cb) {
+    admin.UpdatePool(
+        rec.name,
+        [rec](PoolRecord* p) {
+          const int64_t created = p->create_us;
+          *p = rec;
+          p->create_us = created;
+          return Status::Ok();
+        },
+        cb);
+  });
 }
 
 bool SameTokens(const std::vector<api::ApiToken>& a, const std::vector<api::ApiToken>& b) {
@@ -237,8 +243,7 @@ ReloadReport ConfigReloader::Reload() {
 }
 
 Status ConfigReloader::ApplyCore(const DaemonConfig& next, ReloadReport* report) {
-  Core& core = *t_.core;
-  CoreLoop& loop = *t_.loop;
+  AdminPort& admin = *t_.admin;
   struct Undo {
     std::string what;
     std::function<Status()> fn;
@@ -265,12 +270,12 @@ Status ConfigReloader::ApplyCore(const DaemonConfig& next, ReloadReport* report)
       old_pools.erase(it);
       if (a == b) continue;
     }
-    Result<PoolView> cur = loop.Call([&] { return core.GetPool(p.name); });
+    Result<PoolView> cur = CallAndGet<PoolView>([&](auto cb) { admin.GetPool(p.name, cb); });
     if (!cur.ok()) {
-      Status st = CallCore<PoolView>(loop, [&](auto cb) { core.CreatePool(p, cb); });
+      Status st = CallAndWait<PoolView>([&](auto cb) { admin.CreatePool(p, cb); });
       if (!st.ok()) return fail(st, "pool " + p.name);
-      undo.push_back({"create pool " + p.name, [&core, &loop, name = p.name] {
-                        return CallCore<bool>(loop, [&](auto cb) { core.DeletePool(name, cb); });
+      undo.push_back({"create pool " + p.name, [&admin, name = p.name] {
+                        return CallAndWait<bool>([&](auto cb) { admin.DeletePool(name, cb); });
                       }});
       report->changes.push_back("pool '" + p.name + "' created");
       continue;
@@ -278,11 +283,10 @@ Status ConfigReloader::ApplyCore(const DaemonConfig& next, ReloadReport* report)
     PoolRecord rec = p;
     rec.create_us = cur->pool.create_us;
     if (rec == cur->pool) continue;
-    Status st = CallCore<PoolView>(loop, [&](auto cb) { core.UpdatePool(rec, cb); });
+    Status st = ReplacePool(admin, rec);
     if (!st.ok()) return fail(st, "pool " + p.name);
-    undo.push_back({"update pool " + p.name, [&core, &loop, old = cur->pool] {
-                      return CallCore<PoolView>(loop, [&](auto cb) { core.UpdatePool(old, cb); });
-                    }});
+    undo.push_back(
+        {"update pool " + p.name, [&admin, old = cur->pool] { return ReplacePool(admin, old); }});
     report->changes.push_back("pool '" + p.name + "' updated");
   }
   for (const auto& [name, _] : old_pools) {
@@ -295,11 +299,11 @@ Status ConfigReloader::ApplyCore(const DaemonConfig& next, ReloadReport* report)
   for (const TenantRecord& t : running_.tenants) old_tenants.insert(t.path);
   for (const TenantRecord& t : next.tenants) {
     if (old_tenants.erase(t.path) > 0) continue;
-    if (loop.Call([&] { return core.GetTenant(t.path).ok(); })) continue;
-    Status st = CallCore<TenantView>(loop, [&](auto cb) { core.CreateTenant(t, cb); });
+    if (CallAndWait<TenantView>([&](auto cb) { admin.GetTenant(t.path, cb); }).ok()) continue;
+    Status st = CallAndWait<TenantView>([&](auto cb) { admin.CreateTenant(t, cb); });
     if (!st.ok()) return fail(st, "tenant " + t.path);
-    undo.push_back({"create tenant " + t.path, [&core, &loop, path = t.path] {
-                      return CallCore<bool>(loop, [&](auto cb) { core.DeleteTenant(path, cb); });
+    undo.push_back({"create tenant " + t.path, [&admin, path = t.path] {
+                      return CallAndWait<bool>([&](auto cb) { admin.DeleteTenant(path, cb); });
                     }});
     report->changes.push_back("tenant '" + t.path + "' created");
   }
@@ -319,18 +323,19 @@ Status ConfigReloader::ApplyCore(const DaemonConfig& next, ReloadReport* report)
       old_quotas.erase(it);
       if (same) continue;
     }
-    Result<QuotaView> cur = loop.Call([&] { return core.GetQuota(q.tenant, q.pool); });
+    Result<QuotaView> cur =
+        CallAndGet<QuotaView>([&](auto cb) { admin.GetQuota(q.tenant, q.pool, cb); });
     if (cur.ok() && cur->quota == q) continue;
-    Status st = CallCore<QuotaView>(loop, [&](auto cb) { core.SetQuota(q, cb); });
+    Status st = CallAndWait<QuotaView>([&](auto cb) { admin.SetQuota(q, cb); });
     if (!st.ok()) return fail(st, "quota " + q.tenant + " " + q.pool);
     if (cur.ok()) {
-      undo.push_back({"set quota", [&core, &loop, old = cur->quota] {
-                        return CallCore<QuotaView>(loop, [&](auto cb) { core.SetQuota(old, cb); });
+      undo.push_back({"set quota", [&admin, old = cur->quota] {
+                        return CallAndWait<QuotaView>([&](auto cb) { admin.SetQuota(old, cb); });
                       }});
     } else {
-      undo.push_back({"set quota", [&core, &loop, tenant = q.tenant, pool = q.pool] {
-                        return CallCore<bool>(loop,
-                                              [&](auto cb) { core.DeleteQuota(tenant, pool, cb); });
+      undo.push_back({"set quota", [&admin, tenant = q.tenant, pool = q.pool] {
+                        return CallAndWait<bool>(
+                            [&](auto cb) { admin.DeleteQuota(tenant, pool, cb); });
                       }});
     }
     report->changes.push_back("quota of '" + q.tenant + "' in pool '" + q.pool + "' set");
@@ -344,7 +349,7 @@ Status ConfigReloader::ApplyCore(const DaemonConfig& next, ReloadReport* report)
   // Priority classes and SKUs, last: the one core change that needs no undo of its own.
   if (!SameClasses(running_.scheduler, next.scheduler) ||
       !SameSkus(running_.scheduler, next.scheduler)) {
-    Status st = loop.Call([&] { return core.SetPolicy(next.scheduler); });
+    Status st = CallAndWait<bool>([&](auto cb) { admin.SetPolicy(next.scheduler, cb); });
     if (!st.ok()) return fail(st, "priority_classes");
     report->changes.push_back("priority classes and SKUs updated (" +
                               std::to_string(next.scheduler.priority_classes.size()) +

@@ -41,8 +41,7 @@ class Registry;
 }
 
 namespace gpupool {
-class Core;
-class CoreLoop;
+class AdminPort;
 namespace api {
 class Authenticator;
 class ServiceImpl;
@@ -53,8 +52,7 @@ struct ApiToken;
 Result<api::PriorityAccess> PriorityAccessOf(const DaemonConfig& config);
 
 struct ReloadTargets {
-  Core* core = nullptr;
-  CoreLoop* loop = nullptr;
+  AdminPort* admin = nullptr;
   api::ServiceImpl* service = nullptr;
   api::Authenticator* auth = nullptr;
   // The bootstrap tokens a configuration gives (its api_tokens, plus the admin credential unless

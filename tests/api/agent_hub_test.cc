@@ -1,5 +1,5 @@
 // AgentHub over real gRPC on loopback: a test agent (in this file) speaks the agent protocol to
-// the hub, which drives a real Core on its CoreLoop.
+// the hub, which drives a real Scheduler (its Core on its loop).
 #include "api/agent_hub.h"
 
 #include <gmock/gmock.h>

@@ -48,11 +48,9 @@ TEST(NodeSamples, TheLastSampleShowsWithTheNode) {
   EXPECT_FALSE(before.devices(0).has_sample());  // no heartbeat yet
 
   for (const v1::Heartbeat& hb : {Beat(10, 1000, 0), Beat(87, 61'440, 2)}) {
-    h.loop.Call([&] {
-      h.core->OnHeartbeat("n1", DeviceHealthFromProto(hb));
-      return 0;
-    });
+    h.scheduler->OnHeartbeat("n1", DeviceHealthFromProto(hb));
   }
+  h.scheduler->Flush();
   auto [s1, node] = h.Call(&ApiService::GetNode, req);
   ASSERT_TRUE(s1.ok()) << s1.ToString();
   ASSERT_TRUE(node.devices(0).has_sample());

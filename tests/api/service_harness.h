@@ -1,4 +1,4 @@
-// A real scheduler stack for the API service tests: MemoryStore, Core on a running CoreLoop, the
+// A real scheduler stack for the API service tests: MemoryStore, the Scheduler (Core on its running loop), the
 // AgentHub as its gateway (optionally served over gRPC on loopback) and ServiceImpl on top —
 // wired exactly as gpupoold wires them. Plus synchronous helpers over the async ApiService.
 #pragma once
@@ -17,8 +17,7 @@
 #include "api/agent_hub.h"
 #include "api/service_impl.h"
 #include "base/clock.h"
-#include "scheduler/core.h"
-#include "scheduler/core_loop.h"
+#include "scheduler/scheduler.h"
 #include "store/memory_store.h"
 
 namespace gpupool::api::testing {
@@ -79,27 +78,24 @@ class Collector {
 class ServiceHarness {
  public:
   explicit ServiceHarness(AgentHubOptions hub_options = {}, ServiceOptions service_options = {})
-      : hub(&loop, std::move(hub_options)) {
-    core =
-        std::make_unique<Core>(SchedulerOptions::Defaults(), &clock, &store, &hub, loop.executor());
-    hub.Attach(core.get());
-    loop.Start([this] { core->Tick(); }, 50ms);
-    Status recovered = loop.Call([this] {
-      Result<int64_t> epoch = store.AcquireLeadership();
-      Result<RecoveredState> state = store.Recover();
-      if (!epoch.ok()) return epoch.status();
-      if (!state.ok()) return state.status();
-      return core->Recover(*state, *epoch);
-    });
+      : hub(std::move(hub_options)) {
+    scheduler = std::make_unique<Scheduler>(SchedulerOptions::Defaults(), &clock, &store, &hub);
+    hub.Attach(scheduler.get());
+    Result<int64_t> epoch = store.AcquireLeadership();
+    Result<RecoveredState> state = store.Recover();
+    EXPECT_TRUE(epoch.ok() && state.ok());
+    Status recovered = epoch.ok() && state.ok() ? scheduler->Start(*state, *epoch, 50ms)
+                                                : Status::Unavailable("store not recovered");
     EXPECT_TRUE(recovered.ok()) << recovered.ToString();
-    service = std::make_unique<ServiceImpl>(core.get(), &loop, &hub, std::move(service_options));
+    service = std::make_unique<ServiceImpl>(scheduler.get(), scheduler.get(), &hub,
+                                            std::move(service_options));
     service->SetRecovered(true);
   }
 
   ~ServiceHarness() {
     StopServer();
     service.reset();
-    loop.Stop();
+    scheduler->Stop();
   }
 
   // Serves the hub's AgentService on 127.0.0.1 (a free port); returns "127.0.0.1:PORT".
@@ -169,10 +165,8 @@ class ServiceHarness {
     d.physical = {989'000, 81'920};
     reg.node.devices.push_back(d);
     auto registered = std::make_shared<std::promise<Status>>();
-    loop.Post([this, reg, registered] {
-      core->OnAgentRegister(
-          reg, [registered](Result<RegistrationResult> r) { registered->set_value(r.status()); });
-    });
+    scheduler->OnAgentRegister(
+        reg, [registered](Result<RegistrationResult> r) { registered->set_value(r.status()); });
     return registered->get_future().get();
   }
 
@@ -202,9 +196,8 @@ class ServiceHarness {
 
   ManualClock clock;
   MemoryStore store;
-  CoreLoop loop;
   AgentHub hub;
-  std::unique_ptr<Core> core;
+  std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<ServiceImpl> service;
   std::unique_ptr<grpc::Server> server;
 };

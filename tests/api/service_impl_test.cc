@@ -1,4 +1,4 @@
-// ServiceImpl against the real stack: Core on a CoreLoop, MemoryStore, AgentHub as gateway.
+// ServiceImpl against the real stack: the Scheduler, MemoryStore, AgentHub as gateway.
 #include "api/service_impl.h"
 
 #include <gmock/gmock.h>
@@ -342,7 +342,7 @@ TEST(ServiceImpl, WatchCancelStopsCallbacks) {
   v1::CancelJobRequest cancel;
   cancel.set_job_id(sub.job_id());
   ASSERT_TRUE(h.Call(&ApiService::CancelJob, cancel).first.ok());
-  h.loop.Call([] { return 0; });  // let the core publish its change
+  h.scheduler->Flush();  // let the core publish its change
   EXPECT_EQ(events.items().size(), 1u);
   EXPECT_FALSE(events.done());
 }

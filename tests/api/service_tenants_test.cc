@@ -1,4 +1,4 @@
-// ServiceImpl's tenant and quota methods against the real stack: Core on a CoreLoop, MemoryStore,
+// ServiceImpl's tenant and quota methods against the real stack: the Scheduler, MemoryStore,
 // AgentHub as gateway (tests/api/service_harness.h). The tree rules themselves are the core's and
 // are tested in tests/scheduler; these check the edge: validation, rights, conversion (SKU units
 // included) and that what is acknowledged is stored.

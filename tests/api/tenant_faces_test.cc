@@ -1,5 +1,5 @@
 // Tenants and quotas end to end through both faces, wired as gpupoold wires them: PgStore on a
-// real PostgreSQL, the Core on its CoreLoop, ServiceImpl, and the gRPC and REST servers on
+// real PostgreSQL, the Scheduler (Core on its loop), ServiceImpl, and the gRPC and REST servers on
 // loopback with bearer tokens. Then the whole stack is rebuilt on the same database, as after a
 // restart: what was acknowledged must be there.
 #include <google/protobuf/util/json_util.h>
@@ -15,8 +15,7 @@
 #include "api/rest/http_server.h"
 #include "api/service_impl.h"
 #include "gpupool/v1/tenants.grpc.pb.h"
-#include "scheduler/core.h"
-#include "scheduler/core_loop.h"
+#include "scheduler/scheduler.h"
 #include "store/pg_store.h"
 #include "tests/api/http_client.h"
 #include "tests/support/pg_fixture.h"
@@ -42,16 +41,15 @@ class Stack {
     GPUPOOL_ASSIGN_OR_RETURN(s->store, PgStore::Open(options));
     GPUPOOL_ASSIGN_OR_RETURN(int64_t epoch, s->store->AcquireLeadership());
     GPUPOOL_ASSIGN_OR_RETURN(RecoveredState state, s->store->Recover());
-    s->hub = std::make_unique<AgentHub>(&s->loop, AgentHubOptions{});
-    s->core = std::make_unique<Core>(s->scheduler, SystemClock::Get(), s->store.get(), s->hub.get(),
-                                     s->loop.executor());
-    s->hub->Attach(s->core.get());
-    GPUPOOL_RETURN_IF_ERROR(s->core->Recover(state, epoch));
-    s->loop.Start([core = s->core.get()] { core->Tick(); }, std::chrono::milliseconds(50));
+    s->hub = std::make_unique<AgentHub>(AgentHubOptions{});
+    s->sched =
+        std::make_unique<Scheduler>(s->scheduler, SystemClock::Get(), s->store.get(), s->hub.get());
+    s->hub->Attach(s->sched.get());
+    GPUPOOL_RETURN_IF_ERROR(s->sched->Start(state, epoch, std::chrono::milliseconds(50)));
     ServiceOptions service_options;
     service_options.scheduler = &s->scheduler;
-    s->service =
-        std::make_unique<ServiceImpl>(s->core.get(), &s->loop, s->hub.get(), service_options);
+    s->service = std::make_unique<ServiceImpl>(s->sched.get(), s->sched.get(), s->hub.get(),
+                                               service_options);
     s->service->SetRecovered(true);
     GPUPOOL_ASSIGN_OR_RETURN(
         s->auth, Authenticator::Create(
@@ -68,9 +66,9 @@ class Stack {
   ~Stack() {
     if (http) http->Shutdown();
     if (grpc) grpc->Shutdown();
-    loop.Stop();
+    if (sched) sched->Stop();
     service.reset();
-    core.reset();
+    sched.reset();
     hub.reset();
     store.reset();
   }
@@ -86,9 +84,8 @@ class Stack {
 
   SchedulerOptions scheduler = SchedulerOptions::Defaults();
   std::unique_ptr<PgStore> store;
-  CoreLoop loop;
   std::unique_ptr<AgentHub> hub;
-  std::unique_ptr<Core> core;
+  std::unique_ptr<Scheduler> sched;
   std::unique_ptr<ServiceImpl> service;
   Authenticator auth;
   std::unique_ptr<GrpcServer> grpc;
