@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <future>
 #include <memory>
+#include <thread>
 
 #include "api/agent_hub.h"
 #include "api/auth.h"
@@ -26,9 +28,11 @@
 #include "pool/catalog.h"
 #include "scheduler/core.h"
 #include "scheduler/core_loop.h"
+#include "scheduler/leadership.h"
 #include "scheduler/metrics.h"
 #include "store/embedded_postgres.h"
 #include "store/embedded_supervisor.h"
+#include "store/pg_leader_lease.h"
 #include "store/pg_api_keys.h"
 #include "store/pg_store.h"
 
@@ -176,6 +180,16 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // One thread waits for SIGTERM/SIGINT for the whole life of the process (a standby must stop
+  // while it waits for the lease, too). Static: it outlives every early return.
+  static std::atomic<bool> stopping{false};
+  static std::promise<int> stop_signal;
+  std::future<int> stopped = stop_signal.get_future();
+  std::thread([set = signals] {
+    const int sig = WaitForSignal(set);
+    stopping = true;
+    stop_signal.set_value(sig);
+  }).detach();
 
   const Catalog* catalog = &Catalog::Builtin();
   std::unique_ptr<Catalog> loaded;
@@ -207,7 +221,36 @@ int Run(int argc, char** argv) {
   Result<std::unique_ptr<PgStore>> opened = PgStore::Open(store_options);
   if (!opened.ok()) return Fail(opened.status().WithContext("open store"));
   std::unique_ptr<PgStore> store = std::move(opened).value();
-  Result<int64_t> epoch = store->AcquireLeadership();
+  // Replicas wait as standbys (not listening) until this one holds the leader lease; losing it
+  // ends the process at once: no write, no dispatch after (docs/ha.md, "Leader election").
+  std::unique_ptr<PgLeaderLease> lease;
+  std::unique_ptr<Leadership> leadership;
+  Result<int64_t> epoch = Status::Internal("no epoch");
+  if (config.ha.enabled) {
+    const std::string advertise =
+        config.ha.advertise.empty() ? config.grpc_listen : config.ha.advertise;
+    Result<std::unique_ptr<PgLeaderLease>> opened_lease =
+        PgLeaderLease::Open(uri, PgLeaderLease::DefaultHolder(), advertise);
+    if (!opened_lease.ok()) return Fail(opened_lease.status().WithContext("leader lease"));
+    lease = std::move(opened_lease).value();
+    LeadershipOptions lo;
+    lo.lease_ms = config.ha.lease_ms;
+    lo.poll_ms = std::max<int64_t>(20, config.ha.lease_ms / 10);
+    lo.safety_ms = std::max<int64_t>(50, config.ha.lease_ms / 8);
+    leadership = std::make_unique<Leadership>(lease.get(), lo, [](const Status&) {
+      std::fflush(nullptr);
+      std::_Exit(4);
+    });
+    epoch = leadership->WaitToLead(stopping);
+    if (!epoch.ok()) {
+      LogInfo("gpupoold", "stopped while standby");
+      return 0;
+    }
+    store->UseEpoch(*epoch);
+    leadership->KeepRenewing();
+  } else {
+    epoch = store->AcquireLeadership();
+  }
   if (!epoch.ok()) return Fail(epoch.status().WithContext("acquire leadership"));
   Result<RecoveredState> state = store->Recover();
   if (!state.ok()) return Fail(state.status().WithContext("recover"));
@@ -319,12 +362,13 @@ int Run(int argc, char** argv) {
            {"epoch", std::to_string(*epoch)},
            {"version", kVersion}});
 
-  int sig = WaitForSignal(signals);
+  int sig = stopped.get();
   LogInfo("gpupoold", "stopping", {{"signal", std::to_string(sig)}});
   http.Shutdown();
   grpc.Shutdown();
   loop.Stop();
   store.reset();
+  if (leadership) leadership->Resign();  // a standby takes over at once
   supervisor.reset();  // before stopping the server, so the stop is not taken for a crash
   if (embedded) (void)embedded->Stop();
   LogInfo("gpupoold", "stopped");

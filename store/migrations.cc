@@ -204,6 +204,25 @@ UPDATE tasks t SET stop_intent = 'CANCEL' FROM jobs j
   WHERE t.job_id = j.id AND j.state = 'CANCELLED' AND t.state IN ('SCHEDULED', 'RUNNING');
 )sql";
 
+// Leader election among gpupoold replicas (docs/ha.md): the lease row gets the leader's API
+// address and an expiry on the database's clock. gp_fence also refuses a replica's writes once
+// its lease has expired (address set = a replica; a single daemon's AcquireLeadership clears it).
+constexpr std::string_view kV50 = R"sql(
+ALTER TABLE leader
+  ADD COLUMN address    text        NOT NULL DEFAULT '',
+  ADD COLUMN expires_at timestamptz NOT NULL DEFAULT '-infinity';
+
+CREATE OR REPLACE FUNCTION gp_fence(p_epoch bigint, p_lease_us bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE leader SET lease_us = p_lease_us
+    WHERE id = 1 AND epoch = p_epoch AND (address = '' OR expires_at > clock_timestamp());
+  IF NOT FOUND THEN
+    RAISE EXCEPTION USING ERRCODE = 'GPF01',
+      MESSAGE = format('fenced: epoch %s is no longer the leader or its lease expired '
+                       '(current epoch %s)', p_epoch, (SELECT epoch FROM leader WHERE id = 1));
+  END IF;
+END $$;
 // API keys (scheduler/api_keys.h): only the SHA-256 of a key's secret is kept.
 constexpr std::string_view kV10 = R"sql(
 CREATE TABLE api_keys (
@@ -225,6 +244,7 @@ constexpr Migration kMigrations[] = {
     {2, "check and fence functions", kV2},
     {3, "typed stop intent and preemption facts on tasks", kV3},
     {10, "API keys", kV10},
+    {50, "leader election: lease address and expiry", kV50},
 };
 
 }  // namespace

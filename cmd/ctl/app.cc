@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/address_list.h"
 #include "cmd/ctl/client_config.h"
 #include "cmd/ctl/units.h"
 #include "pool/yaml_error.h"
@@ -23,9 +24,9 @@ namespace {
 
 const std::vector<FlagSpec>& GlobalFlags() {
   static const std::vector<FlagSpec> flags = {
-      {"server", 0, FlagKind::kValue, "HOST:PORT",
-       "gpupoold gRPC address (env GPUPOOL_SERVER, then the config file, default "
-       "127.0.0.1:7070)"},
+      {"server", 0, FlagKind::kValue, "HOST:PORT[,HOST:PORT...]",
+       "gpupoold gRPC address; several replicas: a list, the leader is the one that listens (env "
+       "GPUPOOL_SERVER, then the config file, default 127.0.0.1:7070)"},
       {"token", 0, FlagKind::kValue, "TOKEN",
        "credential (API key or token) sent as 'authorization: Bearer TOKEN' (env "
        "GPUPOOL_TOKEN, then the config file)"},
@@ -174,9 +175,12 @@ std::shared_ptr<grpc::Channel> Ctx::channel() {
   if (!channel_ && !ca_pem.empty()) {
     grpc::SslCredentialsOptions o;
     o.pem_root_certs = ca_pem;
-    channel_ = grpc::CreateChannel(server, grpc::SslCredentials(o));
+    channel_ = grpc::CreateChannel(GrpcTargetOf(server), grpc::SslCredentials(o));
   }
-  if (!channel_) channel_ = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+  // Several replicas ("a:7070,b:7070"): the one that listens is the leader (docs/ha.md).
+  if (!channel_) {
+    channel_ = grpc::CreateChannel(GrpcTargetOf(server), grpc::InsecureChannelCredentials());
+  }
   return channel_;
 }
 

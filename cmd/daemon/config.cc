@@ -12,6 +12,27 @@
 namespace gpupool {
 namespace {
 
+Status ParseHa(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
+  YAML::Node n = root["ha"];
+  if (!n) return Status::Ok();
+  YamlPath p = YamlPath{}.Key("ha");
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p, {"enabled", "lease_ms", "advertise"}));
+  if (n["enabled"]) {
+    try {
+      c->ha.enabled = n["enabled"].as<bool>();
+    } catch (const YAML::Exception&) {
+      return doc.Error(n["enabled"], p.Key("enabled"), "must be true or false");
+    }
+  }
+  if (n["lease_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(c->ha.lease_ms, doc.Int(n, p, "lease_ms", 200, 60'000));
+  }
+  GPUPOOL_ASSIGN_OR_RETURN(auto advertise, doc.OptionalString(n, p, "advertise"));
+  if (advertise) c->ha.advertise = *advertise;
+  return Status::Ok();
+}
+
 Status ParseListen(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   YAML::Node n = root["listen"];
   if (!n) return Status::Ok();
@@ -91,12 +112,13 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
   if (!n) return Status::Ok();
   YamlPath p = YamlPath{}.Key("scheduler");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
-  GPUPOOL_RETURN_IF_ERROR(
-      doc.CheckKeys(n, p,
-                    {"default_strategy", "default_priority_class", "heartbeat_interval_ms",
-                     "heartbeat_timeout_ms", "stop_grace_period_ms", "max_tasks_per_job",
-                     "job_retention_ms", "fair_share_half_life_ms", "disruption_budget_victims",
-                     "disruption_budget_window_ms", "reservation_timeout_ms", "queue_order"}));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
+      n, p,
+      {"default_strategy", "default_priority_class", "heartbeat_interval_ms",
+       "heartbeat_timeout_ms", "stop_grace_period_ms", "max_tasks_per_job", "job_retention_ms",
+       "fair_share_half_life_ms", "disruption_budget_victims", "disruption_budget_window_ms",
+       "reservation_timeout_ms", "queue_order", "node_lease_stop_grace_ms",
+       "node_lease_margin_ms"}));
   GPUPOOL_ASSIGN_OR_RETURN(auto strategy, doc.OptionalString(n, p, "default_strategy"));
   if (strategy) o->default_strategy = *strategy;
   GPUPOOL_ASSIGN_OR_RETURN(auto cls, doc.OptionalString(n, p, "default_priority_class"));
@@ -112,6 +134,14 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
   if (n["stop_grace_period_ms"]) {
     GPUPOOL_ASSIGN_OR_RETURN(o->stop_grace_period_ms,
                              doc.Int(n, p, "stop_grace_period_ms", 0, 3'600'000));
+  }
+  if (n["node_lease_stop_grace_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(o->node_lease_stop_grace_ms,
+                             doc.Int(n, p, "node_lease_stop_grace_ms", 0, 600'000));
+  }
+  if (n["node_lease_margin_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(o->node_lease_margin_ms,
+                             doc.Int(n, p, "node_lease_margin_ms", 100, 600'000));
   }
   if (n["max_tasks_per_job"]) {
     GPUPOOL_ASSIGN_OR_RETURN(int64_t max, doc.Int(n, p, "max_tasks_per_job", 1, 100'000));
@@ -465,7 +495,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
       root, YamlPath{},
       {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level", "auth",
-       "scheduler", "priority_classes", "skus", "pools", "tenants", "tenant_defaults"}));
+       "scheduler", "priority_classes", "skus", "pools", "tenants", "tenant_defaults", "ha"}));
   GPUPOOL_RETURN_IF_ERROR(ParseListen(doc, root, &c));
   GPUPOOL_ASSIGN_OR_RETURN(auto data_dir, doc.OptionalString(root, YamlPath{}, "data_dir"));
   if (data_dir) c.data_dir = *data_dir;
@@ -486,6 +516,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
     c.log_level = *level;
   }
   GPUPOOL_RETURN_IF_ERROR(ParseAuth(doc, root, &c));
+  GPUPOOL_RETURN_IF_ERROR(ParseHa(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseScheduler(doc, root, &c.scheduler));
   GPUPOOL_RETURN_IF_ERROR(ParseClasses(doc, root, &c.scheduler));
   GPUPOOL_RETURN_IF_ERROR(ParseSkus(doc, root, &c.scheduler));
@@ -536,6 +567,10 @@ Flags (each overrides the config file):
   --data-dir DIR       state directory; the embedded PostgreSQL lives in DIR/pg
   --database URI       use an external PostgreSQL (postgresql://user@host:port/db)
   --embedded-port N    port of the embedded PostgreSQL (default: a free one)
+  --replica BOOL       true: one of several gpupoold on one --database: wait as a standby (not
+                       listening) until this one holds the leader lease, then serve; exit at
+                       once if the lease is lost (docs/ha.md). Same as `ha: {enabled: true}`
+  --advertise ADDR     the API address this replica is known by (default: --grpc-listen)
   --catalog FILE       GPU catalog YAML (default: the built-in catalog)
   --strategy NAME      default placement strategy for pools that name none
   --log-level LEVEL    debug, info, warn or error
@@ -598,6 +633,13 @@ Result<CommandLine> ParseDaemonCommandLine(int argc, const char* const* argv) {
       c.database = value;
     else if (flag == "--catalog")
       c.catalog = value;
+    else if (flag == "--replica") {
+      if (value != "true" && value != "false") {
+        return Status::InvalidArgument("--replica: must be true or false, got '" + value + "'");
+      }
+      c.ha.enabled = value == "true";
+    } else if (flag == "--advertise")
+      c.ha.advertise = value;
     else if (flag == "--strategy")
       c.scheduler.default_strategy = value;
     else if (flag == "--log-level") {
@@ -618,6 +660,11 @@ Result<CommandLine> ParseDaemonCommandLine(int argc, const char* const* argv) {
     } else {
       return Status::InvalidArgument("unknown flag " + flag + " (see --help)");
     }
+  }
+  if (c.ha.enabled && c.database.empty()) {
+    return Status::InvalidArgument(
+        "replicas (--replica / ha.enabled) need --database: an external PostgreSQL they share "
+        "(the embedded one is single-node)");
   }
   if (insecure) c.insecure = true;  // --config must not undo it
   if (c.insecure) GPUPOOL_RETURN_IF_ERROR(CheckInsecureAllowed(c));

@@ -63,6 +63,12 @@ struct DaemonConfig {
   double submit_burst = 100;
   // `tenants[].priority_classes`, parents before children: (tenant path, classes).
   std::vector<std::pair<std::string, std::vector<std::string>>> tenant_priority_classes;
+  // Replicas (`ha:`, docs/ha.md): several gpupoold on one external PostgreSQL, one leading.
+  struct Ha {
+    bool enabled = false;  // `ha.enabled` or --replica
+    int64_t lease_ms = 2000;
+    std::string advertise;  // the API address clients are told; empty = the gRPC listen address
+  } ha;
 };
 
 // "host:port" with a port 0..65535 (0 = any free port); INVALID_ARGUMENT naming `what`

@@ -137,6 +137,32 @@ TEST(DaemonConfigTest, TenantErrorsNameTheLine) {
   }
 }
 
+TEST(DaemonConfigTest, ReplicasAndTheNodeLease) {
+  Result<DaemonConfig> c = ParseDaemonConfig(
+      "database: postgresql://db/gp\nha: {enabled: true, lease_ms: 1500, advertise: "
+      "10.0.0.1:7070}\nscheduler: {node_lease_stop_grace_ms: 3000, node_lease_margin_ms: 500}\n",
+      "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->ha.enabled);
+  EXPECT_EQ(c->ha.lease_ms, 1500);
+  EXPECT_EQ(c->ha.advertise, "10.0.0.1:7070");
+  EXPECT_EQ(c->scheduler.node_lease_stop_grace_ms, 3000);
+  EXPECT_EQ(c->scheduler.node_lease_margin_ms, 500);
+  Result<DaemonConfig> bad = ParseDaemonConfig("ha: {lease_ms: 5}\n", "gpupoold.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ha.lease_ms"), std::string::npos)
+      << bad.status().ToString();
+  // Replicas share an external database; the embedded one is single-node.
+  const char* argv[] = {"gpupoold", "--replica", "true"};
+  Result<CommandLine> cl = ParseDaemonCommandLine(3, argv);
+  ASSERT_FALSE(cl.ok());
+  EXPECT_NE(cl.status().message().find("need --database"), std::string::npos);
+  const char* argv2[] = {"gpupoold", "--replica", "true", "--database", "postgresql://db/gp"};
+  cl = ParseDaemonCommandLine(5, argv2);
+  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+  EXPECT_TRUE(cl->config.ha.enabled);
+}
+
 TEST(DaemonConfigTest, FlagsOverride) {
   const char* argv[] = {"gpupoold",          "--grpc-listen", "127.0.0.1:0",
                         "--data-dir=/tmp/x", "--log-level",   "debug"};

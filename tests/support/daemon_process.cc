@@ -155,6 +155,7 @@ Status DaemonProcess::Launch() {
   if (!options_.secure) argv.push_back("--insecure");
   argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
   GPUPOOL_ASSIGN_OR_RETURN(child_, ChildProcess::Spawn(argv, log_path()));
+  if (!options_.wait_until_serving) return Status::Ok();
   // Ready when the API answers a call (the embedded database may take a few seconds); a daemon
   // with API tokens configured answers UNAUTHENTICATED, which means it is serving too. A secure
   // daemon writes its CA before it listens, so the channel is made once the CA is there.
@@ -179,6 +180,17 @@ Status DaemonProcess::Launch() {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return Status::Unavailable("gpupoold not ready within 60 s:\n" + LogTail(20));
+}
+
+bool DaemonProcess::Serving() {
+  if (!child_ || !child_->Running()) return false;
+  if (options_.secure && ca_pem().empty()) return false;
+  auto stub = v1::PoolService::NewStub(Channel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  v1::ListPoolsResponse resp;
+  grpc::Status st = stub->ListPools(&ctx, v1::ListPoolsRequest{}, &resp);
+  return st.ok() || st.error_code() == grpc::StatusCode::UNAUTHENTICATED;
 }
 
 Status DaemonProcess::Restart() {

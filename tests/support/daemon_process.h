@@ -53,6 +53,8 @@ class DaemonProcess {
   struct Options {
     std::string data_dir;  // empty: a fresh temp dir
     std::vector<std::string> extra_args;
+    // false: Start/Restart return once the process runs (a standby replica does not serve).
+    bool wait_until_serving = true;
     // true: the secure default (TLS on both ports, DATA_DIR/admin.token required; use ca_pem()
     // and admin_token()); false: --insecure (plaintext, loopback), for tests about other things.
     bool secure = false;
@@ -79,6 +81,8 @@ class DaemonProcess {
   std::shared_ptr<grpc::Channel> Channel() const;
   std::string log_path() const { return data_dir_ + "/gpupoold.log"; }
   std::string LogTail(int lines) const;
+  // One quick API call answered (this replica leads and serves).
+  bool Serving();
   // The running gpupoold's pid, or -1.
   pid_t pid() const { return child_ ? child_->pid() : -1; }
 
