@@ -250,15 +250,30 @@ TEST(ServiceTenants, MutationsNeedAnAdmin) {
   Tenancy t(h);
   ASSERT_TRUE(t.Create("acme").ok());
   ASSERT_TRUE(t.Set(TflopsQuota("acme", "gpu-a", 10, 20)).first.ok());
-  const CallContext acme = Tenant("acme");
+  const CallContext acme = Tenant("acme");  // a member
   EXPECT_EQ(t.Create("acme/research", acme),
-            Status::PermissionDenied("create tenant: requires an admin; 'acme' is not one"));
+            Status::PermissionDenied(
+                "create tenant: requires the role tenant-admin or above; the caller is member"));
   EXPECT_EQ(t.Delete("acme", acme),
-            Status::PermissionDenied("delete tenant: requires an admin; 'acme' is not one"));
+            Status::PermissionDenied(
+                "delete tenant: requires the role tenant-admin or above; the caller is member"));
   EXPECT_EQ(t.Set(TflopsQuota("acme", "gpu-a", 100, 200), acme).first,
-            Status::PermissionDenied("set quota: requires an admin; 'acme' is not one"));
+            Status::PermissionDenied(
+                "set quota: requires the role tenant-admin or above; the caller is member"));
   EXPECT_EQ(t.DeleteQuota("acme", "gpu-a", acme),
-            Status::PermissionDenied("delete quota: requires an admin; 'acme' is not one"));
+            Status::PermissionDenied(
+                "delete quota: requires the role tenant-admin or above; the caller is member"));
+  // A tenant-admin changes only what lies strictly below it: never its own node or quota.
+  const CallContext owner = Tenant("acme", Role::kTenantAdmin);
+  EXPECT_EQ(t.Delete("acme", owner),
+            Status::PermissionDenied(
+                "delete tenant: tenant 'acme' is not below the caller's tenant 'acme'"));
+  EXPECT_EQ(
+      t.Set(TflopsQuota("acme", "gpu-a", 100, 200), owner).first,
+      Status::PermissionDenied("set quota: tenant 'acme' is not below the caller's tenant 'acme'"));
+  EXPECT_EQ(t.Create("globex", owner),
+            Status::PermissionDenied(
+                "create tenant: tenant 'globex' is not below the caller's tenant 'acme'"));
   // Nothing changed.
   EXPECT_EQ(t.List(""), std::vector<std::string>{"acme"});
   auto [s, q] = t.GetQuota("acme", "gpu-a");
