@@ -34,9 +34,9 @@ void Core::ReleaseLapsedNodes() {
     node.tasks_released = true;
     int released = 0;
     for (auto& [id, job] : s_->jobs) {
-      for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
-        const TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
-        if (t.node == name && !job.rt[static_cast<size_t>(i)].changing &&
+      for (int32_t i = 0; i < job.size(); ++i) {
+        const TaskRecord& t = job.task(i).rec;
+        if (t.node == name && !job.task(i).changing &&
             (t.state == TaskState::kRunning || t.state == TaskState::kScheduled)) {
           lost.push_back(s_->PlanRequeueOrFail(job, i, "node " + name + " lost (lease lapsed)"));
           ++released;
