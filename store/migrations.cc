@@ -223,12 +223,27 @@ BEGIN
                        '(current epoch %s)', p_epoch, (SELECT epoch FROM leader WHERE id = 1));
   END IF;
 END $$;
+// API keys (scheduler/api_keys.h): only the SHA-256 of a key's secret is kept.
+constexpr std::string_view kV10 = R"sql(
+CREATE TABLE api_keys (
+  id             text PRIMARY KEY,
+  name           text NOT NULL,
+  tenant         text NOT NULL,
+  role           text NOT NULL CHECK (role IN ('viewer', 'member', 'tenant-admin', 'admin')),
+  secret_sha256  text NOT NULL,
+  created_by     text NOT NULL,
+  create_ms      bigint NOT NULL,
+  expire_ms      bigint NOT NULL DEFAULT 0,
+  revoke_ms      bigint NOT NULL DEFAULT 0
+);
+CREATE INDEX api_keys_tenant ON api_keys (tenant);
 )sql";
 
 constexpr Migration kMigrations[] = {
     {1, "initial schema", kV1},
     {2, "check and fence functions", kV2},
     {3, "typed stop intent and preemption facts on tasks", kV3},
+    {10, "API keys", kV10},
     {50, "leader election: lease address and expiry", kV50},
 };
 

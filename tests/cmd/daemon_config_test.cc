@@ -314,5 +314,57 @@ tenants:
   EXPECT_FALSE(b->Check(false, "anyone", "low").ok());
 }
 
+TEST(DaemonConfigTest, InsecureIsRefusedUnlessEveryListenAddressIsLoopback) {
+  struct Case {
+    std::string address;
+    bool loopback;
+  };
+  for (const Case& c :
+       {Case{"127.0.0.1:7070", true}, Case{"127.9.8.7:0", true}, Case{"localhost:1", true},
+        Case{"[::1]:7070", true}, Case{"0.0.0.0:7070", false}, Case{":7070", false},
+        Case{"10.0.0.1:7070", false}, Case{"[::]:7070", false}, Case{"127.0.0.1.evil:7070", false},
+        Case{"gpu.example:7070", false}}) {
+    EXPECT_EQ(IsLoopbackListenAddress(c.address), c.loopback) << c.address;
+  }
+  {
+    const char* argv[] = {"gpupoold", "--insecure"};
+    auto cl = ParseDaemonCommandLine(2, argv);
+    ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+    EXPECT_TRUE(cl->config.insecure);
+  }
+  {
+    const char* argv[] = {"gpupoold"};
+    EXPECT_FALSE(ParseDaemonCommandLine(1, argv)->config.insecure);  // secure by default
+  }
+  for (const char* flag : {"--grpc-listen", "--http-listen", "--grpc-tls-listen"}) {
+    const char* argv[] = {"gpupoold", "--insecure", flag, "0.0.0.0:7070"};
+    auto cl = ParseDaemonCommandLine(4, argv);
+    ASSERT_FALSE(cl.ok()) << flag;
+    EXPECT_EQ(
+        cl.status().message().rfind(
+            std::string("--insecure: ") + flag + " '0.0.0.0:7070' is not a loopback address", 0),
+        0u)
+        << cl.status().message();
+  }
+}
+
+TEST(DaemonConfigTest, ApiTokenRoles) {
+  auto c = ParseDaemonConfig(
+      "auth:\n  api_tokens:\n    - {token: tttttttttttttttt1, principal: acme, role: "
+      "tenant-admin}\n    - {token: tttttttttttttttt2, principal: acme/x}\n",
+      "x.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->api_tokens[0].role, "tenant-admin");
+  EXPECT_EQ(c->api_tokens[1].role, "member");
+  auto bad = ParseDaemonConfig(
+      "auth:\n  api_tokens:\n    - {token: tttttttttttttttt1, principal: acme, role: owner}\n",
+      "x.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("auth.api_tokens[0].role: must be viewer, member or "
+                                        "tenant-admin"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 }  // namespace
 }  // namespace gpupool
