@@ -43,7 +43,7 @@ class AgentE2eTest : public ::testing::Test {
     ASSERT_TRUE(dir.ok());
     dir_ = *dir;
     std::ofstream(dir_ + "/gpupoold.yaml") << kDaemonConfig;
-    auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}, false});
+    auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
     Connect();

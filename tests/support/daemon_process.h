@@ -54,6 +54,7 @@ class DaemonProcess {
     std::string data_dir;  // empty: a fresh temp dir
     std::vector<std::string> extra_args;
     // false: Start/Restart return once the process runs (a standby replica does not serve).
+    // (Positional callers: the third value is this, not `secure`.)
     bool wait_until_serving = true;
     // true: the secure default (TLS on both ports, DATA_DIR/admin.token required; use ca_pem()
     // and admin_token()); false: --insecure (plaintext, loopback), for tests about other things.
