@@ -45,7 +45,8 @@ using namespace gpupool::agent;
 
 constexpr const char* kUsage = R"(usage: gpupool-agent [flags]
   --config FILE       agent YAML (see docs/agent.md)
-  --scheduler ADDR    gpupoold agent endpoint, host:port (overrides `scheduler`)
+  --scheduler ADDR    gpupoold agent endpoint, host:port, or an ip:port list of replicas
+                      (overrides `scheduler`; docs/ha.md)
   --node-name NAME    node name (overrides `node_name`; default: host name)
   --pool NAME         pool to join (overrides `pool`)
   --ca-file FILE      gpupoold's CA certificate (overrides `ca_file`): TLS, and a node

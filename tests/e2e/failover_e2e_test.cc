@@ -62,7 +62,9 @@ class FailoverE2eTest : public ::testing::Test {
     std::string targets;
     for (int i = 0; i < kReplicas; ++i) {
       auto d = DaemonProcess::Start(
-          {"", {"--config", dir_ + "/gpupoold.yaml", "--database", *uri}, false});
+          {.data_dir = "",
+           .extra_args = {"--config", dir_ + "/gpupoold.yaml", "--database", *uri},
+           .wait_until_serving = false});
       ASSERT_TRUE(d.ok()) << d.status().ToString();
       targets += (i ? "," : "") + (*d)->grpc_address();
       replicas_.push_back(std::move(d).value());

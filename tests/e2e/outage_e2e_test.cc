@@ -74,7 +74,7 @@ class OutageE2eTest : public ::testing::Test {
 
   void StartDaemon(std::vector<std::string> args) {
     args.insert(args.begin(), {"--config", dir_ + "/gpupoold.yaml"});
-    auto d = DaemonProcess::Start({.data_dir = "", .extra_args = args, .secure = false});
+    auto d = DaemonProcess::Start({"", args});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
     Connect();
