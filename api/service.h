@@ -24,6 +24,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "gpupool/v1/audit.pb.h"
 #include "gpupool/v1/jobs.pb.h"
 #include "gpupool/v1/pools.pb.h"
 #include "gpupool/v1/tenants.pb.h"
@@ -110,6 +111,10 @@ class ApiService {
   virtual void DeleteQuota(const CallContext& ctx, const v1::DeleteQuotaRequest& req,
                            Reply<v1::DeleteQuotaResponse> done);
 
+  // Audit log (admins: every record; a tenant principal: its subtree's). Default: UNIMPLEMENTED.
+  virtual void ListAuditRecords(const CallContext& ctx, const v1::ListAuditRecordsRequest& req,
+                                Reply<v1::ListAuditRecordsResponse> done);
+
   // Health for /readyz: OK once state is recovered and the database answers.
   virtual Status Ready() const = 0;
 };
@@ -129,6 +134,11 @@ GPUPOOL_API_UNIMPLEMENTED(SetQuota, SetQuotaRequest, Quota)
 GPUPOOL_API_UNIMPLEMENTED(GetQuota, GetQuotaRequest, Quota)
 GPUPOOL_API_UNIMPLEMENTED(ListQuotas, ListQuotasRequest, ListQuotasResponse)
 GPUPOOL_API_UNIMPLEMENTED(DeleteQuota, DeleteQuotaRequest, DeleteQuotaResponse)
+inline void ApiService::ListAuditRecords(const CallContext&, const v1::ListAuditRecordsRequest&,
+                                         Reply<v1::ListAuditRecordsResponse> done) {
+  done(Status::Unimplemented("ListAuditRecords: this server keeps no audit log"),
+       v1::ListAuditRecordsResponse{});
+}
 #undef GPUPOOL_API_UNIMPLEMENTED
 
 }  // namespace gpupool::api

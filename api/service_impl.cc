@@ -4,6 +4,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "api/convert.h"
+#include "api/idempotency.h"
 #include "api/service_internal.h"
 #include "pool/catalog.h"
 #include "scheduler/core.h"
@@ -90,6 +91,13 @@ void ServiceImpl::SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& 
   if (!req.has_spec()) return refuse("invalid", Invalid("spec", "must be set"));
   Result<JobSpec> spec = JobSpecFromProto(req.spec());
   if (!spec.ok()) return refuse("invalid", spec.status());
+  if (!req.idempotency_key().empty()) {
+    if (Status s = ValidateIdempotencyKey(req.idempotency_key()); !s.ok()) {
+      return refuse("invalid", s);
+    }
+    spec->idempotency_key = req.idempotency_key();
+    spec->request_digest = SpecDigest(req.spec());
+  }
   if (Status s = RequireTenant(ctx, spec->tenant, "spec.tenant"); !s.ok()) {
     return refuse("denied", s);
   }
@@ -102,8 +110,28 @@ void ServiceImpl::SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& 
       return refuse("throttled", s);
     }
   }
-  loop_->Post([core = core_, spec = std::move(spec).value(), done = std::move(done)]() mutable {
-    core->SubmitJob(std::move(spec), [done = std::move(done)](Result<JobRecord> r) {
+  loop_->Post([core = core_, loop = loop_, spec = std::move(spec).value(),
+               done = std::move(done)]() mutable {
+    // A retry of a keyed submission: the job it created (api/idempotency.h).
+    auto replay = [core, tenant = spec.tenant, key = spec.idempotency_key,
+                   digest = spec.request_digest, done](const Status& otherwise) {
+      std::optional<JobRecord> prior = core->FindJobByIdempotencyKey(tenant, key);
+      if (!prior) return Fail(done, otherwise);
+      v1::SubmitJobResponse resp;
+      Status st = ReplayOf(*prior, digest, &resp);
+      if (!st.ok()) return Fail(done, st);
+      done(Status::Ok(), std::move(resp));
+    };
+    if (core->FindJobByIdempotencyKey(spec.tenant, spec.idempotency_key)) {
+      return replay(Status::Ok());
+    }
+    const bool keyed = !spec.idempotency_key.empty();
+    core->SubmitJob(std::move(spec), [loop, keyed, replay, done](Result<JobRecord> r) {
+      if (!r.ok() && keyed && r.status().code() == StatusCode::kAlreadyExists) {
+        // Another submission with the key committed first (the store's unique index said so):
+        // answer as its retry, on the core's thread, where its job is now in the table.
+        return loop->Post([replay, st = r.status()] { replay(st); });
+      }
       if (!r.ok()) return Fail(done, r.status());
       v1::SubmitJobResponse resp;
       resp.set_job_id(std::to_string(r->id));

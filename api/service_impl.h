@@ -14,6 +14,8 @@
 //    only jobs whose tenant is the principal or lies below it (prefix on path segments);
 //  * pool create/update/delete and every node method require admin; non-admins may get and list
 //    pools they can use (public ones, and private ones that allow them);
+//  * the audit log: admins read every record, a tenant principal only its subtree's
+//    (api/service_audit.cc);
 //  * tenant and quota mutations require admin; non-admins may get and list the tenants and
 //    quotas of their own subtree, as with jobs (api/service_tenants.cc).
 //
@@ -31,6 +33,7 @@
 #include <functional>
 #include <memory>
 
+#include "api/audit_log.h"
 #include "api/log_fetcher.h"
 #include "api/priority_access.h"
 #include "api/rate_limiter.h"
@@ -66,6 +69,8 @@ struct ServiceOptions {
   // Per-organisation submission rate limit for non-admin callers (api/rate_limiter.h); null =
   // none. Not owned.
   RateLimiter* submit_limiter = nullptr;
+  // The audit log ListAuditRecords reads (api/audit_log.h); null = UNIMPLEMENTED. Not owned.
+  AuditLog* audit = nullptr;
 };
 
 class ServiceImpl final : public ApiService {
@@ -134,6 +139,9 @@ class ServiceImpl final : public ApiService {
                   Reply<v1::ListQuotasResponse> done) override;
   void DeleteQuota(const CallContext& ctx, const v1::DeleteQuotaRequest& req,
                    Reply<v1::DeleteQuotaResponse> done) override;
+
+  void ListAuditRecords(const CallContext& ctx, const v1::ListAuditRecordsRequest& req,
+                        Reply<v1::ListAuditRecordsResponse> done) override;
 
   Status Ready() const override;
 

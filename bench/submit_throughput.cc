@@ -5,12 +5,19 @@
 // flight for --seconds and reports throughput and p50/p99/max latency. --server ADDR measures an
 // already running daemon instead. Prints a table; --json FILE writes the figures.
 //
+// --tls-auth measures the secure path: the daemon gets a tenant API token and a TLS port
+// (--grpc-tls-listen, its private CA), and every call goes over TLS carrying the bearer token, so
+// it is authenticated, authorised against the tenant, rate-limit checked (with a limit too high to
+// bind) and audited. Compare with the plaintext run (docs/benchmarks.md).
+//
 // It also says where the CPU went, in microseconds per acknowledged submission: this process (the
 // load generator), gpupoold and PostgreSQL (postmaster and its children, from /proc). On a
 // machine with few cores the three share them, so these explain the rate; with --server only
 // the client's share is known.
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +41,9 @@ namespace gpupool {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The bearer token every call carries (--tls-auth); empty = none.
+std::string g_token;
 
 struct Level {
   int concurrency = 0;
@@ -102,6 +112,36 @@ struct CpuSample {
   }
 };
 
+constexpr char kBenchToken[] = "bench-tenant-token-0123456789";
+constexpr char kBenchAdminToken[] = "bench-admin-token-0123456789";
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+// The secure path's daemon config: a tenant token (the load) and an admin token (to create the
+// pool), and a rate limit too high to bind.
+std::string WriteTlsAuthConfig(const std::string& dir) {
+  const std::string path = dir + "/bench-gpupoold.yaml";
+  std::ofstream out(path);
+  out << "auth:\n  api_tokens:\n    - {token: \"" << kBenchToken
+      << "\", principal: \"bench\", admin: false}\n"
+      << "    - {token: \"" << kBenchAdminToken << "\", principal: \"ops\", admin: true}\n"
+      << "tenant_defaults:\n  submit_rate_per_second: 1000000\n  submit_burst: 1000000\n";
+  return path;
+}
+
 v1::SubmitJobRequest Job(const std::string& pool) {
   v1::SubmitJobRequest req;
   v1::JobSpec* s = req.mutable_spec();
@@ -138,6 +178,7 @@ class Lane {
       return;
     }
     ctx_ = std::make_unique<grpc::ClientContext>();
+    if (!token_.empty()) ctx_->AddMetadata("authorization", "Bearer " + token_);
     started_ = Clock::now();
     stub_->async()->SubmitJob(ctx_.get(), req_, &resp_, [this](grpc::Status st) {
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
@@ -161,6 +202,7 @@ class Lane {
   std::atomic<int>* running_;
   std::condition_variable* cv_;
   std::unique_ptr<grpc::ClientContext> ctx_;
+  std::string token_ = g_token;
   v1::SubmitJobResponse resp_;
   Clock::time_point started_;
 };
@@ -218,6 +260,7 @@ Level Measure(const std::vector<std::unique_ptr<v1::JobService::Stub>>& stubs,
 
 int Run(int argc, char** argv) {
   std::string server, json;
+  bool tls_auth = false;
   double seconds = 5;
   int channels = 4;
   std::vector<int> levels{1, 16, 64};
@@ -230,6 +273,8 @@ int Run(int argc, char** argv) {
       json = value();
     else if (a == "--seconds")
       seconds = std::stod(value());
+    else if (a == "--tls-auth")
+      tls_auth = true;
     else if (a == "--channels")
       channels = std::max(1, std::stoi(value()));
     else if (a == "--levels") {
@@ -243,34 +288,60 @@ int Run(int argc, char** argv) {
     } else {
       std::printf(
           "usage: submit_throughput [--server HOST:PORT] [--seconds S] [--levels 1,16,64] "
-          "[--channels 4] [--json FILE]\n\nWithout --server, starts a fresh gpupoold (embedded "
-          "PostgreSQL, fsync on) from this build and also reports the CPU microseconds per "
-          "submission of the client, gpupoold and PostgreSQL.\n");
+          "[--channels 4] [--tls-auth] [--json FILE]\n\nWithout --server, starts a fresh gpupoold "
+          "(embedded PostgreSQL, fsync on) from this build and also reports the CPU microseconds "
+          "per submission of the client, gpupoold and PostgreSQL.\n--tls-auth: calls go over TLS "
+          "(the daemon's private CA) with a tenant's bearer token (needs no --server).\n");
       return a == "--help" ? 0 : 2;
     }
   }
   std::unique_ptr<testing::DaemonProcess> daemon;
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (tls_auth && !server.empty()) {
+    std::fprintf(stderr, "--tls-auth starts its own gpupoold; it does not go with --server\n");
+    return 2;
+  }
   if (server.empty()) {
-    auto started = testing::DaemonProcess::Start({});
+    testing::DaemonProcess::Options options;
+    int tls_port = 0;
+    if (tls_auth) {
+      auto dir = testing::MakeTempDir("submit-throughput");
+      if (!dir.ok()) return 1;
+      options.data_dir = *dir;
+      tls_port = FreePort();
+      options.extra_args = {"--config", WriteTlsAuthConfig(*dir), "--grpc-tls-listen",
+                            "127.0.0.1:" + std::to_string(tls_port)};
+    }
+    auto started = testing::DaemonProcess::Start(options);
     if (!started.ok()) {
       std::fprintf(stderr, "cannot start gpupoold: %s\n", started.status().ToString().c_str());
       return 1;
     }
     daemon = std::move(started).value();
     server = daemon->grpc_address();
+    if (tls_auth) {
+      std::ifstream ca(daemon->data_dir() + "/tls/ca.crt");
+      std::stringstream pem;
+      pem << ca.rdbuf();
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = pem.str();
+      creds = grpc::SslCredentials(ssl);
+      server = "127.0.0.1:" + std::to_string(tls_port);
+      g_token = kBenchToken;
+    }
   }
   // Several channels, so that client-side HTTP/2 framing does not serialise the lanes.
   std::vector<std::unique_ptr<v1::JobService::Stub>> stubs;
   for (int i = 0; i < channels; ++i) {
     grpc::ChannelArguments args;
     args.SetInt("grpc.channel_id", i);  // distinct channels, not one shared subchannel
-    stubs.push_back(v1::JobService::NewStub(
-        grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args)));
+    stubs.push_back(v1::JobService::NewStub(grpc::CreateCustomChannel(server, creds, args)));
   }
-  auto pools =
-      v1::PoolService::NewStub(grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
+  // The pool is an admin's to create (over the same channel kind as the submissions).
+  auto pools = v1::PoolService::NewStub(grpc::CreateChannel(server, creds));
   {
     grpc::ClientContext ctx;
+    if (tls_auth) ctx.AddMetadata("authorization", std::string("Bearer ") + kBenchAdminToken);
     v1::CreatePoolRequest req;
     req.mutable_pool()->set_name("bench");
     v1::Pool out;

@@ -218,6 +218,9 @@ int Run(int argc, char** argv) {
   service_options.priority_access = &*classes;
   api::RateLimiter submit_limiter({config.submit_rate_per_second, config.submit_burst});
   service_options.submit_limiter = &submit_limiter;
+  // Every mutating and every denied API call, in PostgreSQL (docs/security.md, "Audit log").
+  auto audit_log = std::make_unique<api::AuditLog>(store.get(), api::AuditLogOptions{registry});
+  service_options.audit = audit_log.get();
   api::ServiceImpl service(&core, &loop, &hub, service_options);
   service.SetRecovered(true);
   Result<api::Authenticator> auth = api::Authenticator::Create(ApiTokens(config));
@@ -234,10 +237,12 @@ int Run(int argc, char** argv) {
                                         ca->server_key_pem(), ca->ca_pem()};
   }
   grpc_options.metrics = registry;
+  grpc_options.audit = audit_log.get();
   api::GrpcServer grpc(service, *auth, config.grpc_listen, grpc_options);
   if (Status st = grpc.Start(); !st.ok()) return Fail(st);
   api::HttpServerOptions http_options;
   http_options.max_connections_per_client = config.http_max_connections_per_client;
+  http_options.audit = audit_log.get();
   api::HttpServer http(service, *auth, registry, config.http_listen, http_options);
   if (Status st = http.Start(); !st.ok()) return Fail(st);
 
@@ -256,6 +261,7 @@ int Run(int argc, char** argv) {
   http.Shutdown();
   grpc.Shutdown();
   loop.Stop();
+  audit_log.reset();  // writes what is queued while the store is still there
   store.reset();
   supervisor.reset();  // before stopping the server, so the stop is not taken for a crash
   if (embedded) (void)embedded->Stop();

@@ -393,6 +393,7 @@ void Core::State::SendStart(const JobEntry& job, int32_t index) {
   cmd.attempt = t.attempt;
   cmd.argv = job.rec.spec.task_template.command;
   cmd.env = job.rec.spec.task_template.env;
+  for (const auto& [k, v] : job.rec.spec.task_template.secret_env) cmd.env[k] = v;  // to the agent
   cmd.max_runtime_ms = job.rec.spec.max_runtime_ms;
   cmd.epoch = epoch;
   cmd.cpu_milli = job.rec.spec.task_template.resources.cpu_milli;

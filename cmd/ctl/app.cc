@@ -45,6 +45,7 @@ const std::vector<Command>& Commands() {
     for (auto&& c : TenantCommands()) v.push_back(std::move(c));
     for (auto&& c : QuotaCommands()) v.push_back(std::move(c));
     for (auto&& c : TopCommands()) v.push_back(std::move(c));
+    for (auto&& c : AuditCommands()) v.push_back(std::move(c));
     return v;
   }();
   return all;

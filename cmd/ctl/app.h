@@ -105,6 +105,7 @@ std::vector<Command> NodeCommands();    // nodes …, catalog list
 std::vector<Command> TenantCommands();  // tenants …
 std::vector<Command> QuotaCommands();   // quotas …
 std::vector<Command> TopCommands();     // top
+std::vector<Command> AuditCommands();   // audit
 
 // Runs one invocation; `args` excludes the program name. Returns the exit code.
 int Run(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
