@@ -11,8 +11,8 @@ std::optional<JobRecord> Core::FindJobByIdempotencyKey(const std::string& tenant
                                                        const std::string& key) const {
   if (key.empty()) return std::nullopt;
   for (const auto& [id, entry] : s_->jobs) {
-    if (entry.rec.spec.idempotency_key == key && entry.rec.spec.tenant == tenant) {
-      return entry.rec;
+    if (entry.head.spec.idempotency_key == key && entry.head.spec.tenant == tenant) {
+      return entry.Record();
     }
   }
   return std::nullopt;
