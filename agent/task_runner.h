@@ -53,6 +53,7 @@ class Sandbox;
 class SandboxedTask;
 }  // namespace sandbox
 class DeviceGuard;
+class LeaseKeeper;
 
 struct DeviceGrant {
   std::string uuid;  // GPU or MIG instance UUID
@@ -123,6 +124,9 @@ struct TaskRunnerOptions {
   // Scrubs a device's free VRAM before it changes tenant (agent/scrub/device_guard.h); a task
   // on a device that is out of service fails (exit code 126) with the reason. null = no scrub.
   std::shared_ptr<DeviceGuard> device_guard;
+  // Told every task's process group while it runs (agent/lease_keeper.h): the keeper kills them
+  // when the agent dies or its node lease lapses. null = tasks are not bound to the agent.
+  std::shared_ptr<LeaseKeeper> lease_keeper;
 };
 
 class TaskRunner {

@@ -38,7 +38,7 @@ std::string TargetTenant(const google::protobuf::Message* req,
 // so a tenant sees what admins did to it.
 std::string RecordTenant(const CallContext* caller, const google::protobuf::Message* req,
                          const google::protobuf::Message* reply) {
-  if (caller != nullptr && !caller->admin) return caller->principal;
+  if (caller != nullptr && !caller->admin()) return caller->scope;
   if (caller == nullptr) return "";  // unauthenticated: admins only
   return TargetTenant(req, reply);
 }
@@ -69,9 +69,11 @@ bool IsDenial(StatusCode code) {
 
 AuditActor ActorOf(const CallContext& caller) {
   AuditActor a;
-  a.principal = caller.principal;
-  a.role = caller.admin ? "admin" : "tenant";
-  if (!caller.admin) a.tenant = caller.principal;
+  a.key_id = caller.key_id;
+  // A tenant's principal is its scope; an admin has none, so its credential names it.
+  a.principal = caller.admin() ? caller.key_id : caller.scope;
+  a.role = std::string(RoleName(caller.role));
+  if (!caller.admin()) a.tenant = caller.scope;
   return a;
 }
 

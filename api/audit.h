@@ -37,7 +37,7 @@ namespace gpupool::api {
 struct AuditActor {
   std::string key_id;
   std::string principal;
-  std::string role;    // "admin", "tenant", "anonymous"
+  std::string role;    // "admin", "tenant-admin", "member", "viewer"; "anonymous"
   std::string tenant;  // the subtree the actor's own records belong to; empty for admins
 };
 

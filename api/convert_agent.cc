@@ -142,6 +142,7 @@ Result<TaskReport> TaskReportFromProto(const std::string& node, const v1::TaskUp
   r.signal = in.signal();
   r.oom = in.oom();
   r.reason = in.reason();
+  r.lease_expired = in.lease_expired();
   return r;
 }
 
@@ -149,6 +150,8 @@ void ToProto(const RegistrationResult& r, v1::RegisterAck* out) {
   out->set_epoch(r.epoch);
   out->set_heartbeat_interval_ms(r.heartbeat_interval_ms);
   for (const std::string& id : r.stop_task_ids) out->add_stop_task_ids(id);
+  out->set_lease_ms(r.lease_ms);
+  out->set_lease_stop_grace_ms(r.lease_stop_grace_ms);
 }
 
 void ToProto(const StartTaskCommand& c, v1::StartTask* out) {

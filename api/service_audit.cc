@@ -70,13 +70,14 @@ void ServiceImpl::ListAuditRecords(const CallContext& ctx, const v1::ListAuditRe
   if (options_.audit == nullptr) {
     return Fail(done, Status::Unimplemented("ListAuditRecords: this server keeps no audit log"));
   }
+  if (Status s = RequireRole(ctx, Role::kTenantAdmin, "audit"); !s.ok()) return Fail(done, s);
   Result<AuditQuery> query = AuditQueryFromProto(req);
   if (!query.ok()) return Fail(done, query.status());
-  if (!ctx.admin) {
-    if (ctx.principal.empty()) {
+  if (!ctx.admin()) {
+    if (ctx.scope.empty()) {
       return Fail(done, Status::PermissionDenied("audit: the caller has no tenant"));
     }
-    query->tenant_subtree = ctx.principal;
+    query->tenant_subtree = ctx.scope;
   }
   options_.audit->List(std::move(query).value(), [done = std::move(done)](Result<AuditPage> page) {
     if (!page.ok()) return Fail(done, page.status());

@@ -40,6 +40,7 @@
 #include "api/service.h"
 
 namespace gpupool {
+class ApiKeyStore;
 class Catalog;
 class Core;
 class CoreLoop;
@@ -71,6 +72,8 @@ struct ServiceOptions {
   RateLimiter* submit_limiter = nullptr;
   // The audit log ListAuditRecords reads (api/audit_log.h); null = UNIMPLEMENTED. Not owned.
   AuditLog* audit = nullptr;
+  // Where API keys live (scheduler/api_keys.h); null = KeyService answers UNIMPLEMENTED.
+  ApiKeyStore* api_keys = nullptr;
 };
 
 class ServiceImpl final : public ApiService {
@@ -142,6 +145,12 @@ class ServiceImpl final : public ApiService {
 
   void ListAuditRecords(const CallContext& ctx, const v1::ListAuditRecordsRequest& req,
                         Reply<v1::ListAuditRecordsResponse> done) override;
+  void CreateApiKey(const CallContext& ctx, const v1::CreateApiKeyRequest& req,
+                    Reply<v1::CreateApiKeyResponse> done) override;
+  void ListApiKeys(const CallContext& ctx, const v1::ListApiKeysRequest& req,
+                   Reply<v1::ListApiKeysResponse> done) override;
+  void RevokeApiKey(const CallContext& ctx, const v1::RevokeApiKeyRequest& req,
+                    Reply<v1::ApiKey> done) override;
 
   Status Ready() const override;
 

@@ -5,19 +5,17 @@
 // flight for --seconds and reports throughput and p50/p99/max latency. --server ADDR measures an
 // already running daemon instead. Prints a table; --json FILE writes the figures.
 //
-// --tls-auth measures the secure path: the daemon gets a tenant API token and a TLS port
-// (--grpc-tls-listen, its private CA), and every call goes over TLS carrying the bearer token, so
-// it is authenticated, authorised against the tenant, rate-limit checked (with a limit too high to
-// bind) and audited. Compare with the plaintext run (docs/benchmarks.md).
+// Without flags the daemon runs --insecure (plaintext, no credentials). --tls-auth measures the
+// secure default instead: TLS with the daemon's private CA and a tenant's bearer token on every
+// call, so each is authenticated, authorised against the tenant, rate-limit checked (with a limit
+// too high to bind) and audited as in plaintext. Compare the two (docs/benchmarks.md).
 //
 // It also says where the CPU went, in microseconds per acknowledged submission: this process (the
 // load generator), gpupoold and PostgreSQL (postmaster and its children, from /proc). On a
 // machine with few cores the three share them, so these explain the rate; with --server only
 // the client's share is known.
 #include <grpcpp/grpcpp.h>
-#include <netinet/in.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -113,31 +111,14 @@ struct CpuSample {
 };
 
 constexpr char kBenchToken[] = "bench-tenant-token-0123456789";
-constexpr char kBenchAdminToken[] = "bench-admin-token-0123456789";
 
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
-// The secure path's daemon config: a tenant token (the load) and an admin token (to create the
-// pool), and a rate limit too high to bind.
+// The secure path's daemon config: a tenant token (the load; the pool is created with the
+// daemon's own admin.token), and a rate limit too high to bind.
 std::string WriteTlsAuthConfig(const std::string& dir) {
   const std::string path = dir + "/bench-gpupoold.yaml";
   std::ofstream out(path);
   out << "auth:\n  api_tokens:\n    - {token: \"" << kBenchToken
       << "\", principal: \"bench\", admin: false}\n"
-      << "    - {token: \"" << kBenchAdminToken << "\", principal: \"ops\", admin: true}\n"
       << "tenant_defaults:\n  submit_rate_per_second: 1000000\n  submit_burst: 1000000\n";
   return path;
 }
@@ -297,20 +278,19 @@ int Run(int argc, char** argv) {
   }
   std::unique_ptr<testing::DaemonProcess> daemon;
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  std::string admin_token;
   if (tls_auth && !server.empty()) {
     std::fprintf(stderr, "--tls-auth starts its own gpupoold; it does not go with --server\n");
     return 2;
   }
   if (server.empty()) {
     testing::DaemonProcess::Options options;
-    int tls_port = 0;
     if (tls_auth) {
       auto dir = testing::MakeTempDir("submit-throughput");
       if (!dir.ok()) return 1;
       options.data_dir = *dir;
-      tls_port = FreePort();
-      options.extra_args = {"--config", WriteTlsAuthConfig(*dir), "--grpc-tls-listen",
-                            "127.0.0.1:" + std::to_string(tls_port)};
+      options.secure = true;  // TLS on the gRPC port, credentials required
+      options.extra_args = {"--config", WriteTlsAuthConfig(*dir)};
     }
     auto started = testing::DaemonProcess::Start(options);
     if (!started.ok()) {
@@ -320,13 +300,10 @@ int Run(int argc, char** argv) {
     daemon = std::move(started).value();
     server = daemon->grpc_address();
     if (tls_auth) {
-      std::ifstream ca(daemon->data_dir() + "/tls/ca.crt");
-      std::stringstream pem;
-      pem << ca.rdbuf();
       grpc::SslCredentialsOptions ssl;
-      ssl.pem_root_certs = pem.str();
+      ssl.pem_root_certs = daemon->ca_pem();
       creds = grpc::SslCredentials(ssl);
-      server = "127.0.0.1:" + std::to_string(tls_port);
+      admin_token = daemon->admin_token();
       g_token = kBenchToken;
     }
   }
@@ -341,7 +318,7 @@ int Run(int argc, char** argv) {
   auto pools = v1::PoolService::NewStub(grpc::CreateChannel(server, creds));
   {
     grpc::ClientContext ctx;
-    if (tls_auth) ctx.AddMetadata("authorization", std::string("Bearer ") + kBenchAdminToken);
+    if (!admin_token.empty()) ctx.AddMetadata("authorization", "Bearer " + admin_token);
     v1::CreatePoolRequest req;
     req.mutable_pool()->set_name("bench");
     v1::Pool out;

@@ -22,7 +22,9 @@ Result<CallContext> Authenticate(const Deps& d, const grpc::CallbackServerContex
   auto it = md.find("authorization");
   std::string_view value;
   if (it != md.end()) value = std::string_view(it->second.data(), it->second.size());
-  return d.auth->Authenticate(value);
+  Result<CallContext> caller = d.auth->Authenticate(value);
+  if (caller.ok()) caller->source = ctx->peer();
+  return caller;
 }
 
 // Where the call came from: the caller's x-request-id (or a new one, sent back as initial
@@ -231,6 +233,23 @@ grpc::ServerUnaryReactor* AuditServiceImpl::ListAuditRecords(grpc::CallbackServe
                                                              const v1::ListAuditRecordsRequest* req,
                                                              v1::ListAuditRecordsResponse* resp) {
   return Unary(d_, ctx, req, resp, &ApiService::ListAuditRecords, "ListAuditRecords");
+}
+
+// KeyService.
+grpc::ServerUnaryReactor* KeyServiceImpl::CreateApiKey(grpc::CallbackServerContext* ctx,
+                                                       const v1::CreateApiKeyRequest* req,
+                                                       v1::CreateApiKeyResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::CreateApiKey, "CreateApiKey");
+}
+grpc::ServerUnaryReactor* KeyServiceImpl::ListApiKeys(grpc::CallbackServerContext* ctx,
+                                                      const v1::ListApiKeysRequest* req,
+                                                      v1::ListApiKeysResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::ListApiKeys, "ListApiKeys");
+}
+grpc::ServerUnaryReactor* KeyServiceImpl::RevokeApiKey(grpc::CallbackServerContext* ctx,
+                                                       const v1::RevokeApiKeyRequest* req,
+                                                       v1::ApiKey* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::RevokeApiKey, "RevokeApiKey");
 }
 
 // StreamTracker (declared in stream_writer.h).

@@ -21,6 +21,7 @@
 #include "api/service.h"
 #include "gpupool/v1/audit.grpc.pb.h"
 #include "gpupool/v1/jobs.grpc.pb.h"
+#include "gpupool/v1/keys.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "gpupool/v1/tenants.grpc.pb.h"
 
@@ -147,6 +148,24 @@ class AuditServiceImpl final : public v1::AuditService::CallbackService {
   grpc::ServerUnaryReactor* ListAuditRecords(grpc::CallbackServerContext* ctx,
                                              const v1::ListAuditRecordsRequest* req,
                                              v1::ListAuditRecordsResponse* resp) override;
+
+ private:
+  Deps d_;
+};
+
+class KeyServiceImpl final : public v1::KeyService::CallbackService {
+ public:
+  explicit KeyServiceImpl(Deps deps) : d_(deps) {}
+
+  grpc::ServerUnaryReactor* CreateApiKey(grpc::CallbackServerContext* ctx,
+                                         const v1::CreateApiKeyRequest* req,
+                                         v1::CreateApiKeyResponse* resp) override;
+  grpc::ServerUnaryReactor* ListApiKeys(grpc::CallbackServerContext* ctx,
+                                        const v1::ListApiKeysRequest* req,
+                                        v1::ListApiKeysResponse* resp) override;
+  grpc::ServerUnaryReactor* RevokeApiKey(grpc::CallbackServerContext* ctx,
+                                         const v1::RevokeApiKeyRequest* req,
+                                         v1::ApiKey* resp) override;
 
  private:
   Deps d_;

@@ -191,6 +191,13 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
 
   Unary<ListAuditRecordsRequest, ListAuditRecordsResponse>(
       "GET", "/v1/audit", kQuery, &S::ListAuditRecords, "ListAuditRecords");
+  // API keys: the secret is in the creation response only.
+  Unary<CreateApiKeyRequest, CreateApiKeyResponse>("POST", "/v1/apikeys", kBody, &S::CreateApiKey,
+                                                   "CreateApiKey");
+  Unary<ListApiKeysRequest, ListApiKeysResponse>("GET", "/v1/apikeys", kQuery, &S::ListApiKeys,
+                                                 "ListApiKeys");
+  Unary<RevokeApiKeyRequest, ApiKey>("POST", "/v1/apikeys/{id}:revoke", kBody, &S::RevokeApiKey,
+                                     "RevokeApiKey");
   AddProbes();
   for (ConsoleRoute& c : ConsoleRoutes()) Add("GET", c.path, false, std::move(c.handler));
 }
@@ -226,6 +233,14 @@ std::string RestApi::RouteOf(std::string_view method, std::string_view target) c
   return m.kind == Router::Match::kFound ? router_.pattern(m.route) : "unmatched";
 }
 
+std::vector<std::string> RestApi::AuthenticatedRoutes() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < routes_.size(); ++i) {
+    if (routes_[i].authenticated) out.push_back(router_.method(i) + " " + router_.pattern(i));
+  }
+  return out;
+}
+
 void RestApi::Handle(const HttpRequestIn& req, const std::shared_ptr<Responder>& r) const {
   const size_t q = req.target.find('?');
   const std::string_view path = std::string_view(req.target).substr(0, q);
@@ -255,6 +270,7 @@ void RestApi::Handle(const HttpRequestIn& req, const std::shared_ptr<Responder>&
                            [r, st = caller.status()] { ReplyError(*r, st); });
     }
     call.caller = std::move(caller).value();
+    call.caller.source = req.source;
   }
   if (q != std::string::npos) {
     auto query = ParseQuery(std::string_view(req.target).substr(q + 1));

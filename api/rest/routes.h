@@ -89,7 +89,7 @@ struct HttpRequestIn {
   std::string body;
   std::string request_id;       // the X-Request-Id header, as sent
   std::string idempotency_key;  // the Idempotency-Key header (SubmitJob), as sent
-  std::string source;           // the peer, "127.0.0.1:51234"
+  std::string source;           // the peer's "address:port", for CallContext::source
 };
 
 // The one place a Status becomes an HTTP error reply. `http_status` 0 = grpc-gateway's status for
@@ -107,6 +107,10 @@ class RestApi {
   // The route pattern `method target` matches, for metrics of requests that fail before
   // routing ("unmatched" when none).
   std::string RouteOf(std::string_view method, std::string_view target) const;
+
+  // Every route that needs a credential, as "METHOD pattern" (the authorization matrix test
+  // checks that each has a row).
+  std::vector<std::string> AuthenticatedRoutes() const;
 
   struct Call {
     CallOrigin origin;

@@ -63,7 +63,8 @@ TEST(AuditLog, MutatingAndDeniedCallsAreRecordedByBothFaces) {
   v1::ListAuditRecordsResponse r = ByVerb(*s, "CreatePool");
   ASSERT_EQ(r.records_size(), 1);
   const v1::AuditRecord& created = r.records(0);
-  EXPECT_EQ(created.principal(), "ops");
+  EXPECT_EQ(created.principal(), "token:ops");
+  EXPECT_EQ(created.key_id(), "token:ops");
   EXPECT_EQ(created.role(), "admin");
   EXPECT_EQ(created.resource(), "pool/gpu");
   EXPECT_EQ(created.outcome(), "OK");
@@ -79,7 +80,8 @@ TEST(AuditLog, MutatingAndDeniedCallsAreRecordedByBothFaces) {
   r = ByVerb(*s, "SubmitJob");
   ASSERT_EQ(r.records_size(), 1);
   EXPECT_EQ(r.records(0).principal(), "acme/research");
-  EXPECT_EQ(r.records(0).role(), "tenant");
+  EXPECT_EQ(r.records(0).role(), "tenant-admin");
+  EXPECT_EQ(r.records(0).key_id(), "token:acme/research");
   EXPECT_EQ(r.records(0).tenant(), "acme/research");
   EXPECT_TRUE(r.records(0).resource().starts_with("job/")) << r.records(0).resource();
   EXPECT_EQ(r.records(0).request_id(), rid);
@@ -129,7 +131,7 @@ TEST(AuditLog, MutatingAndDeniedCallsAreRecordedByBothFaces) {
   v1::ListAuditRecordsResponse p2 = FromJson(page.body);
   EXPECT_EQ(p1.records_size() + p2.records_size(), 6) << page.body;
   EXPECT_TRUE(p2.next_page_token().empty());
-  page = s->Rest(verb::get, "/v1/audit?resource=pool%2Fgpu&principal=ops");
+  page = s->Rest(verb::get, "/v1/audit?resource=pool%2Fgpu&principal=token:ops");
   EXPECT_EQ(FromJson(page.body).records_size(), 1) << page.body;
   EXPECT_EQ(s->Rest(verb::get, "/v1/audit?since=yesterday").status, 400);
   EXPECT_EQ(s->Rest(verb::get, "/v1/audit?outcome=NOPE").status, 400);

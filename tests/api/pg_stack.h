@@ -1,6 +1,7 @@
 // PgStack: gpupoold's wiring without the process, for tests of both faces on a real PostgreSQL —
 // PgStore → Core on its CoreLoop → ServiceImpl with an AuditLog → the gRPC and REST servers on
-// loopback with bearer tokens (an admin "ops" and the tenant "acme/research"; "acme2" too).
+// loopback with bearer tokens (an admin "ops"; tenant-admins of "acme/research", "acme" and
+// "acme2").
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -50,10 +51,11 @@ class PgStack {
     s->service =
         std::make_unique<ServiceImpl>(s->core.get(), &s->loop, s->hub.get(), service_options);
     s->service->SetRecovered(true);
-    GPUPOOL_ASSIGN_OR_RETURN(s->auth, Authenticator::Create({{kAdminToken, "ops", true},
-                                                             {kTenantToken, "acme/research", false},
-                                                             {kParentToken, "acme", false},
-                                                             {kOtherToken, "acme2", false}}));
+    GPUPOOL_ASSIGN_OR_RETURN(
+        s->auth, Authenticator::Create({{kAdminToken, "ops", true},
+                                        {kTenantToken, "acme/research", false, Role::kTenantAdmin},
+                                        {kParentToken, "acme", false, Role::kTenantAdmin},
+                                        {kOtherToken, "acme2", false, Role::kTenantAdmin}}));
     GrpcServerOptions grpc_options;
     grpc_options.audit = s->audit.get();
     s->grpc = std::make_unique<GrpcServer>(*s->service, s->auth, "127.0.0.1:0", grpc_options);
