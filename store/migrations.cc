@@ -224,6 +224,8 @@ BEGIN
                        '(current epoch %s)', p_epoch, (SELECT epoch FROM leader WHERE id = 1));
   END IF;
 END $$;
+)sql";
+
 // API keys (scheduler/api_keys.h): only the SHA-256 of a key's secret is kept.
 constexpr std::string_view kV10 = R"sql(
 CREATE TABLE api_keys (

@@ -5,11 +5,11 @@
 
 #include "tests/scheduler/core_harness.h"
 
-namespace gpupool {
+namespace gpupool::testing {
 namespace {
 
 TEST(SecretEnv, StartTaskCarriesSecretValuesAndTheyAreStored) {
-  auto db = std::make_shared<MemoryDatabase>();
+  std::shared_ptr<MemoryDatabase> db = MemoryStore().database();  // outlives both cores
   int64_t id = 0;
   {
     CoreHarness h(SchedulerOptions::Defaults(), db);
@@ -31,4 +31,4 @@ TEST(SecretEnv, StartTaskCarriesSecretValuesAndTheyAreStored) {
 }
 
 }  // namespace
-}  // namespace gpupool
+}  // namespace gpupool::testing
