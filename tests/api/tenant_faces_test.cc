@@ -176,7 +176,8 @@ TEST(TenantFaces, RestAndGrpcRoundTripOnPostgresAndSurviveARestart) {
     v1::Quota quota;
     st = stub->SetQuota(As(kTenantToken).get(), set, &quota);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-    EXPECT_EQ(st.error_message(), "set quota: requires an admin; 'acme/research' is not one");
+    EXPECT_EQ(st.error_message(),
+              "set quota: requires the role tenant-admin or above; the caller is member");
     v1::CreateTenantRequest create;
     create.mutable_tenant()->set_path("acme/research/alice");
     v1::Tenant alice;
