@@ -127,6 +127,17 @@ Result<TaskTemplate> TemplateFromProto(const v1::JobSpec& spec, std::string_view
     bytes += k.size() + v.size();
     t.env.emplace(k, v);
   }
+  std::string secret_field = FieldPath(field, "secret_env");
+  if (in.env_size() + in.secret_env_size() > 1024) {
+    return Invalid(secret_field, "at most 1024 variables with env");
+  }
+  for (const auto& [k, v] : in.secret_env()) {
+    GPUPOOL_RETURN_IF_ERROR(CheckEnvKey(k, secret_field));
+    // Names only in messages: the value is a secret.
+    if (t.env.count(k) != 0) return Invalid(secret_field, "'" + k + "' is also in env");
+    bytes += k.size() + v.size();
+    t.secret_env.emplace(k, v);
+  }
   if (bytes > 1024 * 1024) return Invalid(field, "command and env exceed 1 MiB");
   if (!in.has_resources()) {
     return Invalid(FieldPath(field, "resources"),
@@ -216,6 +227,8 @@ void ToProto(const JobSpec& s, v1::JobSpec* out) {
   v1::TaskTemplate* t = out->mutable_template_();
   for (const std::string& a : s.task_template.command) t->add_command(a);
   t->mutable_env()->insert(s.task_template.env.begin(), s.task_template.env.end());
+  // Secret values never leave the server through the API: the names show what was set.
+  for (const auto& [k, v] : s.task_template.secret_env) (*t->mutable_secret_env())[k] = kRedacted;
   ToProto(s.task_template.resources, t->mutable_resources());
 }
 

@@ -45,6 +45,10 @@ Result<JobSpec> JobSpecFromProto(const v1::JobSpec& spec, std::string_view field
 Result<JobFilter> JobFilterFromProto(const v1::ListJobsRequest& req);
 
 void ToProto(const ResourceRequest& request, v1::ResourceRequest* out);
+// What GetJob, ListJobs and watches show for a secret env value (TaskTemplate.secret_env).
+inline constexpr char kRedacted[] = "<redacted>";
+
+// A job's spec as the API shows it: secret_env values are kRedacted.
 void ToProto(const JobSpec& spec, v1::JobSpec* out);
 void ToProto(const TaskRecord& task, v1::Task* out);
 void ToProto(const JobRecord& job, v1::Job* out);

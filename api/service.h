@@ -25,6 +25,7 @@
 
 #include "api/caller.h"
 #include "base/status.h"
+#include "gpupool/v1/audit.pb.h"
 #include "gpupool/v1/jobs.pb.h"
 #include "gpupool/v1/keys.pb.h"
 #include "gpupool/v1/pools.pb.h"
@@ -109,6 +110,9 @@ class ApiService {
   virtual void DeleteQuota(const CallContext& ctx, const v1::DeleteQuotaRequest& req,
                            Reply<v1::DeleteQuotaResponse> done);
 
+  // Audit log (admins: every record; a tenant principal: its subtree's). Default: UNIMPLEMENTED.
+  virtual void ListAuditRecords(const CallContext& ctx, const v1::ListAuditRecordsRequest& req,
+                                Reply<v1::ListAuditRecordsResponse> done);
   // API keys (admin, or tenant-admin within its subtree). Default: UNIMPLEMENTED.
   virtual void CreateApiKey(const CallContext& ctx, const v1::CreateApiKeyRequest& req,
                             Reply<v1::CreateApiKeyResponse> done);
@@ -136,6 +140,11 @@ GPUPOOL_API_UNIMPLEMENTED(SetQuota, SetQuotaRequest, Quota)
 GPUPOOL_API_UNIMPLEMENTED(GetQuota, GetQuotaRequest, Quota)
 GPUPOOL_API_UNIMPLEMENTED(ListQuotas, ListQuotasRequest, ListQuotasResponse)
 GPUPOOL_API_UNIMPLEMENTED(DeleteQuota, DeleteQuotaRequest, DeleteQuotaResponse)
+inline void ApiService::ListAuditRecords(const CallContext&, const v1::ListAuditRecordsRequest&,
+                                         Reply<v1::ListAuditRecordsResponse> done) {
+  done(Status::Unimplemented("ListAuditRecords: this server keeps no audit log"),
+       v1::ListAuditRecordsResponse{});
+}
 GPUPOOL_API_UNIMPLEMENTED(CreateApiKey, CreateApiKeyRequest, CreateApiKeyResponse)
 GPUPOOL_API_UNIMPLEMENTED(ListApiKeys, ListApiKeysRequest, ListApiKeysResponse)
 GPUPOOL_API_UNIMPLEMENTED(RevokeApiKey, RevokeApiKeyRequest, ApiKey)

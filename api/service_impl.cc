@@ -4,6 +4,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "api/convert.h"
+#include "api/idempotency.h"
 #include "api/service_internal.h"
 #include "pool/catalog.h"
 #include "scheduler/metrics.h"
@@ -123,6 +124,13 @@ void ServiceImpl::SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& 
   if (!req.has_spec()) return refuse("invalid", Invalid("spec", "must be set"));
   Result<JobSpec> spec = JobSpecFromProto(req.spec());
   if (!spec.ok()) return refuse("invalid", spec.status());
+  if (!req.idempotency_key().empty()) {
+    if (Status s = ValidateIdempotencyKey(req.idempotency_key()); !s.ok()) {
+      return refuse("invalid", s);
+    }
+    spec->idempotency_key = req.idempotency_key();
+    spec->request_digest = SpecDigest(req.spec());
+  }
   if (Status s = RequireRole(ctx, Role::kMember, "submit job"); !s.ok()) {
     return refuse("denied", s);
   }
@@ -137,13 +145,22 @@ void ServiceImpl::SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& 
       return refuse("throttled", s);
     }
   }
-  jobs_->SubmitJob(std::move(spec).value(), [done = std::move(done)](Result<JobRecord> r) {
-    if (!r.ok()) return Fail(done, r.status());
-    v1::SubmitJobResponse resp;
-    resp.set_job_id(std::to_string(r->id));
-    ToProto(*r, resp.mutable_job());
-    done(Status::Ok(), std::move(resp));
-  });
+  const std::string digest = spec->request_digest;
+  const bool keyed = !spec->idempotency_key.empty();
+  jobs_->SubmitJob(std::move(spec).value(),
+                   [keyed, digest, done = std::move(done)](Result<JobRecord> r) {
+                     if (!r.ok()) return Fail(done, r.status());
+                     v1::SubmitJobResponse resp;
+                     // A keyed submission may answer with the job an earlier request made
+                     // (api/idempotency.h).
+                     if (keyed) {
+                       if (Status st = ReplayOf(*r, digest, &resp); !st.ok()) return Fail(done, st);
+                       return done(Status::Ok(), std::move(resp));
+                     }
+                     resp.set_job_id(std::to_string(r->id));
+                     ToProto(*r, resp.mutable_job());
+                     done(Status::Ok(), std::move(resp));
+                   });
 }
 
 void ServiceImpl::GetJob(const CallContext& ctx, const v1::GetJobRequest& req,

@@ -14,6 +14,8 @@
 //    only jobs whose tenant is the principal or lies below it (prefix on path segments);
 //  * pool create/update/delete and every node method require admin; non-admins may get and list
 //    pools they can use (public ones, and private ones that allow them);
+//  * the audit log: admins read every record, a tenant principal only its subtree's
+//    (api/service_audit.cc);
 //  * tenant and quota mutations require admin; non-admins may get and list the tenants and
 //    quotas of their own subtree, as with jobs (api/service_tenants.cc).
 //
@@ -36,6 +38,7 @@
 #include <memory>
 #include <mutex>
 
+#include "api/audit_log.h"
 #include "api/log_fetcher.h"
 #include "api/priority_access.h"
 #include "api/rate_limiter.h"
@@ -72,6 +75,8 @@ struct ServiceOptions {
   // Per-organisation submission rate limit for non-admin callers (api/rate_limiter.h); null =
   // none. Not owned.
   RateLimiter* submit_limiter = nullptr;
+  // The audit log ListAuditRecords reads (api/audit_log.h); null = UNIMPLEMENTED. Not owned.
+  AuditLog* audit = nullptr;
   // Where API keys live (scheduler/api_keys.h); null = KeyService answers UNIMPLEMENTED.
   ApiKeyStore* api_keys = nullptr;
 };
@@ -160,6 +165,8 @@ class ServiceImpl final : public ApiService {
   void DeleteQuota(const CallContext& ctx, const v1::DeleteQuotaRequest& req,
                    Reply<v1::DeleteQuotaResponse> done) override;
 
+  void ListAuditRecords(const CallContext& ctx, const v1::ListAuditRecordsRequest& req,
+                        Reply<v1::ListAuditRecordsResponse> done) override;
   void CreateApiKey(const CallContext& ctx, const v1::CreateApiKeyRequest& req,
                     Reply<v1::CreateApiKeyResponse> done) override;
   void ListApiKeys(const CallContext& ctx, const v1::ListApiKeysRequest& req,

@@ -5,6 +5,11 @@
 // flight for --seconds and reports throughput and p50/p99/max latency. --server ADDR measures an
 // already running daemon instead. Prints a table; --json FILE writes the figures.
 //
+// Without flags the daemon runs --insecure (plaintext, no credentials). --tls-auth measures the
+// secure default instead: TLS with the daemon's private CA and a tenant's bearer token on every
+// call, so each is authenticated, authorised against the tenant, rate-limit checked (with a limit
+// too high to bind) and audited as in plaintext. Compare the two (docs/benchmarks.md).
+//
 // It also says where the CPU went, in microseconds per acknowledged submission: this process (the
 // load generator), gpupoold and PostgreSQL (postmaster and its children, from /proc). On a
 // machine with few cores the three share them, so these explain the rate; with --server only
@@ -34,6 +39,9 @@ namespace gpupool {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The bearer token every call carries (--tls-auth); empty = none.
+std::string g_token;
 
 struct Level {
   int concurrency = 0;
@@ -102,6 +110,19 @@ struct CpuSample {
   }
 };
 
+constexpr char kBenchToken[] = "bench-tenant-token-0123456789";
+
+// The secure path's daemon config: a tenant token (the load; the pool is created with the
+// daemon's own admin.token), and a rate limit too high to bind.
+std::string WriteTlsAuthConfig(const std::string& dir) {
+  const std::string path = dir + "/bench-gpupoold.yaml";
+  std::ofstream out(path);
+  out << "auth:\n  api_tokens:\n    - {token: \"" << kBenchToken
+      << "\", principal: \"bench\", admin: false}\n"
+      << "tenant_defaults:\n  submit_rate_per_second: 1000000\n  submit_burst: 1000000\n";
+  return path;
+}
+
 v1::SubmitJobRequest Job(const std::string& pool) {
   v1::SubmitJobRequest req;
   v1::JobSpec* s = req.mutable_spec();
@@ -138,6 +159,7 @@ class Lane {
       return;
     }
     ctx_ = std::make_unique<grpc::ClientContext>();
+    if (!token_.empty()) ctx_->AddMetadata("authorization", "Bearer " + token_);
     started_ = Clock::now();
     stub_->async()->SubmitJob(ctx_.get(), req_, &resp_, [this](grpc::Status st) {
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
@@ -161,6 +183,7 @@ class Lane {
   std::atomic<int>* running_;
   std::condition_variable* cv_;
   std::unique_ptr<grpc::ClientContext> ctx_;
+  std::string token_ = g_token;
   v1::SubmitJobResponse resp_;
   Clock::time_point started_;
 };
@@ -218,6 +241,7 @@ Level Measure(const std::vector<std::unique_ptr<v1::JobService::Stub>>& stubs,
 
 int Run(int argc, char** argv) {
   std::string server, json;
+  bool tls_auth = false;
   double seconds = 5;
   int channels = 4;
   std::vector<int> levels{1, 16, 64};
@@ -230,6 +254,8 @@ int Run(int argc, char** argv) {
       json = value();
     else if (a == "--seconds")
       seconds = std::stod(value());
+    else if (a == "--tls-auth")
+      tls_auth = true;
     else if (a == "--channels")
       channels = std::max(1, std::stoi(value()));
     else if (a == "--levels") {
@@ -243,34 +269,56 @@ int Run(int argc, char** argv) {
     } else {
       std::printf(
           "usage: submit_throughput [--server HOST:PORT] [--seconds S] [--levels 1,16,64] "
-          "[--channels 4] [--json FILE]\n\nWithout --server, starts a fresh gpupoold (embedded "
-          "PostgreSQL, fsync on) from this build and also reports the CPU microseconds per "
-          "submission of the client, gpupoold and PostgreSQL.\n");
+          "[--channels 4] [--tls-auth] [--json FILE]\n\nWithout --server, starts a fresh gpupoold "
+          "(embedded PostgreSQL, fsync on) from this build and also reports the CPU microseconds "
+          "per submission of the client, gpupoold and PostgreSQL.\n--tls-auth: calls go over TLS "
+          "(the daemon's private CA) with a tenant's bearer token (needs no --server).\n");
       return a == "--help" ? 0 : 2;
     }
   }
   std::unique_ptr<testing::DaemonProcess> daemon;
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  std::string admin_token;
+  if (tls_auth && !server.empty()) {
+    std::fprintf(stderr, "--tls-auth starts its own gpupoold; it does not go with --server\n");
+    return 2;
+  }
   if (server.empty()) {
-    auto started = testing::DaemonProcess::Start({});
+    testing::DaemonProcess::Options options;
+    if (tls_auth) {
+      auto dir = testing::MakeTempDir("submit-throughput");
+      if (!dir.ok()) return 1;
+      options.data_dir = *dir;
+      options.secure = true;  // TLS on the gRPC port, credentials required
+      options.extra_args = {"--config", WriteTlsAuthConfig(*dir)};
+    }
+    auto started = testing::DaemonProcess::Start(options);
     if (!started.ok()) {
       std::fprintf(stderr, "cannot start gpupoold: %s\n", started.status().ToString().c_str());
       return 1;
     }
     daemon = std::move(started).value();
     server = daemon->grpc_address();
+    if (tls_auth) {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = daemon->ca_pem();
+      creds = grpc::SslCredentials(ssl);
+      admin_token = daemon->admin_token();
+      g_token = kBenchToken;
+    }
   }
   // Several channels, so that client-side HTTP/2 framing does not serialise the lanes.
   std::vector<std::unique_ptr<v1::JobService::Stub>> stubs;
   for (int i = 0; i < channels; ++i) {
     grpc::ChannelArguments args;
     args.SetInt("grpc.channel_id", i);  // distinct channels, not one shared subchannel
-    stubs.push_back(v1::JobService::NewStub(
-        grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args)));
+    stubs.push_back(v1::JobService::NewStub(grpc::CreateCustomChannel(server, creds, args)));
   }
-  auto pools =
-      v1::PoolService::NewStub(grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
+  // The pool is an admin's to create (over the same channel kind as the submissions).
+  auto pools = v1::PoolService::NewStub(grpc::CreateChannel(server, creds));
   {
     grpc::ClientContext ctx;
+    if (!admin_token.empty()) ctx.AddMetadata("authorization", "Bearer " + admin_token);
     v1::CreatePoolRequest req;
     req.mutable_pool()->set_name("bench");
     v1::Pool out;

@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
-#include <mutex>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "api/agent_hub.h"
@@ -292,6 +292,9 @@ int Run(int argc, char** argv) {
   service_options.priority_access = &*classes;
   api::RateLimiter submit_limiter({config.submit_rate_per_second, config.submit_burst});
   service_options.submit_limiter = &submit_limiter;
+  // Every mutating and every denied API call, in PostgreSQL (docs/security.md, "Audit log").
+  auto audit_log = std::make_unique<api::AuditLog>(store.get(), api::AuditLogOptions{registry});
+  service_options.audit = audit_log.get();
   Result<std::unique_ptr<PgApiKeyStore>> opened_keys = PgApiKeyStore::Open(uri);
   if (!opened_keys.ok()) return Fail(opened_keys.status().WithContext("API keys"));
   std::unique_ptr<PgApiKeyStore> api_keys = std::move(opened_keys).value();
@@ -337,10 +340,12 @@ int Run(int argc, char** argv) {
         api::GrpcTlsPort{"", ca->server_cert_pem(), ca->server_key_pem(), ca->ca_pem()};
   }
   grpc_options.metrics = registry;
+  grpc_options.audit = audit_log.get();
   api::GrpcServer grpc(service, *auth, config.grpc_listen, grpc_options);
   if (Status st = grpc.Start(); !st.ok()) return Fail(st);
   api::HttpServerOptions http_options;
   http_options.max_connections_per_client = config.http_max_connections_per_client;
+  http_options.audit = audit_log.get();
   if (!config.insecure) {
     http_options.tls_cert_pem = ca->server_cert_pem();
     http_options.tls_key_pem = ca->server_key_pem();
@@ -379,6 +384,7 @@ int Run(int argc, char** argv) {
   http.Shutdown();
   grpc.Shutdown();
   scheduler.Stop();
+  audit_log.reset();  // writes what is queued while the store is still there
   store.reset();
   if (leadership) leadership->Resign();  // a standby takes over at once
   supervisor.reset();  // before stopping the server, so the stop is not taken for a crash

@@ -70,6 +70,9 @@ class Core {
   // Jobs.
   void SubmitJob(JobSpec spec, Callback<JobRecord> done);
   Result<JobRecord> GetJob(int64_t id) const;
+  // The job a tenant submitted with this idempotency key, if any (scheduler/core_idempotency.cc).
+  std::optional<JobRecord> FindJobByIdempotencyKey(const std::string& tenant,
+                                                   const std::string& key) const;
   JobPage ListJobs(const JobFilter& filter) const;
   void CancelJob(int64_t id, std::string reason, Callback<JobRecord> done);
   // Calls `fn` with the current job at once and on every change until Unwatch or the job ends.

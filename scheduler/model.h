@@ -80,6 +80,8 @@ struct ResourceRequest {
 struct TaskTemplate {
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
+  // Delivered like env; never shown by the API nor logged (api/convert.cc redacts it).
+  std::map<std::string, std::string> secret_env;
   ResourceRequest resources;
   friend bool operator==(const TaskTemplate&, const TaskTemplate&) = default;
 };
@@ -95,6 +97,10 @@ struct JobSpec {
   std::map<std::string, std::string> labels;
   TaskTemplate task_template;
   int32_t max_retries = 0;
+  // SubmitJob's idempotency key (unique per tenant among stored jobs; "" = none) and a digest of
+  // the request it came with, to tell a retry from a different request under the same key.
+  std::string idempotency_key;
+  std::string request_digest;
   friend bool operator==(const JobSpec&, const JobSpec&) = default;
 };
 

@@ -1,6 +1,8 @@
 // Scheduler (scheduler.h): each call is one closure posted to the core's loop.
 #include "scheduler/scheduler.h"
 
+#include <optional>
+
 #include "scheduler/core.h"
 #include "scheduler/core_loop.h"
 
@@ -50,8 +52,27 @@ int64_t Scheduler::epoch() const { return epoch_.load(); }
 // ---- Jobs ----
 
 void Scheduler::SubmitJob(JobSpec spec, SchedulerCallback<JobRecord> done) {
-  Post([core = core_.get(), spec = std::move(spec), done = std::move(done)]() mutable {
-    core->SubmitJob(std::move(spec), std::move(done));
+  Post([this, core = core_.get(), spec = std::move(spec), done = std::move(done)]() mutable {
+    // A keyed submission whose key already names a job gets that job (api/idempotency.h tells
+    // a retry from a different request by the digest the job keeps).
+    const std::string tenant = spec.tenant, key = spec.idempotency_key;
+    if (!key.empty()) {
+      if (std::optional<JobRecord> prior = core->FindJobByIdempotencyKey(tenant, key)) {
+        return done(std::move(*prior));
+      }
+    }
+    core->SubmitJob(std::move(spec), [this, core, tenant, key, done](Result<JobRecord> r) {
+      if (!r.ok() && !key.empty() && r.status().code() == StatusCode::kAlreadyExists) {
+        // Another submission with the key committed first (the store's unique index said so):
+        // answer with its job, on the loop thread, where it is now in the table.
+        return Post([core, tenant, key, done, st = r.status()] {
+          std::optional<JobRecord> prior = core->FindJobByIdempotencyKey(tenant, key);
+          if (!prior) return done(st);
+          done(std::move(*prior));
+        });
+      }
+      done(std::move(r));
+    });
   });
 }
 

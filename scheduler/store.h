@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "scheduler/audit_record.h"
 #include "scheduler/model.h"
 
 namespace gpupool {
@@ -112,6 +113,21 @@ class Store {
   // literal text, not a pattern), oldest first, at most `limit` rows (<= 0: no limit).
   virtual Result<std::vector<EventRecord>> ListEvents(const std::string& subject_prefix,
                                                       int limit) = 0;
+
+  // The audit log (scheduler/audit_record.h): append-only, not fenced by the epoch (a denied
+  // call is recorded whoever leads). AppendAudit makes `records` durable in one transaction
+  // (ids assigned in order), then calls done; INVALID_ARGUMENT for text with NUL or not UTF-8,
+  // UNAVAILABLE during an outage (nothing written). ListAudit returns a page, newest first.
+  // Defaults answer UNIMPLEMENTED, for stores that keep no audit log.
+  virtual void AppendAudit(std::vector<AuditRecord> records, Done done);
+  virtual Result<AuditPage> ListAudit(const AuditQuery& query);
 };
+
+inline void Store::AppendAudit(std::vector<AuditRecord>, Done done) {
+  done(Status::Unimplemented("this store keeps no audit log"));
+}
+inline Result<AuditPage> Store::ListAudit(const AuditQuery&) {
+  return Status::Unimplemented("this store keeps no audit log");
+}
 
 }  // namespace gpupool

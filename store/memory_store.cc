@@ -18,6 +18,7 @@ struct MemoryDatabase {
   std::vector<EventRecord> events;                                    // guarded by mu
   std::map<std::string, TenantRecord> tenants;                        // guarded by mu
   std::map<std::pair<std::string, std::string>, QuotaRecord> quotas;  // guarded by mu
+  std::vector<AuditRecord> audit;                                     // guarded by mu
   Status unavailable;                                                 // guarded by mu
 };
 
@@ -39,6 +40,15 @@ class Applier {
 
   Status operator()(const InsertJob& m) {
     if (db_.jobs.count(m.job.id) != 0) return Status::AlreadyExists(JobExistsMessage(m.job.id));
+    if (!m.job.spec.idempotency_key.empty()) {
+      for (const auto& [id, other] : db_.jobs) {
+        if (other.spec.tenant == m.job.spec.tenant &&
+            other.spec.idempotency_key == m.job.spec.idempotency_key) {
+          return Status::AlreadyExists(
+              IdempotencyKeyUsedMessage(m.job.spec.tenant, m.job.spec.idempotency_key, id));
+        }
+      }
+    }
     JobRecord job = m.job;
     std::sort(job.tasks.begin(), job.tasks.end(),
               [](const TaskRecord& a, const TaskRecord& b) { return a.index < b.index; });
@@ -244,6 +254,38 @@ Result<std::vector<EventRecord>> MemoryStore::ListEvents(const std::string& subj
     if (e.subject.starts_with(subject_prefix)) out.push_back(e);
   }
   return out;
+}
+
+void MemoryStore::AppendAudit(std::vector<AuditRecord> records, Done done) {
+  Status st = ValidateAuditRecords(records);
+  {
+    std::lock_guard lock(db_->mu);
+    if (!db_->unavailable.ok()) st = db_->unavailable;
+    if (st.ok()) {
+      for (AuditRecord& r : records) {
+        r.id = static_cast<int64_t>(db_->audit.size()) + 1;
+        db_->audit.push_back(std::move(r));
+      }
+    }
+  }
+  done(st);
+}
+
+Result<AuditPage> MemoryStore::ListAudit(const AuditQuery& query) {
+  GPUPOOL_RETURN_IF_ERROR(ValidateAuditQuery(query));
+  std::lock_guard lock(db_->mu);
+  if (!db_->unavailable.ok()) return db_->unavailable;
+  AuditPage page;
+  for (auto it = db_->audit.rbegin(); it != db_->audit.rend(); ++it) {
+    if (query.before_id > 0 && it->id >= query.before_id) continue;
+    if (!AuditMatches(*it, query)) continue;
+    if (static_cast<int>(page.records.size()) == query.limit) {
+      page.next_before_id = page.records.back().id;
+      break;
+    }
+    page.records.push_back(*it);
+  }
+  return page;
 }
 
 }  // namespace gpupool

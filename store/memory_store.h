@@ -39,6 +39,8 @@ class MemoryStore final : public Store {
   void Apply(std::vector<Mutation> batch, Done done) override;
   Result<std::vector<EventRecord>> ListEvents(const std::string& subject_prefix,
                                               int limit) override;
+  void AppendAudit(std::vector<AuditRecord> records, Done done) override;
+  Result<AuditPage> ListAudit(const AuditQuery& query) override;
 
  private:
   std::shared_ptr<MemoryDatabase> db_;

@@ -1,5 +1,6 @@
 #include "store/migrations.h"
 
+#include <algorithm>
 #include <pqxx/pqxx>
 #include <set>
 
@@ -241,12 +242,62 @@ CREATE TABLE api_keys (
 CREATE INDEX api_keys_tenant ON api_keys (tenant);
 )sql";
 
+// The audit log (scheduler/audit_record.h): append-only. The triggers refuse UPDATE, DELETE and
+// TRUNCATE for every role, the table owner included (REVOKE alone would not bind the owner, which
+// is the role gpupoold connects as). Indexes serve the API's filters, newest first.
+constexpr std::string_view kV60 = R"sql(
+CREATE TABLE audit_log (
+  id          bigserial PRIMARY KEY,
+  time_us     bigint  NOT NULL,
+  key_id      text    NOT NULL,
+  principal   text    NOT NULL,
+  role        text    NOT NULL,
+  tenant      text    NOT NULL,
+  verb        text    NOT NULL,
+  resource    text    NOT NULL,
+  code        integer NOT NULL,
+  message     text    NOT NULL,
+  request_id  text    NOT NULL,
+  source      text    NOT NULL
+);
+CREATE INDEX audit_log_time_idx ON audit_log (time_us);
+CREATE INDEX audit_log_principal_idx ON audit_log (principal, id);
+CREATE INDEX audit_log_tenant_idx ON audit_log (tenant text_pattern_ops, id);
+CREATE INDEX audit_log_resource_idx ON audit_log (resource text_pattern_ops, id);
+
+CREATE FUNCTION gp_audit_append_only() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = 'GPP01',
+    MESSAGE = 'audit_log is append-only: ' || TG_OP || ' is refused';
+END $$;
+CREATE TRIGGER audit_log_no_update BEFORE UPDATE OR DELETE ON audit_log
+  FOR EACH ROW EXECUTE FUNCTION gp_audit_append_only();
+CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log
+  FOR EACH STATEMENT EXECUTE FUNCTION gp_audit_append_only();
+REVOKE UPDATE, DELETE, TRUNCATE ON audit_log FROM PUBLIC;
+)sql";
+
+// SubmitJob's idempotency key, unique per tenant (the index is the last word when two daemons or
+// two batches race), and job env values marked secret, kept apart from env so that no reader of
+// the jobs table's env column sees them by accident.
+constexpr std::string_view kV61 = R"sql(
+ALTER TABLE jobs
+  ADD COLUMN idempotency_key text   NOT NULL DEFAULT '',
+  ADD COLUMN request_digest  text   NOT NULL DEFAULT '',
+  ADD COLUMN secret_env      text[] NOT NULL DEFAULT '{}';
+CREATE UNIQUE INDEX jobs_idempotency_idx ON jobs (tenant, idempotency_key)
+  WHERE idempotency_key <> '';
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "initial schema", kV1},
     {2, "check and fence functions", kV2},
     {3, "typed stop intent and preemption facts on tasks", kV3},
     {10, "API keys", kV10},
     {50, "leader election: lease address and expiry", kV50},
+    {60, "append-only audit log", kV60},
+    {61, "idempotency keys and secret env on jobs", kV61},
 };
 
 }  // namespace
@@ -276,7 +327,8 @@ Status Migrate(pqxx::connection& conn, const std::string& display) {
           applied.insert(row[0].as<int>());
         }
       }
-      int newest = Migrations().back().version;
+      int newest = 0;  // versions are applied by set membership: the list need not be sorted
+      for (const Migration& m : Migrations()) newest = std::max(newest, m.version);
       if (!applied.empty() && *applied.rbegin() > newest) {
         result = Status::FailedPrecondition(
             "database " + display + " has schema version " + std::to_string(*applied.rbegin()) +

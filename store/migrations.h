@@ -23,7 +23,8 @@ struct Migration {
   std::string_view sql;
 };
 
-// Every migration, oldest first, versions 1, 2, 3… without gaps.
+// Every migration. Versions are unique; gaps are allowed (each engineer's range), and a database
+// gets every version it lacks.
 std::span<const Migration> Migrations();
 
 // Applies what is missing. FAILED_PRECONDITION when the database has a version this build does

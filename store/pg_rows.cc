@@ -151,6 +151,9 @@ Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::re
     j.reason = r[22].c_str();
     j.submit_us = r[23].as<int64_t>();
     j.finish_us = r[24].as<int64_t>();
+    s.idempotency_key = r[25].c_str();
+    s.request_digest = r[26].c_str();
+    s.task_template.secret_env = PairMap(r[27]);
     out.push_back(std::move(j));
   }
   // Tasks and allocations come sorted by (job_id, idx[, pos]); walk them alongside the jobs.

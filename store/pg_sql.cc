@@ -134,6 +134,15 @@ void GroupSql::Flush() {
     sql_ += ");\n";
     job_ids_.clear();
   }
+  if (!idempotency_keys_.empty()) {
+    sql_ +=
+        "SELECT gp_require(false, 'GPA01', format('tenant ''%s'': idempotency key ''%s'' already "
+        "names job %s', tenant, idempotency_key, id)) FROM jobs WHERE (tenant, idempotency_key) "
+        "IN (";
+    sql_ += idempotency_keys_;
+    sql_ += ");\n";
+    idempotency_keys_.clear();
+  }
   insert("jobs", GP_JOB_COLS, &jobs_);
   insert("tasks", GP_TASK_COLS, &tasks_);
   insert("allocations", GP_ALLOC_COLS, &allocs_);
@@ -155,8 +164,16 @@ void GroupSql::Insert(const JobRecord& j) {
   N(o, r.fractional.vram_mib), C(o), N(o, r.gpu_count), C(o), Arr(o, r.models), C(o);
   Q(o, r.mig_profile), C(o), Q(o, r.sku), C(o), N(o, r.cpu_milli), C(o), N(o, r.memory_mib);
   C(o), Q(o, ToString(j.state)), C(o), Q(o, j.reason), C(o), N(o, j.submit_us), C(o);
-  N(o, j.finish_us);
+  N(o, j.finish_us), C(o), Q(o, s.idempotency_key), C(o), Q(o, s.request_digest), C(o);
+  Pairs(o, s.task_template.secret_env);
   o->push_back(')');
+  if (!s.idempotency_key.empty()) {
+    if (!idempotency_keys_.empty()) idempotency_keys_ += ',';
+    idempotency_keys_ += '(';
+    Q(&idempotency_keys_, s.tenant), C(&idempotency_keys_),
+        Q(&idempotency_keys_, s.idempotency_key);
+    idempotency_keys_ += ')';
+  }
   for (const TaskRecord& t : j.tasks) {
     o = &tasks_;
     Row(o);

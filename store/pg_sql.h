@@ -50,6 +50,7 @@ class GroupSql {
 
   std::string sql_;
   std::string job_ids_, jobs_, tasks_, allocs_, events_;  // rows waiting for Flush()
+  std::string idempotency_keys_;  // ("tenant", "key") pairs of the jobs waiting for Flush()
 };
 
 // SELECT lists that the readers below expect, in this column order.

@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "store/migrations.h"
 #include "store/pg_conn.h"
+#include "store/pg_retry.h"
 #include "store/pg_sql.h"
 #include "store/validate.h"
 
@@ -31,32 +32,6 @@ std::string LikePrefix(const std::string& prefix) {
   std::string out;
   AppendQuoted(&out, pattern);
   return out;
-}
-
-// Runs `body(connection)` on `pc` and maps what libpqxx throws to a Status. When a connection
-// that had been working turns out dead (the server restarted since its last use), reconnects and
-// runs `body` once more: safe, because nothing was committed — a connection lost during COMMIT
-// itself is in doubt and is never retried.
-template <typename Body>
-auto RunWithRetry(PgConnection& pc, const PgTarget& target, Body&& body)
-    -> decltype(body(std::declval<pqxx::connection&>())) {
-  for (int attempt = 0;; ++attempt) {
-    bool reused = pc.connected();
-    GPUPOOL_ASSIGN_OR_RETURN(pqxx::connection * conn, pc.Get());
-    try {
-      return body(*conn);
-    } catch (const pqxx::in_doubt_error& e) {
-      Status st = PgErrorToStatus(e, target);
-      pc.Reset(st);
-      return st;
-    } catch (const std::exception& e) {
-      Status st = PgErrorToStatus(e, target);
-      bool lost = IsConnectionLevel(st) || !conn->is_open();
-      if (lost) pc.Reset(st);
-      if (lost && reused && attempt == 0) continue;
-      return st;
-    }
-  }
 }
 
 }  // namespace
@@ -86,7 +61,8 @@ PgStore::PgStore(PgStoreOptions options, std::unique_ptr<PgTarget> target)
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
       target_(std::move(target)),
       writer_conn_(std::make_unique<PgConnection>(*target_, "writer")),
-      read_conn_(std::make_unique<PgConnection>(*target_, "reader")) {}
+      read_conn_(std::make_unique<PgConnection>(*target_, "reader")),
+      audit_conn_(std::make_unique<PgConnection>(*target_, "audit")) {}
 
 PgStore::~PgStore() {
   {

@@ -72,6 +72,11 @@ class PgStore final : public Store {
   Status CheckWritable(std::chrono::milliseconds timeout = std::chrono::seconds(5));
   Result<std::vector<EventRecord>> ListEvents(const std::string& subject_prefix,
                                               int limit) override;
+  // The audit log (store/pg_audit.cc): appends run on the caller's thread on a connection of
+  // their own (one multi-row INSERT per call, never fenced), so an audit backlog never waits
+  // behind scheduling commits; `done` runs before AppendAudit returns. Reads use the reader.
+  void AppendAudit(std::vector<AuditRecord> records, Done done) override;
+  Result<AuditPage> ListAudit(const AuditQuery& query) override;
 
   // Counters since Open(): transactions committed by the writer and batches they carried (their
   // ratio is the mean group size), and batches that failed.
@@ -115,6 +120,8 @@ class PgStore final : public Store {
   std::unique_ptr<PgConnection> writer_conn_;  // writer thread only
   std::mutex read_mu_;
   std::unique_ptr<PgConnection> read_conn_;  // guarded by read_mu_
+  std::mutex audit_mu_;
+  std::unique_ptr<PgConnection> audit_conn_;  // guarded by audit_mu_
 
   std::thread writer_;
 };

@@ -71,6 +71,9 @@ void CheckJob(const JobRecord& j, TextChecker& t) {
   t("job.labels", j.spec.labels);
   t("job.command", j.spec.task_template.command);
   t("job.env", j.spec.task_template.env);
+  t("job.secret_env", j.spec.task_template.secret_env);
+  t("job.idempotency_key", j.spec.idempotency_key);
+  t("job.request_digest", j.spec.request_digest);
   t("job.models", j.spec.task_template.resources.models);
   t("job.mig_profile", j.spec.task_template.resources.mig_profile);
   t("job.sku", j.spec.task_template.resources.sku);
@@ -220,6 +223,58 @@ std::string TenantNotFoundMessage(const std::string& tenant) {
 }
 std::string QuotaNotFoundMessage(const std::string& tenant, const std::string& pool) {
   return "quota of tenant '" + tenant + "' in pool '" + pool + "': not found";
+}
+
+std::string IdempotencyKeyUsedMessage(const std::string& tenant, const std::string& key,
+                                      int64_t job_id) {
+  return "tenant '" + tenant + "': idempotency key '" + key + "' already names job " +
+         std::to_string(job_id);
+}
+
+Status ValidateAuditRecords(const std::vector<AuditRecord>& records) {
+  TextChecker t;
+  for (const AuditRecord& r : records) {
+    t("audit.key_id", r.key_id);
+    t("audit.principal", r.principal);
+    t("audit.role", r.role);
+    t("audit.tenant", r.tenant);
+    t("audit.verb", r.verb);
+    t("audit.resource", r.resource);
+    t("audit.message", r.message);
+    t("audit.request_id", r.request_id);
+    t("audit.source", r.source);
+  }
+  return t.status();
+}
+
+Status ValidateAuditQuery(const AuditQuery& q) {
+  if (q.limit < 1 || q.limit > 1000) {
+    return Status::InvalidArgument("audit query: limit must be 1..1000, got " +
+                                   std::to_string(q.limit));
+  }
+  if (q.code < -1 || q.code > 16) {
+    return Status::InvalidArgument("audit query: code must be a gRPC code 0..16");
+  }
+  TextChecker t;
+  t("audit query: principal", q.principal);
+  t("audit query: verb", q.verb);
+  t("audit query: resource", q.resource);
+  t("audit query: tenant", q.tenant_subtree);
+  return t.status();
+}
+
+bool AuditMatches(const AuditRecord& r, const AuditQuery& q) {
+  if (!q.principal.empty() && r.principal != q.principal) return false;
+  if (!q.verb.empty() && r.verb != q.verb) return false;
+  if (!r.resource.starts_with(q.resource)) return false;
+  if (q.code >= 0 && r.code != q.code) return false;
+  if (q.since_us != 0 && r.time_us < q.since_us) return false;
+  if (q.until_us != 0 && r.time_us >= q.until_us) return false;
+  if (!q.tenant_subtree.empty() && r.tenant != q.tenant_subtree &&
+      !r.tenant.starts_with(q.tenant_subtree + "/")) {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace gpupool

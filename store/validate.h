@@ -18,6 +18,11 @@
 namespace gpupool {
 
 Status ValidateBatch(const std::vector<Mutation>& batch);
+// Audit records: text UTF-8 without NUL; a limit of 1..1000 and a code of -1..16 in a query.
+Status ValidateAuditRecords(const std::vector<AuditRecord>& records);
+Status ValidateAuditQuery(const AuditQuery& query);
+// True when `record` passes every filter of `query` except the page position and limit.
+bool AuditMatches(const AuditRecord& record, const AuditQuery& query);
 
 // Messages both stores use for stateful failures, so callers (and the conformance suite) see the
 // same words whichever store runs.
@@ -29,6 +34,9 @@ std::string PoolHasNodesMessage(const std::string& pool);        // "pool 'a': s
 std::string NodeNotFoundMessage(const std::string& node);        // "node 'n1': not found"
 std::string NodePoolNotFoundMessage(const std::string& node, const std::string& pool);
 std::string TenantNotFoundMessage(const std::string& tenant);  // "tenant 'acme': not found"
+// "tenant 'acme': idempotency key 'k' already names job 12"
+std::string IdempotencyKeyUsedMessage(const std::string& tenant, const std::string& key,
+                                      int64_t job_id);
 // "quota of tenant 'acme' in pool 'a': not found"
 std::string QuotaNotFoundMessage(const std::string& tenant, const std::string& pool);
 

@@ -58,22 +58,26 @@ struct GrpcServer::Impl {
   Impl(ApiService& service, const Authenticator& auth, std::string address, GrpcServerOptions o)
       : listen_address(std::move(address)),
         options(std::move(o)),
-        jobs({&service, &auth, &streams}),
-        pools({&service, &auth, &streams}),
-        nodes({&service, &auth, &streams}),
-        catalog({&service, &auth, &streams}),
-        tenants({&service, &auth, &streams}),
-        keys({&service, &auth, &streams}),
+        audit_hook(options.audit),
+        jobs({&service, &auth, &streams, &audit_hook}),
+        pools({&service, &auth, &streams, &audit_hook}),
+        nodes({&service, &auth, &streams, &audit_hook}),
+        catalog({&service, &auth, &streams, &audit_hook}),
+        tenants({&service, &auth, &streams, &audit_hook}),
+        audit({&service, &auth, &streams, &audit_hook}),
+        keys({&service, &auth, &streams, &audit_hook}),
         health(service) {}
 
   const std::string listen_address;
   GrpcServerOptions options;
   grpcface::StreamTracker streams;
+  const AuditHook audit_hook;
   grpcface::JobServiceImpl jobs;
   grpcface::PoolServiceImpl pools;
   grpcface::NodeServiceImpl nodes;
   grpcface::CatalogServiceImpl catalog;
   grpcface::TenantServiceImpl tenants;
+  grpcface::AuditServiceImpl audit;
   grpcface::KeyServiceImpl keys;
   grpcface::HealthService health;  // grpc.health.v1, unauthenticated like /readyz
 
@@ -132,6 +136,7 @@ Status GrpcServer::Start() {
   builder.RegisterService(&s.nodes);
   builder.RegisterService(&s.catalog);
   builder.RegisterService(&s.tenants);
+  builder.RegisterService(&s.audit);
   builder.RegisterService(&s.keys);
   builder.RegisterService(&s.health);
   for (grpc::Service* extra : s.options.extra_services) builder.RegisterService(extra);

@@ -1,7 +1,7 @@
-// GrpcServer: gpupoold's gRPC face. Serves JobService, PoolService, NodeService, CatalogService
-// and TenantService over an ApiService, plus any extra services the daemon registers on the same
-// port (the agent stream service), the standard health service (grpc.health.v1, answering what
-// /readyz answers) and server reflection (so grpcurl can list and describe the API).
+// GrpcServer: gpupoold's gRPC face. Serves JobService, PoolService, NodeService, CatalogService,
+// TenantService and AuditService over an ApiService, plus any extra services the daemon registers
+// on the same port (the agent stream service), the standard health service (grpc.health.v1,
+// answering what /readyz answers) and server reflection (so grpcurl can list and describe the API).
 //
 //   GrpcServer grpc(api, auth, "0.0.0.0:7070", {.metrics = registry});
 //   grpc.AddService(&agent_service);     // before Start()
@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "api/audit.h"
 #include "api/auth.h"
 #include "api/service.h"
 #include "base/status.h"
@@ -60,6 +61,8 @@ struct GrpcServerOptions {
   std::chrono::milliseconds idle_timeout{15 * 60'000};
   // Also serve on this TLS port; unset = no second port.
   std::optional<GrpcTlsPort> tls;
+  // Where audit records go (api/audit.h); null = no audit. Not owned; must outlive the server.
+  AuditSink* audit = nullptr;
   // Serve the main listen address over TLS with these credentials (its listen_address is
   // ignored): the secure default. Unset = the main port is plaintext (--insecure, loopback only).
   std::optional<GrpcTlsPort> main_tls;

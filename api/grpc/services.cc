@@ -27,38 +27,71 @@ Result<CallContext> Authenticate(const Deps& d, const grpc::CallbackServerContex
   return caller;
 }
 
+// Where the call came from: the caller's x-request-id (or a new one, sent back as initial
+// metadata) and its peer address.
+CallOrigin OriginOf(grpc::CallbackServerContext* ctx) {
+  const auto& md = ctx->client_metadata();
+  auto it = md.find("x-request-id");
+  std::string_view given;
+  if (it != md.end()) given = std::string_view(it->second.data(), it->second.size());
+  CallOrigin origin{RequestIdOr(given), ctx->peer()};
+  ctx->AddInitialMetadata("x-request-id", origin.request_id);
+  return origin;
+}
+
+// Every RPC passes here: the five steps, with the audit hook around step 3 (api/audit.h).
 template <typename Req, typename Resp>
 grpc::ServerUnaryReactor* Unary(const Deps& d, grpc::CallbackServerContext* ctx, const Req* req,
-                                Resp* resp, UnaryMethod<Req, Resp> method) {
+                                Resp* resp, UnaryMethod<Req, Resp> method, std::string_view verb) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const CallOrigin origin = OriginOf(ctx);
+  const AuditHook* audit = d.audit;
   Result<CallContext> caller = Authenticate(d, ctx);  // 1. check
   if (!caller.ok()) {
-    reactor->Finish(ToGrpcStatus(caller.status()));
+    audit->Finish(origin, nullptr, verb, req, nullptr, caller.status(),
+                  [reactor, st = caller.status()] { reactor->Finish(ToGrpcStatus(st)); });
+    return reactor;
+  }
+  if (Status admit = audit->Admit(verb); !admit.ok()) {
+    audit->Finish(origin, &*caller, verb, req, nullptr, admit,
+                  [reactor, admit] { reactor->Finish(ToGrpcStatus(admit)); });
     return reactor;
   }
   // 2. convert in: `*req` is already the ApiService's request type. gRPC keeps `req`, `resp`
   // and the reactor alive until Finish, which only the reply below calls.
-  (d.service->*method)(*caller, *req, [reactor, resp](Status status, Resp reply) {  // 3. call
-    if (status.ok()) *resp = std::move(reply);  // 4. convert out
-    reactor->Finish(ToGrpcStatus(status));      // 5. finish
-  });
+  (d.service->*method)(*caller, *req,
+                       [reactor, req, resp, audit, origin, caller = *caller, verb](
+                           Status status, Resp reply) {              // 3.
+                         if (status.ok()) *resp = std::move(reply);  // 4. convert out
+                         audit->Finish(origin, &caller, verb, req, resp, status, [reactor, status] {
+                           reactor->Finish(ToGrpcStatus(status));
+                         });  // 5. finish
+                       });
   return reactor;
 }
 
 template <typename Req, typename Item>
 grpc::ServerWriteReactor<Item>* Stream(const Deps& d, grpc::CallbackServerContext* ctx,
-                                       const Req* req, StreamMethod<Req, Item> method) {
+                                       const Req* req, StreamMethod<Req, Item> method,
+                                       std::string_view verb) {
   auto [reactor, writer] = StreamWriter<Item>::Create(d.streams);
+  const CallOrigin origin = OriginOf(ctx);
+  const AuditHook* audit = d.audit;
   Result<CallContext> caller = Authenticate(d, ctx);  // 1. check
   if (!caller.ok()) {
-    writer->Done(caller.status());
+    audit->Finish(origin, nullptr, verb, req, nullptr, caller.status(),
+                  [writer, st = caller.status()] { writer->Done(st); });
     return reactor;
   }
   // 2. convert in: nothing to do. 3. call; 4 and 5 happen in the writer as items and the final
-  // status arrive.
+  // status arrive. Streams are reads: only a denial is recorded. `req` is a copy, as the stream
+  // may end after gRPC let go of the request.
   Cancel cancel = (d.service->*method)(
       *caller, *req, [writer](const Item& item) { writer->Push(item); },
-      [writer](Status status) { writer->Done(status); });
+      [writer, audit, origin, caller = *caller, verb, copy = *req](Status status) {
+        audit->Finish(origin, &caller, verb, &copy, nullptr, status,
+                      [writer, status] { writer->Done(status); });
+      });
   writer->SetUpstreamCancel(std::move(cancel));
   return reactor;
 }
@@ -69,157 +102,164 @@ grpc::ServerWriteReactor<Item>* Stream(const Deps& d, grpc::CallbackServerContex
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
                                                     const v1::SubmitJobRequest* req,
                                                     v1::SubmitJobResponse* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::SubmitJob);
+  return Unary(d_, ctx, req, resp, &ApiService::SubmitJob, "SubmitJob");
 }
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* ctx,
                                                  const v1::GetJobRequest* req, v1::Job* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::GetJob);
+  return Unary(d_, ctx, req, resp, &ApiService::GetJob, "GetJob");
 }
 grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* ctx,
                                                    const v1::ListJobsRequest* req,
                                                    v1::ListJobsResponse* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::ListJobs);
+  return Unary(d_, ctx, req, resp, &ApiService::ListJobs, "ListJobs");
 }
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* ctx,
                                                     const v1::CancelJobRequest* req,
                                                     v1::Job* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::CancelJob);
+  return Unary(d_, ctx, req, resp, &ApiService::CancelJob, "CancelJob");
 }
 grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* ctx,
                                                                  const v1::WatchJobRequest* req) {
-  return Stream(d_, ctx, req, &ApiService::WatchJob);
+  return Stream(d_, ctx, req, &ApiService::WatchJob, "WatchJob");
 }
 grpc::ServerWriteReactor<v1::TaskLogChunk>* JobServiceImpl::GetTaskLogs(
     grpc::CallbackServerContext* ctx, const v1::GetTaskLogsRequest* req) {
-  return Stream(d_, ctx, req, &ApiService::GetTaskLogs);
+  return Stream(d_, ctx, req, &ApiService::GetTaskLogs, "GetTaskLogs");
 }
 
 // PoolService.
 grpc::ServerUnaryReactor* PoolServiceImpl::CreatePool(grpc::CallbackServerContext* ctx,
                                                       const v1::CreatePoolRequest* req,
                                                       v1::Pool* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::CreatePool);
+  return Unary(d_, ctx, req, resp, &ApiService::CreatePool, "CreatePool");
 }
 grpc::ServerUnaryReactor* PoolServiceImpl::GetPool(grpc::CallbackServerContext* ctx,
                                                    const v1::GetPoolRequest* req, v1::Pool* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::GetPool);
+  return Unary(d_, ctx, req, resp, &ApiService::GetPool, "GetPool");
 }
 grpc::ServerUnaryReactor* PoolServiceImpl::ListPools(grpc::CallbackServerContext* ctx,
                                                      const v1::ListPoolsRequest* req,
                                                      v1::ListPoolsResponse* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::ListPools);
+  return Unary(d_, ctx, req, resp, &ApiService::ListPools, "ListPools");
 }
 grpc::ServerUnaryReactor* PoolServiceImpl::UpdatePool(grpc::CallbackServerContext* ctx,
                                                       const v1::UpdatePoolRequest* req,
                                                       v1::Pool* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::UpdatePool);
+  return Unary(d_, ctx, req, resp, &ApiService::UpdatePool, "UpdatePool");
 }
 grpc::ServerUnaryReactor* PoolServiceImpl::DeletePool(grpc::CallbackServerContext* ctx,
                                                       const v1::DeletePoolRequest* req,
                                                       v1::DeletePoolResponse* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::DeletePool);
+  return Unary(d_, ctx, req, resp, &ApiService::DeletePool, "DeletePool");
 }
 
 // NodeService.
 grpc::ServerUnaryReactor* NodeServiceImpl::ListNodes(grpc::CallbackServerContext* ctx,
                                                      const v1::ListNodesRequest* req,
                                                      v1::ListNodesResponse* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::ListNodes);
+  return Unary(d_, ctx, req, resp, &ApiService::ListNodes, "ListNodes");
 }
 grpc::ServerUnaryReactor* NodeServiceImpl::GetNode(grpc::CallbackServerContext* ctx,
                                                    const v1::GetNodeRequest* req, v1::Node* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::GetNode);
+  return Unary(d_, ctx, req, resp, &ApiService::GetNode, "GetNode");
 }
 grpc::ServerUnaryReactor* NodeServiceImpl::CordonNode(grpc::CallbackServerContext* ctx,
                                                       const v1::NodeActionRequest* req,
                                                       v1::Node* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::CordonNode);
+  return Unary(d_, ctx, req, resp, &ApiService::CordonNode, "CordonNode");
 }
 grpc::ServerUnaryReactor* NodeServiceImpl::UncordonNode(grpc::CallbackServerContext* ctx,
                                                         const v1::NodeActionRequest* req,
                                                         v1::Node* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::UncordonNode);
+  return Unary(d_, ctx, req, resp, &ApiService::UncordonNode, "UncordonNode");
 }
 grpc::ServerUnaryReactor* NodeServiceImpl::DrainNode(grpc::CallbackServerContext* ctx,
                                                      const v1::NodeActionRequest* req,
                                                      v1::Node* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::DrainNode);
+  return Unary(d_, ctx, req, resp, &ApiService::DrainNode, "DrainNode");
 }
 
 // CatalogService.
 grpc::ServerUnaryReactor* CatalogServiceImpl::ListGpuModels(grpc::CallbackServerContext* ctx,
                                                             const v1::ListGpuModelsRequest* req,
                                                             v1::ListGpuModelsResponse* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::ListGpuModels);
+  return Unary(d_, ctx, req, resp, &ApiService::ListGpuModels, "ListGpuModels");
 }
 grpc::ServerUnaryReactor* CatalogServiceImpl::ListPriorityClasses(
     grpc::CallbackServerContext* ctx, const v1::ListPriorityClassesRequest* req,
     v1::ListPriorityClassesResponse* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::ListPriorityClasses);
+  return Unary(d_, ctx, req, resp, &ApiService::ListPriorityClasses, "ListPriorityClasses");
 }
 grpc::ServerUnaryReactor* CatalogServiceImpl::ListSkus(grpc::CallbackServerContext* ctx,
                                                        const v1::ListSkusRequest* req,
                                                        v1::ListSkusResponse* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::ListSkus);
+  return Unary(d_, ctx, req, resp, &ApiService::ListSkus, "ListSkus");
 }
 
 // TenantService.
 grpc::ServerUnaryReactor* TenantServiceImpl::CreateTenant(grpc::CallbackServerContext* ctx,
                                                           const v1::CreateTenantRequest* req,
                                                           v1::Tenant* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::CreateTenant);
+  return Unary(d_, ctx, req, resp, &ApiService::CreateTenant, "CreateTenant");
 }
 grpc::ServerUnaryReactor* TenantServiceImpl::GetTenant(grpc::CallbackServerContext* ctx,
                                                        const v1::GetTenantRequest* req,
                                                        v1::Tenant* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::GetTenant);
+  return Unary(d_, ctx, req, resp, &ApiService::GetTenant, "GetTenant");
 }
 grpc::ServerUnaryReactor* TenantServiceImpl::ListTenants(grpc::CallbackServerContext* ctx,
                                                          const v1::ListTenantsRequest* req,
                                                          v1::ListTenantsResponse* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::ListTenants);
+  return Unary(d_, ctx, req, resp, &ApiService::ListTenants, "ListTenants");
 }
 grpc::ServerUnaryReactor* TenantServiceImpl::DeleteTenant(grpc::CallbackServerContext* ctx,
                                                           const v1::DeleteTenantRequest* req,
                                                           v1::DeleteTenantResponse* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::DeleteTenant);
+  return Unary(d_, ctx, req, resp, &ApiService::DeleteTenant, "DeleteTenant");
 }
 grpc::ServerUnaryReactor* TenantServiceImpl::SetQuota(grpc::CallbackServerContext* ctx,
                                                       const v1::SetQuotaRequest* req,
                                                       v1::Quota* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::SetQuota);
+  return Unary(d_, ctx, req, resp, &ApiService::SetQuota, "SetQuota");
 }
 grpc::ServerUnaryReactor* TenantServiceImpl::GetQuota(grpc::CallbackServerContext* ctx,
                                                       const v1::GetQuotaRequest* req,
                                                       v1::Quota* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::GetQuota);
+  return Unary(d_, ctx, req, resp, &ApiService::GetQuota, "GetQuota");
 }
 grpc::ServerUnaryReactor* TenantServiceImpl::ListQuotas(grpc::CallbackServerContext* ctx,
                                                         const v1::ListQuotasRequest* req,
                                                         v1::ListQuotasResponse* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::ListQuotas);
+  return Unary(d_, ctx, req, resp, &ApiService::ListQuotas, "ListQuotas");
 }
 grpc::ServerUnaryReactor* TenantServiceImpl::DeleteQuota(grpc::CallbackServerContext* ctx,
                                                          const v1::DeleteQuotaRequest* req,
                                                          v1::DeleteQuotaResponse* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::DeleteQuota);
+  return Unary(d_, ctx, req, resp, &ApiService::DeleteQuota, "DeleteQuota");
+}
+
+// AuditService.
+grpc::ServerUnaryReactor* AuditServiceImpl::ListAuditRecords(grpc::CallbackServerContext* ctx,
+                                                             const v1::ListAuditRecordsRequest* req,
+                                                             v1::ListAuditRecordsResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::ListAuditRecords, "ListAuditRecords");
 }
 
 // KeyService.
 grpc::ServerUnaryReactor* KeyServiceImpl::CreateApiKey(grpc::CallbackServerContext* ctx,
                                                        const v1::CreateApiKeyRequest* req,
                                                        v1::CreateApiKeyResponse* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::CreateApiKey);
+  return Unary(d_, ctx, req, resp, &ApiService::CreateApiKey, "CreateApiKey");
 }
 grpc::ServerUnaryReactor* KeyServiceImpl::ListApiKeys(grpc::CallbackServerContext* ctx,
                                                       const v1::ListApiKeysRequest* req,
                                                       v1::ListApiKeysResponse* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::ListApiKeys);
+  return Unary(d_, ctx, req, resp, &ApiService::ListApiKeys, "ListApiKeys");
 }
 grpc::ServerUnaryReactor* KeyServiceImpl::RevokeApiKey(grpc::CallbackServerContext* ctx,
                                                        const v1::RevokeApiKeyRequest* req,
                                                        v1::ApiKey* resp) {
-  return Unary(d_, ctx, req, resp, &ApiService::RevokeApiKey);
+  return Unary(d_, ctx, req, resp, &ApiService::RevokeApiKey, "RevokeApiKey");
 }
 
 // StreamTracker (declared in stream_writer.h).

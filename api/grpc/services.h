@@ -1,19 +1,25 @@
-// The gRPC face of ApiService: JobService, PoolService, NodeService, CatalogService and
-// TenantService on gRPC's callback API. Each handler takes the same five steps, written once in
-// services.cc:
-//   1. check      — authenticate the `authorization` metadata (Authenticator);
+// The gRPC face of ApiService: JobService, PoolService, NodeService, CatalogService,
+// TenantService and AuditService on gRPC's callback API. Each handler takes the same five steps,
+// written once in services.cc:
+//   1. check      — authenticate the `authorization` metadata (Authenticator), and refuse a
+//                   mutating verb while the audit log cannot be written (api/audit.h);
 //   2. convert in — the request message is ApiService's own type: nothing to translate;
 //   3. call       — the ApiService method;
 //   4. convert out — move the reply into gRPC's response message;
-//   5. finish     — with the Status converted in api/status_convert.
+//   5. finish     — with the Status converted in api/status_convert, once the call's audit
+//                   record (mutating verbs and denials) is durable.
+// Every call carries an x-request-id (the caller's, or one made up and sent back as initial
+// metadata) that the audit record keeps.
 // Validation and permission checks belong to the ApiService, so the REST face gets the same.
 //
 // Thread safety: handlers run on gRPC's threads; ApiService replies arrive on any thread.
 #pragma once
 
+#include "api/audit.h"
 #include "api/auth.h"
 #include "api/grpc/stream_writer.h"
 #include "api/service.h"
+#include "gpupool/v1/audit.grpc.pb.h"
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/keys.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
@@ -26,6 +32,7 @@ struct Deps {
   ApiService* service;
   const Authenticator* auth;
   StreamTracker* streams;
+  const AuditHook* audit;  // never null; a hook without a sink records nothing
 };
 
 class JobServiceImpl final : public v1::JobService::CallbackService {
@@ -135,6 +142,18 @@ class TenantServiceImpl final : public v1::TenantService::CallbackService {
   grpc::ServerUnaryReactor* DeleteQuota(grpc::CallbackServerContext* ctx,
                                         const v1::DeleteQuotaRequest* req,
                                         v1::DeleteQuotaResponse* resp) override;
+
+ private:
+  Deps d_;
+};
+
+class AuditServiceImpl final : public v1::AuditService::CallbackService {
+ public:
+  explicit AuditServiceImpl(Deps deps) : d_(deps) {}
+
+  grpc::ServerUnaryReactor* ListAuditRecords(grpc::CallbackServerContext* ctx,
+                                             const v1::ListAuditRecordsRequest* req,
+                                             v1::ListAuditRecordsResponse* resp) override;
 
  private:
   Deps d_;

@@ -26,7 +26,7 @@ struct HttpServer::Impl {
         listen_address(std::move(address)),
         options(std::move(o)),
         metrics(registry.get()),
-        api(service, auth, registry),
+        api(service, auth, registry, options.audit),
         gate(std::make_shared<rest::Gate>()) {}
 
   void DoAccept();

@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "api/audit.h"
 #include "api/auth.h"
 #include "api/service.h"
 #include "base/status.h"
@@ -47,6 +48,8 @@ struct HttpServerOptions {
   // so one client's idle connections cannot take every descriptor (docs/security.md). 0 = no
   // limit.
   size_t max_connections_per_client = 256;
+  // Where audit records go (api/audit.h); null = no audit. Not owned; must outlive the server.
+  AuditSink* audit = nullptr;
   // How long Shutdown() lets requests already handed to the ApiService get their replies.
   std::chrono::milliseconds shutdown_grace{1000};
   // Serve HTTPS with this certificate chain and key (PEM): the secure default. Empty = plain

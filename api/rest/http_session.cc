@@ -11,6 +11,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "api/audit.h"
 #include "api/rest/json_mapping.h"
 #include "base/log.h"
 
@@ -279,6 +280,7 @@ void HttpSession::OnRead(beast::error_code ec) {
 
 Exchange& HttpSession::NewExchange() {
   ++exchange_id_;
+  request_id_.clear();
   mode_ = Mode::kWaiting;
   recorded_ = false;
   code_ = 0;
@@ -298,6 +300,9 @@ void HttpSession::Dispatch(http::request<http::string_body> req) {
   in.method = std::string(req.method_string());
   in.target = std::string(req.target());
   in.authorization = std::string(req[http::field::authorization]);
+  request_id_ = RequestIdOr(std::string(req["X-Request-Id"]));
+  in.request_id = request_id_;
+  in.idempotency_key = std::string(req["Idempotency-Key"]);
   in.body = std::move(req.body());
   in.source = peer_;
   env_.api->Handle(in, exchange_);
@@ -327,6 +332,7 @@ void HttpSession::DeliverReply(uint64_t id, int status, std::string content_type
   if (status == 499) res->reason("Client Closed Request");
   res->set(http::field::server, "gpupool");
   res->set(http::field::content_type, content_type);
+  if (!request_id_.empty()) res->set("X-Request-Id", request_id_);
   for (auto& [name, value] : headers) res->set(name, value);
   res->body() = std::move(body);
   res->keep_alive(keep_alive_ && !draining_);
@@ -354,6 +360,7 @@ void HttpSession::StartStream() {
   WatchForHangup();  // before the first write, so the read carries no write timeout
   std::string head = version_ >= 11 ? "HTTP/1.1 200 OK\r\n" : "HTTP/1.0 200 OK\r\n";
   head += "Server: gpupool\r\n";
+  if (!request_id_.empty()) head += "X-Request-Id: " + request_id_ + "\r\n";
   head += "Content-Type: application/x-ndjson\r\n";
   head += "Cache-Control: no-cache\r\n";
   head += "Connection: close\r\n";

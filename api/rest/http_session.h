@@ -166,6 +166,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   uint64_t exchange_id_ = 0;
   std::shared_ptr<Exchange> exchange_;
   std::string method_;
+  std::string request_id_;  // X-Request-Id of the exchange (api/audit.h), echoed in the reply
   unsigned version_ = 11;
   bool keep_alive_ = true;
   std::chrono::steady_clock::time_point started_;

@@ -38,6 +38,17 @@ Status BuildRequest(const RestApi::Call& call, int inputs, google::protobuf::Mes
   for (const auto& [field, value] : call.path_params) {
     GPUPOOL_RETURN_IF_ERROR(ApplyPathParam(field, value, req));
   }
+  if (!call.idempotency_key.empty()) {
+    // The header feeds the request's idempotency_key field, agreeing with the body if it set one.
+    if (req->GetDescriptor()->FindFieldByName("idempotency_key") == nullptr) {
+      return Status::InvalidArgument("header Idempotency-Key: this route takes none");
+    }
+    Status st = ApplyPathParam("idempotency_key", call.idempotency_key, req);
+    if (!st.ok()) {
+      return Status::InvalidArgument(
+          "header Idempotency-Key: differs from the body's idempotencyKey");
+    }
+  }
   return Status::Ok();
 }
 
@@ -65,87 +76,131 @@ void ReplyError(Responder& r, const Status& status, int http_status, Headers hea
 }
 
 template <typename Req, typename Resp, typename Method>
-void RestApi::Unary(std::string method, std::string_view pattern, int inputs, Method fn) {
+void RestApi::Unary(std::string method, std::string_view pattern, int inputs, Method fn,
+                    std::string_view verb) {
   UnaryMethod<Req, Resp> m = fn;
   ApiService* svc = &service_;
-  Add(std::move(method), pattern, true,
-      [svc, m, inputs](const Call& call, const std::shared_ptr<Responder>& r) {
-        Req req;
-        if (Status st = BuildRequest(call, inputs, &req); !st.ok()) return ReplyError(*r, st);
-        (svc->*m)(call.caller, req, [r](Status st, Resp reply) {
-          if (!st.ok()) return ReplyError(*r, st);
-          ReplyMessage(*r, reply);
-        });
-      });
+  const AuditHook* audit = &audit_;
+  Add(
+      std::move(method), pattern, true,
+      [svc, m, inputs, audit, verb](const Call& call, const std::shared_ptr<Responder>& r) {
+        auto req = std::make_shared<Req>();
+        Status st = BuildRequest(call, inputs, req.get());
+        if (st.ok()) st = audit->Admit(verb);
+        if (!st.ok()) {
+          return audit->Finish(call.origin, &call.caller, verb, req.get(), nullptr, st,
+                               [r, st] { ReplyError(*r, st); });
+        }
+        (svc->*m)(call.caller, *req,
+                  [r, req, audit, verb, origin = call.origin, caller = call.caller](Status result,
+                                                                                    Resp reply) {
+                    // The reply may be sent later, once the audit record is durable.
+                    auto out = std::make_shared<Resp>(std::move(reply));
+                    audit->Finish(origin, &caller, verb, req.get(), out.get(), result,
+                                  [r, result, out] {
+                                    if (!result.ok()) return ReplyError(*r, result);
+                                    ReplyMessage(*r, *out);
+                                  });
+                  });
+      },
+      std::string(verb));
 }
 
 template <typename Req, typename Item, typename Method>
-void RestApi::Stream(std::string method, std::string_view pattern, int inputs, Method fn) {
+void RestApi::Stream(std::string method, std::string_view pattern, int inputs, Method fn,
+                     std::string_view verb) {
   StreamMethod<Req, Item> m = fn;
   ApiService* svc = &service_;
-  Add(std::move(method), pattern, true,
-      [svc, m, inputs](const Call& call, const std::shared_ptr<Responder>& r) {
-        Req req;
-        if (Status st = BuildRequest(call, inputs, &req); !st.ok()) return ReplyError(*r, st);
+  const AuditHook* audit = &audit_;
+  Add(
+      std::move(method), pattern, true,
+      [svc, m, inputs, audit, verb](const Call& call, const std::shared_ptr<Responder>& r) {
+        auto req = std::make_shared<Req>();
+        if (Status st = BuildRequest(call, inputs, req.get()); !st.ok()) {
+          return audit->Finish(call.origin, &call.caller, verb, req.get(), nullptr, st,
+                               [r, st] { ReplyError(*r, st); });
+        }
         Cancel cancel = (svc->*m)(
-            call.caller, req,
+            call.caller, *req,
             [r](const Item& item) {
               Result<std::string> json = ToJson(item);
               if (!json.ok()) return;  // not valid UTF-8: cannot happen for these messages
               r->StreamLine("{\"result\":" + json.value() + "}\n");
             },
-            [r](Status st) { r->StreamEnd(st); });
+            [r, req, audit, verb, origin = call.origin, caller = call.caller](Status st) {
+              audit->Finish(origin, &caller, verb, req.get(), nullptr, st,
+                            [r, st] { r->StreamEnd(st); });
+            });
         r->SetCancel(std::move(cancel));
-      });
+      },
+      std::string(verb));
 }
 
 RestApi::RestApi(ApiService& service, const Authenticator& auth,
-                 std::shared_ptr<prometheus::Registry> registry)
-    : service_(service), auth_(auth), registry_(std::move(registry)) {
+                 std::shared_ptr<prometheus::Registry> registry, AuditSink* audit)
+    : service_(service), auth_(auth), registry_(std::move(registry)), audit_(audit) {
   using S = ApiService;
   using namespace ::gpupool::v1;  // NOLINT: the table reads better with short names
-  Unary<SubmitJobRequest, SubmitJobResponse>("POST", "/v1/jobs", kBody, &S::SubmitJob);
-  Unary<ListJobsRequest, ListJobsResponse>("GET", "/v1/jobs", kQuery, &S::ListJobs);
-  Unary<GetJobRequest, Job>("GET", "/v1/jobs/{job_id}", kPath, &S::GetJob);
-  Unary<CancelJobRequest, Job>("POST", "/v1/jobs/{job_id}:cancel", kBody, &S::CancelJob);
-  Stream<WatchJobRequest, JobEvent>("GET", "/v1/jobs/{job_id}:watch", kPath, &S::WatchJob);
+  Unary<SubmitJobRequest, SubmitJobResponse>("POST", "/v1/jobs", kBody, &S::SubmitJob, "SubmitJob");
+  Unary<ListJobsRequest, ListJobsResponse>("GET", "/v1/jobs", kQuery, &S::ListJobs, "ListJobs");
+  Unary<GetJobRequest, Job>("GET", "/v1/jobs/{job_id}", kPath, &S::GetJob, "GetJob");
+  Unary<CancelJobRequest, Job>("POST", "/v1/jobs/{job_id}:cancel", kBody, &S::CancelJob,
+                               "CancelJob");
+  Stream<WatchJobRequest, JobEvent>("GET", "/v1/jobs/{job_id}:watch", kPath, &S::WatchJob,
+                                    "WatchJob");
   Stream<GetTaskLogsRequest, TaskLogChunk>("GET", "/v1/tasks/{task_id}/logs", kQuery,
-                                           &S::GetTaskLogs);
+                                           &S::GetTaskLogs, "GetTaskLogs");
 
-  Unary<CreatePoolRequest, Pool>("POST", "/v1/pools", kBody, &S::CreatePool);
-  Unary<ListPoolsRequest, ListPoolsResponse>("GET", "/v1/pools", kPath, &S::ListPools);
-  Unary<GetPoolRequest, Pool>("GET", "/v1/pools/{name}", kPath, &S::GetPool);
-  Unary<UpdatePoolRequest, Pool>("PATCH", "/v1/pools/{pool.name}", kBody | kQuery, &S::UpdatePool);
-  Unary<DeletePoolRequest, DeletePoolResponse>("DELETE", "/v1/pools/{name}", kPath, &S::DeletePool);
+  Unary<CreatePoolRequest, Pool>("POST", "/v1/pools", kBody, &S::CreatePool, "CreatePool");
+  Unary<ListPoolsRequest, ListPoolsResponse>("GET", "/v1/pools", kPath, &S::ListPools, "ListPools");
+  Unary<GetPoolRequest, Pool>("GET", "/v1/pools/{name}", kPath, &S::GetPool, "GetPool");
+  Unary<UpdatePoolRequest, Pool>("PATCH", "/v1/pools/{pool.name}", kBody | kQuery, &S::UpdatePool,
+                                 "UpdatePool");
+  Unary<DeletePoolRequest, DeletePoolResponse>("DELETE", "/v1/pools/{name}", kPath, &S::DeletePool,
+                                               "DeletePool");
 
-  Unary<ListNodesRequest, ListNodesResponse>("GET", "/v1/nodes", kQuery, &S::ListNodes);
-  Unary<GetNodeRequest, Node>("GET", "/v1/nodes/{name}", kPath, &S::GetNode);
-  Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:cordon", kBody, &S::CordonNode);
-  Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:uncordon", kBody, &S::UncordonNode);
-  Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:drain", kBody, &S::DrainNode);
+  Unary<ListNodesRequest, ListNodesResponse>("GET", "/v1/nodes", kQuery, &S::ListNodes,
+                                             "ListNodes");
+  Unary<GetNodeRequest, Node>("GET", "/v1/nodes/{name}", kPath, &S::GetNode, "GetNode");
+  Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:cordon", kBody, &S::CordonNode,
+                                 "CordonNode");
+  Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:uncordon", kBody, &S::UncordonNode,
+                                 "UncordonNode");
+  Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:drain", kBody, &S::DrainNode,
+                                 "DrainNode");
 
-  Unary<ListGpuModelsRequest, ListGpuModelsResponse>("GET", "/v1/catalog", kPath,
-                                                     &S::ListGpuModels);
-  Unary<ListPriorityClassesRequest, ListPriorityClassesResponse>("GET", "/v1/priority-classes",
-                                                                 kQuery, &S::ListPriorityClasses);
-  Unary<ListSkusRequest, ListSkusResponse>("GET", "/v1/skus", kPath, &S::ListSkus);
+  Unary<ListGpuModelsRequest, ListGpuModelsResponse>("GET", "/v1/catalog", kPath, &S::ListGpuModels,
+                                                     "ListGpuModels");
+  Unary<ListPriorityClassesRequest, ListPriorityClassesResponse>(
+      "GET", "/v1/priority-classes", kQuery, &S::ListPriorityClasses, "ListPriorityClasses");
+  Unary<ListSkusRequest, ListSkusResponse>("GET", "/v1/skus", kPath, &S::ListSkus, "ListSkus");
 
   // A tenant path travels as one segment, its '/' percent-encoded: /v1/tenants/acme%2Fresearch.
-  Unary<CreateTenantRequest, Tenant>("POST", "/v1/tenants", kBody, &S::CreateTenant);
-  Unary<ListTenantsRequest, ListTenantsResponse>("GET", "/v1/tenants", kQuery, &S::ListTenants);
-  Unary<GetTenantRequest, Tenant>("GET", "/v1/tenants/{path}", kPath, &S::GetTenant);
+  Unary<CreateTenantRequest, Tenant>("POST", "/v1/tenants", kBody, &S::CreateTenant,
+                                     "CreateTenant");
+  Unary<ListTenantsRequest, ListTenantsResponse>("GET", "/v1/tenants", kQuery, &S::ListTenants,
+                                                 "ListTenants");
+  Unary<GetTenantRequest, Tenant>("GET", "/v1/tenants/{path}", kPath, &S::GetTenant, "GetTenant");
   Unary<DeleteTenantRequest, DeleteTenantResponse>("DELETE", "/v1/tenants/{path}", kPath,
-                                                   &S::DeleteTenant);
+                                                   &S::DeleteTenant, "DeleteTenant");
   Unary<SetQuotaRequest, Quota>("PUT", "/v1/quotas/{quota.tenant}/{quota.pool}", kBody,
-                                &S::SetQuota);
-  Unary<ListQuotasRequest, ListQuotasResponse>("GET", "/v1/quotas", kQuery, &S::ListQuotas);
-  Unary<GetQuotaRequest, Quota>("GET", "/v1/quotas/{tenant}/{pool}", kPath, &S::GetQuota);
+                                &S::SetQuota, "SetQuota");
+  Unary<ListQuotasRequest, ListQuotasResponse>("GET", "/v1/quotas", kQuery, &S::ListQuotas,
+                                               "ListQuotas");
+  Unary<GetQuotaRequest, Quota>("GET", "/v1/quotas/{tenant}/{pool}", kPath, &S::GetQuota,
+                                "GetQuota");
   Unary<DeleteQuotaRequest, DeleteQuotaResponse>("DELETE", "/v1/quotas/{tenant}/{pool}", kPath,
-                                                 &S::DeleteQuota);
+                                                 &S::DeleteQuota, "DeleteQuota");
+
+  Unary<ListAuditRecordsRequest, ListAuditRecordsResponse>(
+      "GET", "/v1/audit", kQuery, &S::ListAuditRecords, "ListAuditRecords");
   // API keys: the secret is in the creation response only.
-  Unary<CreateApiKeyRequest, CreateApiKeyResponse>("POST", "/v1/apikeys", kBody, &S::CreateApiKey);
-  Unary<ListApiKeysRequest, ListApiKeysResponse>("GET", "/v1/apikeys", kQuery, &S::ListApiKeys);
-  Unary<RevokeApiKeyRequest, ApiKey>("POST", "/v1/apikeys/{id}:revoke", kBody, &S::RevokeApiKey);
+  Unary<CreateApiKeyRequest, CreateApiKeyResponse>("POST", "/v1/apikeys", kBody, &S::CreateApiKey,
+                                                   "CreateApiKey");
+  Unary<ListApiKeysRequest, ListApiKeysResponse>("GET", "/v1/apikeys", kQuery, &S::ListApiKeys,
+                                                 "ListApiKeys");
+  Unary<RevokeApiKeyRequest, ApiKey>("POST", "/v1/apikeys/{id}:revoke", kBody, &S::RevokeApiKey,
+                                     "RevokeApiKey");
   AddProbes();
   for (ConsoleRoute& c : ConsoleRoutes()) Add("GET", c.path, false, std::move(c.handler));
 }
@@ -170,10 +225,10 @@ void RestApi::AddProbes() {
   });
 }
 
-void RestApi::Add(std::string method, std::string_view pattern, bool authenticated,
-                  Handler handler) {
+void RestApi::Add(std::string method, std::string_view pattern, bool authenticated, Handler handler,
+                  std::string verb) {
   router_.Add(std::move(method), pattern);
-  routes_.push_back({authenticated, std::move(handler)});
+  routes_.push_back({authenticated, std::move(handler), std::move(verb)});
 }
 
 std::string RestApi::RouteOf(std::string_view method, std::string_view target) const {
@@ -210,9 +265,13 @@ void RestApi::Handle(const HttpRequestIn& req, const std::shared_ptr<Responder>&
   const Route& route = routes_[m.route];
 
   Call call;
+  call.origin = {RequestIdOr(req.request_id), req.source};
   if (route.authenticated) {
     Result<CallContext> caller = auth_.Authenticate(req.authorization);
-    if (!caller.ok()) return ReplyError(*r, caller.status());
+    if (!caller.ok()) {
+      return audit_.Finish(call.origin, nullptr, route.verb, nullptr, nullptr, caller.status(),
+                           [r, st = caller.status()] { ReplyError(*r, st); });
+    }
     call.caller = std::move(caller).value();
     call.caller.source = req.source;
   }
@@ -223,6 +282,7 @@ void RestApi::Handle(const HttpRequestIn& req, const std::shared_ptr<Responder>&
   }
   call.path_params = m.params;
   call.body = req.body;
+  call.idempotency_key = req.idempotency_key;
   route.handler(call, r);
 }
 

@@ -4,7 +4,8 @@
 // Responder, and it answers through the Responder, now or later, from any thread.
 //
 // Routes (docs/api.md, docs/openapi.yaml), each calling the ApiService method of the same name:
-//   POST   /v1/jobs                       SubmitJob     body {"spec": {…}}
+//   POST   /v1/jobs                       SubmitJob     body {"spec": {…}}; header
+//                                         Idempotency-Key (or body "idempotencyKey")
 //   GET    /v1/jobs                       ListJobs      query tenant, pool, state, pageSize, …
 //   GET    /v1/jobs/{job_id}              GetJob
 //   POST   /v1/jobs/{job_id}:cancel       CancelJob     body (optional) {"reason": "…"}
@@ -29,8 +30,15 @@
 //   GET    /v1/quotas                     ListQuotas    query tenantPrefix, pool
 //   GET    /v1/quotas/{tenant}/{pool}     GetQuota
 //   DELETE /v1/quotas/{tenant}/{pool}     DeleteQuota
+//   GET    /v1/audit                      ListAuditRecords  query principal, verb, resource,
+//                                         outcome, since, until, pageSize, pageToken
 //   GET    /healthz  /readyz  /metrics    (no authentication)
 //   GET    /  /console/…                  the web console (console.h; no authentication)
+//
+// Audit (api/audit.h): every authenticated route passes through one hook in Unary/Stream — a
+// mutating verb is refused while the audit log is down, and its reply waits for its record;
+// denials (401, 403, 429) are recorded too. Each reply carries X-Request-Id (the caller's, or a
+// new one), which the record keeps.
 //
 // Errors: {"code": <gRPC code>, "message": "…", "details": []} with grpc-gateway's HTTP status
 // (ReplyError, the one place a Status becomes an HTTP error).
@@ -45,6 +53,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/audit.h"
 #include "api/auth.h"
 #include "api/rest/router.h"
 #include "api/service.h"
@@ -80,7 +89,9 @@ struct HttpRequestIn {
   std::string target;  // "/v1/jobs?state=JOB_STATE_RUNNING"
   std::string authorization;
   std::string body;
-  std::string source;  // the peer's "address:port", for CallContext::source
+  std::string request_id;       // the X-Request-Id header, as sent
+  std::string idempotency_key;  // the Idempotency-Key header (SubmitJob), as sent
+  std::string source;           // the peer's "address:port", for CallContext::source
 };
 
 // The one place a Status becomes an HTTP error reply. `http_status` 0 = grpc-gateway's status for
@@ -90,7 +101,7 @@ void ReplyError(Responder& r, const Status& status, int http_status = 0, Headers
 class RestApi {
  public:
   RestApi(ApiService& service, const Authenticator& auth,
-          std::shared_ptr<prometheus::Registry> registry);
+          std::shared_ptr<prometheus::Registry> registry, AuditSink* audit = nullptr);
   ~RestApi();
 
   void Handle(const HttpRequestIn& req, const std::shared_ptr<Responder>& responder) const;
@@ -104,10 +115,12 @@ class RestApi {
   std::vector<std::string> AuthenticatedRoutes() const;
 
   struct Call {
+    CallOrigin origin;
     CallContext caller;
     std::vector<std::pair<std::string, std::string>> path_params;
     std::vector<std::pair<std::string, std::string>> query;
     std::string_view body;
+    std::string idempotency_key;  // the Idempotency-Key header
   };
   using Handler = std::function<void(const Call&, const std::shared_ptr<Responder>&)>;
 
@@ -115,17 +128,22 @@ class RestApi {
   struct Route {
     bool authenticated = true;
     Handler handler;
+    std::string verb;  // the ApiService method, for the audit record of a refused call
   };
-  void Add(std::string method, std::string_view pattern, bool authenticated, Handler handler);
+  void Add(std::string method, std::string_view pattern, bool authenticated, Handler handler,
+           std::string verb = "");
   template <typename Req, typename Resp, typename Method>
-  void Unary(std::string method, std::string_view pattern, int inputs, Method fn);
+  void Unary(std::string method, std::string_view pattern, int inputs, Method fn,
+             std::string_view verb);
   template <typename Req, typename Item, typename Method>
-  void Stream(std::string method, std::string_view pattern, int inputs, Method fn);
+  void Stream(std::string method, std::string_view pattern, int inputs, Method fn,
+              std::string_view verb);
   void AddProbes();
 
   ApiService& service_;
   const Authenticator& auth_;
   std::shared_ptr<prometheus::Registry> registry_;
+  AuditHook audit_;
   Router router_;
   std::vector<Route> routes_;  // indexed like router_'s routes
 };

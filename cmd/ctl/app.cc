@@ -51,6 +51,7 @@ const std::vector<Command>& Commands() {
     for (auto&& c : QuotaCommands()) v.push_back(std::move(c));
     for (auto&& c : PolicyCommands()) v.push_back(std::move(c));
     for (auto&& c : TopCommands()) v.push_back(std::move(c));
+    for (auto&& c : AuditCommands()) v.push_back(std::move(c));
     for (auto&& c : LoginCommands()) v.push_back(std::move(c));
     for (auto&& c : KeyCommands()) v.push_back(std::move(c));
     return v;

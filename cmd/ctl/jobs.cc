@@ -111,6 +111,7 @@ int Submit(Ctx& ctx, const ParsedArgs& a) {
   if (Status st = ApplySubmitFlags(a, req.mutable_spec()); !st.ok()) {
     return ctx.Usage(st.message());
   }
+  req.set_idempotency_key(a.Get("idempotency-key"));
   v1::SubmitJobResponse resp;
   auto call = ctx.NewCall();
   grpc::Status s = v1::JobService::NewStub(ctx.channel())->SubmitJob(call.get(), req, &resp);
@@ -340,7 +341,9 @@ std::vector<Command> JobCommands() {
        "  gpupoolctl jobs submit --pool training --tasks 8 --gang --gpus 2 --model H100-SXM "
        "--max-runtime 12h -- torchrun train.py\n"
        "  gpupoolctl jobs submit --pool inference --mig 1g.10gb --env MODEL=llama -- serve\n"
-       "  gpupoolctl jobs submit -f job.yaml --priority high\n",
+       "  gpupoolctl jobs submit -f job.yaml --priority high\n"
+       "  gpupoolctl jobs submit -f job.yaml --idempotency-key nightly-2026-11-23 "
+       "--secret-env HF_TOKEN=hf_xxx\n",
        0, 0, Submit},
       {"jobs get",
        "JOB_ID",

@@ -173,6 +173,11 @@ const std::vector<FlagSpec>& SubmitFlags() {
       {"retries", 0, FlagKind::kValue, "N", "requeues of a lost or preempted task"},
       {"label", 0, FlagKind::kRepeated, "KEY=VALUE", "job label"},
       {"env", 0, FlagKind::kRepeated, "KEY=VALUE", "environment variable of each task"},
+      {"secret-env", 0, FlagKind::kRepeated, "KEY=VALUE",
+       "like --env, but the value is never shown by the API nor logged (e.g. a token)"},
+      {"idempotency-key", 0, FlagKind::kValue, "KEY",
+       "retry-safe submission: the same key again returns the same job (1..128 of "
+       "[A-Za-z0-9._:-])"},
       {"tflops", 0, FlagKind::kValue, "TFLOPS", "fractional share: compute, e.g. 12.5"},
       {"vram", 0, FlagKind::kValue, "SIZE", "fractional share: GPU memory, e.g. 20GiB"},
       {"gpus", 0, FlagKind::kValue, "N", "whole GPUs on one node"},
@@ -258,6 +263,8 @@ Status ApplySubmitFlags(const ParsedArgs& a, v1::JobSpec* spec) {
   GPUPOOL_RETURN_IF_ERROR(ParseKeyValues(a.GetAll("label"), "label", spec->mutable_labels()));
   v1::TaskTemplate* tmpl = spec->mutable_template_();
   GPUPOOL_RETURN_IF_ERROR(ParseKeyValues(a.GetAll("env"), "env", tmpl->mutable_env()));
+  GPUPOOL_RETURN_IF_ERROR(
+      ParseKeyValues(a.GetAll("secret-env"), "secret-env", tmpl->mutable_secret_env()));
 
   v1::ResourceRequest* res = tmpl->mutable_resources();
   const bool fractional = a.Has("tflops") || a.Has("vram");

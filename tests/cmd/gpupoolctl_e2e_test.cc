@@ -64,8 +64,8 @@ TEST_F(GpupoolctlE2E, TokenAndServerFromFlagsOrEnvironment) {
   Outcome o = RunCtl({"--server", server_.address(), "catalog", "list"});
   EXPECT_EQ(o.exit, 6) << Dump(o);
   EXPECT_EQ(o.err,
-            "gpupoolctl: UNAUTHENTICATED: missing or wrong bearer token\n(no credential was "
-            "sent: run 'gpupoolctl login', or pass --token)\n");
+            "gpupoolctl: UNAUTHENTICATED: missing or wrong bearer token\n"
+            "(no credential was sent: run 'gpupoolctl login', or pass --token)\n");
   EXPECT_TRUE(o.out.empty());
 
   o = RunCtl({"catalog", "list"}, {"GPUPOOL_SERVER=" + server_.address(), "GPUPOOL_TOKEN=s3cret"});

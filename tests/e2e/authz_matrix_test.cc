@@ -327,6 +327,11 @@ std::vector<Row> Table() {
           return Target{Box(r), "DELETE", "/v1/quotas/" + Enc(t) + "/pub", ""};
         });
   }
+  // ---- AuditService: a tenant-admin reads its own subtree's records (the scope is implied) ----
+  add("AuditService/ListAuditRecords", "GET /v1/audit", "own", "DDAA", [](World&) {
+    v1::ListAuditRecordsRequest r;
+    return Target{Box(r), "GET", "/v1/audit", ""};
+  });
   // ---- KeyService ----
   for (const std::string on : {"own", "other"}) {
     const bool own = on == "own";
@@ -450,7 +455,7 @@ TEST_F(AuthzMatrix, EveryRpcAndRouteHasARow) {
   const auto* pool = google::protobuf::DescriptorPool::generated_pool();
   for (const char* file :
        {"gpupool/v1/jobs.proto", "gpupool/v1/pools.proto", "gpupool/v1/tenants.proto",
-        "gpupool/v1/keys.proto", "gpupool/v1/agent.proto"}) {
+        "gpupool/v1/keys.proto", "gpupool/v1/agent.proto", "gpupool/v1/audit.proto"}) {
     const auto* f = pool->FindFileByName(file);
     ASSERT_NE(f, nullptr) << file;
     for (int s = 0; s < f->service_count(); ++s) {
