@@ -343,6 +343,19 @@ void ServiceImpl::DrainNode(const CallContext& ctx, const v1::NodeActionRequest&
   SetNodeState(ctx, req, static_cast<int>(NodeState::kDraining), std::move(done));
 }
 
+void ServiceImpl::ClearDeviceFault(const CallContext& ctx, const v1::ClearDeviceFaultRequest& req,
+                                   Reply<v1::Node> done) {
+  if (Status s = RequireAdmin(ctx, "clear a device fault"); !s.ok()) return Fail(done, s);
+  if (Status s = ValidateName(req.node(), "node"); !s.ok()) return Fail(done, s);
+  if (req.device().empty() || req.device().size() > 128) {
+    return Fail(done, Status::InvalidArgument("device: must be 1 to 128 characters"));
+  }
+  loop_->Post([core = core_, node = req.node(), device = req.device(), by = ctx.principal,
+               done = std::move(done)] {
+    core->ClearDeviceFault(node, device, by, ReplyWith<NodeView, v1::Node>(done));
+  });
+}
+
 // ---- Catalog and health ----
 
 void ServiceImpl::ListGpuModels(const CallContext&, const v1::ListGpuModelsRequest&,

@@ -44,6 +44,13 @@ namespace gpupool {
 class SchedulerMetrics;
 
 // What an agent says about itself when it (re)connects.
+// A fatal fault (XID / uncorrectable ECC) an agent reports on one device (device_faults.h).
+struct DeviceFaultReport {
+  std::string device;
+  std::string reason;
+  int64_t fault_id = 0;
+};
+
 struct AgentRegistration {
   NodeRecord node;  // name, pool, labels, cpu, memory, spill budget, devices, links
   struct Running {
@@ -51,6 +58,8 @@ struct AgentRegistration {
     int32_t attempt = 0;
   };
   std::vector<Running> running;
+  std::vector<NodeCapabilityRecord> capabilities;  // what the agent can and cannot enforce
+  std::vector<DeviceFaultReport> faults;           // devices the agent reports a fatal fault on
 };
 
 struct RegistrationResult {
@@ -69,11 +78,14 @@ struct TaskReport {
   int32_t signal = 0;
   bool oom = false;
   std::string reason;
+  bool device_fault = false;  // failed by the agent for a device fault: requeued if retries allow
+  TaskUsageRecord usage;      // from the task's cgroup, on a final report
 };
 
 struct DeviceHealth {
   std::string id;
   bool healthy = true;
+  DeviceFaultReport fault;  // fault.fault_id > 0: a fatal fault (core_device_faults.cc)
 };
 
 // Pool capacity as the API shows it.
@@ -86,6 +98,7 @@ struct CapacityView {
 struct DeviceView {
   DeviceRecord device;
   CapacityView capacity;
+  std::optional<DeviceFaultRecord> fault;  // set while a fault keeps it out of service
 };
 
 struct NodeView {
@@ -93,6 +106,7 @@ struct NodeView {
   std::vector<DeviceView> devices;
   CapacityView capacity;
   int32_t running_tasks = 0;
+  std::vector<NodeCapabilityRecord> capabilities;  // from the agent's last registration
 };
 
 // What a pool's placement has learned of its workload (scheduler/pool_workload.h).
@@ -194,6 +208,10 @@ class Core {
   std::vector<NodeView> ListNodes(const std::string& pool) const;
   Result<NodeView> GetNode(const std::string& name) const;
   void SetNodeState(const std::string& name, NodeState state, Callback<NodeView> done);
+  // Puts a device a fatal fault took out of service back in (core_device_faults.cc); NOT_FOUND
+  // when the node, or a fault on that device, does not exist. `by` is recorded.
+  void ClearDeviceFault(const std::string& node, const std::string& device, const std::string& by,
+                        Callback<NodeView> done);
 
   // Agents.
   void OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> done);
@@ -217,6 +235,10 @@ class Core {
   void Reconcile(const AgentRegistration& reg, std::vector<std::string>* stop,
                  std::vector<std::pair<int64_t, int32_t>>* resend);
   void PublishMetrics();
+  // Device faults (core_device_faults.cc): stores new ones, then takes the devices out.
+  void OnDeviceFaults(const std::string& node, const std::vector<DeviceFaultReport>& faults);
+  // Marks every device with an active fault unhealthy in its pool's engine.
+  void ApplyDeviceFaults(const std::string& node);
   // One scheduling pass; full or over the fresh submissions only (see core_state.h).
   void RunPass();
 

@@ -142,8 +142,10 @@ NodeView Core::State::ViewOf(const NodeEntry& node) const {
     v.capacity.offered += d.offered;
     v.capacity.allocated += d.allocated;
     ++v.capacity.devices;
+    if (const DeviceFaultRecord* f = faults.Active(node.rec.name, dv.device.id)) dv.fault = *f;
     v.devices.push_back(std::move(dv));
   }
+  v.capabilities = faults.Capabilities(node.rec.name);
   for (const auto& [id, job] : jobs) {
     for (const TaskRecord& t : job.rec.tasks) {
       v.running_tasks += t.node == node.rec.name &&
@@ -338,6 +340,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
   s_->max_job_id = state.max_job_id;
   for (const TenantRecord& t : state.tenants) s_->book.PutTenant(t);
   for (const QuotaRecord& q : state.quotas) s_->book.PutQuota(q);
+  s_->faults.Load(state.device_faults);
   for (const PoolRecord& p : state.pools) {
     Result<std::unique_ptr<placement::Engine>> engine = MakeEngine(p, s_->options.default_strategy);
     if (!engine.ok()) return engine.status().WithContext("recover pool '" + p.name + "'");
@@ -420,6 +423,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
       }
     }
   }
+  for (const auto& [name, node] : s_->nodes) ApplyDeviceFaults(name);  // after tasks re-commit
   s_->RebuildReservations(s_->clock->NowMicros());
   if (!repairs.empty()) s_->CommitTaskChanges(this, std::move(repairs));
   LogInfo("core", "state recovered",

@@ -17,6 +17,7 @@
 #include "placement/placement.h"
 #include "placement/workload_feed.h"
 #include "scheduler/core.h"
+#include "scheduler/device_faults.h"
 #include "scheduler/metrics.h"
 #include "scheduler/tenancy.h"
 
@@ -235,6 +236,7 @@ struct Core::State {
   std::map<std::pair<std::string, std::string>, int32_t> depth;
   std::map<std::string, std::set<TaskKey>> active;  // pool → tasks charged to quotas
   TenantBook book;
+  DeviceFaultBook faults;  // devices out of service until an admin clears them; capabilities
   std::map<int64_t, Reservation> reservations;
   int64_t next_reservation_id = 1;
   std::map<std::string, std::deque<int64_t>> disruptions;  // share group → preemption times

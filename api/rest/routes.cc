@@ -123,6 +123,8 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
   Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:cordon", kBody, &S::CordonNode);
   Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:uncordon", kBody, &S::UncordonNode);
   Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:drain", kBody, &S::DrainNode);
+  Unary<ClearDeviceFaultRequest, Node>("POST", "/v1/nodes/{node}/devices/{device}:clear-fault",
+                                       kBody, &S::ClearDeviceFault);
 
   Unary<ListGpuModelsRequest, ListGpuModelsResponse>("GET", "/v1/catalog", kPath,
                                                      &S::ListGpuModels);

@@ -18,6 +18,7 @@
 //   GET    /v1/nodes                      ListNodes     query pool
 //   GET    /v1/nodes/{name}               GetNode
 //   POST   /v1/nodes/{name}:cordon | :uncordon | :drain
+//   POST   /v1/nodes/{node}/devices/{device}:clear-fault
 //   GET    /v1/catalog                    ListGpuModels
 //   POST   /v1/tenants                    CreateTenant  body {"tenant": {"path": "…"}}
 //   GET    /v1/tenants                    ListTenants   query prefix
