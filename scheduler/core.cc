@@ -1,4 +1,5 @@
-// Core: construction, admission, jobs and watchers (cancel: here; retention: core_retention.cc).
+// Core: construction, admission, jobs and watchers (cancel: core_cancel.cc; retention:
+// core_retention.cc).
 // Scheduling passes live in core_schedule.cc, agent events in core_agents.cc.
 #include "scheduler/core.h"
 
@@ -14,18 +15,25 @@ Core::Core(SchedulerOptions options, Clock* clock, Store* store, AgentGateway* a
            Executor executor, SchedulerMetrics* metrics)
     : s_(std::make_unique<State>()) {
   s_->book = TenantBook(options.tenancy.fair_share_half_life_ms);
+  s_->order = MakeQueueOrder(options.tenancy.queue_order);
   s_->options = std::move(options);
   s_->clock = clock;
   s_->store = store;
   s_->agents = agents;
   s_->executor = std::move(executor);
   s_->metrics = metrics;
+  State* s = s_.get();
+  s_->dispatcher = Dispatcher(agents, s_->options.stop_grace_period_ms,
+                              [s](const std::string& node) -> const NodeRecord* {
+                                auto it = s->nodes.find(node);
+                                return it == s->nodes.end() ? nullptr : &it->second.rec;
+                              });
 }
 
 Core::~Core() = default;
 
 int64_t Core::epoch() const { return s_->epoch; }
-size_t Core::pending_tasks() const { return s_->pending.size(); }
+size_t Core::pending_tasks() const { return s_->queue.size(); }
 size_t Core::running_tasks() const { return s_->running; }
 size_t Core::unstored_changes() const {
   return s_->unstored.size() + (s_->retry_in_flight ? 1 : 0) + s_->dirty_tasks.size() +
@@ -53,19 +61,6 @@ EventRecord Core::State::Event(std::string kind, std::string subject, std::strin
   return EventRecord{clock->NowMicros(), std::move(kind), std::move(subject), std::move(message)};
 }
 
-JobEntry* Core::State::FindJob(int64_t id) {
-  auto it = jobs.find(id);
-  return it == jobs.end() ? nullptr : &it->second;
-}
-
-JobEntry* Core::State::FindTask(const std::string& task_id, int32_t* index) {
-  int64_t job_id = 0;
-  if (!ParseTaskId(task_id, &job_id, index)) return nullptr;
-  JobEntry* job = FindJob(job_id);
-  if (job == nullptr || *index >= static_cast<int32_t>(job->rec.tasks.size())) return nullptr;
-  return job;
-}
-
 PoolEntry* Core::State::FindPool(const std::string& name) {
   auto it = pools.find(name);
   return it == pools.end() ? nullptr : &it->second;
@@ -73,44 +68,25 @@ PoolEntry* Core::State::FindPool(const std::string& name) {
 
 int32_t Core::State::RetryLimit(const JobEntry& job) const {
   constexpr int32_t kDefaultRetries = 3;
-  return job.rec.spec.max_retries > 0 ? job.rec.spec.max_retries : kDefaultRetries;
-}
-
-void Core::State::Enqueue(const JobEntry& job, int32_t index) {
-  if (!pending.insert(QueueKey{-job.priority, job.rec.id, index}).second) return;
-  ++depth[{job.rec.spec.pool, job.rec.spec.priority_class}];
-  queues[FairKey{-job.priority, job.rec.spec.pool, job.rec.spec.tenant}].insert(
-      {job.rec.id, index});
-}
-
-void Core::State::Dequeue(const JobEntry& job, int32_t index) {
-  if (pending.erase(QueueKey{-job.priority, job.rec.id, index}) == 0) return;
-  if (auto d = depth.find({job.rec.spec.pool, job.rec.spec.priority_class});
-      d != depth.end() && --d->second == 0) {
-    depth.erase(d);
-  }
-  auto q = queues.find(FairKey{-job.priority, job.rec.spec.pool, job.rec.spec.tenant});
-  if (q == queues.end()) return;
-  q->second.erase({job.rec.id, index});
-  if (q->second.empty()) queues.erase(q);
+  return job.head.spec.max_retries > 0 ? job.head.spec.max_retries : kDefaultRetries;
 }
 
 void Core::State::ReleaseTask(JobEntry& job, int32_t index) {
-  TaskRuntime& rt = job.rt[static_cast<size_t>(index)];
+  Task& rt = job.task(index);
   Uncharge(job, index);
-  auto res = rt.reserved_for != 0 ? reservations.find(rt.reserved_for) : reservations.end();
+  Reservation* res = rt.reserved_for != 0 ? reservations.Find(rt.reserved_for) : nullptr;
   rt.reserved_for = 0;
-  if (res != reservations.end()) res->second.victims.erase(TaskId(job.rec.id, index));
+  if (res != nullptr) res->victims.erase(TaskId(job.head.id, index));
   if (!rt.holds) return;
-  PoolEntry* pool = FindPool(job.rec.spec.pool);
-  if (res != reservations.end() && res->second.allocation.node == rt.allocation.node) {
+  PoolEntry* pool = FindPool(job.head.spec.pool);
+  if (res != nullptr && res->allocation.node == rt.allocation.node) {
     // A victim's room stays committed for the preemptor that waits for it.
-    res->second.held.push_back(rt.allocation);
+    res->held.push_back(rt.allocation);
   } else if (pool != nullptr) {
     Status st = pool->engine->Release(rt.allocation);
     if (!st.ok()) {
       LogError("core", "release failed",
-               {{"task", TaskId(job.rec.id, index)}, {"error", st.ToString()}});
+               {{"task", TaskId(job.head.id, index)}, {"error", st.ToString()}});
     }
   }
   rt.holds = false;
@@ -120,18 +96,18 @@ void Core::State::ReleaseTask(JobEntry& job, int32_t index) {
 }
 
 void Core::State::Notify(const JobEntry& job, const std::string& message) {
-  auto [lo, hi] = watchers_by_job.equal_range(job.rec.id);
+  auto [lo, hi] = watchers_by_job.equal_range(job.head.id);
   if (lo == hi) return;
-  JobChange change{job.rec, message, clock->NowMicros()};
+  JobChange change{job.Record(), message, clock->NowMicros()};
   std::vector<int64_t> ids;
   for (auto it = lo; it != hi; ++it) ids.push_back(it->second);
   for (int64_t id : ids) {
     auto w = watchers.find(id);
     if (w != watchers.end()) w->second.fn(change);
   }
-  if (IsTerminal(job.rec.state)) {
+  if (IsTerminal(job.head.state)) {
     for (int64_t id : ids) watchers.erase(id);
-    watchers_by_job.erase(job.rec.id);
+    watchers_by_job.erase(job.head.id);
   }
 }
 
@@ -282,50 +258,46 @@ void Core::SubmitJob(JobSpec spec, Callback<JobRecord> done) {
   JobEntry entry;
   entry.priority = priority;
   entry.request = request;
-  JobRecord& job = entry.rec;
+  JobRecord& job = entry.head;
   job.id = ++s_->max_job_id;
   job.spec = std::move(spec);
   job.state = JobState::kPending;
   job.submit_us = s_->clock->NowMicros();
-  job.tasks.resize(static_cast<size_t>(job.spec.task_count));
+  entry.tasks.resize(static_cast<size_t>(job.spec.task_count));
   for (int32_t i = 0; i < job.spec.task_count; ++i) {
-    job.tasks[static_cast<size_t>(i)].job_id = job.id;
-    job.tasks[static_cast<size_t>(i)].index = i;
-    job.tasks[static_cast<size_t>(i)].reason = "queued";
-    job.tasks[static_cast<size_t>(i)].pending.code = PendingCode::kQueued;
+    TaskRecord& t = entry.task(i).rec;
+    t.job_id = job.id;
+    t.index = i;
+    t.reason = "queued";
+    t.pending.code = PendingCode::kQueued;
   }
-  entry.rt.resize(job.tasks.size());
 
   std::vector<Mutation> batch;
-  batch.emplace_back(InsertJob{job});
+  batch.emplace_back(InsertJob{entry.Record()});
   batch.emplace_back(
       AppendEvent{s_->Event("job.submitted", "job/" + std::to_string(job.id),
                             "submitted by " + job.spec.tenant + " to pool " + job.spec.pool + ", " +
                                 std::to_string(job.spec.task_count) + " task(s)")});
-  s_->Persist(std::move(batch),
-              [this, entry = std::move(entry), done = std::move(done)](Status commit) mutable {
-                if (!commit.ok()) {
-                  if (s_->metrics != nullptr) s_->metrics->Submission("unavailable");
-                  done(commit.WithContext("job not stored"));
-                  return;
-                }
-                if (s_->metrics != nullptr) s_->metrics->Submission("accepted");
-                int64_t id = entry.rec.id;
-                if (PoolEntry* pool = s_->FindPool(entry.rec.spec.pool))
-                  LearnSubmission(*pool, s_->ToPlacement(entry.request), entry.rec.spec.task_count);
-                auto [it, _] = s_->jobs.emplace(id, std::move(entry));
-                for (int32_t i = 0; i < static_cast<int32_t>(it->second.rec.tasks.size()); ++i) {
-                  s_->Enqueue(it->second, i);
-                  s_->fresh.push_back(QueueKey{-it->second.priority, id, i});
-                }
-                done(it->second.rec);
-                s_->RequestSchedule(this, /*full=*/false);
-              });
+  s_->Persist(std::move(batch), [this, entry = std::move(entry),
+                                 done = std::move(done)](Status commit) mutable {
+    if (!commit.ok()) {
+      if (s_->metrics != nullptr) s_->metrics->Submission("unavailable");
+      done(commit.WithContext("job not stored"));
+      return;
+    }
+    if (s_->metrics != nullptr) s_->metrics->Submission("accepted");
+    if (PoolEntry* pool = s_->FindPool(entry.head.spec.pool))
+      LearnSubmission(*pool, s_->ToPlacement(entry.request), entry.head.spec.task_count);
+    JobEntry& added = s_->jobs.Insert(std::move(entry));
+    for (int32_t i = 0; i < added.size(); ++i) s_->queue.Add(added, i, /*fresh=*/true);
+    done(added.Record());
+    s_->RequestSchedule(this, /*full=*/false);
+  });
 }
 
 Result<JobRecord> Core::GetJob(int64_t id) const {
-  auto it = s_->jobs.find(id);
-  if (it == s_->jobs.end()) {
+  const JobEntry* job = s_->jobs.Find(id);
+  if (job == nullptr) {
     std::string msg = "job " + std::to_string(id) + " not found";
     if (id > 0 && id <= s_->max_job_id && s_->options.job_retention_ms > 0) {
       msg += " (finished jobs are kept " + std::to_string(s_->options.job_retention_ms / 1000) +
@@ -333,14 +305,14 @@ Result<JobRecord> Core::GetJob(int64_t id) const {
     }
     return Status::NotFound(msg);
   }
-  return it->second.rec;
+  return job->Record();
 }
 
 JobPage Core::ListJobs(const JobFilter& f) const {
   JobPage page;
   int32_t limit = f.limit > 0 ? f.limit : 100;
   for (auto it = s_->jobs.upper_bound(f.after_id); it != s_->jobs.end(); ++it) {
-    const JobRecord& j = it->second.rec;
+    const JobRecord& j = it->second.head;
     if (!f.pool.empty() && j.spec.pool != f.pool) continue;
     if (f.state && j.state != *f.state) continue;
     if (!f.tenant.empty() && !TenantWithin(j.spec.tenant, f.tenant)) continue;
@@ -348,119 +320,16 @@ JobPage Core::ListJobs(const JobFilter& f) const {
       page.next_after_id = page.jobs.back().id;
       break;
     }
-    page.jobs.push_back(j);
+    page.jobs.push_back(it->second.Record());
   }
   return page;
 }
 
-// Cancel: plan → persist → apply → act. Pending tasks end CANCELLED; a task that holds devices
-// gets the durable stop intent CANCEL and the job turns CANCELLING until every such task has
-// stopped (then CANCELLED). Nothing changes in memory and no StopTask is sent before the store has
-// the cancel; if it refuses, the caller gets the error and the job is as it was.
-void Core::CancelJob(int64_t id, std::string reason, Callback<JobRecord> done) {
-  JobEntry* job = s_->FindJob(id);
-  if (job == nullptr) {
-    done(Status::NotFound("job " + std::to_string(id) + " not found"));
-    return;
-  }
-  if (IsTerminal(job->rec.state)) {
-    done(Status::FailedPrecondition("job " + std::to_string(id) + " is already " +
-                                    std::string(ToString(job->rec.state))));
-    return;
-  }
-  if (job->rec.state == JobState::kCancelling) {
-    done(job->rec);  // asked again while its tasks stop: the same answer
-    return;
-  }
-  if (job->cancel_storing) {
-    done(Status::FailedPrecondition("job " + std::to_string(id) + " is being cancelled"));
-    return;
-  }
-  if (reason.empty()) reason = "cancelled by user";
-  const int64_t now = s_->clock->NowMicros();
-  std::vector<TaskRecord> after;  // the planned records, in task order
-  bool stopping = false;
-  for (int32_t i = 0; i < static_cast<int32_t>(job->rec.tasks.size()); ++i) {
-    const TaskRecord& cur = job->rec.tasks[static_cast<size_t>(i)];
-    if (IsTerminal(cur.state)) continue;
-    stopping |= cur.state != TaskState::kPending;
-    // A task whose end is being stored ends by itself; the job waits for it as CANCELLING.
-    if (job->rt[static_cast<size_t>(i)].changing) continue;
-    TaskRecord t = cur;
-    if (t.state == TaskState::kPending) {
-      t.state = TaskState::kCancelled;
-      t.reason = reason;
-      t.finished_us = now;
-      t.pending = {};
-    } else {
-      t.stop = StopIntent::kCancel;  // the allocation stays held until the process is gone
-      t.reason = "cancelling: " + reason;
-    }
-    after.push_back(std::move(t));
-  }
-  const JobState state = stopping ? JobState::kCancelling : JobState::kCancelled;
-  const int64_t finish = stopping ? 0 : now;
-  std::vector<Mutation> batch;
-  for (const TaskRecord& t : after) batch.emplace_back(UpdateTask{t});
-  batch.emplace_back(UpdateJob{id, state, reason, finish});
-  batch.emplace_back(AppendEvent{s_->Event("job.cancelled", "job/" + std::to_string(id), reason)});
-  job->cancel_storing = true;
-  s_->Persist(std::move(batch), [this, id, state, finish, reason, after = std::move(after),
-                                 done = std::move(done)](Status st) {
-    JobEntry* j = s_->FindJob(id);
-    if (j == nullptr) {
-      done(Status::NotFound("job " + std::to_string(id) + " not found"));
-      return;
-    }
-    j->cancel_storing = false;
-    if (!st.ok()) {
-      done(st.WithContext("cancel not stored"));
-      return;
-    }
-    std::vector<int32_t> stop;
-    std::vector<TaskChange> late;  // what moved while the cancel was stored
-    for (const TaskRecord& t : after) {
-      TaskRecord& cur = j->rec.tasks[static_cast<size_t>(t.index)];
-      if (j->rt[static_cast<size_t>(t.index)].changing || cur.attempt != t.attempt) continue;
-      if (t.state == TaskState::kCancelled && cur.state == TaskState::kPending) {
-        s_->Dequeue(*j, t.index);
-        cur = t;
-      } else if (t.stop == StopIntent::kCancel && cur.state == t.state) {
-        cur = t;
-        stop.push_back(t.index);
-      } else if (cur.state == TaskState::kPending) {
-        s_->Dequeue(*j, t.index);  // its placement was not stored: it never started
-        late.push_back(s_->PlanFinish(*j, t.index, TaskState::kCancelled, reason, 0));
-      }
-    }
-    if (IsTerminal(j->rec.state)) {
-      // Its last task's end was stored and applied while the cancel was being stored: the job
-      // ended as it did; the row the cancel overwrote is written back.
-      s_->PersistOrRetry({UpdateJob{id, j->rec.state, j->rec.reason, j->rec.finish_us}});
-      done(j->rec);
-      return;
-    }
-    j->rec.state = state;
-    j->rec.reason = reason;
-    j->rec.finish_us = finish;
-    // A task whose end was in flight may have ended meanwhile: CANCELLING with every task ended
-    // is CANCELLED.
-    if (s_->RefreshJobState(*j)) {
-      s_->PersistOrRetry({UpdateJob{id, j->rec.state, j->rec.reason, j->rec.finish_us}});
-    }
-    for (int32_t i : stop) s_->SendStop(*j, i, reason);
-    if (!late.empty()) s_->CommitTaskChanges(this, std::move(late));
-    s_->Notify(*j, (j->rec.state == JobState::kCancelled ? "job cancelled: " : "job cancelling: ") +
-                       reason);
-    done(j->rec);
-  });
-}
-
 Result<int64_t> Core::WatchJob(int64_t job_id, WatchFn fn) {
-  JobEntry* job = s_->FindJob(job_id);
+  JobEntry* job = s_->jobs.Find(job_id);
   if (job == nullptr) return Status::NotFound("job " + std::to_string(job_id) + " not found");
-  fn(JobChange{job->rec, "current state", s_->clock->NowMicros()});
-  if (IsTerminal(job->rec.state)) return int64_t{0};
+  fn(JobChange{job->Record(), "current state", s_->clock->NowMicros()});
+  if (IsTerminal(job->head.state)) return int64_t{0};
   int64_t id = s_->next_watch_id++;
   s_->watchers.emplace(id, Watcher{job_id, std::move(fn)});
   s_->watchers_by_job.emplace(job_id, id);
@@ -482,9 +351,9 @@ void Core::Unwatch(int64_t watch_id) {
 
 Result<std::string> Core::NodeOfTask(const std::string& task_id) const {
   int32_t index = 0;
-  JobEntry* job = s_->FindTask(task_id, &index);
+  JobEntry* job = s_->jobs.FindTask(task_id, &index);
   if (job == nullptr) return Status::NotFound("task " + task_id + " not found");
-  const TaskRecord& t = job->rec.tasks[static_cast<size_t>(index)];
+  const TaskRecord& t = job->task(index).rec;
   if (t.node.empty()) {
     return Status::FailedPrecondition("task " + task_id + " has not been placed yet");
   }

@@ -61,8 +61,8 @@ void Core::OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> d
     done(result);
     // After the ack: re-send starts the agent never received.
     for (const auto& [job_id, index] : resend) {
-      JobEntry* job = s_->FindJob(job_id);
-      if (job != nullptr) s_->SendStart(*job, index);
+      JobEntry* job = s_->jobs.Find(job_id);
+      if (job != nullptr) s_->dispatcher.Start(*job, index);
     }
     s_->RequestSchedule(this);
   });
@@ -84,16 +84,13 @@ Status Core::ApplyRegistration(const NodeRecord& n) {
     // The hardware changed (a GPU vanished, MIG re-partitioned): re-add the node and re-commit
     // what still fits; tasks whose devices are gone are lost.
     GPUPOOL_RETURN_IF_ERROR(pool->engine->RemoveNode(n.name));
-    std::vector<int64_t> stale;  // room held there went with the node
-    for (auto& [id, r] : s_->reservations) {
-      if (r.allocation.node == n.name) {
-        r.held.clear();
-        stale.push_back(id);
-      }
+    // Room held there went with the node.
+    for (int64_t id : s_->reservations.IdsOnNode(n.name)) {
+      s_->reservations.Find(id)->held.clear();
+      s_->DropReservation(id, "devices changed on node " + n.name);
     }
-    for (int64_t id : stale) s_->DropReservation(id, "devices changed on node " + n.name);
     for (auto& [id, job] : s_->jobs) {
-      for (TaskRuntime& rt : job.rt) {
+      for (Task& rt : job.tasks) {
         if (rt.holds && rt.allocation.node == n.name) rt.holds = false;
       }
     }
@@ -105,9 +102,9 @@ Status Core::ApplyRegistration(const NodeRecord& n) {
   if (rebuild) {
     std::vector<TaskChange> repairs;
     for (auto& [id, job] : s_->jobs) {
-      for (int32_t i = 0; i < static_cast<int32_t>(job.rt.size()); ++i) {
-        TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
-        const TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
+      for (int32_t i = 0; i < job.size(); ++i) {
+        Task& rt = job.task(i);
+        const TaskRecord& t = job.task(i).rec;
         if (t.node != n.name || rt.holds || rt.changing ||
             (t.state != TaskState::kRunning && t.state != TaskState::kScheduled)) {
           continue;
@@ -139,24 +136,25 @@ void Core::Reconcile(const AgentRegistration& reg, std::vector<std::string>* sto
   for (const AgentRegistration::Running& r : reg.running) {
     reported.emplace(r.task_id, r.attempt);
     int32_t index = 0;
-    JobEntry* job = s_->FindTask(r.task_id, &index);
-    const TaskRecord* t = job ? &job->rec.tasks[static_cast<size_t>(index)] : nullptr;
+    JobEntry* job = s_->jobs.FindTask(r.task_id, &index);
+    const TaskRecord* t = job ? &job->task(index).rec : nullptr;
     bool known = t != nullptr && t->node == node && t->attempt == r.attempt &&
                  (t->state == TaskState::kScheduled || t->state == TaskState::kRunning);
     if (!known) stop->push_back(r.task_id);
   }
   std::vector<TaskChange> repairs;
   for (auto& [id, job] : s_->jobs) {
-    for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
-      TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
-      if (t.node != node || job.rt[static_cast<size_t>(i)].changing) continue;
+    for (int32_t i = 0; i < job.size(); ++i) {
+      TaskRecord& t = job.task(i).rec;
+      if (t.node != node || job.task(i).changing) continue;
       bool is_reported = reported.contains({TaskId(id, i), t.attempt});
       if (t.state == TaskState::kScheduled && !is_reported) {
-        if (!job.rt[static_cast<size_t>(i)].committing) resend->emplace_back(id, i);
+        if (!job.task(i).committing) resend->emplace_back(id, i);
       } else if (t.state == TaskState::kRunning && !is_reported) {
         repairs.push_back(s_->PlanRequeueOrFail(job, i, "agent on " + node + " no longer runs it"));
       } else if (is_reported && t.stop != StopIntent::kNone) {
-        s_->SendStop(job, i, "stop requested before reconnect");  // the stop is stored already
+        s_->dispatcher.Stop(job, i,
+                            "stop requested before reconnect");  // the stop is stored already
       }
     }
   }
@@ -189,10 +187,10 @@ void Core::OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>&
 
 void Core::OnTaskReport(const TaskReport& r) {
   int32_t index = 0;
-  JobEntry* job = s_->FindTask(r.task_id, &index);
+  JobEntry* job = s_->jobs.FindTask(r.task_id, &index);
   if (job == nullptr) return;
-  TaskRecord& t = job->rec.tasks[static_cast<size_t>(index)];
-  TaskRuntime& rt = job->rt[static_cast<size_t>(index)];
+  TaskRecord& t = job->task(index).rec;
+  Task& rt = job->task(index);
   // Reports of an older attempt, another node, or a finished task are stale.
   if (t.attempt != r.attempt || t.node != r.node ||
       (t.state != TaskState::kScheduled && t.state != TaskState::kRunning)) {
@@ -210,7 +208,7 @@ void Core::OnTaskReport(const TaskReport& r) {
     if (s_->metrics != nullptr) s_->metrics->TaskTransition("RUNNING");
     batch.emplace_back(UpdateTask{t});
     if (s_->RefreshJobState(*job))
-      batch.emplace_back(UpdateJob{job->rec.id, job->rec.state, job->rec.reason, 0});
+      batch.emplace_back(UpdateJob{job->head.id, job->head.state, job->head.reason, 0});
     s_->Notify(*job, "task " + r.task_id + ": RUNNING on " + t.node);
     s_->PersistOrRetry(std::move(batch));
     return;
@@ -222,7 +220,7 @@ void Core::OnTaskReport(const TaskReport& r) {
   } else if (t.stop == StopIntent::kDrain || (r.device_fault && r.state == TaskState::kFailed)) {
     change =
         s_->PlanRequeueOrFail(*job, index, r.reason.empty() ? "stopped for requeue" : r.reason);
-  } else if (t.stop == StopIntent::kCancel || CancelRequested(job->rec.state)) {
+  } else if (t.stop == StopIntent::kCancel || CancelRequested(job->head.state)) {
     change = s_->PlanFinish(*job, index, TaskState::kCancelled, "cancelled", r.exit_code);
   } else {
     std::string why = r.reason;
@@ -257,9 +255,9 @@ void Core::Tick() {
         AppendEvent{s_->Event("node.lost", "node/" + name,
                               "no heartbeat for " + std::to_string(timeout_us / 1000000) + "s")});
     for (auto& [id, job] : s_->jobs) {
-      for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
-        const TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
-        if (t.node == name && !job.rt[static_cast<size_t>(i)].changing &&
+      for (int32_t i = 0; i < job.size(); ++i) {
+        const TaskRecord& t = job.task(i).rec;
+        if (t.node == name && !job.task(i).changing &&
             (t.state == TaskState::kRunning || t.state == TaskState::kScheduled)) {
           lost.push_back(s_->PlanRequeueOrFail(job, i, "node " + name + " lost"));
         }
@@ -274,7 +272,7 @@ void Core::Tick() {
   // 2,000 jobs a tick: a table of millions is swept in minutes, at ~0.1 ms a tick.
   s_->EvictFinished(s_->clock->NowMicros(), 2000);
   if (s_->metrics != nullptr) PublishMetrics();
-  if ((!s_->pending.empty() && s_->PeriodicPassDue()) || !s_->reservations.empty()) {
+  if ((!s_->queue.empty() && s_->PeriodicPassDue()) || !s_->reservations.empty()) {
     s_->RequestSchedule(this);
   }
 }
@@ -295,7 +293,7 @@ void Core::PublishMetrics() {
   for (const auto& [name, pool] : s_->pools) {
     for (const auto& [cls, _] : s_->options.priority_classes) depth[{name, cls}] = 0;
   }
-  for (const auto& [key, d] : s_->depth) depth[key] = d;
+  for (const auto& [key, d] : s_->queue.depth()) depth[key] = d;
   for (const auto& [key, d] : depth) s_->metrics->QueueDepth(key.first, key.second, d);
   s_->PublishTenantMetrics();
 }

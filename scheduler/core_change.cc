@@ -26,24 +26,27 @@ JobState Implied(JobState current, bool all_terminal, bool any_failed, bool any_
   return any_active ? JobState::kRunning : JobState::kPending;
 }
 
-}  // namespace
-
-bool Core::State::RefreshRecord(JobRecord& rec, int64_t now_us) {
+// The state `job` implies with the task states `afters` (index → record) planned over its own.
+JobState ImpliedState(const JobEntry& job, const std::map<int32_t, const TaskRecord*>& afters) {
   bool all_terminal = true, any_failed = false, any_active = false;
-  for (const TaskRecord& t : rec.tasks) {
-    all_terminal &= IsTerminal(t.state);
-    any_failed |= t.state == TaskState::kFailed;
-    any_active |= t.state == TaskState::kScheduled || t.state == TaskState::kRunning;
+  for (int32_t i = 0; i < job.size(); ++i) {
+    auto a = afters.find(i);
+    TaskState st = a != afters.end() ? a->second->state : job.task(i).rec.state;
+    all_terminal &= IsTerminal(st);
+    any_failed |= st == TaskState::kFailed;
+    any_active |= st == TaskState::kScheduled || st == TaskState::kRunning;
   }
-  JobState next = Implied(rec.state, all_terminal, any_failed, any_active);
-  if (next == rec.state) return false;
-  rec.state = next;
-  if (IsTerminal(next) && rec.finish_us == 0) rec.finish_us = now_us;
-  return true;
+  return Implied(job.head.state, all_terminal, any_failed, any_active);
 }
 
+}  // namespace
+
 bool Core::State::RefreshJobState(JobEntry& job) {
-  return RefreshRecord(job.rec, clock->NowMicros());
+  JobState next = ImpliedState(job, {});
+  if (next == job.head.state) return false;
+  job.head.state = next;
+  if (IsTerminal(next) && job.head.finish_us == 0) job.head.finish_us = clock->NowMicros();
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -52,16 +55,16 @@ bool Core::State::RefreshJobState(JobEntry& job) {
 TaskChange Core::State::PlanFinish(const JobEntry& job, int32_t index, TaskState state,
                                    std::string reason, int32_t exit_code) const {
   TaskChange c;
-  c.job_id = job.rec.id;
+  c.job_id = job.head.id;
   c.index = index;
-  c.after = job.rec.tasks[static_cast<size_t>(index)];
+  c.after = job.task(index).rec;
   c.after.state = state;
   c.after.stop = StopIntent::kNone;
   c.after.reason = std::move(reason);
   c.after.exit_code = exit_code;
   c.after.finished_us = clock->NowMicros();
   c.after.pending = {};
-  const std::string tid = TaskId(job.rec.id, index);
+  const std::string tid = TaskId(job.head.id, index);
   c.events.push_back(
       Event("task.state", "task/" + tid, std::string(ToString(state)) + ": " + c.after.reason));
   c.transition = std::string(ToString(state));
@@ -72,10 +75,10 @@ TaskChange Core::State::PlanFinish(const JobEntry& job, int32_t index, TaskState
 TaskChange Core::State::PlanRequeue(const JobEntry& job, int32_t index, const std::string& why,
                                     std::string transition) const {
   TaskChange c;
-  c.job_id = job.rec.id;
+  c.job_id = job.head.id;
   c.index = index;
   TaskRecord& t = c.after;
-  t = job.rec.tasks[static_cast<size_t>(index)];
+  t = job.task(index).rec;
   t.stop = StopIntent::kNone;  // t.preempted_by stays: GetJob still explains the last preemption
   ++t.attempt;
   t.state = TaskState::kPending;
@@ -90,12 +93,12 @@ TaskChange Core::State::PlanRequeue(const JobEntry& job, int32_t index, const st
 
 TaskChange Core::State::PlanRequeueOrFail(const JobEntry& job, int32_t index,
                                           const std::string& why) const {
-  const std::string tid = TaskId(job.rec.id, index);
+  const std::string tid = TaskId(job.head.id, index);
   EventRecord lost = Event("task.lost", "task/" + tid, why);
   TaskChange c;
-  if (CancelRequested(job.rec.state)) {
+  if (CancelRequested(job.head.state)) {
     c = PlanFinish(job, index, TaskState::kCancelled, why, 0);
-  } else if (job.rec.tasks[static_cast<size_t>(index)].attempt >= RetryLimit(job)) {
+  } else if (job.task(index).rec.attempt >= RetryLimit(job)) {
     c = PlanFinish(job, index, TaskState::kFailed, why + "; out of retries", 0);
   } else {
     c = PlanRequeue(job, index, why, "LOST");
@@ -106,13 +109,13 @@ TaskChange Core::State::PlanRequeueOrFail(const JobEntry& job, int32_t index,
 }
 
 TaskChange Core::State::PlanRequeuePreempted(const JobEntry& job, int32_t index) const {
-  const TaskRecord& t = job.rec.tasks[static_cast<size_t>(index)];
-  const TaskRuntime& rt = job.rt[static_cast<size_t>(index)];
+  const TaskRecord& t = job.task(index).rec;
+  const Task& rt = job.task(index);
   std::string why = !rt.stop_cause.empty()    ? rt.stop_cause
                     : !t.preempted_by.empty() ? Describe(t.preempted_by)
                                               : std::string("preempted");
-  if (CancelRequested(job.rec.state)) return PlanFinish(job, index, TaskState::kCancelled, why, 0);
-  const std::string tid = TaskId(job.rec.id, index);
+  if (CancelRequested(job.head.state)) return PlanFinish(job, index, TaskState::kCancelled, why, 0);
+  const std::string tid = TaskId(job.head.id, index);
   TaskChange c = PlanRequeue(job, index, why, "PREEMPTED");
   c.events.push_back(Event("task.state", "task/" + tid, "PREEMPTED: " + why + "; requeued"));
   c.note = "task " + tid + ": PREEMPTED, requeued: " + why;
@@ -129,23 +132,15 @@ void Core::State::CommitTaskChanges(Core* core, std::vector<TaskChange> changes,
   std::map<int64_t, std::map<int32_t, const TaskRecord*>> by_job;
   for (const TaskChange& c : changes) {
     JobEntry& job = jobs.at(c.job_id);
-    job.rt[static_cast<size_t>(c.index)].changing = true;
+    job.task(c.index).changing = true;
     set.batch.emplace_back(UpdateTask{c.after});
     for (const EventRecord& e : c.events) set.batch.emplace_back(AppendEvent{e});
     by_job[c.job_id][c.index] = &c.after;
   }
   const int64_t now = clock->NowMicros();
   for (const auto& [id, afters] : by_job) {
-    const JobRecord& rec = jobs.at(id).rec;
-    bool all_terminal = true, any_failed = false, any_active = false;
-    for (size_t i = 0; i < rec.tasks.size(); ++i) {
-      auto a = afters.find(static_cast<int32_t>(i));
-      TaskState st = a != afters.end() ? a->second->state : rec.tasks[i].state;
-      all_terminal &= IsTerminal(st);
-      any_failed |= st == TaskState::kFailed;
-      any_active |= st == TaskState::kScheduled || st == TaskState::kRunning;
-    }
-    JobState next = Implied(rec.state, all_terminal, any_failed, any_active);
+    const JobRecord& rec = jobs.at(id).head;
+    JobState next = ImpliedState(jobs.at(id), afters);
     set.job_states[id] = next;
     if (next != rec.state) {
       int64_t finish = IsTerminal(next) && rec.finish_us == 0 ? now : rec.finish_us;
@@ -180,40 +175,41 @@ void Core::State::StoreChangeSet(Core* core, ChangeSet set, bool retry) {
 void Core::State::ApplyChangeSet(Core* core, const ChangeSet& set) {
   std::vector<TaskChange> follow_up;
   for (const TaskChange& c : set.tasks) {
-    JobEntry* job = FindJob(c.job_id);
+    JobEntry* job = jobs.Find(c.job_id);
     if (job == nullptr) continue;
-    TaskRecord& t = job->rec.tasks[static_cast<size_t>(c.index)];
-    TaskRuntime& rt = job->rt[static_cast<size_t>(c.index)];
+    TaskRecord& t = job->task(c.index).rec;
+    Task& rt = job->task(c.index);
     rt.changing = false;
     const bool leaves =
         c.after.state != TaskState::kScheduled && c.after.state != TaskState::kRunning;
     if (leaves) {
       ReleaseTask(*job, c.index);
-      Dequeue(*job, c.index);
+      queue.Remove(*job, c.index);
       rt.stop_cause.clear();
     }
     t = c.after;
     if (metrics != nullptr && !c.transition.empty()) metrics->TaskTransition(c.transition);
     if (t.state == TaskState::kPending) {
-      if (CancelRequested(job->rec.state)) {
+      if (CancelRequested(job->head.state)) {
         // Cancelled while its requeue was being stored: it ends here instead.
         follow_up.push_back(PlanFinish(*job, c.index, TaskState::kCancelled, "cancelled", 0));
       } else {
-        Enqueue(*job, c.index);
+        queue.Add(*job, c.index);
       }
     }
   }
   for (const auto& [id, stored] : set.job_states) {
-    JobEntry* job = FindJob(id);
+    JobEntry* job = jobs.Find(id);
     if (job == nullptr) continue;
     RefreshJobState(*job);
     // Something else changed the job while this was stored (a cancel): store what it is now.
-    if (job->rec.state != stored) {
-      PersistOrRetry({UpdateJob{id, job->rec.state, job->rec.reason, job->rec.finish_us}});
+    if (job->head.state != stored) {
+      PersistOrRetry({UpdateJob{id, job->head.state, job->head.reason, job->head.finish_us}});
     }
   }
   for (const TaskChange& c : set.tasks) {
-    if (JobEntry* job = FindJob(c.job_id); job != nullptr && !c.note.empty()) Notify(*job, c.note);
+    if (JobEntry* job = jobs.Find(c.job_id); job != nullptr && !c.note.empty())
+      Notify(*job, c.note);
   }
   if (!follow_up.empty()) CommitTaskChanges(core, std::move(follow_up));
   RequestSchedule(core);
@@ -255,17 +251,17 @@ void Core::State::RetryUnstored(Core* core) {
     std::vector<Mutation> batch;
     std::set<TaskKey> keep;  // a change of the task is in flight: it writes the newer record
     for (const TaskKey& k : dirty_tasks) {
-      JobEntry* job = FindJob(k.first);
+      JobEntry* job = jobs.Find(k.first);
       if (job == nullptr) continue;
-      if (job->rt[static_cast<size_t>(k.second)].changing) {
+      if (job->task(k.second).changing) {
         keep.insert(k);
         continue;
       }
-      batch.emplace_back(UpdateTask{job->rec.tasks[static_cast<size_t>(k.second)]});
+      batch.emplace_back(UpdateTask{job->task(k.second).rec});
     }
     for (int64_t id : dirty_jobs) {
-      if (JobEntry* job = FindJob(id)) {
-        batch.emplace_back(UpdateJob{id, job->rec.state, job->rec.reason, job->rec.finish_us});
+      if (JobEntry* job = jobs.Find(id)) {
+        batch.emplace_back(UpdateJob{id, job->head.state, job->head.reason, job->head.finish_us});
       }
     }
     for (const std::string& n : dirty_nodes) {

@@ -85,6 +85,10 @@ bool Schedulable(NodeState s) { return s == NodeState::kReady; }
 }  // namespace
 
 placement::NodeSpec ToNodeSpecForAgents(const NodeRecord& n) { return ToNodeSpec(n); }
+Result<std::unique_ptr<placement::Engine>> MakePoolEngine(const PoolRecord& rec,
+                                                          const std::string& default_strategy) {
+  return MakeEngine(rec, default_strategy);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Capacity and views
@@ -147,7 +151,8 @@ NodeView Core::State::ViewOf(const NodeEntry& node) const {
   }
   v.capabilities = faults.Capabilities(node.rec.name);
   for (const auto& [id, job] : jobs) {
-    for (const TaskRecord& t : job.rec.tasks) {
+    for (const Task& task : job.tasks) {
+      const TaskRecord& t = task.rec;
       v.running_tasks += t.node == node.rec.name &&
                          (t.state == TaskState::kRunning || t.state == TaskState::kScheduled);
     }
@@ -210,8 +215,8 @@ void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
     }
   }
   for (auto& [id, job] : s_->jobs) {
-    if (job.rec.spec.pool != pool.name) continue;
-    for (const TaskRuntime& rt : job.rt) {
+    if (job.head.spec.pool != pool.name) continue;
+    for (const Task& rt : job.tasks) {
       if (!rt.holds) continue;
       Status st = engine->Commit(rt.allocation);
       if (!st.ok()) {
@@ -233,14 +238,10 @@ void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
       return;
     }
     // Room held for preemptors lived in the old engine: those reservations are dropped…
-    std::vector<int64_t> stale;
-    for (auto& [id, r] : s_->reservations) {
-      if (r.pool == pool.name) {
-        r.held.clear();
-        stale.push_back(id);
-      }
+    for (int64_t id : s_->reservations.IdsInPool(pool.name)) {
+      s_->reservations.Find(id)->held.clear();
+      s_->DropReservation(id, "pool policy changed");
     }
-    for (int64_t id : stale) s_->DropReservation(id, "pool policy changed");
     e->rec = pool;
     e->engine = std::move(*shared);
     // …and are rebuilt in the new engine from the victims' typed columns, so a preemptor keeps
@@ -265,7 +266,7 @@ void Core::DeletePool(const std::string& name, Callback<bool> done) {
     return;
   }
   for (const auto& [id, job] : s_->jobs) {
-    if (job.rec.spec.pool == name && !IsTerminal(job.rec.state)) {
+    if (job.head.spec.pool == name && !IsTerminal(job.head.state)) {
       done(Status::FailedPrecondition("pool '" + name + "' still has unfinished job " +
                                       std::to_string(id)));
       return;
@@ -313,7 +314,7 @@ placement::Allocation Core::State::AllocationOf(const JobEntry& job, const TaskR
   // The engine indexes devices in the order AddNode saw them (MIG parents left out): read that
   // order once for the node rather than once per grant.
   std::map<std::string, int> engine_index;
-  if (auto p = pools.find(job.rec.spec.pool); p != pools.end()) {
+  if (auto p = pools.find(job.head.spec.pool); p != pools.end()) {
     Result<placement::NodeCapacity> cap = p->second.engine->NodeCapacityOf(t.node);
     if (cap.ok()) {
       for (size_t i = 0; i < cap->devices.size(); ++i) {
@@ -333,108 +334,6 @@ placement::Allocation Core::State::AllocationOf(const JobEntry& job, const TaskR
     a.grants.push_back(std::move(grant));
   }
   return a;
-}
-
-Status Core::Recover(const RecoveredState& state, int64_t epoch) {
-  s_->epoch = epoch;
-  s_->max_job_id = state.max_job_id;
-  for (const TenantRecord& t : state.tenants) s_->book.PutTenant(t);
-  for (const QuotaRecord& q : state.quotas) s_->book.PutQuota(q);
-  s_->faults.Load(state.device_faults);
-  for (const PoolRecord& p : state.pools) {
-    Result<std::unique_ptr<placement::Engine>> engine = MakeEngine(p, s_->options.default_strategy);
-    if (!engine.ok()) return engine.status().WithContext("recover pool '" + p.name + "'");
-    PoolEntry& e = s_->pools[p.name];
-    e.rec = p;
-    e.engine = std::move(engine).value();
-  }
-  int64_t now = s_->clock->MonotonicMicros();
-  for (const NodeRecord& n : state.nodes) {
-    PoolEntry* pool = s_->FindPool(n.pool);
-    if (pool == nullptr) {
-      LogWarn("core", "node of an unknown pool ignored", {{"node", n.name}, {"pool", n.pool}});
-      continue;
-    }
-    NodeEntry& e = s_->nodes[n.name];
-    e.rec = n;
-    // Agents get one heartbeat timeout from now to reconnect before the node is lost.
-    e.last_seen_us = now;
-    for (size_t i = 0; i < n.devices.size(); ++i)
-      e.device_index[n.devices[i].id] = static_cast<int>(i);
-    GPUPOOL_RETURN_IF_ERROR(pool->engine->AddNode(ToNodeSpec(n)));
-    GPUPOOL_RETURN_IF_ERROR(pool->engine->SetSchedulable(n.name, Schedulable(n.state)));
-    pool->nodes.insert(n.name);
-  }
-  for (auto& [name, pool] : s_->pools) s_->RecomputeLimits(pool);
-
-  std::vector<TaskChange> repairs;
-  const int64_t retained_since = s_->options.job_retention_ms > 0
-                                     ? s_->clock->NowMicros() - s_->options.job_retention_ms * 1000
-                                     : std::numeric_limits<int64_t>::min();
-  for (const JobRecord& j : state.jobs) {
-    // Finished past the retention: not loaded (its rows stay in the database).
-    if (IsTerminal(j.state) && j.finish_us != 0 && j.finish_us < retained_since &&
-        std::all_of(j.tasks.begin(), j.tasks.end(),
-                    [](const TaskRecord& t) { return IsTerminal(t.state); })) {
-      continue;
-    }
-    JobEntry entry;
-    entry.rec = j;
-    entry.rt.resize(j.tasks.size());
-    auto cls = s_->options.priority_classes.find(j.spec.priority_class);
-    entry.priority = cls != s_->options.priority_classes.end() ? cls->second.value : 0;
-    entry.request = j.spec.task_template.resources;
-    if (entry.request.shape == RequestShape::kSku) {
-      auto sku = s_->options.skus.find(entry.request.sku);
-      if (sku != s_->options.skus.end()) entry.request = sku->second.request;
-    }
-    auto [it, _] = s_->jobs.emplace(j.id, std::move(entry));
-    JobEntry& job = it->second;
-    if (PoolEntry* pool = s_->FindPool(j.spec.pool))
-      LearnSubmission(*pool, s_->ToPlacement(job.request), j.spec.task_count);
-    for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
-      TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
-      if (t.state == TaskState::kPending && !IsTerminal(job.rec.state)) {
-        t.pending.code = PendingCode::kQueued;  // not stored: the first pass says more
-        s_->Enqueue(job, i);
-      } else if (t.state == TaskState::kScheduled || t.state == TaskState::kRunning) {
-        TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
-        rt.allocation = s_->AllocationOf(job, t);
-        PoolEntry* pool = s_->FindPool(job.rec.spec.pool);
-        Status st =
-            pool == nullptr ? Status::NotFound("pool gone") : pool->engine->Commit(rt.allocation);
-        if (st.ok()) {
-          rt.holds = true;
-          ++s_->running;
-          s_->Charge(job, i);
-          // The stop intent is a typed column: a task being drained, preempted or cancelled
-          // before the restart still ends the way it was meant to when it exits.
-          if (t.stop == StopIntent::kPreempt) {
-            // A gang with a member still stopping is restarting: placed again only whole.
-            rt.stop_cause = Describe(t.preempted_by);
-            job.restarting = job.rec.spec.gang;
-          }
-        } else {
-          LogWarn("core", "recovered allocation no longer fits; requeueing",
-                  {{"task", TaskId(j.id, i)}, {"error", st.ToString()}});
-          repairs.push_back(
-              s_->PlanRequeueOrFail(job, i, "allocation lost on restart: " + st.message()));
-        }
-      }
-    }
-  }
-  for (const auto& [name, node] : s_->nodes) ApplyDeviceFaults(name);  // after tasks re-commit
-  s_->RebuildReservations(s_->clock->NowMicros());
-  if (!repairs.empty()) s_->CommitTaskChanges(this, std::move(repairs));
-  LogInfo("core", "state recovered",
-          {{"pools", std::to_string(s_->pools.size())},
-           {"nodes", std::to_string(s_->nodes.size())},
-           {"jobs", std::to_string(s_->jobs.size())},
-           {"pending_tasks", std::to_string(s_->pending.size())},
-           {"running_tasks", std::to_string(s_->running)},
-           {"epoch", std::to_string(epoch)}});
-  s_->RequestSchedule(this);
-  return Status::Ok();
 }
 
 }  // namespace gpupool

@@ -41,9 +41,9 @@ void Core::SetNodeState(const std::string& name, NodeState state, Callback<NodeV
       AppendEvent{s_->Event("node.state", "node/" + name, std::string(ToString(state)))}};
   if (state == NodeState::kDraining) {
     for (const auto& [id, job] : s_->jobs) {
-      for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
-        TaskRecord t = job.rec.tasks[static_cast<size_t>(i)];
-        const TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
+      for (int32_t i = 0; i < job.size(); ++i) {
+        TaskRecord t = job.task(i).rec;
+        const Task& rt = job.task(i);
         if (t.node != name || !rt.holds || rt.changing || t.stop != StopIntent::kNone) continue;
         t.stop = StopIntent::kDrain;
         t.reason = "stopping: node " + name + " is draining";
@@ -74,15 +74,15 @@ void Core::SetNodeState(const std::string& name, NodeState state, Callback<NodeV
       (void)pool->engine->SetSchedulable(name, state == NodeState::kReady);
     }
     for (const TaskRecord& t : draining) {
-      JobEntry* job = s_->FindJob(t.job_id);
+      JobEntry* job = s_->jobs.Find(t.job_id);
       if (job == nullptr) continue;
-      TaskRecord& cur = job->rec.tasks[static_cast<size_t>(t.index)];
-      const TaskRuntime& rt = job->rt[static_cast<size_t>(t.index)];
+      TaskRecord& cur = job->task(t.index).rec;
+      const Task& rt = job->task(t.index);
       // Moved on while this was stored (ended, or its end is being stored): leave it.
       if (cur.attempt != t.attempt || cur.node != name || !rt.holds || rt.changing) continue;
       cur.stop = StopIntent::kDrain;
       cur.reason = t.reason;
-      s_->SendStop(*job, t.index, t.reason);
+      s_->dispatcher.Stop(*job, t.index, t.reason);
     }
     done(GetNode(name));
     s_->RequestSchedule(this);

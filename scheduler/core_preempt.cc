@@ -14,6 +14,7 @@
 #include <climits>
 
 #include "base/log.h"
+#include "placement/tentative.h"
 #include "scheduler/core.h"
 #include "scheduler/core_state.h"
 
@@ -39,21 +40,21 @@ std::vector<PreemptionCandidate> Core::State::Candidates(const std::string& pool
   std::map<std::string, std::vector<Item>> by_group;
   for (const TaskKey& key : it->second) {
     JobEntry& j = jobs.at(key.first);
-    const TaskRecord& t = j.rec.tasks[static_cast<size_t>(key.second)];
-    const TaskRuntime& rt = j.rt[static_cast<size_t>(key.second)];
+    const TaskRecord& t = j.task(key.second).rec;
+    const Task& rt = j.task(key.second);
     const PriorityClass* cls = ClassOf(j);
     int64_t since = t.started_us != 0 ? t.started_us : t.scheduled_us;
     int64_t runtime_us = std::max<int64_t>(0, now - since);
-    bool preemptible = (cls != nullptr && cls->preemptible) || j.rec.spec.preemptible;
+    bool preemptible = (cls != nullptr && cls->preemptible) || j.head.spec.preemptible;
     bool past_min = cls == nullptr || runtime_us >= cls->min_runtime_ms * 1000;
     PreemptionCandidate c;
     c.job_id = key.first;
     c.index = key.second;
     c.value = j.priority;
-    c.group = book.GroupOf(pool, j.rec.spec.tenant);
-    if (j.rec.spec.gang) {
+    c.group = book.GroupOf(pool, j.head.spec.tenant);
+    if (j.head.spec.gang) {
       c.gang_size = 0;
-      for (const TaskRuntime& m : j.rt) c.gang_size += m.holds ? 1 : 0;
+      for (const Task& m : j.tasks) c.gang_size += m.holds ? 1 : 0;
     }
     c.task.task_id = TaskId(key.first, key.second);
     c.task.allocation = rt.allocation;
@@ -69,14 +70,8 @@ std::vector<PreemptionCandidate> Core::State::Candidates(const std::string& pool
     const QuotaRecord* q = book.Quota(group, pool);
     QuotaAmount cum;
     for (Item& item : items) {
-      cum.resources += item.usage.resources;
-      cum.devices += item.usage.devices;
-      bool borrowed = q == nullptr || q->guaranteed.IsZero();
-      for (int d = 0; d < 3 && !borrowed; ++d) {
-        int64_t g = Dimension(q->guaranteed, d);
-        borrowed = g > 0 && Dimension(cum, d) > g;
-      }
-      item.candidate.borrowed = borrowed;
+      cum += item.usage;
+      item.candidate.borrowed = q == nullptr || q->guaranteed.IsZero() || !cum.Fits(q->guaranteed);
       if (item.eligible) out.push_back(std::move(item.candidate));
     }
   }
@@ -90,7 +85,7 @@ QuotaAmount Core::State::ReclaimNeed(const JobEntry& job) const {
     // a tenant is never "within its guarantee" only because the estimate left them out (which
     // would let it reclaim, go beyond, and be reclaimed from in turn).
     if (const PoolEntry* pool =
-            pools.contains(job.rec.spec.pool) ? &pools.at(job.rec.spec.pool) : nullptr) {
+            pools.contains(job.head.spec.pool) ? &pools.at(job.head.spec.pool) : nullptr) {
       need.resources.milli_tflops =
           pool->limits.largest_device.milli_tflops * job.request.gpu_count;
       need.resources.vram_mib = pool->limits.largest_device.vram_mib * job.request.gpu_count;
@@ -112,14 +107,14 @@ std::vector<PreemptionCandidate> Core::State::Eligible(PassState& pass, const Jo
                                                        const PreemptorRules& rules,
                                                        bool* budget_blocked) {
   std::set<int64_t> preempted_by;  // no ping-pong: never the jobs that preempted this one
-  for (const TaskRuntime& rt : job.rt)
-    preempted_by.insert(rt.preempted_by.begin(), rt.preempted_by.end());
-  for (const TaskRecord& t : job.rec.tasks) {  // the durable last one survives a restart
-    if (!t.preempted_by.empty()) preempted_by.insert(t.preempted_by.job_id);
+  for (const Task& t : job.tasks) {
+    preempted_by.insert(t.preempted_by.begin(), t.preempted_by.end());
+    // the durable last one survives a restart
+    if (!t.rec.preempted_by.empty()) preempted_by.insert(t.rec.preempted_by.job_id);
   }
   std::vector<PreemptionCandidate> out;
-  for (PreemptionCandidate& c : Candidates(job.rec.spec.pool, pass.now)) {
-    if (c.job_id == job.rec.id || preempted_by.contains(c.job_id)) continue;
+  for (PreemptionCandidate& c : Candidates(job.head.spec.pool, pass.now)) {
+    if (c.job_id == job.head.id || preempted_by.contains(c.job_id)) continue;
     bool by_priority = rules.may_preempt && c.value < job.priority;
     bool by_reclaim =
         rules.reclaim && c.borrowed && c.value <= job.priority && c.group != rules.group;
@@ -138,17 +133,17 @@ std::vector<PreemptionCandidate> Core::State::Eligible(PassState& pass, const Jo
 
 int64_t Core::State::NewReservation(PassState& pass, JobEntry& job, int32_t index,
                                     const placement::VictimSet& vs, bool gang) {
-  const int64_t rid = next_reservation_id++;
-  Reservation& r = reservations[rid];
-  r.pool = job.rec.spec.pool;
-  r.job_id = job.rec.id;
+  Reservation r;
+  r.pool = job.head.spec.pool;
+  r.job_id = job.head.id;
   r.index = index;
-  r.attempt = job.rec.tasks[static_cast<size_t>(index)].attempt;
+  r.attempt = job.task(index).rec.attempt;
   r.allocation = vs.decision.allocation;
   r.created_us = pass.now;
   r.victims.insert(vs.task_ids.begin(), vs.task_ids.end());
   r.gang = gang;
-  job.rt[static_cast<size_t>(index)].reservation = rid;
+  const int64_t rid = reservations.Add(std::move(r));
+  job.task(index).reservation = rid;
   pass.new_reservations.push_back(rid);
   return rid;
 }
@@ -157,15 +152,15 @@ void Core::State::StopVictims(PassState& pass, JobEntry& job, int32_t index,
                               const PreemptorRules& rules, int64_t rid,
                               const std::vector<std::string>& ids,
                               const std::map<std::string, const PreemptionCandidate*>& by_id) {
-  const std::string preemptor = TaskId(job.rec.id, index);
-  const std::string& tenant = job.rec.spec.tenant;
+  const std::string preemptor = TaskId(job.head.id, index);
+  const std::string& tenant = job.head.spec.tenant;
   for (const std::string& id : ids) {
     const PreemptionCandidate& c = *by_id.at(id);
     JobEntry& victim = jobs.at(c.job_id);
-    const TaskRuntime& first = victim.rt[static_cast<size_t>(c.index)];
-    if (victim.rec.tasks[static_cast<size_t>(c.index)].stop != StopIntent::kNone) {
+    const Task& first = victim.task(c.index);
+    if (victim.task(c.index).rec.stop != StopIntent::kNone) {
       // Stopping already (a gang sibling of an earlier victim): its room still comes to us.
-      if (first.reserved_for == 0) victim.rt[static_cast<size_t>(c.index)].reserved_for = rid;
+      if (first.reserved_for == 0) victim.task(c.index).reserved_for = rid;
       continue;
     }
     bool priority_rule = rules.may_preempt && c.value < job.priority;
@@ -173,41 +168,40 @@ void Core::State::StopVictims(PassState& pass, JobEntry& job, int32_t index,
     std::string text =
         priority_rule
             ? "preempted by task " + preemptor + " of " + tenant + " (rule priority: class " +
-                  job.rec.spec.priority_class + " " + std::to_string(job.priority) + " > " +
-                  victim.rec.spec.priority_class + " " + std::to_string(c.value) + ")"
+                  job.head.spec.priority_class + " " + std::to_string(job.priority) + " > " +
+                  victim.head.spec.priority_class + " " + std::to_string(c.value) + ")"
             : "preempted by task " + preemptor + " of " + tenant +
                   " (rule reclaim: " + rules.group + " is within its guarantee in pool " +
-                  job.rec.spec.pool + ", " + c.group + " ran on borrowed capacity)";
+                  job.head.spec.pool + ", " + c.group + " ran on borrowed capacity)";
     std::vector<int32_t> stopping{c.index};
     const bool restarting_before = victim.restarting;
-    if (victim.rec.spec.gang) {
+    if (victim.head.spec.gang) {
       victim.restarting = true;  // the whole gang stops and is placed again whole
-      for (int32_t m = 0; m < static_cast<int32_t>(victim.rt.size()); ++m) {
-        const TaskRuntime& mrt = victim.rt[static_cast<size_t>(m)];
-        if (m != c.index && mrt.holds &&
-            victim.rec.tasks[static_cast<size_t>(m)].stop == StopIntent::kNone) {
+      for (int32_t m = 0; m < victim.size(); ++m) {
+        const Task& mrt = victim.task(m);
+        if (m != c.index && mrt.holds && victim.task(m).rec.stop == StopIntent::kNone) {
           stopping.push_back(m);
         }
       }
     }
     for (int32_t m : stopping) {
-      TaskRecord& t = victim.rec.tasks[static_cast<size_t>(m)];
-      TaskRuntime& rt = victim.rt[static_cast<size_t>(m)];
+      TaskRecord& t = victim.task(m).rec;
+      Task& rt = victim.task(m);
       std::string mine = m == c.index ? text : text + " (gang member of " + id + ")";
-      pass.stops.push_back({victim.rec.id, m, mine, t, restarting_before, job.rec.id});
+      pass.stops.push_back({victim.head.id, m, mine, t, restarting_before, job.head.id});
       t.stop = StopIntent::kPreempt;
-      t.preempted_by = Preemption{job.rec.id, index,
+      t.preempted_by = Preemption{job.head.id, index,
                                   priority_rule ? PreemptRule::kPriority : PreemptRule::kReclaim,
                                   /*reserved=*/m == c.index};
       rt.reserved_for = m == c.index ? rid : 0;
       rt.stop_cause = mine;
-      rt.preempted_by.insert(job.rec.id);
+      rt.preempted_by.insert(job.head.id);
       t.reason = "stopping: " + mine;  // display only; the facts are t.stop and t.preempted_by
-      std::string tid = TaskId(victim.rec.id, m);
+      std::string tid = TaskId(victim.head.id, m);
       pass.batch.emplace_back(UpdateTask{t});
       pass.batch.emplace_back(AppendEvent{Event("task.preempted", "task/" + tid, mine)});
       pass.batch.emplace_back(AppendEvent{Event(
-          "task.preempted", "job/" + std::to_string(victim.rec.id), "task " + tid + ": " + mine)});
+          "task.preempted", "job/" + std::to_string(victim.head.id), "task " + tid + ": " + mine)});
       if (metrics != nullptr) metrics->Preemption(cause);
       if (options.tenancy.disruption_budget_victims > 0) {
         disruptions[c.group].push_back(pass.now);
@@ -247,13 +241,13 @@ std::string Core::State::OverBudget(
 bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
                              const placement::Request& req, std::string* why) {
   const PriorityClass* cls = ClassOf(job);
-  const std::string& pool_name = job.rec.spec.pool;
+  const std::string& pool_name = job.head.spec.pool;
   PreemptorRules rules;
   rules.may_preempt = cls != nullptr && cls->may_preempt;
-  rules.reclaim = book.WithinGuarantee(pool_name, job.rec.spec.tenant, ReclaimNeed(job));
+  rules.reclaim = book.WithinGuarantee(pool_name, job.head.spec.tenant, ReclaimNeed(job));
   PoolEntry* pool = FindPool(pool_name);
   if ((!rules.may_preempt && !rules.reclaim) || pool == nullptr) return false;
-  rules.group = book.GroupOf(pool_name, job.rec.spec.tenant);
+  rules.group = book.GroupOf(pool_name, job.head.spec.tenant);
   std::pair<ShapeKey, std::string> memo{
       ShapeKey{pool_name, job.request},
       std::to_string(job.priority) + "/" + (rules.reclaim ? rules.group : "")};
@@ -281,11 +275,11 @@ bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
   }
   int64_t rid = NewReservation(pass, job, index, vs, /*gang=*/false);
   StopVictims(pass, job, index, rules, rid, vs.task_ids, by_id);
-  const Reservation& r = reservations.at(rid);
-  job.rec.tasks[static_cast<size_t>(index)].reason = WaitingFor(r);
-  job.rec.tasks[static_cast<size_t>(index)].pending = {PendingCode::kWaitingForVictims, "", {}};
+  const Reservation& r = *reservations.Find(rid);
+  job.task(index).rec.reason = WaitingFor(r);
+  job.task(index).rec.pending = {PendingCode::kWaitingForVictims, "", {}};
   LogInfo("core", "preempting",
-          {{"task", TaskId(job.rec.id, index)},
+          {{"task", TaskId(job.head.id, index)},
            {"node", r.allocation.node},
            {"victims", std::to_string(r.victims.size())}});
   return true;
@@ -297,18 +291,17 @@ bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
                                  const std::vector<int32_t>& members, const placement::Request& req,
                                  std::string* why) {
   const PriorityClass* cls = ClassOf(job);
-  const std::string& pool_name = job.rec.spec.pool;
+  const std::string& pool_name = job.head.spec.pool;
   QuotaAmount one = ReclaimNeed(job), all;
   for (size_t k = 0; k < members.size(); ++k) {
-    all.resources += one.resources;
-    all.devices += one.devices;
+    all += one;
   }
   PreemptorRules rules;
   rules.may_preempt = cls != nullptr && cls->may_preempt;
-  rules.reclaim = book.WithinGuarantee(pool_name, job.rec.spec.tenant, all);
+  rules.reclaim = book.WithinGuarantee(pool_name, job.head.spec.tenant, all);
   PoolEntry* pool = FindPool(pool_name);
   if ((!rules.may_preempt && !rules.reclaim) || pool == nullptr || members.empty()) return false;
-  rules.group = book.GroupOf(pool_name, job.rec.spec.tenant);
+  rules.group = book.GroupOf(pool_name, job.head.spec.tenant);
   std::pair<ShapeKey, std::string> memo{ShapeKey{pool_name, job.request},
                                         std::to_string(job.priority) + "/" +
                                             (rules.reclaim ? rules.group : "") + "/gang of " +
@@ -320,11 +313,7 @@ bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
   std::map<std::string, const PreemptionCandidate*> by_id;
   for (const PreemptionCandidate& c : candidates) by_id[c.task.task_id] = &c;
 
-  struct Op {
-    bool committed;  // undo: release (true) or commit again (false)
-    placement::Allocation allocation;
-  };
-  std::vector<Op> undo;
+  placement::Tentative tx(*pool->engine);  // each member as if the earlier ones were placed
   std::vector<placement::VictimSet> sets;
   std::set<std::string> chosen;
   bool ok = true;
@@ -338,22 +327,14 @@ bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
     ok = vs.found;
     for (size_t v = 0; ok && v < vs.task_ids.size(); ++v) {
       const placement::Allocation& a = by_id.at(vs.task_ids[v])->task.allocation;
-      ok = pool->engine->Release(a).ok();
-      if (ok) undo.push_back({false, a});
+      ok = tx.Release(a).ok();
       chosen.insert(vs.task_ids[v]);
     }
-    if (ok) ok = pool->engine->Commit(vs.decision.allocation).ok();
-    if (ok) {
-      undo.push_back({true, vs.decision.allocation});
-      sets.push_back(std::move(vs));
-    }
+    if (ok) ok = tx.Commit(vs.decision.allocation).ok();
+    if (ok) sets.push_back(std::move(vs));
   }
-  for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
-    Status st = it->committed ? pool->engine->Release(it->allocation)
-                              : pool->engine->Commit(it->allocation);
-    if (!st.ok())
-      LogError("core", "undo of a tentative gang placement failed", {{"error", st.ToString()}});
-  }
+  if (Status st = tx.Rollback(); !st.ok())
+    LogError("core", "undo of a tentative gang placement failed", {{"error", st.ToString()}});
   std::vector<std::string> ids(chosen.begin(), chosen.end());
   if (!ok || ids.empty()) {
     pass.preempt_failed.insert(memo);
@@ -372,11 +353,11 @@ bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
   std::string reason = "gang of " + std::to_string(members.size()) + " waiting for " +
                        std::to_string(ids.size()) + " preempted task(s) to stop";
   for (int32_t m : members) {
-    job.rec.tasks[static_cast<size_t>(m)].reason = reason;
-    job.rec.tasks[static_cast<size_t>(m)].pending = {PendingCode::kWaitingForVictims, "", {}};
+    job.task(m).rec.reason = reason;
+    job.task(m).rec.pending = {PendingCode::kWaitingForVictims, "", {}};
   }
   LogInfo("core", "preempting for a gang",
-          {{"job", std::to_string(job.rec.id)}, {"victims", std::to_string(ids.size())}});
+          {{"job", std::to_string(job.head.id)}, {"victims", std::to_string(ids.size())}});
   return true;
 }
 
@@ -385,15 +366,15 @@ bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
 void Core::State::ActOnStops(const Status& stored, const std::vector<PassState::Stop>& stops,
                              const std::vector<int64_t>& new_reservations) {
   auto still_stopping = [&](const PassState::Stop& s) -> JobEntry* {
-    JobEntry* victim = FindJob(s.job_id);
+    JobEntry* victim = jobs.Find(s.job_id);
     if (victim == nullptr) return nullptr;
-    const TaskRecord& t = victim->rec.tasks[static_cast<size_t>(s.index)];
+    const TaskRecord& t = victim->task(s.index).rec;
     return t.attempt == s.before.attempt && t.stop == StopIntent::kPreempt ? victim : nullptr;
   };
   if (stored.ok()) {
     for (const PassState::Stop& s : stops) {
       if (JobEntry* victim = still_stopping(s)) {
-        SendStop(*victim, s.index, s.reason);
+        dispatcher.Stop(*victim, s.index, s.reason);
         Notify(*victim, "task " + TaskId(s.job_id, s.index) + ": preempted: " + s.reason);
       }
     }
@@ -402,8 +383,8 @@ void Core::State::ActOnStops(const Status& stored, const std::vector<PassState::
   for (auto it = stops.rbegin(); it != stops.rend(); ++it) {  // undone in reverse
     JobEntry* victim = still_stopping(*it);
     if (victim == nullptr) continue;
-    TaskRecord& t = victim->rec.tasks[static_cast<size_t>(it->index)];
-    TaskRuntime& rt = victim->rt[static_cast<size_t>(it->index)];
+    TaskRecord& t = victim->task(it->index).rec;
+    Task& rt = victim->task(it->index);
     t.stop = it->before.stop;
     t.preempted_by = it->before.preempted_by;
     t.reason = it->before.reason;

@@ -6,45 +6,36 @@
 // swaps the held room for the preemptor's allocation (a gang's reservations all at once) before
 // it places anything else.
 #include "base/log.h"
+#include "placement/tentative.h"
 #include "scheduler/core.h"
 #include "scheduler/core_state.h"
 
 namespace gpupool {
 
 bool Core::State::ReservationsFit(PoolEntry& pool, const std::string& node) {
-  std::vector<std::pair<bool, placement::Allocation>> undo;  // committed?, allocation
-  std::vector<const Reservation*> here;
-  for (const auto& [id, r] : reservations) {
-    if (r.pool == pool.rec.name && r.allocation.node == node) here.push_back(&r);
-  }
+  std::vector<const Reservation*> here = reservations.OnNode(pool.rec.name, node);
   if (here.empty()) return true;
+  placement::Tentative tx(*pool.engine);  // rolled back on return: this only looks
   // As if every victim were gone…
   for (const Reservation* r : here) {
     for (const std::string& v : r->victims) {
       int32_t i = 0;
-      JobEntry* j = FindTask(v, &i);
-      if (j == nullptr || !j->rt[static_cast<size_t>(i)].holds) continue;
-      const placement::Allocation& a = j->rt[static_cast<size_t>(i)].allocation;
-      if (pool.engine->Release(a).ok()) undo.emplace_back(false, a);
+      JobEntry* j = jobs.FindTask(v, &i);
+      if (j == nullptr || !j->task(i).holds) continue;
+      (void)tx.Release(j->task(i).allocation);
     }
-    for (const placement::Allocation& a : r->held) {
-      if (pool.engine->Release(a).ok()) undo.emplace_back(false, a);
-    }
+    for (const placement::Allocation& a : r->held) (void)tx.Release(a);
   }
   // …does every reserved placement still fit?
   bool fits = true;
   for (const Reservation* r : here) {
-    if (!pool.engine->Commit(r->allocation).ok()) {
+    if (!tx.Commit(r->allocation).ok()) {
       fits = false;
       break;
     }
-    undo.emplace_back(true, r->allocation);
   }
-  for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
-    Status st = it->first ? pool.engine->Release(it->second) : pool.engine->Commit(it->second);
-    if (!st.ok())
-      LogError("core", "undo of a reservation check failed", {{"error", st.ToString()}});
-  }
+  if (Status st = tx.Rollback(); !st.ok())
+    LogError("core", "undo of a reservation check failed", {{"error", st.ToString()}});
   return fits;
 }
 
@@ -55,97 +46,80 @@ void Core::State::ProcessReservations(PassState& pass) {
           ? options.tenancy.reservation_timeout_ms * 1000
           : (3 * options.stop_grace_period_ms + options.heartbeat_timeout_ms) * 1000;
   // A gang's reservations stand and fall together.
-  auto same_gang = [&](const Reservation& r) {
-    std::vector<int64_t> out;
-    for (const auto& [id, other] : reservations) {
-      if (other.job_id == r.job_id && (r.gang ? other.gang : &other == &r)) out.push_back(id);
-    }
-    return out;
+  auto drop = [&](int64_t id, const std::string& why) {
+    for (int64_t g : reservations.GroupOf(id)) DropReservation(g, why);
   };
-  auto drop = [&](const Reservation& r, const std::string& why) {
-    for (int64_t id : same_gang(r)) DropReservation(id, why);
-  };
-  std::vector<int64_t> ids;
-  for (const auto& [id, r] : reservations) ids.push_back(id);
-  for (int64_t id : ids) {
-    auto found = reservations.find(id);
-    if (found == reservations.end()) continue;  // dropped or taken up with its gang
-    Reservation& r = found->second;
-    JobEntry* job = FindJob(r.job_id);
-    bool valid = job != nullptr && r.index < static_cast<int32_t>(job->rec.tasks.size()) &&
-                 !CancelRequested(job->rec.state) &&
-                 job->rec.tasks[static_cast<size_t>(r.index)].state == TaskState::kPending &&
-                 job->rec.tasks[static_cast<size_t>(r.index)].attempt == r.attempt &&
-                 job->rt[static_cast<size_t>(r.index)].reservation == id;
+  for (int64_t id : reservations.Ids()) {
+    Reservation* found = reservations.Find(id);
+    if (found == nullptr) continue;  // dropped or taken up with its gang
+    Reservation& r = *found;
+    JobEntry* job = jobs.Find(r.job_id);
+    bool valid = job != nullptr && r.index < job->size() && !CancelRequested(job->head.state) &&
+                 job->task(r.index).rec.state == TaskState::kPending &&
+                 job->task(r.index).rec.attempt == r.attempt &&
+                 job->task(r.index).reservation == id;
     auto node = nodes.find(r.allocation.node);
     PoolEntry* pool = FindPool(r.pool);
     if (!valid || pool == nullptr) {
-      drop(r, "its task moved on");
+      drop(id, "its task moved on");
       continue;
     }
     if (node == nodes.end() || node->second.rec.state != NodeState::kReady) {
-      drop(r, "node " + r.allocation.node + " is no longer ready");
+      drop(id, "node " + r.allocation.node + " is no longer ready");
       continue;
     }
     if (pass.now - r.created_us > timeout_us) {
-      drop(r, "victims did not stop in time");
+      drop(id, "victims did not stop in time");
       continue;
     }
-    std::vector<int64_t> group = same_gang(r);
-    bool ready = true;
-    for (int64_t g : group) ready &= reservations.at(g).victims.empty();
-    if (!ready) continue;
+    if (!reservations.GroupReady(id)) continue;
+    std::vector<int64_t> group = reservations.GroupOf(id);
     // Every victim is gone: swap the room they left for the preemptor's allocation(s).
     std::vector<std::pair<int32_t, placement::Allocation>> take;
     QuotaAmount total;
     for (int64_t g : group) {
-      Reservation& each = reservations.at(g);
+      Reservation& each = *reservations.Find(g);
       for (const placement::Allocation& a : each.held) (void)pool->engine->Release(a);
-      QuotaAmount u = UsageOf(each.allocation);
-      total.resources += u.resources;
-      total.devices += u.devices;
+      total += UsageOf(each.allocation);
       take.emplace_back(each.index, each.allocation);
-      job->rt[static_cast<size_t>(each.index)].reservation = 0;
-      reservations.erase(g);
+      job->task(each.index).reservation = 0;
+      reservations.Erase(g);
     }
-    if (!book.WhyOverLimit(job->rec.spec.pool, job->rec.spec.tenant, total).empty()) continue;
-    size_t committed = 0;
+    if (!book.WhyOverLimit(job->head.spec.pool, job->head.spec.tenant, total).empty()) continue;
+    placement::Tentative tx(*pool->engine);
     Status st;
-    for (; committed < take.size(); ++committed) {
-      st = pool->engine->Commit(take[committed].second);
-      if (!st.ok()) break;
-    }
+    for (size_t k = 0; k < take.size() && st.ok(); ++k) st = tx.Commit(take[k].second);
     if (!st.ok()) {
-      while (committed-- > 0) (void)pool->engine->Release(take[committed].second);
+      (void)tx.Rollback();
       LogWarn("core", "reserved room no longer fits; the task queues again",
-              {{"job", std::to_string(job->rec.id)}, {"error", st.ToString()}});
+              {{"job", std::to_string(job->head.id)}, {"error", st.ToString()}});
       continue;
     }
+    tx.Keep();
     for (const auto& [index, alloc] : take) Reserve(pass, *job, index, alloc);
   }
 }
 
 void Core::State::DropReservation(int64_t id, const std::string& why) {
-  auto it = reservations.find(id);
-  if (it == reservations.end()) return;
-  Reservation& r = it->second;
+  Reservation* found = reservations.Find(id);
+  if (found == nullptr) return;
+  Reservation& r = *found;
   if (PoolEntry* pool = FindPool(r.pool)) {
     for (const placement::Allocation& a : r.held) (void)pool->engine->Release(a);
   }
   for (const std::string& v : r.victims) {
     int32_t index = 0;
-    if (JobEntry* victim = FindTask(v, &index)) {
-      victim->rt[static_cast<size_t>(index)].reserved_for = 0;
+    if (JobEntry* victim = jobs.FindTask(v, &index)) {
+      victim->task(index).reserved_for = 0;
     }
   }
-  if (JobEntry* job = FindJob(r.job_id); job != nullptr &&
-                                         r.index < static_cast<int32_t>(job->rt.size()) &&
-                                         job->rt[static_cast<size_t>(r.index)].reservation == id) {
-    job->rt[static_cast<size_t>(r.index)].reservation = 0;
+  if (JobEntry* job = jobs.Find(r.job_id);
+      job != nullptr && r.index < job->size() && job->task(r.index).reservation == id) {
+    job->task(r.index).reservation = 0;
   }
   LogInfo("core", "reservation dropped",
           {{"task", TaskId(r.job_id, r.index)}, {"node", r.allocation.node}, {"why", why}});
-  reservations.erase(it);
+  reservations.Erase(id);
 }
 
 // After a restart: victims still stopping carry their preemptor in typed columns
@@ -155,52 +129,49 @@ void Core::State::DropReservation(int64_t id, const std::string& why) {
 void Core::State::RebuildReservations(int64_t now, const std::string* only_pool) {
   std::map<TaskKey, std::vector<TaskKey>> victims_of;  // preemptor → victims feeding its room
   for (auto& [id, job] : jobs) {
-    for (int32_t i = 0; i < static_cast<int32_t>(job.rt.size()); ++i) {
-      const TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
-      if (t.stop != StopIntent::kPreempt || !job.rt[static_cast<size_t>(i)].holds ||
-          !t.preempted_by.reserved) {
+    for (int32_t i = 0; i < job.size(); ++i) {
+      const TaskRecord& t = job.task(i).rec;
+      if (t.stop != StopIntent::kPreempt || !job.task(i).holds || !t.preempted_by.reserved) {
         continue;
       }
       victims_of[{t.preempted_by.job_id, t.preempted_by.index}].push_back({id, i});
     }
   }
   for (const auto& [by, victims] : victims_of) {
-    JobEntry* job = FindJob(by.first);
-    if (job == nullptr || job->rec.spec.gang ||
-        (only_pool != nullptr && job->rec.spec.pool != *only_pool) ||
-        by.second >= static_cast<int32_t>(job->rt.size()) ||
-        job->rec.tasks[static_cast<size_t>(by.second)].state != TaskState::kPending) {
+    JobEntry* job = jobs.Find(by.first);
+    if (job == nullptr || job->head.spec.gang ||
+        (only_pool != nullptr && job->head.spec.pool != *only_pool) || by.second >= job->size() ||
+        job->task(by.second).rec.state != TaskState::kPending) {
       continue;
     }
-    PoolEntry* pool = FindPool(job->rec.spec.pool);
+    PoolEntry* pool = FindPool(job->head.spec.pool);
     if (pool == nullptr) continue;
     // Where would it go once its victims are gone?
-    std::vector<placement::Allocation> released;
-    for (const TaskKey& v : victims) {
-      const TaskRuntime& vrt = jobs.at(v.first).rt[static_cast<size_t>(v.second)];
-      if (vrt.holds && pool->engine->Release(vrt.allocation).ok())
-        released.push_back(vrt.allocation);
+    placement::Decision d;
+    {
+      placement::Tentative tx(*pool->engine);  // as if they were gone; undone at once
+      for (const TaskKey& v : victims) {
+        const Task& vrt = jobs.at(v.first).task(v.second);
+        if (vrt.holds) (void)tx.Release(vrt.allocation);
+      }
+      d = pool->engine->Place(ToPlacement(job->request));
     }
-    placement::Decision d = pool->engine->Place(ToPlacement(job->request));
-    for (const placement::Allocation& a : released) (void)pool->engine->Commit(a);
     if (!d.placed) continue;
-    const int64_t rid = next_reservation_id++;
-    Reservation& r = reservations[rid];
-    r.pool = job->rec.spec.pool;
+    Reservation r;
+    r.pool = job->head.spec.pool;
     r.job_id = by.first;
     r.index = by.second;
-    r.attempt = job->rec.tasks[static_cast<size_t>(by.second)].attempt;
+    r.attempt = job->task(by.second).rec.attempt;
     r.allocation = d.allocation;
     r.created_us = now;
-    for (const TaskKey& v : victims) {
-      r.victims.insert(TaskId(v.first, v.second));
-      jobs.at(v.first).rt[static_cast<size_t>(v.second)].reserved_for = rid;
-    }
-    job->rt[static_cast<size_t>(by.second)].reservation = rid;
+    for (const TaskKey& v : victims) r.victims.insert(TaskId(v.first, v.second));
     LogInfo("core", "reservation rebuilt after restart",
             {{"task", TaskId(by.first, by.second)},
              {"node", r.allocation.node},
              {"victims", std::to_string(r.victims.size())}});
+    const int64_t rid = reservations.Add(std::move(r));
+    for (const TaskKey& v : victims) jobs.at(v.first).task(v.second).reserved_for = rid;
+    job->task(by.second).reservation = rid;
   }
 }
 

@@ -6,12 +6,11 @@
 namespace gpupool {
 
 bool Core::State::Forgettable(const JobEntry& job, int64_t cutoff_us) {
-  if (!IsTerminal(job.rec.state) || job.rec.finish_us == 0 || job.rec.finish_us >= cutoff_us) {
+  if (!IsTerminal(job.head.state) || job.head.finish_us == 0 || job.head.finish_us >= cutoff_us) {
     return false;
   }
-  for (size_t i = 0; i < job.rec.tasks.size(); ++i) {
-    const TaskRuntime& rt = job.rt[i];
-    if (!IsTerminal(job.rec.tasks[i].state) || rt.holds || rt.committing || rt.changing ||
+  for (const Task& rt : job.tasks) {
+    if (!IsTerminal(rt.rec.state) || rt.holds || rt.committing || rt.changing ||
         rt.reservation != 0 || rt.reserved_for != 0) {
       return false;
     }
@@ -27,7 +26,7 @@ void Core::State::EvictFinished(int64_t now_us, int budget) {
   for (; it != jobs.end() && budget-- > 0;) {
     retention_cursor = it->first;
     if (Forgettable(it->second, cutoff) && !watchers_by_job.contains(it->first)) {
-      it = jobs.erase(it);
+      it = jobs.Erase(it);
     } else {
       ++it;
     }

@@ -4,6 +4,7 @@
 #include <queue>
 
 #include "base/log.h"
+#include "placement/tentative.h"
 #include "scheduler/core.h"
 #include "scheduler/core_state.h"
 #include "scheduler/pool_workload.h"
@@ -56,14 +57,14 @@ QuotaAmount Times(const QuotaAmount& a, int32_t n) {
 
 void Core::State::Reserve(PassState& pass, JobEntry& job, int32_t i,
                           const placement::Allocation& a) {
-  TaskRecord& t = job.rec.tasks[static_cast<size_t>(i)];
-  TaskRuntime& rt = job.rt[static_cast<size_t>(i)];
+  TaskRecord& t = job.task(i).rec;
+  Task& rt = job.task(i);
   rt.allocation = a;
   rt.holds = true;
   rt.committing = true;
   ++running;
   Charge(job, i);
-  Dequeue(job, i);
+  queue.Remove(job, i);
   t.state = TaskState::kScheduled;
   t.node = a.node;
   t.allocations = ToRecord(a);
@@ -71,25 +72,25 @@ void Core::State::Reserve(PassState& pass, JobEntry& job, int32_t i,
   t.reason = "placed on " + a.node;
   t.pending = {};
   pass.batch.emplace_back(UpdateTask{t});
-  pass.placed.push_back({job.rec.id, i, t.attempt});
+  pass.placed.push_back({job.head.id, i, t.attempt});
 }
 
 // Places every pending member of a gang at once, or preempts for all of them, or says why not.
 void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
                             const placement::Request& req, const std::string& behind) {
-  const std::string& tenant = job.rec.spec.tenant;
-  const std::string& pool_name = job.rec.spec.pool;
+  const std::string& tenant = job.head.spec.tenant;
+  const std::string& pool_name = job.head.spec.pool;
   std::vector<int32_t> members;
   bool active = false;
-  for (int32_t i = 0; i < static_cast<int32_t>(job.rec.tasks.size()); ++i) {
-    TaskState st = job.rec.tasks[static_cast<size_t>(i)].state;
+  for (int32_t i = 0; i < job.size(); ++i) {
+    TaskState st = job.task(i).rec.state;
     if (st == TaskState::kPending) members.push_back(i);
     active |= st == TaskState::kScheduled || st == TaskState::kRunning;
   }
   auto wait = [&](const std::string& why, const PendingVerdict& verdict) {
     for (int32_t i : members) {
-      job.rec.tasks[static_cast<size_t>(i)].reason = why;
-      job.rec.tasks[static_cast<size_t>(i)].pending = verdict;
+      job.task(i).rec.reason = why;
+      job.task(i).rec.pending = verdict;
     }
   };
   if (job.restarting && active) {
@@ -109,26 +110,19 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
          Verdict(PendingCode::kGangWaiting, "", &g.failed));
     std::string held_back;
     if (!TryPreemptGang(pass, job, members, req, &held_back) && !held_back.empty()) {
-      wait(job.rec.tasks[static_cast<size_t>(members.front())].reason + "; " + held_back,
+      wait(job.task(members.front()).rec.reason + "; " + held_back,
            Verdict(PendingCode::kDisruptionBudget, "", &g.failed));
     }
     return;
   }
   QuotaAmount total;
-  for (const placement::Allocation& a : g.allocations) {
-    QuotaAmount u = UsageOf(a);
-    total.resources += u.resources;
-    total.devices += u.devices;
-  }
+  for (const placement::Allocation& a : g.allocations) total += UsageOf(a);
   why = book.WhyOverLimit(pool_name, tenant, total, &binding);
   if (!why.empty()) return wait("waiting: " + why, Verdict(PendingCode::kOverQuota, binding));
   // All or nothing: commit every member, then make sure no reserved room was taken.
-  size_t committed = 0;
+  placement::Tentative tx(*pool.engine);
   Status st;
-  for (; committed < members.size() && st.ok(); ++committed) {
-    st = pool.engine->Commit(g.allocations[committed]);
-    if (!st.ok()) break;
-  }
+  for (size_t k = 0; k < members.size() && st.ok(); ++k) st = tx.Commit(g.allocations[k]);
   for (size_t k = 0; st.ok() && !reservations.empty() && k < members.size(); ++k) {
     if (!ReservationsFit(pool, g.allocations[k].node)) {
       st = Status::FailedPrecondition("room on " + g.allocations[k].node +
@@ -136,32 +130,32 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
     }
   }
   if (!st.ok()) {
-    while (committed-- > 0) (void)pool.engine->Release(g.allocations[committed]);
+    (void)tx.Rollback();
     return wait("gang of " + std::to_string(n) + " waiting: " + st.message(),
                 Verdict(PendingCode::kReserved));
   }
+  tx.Keep();
   for (size_t k = 0; k < members.size(); ++k) Reserve(pass, job, members[k], g.allocations[k]);
 }
 
 // Places one pending task (or, for a gang, every pending member), or says why it waits.
 void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
-  PoolEntry* pool = FindPool(job.rec.spec.pool);
-  if (pool == nullptr || job.cancel_storing || CancelRequested(job.rec.state)) return;
-  TaskRecord& task = job.rec.tasks[static_cast<size_t>(index)];
-  const std::string& tenant = job.rec.spec.tenant;
-  const std::string& pool_name = job.rec.spec.pool;
+  PoolEntry* pool = FindPool(job.head.spec.pool);
+  if (pool == nullptr || job.cancel_storing || CancelRequested(job.head.state)) return;
+  TaskRecord& task = job.task(index).rec;
+  const std::string& tenant = job.head.spec.tenant;
+  const std::string& pool_name = job.head.spec.pool;
   std::string behind;
   if (int32_t n = pass.behind[pool_name]; n > 0) {
     behind = "; behind " + std::to_string(n) + " task(s) of higher priority";
   }
-  if (TaskRuntime& rt = job.rt[static_cast<size_t>(index)]; rt.reservation != 0) {
-    auto res = reservations.find(rt.reservation);
-    if (res != reservations.end()) {
-      if (res->second.gang) return;  // the gang's reason was set when it preempted
+  if (Task& rt = job.task(index); rt.reservation != 0) {
+    if (const Reservation* res = reservations.Find(rt.reservation); res != nullptr) {
+      if (res->gang) return;  // the gang's reason was set when it preempted
       std::string ids;
-      for (const std::string& v : res->second.victims) ids += (ids.empty() ? "" : ", ") + v;
-      task.reason = "waiting for " + std::to_string(res->second.victims.size()) +
-                    " preempted task(s) to stop on " + res->second.allocation.node + ": " + ids;
+      for (const std::string& v : res->victims) ids += (ids.empty() ? "" : ", ") + v;
+      task.reason = "waiting for " + std::to_string(res->victims.size()) +
+                    " preempted task(s) to stop on " + res->allocation.node + ": " + ids;
       task.pending = Verdict(PendingCode::kWaitingForVictims);
       return;
     }
@@ -171,8 +165,8 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
   placement::Request req = ToPlacement(job.request);
   FeedEngine(*pool);
 
-  if (job.rec.spec.gang) {
-    if (pass.gangs_tried.insert(job.rec.id).second) PlaceGang(pass, job, *pool, req, behind);
+  if (job.head.spec.gang) {
+    if (pass.gangs_tried.insert(job.head.id).second) PlaceGang(pass, job, *pool, req, behind);
     return;
   }
 
@@ -195,19 +189,19 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
         task.pending = Verdict(PendingCode::kOverQuota, binding);
         return;
       }
-      Status st = pool->engine->Commit(d.allocation);
-      if (!st.ok()) {
+      placement::Tentative tx(*pool->engine);
+      if (Status st = tx.Commit(d.allocation); !st.ok()) {
         LogError("core", "commit of a fresh decision failed", {{"error", st.ToString()}});
         return;
       }
       if (!reservations.empty() && !ReservationsFit(*pool, d.allocation.node)) {
-        // The free part of a preemptor's room: not for this task.
-        (void)pool->engine->Release(d.allocation);
+        // The free part of a preemptor's room: not for this task (rolled back on return).
         task.reason =
             "waiting: room on " + d.allocation.node + " is reserved for a preempting task" + behind;
         task.pending = Verdict(PendingCode::kReserved);
         return;
       }
+      tx.Keep();
       Reserve(pass, job, index, d.allocation);
       return;
     }
@@ -224,74 +218,13 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
   }
 }
 
-// Priority levels high to low; within one, the fair-share queues merged by their tenants'
-// shares (recomputed as placements add usage: a lazy heap), each queue oldest first.
+// Priority levels high to low; within one, the level's fair-share queues merged by the queue
+// order (fair share by default: the tenants' shares, recomputed as placements add usage).
 void Core::State::RunQueues(PassState& pass) {
-  struct Cursor {
-    std::pair<double, double> share;
-    TaskKey head;
-    size_t queue;
-    size_t pos;
-    bool operator>(const Cursor& o) const {
-      return std::tie(share, head) > std::tie(o.share, o.head);
-    }
-  };
-  int32_t considered = 0;
-  auto level_it = queues.begin();
-  while (level_it != queues.end() && considered < options.max_tasks_per_pass) {
-    const int32_t level = level_it->first.neg_priority;
-    std::vector<FairKey> keys;
-    std::vector<std::vector<TaskKey>> tasks;
-    // No queue can have more of its tasks considered than the pass has left: copy only those,
-    // so a deep backlog does not make every pass walk all of it.
-    const auto budget = static_cast<size_t>(options.max_tasks_per_pass - considered);
-    for (; level_it != queues.end() && level_it->first.neg_priority == level; ++level_it) {
-      keys.push_back(level_it->first);
-      std::vector<TaskKey>& head = tasks.emplace_back();
-      head.reserve(std::min(budget, level_it->second.size()));
-      for (auto it = level_it->second.begin(); it != level_it->second.end() && head.size() < budget;
-           ++it) {
-        head.push_back(*it);
-      }
-    }
-    std::priority_queue<Cursor, std::vector<Cursor>, std::greater<>> heap;
-    for (size_t q = 0; q < keys.size(); ++q)
-      heap.push(Cursor{ShareOf(pass, keys[q]), tasks[q][0], q, 0});
-    while (!heap.empty() && considered < options.max_tasks_per_pass) {
-      Cursor c = heap.top();
-      heap.pop();
-      std::pair<double, double> share = ShareOf(pass, keys[c.queue]);
-      if (share > c.share && !heap.empty() && share > heap.top().share) {
-        c.share = share;  // its tenant got more since: let the others go first
-        heap.push(c);
-        continue;
-      }
-      ++considered;
-      JobEntry* job = FindJob(c.head.first);
-      if (job != nullptr && pending.contains(QueueKey{level, c.head.first, c.head.second})) {
-        TryPlace(pass, *job, c.head.second);
-      }
-      if (++c.pos < tasks[c.queue].size()) {
-        c.head = tasks[c.queue][c.pos];
-        c.share = ShareOf(pass, keys[c.queue]);
-        heap.push(c);
-      }
-    }
-    // Whatever of this level still waits is ahead of every lower level in its pool.
-    for (const FairKey& key : keys) {
-      if (auto q = queues.find(key); q != queues.end()) {
-        pass.behind[key.pool] += static_cast<int32_t>(q->second.size());
-      }
-    }
-  }
-}
-
-void Core::State::RunFresh(PassState& pass, std::vector<QueueKey> fresh) {
-  std::sort(fresh.begin(), fresh.end());
-  for (const QueueKey& k : fresh) {
-    if (!pending.contains(k)) continue;
-    if (JobEntry* job = FindJob(k.job_id); job != nullptr) TryPlace(pass, *job, k.index);
-  }
+  queue.Walk(
+      jobs, *order, options.max_tasks_per_pass,
+      [&](const FairKey& key) { return ShareOf(pass, key); },
+      [&](JobEntry& job, int32_t index) { TryPlace(pass, job, index); }, &pass.behind);
 }
 
 bool Core::State::PeriodicPassDue() const {
@@ -299,6 +232,16 @@ bool Core::State::PeriodicPassDue() const {
   constexpr auto kCheap = std::chrono::milliseconds(2);
   if (last_full_pass_cost < kCheap) return true;
   return std::chrono::steady_clock::now() - last_full_pass_end >= 50 * last_full_pass_cost;
+}
+
+void Core::State::RecordPassCost(bool full, std::chrono::steady_clock::time_point started) {
+  auto ended = std::chrono::steady_clock::now();
+  if (full) {
+    last_full_pass_end = ended;
+    last_full_pass_cost = ended - started;
+  }
+  if (metrics != nullptr)
+    metrics->PassDuration(std::chrono::duration<double>(ended - started).count());
 }
 
 void Core::Schedule() {
@@ -310,9 +253,8 @@ void Core::RunPass() {
   s_->schedule_posted = false;
   bool full = s_->full_pass_needed || !s_->reservations.empty();
   s_->full_pass_needed = false;
-  std::vector<QueueKey> fresh = std::move(s_->fresh);
-  s_->fresh.clear();
-  if (s_->pending.empty() && s_->reservations.empty()) return;
+  if (full || (s_->queue.empty() && s_->reservations.empty())) s_->queue.ForgetFresh();
+  if (s_->queue.empty() && s_->reservations.empty()) return;
   auto started = std::chrono::steady_clock::now();
   PassState pass;
   pass.now = s_->clock->NowMicros();
@@ -321,110 +263,64 @@ void Core::RunPass() {
   if (full) {
     s_->RunQueues(pass);
   } else {
-    s_->RunFresh(pass, std::move(fresh));
+    s_->queue.WalkFresh(s_->jobs,
+                        [&](JobEntry& job, int32_t index) { s_->TryPlace(pass, job, index); });
   }
 
-  auto ended = std::chrono::steady_clock::now();
-  if (full) {
-    s_->last_full_pass_end = ended;
-    s_->last_full_pass_cost = ended - started;
-  }
-  double pass_s = std::chrono::duration<double>(ended - started).count();
-  if (s_->metrics != nullptr) s_->metrics->PassDuration(pass_s);
+  s_->RecordPassCost(full, started);
   if (pass.batch.empty()) return;
-
   // Refresh job states inside the same commit.
   std::set<int64_t> touched;
   for (const PassState::Placed& p : pass.placed) touched.insert(p.job_id);
   for (int64_t id : touched) {
     JobEntry& job = s_->jobs.at(id);
     if (s_->RefreshJobState(job))
-      pass.batch.emplace_back(UpdateJob{id, job.rec.state, job.rec.reason, 0});
+      pass.batch.emplace_back(UpdateJob{id, job.head.state, job.head.reason, 0});
   }
 
-  s_->Persist(
-      std::move(pass.batch), [this, placed = std::move(pass.placed), stops = std::move(pass.stops),
-                              reservations = std::move(pass.new_reservations)](Status st) {
-        s_->ActOnStops(st, stops, reservations);
-        int64_t done_us = s_->clock->NowMicros();
-        for (const PassState::Placed& p : placed) {
-          JobEntry* job = s_->FindJob(p.job_id);
-          if (job == nullptr) continue;
-          TaskRecord& t = job->rec.tasks[static_cast<size_t>(p.index)];
-          TaskRuntime& rt = job->rt[static_cast<size_t>(p.index)];
-          if (t.attempt != p.attempt || !rt.committing) continue;  // moved on meanwhile
-          rt.committing = false;
-          if (!st.ok()) {
-            // Nothing was dispatched: give the reservation back and try again later.
-            s_->ReleaseTask(*job, p.index);
-            t.state = TaskState::kPending;
-            t.node.clear();
-            t.allocations.clear();
-            t.scheduled_us = 0;
-            t.reason = "requeued: allocation not stored: " + st.message();
-            t.pending = Verdict(PendingCode::kQueued);
-            if (!CancelRequested(job->rec.state)) s_->Enqueue(*job, p.index);
-            s_->RefreshJobState(*job);  // back to what the store still holds
-            continue;
-          }
-          if (s_->metrics != nullptr) {
-            s_->metrics->TaskTransition("SCHEDULED");
-            s_->metrics->SchedulingLatency(static_cast<double>(done_us - job->rec.submit_us) / 1e6);
-          }
-          if (t.stop == StopIntent::kCancel || CancelRequested(job->rec.state)) {
-            // Cancelled while the commit was in flight: never start it.
-            s_->CommitTaskChanges(this, {s_->PlanFinish(*job, p.index, TaskState::kCancelled,
-                                                        "cancelled before start", 0)});
-            continue;
-          }
-          s_->SendStart(*job, p.index);
-          s_->Notify(*job, "task " + TaskId(p.job_id, p.index) + ": SCHEDULED on " + t.node);
-        }
-        if (!st.ok()) LogWarn("core", "scheduling commit failed", {{"error", st.ToString()}});
-      });
+  s_->Persist(std::move(pass.batch),
+              [this, placed = std::move(pass.placed), stops = std::move(pass.stops),
+               reservations = std::move(pass.new_reservations)](Status st) {
+                s_->ActOnStops(st, stops, reservations);
+                for (const PassState::Placed& p : placed) s_->ActOnPlaced(this, st, p);
+                if (!st.ok())
+                  LogWarn("core", "scheduling commit failed", {{"error", st.ToString()}});
+              });
 }
 
-void Core::State::SendStart(const JobEntry& job, int32_t index) {
-  const TaskRecord& t = job.rec.tasks[static_cast<size_t>(index)];
-  StartTaskCommand cmd;
-  cmd.task_id = TaskId(job.rec.id, index);
-  cmd.job_id = job.rec.id;
-  cmd.tenant = job.rec.spec.tenant;
-  cmd.attempt = t.attempt;
-  cmd.argv = job.rec.spec.task_template.command;
-  cmd.env = job.rec.spec.task_template.env;
-  cmd.max_runtime_ms = job.rec.spec.max_runtime_ms;
-  cmd.epoch = epoch;
-  cmd.cpu_milli = job.rec.spec.task_template.resources.cpu_milli;
-  cmd.memory_mib = job.rec.spec.task_template.resources.memory_mib;
-  auto node = nodes.find(t.node);
-  for (const Allocation& a : t.allocations) {
-    DeviceGrantCommand g{a.device_id, a.amount.milli_tflops, a.amount.vram_mib, 100};
-    if (node != nodes.end()) {
-      auto idx = node->second.device_index.find(a.device_id);
-      if (idx != node->second.device_index.end()) {
-        const DeviceRecord& d = node->second.rec.devices[static_cast<size_t>(idx->second)];
-        if (d.physical.milli_tflops > 0 && !a.exclusive) {
-          // MPS takes a percentage of the device's SMs: round up so a grant is never starved.
-          int64_t pct =
-              (a.amount.milli_tflops * 100 + d.physical.milli_tflops - 1) / d.physical.milli_tflops;
-          g.thread_percentage = static_cast<int32_t>(std::clamp<int64_t>(pct, 1, 100));
-        }
-      }
-    }
-    cmd.devices.push_back(std::move(g));
+// One placement of a pass, once its batch was stored (start it) or refused (queue it again).
+void Core::State::ActOnPlaced(Core* core, const Status& st, const PassState::Placed& p) {
+  JobEntry* job = jobs.Find(p.job_id);
+  if (job == nullptr) return;
+  Task& rt = job->task(p.index);
+  TaskRecord& t = rt.rec;
+  if (t.attempt != p.attempt || !rt.committing) return;  // moved on meanwhile
+  rt.committing = false;
+  if (!st.ok()) {
+    // Nothing was dispatched: give the reservation back and try again later.
+    ReleaseTask(*job, p.index);
+    t.state = TaskState::kPending;
+    t.node.clear();
+    t.allocations.clear();
+    t.scheduled_us = 0;
+    t.reason = "requeued: allocation not stored: " + st.message();
+    t.pending = Verdict(PendingCode::kQueued);
+    if (!CancelRequested(job->head.state)) queue.Add(*job, p.index);
+    RefreshJobState(*job);  // back to what the store still holds
+    return;
   }
-  if (!agents->StartTask(t.node, cmd)) {
-    LogWarn("core", "agent not connected; start deferred to reconnect",
-            {{"task", cmd.task_id}, {"node", t.node}});
+  if (metrics != nullptr) {
+    metrics->TaskTransition("SCHEDULED");
+    metrics->SchedulingLatency(static_cast<double>(clock->NowMicros() - job->head.submit_us) / 1e6);
   }
-}
-
-void Core::State::SendStop(const JobEntry& job, int32_t index, const std::string& reason) {
-  const TaskRecord& t = job.rec.tasks[static_cast<size_t>(index)];
-  StopTaskCommand cmd{TaskId(job.rec.id, index), t.attempt, options.stop_grace_period_ms, reason,
-                      epoch};
-  agents->StopTask(t.node, cmd);
+  if (t.stop == StopIntent::kCancel || CancelRequested(job->head.state)) {
+    // Cancelled while the commit was in flight: never start it.
+    CommitTaskChanges(
+        core, {PlanFinish(*job, p.index, TaskState::kCancelled, "cancelled before start", 0)});
+    return;
+  }
+  dispatcher.Start(*job, p.index);
+  Notify(*job, "task " + TaskId(p.job_id, p.index) + ": SCHEDULED on " + t.node);
 }
 
 }  // namespace gpupool

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -18,54 +19,15 @@
 #include "placement/workload_feed.h"
 #include "scheduler/core.h"
 #include "scheduler/device_faults.h"
+#include "scheduler/dispatcher.h"
+#include "scheduler/job_table.h"
 #include "scheduler/metrics.h"
+#include "scheduler/queue_order.h"
+#include "scheduler/reservation_book.h"
+#include "scheduler/task_queue.h"
 #include "scheduler/tenancy.h"
 
 namespace gpupool {
-
-// Position in the pending queue: higher priority first, then older job, then lower index.
-struct QueueKey {
-  int32_t neg_priority = 0;
-  int64_t job_id = 0;
-  int32_t index = 0;
-  friend auto operator<=>(const QueueKey&, const QueueKey&) = default;
-};
-
-// A fair-share queue: the pending tasks of one tenant path at one priority in one pool, oldest
-// first. The pass merges the queues of a priority by the tenants' shares (docs/tenancy.md).
-struct FairKey {
-  int32_t neg_priority = 0;
-  std::string pool;
-  std::string tenant;
-  friend auto operator<=>(const FairKey&, const FairKey&) = default;
-};
-using TaskKey = std::pair<int64_t, int32_t>;  // (job id, index)
-
-// Per-task scheduling facts that are not part of the durable record (the durable ones — stop
-// intent, last preemption — are typed fields of TaskRecord).
-struct TaskRuntime {
-  placement::Allocation allocation;  // what the engine holds for the task
-  bool holds = false;                // allocation committed in the engine
-  bool committing = false;           // SCHEDULED, store commit in flight, not yet dispatched
-  bool charged = false;              // `usage` is charged to the tenant tree
-  QuotaAmount usage;                 // what the allocation counts against quotas
-  int64_t reservation = 0;           // preemptor: the reservation keeping room for it
-  int64_t reserved_for = 0;          // victim: the reservation its room goes to when it stops
-  std::string stop_cause;            // victim: why it was preempted (display text for its requeue)
-  std::set<int64_t> preempted_by;    // jobs that preempted this task: never preempted back
-  // A TaskChange of this task is planned and not yet applied (in flight or waiting for the store
-  // to come back): nothing else may plan a change of the task until it is.
-  bool changing = false;
-};
-
-struct JobEntry {
-  JobRecord rec;
-  int32_t priority = 0;
-  ResourceRequest request;      // the task template's request with any SKU resolved
-  std::vector<TaskRuntime> rt;  // one per task
-  bool restarting = false;      // a gang preempted whole: placed again once every member stopped
-  bool cancel_storing = false;  // CancelJob's change is in flight: the pass leaves the job alone
-};
 
 // A planned transition of one task (core_change.cc): what its record becomes, built without
 // touching memory. Its row is stored first; the rest (allocation released, queues, job state,
@@ -86,19 +48,13 @@ struct ChangeSet {
   std::map<int64_t, JobState> job_states;  // the state each touched job is stored with
 };
 
-// Room freed by preemption, kept for the preemptor: the victims' allocations stay committed in
-// the engine (as `held`) as they stop, and are swapped for the preemptor's allocation once the
-// last one is gone, so no other task can take the room in between.
-struct Reservation {
-  std::string pool;
-  int64_t job_id = 0;
-  int32_t index = 0;
-  int32_t attempt = 0;
-  placement::Allocation allocation;  // the preemptor's placement once the victims are gone
-  std::set<std::string> victims;     // task ids still holding their allocation
-  std::vector<placement::Allocation> held;
-  int64_t created_us = 0;
-  bool gang = false;  // one of a gang's reservations: all of them are taken up together
+// A planned cancel (core_cancel.cc): the task records it stores and the job state it leads to.
+struct CancelPlan {
+  std::vector<TaskRecord> after;  // the planned records, in task order
+  JobState state = JobState::kCancelled;
+  int64_t finish_us = 0;
+  std::string reason;
+  std::vector<Mutation> batch;
 };
 
 // Who a pending task may preempt, and by which rule (core_preempt.cc).
@@ -207,6 +163,7 @@ struct Core::State {
   AgentGateway* agents = nullptr;
   Executor executor;
   SchedulerMetrics* metrics = nullptr;
+  Dispatcher dispatcher;  // StartTask / StopTask commands (MPS policy included)
 
   int64_t epoch = 0;
   int64_t max_job_id = 0;
@@ -216,7 +173,6 @@ struct Core::State {
   // a deep queue would make every submission cost a walk of the whole queue. Every other event
   // (a release, a node, a quota, a reservation, the periodic tick) asks for a full pass.
   bool full_pass_needed = true;
-  std::vector<QueueKey> fresh;  // tasks queued by submissions since the last pass
   // The periodic tick re-runs a full pass for what only time changes (minimum runtimes ending,
   // disruption windows sliding, "why pending" reasons). With a deep backlog such a pass is
   // costly, so the tick skips it until fifty times the last full pass's cost has gone by: at most
@@ -225,20 +181,19 @@ struct Core::State {
   std::chrono::steady_clock::time_point last_full_pass_end;
   std::chrono::steady_clock::duration last_full_pass_cost{};
   bool PeriodicPassDue() const;
-  std::map<int64_t, JobEntry> jobs;
+  void RecordPassCost(bool full, std::chrono::steady_clock::time_point started);
+  // One placement of a pass, once its batch was stored (started) or refused (queued again).
+  void ActOnPlaced(Core* core, const Status& stored, const PassState::Placed& placed);
+  JobTable jobs;
   int64_t retention_cursor = 0;  // EvictFinished resumes after this job id
   std::map<std::string, PoolEntry> pools;
   std::map<std::string, NodeEntry> nodes;
-  std::set<QueueKey> pending;
-  std::map<FairKey, std::set<TaskKey>> queues;  // the same tasks as `pending`
-  // (pool, priority class) → tasks in `pending`, kept by Enqueue/Dequeue so the metrics never
-  // walk a deep queue.
-  std::map<std::pair<std::string, std::string>, int32_t> depth;
+  TaskQueue queue;                    // the pending tasks
+  std::unique_ptr<QueueOrder> order;  // how a pass merges the queues of one priority level
   std::map<std::string, std::set<TaskKey>> active;  // pool → tasks charged to quotas
   TenantBook book;
   DeviceFaultBook faults;  // devices out of service until an admin clears them; capabilities
-  std::map<int64_t, Reservation> reservations;
-  int64_t next_reservation_id = 1;
+  ReservationBook reservations;
   std::map<std::string, std::deque<int64_t>> disruptions;  // share group → preemption times
   std::map<int64_t, Watcher> watchers;
   std::multimap<int64_t, int64_t> watchers_by_job;
@@ -277,16 +232,23 @@ struct Core::State {
   void ApplyChangeSet(Core* core, const ChangeSet& set);
   // Tick: stores again what the store refused, oldest first.
   void RetryUnstored(Core* core);
-  // The job state a record implies (CANCELLING turns CANCELLED once every task ended).
-  static bool RefreshRecord(JobRecord& rec, int64_t now_us);
   // Posts one scheduling pass (coalesced).
   void RequestSchedule(Core* core, bool full = true);
   EventRecord Event(std::string kind, std::string subject, std::string message) const;
 
-  JobEntry* FindJob(int64_t id);
-  // Task lookup by "<job>.<index>"; nullptr when unknown.
-  JobEntry* FindTask(const std::string& task_id, int32_t* index);
   PoolEntry* FindPool(const std::string& name);
+
+  // Recovery (core_recover.cc).
+  Status RecoverInventory(const RecoveredState& state);
+  JobEntry& RecoverJob(const JobRecord& j);
+  std::optional<TaskChange> ReadoptTask(JobEntry& job, int32_t index);
+
+  // Cancel (core_cancel.cc).
+  bool CancelPrecondition(const JobEntry* job, int64_t id,
+                          const Core::Callback<JobRecord>& done) const;
+  CancelPlan PlanCancel(const JobEntry& job, const std::string& reason) const;
+  void ApplyCancelToTasks(JobEntry& job, const CancelPlan& plan, std::vector<int32_t>* stop,
+                          std::vector<TaskChange>* late);
 
   // Resolves priority class and SKU and checks pool, access and size. Fills entry fields.
   Status Admit(const JobSpec& spec, int32_t* priority, ResourceRequest* request) const;
@@ -310,8 +272,6 @@ struct Core::State {
   // Scheduling (core_schedule.cc) and preemption (core_preempt.cc).
   void Reserve(PassState& pass, JobEntry& job, int32_t index, const placement::Allocation& a);
   void RunQueues(PassState& pass);
-  // Tries the freshly submitted tasks alone, by priority then age.
-  void RunFresh(PassState& pass, std::vector<QueueKey> fresh);
   void TryPlace(PassState& pass, JobEntry& job, int32_t index);
   void PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool, const placement::Request& req,
                  const std::string& behind);
@@ -355,8 +315,6 @@ struct Core::State {
   // stopped, so each tick costs a bounded slice of the job table.
   void EvictFinished(int64_t now_us, int budget);
 
-  void Enqueue(const JobEntry& job, int32_t index);
-  void Dequeue(const JobEntry& job, int32_t index);
   void ReleaseTask(JobEntry& job, int32_t index);
   // Recomputes the job's state from its tasks; returns true when it changed.
   bool RefreshJobState(JobEntry& job);
@@ -364,8 +322,6 @@ struct Core::State {
   void RecomputeLimits(PoolEntry& pool);
   CapacityView PoolCapacity(const PoolEntry& pool) const;
   NodeView ViewOf(const NodeEntry& node) const;
-  void SendStart(const JobEntry& job, int32_t index);
-  void SendStop(const JobEntry& job, int32_t index, const std::string& reason);
   int32_t RetryLimit(const JobEntry& job) const;
 };
 

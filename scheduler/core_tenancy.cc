@@ -33,7 +33,7 @@ QuotaAmount Borrowed(const QuotaAmount& used, const QuotaAmount& guaranteed) {
 // Accounting
 
 const PriorityClass* Core::State::ClassOf(const JobEntry& job) const {
-  auto it = options.priority_classes.find(job.rec.spec.priority_class);
+  auto it = options.priority_classes.find(job.head.spec.priority_class);
   return it == options.priority_classes.end() ? nullptr : &it->second;
 }
 
@@ -64,21 +64,21 @@ QuotaAmount Core::State::UsageOf(const placement::Allocation& a) {
 }
 
 void Core::State::Charge(JobEntry& job, int32_t index) {
-  TaskRuntime& rt = job.rt[static_cast<size_t>(index)];
+  Task& rt = job.task(index);
   if (rt.charged) return;
   rt.usage = UsageOf(rt.allocation);
   rt.charged = true;
-  book.Charge(job.rec.spec.pool, job.rec.spec.tenant, rt.usage, +1, clock->NowMicros());
-  active[job.rec.spec.pool].insert({job.rec.id, index});
+  book.Charge(job.head.spec.pool, job.head.spec.tenant, rt.usage, +1, clock->NowMicros());
+  active[job.head.spec.pool].insert({job.head.id, index});
 }
 
 void Core::State::Uncharge(JobEntry& job, int32_t index) {
-  TaskRuntime& rt = job.rt[static_cast<size_t>(index)];
+  Task& rt = job.task(index);
   if (!rt.charged) return;
   rt.charged = false;
-  book.Charge(job.rec.spec.pool, job.rec.spec.tenant, rt.usage, -1, clock->NowMicros());
-  auto it = active.find(job.rec.spec.pool);
-  if (it != active.end()) it->second.erase({job.rec.id, index});
+  book.Charge(job.head.spec.pool, job.head.spec.tenant, rt.usage, -1, clock->NowMicros());
+  auto it = active.find(job.head.spec.pool);
+  if (it != active.end()) it->second.erase({job.head.id, index});
 }
 
 std::pair<double, double> Core::State::ShareOf(PassState& pass, const FairKey& key) {

@@ -263,10 +263,36 @@ struct TenantRecord {
 
 // An amount in a quota's normalized units: compute (milli-TFLOPS), VRAM (MiB) and devices. A
 // device is an exclusive grant (a whole GPU or a MIG instance); fractional slices count none.
+// A value type: `+` and `-` per dimension (usage is charged and uncharged with them; callers
+// never subtract more than they added, so usage stays ≥ 0), `Fits` against a cap.
 struct QuotaAmount {
   Resources resources;
   int32_t devices = 0;
   bool IsZero() const { return resources.IsZero() && devices == 0; }
+  QuotaAmount& operator+=(const QuotaAmount& o) {
+    resources.milli_tflops += o.resources.milli_tflops;
+    resources.vram_mib += o.resources.vram_mib;
+    devices += o.devices;
+    return *this;
+  }
+  QuotaAmount& operator-=(const QuotaAmount& o) {
+    resources.milli_tflops -= o.resources.milli_tflops;
+    resources.vram_mib -= o.resources.vram_mib;
+    devices -= o.devices;
+    return *this;
+  }
+  friend QuotaAmount operator+(QuotaAmount a, const QuotaAmount& b) { return a += b; }
+  friend QuotaAmount operator-(QuotaAmount a, const QuotaAmount& b) { return a -= b; }
+  // The first dimension (0 TFLOPS, 1 VRAM, 2 devices) in which this amount exceeds `cap`, or -1.
+  // A dimension `cap` leaves at 0 is not capped (a quota's "0: not limited").
+  int FirstOver(const QuotaAmount& cap) const {
+    if (cap.resources.milli_tflops > 0 && resources.milli_tflops > cap.resources.milli_tflops)
+      return 0;
+    if (cap.resources.vram_mib > 0 && resources.vram_mib > cap.resources.vram_mib) return 1;
+    if (cap.devices > 0 && devices > cap.devices) return 2;
+    return -1;
+  }
+  bool Fits(const QuotaAmount& cap) const { return FirstOver(cap) < 0; }
   friend bool operator==(const QuotaAmount&, const QuotaAmount&) = default;
 };
 

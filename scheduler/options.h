@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "pool/resources.h"
 #include "scheduler/model.h"
+#include "scheduler/queue_order.h"
 
 namespace gpupool {
 
@@ -41,6 +42,9 @@ struct TenancyOptions {
   // long (their agents hang or the node is lost); the preemptor then queues like any task.
   // 0: three grace periods plus the heartbeat timeout.
   int64_t reservation_timeout_ms = 0;
+  // How a pass orders the pending tasks of one priority level (scheduler/queue_order.h):
+  // fair share between tenants (the default) or plain age across tenants (FIFO).
+  QueueOrderKind queue_order = QueueOrderKind::kFairShare;
 };
 
 struct SchedulerOptions {

@@ -276,9 +276,11 @@ void TenantBook::Charge(const std::string& pool, const std::string& tenant,
     TenantUsage& u = it->second;
     if (fresh) u.decayed_at_us = now_us;
     Decay(u, now_us, half_life_us_);
-    u.used.resources.milli_tflops += sign * amount.resources.milli_tflops;
-    u.used.resources.vram_mib += sign * amount.resources.vram_mib;
-    u.used.devices += sign * amount.devices;
+    if (sign > 0) {
+      u.used += amount;
+    } else {
+      u.used -= amount;
+    }
   }
 }
 
@@ -313,13 +315,10 @@ double TenantBook::Share(const std::string& pool, const std::string& group,
 Status TenantBook::CheckNeverFits(const std::string& pool, const std::string& tenant,
                                   const QuotaAmount& need) const {
   for (const QuotaRecord* q : Chain(pool, tenant)) {
-    for (int d = 0; d < kDims; ++d) {
-      int64_t lim = Dimension(q->limit, d);
-      if (lim > 0 && Dimension(need, d) > lim) {
-        return Status::FailedPrecondition("quota of " + q->tenant + " in pool " + pool +
-                                          ": limit " + FormatDimension(q->limit, d) +
-                                          ", job needs " + FormatDimension(need, d));
-      }
+    if (int d = need.FirstOver(q->limit); d >= 0) {
+      return Status::FailedPrecondition("quota of " + q->tenant + " in pool " + pool + ": limit " +
+                                        FormatDimension(q->limit, d) + ", job needs " +
+                                        FormatDimension(need, d));
     }
   }
   return Status::Ok();
@@ -330,9 +329,7 @@ std::string TenantBook::WhyOverLimit(const std::string& pool, const std::string&
   static constexpr const char* kDimNames[] = {"tflops", "vram", "devices"};
   for (const QuotaRecord* q : Chain(pool, tenant)) {
     QuotaAmount used = Used(pool, q->tenant);
-    for (int d = 0; d < kDims; ++d) {
-      int64_t lim = Dimension(q->limit, d);
-      if (lim <= 0 || Dimension(used, d) + Dimension(need, d) <= lim) continue;
+    if (int d = (used + need).FirstOver(q->limit); d >= 0) {
       std::string lim_text = FormatDimension(q->limit, d);
       std::string used_text = FormatDimension(used, d);
       // "180 TFLOPS" and "200 TFLOPS" → "180/200 TFLOPS".
@@ -350,12 +347,7 @@ bool TenantBook::WithinGuarantee(const std::string& pool, const std::string& ten
   std::string group = GroupOf(pool, tenant);
   const QuotaRecord* q = Quota(group, pool);
   if (q == nullptr || q->guaranteed.IsZero()) return false;
-  QuotaAmount used = Used(pool, group);
-  for (int d = 0; d < kDims; ++d) {
-    int64_t g = Dimension(q->guaranteed, d);
-    if (g > 0 && Dimension(used, d) + Dimension(need, d) > g) return false;
-  }
-  return true;
+  return (Used(pool, group) + need).Fits(q->guaranteed);
 }
 
 }  // namespace gpupool

@@ -87,7 +87,7 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
                     {"default_strategy", "default_priority_class", "heartbeat_interval_ms",
                      "heartbeat_timeout_ms", "stop_grace_period_ms", "max_tasks_per_job",
                      "job_retention_ms", "fair_share_half_life_ms", "disruption_budget_victims",
-                     "disruption_budget_window_ms", "reservation_timeout_ms"}));
+                     "disruption_budget_window_ms", "reservation_timeout_ms", "queue_order"}));
   GPUPOOL_ASSIGN_OR_RETURN(auto strategy, doc.OptionalString(n, p, "default_strategy"));
   if (strategy) o->default_strategy = *strategy;
   GPUPOOL_ASSIGN_OR_RETURN(auto cls, doc.OptionalString(n, p, "default_priority_class"));
@@ -128,6 +128,13 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
   if (n["reservation_timeout_ms"]) {
     GPUPOOL_ASSIGN_OR_RETURN(t.reservation_timeout_ms,
                              doc.Int(n, p, "reservation_timeout_ms", 0, 86'400'000));
+  }
+  GPUPOOL_ASSIGN_OR_RETURN(auto order, doc.OptionalString(n, p, "queue_order"));
+  if (order) {
+    Result<QueueOrderKind> kind = ParseQueueOrder(*order);
+    if (!kind.ok())
+      return doc.Error(n["queue_order"], p.Key("queue_order"), kind.status().message());
+    t.queue_order = *kind;
   }
   if (o->heartbeat_timeout_ms <= o->heartbeat_interval_ms) {
     return doc.Error(n, p.Key("heartbeat_timeout_ms"),

@@ -80,7 +80,8 @@ TEST(DaemonConfigTest, ErrorsNameFileKeyAndLine) {
 TEST(DaemonConfigTest, TenantsQuotasAndTenancyOptions) {
   const char* yaml = R"(
 scheduler: {fair_share_half_life_ms: 60000, disruption_budget_victims: 3,
-            disruption_budget_window_ms: 120000, reservation_timeout_ms: 45000}
+            disruption_budget_window_ms: 120000, reservation_timeout_ms: 45000,
+            queue_order: fifo}
 tenants:
   - path: acme
     quotas:
@@ -96,6 +97,7 @@ tenants:
   EXPECT_EQ(c->scheduler.tenancy.disruption_budget_victims, 3);
   EXPECT_EQ(c->scheduler.tenancy.disruption_budget_window_ms, 120'000);
   EXPECT_EQ(c->scheduler.tenancy.reservation_timeout_ms, 45'000);
+  EXPECT_EQ(c->scheduler.tenancy.queue_order, QueueOrderKind::kFifo);
   ASSERT_EQ(c->tenants.size(), 3u);
   EXPECT_EQ(c->tenants[2].path, "acme/research/alice");
   ASSERT_EQ(c->quotas.size(), 2u);

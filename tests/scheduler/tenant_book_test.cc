@@ -21,6 +21,20 @@ TenantBook Tree() {
   return b;
 }
 
+TEST(QuotaAmountTest, AddSubtractAndFits) {
+  QuotaAmount a{Resources{400'000, 40'960}, 1}, b{Resources{100'000, 8'192}, 2};
+  EXPECT_EQ(a + b, (QuotaAmount{Resources{500'000, 49'152}, 3}));
+  EXPECT_EQ(a + b - b, a);
+  EXPECT_TRUE((a - a).IsZero());
+  // 0 in a dimension of the cap: not capped.
+  EXPECT_TRUE(a.Fits(QuotaAmount{}));
+  EXPECT_TRUE(a.Fits(QuotaAmount{Resources{400'000, 0}, 0}));        // equal is within
+  EXPECT_EQ(a.FirstOver(QuotaAmount{Resources{399'999, 0}, 0}), 0);  // TFLOPS
+  EXPECT_EQ(a.FirstOver(QuotaAmount{Resources{0, 40'959}, 5}), 1);   // VRAM
+  EXPECT_EQ((a + b).FirstOver(QuotaAmount{Resources{0, 0}, 2}), 2);  // devices: 3 > 2
+  EXPECT_FALSE((a + b).Fits(QuotaAmount{Resources{0, 0}, 2}));
+}
+
 TEST(TenantBookTest, PathsAndTree) {
   struct Case {
     std::string path;

@@ -1,0 +1,65 @@
+// Dispatcher (dispatcher.h).
+#include "scheduler/dispatcher.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+
+namespace gpupool {
+
+int32_t MpsThreadPercentage(int64_t granted_milli_tflops, int64_t device_milli_tflops,
+                            bool exclusive) {
+  if (exclusive || device_milli_tflops <= 0) return 100;
+  int64_t pct = (granted_milli_tflops * 100 + device_milli_tflops - 1) / device_milli_tflops;
+  return static_cast<int32_t>(std::clamp<int64_t>(pct, 1, 100));
+}
+
+StartTaskCommand Dispatcher::BuildStart(const JobEntry& job, int32_t index, const NodeRecord* node,
+                                        int64_t epoch) {
+  const TaskRecord& t = job.task(index).rec;
+  const JobSpec& spec = job.head.spec;
+  StartTaskCommand cmd;
+  cmd.task_id = TaskId(job.id(), index);
+  cmd.job_id = job.id();
+  cmd.tenant = spec.tenant;
+  cmd.attempt = t.attempt;
+  cmd.argv = spec.task_template.command;
+  cmd.env = spec.task_template.env;
+  cmd.max_runtime_ms = spec.max_runtime_ms;
+  cmd.epoch = epoch;
+  cmd.cpu_milli = spec.task_template.resources.cpu_milli;
+  cmd.memory_mib = spec.task_template.resources.memory_mib;
+  for (const Allocation& a : t.allocations) {
+    int64_t device_tflops = 0;
+    if (node != nullptr) {
+      auto d = std::find_if(node->devices.begin(), node->devices.end(),
+                            [&](const DeviceRecord& r) { return r.id == a.device_id; });
+      if (d != node->devices.end()) device_tflops = d->physical.milli_tflops;
+    }
+    cmd.devices.push_back(
+        DeviceGrantCommand{a.device_id, a.amount.milli_tflops, a.amount.vram_mib,
+                           MpsThreadPercentage(a.amount.milli_tflops, device_tflops, a.exclusive)});
+  }
+  return cmd;
+}
+
+StopTaskCommand Dispatcher::BuildStop(const JobEntry& job, int32_t index,
+                                      const std::string& reason) const {
+  return StopTaskCommand{TaskId(job.id(), index), job.task(index).rec.attempt, grace_ms_, reason,
+                         epoch_};
+}
+
+void Dispatcher::Start(const JobEntry& job, int32_t index) {
+  const std::string& node = job.task(index).rec.node;
+  StartTaskCommand cmd = BuildStart(job, index, nodes_(node), epoch_);
+  if (!agents_->StartTask(node, cmd)) {
+    LogWarn("core", "agent not connected; start deferred to reconnect",
+            {{"task", cmd.task_id}, {"node", node}});
+  }
+}
+
+void Dispatcher::Stop(const JobEntry& job, int32_t index, const std::string& reason) {
+  agents_->StopTask(job.task(index).rec.node, BuildStop(job, index, reason));
+}
+
+}  // namespace gpupool
