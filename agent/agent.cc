@@ -13,13 +13,16 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 
 #include "agent/capabilities.h"
 #include "agent/enroll.h"
 #include "agent/health/health_monitor.h"
 #include "agent/mps/mps_manager.h"
+#include "agent/lease_keeper.h"
 #include "agent/proto_convert.h"
 #include "agent/scrub/device_guard.h"
+#include "base/address_list.h"
 #include "base/log.h"
 #include "gpupool/v1/agent.grpc.pb.h"
 
@@ -107,6 +110,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
         heartbeat_timer_(strand_),
         reconnect_timer_(strand_),
         health_timer_(strand_),
+        lease_timer_(strand_),
         clock_(clock),
         rng_(std::hash<std::string>{}(config_.node_name) ^
              static_cast<uint64_t>(clock->NowMicros())),
@@ -166,6 +170,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
       self->heartbeat_timer_.cancel();
       self->reconnect_timer_.cancel();
       self->health_timer_.cancel();
+      self->lease_timer_.cancel();
       if (self->streams_open_ == 0) return closed->set_value();
       self->on_closed_ = [closed] { closed->set_value(); };
       if (self->stream_ == nullptr) return;  // a stream on its way out; OnDone will follow
@@ -247,6 +252,8 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     hb_on_stream_ = 0;
     stream_ = new Stream(stub_.get(), shared_from_this(), gen_);
     ExpireFinished();
+    register_sent_us_ = clock_->MonotonicMicros();  // a RegisterAck dates the lease from here
+    hb_sent_.clear();
     Enqueue({MakeRegister(), "", 0});
     for (auto& [id, p] : pending_) {
       p.written_gen = 0;
@@ -275,8 +282,12 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
       stats_.registered = false;
     }
     if (closing_) return;
-    const int64_t base = std::min(config_.reconnect.max_ms,
-                                  config_.reconnect.initial_ms << std::min<int64_t>(failures_, 20));
+    int64_t max_ms = config_.reconnect.max_ms;
+    // Reconnect well within the lease, so a restarted or new leader hears from this node (and its
+    // finished work) before it may declare the node lost (docs/ha.md).
+    if (lease_ms_ > 0) max_ms = std::max<int64_t>(1, std::min(max_ms, lease_ms_ / 4));
+    const int64_t base =
+        std::min(max_ms, config_.reconnect.initial_ms << std::min<int64_t>(failures_, 20));
     ++failures_;
     std::uniform_real_distribution<double> j(-config_.reconnect.jitter, config_.reconnect.jitter);
     const auto delay = std::max<int64_t>(1, static_cast<int64_t>(base * (1.0 + j(rng_))));
@@ -438,6 +449,9 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
       }
     }
     for (const TaskStatus& t : running) ToProto(t, hb->add_running_tasks());
+    hb->set_seq(++hb_seq_);
+    hb_sent_.emplace_back(hb_seq_, clock_->MonotonicMicros());
+    while (hb_sent_.size() > 256) hb_sent_.pop_front();
     Enqueue({std::move(m), "", 0});
   }
 
@@ -499,6 +513,12 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
          st.phase == TaskPhase::kRunning);
     if (replaced_terminal) return;  // never go back from a newer or final state
     ToProto(st, max_epoch_, &p.update);
+    if (st.terminal() && st.phase != TaskPhase::kSucceeded &&
+        (lease_stopped_.contains({st.task_id, st.attempt}) || LeaseLapsedNow())) {
+      // Stopped because the lease lapsed (by the agent or its keeper): requeue, not a failure.
+      p.update.set_lease_expired(true);
+      lease_stopped_.erase({st.task_id, st.attempt});
+    }
     p.seq = ++seq_;
     p.written_gen = 0;
     v1::AgentMessage m;
@@ -551,6 +571,8 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
         return HandleStop(m.stop_task());
       case v1::SchedulerMessage::kFetchLogs:
         return HandleFetchLogs(m.fetch_logs());
+      case v1::SchedulerMessage::kLeaseRenewal:
+        return HandleRenewal(m.lease_renewal());
       default:
         break;
     }
@@ -579,10 +601,70 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     for (const std::string& id : ack.stop_task_ids()) {
       StopOne(id, 0, config_.stop_grace_period_ms, "unknown to the scheduler");
     }
+    if (ack.lease_ms() > 0) {
+      lease_ms_ = ack.lease_ms();
+      lease_grace_ms_ = ack.lease_stop_grace_ms();
+      lease_lapsed_ = false;
+      RenewLease(register_sent_us_);
+    }
+  }
+
+  // --- node lease (docs/ha.md) ------------------------------------------------------------
+  void HandleRenewal(const v1::LeaseRenewal& r) {
+    if (Stale(r.epoch(), "LeaseRenewal", "") || lease_ms_ <= 0 || lease_lapsed_) return;
+    while (!hb_sent_.empty() && hb_sent_.front().first < r.heartbeat_seq()) hb_sent_.pop_front();
+    if (hb_sent_.empty() || hb_sent_.front().first != r.heartbeat_seq()) return;
+    RenewLease(hb_sent_.front().second);
+    hb_sent_.pop_front();
+  }
+
+  // The lease now runs lease_ms from `sent_us` (when the answered message was sent: never later
+  // than when the scheduler received it, so this deadline is never later than its view).
+  void RenewLease(int64_t sent_us) {
+    const int64_t deadline = sent_us + lease_ms_ * 1000;
+    if (deadline <= lease_deadline_us_) return;
+    lease_deadline_us_ = deadline;
+    const int64_t now = clock_->MonotonicMicros();
+    if (const auto& keeper = runner_->options().lease_keeper) {
+      keeper->Renew(LeaseKeeper::MonotonicNowUs() + (deadline - now) + lease_grace_ms_ * 1000);
+    }
+    lease_timer_.expires_after(std::chrono::microseconds(std::max<int64_t>(0, deadline - now)));
+    lease_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec) self->CheckLease();
+    });
+  }
+
+  bool LeaseLapsedNow() const {
+    return lease_lapsed_ ||
+           (lease_deadline_us_ > 0 && clock_->MonotonicMicros() >= lease_deadline_us_);
+  }
+
+  // No renewal for lease_ms: stop every task (the keeper kills what is left after the grace),
+  // then register again so the scheduler reconciles this node before it gets new work.
+  void CheckLease() {
+    if (closing_ || lease_lapsed_ || !LeaseLapsedNow()) return;
+    lease_lapsed_ = true;
+    const std::vector<TaskStatus> running = runner_->Running(config_.node_name);
+    LogWarn("agent", "node lease lapsed: stopping tasks",
+            {{"node", config_.node_name},
+             {"lease_ms", std::to_string(lease_ms_)},
+             {"tasks", std::to_string(running.size())}});
+    const std::string why =
+        "node lease lapsed: no renewal from the scheduler for " + std::to_string(lease_ms_) + " ms";
+    for (const TaskStatus& t : running) {
+      lease_stopped_.insert({t.task_id, t.attempt});
+      runner_->Stop(t.task_id, t.attempt, lease_grace_ms_, why);
+    }
+    if (stream_ != nullptr) Broken(gen_);
   }
 
   void HandleStart(const v1::StartTask& s) {
     if (Stale(s.epoch(), "StartTask", s.task_id())) return;
+    if (LeaseLapsedNow()) {
+      // Without a lease nothing starts: the scheduler may already count this node as lost.
+      lease_stopped_.insert({s.task_id(), s.attempt()});
+      return QueueNotRunning(s.task_id(), s.attempt(), "not started: the node lease lapsed");
+    }
     TaskSpec spec = FromProto(s, config_.node_name, inventory_);
     auto st = runner_->Start(spec);
     if (!st.ok()) {
@@ -639,6 +721,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   asio::steady_timer heartbeat_timer_;
   asio::steady_timer reconnect_timer_;
   asio::steady_timer health_timer_;
+  asio::steady_timer lease_timer_;
   const Clock* clock_;
   std::mt19937_64 rng_;
   std::atomic<bool> shut_down_{false};
@@ -659,6 +742,15 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   int64_t max_epoch_ = 0;
   uint64_t seq_ = 0;
   std::map<std::string, Pending> pending_;
+  // Node lease (docs/ha.md): granted by RegisterAck, renewed by LeaseRenewal.
+  int64_t lease_ms_ = 0;  // 0: the scheduler grants none
+  int64_t lease_grace_ms_ = 0;
+  int64_t lease_deadline_us_ = 0;  // monotonic; 0: none yet
+  bool lease_lapsed_ = false;      // until the next RegisterAck
+  int64_t register_sent_us_ = 0;
+  uint64_t hb_seq_ = 0;
+  std::deque<std::pair<uint64_t, int64_t>> hb_sent_;         // heartbeat seq → sent (monotonic)
+  std::set<std::pair<std::string, int32_t>> lease_stopped_;  // (task, attempt) stopped by lapse
   // Confirmed final reports, re-sent after every Register while retained (kFinishedRetention*).
   struct Finished {
     v1::TaskUpdate update;
@@ -688,7 +780,8 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
 
 std::shared_ptr<grpc::Channel> MakeAgentChannel(const AgentConfig& config, bool own_connection) {
   if (!config.ca_file.empty()) return MakeTlsAgentChannel(config, own_connection);  // enroll.h
-  return grpc::CreateCustomChannel(config.scheduler, grpc::InsecureChannelCredentials(),
+  return grpc::CreateCustomChannel(GrpcTargetOf(config.scheduler),
+                                   grpc::InsecureChannelCredentials(),
                                    AgentChannelArgs(config, own_connection));
 }
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/address_list.h"
 #include "base/log.h"
 #include "base/tls/pki.h"
 #include "gpupool/v1/agent.grpc.pb.h"
@@ -140,7 +141,8 @@ std::shared_ptr<grpc::Channel> MakeTlsAgentChannel(const AgentConfig& config, bo
   o.set_certificate_provider(provider);
   o.watch_root_certs();
   o.watch_identity_key_cert_pairs();
-  return grpc::CreateCustomChannel(config.scheduler, grpc::experimental::TlsCredentials(o),
+  return grpc::CreateCustomChannel(GrpcTargetOf(config.scheduler),
+                                   grpc::experimental::TlsCredentials(o),
                                    AgentChannelArgs(config, own_connection));
 }
 

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "agent/mps/mps_manager.h"
+#include "agent/lease_keeper.h"
 #include "agent/sandbox/sandbox.h"
 #include "agent/scrub/device_guard.h"
 #include "base/log.h"
@@ -360,6 +361,7 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   }
   close(log_fd);
   task->pid = pid;
+  if (options_.lease_keeper) options_.lease_keeper->Track(pid);
   st.pid = pid;
   st.phase = TaskPhase::kRunning;
   if (spec.max_runtime_ms > 0) task->runtime_deadline = now + spec.max_runtime_ms * 1000;
@@ -490,6 +492,7 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
     t->pidfd = -1;
   }
   kill(-t->pid, SIGKILL);  // whatever is left of the group
+  if (options_.lease_keeper) options_.lease_keeper->Untrack(t->pid);
   TaskStatus& st = t->status;
   if (t->status_fd >= 0) {
     // The sandbox's init reports how the program itself ended; without it (init was killed by

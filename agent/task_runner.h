@@ -54,6 +54,7 @@ class SandboxedTask;
 }  // namespace sandbox
 class DeviceGuard;
 class MpsManager;
+class LeaseKeeper;
 
 struct DeviceGrant {
   std::string uuid;  // GPU or MIG instance UUID
@@ -128,6 +129,9 @@ struct TaskRunnerOptions {
   // Runs MPS control daemons for shared grants (agent/mps/mps_manager.h); a task whose daemon
   // does not start fails (exit code 126) naming it. null = the CUDA_MPS_* variables only.
   std::shared_ptr<MpsManager> mps;
+  // Told every task's process group while it runs (agent/lease_keeper.h): the keeper kills them
+  // when the agent dies or its node lease lapses. null = tasks are not bound to the agent.
+  std::shared_ptr<LeaseKeeper> lease_keeper;
 };
 
 class TaskRunner {

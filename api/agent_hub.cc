@@ -131,12 +131,34 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
     }
     Core* core = hub_->core_.load();
     switch (in_.msg_case()) {
-      case v1::AgentMessage::kHeartbeat:
+      case v1::AgentMessage::kHeartbeat: {
         if (replaced_) return;
-        hub_->loop_->Post([core, node = node_, devices = DeviceHealthFromProto(in_.heartbeat())] {
-          core->OnHeartbeat(node, devices);
+        {
+          // Before the RegisterAck the registration is still being stored: the ack itself
+          // renews the lease, and a verdict now would see the node as it was (maybe lost).
+          std::lock_guard<std::mutex> lock(mu_);
+          if (!acked_) return;
+        }
+        hub_->loop_->Post([core, self = shared_from_this(), seq = in_.heartbeat().seq(),
+                           devices = DeviceHealthFromProto(in_.heartbeat())] {
+          LeaseAnswer a = core->OnLeaseHeartbeat(self->node_, devices);
+          if (a.verdict == LeaseVerdict::kRenewed) {
+            v1::SchedulerMessage m;
+            m.mutable_lease_renewal()->set_epoch(a.epoch);
+            m.mutable_lease_renewal()->set_heartbeat_seq(seq);
+            self->Send(std::move(m));
+            return;
+          }
+          // Declared lost (docs/ha.md): no renewal; the agent registers again and reconciles.
+          LogWarn(kComponent, "heartbeat of a lost node; asking it to register again",
+                  {{"node", self->node_}});
+          self->MarkReplaced();
+          self->Close(grpc::Status(
+              grpc::StatusCode::FAILED_PRECONDITION,
+              "node '" + self->node_ + "' was declared lost; register again to reconcile"));
         });
         return;
+      }
       case v1::AgentMessage::kTaskUpdate: {
         if (replaced_) return;
         Result<TaskReport> report = TaskReportFromProto(node_, in_.task_update());

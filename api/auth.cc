@@ -2,22 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <set>
+
+#include "api/credentials.h"
 
 namespace gpupool::api {
 namespace {
-
-// Compares without an early exit, so the time taken does not reveal a common prefix.
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const size_t n = std::max(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
-  }
-  return diff == 0;
-}
 
 bool IEquals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -34,7 +25,7 @@ std::string_view Trim(std::string_view s) {
 
 }  // namespace
 
-Result<Authenticator> Authenticator::Create(std::vector<ApiToken> tokens) {
+Result<Authenticator> Authenticator::Create(std::vector<ApiToken> tokens, KeyLookup keys) {
   std::set<std::string_view> seen;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const ApiToken& t = tokens[i];
@@ -49,11 +40,11 @@ Result<Authenticator> Authenticator::Create(std::vector<ApiToken> tokens) {
                                      "'): token is already used by another principal");
     }
   }
-  return Authenticator(std::move(tokens));
+  return Authenticator(std::move(tokens), std::move(keys));
 }
 
 Result<CallContext> Authenticator::Authenticate(std::string_view authorization) const {
-  if (!enabled()) return CallContext{.principal = "", .admin = true};
+  if (!enabled()) return CallContext::Admin("insecure");
   authorization = Trim(authorization);
   if (authorization.empty()) {
     return Status::Unauthenticated(
@@ -65,12 +56,34 @@ Result<CallContext> Authenticator::Authenticate(std::string_view authorization) 
         "unsupported authorization scheme: expected 'Authorization: Bearer <token>'");
   }
   const std::string_view token = Trim(authorization.substr(space + 1));
+  if (keys_ != nullptr && LooksLikeApiKey(token)) return AuthenticateKey(token);
   const ApiToken* match = nullptr;
   for (const ApiToken& t : tokens_) {  // no early exit: every token is compared
     if (ConstantTimeEquals(token, t.token)) match = &t;
   }
   if (match == nullptr) return Status::Unauthenticated("invalid bearer token");
-  return CallContext{.principal = match->principal, .admin = match->admin};
+  if (match->admin) return CallContext::Admin("token:" + match->principal);
+  return CallContext::Of("token:" + match->principal, match->principal,
+                         match->role == Role::kAdmin ? Role::kMember : match->role);
+}
+
+Result<CallContext> Authenticator::AuthenticateKey(std::string_view text) const {
+  const Status invalid = Status::Unauthenticated("invalid bearer token");
+  Result<ApiKeySecret> key = ParseApiKey(text);
+  if (!key.ok()) return invalid;
+  Result<std::optional<StoredKey>> stored = keys_(key->id);
+  if (!stored.ok()) {
+    return Status::Unavailable("cannot check the credential now; try again");
+  }
+  if (!stored->has_value()) return invalid;
+  const StoredKey& k = **stored;
+  if (!ConstantTimeEquals(Sha256Hex(key->secret), k.secret_sha256)) return invalid;
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  if (k.revoke_ms != 0 || (k.expire_ms != 0 && now_ms >= k.expire_ms)) return invalid;
+  if (k.role == Role::kAdmin) return CallContext::Admin("key:" + key->id);
+  return CallContext::Of("key:" + key->id, k.tenant, k.role);
 }
 
 }  // namespace gpupool::api

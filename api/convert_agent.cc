@@ -155,6 +155,7 @@ Result<TaskReport> TaskReportFromProto(const std::string& node, const v1::TaskUp
     return Invalid("task_update", "usage figures must not be negative");
   }
   r.usage = {in.cpu_usage_us(), in.peak_memory_bytes(), in.oom_kills()};
+  r.lease_expired = in.lease_expired();
   return r;
 }
 
@@ -162,6 +163,8 @@ void ToProto(const RegistrationResult& r, v1::RegisterAck* out) {
   out->set_epoch(r.epoch);
   out->set_heartbeat_interval_ms(r.heartbeat_interval_ms);
   for (const std::string& id : r.stop_task_ids) out->add_stop_task_ids(id);
+  out->set_lease_ms(r.lease_ms);
+  out->set_lease_stop_grace_ms(r.lease_stop_grace_ms);
 }
 
 void ToProto(const StartTaskCommand& c, v1::StartTask* out) {

@@ -23,22 +23,16 @@
 #include <functional>
 #include <string>
 
+#include "api/caller.h"
 #include "base/status.h"
 #include "gpupool/v1/jobs.pb.h"
+#include "gpupool/v1/keys.pb.h"
 #include "gpupool/v1/pools.pb.h"
 #include "gpupool/v1/tenants.pb.h"
 
 namespace gpupool::api {
 
 namespace v1 = ::gpupool::v1;
-
-// Who is calling, as established by the adapter from its credentials.
-struct CallContext {
-  // Tenant path or admin name the caller authenticated as; empty when auth is disabled.
-  std::string principal;
-  // Admins may manage pools and nodes and act for any tenant.
-  bool admin = true;
-};
 
 template <typename T>
 using Reply = std::function<void(Status, T)>;
@@ -113,6 +107,14 @@ class ApiService {
   virtual void DeleteQuota(const CallContext& ctx, const v1::DeleteQuotaRequest& req,
                            Reply<v1::DeleteQuotaResponse> done);
 
+  // API keys (admin, or tenant-admin within its subtree). Default: UNIMPLEMENTED.
+  virtual void CreateApiKey(const CallContext& ctx, const v1::CreateApiKeyRequest& req,
+                            Reply<v1::CreateApiKeyResponse> done);
+  virtual void ListApiKeys(const CallContext& ctx, const v1::ListApiKeysRequest& req,
+                           Reply<v1::ListApiKeysResponse> done);
+  virtual void RevokeApiKey(const CallContext& ctx, const v1::RevokeApiKeyRequest& req,
+                            Reply<v1::ApiKey> done);
+
   // Health for /readyz: OK once state is recovered and the database answers.
   virtual Status Ready() const = 0;
 };
@@ -132,6 +134,9 @@ GPUPOOL_API_UNIMPLEMENTED(SetQuota, SetQuotaRequest, Quota)
 GPUPOOL_API_UNIMPLEMENTED(GetQuota, GetQuotaRequest, Quota)
 GPUPOOL_API_UNIMPLEMENTED(ListQuotas, ListQuotasRequest, ListQuotasResponse)
 GPUPOOL_API_UNIMPLEMENTED(DeleteQuota, DeleteQuotaRequest, DeleteQuotaResponse)
+GPUPOOL_API_UNIMPLEMENTED(CreateApiKey, CreateApiKeyRequest, CreateApiKeyResponse)
+GPUPOOL_API_UNIMPLEMENTED(ListApiKeys, ListApiKeysRequest, ListApiKeysResponse)
+GPUPOOL_API_UNIMPLEMENTED(RevokeApiKey, RevokeApiKeyRequest, ApiKey)
 #undef GPUPOOL_API_UNIMPLEMENTED
 
 }  // namespace gpupool::api

@@ -14,9 +14,9 @@ namespace gpupool::api {
 namespace {
 
 bool PoolVisible(const CallContext& ctx, const PoolRecord& pool) {
-  if (ctx.admin || pool.visibility == Visibility::kPublic) return true;
+  if (ctx.admin() || pool.visibility == Visibility::kPublic) return true;
   for (const std::string& t : pool.allowed_tenants) {
-    if (TenantWithin(ctx.principal, t)) return true;
+    if (TenantWithin(ctx.scope, t)) return true;
   }
   return false;
 }
@@ -30,20 +30,38 @@ v1::Job JobProto(const JobRecord& j) {
 }  // namespace
 
 Status RequireAdmin(const CallContext& ctx, std::string_view what) {
-  if (ctx.admin) return Status::Ok();
-  return Status::PermissionDenied(std::string(what) + ": requires an admin; '" + ctx.principal +
+  if (ctx.admin()) return Status::Ok();
+  return Status::PermissionDenied(std::string(what) + ": requires an admin; '" + ctx.scope +
                                   "' is not one");
 }
 
 // A non-admin may act only for its own tenant or tenants below it.
 Status RequireTenant(const CallContext& ctx, const std::string& tenant, std::string_view what) {
-  if (ctx.admin) return Status::Ok();
-  if (ctx.principal.empty()) {
+  if (ctx.admin()) return Status::Ok();
+  if (ctx.scope.empty()) {
     return Status::PermissionDenied(std::string(what) + ": the caller has no tenant");
   }
-  if (TenantWithin(tenant, ctx.principal)) return Status::Ok();
+  if (TenantWithin(tenant, ctx.scope)) return Status::Ok();
   return Status::PermissionDenied(std::string(what) + ": tenant '" + tenant + "' is not '" +
-                                  ctx.principal + "' or below it");
+                                  ctx.scope + "' or below it");
+}
+
+Status RequireRole(const CallContext& ctx, Role role, std::string_view what) {
+  if (ctx.AtLeast(role)) return Status::Ok();
+  return Status::PermissionDenied(std::string(what) + ": requires the role " +
+                                  std::string(RoleName(role)) + " or above; the caller is " +
+                                  std::string(RoleName(ctx.role)));
+}
+
+Status RequireTenantAdminBelow(const CallContext& ctx, const std::string& tenant,
+                               std::string_view what) {
+  if (ctx.admin()) return Status::Ok();
+  GPUPOOL_RETURN_IF_ERROR(RequireRole(ctx, Role::kTenantAdmin, what));
+  if (!ctx.scope.empty() && tenant != ctx.scope && TenantWithin(tenant, ctx.scope)) {
+    return Status::Ok();
+  }
+  return Status::PermissionDenied(std::string(what) + ": tenant '" + tenant +
+                                  "' is not below the caller's tenant '" + ctx.scope + "'");
 }
 
 Status RequireJobAccess(const CallContext& ctx, const JobRecord& job) {
@@ -90,14 +108,17 @@ void ServiceImpl::SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& 
   if (!req.has_spec()) return refuse("invalid", Invalid("spec", "must be set"));
   Result<JobSpec> spec = JobSpecFromProto(req.spec());
   if (!spec.ok()) return refuse("invalid", spec.status());
+  if (Status s = RequireRole(ctx, Role::kMember, "submit job"); !s.ok()) {
+    return refuse("denied", s);
+  }
   if (Status s = RequireTenant(ctx, spec->tenant, "spec.tenant"); !s.ok()) {
     return refuse("denied", s);
   }
   if (options_.priority_access != nullptr) {
-    Status s = options_.priority_access->Check(ctx.admin, spec->tenant, spec->priority_class);
+    Status s = options_.priority_access->Check(ctx.admin(), spec->tenant, spec->priority_class);
     if (!s.ok()) return refuse("denied", s);
   }
-  if (options_.submit_limiter != nullptr && !ctx.admin) {  // last: a refused call takes no token
+  if (options_.submit_limiter != nullptr && !ctx.admin()) {  // last: a refused call takes no token
     if (Status s = options_.submit_limiter->Admit(spec->tenant); !s.ok()) {
       return refuse("throttled", s);
     }
@@ -129,8 +150,8 @@ void ServiceImpl::ListJobs(const CallContext& ctx, const v1::ListJobsRequest& re
                            Reply<v1::ListJobsResponse> done) {
   Result<JobFilter> filter = JobFilterFromProto(req);
   if (!filter.ok()) return Fail(done, filter.status());
-  if (!ctx.admin) {
-    if (filter->tenant.empty()) filter->tenant = ctx.principal;
+  if (!ctx.admin()) {
+    if (filter->tenant.empty()) filter->tenant = ctx.scope;
     if (Status s = RequireTenant(ctx, filter->tenant, "tenant"); !s.ok()) return Fail(done, s);
   }
   loop_->Post([core = core_, f = std::move(filter).value(), done = std::move(done)] {
@@ -144,12 +165,13 @@ void ServiceImpl::ListJobs(const CallContext& ctx, const v1::ListJobsRequest& re
 
 void ServiceImpl::CancelJob(const CallContext& ctx, const v1::CancelJobRequest& req,
                             Reply<v1::Job> done) {
+  if (Status s = RequireRole(ctx, Role::kMember, "cancel job"); !s.ok()) return Fail(done, s);
   Result<int64_t> id = JobIdFromString(req.job_id());
   if (!id.ok()) return Fail(done, id.status());
   if (req.reason().size() > 1024) return Fail(done, Invalid("reason", "longer than 1024 bytes"));
   std::string reason = req.reason();
   if (reason.empty()) {
-    reason = "cancelled by " + (ctx.principal.empty() ? std::string("an admin") : ctx.principal);
+    reason = "cancelled by " + (ctx.scope.empty() ? std::string("an admin") : ctx.scope);
   }
   loop_->Post([core = core_, ctx, id = *id, reason = std::move(reason), done = std::move(done)] {
     Result<JobRecord> job = core->GetJob(id);
@@ -242,10 +264,10 @@ void ServiceImpl::GetPool(const CallContext& ctx, const v1::GetPoolRequest& req,
     Result<PoolView> pool = core->GetPool(name);
     if (!pool.ok()) return Fail(done, pool.status());
     if (!PoolVisible(ctx, pool->pool)) {
-      return Fail(done, Status::PermissionDenied("pool '" + name + "': private, and '" +
-                                                 ctx.principal + "' is not allowed"));
+      return Fail(done, Status::PermissionDenied("pool '" + name + "': private, and '" + ctx.scope +
+                                                 "' is not allowed"));
     }
-    if (!ctx.admin) pool->learned = {};  // others' request mix is not a tenant's to see
+    if (!ctx.admin()) pool->learned = {};  // others' request mix is not a tenant's to see
     v1::Pool out;
     ToProto(*pool, &out);
     done(Status::Ok(), std::move(out));
@@ -257,7 +279,7 @@ void ServiceImpl::ListPools(const CallContext& ctx, const v1::ListPoolsRequest&,
   loop_->Post([core = core_, ctx, done = std::move(done)] {
     v1::ListPoolsResponse resp;
     for (PoolView& p : core->ListPools()) {
-      if (!ctx.admin) p.learned = {};  // as GetPool
+      if (!ctx.admin()) p.learned = {};  // as GetPool
       if (PoolVisible(ctx, p.pool)) ToProto(p, resp.add_pools());
     }
     done(Status::Ok(), std::move(resp));

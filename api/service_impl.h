@@ -37,6 +37,7 @@
 #include "api/service.h"
 
 namespace gpupool {
+class ApiKeyStore;
 class Catalog;
 class Core;
 class CoreLoop;
@@ -66,6 +67,8 @@ struct ServiceOptions {
   // Per-organisation submission rate limit for non-admin callers (api/rate_limiter.h); null =
   // none. Not owned.
   RateLimiter* submit_limiter = nullptr;
+  // Where API keys live (scheduler/api_keys.h); null = KeyService answers UNIMPLEMENTED.
+  ApiKeyStore* api_keys = nullptr;
 };
 
 class ServiceImpl final : public ApiService {
@@ -136,6 +139,13 @@ class ServiceImpl final : public ApiService {
                   Reply<v1::ListQuotasResponse> done) override;
   void DeleteQuota(const CallContext& ctx, const v1::DeleteQuotaRequest& req,
                    Reply<v1::DeleteQuotaResponse> done) override;
+
+  void CreateApiKey(const CallContext& ctx, const v1::CreateApiKeyRequest& req,
+                    Reply<v1::CreateApiKeyResponse> done) override;
+  void ListApiKeys(const CallContext& ctx, const v1::ListApiKeysRequest& req,
+                   Reply<v1::ListApiKeysResponse> done) override;
+  void RevokeApiKey(const CallContext& ctx, const v1::RevokeApiKeyRequest& req,
+                    Reply<v1::ApiKey> done) override;
 
   Status Ready() const override;
 

@@ -41,6 +41,12 @@ Status RequireAdmin(const CallContext& ctx, std::string_view what);
 // PERMISSION_DENIED unless the caller is an admin or `tenant` is its principal or below it.
 Status RequireTenant(const CallContext& ctx, const std::string& tenant, std::string_view what);
 Status RequireJobAccess(const CallContext& ctx, const JobRecord& job);
+// PERMISSION_DENIED unless the caller's role is at least `role` (api/caller.h).
+Status RequireRole(const CallContext& ctx, Role role, std::string_view what);
+// For changes to the tenant tree and its quotas: an admin, or a tenant-admin when `tenant` lies
+// strictly below its scope (its own node and quota are its parent's to set).
+Status RequireTenantAdminBelow(const CallContext& ctx, const std::string& tenant,
+                               std::string_view what);
 
 // One thread that runs delayed closures (log polling, fetch timeouts).
 struct ServiceImpl::Timers {

@@ -2,7 +2,8 @@
 // service_impl.cc: rights and validation on the caller's thread, then a closure on the core's
 // thread; a mutation answers only from the core's callback, once the store has committed it.
 //
-// Rights: every mutation needs an admin (the tree and its quotas are the operator's policy).
+// Rights: a mutation needs an admin, or a tenant-admin acting strictly below its own tenant
+// (child tenants and their quotas; the core keeps a child's quota within its parent's).
 // Reads follow the jobs' rule: a tenant principal sees its own subtree — its tenant, those
 // below it and their quotas — and a list without a prefix means its own subtree.
 #include "api/convert.h"
@@ -32,8 +33,8 @@ const SchedulerOptions& SkuTable(const ServiceOptions& options) {
 // leave it.
 Result<std::string> ListPrefix(const CallContext& ctx, std::string prefix, std::string_view field) {
   if (!prefix.empty()) GPUPOOL_RETURN_IF_ERROR(ValidateTenantPath(prefix, field));
-  if (!ctx.admin) {
-    if (prefix.empty()) prefix = ctx.principal;
+  if (!ctx.admin()) {
+    if (prefix.empty()) prefix = ctx.scope;
     GPUPOOL_RETURN_IF_ERROR(RequireTenant(ctx, prefix, field));
   }
   return prefix;
@@ -45,10 +46,15 @@ Result<std::string> ListPrefix(const CallContext& ctx, std::string prefix, std::
 
 void ServiceImpl::CreateTenant(const CallContext& ctx, const v1::CreateTenantRequest& req,
                                Reply<v1::Tenant> done) {
-  if (Status s = RequireAdmin(ctx, "create tenant"); !s.ok()) return Fail(done, s);
+  if (Status s = RequireRole(ctx, Role::kTenantAdmin, "create tenant"); !s.ok()) {
+    return Fail(done, s);
+  }
   if (!req.has_tenant()) return Fail(done, Invalid("tenant", "must be set"));
   Result<TenantRecord> tenant = TenantFromProto(req.tenant());
   if (!tenant.ok()) return Fail(done, tenant.status());
+  if (Status s = RequireTenantAdminBelow(ctx, tenant->path, "create tenant"); !s.ok()) {
+    return Fail(done, s);
+  }
   loop_->Post([core = core_, t = std::move(tenant).value(), done = std::move(done)]() mutable {
     core->CreateTenant(std::move(t), ReplyWith<TenantView, v1::Tenant>(done));
   });
@@ -80,8 +86,13 @@ void ServiceImpl::ListTenants(const CallContext& ctx, const v1::ListTenantsReque
 
 void ServiceImpl::DeleteTenant(const CallContext& ctx, const v1::DeleteTenantRequest& req,
                                Reply<v1::DeleteTenantResponse> done) {
-  if (Status s = RequireAdmin(ctx, "delete tenant"); !s.ok()) return Fail(done, s);
+  if (Status s = RequireRole(ctx, Role::kTenantAdmin, "delete tenant"); !s.ok()) {
+    return Fail(done, s);
+  }
   if (Status s = ValidateTenantPath(req.path(), "path"); !s.ok()) return Fail(done, s);
+  if (Status s = RequireTenantAdminBelow(ctx, req.path(), "delete tenant"); !s.ok()) {
+    return Fail(done, s);
+  }
   loop_->Post([core = core_, path = req.path(), done = std::move(done)] {
     core->DeleteTenant(path, ReplyEmpty(done));
   });
@@ -91,10 +102,15 @@ void ServiceImpl::DeleteTenant(const CallContext& ctx, const v1::DeleteTenantReq
 
 void ServiceImpl::SetQuota(const CallContext& ctx, const v1::SetQuotaRequest& req,
                            Reply<v1::Quota> done) {
-  if (Status s = RequireAdmin(ctx, "set quota"); !s.ok()) return Fail(done, s);
+  if (Status s = RequireRole(ctx, Role::kTenantAdmin, "set quota"); !s.ok()) {
+    return Fail(done, s);
+  }
   if (!req.has_quota()) return Fail(done, Invalid("quota", "must be set"));
   Result<QuotaRecord> quota = QuotaFromProto(req.quota(), SkuTable(options_));
   if (!quota.ok()) return Fail(done, quota.status());
+  if (Status s = RequireTenantAdminBelow(ctx, quota->tenant, "set quota"); !s.ok()) {
+    return Fail(done, s);
+  }
   loop_->Post([core = core_, q = std::move(quota).value(), done = std::move(done)]() mutable {
     core->SetQuota(std::move(q), ReplyWith<QuotaView, v1::Quota>(done));
   });
@@ -131,8 +147,13 @@ void ServiceImpl::ListQuotas(const CallContext& ctx, const v1::ListQuotasRequest
 
 void ServiceImpl::DeleteQuota(const CallContext& ctx, const v1::DeleteQuotaRequest& req,
                               Reply<v1::DeleteQuotaResponse> done) {
-  if (Status s = RequireAdmin(ctx, "delete quota"); !s.ok()) return Fail(done, s);
+  if (Status s = RequireRole(ctx, Role::kTenantAdmin, "delete quota"); !s.ok()) {
+    return Fail(done, s);
+  }
   if (Status s = ValidateTenantPath(req.tenant(), "tenant"); !s.ok()) return Fail(done, s);
+  if (Status s = RequireTenantAdminBelow(ctx, req.tenant(), "delete quota"); !s.ok()) {
+    return Fail(done, s);
+  }
   if (Status s = ValidateName(req.pool(), "pool"); !s.ok()) return Fail(done, s);
   loop_->Post([core = core_, tenant = req.tenant(), pool = req.pool(), done = std::move(done)] {
     core->DeleteQuota(tenant, pool, ReplyEmpty(done));

@@ -30,6 +30,7 @@
 #include "agent/config.h"
 #include "agent/device_metrics.h"
 #include "agent/enroll.h"
+#include "agent/lease_keeper.h"
 #include "agent/nvml_backend.h"
 #include "agent/sandbox/sandbox.h"
 #include "agent/scrub/device_guard.h"
@@ -264,6 +265,14 @@ int Run(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
 
   TaskRunnerOptions ro;
+  // Tasks are bound to this process and its node lease: the keeper kills them if the agent dies
+  // or stays unable to renew its lease (agent/lease_keeper.h, docs/ha.md).
+  Result<std::shared_ptr<LeaseKeeper>> keeper = LeaseKeeper::Start();
+  if (!keeper.ok()) {
+    std::cerr << "gpupool-agent: " << keeper.status().message() << "\n";
+    return 1;
+  }
+  ro.lease_keeper = *keeper;
   ro.data_dir = config.data_dir;
   ro.default_grace_ms = config.stop_grace_period_ms;
   ro.tail_bytes = config.output_tail_bytes;

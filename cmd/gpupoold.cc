@@ -3,15 +3,20 @@
 // cleanly on SIGTERM/SIGINT.
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <future>
 #include <memory>
+#include <thread>
 
 #include "api/agent_hub.h"
 #include "api/auth.h"
+#include "api/credentials.h"
 #include "api/grpc/grpc_server.h"
 #include "api/priority_access.h"
 #include "api/rest/http_server.h"
@@ -23,9 +28,12 @@
 #include "pool/catalog.h"
 #include "scheduler/core.h"
 #include "scheduler/core_loop.h"
+#include "scheduler/leadership.h"
 #include "scheduler/metrics.h"
 #include "store/embedded_postgres.h"
 #include "store/embedded_supervisor.h"
+#include "store/pg_leader_lease.h"
+#include "store/pg_api_keys.h"
 #include "store/pg_store.h"
 
 namespace gpupool {
@@ -47,10 +55,40 @@ int WaitForSignal(const sigset_t& set) {
   return sig;
 }
 
-std::vector<api::ApiToken> ApiTokens(const DaemonConfig& c) {
+// The bootstrap credentials: the config's tokens and, unless --insecure, the admin credential
+// in DATA_DIR/admin.token (created on first start).
+Result<std::vector<api::ApiToken>> ApiTokens(const DaemonConfig& c) {
   std::vector<api::ApiToken> out;
-  for (const ApiToken& t : c.api_tokens) out.push_back({t.token, t.principal, t.admin});
+  for (const ApiToken& t : c.api_tokens) {
+    GPUPOOL_ASSIGN_OR_RETURN(api::Role role, api::ParseRole(t.role));
+    out.push_back({t.token, t.principal, t.admin, role});
+  }
+  if (!c.insecure) {
+    const std::string path = (std::filesystem::path(c.data_dir) / "admin.token").string();
+    GPUPOOL_ASSIGN_OR_RETURN(std::string admin, api::LoadOrCreateAdminToken(path));
+    out.push_back({admin, "admin-token", true, api::Role::kAdmin});
+  }
   return out;
+}
+
+// Names for the server certificate beyond localhost/127.0.0.1/::1 (issued on first start): this
+// host's name and every listen host that is not a wildcard, so clients can verify either.
+std::vector<std::string> ServerNames(const DaemonConfig& c) {
+  std::vector<std::string> names;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') names.emplace_back(host);
+  for (const std::string* a : {&c.grpc_listen, &c.http_listen, &c.grpc_tls_listen}) {
+    const size_t colon = a->rfind(':');
+    if (colon == std::string::npos) continue;
+    std::string h = a->substr(0, colon);
+    if (h.size() >= 2 && h.front() == '[') h = h.substr(1, h.size() - 2);
+    if (h.empty() || h == "0.0.0.0" || h == "::" || h == "localhost" || h == "127.0.0.1" ||
+        h == "::1") {
+      continue;
+    }
+    if (std::find(names.begin(), names.end(), h) == names.end()) names.push_back(h);
+  }
+  return names;
 }
 
 // Raises the soft descriptor limit to the hard one: every client connection, agent stream and
@@ -142,6 +180,16 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // One thread waits for SIGTERM/SIGINT for the whole life of the process (a standby must stop
+  // while it waits for the lease, too). Static: it outlives every early return.
+  static std::atomic<bool> stopping{false};
+  static std::promise<int> stop_signal;
+  std::future<int> stopped = stop_signal.get_future();
+  std::thread([set = signals] {
+    const int sig = WaitForSignal(set);
+    stopping = true;
+    stop_signal.set_value(sig);
+  }).detach();
 
   const Catalog* catalog = &Catalog::Builtin();
   std::unique_ptr<Catalog> loaded;
@@ -173,7 +221,36 @@ int Run(int argc, char** argv) {
   Result<std::unique_ptr<PgStore>> opened = PgStore::Open(store_options);
   if (!opened.ok()) return Fail(opened.status().WithContext("open store"));
   std::unique_ptr<PgStore> store = std::move(opened).value();
-  Result<int64_t> epoch = store->AcquireLeadership();
+  // Replicas wait as standbys (not listening) until this one holds the leader lease; losing it
+  // ends the process at once: no write, no dispatch after (docs/ha.md, "Leader election").
+  std::unique_ptr<PgLeaderLease> lease;
+  std::unique_ptr<Leadership> leadership;
+  Result<int64_t> epoch = Status::Internal("no epoch");
+  if (config.ha.enabled) {
+    const std::string advertise =
+        config.ha.advertise.empty() ? config.grpc_listen : config.ha.advertise;
+    Result<std::unique_ptr<PgLeaderLease>> opened_lease =
+        PgLeaderLease::Open(uri, PgLeaderLease::DefaultHolder(), advertise);
+    if (!opened_lease.ok()) return Fail(opened_lease.status().WithContext("leader lease"));
+    lease = std::move(opened_lease).value();
+    LeadershipOptions lo;
+    lo.lease_ms = config.ha.lease_ms;
+    lo.poll_ms = std::max<int64_t>(20, config.ha.lease_ms / 10);
+    lo.safety_ms = std::max<int64_t>(50, config.ha.lease_ms / 8);
+    leadership = std::make_unique<Leadership>(lease.get(), lo, [](const Status&) {
+      std::fflush(nullptr);
+      std::_Exit(4);
+    });
+    epoch = leadership->WaitToLead(stopping);
+    if (!epoch.ok()) {
+      LogInfo("gpupoold", "stopped while standby");
+      return 0;
+    }
+    store->UseEpoch(*epoch);
+    leadership->KeepRenewing();
+  } else {
+    epoch = store->AcquireLeadership();
+  }
   if (!epoch.ok()) return Fail(epoch.status().WithContext("acquire leadership"));
   Result<RecoveredState> state = store->Recover();
   if (!state.ok()) return Fail(state.status().WithContext("recover"));
@@ -182,8 +259,8 @@ int Run(int argc, char** argv) {
   SchedulerMetrics metrics(registry, kVersion);
   CoreLoop loop;
   // The private CA (created on first start) and the node identities it vouches for.
-  Result<tls::CertAuthority> ca =
-      tls::CertAuthority::LoadOrCreate((std::filesystem::path(config.data_dir) / "tls").string());
+  Result<tls::CertAuthority> ca = tls::CertAuthority::LoadOrCreate(
+      (std::filesystem::path(config.data_dir) / "tls").string(), ServerNames(config));
   if (!ca.ok()) return Fail(ca.status().WithContext("private CA"));
   api::tls::NodeIdentityOptions id_options;
   id_options.join_tokens.insert(config.node_tokens.begin(), config.node_tokens.end());
@@ -218,10 +295,35 @@ int Run(int argc, char** argv) {
   service_options.priority_access = &*classes;
   api::RateLimiter submit_limiter({config.submit_rate_per_second, config.submit_burst});
   service_options.submit_limiter = &submit_limiter;
+  Result<std::unique_ptr<PgApiKeyStore>> opened_keys = PgApiKeyStore::Open(uri);
+  if (!opened_keys.ok()) return Fail(opened_keys.status().WithContext("API keys"));
+  std::unique_ptr<PgApiKeyStore> api_keys = std::move(opened_keys).value();
+  service_options.api_keys = api_keys.get();
   api::ServiceImpl service(&core, &loop, &hub, service_options);
   service.SetRecovered(true);
-  Result<api::Authenticator> auth = api::Authenticator::Create(ApiTokens(config));
+  Result<std::vector<api::ApiToken>> tokens = ApiTokens(config);
+  if (!tokens.ok()) return Fail(tokens.status().WithContext("admin credential"));
+  // API keys are looked up on every request (no cache: a revocation counts at once, on every
+  // daemon sharing the database). In --insecure mode without tokens authentication stays off.
+  api::KeyLookup key_lookup;
+  if (!config.insecure || !config.api_tokens.empty()) {
+    key_lookup =
+        [keys = api_keys.get()](const std::string& id) -> Result<std::optional<api::StoredKey>> {
+      GPUPOOL_ASSIGN_OR_RETURN(std::optional<ApiKeyRecord> k, keys->Get(id));
+      if (!k) return std::optional<api::StoredKey>();
+      Result<api::Role> role = api::ParseRole(k->role);
+      if (!role.ok()) return std::optional<api::StoredKey>();
+      return std::optional<api::StoredKey>(
+          api::StoredKey{k->tenant, *role, k->secret_sha256, k->expire_ms, k->revoke_ms});
+    };
+  }
+  Result<api::Authenticator> auth =
+      api::Authenticator::Create(std::move(tokens).value(), std::move(key_lookup));
   if (!auth.ok()) return Fail(auth.status());
+  if (config.insecure) {
+    LogWarn("gpupoold", "--insecure: plaintext gRPC and HTTP on loopback only",
+            {{"authentication", auth->enabled() ? "api_tokens" : "off"}});
+  }
 
   api::tls::EnrollService enroll(identities->get(), &*auth, [&hub](const std::string& node) {
     hub.Disconnect(node, Status::PermissionDenied("node '" + node + "': certificate revoked"));
@@ -233,11 +335,19 @@ int Run(int argc, char** argv) {
     grpc_options.tls = api::GrpcTlsPort{config.grpc_tls_listen, ca->server_cert_pem(),
                                         ca->server_key_pem(), ca->ca_pem()};
   }
+  if (!config.insecure) {  // the secure default: the main port speaks TLS too
+    grpc_options.main_tls =
+        api::GrpcTlsPort{"", ca->server_cert_pem(), ca->server_key_pem(), ca->ca_pem()};
+  }
   grpc_options.metrics = registry;
   api::GrpcServer grpc(service, *auth, config.grpc_listen, grpc_options);
   if (Status st = grpc.Start(); !st.ok()) return Fail(st);
   api::HttpServerOptions http_options;
   http_options.max_connections_per_client = config.http_max_connections_per_client;
+  if (!config.insecure) {
+    http_options.tls_cert_pem = ca->server_cert_pem();
+    http_options.tls_key_pem = ca->server_key_pem();
+  }
   api::HttpServer http(service, *auth, registry, config.http_listen, http_options);
   if (Status st = http.Start(); !st.ok()) return Fail(st);
 
@@ -247,16 +357,18 @@ int Run(int argc, char** argv) {
            {"http", config.http_listen},
            {"grpc_tls_port", std::to_string(grpc.tls_port())},
            {"http_port", std::to_string(http.port())},
+           {"tls", config.insecure ? "off (--insecure)" : "on"},
            {"database", store->display()},
            {"epoch", std::to_string(*epoch)},
            {"version", kVersion}});
 
-  int sig = WaitForSignal(signals);
+  int sig = stopped.get();
   LogInfo("gpupoold", "stopping", {{"signal", std::to_string(sig)}});
   http.Shutdown();
   grpc.Shutdown();
   loop.Stop();
   store.reset();
+  if (leadership) leadership->Resign();  // a standby takes over at once
   supervisor.reset();  // before stopping the server, so the stop is not taken for a crash
   if (embedded) (void)embedded->Stop();
   LogInfo("gpupoold", "stopped");

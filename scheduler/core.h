@@ -66,6 +66,8 @@ struct RegistrationResult {
   int64_t epoch = 0;
   int64_t heartbeat_interval_ms = 0;
   std::vector<std::string> stop_task_ids;  // running on the agent, unknown to the scheduler
+  int64_t lease_ms = 0;                    // the node lease (scheduler/node_lease.h)
+  int64_t lease_stop_grace_ms = 0;         // SIGTERM → SIGKILL when the lease lapses
 };
 
 // A task transition reported by an agent.
@@ -80,6 +82,15 @@ struct TaskReport {
   std::string reason;
   bool device_fault = false;  // failed by the agent for a device fault: requeued if retries allow
   TaskUsageRecord usage;      // from the task's cgroup, on a final report
+  bool lease_expired = false;  // stopped by its agent because the node lease lapsed
+};
+
+// The answer to a heartbeat (scheduler/node_lease.h): the node's lease is renewed, or the node
+// was declared lost (or is unknown) and must register again to reconcile before it may run work.
+enum class LeaseVerdict { kRenewed, kRegisterAgain };
+struct LeaseAnswer {
+  LeaseVerdict verdict = LeaseVerdict::kRegisterAgain;
+  int64_t epoch = 0;  // the leader epoch the renewal is granted under
 };
 
 struct DeviceHealth {
@@ -216,6 +227,8 @@ class Core {
   // Agents.
   void OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> done);
   void OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>& devices);
+  // OnHeartbeat, then whether the node's lease is renewed (scheduler/node_lease.cc).
+  LeaseAnswer OnLeaseHeartbeat(const std::string& node, const std::vector<DeviceHealth>& devices);
   void OnTaskReport(const TaskReport& report);
 
   // Periodic work: heartbeat timeouts, retries, a scheduling pass if anything is pending.
@@ -239,6 +252,8 @@ class Core {
   void OnDeviceFaults(const std::string& node, const std::vector<DeviceFaultReport>& faults);
   // Marks every device with an active fault unhealthy in its pool's engine.
   void ApplyDeviceFaults(const std::string& node);
+  // Requeues the tasks of nodes whose lease has certainly lapsed (scheduler/node_lease.cc).
+  void ReleaseLapsedNodes();
   // One scheduling pass; full or over the fresh submissions only (see core_state.h).
   void RunPass();
 

@@ -56,6 +56,8 @@ void Core::OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> d
     RegistrationResult result;
     result.epoch = s_->epoch;
     result.heartbeat_interval_ms = s_->options.heartbeat_interval_ms;
+    result.lease_ms = s_->options.heartbeat_timeout_ms;
+    result.lease_stop_grace_ms = s_->options.node_lease_stop_grace_ms;
     std::vector<std::pair<int64_t, int32_t>> resend;
     Reconcile(reg, &result.stop_task_ids, &resend);
     done(result);
@@ -77,6 +79,7 @@ Status Core::ApplyRegistration(const NodeRecord& n) {
   NodeEntry& e = s_->nodes[n.name];
   e.rec = n;
   e.last_seen_us = s_->clock->MonotonicMicros();
+  e.tasks_released = false;
   e.device_index.clear();
   for (size_t i = 0; i < n.devices.size(); ++i)
     e.device_index[n.devices[i].id] = static_cast<int>(i);
@@ -222,6 +225,9 @@ void Core::OnTaskReport(const TaskReport& r) {
         s_->PlanRequeueOrFail(*job, index, r.reason.empty() ? "stopped for requeue" : r.reason);
   } else if (t.stop == StopIntent::kCancel || CancelRequested(job->head.state)) {
     change = s_->PlanFinish(*job, index, TaskState::kCancelled, "cancelled", r.exit_code);
+  } else if (r.lease_expired && r.state != TaskState::kSucceeded) {
+    // Its node stopped it because the node lease lapsed: not the task's failure (docs/ha.md).
+    change = s_->PlanRequeueOrFail(*job, index, "stopped on " + t.node + ": node lease lapsed");
   } else {
     std::string why = r.reason;
     if (why.empty()) {
@@ -242,7 +248,6 @@ void Core::Tick() {
   int64_t timeout_us = s_->options.heartbeat_timeout_ms * 1000;
   s_->RetryUnstored(this);
   std::vector<Mutation> batch;
-  std::vector<TaskChange> lost;
   for (auto& [name, node] : s_->nodes) {
     if (node.rec.state == NodeState::kNotReady || now - node.last_seen_us <= timeout_us) continue;
     LogWarn("core", "node silent past heartbeat timeout; marking NOT_READY",
@@ -254,21 +259,10 @@ void Core::Tick() {
     batch.emplace_back(
         AppendEvent{s_->Event("node.lost", "node/" + name,
                               "no heartbeat for " + std::to_string(timeout_us / 1000000) + "s")});
-    for (auto& [id, job] : s_->jobs) {
-      for (int32_t i = 0; i < job.size(); ++i) {
-        const TaskRecord& t = job.task(i).rec;
-        if (t.node == name && !job.task(i).changing &&
-            (t.state == TaskState::kRunning || t.state == TaskState::kScheduled)) {
-          lost.push_back(s_->PlanRequeueOrFail(job, i, "node " + name + " lost"));
-        }
-      }
-    }
   }
-  if (!lost.empty()) {
-    s_->CommitTaskChanges(this, std::move(lost), std::move(batch));
-  } else if (!batch.empty()) {
-    s_->PersistOrRetry(std::move(batch));
-  }
+  if (!batch.empty()) s_->PersistOrRetry(std::move(batch));
+  // Its tasks are started elsewhere only once the node's lease has certainly lapsed.
+  ReleaseLapsedNodes();
   // 2,000 jobs a tick: a table of millions is swept in minutes, at ~0.1 ms a tick.
   s_->EvictFinished(s_->clock->NowMicros(), 2000);
   if (s_->metrics != nullptr) PublishMetrics();

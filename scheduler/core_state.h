@@ -148,7 +148,8 @@ struct PoolEntry {
 struct NodeEntry {
   NodeRecord rec;
   std::map<std::string, int> device_index;  // device id → index in rec.devices
-  int64_t last_seen_us = 0;                 // monotonic
+  int64_t last_seen_us = 0;                 // monotonic: the last lease renewal granted
+  bool tasks_released = false;  // lost, and its tasks requeued (scheduler/node_lease.cc)
 };
 
 struct Watcher {

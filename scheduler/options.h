@@ -55,6 +55,12 @@ struct SchedulerOptions {
   int64_t heartbeat_interval_ms = 1000;
   int64_t heartbeat_timeout_ms = 10000;
   int64_t stop_grace_period_ms = 10000;
+  // The node lease (scheduler/node_lease.h, docs/ha.md): an agent that hears no renewal for
+  // heartbeat_timeout_ms stops its tasks (SIGTERM), kills what is left node_lease_stop_grace_ms
+  // later; the scheduler requeues a silent node's tasks only after both plus
+  // node_lease_margin_ms (clock rate and kill latency), so no task runs twice.
+  int64_t node_lease_stop_grace_ms = 2000;
+  int64_t node_lease_margin_ms = 1000;
   int32_t max_tasks_per_job = 10000;
   // Upper bound on how many pending tasks one scheduling pass considers.
   int32_t max_tasks_per_pass = 20000;

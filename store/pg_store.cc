@@ -108,7 +108,8 @@ Result<int64_t> PgStore::AcquireLeadership() {
   Result<int64_t> epoch =
       RunWithRetry(*read_conn_, *target_, [&](pqxx::connection& conn) -> Result<int64_t> {
         pqxx::work txn(conn);
-        std::string sql = "UPDATE leader SET epoch = epoch + 1, holder = ";
+        // A single daemon: no address, so gp_fence does not look at the expiry.
+        std::string sql = "UPDATE leader SET epoch = epoch + 1, address = '', holder = ";
         AppendQuoted(&sql, options_.holder);
         sql +=
             ", lease_us = " + std::to_string(clock_->NowMicros()) + " WHERE id = 1 RETURNING epoch";

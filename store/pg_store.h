@@ -56,6 +56,9 @@ class PgStore final : public Store {
   ~PgStore() override;
 
   Result<int64_t> AcquireLeadership() override;
+  // Replicas: the epoch a PgLeaderLease on the same database took (instead of
+  // AcquireLeadership); every write is fenced by it from now on.
+  void UseEpoch(int64_t epoch) { epoch_.store(epoch); }
   Result<RecoveredState> Recover() override;
   void Apply(std::vector<Mutation> batch, Done done) override;
   // A cheap round trip ("SELECT 1") on the read connection, for readiness probes: OK, or

@@ -63,6 +63,7 @@ struct GrpcServer::Impl {
         nodes({&service, &auth, &streams}),
         catalog({&service, &auth, &streams}),
         tenants({&service, &auth, &streams}),
+        keys({&service, &auth, &streams}),
         health(service) {}
 
   const std::string listen_address;
@@ -73,6 +74,7 @@ struct GrpcServer::Impl {
   grpcface::NodeServiceImpl nodes;
   grpcface::CatalogServiceImpl catalog;
   grpcface::TenantServiceImpl tenants;
+  grpcface::KeyServiceImpl keys;
   grpcface::HealthService health;  // grpc.health.v1, unauthenticated like /readyz
 
   std::mutex mu;                         // serialises Start() and Shutdown()
@@ -101,14 +103,22 @@ Status GrpcServer::Start() {
   // calling a method still needs a credential.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // A client certificate is requested and, when sent, verified against the CA (agents send
+  // theirs); API clients authenticate with a bearer credential instead.
+  auto tls_credentials = [](const GrpcTlsPort& tls) {
+    grpc::SslServerCredentialsOptions ssl(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = tls.client_ca_pem;
+    ssl.pem_key_cert_pairs.push_back({tls.key_pem, tls.cert_pem});
+    return grpc::SslServerCredentials(ssl);
+  };
   int bound_port = 0;
-  builder.AddListeningPort(s.listen_address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(
+      s.listen_address,
+      s.options.main_tls ? tls_credentials(*s.options.main_tls) : grpc::InsecureServerCredentials(),
+      &bound_port);
   int bound_tls_port = 0;
   if (s.options.tls) {
-    grpc::SslServerCredentialsOptions ssl(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
-    ssl.pem_root_certs = s.options.tls->client_ca_pem;
-    ssl.pem_key_cert_pairs.push_back({s.options.tls->key_pem, s.options.tls->cert_pem});
-    builder.AddListeningPort(s.options.tls->listen_address, grpc::SslServerCredentials(ssl),
+    builder.AddListeningPort(s.options.tls->listen_address, tls_credentials(*s.options.tls),
                              &bound_tls_port);
   }
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -122,6 +132,7 @@ Status GrpcServer::Start() {
   builder.RegisterService(&s.nodes);
   builder.RegisterService(&s.catalog);
   builder.RegisterService(&s.tenants);
+  builder.RegisterService(&s.keys);
   builder.RegisterService(&s.health);
   for (grpc::Service* extra : s.options.extra_services) builder.RegisterService(extra);
   // The parse-error rewrite comes first, so the metrics count the code the client receives.

@@ -58,8 +58,11 @@ struct GrpcServerOptions {
   // A connection with no call in flight this long is closed (clients reconnect on demand; agent
   // streams and watches are calls in flight, so they stay).
   std::chrono::milliseconds idle_timeout{15 * 60'000};
-  // Also serve on this TLS port; unset = plaintext only.
+  // Also serve on this TLS port; unset = no second port.
   std::optional<GrpcTlsPort> tls;
+  // Serve the main listen address over TLS with these credentials (its listen_address is
+  // ignored): the secure default. Unset = the main port is plaintext (--insecure, loopback only).
+  std::optional<GrpcTlsPort> main_tls;
   // How long Shutdown() lets in-flight unary calls finish before cancelling them.
   std::chrono::milliseconds shutdown_grace{2000};
 };

@@ -22,7 +22,9 @@ Result<CallContext> Authenticate(const Deps& d, const grpc::CallbackServerContex
   auto it = md.find("authorization");
   std::string_view value;
   if (it != md.end()) value = std::string_view(it->second.data(), it->second.size());
-  return d.auth->Authenticate(value);
+  Result<CallContext> caller = d.auth->Authenticate(value);
+  if (caller.ok()) caller->source = ctx->peer();
+  return caller;
 }
 
 template <typename Req, typename Resp>
@@ -196,6 +198,23 @@ grpc::ServerUnaryReactor* TenantServiceImpl::DeleteQuota(grpc::CallbackServerCon
                                                          const v1::DeleteQuotaRequest* req,
                                                          v1::DeleteQuotaResponse* resp) {
   return Unary(d_, ctx, req, resp, &ApiService::DeleteQuota);
+}
+
+// KeyService.
+grpc::ServerUnaryReactor* KeyServiceImpl::CreateApiKey(grpc::CallbackServerContext* ctx,
+                                                       const v1::CreateApiKeyRequest* req,
+                                                       v1::CreateApiKeyResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::CreateApiKey);
+}
+grpc::ServerUnaryReactor* KeyServiceImpl::ListApiKeys(grpc::CallbackServerContext* ctx,
+                                                      const v1::ListApiKeysRequest* req,
+                                                      v1::ListApiKeysResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::ListApiKeys);
+}
+grpc::ServerUnaryReactor* KeyServiceImpl::RevokeApiKey(grpc::CallbackServerContext* ctx,
+                                                       const v1::RevokeApiKeyRequest* req,
+                                                       v1::ApiKey* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::RevokeApiKey);
 }
 
 // StreamTracker (declared in stream_writer.h).

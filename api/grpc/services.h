@@ -15,6 +15,7 @@
 #include "api/grpc/stream_writer.h"
 #include "api/service.h"
 #include "gpupool/v1/jobs.grpc.pb.h"
+#include "gpupool/v1/keys.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "gpupool/v1/tenants.grpc.pb.h"
 
@@ -131,6 +132,24 @@ class TenantServiceImpl final : public v1::TenantService::CallbackService {
   grpc::ServerUnaryReactor* DeleteQuota(grpc::CallbackServerContext* ctx,
                                         const v1::DeleteQuotaRequest* req,
                                         v1::DeleteQuotaResponse* resp) override;
+
+ private:
+  Deps d_;
+};
+
+class KeyServiceImpl final : public v1::KeyService::CallbackService {
+ public:
+  explicit KeyServiceImpl(Deps deps) : d_(deps) {}
+
+  grpc::ServerUnaryReactor* CreateApiKey(grpc::CallbackServerContext* ctx,
+                                         const v1::CreateApiKeyRequest* req,
+                                         v1::CreateApiKeyResponse* resp) override;
+  grpc::ServerUnaryReactor* ListApiKeys(grpc::CallbackServerContext* ctx,
+                                        const v1::ListApiKeysRequest* req,
+                                        v1::ListApiKeysResponse* resp) override;
+  grpc::ServerUnaryReactor* RevokeApiKey(grpc::CallbackServerContext* ctx,
+                                         const v1::RevokeApiKeyRequest* req,
+                                         v1::ApiKey* resp) override;
 
  private:
   Deps d_;

@@ -51,6 +51,7 @@ struct HttpServer::Impl {
   std::shared_ptr<rest::Gate> gate;
   rest::SessionRegistry sessions;
   std::shared_ptr<ClientCounts> clients = std::make_shared<ClientCounts>();
+  std::optional<net::ssl::context> tls;   // set up by Start() when options ask for HTTPS
   std::optional<tcp::acceptor> acceptor;  // used on its strand once serving
   std::optional<net::steady_timer> retry_timer;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
@@ -87,8 +88,8 @@ void HttpServer::Impl::DoAccept() {
           }
         }
         auto session = std::make_shared<rest::HttpSession>(
-            std::move(socket),
-            rest::SessionEnv{&api, &options, &metrics, gate, &sessions, std::move(slot)});
+            std::move(socket), rest::SessionEnv{&api, &options, &metrics, gate, &sessions,
+                                                std::move(slot), tls ? &*tls : nullptr});
         sessions.Add(session);
         session->Start();
         DoAccept();
@@ -152,6 +153,22 @@ Status HttpServer::Start() {
     host = host.substr(1, host.size() - 2);
   }
   if (host.empty()) host = "0.0.0.0";
+
+  if (!s.options.tls_cert_pem.empty()) {
+    s.tls.emplace(net::ssl::context::tls_server);
+    s.tls->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                       net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                       net::ssl::context::no_tlsv1_1);
+    rest::beast::error_code tls_ec;
+    s.tls->use_certificate_chain(net::buffer(s.options.tls_cert_pem), tls_ec);
+    if (!tls_ec) {
+      s.tls->use_private_key(net::buffer(s.options.tls_key_pem), net::ssl::context::pem, tls_ec);
+    }
+    if (tls_ec) {
+      s.tls.reset();
+      return Status::InvalidArgument("HTTP server: TLS certificate or key: " + tls_ec.message());
+    }
+  }
 
   rest::beast::error_code ec;
   tcp::resolver resolver(s.ioc);

@@ -49,6 +49,10 @@ struct HttpServerOptions {
   size_t max_connections_per_client = 256;
   // How long Shutdown() lets requests already handed to the ApiService get their replies.
   std::chrono::milliseconds shutdown_grace{1000};
+  // Serve HTTPS with this certificate chain and key (PEM): the secure default. Empty = plain
+  // HTTP (--insecure, loopback only). The TLS handshake must finish within idle_timeout.
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
 };
 
 class HttpServer {

@@ -162,15 +162,50 @@ void SessionRegistry::Clear() {
 }
 
 // HttpSession.
+namespace {
+
+using AnyStream = std::variant<beast::tcp_stream, beast::ssl_stream<beast::tcp_stream>>;
+
+AnyStream MakeStream(tcp::socket socket, net::ssl::context* tls) {
+  if (tls != nullptr) return AnyStream(std::in_place_index<1>, std::move(socket), *tls);
+  return AnyStream(std::in_place_index<0>, std::move(socket));
+}
+
+}  // namespace
+
 HttpSession::HttpSession(tcp::socket socket, SessionEnv env)
-    : executor_(socket.get_executor()), stream_(std::move(socket)), env_(std::move(env)) {}
+    : executor_(socket.get_executor()),
+      stream_(MakeStream(std::move(socket), env.tls)),
+      env_(std::move(env)) {
+  beast::error_code ec;
+  const tcp::endpoint peer = lowest().socket().remote_endpoint(ec);
+  if (!ec) peer_ = peer.address().to_string() + ":" + std::to_string(peer.port());
+}
+
+beast::tcp_stream& HttpSession::lowest() {
+  return std::visit([](auto& s) -> beast::tcp_stream& { return beast::get_lowest_layer(s); },
+                    stream_);
+}
 
 HttpSession::~HttpSession() {
   if (cancel_) cancel_();
 }
 
 void HttpSession::Start() {
-  net::dispatch(executor_, [self = shared_from_this()] { self->DoRead(); });
+  net::dispatch(executor_, [self = shared_from_this()] {
+    auto* tls = std::get_if<beast::ssl_stream<beast::tcp_stream>>(&self->stream_);
+    if (tls == nullptr) return self->DoRead();
+    // A client that never completes the handshake is closed like an idle one.
+    self->lowest().expires_after(self->env_.options->idle_timeout);
+    tls->async_handshake(net::ssl::stream_base::server,
+                         [self](beast::error_code ec) { self->OnHandshake(ec); });
+  });
+}
+
+void HttpSession::OnHandshake(beast::error_code ec) {
+  if (mode_ == Mode::kClosed) return;
+  if (ec) return Close();  // not TLS, an untrusted client, a timeout: nothing to answer
+  DoRead();
 }
 
 void HttpSession::Drain() {
@@ -185,12 +220,14 @@ void HttpSession::DoRead() {
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(env_.options->max_header_bytes));
   parser_->body_limit(env_.options->max_body_bytes);
-  stream_.expires_after(env_.options->idle_timeout);  // covers the head and the body
+  lowest().expires_after(env_.options->idle_timeout);  // covers the head and the body
   // The head first: an oversized Content-Length is refused before the body is sent, and a client
   // waiting for "100 Continue" (curl, for bodies over 1 KiB) gets it at once.
-  http::async_read_header(
-      stream_, buffer_, *parser_,
-      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  WithStream([this](auto& stream) {
+    http::async_read_header(
+        stream, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  });
 }
 
 void HttpSession::OnHeader(beast::error_code ec) {
@@ -198,19 +235,24 @@ void HttpSession::OnHeader(beast::error_code ec) {
   if (ec || parser_->is_done()) return OnRead(ec);
   if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
     static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-    net::async_write(stream_, net::buffer(kContinue),
-                     [self = shared_from_this()](beast::error_code write_ec, size_t) {
-                       if (write_ec) return self->Close();
-                       self->ReadBody();
-                     });
+    WithStream([this](auto& stream) {
+      net::async_write(stream, net::buffer(kContinue),
+                       [self = shared_from_this()](beast::error_code write_ec, size_t) {
+                         if (write_ec) return self->Close();
+                         self->ReadBody();
+                       });
+    });
     return;
   }
   ReadBody();
 }
 
 void HttpSession::ReadBody() {
-  http::async_read(stream_, buffer_, *parser_,
-                   [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  WithStream([this](auto& stream) {
+    http::async_read(
+        stream, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  });
 }
 
 void HttpSession::OnRead(beast::error_code ec) {
@@ -243,7 +285,7 @@ Exchange& HttpSession::NewExchange() {
   stream_done_ = false;
   started_ = std::chrono::steady_clock::now();
   exchange_ = std::make_shared<Exchange>(weak_from_this(), env_.gate, exchange_id_);
-  stream_.expires_never();  // the ApiService takes what it takes; writes set their own timeout
+  lowest().expires_never();  // the ApiService takes what it takes; writes set their own timeout
   return *exchange_;
 }
 
@@ -257,6 +299,7 @@ void HttpSession::Dispatch(http::request<http::string_body> req) {
   in.target = std::string(req.target());
   in.authorization = std::string(req[http::field::authorization]);
   in.body = std::move(req.body());
+  in.source = peer_;
   env_.api->Handle(in, exchange_);
 }
 
@@ -290,22 +333,24 @@ void HttpSession::DeliverReply(uint64_t id, int status, std::string content_type
   res->prepare_payload();
   code_ = status;
   mode_ = Mode::kWriting;
-  stream_.expires_after(env_.options->write_timeout);
+  lowest().expires_after(env_.options->write_timeout);
   // Counted before the reply leaves: a client that reads /metrics right after this reply must
   // find it there (the next request may be served on another io thread before this callback).
   FinishExchange(code_);
-  http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
-    if (ec && ec != http::error::end_of_stream) return self->Close();
-    if (!res->keep_alive()) return self->CloseGracefully();
-    if (self->draining_) return self->Close();
-    self->DoRead();
+  WithStream([this, &res](auto& stream) {
+    http::async_write(stream, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+      if (ec && ec != http::error::end_of_stream) return self->Close();
+      if (!res->keep_alive()) return self->CloseGracefully();
+      if (self->draining_) return self->Close();
+      self->DoRead();
+    });
   });
 }
 
 void HttpSession::StartStream() {
   mode_ = Mode::kStreaming;
   code_ = 200;
-  stream_.expires_never();
+  lowest().expires_never();
   WatchForHangup();  // before the first write, so the read carries no write timeout
   std::string head = version_ >= 11 ? "HTTP/1.1 200 OK\r\n" : "HTTP/1.0 200 OK\r\n";
   head += "Server: gpupool\r\n";
@@ -371,23 +416,27 @@ void HttpSession::DoStreamWrite() {
   writing_bytes_.clear();
   for (std::string& piece : out_) writing_bytes_ += piece;
   out_.clear();
-  stream_.expires_after(env_.options->write_timeout);  // the hang-up read keeps no timeout
-  net::async_write(stream_, net::buffer(writing_bytes_),
-                   [self = shared_from_this()](beast::error_code ec, size_t n) {
-                     self->writing_ = false;
-                     self->out_bytes_ -= n;
-                     if (ec) return self->Close();
-                     self->DoStreamWrite();
-                   });
+  lowest().expires_after(env_.options->write_timeout);  // the hang-up read keeps no timeout
+  WithStream([this](auto& stream) {
+    net::async_write(stream, net::buffer(writing_bytes_),
+                     [self = shared_from_this()](beast::error_code ec, size_t n) {
+                       self->writing_ = false;
+                       self->out_bytes_ -= n;
+                       if (ec) return self->Close();
+                       self->DoStreamWrite();
+                     });
+  });
 }
 
 void HttpSession::WatchForHangup() {
-  stream_.async_read_some(net::buffer(hangup_buf_),
-                          [self = shared_from_this()](beast::error_code ec, size_t) {
-                            if (self->mode_ != Mode::kStreaming || self->stream_done_) return;
-                            if (ec) return self->Close();  // the client went away
-                            self->WatchForHangup();        // ignore what a client sends
-                          });
+  WithStream([this](auto& stream) {
+    stream.async_read_some(net::buffer(hangup_buf_),
+                           [self = shared_from_this()](beast::error_code ec, size_t) {
+                             if (self->mode_ != Mode::kStreaming || self->stream_done_) return;
+                             if (ec) return self->Close();  // the client went away
+                             self->WatchForHangup();        // ignore what a client sends
+                           });
+  });
 }
 
 void HttpSession::FinishExchange(int code) {
@@ -399,21 +448,28 @@ void HttpSession::FinishExchange(int code) {
 
 void HttpSession::CloseGracefully() {
   if (mode_ == Mode::kClosed) return;
+  if (draining_) return Close();
+  if (auto* tls = std::get_if<beast::ssl_stream<beast::tcp_stream>>(&stream_)) {
+    // TLS: send close_notify and give the client a moment to answer with its own.
+    mode_ = Mode::kLingering;
+    lowest().expires_after(std::chrono::seconds(1));
+    tls->async_shutdown([self = shared_from_this()](beast::error_code) { self->Close(); });
+    return;
+  }
   beast::error_code ec;
-  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-  if (ec || draining_) return Close();
+  lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (ec) return Close();
   mode_ = Mode::kLingering;
-  stream_.expires_after(std::chrono::seconds(1));
+  lowest().expires_after(std::chrono::seconds(1));
   Linger(0);
 }
 
 void HttpSession::Linger(size_t discarded) {
-  stream_.async_read_some(net::buffer(hangup_buf_),
-                          [self = shared_from_this(), discarded](beast::error_code ec, size_t n) {
-                            if (ec || discarded + n > (1u << 20) || self->mode_ != Mode::kLingering)
-                              return self->Close();
-                            self->Linger(discarded + n);
-                          });
+  lowest().async_read_some(net::buffer(hangup_buf_), [self = shared_from_this(), discarded](
+                                                         beast::error_code ec, size_t n) {
+    if (ec || discarded + n > (1u << 20) || self->mode_ != Mode::kLingering) return self->Close();
+    self->Linger(discarded + n);
+  });
 }
 
 void HttpSession::Close() {
@@ -423,8 +479,8 @@ void HttpSession::Close() {
   mode_ = Mode::kClosed;
   if (cancel_) std::exchange(cancel_, nullptr)();
   beast::error_code ec;
-  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-  stream_.close();
+  lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
+  lowest().close();
   env_.registry->Remove(this);
 }
 

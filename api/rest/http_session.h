@@ -15,12 +15,14 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -31,6 +33,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <variant>
 
 #include "api/rest/http_server.h"
 #include "api/rest/routes.h"
@@ -96,6 +99,8 @@ struct SessionEnv {
   SessionRegistry* registry;
   // Held for the session's life: its place in its client's connection count (may be null).
   std::shared_ptr<void> client_slot = nullptr;
+  // Set: the session speaks TLS (HTTPS) with this context; null: plain HTTP.
+  net::ssl::context* tls = nullptr;
 };
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
@@ -139,9 +144,18 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void CloseGracefully();
   void Linger(size_t discarded);
   void Close();
+  void OnHandshake(beast::error_code ec);
+  // The TCP layer under either stream (timeouts, shutdown, close).
+  beast::tcp_stream& lowest();
+  // Runs `f(stream)` with the plain or the TLS stream.
+  template <typename F>
+  void WithStream(F&& f) {
+    std::visit(std::forward<F>(f), stream_);
+  }
 
   const net::any_io_executor executor_;
-  beast::tcp_stream stream_;
+  std::variant<beast::tcp_stream, beast::ssl_stream<beast::tcp_stream>> stream_;
+  std::string peer_;  // "address:port" of the client, empty when unknown
   SessionEnv env_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;

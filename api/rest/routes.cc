@@ -141,6 +141,10 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
   Unary<GetQuotaRequest, Quota>("GET", "/v1/quotas/{tenant}/{pool}", kPath, &S::GetQuota);
   Unary<DeleteQuotaRequest, DeleteQuotaResponse>("DELETE", "/v1/quotas/{tenant}/{pool}", kPath,
                                                  &S::DeleteQuota);
+  // API keys: the secret is in the creation response only.
+  Unary<CreateApiKeyRequest, CreateApiKeyResponse>("POST", "/v1/apikeys", kBody, &S::CreateApiKey);
+  Unary<ListApiKeysRequest, ListApiKeysResponse>("GET", "/v1/apikeys", kQuery, &S::ListApiKeys);
+  Unary<RevokeApiKeyRequest, ApiKey>("POST", "/v1/apikeys/{id}:revoke", kBody, &S::RevokeApiKey);
   AddProbes();
   for (ConsoleRoute& c : ConsoleRoutes()) Add("GET", c.path, false, std::move(c.handler));
 }
@@ -176,6 +180,14 @@ std::string RestApi::RouteOf(std::string_view method, std::string_view target) c
   return m.kind == Router::Match::kFound ? router_.pattern(m.route) : "unmatched";
 }
 
+std::vector<std::string> RestApi::AuthenticatedRoutes() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < routes_.size(); ++i) {
+    if (routes_[i].authenticated) out.push_back(router_.method(i) + " " + router_.pattern(i));
+  }
+  return out;
+}
+
 void RestApi::Handle(const HttpRequestIn& req, const std::shared_ptr<Responder>& r) const {
   const size_t q = req.target.find('?');
   const std::string_view path = std::string_view(req.target).substr(0, q);
@@ -201,6 +213,7 @@ void RestApi::Handle(const HttpRequestIn& req, const std::shared_ptr<Responder>&
     Result<CallContext> caller = auth_.Authenticate(req.authorization);
     if (!caller.ok()) return ReplyError(*r, caller.status());
     call.caller = std::move(caller).value();
+    call.caller.source = req.source;
   }
   if (q != std::string::npos) {
     auto query = ParseQuery(std::string_view(req.target).substr(q + 1));

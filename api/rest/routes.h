@@ -79,6 +79,7 @@ struct HttpRequestIn {
   std::string target;  // "/v1/jobs?state=JOB_STATE_RUNNING"
   std::string authorization;
   std::string body;
+  std::string source;  // the peer's "address:port", for CallContext::source
 };
 
 // The one place a Status becomes an HTTP error reply. `http_status` 0 = grpc-gateway's status for
@@ -96,6 +97,10 @@ class RestApi {
   // The route pattern `method target` matches, for metrics of requests that fail before
   // routing ("unmatched" when none).
   std::string RouteOf(std::string_view method, std::string_view target) const;
+
+  // Every route that needs a credential, as "METHOD pattern" (the authorization matrix test
+  // checks that each has a row).
+  std::vector<std::string> AuthenticatedRoutes() const;
 
   struct Call {
     CallContext caller;

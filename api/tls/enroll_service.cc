@@ -59,7 +59,7 @@ grpc::ServerUnaryReactor* EnrollService::RevokeNode(grpc::CallbackServerContext*
   if (it != md.end()) value = std::string_view(it->second.data(), it->second.size());
   Result<CallContext> caller = auth_->Authenticate(value);
   if (!caller.ok()) return Finish(ctx, caller.status());
-  if (!caller->admin) {
+  if (!caller->admin()) {
     return Finish(ctx, Status::PermissionDenied("revoke node: requires an admin"));
   }
   Status s = ids_->Revoke(req->node_name());

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/address_list.h"
+#include "cmd/ctl/client_config.h"
 #include "cmd/ctl/units.h"
 #include "pool/yaml_error.h"
 
@@ -22,12 +24,15 @@ namespace {
 
 const std::vector<FlagSpec>& GlobalFlags() {
   static const std::vector<FlagSpec> flags = {
-      {"server", 0, FlagKind::kValue, "HOST:PORT",
-       "gpupoold gRPC address (env GPUPOOL_SERVER, default 127.0.0.1:7070)"},
+      {"server", 0, FlagKind::kValue, "HOST:PORT[,HOST:PORT...]",
+       "gpupoold gRPC address; several replicas: a list, the leader is the one that listens (env "
+       "GPUPOOL_SERVER, then the config file, default 127.0.0.1:7070)"},
       {"token", 0, FlagKind::kValue, "TOKEN",
-       "bearer token sent as 'authorization: Bearer TOKEN' (env GPUPOOL_TOKEN)"},
+       "credential (API key or token) sent as 'authorization: Bearer TOKEN' (env "
+       "GPUPOOL_TOKEN, then the config file)"},
       {"ca", 0, FlagKind::kValue, "FILE",
-       "speak TLS, trusting this CA (gpupoold's <data-dir>/tls/ca.crt; env GPUPOOL_CA)"},
+       "speak TLS, trusting this CA (gpupoold's <data-dir>/tls/ca.crt; env GPUPOOL_CA, then "
+       "the config file)"},
       {"output", 'o', FlagKind::kValue, "FORMAT",
        "table (default, for people), json (protobuf JSON mapping) or yaml"},
       {"timeout", 0, FlagKind::kValue, "DURATION",
@@ -45,6 +50,8 @@ const std::vector<Command>& Commands() {
     for (auto&& c : TenantCommands()) v.push_back(std::move(c));
     for (auto&& c : QuotaCommands()) v.push_back(std::move(c));
     for (auto&& c : TopCommands()) v.push_back(std::move(c));
+    for (auto&& c : LoginCommands()) v.push_back(std::move(c));
+    for (auto&& c : KeyCommands()) v.push_back(std::move(c));
     return v;
   }();
   return all;
@@ -168,9 +175,12 @@ std::shared_ptr<grpc::Channel> Ctx::channel() {
   if (!channel_ && !ca_pem.empty()) {
     grpc::SslCredentialsOptions o;
     o.pem_root_certs = ca_pem;
-    channel_ = grpc::CreateChannel(server, grpc::SslCredentials(o));
+    channel_ = grpc::CreateChannel(GrpcTargetOf(server), grpc::SslCredentials(o));
   }
-  if (!channel_) channel_ = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+  // Several replicas ("a:7070,b:7070"): the one that listens is the leader (docs/ha.md).
+  if (!channel_) {
+    channel_ = grpc::CreateChannel(GrpcTargetOf(server), grpc::InsecureChannelCredentials());
+  }
   return channel_;
 }
 
@@ -198,6 +208,12 @@ int Ctx::Fail(const grpc::Status& status) const {
       (message.find("failed to connect") != std::string::npos ||
        message.find("Connection refused") != std::string::npos)) {
     message = "cannot reach gpupoold at " + server + ": " + message;
+    if (ca_pem.empty()) {
+      message += "\n(gpupoold serves TLS by default: run 'gpupoolctl login --server " + server +
+                 " --data-dir DATA_DIR' once, or pass --ca DATA_DIR/tls/ca.crt and --token)";
+    }
+  } else if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED && token.empty()) {
+    message += "\n(no credential was sent: run 'gpupoolctl login', or pass --token)";
   } else if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     message = "no answer from " + server + " within " + FormatDurationMs(timeout_ms) +
               (message.empty() ? "" : ": " + message);
@@ -253,12 +269,21 @@ Result<Resolved> Resolve(const std::vector<std::string>& args) {
 
 // Applies the global flags to ctx; returns kExitOk or a usage error's exit code.
 int ApplyGlobalFlags(Ctx& ctx, const ParsedArgs& a, const Environment& env) {
-  ctx.server = a.Get("server", env.server.empty() ? kDefaultServer : env.server);
-  ctx.token = a.Get("token", env.token);
-  if (const std::string ca = a.Get("ca", env.ca); !ca.empty()) {
+  // Flag, then environment, then the settings file (`gpupoolctl login`), then the default.
+  ctx.config_path = env.config_path;
+  Result<ClientConfig> saved = LoadClientConfig(env.config_path);
+  if (!saved.ok()) return ctx.Usage(saved.status().message());
+  auto pick = [](const std::string& env_value, const std::string& file_value) {
+    return env_value.empty() ? file_value : env_value;
+  };
+  ctx.server = a.Get("server", pick(env.server, saved->server));
+  if (ctx.server.empty()) ctx.server = kDefaultServer;
+  ctx.token = a.Get("token", pick(env.token, saved->token));
+  if (const std::string ca = a.Get("ca", pick(env.ca, saved->ca)); !ca.empty()) {
     Result<std::string> pem = ReadTextFile(ca);
     if (!pem.ok()) return ctx.Usage("--ca: " + pem.status().message());
     ctx.ca_pem = std::move(pem).value();
+    ctx.ca_path = ca;
   }
   if (auto o = a.Find("output")) {
     Result<OutputFormat> f = ParseOutputFormat(*o);

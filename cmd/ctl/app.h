@@ -49,6 +49,8 @@ struct Environment {
   std::string server;  // GPUPOOL_SERVER
   std::string token;   // GPUPOOL_TOKEN
   std::string ca;      // GPUPOOL_CA
+  // The settings file (client_config.h): GPUPOOL_CONFIG, else under XDG_CONFIG_HOME or HOME.
+  std::string config_path;
 };
 
 inline constexpr char kDefaultServer[] = "127.0.0.1:7070";
@@ -63,8 +65,10 @@ class Ctx {
   OutputFormat format = OutputFormat::kTable;
   std::string server = kDefaultServer;
   std::string token;
-  // PEM of the CA to trust (--ca): set = TLS to `server` (gpupoold's --grpc-tls-listen port).
+  // PEM of the CA to trust (--ca): set = TLS to `server` (gpupoold's port, TLS by default).
   std::string ca_pem;
+  std::string ca_path;      // where ca_pem came from
+  std::string config_path;  // the settings file (Environment::config_path)
   int64_t timeout_ms = kDefaultTimeoutMs;
   bool timeout_set = false;  // --timeout given: streams get a deadline too
   std::string command_path;  // "jobs submit", for hints
@@ -105,6 +109,8 @@ std::vector<Command> NodeCommands();    // nodes …, catalog list
 std::vector<Command> TenantCommands();  // tenants …
 std::vector<Command> QuotaCommands();   // quotas …
 std::vector<Command> TopCommands();     // top
+std::vector<Command> LoginCommands();   // login, config …
+std::vector<Command> KeyCommands();     // keys …
 
 // Runs one invocation; `args` excludes the program name. Returns the exit code.
 int Run(const std::vector<std::string>& args, const Environment& env, std::ostream& out,

@@ -1,5 +1,6 @@
 #include "cmd/daemon/config.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -10,6 +11,27 @@
 
 namespace gpupool {
 namespace {
+
+Status ParseHa(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
+  YAML::Node n = root["ha"];
+  if (!n) return Status::Ok();
+  YamlPath p = YamlPath{}.Key("ha");
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p, {"enabled", "lease_ms", "advertise"}));
+  if (n["enabled"]) {
+    try {
+      c->ha.enabled = n["enabled"].as<bool>();
+    } catch (const YAML::Exception&) {
+      return doc.Error(n["enabled"], p.Key("enabled"), "must be true or false");
+    }
+  }
+  if (n["lease_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(c->ha.lease_ms, doc.Int(n, p, "lease_ms", 200, 60'000));
+  }
+  GPUPOOL_ASSIGN_OR_RETURN(auto advertise, doc.OptionalString(n, p, "advertise"));
+  if (advertise) c->ha.advertise = *advertise;
+  return Status::Ok();
+}
 
 Status ParseListen(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   YAML::Node n = root["listen"];
@@ -53,11 +75,19 @@ Status ParseAuth(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
     for (size_t i = 0; i < t.size(); ++i) {
       YamlPath ip = tp.Index(i);
       GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(t[i], ip));
-      GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(t[i], ip, {"token", "principal", "admin"}));
+      GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(t[i], ip, {"token", "principal", "admin", "role"}));
       ApiToken tok;
       GPUPOOL_ASSIGN_OR_RETURN(tok.token, doc.String(t[i], ip, "token"));
       GPUPOOL_ASSIGN_OR_RETURN(tok.principal, doc.String(t[i], ip, "principal"));
       GPUPOOL_ASSIGN_OR_RETURN(tok.admin, doc.Bool(t[i], ip, "admin", false));
+      GPUPOOL_ASSIGN_OR_RETURN(auto role, doc.OptionalString(t[i], ip, "role"));
+      if (role) {
+        if (*role != "viewer" && *role != "member" && *role != "tenant-admin") {
+          return doc.Error(t[i]["role"], ip.Key("role"),
+                           "must be viewer, member or tenant-admin (use admin: true for an admin)");
+        }
+        tok.role = *role;
+      }
       if (tok.token.size() < 16) {
         return doc.Error(t[i], ip.Key("token"), "must be at least 16 characters");
       }
@@ -82,12 +112,13 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
   if (!n) return Status::Ok();
   YamlPath p = YamlPath{}.Key("scheduler");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
-  GPUPOOL_RETURN_IF_ERROR(
-      doc.CheckKeys(n, p,
-                    {"default_strategy", "default_priority_class", "heartbeat_interval_ms",
-                     "heartbeat_timeout_ms", "stop_grace_period_ms", "max_tasks_per_job",
-                     "job_retention_ms", "fair_share_half_life_ms", "disruption_budget_victims",
-                     "disruption_budget_window_ms", "reservation_timeout_ms", "queue_order"}));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
+      n, p,
+      {"default_strategy", "default_priority_class", "heartbeat_interval_ms",
+       "heartbeat_timeout_ms", "stop_grace_period_ms", "max_tasks_per_job", "job_retention_ms",
+       "fair_share_half_life_ms", "disruption_budget_victims", "disruption_budget_window_ms",
+       "reservation_timeout_ms", "queue_order", "node_lease_stop_grace_ms",
+       "node_lease_margin_ms"}));
   GPUPOOL_ASSIGN_OR_RETURN(auto strategy, doc.OptionalString(n, p, "default_strategy"));
   if (strategy) o->default_strategy = *strategy;
   GPUPOOL_ASSIGN_OR_RETURN(auto cls, doc.OptionalString(n, p, "default_priority_class"));
@@ -103,6 +134,14 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
   if (n["stop_grace_period_ms"]) {
     GPUPOOL_ASSIGN_OR_RETURN(o->stop_grace_period_ms,
                              doc.Int(n, p, "stop_grace_period_ms", 0, 3'600'000));
+  }
+  if (n["node_lease_stop_grace_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(o->node_lease_stop_grace_ms,
+                             doc.Int(n, p, "node_lease_stop_grace_ms", 0, 600'000));
+  }
+  if (n["node_lease_margin_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(o->node_lease_margin_ms,
+                             doc.Int(n, p, "node_lease_margin_ms", 100, 600'000));
   }
   if (n["max_tasks_per_job"]) {
     GPUPOOL_ASSIGN_OR_RETURN(int64_t max, doc.Int(n, p, "max_tasks_per_job", 1, 100'000));
@@ -456,7 +495,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
       root, YamlPath{},
       {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level", "auth",
-       "scheduler", "priority_classes", "skus", "pools", "tenants", "tenant_defaults"}));
+       "scheduler", "priority_classes", "skus", "pools", "tenants", "tenant_defaults", "ha"}));
   GPUPOOL_RETURN_IF_ERROR(ParseListen(doc, root, &c));
   GPUPOOL_ASSIGN_OR_RETURN(auto data_dir, doc.OptionalString(root, YamlPath{}, "data_dir"));
   if (data_dir) c.data_dir = *data_dir;
@@ -477,6 +516,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
     c.log_level = *level;
   }
   GPUPOOL_RETURN_IF_ERROR(ParseAuth(doc, root, &c));
+  GPUPOOL_RETURN_IF_ERROR(ParseHa(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseScheduler(doc, root, &c.scheduler));
   GPUPOOL_RETURN_IF_ERROR(ParseClasses(doc, root, &c.scheduler));
   GPUPOOL_RETURN_IF_ERROR(ParseSkus(doc, root, &c.scheduler));
@@ -507,9 +547,14 @@ Usage: gpupoold [--config FILE] [flags]
 
 With no configuration at all, gpupoold starts a private PostgreSQL under --data-dir from the
 system's binaries, serves gRPC on 127.0.0.1:7070 and REST, /metrics, /healthz and /readyz on
-127.0.0.1:7080 — with the web console at http://127.0.0.1:7080/console/ (docs/console.md) —
+127.0.0.1:7080 — with the web console at https://127.0.0.1:7080/console/ (docs/console.md) —
 restarts the private database if it dies, and stops it on exit. /readyz answers 200 only when a
 submission would commit.
+
+Secure by default (docs/security.md): on first start gpupoold creates a private CA in
+DATA_DIR/tls/ (clients trust DATA_DIR/tls/ca.crt) and an admin credential in
+DATA_DIR/admin.token (mode 0600); gRPC and REST serve TLS with a server certificate from that CA,
+and every API call needs a credential (`gpupoolctl login --data-dir DATA_DIR`).
 
 Flags (each overrides the config file):
   --config FILE        YAML configuration (see docs/operations.md)
@@ -522,9 +567,16 @@ Flags (each overrides the config file):
   --data-dir DIR       state directory; the embedded PostgreSQL lives in DIR/pg
   --database URI       use an external PostgreSQL (postgresql://user@host:port/db)
   --embedded-port N    port of the embedded PostgreSQL (default: a free one)
+  --replica BOOL       true: one of several gpupoold on one --database: wait as a standby (not
+                       listening) until this one holds the leader lease, then serve; exit at
+                       once if the lease is lost (docs/ha.md). Same as `ha: {enabled: true}`
+  --advertise ADDR     the API address this replica is known by (default: --grpc-listen)
   --catalog FILE       GPU catalog YAML (default: the built-in catalog)
   --strategy NAME      default placement strategy for pools that name none
   --log-level LEVEL    debug, info, warn or error
+  --insecure           development only: plaintext gRPC and HTTP, and no authentication unless
+                       auth.api_tokens are configured; refused unless every listen address is
+                       loopback (127.0.0.0/8, ::1, localhost)
   --version            print the version and exit
   --help               this text
 
@@ -534,6 +586,7 @@ Signals: SIGTERM and SIGINT stop the daemon cleanly (running tasks keep running 
 
 Result<CommandLine> ParseDaemonCommandLine(int argc, const char* const* argv) {
   CommandLine cl;
+  bool insecure = false;
   std::vector<std::pair<std::string, std::string>> flags;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -544,6 +597,10 @@ Result<CommandLine> ParseDaemonCommandLine(int argc, const char* const* argv) {
     if (a == "--version") {
       cl.version = true;
       return cl;
+    }
+    if (a == "--insecure") {  // the one flag without a value
+      insecure = true;
+      continue;
     }
     if (a.rfind("--", 0) != 0) return Status::InvalidArgument("unexpected argument '" + a + "'");
     std::string value;
@@ -576,6 +633,13 @@ Result<CommandLine> ParseDaemonCommandLine(int argc, const char* const* argv) {
       c.database = value;
     else if (flag == "--catalog")
       c.catalog = value;
+    else if (flag == "--replica") {
+      if (value != "true" && value != "false") {
+        return Status::InvalidArgument("--replica: must be true or false, got '" + value + "'");
+      }
+      c.ha.enabled = value == "true";
+    } else if (flag == "--advertise")
+      c.ha.advertise = value;
     else if (flag == "--strategy")
       c.scheduler.default_strategy = value;
     else if (flag == "--log-level") {
@@ -597,7 +661,44 @@ Result<CommandLine> ParseDaemonCommandLine(int argc, const char* const* argv) {
       return Status::InvalidArgument("unknown flag " + flag + " (see --help)");
     }
   }
+  if (c.ha.enabled && c.database.empty()) {
+    return Status::InvalidArgument(
+        "replicas (--replica / ha.enabled) need --database: an external PostgreSQL they share "
+        "(the embedded one is single-node)");
+  }
+  if (insecure) c.insecure = true;  // --config must not undo it
+  if (c.insecure) GPUPOOL_RETURN_IF_ERROR(CheckInsecureAllowed(c));
   return cl;
+}
+
+bool IsLoopbackListenAddress(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return false;
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost" || host == "::1") return true;
+  // 127.0.0.0/8, written as four decimal octets.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  char tail = 0;
+  if (std::sscanf(host.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) != 4) return false;
+  return a == 127 && b <= 255 && c <= 255 && d <= 255;
+}
+
+Status CheckInsecureAllowed(const DaemonConfig& c) {
+  const std::pair<const char*, const std::string*> listens[] = {
+      {"--grpc-listen", &c.grpc_listen},
+      {"--http-listen", &c.http_listen},
+      {"--grpc-tls-listen", &c.grpc_tls_listen}};
+  for (const auto& [flag, address] : listens) {
+    if (address->empty() || IsLoopbackListenAddress(*address)) continue;
+    return Status::InvalidArgument(
+        std::string("--insecure: ") + flag + " '" + *address +
+        "' is not a loopback address; insecure mode serves without TLS or authentication and "
+        "is for development on this machine only (listen on 127.0.0.1, or drop --insecure)");
+  }
+  return Status::Ok();
 }
 
 }  // namespace gpupool

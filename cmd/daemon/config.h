@@ -21,6 +21,8 @@ struct ApiToken {
   std::string token;
   std::string principal;  // tenant path, or an admin name
   bool admin = false;
+  // A non-admin token's role in its subtree: "viewer", "member" (default) or "tenant-admin".
+  std::string role = "member";
 };
 
 struct DaemonConfig {
@@ -39,6 +41,9 @@ struct DaemonConfig {
   // Catalog YAML; empty = the built-in catalog.
   std::string catalog;
   std::string log_level = "info";
+  // --insecure: plaintext gRPC/HTTP and no authentication unless api_tokens are configured;
+  // only with loopback listen addresses (CheckInsecureAllowed).
+  bool insecure = false;
   std::vector<ApiToken> api_tokens;      // empty = no authentication (everyone is admin)
   std::vector<std::string> node_tokens;  // empty = agents are not authenticated
   // Agents must register with a node certificate (no node-token registration).
@@ -58,11 +63,22 @@ struct DaemonConfig {
   double submit_burst = 100;
   // `tenants[].priority_classes`, parents before children: (tenant path, classes).
   std::vector<std::pair<std::string, std::vector<std::string>>> tenant_priority_classes;
+  // Replicas (`ha:`, docs/ha.md): several gpupoold on one external PostgreSQL, one leading.
+  struct Ha {
+    bool enabled = false;  // `ha.enabled` or --replica
+    int64_t lease_ms = 2000;
+    std::string advertise;  // the API address clients are told; empty = the gRPC listen address
+  } ha;
 };
 
 // "host:port" with a port 0..65535 (0 = any free port); INVALID_ARGUMENT naming `what`
 // otherwise ("--grpc-listen: port 99999 is out of range 0..65535").
 Status ValidateListenAddress(const std::string& address, const std::string& what);
+
+// True for "127.x.y.z:port", "[::1]:port" and "localhost:port".
+bool IsLoopbackListenAddress(const std::string& address);
+// OK when every listen address of `c` is loopback; else INVALID_ARGUMENT naming the flag.
+Status CheckInsecureAllowed(const DaemonConfig& c);
 
 // Parses YAML text; `source` names it in errors.
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string& source);

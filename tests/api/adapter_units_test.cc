@@ -2,7 +2,12 @@
 // the JSON request assembly (no sockets).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <map>
+#include <optional>
+
 #include "api/auth.h"
+#include "api/credentials.h"
 #include "api/rest/json_mapping.h"
 #include "api/rest/router.h"
 #include "api/status_convert.h"
@@ -75,9 +80,63 @@ TEST(AuthenticatorTest, DisabledMeansAdminWithEmptyPrincipal) {
   for (const char* header : {"", "Bearer x", "garbage"}) {
     auto ctx = auth.Authenticate(header);
     ASSERT_TRUE(ctx.ok());
-    EXPECT_EQ(ctx->principal, "");
-    EXPECT_TRUE(ctx->admin);
+    EXPECT_EQ(ctx->scope, "");
+    EXPECT_TRUE(ctx->admin());
+    EXPECT_EQ(ctx->key_id, "insecure");
   }
+}
+
+// API keys: one table of presented credentials against one stored key; every failure is the
+// same UNAUTHENTICATED message, and a store that cannot answer is UNAVAILABLE.
+TEST(AuthenticatorTest, ApiKeysAreCheckedByDigestExpiryAndRevocation) {
+  Result<ApiKeySecret> good = NewApiKeySecret();
+  ASSERT_TRUE(good.ok());
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  std::map<std::string, StoredKey> stored = {
+      {good->id, {"acme/research", Role::kTenantAdmin, Sha256Hex(good->secret), 0, 0}},
+      {"aaaaaaaaaaaa", {"acme", Role::kMember, Sha256Hex(good->secret), now_ms - 1, 0}},
+      {"bbbbbbbbbbbb", {"acme", Role::kMember, Sha256Hex(good->secret), 0, now_ms - 1}},
+      {"cccccccccccc", {"", Role::kAdmin, Sha256Hex(good->secret), now_ms + 60'000, 0}},
+  };
+  bool down = false;
+  auto auth =
+      Authenticator::Create({}, [&](const std::string& id) -> Result<std::optional<StoredKey>> {
+        if (down) return Status::Unavailable("database unavailable: 127.0.0.1:5432/gpupool");
+        auto it = stored.find(id);
+        if (it == stored.end()) return std::optional<StoredKey>();
+        return std::optional<StoredKey>(it->second);
+      });
+  ASSERT_TRUE(auth.ok());
+  EXPECT_TRUE(auth->enabled());
+
+  auto ok = auth->Authenticate("Bearer " + good->Text());
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->key_id, "key:" + good->id);
+  EXPECT_EQ(ok->scope, "acme/research");
+  EXPECT_EQ(ok->role, Role::kTenantAdmin);
+  auto admin = auth->Authenticate("Bearer gpk_cccccccccccc_" + good->secret);
+  ASSERT_TRUE(admin.ok());
+  EXPECT_TRUE(admin->admin());
+
+  std::string wrong_secret = good->secret;
+  wrong_secret[0] = wrong_secret[0] == 'a' ? 'b' : 'a';
+  for (const std::string& bad : {
+           "gpk_" + good->id + "_" + wrong_secret,                // wrong secret
+           "gpk_aaaaaaaaaaaa_" + good->secret,                    // expired
+           "gpk_bbbbbbbbbbbb_" + good->secret,                    // revoked
+           "gpk_dddddddddddd_" + good->secret,                    // unknown id
+           "gpk_" + good->id,                                     // malformed
+           "gpk_" + good->id + "_" + good->secret + "0",          // too long
+           "gpk_" + good->id.substr(0, 11) + "G_" + good->secret  // not hex
+       }) {
+    auto r = auth->Authenticate("Bearer " + bad);
+    EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated) << bad;
+    EXPECT_EQ(r.status().message(), "invalid bearer token") << bad;
+  }
+  down = true;
+  EXPECT_EQ(auth->Authenticate("Bearer " + good->Text()).status().code(), StatusCode::kUnavailable);
 }
 
 TEST(AuthenticatorTest, TokensMapToPrincipals) {
@@ -85,11 +144,14 @@ TEST(AuthenticatorTest, TokensMapToPrincipals) {
   ASSERT_TRUE(auth.ok());
   auto alice = auth->Authenticate("Bearer t-alice");
   ASSERT_TRUE(alice.ok());
-  EXPECT_EQ(alice->principal, "acme/alice");
-  EXPECT_FALSE(alice->admin);
+  EXPECT_EQ(alice->scope, "acme/alice");
+  EXPECT_EQ(alice->role, Role::kMember);
+  EXPECT_EQ(alice->key_id, "token:acme/alice");
+  EXPECT_FALSE(alice->admin());
   auto root = auth->Authenticate("BEARER  t-root");
   ASSERT_TRUE(root.ok());
-  EXPECT_TRUE(root->admin);
+  EXPECT_TRUE(root->admin());
+  EXPECT_EQ(root->scope, "");
 
   const std::pair<std::string, std::string> bad[] = {
       {"", "missing credentials"},

@@ -360,8 +360,8 @@ TEST_F(GrpcTest, AuthenticationFromMetadata) {
     v1::GetJobRequest req;
     v1::Job resp;
     ASSERT_TRUE(jobs_->GetJob(&ctx, req, &resp).ok());
-    EXPECT_EQ(fake_.last().ctx.principal, "acme/alice");
-    EXPECT_FALSE(fake_.last().ctx.admin);
+    EXPECT_EQ(fake_.last().ctx.scope, "acme/alice");
+    EXPECT_FALSE(fake_.last().ctx.admin());
   }
   {  // streams check too
     grpc::ClientContext ctx;

@@ -25,8 +25,10 @@ namespace gpupool::api::testing {
 
 using namespace std::chrono_literals;
 
-inline CallContext Admin() { return CallContext{"", true}; }
-inline CallContext Tenant(std::string path) { return CallContext{std::move(path), false}; }
+inline CallContext Admin() { return CallContext::Admin("test-admin"); }
+inline CallContext Tenant(std::string path, Role role = Role::kMember) {
+  return CallContext::Of("test:" + path, std::move(path), role);
+}
 
 // What a stream delivered, gathered for assertions.
 template <typename Item>

@@ -137,6 +137,32 @@ TEST(DaemonConfigTest, TenantErrorsNameTheLine) {
   }
 }
 
+TEST(DaemonConfigTest, ReplicasAndTheNodeLease) {
+  Result<DaemonConfig> c = ParseDaemonConfig(
+      "database: postgresql://db/gp\nha: {enabled: true, lease_ms: 1500, advertise: "
+      "10.0.0.1:7070}\nscheduler: {node_lease_stop_grace_ms: 3000, node_lease_margin_ms: 500}\n",
+      "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->ha.enabled);
+  EXPECT_EQ(c->ha.lease_ms, 1500);
+  EXPECT_EQ(c->ha.advertise, "10.0.0.1:7070");
+  EXPECT_EQ(c->scheduler.node_lease_stop_grace_ms, 3000);
+  EXPECT_EQ(c->scheduler.node_lease_margin_ms, 500);
+  Result<DaemonConfig> bad = ParseDaemonConfig("ha: {lease_ms: 5}\n", "gpupoold.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ha.lease_ms"), std::string::npos)
+      << bad.status().ToString();
+  // Replicas share an external database; the embedded one is single-node.
+  const char* argv[] = {"gpupoold", "--replica", "true"};
+  Result<CommandLine> cl = ParseDaemonCommandLine(3, argv);
+  ASSERT_FALSE(cl.ok());
+  EXPECT_NE(cl.status().message().find("need --database"), std::string::npos);
+  const char* argv2[] = {"gpupoold", "--replica", "true", "--database", "postgresql://db/gp"};
+  cl = ParseDaemonCommandLine(5, argv2);
+  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+  EXPECT_TRUE(cl->config.ha.enabled);
+}
+
 TEST(DaemonConfigTest, FlagsOverride) {
   const char* argv[] = {"gpupoold",          "--grpc-listen", "127.0.0.1:0",
                         "--data-dir=/tmp/x", "--log-level",   "debug"};
@@ -286,6 +312,58 @@ tenants:
   ASSERT_TRUE(b.ok());
   EXPECT_TRUE(b->Check(false, "anyone", "system").ok());
   EXPECT_FALSE(b->Check(false, "anyone", "low").ok());
+}
+
+TEST(DaemonConfigTest, InsecureIsRefusedUnlessEveryListenAddressIsLoopback) {
+  struct Case {
+    std::string address;
+    bool loopback;
+  };
+  for (const Case& c :
+       {Case{"127.0.0.1:7070", true}, Case{"127.9.8.7:0", true}, Case{"localhost:1", true},
+        Case{"[::1]:7070", true}, Case{"0.0.0.0:7070", false}, Case{":7070", false},
+        Case{"10.0.0.1:7070", false}, Case{"[::]:7070", false}, Case{"127.0.0.1.evil:7070", false},
+        Case{"gpu.example:7070", false}}) {
+    EXPECT_EQ(IsLoopbackListenAddress(c.address), c.loopback) << c.address;
+  }
+  {
+    const char* argv[] = {"gpupoold", "--insecure"};
+    auto cl = ParseDaemonCommandLine(2, argv);
+    ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+    EXPECT_TRUE(cl->config.insecure);
+  }
+  {
+    const char* argv[] = {"gpupoold"};
+    EXPECT_FALSE(ParseDaemonCommandLine(1, argv)->config.insecure);  // secure by default
+  }
+  for (const char* flag : {"--grpc-listen", "--http-listen", "--grpc-tls-listen"}) {
+    const char* argv[] = {"gpupoold", "--insecure", flag, "0.0.0.0:7070"};
+    auto cl = ParseDaemonCommandLine(4, argv);
+    ASSERT_FALSE(cl.ok()) << flag;
+    EXPECT_EQ(
+        cl.status().message().rfind(
+            std::string("--insecure: ") + flag + " '0.0.0.0:7070' is not a loopback address", 0),
+        0u)
+        << cl.status().message();
+  }
+}
+
+TEST(DaemonConfigTest, ApiTokenRoles) {
+  auto c = ParseDaemonConfig(
+      "auth:\n  api_tokens:\n    - {token: tttttttttttttttt1, principal: acme, role: "
+      "tenant-admin}\n    - {token: tttttttttttttttt2, principal: acme/x}\n",
+      "x.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->api_tokens[0].role, "tenant-admin");
+  EXPECT_EQ(c->api_tokens[1].role, "member");
+  auto bad = ParseDaemonConfig(
+      "auth:\n  api_tokens:\n    - {token: tttttttttttttttt1, principal: acme, role: owner}\n",
+      "x.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("auth.api_tokens[0].role: must be viewer, member or "
+                                        "tenant-admin"),
+            std::string::npos)
+      << bad.status().message();
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ class GpupoolctlAuth : public ::testing::Test {
                           << "    - {token: \"" << kTenantToken
                           << "\", principal: acme/research}\n";
     Result<std::unique_ptr<DaemonProcess>> d =
-        DaemonProcess::Start({.data_dir = "", .extra_args = {"--config", config}});
+        DaemonProcess::Start({.data_dir = "", .extra_args = {"--config", config}, .secure = false});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
   }

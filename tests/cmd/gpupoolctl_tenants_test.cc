@@ -19,18 +19,25 @@ using gpupool::testing::DaemonProcess;
 
 class GpupoolctlTenants : public ::testing::Test {
  protected:
+  // The secure default end to end: gpupoold with TLS and its generated admin credential, and
+  // gpupoolctl finding both through the settings file `login --data-dir` wrote.
   void SetUp() override {
-    Result<std::unique_ptr<DaemonProcess>> d = DaemonProcess::Start({});
+    Result<std::unique_ptr<DaemonProcess>> d =
+        DaemonProcess::Start({.data_dir = "", .extra_args = {}, .secure = true});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
+    Result<std::string> home = gpupool::testing::MakeTempDir("gpupoolctl-home");
+    ASSERT_TRUE(home.ok());
+    env_ = {"HOME=" + *home};
+    Outcome o = RunCtl(
+        {"login", "--server", daemon_->grpc_address(), "--data-dir", daemon_->data_dir()}, env_);
+    ASSERT_EQ(o.exit, 0) << Dump(o);
   }
 
-  // gpupoolctl --server ADDR ARGS... (no tokens configured: every caller is an admin).
-  Outcome Ctl(std::vector<std::string> args) {
-    std::vector<std::string> full = {"--server", daemon_->grpc_address()};
-    full.insert(full.end(), args.begin(), args.end());
-    return RunCtl(full);
-  }
+  // gpupoolctl ARGS... with the saved settings (server, CA, admin credential).
+  Outcome Ctl(std::vector<std::string> args) { return RunCtl(args, env_); }
+
+  std::vector<std::string> env_;
   // Runs a command that must succeed and returns its stdout.
   std::string Ok(std::vector<std::string> args) {
     Outcome o = Ctl(std::move(args));

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -44,10 +45,19 @@ inline Outcome RunCtl(const std::vector<std::string>& args,
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
-  // The child's environment: ours minus GPUPOOL_*, plus `env`.
+  // The child's environment: ours minus GPUPOOL_* and the settings file's location (a
+  // developer's ~/.config/gpupool/config must not leak into tests), plus `env`.
   std::vector<std::string> env_s;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "GPUPOOL_", 8) != 0) env_s.emplace_back(*e);
+    if (std::strncmp(*e, "GPUPOOL_", 8) == 0 || std::strncmp(*e, "HOME=", 5) == 0 ||
+        std::strncmp(*e, "XDG_CONFIG_HOME=", 16) == 0) {
+      continue;
+    }
+    env_s.emplace_back(*e);
+  }
+  if (std::none_of(env.begin(), env.end(),
+                   [](const std::string& e) { return e.rfind("HOME=", 0) == 0; })) {
+    env_s.emplace_back("HOME=/nonexistent/gpupoolctl-test-home");
   }
   env_s.insert(env_s.end(), env.begin(), env.end());
   std::vector<char*> envp;

@@ -12,6 +12,7 @@
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/api/http_client.h"
+#include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/wait_for.h"
 
@@ -39,7 +40,7 @@ class AgentE2eTest : public ::testing::Test {
     ASSERT_TRUE(dir.ok());
     dir_ = *dir;
     std::ofstream(dir_ + "/gpupoold.yaml") << kDaemonConfig;
-    auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}});
+    auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}, false});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
     Connect();
@@ -69,23 +70,13 @@ class AgentE2eTest : public ::testing::Test {
 
   // Starts an agent with `gpus` simulated H100s and waits until its node is READY.
   void StartAgent(const std::string& node, int gpus, std::vector<std::string> extra_args = {}) {
-    std::string config = dir_ + "/" + node + ".yaml";
-    std::ofstream(config) << "node_name: " << node
-                          << "\npool: gpu\ncpu_milli: 64000\nmemory_mib: 262144\n"
-                             "backend: simulated\nheartbeat_interval_ms: 200\n"
-                             "stop_grace_period_ms: 1000\n"
-                             "reconnect: {initial_ms: 100, max_ms: 500}\n"
-                             "gpus:\n  - model: H100-SXM\n    count: "
-                          << gpus << "\n";
-    std::vector<std::string> argv = {testing::BinaryPath("gpupool-agent"),
-                                     "--config",
-                                     config,
-                                     "--scheduler",
-                                     daemon_->grpc_address(),
-                                     "--data-dir",
-                                     dir_ + "/" + node};
-    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-    auto child = ChildProcess::Spawn(argv, dir_ + "/" + node + ".log");
+    testing::AgentProcessOptions o;
+    o.dir = dir_;
+    o.node = node;
+    o.scheduler = daemon_->grpc_address();
+    o.gpus = gpus;
+    o.extra_args = std::move(extra_args);
+    auto child = testing::StartAgentProcess(o);
     ASSERT_TRUE(child.ok());
     agents_[node] = std::move(child).value();
     ASSERT_TRUE(

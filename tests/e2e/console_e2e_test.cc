@@ -48,7 +48,7 @@ class ConsoleE2eTest : public ::testing::Test {
         << "    - {token: " << kGlobex << ", principal: globex}\n"
         << "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 3000\n"
            "  stop_grace_period_ms: 1000\n";
-    auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}});
+    auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}, false});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
     ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/pools",

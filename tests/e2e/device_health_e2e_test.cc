@@ -44,7 +44,7 @@ class DeviceHealthE2eTest : public ::testing::Test {
     ASSERT_TRUE(dir.ok());
     dir_ = *dir;
     std::ofstream(dir_ + "/gpupoold.yaml") << kDaemonConfig;
-    auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}});
+    auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}, true, false});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
     Connect();

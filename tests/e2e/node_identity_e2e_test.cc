@@ -41,7 +41,7 @@ TEST(NodeIdentityE2eTest, AgentJoinsAndNobodyElseCanBeItsNode) {
       << "pools:\n  - {name: gpu}\n";
   const std::string tls_address = "127.0.0.1:" + std::to_string(testing::FreePort());
   auto d = DaemonProcess::Start(
-      {"", {"--config", *dir + "/gpupoold.yaml", "--grpc-tls-listen", tls_address}});
+      {"", {"--config", *dir + "/gpupoold.yaml", "--grpc-tls-listen", tls_address}, false});
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   std::unique_ptr<DaemonProcess> daemon = std::move(d).value();
   const std::string ca = daemon->data_dir() + "/tls/ca.crt";

@@ -17,6 +17,7 @@
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "store/pg_store.h"
 #include "tests/api/http_client.h"
+#include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/pg_fixture.h"
 #include "tests/support/wait_for.h"
@@ -73,7 +74,7 @@ class OutageE2eTest : public ::testing::Test {
 
   void StartDaemon(std::vector<std::string> args) {
     args.insert(args.begin(), {"--config", dir_ + "/gpupoold.yaml"});
-    auto d = DaemonProcess::Start({"", args});
+    auto d = DaemonProcess::Start({"", args, false});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
     Connect();
@@ -103,17 +104,12 @@ class OutageE2eTest : public ::testing::Test {
   }
 
   void StartAgent(int gpus) {
-    std::string config = dir_ + "/node-a.yaml";
-    std::ofstream(config) << "node_name: node-a\npool: gpu\ncpu_milli: 64000\nmemory_mib: 262144\n"
-                             "backend: simulated\nheartbeat_interval_ms: 200\n"
-                             "stop_grace_period_ms: 1000\n"
-                             "reconnect: {initial_ms: 100, max_ms: 500}\n"
-                             "gpus:\n  - model: H100-SXM\n    count: "
-                          << gpus << "\n";
-    auto child = ChildProcess::Spawn(
-        {testing::BinaryPath("gpupool-agent"), "--config", config, "--scheduler",
-         daemon_->grpc_address(), "--data-dir", dir_ + "/node-a"},
-        dir_ + "/node-a.log");
+    testing::AgentProcessOptions o;
+    o.dir = dir_;
+    o.node = "node-a";
+    o.scheduler = daemon_->grpc_address();
+    o.gpus = gpus;
+    auto child = testing::StartAgentProcess(o);
     ASSERT_TRUE(child.ok()) << child.status().ToString();
     agent_ = std::move(child).value();
     ASSERT_TRUE(WaitFor([&] { return NodeReady(); }, std::chrono::seconds(30)))

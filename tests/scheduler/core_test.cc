@@ -178,6 +178,12 @@ TEST(CoreTest, SilentNodeLosesTasksWhichRequeueElsewhere) {
   h.core->Tick();
   h.Drain();
   EXPECT_EQ(h.core->GetNode("n1")->node.state, NodeState::kNotReady);
+  // Its task moves only once n1's lease has certainly lapsed: 5 s + 2 s grace + 1 s margin.
+  EXPECT_EQ(h.Task(job->id).node, "n1");
+  h.clock.Advance(3'000'000);
+  h.core->OnHeartbeat("n2", {});
+  h.core->Tick();
+  h.Drain();
   TaskRecord t = h.Task(job->id);
   EXPECT_EQ(t.state, TaskState::kScheduled);
   EXPECT_EQ(t.node, "n2");

@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "gpupool/v1/pools.grpc.pb.h"
@@ -120,6 +121,29 @@ Result<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(Options options) {
   return d;
 }
 
+std::string DaemonProcess::ca_pem() const {
+  std::ifstream in(ca_path());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string DaemonProcess::admin_token() const {
+  std::ifstream in(data_dir_ + "/admin.token");
+  std::string token;
+  std::getline(in, token);
+  return token;
+}
+
+std::shared_ptr<grpc::Channel> DaemonProcess::Channel() const {
+  if (!options_.secure) {
+    return grpc::CreateChannel(grpc_address(), grpc::InsecureChannelCredentials());
+  }
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = ca_pem();
+  return grpc::CreateChannel(grpc_address(), grpc::SslCredentials(o));
+}
+
 Status DaemonProcess::Launch() {
   std::vector<std::string> argv{BinaryPath("gpupoold"),
                                 "--data-dir",
@@ -128,16 +152,25 @@ Status DaemonProcess::Launch() {
                                 grpc_address(),
                                 "--http-listen",
                                 "127.0.0.1:" + std::to_string(http_port_)};
+  if (!options_.secure) argv.push_back("--insecure");
   argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
   GPUPOOL_ASSIGN_OR_RETURN(child_, ChildProcess::Spawn(argv, log_path()));
+  if (!options_.wait_until_serving) return Status::Ok();
   // Ready when the API answers a call (the embedded database may take a few seconds); a daemon
-  // with API tokens configured answers UNAUTHENTICATED, which means it is serving too.
-  auto channel = grpc::CreateChannel(grpc_address(), grpc::InsecureChannelCredentials());
-  auto stub = v1::PoolService::NewStub(channel);
+  // with API tokens configured answers UNAUTHENTICATED, which means it is serving too. A secure
+  // daemon writes its CA before it listens, so the channel is made once the CA is there.
+  std::unique_ptr<v1::PoolService::Stub> stub;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
     if (!child_->Running()) {
       return Status::Internal("gpupoold exited during start-up:\n" + LogTail(20));
+    }
+    if (!stub) {
+      if (options_.secure && ca_pem().empty()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      stub = v1::PoolService::NewStub(Channel());
     }
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
@@ -147,6 +180,17 @@ Status DaemonProcess::Launch() {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return Status::Unavailable("gpupoold not ready within 60 s:\n" + LogTail(20));
+}
+
+bool DaemonProcess::Serving() {
+  if (!child_ || !child_->Running()) return false;
+  if (options_.secure && ca_pem().empty()) return false;
+  auto stub = v1::PoolService::NewStub(Channel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  v1::ListPoolsResponse resp;
+  grpc::Status st = stub->ListPools(&ctx, v1::ListPoolsRequest{}, &resp);
+  return st.ok() || st.error_code() == grpc::StatusCode::UNAUTHENTICATED;
 }
 
 Status DaemonProcess::Restart() {

@@ -18,6 +18,10 @@
 
 #include "base/status.h"
 
+namespace grpc {
+class Channel;
+}
+
 namespace gpupool::testing {
 
 // A child process with its own process group, stdout and stderr to `log_path`.
@@ -49,6 +53,11 @@ class DaemonProcess {
   struct Options {
     std::string data_dir;  // empty: a fresh temp dir
     std::vector<std::string> extra_args;
+    // false: Start/Restart return once the process runs (a standby replica does not serve).
+    bool wait_until_serving = true;
+    // true: the secure default (TLS on both ports, DATA_DIR/admin.token required; use ca_pem()
+    // and admin_token()); false: --insecure (plaintext, loopback), for tests about other things.
+    bool secure = false;
   };
   static Result<std::unique_ptr<DaemonProcess>> Start(Options options);
   ~DaemonProcess();
@@ -62,8 +71,18 @@ class DaemonProcess {
   std::string grpc_address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
   int http_port() const { return http_port_; }
   const std::string& data_dir() const { return data_dir_; }
+  bool secure() const { return options_.secure; }
+  // Secure daemons: the CA to trust (DATA_DIR/tls/ca.crt) and the admin credential
+  // (DATA_DIR/admin.token); empty before the first start.
+  std::string ca_path() const { return data_dir_ + "/tls/ca.crt"; }
+  std::string ca_pem() const;
+  std::string admin_token() const;
+  // A channel to the gRPC port: TLS trusting ca_pem() when secure, else plaintext.
+  std::shared_ptr<grpc::Channel> Channel() const;
   std::string log_path() const { return data_dir_ + "/gpupoold.log"; }
   std::string LogTail(int lines) const;
+  // One quick API call answered (this replica leads and serves).
+  bool Serving();
   // The running gpupoold's pid, or -1.
   pid_t pid() const { return child_ ? child_->pid() : -1; }
 

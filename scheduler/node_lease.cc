@@ -1,0 +1,54 @@
+// Core: the node lease (see scheduler/node_lease.h): renewals answered to heartbeats, and the
+// release of a lost node's tasks once its lease has certainly lapsed.
+#include "scheduler/node_lease.h"
+
+#include "base/log.h"
+#include "scheduler/core.h"
+#include "scheduler/core_state.h"
+
+namespace gpupool {
+
+LeaseAnswer Core::OnLeaseHeartbeat(const std::string& node,
+                                   const std::vector<DeviceHealth>& devices) {
+  LeaseAnswer answer;
+  answer.epoch = s_->epoch;
+  auto it = s_->nodes.find(node);
+  if (it == s_->nodes.end()) return answer;
+  // A lost node renews nothing: its deadline, and so the release of its tasks, stay where they
+  // were; it registers again and reconciles first.
+  if (it->second.rec.state == NodeState::kNotReady) return answer;
+  OnHeartbeat(node, devices);
+  answer.verdict = LeaseVerdict::kRenewed;
+  return answer;
+}
+
+void Core::ReleaseLapsedNodes() {
+  const int64_t now = s_->clock->MonotonicMicros();
+  const int64_t after_us = NodeLeaseReleaseAfterUs(s_->options);
+  std::vector<TaskChange> lost;
+  for (auto& [name, node] : s_->nodes) {
+    if (node.tasks_released || node.rec.state != NodeState::kNotReady ||
+        now - node.last_seen_us <= after_us) {
+      continue;
+    }
+    node.tasks_released = true;
+    int released = 0;
+    for (auto& [id, job] : s_->jobs) {
+      for (int32_t i = 0; i < job.size(); ++i) {
+        const TaskRecord& t = job.task(i).rec;
+        if (t.node == name && !job.task(i).changing &&
+            (t.state == TaskState::kRunning || t.state == TaskState::kScheduled)) {
+          lost.push_back(s_->PlanRequeueOrFail(job, i, "node " + name + " lost (lease lapsed)"));
+          ++released;
+        }
+      }
+    }
+    LogWarn("core", "node lease lapsed; requeueing its tasks",
+            {{"node", name},
+             {"silent_ms", std::to_string((now - node.last_seen_us) / 1000)},
+             {"tasks", std::to_string(released)}});
+  }
+  if (!lost.empty()) s_->CommitTaskChanges(this, std::move(lost));
+}
+
+}  // namespace gpupool

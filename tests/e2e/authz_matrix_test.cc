@@ -1,0 +1,537 @@
+// The authorization matrix: every RPC of gpupool.v1 and every authenticated REST route, called
+// by each role (viewer, member, tenant-admin — all scoped to tenant "acme" — and admin) on the
+// caller's own subtree, on another tenant's, and on admin-only objects, against a real gpupoold
+// (secure default: TLS, API keys in its embedded PostgreSQL) over loopback.
+//
+// One table drives it. The RPCs are enumerated from the service descriptors and the routes from
+// the REST gateway itself, so a new RPC or route without a row fails the test.
+//
+// "Allow" means the call was not refused for who the caller is (any code but PERMISSION_DENIED
+// and UNAUTHENTICATED: an allowed call may still fail for other reasons, e.g. a node that does
+// not exist). "Deny" means PERMISSION_DENIED — or NOT_FOUND where the row says the object is
+// hidden (another subtree's API key) — and for REST 403 (404).
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <functional>
+#include <future>
+#include <map>
+#include <set>
+
+#include "api/auth.h"
+#include "api/rest/routes.h"
+#include "gpupool/v1/agent.grpc.pb.h"
+#include "gpupool/v1/jobs.grpc.pb.h"
+#include "gpupool/v1/keys.grpc.pb.h"
+#include "gpupool/v1/pools.grpc.pb.h"
+#include "gpupool/v1/tenants.grpc.pb.h"
+#include "tests/api/fake_api_service.h"
+#include "tests/support/daemon_process.h"
+
+namespace gpupool {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using google::protobuf::Message;
+using testing::DaemonProcess;
+
+enum RoleIdx { kViewer = 0, kMember = 1, kTenantAdmin = 2, kAdmin = 3 };
+constexpr const char* kRoleNames[] = {"viewer", "member", "tenant-admin", "admin"};
+
+// The objects a call is aimed at, made fresh for each call where the call would consume them.
+struct World;
+struct Target {
+  std::unique_ptr<Message> request;  // gRPC request
+  std::string rest_method;           // "GET"
+  std::string rest_target;           // "/v1/jobs/7"
+  std::string rest_body;             // JSON, or empty
+};
+using Make = std::function<Target(World&)>;
+
+struct Row {
+  std::string rpc;         // "gpupool.v1.JobService/GetJob"
+  std::string rest_route;  // "GET /v1/jobs/{job_id}", or "" when the RPC has no route
+  std::string on;          // "own", "other", "admin", "root" (the caller's own scope node)
+  std::string expect;      // per role, viewer member tenant-admin admin: A allow, D deny
+  Make make;
+  bool hidden = false;  // deny may be NOT_FOUND
+  bool stream = false;
+};
+
+// Agent-facing RPCs, authenticated by join tokens and node certificates, not API credentials
+// (their rules are tested in tests/api/node_identity_test.cc); listed so that they have a row.
+const std::set<std::string> kNotApiCredentialRpcs = {"gpupool.v1.AgentService/Connect",
+                                                     "gpupool.v1.NodeEnrollService/Join",
+                                                     "gpupool.v1.NodeEnrollService/Renew"};
+
+std::string Json(const Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions o;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  return out;
+}
+
+std::string Enc(const std::string& path) {
+  std::string out;
+  for (char c : path) out += c == '/' ? std::string("%2F") : std::string(1, c);
+  return out;
+}
+
+template <typename T>
+std::unique_ptr<Message> Box(T m) {
+  return std::make_unique<T>(std::move(m));
+}
+
+// The fixture objects and the admin's helpers that make fresh ones.
+struct World {
+  std::shared_ptr<grpc::Channel> channel;
+  std::string admin_token;
+  int counter = 0;
+  std::map<std::string, std::string> job;  // "own"/"other" → job id
+
+  std::string Fresh(const std::string& prefix) { return prefix + std::to_string(++counter); }
+
+  std::unique_ptr<grpc::ClientContext> AdminCall() {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->AddMetadata("authorization", "Bearer " + admin_token);
+    return c;
+  }
+  std::string Tenant(const std::string& on) { return on == "own" ? "acme/team" : "globex/team"; }
+  void CreateTenant(const std::string& path) {
+    v1::CreateTenantRequest req;
+    req.mutable_tenant()->set_path(path);
+    v1::Tenant resp;
+    auto c = AdminCall();
+    grpc::Status st = v1::TenantService::NewStub(channel)->CreateTenant(c.get(), req, &resp);
+    ASSERT_TRUE(st.ok() || st.error_code() == grpc::StatusCode::ALREADY_EXISTS)
+        << path << ": " << st.error_message();
+  }
+  v1::Quota Quota(const std::string& tenant) {
+    v1::Quota q;
+    q.set_tenant(tenant);
+    q.set_pool("pub");
+    q.mutable_limit()->set_devices(1);
+    return q;
+  }
+  void SetQuota(const std::string& tenant) {
+    v1::SetQuotaRequest req;
+    *req.mutable_quota() = Quota(tenant);
+    v1::Quota resp;
+    auto c = AdminCall();
+    grpc::Status st = v1::TenantService::NewStub(channel)->SetQuota(c.get(), req, &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  v1::SubmitJobRequest Submit(const std::string& tenant) {
+    v1::SubmitJobRequest req;
+    v1::JobSpec* s = req.mutable_spec();
+    s->set_tenant(tenant);
+    s->set_pool("pub");
+    s->set_task_count(1);
+    s->mutable_template_()->add_command("/bin/true");
+    s->mutable_template_()->mutable_resources()->mutable_whole_gpus()->set_count(1);
+    return req;
+  }
+  std::string SubmitJob(const std::string& tenant) {
+    v1::SubmitJobResponse resp;
+    auto c = AdminCall();
+    grpc::Status st = v1::JobService::NewStub(channel)->SubmitJob(c.get(), Submit(tenant), &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.job_id();
+  }
+  void CreatePool(const std::string& name) {
+    v1::CreatePoolRequest req;
+    req.mutable_pool()->set_name(name);
+    req.mutable_pool()->set_visibility(v1::VISIBILITY_PUBLIC);
+    v1::Pool resp;
+    auto c = AdminCall();
+    grpc::Status st = v1::PoolService::NewStub(channel)->CreatePool(c.get(), req, &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  // A new key; returns {id, secret}.
+  std::pair<std::string, std::string> CreateKey(const std::string& tenant,
+                                                const std::string& role) {
+    v1::CreateApiKeyRequest req;
+    req.mutable_key()->set_name(Fresh("k"));
+    req.mutable_key()->set_tenant(tenant);
+    req.mutable_key()->set_role(role);
+    v1::CreateApiKeyResponse resp;
+    auto c = AdminCall();
+    grpc::Status st = v1::KeyService::NewStub(channel)->CreateApiKey(c.get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return {resp.key().id(), resp.secret()};
+  }
+};
+
+std::vector<Row> Table() {
+  std::vector<Row> rows;
+  auto add = [&](std::string rpc, std::string route, std::string on, std::string expect, Make m,
+                 bool hidden = false, bool stream = false) {
+    rows.push_back({"gpupool.v1." + rpc, std::move(route), std::move(on), std::move(expect),
+                    std::move(m), hidden, stream});
+  };
+  // ---- JobService ----
+  for (const std::string on : {"own", "other"}) {
+    const bool own = on == "own";
+    add("JobService/SubmitJob", "POST /v1/jobs", on, own ? "DAAA" : "DDDA", [on](World& w) {
+      v1::SubmitJobRequest r = w.Submit(w.Tenant(on));
+      return Target{Box(r), "POST", "/v1/jobs", Json(r)};
+    });
+    add("JobService/GetJob", "GET /v1/jobs/{job_id}", on, own ? "AAAA" : "DDDA", [on](World& w) {
+      v1::GetJobRequest r;
+      r.set_job_id(w.job[on]);
+      return Target{Box(r), "GET", "/v1/jobs/" + w.job[on], ""};
+    });
+    add("JobService/ListJobs", "GET /v1/jobs", on, own ? "AAAA" : "DDDA", [on](World& w) {
+      v1::ListJobsRequest r;
+      r.set_tenant(w.Tenant(on));
+      return Target{Box(r), "GET", "/v1/jobs?tenant=" + Enc(w.Tenant(on)), ""};
+    });
+    add("JobService/CancelJob", "POST /v1/jobs/{job_id}:cancel", on, own ? "DAAA" : "DDDA",
+        [on](World& w) {
+          const std::string id = w.SubmitJob(w.Tenant(on));
+          v1::CancelJobRequest r;
+          r.set_job_id(id);
+          return Target{Box(r), "POST", "/v1/jobs/" + id + ":cancel", "{}"};
+        });
+    add(
+        "JobService/WatchJob", "GET /v1/jobs/{job_id}:watch", on, own ? "AAAA" : "DDDA",
+        [on](World& w) {
+          v1::WatchJobRequest r;
+          r.set_job_id(w.job[on]);
+          return Target{Box(r), "GET", "/v1/jobs/" + w.job[on] + ":watch", ""};
+        },
+        false, true);
+    add(
+        "JobService/GetTaskLogs", "GET /v1/tasks/{task_id}/logs", on, own ? "AAAA" : "DDDA",
+        [on](World& w) {
+          v1::GetTaskLogsRequest r;
+          r.set_task_id(w.job[on] + ".0");
+          return Target{Box(r), "GET", "/v1/tasks/" + w.job[on] + ".0/logs", ""};
+        },
+        false, true);
+  }
+  // ---- PoolService, NodeService, CatalogService: admin objects ----
+  add("PoolService/CreatePool", "POST /v1/pools", "admin", "DDDA", [](World& w) {
+    v1::CreatePoolRequest r;
+    r.mutable_pool()->set_name(w.Fresh("p"));
+    r.mutable_pool()->set_visibility(v1::VISIBILITY_PUBLIC);
+    return Target{Box(r), "POST", "/v1/pools", Json(r)};
+  });
+  add("PoolService/GetPool", "GET /v1/pools/{name}", "admin", "AAAA", [](World&) {
+    v1::GetPoolRequest r;
+    r.set_name("pub");
+    return Target{Box(r), "GET", "/v1/pools/pub", ""};
+  });
+  add("PoolService/ListPools", "GET /v1/pools", "admin", "AAAA", [](World&) {
+    return Target{Box(v1::ListPoolsRequest()), "GET", "/v1/pools", ""};
+  });
+  add("PoolService/UpdatePool", "PATCH /v1/pools/{pool.name}", "admin", "DDDA", [](World&) {
+    v1::UpdatePoolRequest r;
+    r.mutable_pool()->set_name("pub");
+    r.mutable_pool()->set_compute_overcommit(1.0);
+    return Target{Box(r), "PATCH", "/v1/pools/pub", Json(r)};
+  });
+  add("PoolService/DeletePool", "DELETE /v1/pools/{name}", "admin", "DDDA", [](World& w) {
+    const std::string name = w.Fresh("d");
+    w.CreatePool(name);
+    v1::DeletePoolRequest r;
+    r.set_name(name);
+    return Target{Box(r), "DELETE", "/v1/pools/" + name, ""};
+  });
+  add("NodeService/ListNodes", "GET /v1/nodes", "admin", "DDDA", [](World&) {
+    return Target{Box(v1::ListNodesRequest()), "GET", "/v1/nodes", ""};
+  });
+  add("NodeService/GetNode", "GET /v1/nodes/{name}", "admin", "DDDA", [](World&) {
+    v1::GetNodeRequest r;
+    r.set_name("n1");
+    return Target{Box(r), "GET", "/v1/nodes/n1", ""};
+  });
+  for (const std::string verb : {"Cordon", "Uncordon", "Drain"}) {
+    std::string lower = verb;
+    lower[0] = static_cast<char>(std::tolower(lower[0]));
+    add("NodeService/" + verb + "Node", "POST /v1/nodes/{name}:" + lower, "admin", "DDDA",
+        [lower](World&) {
+          v1::NodeActionRequest r;
+          r.set_name("n1");
+          return Target{Box(r), "POST", "/v1/nodes/n1:" + lower, "{}"};
+        });
+  }
+  add("NodeService/ClearDeviceFault", "POST /v1/nodes/{node}/devices/{device}:clear-fault",
+      "admin", "DDDA", [](World&) {
+        v1::ClearDeviceFaultRequest r;
+        r.set_node("n1");
+        r.set_device("GPU-0");
+        return Target{Box(r), "POST", "/v1/nodes/n1/devices/GPU-0:clear-fault", "{}"};
+      });
+  add("CatalogService/ListGpuModels", "GET /v1/catalog", "admin", "AAAA", [](World&) {
+    return Target{Box(v1::ListGpuModelsRequest()), "GET", "/v1/catalog", ""};
+  });
+  add("NodeEnrollService/RevokeNode", "", "admin", "DDDA", [](World&) {
+    v1::RevokeNodeRequest r;
+    r.set_node_name("n1");
+    return Target{Box(r), "", "", ""};
+  });
+  // ---- TenantService ----
+  for (const std::string on : {"own", "other", "root"}) {
+    const std::string t = on == "own" ? "acme/team" : on == "other" ? "globex/team" : "acme";
+    const std::string read = on == "other" ? "DDDA" : "AAAA";
+    const std::string change = on == "own" ? "DDAA" : "DDDA";
+    add("TenantService/CreateTenant", "POST /v1/tenants", on, change, [t](World& w) {
+      v1::CreateTenantRequest r;
+      r.mutable_tenant()->set_path(t == "acme" ? w.Fresh("newroot") : t + "/" + w.Fresh("c"));
+      return Target{Box(r), "POST", "/v1/tenants", Json(r)};
+    });
+    add("TenantService/GetTenant", "GET /v1/tenants/{path}", on, read, [t](World&) {
+      v1::GetTenantRequest r;
+      r.set_path(t);
+      return Target{Box(r), "GET", "/v1/tenants/" + Enc(t), ""};
+    });
+    add("TenantService/ListTenants", "GET /v1/tenants", on, read, [t](World&) {
+      v1::ListTenantsRequest r;
+      r.set_prefix(t);
+      return Target{Box(r), "GET", "/v1/tenants?prefix=" + Enc(t), ""};
+    });
+    add("TenantService/DeleteTenant", "DELETE /v1/tenants/{path}", on, change, [t](World& w) {
+      // A fresh leaf: below t, or for the scope root a fresh top-level tenant (not below acme).
+      const std::string leaf = t == "acme" ? w.Fresh("gone") : t + "/" + w.Fresh("gone");
+      w.CreateTenant(leaf);
+      v1::DeleteTenantRequest r;
+      r.set_path(leaf);
+      return Target{Box(r), "DELETE", "/v1/tenants/" + Enc(leaf), ""};
+    });
+    add("TenantService/SetQuota", "PUT /v1/quotas/{quota.tenant}/{quota.pool}", on, change,
+        [t](World& w) {
+          v1::SetQuotaRequest r;
+          *r.mutable_quota() = w.Quota(t);
+          return Target{Box(r), "PUT", "/v1/quotas/" + Enc(t) + "/pub", Json(r)};
+        });
+    add("TenantService/GetQuota", "GET /v1/quotas/{tenant}/{pool}", on, read, [t](World&) {
+      v1::GetQuotaRequest r;
+      r.set_tenant(t);
+      r.set_pool("pub");
+      return Target{Box(r), "GET", "/v1/quotas/" + Enc(t) + "/pub", ""};
+    });
+    add("TenantService/ListQuotas", "GET /v1/quotas", on, read, [t](World&) {
+      v1::ListQuotasRequest r;
+      r.set_tenant_prefix(t);
+      return Target{Box(r), "GET", "/v1/quotas?tenantPrefix=" + Enc(t), ""};
+    });
+    add("TenantService/DeleteQuota", "DELETE /v1/quotas/{tenant}/{pool}", on, change,
+        [t](World& w) {
+          w.SetQuota(t);
+          v1::DeleteQuotaRequest r;
+          r.set_tenant(t);
+          r.set_pool("pub");
+          return Target{Box(r), "DELETE", "/v1/quotas/" + Enc(t) + "/pub", ""};
+        });
+  }
+  // ---- KeyService ----
+  for (const std::string on : {"own", "other"}) {
+    const bool own = on == "own";
+    add("KeyService/CreateApiKey", "POST /v1/apikeys", on, own ? "DDAA" : "DDDA", [on](World& w) {
+      v1::CreateApiKeyRequest r;
+      r.mutable_key()->set_name(w.Fresh("n"));
+      r.mutable_key()->set_tenant(w.Tenant(on));
+      r.mutable_key()->set_role("member");
+      return Target{Box(r), "POST", "/v1/apikeys", Json(r)};
+    });
+    add("KeyService/ListApiKeys", "GET /v1/apikeys", on, own ? "DDAA" : "DDDA", [on](World& w) {
+      v1::ListApiKeysRequest r;
+      r.set_tenant(w.Tenant(on));
+      return Target{Box(r), "GET", "/v1/apikeys?tenant=" + Enc(w.Tenant(on)), ""};
+    });
+    add(
+        "KeyService/RevokeApiKey", "POST /v1/apikeys/{id}:revoke", on, own ? "DDAA" : "DDDA",
+        [on](World& w) {
+          const std::string id = w.CreateKey(w.Tenant(on), "viewer").first;
+          v1::RevokeApiKeyRequest r;
+          r.set_id(id);
+          return Target{Box(r), "POST", "/v1/apikeys/" + id + ":revoke", "{}"};
+        },
+        /*hidden=*/true);
+  }
+  // No escalation: a key with more reach than its creator.
+  add("KeyService/CreateApiKey", "POST /v1/apikeys", "root", "DDDA", [](World& w) {
+    v1::CreateApiKeyRequest r;
+    r.mutable_key()->set_name(w.Fresh("n"));
+    r.mutable_key()->set_tenant("");
+    r.mutable_key()->set_role("admin");
+    return Target{Box(r), "POST", "/v1/apikeys", Json(r)};
+  });
+  return rows;
+}
+
+// ---- calling ----
+
+grpc::Status CallGrpc(const std::shared_ptr<grpc::Channel>& channel, const std::string& rpc,
+                      const Message& req, const std::string& credential, bool stream) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer " + credential);
+  // An allowed stream stays open: its deadline passing is "not refused".
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(stream ? 3 : 30));
+  std::string bytes;
+  req.SerializeToString(&bytes);
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer in(&slice, 1), out;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/" + rpc, grpc::StubOptions(), &in, &out,
+                 [&done](grpc::Status st) { done.set_value(std::move(st)); });
+  return done.get_future().get();
+}
+
+// The HTTP status of one REST call over TLS (only the head is read: a stream answers 200 once
+// its first line is written).
+int CallRest(int port, const std::string& ca_pem, const Target& t, const std::string& credential) {
+  net::io_context ioc;
+  net::ssl::context ctx(net::ssl::context::tls_client);
+  ctx.add_certificate_authority(net::buffer(ca_pem));
+  ctx.set_verify_mode(net::ssl::verify_peer);
+  beast::ssl_stream<beast::tcp_stream> s(ioc, ctx);
+  beast::get_lowest_layer(s).expires_after(std::chrono::seconds(30));
+  beast::get_lowest_layer(s).connect(
+      net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)));
+  s.handshake(net::ssl::stream_base::client);
+  http::request<http::string_body> req{http::string_to_verb(t.rest_method), t.rest_target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::authorization, "Bearer " + credential);
+  if (!t.rest_body.empty()) {
+    req.set(http::field::content_type, "application/json");
+    req.body() = t.rest_body;
+  }
+  req.prepare_payload();
+  http::write(s, req);
+  beast::flat_buffer buf;
+  http::response_parser<http::string_body> parser;
+  http::read_header(s, buf, parser);
+  return static_cast<int>(parser.get().result_int());
+}
+
+bool Denied(grpc::StatusCode c, bool hidden) {
+  return c == grpc::StatusCode::PERMISSION_DENIED || (hidden && c == grpc::StatusCode::NOT_FOUND);
+}
+bool Refused(grpc::StatusCode c) {
+  return c == grpc::StatusCode::PERMISSION_DENIED || c == grpc::StatusCode::UNAUTHENTICATED;
+}
+
+class AuthzMatrix : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto d = DaemonProcess::Start({.data_dir = "", .extra_args = {}, .secure = true});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    daemon_ = std::move(d).value();
+    world_.channel = daemon_->Channel();
+    world_.admin_token = daemon_->admin_token();
+    world_.CreatePool("pub");
+    for (const char* t : {"acme", "acme/team", "globex", "globex/team"}) world_.CreateTenant(t);
+    world_.SetQuota("acme");
+    world_.job["own"] = world_.SubmitJob("acme/team");
+    world_.job["other"] = world_.SubmitJob("globex/team");
+    for (int r = kViewer; r <= kTenantAdmin; ++r) {
+      credential_[r] = world_.CreateKey("acme", kRoleNames[r]).second;
+    }
+    credential_[kAdmin] = world_.admin_token;
+  }
+
+  std::unique_ptr<DaemonProcess> daemon_;
+  World world_;
+  std::string credential_[4];
+};
+
+TEST_F(AuthzMatrix, EveryRpcAndRouteHasARow) {
+  const std::vector<Row> rows = Table();
+  std::set<std::string> rpcs_with_rows, routes_with_rows;
+  for (const Row& r : rows) {
+    rpcs_with_rows.insert(r.rpc);
+    if (!r.rest_route.empty()) routes_with_rows.insert(r.rest_route);
+  }
+  const auto* pool = google::protobuf::DescriptorPool::generated_pool();
+  for (const char* file :
+       {"gpupool/v1/jobs.proto", "gpupool/v1/pools.proto", "gpupool/v1/tenants.proto",
+        "gpupool/v1/keys.proto", "gpupool/v1/agent.proto"}) {
+    const auto* f = pool->FindFileByName(file);
+    ASSERT_NE(f, nullptr) << file;
+    for (int s = 0; s < f->service_count(); ++s) {
+      for (int m = 0; m < f->service(s)->method_count(); ++m) {
+        const std::string rpc = f->service(s)->full_name() + "/" + f->service(s)->method(m)->name();
+        EXPECT_TRUE(rpcs_with_rows.count(rpc) || kNotApiCredentialRpcs.count(rpc))
+            << rpc << " has no row in the authorization matrix";
+      }
+    }
+  }
+  api::testing::FakeApiService fake;
+  api::Authenticator off;
+  api::rest::RestApi rest(fake, off, nullptr);
+  for (const std::string& route : rest.AuthenticatedRoutes()) {
+    EXPECT_TRUE(routes_with_rows.count(route)) << route << " has no row in the matrix";
+  }
+}
+
+TEST_F(AuthzMatrix, EachRoleIsAllowedExactlyWhatTheTableSays) {
+  const std::string ca = daemon_->ca_pem();
+  int checked = 0;
+  for (const Row& row : Table()) {
+    for (int role = kViewer; role <= kAdmin; ++role) {
+      const bool allow = row.expect[role] == 'A';
+      SCOPED_TRACE(row.rpc + " on " + row.on + " as " + kRoleNames[role]);
+      {
+        Target t = row.make(world_);
+        const grpc::Status st =
+            CallGrpc(world_.channel, row.rpc, *t.request, credential_[role], row.stream);
+        if (allow) {
+          EXPECT_FALSE(Refused(st.error_code()))
+              << "gRPC refused: " << st.error_code() << " " << st.error_message();
+        } else {
+          EXPECT_TRUE(Denied(st.error_code(), row.hidden))
+              << "gRPC not denied: " << st.error_code() << " " << st.error_message();
+        }
+        ++checked;
+      }
+      if (row.rest_route.empty()) continue;
+      Target t = row.make(world_);
+      const int code = CallRest(daemon_->http_port(), ca, t, credential_[role]);
+      if (allow) {
+        EXPECT_TRUE(code != 401 && code != 403) << "REST " << t.rest_target << ": " << code;
+      } else {
+        EXPECT_TRUE(code == 403 || (row.hidden && code == 404))
+            << "REST " << t.rest_method << " " << t.rest_target << ": " << code;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 300);
+}
+
+// Credentials that are wrong in every way get the same answer, with nothing echoed.
+TEST_F(AuthzMatrix, BadCredentialsAreUnauthenticatedWithoutDetail) {
+  const auto [id, secret] = world_.CreateKey("acme", "member");
+  {
+    v1::RevokeApiKeyRequest r;
+    r.set_id(id);
+    v1::ApiKey resp;
+    auto c = world_.AdminCall();
+    ASSERT_TRUE(v1::KeyService::NewStub(world_.channel)->RevokeApiKey(c.get(), r, &resp).ok());
+  }
+  v1::ListPoolsRequest req;
+  for (const std::string& bad :
+       {secret, std::string("gpk_zz"), std::string("no-such-token"), credential_[kMember] + "x"}) {
+    const grpc::Status st =
+        CallGrpc(world_.channel, "gpupool.v1.PoolService/ListPools", req, bad, false);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED) << bad;
+    EXPECT_EQ(st.error_message(), "invalid bearer token");
+    Target t{nullptr, "GET", "/v1/pools", ""};
+    EXPECT_EQ(CallRest(daemon_->http_port(), daemon_->ca_pem(), t, bad), 401);
+  }
+}
+
+}  // namespace
+}  // namespace gpupool

@@ -1,0 +1,205 @@
+// Leader election through the real binaries (docs/ha.md): three gpupoold replicas on one
+// PostgreSQL, two agents that know all three addresses, tasks that record every execution in a
+// side-effect file. The leader is killed with -9 again and again while jobs are submitted: every
+// acknowledged job completes, no task's command runs twice at once or again after it finished,
+// and a standby takes over (the time from kill to the new leader serving is printed).
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "base/address_list.h"
+#include "gpupool/v1/jobs.grpc.pb.h"
+#include "gpupool/v1/pools.grpc.pb.h"
+#include "tests/support/agent_process.h"
+#include "tests/support/daemon_process.h"
+#include "tests/support/pg_fixture.h"
+#include "tests/support/side_effects.h"
+#include "tests/support/wait_for.h"
+
+namespace gpupool {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ChildProcess;
+using testing::DaemonProcess;
+
+constexpr char kConfig[] = R"(
+scheduler:
+  heartbeat_interval_ms: 200
+  heartbeat_timeout_ms: 4000
+  stop_grace_period_ms: 1000
+  node_lease_stop_grace_ms: 1000
+  node_lease_margin_ms: 1000
+ha:
+  enabled: true
+  lease_ms: 1000
+)";
+
+constexpr int kReplicas = 3;
+constexpr int kKills = 3;
+
+bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout) {
+  return ::gpupool::testing::WaitFor(done, timeout, std::chrono::milliseconds(20));
+}
+
+class FailoverE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto pg = testing::TestPostgres::Start();
+    ASSERT_TRUE(pg.ok()) << pg.status().ToString();
+    pg_ = std::move(pg).value();
+    Result<std::string> uri = pg_->CreateDatabase();
+    ASSERT_TRUE(uri.ok()) << uri.status().ToString();
+    Result<std::string> dir = testing::MakeTempDir("gpupool-failover-e2e");
+    ASSERT_TRUE(dir.ok());
+    dir_ = *dir;
+    side_ = dir_ + "/side-effects";
+    std::ofstream(dir_ + "/gpupoold.yaml") << kConfig;
+    std::string targets;
+    for (int i = 0; i < kReplicas; ++i) {
+      auto d = DaemonProcess::Start(
+          {"", {"--config", dir_ + "/gpupoold.yaml", "--database", *uri}, false});
+      ASSERT_TRUE(d.ok()) << d.status().ToString();
+      targets += (i ? "," : "") + (*d)->grpc_address();
+      replicas_.push_back(std::move(d).value());
+    }
+    targets_ = targets;
+    auto channel = grpc::CreateChannel(GrpcTargetOf(targets_), grpc::InsecureChannelCredentials());
+    jobs_ = v1::JobService::NewStub(channel);
+    pools_ = v1::PoolService::NewStub(channel);
+    nodes_ = v1::NodeService::NewStub(channel);
+    ASSERT_GE(Leader(60s), 0) << "no replica took the lead";
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          grpc::ClientContext ctx;
+          ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+          v1::CreatePoolRequest req;
+          req.mutable_pool()->set_name("gpu");
+          v1::Pool pool;
+          return pools_->CreatePool(&ctx, req, &pool).ok();
+        },
+        60s));
+    for (int i = 0; i < 2; ++i) {
+      testing::AgentProcessOptions o;
+      o.dir = dir_;
+      o.node = "node-" + std::to_string(i);
+      o.scheduler = targets_;
+      o.gpus = 2;
+      auto a = testing::StartAgentProcess(o);
+      ASSERT_TRUE(a.ok()) << a.status().ToString();
+      agents_.push_back(std::move(a).value());
+    }
+    ASSERT_TRUE(WaitFor([&] { return ReadyNodes() == 2; }, 60s));
+  }
+
+  void TearDown() override {
+    for (auto& a : agents_) {
+      a->Signal(SIGTERM);
+      a->Wait(10s);
+    }
+    agents_.clear();
+    replicas_.clear();
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  // The index of the replica that serves, waiting up to `timeout`; -1 if none.
+  int Leader(std::chrono::seconds timeout) {
+    int found = -1;
+    WaitFor(
+        [&] {
+          for (int i = 0; i < kReplicas; ++i) {
+            if (replicas_[static_cast<size_t>(i)]->Serving()) found = i;
+          }
+          return found >= 0;
+        },
+        timeout);
+    return found;
+  }
+
+  int ReadyNodes() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    v1::ListNodesResponse resp;
+    if (!nodes_->ListNodes(&ctx, v1::ListNodesRequest{}, &resp).ok()) return -1;
+    return static_cast<int>(std::count_if(resp.nodes().begin(), resp.nodes().end(), [](auto& n) {
+      return n.state() == v1::NODE_STATE_READY;
+    }));
+  }
+
+  // Submits one job of two ~2 s tasks; its id when acknowledged, else empty.
+  std::string TrySubmit() {
+    v1::SubmitJobRequest req;
+    v1::JobSpec* s = req.mutable_spec();
+    s->set_tenant("acme/e2e/tester");
+    s->set_pool("gpu");
+    s->set_task_count(2);
+    s->set_max_retries(10);
+    s->mutable_template_()->add_command("/bin/sh");
+    s->mutable_template_()->add_command("-c");
+    s->mutable_template_()->add_command(testing::TickingScript(side_, 10));
+    s->mutable_template_()->mutable_resources()->mutable_whole_gpus()->set_count(1);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    v1::SubmitJobResponse resp;
+    return jobs_->SubmitJob(&ctx, req, &resp).ok() ? resp.job_id() : "";
+  }
+
+  bool Succeeded(const std::string& id) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    v1::GetJobRequest req;
+    req.set_job_id(id);
+    v1::Job job;
+    if (!jobs_->GetJob(&ctx, req, &job).ok()) return false;
+    return job.state() == v1::JOB_STATE_SUCCEEDED;
+  }
+
+  std::unique_ptr<testing::TestPostgres> pg_;
+  std::string dir_, side_, targets_;
+  std::vector<std::unique_ptr<DaemonProcess>> replicas_;
+  std::vector<std::unique_ptr<ChildProcess>> agents_;
+  std::unique_ptr<v1::JobService::Stub> jobs_;
+  std::unique_ptr<v1::PoolService::Stub> pools_;
+  std::unique_ptr<v1::NodeService::Stub> nodes_;
+};
+
+TEST_F(FailoverE2eTest, KillingTheLeaderLosesNoAcknowledgedJobAndRunsNoTaskTwice) {
+  std::vector<std::string> acknowledged;
+  for (int round = 0; round < kKills; ++round) {
+    for (int i = 0; i < 3; ++i) {
+      std::string id = TrySubmit();
+      if (!id.empty()) acknowledged.push_back(id);
+    }
+    const int leader = Leader(60s);
+    ASSERT_GE(leader, 0);
+    const auto killed_at = std::chrono::steady_clock::now();
+    replicas_[static_cast<size_t>(leader)]->Kill9();
+    const int next = Leader(60s);
+    ASSERT_GE(next, 0) << "no standby took over";
+    EXPECT_NE(next, leader);
+    std::printf("takeover %d: %lld ms (replica %d -> %d)\n", round,
+                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::steady_clock::now() - killed_at)
+                                           .count()),
+                leader, next);
+    ASSERT_TRUE(replicas_[static_cast<size_t>(leader)]->Restart().ok());  // a standby again
+  }
+  ASSERT_FALSE(acknowledged.empty());
+  for (const std::string& id : acknowledged) {
+    EXPECT_TRUE(WaitFor([&] { return Succeeded(id); }, 180s)) << "job " << id;
+  }
+  int executions = 0;
+  for (const std::string& v :
+       testing::CheckExecutions(testing::ReadExecutions(side_), &executions)) {
+    ADD_FAILURE() << v;
+  }
+  EXPECT_GE(executions, static_cast<int>(acknowledged.size()) * 2);
+  EXPECT_TRUE(WaitFor([&] { return ReadyNodes() == 2; }, 60s));
+}
+
+}  // namespace
+}  // namespace gpupool

@@ -1,0 +1,121 @@
+// End to end: gpupoold's secure default, as a fresh install meets it — the generated CA and admin
+// credential (0600), TLS on the gRPC and REST ports, authentication always on, no detail leaked
+// to a wrong credential — and --insecure refused off loopback.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "gpupool/v1/pools.grpc.pb.h"
+#include "tests/api/https_client.h"
+#include "tests/support/daemon_process.h"
+
+namespace gpupool {
+namespace {
+
+using api::testing::HttpCall;
+using api::testing::HttpResult;
+using api::testing::HttpsCall;
+using testing::DaemonProcess;
+namespace http = boost::beast::http;
+
+unsigned Mode(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return st.st_mode & 0777;
+}
+
+class SecureDefault : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto d = DaemonProcess::Start({.data_dir = "", .extra_args = {}, .secure = true});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    daemon_ = std::move(d).value();
+  }
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+TEST_F(SecureDefault, FirstStartWritesTheCaAndAnAdminCredentialReadableByTheOwnerOnly) {
+  EXPECT_EQ(Mode(daemon_->data_dir() + "/admin.token"), 0600u);
+  EXPECT_EQ(Mode(daemon_->ca_path()), 0600u);
+  EXPECT_EQ(daemon_->admin_token().size(), 64u);
+  // Kept across restarts: scripts may rely on the file.
+  const std::string token = daemon_->admin_token();
+  ASSERT_EQ(daemon_->Stop(), 0);
+  ASSERT_TRUE(daemon_->Restart().ok());
+  EXPECT_EQ(daemon_->admin_token(), token);
+}
+
+TEST_F(SecureDefault, GrpcNeedsTlsAndACredential) {
+  v1::ListPoolsResponse resp;
+  {  // plaintext to the TLS port: no answer
+    auto stub = v1::PoolService::NewStub(
+        grpc::CreateChannel(daemon_->grpc_address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    EXPECT_EQ(stub->ListPools(&ctx, {}, &resp).error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  auto stub = v1::PoolService::NewStub(daemon_->Channel());
+  for (const std::string& header :
+       {std::string(), std::string("Bearer wrong-token"), std::string("Bearer gpk_000000000000_00"),
+        "Bearer " + daemon_->admin_token() + "x"}) {
+    grpc::ClientContext ctx;
+    if (!header.empty()) ctx.AddMetadata("authorization", header);
+    const grpc::Status st = stub->ListPools(&ctx, {}, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED) << header;
+    EXPECT_EQ(st.error_message().find(daemon_->admin_token()), std::string::npos);
+  }
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer " + daemon_->admin_token());
+  EXPECT_TRUE(stub->ListPools(&ctx, {}, &resp).ok());
+}
+
+TEST_F(SecureDefault, RestServesHttpsOnlyAndNeedsACredential) {
+  const std::string ca = daemon_->ca_pem();
+  const int port = daemon_->http_port();
+  HttpResult r = HttpsCall(port, ca, http::verb::get, "/v1/pools");
+  EXPECT_EQ(r.status, 401) << r.body;
+  r = HttpsCall(port, ca, http::verb::get, "/v1/pools", "", {{"Authorization", "Bearer nope"}});
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(r.body.find("nope"), std::string::npos) << "credentials never echo: " << r.body;
+  r = HttpsCall(port, ca, http::verb::get, "/v1/pools", "",
+                {{"Authorization", "Bearer " + daemon_->admin_token()}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  // Probes stay unauthenticated, over TLS.
+  EXPECT_EQ(HttpsCall(port, ca, http::verb::get, "/readyz").status, 200);
+  // A client that does not trust the CA fails the handshake.
+  EXPECT_EQ(HttpsCall(port, "", http::verb::get, "/readyz").status, 0);
+  // Plain HTTP gets no HTTP answer.
+  bool plaintext_answered = false;
+  try {
+    plaintext_answered = HttpCall(port, http::verb::get, "/readyz").status != 0;
+  } catch (const std::exception&) {
+  }
+  EXPECT_FALSE(plaintext_answered);
+}
+
+TEST(InsecureMode, IsRefusedOffLoopback) {
+  auto dir = testing::MakeTempDir("gpupoold-insecure");
+  ASSERT_TRUE(dir.ok());
+  const std::string log = *dir + "/out.log";
+  auto child = testing::ChildProcess::Spawn(
+      {testing::BinaryPath("gpupoold"), "--insecure", "--data-dir", *dir + "/d", "--grpc-listen",
+       "0.0.0.0:0", "--http-listen", "127.0.0.1:0"},
+      log);
+  ASSERT_TRUE(child.ok());
+  const int status = (*child)->Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("--insecure: --grpc-listen '0.0.0.0:0' is not a loopback address"),
+            std::string::npos)
+      << text.str();
+}
+
+}  // namespace
+}  // namespace gpupool
