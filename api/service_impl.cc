@@ -372,7 +372,7 @@ void ServiceImpl::ClearDeviceFault(const CallContext& ctx, const v1::ClearDevice
   if (req.device().empty() || req.device().size() > 128) {
     return Fail(done, Status::InvalidArgument("device: must be 1 to 128 characters"));
   }
-  loop_->Post([core = core_, node = req.node(), device = req.device(), by = ctx.principal,
+  loop_->Post([core = core_, node = req.node(), device = req.device(), by = "key " + ctx.key_id,
                done = std::move(done)] {
     core->ClearDeviceFault(node, device, by, ReplyWith<NodeView, v1::Node>(done));
   });

@@ -204,6 +204,43 @@ UPDATE tasks t SET stop_intent = 'CANCEL' FROM jobs j
   WHERE t.job_id = j.id AND j.state = 'CANCELLED' AND t.state IN ('SCHEDULED', 'RUNNING');
 )sql";
 
+// Leader election among gpupoold replicas (docs/ha.md): the lease row gets the leader's API
+// address and an expiry on the database's clock. gp_fence also refuses a replica's writes once
+// its lease has expired (address set = a replica; a single daemon's AcquireLeadership clears it).
+constexpr std::string_view kV50 = R"sql(
+ALTER TABLE leader
+  ADD COLUMN address    text        NOT NULL DEFAULT '',
+  ADD COLUMN expires_at timestamptz NOT NULL DEFAULT '-infinity';
+
+CREATE OR REPLACE FUNCTION gp_fence(p_epoch bigint, p_lease_us bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE leader SET lease_us = p_lease_us
+    WHERE id = 1 AND epoch = p_epoch AND (address = '' OR expires_at > clock_timestamp());
+  IF NOT FOUND THEN
+    RAISE EXCEPTION USING ERRCODE = 'GPF01',
+      MESSAGE = format('fenced: epoch %s is no longer the leader or its lease expired '
+                       '(current epoch %s)', p_epoch, (SELECT epoch FROM leader WHERE id = 1));
+  END IF;
+END $$;
+)sql";
+
+// API keys (scheduler/api_keys.h): only the SHA-256 of a key's secret is kept.
+constexpr std::string_view kV10 = R"sql(
+CREATE TABLE api_keys (
+  id             text PRIMARY KEY,
+  name           text NOT NULL,
+  tenant         text NOT NULL,
+  role           text NOT NULL CHECK (role IN ('viewer', 'member', 'tenant-admin', 'admin')),
+  secret_sha256  text NOT NULL,
+  created_by     text NOT NULL,
+  create_ms      bigint NOT NULL,
+  expire_ms      bigint NOT NULL DEFAULT 0,
+  revoke_ms      bigint NOT NULL DEFAULT 0
+);
+CREATE INDEX api_keys_tenant ON api_keys (tenant);
+)sql";
+
 // Issue 10: faults (fatal XID / uncorrectable ECC) that keep a device out of service until an
 // admin clears them. No foreign key to nodes: a fault outlives a node's re-registration.
 constexpr std::string_view kV20 = R"sql(
@@ -226,39 +263,6 @@ ALTER TABLE tasks
   ADD COLUMN usage_cpu_us bigint NOT NULL DEFAULT 0,
   ADD COLUMN usage_peak_memory_bytes bigint NOT NULL DEFAULT 0,
   ADD COLUMN usage_oom_kills bigint NOT NULL DEFAULT 0;
-// Leader election among gpupoold replicas (docs/ha.md): the lease row gets the leader's API
-// address and an expiry on the database's clock. gp_fence also refuses a replica's writes once
-// its lease has expired (address set = a replica; a single daemon's AcquireLeadership clears it).
-constexpr std::string_view kV50 = R"sql(
-ALTER TABLE leader
-  ADD COLUMN address    text        NOT NULL DEFAULT '',
-  ADD COLUMN expires_at timestamptz NOT NULL DEFAULT '-infinity';
-
-CREATE OR REPLACE FUNCTION gp_fence(p_epoch bigint, p_lease_us bigint) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-  UPDATE leader SET lease_us = p_lease_us
-    WHERE id = 1 AND epoch = p_epoch AND (address = '' OR expires_at > clock_timestamp());
-  IF NOT FOUND THEN
-    RAISE EXCEPTION USING ERRCODE = 'GPF01',
-      MESSAGE = format('fenced: epoch %s is no longer the leader or its lease expired '
-                       '(current epoch %s)', p_epoch, (SELECT epoch FROM leader WHERE id = 1));
-  END IF;
-END $$;
-// API keys (scheduler/api_keys.h): only the SHA-256 of a key's secret is kept.
-constexpr std::string_view kV10 = R"sql(
-CREATE TABLE api_keys (
-  id             text PRIMARY KEY,
-  name           text NOT NULL,
-  tenant         text NOT NULL,
-  role           text NOT NULL CHECK (role IN ('viewer', 'member', 'tenant-admin', 'admin')),
-  secret_sha256  text NOT NULL,
-  created_by     text NOT NULL,
-  create_ms      bigint NOT NULL,
-  expire_ms      bigint NOT NULL DEFAULT 0,
-  revoke_ms      bigint NOT NULL DEFAULT 0
-);
-CREATE INDEX api_keys_tenant ON api_keys (tenant);
 )sql";
 
 constexpr Migration kMigrations[] = {
