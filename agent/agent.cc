@@ -17,6 +17,8 @@
 
 #include "agent/capabilities.h"
 #include "agent/enroll.h"
+#include "agent/health/health_monitor.h"
+#include "agent/mps/mps_manager.h"
 #include "agent/lease_keeper.h"
 #include "agent/proto_convert.h"
 #include "agent/scrub/device_guard.h"
@@ -107,6 +109,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
         strand_(asio::make_strand(io)),
         heartbeat_timer_(strand_),
         reconnect_timer_(strand_),
+        health_timer_(strand_),
         lease_timer_(strand_),
         clock_(clock),
         rng_(std::hash<std::string>{}(config_.node_name) ^
@@ -136,6 +139,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     asio::post(strand_, [self = shared_from_this()] {
       self->Connect();
       self->ScheduleHeartbeat();
+      self->ScheduleHealthPoll();
     });
     return Status::Ok();
   }
@@ -165,6 +169,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
       self->closing_ = true;
       self->heartbeat_timer_.cancel();
       self->reconnect_timer_.cancel();
+      self->health_timer_.cancel();
       self->lease_timer_.cancel();
       if (self->streams_open_ == 0) return closed->set_value();
       self->on_closed_ = [closed] { closed->set_value(); };
@@ -359,6 +364,10 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
       v1::DeviceInfo* pd = r->add_devices();
       ToProto(d, pd);
       if (OutOfService(d.uuid)) pd->set_healthy(false);
+      if (const DeviceFault* f = health_.FaultOf(d.uuid)) {
+        pd->set_fault(f->reason);
+        pd->set_fault_id(f->fault_id);
+      }
     }
     for (const Link& l : inventory_.links) ToProto(l, r->add_links());
     r->set_token(config_.token);
@@ -375,7 +384,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     for (const auto& [id, f] : finished_) {
       if (!pending_.contains(id)) *r->add_finished_tasks() = f.update;
     }
-    for (const sandbox::Capability& c : NodeCapabilities(runner_->options())) {
+    for (const sandbox::Capability& c : NodeCapabilities(runner_->options(), backend_)) {
       v1::NodeCapability* pc = r->add_capabilities();
       pc->set_name(c.name);
       pc->set_enforced(c.enforced);
@@ -413,18 +422,87 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     for (auto& [k, v] : load) loads.push_back(v);
     v1::AgentMessage m;
     v1::Heartbeat* hb = m.mutable_heartbeat();
-    const std::vector<DeviceSample> samples = backend_->Sample(loads);
-    if (sample_observer_) sample_observer_(inventory_, samples, running);
+    std::vector<DeviceSample> samples = backend_->Sample(loads);
+    for (DeviceSample& s : samples) health_.Annotate(&s);
+    if (const auto& mps = runner_->options().mps) {
+      std::map<std::string, int32_t> up;
+      for (const MpsDaemonState& d : mps->States()) up[d.uuid] += d.up ? 1 : 0;
+      for (DeviceSample& s : samples) s.mps_daemons = up[s.uuid];
+    }
+    if (sample_observer_) {
+      // /metrics shows a faulted device unhealthy (gpupool_agent_device_healthy 0).
+      std::vector<DeviceSample> shown = samples;
+      for (DeviceSample& s : shown) s.healthy = s.healthy && health_.FaultOf(s.uuid) == nullptr;
+      sample_observer_(inventory_, shown, running);
+    }
     for (const DeviceSample& s : samples) {
       v1::DeviceMetrics* pm = hb->add_devices();
       ToProto(s, pm);
       if (OutOfService(s.uuid)) pm->set_healthy(false);  // a failed VRAM scrub
+      // A fault travels apart from `healthy`: gpupoold keeps the device out until an admin
+      // clears it, and then the agent's own health bit applies again.
+      const HealthMonitor::Counters c = health_.CountersOf(s.uuid);
+      pm->set_ecc_errors_corrected(c.ecc_corrected);
+      if (const DeviceFault* f = health_.FaultOf(s.uuid)) {
+        pm->set_fault(f->reason);
+        pm->set_fault_id(f->fault_id);
+      }
     }
     for (const TaskStatus& t : running) ToProto(t, hb->add_running_tasks());
     hb->set_seq(++hb_seq_);
     hb_sent_.emplace_back(hb_seq_, clock_->MonotonicMicros());
     while (hb_sent_.size() > 256) hb_sent_.pop_front();
     Enqueue({std::move(m), "", 0});
+  }
+
+  // --- device health -----------------------------------------------------------------------
+  void ScheduleHealthPoll() {
+    if (closing_) return;
+    health_timer_.expires_after(std::chrono::milliseconds(config_.health_poll_ms));
+    health_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec) return;
+      self->PollHealth();
+      self->ScheduleHealthPoll();
+    });
+  }
+
+  void PollHealth() {
+    if (const auto& mps = runner_->options().mps) {
+      // A dead control daemon took its clients' GPU contexts with it: their tasks fail.
+      for (const MpsFailure& f : mps->Supervise()) {
+        const std::vector<std::string> failed =
+            runner_->FailDevices(config_.node_name, {f.uuid}, f.reason, f.tenant);
+        LogWarn("agent", "MPS control daemon failed; failing its tasks",
+                {{"node", config_.node_name},
+                 {"device", f.uuid},
+                 {"reason", f.reason},
+                 {"tasks", std::to_string(failed.size())}});
+      }
+    }
+    const std::vector<DeviceEvent> events = backend_->PollEvents();
+    if (events.empty()) return;
+    for (const DeviceEvent& e : events) {
+      LogInfo("agent", "device event",
+              {{"node", config_.node_name},
+               {"device", e.uuid},
+               {"kind", e.kind == DeviceEvent::Kind::kXid            ? "xid"
+                        : e.kind == DeviceEvent::Kind::kEccCorrected ? "ecc_corrected"
+                                                                     : "ecc_uncorrected"},
+               {"xid", std::to_string(e.xid)}});
+    }
+    const std::vector<DeviceFault> faults = health_.Observe(events, inventory_);
+    if (faults.empty()) return;
+    for (const DeviceFault& f : faults) {
+      const std::string reason = "device " + f.uuid + " failed: " + f.reason;
+      const std::vector<std::string> failed =
+          runner_->FailDevices(config_.node_name, {f.uuid}, reason);
+      LogWarn("agent", "fatal device fault; failing its tasks",
+              {{"node", config_.node_name},
+               {"device", f.uuid},
+               {"reason", f.reason},
+               {"tasks", std::to_string(failed.size())}});
+    }
+    SendHeartbeat();  // tell gpupoold now, not at the next interval
   }
 
   void QueueUpdate(const TaskStatus& st) {
@@ -642,6 +720,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   asio::strand<asio::io_context::executor_type> strand_;
   asio::steady_timer heartbeat_timer_;
   asio::steady_timer reconnect_timer_;
+  asio::steady_timer health_timer_;
   asio::steady_timer lease_timer_;
   const Clock* clock_;
   std::mt19937_64 rng_;
@@ -649,6 +728,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
 
   // Strand state.
   Inventory inventory_;
+  HealthMonitor health_;                   // XID/ECC events → device faults
   Agent::SampleObserver sample_observer_;  // set before Start(); runs on the strand
   int64_t interval_ms_;
   uint64_t gen_ = 0;

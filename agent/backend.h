@@ -70,6 +70,16 @@ struct DeviceSample {
   int32_t last_xid = 0;          // the newest XID seen on the device (0 = none)
   int32_t memory_util_pct = -1;  // memory bandwidth utilisation; -1 = the backend cannot tell
   bool healthy = true;
+  int32_t mps_daemons = -1;  // MPS control daemons up for it (filled by the agent); -1 = unmanaged
+};
+
+// A health event of one device (NVML's event API; the simulated backend's injection file).
+struct DeviceEvent {
+  enum class Kind { kXid, kEccCorrected, kEccUncorrected };
+  std::string uuid;
+  Kind kind = Kind::kXid;
+  int32_t xid = 0;      // kXid
+  int64_t time_us = 0;  // when the backend saw it (wall clock, µs since the epoch)
 };
 
 class DeviceBackend {
@@ -81,6 +91,10 @@ class DeviceBackend {
   // One sample per discovered device (same order as Discover()). `load` is what the agent's
   // running tasks were granted; real backends ignore it.
   virtual std::vector<DeviceSample> Sample(const std::vector<DeviceLoad>& load) = 0;
+  // Health events since the last call, without blocking (agent/health/health_monitor.h).
+  virtual std::vector<DeviceEvent> PollEvents() { return {}; }
+  // How events are watched, or why they cannot be ("" = not at all): the xid_events capability.
+  virtual std::string EventSource() const { return ""; }
 };
 
 const char* LinkKindName(LinkKind kind);

@@ -1,16 +1,22 @@
 #include "agent/capabilities.h"
 
+#include "agent/mps/mps_manager.h"
 #include "agent/scrub/device_guard.h"
 
 namespace gpupool::agent {
 
-std::vector<sandbox::Capability> NodeCapabilities(const TaskRunnerOptions& runner) {
+std::vector<sandbox::Capability> NodeCapabilities(const TaskRunnerOptions& runner,
+                                                  const DeviceBackend* backend) {
   std::vector<sandbox::Capability> out =
       runner.sandbox ? runner.sandbox->Capabilities() : sandbox::Sandbox::DisabledCapabilities();
-  out.push_back({"mps", false,
-                 "not managed: tasks get CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and "
-                 "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, but no MPS control daemon is started, so "
-                 "fractional compute and memory limits are not enforced"});
+  if (runner.mps) {
+    out.push_back({"mps", true, runner.mps->Describe()});
+  } else {
+    out.push_back({"mps", false,
+                   "not managed (mps.enabled: false): tasks get CUDA_MPS_ACTIVE_THREAD_PERCENTAGE "
+                   "and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, but no MPS control daemon is started, "
+                   "so fractional compute and memory limits are not enforced"});
+  }
   if (runner.device_guard) {
     out.push_back({"vram_scrub", true, runner.device_guard->CapabilityDetail()});
   } else {
@@ -18,7 +24,15 @@ std::vector<sandbox::Capability> NodeCapabilities(const TaskRunnerOptions& runne
         {"vram_scrub", false,
          "off (vram_scrub: false): freed VRAM is handed to the next tenant as it was left"});
   }
-  out.push_back({"xid_events", false, "not collected: XID and ECC events are not watched"});
+  const std::string source = backend != nullptr ? backend->EventSource() : "";
+  if (source.empty()) {
+    out.push_back({"xid_events", false, "not collected: XID and ECC events are not watched"});
+  } else {
+    out.push_back({"xid_events", true,
+                   source + "; a fatal XID (48, 62, 64, 74, 79, 92, 95, 119, 120, 140) or an "
+                            "uncorrectable ECC error fails the device's tasks and keeps it out "
+                            "of service until an admin clears it"});
+  }
   return out;
 }
 

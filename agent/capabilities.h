@@ -7,11 +7,14 @@
 
 #include <vector>
 
+#include "agent/backend.h"
 #include "agent/sandbox/sandbox.h"
 #include "agent/task_runner.h"
 
 namespace gpupool::agent {
 
-std::vector<sandbox::Capability> NodeCapabilities(const TaskRunnerOptions& runner);
+// `backend` (may be null) says how XID/ECC events are watched (DeviceBackend::EventSource).
+std::vector<sandbox::Capability> NodeCapabilities(const TaskRunnerOptions& runner,
+                                                  const DeviceBackend* backend = nullptr);
 
 }  // namespace gpupool::agent

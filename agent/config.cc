@@ -280,6 +280,40 @@ Status ParseStringList(const Reader& r, const YAML::Node& n, const std::string& 
 }
 
 // The `sandbox:` section (docs/sandbox.md).
+Status ParseMps(const Reader& r, const YAML::Node& v, MpsOptions* o) {
+  const std::string k = "mps";
+  GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
+  for (const auto& kv : v) {
+    const std::string sub = kv.first.Scalar();
+    const std::string full = k + "." + sub;
+    const YAML::Node& n = kv.second;
+    if (sub == "enabled") {
+      GPUPOOL_RETURN_IF_ERROR(r.Bool(n, full, &o->enabled));
+    } else if (sub == "control") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &o->control));
+      if (o->control.empty()) return r.Error(n, full, "must not be empty");
+    } else if (sub == "dir") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &o->dir));
+      if (o->dir.empty() || o->dir[0] != '/') {
+        return r.Error(n, full, "must be an absolute path, got '" + o->dir + "'");
+      }
+    } else if (sub == "isolation") {
+      std::string iso;
+      GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &iso));
+      if (iso != "device" && iso != "tenant") {
+        return r.Error(n, full, "must be device or tenant, got '" + iso + "'");
+      }
+      o->per_tenant = iso == "tenant";
+    } else if (sub == "start_timeout_ms") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(n, full, 100, &o->start_timeout_ms));
+    } else {
+      return r.Error(kv.first, full,
+                     "unknown key (expected enabled, control, dir, isolation, start_timeout_ms)");
+    }
+  }
+  return Status::Ok();
+}
+
 Status ParseSandbox(const Reader& r, const YAML::Node& v, sandbox::SandboxOptions* o) {
   const std::string k = "sandbox";
   GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
@@ -431,10 +465,14 @@ Status ParseTop(const Reader& r, const YAML::Node& root, AgentConfig* c) {
       GPUPOOL_RETURN_IF_ERROR(r.Bool(v, k, &c->stop_tasks_on_shutdown));
     } else if (k == "vram_scrub") {
       GPUPOOL_RETURN_IF_ERROR(r.Bool(v, k, &c->vram_scrub));
+    } else if (k == "health_poll_ms") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(v, k, 10, &c->health_poll_ms));
     } else if (k == "sim_vram_mib") {
       GPUPOOL_RETURN_IF_ERROR(r.Int(v, k, 1, &c->sim_vram_mib));
     } else if (k == "sandbox") {
       GPUPOOL_RETURN_IF_ERROR(ParseSandbox(r, v, &c->sandbox));
+    } else if (k == "mps") {
+      GPUPOOL_RETURN_IF_ERROR(ParseMps(r, v, &c->mps));
     } else if (k == "reconnect") {
       GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
       for (const auto& rk : v) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent/backend.h"
+#include "agent/mps/mps_manager.h"
 #include "agent/sandbox/sandbox.h"
 #include "base/status.h"
 #include "pool/catalog.h"
@@ -39,6 +40,9 @@ struct SimLayout {
   // When set, the backend makes fake device files here (mknod, NVIDIA major 195), so the
   // sandbox's device filter is exercised exactly as with /dev/nvidia*. Needs root.
   std::string device_dir;
+  // When set, health events are read from this file as lines are appended to it (the agent
+  // sets <data_dir>/sim-events): "xid <uuid> <code>" or "ecc <uuid> corrected|uncorrected".
+  std::string event_file;
 };
 
 struct ReconnectOptions {
@@ -78,6 +82,10 @@ struct AgentConfig {
   // device under sim_device_dir, sim_vram_mib long).
   bool vram_scrub = false;
   int64_t sim_vram_mib = 64;
+  // How often the backend's XID/ECC events are drained (agent/health/health_monitor.h).
+  int64_t health_poll_ms = 500;
+  // `mps:` — run MPS control daemons for shared grants (agent/mps/mps_manager.h).
+  MpsOptions mps;
 };
 
 // Parses YAML text; `source` names it in errors (a file path).

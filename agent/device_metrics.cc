@@ -50,6 +50,9 @@ DeviceMetrics::DeviceMetrics(std::shared_ptr<prometheus::Registry> registry, std
                      "XID errors seen on the device since the agent started.");
   healthy_ = field("gpupool_agent_device_healthy",
                    "1 while the device is healthy and schedulable, 0 after a fatal error.");
+  mps_daemons_ = field("gpupool_agent_mps_daemons",
+                       "MPS control daemons running for the device (one per tenant with "
+                       "mps.isolation: tenant); absent when the agent does not manage MPS.");
   task_info_ = &prometheus::BuildGauge()
                     .Name("gpupool_agent_task_device_info")
                     .Help("1 for each running task and each device it holds (labels for joins).")
@@ -126,6 +129,11 @@ void DeviceMetrics::Observe(const Inventory& inventory, const std::vector<Device
     Set(*xid_, s.uuid, labels, s.last_xid);
     Set(*xid_count_, s.uuid, labels, static_cast<double>(s.xid_errors));
     Set(*healthy_, s.uuid, labels, s.healthy ? 1 : 0);
+    if (s.mps_daemons >= 0) {
+      Set(*mps_daemons_, s.uuid, labels, s.mps_daemons);
+    } else {
+      Drop(*mps_daemons_, s.uuid);
+    }
   }
   for (auto& field : fields_) {
     std::vector<std::string> gone;

@@ -61,6 +61,7 @@ class DeviceMetrics {
   Field* xid_;
   Field* xid_count_;
   Field* healthy_;
+  Field* mps_daemons_;
   prometheus::Family<prometheus::Gauge>* task_info_;
   std::map<Labels, prometheus::Gauge*> task_info_series_;
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 
@@ -34,6 +35,19 @@ constexpr int kEccVolatile = 0;
 constexpr int kP2pCapsNvlink = 2;
 constexpr int kP2pStatusOk = 0;
 constexpr int kTopoSingle = 10, kTopoMultiple = 20, kTopoHostBridge = 30, kTopoNode = 40;
+// Events (nvmlEventType*, nvmlEventData_t).
+using nvmlEventSet_t = void*;
+constexpr nvmlReturn_t kNvmlErrorTimeout = 10;
+constexpr unsigned long long kEventSingleBitEcc = 0x1;
+constexpr unsigned long long kEventDoubleBitEcc = 0x2;
+constexpr unsigned long long kEventXidCritical = 0x8;
+struct NvmlEventData {
+  nvmlDevice_t device;
+  unsigned long long event_type;
+  unsigned long long event_data;  // the XID for kEventXidCritical
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
 
 }  // namespace
 
@@ -57,6 +71,10 @@ struct NvmlBackend::Api {
   nvmlReturn_t (*GetTopologyCommonAncestor)(nvmlDevice_t, nvmlDevice_t, int*);
   nvmlReturn_t (*GetP2PStatus)(nvmlDevice_t, nvmlDevice_t, int, int*);
   nvmlReturn_t (*GetPciInfo)(nvmlDevice_t, NvmlPciInfo*);
+  nvmlReturn_t (*EventSetCreate)(nvmlEventSet_t*);
+  nvmlReturn_t (*RegisterEvents)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
+  nvmlReturn_t (*EventSetWait)(nvmlEventSet_t, NvmlEventData*, unsigned int);
+  nvmlReturn_t (*EventSetFree)(nvmlEventSet_t);
 
   std::string Error(nvmlReturn_t r) const {
     const char* s = ErrorString ? ErrorString(r) : nullptr;
@@ -118,6 +136,10 @@ Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(Catalog models, const std
                                missing + " (driver too old?); use backend: simulated");
   }
   Resolve(handle, "nvmlDeviceGetTotalEccErrors", &api->GetTotalEccErrors, nullptr);
+  Resolve(handle, "nvmlEventSetCreate", &api->EventSetCreate, nullptr);
+  Resolve(handle, "nvmlDeviceRegisterEvents", &api->RegisterEvents, nullptr);
+  Resolve(handle, "nvmlEventSetWait_v2", &api->EventSetWait, nullptr);
+  Resolve(handle, "nvmlEventSetFree", &api->EventSetFree, nullptr);
   Resolve(handle, "nvmlDeviceGetMigMode", &api->GetMigMode, nullptr);
   Resolve(handle, "nvmlDeviceGetMaxMigDeviceCount", &api->GetMaxMigDeviceCount, nullptr);
   Resolve(handle, "nvmlDeviceGetMigDeviceHandleByIndex", &api->GetMigDeviceHandleByIndex, nullptr);
@@ -138,6 +160,7 @@ NvmlBackend::NvmlBackend(void* handle, std::unique_ptr<Api> api, Catalog models)
     : handle_(handle), api_(std::move(api)), models_(std::move(models)) {}
 
 NvmlBackend::~NvmlBackend() {
+  if (event_set_ != nullptr && api_->EventSetFree != nullptr) api_->EventSetFree(event_set_);
   api_->Shutdown();
   dlclose(handle_);
 }
@@ -182,6 +205,7 @@ Result<Inventory> NvmlBackend::Discover() {
     d.numa_node = NumaNodeOf(a, dev);
     inv.devices.push_back(d);
     devices_.emplace_back(d.uuid, dev);
+    RegisterEvents(d.uuid, dev);
     unsigned int current = 0, pending = 0, max_mig = 0;
     if (a.GetMigMode == nullptr || a.GetMigMode(dev, &current, &pending) != kNvmlSuccess ||
         current != 1 || a.GetMaxMigDeviceCount == nullptr ||
@@ -267,5 +291,87 @@ std::vector<DeviceSample> NvmlBackend::Sample(const std::vector<DeviceLoad>& /*l
   }
   return out;
 }
+
+// XID and ECC events: one event set for every GPU (MIG instances share their GPU's events).
+// Registration is tried once per GPU; a GPU or driver that refuses it is logged and the
+// xid_events capability says so.
+void NvmlBackend::RegisterEvents(const std::string& uuid, void* dev) {
+  const Api& a = *api_;
+  if (events_tried_.contains(uuid)) return;
+  events_tried_.insert(uuid);
+  if (a.EventSetCreate == nullptr || a.RegisterEvents == nullptr || a.EventSetWait == nullptr) {
+    event_error_ = "this libnvidia-ml has no event API (nvmlEventSetWait_v2)";
+    return;
+  }
+  if (event_set_ == nullptr) {
+    if (nvmlReturn_t r = a.EventSetCreate(&event_set_); r != kNvmlSuccess) {
+      event_set_ = nullptr;
+      event_error_ = "nvmlEventSetCreate: " + a.Error(r);
+      return;
+    }
+  }
+  const unsigned long long types = kEventXidCritical | kEventDoubleBitEcc | kEventSingleBitEcc;
+  nvmlReturn_t r = a.RegisterEvents(dev, types, event_set_);
+  if (r != kNvmlSuccess) {
+    // ECC events are refused where ECC is off: XIDs alone are still worth watching.
+    r = a.RegisterEvents(dev, kEventXidCritical, event_set_);
+  }
+  if (r != kNvmlSuccess) {
+    event_error_ = "nvmlDeviceRegisterEvents(" + uuid + "): " + a.Error(r);
+    LogWarn("agent.nvml", "XID events not watched on a GPU",
+            {{"uuid", uuid}, {"error", a.Error(r)}});
+    return;
+  }
+  watched_.insert(uuid);
+}
+
+std::vector<DeviceEvent> NvmlBackend::PollEvents() {
+  std::vector<DeviceEvent> out;
+  const Api& a = *api_;
+  if (event_set_ == nullptr) return out;
+  const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  for (int i = 0; i < 256; ++i) {  // bounded: the strand has other work
+    NvmlEventData data{};
+    const nvmlReturn_t r = a.EventSetWait(event_set_, &data, 0);
+    if (r == kNvmlErrorTimeout) break;
+    if (r != kNvmlSuccess) {
+      LogWarn("agent.nvml", "nvmlEventSetWait_v2 failed", {{"error", a.Error(r)}});
+      break;
+    }
+    DeviceEvent e;
+    for (const auto& [uuid, dev] : devices_) {
+      if (dev == data.device) e.uuid = uuid;
+    }
+    if (e.uuid.empty()) continue;
+    e.time_us = now;
+    if (data.event_type & kEventXidCritical) {
+      e.kind = DeviceEvent::Kind::kXid;
+      e.xid = static_cast<int32_t>(data.event_data);
+    } else if (data.event_type & kEventDoubleBitEcc) {
+      e.kind = DeviceEvent::Kind::kEccUncorrected;
+    } else if (data.event_type & kEventSingleBitEcc) {
+      e.kind = DeviceEvent::Kind::kEccCorrected;
+    } else {
+      continue;
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::string NvmlBackend::EventSource() const {
+  if (!watched_.empty() && event_error_.empty()) {
+    return "NVML events (XID, ECC) on " + std::to_string(watched_.size()) + " GPU(s)";
+  }
+  if (!watched_.empty()) {
+    return "NVML events on " + std::to_string(watched_.size()) +
+           " GPU(s); not all: " + event_error_;
+  }
+  return "";
+}
+
+std::string NvmlBackend::EventError() const { return event_error_; }
 
 }  // namespace gpupool::agent

@@ -10,14 +10,17 @@
 // its MIG instances when MIG mode is on (profile parsed from the instance name, e.g. "… MIG
 // 3g.40gb"), and links from nvmlDeviceGetP2PStatus (NVLink) or
 // nvmlDeviceGetTopologyCommonAncestor (PCIe switch / host bridge / system). Samples:
-// utilization, memory used, power, temperature, uncorrected ECC errors (volatile); XID events
-// are not collected (xid_errors stays 0). A device whose queries fail with GPU_IS_LOST is
-// reported unhealthy.
+// utilization, memory used, power, temperature, uncorrected ECC errors (volatile). A device whose
+// queries fail with GPU_IS_LOST is reported unhealthy. Events: every GPU is registered for
+// critical XID, double-bit and single-bit ECC events (nvmlDeviceRegisterEvents; XIDs alone where
+// ECC events are refused); PollEvents() drains the event set without blocking
+// (nvmlEventSetWait_v2 with a 0 ms timeout).
 //
 // Thread safety: one thread at a time (see DeviceBackend).
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 
 #include "agent/backend.h"
@@ -37,16 +40,24 @@ class NvmlBackend final : public DeviceBackend {
   std::string Name() const override { return "nvml"; }
   Result<Inventory> Discover() override;
   std::vector<DeviceSample> Sample(const std::vector<DeviceLoad>& load) override;
+  std::vector<DeviceEvent> PollEvents() override;
+  std::string EventSource() const override;
+  // Why events are not (all) watched; empty when they are.
+  std::string EventError() const;
 
   struct Api;  // the resolved entry points (nvml_backend.cc)
 
  private:
   NvmlBackend(void* handle, std::unique_ptr<Api> api, Catalog models);
+  void RegisterEvents(const std::string& uuid, void* dev);
 
   void* handle_;
   std::unique_ptr<Api> api_;
   Catalog models_;
   std::vector<std::pair<std::string, void*>> devices_;  // uuid → nvmlDevice_t, Discover() order
+  void* event_set_ = nullptr;                           // nvmlEventSet_t
+  std::set<std::string> events_tried_, watched_;        // GPU uuids
+  std::string event_error_;
 };
 
 }  // namespace gpupool::agent

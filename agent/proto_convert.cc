@@ -45,6 +45,8 @@ void ToProto(const DeviceSample& s, v1::DeviceMetrics* out) {
   out->set_ecc_errors(s.ecc_errors);
   out->set_xid_errors(s.xid_errors);
   out->set_healthy(s.healthy);
+  out->set_last_xid(s.last_xid);
+  out->set_mps_daemons(s.mps_daemons);
 }
 
 void ToProto(const TaskStatus& t, v1::RunningTask* out) {
@@ -87,6 +89,7 @@ void ToProto(const TaskStatus& t, int64_t epoch, v1::TaskUpdate* out) {
   out->set_cpu_usage_us(t.usage.cpu_usec);
   out->set_peak_memory_bytes(t.usage.peak_memory_bytes);
   out->set_oom_kills(t.usage.oom_kills);
+  out->set_device_fault(t.device_fault);
 }
 
 TaskSpec FromProto(const v1::StartTask& s, const std::string& owner, const Inventory& inventory) {

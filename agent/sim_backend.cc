@@ -5,8 +5,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <set>
+#include <sstream>
+
+#include "base/log.h"
 
 namespace gpupool::agent {
 namespace {
@@ -248,6 +254,75 @@ std::vector<DeviceSample> SimulatedBackend::Sample(const std::vector<DeviceLoad>
     // Kernels that keep the SMs busy move memory too; about half as much as they compute.
     s.memory_util_pct = util / 2;
     out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace gpupool::agent
+
+namespace gpupool::agent {
+namespace {
+
+// One line of the event file; false (and a log line) when malformed.
+bool ParseEventLine(const std::string& line, DeviceEvent* e) {
+  std::istringstream in(line);
+  std::string kind, uuid, arg, extra;
+  if (!(in >> kind >> uuid >> arg) || (in >> extra)) return false;
+  e->uuid = uuid;
+  if (kind == "xid") {
+    char* end = nullptr;
+    const long code = std::strtol(arg.c_str(), &end, 10);
+    if (end == arg.c_str() || *end != '\0' || code <= 0 || code > 100000) return false;
+    e->kind = DeviceEvent::Kind::kXid;
+    e->xid = static_cast<int32_t>(code);
+    return true;
+  }
+  if (kind == "ecc" && (arg == "corrected" || arg == "uncorrected")) {
+    e->kind =
+        arg == "corrected" ? DeviceEvent::Kind::kEccCorrected : DeviceEvent::Kind::kEccUncorrected;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void SimulatedBackend::InjectEvent(DeviceEvent event) { injected_.push_back(std::move(event)); }
+
+std::string SimulatedBackend::EventSource() const {
+  if (layout_.event_file.empty()) return "simulated: events injected in-process only";
+  return "simulated: events read from " + layout_.event_file +
+         " (\"xid <uuid> <code>\" or \"ecc <uuid> corrected|uncorrected\" per line)";
+}
+
+std::vector<DeviceEvent> SimulatedBackend::PollEvents() {
+  std::vector<DeviceEvent> out = std::move(injected_);
+  injected_.clear();
+  if (layout_.event_file.empty()) return out;
+  std::ifstream f(layout_.event_file, std::ios::binary);
+  if (!f) return out;  // not written yet
+  f.seekg(event_offset_);
+  std::string rest((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t end = rest.rfind('\n');
+  if (end == std::string::npos) return out;  // no complete line yet
+  event_offset_ += static_cast<int64_t>(end + 1);
+  const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  std::istringstream lines(rest.substr(0, end + 1));
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    DeviceEvent e;
+    if (!ParseEventLine(line, &e)) {
+      LogWarn("agent.sim", "ignoring a malformed line of the simulated event file",
+              {{"file", layout_.event_file},
+               {"line", line},
+               {"expected", "xid <uuid> <code> | ecc <uuid> corrected|uncorrected"}});
+      continue;
+    }
+    e.time_us = now;
+    out.push_back(std::move(e));
   }
   return out;
 }

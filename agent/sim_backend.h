@@ -16,6 +16,10 @@
 // nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-caps/nvidia-capK per MIG instance) and lists
 // them in the inventory, so the sandbox's device filter applies to them as to /dev/nvidia*.
 //
+// Health events (PollEvents): lines appended to layout.event_file — "xid <uuid> <code>" or
+// "ecc <uuid> corrected|uncorrected"; a line is consumed once it ends with a newline; a malformed
+// line is logged and skipped — and events given to InjectEvent().
+//
 // Thread safety: one thread at a time (see DeviceBackend); SetHealthy() included.
 #pragma once
 
@@ -40,6 +44,11 @@ class SimulatedBackend final : public DeviceBackend {
 
   // Marks a device (by UUID) healthy or not; shows in the next Discover() and Sample().
   void SetHealthy(const std::string& uuid, bool healthy);
+  // Queues a health event for the next PollEvents().
+  void InjectEvent(DeviceEvent event);
+
+  std::vector<DeviceEvent> PollEvents() override;
+  std::string EventSource() const override;
 
   static std::string GpuUuid(const std::string& node, int32_t index);
   static std::string MigUuid(const std::string& node, int32_t index, int32_t instance);
@@ -56,6 +65,8 @@ class SimulatedBackend final : public DeviceBackend {
   std::map<std::string, bool> health_override_;
   std::mt19937_64 rng_;
   int64_t samples_ = 0;
+  std::vector<DeviceEvent> injected_;
+  int64_t event_offset_ = 0;  // bytes of layout_.event_file consumed
 };
 
 }  // namespace gpupool::agent

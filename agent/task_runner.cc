@@ -18,6 +18,7 @@
 #include <fstream>
 #include <thread>
 
+#include "agent/mps/mps_manager.h"
 #include "agent/lease_keeper.h"
 #include "agent/sandbox/sandbox.h"
 #include "agent/scrub/device_guard.h"
@@ -37,6 +38,7 @@ struct TaskRunner::Task {
   int wait_status = 0;
   bool stop_requested = false;
   bool runtime_exceeded = false;
+  std::string fault_reason;  // FailDevices(): reported FAILED with this reason
   bool sent_kill = false;
   int64_t runtime_deadline = 0;                 // monotonic µs; 0 = none
   int64_t kill_deadline = 0;                    // monotonic µs; 0 = none
@@ -257,6 +259,16 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   }
   for (const auto& [k, v] : spec.env) env[k] = v;
   for (const auto& [k, v] : GrantEnv(spec)) env[k] = v;
+  std::string mps_error;
+  if (options_.mps) {
+    // Shared grants are enforced by an MPS control daemon the agent runs; none, no task.
+    auto mps_env = options_.mps->Prepare(spec);
+    if (mps_env.ok()) {
+      for (const auto& [k, v] : *mps_env) env[k] = v;
+    } else {
+      mps_error = mps_env.status().message();
+    }
+  }
   std::vector<std::string> env_strings;
   env_strings.reserve(env.size());
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
@@ -272,7 +284,10 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   int start_exit = 127;
   std::vector<std::string> uuids;
   for (const DeviceGrant& d : spec.devices) uuids.push_back(d.uuid);
-  if (options_.device_guard) {
+  if (!mps_error.empty()) {
+    start_error = mps_error;
+    start_exit = 126;
+  } else if (options_.device_guard) {
     // Another tenant's leftovers are scrubbed off the devices before this task may run there.
     const Status guard = options_.device_guard->BeforeStart(spec.tenant, uuids);
     if (guard.ok()) {
@@ -430,6 +445,30 @@ std::optional<TaskStatus> TaskRunner::Stop(const std::string& task_id, int32_t a
   return out;
 }
 
+std::vector<std::string> TaskRunner::FailDevices(const std::string& owner,
+                                                 const std::vector<std::string>& uuids,
+                                                 const std::string& reason,
+                                                 const std::string& tenant) {
+  std::vector<std::string> failed;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, t] : tasks_) {
+      if (t->status.owner != owner || t->status.terminal()) continue;
+      if (!tenant.empty() && t->spec.tenant != tenant) continue;
+      bool hit = false;
+      for (const DeviceGrant& g : t->spec.devices) {
+        hit |= std::find(uuids.begin(), uuids.end(), g.uuid) != uuids.end();
+      }
+      if (!hit) continue;
+      t->fault_reason = reason;
+      BeginStop(t.get(), 0, reason, false);
+      failed.push_back(id);
+    }
+  }
+  Wake();
+  return failed;
+}
+
 void TaskRunner::BeginStop(Task* t, int64_t grace_ms, const std::string& reason,
                            bool runtime_exceeded) {
   const int64_t deadline = options_.clock->MonotonicMicros() + grace_ms * 1000;
@@ -477,7 +516,11 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
   st.output_tail = ReadTail(t->dir + "/output.log", options_.tail_bytes);
   if (WIFEXITED(ws)) st.exit_code = WEXITSTATUS(ws);
   if (WIFSIGNALED(ws)) st.signal = WTERMSIG(ws);
-  if (t->runtime_exceeded) {
+  if (!t->fault_reason.empty()) {
+    st.phase = TaskPhase::kFailed;
+    st.reason = t->fault_reason;
+    st.device_fault = true;
+  } else if (t->runtime_exceeded) {
     st.phase = TaskPhase::kFailed;
     st.reason = "max runtime exceeded";
   } else if (t->stop_requested) {

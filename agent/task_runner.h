@@ -53,6 +53,7 @@ class Sandbox;
 class SandboxedTask;
 }  // namespace sandbox
 class DeviceGuard;
+class MpsManager;
 class LeaseKeeper;
 
 struct DeviceGrant {
@@ -104,6 +105,7 @@ struct TaskStatus {
   std::string reason;
   std::vector<DeviceGrant> devices;
   TaskUsage usage;
+  bool device_fault = false;  // failed by FailDevices(): its device had a fatal fault
   bool terminal() const { return phase != TaskPhase::kRunning; }
 };
 
@@ -124,6 +126,9 @@ struct TaskRunnerOptions {
   // Scrubs a device's free VRAM before it changes tenant (agent/scrub/device_guard.h); a task
   // on a device that is out of service fails (exit code 126) with the reason. null = no scrub.
   std::shared_ptr<DeviceGuard> device_guard;
+  // Runs MPS control daemons for shared grants (agent/mps/mps_manager.h); a task whose daemon
+  // does not start fails (exit code 126) naming it. null = the CUDA_MPS_* variables only.
+  std::shared_ptr<MpsManager> mps;
   // Told every task's process group while it runs (agent/lease_keeper.h): the keeper kills them
   // when the agent dies or its node lease lapses. null = tasks are not bound to the agent.
   std::shared_ptr<LeaseKeeper> lease_keeper;
@@ -155,6 +160,14 @@ class TaskRunner {
 
   std::optional<TaskStatus> Get(const std::string& task_id) const;
   std::vector<TaskStatus> Running(const std::string& owner) const;
+
+  // Fails every running task of `owner` granted one of `uuids`: SIGKILL to its group at once (a
+  // device that threw a fatal XID serves no grace period), reported FAILED with `reason` and
+  // device_fault set. Returns the task ids.
+  // A non-empty `tenant` limits it to that tenant's tasks.
+  std::vector<std::string> FailDevices(const std::string& owner,
+                                       const std::vector<std::string>& uuids,
+                                       const std::string& reason, const std::string& tenant = "");
 
   // Stops all of `owner`'s tasks and waits until they have ended.
   void StopAll(const std::string& owner, int64_t grace_ms, const std::string& reason);

@@ -286,6 +286,12 @@ void ToProto(const TaskRecord& t, v1::Task* out) {
         TaskId(t.preempted_by.job_id, t.preempted_by.index));
     out->mutable_last_preemption()->set_rule(std::string(ToString(t.preempted_by.rule)));
   }
+  if (t.usage != TaskUsageRecord{}) {
+    v1::TaskUsage* u = out->mutable_usage();
+    u->set_cpu_usage_us(t.usage.cpu_usage_us);
+    u->set_peak_memory_bytes(t.usage.peak_memory_bytes);
+    u->set_oom_kills(t.usage.oom_kills);
+  }
 }
 
 void ToProto(const JobRecord& j, v1::Job* out) {

@@ -88,6 +88,9 @@ Result<AgentRegistration> RegistrationFromProto(const v1::Register& in) {
       return Invalid(FieldPath(f, "uuid"), "duplicate device '" + d.id + "'");
     }
     indexes.insert(d.index);
+    if (in.devices(i).fault_id() > 0) {
+      reg.faults.push_back({d.id, in.devices(i).fault(), in.devices(i).fault_id()});
+    }
     n.devices.push_back(std::move(d));
   }
   for (int i = 0; i < in.links_size(); ++i) {
@@ -110,6 +113,9 @@ Result<AgentRegistration> RegistrationFromProto(const v1::Register& in) {
         ValidateTaskId(t.task_id(), FieldPath(Index("register.running_tasks", i), "task_id")));
     reg.running.push_back({t.task_id(), t.attempt()});
   }
+  for (const v1::NodeCapability& c : in.capabilities()) {
+    reg.capabilities.push_back({c.name(), c.enforced(), c.detail()});
+  }
   return reg;
 }
 
@@ -124,7 +130,7 @@ std::vector<DeviceHealth> DeviceHealthFromProto(const v1::Heartbeat& hb) {
     s.temperature_c = m.temperature_c();
     s.ecc_errors = std::max<int64_t>(0, m.ecc_errors());
     s.xid_errors = std::max<int64_t>(0, m.xid_errors());
-    out.push_back({m.uuid(), m.healthy(), s});
+    out.push_back({m.uuid(), m.healthy(), s, {m.uuid(), m.fault(), m.fault_id()}});
   }
   return out;
 }
@@ -152,6 +158,11 @@ Result<TaskReport> TaskReportFromProto(const std::string& node, const v1::TaskUp
   r.signal = in.signal();
   r.oom = in.oom();
   r.reason = in.reason();
+  r.device_fault = in.device_fault();
+  if (in.cpu_usage_us() < 0 || in.peak_memory_bytes() < 0 || in.oom_kills() < 0) {
+    return Invalid("task_update", "usage figures must not be negative");
+  }
+  r.usage = {in.cpu_usage_us(), in.peak_memory_bytes(), in.oom_kills()};
   r.lease_expired = in.lease_expired();
   return r;
 }

@@ -293,6 +293,10 @@ void ToProto(const DeviceView& v, v1::Device* out) {
     s->set_xid_errors(v.sample->xid_errors);
     if (v.sample->time_us > 0) SetTimestamp(v.sample->time_us, s->mutable_sample_time());
   }
+  if (v.fault) {
+    out->set_fault(v.fault->reason);
+    SetTimestamp(v.fault->since_us, out->mutable_fault_time());
+  }
 }
 
 void ToProto(const NodeView& v, v1::Node* out) {
@@ -308,6 +312,12 @@ void ToProto(const NodeView& v, v1::Node* out) {
   if (n.last_heartbeat_us > 0)
     SetTimestamp(n.last_heartbeat_us, out->mutable_last_heartbeat_time());
   out->set_running_tasks(v.running_tasks);
+  for (const NodeCapabilityRecord& c : v.capabilities) {
+    v1::NodeCapability* pc = out->add_capabilities();
+    pc->set_name(c.name);
+    pc->set_enforced(c.enforced);
+    pc->set_detail(c.detail);
+  }
 }
 
 void ToProto(const GpuModel& m, v1::GpuModel* out) {

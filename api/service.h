@@ -82,6 +82,9 @@ class ApiService {
                             Reply<v1::Node> done) = 0;
   virtual void DrainNode(const CallContext& ctx, const v1::NodeActionRequest& req,
                          Reply<v1::Node> done) = 0;
+  // Admins only: a device a fatal XID/ECC fault took out of service goes back into service.
+  virtual void ClearDeviceFault(const CallContext& ctx, const v1::ClearDeviceFaultRequest& req,
+                                Reply<v1::Node> done) = 0;
 
   // Catalog.
   virtual void ListGpuModels(const CallContext& ctx, const v1::ListGpuModelsRequest& req,

@@ -372,6 +372,17 @@ void ServiceImpl::DrainNode(const CallContext& ctx, const v1::NodeActionRequest&
   SetNodeState(ctx, req, static_cast<int>(NodeState::kDraining), std::move(done));
 }
 
+void ServiceImpl::ClearDeviceFault(const CallContext& ctx, const v1::ClearDeviceFaultRequest& req,
+                                   Reply<v1::Node> done) {
+  if (Status s = RequireAdmin(ctx, "clear a device fault"); !s.ok()) return Fail(done, s);
+  if (Status s = ValidateName(req.node(), "node"); !s.ok()) return Fail(done, s);
+  if (req.device().empty() || req.device().size() > 128) {
+    return Fail(done, Status::InvalidArgument("device: must be 1 to 128 characters"));
+  }
+  admin_->ClearDeviceFault(req.node(), req.device(), "key " + ctx.key_id,
+                           ReplyWith<NodeView, v1::Node>(done));
+}
+
 // ---- Health ----
 
 Status ServiceImpl::Ready() const {

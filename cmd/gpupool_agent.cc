@@ -70,6 +70,18 @@ the node can and cannot enforce.
 VRAM scrub (config `vram_scrub: true`): before a device goes to a task of another tenant, its
 free memory is zeroed and verified (CUDA driver API via libcuda.so.1; simulated: a file per device
 under `sim_device_dir`); a failed scrub keeps the device out of service (reported unhealthy).
+
+MPS (config `mps: {enabled: true, control: nvidia-cuda-mps-control, dir: /run/gpupool-mps,
+isolation: device|tenant}`): for grants that share a GPU the agent runs one MPS control daemon
+per GPU (per tenant per GPU with isolation: tenant), sets each client's active-thread percentage
+and pinned-memory limit through it, restarts a daemon that exits and fails its tasks; a daemon
+that will not start fails the task naming it.
+
+Health: XID and ECC events are watched (NVML event API; simulated: lines appended to
+<data_dir>/sim-events, "xid <uuid> <code>" or "ecc <uuid> corrected|uncorrected"). A fatal XID
+(48, 62, 64, 74, 79, 92, 95, 119, 120, 140) or an uncorrectable ECC error fails the device's tasks
+(requeued where retries allow) and keeps the device out of service until an admin runs
+`gpupoolctl nodes clear-device NODE DEVICE`. Config `health_poll_ms` (500).
 )";
 
 struct Flags {
@@ -217,6 +229,9 @@ int Run(int argc, char** argv) {
     }
     backend = std::move(nvml).value();
   } else {
+    // Health events for tests and demos: lines appended here (docs/sandbox.md, "Health"). Under
+    // data_dir, which sandboxed tasks cannot see, so a tenant cannot fault a device.
+    config.sim.event_file = config.data_dir + "/sim-events";
     backend = std::make_unique<SimulatedBackend>(config.node_name, config.sim, config.models);
   }
 
@@ -293,7 +308,17 @@ int Run(int argc, char** argv) {
     }
     ro.device_guard = std::make_shared<DeviceGuard>(std::move(scrubber));
   }
-  for (const sandbox::Capability& c : NodeCapabilities(ro)) {
+  if (config.mps.enabled) {
+    // Under data_dir the sandbox would hide the pipes from the tasks that need them.
+    const std::string data = std::filesystem::weakly_canonical(config.data_dir, ec).string();
+    if (config.sandbox.enabled && (config.mps.dir + "/").rfind(data + "/", 0) == 0) {
+      std::cerr << "gpupool-agent: mps.dir " << config.mps.dir
+                << " is under data_dir, which sandboxed tasks cannot see; choose another\n";
+      return 2;
+    }
+    ro.mps = std::make_shared<MpsManager>(config.mps);
+  }
+  for (const sandbox::Capability& c : NodeCapabilities(ro, backend.get())) {
     LogInfo("agent", "capability",
             {{"name", c.name}, {"enforced", c.enforced ? "true" : "false"}, {"detail", c.detail}});
   }

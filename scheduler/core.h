@@ -108,6 +108,10 @@ class Core {
   std::vector<NodeView> ListNodes(const std::string& pool) const;
   Result<NodeView> GetNode(const std::string& name) const;
   void SetNodeState(const std::string& name, NodeState state, Callback<NodeView> done);
+  // Puts a device a fatal fault took out of service back in (core_device_faults.cc); NOT_FOUND
+  // when the node, or a fault on that device, does not exist. `by` is recorded.
+  void ClearDeviceFault(const std::string& node, const std::string& device, const std::string& by,
+                        Callback<NodeView> done);
 
   // Agents.
   void OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> done);
@@ -133,6 +137,10 @@ class Core {
   void Reconcile(const AgentRegistration& reg, std::vector<std::string>* stop,
                  std::vector<std::pair<int64_t, int32_t>>* resend);
   void PublishMetrics();
+  // Device faults (core_device_faults.cc): stores new ones, then takes the devices out.
+  void OnDeviceFaults(const std::string& node, const std::vector<DeviceFaultReport>& faults);
+  // Marks every device with an active fault unhealthy in its pool's engine.
+  void ApplyDeviceFaults(const std::string& node);
   // Requeues the tasks of nodes whose lease has certainly lapsed (scheduler/node_lease.cc).
   void ReleaseLapsedNodes();
   // One scheduling pass; full or over the fresh submissions only (see core_state.h).

@@ -52,6 +52,8 @@ void Core::OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> d
       done(applied);
       return;
     }
+    s_->faults.SetCapabilities(reg.node.name, reg.capabilities);
+    OnDeviceFaults(reg.node.name, reg.faults);
     RegistrationResult result;
     result.epoch = s_->epoch;
     result.heartbeat_interval_ms = s_->options.heartbeat_interval_ms;
@@ -125,7 +127,8 @@ Status Core::ApplyRegistration(const NodeRecord& n) {
   }
   GPUPOOL_RETURN_IF_ERROR(pool->engine->SetSchedulable(n.name, n.state == NodeState::kReady));
   for (const DeviceRecord& d : n.devices) {
-    (void)pool->engine->SetDeviceHealthy(n.name, d.id, d.healthy);
+    const bool faulted = s_->faults.Active(n.name, d.id) != nullptr;  // core_device_faults.cc
+    (void)pool->engine->SetDeviceHealthy(n.name, d.id, d.healthy && !faulted);
   }
   s_->RecomputeLimits(*pool);
   return Status::Ok();
@@ -173,7 +176,9 @@ void Core::OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>&
   e.rec.last_heartbeat_us = s_->clock->NowMicros();
   PoolEntry* pool = s_->FindPool(e.rec.pool);
   if (pool == nullptr) return;
+  std::vector<DeviceFaultReport> faults;
   for (const DeviceHealth& d : devices) {
+    if (d.fault.fault_id > 0) faults.push_back(d.fault);
     auto idx = e.device_index.find(d.id);
     if (idx == e.device_index.end()) continue;
     if (d.sample) {
@@ -184,10 +189,12 @@ void Core::OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>&
     DeviceRecord& rec = e.rec.devices[static_cast<size_t>(idx->second)];
     if (rec.healthy == d.healthy) continue;
     rec.healthy = d.healthy;
-    (void)pool->engine->SetDeviceHealthy(node, d.id, d.healthy);
+    const bool faulted = s_->faults.Active(node, d.id) != nullptr;  // core_device_faults.cc
+    (void)pool->engine->SetDeviceHealthy(node, d.id, d.healthy && !faulted);
     LogWarn("core", d.healthy ? "device healthy again" : "device unhealthy",
             {{"node", node}, {"device", d.id}});
   }
+  if (!faults.empty()) OnDeviceFaults(node, faults);
 }
 
 void Core::OnTaskReport(const TaskReport& r) {
@@ -223,7 +230,7 @@ void Core::OnTaskReport(const TaskReport& r) {
   TaskChange change;
   if (t.stop == StopIntent::kPreempt && r.state != TaskState::kSucceeded) {
     change = s_->PlanRequeuePreempted(*job, index);
-  } else if (t.stop == StopIntent::kDrain) {
+  } else if (t.stop == StopIntent::kDrain || (r.device_fault && r.state == TaskState::kFailed)) {
     change =
         s_->PlanRequeueOrFail(*job, index, r.reason.empty() ? "stopped for requeue" : r.reason);
   } else if (t.stop == StopIntent::kCancel || CancelRequested(job->head.state)) {
@@ -242,6 +249,7 @@ void Core::OnTaskReport(const TaskReport& r) {
     if (r.state == TaskState::kCancelled) end = TaskState::kCancelled;
     change = s_->PlanFinish(*job, index, end, why, r.exit_code);
   }
+  change.after.usage = r.usage;  // the ended attempt's, kept with the task (also when requeued)
   s_->CommitTaskChanges(this, {std::move(change)});
 }
 

@@ -147,8 +147,10 @@ NodeView Core::State::ViewOf(const NodeEntry& node) const {
     v.capacity.offered += d.offered;
     v.capacity.allocated += d.allocated;
     ++v.capacity.devices;
+    if (const DeviceFaultRecord* f = faults.Active(node.rec.name, dv.device.id)) dv.fault = *f;
     v.devices.push_back(std::move(dv));
   }
+  v.capabilities = faults.Capabilities(node.rec.name);
   for (const auto& [id, job] : jobs) {
     for (const Task& task : job.tasks) {
       const TaskRecord& t = task.rec;

@@ -104,6 +104,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
   s_->max_job_id = state.max_job_id;
   for (const TenantRecord& t : state.tenants) s_->book.PutTenant(t);
   for (const QuotaRecord& q : state.quotas) s_->book.PutQuota(q);
+  s_->faults.Load(state.device_faults);  // core_device_faults.cc
   GPUPOOL_RETURN_IF_ERROR(s_->RecoverInventory(state));
   std::vector<TaskChange> repairs;
   const int64_t retained_since = s_->options.job_retention_ms > 0
@@ -122,6 +123,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
       }
     }
   }
+  for (const auto& [name, node] : s_->nodes) ApplyDeviceFaults(name);  // after tasks re-commit
   s_->RebuildReservations(s_->clock->NowMicros());
   if (!repairs.empty()) s_->CommitTaskChanges(this, std::move(repairs));
   LogInfo("core", "state recovered",

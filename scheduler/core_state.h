@@ -19,6 +19,7 @@
 #include "placement/placement.h"
 #include "placement/workload_feed.h"
 #include "scheduler/core.h"
+#include "scheduler/device_faults.h"
 #include "scheduler/dispatcher.h"
 #include "scheduler/job_table.h"
 #include "scheduler/metrics.h"
@@ -196,6 +197,7 @@ struct Core::State {
   std::unique_ptr<QueueOrder> order;  // how a pass merges the queues of one priority level
   std::map<std::string, std::set<TaskKey>> active;  // pool → tasks charged to quotas
   TenantBook book;
+  DeviceFaultBook faults;  // devices out of service until an admin clears them; capabilities
   ReservationBook reservations;
   std::map<std::string, std::deque<int64_t>> disruptions;  // share group → preemption times
   std::map<int64_t, Watcher> watchers;

@@ -149,6 +149,15 @@ struct Preemption {
   friend bool operator==(const Preemption&, const Preemption&) = default;
 };
 
+// What a task's last ended attempt used, read by its agent from the task's cgroup (zero when it
+// ran unsandboxed or has not ended).
+struct TaskUsageRecord {
+  int64_t cpu_usage_us = 0;
+  int64_t peak_memory_bytes = 0;
+  int64_t oom_kills = 0;
+  friend bool operator==(const TaskUsageRecord&, const TaskUsageRecord&) = default;
+};
+
 struct TaskRecord {
   int64_t job_id = 0;
   int32_t index = 0;
@@ -164,6 +173,7 @@ struct TaskRecord {
   StopIntent stop = StopIntent::kNone;  // set while a stop the core asked for is under way
   Preemption preempted_by;              // the last preemption (kept after a requeue)
   PendingVerdict pending;               // not stored: why it waits, while PENDING
+  TaskUsageRecord usage;                // of the last attempt that ended (sandboxed tasks)
   friend bool operator==(const TaskRecord&, const TaskRecord&) = default;
 };
 
@@ -223,6 +233,30 @@ struct NodeRecord {
   std::vector<LinkRecord> links;
   int64_t last_heartbeat_us = 0;
   friend bool operator==(const NodeRecord&, const NodeRecord&) = default;
+};
+
+// A fatal fault (XID / uncorrectable ECC) an agent reported on one of its devices. While not
+// cleared the device is out of service, whatever the agent says later, across restarts of the
+// agent and of gpupoold; an admin clears it (the row stays, cleared, so the same fault_id
+// reported again by an agent that still remembers it does not raise it anew).
+struct DeviceFaultRecord {
+  std::string node;
+  std::string device;    // GPU or MIG instance UUID
+  std::string reason;    // "XID 79 (GPU has fallen off the bus)"
+  int64_t fault_id = 0;  // the agent's id for the event (its time in µs); > 0
+  int64_t since_us = 0;  // when gpupoold stored it
+  bool cleared = false;
+  std::string cleared_by;
+  int64_t cleared_us = 0;
+  friend bool operator==(const DeviceFaultRecord&, const DeviceFaultRecord&) = default;
+};
+
+// One line of what a node's agent can and cannot enforce (Register.capabilities).
+struct NodeCapabilityRecord {
+  std::string name;
+  bool enforced = false;
+  std::string detail;
+  friend bool operator==(const NodeCapabilityRecord&, const NodeCapabilityRecord&) = default;
 };
 
 // A tenant: one node of the org / project / user tree, named by its path ("acme/research/alice").

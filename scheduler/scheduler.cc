@@ -169,6 +169,14 @@ void Scheduler::SetNodeState(std::string name, NodeState state, SchedulerCallbac
   });
 }
 
+void Scheduler::ClearDeviceFault(std::string node, std::string device, std::string by,
+                                 SchedulerCallback<NodeView> done) {
+  Post([core = core_.get(), node = std::move(node), device = std::move(device), by = std::move(by),
+        done = std::move(done)]() mutable {
+    core->ClearDeviceFault(node, device, by, std::move(done));
+  });
+}
+
 // ---- Tenants and quotas ----
 
 void Scheduler::CreateTenant(TenantRecord tenant, SchedulerCallback<TenantView> done) {

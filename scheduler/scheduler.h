@@ -75,6 +75,10 @@ class AdminPort {
   virtual void GetNode(std::string name, SchedulerCallback<NodeView> done) = 0;
   virtual void SetNodeState(std::string name, NodeState state,
                             SchedulerCallback<NodeView> done) = 0;
+  // Returns a device an agent reported a fatal fault on to service (scheduler/device_faults.h);
+  // `by` is recorded as who cleared it.
+  virtual void ClearDeviceFault(std::string node, std::string device, std::string by,
+                                SchedulerCallback<NodeView> done) = 0;
 
   virtual void CreateTenant(TenantRecord tenant, SchedulerCallback<TenantView> done) = 0;
   virtual void DeleteTenant(std::string path, SchedulerCallback<bool> done) = 0;
@@ -146,6 +150,8 @@ class Scheduler final : public JobsPort, public AdminPort, public AgentEventsPor
   void ListNodes(std::string pool, std::function<void(std::vector<NodeView>)> done) override;
   void GetNode(std::string name, SchedulerCallback<NodeView> done) override;
   void SetNodeState(std::string name, NodeState state, SchedulerCallback<NodeView> done) override;
+  void ClearDeviceFault(std::string node, std::string device, std::string by,
+                        SchedulerCallback<NodeView> done) override;
   void CreateTenant(TenantRecord tenant, SchedulerCallback<TenantView> done) override;
   void DeleteTenant(std::string path, SchedulerCallback<bool> done) override;
   void GetTenant(std::string path, SchedulerCallback<TenantView> done) override;

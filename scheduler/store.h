@@ -79,10 +79,13 @@ struct DeleteQuota {  // NOT_FOUND when there is none
   std::string tenant;
   std::string pool;
 };
+struct SetDeviceFault {  // inserts or replaces the fault row of (node, device)
+  DeviceFaultRecord fault;
+};
 
 using Mutation =
     std::variant<InsertJob, UpdateJob, UpdateTask, UpsertPool, DeletePool, UpsertNode, SetNodeState,
-                 AppendEvent, UpsertTenant, DeleteTenant, SetQuota, DeleteQuota>;
+                 AppendEvent, UpsertTenant, DeleteTenant, SetQuota, DeleteQuota, SetDeviceFault>;
 
 // Everything the scheduler needs to rebuild its state after a restart.
 struct RecoveredState {
@@ -92,6 +95,7 @@ struct RecoveredState {
   int64_t max_job_id = 0;
   std::vector<TenantRecord> tenants;  // ordered by path
   std::vector<QuotaRecord> quotas;    // ordered by tenant, then pool
+  std::vector<DeviceFaultRecord> device_faults;  // cleared ones included; by node, device
 };
 
 class Store {

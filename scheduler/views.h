@@ -13,6 +13,13 @@
 
 namespace gpupool {
 
+// A fatal fault (XID / uncorrectable ECC) an agent reports on one device (device_faults.h).
+struct DeviceFaultReport {
+  std::string device;
+  std::string reason;
+  int64_t fault_id = 0;
+};
+
 // What an agent says about itself when it (re)connects.
 struct AgentRegistration {
   NodeRecord node;  // name, pool, labels, cpu, memory, spill budget, devices, links
@@ -21,6 +28,8 @@ struct AgentRegistration {
     int32_t attempt = 0;
   };
   std::vector<Running> running;
+  std::vector<NodeCapabilityRecord> capabilities;  // what the agent can and cannot enforce
+  std::vector<DeviceFaultReport> faults;           // devices the agent reports a fatal fault on
 };
 
 struct RegistrationResult {
@@ -41,6 +50,8 @@ struct TaskReport {
   int32_t signal = 0;
   bool oom = false;
   std::string reason;
+  bool device_fault = false;   // failed by the agent for a device fault: requeued if retries allow
+  TaskUsageRecord usage;       // from the task's cgroup, on a final report
   bool lease_expired = false;  // stopped by its agent because the node lease lapsed
 };
 
@@ -56,6 +67,7 @@ struct DeviceHealth {
   std::string id;
   bool healthy = true;
   std::optional<DeviceSample> sample;  // kept for the API (scheduler/device_samples.h)
+  DeviceFaultReport fault;             // fault.fault_id > 0: a fatal fault (core_device_faults.cc)
 };
 
 // Pool capacity as the API shows it.
@@ -68,7 +80,8 @@ struct CapacityView {
 struct DeviceView {
   DeviceRecord device;
   CapacityView capacity;
-  std::optional<DeviceSample> sample;  // the last one its agent sent
+  std::optional<DeviceSample> sample;      // the last one its agent sent
+  std::optional<DeviceFaultRecord> fault;  // set while a fault keeps it out of service
 };
 
 struct NodeView {
@@ -76,6 +89,7 @@ struct NodeView {
   std::vector<DeviceView> devices;
   CapacityView capacity;
   int32_t running_tasks = 0;
+  std::vector<NodeCapabilityRecord> capabilities;  // from the agent's last registration
 };
 
 // What a pool's placement has learned of its workload (scheduler/pool_workload.h).

@@ -19,6 +19,7 @@ struct MemoryDatabase {
   std::map<std::string, TenantRecord> tenants;                        // guarded by mu
   std::map<std::pair<std::string, std::string>, QuotaRecord> quotas;  // guarded by mu
   std::vector<AuditRecord> audit;                                     // guarded by mu
+  std::map<std::pair<std::string, std::string>, DeviceFaultRecord> faults;  // guarded by mu
   Status unavailable;                                                 // guarded by mu
 };
 
@@ -179,6 +180,18 @@ class Applier {
     db_.quotas.erase(it);
     return Status::Ok();
   }
+  Status operator()(const SetDeviceFault& m) {
+    std::pair key{m.fault.node, m.fault.device};
+    auto it = db_.faults.find(key);
+    if (it == db_.faults.end()) {
+      db_.faults.emplace(key, m.fault);
+      undo_.push_back([this, key] { db_.faults.erase(key); });
+    } else {
+      undo_.push_back([&f = it->second, old = it->second] { f = old; });
+      it->second = m.fault;
+    }
+    return Status::Ok();
+  }
 
  private:
   MemoryDatabase& db_;
@@ -213,6 +226,7 @@ Result<RecoveredState> MemoryStore::Recover() {
   state.max_job_id = db_->jobs.empty() ? 0 : db_->jobs.rbegin()->first;
   for (const auto& [path, tenant] : db_->tenants) state.tenants.push_back(tenant);
   for (const auto& [key, quota] : db_->quotas) state.quotas.push_back(quota);
+  for (const auto& [key, fault] : db_->faults) state.device_faults.push_back(fault);
   return state;
 }
 

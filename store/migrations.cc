@@ -290,11 +290,37 @@ CREATE UNIQUE INDEX jobs_idempotency_idx ON jobs (tenant, idempotency_key)
   WHERE idempotency_key <> '';
 )sql";
 
+// Issue 10: faults (fatal XID / uncorrectable ECC) that keep a device out of service until an
+// admin clears them. No foreign key to nodes: a fault outlives a node's re-registration.
+constexpr std::string_view kV20 = R"sql(
+CREATE TABLE device_faults (
+  node        text NOT NULL,
+  device      text NOT NULL,
+  reason      text NOT NULL,
+  fault_id    bigint NOT NULL,
+  since_us    bigint NOT NULL,
+  cleared     boolean NOT NULL,
+  cleared_by  text NOT NULL,
+  cleared_us  bigint NOT NULL,
+  PRIMARY KEY (node, device)
+);
+)sql";
+
+// Issue 10: what a task's last ended attempt used (from its cgroup), shown by GetJob.
+constexpr std::string_view kV21 = R"sql(
+ALTER TABLE tasks
+  ADD COLUMN usage_cpu_us bigint NOT NULL DEFAULT 0,
+  ADD COLUMN usage_peak_memory_bytes bigint NOT NULL DEFAULT 0,
+  ADD COLUMN usage_oom_kills bigint NOT NULL DEFAULT 0;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "initial schema", kV1},
     {2, "check and fence functions", kV2},
     {3, "typed stop intent and preemption facts on tasks", kV3},
     {10, "API keys", kV10},
+    {20, "device faults", kV20},
+    {21, "task usage", kV21},
     {50, "leader election: lease address and expiry", kV50},
     {60, "append-only audit log", kV60},
     {61, "idempotency keys and secret env on jobs", kV61},

@@ -11,7 +11,7 @@
 #define GP_TASK_COLS                                                                     \
   "job_id, idx, state, node, attempt, exit_code, reason, scheduled_us, started_us, "     \
   "finished_us, stop_intent, preempted_by_job, preempted_by_idx, preempt_rule, "         \
-  "preempt_reserved"
+  "preempt_reserved, usage_cpu_us, usage_peak_memory_bytes, usage_oom_kills"
 #define GP_ALLOC_COLS "job_id, idx, pos, device_id, milli_tflops, vram_mib, slots, exclusive"
 #define GP_EVENT_COLS "time_us, kind, subject, message"
 #define GP_POOL_COLS                                                                           \

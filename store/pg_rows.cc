@@ -179,6 +179,7 @@ Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::re
     GPUPOOL_ASSIGN_OR_RETURN(t.preempted_by.rule,
                              Enum(r[13], &ParsePreemptRule, "preemption rule"));
     t.preempted_by.reserved = r[14].as<bool>();
+    t.usage = {r[15].as<int64_t>(), r[16].as<int64_t>(), r[17].as<int64_t>()};
     out[ji].tasks.push_back(std::move(t));
   }
   ji = 0;

@@ -106,6 +106,8 @@ void GroupSql::Add(const Mutation& m) {
   if (const auto* ut = std::get_if<UpsertTenant>(&m)) return Upsert(ut->tenant);
   if (const auto* dt = std::get_if<DeleteTenant>(&m)) return Delete(*dt);
   if (const auto* sq = std::get_if<SetQuota>(&m)) return Set(sq->quota);
+  if (const auto* df = std::get_if<SetDeviceFault>(&m))
+    return AppendDeviceFaultSql(&sql_, df->fault);
   Delete(std::get<DeleteQuota>(m));
 }
 
@@ -181,6 +183,8 @@ void GroupSql::Insert(const JobRecord& j) {
     N(o, t.attempt), C(o), N(o, t.exit_code), C(o), Q(o, t.reason), C(o);
     N(o, t.scheduled_us), C(o), N(o, t.started_us), C(o), N(o, t.finished_us), C(o);
     AppendStopFacts(o, t);
+    C(o), N(o, t.usage.cpu_usage_us), C(o), N(o, t.usage.peak_memory_bytes), C(o);
+    N(o, t.usage.oom_kills);
     o->push_back(')');
     AppendAllocations(&allocs_, t);
   }
@@ -237,6 +241,12 @@ void GroupSql::Update(const UpdateTask& m) {
   Q(o, ToString(t.preempted_by.rule));
   *o += ", preempt_reserved=";
   B(o, t.preempted_by.reserved);
+  *o += ", usage_cpu_us=";
+  N(o, t.usage.cpu_usage_us);
+  *o += ", usage_peak_memory_bytes=";
+  N(o, t.usage.peak_memory_bytes);
+  *o += ", usage_oom_kills=";
+  N(o, t.usage.oom_kills);
   *o += " WHERE " + key + " RETURNING 1) ";
   Require(o, "EXISTS (SELECT 1 FROM u)", "GPN01", TaskNotFoundMessage(t.job_id, t.index));
   *o += "DELETE FROM allocations WHERE " + key + ";\n";

@@ -74,4 +74,9 @@ std::vector<TenantRecord> ReadTenants(const pqxx::result& tenants);
 std::vector<QuotaRecord> ReadQuotas(const pqxx::result& quotas);
 std::vector<EventRecord> ReadEvents(const pqxx::result& events);
 
+// device_faults (pg_device_faults.cc): the upsert for SetDeviceFault and its reader.
+extern const char* const kSelectDeviceFaults;
+void AppendDeviceFaultSql(std::string* sql, const DeviceFaultRecord& fault);
+std::vector<DeviceFaultRecord> ReadDeviceFaults(const pqxx::result& rows);
+
 }  // namespace gpupool

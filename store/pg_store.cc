@@ -116,6 +116,7 @@ Result<RecoveredState> PgStore::Recover() {
                                                   txn.exec(kSelectAllocations)));
     state.tenants = ReadTenants(txn.exec(kSelectTenants));
     state.quotas = ReadQuotas(txn.exec(kSelectQuotas));
+    state.device_faults = ReadDeviceFaults(txn.exec(kSelectDeviceFaults));
     txn.commit();
     state.max_job_id = state.jobs.empty() ? 0 : state.jobs.back().id;
     return state;

@@ -181,6 +181,18 @@ Status CheckOne(const Mutation& m, TextChecker& t) {
     t("quota.pool", dq->pool);
     return Status::Ok();
   }
+  if (const auto* df = std::get_if<SetDeviceFault>(&m)) {
+    const DeviceFaultRecord& f = df->fault;
+    if (f.node.empty() || f.device.empty()) {
+      return Status::InvalidArgument("device fault: node and device must not be empty");
+    }
+    if (f.fault_id <= 0) return Status::InvalidArgument("device fault: fault_id must be > 0");
+    t("device_fault.node", f.node);
+    t("device_fault.device", f.device);
+    t("device_fault.reason", f.reason);
+    t("device_fault.cleared_by", f.cleared_by);
+    return Status::Ok();
+  }
   const auto& ev = std::get<AppendEvent>(m).event;
   t("event.kind", ev.kind);
   t("event.subject", ev.subject);

@@ -15,6 +15,9 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/sandbox/bpf_device_filter.h"
+#include "base/log.h"
+
 namespace gpupool::agent::sandbox {
 namespace {
 
@@ -143,7 +146,15 @@ CgroupLayout CgroupLayout::Detect() {
     if (pre.size() >= 5) controllers = ReadText(pre[4] + "/cgroup.controllers");
     break;
   }
-  return FromMountinfo(mountinfo, controllers);
+  CgroupLayout l = FromMountinfo(mountinfo, controllers);
+  if (!l.v2.empty()) {
+    const Status probe = ProbeDeviceFilter();
+    l.v2_bpf_devices = probe.ok();
+    if (!probe.ok() && l.v1.count(Controller::kDevices) == 0) {
+      LogWarn("agent.sandbox", "cgroup v2 device filter unavailable", {{"error", probe.message()}});
+    }
+  }
+  return l;
 }
 
 bool CgroupLayout::OnV2(Controller c) const {
@@ -227,7 +238,10 @@ Result<std::unique_ptr<TaskCgroup>> TaskCgroup::Create(const CgroupLayout& layou
     GPUPOOL_RETURN_IF_ERROR(
         WriteFile(dir(Controller::kPids) + "/pids.max", std::to_string(limits.pids_max)));
   }
-  if (limits.filter_devices && layout.devices_enforced()) {
+  if (limits.filter_devices && layout.devices_by_bpf()) {
+    GPUPOOL_RETURN_IF_ERROR(
+        AttachDeviceFilter(layout.v2 + "/" + parent + "/" + name, limits.device_rules));
+  } else if (limits.filter_devices && layout.devices_enforced()) {
     const std::string d = dir(Controller::kDevices);
     GPUPOOL_RETURN_IF_ERROR(WriteFile(d + "/devices.deny", "a"));
     for (const std::string& rule : limits.device_rules) {

@@ -6,8 +6,10 @@
 //    <mount>/<parent>/<name> in each of memory, cpu, cpuacct, pids and devices. Devices are
 //    filtered with devices.deny "a" followed by one devices.allow line per permitted device.
 //  - cgroup v2: one unified tree; the task's directory <mount>/<parent>/<name> gets memory.max,
-//    cpu.max and pids.max. Device filtering on v2 needs an eBPF program, which this build does not
-//    load: `devices_enforced()` is false there and the agent says so at registration.
+//    cpu.max and pids.max. v2 has no devices controller: devices are filtered by an eBPF program
+//    attached to the task's group (bpf_device_filter.h), where the kernel loads one for us
+//    (Detect() probes it); where it does not, `devices_enforced()` is false and the agent says so
+//    at registration.
 // A controller is used from v2 when the unified tree offers it, else from its v1 mount.
 //
 // Limits: memory = the request's host memory (memory.limit_in_bytes / memory.max, plus the
@@ -38,6 +40,7 @@ struct CgroupLayout {
   std::map<Controller, std::string> v1;  // controller → v1 mount point
   std::string v2;                        // the unified mount point, when it holds controllers
   std::vector<Controller> v2_controllers;
+  bool v2_bpf_devices = false;  // the kernel loads cgroup device programs (Detect() probes)
 
   // Reads /proc/self/mountinfo (or `mountinfo` text, for tests).
   static CgroupLayout Detect();
@@ -46,9 +49,12 @@ struct CgroupLayout {
 
   bool Has(Controller c) const;
   bool OnV2(Controller c) const;
-  // The host can filter devices per task: the v1 devices controller is mounted (v2 has no
-  // devices controller; it needs an eBPF program, not loaded by this build).
-  bool devices_enforced() const { return v1.count(Controller::kDevices) > 0; }
+  // The host can filter devices per task: the v1 devices controller is mounted, or the tasks'
+  // groups are on v2 and the kernel takes our eBPF device program.
+  bool devices_enforced() const { return v1.count(Controller::kDevices) > 0 || devices_by_bpf(); }
+  bool devices_by_bpf() const {
+    return v1.count(Controller::kDevices) == 0 && !v2.empty() && v2_bpf_devices;
+  }
   std::string Describe() const;  // "v1: memory cpu cpuacct pids devices"
 };
 

@@ -118,12 +118,15 @@ std::vector<Capability> Sandbox::Capabilities() const {
   controller("memory", Controller::kMemory, "host memory limit from the request; OOM reported");
   controller("cpu", Controller::kCpu, "CFS quota from the request's CPU");
   controller("pids", Controller::kPids, "at most " + std::to_string(options_.pids_max));
-  if (layout_.devices_enforced()) {
+  if (layout_.devices_by_bpf()) {
+    out.push_back(
+        {"devices", true, "only granted GPU device files (cgroup v2 eBPF device program)"});
+  } else if (layout_.devices_enforced()) {
     out.push_back({"devices", true, "only granted GPU device files (cgroup v1 devices)"});
   } else {
     out.push_back({"devices", false,
-                   "cannot enforce devices: cgroup v2 device filtering needs an eBPF program, "
-                   "which this agent does not load"});
+                   "cannot enforce devices: no v1 devices controller, and this kernel refuses the "
+                   "cgroup v2 eBPF device program (see the agent's log)"});
   }
   std::string uid = options_.uid_pool_count > 0
                         ? "pool " + std::to_string(options_.uid_pool_first) + "+" +

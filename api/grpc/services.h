@@ -94,6 +94,9 @@ class NodeServiceImpl final : public v1::NodeService::CallbackService {
                                          const v1::NodeActionRequest* req, v1::Node* resp) override;
   grpc::ServerUnaryReactor* DrainNode(grpc::CallbackServerContext* ctx,
                                       const v1::NodeActionRequest* req, v1::Node* resp) override;
+  grpc::ServerUnaryReactor* ClearDeviceFault(grpc::CallbackServerContext* ctx,
+                                             const v1::ClearDeviceFaultRequest* req,
+                                             v1::Node* resp) override;
 
  private:
   Deps d_;

@@ -168,6 +168,8 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
                                  "UncordonNode");
   Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:drain", kBody, &S::DrainNode,
                                  "DrainNode");
+  Unary<ClearDeviceFaultRequest, Node>("POST", "/v1/nodes/{node}/devices/{device}:clear-fault",
+                                       kBody, &S::ClearDeviceFault, "ClearDeviceFault");
 
   Unary<ListGpuModelsRequest, ListGpuModelsResponse>("GET", "/v1/catalog", kPath, &S::ListGpuModels,
                                                      "ListGpuModels");

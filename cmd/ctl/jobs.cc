@@ -1,5 +1,6 @@
 // jobs submit|get|list|cancel|watch and logs.
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <iostream>
 #include <limits>
@@ -87,6 +88,15 @@ void PrintJob(std::ostream& out, const v1::Job& job) {
     if (task.has_last_preemption()) {
       out << "task " << task.id() << " last preempted by task " << task.last_preemption().by_task()
           << " (rule " << task.last_preemption().rule() << ")\n";
+    }
+    if (task.has_usage()) {
+      // From the task's cgroup when its last attempt ended (docs/sandbox.md).
+      const v1::TaskUsage& u = task.usage();
+      char cpu[32];
+      std::snprintf(cpu, sizeof(cpu), "%.2f", static_cast<double>(u.cpu_usage_us()) / 1e6);
+      out << "task " << task.id() << " used: cpu " << cpu << " s, peak memory "
+          << FormatMib(u.peak_memory_bytes() / (1024 * 1024)) << ", oom kills " << u.oom_kills()
+          << '\n';
     }
   }
 }

@@ -1,4 +1,4 @@
-// nodes list|get|cordon|uncordon|drain|revoke and catalog list.
+// nodes list|get|cordon|uncordon|drain|revoke|clear-device and catalog list.
 #include <ctime>
 
 #include "cmd/ctl/app.h"
@@ -42,7 +42,7 @@ void PrintNode(std::ostream& out, const v1::Node& n) {
   if (n.devices_size() == 0) return;
   out << '\n';
   Table t({"DEVICE", "INDEX", "MODEL", "MIG", "HEALTHY", "TFLOPS", "VRAM", "UTIL", "MEM USED",
-           "POWER", "TEMP", "ECC/XID"});
+           "POWER", "TEMP", "ECC/XID", "FAULT"});
   for (const v1::Device& d : n.devices()) {
     std::vector<std::string> row = {d.id(),
                                     std::to_string(d.index()),
@@ -62,9 +62,17 @@ void PrintNode(std::ostream& out, const v1::Node& n) {
     } else {
       row.insert(row.end(), {"-", "-", "-", "-", "-"});
     }
+    row.push_back(d.fault().empty() ? "-" : d.fault() + " since " + FormatTime(d.fault_time()));
     t.AddRow(std::move(row));
   }
   t.Print(out);
+  if (n.capabilities_size() == 0) return;
+  out << '\n';
+  Table c({"CAPABILITY", "ENFORCED", "DETAIL"});
+  for (const v1::NodeCapability& cap : n.capabilities()) {
+    c.AddRow({cap.name(), cap.enforced() ? "yes" : "NO", cap.detail()});
+  }
+  c.Print(out);
 }
 
 int List(Ctx& ctx, const ParsedArgs& a) {
@@ -136,6 +144,25 @@ int Uncordon(Ctx& ctx, const ParsedArgs& a) {
 }
 int Drain(Ctx& ctx, const ParsedArgs& a) {
   return Action(ctx, a, &v1::NodeService::Stub::DrainNode, "draining");
+}
+
+// An admin puts a device a fatal XID/ECC fault took out of service back into service.
+int ClearDevice(Ctx& ctx, const ParsedArgs& a) {
+  v1::ClearDeviceFaultRequest req;
+  req.set_node(a.positional[0]);
+  req.set_device(a.positional[1]);
+  v1::Node node;
+  auto call = ctx.NewCall();
+  grpc::Status s =
+      v1::NodeService::NewStub(ctx.channel())->ClearDeviceFault(call.get(), req, &node);
+  if (!s.ok()) return ctx.Fail(s);
+  if (ctx.format != OutputFormat::kTable) {
+    PrintMessage(ctx.out, node, ctx.format);
+  } else {
+    ctx.out << "node " << node.name() << ": device " << req.device()
+            << " fault cleared; back in service\n";
+  }
+  return kExitOk;
 }
 
 // An admin ends a node's certificate: its agent stream ends and it cannot reconnect with it.
@@ -250,6 +277,18 @@ std::vector<Command> NodeCommands() {
        1,
        1,
        Drain},
+      {"nodes clear-device",
+       "NODE DEVICE",
+       "Put a device a fatal XID/ECC fault took out of service back in service (admin)",
+       "A fatal XID (48, 62, 64, 74, 79, 92, 95, 119, 120, 140) or an uncorrectable ECC error\n"
+       "fails the device's tasks and keeps the device unhealthy, across agent and gpupoold\n"
+       "restarts, until an admin clears it (docs/sandbox.md, \"Health\"). `nodes get` shows\n"
+       "the fault.",
+       {},
+       "  gpupoolctl nodes clear-device gpu-07 GPU-5c1e0a9e-0000-0000-0000-000000000000\n",
+       2,
+       2,
+       ClearDevice},
       {"catalog list",
        "[flags]",
        "List the GPU models the server knows and how many the fleet has",

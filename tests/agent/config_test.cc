@@ -421,6 +421,19 @@ TEST(NvmlBackendTest, DiscoversAndSamplesThroughTheLoadedLibrary) {
   EXPECT_EQ(s[1].utilization_pct, 0);  // not supported on a MIG instance
   EXPECT_EQ(s[1].memory_used_mib, 512);
   EXPECT_FALSE(s[3].healthy);  // GPU_IS_LOST
+
+  // Events: both GPUs registered (GPU 1 for XIDs only: it refuses ECC events), the set drained
+  // without blocking.
+  EXPECT_EQ(b.EventSource(), "NVML events (XID, ECC) on 2 GPU(s)");
+  std::vector<DeviceEvent> events = b.PollEvents();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].uuid, "GPU-fake-1");
+  EXPECT_EQ(events[0].kind, DeviceEvent::Kind::kXid);
+  EXPECT_EQ(events[0].xid, 79);
+  EXPECT_GT(events[0].time_us, 0);
+  EXPECT_EQ(events[1].uuid, "GPU-fake-0");
+  EXPECT_EQ(events[1].kind, DeviceEvent::Kind::kEccCorrected);
+  EXPECT_TRUE(b.PollEvents().empty());
 }
 
 }  // namespace

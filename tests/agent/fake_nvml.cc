@@ -1,6 +1,8 @@
 // A stand-in libnvidia-ml for tests: the NVML entry points NvmlBackend resolves, answering for
 // two "NVIDIA H100 80GB HBM3" GPUs joined by NVLink; GPU 0 is in MIG mode with two 3g.40gb
-// instances; GPU 1 reports GPU_IS_LOST for its temperature (so it samples unhealthy).
+// instances; GPU 1 reports GPU_IS_LOST for its temperature (so it samples unhealthy). Events: GPU 1
+// refuses ECC events (ECC off) but takes XIDs; the event set yields one critical XID 79 on GPU 1,
+// one single-bit ECC event on GPU 0, then times out.
 // Loaded with dlopen by config_test; never linked.
 #include <cstdio>
 #include <cstring>
@@ -113,6 +115,34 @@ int nvmlDeviceGetTopologyCommonAncestor(void* /*a*/, void* /*b*/, int* level) {
   *level = 50;
   return 0;
 }
+struct EventData {
+  void* device;
+  unsigned long long type, data;
+  unsigned gi, ci;
+};
+int g_event_set = 0;
+int g_events_sent = 0;
+int nvmlEventSetCreate(void** set) {
+  *set = &g_event_set;
+  return 0;
+}
+int nvmlDeviceRegisterEvents(void* d, unsigned long long types, void* /*set*/) {
+  if (static_cast<Dev*>(d)->gpu == 1 && (types & 0x3) != 0) return 3;  // NOT_SUPPORTED: ECC off
+  return 0;
+}
+int nvmlEventSetWait_v2(void* /*set*/, EventData* e, unsigned /*timeout_ms*/) {
+  switch (g_events_sent++) {
+    case 0:
+      *e = {Gpu(1), 0x8, 79, 0, 0};
+      return 0;
+    case 1:
+      *e = {Gpu(0), 0x1, 0, 0, 0};
+      return 0;
+    default:
+      return 10;  // NVML_ERROR_TIMEOUT
+  }
+}
+int nvmlEventSetFree(void* /*set*/) { return 0; }
 int FakeNvmlInits() { return g_inits; }
 
 }  // extern "C"

@@ -131,6 +131,8 @@ TEST_F(RestTest, EachRouteCallsItsMethodWithTheRightFields) {
       {verb::post, "/v1/nodes/node-1:cordon", "", "CordonNode", R"(name: "node-1")"},
       {verb::post, "/v1/nodes/node-1:uncordon", "{}", "UncordonNode", R"(name: "node-1")"},
       {verb::post, "/v1/nodes/node-1:drain", "", "DrainNode", R"(name: "node-1")"},
+      {verb::post, "/v1/nodes/node-1/devices/GPU-ab-12:clear-fault", "", "ClearDeviceFault",
+       R"(node: "node-1" device: "GPU-ab-12")"},
       {verb::get, "/v1/catalog", "", "ListGpuModels", ""},
       {verb::get, "/v1/priority-classes", "", "ListPriorityClasses", ""},
       {verb::get, "/v1/priority-classes?tenant=acme%2Fml", "", "ListPriorityClasses",

@@ -204,6 +204,12 @@ TEST(ServiceImpl, AdminMethodsRequireAnAdmin) {
   cordon.set_name("n1");
   EXPECT_EQ(h.Call(&ApiService::CordonNode, cordon, user).first.code(),
             StatusCode::kPermissionDenied);
+  v1::ClearDeviceFaultRequest clear;
+  clear.set_node("n1");
+  clear.set_device("GPU-0");
+  Status cs = h.Call(&ApiService::ClearDeviceFault, clear, user).first;
+  EXPECT_EQ(cs.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(cs.message(), "clear a device fault: requires an admin; 'acme' is not one");
 
   // Tenants see public pools and the private ones that allow them.
   ASSERT_TRUE(h.CreatePool("public").first.ok());

@@ -265,6 +265,13 @@ std::vector<Row> Table() {
           return Target{Box(r), "POST", "/v1/nodes/n1:" + lower, "{}"};
         });
   }
+  add("NodeService/ClearDeviceFault", "POST /v1/nodes/{node}/devices/{device}:clear-fault",
+      "admin", "DDDA", [](World&) {
+        v1::ClearDeviceFaultRequest r;
+        r.set_node("n1");
+        r.set_device("GPU-0");
+        return Target{Box(r), "POST", "/v1/nodes/n1/devices/GPU-0:clear-fault", "{}"};
+      });
   add("CatalogService/ListGpuModels", "GET /v1/catalog", "admin", "AAAA", [](World&) {
     return Target{Box(v1::ListGpuModelsRequest()), "GET", "/v1/catalog", ""};
   });

@@ -274,6 +274,41 @@ TEST_P(StoreConformanceTest, TenantsAndQuotasRoundTrip) {
   EXPECT_EQ(MustRecover(*store_).tenants.size(), 3u);
 }
 
+// Issue 10: a task's usage (from its cgroup) is stored with the task, on insert and update.
+TEST_P(StoreConformanceTest, TaskUsageRoundTrips) {
+  JobRecord j = SampleJob(5, 2);
+  j.tasks[1].usage = {7, 8, 9};
+  ASSERT_OK(ApplyAndWait(*store_, {UpsertPool{SamplePool(j.spec.pool)}, InsertJob{j}}));
+  TaskRecord t = j.tasks[0];
+  t.usage = {1'500'000, 33'554'432, 1};
+  ASSERT_OK(ApplyAndWait(*store_, {UpdateTask{t}}));
+  RecoveredState s = MustRecover(*store_);
+  ASSERT_EQ(s.jobs.size(), 1u);
+  EXPECT_EQ(s.jobs[0].tasks[0].usage, (TaskUsageRecord{1'500'000, 33'554'432, 1}));
+  EXPECT_EQ(s.jobs[0].tasks[1].usage, (TaskUsageRecord{7, 8, 9}));
+}
+
+// Issue 10: a device fault is one row per (node, device); clearing it replaces the row.
+TEST_P(StoreConformanceTest, DeviceFaultsRoundTripAndAreReplacedByTheirKey) {
+  DeviceFaultRecord f{"n1", "GPU-1", "XID 79 (GPU has fallen off the bus)", 1000, 2000, false,
+                      "",   0};
+  DeviceFaultRecord g{"n1", "GPU-0", "uncorrectable (double-bit) ECC error", 7, 8, false, "", 0};
+  ASSERT_OK(ApplyAndWait(*store_, {SetDeviceFault{f}, SetDeviceFault{g}}));
+  RecoveredState s = MustRecover(*store_);
+  EXPECT_EQ(s.device_faults, (std::vector<DeviceFaultRecord>{g, f}));  // by node, device
+  f.cleared = true;
+  f.cleared_by = "admin@example";
+  f.cleared_us = 3000;
+  ASSERT_OK(ApplyAndWait(*store_, {SetDeviceFault{f}}));
+  s = MustRecover(*store_);
+  EXPECT_EQ(s.device_faults, (std::vector<DeviceFaultRecord>{g, f}));
+  DeviceFaultRecord bad = f;
+  bad.fault_id = 0;
+  Status st = ApplyAndWait(*store_, {SetDeviceFault{bad}});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_EQ(st.message(), "device fault: fault_id must be > 0");
+}
+
 TEST_P(StoreConformanceTest, DeletePool) {
   ASSERT_OK(ApplyAndWait(*store_, {UpsertPool{SamplePool("a")}, UpsertPool{SamplePool("b")}}));
   ASSERT_OK(ApplyAndWait(*store_, {DeletePool{"a"}}));
