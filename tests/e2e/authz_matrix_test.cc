@@ -265,8 +265,8 @@ std::vector<Row> Table() {
           return Target{Box(r), "POST", "/v1/nodes/n1:" + lower, "{}"};
         });
   }
-  add("NodeService/ClearDeviceFault", "POST /v1/nodes/{node}/devices/{device}:clear-fault",
-      "admin", "DDDA", [](World&) {
+  add("NodeService/ClearDeviceFault", "POST /v1/nodes/{node}/devices/{device}:clear-fault", "admin",
+      "DDDA", [](World&) {
         v1::ClearDeviceFaultRequest r;
         r.set_node("n1");
         r.set_device("GPU-0");
@@ -275,6 +275,18 @@ std::vector<Row> Table() {
   add("CatalogService/ListGpuModels", "GET /v1/catalog", "admin", "AAAA", [](World&) {
     return Target{Box(v1::ListGpuModelsRequest()), "GET", "/v1/catalog", ""};
   });
+  add("CatalogService/ListSkus", "GET /v1/skus", "admin", "AAAA", [](World&) {
+    return Target{Box(v1::ListSkusRequest()), "GET", "/v1/skus", ""};
+  });
+  // A tenant sees the classes it (or a tenant below it) may use; another tenant's are refused.
+  for (const std::string on : {"own", "other"}) {
+    add("CatalogService/ListPriorityClasses", "GET /v1/priority-classes", on,
+        on == "own" ? "AAAA" : "DDDA", [on](World& w) {
+          v1::ListPriorityClassesRequest r;
+          r.set_tenant(w.Tenant(on));
+          return Target{Box(r), "GET", "/v1/priority-classes?tenant=" + Enc(w.Tenant(on)), ""};
+        });
+  }
   add("NodeEnrollService/RevokeNode", "", "admin", "DDDA", [](World&) {
     v1::RevokeNodeRequest r;
     r.set_node_name("n1");

@@ -44,7 +44,8 @@ class DeviceHealthE2eTest : public ::testing::Test {
     ASSERT_TRUE(dir.ok());
     dir_ = *dir;
     std::ofstream(dir_ + "/gpupoold.yaml") << kDaemonConfig;
-    auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}, true, false});
+    auto d = DaemonProcess::Start(
+        {.data_dir = "", .extra_args = {"--config", dir_ + "/gpupoold.yaml"}, .secure = false});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
     Connect();
