@@ -391,6 +391,12 @@ Status ServiceImpl::Ready() const {
     Status s = options_.store_health();
     if (!s.ok()) return Status(s.code(), "store: " + s.message());
   }
+  // Changes wait for the audit log's backlog (api/audit.h): until it is written a submission
+  // would be refused, so the daemon is not ready either.
+  if (options_.audit != nullptr) {
+    Status s = options_.audit->AdmitMutation();
+    if (!s.ok()) return Status(s.code(), "audit log: " + s.message());
+  }
   return Status::Ok();
 }
 
