@@ -18,8 +18,8 @@
 #include <fstream>
 #include <thread>
 
-#include "agent/mps/mps_manager.h"
 #include "agent/lease_keeper.h"
+#include "agent/mps/mps_manager.h"
 #include "agent/sandbox/sandbox.h"
 #include "agent/scrub/device_guard.h"
 #include "base/log.h"

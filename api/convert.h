@@ -26,10 +26,10 @@
 #include "gpupool/v1/pools.pb.h"
 #include "gpupool/v1/tenants.pb.h"
 #include "pool/catalog.h"
-#include "scheduler/views.h"
 #include "scheduler/dispatch.h"
 #include "scheduler/model.h"
 #include "scheduler/options.h"
+#include "scheduler/views.h"
 
 namespace gpupool::api {
 

@@ -192,7 +192,7 @@ struct Core::State {
   int64_t retention_cursor = 0;  // EvictFinished resumes after this job id
   std::map<std::string, PoolEntry> pools;
   std::map<std::string, NodeEntry> nodes;
-  DeviceSampleBook samples;  // the agents' last device samples, for the API
+  DeviceSampleBook samples;           // the agents' last device samples, for the API
   TaskQueue queue;                    // the pending tasks
   std::unique_ptr<QueueOrder> order;  // how a pass merges the queues of one priority level
   std::map<std::string, std::set<TaskKey>> active;  // pool → tasks charged to quotas

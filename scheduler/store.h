@@ -93,8 +93,8 @@ struct RecoveredState {
   std::vector<NodeRecord> nodes;
   std::vector<JobRecord> jobs;  // every job, with its tasks, ordered by id
   int64_t max_job_id = 0;
-  std::vector<TenantRecord> tenants;  // ordered by path
-  std::vector<QuotaRecord> quotas;    // ordered by tenant, then pool
+  std::vector<TenantRecord> tenants;             // ordered by path
+  std::vector<QuotaRecord> quotas;               // ordered by tenant, then pool
   std::vector<DeviceFaultRecord> device_faults;  // cleared ones included; by node, device
 };
 

@@ -11,16 +11,16 @@ namespace gpupool {
 
 struct MemoryDatabase {
   std::mutex mu;
-  int64_t epoch = 0;                                                  // guarded by mu
-  std::map<std::string, PoolRecord> pools;                            // guarded by mu
-  std::map<std::string, NodeRecord> nodes;                            // guarded by mu
-  std::map<int64_t, JobRecord> jobs;                                  // guarded by mu
-  std::vector<EventRecord> events;                                    // guarded by mu
-  std::map<std::string, TenantRecord> tenants;                        // guarded by mu
-  std::map<std::pair<std::string, std::string>, QuotaRecord> quotas;  // guarded by mu
-  std::vector<AuditRecord> audit;                                     // guarded by mu
+  int64_t epoch = 0;                                                        // guarded by mu
+  std::map<std::string, PoolRecord> pools;                                  // guarded by mu
+  std::map<std::string, NodeRecord> nodes;                                  // guarded by mu
+  std::map<int64_t, JobRecord> jobs;                                        // guarded by mu
+  std::vector<EventRecord> events;                                          // guarded by mu
+  std::map<std::string, TenantRecord> tenants;                              // guarded by mu
+  std::map<std::pair<std::string, std::string>, QuotaRecord> quotas;        // guarded by mu
+  std::vector<AuditRecord> audit;                                           // guarded by mu
   std::map<std::pair<std::string, std::string>, DeviceFaultRecord> faults;  // guarded by mu
-  Status unavailable;                                                 // guarded by mu
+  Status unavailable;                                                       // guarded by mu
 };
 
 namespace {
