@@ -47,11 +47,8 @@ class AgentE2eTest : public ::testing::Test {
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
     Connect();
-    grpc::ClientContext ctx;
-    v1::CreatePoolRequest req;
-    req.mutable_pool()->set_name("gpu");
-    v1::Pool pool;
-    ASSERT_TRUE(pools_->CreatePool(&ctx, req, &pool).ok());
+    Status created = daemon_->CreatePool("gpu");
+    ASSERT_TRUE(created.ok()) << created.ToString();
   }
 
   void TearDown() override {

@@ -67,12 +67,8 @@ class HaE2eTest : public ::testing::Test {
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
     Connect();
-    grpc::ClientContext ctx;
-    v1::CreatePoolRequest req;
-    req.mutable_pool()->set_name("gpu");
-    v1::Pool pool;
-    grpc::Status st = pools_->CreatePool(&ctx, req, &pool);
-    ASSERT_TRUE(st.ok()) << st.error_message();
+    Status created = daemon_->CreatePool("gpu");
+    ASSERT_TRUE(created.ok()) << created.ToString();
     for (int i = 0; i < kAgents; ++i) StartAgent(Node(i));
   }
 

@@ -182,6 +182,18 @@ Status DaemonProcess::Launch() {
   return Status::Unavailable("gpupoold not ready within 60 s:\n" + LogTail(20));
 }
 
+Status DaemonProcess::CreatePool(const std::string& name) {
+  auto stub = v1::PoolService::NewStub(Channel());
+  grpc::ClientContext ctx;
+  if (options_.secure) ctx.AddMetadata("authorization", "Bearer " + admin_token());
+  v1::CreatePoolRequest req;
+  req.mutable_pool()->set_name(name);
+  v1::Pool pool;
+  grpc::Status st = stub->CreatePool(&ctx, req, &pool);
+  if (!st.ok()) return Status::Internal("create pool '" + name + "': " + st.error_message());
+  return Status::Ok();
+}
+
 bool DaemonProcess::Serving() {
   if (!child_ || !child_->Running()) return false;
   if (options_.secure && ca_pem().empty()) return false;

@@ -83,6 +83,8 @@ class DaemonProcess {
   std::string LogTail(int lines) const;
   // One quick API call answered (this replica leads and serves).
   bool Serving();
+  // Creates a pool named `name` with default settings over gRPC (admin credential when secure).
+  Status CreatePool(const std::string& name);
   // The running gpupoold's pid, or -1.
   pid_t pid() const { return child_ ? child_->pid() : -1; }
 
