@@ -134,6 +134,8 @@ class Core {
 
  private:
   Status ApplyRegistration(const NodeRecord& node);
+  // A stored registration applied and answered (core_agents.cc).
+  void AnswerRegistration(const AgentRegistration& reg, const Callback<RegistrationResult>& done);
   void Reconcile(const AgentRegistration& reg, std::vector<std::string>* stop,
                  std::vector<std::pair<int64_t, int32_t>>* resend);
   void PublishMetrics();
