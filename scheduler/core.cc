@@ -4,6 +4,7 @@
 #include "scheduler/core.h"
 
 #include <algorithm>
+#include <set>
 
 #include "base/log.h"
 #include "scheduler/core_state.h"
@@ -39,6 +40,11 @@ size_t Core::unstored_changes() const {
   GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   return s_->unstored.size() + (s_->retry_in_flight ? 1 : 0) + s_->dirty_tasks.size() +
          s_->dirty_jobs.size() + s_->dirty_nodes.size() + s_->unstored_events.size();
+}
+
+Status Core::CheckInvariants() const {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
+  return s_->jobs.CheckIndexes();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -351,16 +357,27 @@ JobPage Core::ListJobs(const JobFilter& f) const {
   GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   JobPage page;
   int32_t limit = f.limit > 0 ? f.limit : 100;
-  for (auto it = s_->jobs.upper_bound(f.after_id); it != s_->jobs.end(); ++it) {
-    const JobRecord& j = it->second.head;
-    if (!f.pool.empty() && j.spec.pool != f.pool) continue;
-    if (f.state && j.state != *f.state) continue;
-    if (!f.tenant.empty() && !TenantWithin(j.spec.tenant, f.tenant)) continue;
+  // Adds the job unless filtered out; false once the page is full.
+  auto add = [&](const JobEntry& job) {
+    const JobRecord& j = job.head;
+    if (f.state && j.state != *f.state) return true;
+    if (!f.tenant.empty() && !TenantWithin(j.spec.tenant, f.tenant)) return true;
     if (static_cast<int32_t>(page.jobs.size()) == limit) {
       page.next_after_id = page.jobs.back().id;
-      break;
+      return false;
     }
-    page.jobs.push_back(it->second.Record());
+    page.jobs.push_back(job.Record());
+    return true;
+  };
+  if (!f.pool.empty()) {  // the pool's jobs alone, through the pool index
+    const std::set<int64_t>& ids = s_->jobs.InPool(f.pool);
+    for (auto it = ids.upper_bound(f.after_id); it != ids.end(); ++it) {
+      if (!add(s_->jobs.at(*it))) break;
+    }
+    return page;
+  }
+  for (auto it = s_->jobs.upper_bound(f.after_id); it != s_->jobs.end(); ++it) {
+    if (!add(it->second)) break;
   }
   return page;
 }

@@ -131,6 +131,9 @@ class Core {
   // Changes the store refused and that wait to be stored again (task changes, dirty records):
   // while it is not 0, memory holds more than the database (see core_change.cc).
   size_t unstored_changes() const;
+  // OK when the job table's indexes (tasks by node, jobs by pool) equal what its jobs say;
+  // otherwise the first difference. A full walk: for tests and debugging, not for a hot path.
+  Status CheckInvariants() const;
 
  private:
   Status ApplyRegistration(const NodeRecord& node);

@@ -87,10 +87,9 @@ Status Core::State::ForgetNodeRoom(PoolEntry& pool, const std::string& name) {
     reservations.Find(id)->held.clear();
     DropReservation(id, "devices changed on node " + name);
   }
-  for (auto& [id, job] : jobs) {
-    for (Task& rt : job.tasks) {
-      if (rt.holds && rt.allocation.node == name) rt.holds = false;
-    }
+  for (const auto& [id, i] : jobs.OnNode(name)) {  // holding room there ⇒ placed there
+    Task& rt = jobs.at(id).task(i);
+    if (rt.holds && rt.allocation.node == name) rt.holds = false;
   }
   return Status::Ok();
 }
@@ -99,21 +98,16 @@ Status Core::State::ForgetNodeRoom(PoolEntry& pool, const std::string& name) {
 // hardware; tasks whose devices are gone are lost (requeued or failed).
 void Core::State::RecommitTasks(Core* core, PoolEntry& pool, const std::string& name) {
   std::vector<TaskChange> repairs;
-  for (auto& [id, job] : jobs) {
-    for (int32_t i = 0; i < job.size(); ++i) {
-      Task& rt = job.task(i);
-      const TaskRecord& t = rt.rec;
-      if (t.node != name || rt.holds || rt.changing ||
-          (t.state != TaskState::kRunning && t.state != TaskState::kScheduled)) {
-        continue;
-      }
-      rt.allocation = AllocationOf(job, t);
-      if (pool.engine->Commit(rt.allocation).ok()) {
-        rt.holds = true;
-      } else {
-        if (running > 0) --running;
-        repairs.push_back(PlanRequeueOrFail(job, i, "devices changed on node " + name));
-      }
+  for (const auto& [id, i] : jobs.OnNode(name)) {  // SCHEDULED or RUNNING there
+    JobEntry& job = jobs.at(id);
+    Task& rt = job.task(i);
+    if (rt.holds || rt.changing) continue;
+    rt.allocation = AllocationOf(job, rt.rec);
+    if (pool.engine->Commit(rt.allocation).ok()) {
+      rt.holds = true;
+    } else {
+      if (running > 0) --running;
+      repairs.push_back(PlanRequeueOrFail(job, i, "devices changed on node " + name));
     }
   }
   if (!repairs.empty()) CommitTaskChanges(core, std::move(repairs));
@@ -163,19 +157,18 @@ void Core::Reconcile(const AgentRegistration& reg, std::vector<std::string>* sto
     if (!known) stop->push_back(r.task_id);
   }
   std::vector<TaskChange> repairs;
-  for (auto& [id, job] : s_->jobs) {
-    for (int32_t i = 0; i < job.size(); ++i) {
-      TaskRecord& t = job.task(i).rec;
-      if (t.node != node || job.task(i).changing) continue;
-      bool is_reported = reported.contains({TaskId(id, i), t.attempt});
-      if (t.state == TaskState::kScheduled && !is_reported) {
-        if (!job.task(i).committing) resend->emplace_back(id, i);
-      } else if (t.state == TaskState::kRunning && !is_reported) {
-        repairs.push_back(s_->PlanRequeueOrFail(job, i, "agent on " + node + " no longer runs it"));
-      } else if (is_reported && t.stop != StopIntent::kNone) {
-        s_->dispatcher.Stop(job, i,
-                            "stop requested before reconnect");  // the stop is stored already
-      }
+  // What the core placed there (a task reported but not placed there is in `stop` already).
+  for (const auto& [id, i] : s_->jobs.OnNode(node)) {
+    JobEntry& job = s_->jobs.at(id);
+    const TaskRecord& t = job.task(i).rec;
+    if (job.task(i).changing) continue;
+    bool is_reported = reported.contains({TaskId(id, i), t.attempt});
+    if (t.state == TaskState::kScheduled && !is_reported) {
+      if (!job.task(i).committing) resend->emplace_back(id, i);
+    } else if (t.state == TaskState::kRunning && !is_reported) {
+      repairs.push_back(s_->PlanRequeueOrFail(job, i, "agent on " + node + " no longer runs it"));
+    } else if (is_reported && t.stop != StopIntent::kNone) {
+      s_->dispatcher.Stop(job, i, "stop requested before reconnect");  // the stop is stored already
     }
   }
   if (!repairs.empty()) s_->CommitTaskChanges(this, std::move(repairs));
@@ -219,6 +212,7 @@ void Core::State::MarkRunning(JobEntry& job, int32_t index, const std::string& t
   std::vector<Mutation> batch;
   t.state = TaskState::kRunning;
   t.started_us = clock->NowMicros();
+  jobs.Reindex(job, index);
   t.reason = "running on " + t.node;
   if (metrics != nullptr) metrics->TaskTransition("RUNNING");
   batch.emplace_back(UpdateTask{t});

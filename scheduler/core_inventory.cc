@@ -151,13 +151,7 @@ NodeView Core::State::ViewOf(const NodeEntry& node) const {
     v.devices.push_back(std::move(dv));
   }
   v.capabilities = faults.Capabilities(node.rec.name);
-  for (const auto& [id, job] : jobs) {
-    for (const Task& task : job.tasks) {
-      const TaskRecord& t = task.rec;
-      v.running_tasks += t.node == node.rec.name &&
-                         (t.state == TaskState::kRunning || t.state == TaskState::kScheduled);
-    }
-  }
+  v.running_tasks = static_cast<int32_t>(jobs.OnNode(node.rec.name).size());
   return v;
 }
 
@@ -205,9 +199,8 @@ Result<std::unique_ptr<placement::Engine>> Core::State::ReplayedEngine(const Poo
     if (st.ok()) st = engine->SetSchedulable(n, Schedulable(node.rec.state));
     if (!st.ok()) return st;
   }
-  for (auto& [id, job] : jobs) {
-    if (job.head.spec.pool != pool.name) continue;
-    for (const Task& rt : job.tasks) {
+  for (int64_t id : jobs.InPool(pool.name)) {
+    for (const Task& rt : jobs.at(id).tasks) {
       if (!rt.holds) continue;
       if (Status st = engine->Commit(rt.allocation); !st.ok()) {
         return Status::FailedPrecondition(
@@ -277,8 +270,8 @@ void Core::DeletePool(const std::string& name, Callback<bool> done) {
                                     " node(s); move or remove them first"));
     return;
   }
-  for (const auto& [id, job] : s_->jobs) {
-    if (job.head.spec.pool == name && !IsTerminal(job.head.state)) {
+  for (int64_t id : s_->jobs.InPool(name)) {
+    if (!IsTerminal(s_->jobs.at(id).head.state)) {
       done(Status::FailedPrecondition("pool '" + name + "' still has unfinished job " +
                                       std::to_string(id)));
       return;

@@ -26,16 +26,14 @@ Result<NodeView> Core::GetNode(const std::string& name) const {
 std::vector<TaskRecord> Core::State::PlanDrain(const std::string& name,
                                                std::vector<Mutation>* batch) const {
   std::vector<TaskRecord> draining;
-  for (const auto& [id, job] : jobs) {
-    for (int32_t i = 0; i < job.size(); ++i) {
-      TaskRecord t = job.task(i).rec;
-      const Task& rt = job.task(i);
-      if (t.node != name || !rt.holds || rt.changing || t.stop != StopIntent::kNone) continue;
-      t.stop = StopIntent::kDrain;
-      t.reason = "stopping: node " + name + " is draining";
-      batch->emplace_back(UpdateTask{t});
-      draining.push_back(std::move(t));
-    }
+  for (const auto& [id, i] : jobs.OnNode(name)) {
+    const Task& rt = jobs.at(id).task(i);
+    if (!rt.holds || rt.changing || rt.rec.stop != StopIntent::kNone) continue;
+    TaskRecord t = rt.rec;
+    t.stop = StopIntent::kDrain;
+    t.reason = "stopping: node " + name + " is draining";
+    batch->emplace_back(UpdateTask{t});
+    draining.push_back(std::move(t));
   }
   return draining;
 }

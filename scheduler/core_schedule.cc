@@ -71,6 +71,7 @@ void Core::State::Reserve(PassState& pass, JobEntry& job, int32_t i,
   t.scheduled_us = pass.now;
   t.reason = "placed on " + a.node;
   t.pending = {};
+  jobs.Reindex(job, i);
   pass.batch.emplace_back(UpdateTask{t});
   pass.placed.push_back({job.head.id, i, t.attempt});
 }
@@ -333,6 +334,7 @@ void Core::State::ActOnPlaced(Core* core, const Status& st, const PassState::Pla
     t.node.clear();
     t.allocations.clear();
     t.scheduled_us = 0;
+    jobs.Reindex(*job, p.index);
     t.reason = "requeued: allocation not stored: " + st.message();
     t.pending = Verdict(PendingCode::kQueued);
     if (!CancelRequested(job->head.state)) queue.Add(*job, p.index);
