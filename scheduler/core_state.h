@@ -235,6 +235,7 @@ struct Core::State {
                          std::vector<Mutation> extra = {});
   void StoreChangeSet(Core* core, ChangeSet set, bool retry);
   void ApplyChangeSet(Core* core, const ChangeSet& set);
+  void ApplyTaskChange(const TaskChange& c, std::vector<TaskChange>* follow_up);
   // Tick: stores again what the store refused, oldest first.
   void RetryUnstored(Core* core);
   // Posts one scheduling pass (coalesced).
