@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "placement/verdict.h"
 #include "pool/inventory.h"
 #include "pool/resources.h"
 
@@ -112,29 +113,13 @@ struct Allocation {
   friend bool operator==(const Allocation&, const Allocation&) = default;
 };
 
-// Why a pending task waits, as a code a client can act on (docs/tenancy.md, "Why pending").
-enum class PendingCode {
-  kNone = 0,           // not pending
-  kQueued,             // not looked at yet (submitted or requeued since the last pass)
-  kNoCapacity,         // no node has room now (nodes_by_reason says what each lacks)
-  kOverQuota,          // a quota of its tenant chain binds (binding names it)
-  kReserved,           // the free room is reserved for a preempting task
-  kGangWaiting,        // its gang does not fit whole
-  kWaitingForVictims,  // it preempted: waits for its victims to stop
-  kDisruptionBudget,   // victims exist but their group's disruption budget is spent
-  kGangRestarting,     // its gang was preempted whole: waits for every member to stop
-};
+// Why a pending task waits, as a code a client can act on (docs/tenancy.md, "Why pending"): the
+// placement verdict type (placement/verdict.h) — its code, the binding quota, node counts per
+// reason. The verdict of the last pass on a pending task is not stored: every pass recomputes
+// it (stores neither write nor read it back).
+using PendingCode = placement::VerdictCode;
+using PendingVerdict = placement::Verdict;
 std::string_view ToString(PendingCode c);  // "NO_CAPACITY", …; "" for kNone
-
-// The verdict of the last pass on a pending task. Not stored: every pass recomputes it (stores
-// neither write nor read it back).
-struct PendingVerdict {
-  PendingCode code = PendingCode::kNone;
-  std::string binding;  // the binding quota ("acme/research in pool gpu: tflops") or resource
-  // Nodes that refused the task, per reason ("vram" → 3), as placement counted them.
-  std::vector<std::pair<std::string, int32_t>> nodes_by_reason;
-  friend bool operator==(const PendingVerdict&, const PendingVerdict&) = default;
-};
 
 // The last preemption of a task, as typed facts (never parsed back from `reason`). It stays on
 // the task after the task is requeued, so GetJob still says who took its devices and why.

@@ -61,8 +61,11 @@ TEST(CoreDeviceFaultTest, AFaultIsStoredKeptAcrossARestartAndClearedByAnAdmin) {
     TaskRecord t = h.Task(job->id);
     EXPECT_EQ(t.attempt, 1);  // requeued, not failed
     EXPECT_EQ(t.state, TaskState::kPending);
-    // Placed nowhere: the node's only GPU is out of service.
-    EXPECT_NE(t.reason.find("(GPU-n1-0) unhealthy"), std::string::npos) << t.reason;
+    // Placed nowhere: the node's only GPU is out of service, so the one node lacks devices.
+    EXPECT_EQ(t.pending.code, PendingCode::kNoCapacity) << t.reason;
+    EXPECT_EQ(t.pending.nodes_by_reason,
+              (std::vector<std::pair<std::string, int32_t>>{{"devices", 1}}))
+        << t.reason;
     NodeView v = *h.core->GetNode("n1");
     ASSERT_EQ(v.devices.size(), 1u);
     EXPECT_FALSE(v.devices[0].device.healthy);
