@@ -339,6 +339,8 @@ int Run(int argc, char** argv) {
     grpc_options.main_tls =
         api::GrpcTlsPort{"", ca->server_cert_pem(), ca->server_key_pem(), ca->ca_pem()};
   }
+  grpc_options.max_connections_per_client =
+      static_cast<size_t>(config.grpc_max_connections_per_client);
   grpc_options.metrics = registry;
   grpc_options.audit = audit_log.get();
   api::GrpcServer grpc(service, *auth, config.grpc_listen, grpc_options);
