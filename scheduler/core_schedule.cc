@@ -259,7 +259,7 @@ void Core::State::RunQueues(PassState& pass) {
 bool Core::State::PeriodicPassDue() const {
   // Below this a pass is cheap enough to run on every tick (and tests stay deterministic).
   constexpr auto kCheap = std::chrono::milliseconds(2);
-  if (last_full_pass_cost < kCheap) return true;
+  if (!options.throttle_periodic_passes || last_full_pass_cost < kCheap) return true;
   return std::chrono::steady_clock::now() - last_full_pass_end >= 50 * last_full_pass_cost;
 }
 
