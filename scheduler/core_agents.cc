@@ -39,6 +39,7 @@ void Core::OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> d
     n.state = existing->second.rec.state;
   }
   n.last_heartbeat_us = s_->clock->NowMicros();
+  n.capabilities = reg.capabilities;  // stored with the node: shown while the agent is away
   std::vector<Mutation> batch{
       UpsertNode{n}, AppendEvent{s_->Event("node.registered", "node/" + n.name,
                                            std::to_string(n.devices.size()) + " device(s)")}};
@@ -52,7 +53,6 @@ void Core::OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> d
       done(applied);
       return;
     }
-    s_->faults.SetCapabilities(reg.node.name, reg.capabilities);
     OnDeviceFaults(reg.node.name, reg.faults);
     RegistrationResult result;
     result.epoch = s_->epoch;

@@ -314,6 +314,15 @@ ALTER TABLE tasks
   ADD COLUMN usage_oom_kills bigint NOT NULL DEFAULT 0;
 )sql";
 
+// Issue 10: a pool's MPS fault isolation between tenants, and what a node's agent said at its
+// last registration it can and cannot enforce (name, enforced "t"/"f", detail, … flattened).
+constexpr std::string_view kV22 = R"sql(
+ALTER TABLE pools
+  ADD COLUMN mps_tenant_isolation boolean NOT NULL DEFAULT false;
+ALTER TABLE nodes
+  ADD COLUMN capabilities text[] NOT NULL DEFAULT '{}';
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "initial schema", kV1},
     {2, "check and fence functions", kV2},
@@ -321,6 +330,7 @@ constexpr Migration kMigrations[] = {
     {10, "API keys", kV10},
     {20, "device faults", kV20},
     {21, "task usage", kV21},
+    {22, "pool MPS isolation and node capabilities", kV22},
     {50, "leader election: lease address and expiry", kV50},
     {60, "append-only audit log", kV60},
     {61, "idempotency keys and secret env on jobs", kV61},
