@@ -197,7 +197,7 @@ struct Core::State {
   std::unique_ptr<QueueOrder> order;  // how a pass merges the queues of one priority level
   std::map<std::string, std::set<TaskKey>> active;  // pool → tasks charged to quotas
   TenantBook book;
-  DeviceFaultBook faults;  // devices out of service until an admin clears them; capabilities
+  DeviceFaultBook faults;  // devices out of service until an admin clears them
   ReservationBook reservations;
   std::map<std::string, std::deque<int64_t>> disruptions;  // share group → preemption times
   std::map<int64_t, Watcher> watchers;

@@ -321,6 +321,15 @@ ALTER TABLE tasks
   ADD COLUMN usage_oom_kills bigint NOT NULL DEFAULT 0;
 )sql";
 
+// Issue 10: a pool's MPS fault isolation between tenants, and what a node's agent said at its
+// last registration it can and cannot enforce (name, enforced "t"/"f", detail, … flattened).
+constexpr std::string_view kV22 = R"sql(
+ALTER TABLE pools
+  ADD COLUMN mps_tenant_isolation boolean NOT NULL DEFAULT false;
+ALTER TABLE nodes
+  ADD COLUMN capabilities text[] NOT NULL DEFAULT '{}';
+)sql";
+
 // Issue 13 (billing): versioned price plans (billing/price_plan.h). Append-only: a change is a
 // new version row, so the version that rated a past invoice is still there. Money and
 // multipliers are exact integers in nanos (1e-9); a rate's unit is its name ("tflops-hour").
@@ -372,6 +381,7 @@ constexpr Migration kMigrations[] = {
     {10, "API keys", kV10},
     {20, "device faults", kV20},
     {21, "task usage", kV21},
+    {22, "pool MPS isolation and node capabilities", kV22},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},
