@@ -357,6 +357,8 @@ int Run(int argc, char** argv) {
   grpc_options.extra_services.push_back(&enroll);
   grpc_options.tls = tls_port;
   grpc_options.main_tls = main_tls;  // the secure default: the main port speaks TLS too
+  grpc_options.max_connections_per_client =
+      static_cast<size_t>(config.grpc_max_connections_per_client);
   grpc_options.metrics = registry;
   grpc_options.audit = audit_log.get();
   api::GrpcServer grpc(service, *auth, config.grpc_listen, grpc_options);

@@ -54,10 +54,16 @@ Status ParseListen(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) 
   YamlPath p = YamlPath{}.Key("listen");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
   GPUPOOL_RETURN_IF_ERROR(
-      doc.CheckKeys(n, p, {"grpc", "http", "grpc_tls", "http_max_connections_per_client"}));
+      doc.CheckKeys(n, p,
+                    {"grpc", "http", "grpc_tls", "http_max_connections_per_client",
+                     "grpc_max_connections_per_client"}));
   if (n["http_max_connections_per_client"]) {
     GPUPOOL_ASSIGN_OR_RETURN(c->http_max_connections_per_client,
                              doc.Int(n, p, "http_max_connections_per_client", 0, 1'000'000));
+  }
+  if (n["grpc_max_connections_per_client"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(c->grpc_max_connections_per_client,
+                             doc.Int(n, p, "grpc_max_connections_per_client", 0, 1'000'000));
   }
   GPUPOOL_ASSIGN_OR_RETURN(auto grpc, doc.OptionalString(n, p, "grpc"));
   GPUPOOL_ASSIGN_OR_RETURN(auto http, doc.OptionalString(n, p, "http"));

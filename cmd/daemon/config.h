@@ -32,6 +32,8 @@ struct DaemonConfig {
   // Open REST connections one client address may hold (`listen.http_max_connections_per_client`);
   // 0 = no limit.
   int64_t http_max_connections_per_client = 256;
+  // Likewise on each gRPC port (`listen.grpc_max_connections_per_client`); 0 = no limit.
+  int64_t grpc_max_connections_per_client = 256;
   // gRPC over TLS (the private CA's server certificate; agents' mutual TLS); empty = none.
   std::string grpc_tls_listen;
   std::string data_dir = "gpupool-data";
