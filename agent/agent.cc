@@ -123,7 +123,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   void SetChannelMaker(Agent::ChannelMaker make) {
     follower_ = std::make_unique<api::LeaderFollower>(
         config_.scheduler, std::move(make),
-        std::chrono::milliseconds(std::min<int64_t>(1000, config_.reconnect.max_ms)));
+        std::chrono::milliseconds(std::min<int64_t>(250, config_.reconnect.max_ms)));
   }
 
   Status Start() {

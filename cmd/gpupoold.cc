@@ -238,6 +238,7 @@ int Run(int argc, char** argv) {
   // with the leader's address and executing nothing (cmd/daemon/standby.h); losing the lease ends
   // the process at once: no write, no dispatch after (docs/ha.md, "Leader election").
   std::unique_ptr<StandbyFace> standby;
+  auto lease_won = std::chrono::steady_clock::now();  // takeover timing in the "ready" log line
   std::unique_ptr<PgLeaderLease> lease;
   std::unique_ptr<Leadership> leadership;
   Result<int64_t> epoch = Status::Internal("no epoch");
@@ -264,6 +265,7 @@ int Run(int argc, char** argv) {
       LogInfo("gpupoold", "stopped while standby");
       return 0;
     }
+    lease_won = std::chrono::steady_clock::now();
     store->UseEpoch(*epoch);
     leadership->KeepRenewing();
   } else {
@@ -272,6 +274,12 @@ int Run(int argc, char** argv) {
   if (!epoch.ok()) return Fail(epoch.status().WithContext("acquire leadership"));
   Result<RecoveredState> state = store->Recover();
   if (!state.ok()) return Fail(state.status().WithContext("recover"));
+  const auto since_lease = [&] {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - lease_won)
+                              .count());
+  };
+  LogInfo("gpupoold", "recovered", {{"ms_since_lease", since_lease()}});
 
   auto registry = std::make_shared<prometheus::Registry>();
   SchedulerMetrics metrics(registry, kVersion);
@@ -375,6 +383,7 @@ int Run(int argc, char** argv) {
            {"tls", config.insecure ? "off (--insecure)" : "on"},
            {"database", store->display()},
            {"epoch", std::to_string(*epoch)},
+           {"ms_since_lease", since_lease()},
            {"version", kVersion}});
 
   // SIGHUP: read the config file again and apply what changed (cmd/daemon/reload.h). The
