@@ -113,8 +113,9 @@ std::vector<PreemptionCandidate> Core::State::Eligible(PassState& pass, const Jo
     if (!t.rec.preempted_by.empty()) preempted_by.insert(t.rec.preempted_by.job_id);
   }
   std::vector<PreemptionCandidate> out;
-  for (PreemptionCandidate& c : Candidates(job.head.spec.pool, pass.now)) {
-    if (c.job_id == job.head.id || preempted_by.contains(c.job_id)) continue;
+  for (const PreemptionCandidate& cached : PassCandidates(pass, job.head.spec.pool)) {
+    if (cached.job_id == job.head.id || preempted_by.contains(cached.job_id)) continue;
+    PreemptionCandidate c = cached;
     bool by_priority = rules.may_preempt && c.value < job.priority;
     bool by_reclaim =
         rules.reclaim && c.borrowed && c.value <= job.priority && c.group != rules.group;
