@@ -127,11 +127,11 @@ std::vector<PreemptionCandidate> Core::State::Eligible(PassState& pass, const Jo
   std::vector<PreemptionCandidate> out;
   for (const PreemptionCandidate& cached : PassCandidates(pass, job.head.spec.pool)) {
     if (cached.job_id == job.head.id || preempted_by.contains(cached.job_id)) continue;
-    PreemptionCandidate c = cached;
-    bool by_priority = rules.may_preempt && c.value < job.priority;
-    bool by_reclaim =
-        rules.reclaim && c.borrowed && c.value <= job.priority && c.group != rules.group;
+    bool by_priority = rules.may_preempt && cached.value < job.priority;
+    bool by_reclaim = rules.reclaim && cached.borrowed && cached.value <= job.priority &&
+                      cached.group != rules.group;
     if (!by_priority && !by_reclaim) continue;
+    PreemptionCandidate c = cached;
     if (BudgetLeft(pass.now, c.group) < c.gang_size) {
       *budget_blocked = true;
       continue;
