@@ -53,7 +53,8 @@ class DaemonConsistencyTest : public ::testing::Test {
     std::ofstream(dir_ + "/gpupoold.yaml")
         << "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 20000\n"
            "  stop_grace_period_ms: 1000\n";
-    auto d = DaemonProcess::Start({.extra_args = {"--config", dir_ + "/gpupoold.yaml"}});
+    auto d =
+        DaemonProcess::Start({.data_dir = "", .extra_args = {"--config", dir_ + "/gpupoold.yaml"}});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
     auto channel = daemon_->Channel();
@@ -173,7 +174,7 @@ TEST_F(DaemonConsistencyTest, TwinAndDaemonPlaceAndStartAlike) {
   w.name = "consistency";
   w.nodes = {TwinNodeOf("node-a", &w.gpu), TwinNodeOf("node-b", &w.gpu)};
   ASSERT_EQ(w.GpuCount(), 4);
-  // Arrivals every 10 s; durations of 10k + 3 s so that no end falls on another event.
+  // Arrivals every 10 s.
   struct Spec {
     int32_t gpu_milli, num_gpu;
     double duration_s;
@@ -185,7 +186,10 @@ TEST_F(DaemonConsistencyTest, TwinAndDaemonPlaceAndStartAlike) {
     twin::TwinTask t;
     t.name = "t" + std::to_string(i);
     t.arrival_us = static_cast<int64_t>(i) * 10'000'000;
-    t.duration_us = static_cast<int64_t>(specs[i].duration_s * 1e6);
+    // A distinct fraction of a second per task, so that no two ends (nor an end and an
+    // arrival) coincide.
+    t.duration_us = static_cast<int64_t>(specs[i].duration_s * 1e6) +
+                    static_cast<int64_t>(137'000 * (i * i + 1) % 900'000) + 50'000;
     t.tenant = kTenant;
     t.priority_class = "normal";
     t.gpu_milli = specs[i].gpu_milli;
