@@ -314,11 +314,31 @@ ALTER TABLE tasks
   ADD COLUMN usage_oom_kills bigint NOT NULL DEFAULT 0;
 )sql";
 
+// Every change to an API key is announced on channel gpupool_api_keys (payload: the key id, ""
+// after TRUNCATE), so daemons that cache verified keys forget a revoked one at once
+// (store/pg_key_feed.h).
+constexpr std::string_view kV11 = R"sql(
+CREATE FUNCTION gp_api_key_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'TRUNCATE' THEN
+    PERFORM pg_notify('gpupool_api_keys', '');
+  ELSE
+    PERFORM pg_notify('gpupool_api_keys', OLD.id);
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER api_keys_changed AFTER UPDATE OR DELETE ON api_keys
+  FOR EACH ROW EXECUTE FUNCTION gp_api_key_changed();
+CREATE TRIGGER api_keys_truncated AFTER TRUNCATE ON api_keys
+  FOR EACH STATEMENT EXECUTE FUNCTION gp_api_key_changed();
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "initial schema", kV1},
     {2, "check and fence functions", kV2},
     {3, "typed stop intent and preemption facts on tasks", kV3},
     {10, "API keys", kV10},
+    {11, "API key change notifications", kV11},
     {20, "device faults", kV20},
     {21, "task usage", kV21},
     {50, "leader election: lease address and expiry", kV50},
