@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "billing/price_plan.h"
 #include "scheduler/audit_record.h"
 #include "scheduler/model.h"
 
@@ -125,6 +126,18 @@ class Store {
   // Defaults answer UNIMPLEMENTED, for stores that keep no audit log.
   virtual void AppendAudit(std::vector<AuditRecord> records, Done done);
   virtual Result<AuditPage> ListAudit(const AuditQuery& query);
+
+  // Price plans (billing/price_plan.h, docs/billing.md): versioned, append-only, not fenced by
+  // the epoch (they are configuration, not scheduling state). AddPricePlan stores `plan` as the
+  // next version of its name and returns it as stored: version 1 when `create` (ALREADY_EXISTS
+  // if the name exists), else the latest version + 1 (NOT_FOUND if there is none). Refused:
+  // INVALID_ARGUMENT for a plan billing::ValidatePricePlan refuses or text that is not UTF-8;
+  // FAILED_PRECONDITION when effective_from_ms is before the latest version's (a version never
+  // takes effect before its predecessor); ABORTED when another writer added a version of the
+  // same name at the same moment (retry). ListPricePlans returns every version of `name` ("" =
+  // of every plan), ordered by name, then version. Defaults answer UNIMPLEMENTED.
+  virtual Result<billing::PricePlan> AddPricePlan(billing::PricePlan plan, bool create);
+  virtual Result<std::vector<billing::PricePlan>> ListPricePlans(const std::string& name);
 };
 
 inline void Store::AppendAudit(std::vector<AuditRecord>, Done done) {
@@ -132,6 +145,12 @@ inline void Store::AppendAudit(std::vector<AuditRecord>, Done done) {
 }
 inline Result<AuditPage> Store::ListAudit(const AuditQuery&) {
   return Status::Unimplemented("this store keeps no audit log");
+}
+inline Result<billing::PricePlan> Store::AddPricePlan(billing::PricePlan, bool) {
+  return Status::Unimplemented("this store keeps no price plans");
+}
+inline Result<std::vector<billing::PricePlan>> Store::ListPricePlans(const std::string&) {
+  return Status::Unimplemented("this store keeps no price plans");
 }
 
 }  // namespace gpupool

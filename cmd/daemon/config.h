@@ -74,6 +74,9 @@ struct DaemonConfig {
     bool enabled = false;  // `ha.enabled` or --replica
     int64_t lease_ms = 2000;
     std::string advertise;  // the API address clients are told; empty = the gRPC listen address
+    // The REST base URL clients are sent to ("https://HOST:PORT"); empty = the scheme of the
+    // daemon (https unless --insecure) and the HTTP listen address.
+    std::string advertise_http;
   } ha;
 };
 
