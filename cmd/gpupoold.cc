@@ -313,6 +313,7 @@ int Run(int argc, char** argv) {
   // Every mutating and every denied API call, in PostgreSQL (docs/security.md, "Audit log").
   auto audit_log = std::make_unique<api::AuditLog>(store.get(), api::AuditLogOptions{registry});
   service_options.audit = audit_log.get();
+  hub.AttachAudit(audit_log.get());  // node registrations and task reports (api/agent_audit.h)
   Result<std::unique_ptr<PgApiKeyStore>> opened_keys = PgApiKeyStore::Open(uri);
   if (!opened_keys.ok()) return Fail(opened_keys.status().WithContext("API keys"));
   std::unique_ptr<PgApiKeyStore> api_keys = std::move(opened_keys).value();
