@@ -330,6 +330,25 @@ ALTER TABLE nodes
   ADD COLUMN capabilities text[] NOT NULL DEFAULT '{}';
 )sql";
 
+// Every change to an API key is announced on channel gpupool_api_keys (payload: the key id, ""
+// after TRUNCATE), so daemons that cache verified keys forget a revoked one at once
+// (store/pg_key_feed.h).
+constexpr std::string_view kV11 = R"sql(
+CREATE FUNCTION gp_api_key_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'TRUNCATE' THEN
+    PERFORM pg_notify('gpupool_api_keys', '');
+  ELSE
+    PERFORM pg_notify('gpupool_api_keys', OLD.id);
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER api_keys_changed AFTER UPDATE OR DELETE ON api_keys
+  FOR EACH ROW EXECUTE FUNCTION gp_api_key_changed();
+CREATE TRIGGER api_keys_truncated AFTER TRUNCATE ON api_keys
+  FOR EACH STATEMENT EXECUTE FUNCTION gp_api_key_changed();
+)sql";
+
 // Issue 13 (billing): versioned price plans (billing/price_plan.h). Append-only: a change is a
 // new version row, so the version that rated a past invoice is still there. Money and
 // multipliers are exact integers in nanos (1e-9); a rate's unit is its name ("tflops-hour").
@@ -379,6 +398,7 @@ constexpr Migration kMigrations[] = {
     {2, "check and fence functions", kV2},
     {3, "typed stop intent and preemption facts on tasks", kV3},
     {10, "API keys", kV10},
+    {11, "API key change notifications", kV11},
     {20, "device faults", kV20},
     {21, "task usage", kV21},
     {22, "pool MPS isolation and node capabilities", kV22},
