@@ -299,6 +299,8 @@ int Run(int argc, char** argv) {
   if (!opened_keys.ok()) return Fail(opened_keys.status().WithContext("API keys"));
   std::unique_ptr<PgApiKeyStore> api_keys = std::move(opened_keys).value();
   service_options.api_keys = api_keys.get();
+  // Billing (docs/billing.md): price plans in the store; invoices need a usage source.
+  service_options.price_plans = store.get();
   api::ServiceImpl service(&scheduler, &scheduler, &hub, service_options);
   service.SetRecovered(true);
   Result<std::vector<api::ApiToken>> tokens = ApiTokens(config);
