@@ -226,6 +226,13 @@ BEGIN
 END $$;
 )sql";
 
+// Issue 12: the leader's REST base URL beside its gRPC address, so a standby can send REST clients
+// to the leader (307 with Location) as it sends gRPC clients (NotLeader). Empty until a replica of
+// this version takes the lease.
+constexpr std::string_view kV51 = R"sql(
+ALTER TABLE leader ADD COLUMN http_address text NOT NULL DEFAULT '';
+)sql";
+
 // API keys (scheduler/api_keys.h): only the SHA-256 of a key's secret is kept.
 constexpr std::string_view kV10 = R"sql(
 CREATE TABLE api_keys (
@@ -366,6 +373,7 @@ constexpr Migration kMigrations[] = {
     {20, "device faults", kV20},
     {21, "task usage", kV21},
     {50, "leader election: lease address and expiry", kV50},
+    {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},
     {61, "idempotency keys and secret env on jobs", kV61},
     {80, "versioned price plans", kV80},
