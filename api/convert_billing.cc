@@ -1,7 +1,6 @@
 #include "api/convert_billing.h"
 
 #include "api/convert.h"
-#include "api/utf8.h"
 
 namespace gpupool::api {
 namespace {
@@ -12,9 +11,8 @@ int64_t Ms(const google::protobuf::Timestamp& t) {
 
 Status Text(const std::string& value, const std::string& field, size_t max = 128) {
   if (value.size() > max) return Invalid(field, "at most " + std::to_string(max) + " bytes");
-  if (!IsValidUtf8(value) || value.find('\0') != std::string::npos) {
-    return Invalid(field, "must be valid UTF-8 without NUL");
-  }
+  // UTF-8 is checked where the text is stored (store/validate.h), for every writer alike.
+  if (value.find('\0') != std::string::npos) return Invalid(field, "must not contain NUL");
   return Status::Ok();
 }
 

@@ -26,6 +26,7 @@
 #include "api/tls/node_identity.h"
 #include "base/log.h"
 #include "cmd/daemon/config.h"
+#include "cmd/daemon/price_plans.h"
 #include "cmd/daemon/reload.h"
 #include "cmd/daemon/standby.h"
 #include "pool/catalog.h"
@@ -292,6 +293,11 @@ int Run(int argc, char** argv) {
   if (Status st = scheduler.Start(*state, *epoch); !st.ok()) return Fail(st);
   if (Status st = CreateConfiguredPools(scheduler, config.pools); !st.ok()) return Fail(st);
   if (Status st = ApplyConfiguredTenancy(scheduler, config); !st.ok()) return Fail(st);
+  if (Result<int> added = ApplyConfiguredPricePlans(*store, config.price_plans,
+                                                    SystemClock::Get()->NowMicros() / 1000);
+      !added.ok()) {
+    return Fail(added.status());
+  }
 
   api::ServiceOptions service_options;
   service_options.catalog = catalog;
