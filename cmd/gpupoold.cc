@@ -27,6 +27,7 @@
 #include "api/tls/node_identity.h"
 #include "base/log.h"
 #include "cmd/daemon/config.h"
+#include "cmd/daemon/price_plans.h"
 #include "cmd/daemon/reload.h"
 #include "cmd/daemon/standby.h"
 #include "pool/catalog.h"
@@ -302,6 +303,11 @@ int Run(int argc, char** argv) {
   if (Status st = scheduler.Start(*state, *epoch); !st.ok()) return Fail(st);
   if (Status st = CreateConfiguredPools(scheduler, config.pools); !st.ok()) return Fail(st);
   if (Status st = ApplyConfiguredTenancy(scheduler, config); !st.ok()) return Fail(st);
+  if (Result<int> added = ApplyConfiguredPricePlans(*store, config.price_plans,
+                                                    SystemClock::Get()->NowMicros() / 1000);
+      !added.ok()) {
+    return Fail(added.status());
+  }
 
   api::ServiceOptions service_options;
   service_options.catalog = catalog;
@@ -338,6 +344,8 @@ int Run(int argc, char** argv) {
       });
   api::CacheInvalidatingKeyStore keys_for_api(api_keys.get(), &key_cache);
   service_options.api_keys = &keys_for_api;
+  // Billing (docs/billing.md): price plans in the store; invoices need a usage source.
+  service_options.price_plans = store.get();
   api::ServiceImpl service(&scheduler, &scheduler, &hub, service_options);
   service.SetRecovered(true);
   Result<std::vector<api::ApiToken>> tokens = ApiTokens(config);

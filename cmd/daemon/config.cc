@@ -6,6 +6,7 @@
 
 #include "api/priority_access.h"
 #include "api/validate.h"
+#include "cmd/daemon/price_plans.h"
 #include "pool/yaml_error.h"
 #include "scheduler/tenancy.h"
 
@@ -525,10 +526,11 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   if (root.IsNull()) return c;
   YamlDoc doc{source};
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(root, YamlPath{}));
-  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
-      root, YamlPath{},
-      {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level", "auth",
-       "scheduler", "priority_classes", "skus", "pools", "tenants", "tenant_defaults", "ha"}));
+  GPUPOOL_RETURN_IF_ERROR(
+      doc.CheckKeys(root, YamlPath{},
+                    {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level",
+                     "auth", "scheduler", "priority_classes", "skus", "pools", "tenants",
+                     "tenant_defaults", "ha", "price_plans"}));
   GPUPOOL_RETURN_IF_ERROR(ParseListen(doc, root, &c));
   GPUPOOL_ASSIGN_OR_RETURN(auto data_dir, doc.OptionalString(root, YamlPath{}, "data_dir"));
   if (data_dir) c.data_dir = *data_dir;
@@ -556,6 +558,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   GPUPOOL_RETURN_IF_ERROR(ParsePools(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseTenantDefaults(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseTenants(doc, root, &c));
+  GPUPOOL_RETURN_IF_ERROR(ParsePricePlans(doc, root, &c.price_plans));
   for (const char* key : {"priority_classes", "skus"}) {
     if (root[key]) c.origins[key] = Origin(doc, root[key], YamlPath{}.Key(key));
   }
