@@ -183,6 +183,9 @@ struct PoolRecord {
   SharingMode sharing_mode = SharingMode::kFractional;
   int32_t time_slice_replicas = 0;
   int64_t create_us = 0;
+  // Shared grants on the pool's nodes use one MPS control daemon per tenant per GPU (an MPS
+  // fault stays within its tenant) instead of one per GPU.
+  bool mps_tenant_isolation = false;
   friend bool operator==(const PoolRecord&, const PoolRecord&) = default;
 };
 
@@ -206,6 +209,14 @@ struct LinkRecord {
   friend bool operator==(const LinkRecord&, const LinkRecord&) = default;
 };
 
+// One line of what a node's agent can and cannot enforce (Register.capabilities).
+struct NodeCapabilityRecord {
+  std::string name;
+  bool enforced = false;
+  std::string detail;
+  friend bool operator==(const NodeCapabilityRecord&, const NodeCapabilityRecord&) = default;
+};
+
 struct NodeRecord {
   std::string name;
   std::string pool;
@@ -217,6 +228,9 @@ struct NodeRecord {
   std::vector<DeviceRecord> devices;
   std::vector<LinkRecord> links;
   int64_t last_heartbeat_us = 0;
+  // What the agent said at its last registration it can and cannot enforce; stored with the
+  // node, so `nodes get` shows it while the agent is away and after a gpupoold restart.
+  std::vector<NodeCapabilityRecord> capabilities;
   friend bool operator==(const NodeRecord&, const NodeRecord&) = default;
 };
 
@@ -234,14 +248,6 @@ struct DeviceFaultRecord {
   std::string cleared_by;
   int64_t cleared_us = 0;
   friend bool operator==(const DeviceFaultRecord&, const DeviceFaultRecord&) = default;
-};
-
-// One line of what a node's agent can and cannot enforce (Register.capabilities).
-struct NodeCapabilityRecord {
-  std::string name;
-  bool enforced = false;
-  std::string detail;
-  friend bool operator==(const NodeCapabilityRecord&, const NodeCapabilityRecord&) = default;
 };
 
 // A tenant: one node of the org / project / user tree, named by its path ("acme/research/alice").
