@@ -204,7 +204,7 @@ struct Core::State {
   std::unique_ptr<QueueOrder> order;  // how a pass merges the queues of one priority level
   std::map<std::string, std::set<TaskKey>> active;  // pool → tasks charged to quotas
   TenantBook book;
-  DeviceFaultBook faults;  // devices out of service until an admin clears them; capabilities
+  DeviceFaultBook faults;  // devices out of service until an admin clears them
   ReservationBook reservations;
   std::map<std::string, std::deque<int64_t>> disruptions;  // share group → preemption times
   std::map<int64_t, Watcher> watchers;
@@ -242,6 +242,7 @@ struct Core::State {
                          std::vector<Mutation> extra = {});
   void StoreChangeSet(Core* core, ChangeSet set, bool retry);
   void ApplyChangeSet(Core* core, const ChangeSet& set);
+  void ApplyTaskChange(const TaskChange& c, std::vector<TaskChange>* follow_up);
   // Tick: stores again what the store refused, oldest first.
   void RetryUnstored(Core* core);
   // Posts one scheduling pass (coalesced).
