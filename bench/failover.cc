@@ -180,6 +180,9 @@ int Run(int argc, char** argv) {
     std::this_thread::sleep_for(500ms);  // let the submitter and agents settle on the leader
     const auto killed = std::chrono::steady_clock::now();
     replicas[static_cast<size_t>(old)]->Kill9();
+    // The client clock counts only acknowledgements after the leader is certainly gone: one can
+    // still arrive from it between `killed` and its death.
+    const auto dead = std::chrono::steady_clock::now();
     const int next = leader(60s, old);
     if (next < 0) {
       std::fprintf(stderr, "kill %d: no standby took over\n", k);
@@ -191,14 +194,15 @@ int Run(int argc, char** argv) {
     // Kill → the submitter's first acknowledgement from the new leader (it followed a standby's
     // NotLeader or went back to the address list).
     const int64_t killed_us =
-        std::chrono::duration_cast<std::chrono::microseconds>(killed.time_since_epoch()).count();
+        std::chrono::duration_cast<std::chrono::microseconds>(dead.time_since_epoch()).count();
     const auto wait_end = std::chrono::steady_clock::now() + 30s;
     while (last_ack_us.load() <= killed_us && std::chrono::steady_clock::now() < wait_end) {
       std::this_thread::sleep_for(2ms);
     }
     if (const double ms = post_lease(next); ms >= 0) post_lease_ms.push_back(ms);
     if (last_ack_us.load() > killed_us) {
-      client_ms.push_back(static_cast<double>(last_ack_us.load() - killed_us) / 1000.0);
+      client_ms.push_back(static_cast<double>(last_ack_us.load() - killed_us) / 1000.0 +
+                          std::chrono::duration<double, std::milli>(dead - killed).count());
     }
     std::printf("kill %2d: replica %d -> %d in %.0f ms (client acknowledged after %.0f ms)\n", k,
                 old, next, takeover_ms.back(), client_ms.empty() ? 0.0 : client_ms.back());
