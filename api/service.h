@@ -30,6 +30,7 @@
 #include "gpupool/v1/keys.pb.h"
 #include "gpupool/v1/pools.pb.h"
 #include "gpupool/v1/tenants.pb.h"
+#include "gpupool/v1/usage.pb.h"
 
 namespace gpupool::api {
 
@@ -124,6 +125,11 @@ class ApiService {
   virtual void RevokeApiKey(const CallContext& ctx, const v1::RevokeApiKeyRequest& req,
                             Reply<v1::ApiKey> done);
 
+  // Usage report (docs/billing.md): admins any tenant, others their own subtree. Default:
+  // UNIMPLEMENTED.
+  virtual void GetUsage(const CallContext& ctx, const v1::GetUsageRequest& req,
+                        Reply<v1::GetUsageResponse> done);
+
   // Health for /readyz: OK once state is recovered and the database answers.
   virtual Status Ready() const = 0;
 };
@@ -151,6 +157,11 @@ inline void ApiService::ListAuditRecords(const CallContext&, const v1::ListAudit
 GPUPOOL_API_UNIMPLEMENTED(CreateApiKey, CreateApiKeyRequest, CreateApiKeyResponse)
 GPUPOOL_API_UNIMPLEMENTED(ListApiKeys, ListApiKeysRequest, ListApiKeysResponse)
 GPUPOOL_API_UNIMPLEMENTED(RevokeApiKey, RevokeApiKeyRequest, ApiKey)
+inline void ApiService::GetUsage(const CallContext&, const v1::GetUsageRequest&,
+                                 Reply<v1::GetUsageResponse> done) {
+  done(Status::Unimplemented("GetUsage: this server keeps no usage ledger"),
+       v1::GetUsageResponse{});
+}
 #undef GPUPOOL_API_UNIMPLEMENTED
 
 }  // namespace gpupool::api

@@ -44,6 +44,7 @@
 #include "api/rate_limiter.h"
 #include "api/service.h"
 #include "scheduler/options.h"
+#include "scheduler/usage_report.h"
 
 namespace gpupool {
 class ApiKeyStore;
@@ -79,6 +80,9 @@ struct ServiceOptions {
   AuditLog* audit = nullptr;
   // Where API keys live (scheduler/api_keys.h); null = KeyService answers UNIMPLEMENTED.
   ApiKeyStore* api_keys = nullptr;
+  // The usage report GetUsage reads (Store::QueryUsage); empty = UNIMPLEMENTED. Called on the
+  // API's thread.
+  std::function<Result<std::vector<UsageReportRow>>(const UsageQuery&)> usage;
 };
 
 // The part of the edge's policy that a config reload may replace (SetPolicy): the priority classes
@@ -169,6 +173,8 @@ class ServiceImpl final : public ApiService {
 
   void ListAuditRecords(const CallContext& ctx, const v1::ListAuditRecordsRequest& req,
                         Reply<v1::ListAuditRecordsResponse> done) override;
+  void GetUsage(const CallContext& ctx, const v1::GetUsageRequest& req,
+                Reply<v1::GetUsageResponse> done) override;  // api/service_usage.cc
   void CreateApiKey(const CallContext& ctx, const v1::CreateApiKeyRequest& req,
                     Reply<v1::CreateApiKeyResponse> done) override;
   void ListApiKeys(const CallContext& ctx, const v1::ListApiKeysRequest& req,

@@ -295,6 +295,8 @@ int Run(int argc, char** argv) {
   // Every mutating and every denied API call, in PostgreSQL (docs/security.md, "Audit log").
   auto audit_log = std::make_unique<api::AuditLog>(store.get(), api::AuditLogOptions{registry});
   service_options.audit = audit_log.get();
+  // The usage report (docs/billing.md): an aggregate over the ledger, on the read connection.
+  service_options.usage = [&store](const UsageQuery& q) { return store->QueryUsage(q); };
   Result<std::unique_ptr<PgApiKeyStore>> opened_keys = PgApiKeyStore::Open(uri);
   if (!opened_keys.ok()) return Fail(opened_keys.status().WithContext("API keys"));
   std::unique_ptr<PgApiKeyStore> api_keys = std::move(opened_keys).value();

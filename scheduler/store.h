@@ -16,6 +16,9 @@
 //   NOT_FOUND         UpdateJob/UpdateTask/SetNodeState/DeletePool/DeleteTenant/DeleteQuota of
 //                     something unknown; UpsertNode into an unknown pool; SetQuota for an
 //                     unknown tenant
+//                     AppendUsage with an interval whose end is before its start (or equal,
+//                     unless it is the attempt's last) or whose key is malformed; RollUpUsage whose
+//                     cutoff is not a UTC midnight
 //   FAILED_PRECONDITION  DeletePool of a pool that still has nodes; Apply() before
 //                     AcquireLeadership()
 //   ABORTED           fenced off: another leader took a newer epoch
@@ -35,6 +38,8 @@
 #include "base/status.h"
 #include "scheduler/audit_record.h"
 #include "scheduler/model.h"
+#include "scheduler/usage_ledger.h"
+#include "scheduler/usage_report.h"
 
 namespace gpupool {
 
@@ -83,9 +88,23 @@ struct SetDeviceFault {  // inserts or replaces the fault row of (node, device)
   DeviceFaultRecord fault;
 };
 
-using Mutation =
-    std::variant<InsertJob, UpdateJob, UpdateTask, UpsertPool, DeletePool, UpsertNode, SetNodeState,
-                 AppendEvent, UpsertTenant, DeleteTenant, SetQuota, DeleteQuota, SetDeviceFault>;
+// Appends closed intervals to the usage ledger (scheduler/usage_ledger.h). An interval whose key
+// (job, task, attempt, start) is stored already is skipped, not an error: a retry, a restart or a
+// second writer of the same interval never counts it twice.
+struct AppendUsage {
+  std::vector<UsageInterval> intervals;
+};
+// Retention: moves the ledger intervals that start before `before_us` (a UTC midnight) into
+// daily rows per (day, tenant, pool, node, model, sharing mode, class, MIG profile), summed, so
+// every report over whole days keeps its totals. Intervals of attempts still SCHEDULED or
+// RUNNING stay (the core resumes metering from them).
+struct RollUpUsage {
+  int64_t before_us = 0;
+};
+
+using Mutation = std::variant<InsertJob, UpdateJob, UpdateTask, UpsertPool, DeletePool, UpsertNode,
+                              SetNodeState, AppendEvent, UpsertTenant, DeleteTenant, SetQuota,
+                              DeleteQuota, SetDeviceFault, AppendUsage, RollUpUsage>;
 
 // Everything the scheduler needs to rebuild its state after a restart.
 struct RecoveredState {
@@ -96,6 +115,8 @@ struct RecoveredState {
   std::vector<TenantRecord> tenants;             // ordered by path
   std::vector<QuotaRecord> quotas;               // ordered by tenant, then pool
   std::vector<DeviceFaultRecord> device_faults;  // cleared ones included; by node, device
+  // For every SCHEDULED or RUNNING task attempt with ledger rows: where its metering resumes.
+  std::vector<UsageMark> usage_marks;  // by job, task
 };
 
 class Store {
@@ -125,6 +146,12 @@ class Store {
   // Defaults answer UNIMPLEMENTED, for stores that keep no audit log.
   virtual void AppendAudit(std::vector<AuditRecord> records, Done done);
   virtual Result<AuditPage> ListAudit(const AuditQuery& query);
+
+  // The usage report (scheduler/usage_report.h): ledger intervals and daily roll-ups summed per
+  // (period, tenant at the query's depth, pool, model, class, MIG profile), ordered by those.
+  // INVALID_ARGUMENT for a negative range or depth, UNAVAILABLE during an outage. The default
+  // answers UNIMPLEMENTED, for stores that keep no ledger.
+  virtual Result<std::vector<UsageReportRow>> QueryUsage(const UsageQuery& query);
 };
 
 inline void Store::AppendAudit(std::vector<AuditRecord>, Done done) {
@@ -132,6 +159,9 @@ inline void Store::AppendAudit(std::vector<AuditRecord>, Done done) {
 }
 inline Result<AuditPage> Store::ListAudit(const AuditQuery&) {
   return Status::Unimplemented("this store keeps no audit log");
+}
+inline Result<std::vector<UsageReportRow>> Store::QueryUsage(const UsageQuery&) {
+  return Status::Unimplemented("this store keeps no usage ledger");
 }
 
 }  // namespace gpupool

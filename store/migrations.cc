@@ -314,6 +314,70 @@ ALTER TABLE tasks
   ADD COLUMN usage_oom_kills bigint NOT NULL DEFAULT 0;
 )sql";
 
+// Issue 13: the usage ledger (scheduler/usage_ledger.h; docs/billing.md, "Ledger") and its
+// daily roll-ups. Quantities are integer units × whole seconds. The primary key is the
+// idempotent key: a retried interval is skipped (ON CONFLICT DO NOTHING). The ledger is never
+// updated (the trigger refuses it for every role); retention moves old rows into usage_daily.
+constexpr std::string_view kV70 = R"sql(
+CREATE TABLE usage_ledger (
+  job_id           bigint  NOT NULL,
+  task_index       integer NOT NULL,
+  attempt          integer NOT NULL,
+  start_us         bigint  NOT NULL,
+  end_us           bigint  NOT NULL CHECK (end_us >= start_us),
+  tenant           text    NOT NULL,
+  pool             text    NOT NULL,
+  node             text    NOT NULL,
+  model            text    NOT NULL,
+  sharing_mode     text    NOT NULL,
+  priority_class   text    NOT NULL,
+  mig_profile      text    NOT NULL,
+  milli_tflops_s   bigint  NOT NULL,
+  physical_milli_tflops_s bigint NOT NULL,
+  vram_mib_s       bigint  NOT NULL,
+  spill_mib_s      bigint  NOT NULL,
+  device_s         bigint  NOT NULL,
+  mig_instance_s   bigint  NOT NULL,
+  cpu_usage_us     bigint  NOT NULL,
+  peak_memory_bytes bigint NOT NULL,
+  end_state        text    NOT NULL,
+  recorded_us      bigint  NOT NULL,
+  PRIMARY KEY (job_id, task_index, attempt, start_us)
+);
+CREATE INDEX usage_ledger_start_idx ON usage_ledger (start_us);
+CREATE INDEX usage_ledger_tenant_idx ON usage_ledger (tenant text_pattern_ops, start_us);
+
+CREATE TABLE usage_daily (
+  day_us           bigint  NOT NULL,
+  tenant           text    NOT NULL,
+  pool             text    NOT NULL,
+  node             text    NOT NULL,
+  model            text    NOT NULL,
+  sharing_mode     text    NOT NULL,
+  priority_class   text    NOT NULL,
+  mig_profile      text    NOT NULL,
+  milli_tflops_s   bigint  NOT NULL,
+  physical_milli_tflops_s bigint NOT NULL,
+  vram_mib_s       bigint  NOT NULL,
+  spill_mib_s      bigint  NOT NULL,
+  device_s         bigint  NOT NULL,
+  mig_instance_s   bigint  NOT NULL,
+  cpu_usage_us     bigint  NOT NULL,
+  peak_memory_bytes bigint NOT NULL,
+  intervals        bigint  NOT NULL,
+  PRIMARY KEY (day_us, tenant, pool, node, model, sharing_mode, priority_class, mig_profile)
+);
+
+CREATE FUNCTION gp_usage_no_update() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = 'GPP01',
+    MESSAGE = 'usage_ledger is append-only: ' || TG_OP || ' is refused';
+END $$;
+CREATE TRIGGER usage_ledger_no_update BEFORE UPDATE ON usage_ledger
+  FOR EACH ROW EXECUTE FUNCTION gp_usage_no_update();
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "initial schema", kV1},
     {2, "check and fence functions", kV2},
@@ -324,6 +388,7 @@ constexpr Migration kMigrations[] = {
     {50, "leader election: lease address and expiry", kV50},
     {60, "append-only audit log", kV60},
     {61, "idempotency keys and secret env on jobs", kV61},
+    {70, "usage ledger and daily roll-ups", kV70},
 };
 
 }  // namespace

@@ -77,6 +77,8 @@ class PgStore final : public Store {
   // behind scheduling commits; `done` runs before AppendAudit returns. Reads use the reader.
   void AppendAudit(std::vector<AuditRecord> records, Done done) override;
   Result<AuditPage> ListAudit(const AuditQuery& query) override;
+  // The usage report (store/pg_usage.cc), on the read connection.
+  Result<std::vector<UsageReportRow>> QueryUsage(const UsageQuery& query) override;
 
   // Counters since Open(): transactions committed by the writer and batches they carried (their
   // ratio is the mean group size), and batches that failed.
