@@ -22,6 +22,7 @@
 #include "agent/mps/mps_manager.h"
 #include "agent/proto_convert.h"
 #include "agent/scrub/device_guard.h"
+#include "api/client/leader_follow.h"
 #include "base/address_list.h"
 #include "base/log.h"
 #include "gpupool/v1/agent.grpc.pb.h"
@@ -119,6 +120,11 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   }
 
   void SetSampleObserver(Agent::SampleObserver observer) { sample_observer_ = std::move(observer); }
+  void SetChannelMaker(Agent::ChannelMaker make) {
+    follower_ = std::make_unique<api::LeaderFollower>(
+        config_.scheduler, std::move(make),
+        std::chrono::milliseconds(std::min<int64_t>(1000, config_.reconnect.max_ms)));
+  }
 
   Status Start() {
     auto inv = backend_->Discover();
@@ -220,6 +226,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
                {"code", std::to_string(status.error_code())},
                {"error", status.error_message()}});
       if (gen == self->gen_ && self->stream_ != nullptr) self->Broken(gen);
+      if (gen == self->gen_) self->FollowLeader(status);
       if (self->closing_ && self->streams_open_ == 0 && self->on_closed_) {
         auto done = std::move(self->on_closed_);
         self->on_closed_ = nullptr;
@@ -245,6 +252,10 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   void Connect() {
     if (closing_) return;
     if (auto inv = backend_->Discover(); inv.ok()) inventory_ = std::move(inv).value();
+    if (follower_ && follower_->channel() != stub_channel_) {  // following the leader
+      stub_channel_ = follower_->channel();
+      stub_ = v1::AgentService::NewStub(stub_channel_);
+    }
     ++gen_;
     ++streams_open_;
     outbox_.clear();
@@ -267,6 +278,22 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
       stats_.registered = false;
       ++stats_.registrations;
     }
+  }
+
+  // A standby's NotLeader, or a followed leader that is gone: the next connection goes where the
+  // follower says, after its pause instead of the usual backoff (the call was not executed).
+  void FollowLeader(const grpc::Status& status) {
+    if (!follower_ || closing_ || stream_ != nullptr) return;
+    const api::LeaderFollower::Next next = follower_->OnFailure(status);
+    if (!next.retry) return;
+    LogInfo("agent", "following the leader",
+            {{"node", config_.node_name},
+             {"target", follower_->target()},
+             {"delay_ms", std::to_string(next.delay.count())}});
+    reconnect_timer_.expires_after(next.delay);
+    reconnect_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec) self->Connect();
+    });
   }
 
   void Broken(uint64_t gen) {
@@ -581,6 +608,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   void HandleAck(const v1::RegisterAck& ack) {
     if (Stale(ack.epoch(), "RegisterAck", "")) return;
     failures_ = 0;
+    if (follower_) follower_->OnSuccess();
     {
       std::lock_guard lock(stats_mu_);
       stats_.registered = true;
@@ -717,6 +745,8 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   DeviceBackend* backend_;
   TaskRunner* runner_;
   std::unique_ptr<v1::AgentService::Stub> stub_;
+  std::unique_ptr<api::LeaderFollower> follower_;  // set before Start(); used on the strand
+  std::shared_ptr<grpc::Channel> stub_channel_;    // the follower's channel stub_ calls on
   asio::strand<asio::io_context::executor_type> strand_;
   asio::steady_timer heartbeat_timer_;
   asio::steady_timer reconnect_timer_;
@@ -795,6 +825,7 @@ Agent::~Agent() { impl_->Shutdown(false); }
 void Agent::SetSampleObserver(SampleObserver observer) {
   impl_->SetSampleObserver(std::move(observer));
 }
+void Agent::SetChannelMaker(ChannelMaker make) { impl_->SetChannelMaker(std::move(make)); }
 Status Agent::Start() { return impl_->Start(); }
 void Agent::Shutdown(bool stop_tasks) { impl_->Shutdown(stop_tasks); }
 AgentStats Agent::stats() const { return impl_->stats(); }

@@ -80,6 +80,13 @@ class Agent {
                                             const std::vector<TaskStatus>&)>;
   void SetSampleObserver(SampleObserver observer);
 
+  // Makes a channel to one scheduler address. Set before Start(), it lets the agent follow a
+  // standby's NotLeader to the leader it names, and back to the configured list when that
+  // leader is gone (api/client/leader_follow.h, docs/ha.md). Unset: the channel given is used
+  // for every connection.
+  using ChannelMaker = std::function<std::shared_ptr<grpc::Channel>(const std::string& target)>;
+  void SetChannelMaker(ChannelMaker make);
+
   // Discovers devices and starts connecting. Fails if discovery fails.
   Status Start();
 

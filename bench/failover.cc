@@ -6,8 +6,9 @@
 // leader, kill it with -9, and time until another replica answers an API call (kill → new
 // leader serving: lease expiry + the standby's poll + recovery + listening); the killed replica
 // is restarted as a standby. At the end every acknowledged job must still be known to the
-// leader (GetJob). Prints p50/p90/p99/max of the takeover time, acknowledged and lost jobs;
-// --json FILE writes them.
+// leader (GetJob). Prints p50/p90/p99/max of the takeover time, the time until the submitter
+// (following standbys' NotLeader answers, api/client/leader_follow.h) has a submission
+// acknowledged again, acknowledged and lost jobs; --json FILE writes them.
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -18,11 +19,11 @@
 #include <mutex>
 #include <thread>
 
-#include "base/address_list.h"
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/leader_client.h"
 #include "tests/support/pg_fixture.h"
 
 namespace gpupool {
@@ -96,21 +97,16 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "no replica leads\n");
     return 1;
   }
-  // Reconnect quickly after a failover (gRPC's default backoff starts at 1 s and grows to 120 s).
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-  auto channel =
-      grpc::CreateCustomChannel(GrpcTargetOf(targets), grpc::InsecureChannelCredentials(), args);
-  auto pools = v1::PoolService::NewStub(channel);
-  auto jobs = v1::JobService::NewStub(channel);
+  // Clients follow the leader as gpupoolctl does: a standby's NotLeader names it
+  // (api/client/leader_follow.h).
+  testing::LeaderClient admin(targets);
   {
-    grpc::ClientContext ctx;
     v1::CreatePoolRequest req;
     req.mutable_pool()->set_name("gpu");
     v1::Pool p;
-    grpc::Status st = pools->CreatePool(&ctx, req, &p);
+    grpc::Status st = admin.Call([&](auto ch, grpc::ClientContext* ctx) {
+      return v1::PoolService::NewStub(ch)->CreatePool(ctx, req, &p);
+    });
     if (!st.ok()) {
       std::fprintf(stderr, "create pool: %s\n", st.error_message().c_str());
       return 1;
@@ -131,7 +127,15 @@ int Run(int argc, char** argv) {
   std::mutex mu;
   std::vector<std::string> acknowledged;
   std::atomic<int64_t> refused{0};
+  // When the submitter's latest acknowledgement came (steady clock, µs).
+  std::atomic<int64_t> last_ack_us{0};
+  auto now_us = [] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
   std::thread submitter([&] {
+    testing::LeaderClient client(targets);
     while (!stop) {
       v1::SubmitJobRequest req;
       v1::JobSpec* s = req.mutable_spec();
@@ -140,13 +144,16 @@ int Run(int argc, char** argv) {
       s->set_task_count(1);
       s->mutable_template_()->add_command("/bin/true");
       s->mutable_template_()->mutable_resources()->mutable_whole_gpus()->set_count(1);
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + 2s);
       v1::SubmitJobResponse resp;
-      grpc::Status st = jobs->SubmitJob(&ctx, req, &resp);
+      grpc::Status st = client.Call(
+          [&](auto ch, grpc::ClientContext* ctx) {
+            return v1::JobService::NewStub(ch)->SubmitJob(ctx, req, &resp);
+          },
+          2s);
       if (st.ok()) {
         std::lock_guard lock(mu);
         acknowledged.push_back(resp.job_id());
+        last_ack_us = now_us();
       } else {
         if (refused++ % 1000 == 0) {
           std::fprintf(stderr, "refused: %s\n", st.error_message().c_str());
@@ -155,7 +162,7 @@ int Run(int argc, char** argv) {
       }
     }
   });
-  std::vector<double> takeover_ms;
+  std::vector<double> takeover_ms, client_ms;
   for (int k = 0; k < kills; ++k) {
     const int old = leader(60s, -1);
     if (old < 0) break;
@@ -170,20 +177,33 @@ int Run(int argc, char** argv) {
     takeover_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed)
             .count());
-    std::printf("kill %2d: replica %d -> %d in %.0f ms\n", k, old, next, takeover_ms.back());
+    // Kill → the submitter's first acknowledgement from the new leader (it followed a standby's
+    // NotLeader or went back to the address list).
+    const int64_t killed_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(killed.time_since_epoch()).count();
+    const auto wait_end = std::chrono::steady_clock::now() + 30s;
+    while (last_ack_us.load() <= killed_us && std::chrono::steady_clock::now() < wait_end) {
+      std::this_thread::sleep_for(2ms);
+    }
+    if (last_ack_us.load() > killed_us) {
+      client_ms.push_back(static_cast<double>(last_ack_us.load() - killed_us) / 1000.0);
+    }
+    std::printf("kill %2d: replica %d -> %d in %.0f ms (client acknowledged after %.0f ms)\n", k,
+                old, next, takeover_ms.back(), client_ms.empty() ? 0.0 : client_ms.back());
     (void)replicas[static_cast<size_t>(old)]->Restart();
   }
   stop = true;
   submitter.join();
   int lost = 0;
   for (const std::string& id : acknowledged) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
-    ctx.set_wait_for_ready(true);
     v1::GetJobRequest req;
     req.set_job_id(id);
     v1::Job job;
-    grpc::Status st = jobs->GetJob(&ctx, req, &job);
+    grpc::Status st = admin.Call(
+        [&](auto ch, grpc::ClientContext* ctx) {
+          return v1::JobService::NewStub(ch)->GetJob(ctx, req, &job);
+        },
+        10s);
     if (!st.ok()) {
       if (lost++ == 0) std::fprintf(stderr, "job %s: %s\n", id.c_str(), st.error_message().c_str());
     }
@@ -193,15 +213,18 @@ int Run(int argc, char** argv) {
                max = takeover_ms.empty()
                          ? 0
                          : *std::max_element(takeover_ms.begin(), takeover_ms.end());
+  const double c50 = Percentile(client_ms, 0.5), c99 = Percentile(client_ms, 0.99);
   std::printf(
-      "\nkills  lease_ms  takeover p50  p90  p99  max (ms)   acknowledged  lost  refused\n");
-  std::printf("%5zu  %8d  %12.0f %4.0f %4.0f %4.0f        %12zu  %4d  %7lld\n", takeover_ms.size(),
-              lease_ms, p50, p90, p99, max, acknowledged.size(), lost,
+      "\nkills  lease_ms  takeover p50  p90  p99  max (ms)  client p50  p99 (ms)   acknowledged  "
+      "lost  refused\n");
+  std::printf("%5zu  %8d  %12.0f %4.0f %4.0f %4.0f        %10.0f %4.0f        %12zu  %4d  %7lld\n",
+              takeover_ms.size(), lease_ms, p50, p90, p99, max, c50, c99, acknowledged.size(), lost,
               static_cast<long long>(refused.load()));
   if (!json.empty()) {
     std::ofstream(json) << "{\"benchmark\":\"failover\",\"kills\":" << takeover_ms.size()
                         << ",\"lease_ms\":" << lease_ms << ",\"p50_ms\":" << p50
                         << ",\"p90_ms\":" << p90 << ",\"p99_ms\":" << p99 << ",\"max_ms\":" << max
+                        << ",\"client_p50_ms\":" << c50 << ",\"client_p99_ms\":" << c99
                         << ",\"acknowledged\":" << acknowledged.size() << ",\"lost\":" << lost
                         << "}\n";
   }

@@ -381,6 +381,12 @@ int Run(int argc, char** argv) {
   }
   if (rc == 0) {
     Agent agent(config, backend.get(), &runner, channel, io);
+    // Several scheduler addresses: follow a standby's answer to the leader (docs/ha.md).
+    agent.SetChannelMaker([config](const std::string& target) {
+      AgentConfig one = config;
+      one.scheduler = target;
+      return MakeAgentChannel(one);
+    });
     if (metrics) {
       agent.SetSampleObserver([m = metrics.get()](const Inventory& inv,
                                                   const std::vector<DeviceSample>& samples,

@@ -27,6 +27,7 @@
 #include "base/log.h"
 #include "cmd/daemon/config.h"
 #include "cmd/daemon/reload.h"
+#include "cmd/daemon/standby.h"
 #include "pool/catalog.h"
 #include "scheduler/leadership.h"
 #include "scheduler/metrics.h"
@@ -220,16 +221,30 @@ int Run(int argc, char** argv) {
   Result<std::unique_ptr<PgStore>> opened = PgStore::Open(store_options);
   if (!opened.ok()) return Fail(opened.status().WithContext("open store"));
   std::unique_ptr<PgStore> store = std::move(opened).value();
-  // Replicas wait as standbys (not listening) until this one holds the leader lease; losing it
-  // ends the process at once: no write, no dispatch after (docs/ha.md, "Leader election").
+  // The private CA (created on first start) and the node identities it vouches for.
+  Result<tls::CertAuthority> ca = tls::CertAuthority::LoadOrCreate(
+      (std::filesystem::path(config.data_dir) / "tls").string(), ServerNames(config));
+  if (!ca.ok()) return Fail(ca.status().WithContext("private CA"));
+  // The gRPC ports' TLS (the secure default on the main port; the optional mTLS port).
+  std::optional<api::GrpcTlsPort> main_tls, tls_port;
+  if (!config.grpc_tls_listen.empty()) {
+    tls_port = api::GrpcTlsPort{config.grpc_tls_listen, ca->server_cert_pem(), ca->server_key_pem(),
+                                ca->ca_pem()};
+  }
+  if (!config.insecure) {
+    main_tls = api::GrpcTlsPort{"", ca->server_cert_pem(), ca->server_key_pem(), ca->ca_pem()};
+  }
+  // Replicas wait as standbys until this one holds the leader lease, answering on their ports
+  // with the leader's address and executing nothing (cmd/daemon/standby.h); losing the lease ends
+  // the process at once: no write, no dispatch after (docs/ha.md, "Leader election").
+  std::unique_ptr<StandbyFace> standby;
   std::unique_ptr<PgLeaderLease> lease;
   std::unique_ptr<Leadership> leadership;
   Result<int64_t> epoch = Status::Internal("no epoch");
   if (config.ha.enabled) {
-    const std::string advertise =
-        config.ha.advertise.empty() ? config.grpc_listen : config.ha.advertise;
+    const AdvertisedAddresses advertise = AdvertisedOf(config);
     Result<std::unique_ptr<PgLeaderLease>> opened_lease =
-        PgLeaderLease::Open(uri, PgLeaderLease::DefaultHolder(), advertise);
+        PgLeaderLease::Open(uri, PgLeaderLease::DefaultHolder(), advertise.grpc, advertise.http);
     if (!opened_lease.ok()) return Fail(opened_lease.status().WithContext("leader lease"));
     lease = std::move(opened_lease).value();
     LeadershipOptions lo;
@@ -240,7 +255,11 @@ int Run(int argc, char** argv) {
       std::fflush(nullptr);
       std::_Exit(4);
     });
-    epoch = leadership->WaitToLead(stopping);
+    standby = std::make_unique<StandbyFace>(config, main_tls, tls_port,
+                                            config.insecure ? "" : ca->server_cert_pem(),
+                                            config.insecure ? "" : ca->server_key_pem());
+    if (Status st = standby->Start(); !st.ok()) return Fail(st);
+    epoch = leadership->WaitToLead(stopping, [&](const LeaderClaim& c) { standby->OnPoll(c); });
     if (!epoch.ok()) {
       LogInfo("gpupoold", "stopped while standby");
       return 0;
@@ -256,10 +275,7 @@ int Run(int argc, char** argv) {
 
   auto registry = std::make_shared<prometheus::Registry>();
   SchedulerMetrics metrics(registry, kVersion);
-  // The private CA (created on first start) and the node identities it vouches for.
-  Result<tls::CertAuthority> ca = tls::CertAuthority::LoadOrCreate(
-      (std::filesystem::path(config.data_dir) / "tls").string(), ServerNames(config));
-  if (!ca.ok()) return Fail(ca.status().WithContext("private CA"));
+  // The node identities the private CA (loaded above) vouches for.
   api::tls::NodeIdentityOptions id_options;
   id_options.join_tokens.insert(config.node_tokens.begin(), config.node_tokens.end());
   id_options.require_certificates = config.require_node_certificates;
@@ -333,17 +349,14 @@ int Run(int argc, char** argv) {
   api::GrpcServerOptions grpc_options;
   grpc_options.extra_services.push_back(&hub);
   grpc_options.extra_services.push_back(&enroll);
-  if (!config.grpc_tls_listen.empty()) {
-    grpc_options.tls = api::GrpcTlsPort{config.grpc_tls_listen, ca->server_cert_pem(),
-                                        ca->server_key_pem(), ca->ca_pem()};
-  }
-  if (!config.insecure) {  // the secure default: the main port speaks TLS too
-    grpc_options.main_tls =
-        api::GrpcTlsPort{"", ca->server_cert_pem(), ca->server_key_pem(), ca->ca_pem()};
-  }
+  grpc_options.tls = tls_port;
+  grpc_options.main_tls = main_tls;  // the secure default: the main port speaks TLS too
+  grpc_options.max_connections_per_client =
+      static_cast<size_t>(config.grpc_max_connections_per_client);
   grpc_options.metrics = registry;
   grpc_options.audit = audit_log.get();
   api::GrpcServer grpc(service, *auth, config.grpc_listen, grpc_options);
+  if (standby) standby->Stop();  // recovered: the ports go to the real servers
   if (Status st = grpc.Start(); !st.ok()) return Fail(st);
   api::HttpServerOptions http_options;
   http_options.max_connections_per_client = config.http_max_connections_per_client;

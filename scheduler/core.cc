@@ -4,6 +4,7 @@
 #include "scheduler/core.h"
 
 #include <algorithm>
+#include <set>
 
 #include "base/log.h"
 #include "scheduler/core_state.h"
@@ -39,6 +40,11 @@ size_t Core::unstored_changes() const {
   GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   return s_->unstored.size() + (s_->retry_in_flight ? 1 : 0) + s_->dirty_tasks.size() +
          s_->dirty_jobs.size() + s_->dirty_nodes.size() + s_->unstored_events.size();
+}
+
+Status Core::CheckInvariants() const {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
+  return s_->jobs.CheckIndexes();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -115,92 +121,112 @@ void Core::State::Notify(const JobEntry& job, const std::string& message) {
 // ---------------------------------------------------------------------------------------------
 // Admission
 
-Status Core::State::Admit(const JobSpec& spec, int32_t* priority, ResourceRequest* request) const {
-  auto pool_it = pools.find(spec.pool);
-  if (pool_it == pools.end())
-    return Status::NotFound("spec.pool: pool '" + spec.pool + "' not found");
-  const PoolEntry& pool = pool_it->second;
+namespace {
 
+std::string KnownNames(const auto& table) {
+  std::string known;
+  for (const auto& [n, _] : table) known += (known.empty() ? "" : ", ") + n;
+  return known;
+}
+
+// The priority class a spec names (or the default), by value.
+Status ResolveClass(const SchedulerOptions& options, const JobSpec& spec, int32_t* priority) {
   const std::string& cls_name =
       spec.priority_class.empty() ? options.default_priority_class : spec.priority_class;
   auto cls = options.priority_classes.find(cls_name);
   if (cls == options.priority_classes.end()) {
-    std::string known;
-    for (const auto& [n, _] : options.priority_classes) known += (known.empty() ? "" : ", ") + n;
     return Status::NotFound("spec.priority_class: priority class '" + cls_name +
-                            "' not found (known: " + known + ")");
+                            "' not found (known: " + KnownNames(options.priority_classes) + ")");
   }
   *priority = cls->second.value;
+  return Status::Ok();
+}
 
-  if (pool.rec.visibility == Visibility::kPrivate) {
-    bool allowed = false;
-    for (const std::string& t : pool.rec.allowed_tenants) {
-      allowed |= TenantWithin(spec.tenant, t);
-    }
-    if (!allowed) {
-      return Status::PermissionDenied("tenant '" + spec.tenant + "' may not use private pool '" +
-                                      spec.pool + "'");
-    }
+// A private pool admits only its allowed tenants (and their sub-tenants).
+Status CheckAccess(const PoolRecord& pool, const JobSpec& spec) {
+  if (pool.visibility != Visibility::kPrivate) return Status::Ok();
+  for (const std::string& t : pool.allowed_tenants) {
+    if (TenantWithin(spec.tenant, t)) return Status::Ok();
   }
-  if (spec.task_count < 1 || spec.task_count > options.max_tasks_per_job) {
-    return Status::InvalidArgument("spec.task_count: must be between 1 and " +
-                                   std::to_string(options.max_tasks_per_job));
-  }
+  return Status::PermissionDenied("tenant '" + spec.tenant + "' may not use private pool '" +
+                                  spec.pool + "'");
+}
 
-  *request = spec.task_template.resources;
-  if (request->shape == RequestShape::kSku) {
-    auto sku = options.skus.find(request->sku);
-    if (sku == options.skus.end()) {
-      std::string known;
-      for (const auto& [n, _] : options.skus) known += (known.empty() ? "" : ", ") + n;
-      return Status::NotFound("spec.template.resources.sku: sku '" + request->sku +
-                              "' not found (known: " + known + ")");
-    }
-    ResourceRequest resolved = sku->second.request;
-    if (request->cpu_milli > 0) resolved.cpu_milli = request->cpu_milli;
-    if (request->memory_mib > 0) resolved.memory_mib = request->memory_mib;
-    resolved.sku = request->sku;
-    *request = resolved;
+// The template's request with a SKU replaced by what the SKU stands for (its own cpu and memory
+// kept when the template names them).
+Status ResolveSku(const SchedulerOptions& options, ResourceRequest* request) {
+  if (request->shape != RequestShape::kSku) return Status::Ok();
+  auto sku = options.skus.find(request->sku);
+  if (sku == options.skus.end()) {
+    return Status::NotFound("spec.template.resources.sku: sku '" + request->sku +
+                            "' not found (known: " + KnownNames(options.skus) + ")");
   }
+  ResourceRequest resolved = sku->second.request;
+  if (request->cpu_milli > 0) resolved.cpu_milli = request->cpu_milli;
+  if (request->memory_mib > 0) resolved.memory_mib = request->memory_mib;
+  resolved.sku = request->sku;
+  *request = resolved;
+  return Status::Ok();
+}
 
-  // A request no device of the pool could ever hold is refused now rather than left pending.
-  // An empty pool accepts anything: nodes may join later.
-  const PoolLimits& lim = pool.limits;
-  if (pool.nodes.empty()) return Status::Ok();
-  switch (request->shape) {
+// A request no device of the pool could ever hold is refused now rather than left pending.
+Status CheckWithinLimits(const PoolLimits& lim, const std::string& pool,
+                         const ResourceRequest& request) {
+  switch (request.shape) {
     case RequestShape::kFractional:
-      if (!lim.largest_device.Fits(request->fractional)) {
+      if (!lim.largest_device.Fits(request.fractional)) {
         return Status::InvalidArgument(
-            "spec.template.resources.fractional: " + request->fractional.ToString() +
-            " is larger than any device in pool '" + spec.pool + "' (largest offers " +
+            "spec.template.resources.fractional: " + request.fractional.ToString() +
+            " is larger than any device in pool '" + pool + "' (largest offers " +
             lim.largest_device.ToString() + ")");
       }
       break;
     case RequestShape::kWholeGpus:
-      if (request->gpu_count > lim.most_gpus_on_node) {
+      if (request.gpu_count > lim.most_gpus_on_node) {
         return Status::InvalidArgument(
-            "spec.template.resources.whole_gpus.count: " + std::to_string(request->gpu_count) +
-            " GPUs, but no node in pool '" + spec.pool + "' has more than " +
+            "spec.template.resources.whole_gpus.count: " + std::to_string(request.gpu_count) +
+            " GPUs, but no node in pool '" + pool + "' has more than " +
             std::to_string(lim.most_gpus_on_node));
       }
-      for (const std::string& m : request->models) {
+      for (const std::string& m : request.models) {
         if (!lim.models.contains(m)) {
           return Status::InvalidArgument("spec.template.resources.whole_gpus.models: no '" + m +
-                                         "' GPU in pool '" + spec.pool + "'");
+                                         "' GPU in pool '" + pool + "'");
         }
       }
       break;
     case RequestShape::kMig:
-      if (!lim.mig_profiles.contains(request->mig_profile)) {
+      if (!lim.mig_profiles.contains(request.mig_profile)) {
         return Status::InvalidArgument("spec.template.resources.mig.profile: no '" +
-                                       request->mig_profile + "' MIG instance in pool '" +
-                                       spec.pool + "'");
+                                       request.mig_profile + "' MIG instance in pool '" + pool +
+                                       "'");
       }
       break;
     case RequestShape::kSku:
       break;
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+// Pool, class, access, size and request, checked in that order (the first failure is the answer).
+Status Core::State::Admit(const JobSpec& spec, int32_t* priority, ResourceRequest* request) const {
+  auto pool_it = pools.find(spec.pool);
+  if (pool_it == pools.end())
+    return Status::NotFound("spec.pool: pool '" + spec.pool + "' not found");
+  const PoolEntry& pool = pool_it->second;
+  GPUPOOL_RETURN_IF_ERROR(ResolveClass(options, spec, priority));
+  GPUPOOL_RETURN_IF_ERROR(CheckAccess(pool.rec, spec));
+  if (spec.task_count < 1 || spec.task_count > options.max_tasks_per_job) {
+    return Status::InvalidArgument("spec.task_count: must be between 1 and " +
+                                   std::to_string(options.max_tasks_per_job));
+  }
+  *request = spec.task_template.resources;
+  GPUPOOL_RETURN_IF_ERROR(ResolveSku(options, request));
+  // An empty pool accepts anything: nodes may join later.
+  if (pool.nodes.empty()) return Status::Ok();
+  return CheckWithinLimits(pool.limits, spec.pool, *request);
 }
 
 placement::Request Core::State::ToPlacement(const ResourceRequest& r) const {
@@ -231,40 +257,39 @@ placement::Request Core::State::ToPlacement(const ResourceRequest& r) const {
 // ---------------------------------------------------------------------------------------------
 // Jobs
 
-void Core::SubmitJob(JobSpec spec, Callback<JobRecord> done) {
-  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
-  int32_t priority = 0;
-  ResourceRequest request;
-  Status st = s_->Admit(spec, &priority, &request);
+// Admit, then refuse a job that can never fit its quota (one that fits the limit waits its
+// turn); a refusal is counted by its outcome.
+Status Core::State::AdmitSubmission(const JobSpec& spec, int32_t* priority,
+                                    ResourceRequest* request) const {
+  Status st = Admit(spec, priority, request);
   if (st.ok()) {
-    // A job that can never fit its quota is refused; one that fits the limit waits its turn.
-    QuotaAmount one = s_->Estimate(request), need;
+    QuotaAmount one = Estimate(*request), need;
     int32_t together = spec.gang ? spec.task_count : 1;
     need.resources.milli_tflops = one.resources.milli_tflops * together;
     need.resources.vram_mib = one.resources.vram_mib * together;
     need.devices = one.devices * together;
-    st = s_->book.CheckNeverFits(spec.pool, spec.tenant, need);
+    st = book.CheckNeverFits(spec.pool, spec.tenant, need);
   }
-  if (!st.ok()) {
-    if (s_->metrics != nullptr) {
-      s_->metrics->Submission(st.code() == StatusCode::kNotFound             ? "not_found"
-                              : st.code() == StatusCode::kPermissionDenied   ? "denied"
-                              : st.code() == StatusCode::kFailedPrecondition ? "quota"
-                                                                             : "invalid");
-    }
-    done(st);
-    return;
+  if (!st.ok() && metrics != nullptr) {
+    metrics->Submission(st.code() == StatusCode::kNotFound             ? "not_found"
+                        : st.code() == StatusCode::kPermissionDenied   ? "denied"
+                        : st.code() == StatusCode::kFailedPrecondition ? "quota"
+                                                                       : "invalid");
   }
-  if (spec.priority_class.empty()) spec.priority_class = s_->options.default_priority_class;
+  return st;
+}
 
+// The admitted job under the next id, PENDING, its tasks queued-to-be.
+JobEntry Core::State::NewJob(JobSpec spec, int32_t priority, const ResourceRequest& request) {
+  if (spec.priority_class.empty()) spec.priority_class = options.default_priority_class;
   JobEntry entry;
   entry.priority = priority;
   entry.request = request;
   JobRecord& job = entry.head;
-  job.id = ++s_->max_job_id;
+  job.id = ++max_job_id;
   job.spec = std::move(spec);
   job.state = JobState::kPending;
-  job.submit_us = s_->clock->NowMicros();
+  job.submit_us = clock->NowMicros();
   entry.tasks.resize(static_cast<size_t>(job.spec.task_count));
   for (int32_t i = 0; i < job.spec.task_count; ++i) {
     TaskRecord& t = entry.task(i).rec;
@@ -273,28 +298,45 @@ void Core::SubmitJob(JobSpec spec, Callback<JobRecord> done) {
     t.reason = "queued";
     t.pending.code = PendingCode::kQueued;
   }
+  return entry;
+}
 
+// Once the job is durable: into the table and the queue, and only then answered.
+void Core::State::AcceptStored(Core* core, JobEntry entry, const Core::Callback<JobRecord>& done) {
+  if (metrics != nullptr) metrics->Submission("accepted");
+  if (PoolEntry* pool = FindPool(entry.head.spec.pool))
+    LearnSubmission(*pool, ToPlacement(entry.request), entry.head.spec.task_count);
+  JobEntry& added = jobs.Insert(std::move(entry));
+  for (int32_t i = 0; i < added.size(); ++i) queue.Add(added, i, /*fresh=*/true);
+  done(added.Record());
+  RequestSchedule(core, /*full=*/false);
+}
+
+void Core::SubmitJob(JobSpec spec, Callback<JobRecord> done) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
+  int32_t priority = 0;
+  ResourceRequest request;
+  if (Status st = s_->AdmitSubmission(spec, &priority, &request); !st.ok()) {
+    done(st);
+    return;
+  }
+  JobEntry entry = s_->NewJob(std::move(spec), priority, request);
+  const JobRecord& job = entry.head;
   std::vector<Mutation> batch;
   batch.emplace_back(InsertJob{entry.Record()});
   batch.emplace_back(
       AppendEvent{s_->Event("job.submitted", "job/" + std::to_string(job.id),
                             "submitted by " + job.spec.tenant + " to pool " + job.spec.pool + ", " +
                                 std::to_string(job.spec.task_count) + " task(s)")});
-  s_->Persist(std::move(batch), [this, entry = std::move(entry),
-                                 done = std::move(done)](Status commit) mutable {
-    if (!commit.ok()) {
-      if (s_->metrics != nullptr) s_->metrics->Submission("unavailable");
-      done(commit.WithContext("job not stored"));
-      return;
-    }
-    if (s_->metrics != nullptr) s_->metrics->Submission("accepted");
-    if (PoolEntry* pool = s_->FindPool(entry.head.spec.pool))
-      LearnSubmission(*pool, s_->ToPlacement(entry.request), entry.head.spec.task_count);
-    JobEntry& added = s_->jobs.Insert(std::move(entry));
-    for (int32_t i = 0; i < added.size(); ++i) s_->queue.Add(added, i, /*fresh=*/true);
-    done(added.Record());
-    s_->RequestSchedule(this, /*full=*/false);
-  });
+  s_->Persist(std::move(batch),
+              [this, entry = std::move(entry), done = std::move(done)](Status commit) mutable {
+                if (!commit.ok()) {
+                  if (s_->metrics != nullptr) s_->metrics->Submission("unavailable");
+                  done(commit.WithContext("job not stored"));
+                  return;
+                }
+                s_->AcceptStored(this, std::move(entry), done);
+              });
 }
 
 Result<JobRecord> Core::GetJob(int64_t id) const {
@@ -315,16 +357,27 @@ JobPage Core::ListJobs(const JobFilter& f) const {
   GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   JobPage page;
   int32_t limit = f.limit > 0 ? f.limit : 100;
-  for (auto it = s_->jobs.upper_bound(f.after_id); it != s_->jobs.end(); ++it) {
-    const JobRecord& j = it->second.head;
-    if (!f.pool.empty() && j.spec.pool != f.pool) continue;
-    if (f.state && j.state != *f.state) continue;
-    if (!f.tenant.empty() && !TenantWithin(j.spec.tenant, f.tenant)) continue;
+  // Adds the job unless filtered out; false once the page is full.
+  auto add = [&](const JobEntry& job) {
+    const JobRecord& j = job.head;
+    if (f.state && j.state != *f.state) return true;
+    if (!f.tenant.empty() && !TenantWithin(j.spec.tenant, f.tenant)) return true;
     if (static_cast<int32_t>(page.jobs.size()) == limit) {
       page.next_after_id = page.jobs.back().id;
-      break;
+      return false;
     }
-    page.jobs.push_back(it->second.Record());
+    page.jobs.push_back(job.Record());
+    return true;
+  };
+  if (!f.pool.empty()) {  // the pool's jobs alone, through the pool index
+    const std::set<int64_t>& ids = s_->jobs.InPool(f.pool);
+    for (auto it = ids.upper_bound(f.after_id); it != ids.end(); ++it) {
+      if (!add(s_->jobs.at(*it))) break;
+    }
+    return page;
+  }
+  for (auto it = s_->jobs.upper_bound(f.after_id); it != s_->jobs.end(); ++it) {
+    if (!add(it->second)) break;
   }
   return page;
 }

@@ -131,9 +131,14 @@ class Core {
   // Changes the store refused and that wait to be stored again (task changes, dirty records):
   // while it is not 0, memory holds more than the database (see core_change.cc).
   size_t unstored_changes() const;
+  // OK when the job table's indexes (tasks by node, jobs by pool) equal what its jobs say;
+  // otherwise the first difference. A full walk: for tests and debugging, not for a hot path.
+  Status CheckInvariants() const;
 
  private:
   Status ApplyRegistration(const NodeRecord& node);
+  // A stored registration applied and answered (core_agents.cc).
+  void AnswerRegistration(const AgentRegistration& reg, const Callback<RegistrationResult>& done);
   void Reconcile(const AgentRegistration& reg, std::vector<std::string>* stop,
                  std::vector<std::pair<int64_t, int32_t>>* resend);
   void PublishMetrics();

@@ -18,27 +18,55 @@ bool SameHardware(const NodeRecord& a, const NodeRecord& b) {
 // Declared in core_inventory.cc.
 placement::NodeSpec ToNodeSpecForAgents(const NodeRecord& n);
 
+// Checks a registering node against what the core knows and sets the state it registers with:
+// an admin's cordon or drain survives reconnects; a lost node comes back ready.
+Status Core::State::PrepareRegistration(NodeRecord& n) const {
+  if (pools.find(n.pool) == pools.end()) {
+    return Status::NotFound("node '" + n.name + "': pool '" + n.pool + "' not found");
+  }
+  auto existing = nodes.find(n.name);
+  if (existing != nodes.end() && existing->second.rec.pool != n.pool) {
+    return Status::FailedPrecondition("node '" + n.name + "' belongs to pool '" +
+                                      existing->second.rec.pool + "', not '" + n.pool + "'");
+  }
+  n.state = NodeState::kReady;
+  if (existing != nodes.end() && (existing->second.rec.state == NodeState::kCordoned ||
+                                  existing->second.rec.state == NodeState::kDraining)) {
+    n.state = existing->second.rec.state;
+  }
+  n.last_heartbeat_us = clock->NowMicros();
+  return Status::Ok();
+}
+
+// Once the node is stored: memory and engine follow, the agent is answered with what to stop,
+// and only after the answer are the starts it never received sent again.
+void Core::AnswerRegistration(const AgentRegistration& reg,
+                              const Callback<RegistrationResult>& done) {
+  if (Status applied = ApplyRegistration(reg.node); !applied.ok()) return done(applied);
+  s_->faults.SetCapabilities(reg.node.name, reg.capabilities);
+  OnDeviceFaults(reg.node.name, reg.faults);
+  RegistrationResult result;
+  result.epoch = s_->epoch;
+  result.heartbeat_interval_ms = s_->options.heartbeat_interval_ms;
+  result.lease_ms = s_->options.heartbeat_timeout_ms;
+  result.lease_stop_grace_ms = s_->options.node_lease_stop_grace_ms;
+  std::vector<std::pair<int64_t, int32_t>> resend;
+  Reconcile(reg, &result.stop_task_ids, &resend);
+  done(result);
+  for (const auto& [job_id, index] : resend) {
+    JobEntry* job = s_->jobs.Find(job_id);
+    if (job != nullptr) s_->dispatcher.Start(*job, index);
+  }
+  s_->RequestSchedule(this);
+}
+
 void Core::OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> done) {
   GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   NodeRecord& n = reg.node;
-  PoolEntry* pool = s_->FindPool(n.pool);
-  if (pool == nullptr) {
-    done(Status::NotFound("node '" + n.name + "': pool '" + n.pool + "' not found"));
+  if (Status st = s_->PrepareRegistration(n); !st.ok()) {
+    done(st);
     return;
   }
-  auto existing = s_->nodes.find(n.name);
-  if (existing != s_->nodes.end() && existing->second.rec.pool != n.pool) {
-    done(Status::FailedPrecondition("node '" + n.name + "' belongs to pool '" +
-                                    existing->second.rec.pool + "', not '" + n.pool + "'"));
-    return;
-  }
-  // An admin's cordon or drain survives reconnects; a lost node comes back ready.
-  n.state = NodeState::kReady;
-  if (existing != s_->nodes.end() && (existing->second.rec.state == NodeState::kCordoned ||
-                                      existing->second.rec.state == NodeState::kDraining)) {
-    n.state = existing->second.rec.state;
-  }
-  n.last_heartbeat_us = s_->clock->NowMicros();
   std::vector<Mutation> batch{
       UpsertNode{n}, AppendEvent{s_->Event("node.registered", "node/" + n.name,
                                            std::to_string(n.devices.size()) + " device(s)")}};
@@ -47,28 +75,42 @@ void Core::OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> d
       done(st.WithContext("node not stored"));
       return;
     }
-    Status applied = ApplyRegistration(reg.node);
-    if (!applied.ok()) {
-      done(applied);
-      return;
-    }
-    s_->faults.SetCapabilities(reg.node.name, reg.capabilities);
-    OnDeviceFaults(reg.node.name, reg.faults);
-    RegistrationResult result;
-    result.epoch = s_->epoch;
-    result.heartbeat_interval_ms = s_->options.heartbeat_interval_ms;
-    result.lease_ms = s_->options.heartbeat_timeout_ms;
-    result.lease_stop_grace_ms = s_->options.node_lease_stop_grace_ms;
-    std::vector<std::pair<int64_t, int32_t>> resend;
-    Reconcile(reg, &result.stop_task_ids, &resend);
-    done(result);
-    // After the ack: re-send starts the agent never received.
-    for (const auto& [job_id, index] : resend) {
-      JobEntry* job = s_->jobs.Find(job_id);
-      if (job != nullptr) s_->dispatcher.Start(*job, index);
-    }
-    s_->RequestSchedule(this);
+    AnswerRegistration(reg, done);
   });
+}
+
+// The hardware of a known node changed (a GPU vanished, MIG re-partitioned): the node leaves the
+// engine, and the room held there goes with it (reservations dropped, tasks no longer holding).
+Status Core::State::ForgetNodeRoom(PoolEntry& pool, const std::string& name) {
+  GPUPOOL_RETURN_IF_ERROR(pool.engine->RemoveNode(name));
+  for (int64_t id : reservations.IdsOnNode(name)) {
+    reservations.Find(id)->held.clear();
+    DropReservation(id, "devices changed on node " + name);
+  }
+  for (const auto& [id, i] : jobs.OnNode(name)) {  // holding room there ⇒ placed there
+    Task& rt = jobs.at(id).task(i);
+    if (rt.holds && rt.allocation.node == name) rt.holds = false;
+  }
+  return Status::Ok();
+}
+
+// After ForgetNodeRoom and the node's re-adding: re-commits what still fits on its new
+// hardware; tasks whose devices are gone are lost (requeued or failed).
+void Core::State::RecommitTasks(Core* core, PoolEntry& pool, const std::string& name) {
+  std::vector<TaskChange> repairs;
+  for (const auto& [id, i] : jobs.OnNode(name)) {  // SCHEDULED or RUNNING there
+    JobEntry& job = jobs.at(id);
+    Task& rt = job.task(i);
+    if (rt.holds || rt.changing) continue;
+    rt.allocation = AllocationOf(job, rt.rec);
+    if (pool.engine->Commit(rt.allocation).ok()) {
+      rt.holds = true;
+    } else {
+      if (running > 0) --running;
+      repairs.push_back(PlanRequeueOrFail(job, i, "devices changed on node " + name));
+    }
+  }
+  if (!repairs.empty()) CommitTaskChanges(core, std::move(repairs));
 }
 
 Status Core::ApplyRegistration(const NodeRecord& n) {
@@ -85,46 +127,12 @@ Status Core::ApplyRegistration(const NodeRecord& n) {
   e.device_index.clear();
   for (size_t i = 0; i < n.devices.size(); ++i)
     e.device_index[n.devices[i].id] = static_cast<int>(i);
-  if (rebuild) {
-    // The hardware changed (a GPU vanished, MIG re-partitioned): re-add the node and re-commit
-    // what still fits; tasks whose devices are gone are lost.
-    GPUPOOL_RETURN_IF_ERROR(pool->engine->RemoveNode(n.name));
-    // Room held there went with the node.
-    for (int64_t id : s_->reservations.IdsOnNode(n.name)) {
-      s_->reservations.Find(id)->held.clear();
-      s_->DropReservation(id, "devices changed on node " + n.name);
-    }
-    for (auto& [id, job] : s_->jobs) {
-      for (Task& rt : job.tasks) {
-        if (rt.holds && rt.allocation.node == n.name) rt.holds = false;
-      }
-    }
-  }
+  if (rebuild) GPUPOOL_RETURN_IF_ERROR(s_->ForgetNodeRoom(*pool, n.name));
   if (fresh || rebuild) {
     GPUPOOL_RETURN_IF_ERROR(pool->engine->AddNode(ToNodeSpecForAgents(n)));
     pool->nodes.insert(n.name);
   }
-  if (rebuild) {
-    std::vector<TaskChange> repairs;
-    for (auto& [id, job] : s_->jobs) {
-      for (int32_t i = 0; i < job.size(); ++i) {
-        Task& rt = job.task(i);
-        const TaskRecord& t = job.task(i).rec;
-        if (t.node != n.name || rt.holds || rt.changing ||
-            (t.state != TaskState::kRunning && t.state != TaskState::kScheduled)) {
-          continue;
-        }
-        rt.allocation = s_->AllocationOf(job, t);
-        if (pool->engine->Commit(rt.allocation).ok()) {
-          rt.holds = true;
-        } else {
-          if (s_->running > 0) --s_->running;
-          repairs.push_back(s_->PlanRequeueOrFail(job, i, "devices changed on node " + n.name));
-        }
-      }
-    }
-    if (!repairs.empty()) s_->CommitTaskChanges(this, std::move(repairs));
-  }
+  if (rebuild) s_->RecommitTasks(this, *pool, n.name);
   GPUPOOL_RETURN_IF_ERROR(pool->engine->SetSchedulable(n.name, n.state == NodeState::kReady));
   for (const DeviceRecord& d : n.devices) {
     const bool faulted = s_->faults.Active(n.name, d.id) != nullptr;  // core_device_faults.cc
@@ -149,19 +157,18 @@ void Core::Reconcile(const AgentRegistration& reg, std::vector<std::string>* sto
     if (!known) stop->push_back(r.task_id);
   }
   std::vector<TaskChange> repairs;
-  for (auto& [id, job] : s_->jobs) {
-    for (int32_t i = 0; i < job.size(); ++i) {
-      TaskRecord& t = job.task(i).rec;
-      if (t.node != node || job.task(i).changing) continue;
-      bool is_reported = reported.contains({TaskId(id, i), t.attempt});
-      if (t.state == TaskState::kScheduled && !is_reported) {
-        if (!job.task(i).committing) resend->emplace_back(id, i);
-      } else if (t.state == TaskState::kRunning && !is_reported) {
-        repairs.push_back(s_->PlanRequeueOrFail(job, i, "agent on " + node + " no longer runs it"));
-      } else if (is_reported && t.stop != StopIntent::kNone) {
-        s_->dispatcher.Stop(job, i,
-                            "stop requested before reconnect");  // the stop is stored already
-      }
+  // What the core placed there (a task reported but not placed there is in `stop` already).
+  for (const auto& [id, i] : s_->jobs.OnNode(node)) {
+    JobEntry& job = s_->jobs.at(id);
+    const TaskRecord& t = job.task(i).rec;
+    if (job.task(i).changing) continue;
+    bool is_reported = reported.contains({TaskId(id, i), t.attempt});
+    if (t.state == TaskState::kScheduled && !is_reported) {
+      if (!job.task(i).committing) resend->emplace_back(id, i);
+    } else if (t.state == TaskState::kRunning && !is_reported) {
+      repairs.push_back(s_->PlanRequeueOrFail(job, i, "agent on " + node + " no longer runs it"));
+    } else if (is_reported && t.stop != StopIntent::kNone) {
+      s_->dispatcher.Stop(job, i, "stop requested before reconnect");  // the stop is stored already
     }
   }
   if (!repairs.empty()) s_->CommitTaskChanges(this, std::move(repairs));
@@ -197,58 +204,68 @@ void Core::OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>&
   if (!faults.empty()) OnDeviceFaults(node, faults);
 }
 
+// RUNNING is not an end: memory moves on at once and the row follows (written again from memory
+// if the store refuses it). Nothing is acknowledged to a client by it.
+void Core::State::MarkRunning(JobEntry& job, int32_t index, const std::string& task_id) {
+  TaskRecord& t = job.task(index).rec;
+  if (t.state == TaskState::kRunning) return;
+  std::vector<Mutation> batch;
+  t.state = TaskState::kRunning;
+  t.started_us = clock->NowMicros();
+  jobs.Reindex(job, index);
+  t.reason = "running on " + t.node;
+  if (metrics != nullptr) metrics->TaskTransition("RUNNING");
+  batch.emplace_back(UpdateTask{t});
+  if (RefreshJobState(job))
+    batch.emplace_back(UpdateJob{job.head.id, job.head.state, job.head.reason, 0});
+  Notify(job, "task " + task_id + ": RUNNING on " + t.node);
+  PersistOrRetry(std::move(batch));
+}
+
+// What an end the agent reports means for the task: requeued (preempted, drained, a device fault,
+// a lapsed lease) or finished, by its stop intent first.
+TaskChange Core::State::PlanEnd(const JobEntry& job, int32_t index, const TaskReport& r) const {
+  const TaskRecord& t = job.task(index).rec;
+  if (t.stop == StopIntent::kPreempt && r.state != TaskState::kSucceeded) {
+    return PlanRequeuePreempted(job, index);
+  }
+  if (t.stop == StopIntent::kDrain || (r.device_fault && r.state == TaskState::kFailed)) {
+    return PlanRequeueOrFail(job, index, r.reason.empty() ? "stopped for requeue" : r.reason);
+  }
+  if (t.stop == StopIntent::kCancel || CancelRequested(job.head.state)) {
+    return PlanFinish(job, index, TaskState::kCancelled, "cancelled", r.exit_code);
+  }
+  if (r.lease_expired && r.state != TaskState::kSucceeded) {
+    // Its node stopped it because the node lease lapsed: not the task's failure (docs/ha.md).
+    return PlanRequeueOrFail(job, index, "stopped on " + t.node + ": node lease lapsed");
+  }
+  std::string why = r.reason;
+  if (why.empty()) {
+    why = r.signal != 0 ? "killed by signal " + std::to_string(r.signal)
+                        : "exit code " + std::to_string(r.exit_code);
+  }
+  if (r.oom) why += " (out of memory)";
+  TaskState end = r.state == TaskState::kSucceeded ? TaskState::kSucceeded : TaskState::kFailed;
+  if (r.state == TaskState::kCancelled) end = TaskState::kCancelled;
+  return PlanFinish(job, index, end, why, r.exit_code);
+}
+
 void Core::OnTaskReport(const TaskReport& r) {
   GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   int32_t index = 0;
   JobEntry* job = s_->jobs.FindTask(r.task_id, &index);
   if (job == nullptr) return;
-  TaskRecord& t = job->task(index).rec;
-  Task& rt = job->task(index);
+  const Task& rt = job->task(index);
+  const TaskRecord& t = rt.rec;
   // Reports of an older attempt, another node, or a finished task are stale.
   if (t.attempt != r.attempt || t.node != r.node ||
       (t.state != TaskState::kScheduled && t.state != TaskState::kRunning)) {
     return;
   }
   if (rt.changing) return;  // its end is being stored already
-  if (r.state == TaskState::kRunning) {
-    // Running is not an end: memory moves on at once and the row follows (written again from
-    // memory if the store refuses it). Nothing is acknowledged to a client by it.
-    if (t.state == TaskState::kRunning) return;
-    std::vector<Mutation> batch;
-    t.state = TaskState::kRunning;
-    t.started_us = s_->clock->NowMicros();
-    t.reason = "running on " + t.node;
-    if (s_->metrics != nullptr) s_->metrics->TaskTransition("RUNNING");
-    batch.emplace_back(UpdateTask{t});
-    if (s_->RefreshJobState(*job))
-      batch.emplace_back(UpdateJob{job->head.id, job->head.state, job->head.reason, 0});
-    s_->Notify(*job, "task " + r.task_id + ": RUNNING on " + t.node);
-    s_->PersistOrRetry(std::move(batch));
-    return;
-  }
+  if (r.state == TaskState::kRunning) return s_->MarkRunning(*job, index, r.task_id);
   // An end: planned now, applied once stored (core_change.cc).
-  TaskChange change;
-  if (t.stop == StopIntent::kPreempt && r.state != TaskState::kSucceeded) {
-    change = s_->PlanRequeuePreempted(*job, index);
-  } else if (t.stop == StopIntent::kDrain || (r.device_fault && r.state == TaskState::kFailed)) {
-    change =
-        s_->PlanRequeueOrFail(*job, index, r.reason.empty() ? "stopped for requeue" : r.reason);
-  } else if (t.stop == StopIntent::kCancel || CancelRequested(job->head.state)) {
-    change = s_->PlanFinish(*job, index, TaskState::kCancelled, "cancelled", r.exit_code);
-  } else if (r.lease_expired && r.state != TaskState::kSucceeded) {
-    // Its node stopped it because the node lease lapsed: not the task's failure (docs/ha.md).
-    change = s_->PlanRequeueOrFail(*job, index, "stopped on " + t.node + ": node lease lapsed");
-  } else {
-    std::string why = r.reason;
-    if (why.empty()) {
-      why = r.signal != 0 ? "killed by signal " + std::to_string(r.signal)
-                          : "exit code " + std::to_string(r.exit_code);
-    }
-    if (r.oom) why += " (out of memory)";
-    TaskState end = r.state == TaskState::kSucceeded ? TaskState::kSucceeded : TaskState::kFailed;
-    if (r.state == TaskState::kCancelled) end = TaskState::kCancelled;
-    change = s_->PlanFinish(*job, index, end, why, r.exit_code);
-  }
+  TaskChange change = s_->PlanEnd(*job, index, r);
   change.after.usage = r.usage;  // the ended attempt's, kept with the task (also when requeued)
   change.usage_reported = true;  // and its last ledger interval carries it (core_metering.cc)
   s_->CommitTaskChanges(this, {std::move(change)});

@@ -68,8 +68,10 @@ void Core::State::ApplyCancelToTasks(JobEntry& j, const CancelPlan& plan,
     if (t.state == TaskState::kCancelled && cur.state == TaskState::kPending) {
       queue.Remove(j, t.index);
       cur = t;
+      jobs.Reindex(j, t.index);
     } else if (t.stop == StopIntent::kCancel && cur.state == t.state) {
       cur = t;
+      jobs.Reindex(j, t.index);
       stop->push_back(t.index);
     } else if (cur.state == TaskState::kPending) {
       queue.Remove(j, t.index);  // its placement was not stored: it never started

@@ -190,6 +190,7 @@ void Core::State::ApplyChangeSet(Core* core, const ChangeSet& set) {
       rt.stop_cause.clear();
     }
     t = c.after;
+    jobs.Reindex(*job, c.index);
     if (metrics != nullptr && !c.transition.empty()) metrics->TaskTransition(c.transition);
     if (t.state == TaskState::kPending) {
       if (CancelRequested(job->head.state)) {

@@ -151,13 +151,7 @@ NodeView Core::State::ViewOf(const NodeEntry& node) const {
     v.devices.push_back(std::move(dv));
   }
   v.capabilities = faults.Capabilities(node.rec.name);
-  for (const auto& [id, job] : jobs) {
-    for (const Task& task : job.tasks) {
-      const TaskRecord& t = task.rec;
-      v.running_tasks += t.node == node.rec.name &&
-                         (t.state == TaskState::kRunning || t.state == TaskState::kScheduled);
-    }
-  }
+  v.running_tasks = static_cast<int32_t>(jobs.OnNode(node.rec.name).size());
   return v;
 }
 
@@ -192,6 +186,48 @@ void Core::CreatePool(PoolRecord pool, Callback<PoolView> done) {
   });
 }
 
+// A new engine for `pool`'s new policy with the pool's nodes and live allocations replayed into
+// it, so a change that would strand running work (say, lowering overcommit) is refused whole.
+Result<std::unique_ptr<placement::Engine>> Core::State::ReplayedEngine(const PoolRecord& pool,
+                                                                       const PoolEntry& cur) {
+  Result<std::unique_ptr<placement::Engine>> made = MakeEngine(pool, options.default_strategy);
+  if (!made.ok()) return made.status();
+  std::unique_ptr<placement::Engine> engine = std::move(made).value();
+  for (const std::string& n : cur.nodes) {
+    const NodeEntry& node = nodes.at(n);
+    Status st = engine->AddNode(ToNodeSpec(node.rec));
+    if (st.ok()) st = engine->SetSchedulable(n, Schedulable(node.rec.state));
+    if (!st.ok()) return st;
+  }
+  for (int64_t id : jobs.InPool(pool.name)) {
+    for (const Task& rt : jobs.at(id).tasks) {
+      if (!rt.holds) continue;
+      if (Status st = engine->Commit(rt.allocation); !st.ok()) {
+        return Status::FailedPrecondition(
+            "pool '" + pool.name +
+            "': the new policy would not hold running work: " + st.message());
+      }
+    }
+  }
+  return engine;
+}
+
+// The stored policy takes over: the new engine replaces the old one, and the room held for
+// preemptors (which lived in the old engine) is dropped and rebuilt in the new one from the
+// victims' typed columns, so a preemptor keeps waiting for the victims it chose instead of
+// preempting more tasks for the same room.
+void Core::State::SwapEngine(PoolEntry& e, const PoolRecord& pool,
+                             std::unique_ptr<placement::Engine> engine) {
+  for (int64_t id : reservations.IdsInPool(pool.name)) {
+    reservations.Find(id)->held.clear();
+    DropReservation(id, "pool policy changed");
+  }
+  e.rec = pool;
+  e.engine = std::move(engine);
+  RebuildReservations(clock->NowMicros(), &pool.name);
+  RecomputeLimits(e);
+}
+
 void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
   GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   PoolEntry* cur = s_->FindPool(pool.name);
@@ -200,37 +236,12 @@ void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
     return;
   }
   pool.create_us = cur->rec.create_us;
-  // A new policy means a new engine: replay nodes and live allocations into it first, so a
-  // change that would strand running work (say, lowering overcommit) is refused whole.
-  Result<std::unique_ptr<placement::Engine>> made = MakeEngine(pool, s_->options.default_strategy);
-  if (!made.ok()) {
-    done(made.status());
+  Result<std::unique_ptr<placement::Engine>> engine = s_->ReplayedEngine(pool, *cur);
+  if (!engine.ok()) {
+    done(engine.status());
     return;
   }
-  std::unique_ptr<placement::Engine> engine = std::move(made).value();
-  for (const std::string& n : cur->nodes) {
-    const NodeEntry& node = s_->nodes.at(n);
-    Status st = engine->AddNode(ToNodeSpec(node.rec));
-    if (st.ok()) st = engine->SetSchedulable(n, Schedulable(node.rec.state));
-    if (!st.ok()) {
-      done(st);
-      return;
-    }
-  }
-  for (auto& [id, job] : s_->jobs) {
-    if (job.head.spec.pool != pool.name) continue;
-    for (const Task& rt : job.tasks) {
-      if (!rt.holds) continue;
-      Status st = engine->Commit(rt.allocation);
-      if (!st.ok()) {
-        done(Status::FailedPrecondition(
-            "pool '" + pool.name +
-            "': the new policy would not hold running work: " + st.message()));
-        return;
-      }
-    }
-  }
-  auto shared = std::make_shared<std::unique_ptr<placement::Engine>>(std::move(engine));
+  auto shared = std::make_shared<std::unique_ptr<placement::Engine>>(std::move(engine).value());
   std::vector<Mutation> batch{
       UpsertPool{pool},
       AppendEvent{s_->Event("pool.updated", "pool/" + pool.name, "policy updated")}};
@@ -240,17 +251,7 @@ void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
       done(st.ok() ? Status::NotFound("pool '" + pool.name + "' was deleted") : st);
       return;
     }
-    // Room held for preemptors lived in the old engine: those reservations are dropped…
-    for (int64_t id : s_->reservations.IdsInPool(pool.name)) {
-      s_->reservations.Find(id)->held.clear();
-      s_->DropReservation(id, "pool policy changed");
-    }
-    e->rec = pool;
-    e->engine = std::move(*shared);
-    // …and are rebuilt in the new engine from the victims' typed columns, so a preemptor keeps
-    // waiting for the victims it chose instead of preempting more tasks for the same room.
-    s_->RebuildReservations(s_->clock->NowMicros(), &pool.name);
-    s_->RecomputeLimits(*e);
+    s_->SwapEngine(*e, pool, std::move(*shared));
     done(PoolView{pool, s_->PoolCapacity(*e), LearnedOf(*e)});
     s_->RequestSchedule(this);
   });
@@ -269,8 +270,8 @@ void Core::DeletePool(const std::string& name, Callback<bool> done) {
                                     " node(s); move or remove them first"));
     return;
   }
-  for (const auto& [id, job] : s_->jobs) {
-    if (job.head.spec.pool == name && !IsTerminal(job.head.state)) {
+  for (int64_t id : s_->jobs.InPool(name)) {
+    if (!IsTerminal(s_->jobs.at(id).head.state)) {
       done(Status::FailedPrecondition("pool '" + name + "' still has unfinished job " +
                                       std::to_string(id)));
       return;

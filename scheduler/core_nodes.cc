@@ -21,6 +21,60 @@ Result<NodeView> Core::GetNode(const std::string& name) const {
   return s_->ViewOf(it->second);
 }
 
+// The drain's stop intents for the tasks on `name` that hold room and are not stopping or
+// changing already; their rows join `batch`.
+std::vector<TaskRecord> Core::State::PlanDrain(const std::string& name,
+                                               std::vector<Mutation>* batch) const {
+  std::vector<TaskRecord> draining;
+  for (const auto& [id, i] : jobs.OnNode(name)) {
+    const Task& rt = jobs.at(id).task(i);
+    if (!rt.holds || rt.changing || rt.rec.stop != StopIntent::kNone) continue;
+    TaskRecord t = rt.rec;
+    t.stop = StopIntent::kDrain;
+    t.reason = "stopping: node " + name + " is draining";
+    batch->emplace_back(UpdateTask{t});
+    draining.push_back(std::move(t));
+  }
+  return draining;
+}
+
+// The stored drain applied to the tasks as they are now, and their StopTask sent.
+void Core::State::ApplyDrain(const std::string& name, const std::vector<TaskRecord>& draining) {
+  for (const TaskRecord& t : draining) {
+    JobEntry* job = jobs.Find(t.job_id);
+    if (job == nullptr) continue;
+    TaskRecord& cur = job->task(t.index).rec;
+    const Task& rt = job->task(t.index);
+    // Moved on while this was stored (ended, or its end is being stored): leave it.
+    if (cur.attempt != t.attempt || cur.node != name || !rt.holds || rt.changing) continue;
+    cur.stop = StopIntent::kDrain;
+    cur.reason = t.reason;
+    dispatcher.Stop(*job, t.index, t.reason);
+  }
+}
+
+// Once the node's state (and a drain's stop intents) are stored: memory and the engine follow,
+// unless the node moved on meanwhile.
+void Core::State::ApplyNodeState(Core* core, const NodeStateChange& change, const Status& st,
+                                 const Core::Callback<NodeView>& done) {
+  const std::string& name = change.name;
+  if (!st.ok()) return done(st.WithContext("node state not stored"));
+  auto found = nodes.find(name);
+  if (found == nodes.end()) return done(Status::NotFound("node '" + name + "' not found"));
+  if (found->second.rec.state != change.before) {
+    // Lost (or set again) while this was stored: the newer state stands, and is stored again.
+    PersistOrRetry({gpupool::SetNodeState{name, found->second.rec.state}});
+    return done(core->GetNode(name));
+  }
+  found->second.rec.state = change.state;
+  if (PoolEntry* pool = FindPool(found->second.rec.pool)) {
+    (void)pool->engine->SetSchedulable(name, change.state == NodeState::kReady);
+  }
+  ApplyDrain(name, change.draining);
+  done(core->GetNode(name));
+  RequestSchedule(core);
+}
+
 void Core::SetNodeState(const std::string& name, NodeState state, Callback<NodeView> done) {
   GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   auto it = s_->nodes.find(name);
@@ -37,59 +91,13 @@ void Core::SetNodeState(const std::string& name, NodeState state, Callback<NodeV
   // Plan → persist → apply → act: a drain's stop intents are stored with the node's state, so a
   // daemon restart mid-drain still requeues the tasks when they exit; StopTask goes out only
   // once they are.
-  std::vector<TaskRecord> draining;
-  const NodeState before = node.rec.state;
+  State::NodeStateChange change{name, state, node.rec.state, {}};
   std::vector<Mutation> batch{
       gpupool::SetNodeState{name, state},
       AppendEvent{s_->Event("node.state", "node/" + name, std::string(ToString(state)))}};
-  if (state == NodeState::kDraining) {
-    for (const auto& [id, job] : s_->jobs) {
-      for (int32_t i = 0; i < job.size(); ++i) {
-        TaskRecord t = job.task(i).rec;
-        const Task& rt = job.task(i);
-        if (t.node != name || !rt.holds || rt.changing || t.stop != StopIntent::kNone) continue;
-        t.stop = StopIntent::kDrain;
-        t.reason = "stopping: node " + name + " is draining";
-        batch.emplace_back(UpdateTask{t});
-        draining.push_back(std::move(t));
-      }
-    }
-  }
-  s_->Persist(std::move(batch), [this, name, state, before, draining = std::move(draining),
-                                 done = std::move(done)](Status st) {
-    if (!st.ok()) {
-      done(st.WithContext("node state not stored"));
-      return;
-    }
-    auto found = s_->nodes.find(name);
-    if (found == s_->nodes.end()) {
-      done(Status::NotFound("node '" + name + "' not found"));
-      return;
-    }
-    if (found->second.rec.state != before) {
-      // Lost (or set again) while this was stored: the newer state stands, and is stored again.
-      s_->PersistOrRetry({gpupool::SetNodeState{name, found->second.rec.state}});
-      done(GetNode(name));
-      return;
-    }
-    found->second.rec.state = state;
-    if (PoolEntry* pool = s_->FindPool(found->second.rec.pool)) {
-      (void)pool->engine->SetSchedulable(name, state == NodeState::kReady);
-    }
-    for (const TaskRecord& t : draining) {
-      JobEntry* job = s_->jobs.Find(t.job_id);
-      if (job == nullptr) continue;
-      TaskRecord& cur = job->task(t.index).rec;
-      const Task& rt = job->task(t.index);
-      // Moved on while this was stored (ended, or its end is being stored): leave it.
-      if (cur.attempt != t.attempt || cur.node != name || !rt.holds || rt.changing) continue;
-      cur.stop = StopIntent::kDrain;
-      cur.reason = t.reason;
-      s_->dispatcher.Stop(*job, t.index, t.reason);
-    }
-    done(GetNode(name));
-    s_->RequestSchedule(this);
-  });
+  if (state == NodeState::kDraining) change.draining = s_->PlanDrain(name, &batch);
+  s_->Persist(std::move(batch), [this, change = std::move(change), done = std::move(done)](
+                                    Status st) { s_->ApplyNodeState(this, change, st, done); });
 }
 
 }  // namespace gpupool

@@ -31,6 +31,36 @@ struct Item {
 
 }  // namespace
 
+// One task running in `pool` as a victim FindVictims may choose (`borrowed` not set yet);
+// `eligible` when it may be stopped now at all: preemptible, past its class's minimum runtime,
+// and not committing, changing or stopping already.
+PreemptionCandidate Core::State::CandidateOf(const std::string& pool, const TaskKey& key,
+                                             int64_t now, bool* eligible) const {
+  const JobEntry& j = jobs.at(key.first);
+  const Task& rt = j.task(key.second);
+  const TaskRecord& t = rt.rec;
+  const PriorityClass* cls = ClassOf(j);
+  int64_t since = t.started_us != 0 ? t.started_us : t.scheduled_us;
+  int64_t runtime_us = std::max<int64_t>(0, now - since);
+  bool preemptible = (cls != nullptr && cls->preemptible) || j.head.spec.preemptible;
+  bool past_min = cls == nullptr || runtime_us >= cls->min_runtime_ms * 1000;
+  PreemptionCandidate c;
+  c.job_id = key.first;
+  c.index = key.second;
+  c.value = j.priority;
+  c.group = book.GroupOf(pool, j.head.spec.tenant);
+  if (j.head.spec.gang) {
+    c.gang_size = 0;
+    for (const Task& m : j.tasks) c.gang_size += m.holds ? 1 : 0;
+  }
+  c.task.task_id = TaskId(key.first, key.second);
+  c.task.allocation = rt.allocation;
+  c.task.work_lost = runtime_us / 1'000'000 * c.gang_size;  // seconds of work, whole gang
+  *eligible = rt.holds && !rt.committing && !rt.changing && t.stop == StopIntent::kNone &&
+              preemptible && past_min;
+  return c;
+}
+
 // Running tasks of `pool` that may be preempted, with their borrowed flag: within a share group,
 // the oldest tasks fill the guarantee; whatever started later beyond it is borrowed.
 std::vector<PreemptionCandidate> Core::State::Candidates(const std::string& pool, int64_t now) {
@@ -39,28 +69,10 @@ std::vector<PreemptionCandidate> Core::State::Candidates(const std::string& pool
   if (it == active.end()) return out;
   std::map<std::string, std::vector<Item>> by_group;
   for (const TaskKey& key : it->second) {
-    JobEntry& j = jobs.at(key.first);
-    const TaskRecord& t = j.task(key.second).rec;
-    const Task& rt = j.task(key.second);
-    const PriorityClass* cls = ClassOf(j);
-    int64_t since = t.started_us != 0 ? t.started_us : t.scheduled_us;
-    int64_t runtime_us = std::max<int64_t>(0, now - since);
-    bool preemptible = (cls != nullptr && cls->preemptible) || j.head.spec.preemptible;
-    bool past_min = cls == nullptr || runtime_us >= cls->min_runtime_ms * 1000;
-    PreemptionCandidate c;
-    c.job_id = key.first;
-    c.index = key.second;
-    c.value = j.priority;
-    c.group = book.GroupOf(pool, j.head.spec.tenant);
-    if (j.head.spec.gang) {
-      c.gang_size = 0;
-      for (const Task& m : j.tasks) c.gang_size += m.holds ? 1 : 0;
-    }
-    c.task.task_id = TaskId(key.first, key.second);
-    c.task.allocation = rt.allocation;
-    c.task.work_lost = runtime_us / 1'000'000 * c.gang_size;  // seconds of work, whole gang
-    bool eligible = rt.holds && !rt.committing && !rt.changing && t.stop == StopIntent::kNone &&
-                    preemptible && past_min;
+    const Task& rt = jobs.at(key.first).task(key.second);
+    int64_t since = rt.rec.started_us != 0 ? rt.rec.started_us : rt.rec.scheduled_us;
+    bool eligible = false;
+    PreemptionCandidate c = CandidateOf(pool, key, now, &eligible);
     by_group[c.group].push_back(Item{since, key, rt.usage, eligible, std::move(c)});
   }
   for (auto& [group, items] : by_group) {
@@ -148,64 +160,82 @@ int64_t Core::State::NewReservation(PassState& pass, JobEntry& job, int32_t inde
   return rid;
 }
 
+// The display text of a preemption: who, and by which rule.
+std::string Core::State::PreemptionText(const JobEntry& job, int32_t index,
+                                        const PreemptorRules& rules, const JobEntry& victim,
+                                        const PreemptionCandidate& c, bool priority_rule) const {
+  const std::string by =
+      "preempted by task " + TaskId(job.head.id, index) + " of " + job.head.spec.tenant;
+  if (priority_rule) {
+    return by + " (rule priority: class " + job.head.spec.priority_class + " " +
+           std::to_string(job.priority) + " > " + victim.head.spec.priority_class + " " +
+           std::to_string(c.value) + ")";
+  }
+  return by + " (rule reclaim: " + rules.group + " is within its guarantee in pool " +
+         job.head.spec.pool + ", " + c.group + " ran on borrowed capacity)";
+}
+
+// The tasks that stop with task `index` of `victim`: itself, and for a gang every member that
+// holds room and is not stopping yet (the gang is then placed again whole: restarting).
+std::vector<int32_t> Core::State::StoppingWith(JobEntry& victim, int32_t index) {
+  std::vector<int32_t> stopping{index};
+  if (!victim.head.spec.gang) return stopping;
+  victim.restarting = true;
+  for (int32_t m = 0; m < victim.size(); ++m) {
+    const Task& mrt = victim.task(m);
+    if (m != index && mrt.holds && mrt.rec.stop == StopIntent::kNone) stopping.push_back(m);
+  }
+  return stopping;
+}
+
+// Plans the stop of one victim task `m` (stored with the pass's batch, sent after it): its stop
+// intent and last preemption, its events, the metric and its group's disruption count.
+void Core::State::PlanVictimStop(PassState& pass, const JobEntry& job, int32_t index,
+                                 const VictimStop& v) {
+  TaskRecord& t = v.victim->task(v.m).rec;
+  Task& rt = v.victim->task(v.m);
+  const bool first = v.m == v.c->index;
+  pass.stops.push_back({v.victim->head.id, v.m, v.text, t, v.restarting_before, job.head.id});
+  t.stop = StopIntent::kPreempt;
+  t.preempted_by = Preemption{job.head.id, index,
+                              v.priority_rule ? PreemptRule::kPriority : PreemptRule::kReclaim,
+                              /*reserved=*/first};
+  rt.reserved_for = first ? v.rid : 0;
+  rt.stop_cause = v.text;
+  rt.preempted_by.insert(job.head.id);
+  t.reason = "stopping: " + v.text;  // display only; the facts are t.stop and t.preempted_by
+  std::string tid = TaskId(v.victim->head.id, v.m);
+  pass.batch.emplace_back(UpdateTask{t});
+  pass.batch.emplace_back(AppendEvent{Event("task.preempted", "task/" + tid, v.text)});
+  pass.batch.emplace_back(
+      AppendEvent{Event("task.preempted", "job/" + std::to_string(v.victim->head.id),
+                        "task " + tid + ": " + v.text)});
+  if (metrics != nullptr) metrics->Preemption(v.priority_rule ? "priority" : "reclaim");
+  if (options.tenancy.disruption_budget_victims > 0) {
+    disruptions[v.c->group].push_back(pass.now);
+  }
+}
+
 void Core::State::StopVictims(PassState& pass, JobEntry& job, int32_t index,
                               const PreemptorRules& rules, int64_t rid,
                               const std::vector<std::string>& ids,
                               const std::map<std::string, const PreemptionCandidate*>& by_id) {
-  const std::string preemptor = TaskId(job.head.id, index);
-  const std::string& tenant = job.head.spec.tenant;
   for (const std::string& id : ids) {
     const PreemptionCandidate& c = *by_id.at(id);
     JobEntry& victim = jobs.at(c.job_id);
-    const Task& first = victim.task(c.index);
-    if (victim.task(c.index).rec.stop != StopIntent::kNone) {
+    Task& first = victim.task(c.index);
+    if (first.rec.stop != StopIntent::kNone) {
       // Stopping already (a gang sibling of an earlier victim): its room still comes to us.
-      if (first.reserved_for == 0) victim.task(c.index).reserved_for = rid;
+      if (first.reserved_for == 0) first.reserved_for = rid;
       continue;
     }
-    bool priority_rule = rules.may_preempt && c.value < job.priority;
-    std::string cause = priority_rule ? "priority" : "reclaim";
-    std::string text =
-        priority_rule
-            ? "preempted by task " + preemptor + " of " + tenant + " (rule priority: class " +
-                  job.head.spec.priority_class + " " + std::to_string(job.priority) + " > " +
-                  victim.head.spec.priority_class + " " + std::to_string(c.value) + ")"
-            : "preempted by task " + preemptor + " of " + tenant +
-                  " (rule reclaim: " + rules.group + " is within its guarantee in pool " +
-                  job.head.spec.pool + ", " + c.group + " ran on borrowed capacity)";
-    std::vector<int32_t> stopping{c.index};
-    const bool restarting_before = victim.restarting;
-    if (victim.head.spec.gang) {
-      victim.restarting = true;  // the whole gang stops and is placed again whole
-      for (int32_t m = 0; m < victim.size(); ++m) {
-        const Task& mrt = victim.task(m);
-        if (m != c.index && mrt.holds && victim.task(m).rec.stop == StopIntent::kNone) {
-          stopping.push_back(m);
-        }
-      }
-    }
-    for (int32_t m : stopping) {
-      TaskRecord& t = victim.task(m).rec;
-      Task& rt = victim.task(m);
-      std::string mine = m == c.index ? text : text + " (gang member of " + id + ")";
-      pass.stops.push_back({victim.head.id, m, mine, t, restarting_before, job.head.id});
-      t.stop = StopIntent::kPreempt;
-      t.preempted_by = Preemption{job.head.id, index,
-                                  priority_rule ? PreemptRule::kPriority : PreemptRule::kReclaim,
-                                  /*reserved=*/m == c.index};
-      rt.reserved_for = m == c.index ? rid : 0;
-      rt.stop_cause = mine;
-      rt.preempted_by.insert(job.head.id);
-      t.reason = "stopping: " + mine;  // display only; the facts are t.stop and t.preempted_by
-      std::string tid = TaskId(victim.head.id, m);
-      pass.batch.emplace_back(UpdateTask{t});
-      pass.batch.emplace_back(AppendEvent{Event("task.preempted", "task/" + tid, mine)});
-      pass.batch.emplace_back(AppendEvent{Event(
-          "task.preempted", "job/" + std::to_string(victim.head.id), "task " + tid + ": " + mine)});
-      if (metrics != nullptr) metrics->Preemption(cause);
-      if (options.tenancy.disruption_budget_victims > 0) {
-        disruptions[c.group].push_back(pass.now);
-      }
+    VictimStop v{&victim,           &c, 0, rules.may_preempt && c.value < job.priority, rid,
+                 victim.restarting, {}};
+    const std::string text = PreemptionText(job, index, rules, victim, c, v.priority_rule);
+    for (int32_t m : StoppingWith(victim, c.index)) {
+      v.m = m;
+      v.text = m == c.index ? text : text + " (gang member of " + id + ")";
+      PlanVictimStop(pass, job, index, v);
     }
   }
 }
@@ -238,19 +268,53 @@ std::string Core::State::OverBudget(
   return "";
 }
 
-bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
-                             const placement::Request& req, std::string* why) {
+// The rules under which `job` may preempt with `need` more of its group's guarantee; false when
+// neither rule lets it.
+bool Core::State::RulesFor(const JobEntry& job, const QuotaAmount& need,
+                           PreemptorRules* rules) const {
   const PriorityClass* cls = ClassOf(job);
   const std::string& pool_name = job.head.spec.pool;
+  rules->may_preempt = cls != nullptr && cls->may_preempt;
+  rules->reclaim = book.WithinGuarantee(pool_name, job.head.spec.tenant, need);
+  if (!rules->may_preempt && !rules->reclaim) return false;
+  rules->group = book.GroupOf(pool_name, job.head.spec.tenant);
+  return true;
+}
+
+// A pass remembers the shapes that found no victims, per priority and reclaiming group.
+std::pair<ShapeKey, std::string> Core::State::PreemptMemo(const JobEntry& job,
+                                                          const PreemptorRules& rules,
+                                                          const std::string& suffix) {
+  return {ShapeKey{job.head.spec.pool, job.request},
+          std::to_string(job.priority) + "/" + (rules.reclaim ? rules.group : "") + suffix};
+}
+
+// Whether the chosen victims `ids` may be stopped: some were found and the disruption budgets
+// allow them. When not, the pass remembers it and `why` says whether a budget was the cause.
+bool Core::State::VictimsAllowed(PassState& pass, const std::pair<ShapeKey, std::string>& memo,
+                                 bool found, const std::vector<std::string>& ids,
+                                 bool budget_blocked,
+                                 const std::map<std::string, const PreemptionCandidate*>& by_id,
+                                 std::string* why) {
+  if (!found || ids.empty()) {
+    pass.preempt_failed.insert(memo);
+    if (budget_blocked) *why = "preemption held back by a disruption budget";
+    return false;
+  }
+  if (std::string over = OverBudget(pass.now, ids, by_id); !over.empty()) {
+    pass.preempt_failed.insert(memo);
+    *why = over;
+    return false;
+  }
+  return true;
+}
+
+bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
+                             const placement::Request& req, std::string* why) {
   PreemptorRules rules;
-  rules.may_preempt = cls != nullptr && cls->may_preempt;
-  rules.reclaim = book.WithinGuarantee(pool_name, job.head.spec.tenant, ReclaimNeed(job));
-  PoolEntry* pool = FindPool(pool_name);
-  if ((!rules.may_preempt && !rules.reclaim) || pool == nullptr) return false;
-  rules.group = book.GroupOf(pool_name, job.head.spec.tenant);
-  std::pair<ShapeKey, std::string> memo{
-      ShapeKey{pool_name, job.request},
-      std::to_string(job.priority) + "/" + (rules.reclaim ? rules.group : "")};
+  PoolEntry* pool = FindPool(job.head.spec.pool);
+  if (!RulesFor(job, ReclaimNeed(job), &rules) || pool == nullptr) return false;
+  std::pair<ShapeKey, std::string> memo = PreemptMemo(job, rules, "");
   if (pass.preempt_failed.contains(memo)) return false;
 
   bool budget_blocked = false;
@@ -263,16 +327,7 @@ bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
   }
   placement::VictimSet vs =
       pool->engine->FindVictims(req, 2 * job.priority + (rules.reclaim ? 1 : 0), running);
-  if (!vs.found || vs.task_ids.empty()) {
-    pass.preempt_failed.insert(memo);
-    if (budget_blocked) *why = "preemption held back by a disruption budget";
-    return false;
-  }
-  if (std::string over = OverBudget(pass.now, vs.task_ids, by_id); !over.empty()) {
-    pass.preempt_failed.insert(memo);
-    *why = over;
-    return false;
-  }
+  if (!VictimsAllowed(pass, memo, vs.found, vs.task_ids, budget_blocked, by_id, why)) return false;
   int64_t rid = NewReservation(pass, job, index, vs, /*gang=*/false);
   StopVictims(pass, job, index, rules, rid, vs.task_ids, by_id);
   const Reservation& r = *reservations.Find(rid);
@@ -285,77 +340,67 @@ bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
   return true;
 }
 
-// A gang that does not fit: victims for each member in turn, as if the earlier members were
-// placed and their victims gone (tentative engine changes, undone in reverse). All or nothing.
+// Victims for each of `count` gang members in turn, as if the earlier members were placed and
+// their victims gone (tentative engine changes, undone in reverse before returning). True when
+// every member found room; `sets` holds each member's set, `chosen` every victim.
+bool Core::State::GangVictims(PoolEntry& pool, const placement::Request& req, int32_t priority,
+                              size_t count, const std::vector<PreemptionCandidate>& candidates,
+                              const std::map<std::string, const PreemptionCandidate*>& by_id,
+                              std::vector<placement::VictimSet>* sets,
+                              std::set<std::string>* chosen) {
+  placement::Tentative tx(*pool.engine);
+  bool ok = true;
+  for (size_t k = 0; k < count && ok; ++k) {
+    std::vector<placement::RunningTask> running;
+    for (const PreemptionCandidate& c : candidates) {
+      if (!chosen->contains(c.task.task_id)) running.push_back(c.task);
+    }
+    placement::VictimSet vs = pool.engine->FindVictims(req, priority, running);
+    ok = vs.found;
+    for (size_t v = 0; ok && v < vs.task_ids.size(); ++v) {
+      const placement::Allocation& a = by_id.at(vs.task_ids[v])->task.allocation;
+      ok = tx.Release(a).ok();
+      chosen->insert(vs.task_ids[v]);
+    }
+    if (ok) ok = tx.Commit(vs.decision.allocation).ok();
+    if (ok) sets->push_back(std::move(vs));
+  }
+  if (Status st = tx.Rollback(); !st.ok())
+    LogError("core", "undo of a tentative gang placement failed", {{"error", st.ToString()}});
+  return ok;
+}
+
+// A gang that does not fit: victims for every member (GangVictims). All or nothing.
 bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
                                  const std::vector<int32_t>& members, const placement::Request& req,
                                  std::string* why) {
-  const PriorityClass* cls = ClassOf(job);
-  const std::string& pool_name = job.head.spec.pool;
   QuotaAmount one = ReclaimNeed(job), all;
-  for (size_t k = 0; k < members.size(); ++k) {
-    all += one;
-  }
+  for (size_t k = 0; k < members.size(); ++k) all += one;
   PreemptorRules rules;
-  rules.may_preempt = cls != nullptr && cls->may_preempt;
-  rules.reclaim = book.WithinGuarantee(pool_name, job.head.spec.tenant, all);
-  PoolEntry* pool = FindPool(pool_name);
-  if ((!rules.may_preempt && !rules.reclaim) || pool == nullptr || members.empty()) return false;
-  rules.group = book.GroupOf(pool_name, job.head.spec.tenant);
-  std::pair<ShapeKey, std::string> memo{ShapeKey{pool_name, job.request},
-                                        std::to_string(job.priority) + "/" +
-                                            (rules.reclaim ? rules.group : "") + "/gang of " +
-                                            std::to_string(members.size())};
+  PoolEntry* pool = FindPool(job.head.spec.pool);
+  if (!RulesFor(job, all, &rules) || pool == nullptr || members.empty()) return false;
+  std::pair<ShapeKey, std::string> memo =
+      PreemptMemo(job, rules, "/gang of " + std::to_string(members.size()));
   if (pass.preempt_failed.contains(memo)) return false;
 
   bool budget_blocked = false;
   std::vector<PreemptionCandidate> candidates = Eligible(pass, job, rules, &budget_blocked);
   std::map<std::string, const PreemptionCandidate*> by_id;
   for (const PreemptionCandidate& c : candidates) by_id[c.task.task_id] = &c;
-
-  placement::Tentative tx(*pool->engine);  // each member as if the earlier ones were placed
   std::vector<placement::VictimSet> sets;
   std::set<std::string> chosen;
-  bool ok = true;
   const int32_t priority = 2 * job.priority + (rules.reclaim ? 1 : 0);
-  for (size_t k = 0; k < members.size() && ok; ++k) {
-    std::vector<placement::RunningTask> running;
-    for (const PreemptionCandidate& c : candidates) {
-      if (!chosen.contains(c.task.task_id)) running.push_back(c.task);
-    }
-    placement::VictimSet vs = pool->engine->FindVictims(req, priority, running);
-    ok = vs.found;
-    for (size_t v = 0; ok && v < vs.task_ids.size(); ++v) {
-      const placement::Allocation& a = by_id.at(vs.task_ids[v])->task.allocation;
-      ok = tx.Release(a).ok();
-      chosen.insert(vs.task_ids[v]);
-    }
-    if (ok) ok = tx.Commit(vs.decision.allocation).ok();
-    if (ok) sets.push_back(std::move(vs));
-  }
-  if (Status st = tx.Rollback(); !st.ok())
-    LogError("core", "undo of a tentative gang placement failed", {{"error", st.ToString()}});
+  bool ok = GangVictims(*pool, req, priority, members.size(), candidates, by_id, &sets, &chosen);
   std::vector<std::string> ids(chosen.begin(), chosen.end());
-  if (!ok || ids.empty()) {
-    pass.preempt_failed.insert(memo);
-    if (budget_blocked) *why = "preemption held back by a disruption budget";
-    return false;
-  }
-  if (std::string over = OverBudget(pass.now, ids, by_id); !over.empty()) {
-    pass.preempt_failed.insert(memo);
-    *why = over;
-    return false;
-  }
+  if (!VictimsAllowed(pass, memo, ok, ids, budget_blocked, by_id, why)) return false;
   for (size_t k = 0; k < members.size(); ++k) {
     int64_t rid = NewReservation(pass, job, members[k], sets[k], /*gang=*/true);
     StopVictims(pass, job, members[k], rules, rid, sets[k].task_ids, by_id);
   }
-  std::string reason = "gang of " + std::to_string(members.size()) + " waiting for " +
-                       std::to_string(ids.size()) + " preempted task(s) to stop";
-  for (int32_t m : members) {
-    job.task(m).rec.reason = reason;
-    job.task(m).rec.pending = {PendingCode::kWaitingForVictims, "", {}};
-  }
+  Wait(job, members,
+       "gang of " + std::to_string(members.size()) + " waiting for " + std::to_string(ids.size()) +
+           " preempted task(s) to stop",
+       {PendingCode::kWaitingForVictims, "", {}});
   LogInfo("core", "preempting for a gang",
           {{"job", std::to_string(job.head.id)}, {"victims", std::to_string(ids.size())}});
   return true;

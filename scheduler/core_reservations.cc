@@ -39,64 +39,68 @@ bool Core::State::ReservationsFit(PoolEntry& pool, const std::string& node) {
   return fits;
 }
 
-void Core::State::ProcessReservations(PassState& pass) {
-  if (reservations.empty()) return;
-  int64_t timeout_us =
+// Why reservation `id` no longer stands, or "" while it does: its task moved on, its node is not
+// ready, or its victims took longer than the timeout to stop.
+std::string Core::State::StaleReservation(int64_t id, const Reservation& r, int64_t now) const {
+  const int64_t timeout_us =
       options.tenancy.reservation_timeout_ms > 0
           ? options.tenancy.reservation_timeout_ms * 1000
           : (3 * options.stop_grace_period_ms + options.heartbeat_timeout_ms) * 1000;
-  // A gang's reservations stand and fall together.
-  auto drop = [&](int64_t id, const std::string& why) {
-    for (int64_t g : reservations.GroupOf(id)) DropReservation(g, why);
-  };
+  const JobEntry* job = jobs.Find(r.job_id);
+  bool valid = job != nullptr && r.index < job->size() && !CancelRequested(job->head.state) &&
+               job->task(r.index).rec.state == TaskState::kPending &&
+               job->task(r.index).rec.attempt == r.attempt && job->task(r.index).reservation == id;
+  if (!valid || pools.find(r.pool) == pools.end()) return "its task moved on";
+  auto node = nodes.find(r.allocation.node);
+  if (node == nodes.end() || node->second.rec.state != NodeState::kReady) {
+    return "node " + r.allocation.node + " is no longer ready";
+  }
+  if (now - r.created_us > timeout_us) return "victims did not stop in time";
+  return "";
+}
+
+// Every victim of the group of `id` is gone: swaps the room they left for the preemptor's
+// allocation(s), placed in this pass, when the tenant's quota still allows them. Otherwise the
+// preemptor queues again.
+void Core::State::TakeUpReservation(PassState& pass, int64_t id) {
+  Reservation& first = *reservations.Find(id);
+  JobEntry& job = jobs.at(first.job_id);
+  PoolEntry& pool = *FindPool(first.pool);
+  std::vector<std::pair<int32_t, placement::Allocation>> take;
+  QuotaAmount total;
+  for (int64_t g : reservations.GroupOf(id)) {
+    Reservation& each = *reservations.Find(g);
+    for (const placement::Allocation& a : each.held) (void)pool.engine->Release(a);
+    total += UsageOf(each.allocation);
+    take.emplace_back(each.index, each.allocation);
+    job.task(each.index).reservation = 0;
+    reservations.Erase(g);
+  }
+  if (!book.WhyOverLimit(job.head.spec.pool, job.head.spec.tenant, total).empty()) return;
+  placement::Tentative tx(*pool.engine);
+  Status st;
+  for (size_t k = 0; k < take.size() && st.ok(); ++k) st = tx.Commit(take[k].second);
+  if (!st.ok()) {
+    (void)tx.Rollback();
+    LogWarn("core", "reserved room no longer fits; the task queues again",
+            {{"job", std::to_string(job.head.id)}, {"error", st.ToString()}});
+    return;
+  }
+  tx.Keep();
+  for (const auto& [index, alloc] : take) Reserve(pass, job, index, alloc);
+}
+
+void Core::State::ProcessReservations(PassState& pass) {
+  if (reservations.empty()) return;
   for (int64_t id : reservations.Ids()) {
     Reservation* found = reservations.Find(id);
     if (found == nullptr) continue;  // dropped or taken up with its gang
-    Reservation& r = *found;
-    JobEntry* job = jobs.Find(r.job_id);
-    bool valid = job != nullptr && r.index < job->size() && !CancelRequested(job->head.state) &&
-                 job->task(r.index).rec.state == TaskState::kPending &&
-                 job->task(r.index).rec.attempt == r.attempt &&
-                 job->task(r.index).reservation == id;
-    auto node = nodes.find(r.allocation.node);
-    PoolEntry* pool = FindPool(r.pool);
-    if (!valid || pool == nullptr) {
-      drop(id, "its task moved on");
+    if (std::string why = StaleReservation(id, *found, pass.now); !why.empty()) {
+      // A gang's reservations stand and fall together.
+      for (int64_t g : reservations.GroupOf(id)) DropReservation(g, why);
       continue;
     }
-    if (node == nodes.end() || node->second.rec.state != NodeState::kReady) {
-      drop(id, "node " + r.allocation.node + " is no longer ready");
-      continue;
-    }
-    if (pass.now - r.created_us > timeout_us) {
-      drop(id, "victims did not stop in time");
-      continue;
-    }
-    if (!reservations.GroupReady(id)) continue;
-    std::vector<int64_t> group = reservations.GroupOf(id);
-    // Every victim is gone: swap the room they left for the preemptor's allocation(s).
-    std::vector<std::pair<int32_t, placement::Allocation>> take;
-    QuotaAmount total;
-    for (int64_t g : group) {
-      Reservation& each = *reservations.Find(g);
-      for (const placement::Allocation& a : each.held) (void)pool->engine->Release(a);
-      total += UsageOf(each.allocation);
-      take.emplace_back(each.index, each.allocation);
-      job->task(each.index).reservation = 0;
-      reservations.Erase(g);
-    }
-    if (!book.WhyOverLimit(job->head.spec.pool, job->head.spec.tenant, total).empty()) continue;
-    placement::Tentative tx(*pool->engine);
-    Status st;
-    for (size_t k = 0; k < take.size() && st.ok(); ++k) st = tx.Commit(take[k].second);
-    if (!st.ok()) {
-      (void)tx.Rollback();
-      LogWarn("core", "reserved room no longer fits; the task queues again",
-              {{"job", std::to_string(job->head.id)}, {"error", st.ToString()}});
-      continue;
-    }
-    tx.Keep();
-    for (const auto& [index, alloc] : take) Reserve(pass, *job, index, alloc);
+    if (reservations.GroupReady(id)) TakeUpReservation(pass, id);
   }
 }
 
@@ -144,35 +148,41 @@ void Core::State::RebuildReservations(int64_t now, const std::string* only_pool)
         job->task(by.second).rec.state != TaskState::kPending) {
       continue;
     }
-    PoolEntry* pool = FindPool(job->head.spec.pool);
-    if (pool == nullptr) continue;
-    // Where would it go once its victims are gone?
-    placement::Decision d;
-    {
-      placement::Tentative tx(*pool->engine);  // as if they were gone; undone at once
-      for (const TaskKey& v : victims) {
-        const Task& vrt = jobs.at(v.first).task(v.second);
-        if (vrt.holds) (void)tx.Release(vrt.allocation);
-      }
-      d = pool->engine->Place(ToPlacement(job->request));
-    }
-    if (!d.placed) continue;
-    Reservation r;
-    r.pool = job->head.spec.pool;
-    r.job_id = by.first;
-    r.index = by.second;
-    r.attempt = job->task(by.second).rec.attempt;
-    r.allocation = d.allocation;
-    r.created_us = now;
-    for (const TaskKey& v : victims) r.victims.insert(TaskId(v.first, v.second));
-    LogInfo("core", "reservation rebuilt after restart",
-            {{"task", TaskId(by.first, by.second)},
-             {"node", r.allocation.node},
-             {"victims", std::to_string(r.victims.size())}});
-    const int64_t rid = reservations.Add(std::move(r));
-    for (const TaskKey& v : victims) jobs.at(v.first).task(v.second).reserved_for = rid;
-    job->task(by.second).reservation = rid;
+    RebuildReservation(now, *job, by.second, victims);
   }
+}
+
+// The reservation of task `index` of `job`, a preemptor waiting for `victims`: where it would go
+// once they are gone (nothing when it would not fit even then).
+void Core::State::RebuildReservation(int64_t now, JobEntry& job, int32_t index,
+                                     const std::vector<TaskKey>& victims) {
+  PoolEntry* pool = FindPool(job.head.spec.pool);
+  if (pool == nullptr) return;
+  placement::Decision d;
+  {
+    placement::Tentative tx(*pool->engine);  // as if they were gone; undone at once
+    for (const TaskKey& v : victims) {
+      const Task& vrt = jobs.at(v.first).task(v.second);
+      if (vrt.holds) (void)tx.Release(vrt.allocation);
+    }
+    d = pool->engine->Place(ToPlacement(job.request));
+  }
+  if (!d.placed) return;
+  Reservation r;
+  r.pool = job.head.spec.pool;
+  r.job_id = job.head.id;
+  r.index = index;
+  r.attempt = job.task(index).rec.attempt;
+  r.allocation = d.allocation;
+  r.created_us = now;
+  for (const TaskKey& v : victims) r.victims.insert(TaskId(v.first, v.second));
+  LogInfo("core", "reservation rebuilt after restart",
+          {{"task", TaskId(job.head.id, index)},
+           {"node", r.allocation.node},
+           {"victims", std::to_string(r.victims.size())}});
+  const int64_t rid = reservations.Add(std::move(r));
+  for (const TaskKey& v : victims) jobs.at(v.first).task(v.second).reserved_for = rid;
+  job.task(index).reservation = rid;
 }
 
 }  // namespace gpupool

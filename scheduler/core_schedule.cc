@@ -71,15 +71,74 @@ void Core::State::Reserve(PassState& pass, JobEntry& job, int32_t i,
   t.scheduled_us = pass.now;
   t.reason = "placed on " + a.node;
   t.pending = {};
+  jobs.Reindex(job, i);
   pass.batch.emplace_back(UpdateTask{t});
   pass.placed.push_back({job.head.id, i, t.attempt});
+}
+
+// Sets why `members` of `job` wait (display text and verdict).
+void Core::State::Wait(JobEntry& job, const std::vector<int32_t>& members, const std::string& why,
+                       const PendingVerdict& verdict) {
+  for (int32_t i : members) {
+    job.task(i).rec.reason = why;
+    job.task(i).rec.pending = verdict;
+  }
+}
+
+// True (and `members` wait, naming the binding quota) when `amount` more would exceed a limit of
+// the job's tenant chain.
+bool Core::State::WaitOverQuota(JobEntry& job, const std::vector<int32_t>& members,
+                                const QuotaAmount& amount) {
+  std::string binding;
+  std::string why = book.WhyOverLimit(job.head.spec.pool, job.head.spec.tenant, amount, &binding);
+  if (why.empty()) return false;
+  Wait(job, members, "waiting: " + why, Verdict(PendingCode::kOverQuota, binding));
+  return true;
+}
+
+// A gang that does not fit whole waits, and may preempt for all of its members at once.
+void Core::State::GangDoesNotFit(PassState& pass, JobEntry& job,
+                                 const std::vector<int32_t>& members, const placement::Request& req,
+                                 const placement::Engine::GangResult& g,
+                                 const std::string& behind) {
+  Wait(job, members,
+       "gang of " + std::to_string(members.size()) + " waiting: task " +
+           std::to_string(g.failed_index) + " does not fit; " + WhyNotPlaced(g.failed) + behind,
+       Verdict(PendingCode::kGangWaiting, "", &g.failed));
+  std::string held_back;
+  if (!TryPreemptGang(pass, job, members, req, &held_back) && !held_back.empty()) {
+    Wait(job, members, job.task(members.front()).rec.reason + "; " + held_back,
+         Verdict(PendingCode::kDisruptionBudget, "", &g.failed));
+  }
+}
+
+// All or nothing: commits every member, then makes sure no reserved room was taken; rolled back
+// (the members wait) if either fails.
+void Core::State::CommitGang(PassState& pass, JobEntry& job, PoolEntry& pool,
+                             const std::vector<int32_t>& members,
+                             const std::vector<placement::Allocation>& allocations) {
+  placement::Tentative tx(*pool.engine);
+  Status st;
+  for (size_t k = 0; k < members.size() && st.ok(); ++k) st = tx.Commit(allocations[k]);
+  for (size_t k = 0; st.ok() && !reservations.empty() && k < members.size(); ++k) {
+    if (!ReservationsFit(pool, allocations[k].node)) {
+      st = Status::FailedPrecondition("room on " + allocations[k].node +
+                                      " is reserved for a preempting task");
+    }
+  }
+  if (!st.ok()) {
+    (void)tx.Rollback();
+    return Wait(job, members,
+                "gang of " + std::to_string(members.size()) + " waiting: " + st.message(),
+                Verdict(PendingCode::kReserved));
+  }
+  tx.Keep();
+  for (size_t k = 0; k < members.size(); ++k) Reserve(pass, job, members[k], allocations[k]);
 }
 
 // Places every pending member of a gang at once, or preempts for all of them, or says why not.
 void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
                             const placement::Request& req, const std::string& behind) {
-  const std::string& tenant = job.head.spec.tenant;
-  const std::string& pool_name = job.head.spec.pool;
   std::vector<int32_t> members;
   bool active = false;
   for (int32_t i = 0; i < job.size(); ++i) {
@@ -87,55 +146,72 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
     if (st == TaskState::kPending) members.push_back(i);
     active |= st == TaskState::kScheduled || st == TaskState::kRunning;
   }
-  auto wait = [&](const std::string& why, const PendingVerdict& verdict) {
-    for (int32_t i : members) {
-      job.task(i).rec.reason = why;
-      job.task(i).rec.pending = verdict;
-    }
-  };
   if (job.restarting && active) {
-    return wait("gang restarting: waiting for its preempted members to stop",
+    return Wait(job, members, "gang restarting: waiting for its preempted members to stop",
                 Verdict(PendingCode::kGangRestarting));
   }
   job.restarting = false;
   auto n = static_cast<int32_t>(members.size());
-  std::string binding;
-  std::string why = book.WhyOverLimit(pool_name, tenant, Times(Estimate(job.request), n), &binding);
-  if (!why.empty()) return wait("waiting: " + why, Verdict(PendingCode::kOverQuota, binding));
+  if (WaitOverQuota(job, members, Times(Estimate(job.request), n))) return;
   std::vector<placement::Request> reqs(members.size(), req);
   placement::Engine::GangResult g = pool.engine->PlaceGang(reqs);
-  if (!g.placed) {
-    wait("gang of " + std::to_string(n) + " waiting: task " + std::to_string(g.failed_index) +
-             " does not fit; " + WhyNotPlaced(g.failed) + behind,
-         Verdict(PendingCode::kGangWaiting, "", &g.failed));
-    std::string held_back;
-    if (!TryPreemptGang(pass, job, members, req, &held_back) && !held_back.empty()) {
-      wait(job.task(members.front()).rec.reason + "; " + held_back,
-           Verdict(PendingCode::kDisruptionBudget, "", &g.failed));
-    }
-    return;
-  }
+  if (!g.placed) return GangDoesNotFit(pass, job, members, req, g, behind);
   QuotaAmount total;
   for (const placement::Allocation& a : g.allocations) total += UsageOf(a);
-  why = book.WhyOverLimit(pool_name, tenant, total, &binding);
-  if (!why.empty()) return wait("waiting: " + why, Verdict(PendingCode::kOverQuota, binding));
-  // All or nothing: commit every member, then make sure no reserved room was taken.
-  placement::Tentative tx(*pool.engine);
-  Status st;
-  for (size_t k = 0; k < members.size() && st.ok(); ++k) st = tx.Commit(g.allocations[k]);
-  for (size_t k = 0; st.ok() && !reservations.empty() && k < members.size(); ++k) {
-    if (!ReservationsFit(pool, g.allocations[k].node)) {
-      st = Status::FailedPrecondition("room on " + g.allocations[k].node +
-                                      " is reserved for a preempting task");
-    }
+  if (WaitOverQuota(job, members, total)) return;
+  CommitGang(pass, job, pool, members, g.allocations);
+}
+
+// True when the task preempted and its victims still stop: it waits for them (the reason says
+// which), or for its gang's. A reservation that is gone is forgotten.
+bool Core::State::WaitsForVictims(JobEntry& job, int32_t index) {
+  Task& rt = job.task(index);
+  if (rt.reservation == 0) return false;
+  if (const Reservation* res = reservations.Find(rt.reservation); res != nullptr) {
+    if (res->gang) return true;  // the gang's reason was set when it preempted
+    std::string ids;
+    for (const std::string& v : res->victims) ids += (ids.empty() ? "" : ", ") + v;
+    rt.rec.reason = "waiting for " + std::to_string(res->victims.size()) +
+                    " preempted task(s) to stop on " + res->allocation.node + ": " + ids;
+    rt.rec.pending = Verdict(PendingCode::kWaitingForVictims);
+    return true;
   }
-  if (!st.ok()) {
-    (void)tx.Rollback();
-    return wait("gang of " + std::to_string(n) + " waiting: " + st.message(),
-                Verdict(PendingCode::kReserved));
+  rt.reservation = 0;
+  return false;
+}
+
+// Keeps a fresh placement of one task: within quota, committed in the engine, and not into room
+// reserved for a preemptor. Otherwise the task waits and the engine is as before.
+void Core::State::KeepPlacement(PassState& pass, JobEntry& job, int32_t index, PoolEntry& pool,
+                                const placement::Allocation& a, const std::string& behind) {
+  TaskRecord& task = job.task(index).rec;
+  if (WaitOverQuota(job, {index}, UsageOf(a))) return;
+  placement::Tentative tx(*pool.engine);
+  if (Status st = tx.Commit(a); !st.ok()) {
+    LogError("core", "commit of a fresh decision failed", {{"error", st.ToString()}});
+    return;
+  }
+  if (!reservations.empty() && !ReservationsFit(pool, a.node)) {
+    // The free part of a preemptor's room: not for this task (rolled back on return).
+    task.reason = "waiting: room on " + a.node + " is reserved for a preempting task" + behind;
+    task.pending = Verdict(PendingCode::kReserved);
+    return;
   }
   tx.Keep();
-  for (size_t k = 0; k < members.size(); ++k) Reserve(pass, job, members[k], g.allocations[k]);
+  Reserve(pass, job, index, a);
+}
+
+// One task that does not fit now: it may preempt; if a disruption budget holds that back, the
+// verdict says so.
+void Core::State::PreemptOrWait(PassState& pass, JobEntry& job, int32_t index,
+                                const placement::Request& req) {
+  std::string why;
+  if (TryPreempt(pass, job, index, req, &why)) return;
+  if (!why.empty()) {
+    TaskRecord& task = job.task(index).rec;
+    task.reason += "; " + why;
+    task.pending.code = PendingCode::kDisruptionBudget;
+  }
 }
 
 // Places one pending task (or, for a gang, every pending member), or says why it waits.
@@ -143,79 +219,32 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
   PoolEntry* pool = FindPool(job.head.spec.pool);
   if (pool == nullptr || job.cancel_storing || CancelRequested(job.head.state)) return;
   TaskRecord& task = job.task(index).rec;
-  const std::string& tenant = job.head.spec.tenant;
-  const std::string& pool_name = job.head.spec.pool;
   std::string behind;
-  if (int32_t n = pass.behind[pool_name]; n > 0) {
+  if (int32_t n = pass.behind[job.head.spec.pool]; n > 0) {
     behind = "; behind " + std::to_string(n) + " task(s) of higher priority";
   }
-  if (Task& rt = job.task(index); rt.reservation != 0) {
-    if (const Reservation* res = reservations.Find(rt.reservation); res != nullptr) {
-      if (res->gang) return;  // the gang's reason was set when it preempted
-      std::string ids;
-      for (const std::string& v : res->victims) ids += (ids.empty() ? "" : ", ") + v;
-      task.reason = "waiting for " + std::to_string(res->victims.size()) +
-                    " preempted task(s) to stop on " + res->allocation.node + ": " + ids;
-      task.pending = Verdict(PendingCode::kWaitingForVictims);
-      return;
-    }
-    rt.reservation = 0;
-  }
-  ShapeKey shape{pool_name, job.request};
+  if (WaitsForVictims(job, index)) return;
+  ShapeKey shape{job.head.spec.pool, job.request};
   placement::Request req = ToPlacement(job.request);
   FeedEngine(*pool);
-
   if (job.head.spec.gang) {
     if (pass.gangs_tried.insert(job.head.id).second) PlaceGang(pass, job, *pool, req, behind);
     return;
   }
-
-  std::string binding;
-  if (std::string why = book.WhyOverLimit(pool_name, tenant, Estimate(job.request), &binding);
-      !why.empty()) {
-    task.reason = "waiting: " + why;
-    task.pending = Verdict(PendingCode::kOverQuota, binding);
-    return;
-  }
+  if (WaitOverQuota(job, {index}, Estimate(job.request))) return;
   if (auto known = pass.failed.find(shape); known != pass.failed.end()) {
+    // The same shape found no room earlier in this pass, and nothing was released since.
     task.reason = known->second.first + behind;
     task.pending = known->second.second;
   } else {
     placement::Decision d = pool->engine->Place(req);
-    if (d.placed) {
-      if (std::string why = book.WhyOverLimit(pool_name, tenant, UsageOf(d.allocation), &binding);
-          !why.empty()) {
-        task.reason = "waiting: " + why;
-        task.pending = Verdict(PendingCode::kOverQuota, binding);
-        return;
-      }
-      placement::Tentative tx(*pool->engine);
-      if (Status st = tx.Commit(d.allocation); !st.ok()) {
-        LogError("core", "commit of a fresh decision failed", {{"error", st.ToString()}});
-        return;
-      }
-      if (!reservations.empty() && !ReservationsFit(*pool, d.allocation.node)) {
-        // The free part of a preemptor's room: not for this task (rolled back on return).
-        task.reason =
-            "waiting: room on " + d.allocation.node + " is reserved for a preempting task" + behind;
-        task.pending = Verdict(PendingCode::kReserved);
-        return;
-      }
-      tx.Keep();
-      Reserve(pass, job, index, d.allocation);
-      return;
-    }
+    if (d.placed) return KeepPlacement(pass, job, index, *pool, d.allocation, behind);
     std::string why = WhyNotPlaced(d);
     task.pending = Verdict(PendingCode::kNoCapacity, "", &d);
     pass.failed.emplace(shape, std::make_pair(why, task.pending));
     task.reason = why + behind;
   }
-  std::string why;
-  if (TryPreempt(pass, job, index, req, &why)) return;
-  if (!why.empty()) {
-    task.reason += "; " + why;
-    task.pending.code = PendingCode::kDisruptionBudget;
-  }
+  PreemptOrWait(pass, job, index, req);
 }
 
 // Priority levels high to low; within one, the level's fair-share queues merged by the queue
@@ -230,7 +259,7 @@ void Core::State::RunQueues(PassState& pass) {
 bool Core::State::PeriodicPassDue() const {
   // Below this a pass is cheap enough to run on every tick (and tests stay deterministic).
   constexpr auto kCheap = std::chrono::milliseconds(2);
-  if (last_full_pass_cost < kCheap) return true;
+  if (!options.throttle_periodic_passes || last_full_pass_cost < kCheap) return true;
   return std::chrono::steady_clock::now() - last_full_pass_end >= 50 * last_full_pass_cost;
 }
 
@@ -305,6 +334,7 @@ void Core::State::ActOnPlaced(Core* core, const Status& st, const PassState::Pla
     t.node.clear();
     t.allocations.clear();
     t.scheduled_us = 0;
+    jobs.Reindex(*job, p.index);
     t.reason = "requeued: allocation not stored: " + st.message();
     t.pending = Verdict(PendingCode::kQueued);
     if (!CancelRequested(job->head.state)) queue.Add(*job, p.index);

@@ -253,6 +253,10 @@ struct Core::State {
   EventRecord Event(std::string kind, std::string subject, std::string message) const;
 
   PoolEntry* FindPool(const std::string& name);
+  // UpdatePool's steps (core_inventory.cc).
+  Result<std::unique_ptr<placement::Engine>> ReplayedEngine(const PoolRecord& pool,
+                                                            const PoolEntry& cur);
+  void SwapEngine(PoolEntry& e, const PoolRecord& pool, std::unique_ptr<placement::Engine> engine);
 
   // Recovery (core_recover.cc).
   Status RecoverInventory(const RecoveredState& state);
@@ -266,8 +270,32 @@ struct Core::State {
   void ApplyCancelToTasks(JobEntry& job, const CancelPlan& plan, std::vector<int32_t>* stop,
                           std::vector<TaskChange>* late);
 
+  // Agents (core_agents.cc): registration's steps, a task's RUNNING and its end.
+  Status PrepareRegistration(NodeRecord& n) const;
+  Status ForgetNodeRoom(PoolEntry& pool, const std::string& name);
+  void RecommitTasks(Core* core, PoolEntry& pool, const std::string& name);
+  void MarkRunning(JobEntry& job, int32_t index, const std::string& task_id);
+  TaskChange PlanEnd(const JobEntry& job, int32_t index, const TaskReport& r) const;
+
+  // Node states (core_nodes.cc): a drain planned, the stored change applied.
+  struct NodeStateChange {
+    std::string name;
+    NodeState state;
+    NodeState before;                  // the node's state when the change was planned
+    std::vector<TaskRecord> draining;  // a drain's planned stop intents
+  };
+  std::vector<TaskRecord> PlanDrain(const std::string& name, std::vector<Mutation>* batch) const;
+  void ApplyDrain(const std::string& name, const std::vector<TaskRecord>& draining);
+  void ApplyNodeState(Core* core, const NodeStateChange& change, const Status& st,
+                      const Core::Callback<NodeView>& done);
+
   // Resolves priority class and SKU and checks pool, access and size. Fills entry fields.
   Status Admit(const JobSpec& spec, int32_t* priority, ResourceRequest* request) const;
+  // Submission (core.cc): Admit plus the never-fits quota check, counted when refused; the new
+  // job's entry; what follows once it is stored.
+  Status AdmitSubmission(const JobSpec& spec, int32_t* priority, ResourceRequest* request) const;
+  JobEntry NewJob(JobSpec spec, int32_t priority, const ResourceRequest& request);
+  void AcceptStored(Core* core, JobEntry entry, const Core::Callback<JobRecord>& done);
   placement::Request ToPlacement(const ResourceRequest& r) const;
   // Rebuilds the engine allocation of a task from its durable record (after restart).
   placement::Allocation AllocationOf(const JobEntry& job, const TaskRecord& task) const;
@@ -291,7 +319,26 @@ struct Core::State {
   void TryPlace(PassState& pass, JobEntry& job, int32_t index);
   void PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool, const placement::Request& req,
                  const std::string& behind);
+  // TryPlace's and PlaceGang's steps (core_schedule.cc).
+  void Wait(JobEntry& job, const std::vector<int32_t>& members, const std::string& why,
+            const PendingVerdict& verdict);
+  bool WaitOverQuota(JobEntry& job, const std::vector<int32_t>& members, const QuotaAmount& amount);
+  bool WaitsForVictims(JobEntry& job, int32_t index);
+  void KeepPlacement(PassState& pass, JobEntry& job, int32_t index, PoolEntry& pool,
+                     const placement::Allocation& a, const std::string& behind);
+  void PreemptOrWait(PassState& pass, JobEntry& job, int32_t index, const placement::Request& req);
+  void GangDoesNotFit(PassState& pass, JobEntry& job, const std::vector<int32_t>& members,
+                      const placement::Request& req, const placement::Engine::GangResult& g,
+                      const std::string& behind);
+  void CommitGang(PassState& pass, JobEntry& job, PoolEntry& pool,
+                  const std::vector<int32_t>& members,
+                  const std::vector<placement::Allocation>& allocations);
   void ProcessReservations(PassState& pass);
+  // Its steps and RebuildReservations' (core_reservations.cc).
+  std::string StaleReservation(int64_t id, const Reservation& r, int64_t now) const;
+  void TakeUpReservation(PassState& pass, int64_t id);
+  void RebuildReservation(int64_t now, JobEntry& job, int32_t index,
+                          const std::vector<TaskKey>& victims);
   void DropReservation(int64_t id, const std::string& why);
   // After recovery (or a pool's new engine): gives preemptors whose victims are still stopping
   // their reservation back, from the victims' typed columns; only in `pool` when given.
@@ -323,6 +370,37 @@ struct Core::State {
                       const placement::Request& req, std::string* why);
   bool TryPreempt(PassState& pass, JobEntry& job, int32_t index, const placement::Request& req,
                   std::string* why);
+  // Their steps (core_preempt.cc).
+  PreemptionCandidate CandidateOf(const std::string& pool, const TaskKey& key, int64_t now,
+                                  bool* eligible) const;
+  bool RulesFor(const JobEntry& job, const QuotaAmount& need, PreemptorRules* rules) const;
+  static std::pair<ShapeKey, std::string> PreemptMemo(const JobEntry& job,
+                                                      const PreemptorRules& rules,
+                                                      const std::string& suffix);
+  bool VictimsAllowed(PassState& pass, const std::pair<ShapeKey, std::string>& memo, bool found,
+                      const std::vector<std::string>& ids, bool budget_blocked,
+                      const std::map<std::string, const PreemptionCandidate*>& by_id,
+                      std::string* why);
+  bool GangVictims(PoolEntry& pool, const placement::Request& req, int32_t priority, size_t count,
+                   const std::vector<PreemptionCandidate>& candidates,
+                   const std::map<std::string, const PreemptionCandidate*>& by_id,
+                   std::vector<placement::VictimSet>* sets, std::set<std::string>* chosen);
+  std::string PreemptionText(const JobEntry& job, int32_t index, const PreemptorRules& rules,
+                             const JobEntry& victim, const PreemptionCandidate& c,
+                             bool priority_rule) const;
+  static std::vector<int32_t> StoppingWith(JobEntry& victim, int32_t index);
+  // One victim task's planned stop: which task, for which candidate, by which rule, feeding
+  // which reservation, with what text.
+  struct VictimStop {
+    JobEntry* victim = nullptr;
+    const PreemptionCandidate* c = nullptr;
+    int32_t m = 0;
+    bool priority_rule = false;
+    int64_t rid = 0;
+    bool restarting_before = false;
+    std::string text;
+  };
+  void PlanVictimStop(PassState& pass, const JobEntry& job, int32_t index, const VictimStop& v);
 
   // True when the job and every task of it have ended, it finished before `cutoff_us`, and
   // nothing refers to it any more: the daemon may forget it.

@@ -42,9 +42,4 @@ const JobEntry* JobTable::FindTask(const std::string& task_id, int32_t* index) c
   return const_cast<JobTable*>(this)->FindTask(task_id, index);
 }
 
-JobEntry& JobTable::Insert(JobEntry entry) {
-  int64_t id = entry.head.id;
-  return jobs_.emplace(id, std::move(entry)).first->second;
-}
-
 }  // namespace gpupool

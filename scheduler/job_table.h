@@ -1,5 +1,6 @@
 // The job table: every job the core holds in memory, each with its tasks as ONE entity (`Task`:
-// the durable record and the scheduling facts that go with it), and lookups by id.
+// the durable record and the scheduling facts that go with it), lookups by id, and two indexes
+// that spare the core walks over every task: the tasks placed on a node, and the jobs of a pool.
 //
 // Invariants:
 //  * `JobEntry::head` is the job's durable record WITHOUT its tasks (`head.tasks` is always
@@ -8,6 +9,16 @@
 //  * A task holds an allocation in its pool's engine (`holds`) iff it is SCHEDULED or RUNNING,
 //    or a change of it is in flight (`changing`) that has not released it yet.
 //  * Jobs are ordered by id; retention (core_retention.cc) erases them, nothing else does.
+//  * Node index: `OnNode(n)` is exactly the set of tasks whose record is SCHEDULED or RUNNING
+//    with `node == n` ("placed on n"). Whoever changes a task record's `node` or `state` in
+//    memory calls `Reindex` for it right after (the core does so in Reserve, the change path's
+//    apply, a refused placement and a stored cancel); Insert and Erase keep it for whole jobs.
+//    A task that holds room on a node is placed there (the invariant above), so the index also
+//    finds every task holding room on a node.
+//  * Pool index: `InPool(p)` is exactly the set of ids of jobs whose `spec.pool` is p; a job's
+//    pool never changes once it is in the table.
+//  * `CheckIndexes()` recomputes both indexes from the jobs and says what differs (tests call it
+//    after every step of the core's scenarios).
 //
 // Single-threaded: only the core's thread touches it (see core.h). No I/O.
 #pragma once
@@ -18,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "placement/placement.h"
 #include "scheduler/model.h"
 
@@ -75,8 +87,21 @@ class JobTable {
   // Task lookup by "<job>.<index>"; nullptr when malformed or unknown.
   JobEntry* FindTask(const std::string& task_id, int32_t* index);
   const JobEntry* FindTask(const std::string& task_id, int32_t* index) const;
-  // REQUIRES: no job with the entry's id is in the table.
+  // Adds the job and indexes it and its tasks. REQUIRES: no job with the entry's id is in the
+  // table.
   JobEntry& Insert(JobEntry entry);
+  // Removes the job and its tasks from the table and the indexes; the next job's iterator.
+  Map::iterator Erase(Map::iterator it);
+
+  // The node index follows task `index` of `job` after its record's `node` or `state` changed.
+  // REQUIRES: the job is in the table and job.Has(index).
+  void Reindex(const JobEntry& job, int32_t index);
+  // Tasks placed on `node` (SCHEDULED or RUNNING there), in (job id, index) order.
+  const std::set<TaskKey>& OnNode(const std::string& node) const;
+  // Ids of the jobs of `pool`, in order.
+  const std::set<int64_t>& InPool(const std::string& pool) const;
+  // OK when both indexes equal what the jobs say; otherwise the first difference.
+  Status CheckIndexes() const;
 
   // Iteration in id order.
   Map::iterator begin() { return jobs_.begin(); }
@@ -85,12 +110,18 @@ class JobTable {
   Map::const_iterator end() const { return jobs_.end(); }
   Map::iterator upper_bound(int64_t id) { return jobs_.upper_bound(id); }
   Map::const_iterator upper_bound(int64_t id) const { return jobs_.upper_bound(id); }
-  Map::iterator Erase(Map::iterator it) { return jobs_.erase(it); }
   size_t size() const { return jobs_.size(); }
   bool empty() const { return jobs_.empty(); }
 
  private:
+  // The node a record is placed on, or "" when it is not placed.
+  static const std::string& PlacedOn(const TaskRecord& t);
+  void Unindex(const TaskKey& key);
+
   Map jobs_;
+  std::map<std::string, std::set<TaskKey>> on_node_;  // node → tasks placed there
+  std::map<TaskKey, std::string> node_of_;            // the reverse: task → its node in on_node_
+  std::map<std::string, std::set<int64_t>> in_pool_;  // pool → job ids
 };
 
 }  // namespace gpupool

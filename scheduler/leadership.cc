@@ -20,11 +20,13 @@ Leadership::~Leadership() {
   if (watch_.joinable()) watch_.join();
 }
 
-Result<int64_t> Leadership::WaitToLead(const std::atomic<bool>& stop) {
+Result<int64_t> Leadership::WaitToLead(const std::atomic<bool>& stop,
+                                       const std::function<void(const LeaderClaim&)>& on_poll) {
   std::string last_leader;
   while (!stop.load()) {
     const auto sent = std::chrono::steady_clock::now();
     Result<LeaderClaim> claim = lease_->TryAcquire(options_.lease_ms);
+    if (on_poll) on_poll(claim.ok() ? *claim : LeaderClaim{});
     if (!claim.ok()) {
       LogWarn("leadership", "cannot reach the lease; retrying",
               {{"error", claim.status().message()}});

@@ -33,7 +33,9 @@ struct LeaderClaim {
   bool leading = false;
   int64_t epoch = 0;           // ours when leading, else the current leader's
   std::string leader_address;  // the current leader's advertised API address
+  std::string leader_http;     // its REST base URL ("https://HOST:PORT"); may be empty
   std::string leader_holder;   // "<host>:<pid>"
+  bool leader_live = false;    // the row's lease had not expired when read (or we lead)
 };
 
 class LeaderLease {
@@ -63,7 +65,10 @@ class Leadership {
 
   // Blocks until this replica leads, logging who leads meanwhile; returns our epoch. Errors of
   // the database are logged and retried; returns early only when `stop` becomes true.
-  Result<int64_t> WaitToLead(const std::atomic<bool>& stop);
+  // `on_poll`, when set, hears every poll's answer (a default LeaderClaim when the database did
+  // not answer), so a standby can tell clients where the leader is.
+  Result<int64_t> WaitToLead(const std::atomic<bool>& stop,
+                             const std::function<void(const LeaderClaim&)>& on_poll = {});
 
   // Starts the renewal thread (after WaitToLead).
   void KeepRenewing();

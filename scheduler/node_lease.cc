@@ -33,15 +33,11 @@ void Core::ReleaseLapsedNodes() {
     }
     node.tasks_released = true;
     int released = 0;
-    for (auto& [id, job] : s_->jobs) {
-      for (int32_t i = 0; i < job.size(); ++i) {
-        const TaskRecord& t = job.task(i).rec;
-        if (t.node == name && !job.task(i).changing &&
-            (t.state == TaskState::kRunning || t.state == TaskState::kScheduled)) {
-          lost.push_back(s_->PlanRequeueOrFail(job, i, "node " + name + " lost (lease lapsed)"));
-          ++released;
-        }
-      }
+    for (const auto& [id, i] : s_->jobs.OnNode(name)) {  // SCHEDULED or RUNNING there
+      JobEntry& job = s_->jobs.at(id);
+      if (job.task(i).changing) continue;
+      lost.push_back(s_->PlanRequeueOrFail(job, i, "node " + name + " lost (lease lapsed)"));
+      ++released;
     }
     LogWarn("core", "node lease lapsed; requeueing its tasks",
             {{"node", name},

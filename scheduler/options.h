@@ -89,6 +89,11 @@ struct SchedulerOptions {
   // A job whose tasks have all ended is kept in memory (GetJob, ListJobs, WatchJob) this long
   // after it finished, then forgotten by the daemon; its rows stay in PostgreSQL. 0: forever.
   int64_t job_retention_ms = 24LL * 3600 * 1000;
+  // The tick skips its periodic full pass while the last one was expensive (over 2 ms of the
+  // host's time) until fifty times its cost has gone by (docs/architecture.md). The cluster twin
+  // (twin/) turns this off: its time is simulated, so its passes must not depend on how fast or
+  // how loaded the host is; it paces periodic passes with its own tick interval instead.
+  bool throttle_periodic_passes = true;
   TenancyOptions tenancy;
   MeteringOptions metering;
 

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "billing/price_plan.h"
 #include "scheduler/audit_record.h"
 #include "scheduler/model.h"
 #include "scheduler/usage_ledger.h"
@@ -152,6 +153,18 @@ class Store {
   // INVALID_ARGUMENT for a negative range or depth, UNAVAILABLE during an outage. The default
   // answers UNIMPLEMENTED, for stores that keep no ledger.
   virtual Result<std::vector<UsageReportRow>> QueryUsage(const UsageQuery& query);
+
+  // Price plans (billing/price_plan.h, docs/billing.md): versioned, append-only, not fenced by
+  // the epoch (they are configuration, not scheduling state). AddPricePlan stores `plan` as the
+  // next version of its name and returns it as stored: version 1 when `create` (ALREADY_EXISTS
+  // if the name exists), else the latest version + 1 (NOT_FOUND if there is none). Refused:
+  // INVALID_ARGUMENT for a plan billing::ValidatePricePlan refuses or text that is not UTF-8;
+  // FAILED_PRECONDITION when effective_from_ms is before the latest version's (a version never
+  // takes effect before its predecessor); ABORTED when another writer added a version of the
+  // same name at the same moment (retry). ListPricePlans returns every version of `name` ("" =
+  // of every plan), ordered by name, then version. Defaults answer UNIMPLEMENTED.
+  virtual Result<billing::PricePlan> AddPricePlan(billing::PricePlan plan, bool create);
+  virtual Result<std::vector<billing::PricePlan>> ListPricePlans(const std::string& name);
 };
 
 inline void Store::AppendAudit(std::vector<AuditRecord>, Done done) {
@@ -162,6 +175,12 @@ inline Result<AuditPage> Store::ListAudit(const AuditQuery&) {
 }
 inline Result<std::vector<UsageReportRow>> Store::QueryUsage(const UsageQuery&) {
   return Status::Unimplemented("this store keeps no usage ledger");
+}
+inline Result<billing::PricePlan> Store::AddPricePlan(billing::PricePlan, bool) {
+  return Status::Unimplemented("this store keeps no price plans");
+}
+inline Result<std::vector<billing::PricePlan>> Store::ListPricePlans(const std::string&) {
+  return Status::Unimplemented("this store keeps no price plans");
 }
 
 }  // namespace gpupool

@@ -184,9 +184,8 @@ std::vector<const QuotaRecord*> TenantBook::ChildQuotas(const std::string& pool,
   return out;
 }
 
-Status TenantBook::CheckQuota(const QuotaRecord& q) const {
-  if (!tenants_.contains(q.tenant)) return Status::NotFound("tenant '" + q.tenant + "' not found");
-  const std::string who = "quota of " + q.tenant + " in pool " + q.pool;
+// Each dimension not negative, and guaranteed within the limit where there is one.
+Status TenantBook::CheckOwnAmounts(const QuotaRecord& q, const std::string& who) const {
   for (int d = 0; d < kDims; ++d) {
     if (Dimension(q.guaranteed, d) < 0 || Dimension(q.limit, d) < 0) {
       return Status::InvalidArgument(who + ": amounts must not be negative");
@@ -196,29 +195,41 @@ Status TenantBook::CheckQuota(const QuotaRecord& q) const {
                                      " exceeds limit " + FormatDimension(q.limit, d));
     }
   }
-  if (const QuotaRecord* parent = ParentQuota(q.pool, q.tenant)) {
-    std::vector<const QuotaRecord*> siblings = ChildQuotas(q.pool, parent->tenant);
-    for (int d = 0; d < kDims; ++d) {
-      int64_t plim = Dimension(parent->limit, d);
-      if (plim > 0 && Dimension(q.limit, d) > plim) {
-        return Status::FailedPrecondition(who + ": limit " + FormatDimension(q.limit, d) +
-                                          " exceeds the limit of parent " + parent->tenant + " (" +
-                                          FormatDimension(parent->limit, d) + ")");
-      }
-      int64_t sum = Dimension(q.guaranteed, d);
-      for (const QuotaRecord* s : siblings) {
-        if (s->tenant != q.tenant && !IsUnder(s->tenant, q.tenant))
-          sum += Dimension(s->guaranteed, d);
-      }
-      if (Dimension(q.guaranteed, d) > 0 && sum > Dimension(parent->guaranteed, d)) {
-        QuotaAmount total = OneDimension(d, sum);
-        return Status::FailedPrecondition(who + ": guarantees under " + parent->tenant +
-                                          " would total " + FormatDimension(total, d) +
-                                          ", more than its own guaranteed " +
-                                          FormatDimension(parent->guaranteed, d));
-      }
+  return Status::Ok();
+}
+
+// Within the nearest quota above: its limit no higher, and the guarantees of the parent's
+// children (this one included, as it would be) no more than the parent's own guarantee.
+Status TenantBook::CheckAgainstParent(const QuotaRecord& q, const std::string& who) const {
+  const QuotaRecord* parent = ParentQuota(q.pool, q.tenant);
+  if (parent == nullptr) return Status::Ok();
+  std::vector<const QuotaRecord*> siblings = ChildQuotas(q.pool, parent->tenant);
+  for (int d = 0; d < kDims; ++d) {
+    int64_t plim = Dimension(parent->limit, d);
+    if (plim > 0 && Dimension(q.limit, d) > plim) {
+      return Status::FailedPrecondition(who + ": limit " + FormatDimension(q.limit, d) +
+                                        " exceeds the limit of parent " + parent->tenant + " (" +
+                                        FormatDimension(parent->limit, d) + ")");
+    }
+    int64_t sum = Dimension(q.guaranteed, d);
+    for (const QuotaRecord* s : siblings) {
+      if (s->tenant != q.tenant && !IsUnder(s->tenant, q.tenant))
+        sum += Dimension(s->guaranteed, d);
+    }
+    if (Dimension(q.guaranteed, d) > 0 && sum > Dimension(parent->guaranteed, d)) {
+      QuotaAmount total = OneDimension(d, sum);
+      return Status::FailedPrecondition(who + ": guarantees under " + parent->tenant +
+                                        " would total " + FormatDimension(total, d) +
+                                        ", more than its own guaranteed " +
+                                        FormatDimension(parent->guaranteed, d));
     }
   }
+  return Status::Ok();
+}
+
+// Above the nearest quotas below: its limit no lower than theirs, its guarantee at least their
+// guarantees together.
+Status TenantBook::CheckAgainstChildren(const QuotaRecord& q, const std::string& who) const {
   std::vector<const QuotaRecord*> children = ChildQuotas(q.pool, q.tenant);
   for (int d = 0; d < kDims; ++d) {
     int64_t sum = 0;
@@ -236,6 +247,14 @@ Status TenantBook::CheckQuota(const QuotaRecord& q) const {
     }
   }
   return Status::Ok();
+}
+
+Status TenantBook::CheckQuota(const QuotaRecord& q) const {
+  if (!tenants_.contains(q.tenant)) return Status::NotFound("tenant '" + q.tenant + "' not found");
+  const std::string who = "quota of " + q.tenant + " in pool " + q.pool;
+  GPUPOOL_RETURN_IF_ERROR(CheckOwnAmounts(q, who));
+  GPUPOOL_RETURN_IF_ERROR(CheckAgainstParent(q, who));
+  return CheckAgainstChildren(q, who);
 }
 
 void TenantBook::PutQuota(QuotaRecord q) {

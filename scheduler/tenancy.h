@@ -111,6 +111,10 @@ class TenantBook {
                        const QuotaAmount& need) const;
 
  private:
+  // CheckQuota's three rules.
+  Status CheckOwnAmounts(const QuotaRecord& q, const std::string& who) const;
+  Status CheckAgainstParent(const QuotaRecord& q, const std::string& who) const;
+  Status CheckAgainstChildren(const QuotaRecord& q, const std::string& who) const;
   const TenantUsage* FindUsage(const std::string& pool, const std::string& path) const;
   // The nearest quota strictly above `tenant` in `pool`.
   const QuotaRecord* ParentQuota(const std::string& pool, const std::string& tenant) const;

@@ -28,6 +28,8 @@ struct MemoryDatabase {
                       std::string>,
            UsageInterval>
       usage_daily;  // guarded by mu
+  // Price plans by (name, version); guarded by mu.
+  std::map<std::pair<std::string, int64_t>, billing::PricePlan> price_plans;
 };
 
 namespace {
@@ -400,6 +402,29 @@ Result<std::vector<UsageReportRow>> MemoryStore::QueryUsage(const UsageQuery& qu
                     std::get<5>(g), totals});
   }
   return rows;
+}
+
+Result<billing::PricePlan> MemoryStore::AddPricePlan(billing::PricePlan plan, bool create) {
+  GPUPOOL_RETURN_IF_ERROR(ValidatePricePlanRecord(plan));
+  std::lock_guard lock(db_->mu);
+  if (!db_->unavailable.ok()) return db_->unavailable;
+  std::vector<const billing::PricePlan*> existing;
+  for (const auto& [key, p] : db_->price_plans) {
+    if (key.first == plan.name) existing.push_back(&p);
+  }
+  GPUPOOL_ASSIGN_OR_RETURN(plan.version, NextPricePlanVersion(existing, plan, create));
+  db_->price_plans[{plan.name, plan.version}] = plan;
+  return plan;
+}
+
+Result<std::vector<billing::PricePlan>> MemoryStore::ListPricePlans(const std::string& name) {
+  std::lock_guard lock(db_->mu);
+  if (!db_->unavailable.ok()) return db_->unavailable;
+  std::vector<billing::PricePlan> out;
+  for (const auto& [key, p] : db_->price_plans) {
+    if (name.empty() || key.first == name) out.push_back(p);
+  }
+  return out;
 }
 
 }  // namespace gpupool

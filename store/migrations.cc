@@ -226,6 +226,13 @@ BEGIN
 END $$;
 )sql";
 
+// Issue 12: the leader's REST base URL beside its gRPC address, so a standby can send REST clients
+// to the leader (307 with Location) as it sends gRPC clients (NotLeader). Empty until a replica of
+// this version takes the lease.
+constexpr std::string_view kV51 = R"sql(
+ALTER TABLE leader ADD COLUMN http_address text NOT NULL DEFAULT '';
+)sql";
+
 // API keys (scheduler/api_keys.h): only the SHA-256 of a key's secret is kept.
 constexpr std::string_view kV10 = R"sql(
 CREATE TABLE api_keys (
@@ -378,6 +385,50 @@ CREATE TRIGGER usage_ledger_no_update BEFORE UPDATE ON usage_ledger
   FOR EACH ROW EXECUTE FUNCTION gp_usage_no_update();
 )sql";
 
+// Issue 13 (billing): versioned price plans (billing/price_plan.h). Append-only: a change is a
+// new version row, so the version that rated a past invoice is still there. Money and
+// multipliers are exact integers in nanos (1e-9); a rate's unit is its name ("tflops-hour").
+constexpr std::string_view kV80 = R"sql(
+CREATE TABLE price_plans (
+  name                  text    NOT NULL,
+  version               bigint  NOT NULL,
+  effective_from_ms     bigint  NOT NULL,
+  currency              text    NOT NULL,
+  description           text    NOT NULL,
+  preemption_credit_bps integer NOT NULL,
+  created_by            text    NOT NULL,
+  create_ms             bigint  NOT NULL,
+  PRIMARY KEY (name, version)
+);
+CREATE TABLE price_plan_tenants (
+  name    text   NOT NULL,
+  version bigint NOT NULL,
+  tenant  text   NOT NULL,
+  PRIMARY KEY (name, version, tenant),
+  FOREIGN KEY (name, version) REFERENCES price_plans (name, version)
+);
+CREATE TABLE price_plan_rates (
+  name        text    NOT NULL,
+  version     bigint  NOT NULL,
+  ordinal     integer NOT NULL,
+  pool        text    NOT NULL,
+  model       text    NOT NULL,
+  mig_profile text    NOT NULL,
+  unit        text    NOT NULL,
+  price_nanos bigint  NOT NULL CHECK (price_nanos >= 0),
+  PRIMARY KEY (name, version, ordinal),
+  FOREIGN KEY (name, version) REFERENCES price_plans (name, version)
+);
+CREATE TABLE price_plan_multipliers (
+  name             text   NOT NULL,
+  version          bigint NOT NULL,
+  priority_class   text   NOT NULL,
+  multiplier_nanos bigint NOT NULL CHECK (multiplier_nanos > 0),
+  PRIMARY KEY (name, version, priority_class),
+  FOREIGN KEY (name, version) REFERENCES price_plans (name, version)
+);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "initial schema", kV1},
     {2, "check and fence functions", kV2},
@@ -386,9 +437,11 @@ constexpr Migration kMigrations[] = {
     {20, "device faults", kV20},
     {21, "task usage", kV21},
     {50, "leader election: lease address and expiry", kV50},
+    {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},
     {61, "idempotency keys and secret env on jobs", kV61},
     {70, "usage ledger and daily roll-ups", kV70},
+    {80, "versioned price plans", kV80},
 };
 
 }  // namespace

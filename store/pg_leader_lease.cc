@@ -10,20 +10,22 @@
 namespace gpupool {
 
 Result<std::unique_ptr<PgLeaderLease>> PgLeaderLease::Open(const std::string& uri,
-                                                           std::string holder,
-                                                           std::string address) {
+                                                           std::string holder, std::string address,
+                                                           std::string http_address) {
   if (address.empty()) return Status::InvalidArgument("leader lease: the address is empty");
   GPUPOOL_ASSIGN_OR_RETURN(PgTarget target, ParsePgTarget(uri));
-  return std::unique_ptr<PgLeaderLease>(new PgLeaderLease(
-      std::make_unique<PgTarget>(std::move(target)), std::move(holder), std::move(address)));
+  return std::unique_ptr<PgLeaderLease>(
+      new PgLeaderLease(std::make_unique<PgTarget>(std::move(target)), std::move(holder),
+                        std::move(address), std::move(http_address)));
 }
 
 PgLeaderLease::PgLeaderLease(std::unique_ptr<PgTarget> target, std::string holder,
-                             std::string address)
+                             std::string address, std::string http_address)
     : target_(std::move(target)),
       conn_(std::make_unique<PgConnection>(*target_, "lease")),
       holder_(std::move(holder)),
-      address_(std::move(address)) {}
+      address_(std::move(address)),
+      http_address_(std::move(http_address)) {}
 
 PgLeaderLease::~PgLeaderLease() = default;
 
@@ -61,6 +63,8 @@ Result<LeaderClaim> PgLeaderLease::TryAcquire(int64_t lease_ms) {
   AppendQuoted(&sql, holder_);
   sql += ", address = ";
   AppendQuoted(&sql, address_);
+  sql += ", http_address = ";
+  AppendQuoted(&sql, http_address_);
   sql += ", expires_at = clock_timestamp() + interval '" + std::to_string(lease_ms) +
          " milliseconds' WHERE id = 1 AND expires_at < clock_timestamp() RETURNING epoch";
   GPUPOOL_ASSIGN_OR_RETURN(auto rows, Exec(sql, lease_ms));
@@ -69,15 +73,20 @@ Result<LeaderClaim> PgLeaderLease::TryAcquire(int64_t lease_ms) {
     claim.leading = true;
     claim.epoch = std::stoll(rows[0][0]);
     claim.leader_address = address_;
+    claim.leader_http = http_address_;
     claim.leader_holder = holder_;
+    claim.leader_live = true;
     return claim;
   }
-  GPUPOOL_ASSIGN_OR_RETURN(
-      rows, Exec("SELECT epoch, address, holder FROM leader WHERE id = 1", lease_ms));
+  GPUPOOL_ASSIGN_OR_RETURN(rows, Exec("SELECT epoch, address, holder, http_address,"
+                                      " expires_at > clock_timestamp() FROM leader WHERE id = 1",
+                                      lease_ms));
   if (rows.size() != 1) return Status::Internal("store: the leader row is missing");
   claim.epoch = std::stoll(rows[0][0]);
   claim.leader_address = rows[0][1];
   claim.leader_holder = rows[0][2];
+  claim.leader_http = rows[0][3];
+  claim.leader_live = rows[0][4] == "t";
   return claim;
 }
 

@@ -1,6 +1,6 @@
 // PgLeaderLease: the LeaderLease port (scheduler/leadership.h) on PostgreSQL — the `leader` row
-// (migration 50) with the leader's API address and an expiry on the database's own clock, so
-// replicas on different machines need no synchronised clocks, only the one database.
+// (migrations 50, 51) with the leader's API and REST addresses and an expiry on the database's own
+// clock, so replicas on different machines need no synchronised clocks, only the one database.
 //
 //   TryAcquire: UPDATE leader SET epoch = epoch + 1, holder, address, expires_at = now + lease
 //               WHERE expires_at < clock_timestamp()   (one statement: two replicas cannot both
@@ -27,9 +27,11 @@ struct PgTarget;
 
 class PgLeaderLease final : public LeaderLease {
  public:
-  // `address` is what clients should be told to use (non-empty); `holder` names the replica.
+  // `address` is what clients should be told to use (non-empty); `holder` names the replica;
+  // `http_address` is its REST base URL (migration 51; may be empty).
   static Result<std::unique_ptr<PgLeaderLease>> Open(const std::string& uri, std::string holder,
-                                                     std::string address);
+                                                     std::string address,
+                                                     std::string http_address = "");
   ~PgLeaderLease() override;
   // "<hostname>:<pid>".
   static std::string DefaultHolder();
@@ -39,7 +41,8 @@ class PgLeaderLease final : public LeaderLease {
   void Release(int64_t epoch) override;
 
  private:
-  PgLeaderLease(std::unique_ptr<PgTarget> target, std::string holder, std::string address);
+  PgLeaderLease(std::unique_ptr<PgTarget> target, std::string holder, std::string address,
+                std::string http_address);
   // Runs `sql` in its own transaction (statement timeout: half a lease); the rows it returned.
   Result<std::vector<std::vector<std::string>>> Exec(const std::string& sql, int64_t lease_ms);
 
@@ -47,6 +50,7 @@ class PgLeaderLease final : public LeaderLease {
   std::unique_ptr<PgConnection> conn_;
   const std::string holder_;
   const std::string address_;
+  const std::string http_address_;
 };
 
 }  // namespace gpupool

@@ -321,6 +321,42 @@ bool AuditMatches(const AuditRecord& r, const AuditQuery& q) {
   return true;
 }
 
+Status ValidatePricePlanRecord(const billing::PricePlan& plan) {
+  GPUPOOL_RETURN_IF_ERROR(billing::ValidatePricePlan(plan));
+  TextChecker t;
+  t("plan.description", plan.description);
+  t("plan.created_by", plan.created_by);
+  for (const billing::PriceRate& r : plan.rates) {
+    t("plan.rates.pool", r.pool);
+    t("plan.rates.model", r.model);
+    t("plan.rates.mig_profile", r.mig_profile);
+  }
+  for (const auto& [cls, m] : plan.priority_multipliers) t("plan.priority_multipliers", cls);
+  return t.status();
+}
+
+Result<int64_t> NextPricePlanVersion(const std::vector<const billing::PricePlan*>& existing,
+                                     const billing::PricePlan& plan, bool create) {
+  const billing::PricePlan* latest = nullptr;
+  for (const billing::PricePlan* p : existing) {
+    if (latest == nullptr || p->version > latest->version) latest = p;
+  }
+  if (create) {
+    if (latest != nullptr) {
+      return Status::AlreadyExists("price plan '" + plan.name + "': already exists (version " +
+                                   std::to_string(latest->version) + "); update it instead");
+    }
+    return 1;
+  }
+  if (latest == nullptr) return Status::NotFound("price plan '" + plan.name + "': not found");
+  if (plan.effective_from_ms < latest->effective_from_ms) {
+    return Status::FailedPrecondition("price plan '" + plan.name +
+                                      "': a new version may not take effect before version " +
+                                      std::to_string(latest->version) + " does");
+  }
+  return latest->version + 1;
+}
+
 }  // namespace gpupool
 
 namespace gpupool {

@@ -21,6 +21,13 @@ Status ValidateBatch(const std::vector<Mutation>& batch);
 // Audit records: text UTF-8 without NUL; a limit of 1..1000 and a code of -1..16 in a query.
 Status ValidateAuditRecords(const std::vector<AuditRecord>& records);
 Status ValidateAuditQuery(const AuditQuery& query);
+// Price plans: billing::ValidatePricePlan, and every text field UTF-8 without NUL.
+Status ValidatePricePlanRecord(const billing::PricePlan& plan);
+// The version AddPricePlan gives `plan`, given the stored versions of its name (any order):
+// see Store::AddPricePlan for the errors. Both stores use it, so both answer alike.
+Result<int64_t> NextPricePlanVersion(const std::vector<const billing::PricePlan*>& existing,
+                                     const billing::PricePlan& plan, bool create);
+
 // True when `record` passes every filter of `query` except the page position and limit.
 bool AuditMatches(const AuditRecord& record, const AuditQuery& query);
 

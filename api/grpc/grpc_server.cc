@@ -3,56 +3,19 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_builder.h>
-#include <netdb.h>
 #include <prometheus/registry.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <mutex>
 
 #include "api/grpc/health_service.h"
+#include "api/grpc/listener.h"
 #include "api/grpc/metrics_interceptor.h"
 #include "api/grpc/parse_error_interceptor.h"
 #include "api/grpc/services.h"
 #include "base/log.h"
 
 namespace gpupool::api {
-
-namespace {
-
-// gRPC does not say why a port could not be bound; binding it ourselves does. Returns the OS
-// error ("Address already in use"), or "" when the probe cannot tell.
-std::string ProbeBindError(const std::string& address) {
-  if (address.rfind("unix:", 0) == 0) return "";
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return "expected host:port";
-  std::string host = address.substr(0, colon);
-  const std::string port = address.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  const int gai = getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &res);
-  if (gai != 0) return gai_strerror(gai);
-  std::string error;
-  for (addrinfo* ai = res; ai != nullptr && error.empty(); ai = ai->ai_next) {
-    const int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-    if (fd < 0) continue;
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) error = std::strerror(errno);
-    close(fd);
-  }
-  freeaddrinfo(res);
-  return error;
-}
-
-}  // namespace
 
 struct GrpcServer::Impl {
   Impl(ApiService& service, const Authenticator& auth, std::string address, GrpcServerOptions o)
@@ -85,9 +48,14 @@ struct GrpcServer::Impl {
 
   std::mutex mu;                         // serialises Start() and Shutdown()
   std::unique_ptr<grpc::Server> server;  // guarded by mu
-  int port = 0;                          // written under mu before serving
-  int tls_port = 0;                      // likewise
-  bool shut_down = false;                // guarded by mu
+  // The ports' accept loops and their way into the server; stopped before the server.
+  std::unique_ptr<grpcface::GrpcListener> main_listener;  // guarded by mu
+  std::unique_ptr<grpcface::GrpcListener> tls_listener;   // guarded by mu
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> main_acceptor;
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> tls_acceptor;
+  int port = 0;            // written under mu before serving
+  int tls_port = 0;        // likewise
+  bool shut_down = false;  // guarded by mu
 };
 
 GrpcServer::GrpcServer(ApiService& service, const Authenticator& auth, std::string listen_address,
@@ -117,17 +85,30 @@ Status GrpcServer::Start() {
     ssl.pem_key_cert_pairs.push_back({tls.key_pem, tls.cert_pem});
     return grpc::SslServerCredentials(ssl);
   };
-  int bound_port = 0;
-  builder.AddListeningPort(
-      s.listen_address,
-      s.options.main_tls ? tls_credentials(*s.options.main_tls) : grpc::InsecureServerCredentials(),
-      &bound_port);
-  int bound_tls_port = 0;
+  // Our own accept loops (api/grpc/listener.h); gRPC gets each connection through an acceptor.
+  auto bind = [&](const std::string& address, const char* name) {
+    return grpcface::GrpcListener::Bind(
+        address,
+        {.name = name, .max_connections_per_client = s.options.max_connections_per_client});
+  };
+  Result<std::unique_ptr<grpcface::GrpcListener>> main_listener = bind(s.listen_address, "gRPC");
+  if (!main_listener.ok()) return main_listener.status();
+  std::unique_ptr<grpcface::GrpcListener> tls_listener;
   if (s.options.tls) {
-    builder.AddListeningPort(s.options.tls->listen_address, tls_credentials(*s.options.tls),
-                             &bound_tls_port);
+    Result<std::unique_ptr<grpcface::GrpcListener>> l =
+        bind(s.options.tls->listen_address, "gRPC TLS");
+    if (!l.ok()) return l.status();
+    tls_listener = std::move(l).value();
   }
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  using ConnectionType = grpc::ServerBuilder::experimental_type::ExternalConnectionType;
+  auto main_acceptor = builder.experimental().AddExternalConnectionAcceptor(
+      ConnectionType::FROM_FD, s.options.main_tls ? tls_credentials(*s.options.main_tls)
+                                                  : grpc::InsecureServerCredentials());
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> tls_acceptor;
+  if (s.options.tls) {
+    tls_acceptor = builder.experimental().AddExternalConnectionAcceptor(
+        ConnectionType::FROM_FD, tls_credentials(*s.options.tls));
+  }
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
                              static_cast<int>(s.options.handshake_timeout.count()));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
@@ -152,24 +133,28 @@ Status GrpcServer::Start() {
   builder.experimental().SetInterceptorCreators(std::move(creators));
 
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || bound_port == 0) {
-    if (server) server->Shutdown();
-    std::string why = ProbeBindError(s.listen_address);
-    if (why.empty()) why = "not a valid address to listen on";
-    return Status::Unavailable("gRPC server: cannot listen on '" + s.listen_address + "': " + why);
-  }
-  if (s.options.tls && bound_tls_port == 0) {
-    server->Shutdown();
-    std::string why = ProbeBindError(s.options.tls->listen_address);
-    if (why.empty()) why = "not a valid address to listen on";
-    return Status::Unavailable("gRPC server: cannot listen on '" + s.options.tls->listen_address +
-                               "' (TLS): " + why);
-  }
+  if (!server) return Status::Internal("gRPC server: could not be started");
+  // Handed over between the server's start and its shutdown only: an acceptor outside that
+  // window neither serves nor closes the descriptor.
+  auto handoff = [](grpc::experimental::ExternalConnectionAcceptor* acceptor) {
+    return [acceptor](int listener_fd, int fd) {
+      grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters p;
+      p.listener_fd = listener_fd;
+      p.fd = fd;
+      acceptor->HandleNewConnection(&p);
+    };
+  };
+  (*main_listener)->Start(handoff(main_acceptor.get()));
+  if (tls_listener) tls_listener->Start(handoff(tls_acceptor.get()));
   s.server = std::move(server);
-  s.port = bound_port;
-  s.tls_port = bound_tls_port;
+  s.port = (*main_listener)->port();
+  s.tls_port = tls_listener ? tls_listener->port() : 0;
+  s.main_listener = std::move(main_listener).value();
+  s.tls_listener = std::move(tls_listener);
+  s.main_acceptor = std::move(main_acceptor);
+  s.tls_acceptor = std::move(tls_acceptor);
   LogInfo("api.grpc", "listening",
-          {{"address", s.listen_address}, {"port", std::to_string(bound_port)}});
+          {{"address", s.listen_address}, {"port", std::to_string(s.port)}});
   return Status::Ok();
 }
 
@@ -191,6 +176,9 @@ void GrpcServer::Shutdown() {
   // Streams (WatchJob with no end in sight) would hold Shutdown for the whole grace: end them.
   s.streams.AbortAll(Status::Unavailable("the server is shutting down"));
   if (!s.server) return;
+  // No connection may be handed to a server that is shutting down (it would leak).
+  s.main_listener->Stop();
+  if (s.tls_listener) s.tls_listener->Stop();
   s.server->Shutdown(std::chrono::system_clock::now() + s.options.shutdown_grace);
   s.server->Wait();
   s.server.reset();

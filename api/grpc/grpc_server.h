@@ -9,8 +9,11 @@
 //   …
 //   grpc.Shutdown();                     // ends streams, lets unary calls finish (grace), stops
 //
-// Port reuse is off (GRPC_ARG_ALLOW_REUSEPORT=0), so a port held by another process is an error
-// from Start(), not a silently shared port.
+// gpupoold binds and accepts on its ports itself (api/grpc/listener.h) and hands each connection
+// to gRPC: a port that runs out of descriptors pauses and serves again when they come back (gRPC's
+// own listener never accepts again after one EMFILE), and one client address holds at most
+// `max_connections_per_client` connections per port. Port reuse is off, so a port held by
+// another process is an error from Start(), not a silently shared port.
 //
 // Thread safety: Start() and Shutdown() from one controlling thread; the ApiService, the
 // Authenticator, the extra services and the registry must outlive the server.
@@ -59,6 +62,9 @@ struct GrpcServerOptions {
   // A connection with no call in flight this long is closed (clients reconnect on demand; agent
   // streams and watches are calls in flight, so they stay).
   std::chrono::milliseconds idle_timeout{15 * 60'000};
+  // Open connections one client address may hold on each port; past it a new connection is
+  // closed before a byte is read (`listen.grpc_max_connections_per_client`). 0 = no limit.
+  size_t max_connections_per_client = 256;
   // Also serve on this TLS port; unset = no second port.
   std::optional<GrpcTlsPort> tls;
   // Where audit records go (api/audit.h); null = no audit. Not owned; must outlive the server.

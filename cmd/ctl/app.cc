@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "base/address_list.h"
 #include "cmd/ctl/client_config.h"
@@ -25,8 +26,9 @@ namespace {
 const std::vector<FlagSpec>& GlobalFlags() {
   static const std::vector<FlagSpec> flags = {
       {"server", 0, FlagKind::kValue, "HOST:PORT[,HOST:PORT...]",
-       "gpupoold gRPC address; several replicas: a list, the leader is the one that listens (env "
-       "GPUPOOL_SERVER, then the config file, default 127.0.0.1:7070)"},
+       "gpupoold gRPC address; several replicas: a list, and a standby's answer names the leader, "
+       "which gpupoolctl then calls (env GPUPOOL_SERVER, then the config file, default "
+       "127.0.0.1:7070)"},
       {"token", 0, FlagKind::kValue, "TOKEN",
        "credential (API key or token) sent as 'authorization: Bearer TOKEN' (env "
        "GPUPOOL_TOKEN, then the config file)"},
@@ -175,16 +177,27 @@ int ExitCodeFor(grpc::StatusCode code) {
 }
 
 std::shared_ptr<grpc::Channel> Ctx::channel() {
-  if (!channel_ && !ca_pem.empty()) {
-    grpc::SslCredentialsOptions o;
-    o.pem_root_certs = ca_pem;
-    channel_ = grpc::CreateChannel(GrpcTargetOf(server), grpc::SslCredentials(o));
+  // Several replicas ("a:7070,b:7070"): a standby answers NotLeader naming the leader, and Fail()
+  // has Run() send the command again there (docs/ha.md).
+  if (!follower_) {
+    follower_ =
+        std::make_unique<api::LeaderFollower>(server, [pem = ca_pem](const std::string& target) {
+          if (pem.empty()) {
+            return grpc::CreateChannel(GrpcTargetOf(target), grpc::InsecureChannelCredentials());
+          }
+          grpc::SslCredentialsOptions o;
+          o.pem_root_certs = pem;
+          return grpc::CreateChannel(GrpcTargetOf(target), grpc::SslCredentials(o));
+        });
   }
-  // Several replicas ("a:7070,b:7070"): the one that listens is the leader (docs/ha.md).
-  if (!channel_) {
-    channel_ = grpc::CreateChannel(GrpcTargetOf(server), grpc::InsecureChannelCredentials());
-  }
+  channel_ = follower_->channel();
   return channel_;
+}
+
+std::optional<std::chrono::milliseconds> Ctx::TakeRetry() const {
+  std::optional<std::chrono::milliseconds> r = retry_;
+  retry_.reset();
+  return r;
 }
 
 std::unique_ptr<grpc::ClientContext> Ctx::NewCall(bool streaming) const {
@@ -204,6 +217,17 @@ int Ctx::Usage(const std::string& message) const {
 }
 
 int Ctx::Fail(const grpc::Status& status) const {
+  constexpr int kMaxRetries = 50;
+  if (follower_ && retries_ < kMaxRetries) {
+    // A standby executed nothing, so any command may go again; bounded by --timeout overall.
+    const api::LeaderFollower::Next next = follower_->OnFailure(status);
+    const auto spent = std::chrono::steady_clock::now() - started_ + next.delay;
+    if (next.retry && spent < std::chrono::milliseconds(timeout_ms)) {
+      ++retries_;
+      retry_ = next.delay;
+      return kExitUnavailable;
+    }
+  }
   std::string message = status.error_message();
   // gRPC reports a refused or failed connection as UNAVAILABLE "failed to connect to all
   // addresses…"; say which server that was. A server's own UNAVAILABLE (database down) is kept.
@@ -344,7 +368,12 @@ int Run(const std::vector<std::string>& args, const Environment& env, std::ostre
   }
   if (int code = ApplyGlobalFlags(ctx, *parsed, env); code != kExitOk) return code;
   if (int code = CheckArguments(ctx, *r.cmd, *parsed); code != kExitOk) return code;
-  const int code = r.cmd->run(ctx, *parsed);
+  int code = r.cmd->run(ctx, *parsed);
+  // A standby's NotLeader: again, on the channel to the leader it named (Ctx::Fail).
+  for (auto pause = ctx.TakeRetry(); pause; pause = ctx.TakeRetry()) {
+    std::this_thread::sleep_for(*pause);
+    code = r.cmd->run(ctx, *parsed);
+  }
   if (keep_channel != nullptr) *keep_channel = ctx.channel_if_open();
   return code;
 }

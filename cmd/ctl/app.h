@@ -17,12 +17,15 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "api/client/leader_follow.h"
 #include "cmd/ctl/args.h"
 #include "cmd/ctl/format.h"
 
@@ -73,9 +76,15 @@ class Ctx {
   bool timeout_set = false;  // --timeout given: streams get a deadline too
   std::string command_path;  // "jobs submit", for hints
 
+  // The channel to the leader: the --server list at first; after a standby's NotLeader, the
+  // address it named (api/client/leader_follow.h).
   std::shared_ptr<grpc::Channel> channel();
   // The channel if a command opened one, else null (never opens one).
   std::shared_ptr<grpc::Channel> channel_if_open() const { return channel_; }
+  // Set by Fail() when the failure came from a standby (or from a leader it named that is
+  // gone) and the deadline leaves room: Run() sends the command again after this pause, and
+  // Fail printed nothing. Cleared by the call.
+  std::optional<std::chrono::milliseconds> TakeRetry() const;
   // A context carrying the bearer token and the deadline (unary: always; streaming: only when
   // --timeout was given).
   std::unique_ptr<grpc::ClientContext> NewCall(bool streaming = false) const;
@@ -89,6 +98,10 @@ class Ctx {
 
  private:
   std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<api::LeaderFollower> follower_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  mutable std::optional<std::chrono::milliseconds> retry_;
+  mutable int retries_ = 0;
 };
 
 using Handler = int (*)(Ctx&, const ParsedArgs&);

@@ -23,7 +23,8 @@ Status ParseHa(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   if (!n) return Status::Ok();
   YamlPath p = YamlPath{}.Key("ha");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
-  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p, {"enabled", "lease_ms", "advertise"}));
+  GPUPOOL_RETURN_IF_ERROR(
+      doc.CheckKeys(n, p, {"enabled", "lease_ms", "advertise", "advertise_http"}));
   if (n["enabled"]) {
     try {
       c->ha.enabled = n["enabled"].as<bool>();
@@ -36,6 +37,15 @@ Status ParseHa(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   }
   GPUPOOL_ASSIGN_OR_RETURN(auto advertise, doc.OptionalString(n, p, "advertise"));
   if (advertise) c->ha.advertise = *advertise;
+  GPUPOOL_ASSIGN_OR_RETURN(auto advertise_http, doc.OptionalString(n, p, "advertise_http"));
+  if (advertise_http) {
+    if (advertise_http->rfind("http://", 0) != 0 && advertise_http->rfind("https://", 0) != 0) {
+      return doc.Error(
+          n["advertise_http"], p.Key("advertise_http"),
+          "must be a URL starting with http:// or https://, got '" + *advertise_http + "'");
+    }
+    c->ha.advertise_http = *advertise_http;
+  }
   return Status::Ok();
 }
 
@@ -45,10 +55,16 @@ Status ParseListen(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) 
   YamlPath p = YamlPath{}.Key("listen");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
   GPUPOOL_RETURN_IF_ERROR(
-      doc.CheckKeys(n, p, {"grpc", "http", "grpc_tls", "http_max_connections_per_client"}));
+      doc.CheckKeys(n, p,
+                    {"grpc", "http", "grpc_tls", "http_max_connections_per_client",
+                     "grpc_max_connections_per_client"}));
   if (n["http_max_connections_per_client"]) {
     GPUPOOL_ASSIGN_OR_RETURN(c->http_max_connections_per_client,
                              doc.Int(n, p, "http_max_connections_per_client", 0, 1'000'000));
+  }
+  if (n["grpc_max_connections_per_client"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(c->grpc_max_connections_per_client,
+                             doc.Int(n, p, "grpc_max_connections_per_client", 0, 1'000'000));
   }
   GPUPOOL_ASSIGN_OR_RETURN(auto grpc, doc.OptionalString(n, p, "grpc"));
   GPUPOOL_ASSIGN_OR_RETURN(auto http, doc.OptionalString(n, p, "http"));
@@ -584,10 +600,14 @@ Flags (each overrides the config file):
   --data-dir DIR       state directory; the embedded PostgreSQL lives in DIR/pg
   --database URI       use an external PostgreSQL (postgresql://user@host:port/db)
   --embedded-port N    port of the embedded PostgreSQL (default: a free one)
-  --replica BOOL       true: one of several gpupoold on one --database: wait as a standby (not
-                       listening) until this one holds the leader lease, then serve; exit at
-                       once if the lease is lost (docs/ha.md). Same as `ha: {enabled: true}`
+  --replica BOOL       true: one of several gpupoold on one --database: a standby until this
+                       one holds the leader lease, then serve; exit at once if the lease is
+                       lost (docs/ha.md). Same as `ha: {enabled: true}`. A standby listens on
+                       its ports but executes nothing: gRPC calls get UNAVAILABLE naming the
+                       leader (NotLeader), REST gets 307 to the leader, /readyz 503
   --advertise ADDR     the API address this replica is known by (default: --grpc-listen)
+  --advertise-http URL the REST base URL this replica is known by (default: https:// or, with
+                       --insecure, http:// and --http-listen)
   --catalog FILE       GPU catalog YAML (default: the built-in catalog)
   --strategy NAME      default placement strategy for pools that name none
   --log-level LEVEL    debug, info, warn or error
@@ -661,7 +681,14 @@ Result<CommandLine> ParseDaemonCommandLine(int argc, const char* const* argv) {
       c.ha.enabled = value == "true";
     } else if (flag == "--advertise")
       c.ha.advertise = value;
-    else if (flag == "--strategy")
+    else if (flag == "--advertise-http") {
+      if (value.rfind("http://", 0) != 0 && value.rfind("https://", 0) != 0) {
+        return Status::InvalidArgument(
+            "--advertise-http: must be a URL starting with http:// or https://, got '" + value +
+            "'");
+      }
+      c.ha.advertise_http = value;
+    } else if (flag == "--strategy")
       c.scheduler.default_strategy = value;
     else if (flag == "--log-level") {
       if (value != "debug" && value != "info" && value != "warn" && value != "error") {

@@ -32,6 +32,8 @@ struct DaemonConfig {
   // Open REST connections one client address may hold (`listen.http_max_connections_per_client`);
   // 0 = no limit.
   int64_t http_max_connections_per_client = 256;
+  // Likewise on each gRPC port (`listen.grpc_max_connections_per_client`); 0 = no limit.
+  int64_t grpc_max_connections_per_client = 256;
   // gRPC over TLS (the private CA's server certificate; agents' mutual TLS); empty = none.
   std::string grpc_tls_listen;
   std::string data_dir = "gpupool-data";
@@ -72,6 +74,9 @@ struct DaemonConfig {
     bool enabled = false;  // `ha.enabled` or --replica
     int64_t lease_ms = 2000;
     std::string advertise;  // the API address clients are told; empty = the gRPC listen address
+    // The REST base URL clients are sent to ("https://HOST:PORT"); empty = the scheme of the
+    // daemon (https unless --insecure) and the HTTP listen address.
+    std::string advertise_http;
   } ha;
 };
 

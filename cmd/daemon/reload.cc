@@ -79,6 +79,8 @@ std::vector<std::string> RestartOnlyChanges(const DaemonConfig& a, const DaemonC
   check(a.grpc_tls_listen == b.grpc_tls_listen, "listen.grpc_tls");
   check(a.http_max_connections_per_client == b.http_max_connections_per_client,
         "listen.http_max_connections_per_client");
+  check(a.grpc_max_connections_per_client == b.grpc_max_connections_per_client,
+        "listen.grpc_max_connections_per_client");
   check(a.data_dir == b.data_dir, "data_dir");
   check(a.database == b.database, "database");
   check(a.embedded_port == b.embedded_port, "embedded_port");

@@ -137,6 +137,24 @@ TEST(DaemonConfigTest, TenantErrorsNameTheLine) {
   }
 }
 
+TEST(DaemonConfigTest, TheRestAddressAReplicaAdvertises) {
+  Result<DaemonConfig> c = ParseDaemonConfig(
+      "database: postgresql://db/gp\nha: {enabled: true, advertise_http: "
+      "'https://10.0.0.1:7080'}\n",
+      "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->ha.advertise_http, "https://10.0.0.1:7080");
+  Result<DaemonConfig> bad =
+      ParseDaemonConfig("ha: {advertise_http: '10.0.0.1:7080'}\n", "gpupoold.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ha.advertise_http"), std::string::npos)
+      << bad.status().ToString();
+  const char* argv[] = {"gpupoold", "--advertise-http", "10.0.0.1:7080"};
+  Result<CommandLine> cl = ParseDaemonCommandLine(3, argv);
+  ASSERT_FALSE(cl.ok());
+  EXPECT_NE(cl.status().message().find("--advertise-http"), std::string::npos);
+}
+
 TEST(DaemonConfigTest, ReplicasAndTheNodeLease) {
   Result<DaemonConfig> c = ParseDaemonConfig(
       "database: postgresql://db/gp\nha: {enabled: true, lease_ms: 1500, advertise: "

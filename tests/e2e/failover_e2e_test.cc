@@ -11,11 +11,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "base/address_list.h"
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/leader_client.h"
 #include "tests/support/pg_fixture.h"
 #include "tests/support/side_effects.h"
 #include "tests/support/wait_for.h"
@@ -70,19 +70,18 @@ class FailoverE2eTest : public ::testing::Test {
       replicas_.push_back(std::move(d).value());
     }
     targets_ = targets;
-    auto channel = grpc::CreateChannel(GrpcTargetOf(targets_), grpc::InsecureChannelCredentials());
-    jobs_ = v1::JobService::NewStub(channel);
-    pools_ = v1::PoolService::NewStub(channel);
-    nodes_ = v1::NodeService::NewStub(channel);
+    client_ = std::make_unique<testing::LeaderClient>(targets_);
     ASSERT_GE(Leader(60s), 0) << "no replica took the lead";
     ASSERT_TRUE(WaitFor(
         [&] {
-          grpc::ClientContext ctx;
-          ctx.set_deadline(std::chrono::system_clock::now() + 5s);
           v1::CreatePoolRequest req;
           req.mutable_pool()->set_name("gpu");
           v1::Pool pool;
-          return pools_->CreatePool(&ctx, req, &pool).ok();
+          return client_
+              ->Call([&](auto ch, grpc::ClientContext* ctx) {
+                return v1::PoolService::NewStub(ch)->CreatePool(ctx, req, &pool);
+              })
+              .ok();
         },
         60s));
     for (int i = 0; i < 2; ++i) {
@@ -123,10 +122,11 @@ class FailoverE2eTest : public ::testing::Test {
   }
 
   int ReadyNodes() {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
     v1::ListNodesResponse resp;
-    if (!nodes_->ListNodes(&ctx, v1::ListNodesRequest{}, &resp).ok()) return -1;
+    grpc::Status st = client_->Call([&](auto ch, grpc::ClientContext* ctx) {
+      return v1::NodeService::NewStub(ch)->ListNodes(ctx, v1::ListNodesRequest{}, &resp);
+    });
+    if (!st.ok()) return -1;
     return static_cast<int>(std::count_if(resp.nodes().begin(), resp.nodes().end(), [](auto& n) {
       return n.state() == v1::NODE_STATE_READY;
     }));
@@ -144,19 +144,23 @@ class FailoverE2eTest : public ::testing::Test {
     s->mutable_template_()->add_command("-c");
     s->mutable_template_()->add_command(testing::TickingScript(side_, 10));
     s->mutable_template_()->mutable_resources()->mutable_whole_gpus()->set_count(1);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
     v1::SubmitJobResponse resp;
-    return jobs_->SubmitJob(&ctx, req, &resp).ok() ? resp.job_id() : "";
+    grpc::Status st = client_->Call(
+        [&](auto ch, grpc::ClientContext* ctx) {
+          return v1::JobService::NewStub(ch)->SubmitJob(ctx, req, &resp);
+        },
+        5s);
+    return st.ok() ? resp.job_id() : "";
   }
 
   bool Succeeded(const std::string& id) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
     v1::GetJobRequest req;
     req.set_job_id(id);
     v1::Job job;
-    if (!jobs_->GetJob(&ctx, req, &job).ok()) return false;
+    grpc::Status st = client_->Call([&](auto ch, grpc::ClientContext* ctx) {
+      return v1::JobService::NewStub(ch)->GetJob(ctx, req, &job);
+    });
+    if (!st.ok()) return false;
     return job.state() == v1::JOB_STATE_SUCCEEDED;
   }
 
@@ -164,9 +168,8 @@ class FailoverE2eTest : public ::testing::Test {
   std::string dir_, side_, targets_;
   std::vector<std::unique_ptr<DaemonProcess>> replicas_;
   std::vector<std::unique_ptr<ChildProcess>> agents_;
-  std::unique_ptr<v1::JobService::Stub> jobs_;
-  std::unique_ptr<v1::PoolService::Stub> pools_;
-  std::unique_ptr<v1::NodeService::Stub> nodes_;
+  // Follows the leader as gpupoolctl does (standbys answer NotLeader).
+  std::unique_ptr<testing::LeaderClient> client_;
 };
 
 TEST_F(FailoverE2eTest, KillingTheLeaderLosesNoAcknowledgedJobAndRunsNoTaskTwice) {

@@ -132,7 +132,10 @@ class CoreHarness {
       queue.pop_front();
       fn();
     }
-    if (check_durable && core != nullptr) ExpectDurable();
+    if (core == nullptr) return;
+    Status indexes = core->CheckInvariants();  // the job table's node and pool indexes
+    EXPECT_TRUE(indexes.ok()) << indexes.ToString();
+    if (check_durable) ExpectDurable();
   }
 
   // What memory holds = what the store holds, once nothing is waiting to be stored again.

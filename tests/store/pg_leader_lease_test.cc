@@ -33,7 +33,8 @@ TEST(PgLeaderLeaseTest, OneLeaderThenTakeoverAfterExpiryFencesTheOld) {
   ASSERT_OK_AND_ASSIGN(std::string uri, CreateTestDatabase());
   std::unique_ptr<PgStore> store_a = OpenStore(uri);  // migrates
   ASSERT_NE(store_a, nullptr);
-  ASSERT_OK_AND_ASSIGN(auto a, PgLeaderLease::Open(uri, "a:1", "10.0.0.1:7070"));
+  ASSERT_OK_AND_ASSIGN(
+      auto a, PgLeaderLease::Open(uri, "a:1", "10.0.0.1:7070", "https://10.0.0.1:7080"));
   ASSERT_OK_AND_ASSIGN(auto b, PgLeaderLease::Open(uri, "b:2", "10.0.0.2:7070"));
 
   ASSERT_OK_AND_ASSIGN(LeaderClaim ca, a->TryAcquire(kLeaseMs));
@@ -41,6 +42,8 @@ TEST(PgLeaderLeaseTest, OneLeaderThenTakeoverAfterExpiryFencesTheOld) {
   ASSERT_OK_AND_ASSIGN(LeaderClaim cb, b->TryAcquire(kLeaseMs));
   EXPECT_FALSE(cb.leading);
   EXPECT_EQ(cb.leader_address, "10.0.0.1:7070");
+  EXPECT_EQ(cb.leader_http, "https://10.0.0.1:7080");  // migration 51
+  EXPECT_TRUE(cb.leader_live);
   EXPECT_EQ(cb.leader_holder, "a:1");
   EXPECT_EQ(cb.epoch, ca.epoch);
   ASSERT_OK(a->Renew(ca.epoch, kLeaseMs));
@@ -70,7 +73,8 @@ TEST(PgLeaderLeaseTest, OneLeaderThenTakeoverAfterExpiryFencesTheOld) {
   EXPECT_FALSE(seen.leading);
   EXPECT_EQ(seen.leader_address, "10.0.0.2:7070");
 
-  // A clean shutdown releases the lease: a standby takes it on its next try.
+  // A clean shutdown releases the lease: a standby takes it on its next try (and a standby that
+  // only looked would see the row name nobody live).
   b->Release(taken.epoch);
   ASSERT_OK_AND_ASSIGN(LeaderClaim again, a->TryAcquire(kLeaseMs));
   EXPECT_TRUE(again.leading);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -24,7 +25,8 @@ namespace gpupool::testing {
 namespace fs = std::filesystem;
 
 Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const std::vector<std::string>& argv,
-                                                          const std::string& log_path) {
+                                                          const std::string& log_path,
+                                                          int max_open_files) {
   int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log < 0) return Status::Internal("cannot open " + log_path);
   std::vector<char*> args;
@@ -37,6 +39,10 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const std::vector<std:
   }
   if (pid == 0) {
     ::setpgid(0, 0);
+    if (max_open_files > 0) {
+      const rlimit lim{static_cast<rlim_t>(max_open_files), static_cast<rlim_t>(max_open_files)};
+      if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) ::_exit(126);
+    }
     ::dup2(log, STDOUT_FILENO);
     ::dup2(log, STDERR_FILENO);
     int devnull = ::open("/dev/null", O_RDONLY);
@@ -154,7 +160,7 @@ Status DaemonProcess::Launch() {
                                 "127.0.0.1:" + std::to_string(http_port_)};
   if (!options_.secure) argv.push_back("--insecure");
   argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
-  GPUPOOL_ASSIGN_OR_RETURN(child_, ChildProcess::Spawn(argv, log_path()));
+  GPUPOOL_ASSIGN_OR_RETURN(child_, ChildProcess::Spawn(argv, log_path(), options_.max_open_files));
   if (!options_.wait_until_serving) return Status::Ok();
   // Ready when the API answers a call (the embedded database may take a few seconds); a daemon
   // with API tokens configured answers UNAUTHENTICATED, which means it is serving too. A secure

@@ -24,11 +24,13 @@ class Channel;
 
 namespace gpupool::testing {
 
-// A child process with its own process group, stdout and stderr to `log_path`.
+// A child process with its own process group, stdout and stderr to `log_path`; with
+// `max_open_files` > 0 its descriptor limit (soft and hard, so it cannot raise it) is that.
 class ChildProcess {
  public:
   static Result<std::unique_ptr<ChildProcess>> Spawn(const std::vector<std::string>& argv,
-                                                     const std::string& log_path);
+                                                     const std::string& log_path,
+                                                     int max_open_files = 0);
   ~ChildProcess();  // SIGKILL if still running
   pid_t pid() const { return pid_; }
   bool Running();
@@ -58,6 +60,8 @@ class DaemonProcess {
     bool secure = false;
     // false: Start/Restart return once the process runs (a standby replica does not serve).
     bool wait_until_serving = true;
+    // > 0: gpupoold's RLIMIT_NOFILE, soft and hard (it cannot raise it), for descriptor floods.
+    int max_open_files = 0;
   };
   static Result<std::unique_ptr<DaemonProcess>> Start(Options options);
   ~DaemonProcess();
@@ -69,6 +73,7 @@ class DaemonProcess {
   int Stop();
 
   std::string grpc_address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  int grpc_port() const { return grpc_port_; }
   int http_port() const { return http_port_; }
   const std::string& data_dir() const { return data_dir_; }
   bool secure() const { return options_.secure; }

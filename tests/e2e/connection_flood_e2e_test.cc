@@ -1,0 +1,175 @@
+// End to end: connection floods against a real gpupoold (issue 16: 1,100 idle connections against
+// a 1,024-descriptor limit took REST, /readyz and gRPC down, and the gRPC port never accepted
+// again). The daemon runs with a low RLIMIT_NOFILE (soft and hard, so it cannot raise it); the
+// flood holds more idle TCP connections to both ports than it has descriptors, then lets go, and
+// REST, /readyz and gRPC must all serve again. A second test holds one client at its per-client
+// limit on the gRPC port.
+#include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "gpupool/v1/pools.grpc.pb.h"
+#include "tests/api/https_client.h"
+#include "tests/support/daemon_process.h"
+#include "tests/support/wait_for.h"
+
+namespace gpupool {
+namespace {
+
+using api::testing::HttpsCall;
+using testing::DaemonProcess;
+using testing::WaitFor;
+namespace http = boost::beast::http;
+
+// A TCP connection to 127.0.0.1:port that sends nothing; -1 when connect() fails.
+int IdleConnection(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The daemon closed this connection (EOF or reset).
+bool ClosedByPeer(int fd) {
+  char byte = 0;
+  const ssize_t n = ::recv(fd, &byte, 1, MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class ConnectionFlood : public ::testing::Test {
+ protected:
+  void StartDaemon(const std::string& listen_yaml, int max_open_files) {
+    auto dir = testing::MakeTempDir("gpupool-flood");
+    ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+    const std::string config = *dir + "/gpupoold.yaml";
+    std::ofstream(config) << "listen:\n" << listen_yaml;
+    auto d = DaemonProcess::Start({.data_dir = *dir,
+                                   .extra_args = {"--config", config},
+                                   .secure = true,
+                                   .max_open_files = max_open_files});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    daemon_ = std::move(d).value();
+  }
+
+  // One ListPools on a fresh connection (its own subchannel pool: no shared backoff).
+  grpc::Status GrpcCall() {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = daemon_->ca_pem();
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto stub = v1::PoolService::NewStub(
+        grpc::CreateCustomChannel(daemon_->grpc_address(), grpc::SslCredentials(o), args));
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + daemon_->admin_token());
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::ListPoolsResponse resp;
+    return stub->ListPools(&ctx, {}, &resp);
+  }
+  int Rest(const std::string& target) {
+    return HttpsCall(daemon_->http_port(), daemon_->ca_pem(), http::verb::get, target, "",
+                     {{"Authorization", "Bearer " + daemon_->admin_token()}})
+        .status;
+  }
+
+  void TearDown() override {
+    for (int fd : held_) ::close(fd);
+  }
+
+  std::unique_ptr<DaemonProcess> daemon_;
+  std::vector<int> held_;
+};
+
+TEST_F(ConnectionFlood, BothPortsServeAgainOnceDescriptorsComeBack) {
+  // No per-client limits: the flood stands for many clients. Each port alone gets more idle
+  // connections than the daemon has descriptors.
+  constexpr int kMaxOpenFiles = 256;
+  StartDaemon("  grpc_max_connections_per_client: 0\n  http_max_connections_per_client: 0\n",
+              kMaxOpenFiles);
+  ASSERT_TRUE(GrpcCall().ok());
+  ASSERT_EQ(Rest("/readyz"), 200);
+
+  // The test process itself needs a descriptor for each connection it holds.
+  rlimit lim{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
+  ASSERT_GT(lim.rlim_max, 4u * kMaxOpenFiles);
+  lim.rlim_cur = lim.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &lim);
+  for (int port : {daemon_->grpc_port(), daemon_->http_port()}) {
+    for (int i = 0; i < kMaxOpenFiles + 100; ++i) {
+      const int fd = IdleConnection(port);
+      ASSERT_GE(fd, 0) << "connection " << i << " to port " << port;
+      held_.push_back(fd);
+    }
+  }
+  // Both ports ran out of descriptors (each logs its failed accept).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::string log = ReadFile(daemon_->log_path());
+        return log.find("accept failed; pausing the port") != std::string::npos &&
+               log.find("component=api.http msg=\"accept failed\"") != std::string::npos;
+      },
+      std::chrono::seconds(60)))
+      << daemon_->LogTail(30);
+
+  for (int fd : held_) ::close(fd);
+  held_.clear();
+  // Everything serves again: /readyz, an authenticated REST call and a gRPC call on a new
+  // connection, each within the time it takes the daemon to close what the flood left behind.
+  EXPECT_TRUE(WaitFor([&] { return Rest("/readyz") == 200; }, std::chrono::seconds(90),
+                      std::chrono::milliseconds(200)))
+      << daemon_->LogTail(30);
+  EXPECT_TRUE(WaitFor([&] { return Rest("/v1/pools") == 200; }, std::chrono::seconds(90),
+                      std::chrono::milliseconds(200)))
+      << daemon_->LogTail(30);
+  EXPECT_TRUE(WaitFor([&] { return GrpcCall().ok(); }, std::chrono::seconds(90),
+                      std::chrono::milliseconds(200)))
+      << GrpcCall().error_message() << "\n"
+      << daemon_->LogTail(30);
+}
+
+TEST_F(ConnectionFlood, OneClientHoldsAtMostItsLimitOfGrpcConnections) {
+  constexpr int kLimit = 8;
+  StartDaemon("  grpc_max_connections_per_client: " + std::to_string(kLimit) + "\n", 0);
+  for (int i = 0; i < kLimit; ++i) {
+    const int fd = IdleConnection(daemon_->grpc_port());
+    ASSERT_GE(fd, 0);
+    held_.push_back(fd);
+  }
+  // The next one is closed before a byte is read, and so is a real client's connection.
+  const int extra = IdleConnection(daemon_->grpc_port());
+  ASSERT_GE(extra, 0);
+  EXPECT_TRUE(WaitFor([&] { return ClosedByPeer(extra); }, std::chrono::seconds(30)));
+  ::close(extra);
+  const grpc::Status refused = GrpcCall();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_NE(daemon_->LogTail(50).find("client at its connection limit"), std::string::npos);
+  // A connection given up frees its slot.
+  ::close(held_.back());
+  held_.pop_back();
+  EXPECT_TRUE(WaitFor([&] { return GrpcCall().ok(); }, std::chrono::seconds(30),
+                      std::chrono::milliseconds(200)));
+}
+
+}  // namespace
+}  // namespace gpupool
