@@ -31,6 +31,7 @@
 #include "gpupool/v1/keys.pb.h"
 #include "gpupool/v1/pools.pb.h"
 #include "gpupool/v1/tenants.pb.h"
+#include "gpupool/v1/usage.pb.h"
 
 namespace gpupool::api {
 
@@ -142,6 +143,10 @@ class ApiService {
                             Reply<v1::GetUsageFeedResponse> done);
   virtual void ExportUsageFeed(const CallContext& ctx, const v1::GetUsageFeedRequest& req,
                                Reply<v1::ExportResponse> done);
+  // Usage report (docs/billing.md): admins any tenant, others their own subtree. Default:
+  // UNIMPLEMENTED.
+  virtual void GetUsage(const CallContext& ctx, const v1::GetUsageRequest& req,
+                        Reply<v1::GetUsageResponse> done);
 
   // Health for /readyz: OK once state is recovered and the database answers.
   virtual Status Ready() const = 0;
@@ -170,6 +175,11 @@ inline void ApiService::ListAuditRecords(const CallContext&, const v1::ListAudit
 GPUPOOL_API_UNIMPLEMENTED(CreateApiKey, CreateApiKeyRequest, CreateApiKeyResponse)
 GPUPOOL_API_UNIMPLEMENTED(ListApiKeys, ListApiKeysRequest, ListApiKeysResponse)
 GPUPOOL_API_UNIMPLEMENTED(RevokeApiKey, RevokeApiKeyRequest, ApiKey)
+inline void ApiService::GetUsage(const CallContext&, const v1::GetUsageRequest&,
+                                 Reply<v1::GetUsageResponse> done) {
+  done(Status::Unimplemented("GetUsage: this server keeps no usage ledger"),
+       v1::GetUsageResponse{});
+}
 #undef GPUPOOL_API_UNIMPLEMENTED
 #define GPUPOOL_API_NO_BILLING(Name, Req, Resp)                                            \
   inline void ApiService::Name(const CallContext&, const v1::Req&, Reply<v1::Resp> done) { \

@@ -44,6 +44,7 @@
 #include "api/rate_limiter.h"
 #include "api/service.h"
 #include "scheduler/options.h"
+#include "scheduler/usage_report.h"
 
 namespace gpupool {
 class ApiKeyStore;
@@ -91,6 +92,9 @@ struct ServiceOptions {
   // FAILED_PRECONDITION. Not owned.
   Store* price_plans = nullptr;
   billing::UsageSource* usage = nullptr;
+  // The usage report GetUsage reads (Store::QueryUsage); empty = UNIMPLEMENTED. Called on the
+  // API's thread.
+  std::function<Result<std::vector<UsageReportRow>>(const UsageQuery&)> usage_report;
 };
 
 // The part of the edge's policy that a config reload may replace (SetPolicy): the priority classes
@@ -181,6 +185,8 @@ class ServiceImpl final : public ApiService {
 
   void ListAuditRecords(const CallContext& ctx, const v1::ListAuditRecordsRequest& req,
                         Reply<v1::ListAuditRecordsResponse> done) override;
+  void GetUsage(const CallContext& ctx, const v1::GetUsageRequest& req,
+                Reply<v1::GetUsageResponse> done) override;  // api/service_usage.cc
   void CreateApiKey(const CallContext& ctx, const v1::CreateApiKeyRequest& req,
                     Reply<v1::CreateApiKeyResponse> done) override;
   void ListApiKeys(const CallContext& ctx, const v1::ListApiKeysRequest& req,

@@ -46,7 +46,7 @@ std::string AgentConfig(const std::string& node, bool sandboxed, int index) {
 int Run(int argc, char** argv) {
   int agents = 2, jobs = 200, gap_ms = 20;
   bool sandboxed = false;
-  std::string json;
+  std::string json, daemon_config;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : "0"; };
@@ -60,14 +60,21 @@ int Run(int argc, char** argv) {
       json = value();
     else if (a == "--sandbox")
       sandboxed = true;
+    else if (a == "--daemon-config")
+      daemon_config = value();
     else {
       std::printf(
-          "usage: spinup [--agents N] [--jobs N] [--gap-ms MS] [--sandbox] [--json FILE]\n"
-          "  --sandbox  agents run every task in its sandbox (cgroup, uid, namespaces; root)\n");
+          "usage: spinup [--agents N] [--jobs N] [--gap-ms MS] [--sandbox] [--daemon-config FILE] "
+          "[--json FILE]\n"
+          "  --sandbox  agents run every task in its sandbox (cgroup, uid, namespaces; root)\n"
+          "  --daemon-config FILE  the gpupoold.yaml to start it with (e.g. metering: {enabled: "
+          "false})\n");
       return a == "--help" ? 0 : 2;
     }
   }
-  auto started = DaemonProcess::Start({});
+  DaemonProcess::Options daemon_options;
+  if (!daemon_config.empty()) daemon_options.extra_args = {"--config", daemon_config};
+  auto started = DaemonProcess::Start(daemon_options);
   if (!started.ok()) {
     std::fprintf(stderr, "cannot start gpupoold: %s\n", started.status().ToString().c_str());
     return 1;

@@ -243,7 +243,7 @@ Level Measure(const std::vector<std::unique_ptr<v1::JobService::Stub>>& stubs,
 }
 
 int Run(int argc, char** argv) {
-  std::string server, json;
+  std::string server, json, daemon_config;
   bool tls_auth = false;
   std::string credential = "key";
   double seconds = 5;
@@ -262,6 +262,8 @@ int Run(int argc, char** argv) {
       tls_auth = true;
     else if (a == "--credential")
       credential = value();
+    else if (a == "--daemon-config")
+      daemon_config = value();
     else if (a == "--channels")
       channels = std::max(1, std::stoi(value()));
     else if (a == "--levels") {
@@ -275,12 +277,15 @@ int Run(int argc, char** argv) {
     } else {
       std::printf(
           "usage: submit_throughput [--server HOST:PORT] [--seconds S] [--levels 1,16,64] "
-          "[--channels 4] [--tls-auth [--credential key|token]] [--json FILE]\n\nWithout --server, "
+          "[--channels 4] [--tls-auth [--credential key|token]] [--daemon-config FILE] "
+          "[--json FILE]\n\nWithout --server, "
           "starts a fresh gpupoold "
           "(embedded PostgreSQL, fsync on) from this build and also reports the CPU microseconds "
           "per submission of the client, gpupoold and PostgreSQL.\n--tls-auth: calls go over TLS "
           "(the daemon's private CA) with a tenant's bearer credential (needs no --server): an API "
-          "key made at the start (default) or the config's static token (--credential token).\n");
+          "key made at the start (default) or the config's static token (--credential token).\n"
+          "--daemon-config FILE: the gpupoold.yaml to start it with (e.g. metering: {enabled: "
+          "false} to measure metering's cost).\n");
       return a == "--help" ? 0 : 2;
     }
   }
@@ -303,6 +308,8 @@ int Run(int argc, char** argv) {
       options.data_dir = *dir;
       options.secure = true;  // TLS on the gRPC port, credentials required
       options.extra_args = {"--config", WriteTlsAuthConfig(*dir)};
+    } else if (!daemon_config.empty()) {
+      options.extra_args = {"--config", daemon_config};
     }
     auto started = testing::DaemonProcess::Start(options);
     if (!started.ok()) {

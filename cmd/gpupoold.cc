@@ -328,6 +328,8 @@ int Run(int argc, char** argv) {
   auto audit_log = std::make_unique<api::AuditLog>(store.get(), api::AuditLogOptions{registry});
   service_options.audit = audit_log.get();
   hub.AttachAudit(audit_log.get());  // node registrations and task reports (api/agent_audit.h)
+  // The usage report (docs/billing.md): an aggregate over the ledger, on the read connection.
+  service_options.usage_report = [&store](const UsageQuery& q) { return store->QueryUsage(q); };
   Result<std::unique_ptr<PgApiKeyStore>> opened_keys = PgApiKeyStore::Open(uri);
   if (!opened_keys.ok()) return Fail(opened_keys.status().WithContext("API keys"));
   std::unique_ptr<PgApiKeyStore> api_keys = std::move(opened_keys).value();

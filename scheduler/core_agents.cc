@@ -267,6 +267,7 @@ void Core::OnTaskReport(const TaskReport& r) {
   // An end: planned now, applied once stored (core_change.cc).
   TaskChange change = s_->PlanEnd(*job, index, r);
   change.after.usage = r.usage;  // the ended attempt's, kept with the task (also when requeued)
+  change.usage_reported = true;  // and its last ledger interval carries it (core_metering.cc)
   s_->CommitTaskChanges(this, {std::move(change)});
 }
 
@@ -293,6 +294,7 @@ void Core::Tick() {
   ReleaseLapsedNodes();
   // 2,000 jobs a tick: a table of millions is swept in minutes, at ~0.1 ms a tick.
   s_->EvictFinished(s_->clock->NowMicros(), 2000);
+  s_->MeterTick(this);  // core_metering.cc: closes the intervals of running attempts
   if (s_->metrics != nullptr) PublishMetrics();
   if ((!s_->queue.empty() && s_->PeriodicPassDue()) || !s_->reservations.empty()) {
     s_->RequestSchedule(this);

@@ -130,14 +130,15 @@ void Core::State::CommitTaskChanges(Core* core, std::vector<TaskChange> changes,
   ChangeSet set;
   set.batch = std::move(extra);
   std::map<int64_t, std::map<int32_t, const TaskRecord*>> by_job;
+  const int64_t now = clock->NowMicros();
   for (const TaskChange& c : changes) {
+    AppendFinalUsage(c, now, &set.batch);  // core_metering.cc: the attempt's last intervals
     JobEntry& job = jobs.at(c.job_id);
     job.task(c.index).changing = true;
     set.batch.emplace_back(UpdateTask{c.after});
     for (const EventRecord& e : c.events) set.batch.emplace_back(AppendEvent{e});
     by_job[c.job_id][c.index] = &c.after;
   }
-  const int64_t now = clock->NowMicros();
   for (const auto& [id, afters] : by_job) {
     const JobRecord& rec = jobs.at(id).head;
     JobState next = ImpliedState(jobs.at(id), afters);
@@ -200,6 +201,7 @@ void Core::State::ApplyTaskChange(const TaskChange& c, std::vector<TaskChange>* 
 }
 
 void Core::State::ApplyChangeSet(Core* core, const ChangeSet& set) {
+  MeterStored(set.batch);  // core_metering.cc
   std::vector<TaskChange> follow_up;
   for (const TaskChange& c : set.tasks) ApplyTaskChange(c, &follow_up);
   for (const auto& [id, stored] : set.job_states) {

@@ -22,6 +22,7 @@
 #include "scheduler/device_faults.h"
 #include "scheduler/dispatcher.h"
 #include "scheduler/job_table.h"
+#include "scheduler/metering.h"
 #include "scheduler/metrics.h"
 #include "scheduler/queue_order.h"
 #include "scheduler/reservation_book.h"
@@ -38,8 +39,9 @@ struct TaskChange {
   int32_t index = 0;
   TaskRecord after;
   std::vector<EventRecord> events;
-  std::string transition;  // for the task-transition metric ("SUCCEEDED", "LOST", …)
-  std::string note;        // for watchers
+  std::string transition;       // for the task-transition metric ("SUCCEEDED", "LOST", …)
+  std::string note;             // for watchers
+  bool usage_reported = false;  // after.usage is the ended attempt's sandbox account (a report)
 };
 
 // Task changes and the batch that stores them (plus any other mutation of the same event).
@@ -221,6 +223,8 @@ struct Core::State {
   std::set<int64_t> dirty_jobs;
   std::set<std::string> dirty_nodes;
   std::vector<EventRecord> unstored_events;
+  // The usage ledger's marks (core_metering.cc).
+  UsageMeter meter;
 
   // Persists a batch; `then` runs on the core's thread with the outcome.
   void Persist(std::vector<Mutation> batch, std::function<void(Status)> then);
@@ -243,6 +247,13 @@ struct Core::State {
   void StoreChangeSet(Core* core, ChangeSet set, bool retry);
   void ApplyChangeSet(Core* core, const ChangeSet& set);
   void ApplyTaskChange(const TaskChange& c, std::vector<TaskChange>* follow_up);
+  // The usage ledger (core_metering.cc): an attempt's per-second rates as a ledger row; its
+  // last intervals appended to the batch of the change that ends it; the marks moved (and the
+  // /metrics counters fed) once a batch holding intervals is durable; the periodic close.
+  UsageInterval MeterRatesOf(const JobEntry& job, const TaskRecord& t) const;
+  void AppendFinalUsage(const TaskChange& c, int64_t now_us, std::vector<Mutation>* batch) const;
+  void MeterStored(const std::vector<Mutation>& batch);
+  void MeterTick(Core* core);
   // Tick: stores again what the store refused, oldest first.
   void RetryUnstored(Core* core);
   // Posts one scheduling pass (coalesced).

@@ -68,6 +68,33 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registr
                         .Name("gpupool_tenant_quota_devices")
                         .Help("Tenant quota devices (whole GPUs, MIG instances) by pool and kind")
                         .Register(*registry_);
+  auto usage = [this](const char* name, const char* help) {
+    return &BuildCounter().Name(name).Help(help).Register(*registry_);
+  };
+  usage_tflops_ = usage("gpupool_usage_tflops_seconds_total",
+                        "Offered TFLOPS held × seconds, per tenant (cut to "
+                        "metering.metrics_tenant_depth) and pool, as stored in the usage ledger");
+  usage_physical_tflops_ = usage("gpupool_usage_physical_tflops_seconds_total",
+                                 "The physical TFLOPS behind the offered ones × seconds");
+  usage_vram_ = usage("gpupool_usage_vram_gib_seconds_total", "Offered VRAM held, GiB × seconds");
+  usage_spill_ = usage("gpupool_usage_spill_gib_seconds_total",
+                       "VRAM backed by host RAM under memory overcommit, GiB × seconds");
+  usage_devices_ =
+      usage("gpupool_usage_device_seconds_total", "Whole devices held exclusively × seconds");
+  usage_mig_ = usage("gpupool_usage_mig_instance_seconds_total", "MIG instances held × seconds");
+  usage_intervals_ = usage("gpupool_usage_intervals_total", "Usage ledger intervals stored");
+}
+
+void SchedulerMetrics::Usage(const std::string& tenant, const std::string& pool,
+                             const UsageTotals& t) {
+  const prometheus::Labels labels{{"tenant", tenant}, {"pool", pool}};
+  usage_tflops_->Add(labels).Increment(t.TflopsSeconds());
+  usage_physical_tflops_->Add(labels).Increment(t.PhysicalTflopsSeconds());
+  usage_vram_->Add(labels).Increment(t.VramGibSeconds());
+  usage_spill_->Add(labels).Increment(t.SpillGibSeconds());
+  usage_devices_->Add(labels).Increment(static_cast<double>(t.device_seconds));
+  usage_mig_->Add(labels).Increment(static_cast<double>(t.mig_instance_seconds));
+  usage_intervals_->Add(labels).Increment(static_cast<double>(t.intervals));
 }
 
 void SchedulerMetrics::Submission(const std::string& outcome) {

@@ -17,6 +17,7 @@
 
 #include "pool/resources.h"
 #include "scheduler/model.h"
+#include "scheduler/usage_report.h"
 
 namespace gpupool {
 
@@ -41,6 +42,11 @@ class SchedulerMetrics {
   void TenantQuota(const std::string& tenant, const std::string& pool,
                    const QuotaAmount& guaranteed, const QuotaAmount& limit, const QuotaAmount& used,
                    const QuotaAmount& borrowed);
+  // Usage the ledger stored (each interval once), per tenant (cut to the configured depth by the
+  // caller, so the label set stays bounded) and pool: gpupool_usage_tflops_seconds_total,
+  // _physical_tflops_seconds_total, _vram_gib_seconds_total, _spill_gib_seconds_total,
+  // _device_seconds_total, _mig_instance_seconds_total, and gpupool_usage_intervals_total.
+  void Usage(const std::string& tenant, const std::string& pool, const UsageTotals& t);
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
  private:
@@ -57,6 +63,13 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Gauge>* quota_tflops_;
   prometheus::Family<prometheus::Gauge>* quota_vram_;
   prometheus::Family<prometheus::Gauge>* quota_devices_;
+  prometheus::Family<prometheus::Counter>* usage_tflops_;
+  prometheus::Family<prometheus::Counter>* usage_physical_tflops_;
+  prometheus::Family<prometheus::Counter>* usage_vram_;
+  prometheus::Family<prometheus::Counter>* usage_spill_;
+  prometheus::Family<prometheus::Counter>* usage_devices_;
+  prometheus::Family<prometheus::Counter>* usage_mig_;
+  prometheus::Family<prometheus::Counter>* usage_intervals_;
 };
 
 }  // namespace gpupool

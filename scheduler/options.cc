@@ -50,4 +50,21 @@ Result<QuotaAmount> QuotaInSkuUnits(const SchedulerOptions& options, const std::
   return a;
 }
 
+Status ValidateMeteringOptions(const MeteringOptions& m) {
+  if (m.interval_s < 1 || m.interval_s > 3600 || 3600 % m.interval_s != 0) {
+    return Status::InvalidArgument("metering.interval_s: " + std::to_string(m.interval_s) +
+                                   " must divide an hour (1..3600: 10, 30, 60, 300, …)");
+  }
+  if (m.metrics_tenant_depth < 1) {
+    return Status::InvalidArgument("metering.metrics_tenant_depth: must be at least 1");
+  }
+  if (m.rollup_after_days < 0) {
+    return Status::InvalidArgument("metering.rollup_after_days: must not be negative");
+  }
+  if (m.max_intervals_per_batch < 1) {
+    return Status::InvalidArgument("metering.max_intervals_per_batch: must be at least 1");
+  }
+  return Status::Ok();
+}
+
 }  // namespace gpupool

@@ -48,6 +48,27 @@ struct TenancyOptions {
   QueueOrderKind queue_order = QueueOrderKind::kFairShare;
 };
 
+// The usage ledger (scheduler/metering.h, docs/billing.md "Ledger").
+struct MeteringOptions {
+  // false: nothing is metered (no ledger rows, no usage counters). For measuring metering's
+  // cost and for operators who bill from elsewhere; the ledger has gaps for the time it is off.
+  bool enabled = true;
+  // Running attempts are metered in closed intervals cut at multiples of this (UTC), plus the
+  // last partial one when the attempt ends: a crash loses at most one open interval's writes,
+  // which the next leader writes from the stored mark. Must divide an hour (1..3600).
+  int64_t interval_s = 60;
+  // /metrics usage counters label tenants cut to this depth ("acme/research/alice" at 2 is
+  // "acme/research"), so the series stay few whatever the tree's size. >= 1.
+  int32_t metrics_tenant_depth = 2;
+  // Ledger intervals older than this many whole days are rolled up into daily rows (totals
+  // unchanged). 0: never.
+  int32_t rollup_after_days = 0;
+  // At most this many intervals per ledger batch (a boundary closes every running attempt).
+  int32_t max_intervals_per_batch = 2000;
+};
+// INVALID_ARGUMENT naming the field when a value is out of range.
+Status ValidateMeteringOptions(const MeteringOptions& m);
+
 struct SchedulerOptions {
   std::map<std::string, PriorityClass> priority_classes;
   std::string default_priority_class = "normal";
@@ -74,6 +95,7 @@ struct SchedulerOptions {
   // how loaded the host is; it paces periodic passes with its own tick interval instead.
   bool throttle_periodic_passes = true;
   TenancyOptions tenancy;
+  MeteringOptions metering;
 
   // The built-in defaults: classes low(0), normal(100), high(1000, may preempt), system(10000,
   // not preemptible, may preempt); SKUs small/medium/large.

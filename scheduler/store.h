@@ -16,6 +16,9 @@
 //   NOT_FOUND         UpdateJob/UpdateTask/SetNodeState/DeletePool/DeleteTenant/DeleteQuota of
 //                     something unknown; UpsertNode into an unknown pool; SetQuota for an
 //                     unknown tenant
+//                     AppendUsage with an interval whose end is before its start (or equal,
+//                     unless it is the attempt's last) or whose key is malformed; RollUpUsage whose
+//                     cutoff is not a UTC midnight
 //   FAILED_PRECONDITION  DeletePool of a pool that still has nodes; Apply() before
 //                     AcquireLeadership()
 //   ABORTED           fenced off: another leader took a newer epoch
@@ -36,6 +39,8 @@
 #include "billing/price_plan.h"
 #include "scheduler/audit_record.h"
 #include "scheduler/model.h"
+#include "scheduler/usage_ledger.h"
+#include "scheduler/usage_report.h"
 
 namespace gpupool {
 
@@ -84,9 +89,23 @@ struct SetDeviceFault {  // inserts or replaces the fault row of (node, device)
   DeviceFaultRecord fault;
 };
 
-using Mutation =
-    std::variant<InsertJob, UpdateJob, UpdateTask, UpsertPool, DeletePool, UpsertNode, SetNodeState,
-                 AppendEvent, UpsertTenant, DeleteTenant, SetQuota, DeleteQuota, SetDeviceFault>;
+// Appends closed intervals to the usage ledger (scheduler/usage_ledger.h). An interval whose key
+// (job, task, attempt, start) is stored already is skipped, not an error: a retry, a restart or a
+// second writer of the same interval never counts it twice.
+struct AppendUsage {
+  std::vector<UsageInterval> intervals;
+};
+// Retention: moves the ledger intervals that start before `before_us` (a UTC midnight) into
+// daily rows per (day, tenant, pool, node, model, sharing mode, class, MIG profile), summed, so
+// every report over whole days keeps its totals. Intervals of attempts still SCHEDULED or
+// RUNNING stay (the core resumes metering from them).
+struct RollUpUsage {
+  int64_t before_us = 0;
+};
+
+using Mutation = std::variant<InsertJob, UpdateJob, UpdateTask, UpsertPool, DeletePool, UpsertNode,
+                              SetNodeState, AppendEvent, UpsertTenant, DeleteTenant, SetQuota,
+                              DeleteQuota, SetDeviceFault, AppendUsage, RollUpUsage>;
 
 // Everything the scheduler needs to rebuild its state after a restart.
 struct RecoveredState {
@@ -97,6 +116,8 @@ struct RecoveredState {
   std::vector<TenantRecord> tenants;             // ordered by path
   std::vector<QuotaRecord> quotas;               // ordered by tenant, then pool
   std::vector<DeviceFaultRecord> device_faults;  // cleared ones included; by node, device
+  // For every SCHEDULED or RUNNING task attempt with ledger rows: where its metering resumes.
+  std::vector<UsageMark> usage_marks;  // by job, task
 };
 
 class Store {
@@ -127,6 +148,12 @@ class Store {
   virtual void AppendAudit(std::vector<AuditRecord> records, Done done);
   virtual Result<AuditPage> ListAudit(const AuditQuery& query);
 
+  // The usage report (scheduler/usage_report.h): ledger intervals and daily roll-ups summed per
+  // (period, tenant at the query's depth, pool, model, class, MIG profile), ordered by those.
+  // INVALID_ARGUMENT for a negative range or depth, UNAVAILABLE during an outage. The default
+  // answers UNIMPLEMENTED, for stores that keep no ledger.
+  virtual Result<std::vector<UsageReportRow>> QueryUsage(const UsageQuery& query);
+
   // Price plans (billing/price_plan.h, docs/billing.md): versioned, append-only, not fenced by
   // the epoch (they are configuration, not scheduling state). AddPricePlan stores `plan` as the
   // next version of its name and returns it as stored: version 1 when `create` (ALREADY_EXISTS
@@ -145,6 +172,9 @@ inline void Store::AppendAudit(std::vector<AuditRecord>, Done done) {
 }
 inline Result<AuditPage> Store::ListAudit(const AuditQuery&) {
   return Status::Unimplemented("this store keeps no audit log");
+}
+inline Result<std::vector<UsageReportRow>> Store::QueryUsage(const UsageQuery&) {
+  return Status::Unimplemented("this store keeps no usage ledger");
 }
 inline Result<billing::PricePlan> Store::AddPricePlan(billing::PricePlan, bool) {
   return Status::Unimplemented("this store keeps no price plans");

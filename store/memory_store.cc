@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "store/validate.h"
 
@@ -21,6 +22,12 @@ struct MemoryDatabase {
   std::vector<AuditRecord> audit;                                           // guarded by mu
   std::map<std::pair<std::string, std::string>, DeviceFaultRecord> faults;  // guarded by mu
   Status unavailable;                                                       // guarded by mu
+  // The usage ledger by (job, task, attempt, start), and its daily roll-ups by their dimensions.
+  std::map<std::tuple<int64_t, int32_t, int32_t, int64_t>, UsageInterval> ledger;  // guarded by mu
+  std::map<std::tuple<int64_t, std::string, std::string, std::string, std::string, int, std::string,
+                      std::string>,
+           UsageInterval>
+      usage_daily;  // guarded by mu
   // Price plans by (name, version); guarded by mu.
   std::map<std::pair<std::string, int64_t>, billing::PricePlan> price_plans;
 };
@@ -28,6 +35,17 @@ struct MemoryDatabase {
 namespace {
 
 using Undo = std::vector<std::function<void()>>;
+
+constexpr int64_t kDayUs = 24LL * 3600 * 1'000'000;
+
+auto LedgerKey(const UsageInterval& u) {
+  return std::tuple{u.job_id, u.task_index, u.attempt, u.start_us};
+}
+auto DailyKey(const UsageInterval& u) {
+  return std::tuple{
+      u.start_us / kDayUs * kDayUs,     u.tenant,         u.pool,       u.node, u.model,
+      static_cast<int>(u.sharing_mode), u.priority_class, u.mig_profile};
+}
 
 TaskRecord* FindTask(JobRecord& job, int32_t index) {
   for (auto& t : job.tasks) {
@@ -194,8 +212,52 @@ class Applier {
     }
     return Status::Ok();
   }
+  Status operator()(const AppendUsage& m) {
+    for (const UsageInterval& u : m.intervals) {
+      auto [it, added] = db_.ledger.emplace(LedgerKey(u), u);
+      if (added) undo_.push_back([this, key = it->first] { db_.ledger.erase(key); });
+    }
+    return Status::Ok();
+  }
+  Status operator()(const RollUpUsage& m) {
+    for (auto it = db_.ledger.begin(); it != db_.ledger.end();) {
+      const UsageInterval& u = it->second;
+      if (u.start_us >= m.before_us || AttemptActive(u)) {
+        ++it;
+        continue;
+      }
+      auto key = DailyKey(u);
+      auto day = db_.usage_daily.find(key);
+      if (day == db_.usage_daily.end()) {
+        UsageInterval d = u;
+        d.job_id = 0;
+        d.task_index = 0;
+        d.attempt = 0;
+        d.start_us = std::get<0>(key);
+        d.end_us = d.start_us + kDayUs;
+        d.end = AttemptEnd::kNone;
+        db_.usage_daily.emplace(key, d);
+        undo_.push_back([this, key] { db_.usage_daily.erase(key); });
+      } else {
+        undo_.push_back([&d = day->second, old = day->second] { d = old; });
+        day->second.totals += u.totals;
+      }
+      undo_.push_back([this, old = u] { db_.ledger.emplace(LedgerKey(old), old); });
+      it = db_.ledger.erase(it);
+    }
+    return Status::Ok();
+  }
 
  private:
+  // True while the interval's attempt is SCHEDULED or RUNNING: the core resumes metering from
+  // its rows, so they stay.
+  bool AttemptActive(const UsageInterval& u) {
+    auto job = db_.jobs.find(u.job_id);
+    const TaskRecord* t = job == db_.jobs.end() ? nullptr : FindTask(job->second, u.task_index);
+    return t != nullptr && t->attempt == u.attempt &&
+           (t->state == TaskState::kScheduled || t->state == TaskState::kRunning);
+  }
+
   MemoryDatabase& db_;
   Undo& undo_;
 };
@@ -229,6 +291,16 @@ Result<RecoveredState> MemoryStore::Recover() {
   for (const auto& [path, tenant] : db_->tenants) state.tenants.push_back(tenant);
   for (const auto& [key, quota] : db_->quotas) state.quotas.push_back(quota);
   for (const auto& [key, fault] : db_->faults) state.device_faults.push_back(fault);
+  for (const auto& [id, job] : db_->jobs) {
+    for (const TaskRecord& t : job.tasks) {
+      if (t.state != TaskState::kScheduled && t.state != TaskState::kRunning) continue;
+      // The attempt's intervals are contiguous from its start: the last one ends where it stops.
+      auto first = db_->ledger.lower_bound({id, t.index, t.attempt, 0});
+      auto last = db_->ledger.lower_bound({id, t.index, t.attempt + 1, 0});
+      if (first == last) continue;
+      state.usage_marks.push_back({id, t.index, t.attempt, std::prev(last)->second.end_us});
+    }
+  }
   return state;
 }
 
@@ -302,6 +374,34 @@ Result<AuditPage> MemoryStore::ListAudit(const AuditQuery& query) {
     page.records.push_back(*it);
   }
   return page;
+}
+
+Result<std::vector<UsageReportRow>> MemoryStore::QueryUsage(const UsageQuery& query) {
+  GPUPOOL_RETURN_IF_ERROR(ValidateUsageQuery(query));
+  std::lock_guard lock(db_->mu);
+  if (!db_->unavailable.ok()) return db_->unavailable;
+  using Group =
+      std::tuple<int64_t, std::string, std::string, std::string, std::string, std::string>;
+  std::map<Group, UsageTotals> groups;
+  auto add = [&](const UsageInterval& u) {
+    if (!UsageMatches(u, query)) return;
+    Group g{PeriodStart(query.period, u.start_us),
+            TenantAtDepth(u.tenant, query.tenant_depth),
+            u.pool,
+            u.model,
+            u.priority_class,
+            u.mig_profile};
+    groups[g] += u.totals;
+  };
+  for (const auto& [key, u] : db_->ledger) add(u);
+  for (const auto& [key, u] : db_->usage_daily) add(u);
+  std::vector<UsageReportRow> rows;
+  rows.reserve(groups.size());
+  for (const auto& [g, totals] : groups) {
+    rows.push_back({std::get<0>(g), std::get<1>(g), std::get<2>(g), std::get<3>(g), std::get<4>(g),
+                    std::get<5>(g), totals});
+  }
+  return rows;
 }
 
 Result<billing::PricePlan> MemoryStore::AddPricePlan(billing::PricePlan plan, bool create) {

@@ -41,6 +41,7 @@ class MemoryStore final : public Store {
                                               int limit) override;
   void AppendAudit(std::vector<AuditRecord> records, Done done) override;
   Result<AuditPage> ListAudit(const AuditQuery& query) override;
+  Result<std::vector<UsageReportRow>> QueryUsage(const UsageQuery& query) override;
   Result<billing::PricePlan> AddPricePlan(billing::PricePlan plan, bool create) override;
   Result<std::vector<billing::PricePlan>> ListPricePlans(const std::string& name) override;
 

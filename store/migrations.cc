@@ -349,6 +349,70 @@ CREATE TRIGGER api_keys_truncated AFTER TRUNCATE ON api_keys
   FOR EACH STATEMENT EXECUTE FUNCTION gp_api_key_changed();
 )sql";
 
+// Issue 13: the usage ledger (scheduler/usage_ledger.h; docs/billing.md, "Ledger") and its
+// daily roll-ups. Quantities are integer units × whole seconds. The primary key is the
+// idempotent key: a retried interval is skipped (ON CONFLICT DO NOTHING). The ledger is never
+// updated (the trigger refuses it for every role); retention moves old rows into usage_daily.
+constexpr std::string_view kV70 = R"sql(
+CREATE TABLE usage_ledger (
+  job_id           bigint  NOT NULL,
+  task_index       integer NOT NULL,
+  attempt          integer NOT NULL,
+  start_us         bigint  NOT NULL,
+  end_us           bigint  NOT NULL CHECK (end_us >= start_us),
+  tenant           text    NOT NULL,
+  pool             text    NOT NULL,
+  node             text    NOT NULL,
+  model            text    NOT NULL,
+  sharing_mode     text    NOT NULL,
+  priority_class   text    NOT NULL,
+  mig_profile      text    NOT NULL,
+  milli_tflops_s   bigint  NOT NULL,
+  physical_milli_tflops_s bigint NOT NULL,
+  vram_mib_s       bigint  NOT NULL,
+  spill_mib_s      bigint  NOT NULL,
+  device_s         bigint  NOT NULL,
+  mig_instance_s   bigint  NOT NULL,
+  cpu_usage_us     bigint  NOT NULL,
+  peak_memory_bytes bigint NOT NULL,
+  end_state        text    NOT NULL,
+  recorded_us      bigint  NOT NULL,
+  PRIMARY KEY (job_id, task_index, attempt, start_us)
+);
+CREATE INDEX usage_ledger_start_idx ON usage_ledger (start_us);
+CREATE INDEX usage_ledger_tenant_idx ON usage_ledger (tenant text_pattern_ops, start_us);
+
+CREATE TABLE usage_daily (
+  day_us           bigint  NOT NULL,
+  tenant           text    NOT NULL,
+  pool             text    NOT NULL,
+  node             text    NOT NULL,
+  model            text    NOT NULL,
+  sharing_mode     text    NOT NULL,
+  priority_class   text    NOT NULL,
+  mig_profile      text    NOT NULL,
+  milli_tflops_s   bigint  NOT NULL,
+  physical_milli_tflops_s bigint NOT NULL,
+  vram_mib_s       bigint  NOT NULL,
+  spill_mib_s      bigint  NOT NULL,
+  device_s         bigint  NOT NULL,
+  mig_instance_s   bigint  NOT NULL,
+  cpu_usage_us     bigint  NOT NULL,
+  peak_memory_bytes bigint NOT NULL,
+  intervals        bigint  NOT NULL,
+  PRIMARY KEY (day_us, tenant, pool, node, model, sharing_mode, priority_class, mig_profile)
+);
+
+CREATE FUNCTION gp_usage_no_update() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = 'GPP01',
+    MESSAGE = 'usage_ledger is append-only: ' || TG_OP || ' is refused';
+END $$;
+CREATE TRIGGER usage_ledger_no_update BEFORE UPDATE ON usage_ledger
+  FOR EACH ROW EXECUTE FUNCTION gp_usage_no_update();
+)sql";
+
 // Issue 13 (billing): versioned price plans (billing/price_plan.h). Append-only: a change is a
 // new version row, so the version that rated a past invoice is still there. Money and
 // multipliers are exact integers in nanos (1e-9); a rate's unit is its name ("tflops-hour").
@@ -406,6 +470,7 @@ constexpr Migration kMigrations[] = {
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},
     {61, "idempotency keys and secret env on jobs", kV61},
+    {70, "usage ledger and daily roll-ups", kV70},
     {80, "versioned price plans", kV80},
 };
 

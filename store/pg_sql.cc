@@ -5,6 +5,7 @@
 
 #include "store/pg_columns.h"
 #include "store/pg_conn.h"
+#include "store/pg_usage.h"
 #include "store/validate.h"
 
 namespace gpupool {
@@ -108,6 +109,8 @@ void GroupSql::Add(const Mutation& m) {
   if (const auto* sq = std::get_if<SetQuota>(&m)) return Set(sq->quota);
   if (const auto* df = std::get_if<SetDeviceFault>(&m))
     return AppendDeviceFaultSql(&sql_, df->fault);
+  if (const auto* au = std::get_if<AppendUsage>(&m)) return AppendUsageSql(&sql_, *au);
+  if (const auto* ru = std::get_if<RollUpUsage>(&m)) return AppendRollUpSql(&sql_, *ru);
   Delete(std::get<DeleteQuota>(m));
 }
 

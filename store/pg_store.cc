@@ -10,6 +10,7 @@
 #include "store/pg_conn.h"
 #include "store/pg_retry.h"
 #include "store/pg_sql.h"
+#include "store/pg_usage.h"
 #include "store/validate.h"
 
 namespace gpupool {
@@ -117,6 +118,7 @@ Result<RecoveredState> PgStore::Recover() {
     state.tenants = ReadTenants(txn.exec(kSelectTenants));
     state.quotas = ReadQuotas(txn.exec(kSelectQuotas));
     state.device_faults = ReadDeviceFaults(txn.exec(kSelectDeviceFaults));
+    state.usage_marks = ReadUsageMarks(txn.exec(kSelectUsageMarks));
     txn.commit();
     state.max_job_id = state.jobs.empty() ? 0 : state.jobs.back().id;
     return state;
@@ -132,6 +134,17 @@ Result<std::vector<EventRecord>> PgStore::ListEvents(const std::string& subject_
                       [&](pqxx::connection& conn) -> Result<std::vector<EventRecord>> {
                         pqxx::nontransaction txn(conn);
                         return ReadEvents(txn.exec(sql));
+                      });
+}
+
+Result<std::vector<UsageReportRow>> PgStore::QueryUsage(const UsageQuery& query) {
+  GPUPOOL_RETURN_IF_ERROR(ValidateUsageQuery(query));
+  const std::string sql = UsageReportSql(query);
+  std::lock_guard lock(read_mu_);
+  return RunWithRetry(*read_conn_, *target_,
+                      [&](pqxx::connection& conn) -> Result<std::vector<UsageReportRow>> {
+                        pqxx::nontransaction txn(conn);
+                        return ReadUsageReport(txn.exec(sql));
                       });
 }
 

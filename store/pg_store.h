@@ -77,6 +77,8 @@ class PgStore final : public Store {
   // behind scheduling commits; `done` runs before AppendAudit returns. Reads use the reader.
   void AppendAudit(std::vector<AuditRecord> records, Done done) override;
   Result<AuditPage> ListAudit(const AuditQuery& query) override;
+  // The usage report (store/pg_usage.cc), on the read connection.
+  Result<std::vector<UsageReportRow>> QueryUsage(const UsageQuery& query) override;
   // Price plans (store/pg_price_plans.cc): writes on the audit connection, reads on the reader.
   Result<billing::PricePlan> AddPricePlan(billing::PricePlan plan, bool create) override;
   Result<std::vector<billing::PricePlan>> ListPricePlans(const std::string& name) override;

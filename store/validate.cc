@@ -128,6 +128,30 @@ Status CheckNode(const NodeRecord& n, TextChecker& t) {
   return Status::Ok();
 }
 
+Status CheckUsage(const AppendUsage& m, TextChecker& t) {
+  for (const UsageInterval& u : m.intervals) {
+    const std::string key = "usage interval " + TaskId(u.job_id, u.task_index) + " attempt " +
+                            std::to_string(u.attempt) + " at " + std::to_string(u.start_us);
+    if (u.job_id <= 0 || u.task_index < 0 || u.attempt < 0 || u.start_us < 0) {
+      return Status::InvalidArgument(key +
+                                     ": job id must be positive, index, attempt and start "
+                                     "not negative");
+    }
+    if (u.end_us < u.start_us || (u.end_us == u.start_us && u.end == AttemptEnd::kNone)) {
+      return Status::InvalidArgument(key + ": end " + std::to_string(u.end_us) +
+                                     " is not after its start (only an attempt's last interval "
+                                     "may be empty)");
+    }
+    t("usage.tenant", u.tenant);
+    t("usage.pool", u.pool);
+    t("usage.node", u.node);
+    t("usage.model", u.model);
+    t("usage.priority_class", u.priority_class);
+    t("usage.mig_profile", u.mig_profile);
+  }
+  return Status::Ok();
+}
+
 Status CheckOne(const Mutation& m, TextChecker& t) {
   if (const auto* ij = std::get_if<InsertJob>(&m)) return CheckInsertJob(ij->job, t);
   if (const auto* uj = std::get_if<UpdateJob>(&m)) {
@@ -195,6 +219,14 @@ Status CheckOne(const Mutation& m, TextChecker& t) {
     t("device_fault.device", f.device);
     t("device_fault.reason", f.reason);
     t("device_fault.cleared_by", f.cleared_by);
+    return Status::Ok();
+  }
+  if (const auto* au = std::get_if<AppendUsage>(&m)) return CheckUsage(*au, t);
+  if (const auto* ru = std::get_if<RollUpUsage>(&m)) {
+    if (ru->before_us <= 0 || ru->before_us % (24LL * 3600 * 1'000'000) != 0) {
+      return Status::InvalidArgument("roll up usage: before_us " + std::to_string(ru->before_us) +
+                                     " is not a UTC midnight after 1970-01-01");
+    }
     return Status::Ok();
   }
   const auto& ev = std::get<AppendEvent>(m).event;
@@ -327,6 +359,41 @@ Result<int64_t> NextPricePlanVersion(const std::vector<const billing::PricePlan*
                                       std::to_string(latest->version) + " does");
   }
   return latest->version + 1;
+}
+
+}  // namespace gpupool
+
+namespace gpupool {
+
+Status ValidateUsageQuery(const UsageQuery& q) {
+  if (q.from_us < 0 || q.to_us < 0) {
+    return Status::InvalidArgument("usage query: from and to must not be negative");
+  }
+  if (q.to_us != 0 && q.to_us <= q.from_us) {
+    return Status::InvalidArgument("usage query: to (" + std::to_string(q.to_us) +
+                                   ") must be after from (" + std::to_string(q.from_us) + ")");
+  }
+  if (q.tenant_depth < 0) {
+    return Status::InvalidArgument("usage query: tenant_depth must not be negative");
+  }
+  TextChecker t;
+  t("usage query: tenant", q.tenant);
+  t("usage query: pool", q.pool);
+  t("usage query: model", q.model);
+  t("usage query: priority_class", q.priority_class);
+  return t.status();
+}
+
+bool UsageMatches(const UsageInterval& u, const UsageQuery& q) {
+  if (u.start_us < q.from_us) return false;
+  if (q.to_us != 0 && u.start_us >= q.to_us) return false;
+  if (!q.pool.empty() && u.pool != q.pool) return false;
+  if (!q.model.empty() && u.model != q.model) return false;
+  if (!q.priority_class.empty() && u.priority_class != q.priority_class) return false;
+  if (!q.tenant.empty() && u.tenant != q.tenant && !u.tenant.starts_with(q.tenant + "/")) {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace gpupool

@@ -31,6 +31,12 @@ Result<int64_t> NextPricePlanVersion(const std::vector<const billing::PricePlan*
 // True when `record` passes every filter of `query` except the page position and limit.
 bool AuditMatches(const AuditRecord& record, const AuditQuery& query);
 
+// Usage queries: from, to and depth not negative, to after from when given, text UTF-8.
+Status ValidateUsageQuery(const UsageQuery& query);
+// True when the interval passes every filter of `query` (its start in [from, to), tenant
+// subtree, pool, model, class).
+bool UsageMatches(const UsageInterval& interval, const UsageQuery& query);
+
 // Messages both stores use for stateful failures, so callers (and the conformance suite) see the
 // same words whichever store runs.
 std::string JobExistsMessage(int64_t job_id);                    // "job 12: already exists"

@@ -28,6 +28,7 @@ struct GrpcServer::Impl {
         catalog({&service, &auth, &streams, &audit_hook}),
         tenants({&service, &auth, &streams, &audit_hook}),
         audit({&service, &auth, &streams, &audit_hook}),
+        usage({&service, &auth, &streams, &audit_hook}),
         keys({&service, &auth, &streams, &audit_hook}),
         billing({&service, &auth, &streams, &audit_hook}),
         health(service) {}
@@ -42,6 +43,7 @@ struct GrpcServer::Impl {
   grpcface::CatalogServiceImpl catalog;
   grpcface::TenantServiceImpl tenants;
   grpcface::AuditServiceImpl audit;
+  grpcface::UsageServiceImpl usage;
   grpcface::KeyServiceImpl keys;
   grpcface::BillingServiceImpl billing;
   grpcface::HealthService health;  // grpc.health.v1, unauthenticated like /readyz
@@ -120,6 +122,7 @@ Status GrpcServer::Start() {
   builder.RegisterService(&s.catalog);
   builder.RegisterService(&s.tenants);
   builder.RegisterService(&s.audit);
+  builder.RegisterService(&s.usage);
   builder.RegisterService(&s.keys);
   builder.RegisterService(&s.billing);
   builder.RegisterService(&s.health);

@@ -243,6 +243,13 @@ grpc::ServerUnaryReactor* TenantServiceImpl::DeleteQuota(grpc::CallbackServerCon
   return Unary(d_, ctx, req, resp, &ApiService::DeleteQuota, "DeleteQuota");
 }
 
+// UsageService.
+grpc::ServerUnaryReactor* UsageServiceImpl::GetUsage(grpc::CallbackServerContext* ctx,
+                                                     const v1::GetUsageRequest* req,
+                                                     v1::GetUsageResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::GetUsage, "GetUsage");
+}
+
 // AuditService.
 grpc::ServerUnaryReactor* AuditServiceImpl::ListAuditRecords(grpc::CallbackServerContext* ctx,
                                                              const v1::ListAuditRecordsRequest* req,

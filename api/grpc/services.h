@@ -25,6 +25,7 @@
 #include "gpupool/v1/keys.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "gpupool/v1/tenants.grpc.pb.h"
+#include "gpupool/v1/usage.grpc.pb.h"
 
 namespace gpupool::api::grpcface {
 
@@ -158,6 +159,18 @@ class AuditServiceImpl final : public v1::AuditService::CallbackService {
   grpc::ServerUnaryReactor* ListAuditRecords(grpc::CallbackServerContext* ctx,
                                              const v1::ListAuditRecordsRequest* req,
                                              v1::ListAuditRecordsResponse* resp) override;
+
+ private:
+  Deps d_;
+};
+
+class UsageServiceImpl final : public v1::UsageService::CallbackService {
+ public:
+  explicit UsageServiceImpl(Deps deps) : d_(deps) {}
+
+  grpc::ServerUnaryReactor* GetUsage(grpc::CallbackServerContext* ctx,
+                                     const v1::GetUsageRequest* req,
+                                     v1::GetUsageResponse* resp) override;
 
  private:
   Deps d_;

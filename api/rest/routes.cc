@@ -201,6 +201,7 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
 
   Unary<ListAuditRecordsRequest, ListAuditRecordsResponse>(
       "GET", "/v1/audit", kQuery, &S::ListAuditRecords, "ListAuditRecords");
+  Unary<GetUsageRequest, GetUsageResponse>("GET", "/v1/usage", kQuery, &S::GetUsage, "GetUsage");
   // API keys: the secret is in the creation response only.
   Unary<CreateApiKeyRequest, CreateApiKeyResponse>("POST", "/v1/apikeys", kBody, &S::CreateApiKey,
                                                    "CreateApiKey");

@@ -54,6 +54,7 @@ const std::vector<Command>& Commands() {
     for (auto&& c : PolicyCommands()) v.push_back(std::move(c));
     for (auto&& c : TopCommands()) v.push_back(std::move(c));
     for (auto&& c : AuditCommands()) v.push_back(std::move(c));
+    for (auto&& c : UsageCommands()) v.push_back(std::move(c));
     for (auto&& c : LoginCommands()) v.push_back(std::move(c));
     for (auto&& c : KeyCommands()) v.push_back(std::move(c));
     for (auto&& c : BillingCommands()) v.push_back(std::move(c));

@@ -7,6 +7,7 @@
 #include "api/priority_access.h"
 #include "api/validate.h"
 #include "cmd/daemon/price_plans.h"
+#include "cmd/daemon/config_metering.h"
 #include "pool/yaml_error.h"
 #include "scheduler/tenancy.h"
 
@@ -530,7 +531,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
       doc.CheckKeys(root, YamlPath{},
                     {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level",
                      "auth", "scheduler", "priority_classes", "skus", "pools", "tenants",
-                     "tenant_defaults", "ha", "price_plans"}));
+                     "tenant_defaults", "ha", "price_plans", "metering"}));
   GPUPOOL_RETURN_IF_ERROR(ParseListen(doc, root, &c));
   GPUPOOL_ASSIGN_OR_RETURN(auto data_dir, doc.OptionalString(root, YamlPath{}, "data_dir"));
   if (data_dir) c.data_dir = *data_dir;
@@ -553,6 +554,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   GPUPOOL_RETURN_IF_ERROR(ParseAuth(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseHa(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseScheduler(doc, root, &c.scheduler));
+  GPUPOOL_RETURN_IF_ERROR(ParseMetering(doc, root, &c.scheduler.metering));  // config_metering.cc
   GPUPOOL_RETURN_IF_ERROR(ParseClasses(doc, root, &c.scheduler));
   GPUPOOL_RETURN_IF_ERROR(ParseSkus(doc, root, &c.scheduler));
   GPUPOOL_RETURN_IF_ERROR(ParsePools(doc, root, &c));
@@ -589,6 +591,9 @@ system's binaries, serves gRPC on 127.0.0.1:7070 and REST, /metrics, /healthz an
 127.0.0.1:7080 — with the web console at https://127.0.0.1:7080/console/ (docs/console.md) —
 restarts the private database if it dies, and stops it on exit. /readyz answers 200 only when a
 submission would commit.
+
+Every task attempt is metered into the usage ledger in PostgreSQL (the config's `metering:`
+section; docs/billing.md): read it with `gpupoolctl usage` or GET /v1/usage.
 
 Secure by default (docs/security.md): on first start gpupoold creates a private CA in
 DATA_DIR/tls/ (clients trust DATA_DIR/tls/ca.crt) and an admin credential in

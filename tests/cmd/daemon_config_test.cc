@@ -393,3 +393,36 @@ TEST(DaemonConfigTest, ApiTokenRoles) {
 
 }  // namespace
 }  // namespace gpupool
+
+namespace gpupool {
+namespace {
+
+// The `metering:` section (cmd/daemon/config_metering.cc, docs/billing.md).
+TEST(DaemonConfigTest, MeteringSection) {
+  Result<DaemonConfig> c = ParseDaemonConfig(
+      "metering:\n  interval_s: 30\n  metrics_tenant_depth: 1\n  rollup_after_days: 90\n"
+      "  enabled: false\n",
+      "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->scheduler.metering.interval_s, 30);
+  EXPECT_EQ(c->scheduler.metering.metrics_tenant_depth, 1);
+  EXPECT_EQ(c->scheduler.metering.rollup_after_days, 90);
+  EXPECT_FALSE(c->scheduler.metering.enabled);
+  Result<DaemonConfig> d = ParseDaemonConfig("", "gpupoold.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->scheduler.metering.interval_s, 60);
+  EXPECT_TRUE(d->scheduler.metering.enabled);
+  for (const auto& [yaml, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"metering:\n  interval_s: 7\n", "gpupoold.yaml:2: metering.interval_s: must divide"},
+           {"metering:\n  metrics_tenant_depth: 0\n", "metering.metrics_tenant_depth"},
+           {"metering:\n  enabled: maybe\n", "metering.enabled: must be true or false"},
+           {"metering:\n  nope: 1\n", "nope"}}) {
+    Result<DaemonConfig> r = ParseDaemonConfig(yaml, "gpupoold.yaml");
+    ASSERT_FALSE(r.ok()) << yaml;
+    EXPECT_NE(r.status().message().find(expected), std::string::npos)
+        << "got: " << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace gpupool

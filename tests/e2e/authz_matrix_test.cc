@@ -33,6 +33,7 @@
 #include "gpupool/v1/keys.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "gpupool/v1/tenants.grpc.pb.h"
+#include "gpupool/v1/usage.grpc.pb.h"
 #include "tests/api/fake_api_service.h"
 #include "tests/support/daemon_process.h"
 
@@ -369,6 +370,15 @@ std::vector<Row> Table() {
     v1::ListAuditRecordsRequest r;
     return Target{Box(r), "GET", "/v1/audit", ""};
   });
+  // ---- UsageService: every role reads its own subtree's usage; another's only an admin ----
+  for (const std::string on : {"own", "other"}) {
+    add("UsageService/GetUsage", "GET /v1/usage", on, on == "own" ? "AAAA" : "DDDA",
+        [on](World& w) {
+          v1::GetUsageRequest r;
+          r.set_tenant(w.Tenant(on));
+          return Target{Box(r), "GET", "/v1/usage?tenant=" + Enc(w.Tenant(on)), ""};
+        });
+  }
   // ---- KeyService ----
   for (const std::string on : {"own", "other"}) {
     const bool own = on == "own";
@@ -531,7 +541,7 @@ TEST_F(AuthzMatrix, EveryRpcAndRouteHasARow) {
   for (const char* file :
        {"gpupool/v1/jobs.proto", "gpupool/v1/pools.proto", "gpupool/v1/tenants.proto",
         "gpupool/v1/keys.proto", "gpupool/v1/agent.proto", "gpupool/v1/audit.proto",
-        "gpupool/v1/billing.proto"}) {
+        "gpupool/v1/billing.proto", "gpupool/v1/usage.proto"}) {
     const auto* f = pool->FindFileByName(file);
     ASSERT_NE(f, nullptr) << file;
     for (int s = 0; s < f->service_count(); ++s) {
