@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "api/agent_audit.h"
 #include "api/convert.h"
 #include "api/status_convert.h"
 #include "api/tls/enroll_service.h"
@@ -24,7 +25,8 @@ constexpr std::string_view kComponent = "agent_hub";
 class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::SchedulerMessage>,
                              public std::enable_shared_from_this<Conn> {
  public:
-  Conn(AgentHub* hub, std::optional<tls::PeerCert> peer) : hub_(hub), peer_(std::move(peer)) {}
+  Conn(AgentHub* hub, std::optional<tls::PeerCert> peer, std::string source)
+      : hub_(hub), peer_(peer), audit_(hub->audit_.load(), std::move(source), std::move(peer)) {}
 
   void Begin(std::shared_ptr<Conn> self) {
     self_ = std::move(self);
@@ -161,6 +163,7 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
       case v1::AgentMessage::kTaskUpdate: {
         if (replaced_) return;
         Result<TaskReport> report = TaskReportFromProto(node_, in_.task_update());
+        audit_.TaskReport(node_, in_.task_update(), report.status());
         if (!report.ok()) {
           LogWarn(kComponent, "ignoring a malformed task update",
                   {{"node", node_}, {"error", report.status().message()}});
@@ -178,6 +181,8 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
 
   void OnRegister(const v1::Register& reg) {
     if (!node_.empty()) {
+      audit_.Register(reg.node_name(),
+                      Status::InvalidArgument("register may be sent only once per stream"));
       return Close(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                 "register may be sent only once per stream"));
     }
@@ -190,6 +195,7 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
                 {{"node", reg.node_name()},
                  {"certificate", peer_ ? peer_->common_name : std::string("none")},
                  {"error", s.message()}});
+        audit_.Register(reg.node_name(), s);
         return Close(ToGrpcStatus(s));
       }
     }
@@ -197,14 +203,20 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
     const bool by_certificate = ids != nullptr && peer_.has_value();
     if (!by_certificate && !tokens.empty() && !tokens.contains(reg.token())) {
       LogWarn(kComponent, "agent rejected: bad node token", {{"node", reg.node_name()}});
-      return Close(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                                "node '" + reg.node_name() + "': the node token is not accepted"));
+      const Status refused =
+          Status::Unauthenticated("node '" + reg.node_name() + "': the node token is not accepted");
+      audit_.Register(reg.node_name(), refused);
+      return Close(ToGrpcStatus(refused));
     }
     Result<AgentRegistration> converted = RegistrationFromProto(reg);
-    if (!converted.ok()) return Close(ToGrpcStatus(converted.status()));
+    if (!converted.ok()) {
+      audit_.Register(reg.node_name(), converted.status());
+      return Close(ToGrpcStatus(converted.status()));
+    }
     if (Status st = CheckDevicesAgainstCatalog(*converted); !st.ok()) {
       LogWarn(kComponent, "agent rejected: a device contradicts the catalog",
               {{"node", reg.node_name()}, {"error", st.message()}});
+      audit_.Register(reg.node_name(), st);
       return Close(ToGrpcStatus(st));
     }
     node_ = reg.node_name();
@@ -222,6 +234,7 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
     // finished before it reconciles the node's running tasks (which would call it lost).
     for (const v1::TaskUpdate& u : reg.finished_tasks()) {
       Result<TaskReport> report = TaskReportFromProto(node_, u);
+      audit_.TaskReport(node_, u, report.status());
       if (!report.ok()) {
         LogWarn(kComponent, "ignoring a malformed finished task in register",
                 {{"node", node_}, {"error", report.status().message()}});
@@ -230,6 +243,7 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
       events->OnTaskReport(std::move(report).value());
     }
     events->OnAgentRegister(std::move(converted).value(), [self](Result<RegistrationResult> r) {
+      self->audit_.Register(self->node_, r.status());
       if (!r.ok()) {
         self->hub_->Forget(self.get(), self->node_);
         return self->Close(ToGrpcStatus(r.status()));
@@ -264,6 +278,7 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
 
   AgentHub* const hub_;
   const std::optional<tls::PeerCert> peer_;  // the verified client certificate, if any
+  const AgentAudit audit_;
   std::shared_ptr<Conn> self_;
   // Reader side: touched only by the read reactions, which gRPC runs one at a time.
   v1::AgentMessage in_;
@@ -289,7 +304,7 @@ void AgentHub::Attach(AgentEventsPort* events) { events_ = events; }
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::SchedulerMessage>* AgentHub::Connect(
     grpc::CallbackServerContext* context) {
-  auto conn = std::make_shared<Conn>(this, tls::PeerCertOf(*context));
+  auto conn = std::make_shared<Conn>(this, tls::PeerCertOf(*context), context->peer());
   Conn* raw = conn.get();
   raw->Begin(std::move(conn));
   return raw;

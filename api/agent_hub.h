@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "api/audit.h"
 #include "api/log_fetcher.h"
 #include "base/mutex.h"
 #include "gpupool/v1/agent.grpc.pb.h"
@@ -79,6 +80,9 @@ class AgentHub final : public v1::AgentService::CallbackService,
   // Connects the scheduler (it must outlive the hub's streams). Until then agents are refused
   // with UNAVAILABLE.
   void Attach(AgentEventsPort* events);
+  // Where the stream's registrations and task reports are audited (api/agent_audit.h); before
+  // agents can connect. Not owned; must outlive the hub's streams. Unset = not audited.
+  void AttachAudit(AuditSink* sink) { audit_ = sink; }
 
   // AgentService (gRPC callback API).
   grpc::ServerBidiReactor<v1::AgentMessage, v1::SchedulerMessage>* Connect(
@@ -117,6 +121,7 @@ class AgentHub final : public v1::AgentService::CallbackService,
 
   const AgentHubOptions options_;
   std::atomic<AgentEventsPort*> events_{nullptr};
+  std::atomic<AuditSink*> audit_{nullptr};
 
   mutable Mutex mu_;  // taken before a Conn's lock
   std::map<std::string, std::shared_ptr<Conn>> conns_ GPUPOOL_GUARDED_BY(mu_);  // by node name

@@ -8,7 +8,9 @@
 // Without flags the daemon runs --insecure (plaintext, no credentials). --tls-auth measures the
 // secure default instead: TLS with the daemon's private CA and a tenant's bearer token on every
 // call, so each is authenticated, authorised against the tenant, rate-limit checked (with a limit
-// too high to bind) and audited as in plaintext. Compare the two (docs/benchmarks.md).
+// too high to bind) and audited as in plaintext. Compare the two (docs/benchmarks.md). The
+// credential is an API key (`gpk_…`, created through KeyService at the start, as a tenant would
+// use), or with --credential token the config file's static bootstrap token.
 //
 // It also says where the CPU went, in microseconds per acknowledged submission: this process (the
 // load generator), gpupoold and PostgreSQL (postmaster and its children, from /proc). On a
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include "gpupool/v1/jobs.grpc.pb.h"
+#include "gpupool/v1/keys.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/support/daemon_process.h"
 
@@ -242,6 +245,7 @@ Level Measure(const std::vector<std::unique_ptr<v1::JobService::Stub>>& stubs,
 int Run(int argc, char** argv) {
   std::string server, json;
   bool tls_auth = false;
+  std::string credential = "key";
   double seconds = 5;
   int channels = 4;
   std::vector<int> levels{1, 16, 64};
@@ -256,6 +260,8 @@ int Run(int argc, char** argv) {
       seconds = std::stod(value());
     else if (a == "--tls-auth")
       tls_auth = true;
+    else if (a == "--credential")
+      credential = value();
     else if (a == "--channels")
       channels = std::max(1, std::stoi(value()));
     else if (a == "--levels") {
@@ -269,16 +275,22 @@ int Run(int argc, char** argv) {
     } else {
       std::printf(
           "usage: submit_throughput [--server HOST:PORT] [--seconds S] [--levels 1,16,64] "
-          "[--channels 4] [--tls-auth] [--json FILE]\n\nWithout --server, starts a fresh gpupoold "
+          "[--channels 4] [--tls-auth [--credential key|token]] [--json FILE]\n\nWithout --server, "
+          "starts a fresh gpupoold "
           "(embedded PostgreSQL, fsync on) from this build and also reports the CPU microseconds "
           "per submission of the client, gpupoold and PostgreSQL.\n--tls-auth: calls go over TLS "
-          "(the daemon's private CA) with a tenant's bearer token (needs no --server).\n");
+          "(the daemon's private CA) with a tenant's bearer credential (needs no --server): an API "
+          "key made at the start (default) or the config's static token (--credential token).\n");
       return a == "--help" ? 0 : 2;
     }
   }
   std::unique_ptr<testing::DaemonProcess> daemon;
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   std::string admin_token;
+  if (credential != "key" && credential != "token") {
+    std::fprintf(stderr, "--credential: expected key or token, got '%s'\n", credential.c_str());
+    return 2;
+  }
   if (tls_auth && !server.empty()) {
     std::fprintf(stderr, "--tls-auth starts its own gpupoold; it does not go with --server\n");
     return 2;
@@ -305,6 +317,22 @@ int Run(int argc, char** argv) {
       creds = grpc::SslCredentials(ssl);
       admin_token = daemon->admin_token();
       g_token = kBenchToken;
+      if (credential == "key") {  // a member key of the tenant, as tenants authenticate
+        auto keys = v1::KeyService::NewStub(grpc::CreateChannel(server, creds));
+        grpc::ClientContext ctx;
+        ctx.AddMetadata("authorization", "Bearer " + admin_token);
+        v1::CreateApiKeyRequest kreq;
+        kreq.mutable_key()->set_name("bench");
+        kreq.mutable_key()->set_tenant("bench");
+        kreq.mutable_key()->set_role("member");
+        v1::CreateApiKeyResponse kresp;
+        const grpc::Status st = keys->CreateApiKey(&ctx, kreq, &kresp);
+        if (!st.ok()) {
+          std::fprintf(stderr, "cannot create an API key: %s\n", st.error_message().c_str());
+          return 1;
+        }
+        g_token = kresp.secret();
+      }
     }
   }
   // Several channels, so that client-side HTTP/2 framing does not serialise the lanes.

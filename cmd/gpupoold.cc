@@ -19,6 +19,7 @@
 #include "api/auth.h"
 #include "api/credentials.h"
 #include "api/grpc/grpc_server.h"
+#include "api/key_cache.h"
 #include "api/priority_access.h"
 #include "api/rest/http_server.h"
 #include "api/service_impl.h"
@@ -36,6 +37,7 @@
 #include "store/embedded_postgres.h"
 #include "store/embedded_supervisor.h"
 #include "store/pg_api_keys.h"
+#include "store/pg_key_feed.h"
 #include "store/pg_leader_lease.h"
 #include "store/pg_store.h"
 
@@ -239,6 +241,7 @@ int Run(int argc, char** argv) {
   // with the leader's address and executing nothing (cmd/daemon/standby.h); losing the lease ends
   // the process at once: no write, no dispatch after (docs/ha.md, "Leader election").
   std::unique_ptr<StandbyFace> standby;
+  auto lease_won = std::chrono::steady_clock::now();  // takeover timing in the "ready" log line
   std::unique_ptr<PgLeaderLease> lease;
   std::unique_ptr<Leadership> leadership;
   Result<int64_t> epoch = Status::Internal("no epoch");
@@ -265,6 +268,7 @@ int Run(int argc, char** argv) {
       LogInfo("gpupoold", "stopped while standby");
       return 0;
     }
+    lease_won = std::chrono::steady_clock::now();
     store->UseEpoch(*epoch);
     leadership->KeepRenewing();
   } else {
@@ -273,6 +277,12 @@ int Run(int argc, char** argv) {
   if (!epoch.ok()) return Fail(epoch.status().WithContext("acquire leadership"));
   Result<RecoveredState> state = store->Recover();
   if (!state.ok()) return Fail(state.status().WithContext("recover"));
+  const auto since_lease = [&] {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - lease_won)
+                              .count());
+  };
+  LogInfo("gpupoold", "recovered", {{"ms_since_lease", since_lease()}});
 
   auto registry = std::make_shared<prometheus::Registry>();
   SchedulerMetrics metrics(registry, kVersion);
@@ -317,29 +327,37 @@ int Run(int argc, char** argv) {
   // Every mutating and every denied API call, in PostgreSQL (docs/security.md, "Audit log").
   auto audit_log = std::make_unique<api::AuditLog>(store.get(), api::AuditLogOptions{registry});
   service_options.audit = audit_log.get();
+  hub.AttachAudit(audit_log.get());  // node registrations and task reports (api/agent_audit.h)
   Result<std::unique_ptr<PgApiKeyStore>> opened_keys = PgApiKeyStore::Open(uri);
   if (!opened_keys.ok()) return Fail(opened_keys.status().WithContext("API keys"));
   std::unique_ptr<PgApiKeyStore> api_keys = std::move(opened_keys).value();
-  service_options.api_keys = api_keys.get();
+  // Verified API keys are cached while PostgreSQL's change feed is live, so a call costs no
+  // lookup and a revocation (by any daemon) still counts at once (api/key_cache.h).
+  api::KeyCache key_cache(
+      [keys = api_keys.get()](const std::string& id) -> Result<std::optional<api::StoredKey>> {
+        GPUPOOL_ASSIGN_OR_RETURN(std::optional<ApiKeyRecord> k, keys->Get(id));
+        if (!k) return std::optional<api::StoredKey>();
+        Result<api::Role> role = api::ParseRole(k->role);
+        if (!role.ok()) return std::optional<api::StoredKey>();
+        return std::optional<api::StoredKey>(
+            api::StoredKey{k->tenant, *role, k->secret_sha256, k->expire_ms, k->revoke_ms});
+      });
+  api::CacheInvalidatingKeyStore keys_for_api(api_keys.get(), &key_cache);
+  service_options.api_keys = &keys_for_api;
   // Billing (docs/billing.md): price plans in the store; invoices need a usage source.
   service_options.price_plans = store.get();
   api::ServiceImpl service(&scheduler, &scheduler, &hub, service_options);
   service.SetRecovered(true);
   Result<std::vector<api::ApiToken>> tokens = ApiTokens(config);
   if (!tokens.ok()) return Fail(tokens.status().WithContext("admin credential"));
-  // API keys are looked up on every request (no cache: a revocation counts at once, on every
-  // daemon sharing the database). In --insecure mode without tokens authentication stays off.
+  // In --insecure mode without tokens authentication stays off.
   api::KeyLookup key_lookup;
+  std::unique_ptr<PgKeyChangeFeed> key_feed;  // before key_cache in destruction: it calls it
   if (!config.insecure || !config.api_tokens.empty()) {
-    key_lookup =
-        [keys = api_keys.get()](const std::string& id) -> Result<std::optional<api::StoredKey>> {
-      GPUPOOL_ASSIGN_OR_RETURN(std::optional<ApiKeyRecord> k, keys->Get(id));
-      if (!k) return std::optional<api::StoredKey>();
-      Result<api::Role> role = api::ParseRole(k->role);
-      if (!role.ok()) return std::optional<api::StoredKey>();
-      return std::optional<api::StoredKey>(
-          api::StoredKey{k->tenant, *role, k->secret_sha256, k->expire_ms, k->revoke_ms});
-    };
+    key_lookup = key_cache.AsLookup();
+    Result<std::unique_ptr<PgKeyChangeFeed>> feed = PgKeyChangeFeed::Start(uri, &key_cache);
+    if (!feed.ok()) return Fail(feed.status().WithContext("API key change feed"));
+    key_feed = std::move(feed).value();
   }
   Result<api::Authenticator> auth =
       api::Authenticator::Create(std::move(tokens).value(), std::move(key_lookup));
@@ -383,6 +401,7 @@ int Run(int argc, char** argv) {
            {"tls", config.insecure ? "off (--insecure)" : "on"},
            {"database", store->display()},
            {"epoch", std::to_string(*epoch)},
+           {"ms_since_lease", since_lease()},
            {"version", kVersion}});
 
   // SIGHUP: read the config file again and apply what changed (cmd/daemon/reload.h). The

@@ -8,11 +8,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string yaml(reinterpret_cast<const char*>(data), size);
-  auto config = gpupool::ParseAgentConfig(yaml, "fuzz.yaml");
+  auto config = gpupool::agent::ParseAgentConfig(yaml, "fuzz.yaml");
   if (!config.ok()) {
     if (config.status().message().empty()) __builtin_trap();  // errors say why
     return 0;
   }
-  (void)gpupool::ValidateAgentConfig(&*config);
+  (void)gpupool::agent::ValidateAgentConfig(&*config);
   return 0;
 }

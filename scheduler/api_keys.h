@@ -46,4 +46,18 @@ class ApiKeyStore {
   virtual Result<ApiKeyRecord> Revoke(const std::string& id, int64_t now_ms) = 0;
 };
 
+// What a daemon that caches verified keys must hear about changes made by any daemon sharing the
+// database (store/pg_key_feed.h tells it; api/key_cache.h listens). Calls come from the feed's
+// own thread.
+class ApiKeyChangeListener {
+ public:
+  virtual ~ApiKeyChangeListener() = default;
+  // The feed listens (again): changes before this may have been missed.
+  virtual void OnFeedUp() = 0;
+  // The feed lost its connection: changes from now on may be missed until OnFeedUp.
+  virtual void OnFeedDown() = 0;
+  // Key `id` changed (revoked, deleted); "" = any key may have.
+  virtual void OnKeyChanged(const std::string& id) = 0;
+};
+
 }  // namespace gpupool

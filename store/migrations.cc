@@ -321,6 +321,34 @@ ALTER TABLE tasks
   ADD COLUMN usage_oom_kills bigint NOT NULL DEFAULT 0;
 )sql";
 
+// Issue 10: a pool's MPS fault isolation between tenants, and what a node's agent said at its
+// last registration it can and cannot enforce (name, enforced "t"/"f", detail, … flattened).
+constexpr std::string_view kV22 = R"sql(
+ALTER TABLE pools
+  ADD COLUMN mps_tenant_isolation boolean NOT NULL DEFAULT false;
+ALTER TABLE nodes
+  ADD COLUMN capabilities text[] NOT NULL DEFAULT '{}';
+)sql";
+
+// Every change to an API key is announced on channel gpupool_api_keys (payload: the key id, ""
+// after TRUNCATE), so daemons that cache verified keys forget a revoked one at once
+// (store/pg_key_feed.h).
+constexpr std::string_view kV11 = R"sql(
+CREATE FUNCTION gp_api_key_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'TRUNCATE' THEN
+    PERFORM pg_notify('gpupool_api_keys', '');
+  ELSE
+    PERFORM pg_notify('gpupool_api_keys', OLD.id);
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER api_keys_changed AFTER UPDATE OR DELETE ON api_keys
+  FOR EACH ROW EXECUTE FUNCTION gp_api_key_changed();
+CREATE TRIGGER api_keys_truncated AFTER TRUNCATE ON api_keys
+  FOR EACH STATEMENT EXECUTE FUNCTION gp_api_key_changed();
+)sql";
+
 // Issue 13 (billing): versioned price plans (billing/price_plan.h). Append-only: a change is a
 // new version row, so the version that rated a past invoice is still there. Money and
 // multipliers are exact integers in nanos (1e-9); a rate's unit is its name ("tflops-hour").
@@ -370,8 +398,10 @@ constexpr Migration kMigrations[] = {
     {2, "check and fence functions", kV2},
     {3, "typed stop intent and preemption facts on tasks", kV3},
     {10, "API keys", kV10},
+    {11, "API key change notifications", kV11},
     {20, "device faults", kV20},
     {21, "task usage", kV21},
+    {22, "pool MPS isolation and node capabilities", kV22},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},

@@ -291,7 +291,7 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
     GPUPOOL_RETURN_IF_ERROR(
         doc.CheckKeys(y, ip,
                       {"name", "visibility", "allowed_tenants", "strategy", "compute_overcommit",
-                       "memory_overcommit", "sharing", "replicas"}));
+                       "memory_overcommit", "sharing", "replicas", "mps_isolation"}));
     PoolRecord pool;
     GPUPOOL_ASSIGN_OR_RETURN(pool.name, doc.String(y, ip, "name"));
     // The API addresses a pool by this name (REST paths, gpupoolctl): one the API would refuse
@@ -348,6 +348,15 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
     }
     if (pool.sharing_mode == SharingMode::kTimeSliced && pool.time_slice_replicas == 0) {
       return doc.Error(y, ip.Key("replicas"), "required when sharing is time-sliced");
+    }
+    GPUPOOL_ASSIGN_OR_RETURN(auto mps, doc.OptionalString(y, ip, "mps_isolation"));
+    if (mps && *mps != "device" && *mps != "tenant") {
+      return doc.Error(y, ip.Key("mps_isolation"), "must be device or tenant, got '" + *mps + "'");
+    }
+    pool.mps_tenant_isolation = mps && *mps == "tenant";
+    if (pool.mps_tenant_isolation && pool.sharing_mode == SharingMode::kExclusive) {
+      return doc.Error(y, ip.Key("mps_isolation"),
+                       "tenant isolation needs sharing fractional or time-sliced");
     }
     c->origins["pool " + pool.name] = Origin(doc, y, ip);
     c->pools.push_back(std::move(pool));

@@ -10,7 +10,10 @@
 
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <vector>
 
+#include "api/audit.h"
 #include "api/auth.h"
 #include "api/tls/enroll_service.h"
 #include "base/tls/pki.h"
@@ -54,6 +57,31 @@ struct Identity {
   std::string cert_pem;
 };
 
+// Keeps what the agent stream audits (api/agent_audit.h).
+class RecordingAudit final : public AuditSink {
+ public:
+  Status AdmitMutation() override { return Status::Ok(); }
+  void Record(AuditEntry e, bool, std::function<void()> durable) override {
+    {
+      std::lock_guard lock(mu_);
+      entries_.push_back(std::move(e));
+    }
+    if (durable) durable();
+  }
+  std::vector<AuditEntry> Of(const std::string& verb) {
+    std::lock_guard lock(mu_);
+    std::vector<AuditEntry> out;
+    for (const AuditEntry& e : entries_) {
+      if (e.verb == verb) out.push_back(e);
+    }
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<AuditEntry> entries_;
+};
+
 class NodeIdentityTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -67,6 +95,7 @@ class NodeIdentityTest : public ::testing::Test {
     hub.node_tokens = {kNodeToken};
     hub.identities = ids_.get();
     h_ = std::make_unique<ServiceHarness>(hub);
+    h_->hub.AttachAudit(&audit_);
     ASSERT_TRUE(h_->CreatePool("gpu-a").first.ok());
     Result<Authenticator> auth = Authenticator::Create({{kAdminToken, "ops", true}});
     ASSERT_TRUE(auth.ok());
@@ -145,6 +174,7 @@ class NodeIdentityTest : public ::testing::Test {
     return Status(static_cast<StatusCode>(s.error_code()), s.error_message());
   }
 
+  RecordingAudit audit_;
   std::string dir_;
   std::unique_ptr<tls::CertAuthority> ca_;
   std::unique_ptr<tls::NodeIdentities> ids_;
@@ -190,6 +220,26 @@ TEST_F(NodeIdentityTest, ANodeJoinsOnceAndRegistersWithItsOwnCertificate) {
   EXPECT_EQ(by_token.message(), "node 'node-a' is enrolled: connect with its certificate");
   // A node that is not enrolled still may, with the node token (migration path).
   EXPECT_TRUE(Register(nullptr, Registration("node-c", kNodeToken)).ok());
+
+  // Every registration is audited, the refused ones with who tried: A's certificate as B, the
+  // node token as A.
+  const std::vector<AuditEntry> regs = audit_.Of("RegisterNode");
+  ASSERT_EQ(regs.size(), 4u);
+  EXPECT_EQ(regs[0].resource, "node/node-a");
+  EXPECT_EQ(regs[0].code, StatusCode::kOk);
+  EXPECT_EQ(regs[0].actor.principal, "node-a");
+  EXPECT_EQ(regs[0].actor.key_id.rfind("cert:", 0), 0u) << regs[0].actor.key_id;
+  EXPECT_EQ(regs[0].actor.role, "node");
+  EXPECT_EQ(regs[1].resource, "node/node-b");
+  EXPECT_EQ(regs[1].code, StatusCode::kPermissionDenied);
+  EXPECT_EQ(regs[1].actor.principal, "node-a");
+  EXPECT_EQ(regs[1].message, "the certificate is for node 'node-a', not 'node-b'");
+  EXPECT_NE(regs[1].source.find("127.0.0.1"), std::string::npos) << regs[1].source;
+  EXPECT_EQ(regs[2].resource, "node/node-a");
+  EXPECT_EQ(regs[2].code, StatusCode::kPermissionDenied);
+  EXPECT_EQ(regs[2].actor.key_id, "node-token");
+  EXPECT_EQ(regs[3].resource, "node/node-c");
+  EXPECT_EQ(regs[3].code, StatusCode::kOk);
 }
 
 TEST_F(NodeIdentityTest, RenewRetiresTheOldCertificateAndRevokeShutsTheNodeOut) {

@@ -588,6 +588,11 @@ TEST_F(AuthzMatrix, EachRoleIsAllowedExactlyWhatTheTableSays) {
 // Credentials that are wrong in every way get the same answer, with nothing echoed.
 TEST_F(AuthzMatrix, BadCredentialsAreUnauthenticatedWithoutDetail) {
   const auto [id, secret] = world_.CreateKey("acme", "member");
+  v1::ListPoolsRequest req;
+  // Used first, so the daemon has it in its verified-key cache: the revocation must still count
+  // from the very next call.
+  ASSERT_TRUE(
+      CallGrpc(world_.channel, "gpupool.v1.PoolService/ListPools", req, secret, false).ok());
   {
     v1::RevokeApiKeyRequest r;
     r.set_id(id);
@@ -595,7 +600,6 @@ TEST_F(AuthzMatrix, BadCredentialsAreUnauthenticatedWithoutDetail) {
     auto c = world_.AdminCall();
     ASSERT_TRUE(v1::KeyService::NewStub(world_.channel)->RevokeApiKey(c.get(), r, &resp).ok());
   }
-  v1::ListPoolsRequest req;
   for (const std::string& bad :
        {secret, std::string("gpk_zz"), std::string("no-such-token"), credential_[kMember] + "x"}) {
     const grpc::Status st =
