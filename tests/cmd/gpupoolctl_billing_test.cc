@@ -70,6 +70,7 @@ TEST_F(GpupoolctlBilling, ConfiguredPlansAreStoredOnceAndVersionedOnChange) {
   EXPECT_NE(o.out.find("multipliers: high=x1.5"), std::string::npos) << o.out;
 
   // Same config: no new version. Changed price: exactly one more.
+  daemon_->Stop();
   ASSERT_TRUE(daemon_->Restart().ok());
   o = Ctl(kAdminToken, {"priceplans", "list", "--all-versions"});
   ASSERT_EQ(o.exit, 0) << Dump(o);
