@@ -123,7 +123,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   void SetChannelMaker(Agent::ChannelMaker make) {
     follower_ = std::make_unique<api::LeaderFollower>(
         config_.scheduler, std::move(make),
-        std::chrono::milliseconds(std::min<int64_t>(1000, config_.reconnect.max_ms)));
+        std::chrono::milliseconds(std::min<int64_t>(250, config_.reconnect.max_ms)));
   }
 
   Status Start() {
@@ -497,8 +497,8 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     if (const auto& mps = runner_->options().mps) {
       // A dead control daemon took its clients' GPU contexts with it: their tasks fail.
       for (const MpsFailure& f : mps->Supervise()) {
-        const std::vector<std::string> failed =
-            runner_->FailDevices(config_.node_name, {f.uuid}, f.reason, f.tenant);
+        const std::vector<std::string> failed = runner_->FailIf(
+            config_.node_name, [&](const TaskSpec& s) { return mps->UsedBy(s, f); }, f.reason);
         LogWarn("agent", "MPS control daemon failed; failing its tasks",
                 {{"node", config_.node_name},
                  {"device", f.uuid},

@@ -104,6 +104,7 @@ TaskSpec FromProto(const v1::StartTask& s, const std::string& owner, const Inven
   spec.max_runtime_ms = s.max_runtime_ms();
   spec.cpu_milli = s.cpu_milli();
   spec.memory_mib = s.memory_mib();
+  spec.mps_tenant_isolation = s.mps_tenant_isolation();
   for (const v1::DeviceGrant& g : s.devices()) {
     DeviceGrant d;
     d.uuid = g.uuid();

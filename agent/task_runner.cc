@@ -449,17 +449,27 @@ std::vector<std::string> TaskRunner::FailDevices(const std::string& owner,
                                                  const std::vector<std::string>& uuids,
                                                  const std::string& reason,
                                                  const std::string& tenant) {
+  return FailIf(
+      owner,
+      [&](const TaskSpec& spec) {
+        if (!tenant.empty() && spec.tenant != tenant) return false;
+        for (const DeviceGrant& g : spec.devices) {
+          if (std::find(uuids.begin(), uuids.end(), g.uuid) != uuids.end()) return true;
+        }
+        return false;
+      },
+      reason);
+}
+
+std::vector<std::string> TaskRunner::FailIf(const std::string& owner,
+                                            const std::function<bool(const TaskSpec&)>& hit,
+                                            const std::string& reason) {
   std::vector<std::string> failed;
   {
     std::lock_guard lock(mu_);
     for (auto& [id, t] : tasks_) {
       if (t->status.owner != owner || t->status.terminal()) continue;
-      if (!tenant.empty() && t->spec.tenant != tenant) continue;
-      bool hit = false;
-      for (const DeviceGrant& g : t->spec.devices) {
-        hit |= std::find(uuids.begin(), uuids.end(), g.uuid) != uuids.end();
-      }
-      if (!hit) continue;
+      if (!hit(t->spec)) continue;
       t->fault_reason = reason;
       BeginStop(t.get(), 0, reason, false);
       failed.push_back(id);

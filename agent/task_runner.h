@@ -75,6 +75,9 @@ struct TaskSpec {
   int64_t max_runtime_ms = 0;  // 0 = unlimited
   int64_t cpu_milli = 0;       // host CPU requested; the sandbox's CPU quota (0 = none)
   int64_t memory_mib = 0;      // host memory requested; the sandbox's memory limit (0 = none)
+  // The task's pool asks for MPS fault isolation between tenants (StartTask): its shared grants
+  // use a control daemon of its tenant alone.
+  bool mps_tenant_isolation = false;
   // Device files the task may open (granted GPUs, their MIG capabilities, the control devices);
   // the sandbox's device filter allows these and the standard ones only.
   std::vector<std::string> device_files;
@@ -168,6 +171,11 @@ class TaskRunner {
   std::vector<std::string> FailDevices(const std::string& owner,
                                        const std::vector<std::string>& uuids,
                                        const std::string& reason, const std::string& tenant = "");
+  // The same for every running task of `owner` whose spec `hit` selects (an MPS daemon's
+  // clients: MpsManager::UsedBy).
+  std::vector<std::string> FailIf(const std::string& owner,
+                                  const std::function<bool(const TaskSpec&)>& hit,
+                                  const std::string& reason);
 
   // Stops all of `owner`'s tasks and waits until they have ended.
   void StopAll(const std::string& owner, int64_t grace_ms, const std::string& reason);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "gpupool/v1/audit.pb.h"
+#include "gpupool/v1/billing.pb.h"
 #include "gpupool/v1/jobs.pb.h"
 #include "gpupool/v1/pools.pb.h"
 #include "gpupool/v1/tenants.pb.h"
@@ -56,6 +57,11 @@ bool IsMutatingVerb(std::string_view verb) {
       "CordonNode", "UncordonNode", "DrainNode",    "CreateTenant", "DeleteTenant",
       "SetQuota",   "DeleteQuota",  "CreateApiKey", "RevokeApiKey", "RevokeNode",
   };
+  // Billing (api/service_billing.cc).
+  static constexpr std::string_view kBillingMutating[] = {"CreatePricePlan", "UpdatePricePlan"};
+  for (std::string_view v : kBillingMutating) {
+    if (v == verb) return true;
+  }
   for (std::string_view v : kMutating) {
     if (v == verb) return true;
   }
@@ -111,6 +117,11 @@ std::string ResourceOf(const google::protobuf::Message& req,
   if (auto* r = As<v1::DeleteQuotaRequest>(m)) return "quota/" + r->tenant() + "/" + r->pool();
   if (As<v1::ListQuotasRequest>(m)) return "quotas";
   if (As<v1::ListAuditRecordsRequest>(m)) return "audit";
+  if (auto* r = As<v1::CreatePricePlanRequest>(m)) return "priceplan/" + r->plan().name();
+  if (auto* r = As<v1::UpdatePricePlanRequest>(m)) return "priceplan/" + r->plan().name();
+  if (As<v1::ListPricePlansRequest>(m)) return "priceplans";
+  if (auto* r = As<v1::ListInvoicesRequest>(m)) return "invoices/" + r->tenant();
+  if (auto* r = As<v1::GetUsageFeedRequest>(m)) return "usage-feed/" + r->tenant();
   return "";
 }
 

@@ -74,6 +74,7 @@ struct PoolPatch {
   std::optional<Ratio> memory_overcommit;
   std::optional<SharingMode> sharing_mode;
   std::optional<int32_t> time_slice_replicas;
+  std::optional<bool> mps_tenant_isolation;
 };
 // Validates the fields the mask names (empty mask: every mutable field that is set).
 Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req);

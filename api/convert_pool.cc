@@ -82,6 +82,12 @@ Status CheckPoolConsistency(const PoolRecord& p, std::string_view field) {
     return Invalid(FieldPath(field, "allowed_tenants"),
                    "only allowed with visibility VISIBILITY_PRIVATE");
   }
+  if (p.mps_tenant_isolation && p.sharing_mode == SharingMode::kExclusive) {
+    // An exclusive pool shares no GPU, so there is no MPS daemon to isolate.
+    return Invalid(FieldPath(field, "mps_tenant_isolation"),
+                   "only allowed with sharing_mode SHARING_MODE_FRACTIONAL or "
+                   "SHARING_MODE_TIME_SLICED");
+  }
   return Status::Ok();
 }
 
@@ -145,6 +151,7 @@ Result<PoolRecord> PoolFromProto(const v1::Pool& in, std::string_view field) {
   GPUPOOL_ASSIGN_OR_RETURN(p.sharing_mode,
                            SharingFromProto(in.sharing_mode(), FieldPath(field, "sharing_mode")));
   p.time_slice_replicas = in.time_slice_replicas();
+  p.mps_tenant_isolation = in.mps_tenant_isolation();
   GPUPOOL_RETURN_IF_ERROR(CheckPoolConsistency(p, field));
   return p;
 }
@@ -158,8 +165,8 @@ Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req) {
   for (const std::string& p : req.update_mask().paths()) {
     std::string path = p.starts_with("pool.") ? p.substr(5) : p;
     static const std::set<std::string> kMutable = {
-        "visibility",        "allowed_tenants", "placement_strategy", "compute_overcommit",
-        "memory_overcommit", "sharing_mode",    "time_slice_replicas"};
+        "visibility",        "allowed_tenants", "placement_strategy",  "compute_overcommit",
+        "memory_overcommit", "sharing_mode",    "time_slice_replicas", "mps_tenant_isolation"};
     if (!kMutable.contains(path)) {
       return Invalid("update_mask", "'" + p + "' is not a mutable pool field");
     }
@@ -196,6 +203,9 @@ Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req) {
         CheckRange(in.time_slice_replicas(), 0, kMaxReplicas, "pool.time_slice_replicas"));
     patch.time_slice_replicas = in.time_slice_replicas();
   }
+  if (want("mps_tenant_isolation", in.mps_tenant_isolation())) {
+    patch.mps_tenant_isolation = in.mps_tenant_isolation();
+  }
   return patch;
 }
 
@@ -210,8 +220,12 @@ Status ApplyPoolPatch(const PoolPatch& patch, PoolRecord* p) {
     if (p->sharing_mode != SharingMode::kTimeSliced && !patch.time_slice_replicas) {
       p->time_slice_replicas = 0;
     }
+    if (p->sharing_mode == SharingMode::kExclusive && !patch.mps_tenant_isolation) {
+      p->mps_tenant_isolation = false;
+    }
   }
   if (patch.time_slice_replicas) p->time_slice_replicas = *patch.time_slice_replicas;
+  if (patch.mps_tenant_isolation) p->mps_tenant_isolation = *patch.mps_tenant_isolation;
   if (p->visibility == Visibility::kPublic && patch.visibility && !patch.allowed_tenants) {
     p->allowed_tenants.clear();
   }
@@ -235,6 +249,7 @@ void ToProto(const PoolRecord& p, v1::Pool* out) {
   out->set_memory_overcommit(p.memory_overcommit.ToDouble());
   out->set_sharing_mode(ToProto(p.sharing_mode));
   out->set_time_slice_replicas(p.time_slice_replicas);
+  out->set_mps_tenant_isolation(p.mps_tenant_isolation);
   if (p.create_us > 0) SetTimestamp(p.create_us, out->mutable_create_time());
 }
 

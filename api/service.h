@@ -26,6 +26,7 @@
 #include "api/caller.h"
 #include "base/status.h"
 #include "gpupool/v1/audit.pb.h"
+#include "gpupool/v1/billing.pb.h"
 #include "gpupool/v1/jobs.pb.h"
 #include "gpupool/v1/keys.pb.h"
 #include "gpupool/v1/pools.pb.h"
@@ -124,6 +125,24 @@ class ApiService {
   virtual void RevokeApiKey(const CallContext& ctx, const v1::RevokeApiKeyRequest& req,
                             Reply<v1::ApiKey> done);
 
+  // Billing (docs/billing.md): price plans (mutations: admin), invoices, their CSV export and
+  // the billing-engine usage feed (admin, or tenant-admin within its subtree). Default:
+  // UNIMPLEMENTED.
+  virtual void CreatePricePlan(const CallContext& ctx, const v1::CreatePricePlanRequest& req,
+                               Reply<v1::PricePlan> done);
+  virtual void UpdatePricePlan(const CallContext& ctx, const v1::UpdatePricePlanRequest& req,
+                               Reply<v1::PricePlan> done);
+  virtual void ListPricePlans(const CallContext& ctx, const v1::ListPricePlansRequest& req,
+                              Reply<v1::ListPricePlansResponse> done);
+  virtual void ListInvoices(const CallContext& ctx, const v1::ListInvoicesRequest& req,
+                            Reply<v1::ListInvoicesResponse> done);
+  virtual void ExportInvoices(const CallContext& ctx, const v1::ListInvoicesRequest& req,
+                              Reply<v1::ExportResponse> done);
+  virtual void GetUsageFeed(const CallContext& ctx, const v1::GetUsageFeedRequest& req,
+                            Reply<v1::GetUsageFeedResponse> done);
+  virtual void ExportUsageFeed(const CallContext& ctx, const v1::GetUsageFeedRequest& req,
+                               Reply<v1::ExportResponse> done);
+
   // Health for /readyz: OK once state is recovered and the database answers.
   virtual Status Ready() const = 0;
 };
@@ -152,5 +171,17 @@ GPUPOOL_API_UNIMPLEMENTED(CreateApiKey, CreateApiKeyRequest, CreateApiKeyRespons
 GPUPOOL_API_UNIMPLEMENTED(ListApiKeys, ListApiKeysRequest, ListApiKeysResponse)
 GPUPOOL_API_UNIMPLEMENTED(RevokeApiKey, RevokeApiKeyRequest, ApiKey)
 #undef GPUPOOL_API_UNIMPLEMENTED
+#define GPUPOOL_API_NO_BILLING(Name, Req, Resp)                                            \
+  inline void ApiService::Name(const CallContext&, const v1::Req&, Reply<v1::Resp> done) { \
+    done(Status::Unimplemented(#Name ": this server does not serve billing"), v1::Resp{}); \
+  }
+GPUPOOL_API_NO_BILLING(CreatePricePlan, CreatePricePlanRequest, PricePlan)
+GPUPOOL_API_NO_BILLING(UpdatePricePlan, UpdatePricePlanRequest, PricePlan)
+GPUPOOL_API_NO_BILLING(ListPricePlans, ListPricePlansRequest, ListPricePlansResponse)
+GPUPOOL_API_NO_BILLING(ListInvoices, ListInvoicesRequest, ListInvoicesResponse)
+GPUPOOL_API_NO_BILLING(ExportInvoices, ListInvoicesRequest, ExportResponse)
+GPUPOOL_API_NO_BILLING(GetUsageFeed, GetUsageFeedRequest, GetUsageFeedResponse)
+GPUPOOL_API_NO_BILLING(ExportUsageFeed, GetUsageFeedRequest, ExportResponse)
+#undef GPUPOOL_API_NO_BILLING
 
 }  // namespace gpupool::api

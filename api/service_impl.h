@@ -47,6 +47,12 @@
 
 namespace gpupool {
 class ApiKeyStore;
+class Store;
+namespace billing {
+class UsageSource;
+struct Invoice;
+struct Period;
+}  // namespace billing
 class Catalog;
 class AdminPort;
 class JobsPort;
@@ -79,6 +85,12 @@ struct ServiceOptions {
   AuditLog* audit = nullptr;
   // Where API keys live (scheduler/api_keys.h); null = KeyService answers UNIMPLEMENTED.
   ApiKeyStore* api_keys = nullptr;
+  // Billing (api/service_billing.cc): where price plans live (the Store's AddPricePlan /
+  // ListPricePlans) and the usage ledger invoices are rated from. price_plans null =
+  // BillingService answers UNIMPLEMENTED; usage null = invoices and the feed answer
+  // FAILED_PRECONDITION. Not owned.
+  Store* price_plans = nullptr;
+  billing::UsageSource* usage = nullptr;
 };
 
 // The part of the edge's policy that a config reload may replace (SetPolicy): the priority classes
@@ -176,9 +188,35 @@ class ServiceImpl final : public ApiService {
   void RevokeApiKey(const CallContext& ctx, const v1::RevokeApiKeyRequest& req,
                     Reply<v1::ApiKey> done) override;
 
+  void CreatePricePlan(const CallContext& ctx, const v1::CreatePricePlanRequest& req,
+                       Reply<v1::PricePlan> done) override;
+  void UpdatePricePlan(const CallContext& ctx, const v1::UpdatePricePlanRequest& req,
+                       Reply<v1::PricePlan> done) override;
+  void ListPricePlans(const CallContext& ctx, const v1::ListPricePlansRequest& req,
+                      Reply<v1::ListPricePlansResponse> done) override;
+  void ListInvoices(const CallContext& ctx, const v1::ListInvoicesRequest& req,
+                    Reply<v1::ListInvoicesResponse> done) override;
+  void ExportInvoices(const CallContext& ctx, const v1::ListInvoicesRequest& req,
+                      Reply<v1::ExportResponse> done) override;
+  void GetUsageFeed(const CallContext& ctx, const v1::GetUsageFeedRequest& req,
+                    Reply<v1::GetUsageFeedResponse> done) override;
+  void ExportUsageFeed(const CallContext& ctx, const v1::GetUsageFeedRequest& req,
+                       Reply<v1::ExportResponse> done) override;
+
   Status Ready() const override;
 
  private:
+  // Billing helpers (api/service_billing.cc).
+  Status CheckBilling(const CallContext& ctx, std::string_view what) const;
+  void AddPricePlan(const CallContext& ctx, const v1::PricePlan& in, bool create,
+                    Reply<v1::PricePlan> done);
+  Result<std::vector<billing::Invoice>> RateInvoices(const CallContext& ctx,
+                                                     const std::string& tenant,
+                                                     const billing::Period& period);
+  template <typename Req>
+  Result<std::pair<billing::Period, std::vector<billing::Invoice>>> InvoicesFor(
+      const CallContext& ctx, const Req& req, std::string_view what);
+
   struct Timers;
   class LogStream;
 

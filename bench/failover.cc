@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -162,7 +163,17 @@ int Run(int argc, char** argv) {
       }
     }
   });
-  std::vector<double> takeover_ms, client_ms;
+  std::vector<double> takeover_ms, client_ms, post_lease_ms;
+  // The new leader's own account of the part after it won the lease (recovery, opening its
+  // ports): ms_since_lease on its "ready" log line.
+  auto post_lease = [&](int i) -> double {
+    const std::string tail = replicas[static_cast<size_t>(i)]->LogTail(40);
+    const size_t ready = tail.rfind("msg=ready");
+    if (ready == std::string::npos) return -1;
+    const size_t at = tail.find("ms_since_lease=", ready);
+    if (at == std::string::npos) return -1;
+    return std::atof(tail.c_str() + at + 15);
+  };
   for (int k = 0; k < kills; ++k) {
     const int old = leader(60s, -1);
     if (old < 0) break;
@@ -185,6 +196,7 @@ int Run(int argc, char** argv) {
     while (last_ack_us.load() <= killed_us && std::chrono::steady_clock::now() < wait_end) {
       std::this_thread::sleep_for(2ms);
     }
+    if (const double ms = post_lease(next); ms >= 0) post_lease_ms.push_back(ms);
     if (last_ack_us.load() > killed_us) {
       client_ms.push_back(static_cast<double>(last_ack_us.load() - killed_us) / 1000.0);
     }
@@ -214,6 +226,8 @@ int Run(int argc, char** argv) {
                          ? 0
                          : *std::max_element(takeover_ms.begin(), takeover_ms.end());
   const double c50 = Percentile(client_ms, 0.5), c99 = Percentile(client_ms, 0.99);
+  const double l50 = Percentile(post_lease_ms, 0.5), l99 = Percentile(post_lease_ms, 0.99);
+  std::printf("\nafter winning the lease (recover + serve): p50 %.0f ms, p99 %.0f ms\n", l50, l99);
   std::printf(
       "\nkills  lease_ms  takeover p50  p90  p99  max (ms)  client p50  p99 (ms)   acknowledged  "
       "lost  refused\n");
@@ -225,6 +239,7 @@ int Run(int argc, char** argv) {
                         << ",\"lease_ms\":" << lease_ms << ",\"p50_ms\":" << p50
                         << ",\"p90_ms\":" << p90 << ",\"p99_ms\":" << p99 << ",\"max_ms\":" << max
                         << ",\"client_p50_ms\":" << c50 << ",\"client_p99_ms\":" << c99
+                        << ",\"post_lease_p50_ms\":" << l50 << ",\"post_lease_p99_ms\":" << l99
                         << ",\"acknowledged\":" << acknowledged.size() << ",\"lost\":" << lost
                         << "}\n";
   }

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "billing/period.h"
+
 namespace gpupool::billing {
 namespace {
 
@@ -29,7 +31,6 @@ std::string Num(Decimal d) { return CsvCell(d.ToString(), false); }
 }  // namespace
 
 std::string Rfc3339(int64_t unix_ms) {
-  // Civil date from days since 1970-01-01 (proleptic Gregorian; Howard Hinnant's derivation).
   int64_t secs = unix_ms / 1000;
   int64_t ms = unix_ms % 1000;
   if (ms < 0) {
@@ -42,15 +43,8 @@ std::string Rfc3339(int64_t unix_ms) {
     sod += 86400;
     --days;
   }
-  const int64_t z = days + 719468;
-  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  const int64_t doe = z - era * 146097;
-  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const int64_t mp = (5 * doy + 2) / 153;
-  const int64_t d = doy - (153 * mp + 2) / 5 + 1;
-  const int64_t m = mp < 10 ? mp + 3 : mp - 9;
-  const int64_t y = yoe + era * 400 + (m <= 2 ? 1 : 0);
+  int64_t y = 0, m = 0, d = 0;
+  CivilFromDays(days, &y, &m, &d);
   char buf[128];
   if (ms == 0) {
     std::snprintf(buf, sizeof buf, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lldZ",

@@ -27,6 +27,7 @@
 #include "api/tls/node_identity.h"
 #include "base/log.h"
 #include "cmd/daemon/config.h"
+#include "cmd/daemon/price_plans.h"
 #include "cmd/daemon/reload.h"
 #include "cmd/daemon/standby.h"
 #include "pool/catalog.h"
@@ -240,6 +241,7 @@ int Run(int argc, char** argv) {
   // with the leader's address and executing nothing (cmd/daemon/standby.h); losing the lease ends
   // the process at once: no write, no dispatch after (docs/ha.md, "Leader election").
   std::unique_ptr<StandbyFace> standby;
+  auto lease_won = std::chrono::steady_clock::now();  // takeover timing in the "ready" log line
   std::unique_ptr<PgLeaderLease> lease;
   std::unique_ptr<Leadership> leadership;
   Result<int64_t> epoch = Status::Internal("no epoch");
@@ -266,6 +268,7 @@ int Run(int argc, char** argv) {
       LogInfo("gpupoold", "stopped while standby");
       return 0;
     }
+    lease_won = std::chrono::steady_clock::now();
     store->UseEpoch(*epoch);
     leadership->KeepRenewing();
   } else {
@@ -274,6 +277,12 @@ int Run(int argc, char** argv) {
   if (!epoch.ok()) return Fail(epoch.status().WithContext("acquire leadership"));
   Result<RecoveredState> state = store->Recover();
   if (!state.ok()) return Fail(state.status().WithContext("recover"));
+  const auto since_lease = [&] {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - lease_won)
+                              .count());
+  };
+  LogInfo("gpupoold", "recovered", {{"ms_since_lease", since_lease()}});
 
   auto registry = std::make_shared<prometheus::Registry>();
   SchedulerMetrics metrics(registry, kVersion);
@@ -294,6 +303,11 @@ int Run(int argc, char** argv) {
   if (Status st = scheduler.Start(*state, *epoch); !st.ok()) return Fail(st);
   if (Status st = CreateConfiguredPools(scheduler, config.pools); !st.ok()) return Fail(st);
   if (Status st = ApplyConfiguredTenancy(scheduler, config); !st.ok()) return Fail(st);
+  if (Result<int> added = ApplyConfiguredPricePlans(*store, config.price_plans,
+                                                    SystemClock::Get()->NowMicros() / 1000);
+      !added.ok()) {
+    return Fail(added.status());
+  }
 
   api::ServiceOptions service_options;
   service_options.catalog = catalog;
@@ -330,6 +344,8 @@ int Run(int argc, char** argv) {
       });
   api::CacheInvalidatingKeyStore keys_for_api(api_keys.get(), &key_cache);
   service_options.api_keys = &keys_for_api;
+  // Billing (docs/billing.md): price plans in the store; invoices need a usage source.
+  service_options.price_plans = store.get();
   api::ServiceImpl service(&scheduler, &scheduler, &hub, service_options);
   service.SetRecovered(true);
   Result<std::vector<api::ApiToken>> tokens = ApiTokens(config);
@@ -385,6 +401,7 @@ int Run(int argc, char** argv) {
            {"tls", config.insecure ? "off (--insecure)" : "on"},
            {"database", store->display()},
            {"epoch", std::to_string(*epoch)},
+           {"ms_since_lease", since_lease()},
            {"version", kVersion}});
 
   // SIGHUP: read the config file again and apply what changed (cmd/daemon/reload.h). The

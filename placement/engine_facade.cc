@@ -1,5 +1,6 @@
 // Engine: the public facade over EngineImpl, plus the capacity readout and workload setup.
 #include <algorithm>
+#include <array>
 
 #include "placement/engine_impl.h"
 #include "placement/fit.h"
@@ -94,6 +95,27 @@ double EngineImpl::Reach(const FragClass& f) const {
   return live == 0 ? 1.0 : std::max(1, can) / static_cast<double>(live);
 }
 
+void EngineImpl::SetModelShares(std::vector<FragClass>* classes) const {
+  std::array<int64_t, 64> per_model{};
+  int64_t all = 0;
+  for (const NodeState& n : nodes) {
+    if (!n.live) continue;
+    for (const DeviceState& d : n.devices) {
+      if (d.mig_profile >= 0) continue;
+      ++per_model[static_cast<size_t>(d.model & 63)];
+      ++all;
+    }
+  }
+  for (FragClass& f : *classes) {
+    int64_t allowed = 0;
+    for (size_t m = 0; m < per_model.size(); ++m)
+      if ((f.model_mask >> m) & 1) allowed += per_model[m];
+    f.model_share =
+        all == 0 ? 1.0
+                 : static_cast<double>(std::max<int64_t>(1, allowed)) / static_cast<double>(all);
+  }
+}
+
 void EngineImpl::SetWorkload(const std::vector<WorkloadClass>& classes) {
   std::vector<FragClass> w;
   double total = 0;
@@ -125,6 +147,7 @@ void EngineImpl::SetWorkload(const std::vector<WorkloadClass>& classes) {
     f.inv_cpu = f.cpu_milli > 0 ? 1.0 / static_cast<double>(f.cpu_milli) : 0;
     f.inv_mem = f.memory_mib > 0 ? 1.0 / static_cast<double>(f.memory_mib) : 0;
   }
+  SetModelShares(&w);
   if (!w.empty()) workload_ = std::move(w);
   workload_inventory = inventory_version;
   plugin_->WorkloadChanged();

@@ -53,6 +53,8 @@ class EngineImpl {
   Status Release(const Allocation& a);
   void SetWorkload(const std::vector<WorkloadClass>& classes);
   double Reach(const FragClass& f) const;
+  // FragClass::model_share for every class, from one count of the live nodes' GPUs per model.
+  void SetModelShares(std::vector<FragClass>* classes) const;
 
   NodeState* FindNode(std::string_view name);
   const NodeState* FindNode(std::string_view name) const;

@@ -190,6 +190,9 @@ FragModel::Deltas FragModel::Delta(const NodeState& node, const FragChange* chan
   }
   if (!waste_.empty())
     for (int i = 0; i < n; ++i) out.waste += Waste(after[i]) - Waste(before[i]);
+  if (!pressure_.empty())
+    for (int i = 0; i < n; ++i)
+      out.pressure += (before[i] - after[i]) * pressure_[static_cast<size_t>(model[i])];
   return out;
 }
 

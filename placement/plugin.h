@@ -30,6 +30,9 @@ struct FragClass {
   // Share of the pool's nodes that could host the class when empty (1 = every node). Rare
   // shapes that few nodes can take (120 cores + 8 GPUs) have a small reach.
   double reach = 1;
+  // Share of the pool's GPUs (whole devices, not MIG instances) whose model the class allows
+  // (1 = any model). A class pinned to a rare model leans on few GPUs.
+  double model_share = 1;
   // 1/g, 1/cpu, 1/memory (0 when absent): the hot loop multiplies instead of dividing.
   double inv_gpu = 0, inv_cpu = 0, inv_mem = 0;
 };

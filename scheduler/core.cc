@@ -24,11 +24,16 @@ Core::Core(SchedulerOptions options, Clock* clock, Store* store, AgentGateway* a
   s_->executor = std::move(executor);
   s_->metrics = metrics;
   State* s = s_.get();
-  s_->dispatcher = Dispatcher(agents, s_->options.stop_grace_period_ms,
-                              [s](const std::string& node) -> const NodeRecord* {
-                                auto it = s->nodes.find(node);
-                                return it == s->nodes.end() ? nullptr : &it->second.rec;
-                              });
+  s_->dispatcher = Dispatcher(
+      agents, s_->options.stop_grace_period_ms,
+      [s](const std::string& node) -> const NodeRecord* {
+        auto it = s->nodes.find(node);
+        return it == s->nodes.end() ? nullptr : &it->second.rec;
+      },
+      [s](const std::string& pool) -> const PoolRecord* {
+        const PoolEntry* p = s->FindPool(pool);
+        return p == nullptr ? nullptr : &p->rec;
+      });
 }
 
 Core::~Core() = default;

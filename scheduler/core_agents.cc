@@ -43,7 +43,6 @@ Status Core::State::PrepareRegistration(NodeRecord& n) const {
 void Core::AnswerRegistration(const AgentRegistration& reg,
                               const Callback<RegistrationResult>& done) {
   if (Status applied = ApplyRegistration(reg.node); !applied.ok()) return done(applied);
-  s_->faults.SetCapabilities(reg.node.name, reg.capabilities);
   OnDeviceFaults(reg.node.name, reg.faults);
   RegistrationResult result;
   result.epoch = s_->epoch;
@@ -67,6 +66,7 @@ void Core::OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> d
     done(st);
     return;
   }
+  n.capabilities = reg.capabilities;  // stored with the node: shown while the agent is away
   std::vector<Mutation> batch{
       UpsertNode{n}, AppendEvent{s_->Event("node.registered", "node/" + n.name,
                                            std::to_string(n.devices.size()) + " device(s)")}};

@@ -172,33 +172,36 @@ void Core::State::StoreChangeSet(Core* core, ChangeSet set, bool retry) {
   });
 }
 
+// One stored task change applied: its room released when it leaves SCHEDULED/RUNNING, its
+// record replaced (and reindexed), queued again when requeued — or, cancelled meanwhile, a
+// follow-up change that ends it.
+void Core::State::ApplyTaskChange(const TaskChange& c, std::vector<TaskChange>* follow_up) {
+  JobEntry* job = jobs.Find(c.job_id);
+  if (job == nullptr) return;
+  Task& rt = job->task(c.index);
+  rt.changing = false;
+  const bool leaves =
+      c.after.state != TaskState::kScheduled && c.after.state != TaskState::kRunning;
+  if (leaves) {
+    ReleaseTask(*job, c.index);
+    queue.Remove(*job, c.index);
+    rt.stop_cause.clear();
+  }
+  rt.rec = c.after;
+  jobs.Reindex(*job, c.index);
+  if (metrics != nullptr && !c.transition.empty()) metrics->TaskTransition(c.transition);
+  if (rt.rec.state != TaskState::kPending) return;
+  if (CancelRequested(job->head.state)) {
+    // Cancelled while its requeue was being stored: it ends here instead.
+    follow_up->push_back(PlanFinish(*job, c.index, TaskState::kCancelled, "cancelled", 0));
+  } else {
+    queue.Add(*job, c.index);
+  }
+}
+
 void Core::State::ApplyChangeSet(Core* core, const ChangeSet& set) {
   std::vector<TaskChange> follow_up;
-  for (const TaskChange& c : set.tasks) {
-    JobEntry* job = jobs.Find(c.job_id);
-    if (job == nullptr) continue;
-    TaskRecord& t = job->task(c.index).rec;
-    Task& rt = job->task(c.index);
-    rt.changing = false;
-    const bool leaves =
-        c.after.state != TaskState::kScheduled && c.after.state != TaskState::kRunning;
-    if (leaves) {
-      ReleaseTask(*job, c.index);
-      queue.Remove(*job, c.index);
-      rt.stop_cause.clear();
-    }
-    t = c.after;
-    jobs.Reindex(*job, c.index);
-    if (metrics != nullptr && !c.transition.empty()) metrics->TaskTransition(c.transition);
-    if (t.state == TaskState::kPending) {
-      if (CancelRequested(job->head.state)) {
-        // Cancelled while its requeue was being stored: it ends here instead.
-        follow_up.push_back(PlanFinish(*job, c.index, TaskState::kCancelled, "cancelled", 0));
-      } else {
-        queue.Add(*job, c.index);
-      }
-    }
-  }
+  for (const TaskChange& c : set.tasks) ApplyTaskChange(c, &follow_up);
   for (const auto& [id, stored] : set.job_states) {
     JobEntry* job = jobs.Find(id);
     if (job == nullptr) continue;

@@ -150,7 +150,7 @@ NodeView Core::State::ViewOf(const NodeEntry& node) const {
     if (const DeviceFaultRecord* f = faults.Active(node.rec.name, dv.device.id)) dv.fault = *f;
     v.devices.push_back(std::move(dv));
   }
-  v.capabilities = faults.Capabilities(node.rec.name);
+  v.capabilities = node.rec.capabilities;
   v.running_tasks = static_cast<int32_t>(jobs.OnNode(node.rec.name).size());
   return v;
 }

@@ -125,12 +125,13 @@ std::vector<PreemptionCandidate> Core::State::Eligible(PassState& pass, const Jo
     if (!t.rec.preempted_by.empty()) preempted_by.insert(t.rec.preempted_by.job_id);
   }
   std::vector<PreemptionCandidate> out;
-  for (PreemptionCandidate& c : Candidates(job.head.spec.pool, pass.now)) {
-    if (c.job_id == job.head.id || preempted_by.contains(c.job_id)) continue;
-    bool by_priority = rules.may_preempt && c.value < job.priority;
-    bool by_reclaim =
-        rules.reclaim && c.borrowed && c.value <= job.priority && c.group != rules.group;
+  for (const PreemptionCandidate& cached : PassCandidates(pass, job.head.spec.pool)) {
+    if (cached.job_id == job.head.id || preempted_by.contains(cached.job_id)) continue;
+    bool by_priority = rules.may_preempt && cached.value < job.priority;
+    bool by_reclaim = rules.reclaim && cached.borrowed && cached.value <= job.priority &&
+                      cached.group != rules.group;
     if (!by_priority && !by_reclaim) continue;
+    PreemptionCandidate c = cached;
     if (BudgetLeft(pass.now, c.group) < c.gang_size) {
       *budget_blocked = true;
       continue;

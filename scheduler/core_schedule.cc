@@ -27,13 +27,13 @@ std::string WhyNotPlaced(const placement::Decision& d) {
   return why;
 }
 
+// A verdict the scheduler gives (quota, reservation, preemption); with `d`, placement's verdict
+// on that decision (its node counts per reason) under `code`.
 PendingVerdict Verdict(PendingCode code, std::string binding = {},
                        const placement::Decision* d = nullptr) {
-  PendingVerdict v{code, std::move(binding), {}};
-  if (d != nullptr) {
-    for (const auto& [kind, count] : d->rejection_counts)
-      v.nodes_by_reason.emplace_back(kind, count);
-  }
+  PendingVerdict v = d != nullptr ? placement::VerdictOf(*d, code) : PendingVerdict{code, {}, {}};
+  v.code = code;
+  v.binding = std::move(binding);
   return v;
 }
 

@@ -126,6 +126,13 @@ struct PassState {
     std::pair<double, double> share;
   };
   std::map<FairKey, CachedShare> shares;
+  // Preemption candidates per pool as of the pass's last placement or stop
+  // (core_preempt_cache.cc): every failed task asks for them, and only those two change them.
+  struct CachedCandidates {
+    size_t placed = 0, stops = 0;
+    std::vector<PreemptionCandidate> list;
+  };
+  std::map<std::string, CachedCandidates> candidates;
 };
 
 // What the pool's devices can ever offer, for "larger than any device" admission checks.
@@ -197,7 +204,7 @@ struct Core::State {
   std::unique_ptr<QueueOrder> order;  // how a pass merges the queues of one priority level
   std::map<std::string, std::set<TaskKey>> active;  // pool → tasks charged to quotas
   TenantBook book;
-  DeviceFaultBook faults;  // devices out of service until an admin clears them; capabilities
+  DeviceFaultBook faults;  // devices out of service until an admin clears them
   ReservationBook reservations;
   std::map<std::string, std::deque<int64_t>> disruptions;  // share group → preemption times
   std::map<int64_t, Watcher> watchers;
@@ -235,6 +242,7 @@ struct Core::State {
                          std::vector<Mutation> extra = {});
   void StoreChangeSet(Core* core, ChangeSet set, bool retry);
   void ApplyChangeSet(Core* core, const ChangeSet& set);
+  void ApplyTaskChange(const TaskChange& c, std::vector<TaskChange>* follow_up);
   // Tick: stores again what the store refused, oldest first.
   void RetryUnstored(Core* core);
   // Posts one scheduling pass (coalesced).
@@ -334,6 +342,8 @@ struct Core::State {
   void RebuildReservations(int64_t now, const std::string* pool = nullptr);
   // Stops the cheapest victims for a task that does not fit; true when it did.
   std::vector<PreemptionCandidate> Candidates(const std::string& pool, int64_t now);
+  // Candidates(pool, pass.now), computed again only once the pass placed or stopped something.
+  const std::vector<PreemptionCandidate>& PassCandidates(PassState& pass, const std::string& pool);
   // What a task of `job` counts against its group's guarantee when deciding on reclaim.
   QuotaAmount ReclaimNeed(const JobEntry& job) const;
   int32_t BudgetLeft(int64_t now, const std::string& group);

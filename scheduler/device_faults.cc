@@ -51,16 +51,4 @@ std::vector<DeviceFaultRecord> DeviceFaultBook::ActiveFaults() const {
   return out;
 }
 
-void DeviceFaultBook::SetCapabilities(const std::string& node,
-                                      std::vector<NodeCapabilityRecord> caps) {
-  capabilities_[node] = std::move(caps);
-}
-
-const std::vector<NodeCapabilityRecord>& DeviceFaultBook::Capabilities(
-    const std::string& node) const {
-  static const std::vector<NodeCapabilityRecord> kNone;
-  auto it = capabilities_.find(node);
-  return it == capabilities_.end() ? kNone : it->second;
-}
-
 }  // namespace gpupool

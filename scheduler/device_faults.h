@@ -1,6 +1,6 @@
-// DeviceFaultBook: which devices a fatal fault (XID / uncorrectable ECC) keeps out of service,
-// and what each node's agent said it can enforce. Plain data, no I/O and no clock: the core
-// stores what Report() and Clear() return (a SetDeviceFault row) and only then calls Put().
+// DeviceFaultBook: which devices a fatal fault (XID / uncorrectable ECC) keeps out of service.
+// Plain data, no I/O and no clock: the core stores what Report() and Clear() return (a
+// SetDeviceFault row) and only then calls Put().
 //
 // The model:
 // - An agent reports a fault with an id (the event's time). A fault the book does not hold, or
@@ -9,8 +9,6 @@
 //   it) is not new; a different id is.
 // - Active() is what placement must honour: the device is unhealthy while an uncleared row
 //   exists, whatever the agent's own health bit says.
-// - Capabilities are the last registration's; they are not stored (a restarted gpupoold hears
-//   them again when the agent registers).
 //
 // Thread safety: none; the core's thread owns it.
 #pragma once
@@ -49,12 +47,8 @@ class DeviceFaultBook {
   // Every uncleared fault, by node then device.
   std::vector<DeviceFaultRecord> ActiveFaults() const;
 
-  void SetCapabilities(const std::string& node, std::vector<NodeCapabilityRecord> caps);
-  const std::vector<NodeCapabilityRecord>& Capabilities(const std::string& node) const;
-
  private:
   std::map<std::pair<std::string, std::string>, DeviceFaultRecord> rows_;
-  std::map<std::string, std::vector<NodeCapabilityRecord>> capabilities_;
 };
 
 }  // namespace gpupool

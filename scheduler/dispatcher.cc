@@ -15,7 +15,7 @@ int32_t MpsThreadPercentage(int64_t granted_milli_tflops, int64_t device_milli_t
 }
 
 StartTaskCommand Dispatcher::BuildStart(const JobEntry& job, int32_t index, const NodeRecord* node,
-                                        int64_t epoch) {
+                                        int64_t epoch, const PoolRecord* pool) {
   const TaskRecord& t = job.task(index).rec;
   const JobSpec& spec = job.head.spec;
   StartTaskCommand cmd;
@@ -30,6 +30,7 @@ StartTaskCommand Dispatcher::BuildStart(const JobEntry& job, int32_t index, cons
   cmd.epoch = epoch;
   cmd.cpu_milli = spec.task_template.resources.cpu_milli;
   cmd.memory_mib = spec.task_template.resources.memory_mib;
+  cmd.mps_tenant_isolation = pool != nullptr && pool->mps_tenant_isolation;
   for (const Allocation& a : t.allocations) {
     int64_t device_tflops = 0;
     if (node != nullptr) {
@@ -52,7 +53,8 @@ StopTaskCommand Dispatcher::BuildStop(const JobEntry& job, int32_t index,
 
 void Dispatcher::Start(const JobEntry& job, int32_t index) {
   const std::string& node = job.task(index).rec.node;
-  StartTaskCommand cmd = BuildStart(job, index, nodes_(node), epoch_);
+  StartTaskCommand cmd =
+      BuildStart(job, index, nodes_(node), epoch_, pools_ ? pools_(job.head.spec.pool) : nullptr);
   if (!agents_->StartTask(node, cmd)) {
     LogWarn("core", "agent not connected; start deferred to reconnect",
             {{"task", cmd.task_id}, {"node", node}});

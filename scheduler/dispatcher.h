@@ -29,18 +29,24 @@ int32_t MpsThreadPercentage(int64_t granted_milli_tflops, int64_t device_milli_t
 class Dispatcher {
  public:
   using NodeLookup = std::function<const NodeRecord*(const std::string& node)>;
+  using PoolLookup = std::function<const PoolRecord*(const std::string& pool)>;
 
   Dispatcher() = default;
   // REQUIRES: `agents` outlives the dispatcher.
-  Dispatcher(AgentGateway* agents, int64_t stop_grace_period_ms, NodeLookup nodes)
-      : agents_(agents), grace_ms_(stop_grace_period_ms), nodes_(std::move(nodes)) {}
+  Dispatcher(AgentGateway* agents, int64_t stop_grace_period_ms, NodeLookup nodes,
+             PoolLookup pools = {})
+      : agents_(agents),
+        grace_ms_(stop_grace_period_ms),
+        nodes_(std::move(nodes)),
+        pools_(std::move(pools)) {}
 
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
 
   // The command starting task `index` of `job` on its record's node; `node` gives the devices'
-  // compute for the MPS share (null: every grant at 100%).
+  // compute for the MPS share (null: every grant at 100%), `pool` the job's pool's MPS isolation
+  // (null: none).
   static StartTaskCommand BuildStart(const JobEntry& job, int32_t index, const NodeRecord* node,
-                                     int64_t epoch);
+                                     int64_t epoch, const PoolRecord* pool = nullptr);
   StopTaskCommand BuildStop(const JobEntry& job, int32_t index, const std::string& reason) const;
 
   void Start(const JobEntry& job, int32_t index);
@@ -50,6 +56,7 @@ class Dispatcher {
   AgentGateway* agents_ = nullptr;
   int64_t grace_ms_ = 0;
   NodeLookup nodes_;
+  PoolLookup pools_;
   int64_t epoch_ = 0;
 };
 

@@ -42,7 +42,13 @@ Result<int64_t> Leadership::WaitToLead(const std::atomic<bool>& stop,
                {"leader_address", claim->leader_address},
                {"epoch", std::to_string(claim->epoch)}});
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(options_.poll_ms));
+    // A warm standby tries again the moment the leader's lease ends (on the database's clock, as
+    // the row said), not up to a poll later: a dead leader's lease is the takeover's floor.
+    int64_t sleep_ms = options_.poll_ms;
+    if (claim.ok() && !claim->leading && claim->leader_live && claim->expires_in_ms < sleep_ms) {
+      sleep_ms = std::max<int64_t>(1, claim->expires_in_ms + 1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
   }
   return Status::Unavailable("stopped while waiting to lead");
 }

@@ -36,6 +36,7 @@ struct LeaderClaim {
   std::string leader_http;     // its REST base URL ("https://HOST:PORT"); may be empty
   std::string leader_holder;   // "<host>:<pid>"
   bool leader_live = false;    // the row's lease had not expired when read (or we lead)
+  int64_t expires_in_ms = 0;   // not ours: how long the row's lease still runs (database clock)
 };
 
 class LeaderLease {

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "placement/verdict.h"
 #include "pool/inventory.h"
 #include "pool/resources.h"
 
@@ -112,29 +113,13 @@ struct Allocation {
   friend bool operator==(const Allocation&, const Allocation&) = default;
 };
 
-// Why a pending task waits, as a code a client can act on (docs/tenancy.md, "Why pending").
-enum class PendingCode {
-  kNone = 0,           // not pending
-  kQueued,             // not looked at yet (submitted or requeued since the last pass)
-  kNoCapacity,         // no node has room now (nodes_by_reason says what each lacks)
-  kOverQuota,          // a quota of its tenant chain binds (binding names it)
-  kReserved,           // the free room is reserved for a preempting task
-  kGangWaiting,        // its gang does not fit whole
-  kWaitingForVictims,  // it preempted: waits for its victims to stop
-  kDisruptionBudget,   // victims exist but their group's disruption budget is spent
-  kGangRestarting,     // its gang was preempted whole: waits for every member to stop
-};
+// Why a pending task waits, as a code a client can act on (docs/tenancy.md, "Why pending"): the
+// placement verdict type (placement/verdict.h) — its code, the binding quota, node counts per
+// reason. The verdict of the last pass on a pending task is not stored: every pass recomputes
+// it (stores neither write nor read it back).
+using PendingCode = placement::VerdictCode;
+using PendingVerdict = placement::Verdict;
 std::string_view ToString(PendingCode c);  // "NO_CAPACITY", …; "" for kNone
-
-// The verdict of the last pass on a pending task. Not stored: every pass recomputes it (stores
-// neither write nor read it back).
-struct PendingVerdict {
-  PendingCode code = PendingCode::kNone;
-  std::string binding;  // the binding quota ("acme/research in pool gpu: tflops") or resource
-  // Nodes that refused the task, per reason ("vram" → 3), as placement counted them.
-  std::vector<std::pair<std::string, int32_t>> nodes_by_reason;
-  friend bool operator==(const PendingVerdict&, const PendingVerdict&) = default;
-};
 
 // The last preemption of a task, as typed facts (never parsed back from `reason`). It stays on
 // the task after the task is requeued, so GetJob still says who took its devices and why.
@@ -198,6 +183,9 @@ struct PoolRecord {
   SharingMode sharing_mode = SharingMode::kFractional;
   int32_t time_slice_replicas = 0;
   int64_t create_us = 0;
+  // Shared grants on the pool's nodes use one MPS control daemon per tenant per GPU (an MPS
+  // fault stays within its tenant) instead of one per GPU.
+  bool mps_tenant_isolation = false;
   friend bool operator==(const PoolRecord&, const PoolRecord&) = default;
 };
 
@@ -221,6 +209,14 @@ struct LinkRecord {
   friend bool operator==(const LinkRecord&, const LinkRecord&) = default;
 };
 
+// One line of what a node's agent can and cannot enforce (Register.capabilities).
+struct NodeCapabilityRecord {
+  std::string name;
+  bool enforced = false;
+  std::string detail;
+  friend bool operator==(const NodeCapabilityRecord&, const NodeCapabilityRecord&) = default;
+};
+
 struct NodeRecord {
   std::string name;
   std::string pool;
@@ -232,6 +228,9 @@ struct NodeRecord {
   std::vector<DeviceRecord> devices;
   std::vector<LinkRecord> links;
   int64_t last_heartbeat_us = 0;
+  // What the agent said at its last registration it can and cannot enforce; stored with the
+  // node, so `nodes get` shows it while the agent is away and after a gpupoold restart.
+  std::vector<NodeCapabilityRecord> capabilities;
   friend bool operator==(const NodeRecord&, const NodeRecord&) = default;
 };
 
@@ -249,14 +248,6 @@ struct DeviceFaultRecord {
   std::string cleared_by;
   int64_t cleared_us = 0;
   friend bool operator==(const DeviceFaultRecord&, const DeviceFaultRecord&) = default;
-};
-
-// One line of what a node's agent can and cannot enforce (Register.capabilities).
-struct NodeCapabilityRecord {
-  std::string name;
-  bool enforced = false;
-  std::string detail;
-  friend bool operator==(const NodeCapabilityRecord&, const NodeCapabilityRecord&) = default;
 };
 
 // A tenant: one node of the org / project / user tree, named by its path ("acme/research/alice").

@@ -321,6 +321,15 @@ ALTER TABLE tasks
   ADD COLUMN usage_oom_kills bigint NOT NULL DEFAULT 0;
 )sql";
 
+// Issue 10: a pool's MPS fault isolation between tenants, and what a node's agent said at its
+// last registration it can and cannot enforce (name, enforced "t"/"f", detail, … flattened).
+constexpr std::string_view kV22 = R"sql(
+ALTER TABLE pools
+  ADD COLUMN mps_tenant_isolation boolean NOT NULL DEFAULT false;
+ALTER TABLE nodes
+  ADD COLUMN capabilities text[] NOT NULL DEFAULT '{}';
+)sql";
+
 // Every change to an API key is announced on channel gpupool_api_keys (payload: the key id, ""
 // after TRUNCATE), so daemons that cache verified keys forget a revoked one at once
 // (store/pg_key_feed.h).
@@ -392,6 +401,7 @@ constexpr Migration kMigrations[] = {
     {11, "API key change notifications", kV11},
     {20, "device faults", kV20},
     {21, "task usage", kV21},
+    {22, "pool MPS isolation and node capabilities", kV22},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},

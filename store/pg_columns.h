@@ -16,9 +16,10 @@
 #define GP_EVENT_COLS "time_us, kind, subject, message"
 #define GP_POOL_COLS                                                                           \
   "name, visibility, allowed_tenants, placement_strategy, compute_permille, memory_permille, " \
-  "sharing_mode, time_slice_replicas, create_us"
-#define GP_NODE_COLS \
-  "name, pool, state, labels, cpu_milli, memory_mib, spill_budget_mib, last_heartbeat_us"
+  "sharing_mode, time_slice_replicas, create_us, mps_tenant_isolation"
+#define GP_NODE_COLS                                                                         \
+  "name, pool, state, labels, cpu_milli, memory_mib, spill_budget_mib, last_heartbeat_us, " \
+  "capabilities"
 #define GP_DEVICE_COLS \
   "node, pos, id, model, idx, milli_tflops, vram_mib, mig_profile, parent_id, healthy, numa_node"
 #define GP_LINK_COLS "node, pos, a, b, kind, bandwidth_gbps"

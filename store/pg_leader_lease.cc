@@ -78,15 +78,19 @@ Result<LeaderClaim> PgLeaderLease::TryAcquire(int64_t lease_ms) {
     claim.leader_live = true;
     return claim;
   }
-  GPUPOOL_ASSIGN_OR_RETURN(rows, Exec("SELECT epoch, address, holder, http_address,"
-                                      " expires_at > clock_timestamp() FROM leader WHERE id = 1",
-                                      lease_ms));
+  GPUPOOL_ASSIGN_OR_RETURN(
+      rows, Exec("SELECT epoch, address, holder, http_address, expires_at > clock_timestamp(),"
+                 " CASE WHEN expires_at > clock_timestamp() AND expires_at < 'infinity'"
+                 " THEN (EXTRACT(EPOCH FROM expires_at - clock_timestamp()) * 1000)::bigint"
+                 " ELSE 0 END FROM leader WHERE id = 1",
+                 lease_ms));
   if (rows.size() != 1) return Status::Internal("store: the leader row is missing");
   claim.epoch = std::stoll(rows[0][0]);
   claim.leader_address = rows[0][1];
   claim.leader_holder = rows[0][2];
   claim.leader_http = rows[0][3];
   claim.leader_live = rows[0][4] == "t";
+  claim.expires_in_ms = std::stoll(rows[0][5]);
   return claim;
 }
 

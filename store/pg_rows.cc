@@ -69,6 +69,7 @@ Result<std::vector<PoolRecord>> ReadPools(const pqxx::result& rows) {
     GPUPOOL_ASSIGN_OR_RETURN(p.sharing_mode, Enum(r[6], &ParseSharingMode, "sharing mode"));
     p.time_slice_replicas = r[7].as<int32_t>();
     p.create_us = r[8].as<int64_t>();
+    p.mps_tenant_isolation = r[9].as<bool>();
     out.push_back(std::move(p));
   }
   return out;
@@ -89,6 +90,10 @@ Result<std::vector<NodeRecord>> ReadNodes(const pqxx::result& nodes, const pqxx:
     n.memory_mib = r[5].as<int64_t>();
     n.spill_budget_mib = r[6].as<int64_t>();
     n.last_heartbeat_us = r[7].as<int64_t>();
+    const std::vector<std::string> caps = TextArray(r[8]);  // name, "t"/"f", detail, …
+    for (size_t i = 0; i + 2 < caps.size(); i += 3) {
+      n.capabilities.push_back({caps[i], caps[i + 1] == "t", caps[i + 2]});
+    }
     by_name[n.name] = out.size();
     out.push_back(std::move(n));
   }

@@ -260,13 +260,13 @@ void GroupSql::Upsert(const PoolRecord& p) {
   Q(o, p.name), C(o), Q(o, ToString(p.visibility)), C(o), Arr(o, p.allowed_tenants), C(o);
   Q(o, p.placement_strategy), C(o), N(o, p.compute_overcommit.permille), C(o);
   N(o, p.memory_overcommit.permille), C(o), Q(o, ToString(p.sharing_mode)), C(o);
-  N(o, p.time_slice_replicas), C(o), N(o, p.create_us);
+  N(o, p.time_slice_replicas), C(o), N(o, p.create_us), C(o), B(o, p.mps_tenant_isolation);
   *o +=
       ") ON CONFLICT (name) DO UPDATE SET visibility=EXCLUDED.visibility, "
       "allowed_tenants=EXCLUDED.allowed_tenants, placement_strategy=EXCLUDED.placement_strategy, "
       "compute_permille=EXCLUDED.compute_permille, memory_permille=EXCLUDED.memory_permille, "
       "sharing_mode=EXCLUDED.sharing_mode, time_slice_replicas=EXCLUDED.time_slice_replicas, "
-      "create_us=EXCLUDED.create_us;\n";
+      "create_us=EXCLUDED.create_us, mps_tenant_isolation=EXCLUDED.mps_tenant_isolation;\n";
 }
 
 void GroupSql::Delete(const DeletePool& m) {
@@ -289,12 +289,17 @@ void GroupSql::Upsert(const NodeRecord& n) {
   *o += "INSERT INTO nodes (" GP_NODE_COLS ") VALUES (";
   *o += name + "," + pool + ",";
   Q(o, ToString(n.state)), C(o), Pairs(o, n.labels), C(o), N(o, n.cpu_milli), C(o);
-  N(o, n.memory_mib), C(o), N(o, n.spill_budget_mib), C(o), N(o, n.last_heartbeat_us);
+  N(o, n.memory_mib), C(o), N(o, n.spill_budget_mib), C(o), N(o, n.last_heartbeat_us), C(o);
+  std::vector<std::string> caps;  // flattened: name, "t"/"f", detail, …
+  for (const NodeCapabilityRecord& c : n.capabilities) {
+    caps.insert(caps.end(), {c.name, c.enforced ? "t" : "f", c.detail});
+  }
+  Arr(o, caps);
   *o +=
       ") ON CONFLICT (name) DO UPDATE SET pool=EXCLUDED.pool, state=EXCLUDED.state, "
       "labels=EXCLUDED.labels, cpu_milli=EXCLUDED.cpu_milli, memory_mib=EXCLUDED.memory_mib, "
       "spill_budget_mib=EXCLUDED.spill_budget_mib, "
-      "last_heartbeat_us=EXCLUDED.last_heartbeat_us;\n";
+      "last_heartbeat_us=EXCLUDED.last_heartbeat_us, capabilities=EXCLUDED.capabilities;\n";
   *o +=
       "DELETE FROM devices WHERE node=" + name + ";\nDELETE FROM links WHERE node=" + name + ";\n";
   if (!n.devices.empty()) {

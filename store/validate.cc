@@ -121,6 +121,10 @@ Status CheckNode(const NodeRecord& n, TextChecker& t) {
     t("device.mig_profile", d.mig_profile);
     t("device.parent_id", d.parent_id);
   }
+  for (const NodeCapabilityRecord& c : n.capabilities) {
+    t("node.capabilities.name", c.name);
+    t("node.capabilities.detail", c.detail);
+  }
   return Status::Ok();
 }
 

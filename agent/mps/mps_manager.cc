@@ -181,7 +181,7 @@ Result<std::map<std::string, std::string>> MpsManager::Prepare(const TaskSpec& s
   std::lock_guard lock(mu_);
   for (const DeviceGrant& g : spec.devices) {
     if (g.thread_percentage <= 0 || g.thread_percentage >= 100) continue;  // whole device
-    const std::string tenant = options_.per_tenant ? spec.tenant : "";
+    const std::string tenant = DaemonTenant(spec);
     const std::string key = tenant.empty() ? g.uuid : g.uuid + "/" + tenant;
     Daemon& d = daemons_[key];
     if (d.uuid.empty()) {
@@ -214,6 +214,18 @@ Result<std::map<std::string, std::string>> MpsManager::Prepare(const TaskSpec& s
       env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = "0=" + std::to_string(g.vram_mib) + "M";
   }
   return env;
+}
+
+std::string MpsManager::DaemonTenant(const TaskSpec& spec) const {
+  return options_.per_tenant || spec.mps_tenant_isolation ? spec.tenant : "";
+}
+
+bool MpsManager::UsedBy(const TaskSpec& spec, const MpsFailure& failure) const {
+  if (DaemonTenant(spec) != failure.tenant) return false;
+  for (const DeviceGrant& g : spec.devices) {
+    if (g.uuid == failure.uuid && g.thread_percentage > 0 && g.thread_percentage < 100) return true;
+  }
+  return false;
 }
 
 std::vector<MpsFailure> MpsManager::Supervise() {
@@ -249,7 +261,9 @@ std::vector<MpsDaemonState> MpsManager::States() const {
 
 std::string MpsManager::Describe() const {
   return "managed: one control daemon (" + options_.control + ") per GPU" +
-         std::string(options_.per_tenant ? " per tenant" : "") +
+         std::string(options_.per_tenant
+                         ? " per tenant (mps.isolation: tenant)"
+                         : ", per tenant per GPU where the task's pool asks for isolation") +
          ", started on the first shared grant; each client's active-thread percentage and "
          "pinned-memory limit set through the control interface and the environment; a daemon "
          "that exits is restarted and its tasks failed";

@@ -1,11 +1,12 @@
 // MpsManager: the agent runs and supervises NVIDIA MPS control daemons, so that fractional and
 // time-sliced grants are enforced by MPS instead of being mere environment hints.
 //
-// One control daemon per GPU (`mps.isolation: device`), or per tenant per GPU
-// (`mps.isolation: tenant`: a tenant's fault — an MPS server crash takes its clients down — never
-// reaches another tenant's tasks). A daemon is `<control> -f` (foreground, so the agent is its
-// parent and sees it exit) with CUDA_VISIBLE_DEVICES=<uuid>, CUDA_MPS_PIPE_DIRECTORY and
-// CUDA_MPS_LOG_DIRECTORY under `mps.dir`/<key>/.
+// One control daemon per GPU, or per tenant per GPU where the task's pool asks for fault isolation
+// between tenants (StartTask.mps_tenant_isolation, from Pool.mps_tenant_isolation) or the agent
+// forces it for every task (`mps.isolation: tenant`): a tenant's fault — an MPS server crash
+// takes its clients down — then never reaches another tenant's tasks. A daemon is `<control> -f`
+// (foreground, so the agent is its parent and sees it exit) with CUDA_VISIBLE_DEVICES=<uuid>,
+// CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY under `mps.dir`/<key>/.
 //
 // Prepare(spec), before a task whose grant shares a device (thread_percentage < 100) starts:
 // starts the daemon if needed (waits until it answers a command), then sends the client's limits
@@ -21,7 +22,8 @@
 // unconfined.
 //
 // Supervise() (the agent's health poll): a daemon that exited is started again, and its
-// (device, tenant) is returned so the agent fails the tasks that used it with a clear reason.
+// (device, tenant) is returned so the agent fails the tasks that used it (UsedBy) with a clear
+// reason.
 //
 // Thread safety: all public methods are safe from any thread (one mutex).
 #pragma once
@@ -44,7 +46,7 @@ struct MpsOptions {
   bool enabled = false;
   std::string control = "nvidia-cuda-mps-control";  // path or name on PATH
   std::string dir = "/run/gpupool-mps";             // pipe and log directories live here
-  bool per_tenant = false;                          // isolation: tenant
+  bool per_tenant = false;  // isolation: tenant — every task, whatever its pool asks
   int64_t start_timeout_ms = 10'000;
 };
 
@@ -72,6 +74,9 @@ class MpsManager {
   // The environment for the task's shared grants (empty when it has none); see above.
   Result<std::map<std::string, std::string>> Prepare(const TaskSpec& spec);
   std::vector<MpsFailure> Supervise();
+  // Whether `spec`'s task was a client of the daemon that `failure` names: a shared grant on its
+  // device, through that daemon (the tenant's own, or the device's shared one).
+  bool UsedBy(const TaskSpec& spec, const MpsFailure& failure) const;
   std::vector<MpsDaemonState> States() const;
   const MpsOptions& options() const { return options_; }
   // The capability line for Register.
@@ -87,6 +92,8 @@ class MpsManager {
   Status StartLocked(Daemon* d);
   Status CommandLocked(const Daemon& d, const std::string& commands, std::string* out) const;
   std::map<std::string, std::string> EnvOf(const Daemon& d) const;
+  // The tenant whose daemon serves `spec`'s shared grants; empty: the device's shared daemon.
+  std::string DaemonTenant(const TaskSpec& spec) const;
 
   MpsOptions options_;
   mutable std::mutex mu_;                  // guards daemons_

@@ -60,7 +60,7 @@ void LeaderFollower::SwitchTo(const std::string& target) {
 }
 
 std::chrono::milliseconds LeaderFollower::Pause() {
-  const int64_t ms = std::min<int64_t>(max_pause_.count(), 100LL << std::min(pauses_, 10));
+  const int64_t ms = std::min<int64_t>(max_pause_.count(), 50LL << std::min(pauses_, 10));
   ++pauses_;
   return std::chrono::milliseconds(std::max<int64_t>(1, ms));
 }
@@ -68,18 +68,24 @@ std::chrono::milliseconds LeaderFollower::Pause() {
 LeaderFollower::Next LeaderFollower::OnFailure(const grpc::Status& status) {
   if (std::optional<v1::NotLeader> hint = NotLeaderOf(status)) {
     const std::string& leader = hint->leader_address();
-    if (!leader.empty() && leader != target_) {
-      // The first hop goes at once; hopping again without a success means the named leader is
-      // not there yet (or is gone): pause.
-      const std::chrono::milliseconds delay =
-          pauses_ == 0 && !following() ? std::chrono::milliseconds(0) : Pause();
-      SwitchTo(leader);
-      return {true, delay};
+    if (leader.empty()) {  // nobody leads: a takeover is under way
+      SwitchTo(addresses_);
+      return {true, Pause()};
     }
-    SwitchTo(addresses_);
-    return {true, Pause()};
+    if (leader == target_) {
+      // The replica we were sent to won the lease and is still recovering: ask it again shortly.
+      // Naming itself in any other role, it is confused: start over from the list.
+      if (hint->role() != "leader-starting") SwitchTo(addresses_);
+      return {true, Pause()};
+    }
+    // A leader we have not just failed to reach: at once. The one that just refused us (the
+    // lease row names a killed leader until its lease runs out): only after a pause.
+    const bool known_gone = leader == gone_;
+    SwitchTo(leader);
+    return {true, known_gone ? Pause() : std::chrono::milliseconds(0)};
   }
   if (following() && IsConnectFailure(status)) {
+    gone_ = target_;
     SwitchTo(addresses_);
     return {true, Pause()};
   }

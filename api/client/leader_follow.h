@@ -9,15 +9,18 @@
 //
 // LeaderFollower holds the configured address list ("a:7070,b:7070" or one address) and the
 // channel in use. Its rule after a failed call:
-//   - a NotLeader naming another address: follow it (at once the first time);
-//   - a NotLeader naming no leader, or the address we are already on: back to the list, after a
-//     pause (a takeover is under way: the lease row still names a leader that is gone, or the new
-//     one is still recovering);
+//   - a NotLeader naming another address: follow it, at once — or after a pause when that is the
+//     address that just refused our connection (the lease row names a killed leader until its
+//     lease runs out);
+//   - a NotLeader naming no leader (a takeover is under way): back to the list, after a pause;
+//   - a NotLeader from the address we are on, naming itself as "leader-starting" (it won the
+//     lease and is recovering): the same address again, after a pause;
 //   - a connection failure on a followed address (the leader we were sent to is gone): back to
 //     the list, after a pause;
 //   - anything else: not ours to retry (the caller decides, as with one server).
-// Pauses grow 100 ms, 200 ms, … up to `max_pause`; a success resets them. Callers bound the
-// whole by their own deadline.
+// Pauses grow 50 ms, 100 ms, … up to `max_pause` (250 ms by default: a takeover is about a lease
+// long, and a client that pauses longer only arrives later); a success resets them. Callers bound
+// the whole by their own deadline.
 //
 // This file needs nothing but gRPC and the generated code, so gpupoolctl, the agent, tests and
 // benchmarks share it; it is built into gpupool_proto.
@@ -55,7 +58,7 @@ class LeaderFollower {
   using ChannelMaker = std::function<std::shared_ptr<grpc::Channel>(const std::string& target)>;
 
   LeaderFollower(std::string addresses, ChannelMaker make,
-                 std::chrono::milliseconds max_pause = std::chrono::milliseconds(1000));
+                 std::chrono::milliseconds max_pause = std::chrono::milliseconds(250));
 
   // The channel to call on now (made on first use and after a switch).
   std::shared_ptr<grpc::Channel> channel();
@@ -70,7 +73,10 @@ class LeaderFollower {
   // After a failed call: whether to send it again (on channel(), which may have changed) and how
   // long to wait first.
   Next OnFailure(const grpc::Status& status);
-  void OnSuccess() { pauses_ = 0; }
+  void OnSuccess() {
+    pauses_ = 0;
+    gone_.clear();
+  }
 
  private:
   void SwitchTo(const std::string& target);
@@ -80,6 +86,7 @@ class LeaderFollower {
   const ChannelMaker make_;
   const std::chrono::milliseconds max_pause_;
   std::string target_;
+  std::string gone_;  // the followed address whose connection failed last
   std::shared_ptr<grpc::Channel> channel_;
   int pauses_ = 0;
 };

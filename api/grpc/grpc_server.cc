@@ -29,6 +29,7 @@ struct GrpcServer::Impl {
         tenants({&service, &auth, &streams, &audit_hook}),
         audit({&service, &auth, &streams, &audit_hook}),
         keys({&service, &auth, &streams, &audit_hook}),
+        billing({&service, &auth, &streams, &audit_hook}),
         health(service) {}
 
   const std::string listen_address;
@@ -42,6 +43,7 @@ struct GrpcServer::Impl {
   grpcface::TenantServiceImpl tenants;
   grpcface::AuditServiceImpl audit;
   grpcface::KeyServiceImpl keys;
+  grpcface::BillingServiceImpl billing;
   grpcface::HealthService health;  // grpc.health.v1, unauthenticated like /readyz
 
   std::mutex mu;                         // serialises Start() and Shutdown()
@@ -119,6 +121,7 @@ Status GrpcServer::Start() {
   builder.RegisterService(&s.tenants);
   builder.RegisterService(&s.audit);
   builder.RegisterService(&s.keys);
+  builder.RegisterService(&s.billing);
   builder.RegisterService(&s.health);
   for (grpc::Service* extra : s.options.extra_services) builder.RegisterService(extra);
   // The parse-error rewrite comes first, so the metrics count the code the client receives.

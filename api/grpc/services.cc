@@ -294,4 +294,41 @@ void StreamTracker::AbortAll(const Status& status) {
   for (const auto& s : live) s->Abort(status);
 }
 
+// BillingService.
+grpc::ServerUnaryReactor* BillingServiceImpl::CreatePricePlan(grpc::CallbackServerContext* ctx,
+                                                              const v1::CreatePricePlanRequest* req,
+                                                              v1::PricePlan* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::CreatePricePlan, "CreatePricePlan");
+}
+grpc::ServerUnaryReactor* BillingServiceImpl::UpdatePricePlan(grpc::CallbackServerContext* ctx,
+                                                              const v1::UpdatePricePlanRequest* req,
+                                                              v1::PricePlan* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::UpdatePricePlan, "UpdatePricePlan");
+}
+grpc::ServerUnaryReactor* BillingServiceImpl::ListPricePlans(grpc::CallbackServerContext* ctx,
+                                                             const v1::ListPricePlansRequest* req,
+                                                             v1::ListPricePlansResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::ListPricePlans, "ListPricePlans");
+}
+grpc::ServerUnaryReactor* BillingServiceImpl::ListInvoices(grpc::CallbackServerContext* ctx,
+                                                           const v1::ListInvoicesRequest* req,
+                                                           v1::ListInvoicesResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::ListInvoices, "ListInvoices");
+}
+grpc::ServerUnaryReactor* BillingServiceImpl::ExportInvoices(grpc::CallbackServerContext* ctx,
+                                                             const v1::ListInvoicesRequest* req,
+                                                             v1::ExportResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::ExportInvoices, "ExportInvoices");
+}
+grpc::ServerUnaryReactor* BillingServiceImpl::GetUsageFeed(grpc::CallbackServerContext* ctx,
+                                                           const v1::GetUsageFeedRequest* req,
+                                                           v1::GetUsageFeedResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::GetUsageFeed, "GetUsageFeed");
+}
+grpc::ServerUnaryReactor* BillingServiceImpl::ExportUsageFeed(grpc::CallbackServerContext* ctx,
+                                                              const v1::GetUsageFeedRequest* req,
+                                                              v1::ExportResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::ExportUsageFeed, "ExportUsageFeed");
+}
+
 }  // namespace gpupool::api::grpcface

@@ -20,6 +20,7 @@
 #include "api/grpc/stream_writer.h"
 #include "api/service.h"
 #include "gpupool/v1/audit.grpc.pb.h"
+#include "gpupool/v1/billing.grpc.pb.h"
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/keys.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
@@ -175,6 +176,36 @@ class KeyServiceImpl final : public v1::KeyService::CallbackService {
   grpc::ServerUnaryReactor* RevokeApiKey(grpc::CallbackServerContext* ctx,
                                          const v1::RevokeApiKeyRequest* req,
                                          v1::ApiKey* resp) override;
+
+ private:
+  Deps d_;
+};
+
+class BillingServiceImpl final : public v1::BillingService::CallbackService {
+ public:
+  explicit BillingServiceImpl(Deps deps) : d_(deps) {}
+
+  grpc::ServerUnaryReactor* CreatePricePlan(grpc::CallbackServerContext* ctx,
+                                            const v1::CreatePricePlanRequest* req,
+                                            v1::PricePlan* resp) override;
+  grpc::ServerUnaryReactor* UpdatePricePlan(grpc::CallbackServerContext* ctx,
+                                            const v1::UpdatePricePlanRequest* req,
+                                            v1::PricePlan* resp) override;
+  grpc::ServerUnaryReactor* ListPricePlans(grpc::CallbackServerContext* ctx,
+                                           const v1::ListPricePlansRequest* req,
+                                           v1::ListPricePlansResponse* resp) override;
+  grpc::ServerUnaryReactor* ListInvoices(grpc::CallbackServerContext* ctx,
+                                         const v1::ListInvoicesRequest* req,
+                                         v1::ListInvoicesResponse* resp) override;
+  grpc::ServerUnaryReactor* ExportInvoices(grpc::CallbackServerContext* ctx,
+                                           const v1::ListInvoicesRequest* req,
+                                           v1::ExportResponse* resp) override;
+  grpc::ServerUnaryReactor* GetUsageFeed(grpc::CallbackServerContext* ctx,
+                                         const v1::GetUsageFeedRequest* req,
+                                         v1::GetUsageFeedResponse* resp) override;
+  grpc::ServerUnaryReactor* ExportUsageFeed(grpc::CallbackServerContext* ctx,
+                                            const v1::GetUsageFeedRequest* req,
+                                            v1::ExportResponse* resp) override;
 
  private:
   Deps d_;

@@ -64,6 +64,11 @@ void ReplyMessage(Responder& r, const google::protobuf::Message& msg) {
   if (!json.ok()) return ReplyError(r, json.status());
   r.Reply(200, std::string(kJson), std::move(json).value());
 }
+// A file the server rendered (CSV exports): sent as it is, offered as a download.
+void ReplyMessage(Responder& r, const v1::ExportResponse& file) {
+  r.Reply(200, file.content_type(), file.body(),
+          {{"Content-Disposition", "attachment; filename=\"" + file.filename() + "\""}});
+}
 
 }  // namespace
 
@@ -203,6 +208,21 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
                                                  "ListApiKeys");
   Unary<RevokeApiKeyRequest, ApiKey>("POST", "/v1/apikeys/{id}:revoke", kBody, &S::RevokeApiKey,
                                      "RevokeApiKey");
+  // Billing (docs/billing.md): price plans, invoices as JSON and CSV, the billing-engine feed.
+  Unary<CreatePricePlanRequest, PricePlan>("POST", "/v1/priceplans", kBody, &S::CreatePricePlan,
+                                           "CreatePricePlan");
+  Unary<UpdatePricePlanRequest, PricePlan>("PUT", "/v1/priceplans/{plan.name}", kBody,
+                                           &S::UpdatePricePlan, "UpdatePricePlan");
+  Unary<ListPricePlansRequest, ListPricePlansResponse>("GET", "/v1/priceplans", kQuery,
+                                                       &S::ListPricePlans, "ListPricePlans");
+  Unary<ListInvoicesRequest, ListInvoicesResponse>("GET", "/v1/invoices", kQuery, &S::ListInvoices,
+                                                   "ListInvoices");
+  Unary<ListInvoicesRequest, ExportResponse>("GET", "/v1/invoices.csv", kQuery, &S::ExportInvoices,
+                                             "ExportInvoices");
+  Unary<GetUsageFeedRequest, GetUsageFeedResponse>("GET", "/v1/usage-feed", kQuery,
+                                                   &S::GetUsageFeed, "GetUsageFeed");
+  Unary<GetUsageFeedRequest, ExportResponse>("GET", "/v1/usage-feed.csv", kQuery,
+                                             &S::ExportUsageFeed, "ExportUsageFeed");
   AddProbes();
   for (ConsoleRoute& c : ConsoleRoutes()) Add("GET", c.path, false, std::move(c.handler));
 }

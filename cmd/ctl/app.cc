@@ -56,6 +56,7 @@ const std::vector<Command>& Commands() {
     for (auto&& c : AuditCommands()) v.push_back(std::move(c));
     for (auto&& c : LoginCommands()) v.push_back(std::move(c));
     for (auto&& c : KeyCommands()) v.push_back(std::move(c));
+    for (auto&& c : BillingCommands()) v.push_back(std::move(c));
     return v;
   }();
   return all;

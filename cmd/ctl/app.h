@@ -128,6 +128,7 @@ std::vector<Command> PolicyCommands();  // priority-classes list, skus list
 std::vector<Command> AuditCommands();   // audit
 std::vector<Command> LoginCommands();   // login, config …
 std::vector<Command> KeyCommands();     // keys …
+std::vector<Command> BillingCommands();  // priceplans …, invoices, usage-feed
 
 // Runs one invocation; `args` excludes the program name. Returns the exit code.
 //

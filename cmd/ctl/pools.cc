@@ -79,6 +79,7 @@ void PrintPool(std::ostream& out, const v1::Pool& p) {
           {"Overcommit", "compute " + Ratio(p.compute_overcommit()) + "x, memory " +
                              Ratio(p.memory_overcommit()) + "x"},
           {"Sharing", Sharing(p)},
+          {"MPS isolation", p.mps_tenant_isolation() ? "per tenant per GPU" : "per GPU"},
           {"Nodes", std::to_string(c.nodes())},
           {"Devices", std::to_string(c.devices())},
           {"TFLOPS", FormatUsedOf(c.allocated().milli_tflops(), c.offered().milli_tflops()) +
@@ -194,14 +195,18 @@ std::vector<Command> PoolCommands() {
   const char* pool_text =
       "Overcommit multiplies what the pool offers (1.5 = 150% of physical TFLOPS), never what a\n"
       "device has. Sharing: exclusive (one task per device), fractional (TFLOPS/VRAM slices) or\n"
-      "time-sliced (--replicas N tasks per device).";
+      "time-sliced (--replicas N tasks per device). --mps-isolation tenant gives every tenant its\n"
+      "own MPS control daemon on each shared GPU of the pool's nodes, so an MPS fault reaches "
+      "only\n"
+      "that tenant's tasks (agents with mps.enabled; docs/sandbox.md).";
   return {
       {"pools create", "NAME [flags]", "Create a pool (admin)", pool_text, PoolFlags(),
        "  gpupoolctl pools create training --strategy fgd --sharing fractional "
        "--compute-overcommit 1.5\n"
        "  gpupoolctl pools create acme-private --visibility private --allow acme/ml,acme/infra "
        "--sharing exclusive\n"
-       "  gpupoolctl pools create notebooks --sharing time-sliced --replicas 4\n",
+       "  gpupoolctl pools create notebooks --sharing time-sliced --replicas 4\n"
+       "  gpupoolctl pools create inference --sharing fractional --mps-isolation tenant\n",
        1, 1, Create},
       {"pools get",
        "NAME",

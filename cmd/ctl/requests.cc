@@ -201,6 +201,8 @@ const std::vector<FlagSpec>& PoolFlags() {
       {"memory-overcommit", 0, FlagKind::kValue, "RATIO", "offered/physical VRAM, 1.0..10.0"},
       {"sharing", 0, FlagKind::kValue, "MODE", "exclusive, fractional or time-sliced"},
       {"replicas", 0, FlagKind::kValue, "N", "time-sliced replicas per device, 2..64"},
+      {"mps-isolation", 0, FlagKind::kValue, "device|tenant",
+       "shared GPUs: one MPS control daemon per GPU, or per tenant per GPU (fault isolation)"},
   };
   return flags;
 }
@@ -369,6 +371,13 @@ Status ApplyPoolFlags(const ParsedArgs& a, v1::Pool* pool, std::vector<std::stri
     if (!n.ok()) return WithFlag(n.status(), "replicas");
     pool->set_time_slice_replicas(static_cast<int32_t>(*n));
     mask->push_back("time_slice_replicas");
+  }
+  if (auto v = a.Find("mps-isolation")) {
+    if (*v != "device" && *v != "tenant") {
+      return Status::InvalidArgument("--mps-isolation: want device or tenant, got '" + *v + "'");
+    }
+    pool->set_mps_tenant_isolation(*v == "tenant");
+    mask->push_back("mps_tenant_isolation");
   }
   if (pool->visibility() == v1::VISIBILITY_PUBLIC && pool->allowed_tenants_size() > 0) {
     return Status::InvalidArgument("--allow only applies to --visibility private");

@@ -6,6 +6,7 @@
 
 #include "api/priority_access.h"
 #include "api/validate.h"
+#include "cmd/daemon/price_plans.h"
 #include "pool/yaml_error.h"
 #include "scheduler/tenancy.h"
 
@@ -290,7 +291,7 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
     GPUPOOL_RETURN_IF_ERROR(
         doc.CheckKeys(y, ip,
                       {"name", "visibility", "allowed_tenants", "strategy", "compute_overcommit",
-                       "memory_overcommit", "sharing", "replicas"}));
+                       "memory_overcommit", "sharing", "replicas", "mps_isolation"}));
     PoolRecord pool;
     GPUPOOL_ASSIGN_OR_RETURN(pool.name, doc.String(y, ip, "name"));
     // The API addresses a pool by this name (REST paths, gpupoolctl): one the API would refuse
@@ -347,6 +348,15 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
     }
     if (pool.sharing_mode == SharingMode::kTimeSliced && pool.time_slice_replicas == 0) {
       return doc.Error(y, ip.Key("replicas"), "required when sharing is time-sliced");
+    }
+    GPUPOOL_ASSIGN_OR_RETURN(auto mps, doc.OptionalString(y, ip, "mps_isolation"));
+    if (mps && *mps != "device" && *mps != "tenant") {
+      return doc.Error(y, ip.Key("mps_isolation"), "must be device or tenant, got '" + *mps + "'");
+    }
+    pool.mps_tenant_isolation = mps && *mps == "tenant";
+    if (pool.mps_tenant_isolation && pool.sharing_mode == SharingMode::kExclusive) {
+      return doc.Error(y, ip.Key("mps_isolation"),
+                       "tenant isolation needs sharing fractional or time-sliced");
     }
     c->origins["pool " + pool.name] = Origin(doc, y, ip);
     c->pools.push_back(std::move(pool));
@@ -516,10 +526,11 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   if (root.IsNull()) return c;
   YamlDoc doc{source};
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(root, YamlPath{}));
-  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
-      root, YamlPath{},
-      {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level", "auth",
-       "scheduler", "priority_classes", "skus", "pools", "tenants", "tenant_defaults", "ha"}));
+  GPUPOOL_RETURN_IF_ERROR(
+      doc.CheckKeys(root, YamlPath{},
+                    {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level",
+                     "auth", "scheduler", "priority_classes", "skus", "pools", "tenants",
+                     "tenant_defaults", "ha", "price_plans"}));
   GPUPOOL_RETURN_IF_ERROR(ParseListen(doc, root, &c));
   GPUPOOL_ASSIGN_OR_RETURN(auto data_dir, doc.OptionalString(root, YamlPath{}, "data_dir"));
   if (data_dir) c.data_dir = *data_dir;
@@ -547,6 +558,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   GPUPOOL_RETURN_IF_ERROR(ParsePools(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseTenantDefaults(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseTenants(doc, root, &c));
+  GPUPOOL_RETURN_IF_ERROR(ParsePricePlans(doc, root, &c.price_plans));
   for (const char* key : {"priority_classes", "skus"}) {
     if (root[key]) c.origins[key] = Origin(doc, root[key], YamlPath{}.Key(key));
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "billing/price_plan.h"
 #include "scheduler/model.h"
 #include "scheduler/options.h"
 
@@ -57,6 +58,8 @@ struct DaemonConfig {
   // quotas set (docs/tenancy.md).
   std::vector<TenantRecord> tenants;
   std::vector<QuotaRecord> quotas;
+  // `price_plans:` (docs/billing.md), made the stored plans at start-up (cmd/daemon/price_plans.h).
+  std::vector<billing::PricePlan> price_plans;
   // Priority classes a tenant without a list of its own may submit at (`tenant_defaults:
   // priority_classes`); empty = every preemptible class (api/priority_access.h).
   std::vector<std::string> default_priority_classes;

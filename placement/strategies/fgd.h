@@ -15,12 +15,13 @@ namespace gpupool::placement {
 // single-device share it tries every candidate device (least cost, then fullest, then lowest
 // index); otherwise it takes ChooseDevices' set. False when the set breaks the spill budget.
 struct FragCost {
-  double h = 0;      // weight of ΔH
-  double f = 1;      // weight of ΔF
-  double s = 0;      // weight of Δ stranded GPU
-  double waste = 0;  // weight of Δ expected share waste
+  double h = 0;         // weight of ΔH
+  double f = 1;         // weight of ΔF
+  double s = 0;         // weight of Δ stranded GPU
+  double waste = 0;     // weight of Δ expected share waste
+  double pressure = 0;  // weight of the pressured share consumed
   double operator()(const FragModel::Deltas& d) const {
-    return h * d.h + f * d.f + s * d.s + waste * d.waste;
+    return h * d.h + f * d.f + s * d.s + waste * d.waste + pressure * d.pressure;
   }
 };
 bool FragChoose(const FragModel& model, FragCost cost, const NodeState& node,

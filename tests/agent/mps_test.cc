@@ -101,6 +101,98 @@ TEST_F(MpsTest, TenantIsolationRunsOneDaemonPerTenantPerGpu) {
   EXPECT_NE(Log("GPU-0.acme_b").find("daemon start"), std::string::npos);
 }
 
+// The pool's option (StartTask.mps_tenant_isolation) with the agent at `isolation: device`: tasks
+// whose pool asks get their tenant's own daemon, the others share the device's; a daemon's death
+// fails only the tasks that were its clients.
+TEST_F(MpsTest, APoolAskingForIsolationGetsItsTenantsTheirOwnDaemon) {
+  auto mps = std::make_shared<MpsManager>(options_);
+  TaskRunnerOptions o;
+  o.data_dir = dir_ + "/data";
+  o.mps = mps;
+  TaskRunner runner(o);
+  std::mutex mu;
+  std::map<std::string, TaskStatus> ended;
+  runner.SetListener("n1", [&](const TaskStatus& st) {
+    std::lock_guard lock(mu);
+    ended[st.task_id] = st;
+  });
+  auto isolated = [](TaskSpec s) {
+    s.mps_tenant_isolation = true;
+    return s;
+  };
+  const std::string show = "echo pipe=$CUDA_MPS_PIPE_DIRECTORY; sleep 60";
+  for (const TaskSpec& s : {isolated(Spec("1.0", "acme/a", "GPU-0", 25, 1024, show)),
+                            isolated(Spec("2.0", "acme/b", "GPU-0", 25, 1024, show)),
+                            Spec("3.0", "acme/c", "GPU-0", 25, 1024, show)}) {
+    auto st = runner.Start(s);
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    ASSERT_EQ(st->phase, TaskPhase::kRunning) << st->reason;
+  }
+  std::vector<MpsDaemonState> states = mps->States();
+  ASSERT_EQ(states.size(), 3u);  // by key: GPU-0, GPU-0/acme/a, GPU-0/acme/b
+  EXPECT_EQ(states[0].tenant, "");
+  EXPECT_EQ(states[1].tenant, "acme/a");
+  EXPECT_EQ(states[2].tenant, "acme/b");
+  for (const auto& [task, key] : std::map<std::string, std::string>{
+           {"1.0", "GPU-0.acme_a"}, {"2.0", "GPU-0.acme_b"}, {"3.0", "GPU-0"}}) {
+    ASSERT_TRUE(::gpupool::testing::WaitFor(
+        [&] {
+          auto log = runner.ReadLog(task, 0, 4096);
+          return log.ok() &&
+                 log->data.find("pipe=" + dir_ + "/mps/" + key + "/pipe\n") != std::string::npos;
+        },
+        std::chrono::seconds(30)))
+        << task << " should use " << key;
+    EXPECT_NE(Log(key).find("cmd set_default_active_thread_percentage 25\n"), std::string::npos)
+        << key;
+  }
+
+  // Tenant a's daemon dies: only its task fails, not b's (its own daemon) nor c's (the shared one).
+  ASSERT_EQ(kill(states[1].pid, SIGKILL), 0);
+  std::vector<MpsFailure> failures;
+  ASSERT_TRUE(::gpupool::testing::WaitFor(
+      [&] {
+        failures = mps->Supervise();
+        return !failures.empty();
+      },
+      std::chrono::seconds(30)));
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].tenant, "acme/a");
+  EXPECT_NE(failures[0].reason.find("(tenant acme/a) exited (signal 9)"), std::string::npos)
+      << failures[0].reason;
+  auto used = [&](const MpsFailure& f) {
+    return [&mps, &f](const TaskSpec& s) { return mps->UsedBy(s, f); };
+  };
+  EXPECT_EQ(runner.FailIf("n1", used(failures[0]), failures[0].reason),
+            std::vector<std::string>{"1.0"});
+
+  // The device's shared daemon dies: only the task of the pool without isolation fails.
+  ASSERT_EQ(kill(states[0].pid, SIGKILL), 0);
+  ASSERT_TRUE(::gpupool::testing::WaitFor(
+      [&] {
+        failures = mps->Supervise();
+        return !failures.empty();
+      },
+      std::chrono::seconds(30)));
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].tenant, "");
+  EXPECT_EQ(runner.FailIf("n1", used(failures[0]), failures[0].reason),
+            std::vector<std::string>{"3.0"});
+  ASSERT_TRUE(::gpupool::testing::WaitFor(
+      [&] {
+        std::lock_guard lock(mu);
+        return ended.contains("1.0") && ended.contains("3.0");
+      },
+      std::chrono::seconds(30)));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(ended["1.0"].phase, TaskPhase::kFailed);
+    EXPECT_EQ(ended["3.0"].phase, TaskPhase::kFailed);
+    EXPECT_FALSE(ended.contains("2.0"));
+  }
+  runner.StopAll("n1", 0, "test over");
+}
+
 TEST_F(MpsTest, ADaemonThatWillNotStartFailsTheTaskNamingIt) {
   std::filesystem::create_directories(options_.dir);
   std::ofstream(options_.dir + "/fail-start") << "";

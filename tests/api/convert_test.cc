@@ -393,6 +393,13 @@ TEST(ConvertPool, RejectsWithAMessageNamingTheField) {
        "pool.time_slice_replicas: must be between 2 and 64, got 65"},
       {[](auto* p) { p->set_sharing_mode(v1::SHARING_MODE_EXCLUSIVE); },
        "pool.time_slice_replicas: only allowed with sharing_mode SHARING_MODE_TIME_SLICED, got 4"},
+      {[](auto* p) {
+         p->set_sharing_mode(v1::SHARING_MODE_EXCLUSIVE);
+         p->set_time_slice_replicas(0);
+         p->set_mps_tenant_isolation(true);
+       },
+       "pool.mps_tenant_isolation: only allowed with sharing_mode SHARING_MODE_FRACTIONAL or "
+       "SHARING_MODE_TIME_SLICED"},
       {[](auto* p) { p->set_sharing_mode(static_cast<v1::SharingMode>(7)); },
        "pool.sharing_mode: unknown value 7; use SHARING_MODE_EXCLUSIVE, SHARING_MODE_FRACTIONAL "
        "or SHARING_MODE_TIME_SLICED"},
@@ -454,6 +461,23 @@ TEST(ConvertPool, PatchWithMaskAndWithout) {
   ASSERT_TRUE(ApplyPoolPatch(*PoolPatchFromProto(mode), &p).ok());
   EXPECT_EQ(p.time_slice_replicas, 0);
   EXPECT_TRUE(p.allowed_tenants.empty());
+
+  // MPS isolation: set through the mask (false needs it: an unset bool is "not given"); going
+  // exclusive clears it.
+  v1::UpdatePoolRequest iso;
+  iso.mutable_pool()->set_name("gpu-a");
+  iso.mutable_pool()->set_mps_tenant_isolation(true);
+  p = current;
+  ASSERT_TRUE(ApplyPoolPatch(*PoolPatchFromProto(iso), &p).ok());
+  EXPECT_TRUE(p.mps_tenant_isolation);
+  v1::UpdatePoolRequest off;
+  off.mutable_pool()->set_name("gpu-a");
+  off.mutable_update_mask()->add_paths("mps_tenant_isolation");
+  PoolRecord q = p;
+  ASSERT_TRUE(ApplyPoolPatch(*PoolPatchFromProto(off), &q).ok());
+  EXPECT_FALSE(q.mps_tenant_isolation);
+  ASSERT_TRUE(ApplyPoolPatch(*PoolPatchFromProto(mode), &p).ok());
+  EXPECT_FALSE(p.mps_tenant_isolation);
 
   req.mutable_update_mask()->add_paths("name");
   EXPECT_EQ(PoolPatchFromProto(req).status().message(),

@@ -65,30 +65,38 @@ TEST(LeaderFollowTest, FollowsTheNamedLeaderAtOnceThenPausesWhileItIsGone) {
   n = f.OnFailure(
       grpc::Status(grpc::StatusCode::UNAVAILABLE, "failed to connect to all addresses"));
   EXPECT_TRUE(n.retry);
-  EXPECT_EQ(n.delay, milliseconds(100));
+  EXPECT_EQ(n.delay, milliseconds(50));
   EXPECT_EQ(f.target(), "a:1,b:2,c:3");
-  // The standby still names c:3 (its lease has not expired yet): follow, but pause now.
+  // The standby still names c:3 (its lease has not run out yet): follow, but after a pause.
   n = f.OnFailure(NotLeaderStatus(Hint("c:3"), ""));
   EXPECT_TRUE(n.retry);
-  EXPECT_EQ(n.delay, milliseconds(200));
+  EXPECT_EQ(n.delay, milliseconds(100));
   EXPECT_EQ(f.target(), "c:3");
   // No replica leads (the row expired): the list, pausing longer, up to the cap.
   n = f.OnFailure(NotLeaderStatus(Hint(""), ""));
-  EXPECT_EQ(n.delay, milliseconds(400));
+  EXPECT_EQ(n.delay, milliseconds(200));
   EXPECT_EQ(f.target(), "a:1,b:2,c:3");
   for (int i = 0; i < 10; ++i) n = f.OnFailure(NotLeaderStatus(Hint(""), ""));
-  EXPECT_EQ(n.delay, milliseconds(1000));
-  // A success resets the pauses.
-  f.OnSuccess();
+  EXPECT_EQ(n.delay, milliseconds(250));
+  // The new leader is named: at once, however many pauses came before.
   n = f.OnFailure(NotLeaderStatus(Hint("b:2"), ""));
   EXPECT_EQ(n.delay, milliseconds(0));
   EXPECT_EQ(f.target(), "b:2");
-  // The replica we were sent to names itself (it is taking over, not serving yet): back to the
-  // list, after a pause.
-  n = f.OnFailure(NotLeaderStatus(Hint("b:2"), ""));
+  // b:2 won the lease but is still recovering (it names itself, leader-starting): ask it again.
+  v1::NotLeader starting = Hint("b:2");
+  starting.set_role("leader-starting");
+  n = f.OnFailure(NotLeaderStatus(starting, ""));
   EXPECT_TRUE(n.retry);
   EXPECT_GT(n.delay, milliseconds(0));
+  EXPECT_EQ(f.target(), "b:2");
+  // A standby naming itself would be confused: start over from the list.
+  n = f.OnFailure(NotLeaderStatus(Hint("b:2"), ""));
+  EXPECT_TRUE(n.retry);
   EXPECT_EQ(f.target(), "a:1,b:2,c:3");
+  // A success resets the pauses.
+  f.OnSuccess();
+  n = f.OnFailure(NotLeaderStatus(Hint(""), ""));
+  EXPECT_EQ(n.delay, milliseconds(50));
 }
 
 TEST(LeaderFollowTest, WhatAServerMayHaveExecutedIsNotRetried) {

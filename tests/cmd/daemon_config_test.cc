@@ -34,7 +34,8 @@ skus:
   - {name: big, gpus: 2, cpu_milli: 16000}
 pools:
   - {name: shared, strategy: fgd, compute_overcommit: 1.5, sharing: fractional}
-  - {name: vip, visibility: private, allowed_tenants: [acme], sharing: time-sliced, replicas: 4}
+  - {name: vip, visibility: private, allowed_tenants: [acme], sharing: time-sliced, replicas: 4,
+     mps_isolation: tenant}
 )";
   Result<DaemonConfig> c = ParseDaemonConfig(yaml, "gpupoold.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -50,6 +51,8 @@ pools:
   EXPECT_EQ(c->pools[0].compute_overcommit.permille, 1500);
   EXPECT_EQ(c->pools[1].visibility, Visibility::kPrivate);
   EXPECT_EQ(c->pools[1].time_slice_replicas, 4);
+  EXPECT_FALSE(c->pools[0].mps_tenant_isolation);
+  EXPECT_TRUE(c->pools[1].mps_tenant_isolation);
 }
 
 TEST(DaemonConfigTest, ErrorsNameFileKeyAndLine) {
@@ -64,6 +67,10 @@ TEST(DaemonConfigTest, ErrorsNameFileKeyAndLine) {
       {"pools:\n  - name: a\n    sharing: magic\n", "pools[0].sharing: must be exclusive"},
       {"scheduler:\n  job_retention_ms: -1\n", "gpupoold.yaml:2: scheduler.job_retention_ms"},
       {"pools:\n  - name: a\n    sharing: time-sliced\n", "pools[0].replicas: required"},
+      {"pools:\n  - name: a\n    mps_isolation: gpu\n",
+       "pools[0].mps_isolation: must be device or tenant, got 'gpu'"},
+      {"pools:\n  - name: a\n    sharing: exclusive\n    mps_isolation: tenant\n",
+       "pools[0].mps_isolation: tenant isolation needs sharing fractional or time-sliced"},
       {"log_level: loud\n", "gpupoold.yaml:1: log_level: must be debug"},
       {"scheduler: {default_priority_class: vip}\n", "'vip' is not a defined priority class"},
       {"skus:\n  - {name: a, gpus: 1, tflops: 3}\n", "set either gpus or tflops"},

@@ -28,6 +28,7 @@
 #include "api/auth.h"
 #include "api/rest/routes.h"
 #include "gpupool/v1/agent.grpc.pb.h"
+#include "gpupool/v1/billing.grpc.pb.h"
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/keys.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
@@ -154,6 +155,23 @@ struct World {
     v1::Pool resp;
     auto c = AdminCall();
     grpc::Status st = v1::PoolService::NewStub(channel)->CreatePool(c.get(), req, &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  v1::PricePlan Plan(const std::string& name) {
+    v1::PricePlan p;
+    p.set_name(name);
+    p.set_currency("USD");
+    v1::PriceRate* r = p.add_rates();
+    r->set_unit("tflops-hour");
+    r->set_price("0.45");
+    return p;
+  }
+  void CreatePricePlan(const std::string& name) {
+    v1::CreatePricePlanRequest req;
+    *req.mutable_plan() = Plan(name);
+    v1::PricePlan resp;
+    auto c = AdminCall();
+    grpc::Status st = v1::BillingService::NewStub(channel)->CreatePricePlan(c.get(), req, &resp);
     ASSERT_TRUE(st.ok()) << st.error_message();
   }
   // A new key; returns {id, secret}.
@@ -384,6 +402,44 @@ std::vector<Row> Table() {
     r.mutable_key()->set_role("admin");
     return Target{Box(r), "POST", "/v1/apikeys", Json(r)};
   });
+  // ---- BillingService: plans are the admins'; invoices and the feed a tenant-admin's subtree ----
+  add("BillingService/CreatePricePlan", "POST /v1/priceplans", "admin", "DDDA", [](World& w) {
+    v1::CreatePricePlanRequest r;
+    *r.mutable_plan() = w.Plan(w.Fresh("plan"));
+    return Target{Box(r), "POST", "/v1/priceplans", Json(r)};
+  });
+  add("BillingService/UpdatePricePlan", "PUT /v1/priceplans/{plan.name}", "admin", "DDDA",
+      [](World& w) {
+        const std::string name = w.Fresh("plan");
+        w.CreatePricePlan(name);
+        v1::UpdatePricePlanRequest r;
+        *r.mutable_plan() = w.Plan(name);
+        return Target{Box(r), "PUT", "/v1/priceplans/" + name, Json(r)};
+      });
+  add("BillingService/ListPricePlans", "GET /v1/priceplans", "own", "DDAA", [](World&) {
+    return Target{Box(v1::ListPricePlansRequest()), "GET", "/v1/priceplans", ""};
+  });
+  for (const std::string on : {"own", "other"}) {
+    const std::string expect = on == "own" ? "DDAA" : "DDDA";
+    for (const std::string rpc : {"ListInvoices", "ExportInvoices"}) {
+      const std::string path = rpc == "ListInvoices" ? "/v1/invoices" : "/v1/invoices.csv";
+      add("BillingService/" + rpc, "GET " + path, on, expect, [on, path](World& w) {
+        v1::ListInvoicesRequest r;
+        r.set_tenant(w.Tenant(on));
+        r.set_period("2026-11");
+        return Target{Box(r), "GET", path + "?tenant=" + Enc(w.Tenant(on)) + "&period=2026-11", ""};
+      });
+    }
+    for (const std::string rpc : {"GetUsageFeed", "ExportUsageFeed"}) {
+      const std::string path = rpc == "GetUsageFeed" ? "/v1/usage-feed" : "/v1/usage-feed.csv";
+      add("BillingService/" + rpc, "GET " + path, on, expect, [on, path](World& w) {
+        v1::GetUsageFeedRequest r;
+        r.set_tenant(w.Tenant(on));
+        r.set_period("2026-11");
+        return Target{Box(r), "GET", path + "?tenant=" + Enc(w.Tenant(on)) + "&period=2026-11", ""};
+      });
+    }
+  }
   return rows;
 }
 
@@ -474,7 +530,8 @@ TEST_F(AuthzMatrix, EveryRpcAndRouteHasARow) {
   const auto* pool = google::protobuf::DescriptorPool::generated_pool();
   for (const char* file :
        {"gpupool/v1/jobs.proto", "gpupool/v1/pools.proto", "gpupool/v1/tenants.proto",
-        "gpupool/v1/keys.proto", "gpupool/v1/agent.proto", "gpupool/v1/audit.proto"}) {
+        "gpupool/v1/keys.proto", "gpupool/v1/agent.proto", "gpupool/v1/audit.proto",
+        "gpupool/v1/billing.proto"}) {
     const auto* f = pool->FindFileByName(file);
     ASSERT_NE(f, nullptr) << file;
     for (int s = 0; s < f->service_count(); ++s) {

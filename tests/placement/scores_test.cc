@@ -109,6 +109,39 @@ TEST(ScoresTest, FgdFragmentationAndQuantisedScore) {
   EXPECT_DOUBLE_EQ(model.Delta(n, &c, 1, 64000, 1 << 20).h, 250);
 }
 
+TEST(ScoresTest, ModelPressureOfPinnedClasses) {
+  // Half the GPU demand may run anywhere; a quarter is pinned to model 1, which is a quarter of
+  // the pool's GPUs (model_share ¼); a quarter to models 1 or 2 (half the GPUs). CPU-only tasks
+  // bring no GPU demand. Σ p·g·k = 0.5·1000 + 0.25·1000 + 0.25·1000 = 1000.
+  std::vector<FragClass> w(4);
+  w[0].gpu_milli = 1000, w[0].gpu_count = 1, w[0].p = 0.5;  // any model (model_share 1)
+  w[1].gpu_milli = 500, w[1].gpu_count = 2, w[1].p = 0.25, w[1].model_mask = 0b10;
+  w[1].model_share = 0.25;
+  w[2].gpu_milli = 250, w[2].gpu_count = 1, w[2].p = 1.0, w[2].model_mask = 0b110;
+  w[2].model_share = 0.5;
+  w[3].gpu_count = 0, w[3].p = 0.1;
+  // ρ1 = (250 / ¼ + 250 / ½) / 1000 = 1.5 → 3.375; ρ2 = (250 / ½) / 1000 = 0.5 → 0.125; others 0.
+  const std::vector<double> pressure = ModelPressure(w);
+  ASSERT_EQ(pressure.size(), 64u);
+  EXPECT_DOUBLE_EQ(pressure[1], 3.375);
+  EXPECT_DOUBLE_EQ(pressure[2], 0.125);
+  EXPECT_DOUBLE_EQ(pressure[0], 0);
+  EXPECT_DOUBLE_EQ(pressure[63], 0);
+  // Nothing pinned: no pressure anywhere.
+  w.resize(1);
+  for (double x : ModelPressure(w)) EXPECT_EQ(x, 0);
+
+  // The term: a placement taking 600 of a model-1 device and 1000 of a model-0 one.
+  FragModel model(&w);
+  std::vector<double> per_model(64, 0.0);
+  per_model[1] = 3.375;
+  model.set_model_pressure(per_model);
+  NodeState n = MakeNode({1000, 1000});
+  n.devices[0].model = 1;
+  FragChange c[2] = {{0, 400}, {1, 0}};
+  EXPECT_DOUBLE_EQ(model.Delta(n, c, 2, 64000, 1 << 20).pressure, 600 * 3.375);
+}
+
 TEST(ScoresTest, CpuOnlyClassesCountAllIdle) {
   // Half the tasks want 500 milli, half are CPU-only (reach ½: only half the nodes host them).
   std::vector<FragClass> w(2);

@@ -61,8 +61,11 @@ TEST(CoreDeviceFaultTest, AFaultIsStoredKeptAcrossARestartAndClearedByAnAdmin) {
     TaskRecord t = h.Task(job->id);
     EXPECT_EQ(t.attempt, 1);  // requeued, not failed
     EXPECT_EQ(t.state, TaskState::kPending);
-    // Placed nowhere: the node's only GPU is out of service.
-    EXPECT_NE(t.reason.find("(GPU-n1-0) unhealthy"), std::string::npos) << t.reason;
+    // Placed nowhere: the node's only GPU is out of service, so the one node lacks devices.
+    EXPECT_EQ(t.pending.code, PendingCode::kNoCapacity) << t.reason;
+    EXPECT_EQ(t.pending.nodes_by_reason,
+              (std::vector<std::pair<std::string, int32_t>>{{"devices", 1}}))
+        << t.reason;
     NodeView v = *h.core->GetNode("n1");
     ASSERT_EQ(v.devices.size(), 1u);
     EXPECT_FALSE(v.devices[0].device.healthy);
@@ -96,8 +99,9 @@ TEST(CoreDeviceFaultTest, AFaultIsStoredKeptAcrossARestartAndClearedByAnAdmin) {
   EXPECT_TRUE(h.core->GetNode("n1")->devices[0].device.healthy);
 }
 
-TEST(CoreDeviceFaultTest, CapabilitiesAreShownAndUsageIsKept) {
-  CoreHarness h;
+TEST(CoreDeviceFaultTest, CapabilitiesAreShownStoredAndUsageIsKept) {
+  std::shared_ptr<MemoryDatabase> db = MemoryStore().database();
+  CoreHarness h(SchedulerOptions::Defaults(), db);
   ASSERT_TRUE(h.CreatePool("gpu").ok());
   AgentRegistration reg = testing::SimulatedH100s("n1", "gpu", 1);
   reg.capabilities = {{"memory", true, "memory.max"}, {"mps", false, "not managed"}};
@@ -123,6 +127,13 @@ TEST(CoreDeviceFaultTest, CapabilitiesAreShownAndUsageIsKept) {
   EXPECT_EQ(h.Task(job->id).usage, (TaskUsageRecord{1'500'000, 33'554'432, 1}));
   EXPECT_EQ(h.store->Recover()->jobs[0].tasks[0].usage,
             (TaskUsageRecord{1'500'000, 33'554'432, 1}));
+
+  // Capabilities are stored with the node: a restarted core (it takes over the store, so this
+  // comes last) shows them before the agent registers again.
+  EXPECT_EQ(h.store->Recover()->nodes[0].capabilities, reg.capabilities);
+  CoreHarness restarted(SchedulerOptions::Defaults(), db);
+  ASSERT_TRUE(restarted.core->GetNode("n1").ok());
+  EXPECT_EQ(restarted.core->GetNode("n1")->capabilities, reg.capabilities);
 }
 
 }  // namespace

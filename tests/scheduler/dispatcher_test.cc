@@ -71,6 +71,14 @@ TEST(DispatcherTest, BuildsStartFromTheTaskAndStopWithGraceAndEpoch) {
   // Without the node's devices (an unknown node): every grant at 100%.
   EXPECT_EQ(Dispatcher::BuildStart(job, 1, nullptr, 7).devices[0].thread_percentage, 100);
 
+  // The pool's MPS isolation travels with the start; no pool, or a pool without it: none.
+  EXPECT_FALSE(s.mps_tenant_isolation);
+  PoolRecord pool;
+  pool.name = "gpu";
+  EXPECT_FALSE(Dispatcher::BuildStart(job, 1, &node, 7, &pool).mps_tenant_isolation);
+  pool.mps_tenant_isolation = true;
+  EXPECT_TRUE(Dispatcher::BuildStart(job, 1, &node, 7, &pool).mps_tenant_isolation);
+
   Dispatcher d(nullptr, 10'000, [](const std::string&) { return nullptr; });
   d.set_epoch(9);
   StopTaskCommand stop = d.BuildStop(job, 1, "preempted");

@@ -98,9 +98,11 @@ TEST_P(StoreConformanceTest, UpsertsReplaceWholeRecords) {
   pool.visibility = Visibility::kPublic;
   pool.allowed_tenants.clear();
   pool.compute_overcommit = Ratio{2000};
+  pool.mps_tenant_isolation = false;
   node.devices.resize(1);
   node.links.clear();
   node.labels = {{"zone", "eu-2"}};
+  node.capabilities = {{"sandbox", false, "off"}};  // a re-registration replaces the list
   ASSERT_OK(ApplyAndWait(*store_, {UpsertPool{pool}, UpsertNode{node}}));
   RecoveredState got = MustRecover(*store_);
   ASSERT_EQ(got.pools.size(), 1u);

@@ -77,6 +77,7 @@ PoolRecord SamplePool(const std::string& name) {
   p.sharing_mode = SharingMode::kTimeSliced;
   p.time_slice_replicas = 4;
   p.create_us = 1'700'000'000'000'001;
+  p.mps_tenant_isolation = true;
   return p;
 }
 
@@ -103,6 +104,10 @@ NodeRecord SampleNode(const std::string& name, const std::string& pool) {
     n.devices.push_back(d);
   }
   n.links = {LinkRecord{0, 1, LinkKind::kNvlink, 900}, LinkRecord{1, 2, LinkKind::kPcieHost, 64}};
+  // Text that needs quoting in an array literal (commas, quotes, braces) and an empty detail.
+  n.capabilities = {{"memory", true, "cgroup v1 memory.limit_in_bytes, \"hard\" {limit}"},
+                    {"mps", false, "not managed (mps.enabled: false)"},
+                    {"xid_events", true, ""}};
   return n;
 }
 

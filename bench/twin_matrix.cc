@@ -1,0 +1,120 @@
+// twin_matrix: replays trace workloads through the cluster twin (twin/twin.h) for every
+// strategy × preemption setting asked for, prints one table row per replay and writes every
+// report as one JSON array (docs/benchmarks.md, "Cluster twin").
+//
+//   twin_matrix --trace-dir DIR [--workloads default,gpushare80] [--strategies fgd-pack,best-fit]
+//               [--preemption on,off] [--load-factor X] [--replicas N] [--max-nodes N]
+//               [--horizon-s S] [--warmup-s S] [--json OUT]
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "twin/twin.h"
+#include "twin/workload.h"
+
+namespace {
+
+using namespace gpupool;
+using namespace gpupool::twin;
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+[[noreturn]] void Fail(const std::string& msg) {
+  std::cerr << "twin_matrix: " << msg << "\n";
+  std::exit(2);
+}
+
+double P99(const TwinReport& r, const std::string& cls) {
+  auto it = r.wait_by_class.find(cls);
+  return it == r.wait_by_class.end() ? 0 : it->second.p99;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  SetLogLevel(LogLevel::kWarn);  // the core logs every preemption at info
+  LoadOptions load;
+  std::vector<std::string> workloads = {"default"}, strategies = {"fgd-pack"};
+  std::vector<bool> preemption = {true, false};
+  std::string json;
+  double horizon_s = 0, warmup_s = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i], v = argv[i + 1];
+    if (a == "--trace-dir")
+      load.trace_dir = v;
+    else if (a == "--workloads")
+      workloads = Split(v);
+    else if (a == "--strategies")
+      strategies = Split(v);
+    else if (a == "--preemption") {
+      preemption.clear();
+      for (const std::string& p : Split(v)) {
+        if (p != "on" && p != "off") Fail("--preemption: on and/or off, got '" + p + "'");
+        preemption.push_back(p == "on");
+      }
+    } else if (a == "--load-factor")
+      load.time_scale = std::atof(v.c_str());
+    else if (a == "--replicas")
+      load.replicas = std::atoi(v.c_str());
+    else if (a == "--max-nodes")
+      load.max_nodes = std::atoi(v.c_str());
+    else if (a == "--horizon-s")
+      horizon_s = std::atof(v.c_str());
+    else if (a == "--warmup-s")
+      warmup_s = std::atof(v.c_str());
+    else if (a == "--json")
+      json = v;
+    else
+      Fail("unknown option '" + a + "'");
+  }
+  if (load.trace_dir.empty()) Fail("--trace-dir is required");
+  OrgTree org = DefaultOrgTree();
+  std::string all = "[";
+  std::printf("%-11s %-14s %-4s %7s %7s %6s %9s %9s %9s %6s %9s %5s %6s %8s\n", "workload",
+              "strategy", "pre", "alloc%", "demand%", "frag%", "p99 high", "p99 norm", "p99 low",
+              "preem", "lost GPUs", "quota", "below", "speedup");
+  for (const std::string& name : workloads) {
+    load.workload = name;
+    Result<Workload> w = LoadTrace(load, org);
+    if (!w.ok()) Fail(w.status().ToString());
+    for (const std::string& s : strategies) {
+      for (bool p : preemption) {
+        TwinConfig c;
+        c.label = name + "/" + s + "/" + (p ? "preempt" : "no-preempt");
+        c.strategy = s;
+        c.preemption = p;
+        c.horizon_us = static_cast<int64_t>(horizon_s * 1e6);
+        c.warmup_us = static_cast<int64_t>(warmup_s * 1e6);
+        Result<TwinReport> r = RunTwin(*w, org, c);
+        if (!r.ok()) Fail(r.status().ToString());
+        int64_t below = 0;
+        for (const TenantReport& t : r->tenants) below += t.below_guarantee_samples;
+        std::printf(
+            "%-11s %-14s %-4s %7.2f %7.1f %6.2f %9.2f %9.1f %9.1f %6lld %9.0f %5lld %6lld %7.0fx\n",
+            name.c_str(), s.c_str(), p ? "on" : "off", r->time_avg_gpu_allocation_pct,
+            r->time_avg_demand_pct, r->time_avg_frag_pct, P99(*r, "high"), P99(*r, "normal"),
+            P99(*r, "low"), static_cast<long long>(r->preemptions), r->lost_gpu_s,
+            static_cast<long long>(r->quota_violations), static_cast<long long>(below), r->speedup);
+        std::fflush(stdout);
+        all += (all.size() > 1 ? ",\n" : "\n") + ToJson(*r);
+      }
+    }
+  }
+  all += "]\n";
+  if (!json.empty()) std::ofstream(json) << all;
+  return 0;
+}

@@ -1,0 +1,223 @@
+// gpupool-twin: replays a trace workload through the production scheduler core with a simulated
+// clock and writes what it measured. Wiring only: the replay is twin/twin.h, the workload
+// twin/workload.h, the report twin/report.h.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "base/log.h"
+#include "placement/strategy.h"
+#include "twin/org_tree.h"
+#include "twin/report.h"
+#include "twin/twin.h"
+#include "twin/what_if.h"
+#include "twin/workload.h"
+
+namespace {
+
+using namespace gpupool;
+using namespace gpupool::twin;
+
+constexpr const char* kHelp = R"(usage: gpupool-twin --trace-dir DIR --json OUT [options]
+
+Replays a workload (Alibaba openb pod list: arrivals at creation_time, durations up to
+deletion_time) through gpupoold's own scheduler core — queues, quotas, fair share, priorities,
+preemption, placement with the daemon's online workload model — on a simulated clock, with the
+in-memory store and simulated agents. Writes a JSON report (allocation, fragmentation, waits per
+priority class and tenant, preemptions, quota and guarantee checks) and an SVG plot. See
+docs/twin.md.
+
+workload:
+  --trace-dir DIR        folder with openb_pod_list_*.csv and the node list (required)
+  --workload NAME        pod list openb_pod_list_NAME.csv (default: default)
+  --nodes FILE           node list in the trace folder (default: openb_node_list_gpu_node.csv)
+  --load-factor X        arrival times divided by X, durations kept (default: 1)
+  --replicas N           submit each pod N times, copy k arriving k × --replica-gap-s later
+                         (default: 1)
+  --replica-gap-s S      (default: 1)
+  --max-nodes N          keep about N nodes (every k-th, model mix kept); 0: all
+  --max-tasks N          only the first N pods; 0: all
+  --org-tree FILE        tenants, quotas (percent of the pool's GPUs) and qos → priority class
+                         (YAML; default: 4 orgs × 2 teams, guarantees 40/30/20/10 %)
+config:
+  --strategy S           the pool's placement strategy (default: fgd-pack)
+  --preemption on|off    (default: on)
+  --queue-order O        fair-share | fifo (default: fair-share)
+  --overcommit R         the pool's compute overcommit ratio (default: 1)
+  --resume full|remaining  a preempted task runs its full duration again (default) or what was
+                         left
+  --tick-ms N            the core's tick while tasks wait, simulated ms (default: 2000)
+  --start-latency-ms N   StartTask → RUNNING (default: 0)
+  --stop-latency-ms N    StopTask → exit (default: 0)
+replay and report:
+  --horizon-s S          stop at S simulated seconds (default: the last arrival)
+  --warmup-s S           averages and checks start at S (default: 0)
+  --sample-s S           sampling period of the time series and guarantee checks (default: 10)
+  --json OUT             the report (required)
+  --svg OUT              the plot (default: OUT with .svg for .json)
+  --what-if FILE         also replay with FILE's changes (YAML: label, strategy, preemption,
+                         queue_order, compute_overcommit, resume, org_tree) and write both side
+                         by side, with the differences
+  --progress on|off      a line on stderr every simulated hour (default: off)
+  --help                 this text
+strategies: first-fit best-fit spread dot-product gpu-packing gpu-clustering fgd fgd-pack random
+)";
+
+[[noreturn]] void Fail(const std::string& msg) {
+  std::cerr << "gpupool-twin: " << msg << "\n";
+  std::exit(2);
+}
+
+double Number(const std::string& flag, const std::string& v, double min) {
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(x >= min))
+    Fail(flag + ": expected a number >= " + std::to_string(min) + ", got '" + v + "'");
+  return x;
+}
+
+bool Write(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  return static_cast<bool>(f);
+}
+
+void PrintSummary(const TwinReport& r) {
+  std::printf(
+      "%-12s %-10s preempt=%-3s alloc=%.2f%% demand=%.1f%% frag=%.2f%% preemptions=%lld "
+      "quota_violations=%lld speedup=%.0fx\n",
+      r.label.c_str(), r.strategy.c_str(), r.preemption ? "on" : "off",
+      r.time_avg_gpu_allocation_pct, r.time_avg_demand_pct, r.time_avg_frag_pct,
+      static_cast<long long>(r.preemptions), static_cast<long long>(r.quota_violations), r.speedup);
+  for (const auto& [cls, w] : r.wait_by_class) {
+    std::printf(
+        "    class %-8s tasks=%-7lld wait p50=%.2fs p99=%.2fs max=%.0fs never_started=%lld\n",
+        cls.c_str(), static_cast<long long>(w.count), w.p50, w.p99, w.max,
+        static_cast<long long>(w.never_started));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  SetLogLevel(LogLevel::kWarn);  // the core logs every preemption at info
+  LoadOptions load;
+  TwinConfig config;
+  std::string json, svg, org_path, what_if;
+  double horizon_s = 0, warmup_s = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << kHelp;
+      return 0;
+    }
+    if (i + 1 >= argc) Fail(a + ": needs a value (see --help)");
+    std::string v = argv[++i];
+    if (a == "--trace-dir")
+      load.trace_dir = v;
+    else if (a == "--workload")
+      load.workload = v;
+    else if (a == "--nodes")
+      load.nodes_file = v;
+    else if (a == "--load-factor")
+      load.time_scale = Number(a, v, 0.001);
+    else if (a == "--replicas")
+      load.replicas = static_cast<int>(Number(a, v, 1));
+    else if (a == "--replica-gap-s")
+      load.replica_gap_us = static_cast<int64_t>(Number(a, v, 0) * 1e6);
+    else if (a == "--max-nodes")
+      load.max_nodes = static_cast<int>(Number(a, v, 0));
+    else if (a == "--max-tasks")
+      load.max_tasks = static_cast<int64_t>(Number(a, v, 0));
+    else if (a == "--org-tree")
+      org_path = v;
+    else if (a == "--strategy") {
+      if (!placement::ParseStrategy(v).ok()) Fail("--strategy: unknown strategy '" + v + "'");
+      config.strategy = v;
+    } else if (a == "--preemption") {
+      if (v != "on" && v != "off") Fail("--preemption: expected on or off, got '" + v + "'");
+      config.preemption = v == "on";
+    } else if (a == "--queue-order") {
+      Result<QueueOrderKind> k = ParseQueueOrder(v);
+      if (!k.ok()) Fail("--queue-order: " + k.status().message());
+      config.queue_order = *k;
+    } else if (a == "--overcommit") {
+      config.compute_overcommit_permille = static_cast<int64_t>(Number(a, v, 1) * 1000 + 0.5);
+    } else if (a == "--resume") {
+      if (v != "full" && v != "remaining")
+        Fail("--resume: expected full or remaining, got '" + v + "'");
+      config.resume_remaining = v == "remaining";
+    } else if (a == "--tick-ms")
+      config.tick_ms = static_cast<int64_t>(Number(a, v, 1));
+    else if (a == "--start-latency-ms")
+      config.start_latency_ms = static_cast<int64_t>(Number(a, v, 0));
+    else if (a == "--stop-latency-ms")
+      config.stop_latency_ms = static_cast<int64_t>(Number(a, v, 0));
+    else if (a == "--horizon-s")
+      horizon_s = Number(a, v, 0);
+    else if (a == "--warmup-s")
+      warmup_s = Number(a, v, 0);
+    else if (a == "--sample-s")
+      config.sample_ms = static_cast<int64_t>(Number(a, v, 0.001) * 1000);
+    else if (a == "--json")
+      json = v;
+    else if (a == "--progress")
+      config.progress = v == "on";
+    else if (a == "--svg")
+      svg = v;
+    else if (a == "--what-if")
+      what_if = v;
+    else
+      Fail("unknown option '" + a + "' (see --help)");
+  }
+  if (load.trace_dir.empty()) Fail("--trace-dir is required (see --help)");
+  if (json.empty()) Fail("--json is required (see --help)");
+  if (svg.empty()) {
+    svg = json;
+    if (svg.size() > 5 && svg.ends_with(".json")) svg.resize(svg.size() - 5);
+    svg += ".svg";
+  }
+  config.horizon_us = static_cast<int64_t>(horizon_s * 1e6);
+  config.warmup_us = static_cast<int64_t>(warmup_s * 1e6);
+
+  OrgTree org = DefaultOrgTree();
+  if (!org_path.empty()) {
+    Result<OrgTree> parsed = LoadOrgTree(org_path);
+    if (!parsed.ok()) Fail(parsed.status().ToString());
+    org = std::move(*parsed);
+  }
+  Result<Workload> w = LoadTrace(load, org);
+  if (!w.ok()) Fail(w.status().ToString());
+  std::printf("workload %s: %zu nodes, %lld GPUs, %zu tasks (%lld CPU-only pods left out)\n",
+              w->name.c_str(), w->nodes.size(), static_cast<long long>(w->GpuCount()),
+              w->tasks.size(), static_cast<long long>(w->skipped));
+
+  Result<TwinReport> base = RunTwin(*w, org, config);
+  if (!base.ok()) Fail(base.status().ToString());
+  PrintSummary(*base);
+  if (what_if.empty()) {
+    if (!Write(json, ToJson(*base))) Fail("cannot write " + json);
+    if (!Write(svg, ToSvg(*base))) Fail("cannot write " + svg);
+    return 0;
+  }
+  Result<WhatIf> wi = LoadWhatIf(what_if, config);
+  if (!wi.ok()) Fail(wi.status().ToString());
+  OrgTree org2 = org;
+  Workload w2 = *w;
+  if (wi->org_tree) {
+    Result<OrgTree> parsed = LoadOrgTree(*wi->org_tree);
+    if (!parsed.ok()) Fail(parsed.status().ToString());
+    org2 = std::move(*parsed);
+    Result<Workload> reloaded = LoadTrace(load, org2);  // tenants and classes follow the tree
+    if (!reloaded.ok()) Fail(reloaded.status().ToString());
+    w2 = std::move(*reloaded);
+  }
+  Result<TwinReport> cand = RunTwin(w2, org2, wi->config);
+  if (!cand.ok()) Fail(cand.status().ToString());
+  PrintSummary(*cand);
+  if (!Write(json, WhatIfJson(*base, *cand))) Fail("cannot write " + json);
+  if (!Write(svg, ToSvg(*base, &*cand))) Fail("cannot write " + svg);
+  return 0;
+}

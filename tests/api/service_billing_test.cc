@@ -1,0 +1,231 @@
+// ServiceImpl's billing methods: price plans kept in a MemoryStore (the Store port's in-memory
+// implementation, held to the same conformance suite as PostgreSQL), invoices rated from a fixed
+// set of metered quantities. Who may do what, and what a tenant-admin is shown.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "api/service_impl.h"
+#include "billing/usage_source.h"
+#include "store/memory_store.h"
+#include "tests/api/service_harness.h"
+
+namespace gpupool::api {
+namespace {
+
+using testing::Admin;
+using testing::ServiceHarness;
+using testing::Tenant;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The ledger's answer, fixed: quantities filtered by subtree and period like the real query.
+class FixedUsage final : public billing::UsageSource {
+ public:
+  std::vector<billing::MeteredQuantity> rows;
+  Result<std::vector<billing::MeteredQuantity>> Usage(const std::string& tenant, int64_t start,
+                                                      int64_t end) override {
+    std::vector<billing::MeteredQuantity> out;
+    for (const auto& q : rows) {
+      if (billing::TenantWithinPath(q.dims.tenant, tenant) && q.start_ms >= start &&
+          q.start_ms < end) {
+        out.push_back(q);
+      }
+    }
+    return out;
+  }
+};
+
+v1::PricePlan Plan(const std::string& name, const std::string& price) {
+  v1::PricePlan p;
+  p.set_name(name);
+  p.set_currency("USD");
+  v1::PriceRate* r = p.add_rates();
+  r->set_unit("tflops-hour");
+  r->set_price(price);
+  (*p.mutable_priority_multipliers())["high"] = "2";
+  return p;
+}
+
+class ServiceBilling : public ::testing::Test {
+ protected:
+  ServiceBilling() : h_({}, Options()) {
+    const int64_t t = NowMs() + 60'000;  // after the plans below take effect
+    auto q = [t](std::string tenant, int64_t mtflops_s, std::string cls, bool preempted) {
+      billing::MeteredQuantity m;
+      m.dims = {std::move(tenant), "pub", "H100-80GB", "", std::move(cls)};
+      m.unit = billing::Unit::kTflopsHour;
+      m.quantity = mtflops_s;
+      m.ended_by_preemption = preempted;
+      m.start_ms = t;
+      m.end_ms = t + 60'000;
+      return m;
+    };
+    usage_.rows = {
+        q("acme/research", 36'000'000, "normal", false),  // 10 TFLOPS-h x 0.50 = 5.00
+        q("acme/research", 3'600'000, "high", true),      // 1 TFLOPS-h x 0.50 x 2 = 1.00, credited
+        q("globex", 72'000'000, "normal", false),         // 20 TFLOPS-h x 0.45 = 9.00
+    };
+  }
+
+  ServiceOptions Options() {
+    ServiceOptions o;
+    o.price_plans = &store_;
+    o.usage = &usage_;
+    return o;
+  }
+
+  void SetUp() override {
+    auto [s1, d] = h_.Call(&ApiService::CreatePricePlan, Create(Plan("default", "0.45")));
+    ASSERT_TRUE(s1.ok()) << s1.ToString();
+    v1::PricePlan acme = Plan("acme-deal", "0.50");
+    acme.add_tenants("acme");
+    acme.add_tenants("globex/lab");
+    auto [s2, a] = h_.Call(&ApiService::CreatePricePlan, Create(acme));
+    ASSERT_TRUE(s2.ok()) << s2.ToString();
+  }
+
+  static v1::CreatePricePlanRequest Create(const v1::PricePlan& p) {
+    v1::CreatePricePlanRequest r;
+    *r.mutable_plan() = p;
+    return r;
+  }
+  v1::ListInvoicesRequest Window(const std::string& tenant) {
+    v1::ListInvoicesRequest r;
+    r.set_tenant(tenant);
+    r.mutable_start_time()->set_seconds(NowMs() / 1000 - 3600);
+    r.mutable_end_time()->set_seconds(NowMs() / 1000 + 86400);
+    return r;
+  }
+
+  MemoryStore store_;
+  FixedUsage usage_;
+  ServiceHarness h_;
+};
+
+TEST_F(ServiceBilling, OnlyAdminsWritePlansAndAVersionNeverReachesIntoThePast) {
+  v1::UpdatePricePlanRequest up;
+  *up.mutable_plan() = Plan("default", "0.40");
+  auto [s1, v2] = h_.Call(&ApiService::UpdatePricePlan, up);
+  ASSERT_TRUE(s1.ok()) << s1.ToString();
+  EXPECT_EQ(v2.version(), 2);
+  EXPECT_EQ(v2.created_by(), "test-admin");
+  EXPECT_EQ(v2.preemption_credit_percent(), "100");
+
+  auto [s2, r2] = h_.Call(&ApiService::UpdatePricePlan, up, Tenant("acme", Role::kTenantAdmin));
+  EXPECT_EQ(s2.code(), StatusCode::kPermissionDenied) << s2.ToString();
+  auto [s3, r3] = h_.Call(&ApiService::CreatePricePlan, Create(Plan("x", "1")),
+                          Tenant("acme", Role::kTenantAdmin));
+  EXPECT_EQ(s3.code(), StatusCode::kPermissionDenied) << s3.ToString();
+
+  up.mutable_plan()->mutable_effective_time()->set_seconds(NowMs() / 1000 - 3600);
+  auto [s4, r4] = h_.Call(&ApiService::UpdatePricePlan, up);
+  EXPECT_EQ(s4.code(), StatusCode::kInvalidArgument) << s4.ToString();
+  EXPECT_NE(s4.message().find("plan.effective_time"), std::string::npos) << s4.ToString();
+
+  v1::PricePlan bad = Plan("bad", "0,45");
+  auto [s5, r5] = h_.Call(&ApiService::CreatePricePlan, Create(bad));
+  EXPECT_EQ(s5.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s5.message().find("plan.rates[0].price"), std::string::npos) << s5.ToString();
+  bad = Plan("bad", "1");
+  bad.mutable_rates(0)->set_unit("gpu-hour");
+  auto [s6, r6] = h_.Call(&ApiService::CreatePricePlan, Create(bad));
+  EXPECT_NE(s6.message().find("plan.rates[0].unit"), std::string::npos) << s6.ToString();
+  auto [s7, r7] = h_.Call(&ApiService::CreatePricePlan, Create(Plan("default", "1")));
+  EXPECT_EQ(s7.code(), StatusCode::kAlreadyExists) << s7.ToString();
+}
+
+TEST_F(ServiceBilling, ATenantAdminSeesThePlansThatRateItWithoutOtherTenantsNames) {
+  auto [s1, all] = h_.Call(&ApiService::ListPricePlans, v1::ListPricePlansRequest{});
+  ASSERT_TRUE(s1.ok());
+  ASSERT_EQ(all.plans_size(), 2);
+  EXPECT_EQ(all.plans(0).tenants_size(), 2);  // acme-deal, as stored
+
+  auto [s2, mine] = h_.Call(&ApiService::ListPricePlans, v1::ListPricePlansRequest{},
+                            Tenant("acme/research", Role::kTenantAdmin));
+  ASSERT_TRUE(s2.ok()) << s2.ToString();
+  ASSERT_EQ(mine.plans_size(), 2);
+  EXPECT_EQ(mine.plans(0).name(), "acme-deal");
+  ASSERT_EQ(mine.plans(0).tenants_size(), 1);  // globex/lab is not shown to acme
+  EXPECT_EQ(mine.plans(0).tenants(0), "acme");
+  EXPECT_EQ(mine.plans(0).created_by(), "");
+
+  auto [s3, globex] = h_.Call(&ApiService::ListPricePlans, v1::ListPricePlansRequest{},
+                              Tenant("globex", Role::kTenantAdmin));
+  ASSERT_TRUE(s3.ok());
+  ASSERT_EQ(globex.plans_size(), 2);  // globex/lab is below globex
+  auto [s4, member] = h_.Call(&ApiService::ListPricePlans, v1::ListPricePlansRequest{},
+                              Tenant("acme", Role::kMember));
+  EXPECT_EQ(s4.code(), StatusCode::kPermissionDenied);
+}
+
+TEST_F(ServiceBilling, InvoicesPerSubtreeWithTotalsAndExports) {
+  // acme: 10 TFLOPS-h x 0.50 = 5.00; 1 TFLOPS-h x 0.50 x 2 (high) = 1.00, credited 100 %.
+  auto [s1, acme] =
+      h_.Call(&ApiService::ListInvoices, Window(""), Tenant("acme", Role::kTenantAdmin));
+  ASSERT_TRUE(s1.ok()) << s1.ToString();
+  ASSERT_EQ(acme.invoices_size(), 1);
+  const v1::Invoice& inv = acme.invoices(0);
+  EXPECT_EQ(inv.tenant(), "acme");
+  EXPECT_EQ(inv.currency(), "USD");
+  ASSERT_EQ(inv.lines_size(), 2);
+  EXPECT_EQ(inv.lines(0).plan(), "acme-deal");
+  EXPECT_EQ(inv.subtotal(), "6.00");
+  EXPECT_EQ(inv.credit_total(), "1.00");
+  EXPECT_EQ(inv.total(), "5.00");
+
+  // Another subtree, or a member: refused.
+  auto [s2, other] =
+      h_.Call(&ApiService::ListInvoices, Window("globex"), Tenant("acme", Role::kTenantAdmin));
+  EXPECT_EQ(s2.code(), StatusCode::kPermissionDenied) << s2.ToString();
+  auto [s3, member] = h_.Call(&ApiService::ListInvoices, Window(""), Tenant("acme"));
+  EXPECT_EQ(s3.code(), StatusCode::kPermissionDenied) << s3.ToString();
+
+  // An admin without a tenant: one invoice per top-level tenant. globex: 20 x 0.45 = 9.00.
+  auto [s4, all] = h_.Call(&ApiService::ListInvoices, Window(""));
+  ASSERT_TRUE(s4.ok()) << s4.ToString();
+  ASSERT_EQ(all.invoices_size(), 2);
+  EXPECT_EQ(all.invoices(1).tenant(), "globex");
+  EXPECT_EQ(all.invoices(1).total(), "9.00");
+
+  auto [s5, csv] = h_.Call(&ApiService::ExportInvoices, Window("acme"));
+  ASSERT_TRUE(s5.ok()) << s5.ToString();
+  EXPECT_EQ(csv.content_type(), "text/csv; charset=utf-8");
+  EXPECT_NE(csv.body().find(",total,,,,,,,,,,,,,5.00,,\r\n"), std::string::npos) << csv.body();
+  EXPECT_TRUE(csv.filename().starts_with("invoices-acme-")) << csv.filename();
+
+  v1::GetUsageFeedRequest feed_req;
+  feed_req.set_tenant("acme");
+  *feed_req.mutable_start_time() = Window("").start_time();
+  *feed_req.mutable_end_time() = Window("").end_time();
+  auto [s6, feed] =
+      h_.Call(&ApiService::GetUsageFeed, feed_req, Tenant("acme", Role::kTenantAdmin));
+  ASSERT_TRUE(s6.ok()) << s6.ToString();
+  ASSERT_EQ(feed.items_size(), 3);  // two charges, one credit
+  EXPECT_EQ(feed.items(0).account(), "acme/research");
+  EXPECT_EQ(feed.items(2).amount(), "-1.00");
+  EXPECT_TRUE(feed.items(2).item_code().ends_with(".credit"));
+}
+
+TEST_F(ServiceBilling, PeriodsAreCheckedAndAMissingLedgerIsSaid) {
+  v1::ListInvoicesRequest r;
+  r.set_period("2026-13");
+  auto [s1, x] = h_.Call(&ApiService::ListInvoices, r);
+  EXPECT_EQ(s1.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s1.message().find("YYYY-MM"), std::string::npos) << s1.ToString();
+
+  ServiceOptions o;
+  o.price_plans = &store_;
+  ServiceHarness no_ledger({}, o);
+  auto [s2, y] = no_ledger.Call(&ApiService::ListInvoices, Window("acme"));
+  EXPECT_EQ(s2.code(), StatusCode::kFailedPrecondition) << s2.ToString();
+  auto [s3, z] = ServiceHarness().Call(&ApiService::ListPricePlans, v1::ListPricePlansRequest{});
+  EXPECT_EQ(s3.code(), StatusCode::kUnimplemented) << s3.ToString();
+}
+
+}  // namespace
+}  // namespace gpupool::api

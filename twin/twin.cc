@@ -1,0 +1,341 @@
+// Twin (twin.h): set-up of the core, the event loop, and the simulated agents' answers.
+#include "twin/twin.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <deque>
+#include <functional>
+#include <queue>
+
+#include "base/clock.h"
+#include "placement/strategy.h"
+#include "scheduler/core.h"
+#include "store/memory_store.h"
+#include "twin/recorder.h"
+#include "twin/sim_agents.h"
+
+namespace gpupool::twin {
+namespace {
+
+constexpr int64_t kClockBase = 1'700'000'000'000'000;  // simulated t = 0 on the core's clock
+
+enum class Kind { kRunning, kFinish, kExit };
+
+struct Event {
+  int64_t time = 0;
+  uint64_t seq = 0;
+  Kind kind = Kind::kFinish;
+  size_t task = 0;
+  int32_t attempt = 0;
+  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+};
+
+// A task as the simulated agents see it.
+struct Run {
+  int64_t job_id = 0;
+  int32_t attempt = -1;
+  std::string node;
+  bool holding = false;
+  int64_t run_start = 0;
+  int64_t remaining_us = 0;
+};
+
+class Loop {
+ public:
+  Loop(const Workload& w, const OrgTree& org, const TwinConfig& c)
+      : w_(w), org_(org), c_(c), clock_(kClockBase), runs_(w.tasks.size()) {
+    for (size_t i = 0; i < w.tasks.size(); ++i) runs_[i].remaining_us = w.tasks[i].duration_us;
+  }
+
+  Status Setup(SchedulerOptions options) {
+    core_ = std::make_unique<Core>(
+        std::move(options), &clock_, &store_, &agents_,
+        [this](std::function<void()> fn) { queue_.push_back(std::move(fn)); });
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t epoch, store_.AcquireLeadership());
+    GPUPOOL_ASSIGN_OR_RETURN(RecoveredState state, store_.Recover());
+    GPUPOOL_RETURN_IF_ERROR(core_->Recover(state, epoch));
+    PoolRecord pool;
+    pool.name = c_.pool;
+    pool.placement_strategy = c_.strategy;
+    pool.sharing_mode = SharingMode::kFractional;
+    pool.compute_overcommit = Ratio{c_.compute_overcommit_permille};
+    GPUPOOL_RETURN_IF_ERROR(Sync<PoolView>([&](auto cb) { core_->CreatePool(pool, cb); }));
+    const int64_t pool_tflops = w_.GpuCount() * w_.gpu.milli_tflops;
+    for (const OrgTenant& t : org_.tenants) {
+      TenantRecord rec;
+      rec.path = t.path;
+      GPUPOOL_RETURN_IF_ERROR(Sync<TenantView>([&](auto cb) { core_->CreateTenant(rec, cb); }));
+      if (!t.HasQuota()) continue;
+      QuotaRecord q;
+      q.tenant = t.path;
+      q.pool = c_.pool;
+      q.guaranteed.resources.milli_tflops = pool_tflops * t.guaranteed_pct_milli / 100'000;
+      q.limit.resources.milli_tflops = pool_tflops * t.limit_pct_milli / 100'000;
+      GPUPOOL_RETURN_IF_ERROR(Sync<QuotaView>([&](auto cb) { core_->SetQuota(q, cb); }));
+    }
+    for (const TwinNode& n : w_.nodes) {
+      AgentRegistration reg;
+      reg.node.name = n.name;
+      reg.node.pool = c_.pool;
+      reg.node.cpu_milli = n.cpu_milli;
+      reg.node.memory_mib = n.memory_mib;
+      for (int i = 0; i < n.gpus; ++i) {
+        DeviceRecord d;
+        d.id = static_cast<size_t>(i) < n.device_ids.size() ? n.device_ids[static_cast<size_t>(i)]
+                                                            : n.name + "-gpu" + std::to_string(i);
+        d.model = n.model;
+        d.index = i;
+        d.physical = w_.gpu;
+        reg.node.devices.push_back(std::move(d));
+      }
+      GPUPOOL_RETURN_IF_ERROR(
+          Sync<RegistrationResult>([&](auto cb) { core_->OnAgentRegister(reg, cb); }));
+    }
+    agents_.outbox.clear();
+    return Status::Ok();
+  }
+
+  TwinReport Run(Recorder& rec, int64_t horizon) {
+    auto wall_start = std::chrono::steady_clock::now();
+    size_t next_arrival = 0;
+    int64_t next_sample = 0, next_tick = -1;
+    const int64_t tick_us = std::max<int64_t>(1, c_.tick_ms) * 1000;
+    const int64_t sample_us = std::max<int64_t>(1, c_.sample_ms) * 1000;
+    int64_t events = 0, next_progress = 0;
+    const std::clock_t cpu_start = std::clock();
+    while (true) {
+      // The earliest of: an agent's answer, an arrival, the tick, the sample (ties in that order).
+      constexpr int64_t kNever = INT64_MAX;
+      int64_t t_event = heap_.empty() ? kNever : heap_.top().time;
+      int64_t t_arrival =
+          next_arrival < w_.tasks.size() ? w_.tasks[next_arrival].arrival_us : kNever;
+      int64_t t_tick = next_tick < 0 ? kNever : next_tick;
+      int64_t now = std::min({t_event, t_arrival, t_tick, next_sample});
+      if (now > horizon) break;
+      clock_.Set(kClockBase + now);
+      if (c_.progress && now >= next_progress) {
+        std::fprintf(
+            stderr, "twin: %.1f h of %.1f h simulated, %zu/%zu arrived, %zu pending, %.0f s\n",
+            static_cast<double>(now) / 3.6e9, static_cast<double>(horizon) / 3.6e9, next_arrival,
+            w_.tasks.size(), core_->pending_tasks(),
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
+        next_progress = now + 3'600'000'000;
+      }
+      ++events;
+      if (now == t_event) {
+        Event e = heap_.top();
+        heap_.pop();
+        Handle(rec, e, now);
+      } else if (now == t_arrival) {
+        Arrive(rec, next_arrival++, now);
+      } else if (now == t_tick) {
+        next_tick = -1;
+        core_->Tick();
+        Drain();
+      } else {
+        rec.Sample(now, static_cast<int64_t>(core_->pending_tasks()));
+        next_sample = now + sample_us;
+      }
+      Deliver(rec, now);
+      if (next_tick < 0 && core_->pending_tasks() > 0) next_tick = now + tick_us;
+    }
+    clock_.Set(kClockBase + horizon);
+    rec.Sample(horizon, static_cast<int64_t>(core_->pending_tasks()));
+    TwinReport r = rec.Finish(horizon, c_.series_points);
+    r.events = events;
+    r.starts = std::move(starts_);
+    r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    r.cpu_s = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+    r.speedup = r.cpu_s > 0 ? r.horizon_s / r.cpu_s : 0;
+    return r;
+  }
+
+ private:
+  template <typename T>
+  Status Sync(const std::function<void(Core::Callback<T>)>& call) {
+    std::optional<Result<T>> out;
+    call([&](Result<T> r) { out.emplace(std::move(r)); });
+    Drain();
+    if (!out) return Status::Internal("twin: the core did not answer a set-up call");
+    return out->status();
+  }
+
+  void Drain() {
+    while (!queue_.empty()) {
+      auto fn = std::move(queue_.front());
+      queue_.pop_front();
+      fn();
+    }
+  }
+
+  void Push(int64_t time, Kind kind, size_t task, int32_t attempt) {
+    heap_.push(Event{time, seq_++, kind, task, attempt});
+  }
+
+  void Arrive(Recorder& rec, size_t i, int64_t now) {
+    const TwinTask& t = w_.tasks[i];
+    JobSpec spec;
+    spec.tenant = t.tenant;
+    spec.pool = c_.pool;
+    spec.priority_class = t.priority_class;
+    spec.task_count = 1;
+    spec.task_template.command = {"/bin/true"};
+    spec.task_template.resources = t.Request(w_.gpu);
+    spec.labels["trace.pod"] = t.name;
+    rec.Arrive(i, now);
+    std::optional<Result<JobRecord>> out;
+    core_->SubmitJob(std::move(spec), [&](Result<JobRecord> r) { out.emplace(std::move(r)); });
+    // The job id is needed before the pass that the submission asked for starts it.
+    while (!out && !queue_.empty()) {
+      auto fn = std::move(queue_.front());
+      queue_.pop_front();
+      fn();
+    }
+    if (!out || !out->ok()) {
+      rec.Rejected(i);
+      Drain();
+      return;
+    }
+    runs_[i].job_id = (*out)->id;
+    job_task_[(*out)->id] = i;
+    Drain();
+  }
+
+  void Handle(Recorder& rec, const Event& e, int64_t now) {
+    struct Run& run = runs_[e.task];
+    if (!run.holding || run.attempt != e.attempt) return;  // stale: that attempt is over
+    TaskReport report;
+    report.node = run.node;
+    report.task_id = TaskId(run.job_id, 0);
+    report.attempt = e.attempt;
+    if (e.kind == Kind::kRunning) {
+      report.state = TaskState::kRunning;
+      core_->OnTaskReport(report);
+      Drain();
+      return;
+    }
+    const TwinTask& t = w_.tasks[e.task];
+    bool preempted = false;
+    if (e.kind == Kind::kExit) {
+      Result<JobRecord> job = core_->GetJob(run.job_id);
+      preempted = job.ok() && job->tasks[0].stop == StopIntent::kPreempt;
+      report.state = TaskState::kFailed;
+      report.exit_code = 143;
+      report.signal = 15;
+    } else {
+      report.state = TaskState::kSucceeded;
+    }
+    run.holding = false;
+    core_->OnTaskReport(report);
+    Drain();
+    double lost = 0;
+    if (preempted) {
+      int64_t ran = std::max<int64_t>(0, now - run.run_start);
+      if (c_.resume_remaining) {
+        run.remaining_us = std::max<int64_t>(1, run.remaining_us - ran);
+      } else {
+        lost = static_cast<double>(ran) / 1e6 * static_cast<double>(t.GpuMilli()) / 1000.0;
+        run.remaining_us = t.duration_us;
+      }
+    }
+    rec.End(e.task, now, preempted, lost);
+  }
+
+  // Turns what the core told the agents into their answers.
+  void Deliver(Recorder& rec, int64_t now) {
+    std::vector<SimAgents::Command> out;
+    out.swap(agents_.outbox);
+    for (SimAgents::Command& c : out) {
+      int64_t job_id = c.start ? c.start_cmd.job_id : 0;
+      int32_t index = 0;
+      if (!c.start && !ParseTaskId(c.stop_cmd.task_id, &job_id, &index)) continue;
+      auto it = job_task_.find(job_id);
+      if (it == job_task_.end()) continue;
+      size_t i = it->second;
+      struct Run& run = runs_[i];
+      if (c.start) {
+        if (run.holding && run.attempt == c.start_cmd.attempt) continue;  // a re-send
+        run.attempt = c.start_cmd.attempt;
+        run.node = c.node;
+        run.holding = true;
+        run.run_start = now + c_.start_latency_ms * 1000;
+        std::vector<Recorder::Grant> grants;
+        for (const DeviceGrantCommand& d : c.start_cmd.devices)
+          grants.push_back({d.uuid, d.milli_tflops});
+        rec.Start(i, now, grants);
+        if (c_.record_starts) {
+          StartLog log{static_cast<double>(now) / 1e6, w_.tasks[i].name, run.attempt, c.node, {}};
+          for (const Recorder::Grant& g : grants) log.devices.push_back(g.device);
+          starts_.push_back(std::move(log));
+        }
+        Push(run.run_start, Kind::kRunning, i, run.attempt);
+        Push(run.run_start + run.remaining_us, Kind::kFinish, i, run.attempt);
+      } else {
+        if (!run.holding || run.attempt != c.stop_cmd.attempt) continue;
+        Push(now + c_.stop_latency_ms * 1000, Kind::kExit, i, run.attempt);
+      }
+    }
+  }
+
+  const Workload& w_;
+  const OrgTree& org_;
+  const TwinConfig& c_;
+  ManualClock clock_;
+  MemoryStore store_;
+  SimAgents agents_;
+  std::deque<std::function<void()>> queue_;
+  std::unique_ptr<Core> core_;
+  std::vector<struct Run> runs_;
+  std::unordered_map<int64_t, size_t> job_task_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;
+  uint64_t seq_ = 0;
+  std::vector<StartLog> starts_;
+};
+
+}  // namespace
+
+Result<TwinReport> RunTwin(const Workload& workload, const OrgTree& org, const TwinConfig& config) {
+  if (!config.strategy.empty() && !placement::ParseStrategy(config.strategy).ok())
+    return Status::InvalidArgument("strategy: unknown placement strategy '" + config.strategy +
+                                   "'");
+  if (workload.nodes.empty()) return Status::InvalidArgument("workload: no node with GPUs");
+  SchedulerOptions options = config.scheduler;
+  options.throttle_periodic_passes = false;
+  // Nodes never fail in a replay: no heartbeat is ever missed.
+  options.heartbeat_timeout_ms = 1000LL * 3600 * 24 * 365 * 100;
+  options.tenancy.reservation_timeout_ms = 10 * 60 * 1000;
+  options.tenancy.queue_order = config.queue_order;
+  options.job_retention_ms = 10 * 60 * 1000;  // finished jobs leave the core's memory
+  std::set<std::string> used;
+  for (const TwinTask& t : workload.tasks) used.insert(t.priority_class);
+  for (const std::string& cls : used) {
+    if (!options.priority_classes.contains(cls))
+      return Status::InvalidArgument("qos_classes: priority class '" + cls + "' is not defined");
+  }
+  std::map<std::string, int64_t> min_runtime;
+  for (auto& [name, cls] : options.priority_classes) {
+    if (!config.preemption) {
+      cls.preemptible = false;
+      cls.may_preempt = false;
+    }
+    min_runtime[name] = cls.min_runtime_ms * 1000;
+  }
+  int64_t horizon = config.horizon_us;
+  if (horizon <= 0) horizon = workload.tasks.empty() ? 0 : workload.tasks.back().arrival_us;
+  Loop loop(workload, org, config);
+  Status st = loop.Setup(options);
+  if (!st.ok()) return st.WithContext("twin set-up");
+  Recorder rec(workload, org, workload.gpu.milli_tflops * config.compute_overcommit_permille / 1000,
+               std::move(min_runtime), config.warmup_us, config.guarantee_grace_us);
+  TwinReport r = loop.Run(rec, horizon);
+  r.label = config.label;
+  r.workload = workload.name;
+  r.strategy = config.strategy;
+  r.queue_order = std::string(QueueOrderName(config.queue_order));
+  r.preemption = config.preemption;
+  r.resume_remaining = config.resume_remaining;
+  return r;
+}
+
+}  // namespace gpupool::twin

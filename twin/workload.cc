@@ -1,0 +1,220 @@
+// Workload (workload.h): the openb CSV readers and the load and tenant shaping.
+#include "twin/workload.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+
+#include "pool/yaml_error.h"
+
+namespace gpupool::twin {
+namespace {
+
+std::vector<std::string_view> Split(std::string_view line, char sep) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    size_t at = line.find(sep, start);
+    out.push_back(
+        line.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
+    if (at == std::string_view::npos) break;
+    start = at + 1;
+  }
+  return out;
+}
+
+// Rows of a CSV with a header, as column name → cell, with the line number for messages.
+class Csv {
+ public:
+  Csv(std::string_view text, std::string source) : text_(text), source_(std::move(source)) {}
+
+  Status ReadHeader(std::initializer_list<std::string_view> required) {
+    std::string_view header;
+    if (!NextLine(&header)) return Status::InvalidArgument(source_ + ": empty file (no header)");
+    auto cols = Split(header, ',');
+    for (size_t i = 0; i < cols.size(); ++i) columns_[std::string(cols[i])] = i;
+    for (std::string_view r : required) {
+      if (!columns_.contains(std::string(r)))
+        return Status::InvalidArgument(source_ + ":1: missing column '" + std::string(r) + "'");
+    }
+    return Status::Ok();
+  }
+  // False at the end. Blank lines are skipped.
+  bool Next() {
+    std::string_view line;
+    do {
+      if (!NextLine(&line)) return false;
+    } while (line.empty());
+    cells_ = Split(line, ',');
+    return true;
+  }
+  std::string_view Cell(const std::string& col) const {
+    auto it = columns_.find(col);
+    if (it == columns_.end() || it->second >= cells_.size()) return {};
+    return cells_[it->second];
+  }
+  Result<int64_t> Int(const std::string& col, bool required = true) const {
+    std::string_view c = Cell(col);
+    if (c.empty() && !required) return int64_t{0};
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(c.data(), c.data() + c.size(), v);
+    if (ec != std::errc() || p != c.data() + c.size()) {
+      return Status::InvalidArgument(source_ + ":" + std::to_string(line_) + ": " + col +
+                                     ": expected an integer, got '" + std::string(c) + "'");
+    }
+    return v;
+  }
+  Status Error(const std::string& col, const std::string& msg) const {
+    return Status::InvalidArgument(source_ + ":" + std::to_string(line_) + ": " + col + ": " + msg);
+  }
+
+ private:
+  bool NextLine(std::string_view* line) {
+    if (pos_ >= text_.size()) return false;
+    size_t end = text_.find('\n', pos_);
+    if (end == std::string_view::npos) end = text_.size();
+    *line = text_.substr(pos_, end - pos_);
+    if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
+    pos_ = end + 1;
+    ++line_;
+    return true;
+  }
+
+  std::string_view text_;
+  std::string source_;
+  size_t pos_ = 0;
+  int64_t line_ = 0;
+  std::map<std::string, size_t> columns_;
+  std::vector<std::string_view> cells_;
+};
+
+}  // namespace
+
+ResourceRequest TwinTask::Request(const Resources& gpu) const {
+  ResourceRequest r;
+  r.cpu_milli = cpu_milli;
+  r.memory_mib = memory_mib;
+  if (gpu_milli < 1000) {
+    r.shape = RequestShape::kFractional;
+    r.fractional = Resources{gpu.milli_tflops * gpu_milli / 1000, gpu.vram_mib * gpu_milli / 1000};
+  } else {
+    r.shape = RequestShape::kWholeGpus;
+    r.gpu_count = num_gpu;
+    r.models = models;
+  }
+  return r;
+}
+
+int64_t Workload::GpuCount() const {
+  int64_t n = 0;
+  for (const TwinNode& node : nodes) n += node.gpus;
+  return n;
+}
+
+Result<std::vector<TwinTask>> ParsePods(std::string_view text, const std::string& source) {
+  Csv csv(text, source);
+  GPUPOOL_RETURN_IF_ERROR(
+      csv.ReadHeader({"name", "num_gpu", "gpu_milli", "creation_time", "deletion_time"}));
+  std::vector<TwinTask> out;
+  while (csv.Next()) {
+    TwinTask t;
+    t.name = std::string(csv.Cell("name"));
+    if (t.name.empty()) return csv.Error("name", "empty");
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t num_gpu, csv.Int("num_gpu"));
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t gpu_milli, csv.Int("gpu_milli"));
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t created, csv.Int("creation_time"));
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t deleted, csv.Int("deletion_time"));
+    GPUPOOL_ASSIGN_OR_RETURN(t.cpu_milli, csv.Int("cpu_milli", false));
+    GPUPOOL_ASSIGN_OR_RETURN(t.memory_mib, csv.Int("memory_mib", false));
+    if (num_gpu < 0 || num_gpu > 64) return csv.Error("num_gpu", "must be 0..64");
+    if (gpu_milli < 0 || gpu_milli > 1000) return csv.Error("gpu_milli", "must be 0..1000");
+    if (num_gpu > 1 && gpu_milli != 1000)
+      return csv.Error("gpu_milli", "a multi-GPU pod must ask for whole GPUs (1000)");
+    if (created < 0) return csv.Error("creation_time", "must be >= 0");
+    if (deleted < created) return csv.Error("deletion_time", "before creation_time");
+    t.num_gpu = static_cast<int32_t>(num_gpu);
+    t.gpu_milli = static_cast<int32_t>(gpu_milli);
+    t.arrival_us = created * 1'000'000;
+    t.duration_us = std::max<int64_t>(1, deleted - created) * 1'000'000;
+    t.qos = std::string(csv.Cell("qos"));
+    for (std::string_view m : Split(csv.Cell("gpu_spec"), '|'))
+      if (!m.empty()) t.models.emplace_back(m);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Result<std::vector<TwinNode>> ParseNodeList(std::string_view text, const std::string& source) {
+  Csv csv(text, source);
+  GPUPOOL_RETURN_IF_ERROR(csv.ReadHeader({"sn", "gpu"}));
+  std::vector<TwinNode> out;
+  while (csv.Next()) {
+    TwinNode n;
+    n.name = std::string(csv.Cell("sn"));
+    if (n.name.empty()) return csv.Error("sn", "empty");
+    GPUPOOL_ASSIGN_OR_RETURN(n.cpu_milli, csv.Int("cpu_milli", false));
+    GPUPOOL_ASSIGN_OR_RETURN(n.memory_mib, csv.Int("memory_mib", false));
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t gpus, csv.Int("gpu"));
+    if (gpus < 0 || gpus > 64) return csv.Error("gpu", "must be 0..64");
+    n.gpus = static_cast<int>(gpus);
+    n.model = std::string(csv.Cell("model"));
+    if (n.gpus > 0) out.push_back(std::move(n));  // CPU-only nodes serve no GPU task
+  }
+  if (out.empty()) return Status::InvalidArgument(source + ": no node with GPUs");
+  return out;
+}
+
+Workload Shape(std::string name, std::vector<TwinNode> nodes, std::vector<TwinTask> pods,
+               const LoadOptions& options, const OrgTree& org) {
+  Workload w;
+  w.name = std::move(name);
+  if (options.max_nodes > 0 && static_cast<size_t>(options.max_nodes) < nodes.size()) {
+    // Every k-th node (k rounded up), so the model mix of the whole list is kept.
+    size_t step = (nodes.size() + static_cast<size_t>(options.max_nodes) - 1) /
+                  static_cast<size_t>(options.max_nodes);
+    for (size_t i = 0; i < nodes.size(); i += step) w.nodes.push_back(nodes[i]);
+  } else {
+    w.nodes = std::move(nodes);
+  }
+  if (options.max_tasks > 0 && static_cast<size_t>(options.max_tasks) < pods.size())
+    pods.resize(static_cast<size_t>(options.max_tasks));
+  const double scale = options.time_scale > 0 ? options.time_scale : 1.0;
+  const int replicas = std::max(1, options.replicas);
+  for (const TwinTask& pod : pods) {
+    if (pod.GpuMilli() == 0) {
+      ++w.skipped;
+      continue;
+    }
+    for (int k = 0; k < replicas; ++k) {
+      TwinTask t = pod;
+      if (k > 0) t.name += "~" + std::to_string(k);
+      t.arrival_us =
+          static_cast<int64_t>(std::llround(static_cast<double>(pod.arrival_us) / scale)) +
+          k * options.replica_gap_us;
+      t.tenant = org.PickTenant(t.name);
+      t.priority_class = org.ClassOf(t.qos);
+      if (t.gpu_milli < 1000) t.models.clear();  // a share takes any model (see the header)
+      w.tasks.push_back(std::move(t));
+    }
+  }
+  std::stable_sort(w.tasks.begin(), w.tasks.end(), [](const TwinTask& a, const TwinTask& b) {
+    return a.arrival_us != b.arrival_us ? a.arrival_us < b.arrival_us : a.name < b.name;
+  });
+  return w;
+}
+
+Result<Workload> LoadTrace(const LoadOptions& options, const OrgTree& org) {
+  const std::string pods_path = options.trace_dir + "/openb_pod_list_" + options.workload + ".csv";
+  const std::string nodes_path = options.trace_dir + "/" + options.nodes_file;
+  Result<std::string> pods_text = ReadTextFile(pods_path);
+  if (!pods_text.ok())
+    return Status::NotFound("workload '" + options.workload + "': cannot read " + pods_path);
+  Result<std::string> nodes_text = ReadTextFile(nodes_path);
+  if (!nodes_text.ok()) return Status::NotFound("nodes: cannot read " + nodes_path);
+  GPUPOOL_ASSIGN_OR_RETURN(std::vector<TwinTask> pods, ParsePods(*pods_text, pods_path));
+  GPUPOOL_ASSIGN_OR_RETURN(std::vector<TwinNode> nodes, ParseNodeList(*nodes_text, nodes_path));
+  return Shape(options.workload, std::move(nodes), std::move(pods), options, org);
+}
+
+}  // namespace gpupool::twin

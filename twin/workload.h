@@ -1,0 +1,94 @@
+// Workload: what a twin replay submits and runs — a cluster (nodes with GPUs) and tasks that
+// arrive at a simulated time, run for a duration and leave. Built from the Alibaba openb trace
+// (pod lists with creation and deletion times) or from a synthetic generator (synthetic.h).
+//
+//  * GPUs are normalized: every trace GPU becomes one unit of kGpuMilliTflops / kGpuVramMib
+//    (its model name kept, for gpu_spec constraints), so a pod's share of g milli-GPU is the
+//    absolute request ⌊g × unit / 1000⌋ the daemon's API takes, on any model. Allocation is then
+//    counted in GPUs exactly as the trace counts it.
+//  * A pod's duration is deletion_time − creation_time (at least 1 s). Pods asking for no GPU
+//    (CPU-only) are left out: the twin replays GPU scheduling (counted in `skipped`).
+//  * Load: arrival times are divided by `time_scale` (durations kept), so the arrival rate — and
+//    the demand, once the replay is longer than most durations — grows by that factor; each pod
+//    may also be submitted `replicas` times (copy k named "<pod>~k", arriving `k × replica_gap`
+//    later), which multiplies the work without shortening the replay.
+//  * Tenants and classes come from an OrgTree (pod name hashed to a leaf; qos → class).
+//
+// Thread safety: plain values and functions; Load* read files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "pool/resources.h"
+#include "scheduler/model.h"
+#include "twin/org_tree.h"
+
+namespace gpupool::twin {
+
+inline constexpr int64_t kGpuMilliTflops = 100'000;  // one normalized GPU: 100 TFLOPS
+inline constexpr int64_t kGpuVramMib = 32'768;       // and 32 GiB
+
+struct TwinNode {
+  std::string name;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int gpus = 0;
+  std::string model;
+  std::vector<std::string> device_ids;  // empty: "<name>-gpu<i>"
+};
+
+struct TwinTask {
+  std::string name;
+  int64_t arrival_us = 0;   // simulated time since the replay's start
+  int64_t duration_us = 0;  // run time it needs (from its first start, or again after preemption)
+  std::string tenant;
+  std::string qos;
+  std::string priority_class;
+  int32_t gpu_milli = 0;  // per GPU: < 1000 a share of one GPU; 1000 whole GPUs
+  int32_t num_gpu = 0;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::vector<std::string> models;  // allowed GPU models (whole GPUs only); empty: any
+
+  int64_t GpuMilli() const { return static_cast<int64_t>(num_gpu) * gpu_milli; }
+  // The request the daemon's API would take for it, on GPUs of `gpu` each.
+  ResourceRequest Request(const Resources& gpu) const;
+};
+
+struct Workload {
+  std::string name;
+  std::vector<TwinNode> nodes;
+  std::vector<TwinTask> tasks;                  // by arrival time, then name
+  int64_t skipped = 0;                          // CPU-only pods left out
+  Resources gpu{kGpuMilliTflops, kGpuVramMib};  // every GPU's physical capacity
+  int64_t GpuCount() const;
+};
+
+struct LoadOptions {
+  std::string trace_dir;
+  std::string workload = "default";  // openb_pod_list_<workload>.csv
+  std::string nodes_file = "openb_node_list_gpu_node.csv";
+  double time_scale = 1.0;  // arrivals divided by this
+  int replicas = 1;
+  int64_t replica_gap_us = 1'000'000;
+  int max_nodes = 0;      // > 0: every k-th node, so that about this many remain (model mix kept)
+  int64_t max_tasks = 0;  // > 0: the first this many pods (before replication)
+};
+
+// Parses a pod list (header names: name, num_gpu, gpu_milli, creation_time, deletion_time;
+// optional cpu_milli, memory_mib, gpu_spec, qos). INVALID_ARGUMENT naming the line and column.
+Result<std::vector<TwinTask>> ParsePods(std::string_view csv, const std::string& source);
+Result<std::vector<TwinNode>> ParseNodeList(std::string_view csv, const std::string& source);
+
+// Reads trace_dir/openb_pod_list_<workload>.csv and trace_dir/<nodes_file>, applies the options
+// and the org tree. NOT_FOUND naming the file when one is missing.
+Result<Workload> LoadTrace(const LoadOptions& options, const OrgTree& org);
+
+// Applies load and org tree to tasks already parsed (tests use it directly).
+Workload Shape(std::string name, std::vector<TwinNode> nodes, std::vector<TwinTask> pods,
+               const LoadOptions& options, const OrgTree& org);
+
+}  // namespace gpupool::twin
