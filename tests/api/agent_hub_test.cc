@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "pool/catalog.h"
+#include "tests/api/recording_audit.h"
 #include "tests/api/service_harness.h"
 #include "tests/support/wait_for.h"
 
@@ -193,6 +194,7 @@ class AgentHubTest : public ::testing::Test {
     return m ? m->start_task() : v1::StartTask{};
   }
 
+  testing::RecordingAudit audit_;  // outlives the hub (attached by some tests)
   ServiceHarness h_;
   std::string address_;
 };
@@ -247,6 +249,7 @@ TEST_F(AgentHubTest, InvalidRegistrationAndUnknownPoolAreRefused) {
 }
 
 TEST_F(AgentHubTest, StartTaskReachesTheAgentAndTaskUpdatesReachTheCore) {
+  h_.hub.AttachAudit(&audit_);
   auto agent = Connect("n1");
   std::string job_id;
   v1::StartTask start = SubmitAndStart(*agent, &job_id);
@@ -266,6 +269,16 @@ TEST_F(AgentHubTest, StartTaskReachesTheAgentAndTaskUpdatesReachTheCore) {
   agent->Update(start.task_id(), start.attempt(), v1::TASK_STATE_SUCCEEDED);
   job = h_.WaitJob(job_id, [](const v1::Job& j) { return j.state() == v1::JOB_STATE_SUCCEEDED; });
   EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED);
+  // Both reports are audited, with the node as the actor (api/agent_audit.h).
+  const std::vector<AuditEntry> reports = audit_.Of("ReportTask");
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[0].resource, "task/" + start.task_id());
+  EXPECT_EQ(reports[0].message, "state=TASK_STATE_RUNNING attempt=0");
+  EXPECT_EQ(reports[1].message, "state=TASK_STATE_SUCCEEDED attempt=0 exit_code=0");
+  EXPECT_EQ(reports[1].actor.principal, "n1");
+  EXPECT_EQ(reports[1].actor.role, "node");
+  ASSERT_EQ(audit_.Of("RegisterNode").size(), 1u);
+  EXPECT_EQ(audit_.Of("RegisterNode")[0].code, StatusCode::kOk);
 
   // Cancel reaches the agent as StopTask.
   std::string second;

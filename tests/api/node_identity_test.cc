@@ -13,11 +13,11 @@
 #include <mutex>
 #include <vector>
 
-#include "api/audit.h"
 #include "api/auth.h"
 #include "api/tls/enroll_service.h"
 #include "base/tls/pki.h"
 #include "gpupool/v1/agent.grpc.pb.h"
+#include "tests/api/recording_audit.h"
 #include "tests/api/service_harness.h"
 
 namespace gpupool::api {
@@ -57,30 +57,7 @@ struct Identity {
   std::string cert_pem;
 };
 
-// Keeps what the agent stream audits (api/agent_audit.h).
-class RecordingAudit final : public AuditSink {
- public:
-  Status AdmitMutation() override { return Status::Ok(); }
-  void Record(AuditEntry e, bool, std::function<void()> durable) override {
-    {
-      std::lock_guard lock(mu_);
-      entries_.push_back(std::move(e));
-    }
-    if (durable) durable();
-  }
-  std::vector<AuditEntry> Of(const std::string& verb) {
-    std::lock_guard lock(mu_);
-    std::vector<AuditEntry> out;
-    for (const AuditEntry& e : entries_) {
-      if (e.verb == verb) out.push_back(e);
-    }
-    return out;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<AuditEntry> entries_;
-};
+using testing::RecordingAudit;
 
 class NodeIdentityTest : public ::testing::Test {
  protected:
