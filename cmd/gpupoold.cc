@@ -27,6 +27,7 @@
 #include "api/tls/node_identity.h"
 #include "base/log.h"
 #include "cmd/daemon/config.h"
+#include "cmd/daemon/ledger_usage_source.h"
 #include "cmd/daemon/price_plans.h"
 #include "cmd/daemon/reload.h"
 #include "cmd/daemon/standby.h"
@@ -346,8 +347,10 @@ int Run(int argc, char** argv) {
       });
   api::CacheInvalidatingKeyStore keys_for_api(api_keys.get(), &key_cache);
   service_options.api_keys = &keys_for_api;
-  // Billing (docs/billing.md): price plans in the store; invoices need a usage source.
+  // Billing (docs/billing.md): price plans in the store; invoices rated from the usage ledger.
   service_options.price_plans = store.get();
+  LedgerUsageSource ledger_usage(store.get());
+  service_options.usage = &ledger_usage;
   api::ServiceImpl service(&scheduler, &scheduler, &hub, service_options);
   service.SetRecovered(true);
   Result<std::vector<api::ApiToken>> tokens = ApiTokens(config);
