@@ -4,7 +4,6 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_builder.h>
 
-
 #include "api/client/leader_follow.h"
 #include "base/log.h"
 #include "base/mutex.h"

@@ -6,8 +6,8 @@
 
 #include "api/priority_access.h"
 #include "api/validate.h"
-#include "cmd/daemon/price_plans.h"
 #include "cmd/daemon/config_metering.h"
+#include "cmd/daemon/price_plans.h"
 #include "pool/yaml_error.h"
 #include "scheduler/tenancy.h"
 

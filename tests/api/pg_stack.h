@@ -37,8 +37,8 @@ class PgStack {
     GPUPOOL_ASSIGN_OR_RETURN(int64_t epoch, s->store->AcquireLeadership());
     GPUPOOL_ASSIGN_OR_RETURN(RecoveredState state, s->store->Recover());
     s->hub = std::make_unique<AgentHub>(AgentHubOptions{});
-    s->scheduler = std::make_unique<Scheduler>(s->options, SystemClock::Get(), s->store.get(),
-                                               s->hub.get());
+    s->scheduler =
+        std::make_unique<Scheduler>(s->options, SystemClock::Get(), s->store.get(), s->hub.get());
     s->hub->Attach(s->scheduler.get());
     GPUPOOL_RETURN_IF_ERROR(s->scheduler->Start(state, epoch, std::chrono::milliseconds(50)));
     s->registry = std::make_shared<prometheus::Registry>();

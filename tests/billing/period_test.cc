@@ -16,8 +16,7 @@ TEST(PeriodTest, MonthsAndDays) {
   EXPECT_EQ(MonthOf(kNov1 + 12 * kDay + 5), *ParsePeriod("2026-11"));
   EXPECT_EQ(PeriodLabel(*ParsePeriod("2026-11")), "2026-11");
   EXPECT_EQ(PeriodLabel(*ParsePeriod("2026-11-05")), "2026-11-05");
-  EXPECT_EQ(PeriodLabel({kNov1, kNov1 + 3 * kDay}),
-            "2026-11-01T00:00:00Z_2026-11-04T00:00:00Z");
+  EXPECT_EQ(PeriodLabel({kNov1, kNov1 + 3 * kDay}), "2026-11-01T00:00:00Z_2026-11-04T00:00:00Z");
 }
 
 TEST(PeriodTest, RefusesWhatIsNotAMonthOrDay) {

@@ -33,8 +33,8 @@ TEST(PgLeaderLeaseTest, OneLeaderThenTakeoverAfterExpiryFencesTheOld) {
   ASSERT_OK_AND_ASSIGN(std::string uri, CreateTestDatabase());
   std::unique_ptr<PgStore> store_a = OpenStore(uri);  // migrates
   ASSERT_NE(store_a, nullptr);
-  ASSERT_OK_AND_ASSIGN(
-      auto a, PgLeaderLease::Open(uri, "a:1", "10.0.0.1:7070", "https://10.0.0.1:7080"));
+  ASSERT_OK_AND_ASSIGN(auto a,
+                       PgLeaderLease::Open(uri, "a:1", "10.0.0.1:7070", "https://10.0.0.1:7080"));
   ASSERT_OK_AND_ASSIGN(auto b, PgLeaderLease::Open(uri, "b:2", "10.0.0.2:7070"));
 
   ASSERT_OK_AND_ASSIGN(LeaderClaim ca, a->TryAcquire(kLeaseMs));
