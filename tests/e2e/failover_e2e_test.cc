@@ -59,17 +59,13 @@ class FailoverE2eTest : public ::testing::Test {
     dir_ = *dir;
     side_ = dir_ + "/side-effects";
     std::ofstream(dir_ + "/gpupoold.yaml") << kConfig;
-    std::string targets;
-    for (int i = 0; i < kReplicas; ++i) {
-      auto d = DaemonProcess::Start(
-          {.data_dir = "",
-           .extra_args = {"--config", dir_ + "/gpupoold.yaml", "--database", *uri},
-           .wait_until_serving = false});
-      ASSERT_TRUE(d.ok()) << d.status().ToString();
-      targets += (i ? "," : "") + (*d)->grpc_address();
-      replicas_.push_back(std::move(d).value());
+    auto started = DaemonProcess::StartReplicas(
+        kReplicas, {"--config", dir_ + "/gpupoold.yaml", "--database", *uri});
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    replicas_ = std::move(started).value();
+    for (size_t i = 0; i < replicas_.size(); ++i) {
+      targets_ += (i ? "," : "") + replicas_[i]->grpc_address();
     }
-    targets_ = targets;
     client_ = std::make_unique<testing::LeaderClient>(targets_);
     ASSERT_GE(Leader(60s), 0) << "no replica took the lead";
     ASSERT_TRUE(WaitFor(

@@ -96,14 +96,10 @@ class LeaderFollowE2eTest : public ::testing::Test {
     ASSERT_TRUE(dir.ok());
     dir_ = *dir;
     std::ofstream(dir_ + "/gpupoold.yaml") << kConfig;
-    for (int i = 0; i < kReplicas; ++i) {
-      auto d = DaemonProcess::Start(
-          {.data_dir = "",
-           .extra_args = {"--config", dir_ + "/gpupoold.yaml", "--database", *uri},
-           .wait_until_serving = false});
-      ASSERT_TRUE(d.ok()) << d.status().ToString();
-      replicas_.push_back(std::move(d).value());
-    }
+    auto started = DaemonProcess::StartReplicas(
+        kReplicas, {"--config", dir_ + "/gpupoold.yaml", "--database", *uri});
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    replicas_ = std::move(started).value();
     leader_ = Leader(60s);
     ASSERT_GE(leader_, 0) << "no replica took the lead";
     standby_ = (leader_ + 1) % kReplicas;

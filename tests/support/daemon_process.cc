@@ -188,6 +188,18 @@ Status DaemonProcess::Launch() {
   return Status::Unavailable("gpupoold not ready within 60 s:\n" + LogTail(20));
 }
 
+Result<std::vector<std::unique_ptr<DaemonProcess>>> DaemonProcess::StartReplicas(
+    int count, const std::vector<std::string>& args) {
+  std::vector<std::unique_ptr<DaemonProcess>> replicas;
+  for (int i = 0; i < count; ++i) {
+    GPUPOOL_ASSIGN_OR_RETURN(
+        std::unique_ptr<DaemonProcess> d,
+        Start({.data_dir = "", .extra_args = args, .wait_until_serving = false}));
+    replicas.push_back(std::move(d));
+  }
+  return replicas;
+}
+
 Status DaemonProcess::CreatePool(const std::string& name) {
   auto stub = v1::PoolService::NewStub(Channel());
   grpc::ClientContext ctx;

@@ -64,6 +64,10 @@ class DaemonProcess {
     int max_open_files = 0;
   };
   static Result<std::unique_ptr<DaemonProcess>> Start(Options options);
+  // `count` gpupoold replicas on one database (`args` name its --config and --database), started
+  // without waiting to serve: one leads, the others stay standbys (docs/ha.md).
+  static Result<std::vector<std::unique_ptr<DaemonProcess>>> StartReplicas(
+      int count, const std::vector<std::string>& args);
   ~DaemonProcess();
 
   // Starts the binary again on the same data dir and ports (after Kill9 or Stop).
