@@ -457,6 +457,11 @@ CREATE TABLE price_plan_multipliers (
 );
 )sql";
 
+// What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.
+constexpr std::string_view kV100 = R"sql(
+CREATE INDEX jobs_pool_submit_idx ON jobs (pool, submit_us);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "initial schema", kV1},
     {2, "check and fence functions", kV2},
@@ -472,6 +477,7 @@ constexpr Migration kMigrations[] = {
     {61, "idempotency keys and secret env on jobs", kV61},
     {70, "usage ledger and daily roll-ups", kV70},
     {80, "versioned price plans", kV80},
+    {100, "jobs by pool and submission time (what-if history)", kV100},
 };
 
 }  // namespace

@@ -79,6 +79,7 @@ class PgStore final : public Store {
   Result<AuditPage> ListAudit(const AuditQuery& query) override;
   // The usage report (store/pg_usage.cc), on the read connection.
   Result<std::vector<UsageReportRow>> QueryUsage(const UsageQuery& query) override;
+  Result<PoolHistory> QueryPoolHistory(const PoolHistoryQuery& query) override;  // pg_history.cc
   // Price plans (store/pg_price_plans.cc): writes on the audit connection, reads on the reader.
   Result<billing::PricePlan> AddPricePlan(billing::PricePlan plan, bool create) override;
   Result<std::vector<billing::PricePlan>> ListPricePlans(const std::string& name) override;
