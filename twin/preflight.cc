@@ -45,7 +45,7 @@ void PreflightRunner::Compare(PreflightRequest request, Done done) {
     Result<PreflightOutcome> out = Run(request);
     ++runs_;
     busy_ = false;
-    done(std::move(out));
+    done(out);
   });
 }
 
@@ -111,6 +111,8 @@ Result<PreflightOutcome> PreflightRunner::Run(const PreflightRequest& req) {
   out.stats = base.stats;
   out.from_us = from_us;
   out.to_us = to_us;
+  out.base_overcommit_permille = base.baseline.compute_overcommit_permille;
+  out.candidate_overcommit_permille = cand.baseline.compute_overcommit_permille;
   GPUPOOL_ASSIGN_OR_RETURN(out.baseline, RunTwin(base.workload, base.org, base.baseline));
   if (!*stop) {
     GPUPOOL_ASSIGN_OR_RETURN(out.candidate, RunTwin(cand.workload, cand.org, cand.baseline));

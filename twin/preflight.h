@@ -54,6 +54,7 @@ struct PreflightOutcome {
   TwinReport baseline, candidate;
   ExtractionStats stats;
   int64_t from_us = 0, to_us = 0;
+  int64_t base_overcommit_permille = 1000, candidate_overcommit_permille = 1000;
 };
 
 class PreflightRunner {
@@ -64,7 +65,7 @@ class PreflightRunner {
     std::chrono::milliseconds deadline{std::chrono::minutes(2)};
     SchedulerOptions scheduler = SchedulerOptions::Defaults();  // the daemon's classes and SKUs
   };
-  using Done = std::function<void(Result<PreflightOutcome>)>;
+  using Done = std::function<void(const Result<PreflightOutcome>&)>;
 
   // REQUIRES: admin, store and clock outlive this.
   PreflightRunner(AdminPort* admin, Store* store, const Clock* clock, Options options);
