@@ -113,9 +113,15 @@ Result<PreflightOutcome> PreflightRunner::Run(const PreflightRequest& req) {
   out.to_us = to_us;
   out.base_overcommit_permille = base.baseline.compute_overcommit_permille;
   out.candidate_overcommit_permille = cand.baseline.compute_overcommit_permille;
-  GPUPOOL_ASSIGN_OR_RETURN(out.baseline, RunTwin(base.workload, base.org, base.baseline));
+  Result<TwinReport> baseline = RunTwin(base.workload, base.org, base.baseline);
+  if (!baseline.ok()) return baseline.status().WithContext("baseline");
+  out.baseline = std::move(baseline).value();
   if (!*stop) {
-    GPUPOOL_ASSIGN_OR_RETURN(out.candidate, RunTwin(cand.workload, cand.org, cand.baseline));
+    // The candidate may break a rule the core enforces (a child's guarantee above its
+    // parent's): the core refuses it in the replay as it would in production.
+    Result<TwinReport> candidate = RunTwin(cand.workload, cand.org, cand.baseline);
+    if (!candidate.ok()) return candidate.status().WithContext("candidate");
+    out.candidate = std::move(candidate).value();
   }
   if (*stop) {
     return Status(StatusCode::kDeadlineExceeded,
