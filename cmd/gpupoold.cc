@@ -432,6 +432,7 @@ int Run(int argc, char** argv) {
   }
   int sig = stopped.get();
   LogInfo("gpupoold", "stopping", {{"signal", std::to_string(sig)}});
+  what_if.Stop();  // a running what-if answers now instead of holding the servers open
   http.Shutdown();
   grpc.Shutdown();
   scheduler.Stop();

@@ -11,13 +11,18 @@
 namespace gpupool::twin {
 namespace {
 
-// Waits for a facade call that answers with a plain value (no Result).
+// Waits for a facade call's answer. A call the scheduler dropped unanswered (it stopped) is
+// UNAVAILABLE, not an exception on the worker.
 template <typename T>
-T Await(const std::function<void(std::function<void(T)>)>& call) {
+Result<T> Await(const std::function<void(std::function<void(T)>)>& call) {
   auto done = std::make_shared<std::promise<T>>();
   std::future<T> out = done->get_future();
   call([done](T v) { done->set_value(std::move(v)); });
-  return out.get();
+  try {
+    return out.get();
+  } catch (const std::future_error&) {
+    return Status::Unavailable("whatif: the scheduler stopped before it answered");
+  }
 }
 
 }  // namespace
@@ -26,7 +31,9 @@ PreflightRunner::PreflightRunner(AdminPort* admin, Store* store, const Clock* cl
                                  Options options)
     : admin_(admin), store_(store), clock_(clock), options_(std::move(options)) {}
 
-PreflightRunner::~PreflightRunner() {
+PreflightRunner::~PreflightRunner() { Stop(); }
+
+void PreflightRunner::Stop() {
   stopping_ = true;
   MutexLock lock(&mu_);
   if (worker_.joinable()) worker_.join();
@@ -52,26 +59,30 @@ void PreflightRunner::Compare(PreflightRequest request, Done done) {
 Result<LivePool> PreflightRunner::ReadLive(const std::string& pool, int64_t from_us,
                                            int64_t to_us) {
   LivePool live;
-  Result<PoolView> view = CallAndGet<PoolView>(
-      [&](SchedulerCallback<PoolView> cb) { admin_->GetPool(pool, std::move(cb)); });
-  if (!view.ok()) {
-    if (view.status().code() == StatusCode::kNotFound)
+  Result<Result<PoolView>> view = Await<Result<PoolView>>(
+      [&](std::function<void(Result<PoolView>)> cb) { admin_->GetPool(pool, std::move(cb)); });
+  if (!view.ok()) return view.status();
+  if (!view->ok()) {
+    if (view->status().code() == StatusCode::kNotFound)
       return Status::NotFound("pool: unknown pool '" + pool + "'");
-    return view.status();
+    return view->status();
   }
-  live.pool = view->pool;
-  live.nodes = Await<std::vector<NodeView>>(
-      [&](std::function<void(std::vector<NodeView>)> cb) { admin_->ListNodes(pool, cb); });
-  for (const QuotaView& q :
-       Await<std::vector<QuotaView>>([&](std::function<void(std::vector<QuotaView>)> cb) {
-         admin_->ListQuotas("", pool, cb);
-       })) {
-    live.quotas.push_back(q.quota);
-  }
-  for (const TenantView& t : Await<std::vector<TenantView>>(
-           [&](std::function<void(std::vector<TenantView>)> cb) { admin_->ListTenants("", cb); })) {
-    live.tenants.push_back(t.tenant.path);
-  }
+  live.pool = (*view)->pool;
+  GPUPOOL_ASSIGN_OR_RETURN(
+      live.nodes, Await<std::vector<NodeView>>([&](std::function<void(std::vector<NodeView>)> cb) {
+        admin_->ListNodes(pool, cb);
+      }));
+  GPUPOOL_ASSIGN_OR_RETURN(
+      std::vector<QuotaView> quotas,
+      Await<std::vector<QuotaView>>([&](std::function<void(std::vector<QuotaView>)> cb) {
+        admin_->ListQuotas("", pool, cb);
+      }));
+  for (const QuotaView& q : quotas) live.quotas.push_back(q.quota);
+  GPUPOOL_ASSIGN_OR_RETURN(
+      std::vector<TenantView> tenants,
+      Await<std::vector<TenantView>>(
+          [&](std::function<void(std::vector<TenantView>)> cb) { admin_->ListTenants("", cb); }));
+  for (const TenantView& t : tenants) live.tenants.push_back(t.tenant.path);
   live.scheduler = options_.scheduler;
   live.from_us = from_us;
   live.to_us = to_us;
@@ -122,6 +133,9 @@ Result<PreflightOutcome> PreflightRunner::Run(const PreflightRequest& req) {
     Result<TwinReport> candidate = RunTwin(cand.workload, cand.org, cand.baseline);
     if (!candidate.ok()) return candidate.status().WithContext("candidate");
     out.candidate = std::move(candidate).value();
+  }
+  if (*stop && stopping_) {
+    return Status::Unavailable("whatif: gpupoold is shutting down; retry on the leader");
   }
   if (*stop) {
     return Status(StatusCode::kDeadlineExceeded,

@@ -16,8 +16,8 @@
 //    window, strategy, overcommit or a quota of an unknown tenant; FAILED_PRECONDITION for a
 //    pool without GPUs or over the size bound.
 //
-// Lifetime: destroy before the Scheduler and the Store (the destructor stops a running replay
-// at its next check and joins the worker).
+// Lifetime: Stop() (or destroy) before the API servers shut down — a running what-if holds its
+// call open — and destroy before the Scheduler and the Store.
 // Thread safety: Compare may be called from any thread.
 #pragma once
 
@@ -76,6 +76,10 @@ class PreflightRunner {
   // Starts the what-if on the worker, or answers RESOURCE_EXHAUSTED at once (on this thread)
   // while another runs.
   void Compare(PreflightRequest request, Done done);
+
+  // Refuses new what-ifs, stops a running one at its next check (it answers UNAVAILABLE) and
+  // waits for the worker. The daemon calls it before shutting its API servers down. Idempotent.
+  void Stop();
 
   // The runs so far (tests).
   int64_t runs() const { return runs_.load(); }
