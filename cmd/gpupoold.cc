@@ -222,6 +222,8 @@ int Run(int argc, char** argv) {
 
   PgStoreOptions store_options;
   store_options.uri = uri;
+  store_options.report_connections = config.scheduler.metering.report_concurrency;
+  store_options.report_timeout_ms = config.scheduler.metering.report_timeout_ms;
   Result<std::unique_ptr<PgStore>> opened = PgStore::Open(store_options);
   if (!opened.ok()) return Fail(opened.status().WithContext("open store"));
   std::unique_ptr<PgStore> store = std::move(opened).value();
