@@ -418,7 +418,13 @@ int Run(int argc, char** argv) {
         GPUPOOL_ASSIGN_OR_RETURN(CommandLine again, ParseDaemonCommandLine(argc, argv));
         return std::move(again.config);
       },
-      config, ReloadTargets{&scheduler, &service, &*auth, &ApiTokens}, registry.get());
+      config,
+      ReloadTargets{&scheduler, &service, &*auth, &ApiTokens,
+                    BillingReloadTargets{store.get(),
+                                         [&store](int concurrency, int64_t timeout_ms) {
+                                           store->SetReportLimits(concurrency, timeout_ms);
+                                         }}},
+      registry.get());
   {
     std::lock_guard lock(reload_mu);
     on_hup = [&reloader] {

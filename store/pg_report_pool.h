@@ -14,9 +14,14 @@
 //
 // Only store/ includes this header (it pulls in libpqxx).
 //
-// Thread safety: Run() may be called from any thread; each connection has one user at a time.
+// SetLimits() changes both at once (a configuration reload): a smaller size takes effect as
+// running reports finish, a new timeout for the next report.
+//
+// Thread safety: Run() and SetLimits() may be called from any thread; each connection has one
+// user at a time.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -35,7 +40,8 @@ namespace gpupool {
 
 class PgReportPool {
  public:
-  // `size` >= 1 connections; `timeout` > 0.
+  // At most `size` (>= 1) reports at once, each at most `timeout` (> 0). Connections open on
+  // first use.
   PgReportPool(const PgTarget& target, int size, std::chrono::milliseconds timeout);
   ~PgReportPool();
   PgReportPool(const PgReportPool&) = delete;
@@ -45,20 +51,26 @@ class PgReportPool {
   // errors ("usage report").
   Status Run(const std::string& what, const std::function<Status(pqxx::transaction_base&)>& body);
 
-  int size() const { return static_cast<int>(conns_.size()); }
-  std::chrono::milliseconds timeout() const { return timeout_; }
+  // `size` >= 1, `timeout` > 0 (smaller values are raised to those).
+  void SetLimits(int size, std::chrono::milliseconds timeout) GPUPOOL_EXCLUDES(mu_);
 
  private:
-  // A free connection's index, or -1 when all are busy.
-  int Acquire() GPUPOOL_EXCLUDES(mu_);
+  struct Slot {
+    std::unique_ptr<PgConnection> conn;  // used only by whoever marked the slot busy
+    bool busy = false;
+  };
+  // A free slot's index and connection (marking it busy), or -1 when `limit_` reports run
+  // (`*limit` says how many that is).
+  int Acquire(PgConnection** conn, int* limit) GPUPOOL_EXCLUDES(mu_);
   void Release(int slot) GPUPOOL_EXCLUDES(mu_);
 
   const PgTarget target_;
-  const std::chrono::milliseconds timeout_;
-  // Fixed at construction; conns_[i] is used only by whoever holds slot i.
-  std::vector<std::unique_ptr<PgConnection>> conns_;
+  std::atomic<int64_t> timeout_ms_;
   Mutex mu_;
-  std::vector<bool> busy_ GPUPOOL_GUARDED_BY(mu_);
+  int limit_ GPUPOOL_GUARDED_BY(mu_);
+  // Grows up to the largest limit set; the connections sit in unique_ptrs, so a slot's
+  // connection stays put when the vector grows.
+  std::vector<Slot> slots_ GPUPOOL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpupool

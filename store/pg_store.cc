@@ -152,6 +152,10 @@ Result<std::vector<UsageReportRow>> PgStore::QueryUsage(const UsageQuery& query)
   return rows;
 }
 
+void PgStore::SetReportLimits(int connections, int64_t timeout_ms) {
+  report_pool_->SetLimits(connections, std::chrono::milliseconds(timeout_ms));
+}
+
 Status PgStore::Ping() {
   std::lock_guard lock(read_mu_);
   return RunWithRetry(*read_conn_, *target_, [](pqxx::connection& conn) -> Status {

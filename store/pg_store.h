@@ -86,6 +86,8 @@ class PgStore final : public Store {
   // The usage report (store/pg_usage.cc), on the report connections (bounded, with a statement
   // timeout; see PgStoreOptions), never on the writer's or the reader's.
   Result<std::vector<UsageReportRow>> QueryUsage(const UsageQuery& query) override;
+  // A configuration reload's new report limits (PgStoreOptions' report_*); thread-safe.
+  void SetReportLimits(int connections, int64_t timeout_ms);
   // Price plans (store/pg_price_plans.cc): writes on the audit connection, reads on the reader.
   Result<billing::PricePlan> AddPricePlan(billing::PricePlan plan, bool create) override;
   Result<std::vector<billing::PricePlan>> ListPricePlans(const std::string& name) override;

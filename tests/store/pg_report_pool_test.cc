@@ -5,7 +5,7 @@
 // (bounded concurrency), a submission still commits through the writer, and the readiness ping
 // and event reads still answer on the reader. With a short statement timeout, a held report is
 // cancelled by PostgreSQL and answered DEADLINE_EXCEEDED naming the limit, and the connection
-// serves the next report.
+// serves the next report. Limits set later (a configuration reload) apply to the next report.
 #include <gtest/gtest.h>
 
 #include <pqxx/pqxx>
@@ -81,7 +81,8 @@ TEST(PgReportPool, AHeldReportStallsNeitherWritesNorReadsAndBoundsConcurrency) {
 
 TEST(PgReportPool, AReportPastItsTimeoutIsCancelledWithDeadlineExceeded) {
   ASSERT_OK_AND_ASSIGN(std::string uri, CreateTestDatabase());
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PgStore> store, OpenStore(uri, 200));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PgStore> store, OpenStore(uri, 10 * 60 * 1000));
+  store->SetReportLimits(1, 200);  // as a configuration reload does
   {
     LedgerLock lock(uri);  // held until the report gave up: no race with the clock
     Result<std::vector<UsageReportRow>> r = store->QueryUsage({});
