@@ -632,8 +632,9 @@ Flags (each overrides the config file):
 
 Signals: SIGTERM and SIGINT stop the daemon cleanly (running tasks keep running on their nodes).
 SIGHUP reads --config again and applies what changed in pools, tenants, quotas, priority
-classes, SKUs, API tokens, price plans (new versions) and the usage report limits, all or nothing; a refused reload is logged naming file, line and
-key and changes nothing (docs/operations.md, "Reloading the configuration"). Its outcome is in
+classes, SKUs, API tokens, price plans (new versions) and the usage report limits, all or
+nothing; a refused reload is logged naming file, line and key and changes nothing
+(docs/operations.md, "Reloading the configuration"). Its outcome is in
 /metrics: gpupool_config_reloads_total{outcome} and gpupool_config_last_reload_timestamp_seconds.
 )";
 }
