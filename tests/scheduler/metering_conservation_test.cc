@@ -18,10 +18,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <set>
 #include <tuple>
 
@@ -29,6 +25,7 @@
 #include "scheduler/core.h"
 #include "store/pg_store.h"
 #include "tests/scheduler/core_harness.h"
+#include "tests/support/completion_loop.h"
 #include "tests/support/pg_fixture.h"
 #include "tests/support/status_macros.h"
 #include "tests/support/wait_for.h"
@@ -39,32 +36,6 @@ namespace {
 constexpr int64_t kS = 1'000'000;
 // 2026-11-23 00:00:00.25 UTC: events fall a quarter second after whole seconds.
 constexpr int64_t kT0 = 1'795'392'000 * kS + 250'000;
-
-// Counts the batches in flight, so the test knows when the core is idle: a batch counts until
-// its completion has been handed to the core's executor.
-class CountingStore : public Store {
- public:
-  explicit CountingStore(std::unique_ptr<Store> inner) : inner_(std::move(inner)) {}
-  Result<int64_t> AcquireLeadership() override { return inner_->AcquireLeadership(); }
-  Result<RecoveredState> Recover() override { return inner_->Recover(); }
-  void Apply(std::vector<Mutation> batch, Done done) override {
-    ++in_flight;
-    inner_->Apply(std::move(batch), [this, done = std::move(done)](Status st) {
-      done(std::move(st));
-      --in_flight;
-    });
-  }
-  Result<std::vector<EventRecord>> ListEvents(const std::string& p, int limit) override {
-    return inner_->ListEvents(p, limit);
-  }
-  Result<std::vector<UsageReportRow>> QueryUsage(const UsageQuery& q) override {
-    return inner_->QueryUsage(q);
-  }
-  std::atomic<int> in_flight{0};
-
- private:
-  std::unique_ptr<Store> inner_;
-};
 
 // One "daemon": a Core on a PgStore, its completions run on the test's thread.
 class Daemon {
@@ -77,18 +48,12 @@ class Daemon {
     store = std::make_unique<CountingStore>(std::move(pg).value());
     SchedulerOptions options = SchedulerOptions::Defaults();
     options.metering.interval_s = 60;
-    core = std::make_unique<Core>(options, clock, store.get(), agents,
-                                  [this](std::function<void()> fn) {
-                                    std::lock_guard<std::mutex> lock(mu_);
-                                    queue_.push_back(std::move(fn));
-                                    cv_.notify_one();
-                                  });
+    core = std::make_unique<Core>(options, clock, store.get(), agents, loop_.executor());
   }
   // A crash: the store finishes what it was given (committed), nothing of it reaches the core.
   ~Daemon() {
     store.reset();
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.clear();
+    loop_.Drop();
   }
 
   Status Start() {
@@ -100,23 +65,7 @@ class Daemon {
   }
 
   // Runs completions until no batch is in flight and nothing is queued.
-  void Idle() {
-    for (;;) {
-      const bool quiet = store->in_flight.load() == 0;
-      std::function<void()> fn;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        if (queue_.empty()) {
-          if (quiet) return;
-          cv_.wait_for(lock, std::chrono::milliseconds(20));
-          continue;
-        }
-        fn = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      fn();
-    }
-  }
+  void Idle() { loop_.Idle(*store); }
 
   template <typename T>
   Result<T> Sync(std::function<void(Core::Callback<T>)> call) {
@@ -131,9 +80,7 @@ class Daemon {
   std::unique_ptr<Core> core;
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
+  CompletionLoop loop_;  // ~Daemon resets the store first: its last completions land here
 };
 
 AgentRegistration Node(const std::string& name, const std::string& pool, int gpus) {
