@@ -222,6 +222,8 @@ int Run(int argc, char** argv) {
 
   PgStoreOptions store_options;
   store_options.uri = uri;
+  store_options.report_connections = config.scheduler.metering.report_concurrency;
+  store_options.report_timeout_ms = config.scheduler.metering.report_timeout_ms;
   Result<std::unique_ptr<PgStore>> opened = PgStore::Open(store_options);
   if (!opened.ok()) return Fail(opened.status().WithContext("open store"));
   std::unique_ptr<PgStore> store = std::move(opened).value();
@@ -416,7 +418,13 @@ int Run(int argc, char** argv) {
         GPUPOOL_ASSIGN_OR_RETURN(CommandLine again, ParseDaemonCommandLine(argc, argv));
         return std::move(again.config);
       },
-      config, ReloadTargets{&scheduler, &service, &*auth, &ApiTokens}, registry.get());
+      config,
+      ReloadTargets{&scheduler, &service, &*auth, &ApiTokens,
+                    BillingReloadTargets{store.get(),
+                                         [&store](int concurrency, int64_t timeout_ms) {
+                                           store->SetReportLimits(concurrency, timeout_ms);
+                                         }}},
+      registry.get());
   {
     std::lock_guard lock(reload_mu);
     on_hup = [&reloader] {

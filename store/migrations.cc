@@ -413,6 +413,19 @@ CREATE TRIGGER usage_ledger_no_update BEFORE UPDATE ON usage_ledger
   FOR EACH ROW EXECUTE FUNCTION gp_usage_no_update();
 )sql";
 
+// Issue 13 (billing): preemption credits from the ledger. A daily roll-up keeps whether its
+// intervals' attempts ended by preemption (a key column, so credited usage is never summed with
+// the rest; rows rolled up before this migration count as not preempted), and a partial index
+// finds an attempt's PREEMPTED last interval without scanning its other rows.
+constexpr std::string_view kV71 = R"sql(
+ALTER TABLE usage_daily ADD COLUMN preempted boolean NOT NULL DEFAULT false;
+ALTER TABLE usage_daily DROP CONSTRAINT usage_daily_pkey;
+ALTER TABLE usage_daily ADD PRIMARY KEY
+  (day_us, tenant, pool, node, model, sharing_mode, priority_class, mig_profile, preempted);
+CREATE INDEX usage_ledger_preempted_idx ON usage_ledger (job_id, task_index, attempt)
+  WHERE end_state = 'PREEMPTED';
+)sql";
+
 // Issue 13 (billing): versioned price plans (billing/price_plan.h). Append-only: a change is a
 // new version row, so the version that rated a past invoice is still there. Money and
 // multipliers are exact integers in nanos (1e-9); a rate's unit is its name ("tflops-hour").
@@ -471,6 +484,7 @@ constexpr Migration kMigrations[] = {
     {60, "append-only audit log", kV60},
     {61, "idempotency keys and secret env on jobs", kV61},
     {70, "usage ledger and daily roll-ups", kV70},
+    {71, "preempted attempts in the usage roll-ups", kV71},
     {80, "versioned price plans", kV80},
 };
 

@@ -593,7 +593,9 @@ restarts the private database if it dies, and stops it on exit. /readyz answers 
 submission would commit.
 
 Every task attempt is metered into the usage ledger in PostgreSQL (the config's `metering:`
-section; docs/billing.md): read it with `gpupoolctl usage` or GET /v1/usage.
+section; docs/billing.md): read it with `gpupoolctl usage` or GET /v1/usage. Usage reports and
+invoices run on database connections of their own, at most metering.report_concurrency at once,
+each at most metering.report_timeout_ms.
 
 Secure by default (docs/security.md): on first start gpupoold creates a private CA in
 DATA_DIR/tls/ (clients trust DATA_DIR/tls/ca.crt) and an admin credential in
@@ -630,8 +632,9 @@ Flags (each overrides the config file):
 
 Signals: SIGTERM and SIGINT stop the daemon cleanly (running tasks keep running on their nodes).
 SIGHUP reads --config again and applies what changed in pools, tenants, quotas, priority
-classes, SKUs and API tokens, all or nothing; a refused reload is logged naming file, line and
-key and changes nothing (docs/operations.md, "Reloading the configuration"). Its outcome is in
+classes, SKUs, API tokens, price plans (new versions) and the usage report limits, all or
+nothing; a refused reload is logged naming file, line and key and changes nothing
+(docs/operations.md, "Reloading the configuration"). Its outcome is in
 /metrics: gpupool_config_reloads_total{outcome} and gpupool_config_last_reload_timestamp_seconds.
 )";
 }

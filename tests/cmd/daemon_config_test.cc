@@ -401,21 +401,27 @@ namespace {
 TEST(DaemonConfigTest, MeteringSection) {
   Result<DaemonConfig> c = ParseDaemonConfig(
       "metering:\n  interval_s: 30\n  metrics_tenant_depth: 1\n  rollup_after_days: 90\n"
-      "  enabled: false\n",
+      "  enabled: false\n  report_concurrency: 4\n  report_timeout_ms: 15000\n",
       "gpupoold.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->scheduler.metering.interval_s, 30);
   EXPECT_EQ(c->scheduler.metering.metrics_tenant_depth, 1);
   EXPECT_EQ(c->scheduler.metering.rollup_after_days, 90);
   EXPECT_FALSE(c->scheduler.metering.enabled);
+  EXPECT_EQ(c->scheduler.metering.report_concurrency, 4);
+  EXPECT_EQ(c->scheduler.metering.report_timeout_ms, 15000);
   Result<DaemonConfig> d = ParseDaemonConfig("", "gpupoold.yaml");
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->scheduler.metering.interval_s, 60);
   EXPECT_TRUE(d->scheduler.metering.enabled);
+  EXPECT_EQ(d->scheduler.metering.report_concurrency, 2);
+  EXPECT_EQ(d->scheduler.metering.report_timeout_ms, 60000);
   for (const auto& [yaml, expected] : std::vector<std::pair<std::string, std::string>>{
            {"metering:\n  interval_s: 7\n", "gpupoold.yaml:2: metering.interval_s: must divide"},
            {"metering:\n  metrics_tenant_depth: 0\n", "metering.metrics_tenant_depth"},
            {"metering:\n  enabled: maybe\n", "metering.enabled: must be true or false"},
+           {"metering:\n  report_concurrency: 0\n", "metering.report_concurrency"},
+           {"metering:\n  report_timeout_ms: 5\n", "metering.report_timeout_ms"},
            {"metering:\n  nope: 1\n", "nope"}}) {
     Result<DaemonConfig> r = ParseDaemonConfig(yaml, "gpupoold.yaml");
     ASSERT_FALSE(r.ok()) << yaml;
