@@ -24,8 +24,15 @@ Status ParseHa(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   if (!n) return Status::Ok();
   YamlPath p = YamlPath{}.Key("ha");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
-  GPUPOOL_RETURN_IF_ERROR(
-      doc.CheckKeys(n, p, {"enabled", "lease_ms", "advertise", "advertise_http"}));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
+      n, p, {"enabled", "lease_ms", "advertise", "advertise_http", "share_credentials"}));
+  if (n["share_credentials"]) {
+    try {
+      c->ha.share_credentials = n["share_credentials"].as<bool>();
+    } catch (const YAML::Exception&) {
+      return doc.Error(n["share_credentials"], p.Key("share_credentials"), "must be true or false");
+    }
+  }
   if (n["enabled"]) {
     try {
       c->ha.enabled = n["enabled"].as<bool>();

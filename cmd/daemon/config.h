@@ -80,6 +80,10 @@ struct DaemonConfig {
     // The REST base URL clients are sent to ("https://HOST:PORT"); empty = the scheme of the
     // daemon (https unless --insecure) and the HTTP listen address.
     std::string advertise_http;
+    // Secure replicas share the first one's CA and admin credential through PostgreSQL
+    // (`ha.share_credentials`, cmd/daemon/cluster_credentials.h); false: each replica keeps its
+    // own files (give them the same ones out of band).
+    bool share_credentials = true;
   } ha;
 };
 

@@ -162,6 +162,23 @@ TEST(DaemonConfigTest, TheRestAddressAReplicaAdvertises) {
   EXPECT_NE(cl.status().message().find("--advertise-http"), std::string::npos);
 }
 
+TEST(DaemonConfigTest, SecureReplicasShareCredentialsUnlessToldNot) {
+  Result<DaemonConfig> c =
+      ParseDaemonConfig("database: postgresql://db/gp\nha: {enabled: true}\n", "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->ha.share_credentials);
+  c = ParseDaemonConfig(
+      "database: postgresql://db/gp\nha: {enabled: true, share_credentials: false}\n",
+      "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->ha.share_credentials);
+  Result<DaemonConfig> bad = ParseDaemonConfig("ha: {share_credentials: often}\n", "gpupoold.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ha.share_credentials: must be true or false"),
+            std::string::npos)
+      << bad.status().ToString();
+}
+
 TEST(DaemonConfigTest, ReplicasAndTheNodeLease) {
   Result<DaemonConfig> c = ParseDaemonConfig(
       "database: postgresql://db/gp\nha: {enabled: true, lease_ms: 1500, advertise: "
