@@ -29,6 +29,7 @@
 #include "cmd/daemon/cluster_credentials.h"
 #include "cmd/daemon/config.h"
 #include "cmd/daemon/ledger_usage_source.h"
+#include "cmd/daemon/oidc.h"
 #include "cmd/daemon/price_plans.h"
 #include "cmd/daemon/reload.h"
 #include "cmd/daemon/standby.h"
@@ -372,8 +373,10 @@ int Run(int argc, char** argv) {
     if (!feed.ok()) return Fail(feed.status().WithContext("API key change feed"));
     key_feed = std::move(feed).value();
   }
-  Result<api::Authenticator> auth =
-      api::Authenticator::Create(std::move(tokens).value(), std::move(key_lookup));
+  Result<api::BearerVerifier> oidc = OidcVerifierOf(config);  // auth.oidc: JWT bearer tokens
+  if (!oidc.ok()) return Fail(oidc.status());
+  Result<api::Authenticator> auth = api::Authenticator::Create(
+      std::move(tokens).value(), std::move(key_lookup), std::move(oidc).value());
   if (!auth.ok()) return Fail(auth.status());
   if (config.insecure) {
     LogWarn("gpupoold", "--insecure: plaintext gRPC and HTTP on loopback only",
