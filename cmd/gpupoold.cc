@@ -43,6 +43,7 @@
 #include "store/pg_key_feed.h"
 #include "store/pg_leader_lease.h"
 #include "store/pg_store.h"
+#include "twin/preflight.h"
 
 namespace gpupool {
 namespace {
@@ -362,6 +363,11 @@ int Run(int argc, char** argv) {
   service_options.price_plans = store.get();
   LedgerUsageSource ledger_usage(store.get());
   service_options.usage = &ledger_usage;
+  // `gpupoolctl whatif` (docs/twin.md): the twin replays the pool's recent workload on its own
+  // worker, from snapshots and a read-only history query; one at a time, bounded.
+  twin::PreflightRunner what_if(&scheduler, store.get(), SystemClock::Get(),
+                                {.scheduler = config.scheduler});
+  service_options.what_if = &what_if;
   api::ServiceImpl service(&scheduler, &scheduler, &hub, service_options);
   service.SetRecovered(true);
   Result<std::vector<api::ApiToken>> tokens = ApiTokens(config);

@@ -490,6 +490,11 @@ CREATE TABLE cluster_credentials (
 REVOKE ALL ON cluster_credentials FROM PUBLIC;
 )sql";
 
+// What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.
+constexpr std::string_view kV100 = R"sql(
+CREATE INDEX jobs_pool_submit_idx ON jobs (pool, submit_us);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "initial schema", kV1},
     {2, "check and fence functions", kV2},
@@ -508,6 +513,7 @@ constexpr Migration kMigrations[] = {
     {70, "usage ledger and daily roll-ups", kV70},
     {71, "preempted attempts in the usage roll-ups", kV71},
     {80, "versioned price plans", kV80},
+    {100, "jobs by pool and submission time (what-if history)", kV100},
 };
 
 }  // namespace

@@ -35,6 +35,7 @@
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "gpupool/v1/tenants.grpc.pb.h"
 #include "gpupool/v1/usage.grpc.pb.h"
+#include "gpupool/v1/whatif.grpc.pb.h"
 #include "tests/api/fake_api_service.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/wait_for.h"
@@ -402,6 +403,13 @@ std::vector<Row> Table() {
           return Target{Box(r), "GET", "/v1/usage?tenant=" + Enc(w.Tenant(on)), ""};
         });
   }
+  // ---- WhatIfService: admins only (it replays every tenant's recent workload) ----
+  add("WhatIfService/Compare", "POST /v1/whatif", "admin", "DDDA", [](World&) {
+    v1::CompareWhatIfRequest r;
+    r.set_pool("pub");
+    r.set_window("1h");
+    return Target{Box(r), "POST", "/v1/whatif", Json(r)};
+  });
   // ---- KeyService ----
   for (const std::string on : {"own", "other"}) {
     const bool own = on == "own";
@@ -565,7 +573,7 @@ TEST_F(AuthzMatrix, EveryRpcAndRouteHasARow) {
   for (const char* file :
        {"gpupool/v1/jobs.proto", "gpupool/v1/pools.proto", "gpupool/v1/tenants.proto",
         "gpupool/v1/keys.proto", "gpupool/v1/agent.proto", "gpupool/v1/audit.proto",
-        "gpupool/v1/billing.proto", "gpupool/v1/usage.proto"}) {
+        "gpupool/v1/billing.proto", "gpupool/v1/usage.proto", "gpupool/v1/whatif.proto"}) {
     const auto* f = pool->FindFileByName(file);
     ASSERT_NE(f, nullptr) << file;
     for (int s = 0; s < f->service_count(); ++s) {
