@@ -200,10 +200,15 @@ PackingInstance MakeInstance(const std::vector<TraceNode>& nodes,
   PackingInstance in;
   std::map<std::tuple<int64_t, int64_t, int, std::string>, size_t> types;
   for (const TraceNode& n : nodes) {
-    if (n.gpus <= 0) continue;
+    // CPU-only nodes are types too: a scenario that forces a CPU-only task into the packing must
+    // be free to put it there rather than on a GPU node's CPU (leaving them out made the bound
+    // unsound: small instances beat it by up to 25 points). Their GPUs and model are nil, so only
+    // CPU-only classes are eligible on them (TypeSolver).
+    const int gpus = std::max(n.gpus, 0);
+    const std::string model = gpus > 0 ? n.model : "";
     auto [it, added] =
-        types.try_emplace(std::tuple{n.cpu_milli, n.memory_mib, n.gpus, n.model}, in.types.size());
-    if (added) in.types.push_back(PackingNodeType{0, n.cpu_milli, n.memory_mib, n.gpus, n.model});
+        types.try_emplace(std::tuple{n.cpu_milli, n.memory_mib, gpus, model}, in.types.size());
+    if (added) in.types.push_back(PackingNodeType{0, n.cpu_milli, n.memory_mib, gpus, model});
     ++in.types[it->second].count;
   }
   std::map<std::tuple<int64_t, int64_t, int, int32_t, std::string>, size_t> classes;
@@ -527,12 +532,16 @@ class ProtocolBounder {
 }  // namespace
 
 std::string BoundRefusal(const std::vector<TraceNode>& nodes) {
-  int64_t cpu_only = 0;
-  for (const TraceNode& n : nodes) cpu_only += n.gpus <= 0;
-  if (cpu_only == 0) return "";
-  return "the node list has " + std::to_string(cpu_only) +
-         " CPU-only node(s); the bound is proven for GPU nodes only (small instances with "
-         "CPU-only nodes beat it)";
+  for (const TraceNode& n : nodes)
+    if (n.gpus > 0) return "";
+  return "the node list has no GPU, so there is no GPU capacity to bound";
+}
+
+double AllocatedUpperBound(const std::vector<TraceNode>& nodes,
+                           const std::vector<TraceTask>& arrivals, const BoundOptions& options) {
+  if (arrivals.empty()) return 0;
+  ProtocolBounder bounder(nodes, arrivals, options);
+  return bounder.Prefix(arrivals.size() - 1);
 }
 
 MetricBound UnallocatedLowerBound(const std::vector<TraceNode>& nodes,

@@ -17,7 +17,8 @@
 // (unbounded counts), whole-GPU tasks on whole GPUs, a dynamic program over the node's GPUs for
 // k-GPU tasks, CPU-only classes as many as the node holds of each alone. Classes a node cannot
 // host alone (model, CPU, memory, GPUs) are left out of its π_t; memory is rounded down to a
-// power of two (more packings, still a bound).
+// power of two (more packings, still a bound). CPU-only nodes are node types too (no GPU: only
+// CPU-only classes fit them); every node of the list is in Σ_t, so no packing escapes the sum.
 //
 // 2. The protocol's drop rule. A task is dropped only when no node can host it, and then no later
 // task that needs at least as much (GPU share or whole GPUs, CPU, memory, a subset of its models:
@@ -102,9 +103,11 @@ struct MetricBound {
   std::string refused;
 };
 
-// Why the bound is not offered for `nodes`, or "" when it is. Node lists with CPU-only nodes
-// are refused: on openb_node_list_all_node.csv small instances solved exactly beat the bound by
-// up to 25 points, so the proof above does not cover them (docs/placement.md, "Bound").
+// Why the bound is not offered for `nodes`, or "" when it is: only a node list without any GPU
+// is refused (no capacity, no metric). CPU-only nodes are node types of the LP that only CPU-only
+// classes may use, so a scenario that forces a CPU-only task may put it there
+// (tests/placement/bound_test.cc brute-forces every protocol-following policy on tiny instances
+// with and without them).
 std::string BoundRefusal(const std::vector<TraceNode>& nodes);
 
 struct BoundOptions {
@@ -124,6 +127,13 @@ struct BoundOptions {
 // The lower bound on the replay metric at arrived = x% (replay.h) for this arrival sequence:
 // after event i, allocated ≤ min(arrived_i, UB(prefix_c) for checkpoints c ≥ i, UB(prefix_c) +
 // arrived_i − arrived_c for checkpoints c ≤ i).
+// UB on the milli-GPU any policy has allocated once every task of `arrivals` has arrived (with
+// options.protocol, any policy that follows the protocol's drop rule): the quantity the metric
+// bound is made of, for tests that compare it with an exhaustive search.
+double AllocatedUpperBound(const std::vector<TraceNode>& nodes,
+                           const std::vector<TraceTask>& arrivals,
+                           const BoundOptions& options = {});
+
 MetricBound UnallocatedLowerBound(const std::vector<TraceNode>& nodes,
                                   const std::vector<TraceTask>& arrivals, int x = 100,
                                   const BoundOptions& options = {});
