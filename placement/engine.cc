@@ -64,7 +64,7 @@ size_t ShapeKeyHash::operator()(const ShapeKey& k) const {
 }
 
 EngineImpl::EngineImpl(PoolPolicy p) : policy(p), workload_(DefaultWorkload()) {
-  plugin_ = MakePlugin(policy.strategy, PluginEnv{&workload_, policy.tie_seed});
+  plugin_ = MakePlugin(policy.strategy, PluginEnv{&workload_, policy.tie_seed, &pool_shape_});
 }
 
 int EngineImpl::Intern(std::unordered_map<std::string, int>& table, const std::string& name) {

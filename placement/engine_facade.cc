@@ -148,6 +148,12 @@ void EngineImpl::SetWorkload(const std::vector<WorkloadClass>& classes) {
     f.inv_mem = f.memory_mib > 0 ? 1.0 / static_cast<double>(f.memory_mib) : 0;
   }
   SetModelShares(&w);
+  pool_shape_ = PoolShape{};
+  for (const NodeState& n : nodes) {
+    if (!n.live) continue;
+    pool_shape_.cpu_milli += n.cpu_total;
+    pool_shape_.gpu_milli += int64_t{1000} * n.gpu_count;
+  }
   if (!w.empty()) workload_ = std::move(w);
   workload_inventory = inventory_version;
   plugin_->WorkloadChanged();

@@ -64,13 +64,22 @@ struct PackingClass {
 struct PackingInstance {
   std::vector<PackingNodeType> types;
   std::vector<PackingClass> classes;
+  // How coarsely MakeInstance grouped tasks into classes (bound.cc, ClassKey): 0 exact; higher
+  // levels (up to 4) leave out memory, then round CPU down, then leave it out — only ever lowering
+  // what a class needs, never its GPU demand, so the bound stays valid and the LP stays small.
+  int coarse = 0;
 };
 
 // Node types (identical hardware) of `nodes`; classes of `tasks` (CPU, memory rounded down to a
-// power of two, GPUs, share, models; CPU-only tasks by CPU and memory alone), each with count 0
-// — the caller fills counts.
+// power of two, GPUs, share, models; CPU-only tasks by CPU and memory alone; coarser when there
+// are too many, see `coarse`), each with count 0 — the caller fills counts.
+// The LP's rows grow with the classes and the dense simplex (lp.h) with their square: the
+// trace's workloads have 63–403 exact classes and solve in seconds; the synthetic generators have
+// up to 3,571 (CPU and memory drawn per task), which took over ten minutes per LP.
+constexpr size_t kMaxBoundClasses = 500;
 PackingInstance MakeInstance(const std::vector<TraceNode>& nodes,
-                             const std::vector<TraceTask>& tasks);
+                             const std::vector<TraceTask>& tasks,
+                             size_t max_classes = kMaxBoundClasses);
 // The class of each task of `tasks` in `instance` (−1 for a task that needs nothing).
 std::vector<int> ClassOf(const PackingInstance& instance, const std::vector<TraceTask>& tasks);
 
@@ -119,6 +128,9 @@ struct BoundOptions {
   // all arrivals (what covers them). Only keys are forced, and only their first drop splits the
   // scenarios. Each share gives a valid bound; the least is kept.
   std::vector<double> key_covers = {0.7};
+  // Classes beyond this make the instance coarser (PackingInstance::coarse): a looser bound that
+  // is computed in minutes rather than hours.
+  size_t max_classes = kMaxBoundClasses;
   // Where the scenarios of the first drop split the arrivals, in % of capacity arrived.
   std::vector<double> splits_pct = {50, 70,   80, 85,   90, 92,    94,   95,    96,  96.5,
                                     97, 97.5, 98, 98.5, 99, 99.25, 99.5, 99.75, 100, 100.25};

@@ -485,14 +485,17 @@ TEST(BoundTest, NeverBeatenByAnyProtocolPolicy) {
     const int x = static_cast<int>(
         std::lround(100.0 * static_cast<double>(arrived) / static_cast<double>(capacity)));
     const Exhaustive best = SearchEveryPolicy(nodes, a, x);
-    for (bool protocol : {true, false}) {
+    for (int mode = 0; mode < 3; ++mode) {
+      // Protocol and packing bounds on exact classes, and the protocol bound on the coarsest
+      // classes (memory and CPU left out: MakeInstance's last resort for huge workloads).
+      const bool protocol = mode != 1;
       BoundOptions o;
       o.stride = 1;
       o.protocol = protocol;
+      if (mode == 2) o.max_classes = 1;
       o.key_covers = {0.7, 0.3};
       o.splits_pct = {30, 60, 90, 100};
-      const std::string where =
-          "trial " + std::to_string(trial) + (protocol ? " protocol" : " packing");
+      const std::string where = "trial " + std::to_string(trial) + " mode " + std::to_string(mode);
       ASSERT_GE(AllocatedUpperBound(nodes, a, o) + 1e-6, best.most_allocated) << where;
       const MetricBound b = UnallocatedLowerBound(nodes, a, x, o);
       ASSERT_TRUE(b.refused.empty()) << where;
@@ -500,6 +503,39 @@ TEST(BoundTest, NeverBeatenByAnyProtocolPolicy) {
     }
   }
   EXPECT_EQ(with_cpu_nodes, 150);
+  // The levels of coarseness, each taken only when the finer one has too many classes: 12.5 and
+  // 13 cores with 1 and 2 GiB are four classes exactly (level 0), two without memory (1), one at
+  // 12 cores on two significant bits (2: 12 = 0b1100). Mode 2 above reaches level 4 (no CPU at
+  // all) whenever its tasks differ in share or models.
+  const std::vector<TraceNode> n = {{"g", 16000, 65536, 2, "T4"}};
+  const std::vector<TraceTask> a = {{"a", 12500, 1024, 1, 500, ""},
+                                    {"b", 13000, 1024, 1, 500, ""},
+                                    {"c", 12500, 2048, 1, 500, ""},
+                                    {"d", 13000, 2048, 1, 500, ""}};
+  struct Level {
+    size_t max_classes;
+    int coarse;
+    size_t classes;
+    int64_t cpu;  // of the first class
+  };
+  for (const Level& l : {Level{4, 0, 4, 12500}, Level{3, 1, 2, 12500}, Level{1, 2, 1, 12000}}) {
+    const PackingInstance in = MakeInstance(n, a, l.max_classes);
+    EXPECT_EQ(in.coarse, l.coarse) << l.max_classes;
+    ASSERT_EQ(in.classes.size(), l.classes) << l.max_classes;
+    EXPECT_EQ(in.classes[0].cpu_milli, l.cpu) << l.max_classes;
+    EXPECT_EQ(in.classes[0].memory_mib, l.coarse == 0 ? 1024 : 0) << l.max_classes;
+  }
+  // Level 2 on its own: 12.5 and 13 cores become 12, 5 and 5.5 become 4 — two classes.
+  const std::vector<TraceTask> b = {{"a", 12500, 1024, 1, 500, ""},
+                                    {"b", 5000, 1024, 1, 500, ""},
+                                    {"c", 12500, 2048, 1, 500, ""},
+                                    {"d", 5500, 2048, 1, 500, ""},
+                                    {"e", 13000, 1024, 1, 500, ""}};
+  const PackingInstance two = MakeInstance(n, b, 2);  // 12, 4 cores
+  EXPECT_EQ(two.coarse, 2);
+  ASSERT_EQ(two.classes.size(), 2u);
+  EXPECT_EQ(two.classes[0].cpu_milli, 12000);
+  EXPECT_EQ(two.classes[1].cpu_milli, 4000);
 }
 
 }  // namespace
