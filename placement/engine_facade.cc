@@ -157,7 +157,9 @@ void EngineImpl::SetWorkload(const std::vector<WorkloadClass>& classes) {
   if (!w.empty()) workload_ = std::move(w);
   workload_inventory = inventory_version;
   plugin_->WorkloadChanged();
-  ClearIndexes();
+  // Keep the score indexes: their scores go stale and are recomputed a bounded number per
+  // decision (kStaleRefreshPerDecision), so a push into a 50,000-node pool is not one long stall.
+  for (auto& index : indexes_) index->MarkAllStale();
 }
 
 }  // namespace gpupool::placement
