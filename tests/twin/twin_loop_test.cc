@@ -52,6 +52,23 @@ TEST(TwinLoopTest, ASecondTaskWaitsUntilTheFirstLeaves) {
   EXPECT_DOUBLE_EQ(r.wait_by_tenant["t/b"].max, 8.0);
 }
 
+TEST(TwinLoopTest, WaitsAreThoseOfTasksArrivingInTheMeasuredWindow) {
+  // One GPU, --warmup-s 5. p0 leaves at 10 s; fair share then prefers t/b (t/a just used the
+  // GPU): p2 (arrived at 6 s) starts at 10 s and waits 4 s; then t/a's p1 (arrived at 1 s,
+  // before the window: not counted) runs from 20 s; p3 (7 s) has waited 18 s at the horizon.
+  Workload w = Make(1, 1,
+                    {Task("p0", 0, 10, "t/a", "normal"), Task("p1", 1, 10, "t/a", "normal"),
+                     Task("p2", 6, 10, "t/b", "normal"), Task("p3", 7, 10, "t/b", "normal")});
+  TwinConfig c = Horizon(25);
+  c.warmup_us = 5 * kS;
+  TwinReport r = Replay(w, Org(), c);
+  EXPECT_EQ(r.wait_by_class["normal"].count, 2);
+  EXPECT_EQ(r.wait_by_class["normal"].never_started, 1);
+  EXPECT_DOUBLE_EQ(r.wait_by_class["normal"].max, 18.0);
+  EXPECT_DOUBLE_EQ(r.wait_by_class["normal"].mean, 11.0);
+  EXPECT_FALSE(r.wait_by_tenant.contains("t/a"));
+}
+
 TEST(TwinLoopTest, AFractionalShareCountsItsShareOfTheGpu) {
   // 470 milli-GPU for the whole 10 s replay on one GPU: 47 %.
   Workload w = Make(1, 1, {Task("p0", 0, 100, "t/a", "normal", 470)});
