@@ -9,19 +9,16 @@
 // core-thread time the tick itself took (building the rows). Prints a table; --json FILE writes
 // the figures.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
-#include <deque>
 #include <fstream>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "base/clock.h"
 #include "scheduler/core.h"
 #include "store/pg_store.h"
+#include "tests/support/completion_loop.h"
 #include "tests/support/pg_fixture.h"
 
 namespace gpupool {
@@ -31,65 +28,6 @@ class AcceptingAgents : public AgentGateway {
  public:
   bool StartTask(const std::string&, const StartTaskCommand&) override { return true; }
   bool StopTask(const std::string&, const StopTaskCommand&) override { return true; }
-};
-
-// Completions of the store, run on the bench's thread; Idle() waits for every batch.
-class Loop {
- public:
-  Executor executor() {
-    return [this](std::function<void()> fn) {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(fn));
-      cv_.notify_one();
-    };
-  }
-  void Idle(const std::function<bool()>& busy) {
-    for (;;) {
-      const bool quiet = !busy();
-      std::function<void()> fn;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        if (queue_.empty()) {
-          if (quiet) return;
-          cv_.wait_for(lock, std::chrono::milliseconds(1));
-          continue;
-        }
-        fn = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      fn();
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-};
-
-// Counts batches until their completion was handed to the loop.
-class CountingStore : public Store {
- public:
-  explicit CountingStore(Store* inner) : inner_(inner) {}
-  Result<int64_t> AcquireLeadership() override { return inner_->AcquireLeadership(); }
-  Result<RecoveredState> Recover() override { return inner_->Recover(); }
-  void Apply(std::vector<Mutation> batch, Done done) override {
-    ++in_flight;
-    inner_->Apply(std::move(batch), [this, done = std::move(done)](Status st) {
-      done(std::move(st));
-      --in_flight;
-    });
-  }
-  Result<std::vector<EventRecord>> ListEvents(const std::string& p, int limit) override {
-    return inner_->ListEvents(p, limit);
-  }
-  Result<std::vector<UsageReportRow>> QueryUsage(const UsageQuery& q) override {
-    return inner_->QueryUsage(q);
-  }
-  std::atomic<int> in_flight{0};
-
- private:
-  Store* inner_;
 };
 
 int Run(int argc, char** argv) {
@@ -127,14 +65,14 @@ int Run(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<PgStore> pg_store = std::move(opened).value();
-  CountingStore store(pg_store.get());
+  testing::CountingStore store(pg_store.get());
   ManualClock clock(1'795'392'000LL * 1'000'000 + 250'000);
   AcceptingAgents agents;
-  Loop loop;
+  testing::CompletionLoop loop;
   SchedulerOptions options = SchedulerOptions::Defaults();
   options.max_tasks_per_pass = std::max(options.max_tasks_per_pass, tasks);
   Core core(options, &clock, &store, &agents, loop.executor());
-  auto idle = [&] { loop.Idle([&] { return store.in_flight.load() > 0; }); };
+  auto idle = [&] { loop.Idle(store); };
   {
     auto epoch = store.AcquireLeadership();
     auto state = store.Recover();

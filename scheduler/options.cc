@@ -64,6 +64,12 @@ Status ValidateMeteringOptions(const MeteringOptions& m) {
   if (m.max_intervals_per_batch < 1) {
     return Status::InvalidArgument("metering.max_intervals_per_batch: must be at least 1");
   }
+  if (m.report_concurrency < 1) {
+    return Status::InvalidArgument("metering.report_concurrency: must be at least 1");
+  }
+  if (m.report_timeout_ms < 1) {
+    return Status::InvalidArgument("metering.report_timeout_ms: must be at least 1");
+  }
   return Status::Ok();
 }
 

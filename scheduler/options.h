@@ -65,6 +65,11 @@ struct MeteringOptions {
   int32_t rollup_after_days = 0;
   // At most this many intervals per ledger batch (a boundary closes every running attempt).
   int32_t max_intervals_per_batch = 2000;
+  // Usage reports (GetUsage, and invoices and the usage feed rated from them): at most this many
+  // run at once on connections of their own (one more is RESOURCE_EXHAUSTED), each cancelled
+  // after report_timeout_ms (DEADLINE_EXCEEDED). Read by gpupoold for its store, not the core.
+  int32_t report_concurrency = 2;
+  int64_t report_timeout_ms = 60'000;
 };
 // INVALID_ARGUMENT naming the field when a value is out of range.
 Status ValidateMeteringOptions(const MeteringOptions& m);

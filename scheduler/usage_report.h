@@ -6,11 +6,11 @@
 // instances in instance × seconds, CPU in microseconds, peak memory in bytes (a maximum, not a
 // sum). The *Seconds() helpers convert to the units the API shows (TFLOPS-seconds, GiB-seconds).
 //
-// A row is one (period, tenant, pool, device model, priority class, MIG profile) group; rows
-// come ordered by those keys. Periods are UTC: an hour, a day, or a calendar month, named by the
-// period's first microsecond. A ledger interval belongs to the period and to [from, to) by its
-// start; intervals never straddle an hour (they are cut at multiples of the metering interval,
-// which divides an hour), and daily roll-ups (retention) start at midnight.
+// A row is one (period, tenant, pool, device model, priority class, MIG profile[, preempted])
+// group; rows come ordered by those keys. Periods are UTC: an hour, a day, or a calendar month,
+// named by the period's first microsecond. A ledger interval belongs to the period and to [from,
+// to) by its start; intervals never straddle an hour (they are cut at multiples of the metering
+// interval, which divides an hour), and daily roll-ups (retention) start at midnight.
 //
 // Thread safety: plain values.
 #pragma once
@@ -41,6 +41,10 @@ struct UsageQuery {
   // Tenants are reported at this depth of the tree ("acme/research/alice" at depth 2 is
   // "acme/research"); 0 = the full path. Lets an org see its projects without every user.
   int32_t tenant_depth = 0;
+  // Also group by whether the interval's attempt ended by preemption (its last interval's end
+  // state is PREEMPTED): every interval of such an attempt, not only the last, lands in a row
+  // with `preempted` set. Billing credits those rows (docs/billing.md, "Preemption credit").
+  bool split_preempted = false;
 };
 
 // Sums over ledger intervals, in exact integer units.
@@ -86,6 +90,9 @@ struct UsageReportRow {
   std::string priority_class;
   std::string mig_profile;  // "" unless MIG instances were held
   UsageTotals totals;
+  // With UsageQuery::split_preempted: the intervals of attempts that ended by preemption (a
+  // grouping key after mig_profile). Always false otherwise.
+  bool preempted = false;
   friend bool operator==(const UsageReportRow&, const UsageReportRow&) = default;
 };
 

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <tuple>
 
 #include "store/validate.h"
@@ -24,8 +25,9 @@ struct MemoryDatabase {
   Status unavailable;                                                       // guarded by mu
   // The usage ledger by (job, task, attempt, start), and its daily roll-ups by their dimensions.
   std::map<std::tuple<int64_t, int32_t, int32_t, int64_t>, UsageInterval> ledger;  // guarded by mu
+  // A daily row of preempted attempts has end == kPreempted (the key's last member).
   std::map<std::tuple<int64_t, std::string, std::string, std::string, std::string, int, std::string,
-                      std::string>,
+                      std::string, bool>,
            UsageInterval>
       usage_daily;  // guarded by mu
   // Price plans by (name, version); guarded by mu.
@@ -41,10 +43,22 @@ constexpr int64_t kDayUs = 24LL * 3600 * 1'000'000;
 auto LedgerKey(const UsageInterval& u) {
   return std::tuple{u.job_id, u.task_index, u.attempt, u.start_us};
 }
-auto DailyKey(const UsageInterval& u) {
+auto DailyKey(const UsageInterval& u, bool preempted) {
   return std::tuple{
-      u.start_us / kDayUs * kDayUs,     u.tenant,         u.pool,       u.node, u.model,
-      static_cast<int>(u.sharing_mode), u.priority_class, u.mig_profile};
+      u.start_us / kDayUs * kDayUs,     u.tenant,         u.pool,        u.node,   u.model,
+      static_cast<int>(u.sharing_mode), u.priority_class, u.mig_profile, preempted};
+}
+
+using AttemptKey = std::tuple<int64_t, int32_t, int32_t>;
+
+// The attempts whose last interval says they ended by preemption.
+template <typename Ledger>
+std::set<AttemptKey> PreemptedAttempts(const Ledger& ledger) {
+  std::set<AttemptKey> out;
+  for (const auto& [key, u] : ledger) {
+    if (u.end == AttemptEnd::kPreempted) out.emplace(u.job_id, u.task_index, u.attempt);
+  }
+  return out;
 }
 
 TaskRecord* FindTask(JobRecord& job, int32_t index) {
@@ -220,13 +234,15 @@ class Applier {
     return Status::Ok();
   }
   Status operator()(const RollUpUsage& m) {
+    const std::set<AttemptKey> preempted = PreemptedAttempts(db_.ledger);
     for (auto it = db_.ledger.begin(); it != db_.ledger.end();) {
       const UsageInterval& u = it->second;
       if (u.start_us >= m.before_us || AttemptActive(u)) {
         ++it;
         continue;
       }
-      auto key = DailyKey(u);
+      const bool was_preempted = preempted.count({u.job_id, u.task_index, u.attempt}) > 0;
+      auto key = DailyKey(u, was_preempted);
       auto day = db_.usage_daily.find(key);
       if (day == db_.usage_daily.end()) {
         UsageInterval d = u;
@@ -235,7 +251,7 @@ class Applier {
         d.attempt = 0;
         d.start_us = std::get<0>(key);
         d.end_us = d.start_us + kDayUs;
-        d.end = AttemptEnd::kNone;
+        d.end = was_preempted ? AttemptEnd::kPreempted : AttemptEnd::kNone;
         db_.usage_daily.emplace(key, d);
         undo_.push_back([this, key] { db_.usage_daily.erase(key); });
       } else {
@@ -381,25 +397,30 @@ Result<std::vector<UsageReportRow>> MemoryStore::QueryUsage(const UsageQuery& qu
   std::lock_guard lock(db_->mu);
   if (!db_->unavailable.ok()) return db_->unavailable;
   using Group =
-      std::tuple<int64_t, std::string, std::string, std::string, std::string, std::string>;
+      std::tuple<int64_t, std::string, std::string, std::string, std::string, std::string, bool>;
   std::map<Group, UsageTotals> groups;
-  auto add = [&](const UsageInterval& u) {
+  std::set<AttemptKey> preempted;
+  if (query.split_preempted) preempted = PreemptedAttempts(db_->ledger);
+  auto add = [&](const UsageInterval& u, bool was_preempted) {
     if (!UsageMatches(u, query)) return;
     Group g{PeriodStart(query.period, u.start_us),
             TenantAtDepth(u.tenant, query.tenant_depth),
             u.pool,
             u.model,
             u.priority_class,
-            u.mig_profile};
+            u.mig_profile,
+            query.split_preempted && was_preempted};
     groups[g] += u.totals;
   };
-  for (const auto& [key, u] : db_->ledger) add(u);
-  for (const auto& [key, u] : db_->usage_daily) add(u);
+  for (const auto& [key, u] : db_->ledger) {
+    add(u, preempted.count({u.job_id, u.task_index, u.attempt}) > 0);
+  }
+  for (const auto& [key, u] : db_->usage_daily) add(u, u.end == AttemptEnd::kPreempted);
   std::vector<UsageReportRow> rows;
   rows.reserve(groups.size());
   for (const auto& [g, totals] : groups) {
     rows.push_back({std::get<0>(g), std::get<1>(g), std::get<2>(g), std::get<3>(g), std::get<4>(g),
-                    std::get<5>(g), totals});
+                    std::get<5>(g), totals, std::get<6>(g)});
   }
   return rows;
 }

@@ -413,6 +413,19 @@ CREATE TRIGGER usage_ledger_no_update BEFORE UPDATE ON usage_ledger
   FOR EACH ROW EXECUTE FUNCTION gp_usage_no_update();
 )sql";
 
+// Issue 13 (billing): preemption credits from the ledger. A daily roll-up keeps whether its
+// intervals' attempts ended by preemption (a key column, so credited usage is never summed with
+// the rest; rows rolled up before this migration count as not preempted), and a partial index
+// finds an attempt's PREEMPTED last interval without scanning its other rows.
+constexpr std::string_view kV71 = R"sql(
+ALTER TABLE usage_daily ADD COLUMN preempted boolean NOT NULL DEFAULT false;
+ALTER TABLE usage_daily DROP CONSTRAINT usage_daily_pkey;
+ALTER TABLE usage_daily ADD PRIMARY KEY
+  (day_us, tenant, pool, node, model, sharing_mode, priority_class, mig_profile, preempted);
+CREATE INDEX usage_ledger_preempted_idx ON usage_ledger (job_id, task_index, attempt)
+  WHERE end_state = 'PREEMPTED';
+)sql";
+
 // Issue 13 (billing): versioned price plans (billing/price_plan.h). Append-only: a change is a
 // new version row, so the version that rated a past invoice is still there. Money and
 // multipliers are exact integers in nanos (1e-9); a rate's unit is its name ("tflops-hour").
@@ -457,6 +470,26 @@ CREATE TABLE price_plan_multipliers (
 );
 )sql";
 
+// Issue 16: who submitted each job (the credential's id: "key:<id>", "token:<name>",
+// "admin-token", "oidc:<sub>"), so that a member may cancel only its own jobs. Jobs stored before
+// this version have '' and are cancelled by a tenant-admin or an admin.
+constexpr std::string_view kV12 = R"sql(
+ALTER TABLE jobs ADD COLUMN submitted_by text NOT NULL DEFAULT '';
+)sql";
+
+// Issue 16: the CA and admin credential secure replicas share (store/pg_cluster_credentials.h).
+// One row; as sensitive as <data-dir>/tls/ca.key, so PUBLIC gets nothing.
+constexpr std::string_view kV13 = R"sql(
+CREATE TABLE cluster_credentials (
+  id          integer PRIMARY KEY CHECK (id = 1),
+  ca_cert     text    NOT NULL,
+  ca_key      text    NOT NULL,
+  admin_token text    NOT NULL,
+  created_us  bigint  NOT NULL
+);
+REVOKE ALL ON cluster_credentials FROM PUBLIC;
+)sql";
+
 // What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.
 constexpr std::string_view kV100 = R"sql(
 CREATE INDEX jobs_pool_submit_idx ON jobs (pool, submit_us);
@@ -468,6 +501,8 @@ constexpr Migration kMigrations[] = {
     {3, "typed stop intent and preemption facts on tasks", kV3},
     {10, "API keys", kV10},
     {11, "API key change notifications", kV11},
+    {12, "the submitting principal of each job", kV12},
+    {13, "credentials shared by secure replicas", kV13},
     {20, "device faults", kV20},
     {21, "task usage", kV21},
     {22, "pool MPS isolation and node capabilities", kV22},
@@ -476,6 +511,7 @@ constexpr Migration kMigrations[] = {
     {60, "append-only audit log", kV60},
     {61, "idempotency keys and secret env on jobs", kV61},
     {70, "usage ledger and daily roll-ups", kV70},
+    {71, "preempted attempts in the usage roll-ups", kV71},
     {80, "versioned price plans", kV80},
     {100, "jobs by pool and submission time (what-if history)", kV100},
 };

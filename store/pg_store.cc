@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "store/migrations.h"
 #include "store/pg_conn.h"
+#include "store/pg_report_pool.h"
 #include "store/pg_retry.h"
 #include "store/pg_sql.h"
 #include "store/pg_usage.h"
@@ -63,7 +64,10 @@ PgStore::PgStore(PgStoreOptions options, std::unique_ptr<PgTarget> target)
       target_(std::move(target)),
       writer_conn_(std::make_unique<PgConnection>(*target_, "writer")),
       read_conn_(std::make_unique<PgConnection>(*target_, "reader")),
-      audit_conn_(std::make_unique<PgConnection>(*target_, "audit")) {}
+      audit_conn_(std::make_unique<PgConnection>(*target_, "audit")),
+      report_pool_(
+          std::make_unique<PgReportPool>(*target_, options_.report_connections,
+                                         std::chrono::milliseconds(options_.report_timeout_ms))) {}
 
 PgStore::~PgStore() {
   {
@@ -140,12 +144,16 @@ Result<std::vector<EventRecord>> PgStore::ListEvents(const std::string& subject_
 Result<std::vector<UsageReportRow>> PgStore::QueryUsage(const UsageQuery& query) {
   GPUPOOL_RETURN_IF_ERROR(ValidateUsageQuery(query));
   const std::string sql = UsageReportSql(query);
-  std::lock_guard lock(read_mu_);
-  return RunWithRetry(*read_conn_, *target_,
-                      [&](pqxx::connection& conn) -> Result<std::vector<UsageReportRow>> {
-                        pqxx::nontransaction txn(conn);
-                        return ReadUsageReport(txn.exec(sql));
-                      });
+  std::vector<UsageReportRow> rows;
+  GPUPOOL_RETURN_IF_ERROR(report_pool_->Run("usage report", [&](pqxx::transaction_base& txn) {
+    rows = ReadUsageReport(txn.exec(sql));
+    return Status::Ok();
+  }));
+  return rows;
+}
+
+void PgStore::SetReportLimits(int connections, int64_t timeout_ms) {
+  report_pool_->SetLimits(connections, std::chrono::milliseconds(timeout_ms));
 }
 
 Status PgStore::Ping() {

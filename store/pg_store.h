@@ -33,6 +33,7 @@
 namespace gpupool {
 
 class PgConnection;
+class PgReportPool;
 struct PgTarget;
 
 struct PgStoreOptions {
@@ -44,6 +45,11 @@ struct PgStoreOptions {
   size_t max_group = 512;
   // Recorded in the leader row; "<hostname>:<pid>" when empty.
   std::string holder;
+  // Usage reports (QueryUsage) run on connections of their own (store/pg_report_pool.h): at
+  // most this many at once (one more is RESOURCE_EXHAUSTED), each cancelled after
+  // report_timeout_ms (DEADLINE_EXCEEDED).
+  int report_connections = 2;
+  int64_t report_timeout_ms = 60'000;
 };
 
 class PgStore final : public Store {
@@ -77,8 +83,11 @@ class PgStore final : public Store {
   // behind scheduling commits; `done` runs before AppendAudit returns. Reads use the reader.
   void AppendAudit(std::vector<AuditRecord> records, Done done) override;
   Result<AuditPage> ListAudit(const AuditQuery& query) override;
-  // The usage report (store/pg_usage.cc), on the read connection.
+  // The usage report (store/pg_usage.cc), on the report connections (bounded, with a statement
+  // timeout; see PgStoreOptions), never on the writer's or the reader's.
   Result<std::vector<UsageReportRow>> QueryUsage(const UsageQuery& query) override;
+  // A configuration reload's new report limits (PgStoreOptions' report_*); thread-safe.
+  void SetReportLimits(int connections, int64_t timeout_ms);
   Result<PoolHistory> QueryPoolHistory(const PoolHistoryQuery& query) override;  // pg_history.cc
   // Price plans (store/pg_price_plans.cc): writes on the audit connection, reads on the reader.
   Result<billing::PricePlan> AddPricePlan(billing::PricePlan plan, bool create) override;
@@ -127,7 +136,8 @@ class PgStore final : public Store {
   std::mutex read_mu_;
   std::unique_ptr<PgConnection> read_conn_;  // guarded by read_mu_
   std::mutex audit_mu_;
-  std::unique_ptr<PgConnection> audit_conn_;  // guarded by audit_mu_
+  std::unique_ptr<PgConnection> audit_conn_;   // guarded by audit_mu_
+  std::unique_ptr<PgReportPool> report_pool_;  // thread-safe
 
   std::thread writer_;
 };

@@ -65,6 +65,15 @@ std::string Where(const UsageQuery& q, const char* start) {
   return w;
 }
 
+// Whether the attempt of the usage_ledger row aliased `row` ended by preemption: its last
+// interval says PREEMPTED (usage_ledger_preempted_idx, migration 71, makes this a lookup).
+std::string PreemptedSql(const char* row) {
+  const std::string r(row);
+  return "EXISTS (SELECT 1 FROM usage_ledger e WHERE e.job_id = " + r +
+         ".job_id AND e.task_index = " + r + ".task_index AND e.attempt = " + r +
+         ".attempt AND e.end_state = 'PREEMPTED')";
+}
+
 }  // namespace
 
 void AppendUsageSql(std::string* o, const AppendUsage& m) {
@@ -106,16 +115,20 @@ void AppendRollUpSql(std::string* o, const RollUpUsage& m) {
       "u.task_index AND t.attempt = u.attempt AND t.state IN ('SCHEDULED', 'RUNNING')) "
       "RETURNING *) "
       "INSERT INTO usage_daily (day_us, tenant, pool, node, model, sharing_mode, priority_class, "
-      "mig_profile, milli_tflops_s, physical_milli_tflops_s, vram_mib_s, spill_mib_s, device_s, "
-      "mig_instance_s, cpu_usage_us, peak_memory_bytes, intervals) "
+      "mig_profile, preempted, milli_tflops_s, physical_milli_tflops_s, vram_mib_s, spill_mib_s, "
+      "device_s, mig_instance_s, cpu_usage_us, peak_memory_bytes, intervals) "
       "SELECT (start_us / ";
   *o += kDayUs;
   *o += ") * ";
   *o += kDayUs;
-  *o += ", tenant, pool, node, model, sharing_mode, priority_class, mig_profile" + sums +
-        ", max(peak_memory_bytes), count(*) FROM moved GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 "
+  // The EXISTS sees the ledger as it was before the DELETE (one snapshot for the statement),
+  // so an attempt's earlier intervals find its PREEMPTED last one even when both move now.
+  *o += ", tenant, pool, node, model, sharing_mode, priority_class, mig_profile, " +
+        PreemptedSql("moved") + sums +
+        ", max(peak_memory_bytes), count(*) FROM moved GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9 "
         "ON CONFLICT (day_us, tenant, pool, node, model, sharing_mode, priority_class, "
-        "mig_profile) DO UPDATE SET peak_memory_bytes = greatest(usage_daily.peak_memory_bytes, "
+        "mig_profile, preempted) DO UPDATE SET peak_memory_bytes = "
+        "greatest(usage_daily.peak_memory_bytes, "
         "EXCLUDED.peak_memory_bytes), intervals = usage_daily.intervals + EXCLUDED.intervals" +
         updates + ";\n";
 }
@@ -143,17 +156,21 @@ std::string UsageReportSql(const UsageQuery& q) {
     tenant = "array_to_string((string_to_array(tenant, '/'))[1:" + std::to_string(q.tenant_depth) +
              "], '/')";
   }
+  const std::string ledger_pre = q.split_preempted ? PreemptedSql("l") : "false";
+  const std::string daily_pre = q.split_preempted ? "preempted" : "false";
   std::string sql = "SELECT * FROM (SELECT " + PeriodSql(q.period) + " AS p, " + tenant +
                     " AS tn, pool, model, priority_class, mig_profile";
   for (const char* c : kSumCols) sql += std::string(", sum(") + c + ")::bigint";
-  sql += ", max(peak_memory_bytes), sum(n)::bigint FROM (";
+  sql += ", max(peak_memory_bytes), sum(n)::bigint, pre FROM (";
   sql += "SELECT start_us AS s, tenant, pool, model, priority_class, mig_profile" + cols +
-         ", peak_memory_bytes, 1 AS n FROM usage_ledger WHERE " + Where(q, "start_us");
+         ", peak_memory_bytes, 1 AS n, " + ledger_pre + " AS pre FROM usage_ledger l WHERE " +
+         Where(q, "start_us");
   sql += " UNION ALL SELECT day_us, tenant, pool, model, priority_class, mig_profile" + cols +
-         ", peak_memory_bytes, intervals FROM usage_daily WHERE " + Where(q, "day_us");
+         ", peak_memory_bytes, intervals, " + daily_pre + " FROM usage_daily WHERE " +
+         Where(q, "day_us");
   sql +=
-      ") u GROUP BY 1, 2, 3, 4, 5, 6) g ORDER BY p, tn COLLATE \"C\", pool COLLATE \"C\", "
-      "model COLLATE \"C\", priority_class COLLATE \"C\", mig_profile COLLATE \"C\"";
+      ") u GROUP BY 1, 2, 3, 4, 5, 6, pre) g ORDER BY p, tn COLLATE \"C\", pool COLLATE \"C\", "
+      "model COLLATE \"C\", priority_class COLLATE \"C\", mig_profile COLLATE \"C\", pre";
   return sql;
 }
 
@@ -178,6 +195,7 @@ std::vector<UsageReportRow> ReadUsageReport(const pqxx::result& rows) {
     t.cpu_usage_us = r[12].as<int64_t>();
     t.peak_memory_bytes = r[13].as<int64_t>();
     t.intervals = r[14].as<int64_t>();
+    row.preempted = r[15].as<bool>();
     out.push_back(std::move(row));
   }
   return out;

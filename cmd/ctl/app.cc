@@ -189,7 +189,10 @@ std::shared_ptr<grpc::Channel> Ctx::channel() {
           }
           grpc::SslCredentialsOptions o;
           o.pem_root_certs = pem;
-          return grpc::CreateChannel(GrpcTargetOf(target), grpc::SslCredentials(o));
+          grpc::ChannelArguments args;
+          const std::string name = TlsTargetNameOf(target);
+          if (!name.empty()) args.SetSslTargetNameOverride(name);
+          return grpc::CreateCustomChannel(GrpcTargetOf(target), grpc::SslCredentials(o), args);
         });
   }
   channel_ = follower_->channel();

@@ -1,5 +1,7 @@
 #include "cmd/daemon/ledger_usage_source.h"
 
+#include <iterator>
+
 #include "billing/report_rows.h"
 #include "scheduler/usage_report.h"
 
@@ -14,8 +16,16 @@ Result<std::vector<billing::MeteredQuantity>> LedgerUsageSource::Usage(const std
   q.period = UsagePeriod::kHour;
   q.from_us = start_ms * 1000;
   q.to_us = end_ms * 1000;
+  q.split_preempted = true;  // one query, one snapshot: no interval in both halves
   GPUPOOL_ASSIGN_OR_RETURN(std::vector<UsageReportRow> rows, store_->QueryUsage(q));
-  return billing::FromReportRows(rows, kHourMs);
+  std::vector<UsageReportRow> kept, preempted;
+  for (UsageReportRow& r : rows) (r.preempted ? preempted : kept).push_back(std::move(r));
+  std::vector<billing::MeteredQuantity> out = billing::FromReportRows(kept, kHourMs);
+  std::vector<billing::MeteredQuantity> credited =
+      billing::FromReportRows(preempted, kHourMs, /*preempted=*/true);
+  out.insert(out.end(), std::make_move_iterator(credited.begin()),
+             std::make_move_iterator(credited.end()));
+  return out;
 }
 
 }  // namespace gpupool

@@ -8,8 +8,10 @@
 // version in effect in its hour. Store errors pass through (UNAVAILABLE while the database is
 // away).
 //
-// Not yet carried: which attempts ended by preemption (the report does not split them), so
-// preemption credits stay zero for ledger-rated invoices.
+// Preemption credits: the report is split by whether each interval's attempt ended by
+// preemption (UsageQuery::split_preempted: every interval of an attempt whose last one says
+// PREEMPTED), and those quantities are passed with ended_by_preemption, so rating charges them
+// like the rest and credits them at the plan's preemption credit percent.
 //
 // Thread safety: as thread-safe as Store::QueryUsage (both stores allow concurrent queries).
 #pragma once

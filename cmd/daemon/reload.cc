@@ -86,6 +86,7 @@ std::vector<std::string> RestartOnlyChanges(const DaemonConfig& a, const DaemonC
   check(a.embedded_port == b.embedded_port, "embedded_port");
   check(a.catalog == b.catalog, "catalog");
   check(a.node_tokens == b.node_tokens, "auth.node_tokens");
+  check(a.oidc == b.oidc, "auth.oidc");
   check(a.require_node_certificates == b.require_node_certificates,
         "auth.require_node_certificates");
   const SchedulerOptions &x = a.scheduler, &y = b.scheduler;
@@ -102,6 +103,9 @@ std::vector<std::string> RestartOnlyChanges(const DaemonConfig& a, const DaemonC
         "scheduler fair share and disruption budget");
   check(a.submit_rate_per_second == b.submit_rate_per_second && a.submit_burst == b.submit_burst,
         "tenant_defaults.submit_rate_per_second/submit_burst");
+  check(CoreMeteringSame(x.metering, y.metering),
+        "metering (enabled, interval_s, metrics_tenant_depth, rollup_after_days, "
+        "max_intervals_per_batch)");
   return out;
 }
 
@@ -119,6 +123,9 @@ void KeepRestartOnly(const DaemonConfig& from, DaemonConfig* to) {
   keep.default_priority_classes = to->default_priority_classes;
   keep.tenant_priority_classes = to->tenant_priority_classes;
   keep.origins = to->origins;
+  keep.price_plans = to->price_plans;
+  keep.scheduler.metering.report_concurrency = to->scheduler.metering.report_concurrency;
+  keep.scheduler.metering.report_timeout_ms = to->scheduler.metering.report_timeout_ms;
   *to = std::move(keep);
 }
 
@@ -223,6 +230,7 @@ ReloadReport ConfigReloader::Reload() {
     report.changes.push_back("API tokens replaced (" + std::to_string(next.api_tokens.size()) +
                              " tokens)");
   }
+  ReloadReportLimits(t_.billing, running_, next, &report.changes);
   if (next.log_level != running_.log_level) {
     LogLevel level = LogLevel::kInfo;
     ParseLogLevel(next.log_level, &level);
@@ -346,6 +354,16 @@ Status ConfigReloader::ApplyCore(const DaemonConfig& next, ReloadReport* report)
     report->kept.push_back("quota of '" + key.first + "' in pool '" + key.second +
                            "' is no longer in the file: kept (gpupoolctl quotas delete removes "
                            "it)");
+  }
+
+  // Price plans (append-only: versions stored before an error stay; the next reload adds only
+  // what still differs), before the class swap, which has no undo.
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  if (Status st = ReloadPricePlans(t_.billing, running_, next, now_ms, &report->changes);
+      !st.ok()) {
+    return fail(st, "price_plans");
   }
 
   // Priority classes and SKUs, last: the one core change that needs no undo of its own.

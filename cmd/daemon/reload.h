@@ -9,7 +9,9 @@
 //  * priority classes, the default class and SKUs (the core's and the API's copy together);
 //  * which classes each tenant may use (tenant_defaults / tenants[].priority_classes);
 //  * API tokens (auth.api_tokens), but never turning authentication on or off;
-//  * log_level.
+//  * log_level;
+//  * price plans and the usage report limits (cmd/daemon/reload_billing.h); the core's metering
+//    settings are restart-only.
 // An entry the file no longer names is kept (it may have been made through the API) and reported.
 //
 // All or nothing: everything that can be judged without the core is checked first (the file
@@ -35,6 +37,7 @@
 #include "api/priority_access.h"
 #include "base/status.h"
 #include "cmd/daemon/config.h"
+#include "cmd/daemon/reload_billing.h"
 
 namespace prometheus {
 class Registry;
@@ -58,6 +61,7 @@ struct ReloadTargets {
   // The bootstrap tokens a configuration gives (its api_tokens, plus the admin credential unless
   // --insecure): the same function gpupoold starts with.
   std::function<Result<std::vector<api::ApiToken>>(const DaemonConfig&)> tokens_of;
+  BillingReloadTargets billing;  // price plans and report limits
 };
 
 struct ReloadReport {

@@ -80,5 +80,56 @@ TEST(LedgerUsageSource, RatesTheSubtreesLedgerRowsHourByHour) {
   EXPECT_EQ(inv->total, billing::Decimal::Parse("7.80").value());
 }
 
+// Preemption credits from the ledger: an attempt preempted after 30 minutes (its last interval
+// says PREEMPTED, its first does not) is charged like the rest and credited at the plan's
+// credit percent; its requeued attempt is charged only.
+TEST(LedgerUsageSource, CreditsEveryIntervalOfAPreemptedAttempt) {
+  MemoryStore store;
+  ASSERT_TRUE(store.AcquireLeadership().ok());
+  // Attempt 0: 1200 s + 600 s in hour 0, then preempted. Attempt 1: all of hour 1, succeeded.
+  UsageInterval p0 = Interval("acme/ml", kNov23Us, 1200);
+  UsageInterval p1 = Interval("acme/ml", kNov23Us + 1200 * kS, 600);
+  p1.end = AttemptEnd::kPreempted;
+  UsageInterval r0 = Interval("acme/ml", kNov23Us + kHourUs, 3600);
+  r0.attempt = 1;
+  r0.end = AttemptEnd::kSucceeded;
+  Status applied = testing::ApplyAndWait(store, {AppendUsage{{p0, p1, r0}}});
+  ASSERT_TRUE(applied.ok()) << applied.ToString();
+
+  LedgerUsageSource source(&store);
+  Result<std::vector<billing::MeteredQuantity>> q =
+      source.Usage("acme", kNov23Ms, kNov23Ms + 2 * 3'600'000);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  int64_t preempted_tflops = 0, kept_tflops = 0;
+  for (const billing::MeteredQuantity& m : *q) {
+    if (m.unit != billing::Unit::kTflopsHour) continue;
+    (m.ended_by_preemption ? preempted_tflops : kept_tflops) += m.quantity;
+  }
+  // Both intervals of attempt 0 are preempted usage: 500 TFLOPS × 1800 s.
+  EXPECT_EQ(preempted_tflops, int64_t{500'000} * 1800);
+  EXPECT_EQ(kept_tflops, int64_t{500'000} * 3600);
+
+  billing::PricePlan plan;
+  plan.name = "default";
+  plan.version = 1;
+  plan.currency = "USD";
+  plan.rates = {{"", "", "", billing::Unit::kTflopsHour, billing::Decimal::Parse("0.01").value()}};
+  plan.priority_multipliers = {{"normal", billing::Decimal::Parse("1.5").value()}};
+  plan.preemption_credit_bps = 5000;  // 50 %
+  Result<billing::Invoice> inv = billing::RateInvoice("acme", kNov23Ms, kNov23Ms + 2 * 3'600'000,
+                                                      *q, billing::PlanBook({plan}));
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  // Charged: 500 TFLOPS × (0.5 h + 1 h) = 750 TFLOPS-h × 0.01 × 1.5 = 11.25.
+  // Credited: 500 TFLOPS × 0.5 h = 250 TFLOPS-h × 0.01 × 1.5 × 50 % = 1.875 → 1.88 (half-even).
+  // Total: 11.25 − 1.88 = 9.37.
+  EXPECT_EQ(inv->subtotal, billing::Decimal::Parse("11.25").value());
+  ASSERT_EQ(inv->credits.size(), 1u);
+  EXPECT_EQ(inv->credits[0].base_quantity, int64_t{500'000} * 1800);
+  EXPECT_EQ(inv->credits[0].credit_bps, 5000);
+  EXPECT_EQ(inv->credits[0].amount, billing::Decimal::Parse("1.88").value());
+  EXPECT_EQ(inv->credit_total, billing::Decimal::Parse("1.88").value());
+  EXPECT_EQ(inv->total, billing::Decimal::Parse("9.37").value());
+}
+
 }  // namespace
 }  // namespace gpupool

@@ -13,11 +13,15 @@
 #include <fstream>
 #include <functional>
 
+#include "billing/money.h"
+#include "gpupool/v1/billing.grpc.pb.h"
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/usage.grpc.pb.h"
+#include "store/pg_store.h"
 #include "tests/api/http_client.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/pg_fixture.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool {
@@ -48,9 +52,10 @@ class MeteringE2eTest : public ::testing::Test {
     Result<std::string> dir = testing::MakeTempDir("gpupool-meter-e2e");
     ASSERT_TRUE(dir.ok());
     dir_ = *dir;
-    std::ofstream(dir_ + "/gpupoold.yaml") << kDaemonConfig;
-    auto d =
-        DaemonProcess::Start({.data_dir = "", .extra_args = {"--config", dir_ + "/gpupoold.yaml"}});
+    std::ofstream(dir_ + "/gpupoold.yaml") << Config();
+    std::vector<std::string> args = {"--config", dir_ + "/gpupoold.yaml"};
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+    auto d = DaemonProcess::Start({.data_dir = "", .extra_args = args});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
     Connect();
@@ -59,7 +64,7 @@ class MeteringE2eTest : public ::testing::Test {
     o.dir = dir_;
     o.node = "node-a";
     o.scheduler = daemon_->grpc_address();
-    o.gpus = 2;
+    o.gpus = Gpus();
     auto child = testing::StartAgentProcess(o);
     ASSERT_TRUE(child.ok());
     agent_ = std::move(child).value();
@@ -74,16 +79,22 @@ class MeteringE2eTest : public ::testing::Test {
     if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
 
+  virtual std::string Config() const { return kDaemonConfig; }
+  virtual int Gpus() const { return 2; }
+
   void Connect() {
     auto channel = daemon_->Channel();
     jobs_ = v1::JobService::NewStub(channel);
     usage_ = v1::UsageService::NewStub(channel);
+    billing_ = v1::BillingService::NewStub(channel);
   }
 
-  std::string Submit(const std::string& script) {
+  std::string Submit(const std::string& script, const std::string& tenant = "acme/e2e/meter",
+                     const std::string& priority_class = "") {
     v1::SubmitJobRequest req;
     v1::JobSpec* s = req.mutable_spec();
-    s->set_tenant("acme/e2e/meter");
+    s->set_tenant(tenant);
+    if (!priority_class.empty()) s->set_priority_class(priority_class);
     s->set_pool("gpu");
     s->set_task_count(1);
     s->mutable_template_()->add_command("/bin/sh");
@@ -106,9 +117,10 @@ class MeteringE2eTest : public ::testing::Test {
     return job.tasks(0);
   }
 
-  Result<v1::GetUsageResponse> Usage() {
+  Result<v1::GetUsageResponse> Usage(const std::string& tenant = "") {
     grpc::ClientContext ctx;
     v1::GetUsageRequest req;
+    req.set_tenant(tenant);
     req.set_period("hour");
     v1::GetUsageResponse resp;
     grpc::Status st = usage_->GetUsage(&ctx, req, &resp);
@@ -121,6 +133,8 @@ class MeteringE2eTest : public ::testing::Test {
   std::unique_ptr<testing::ChildProcess> agent_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
   std::unique_ptr<v1::UsageService::Stub> usage_;
+  std::unique_ptr<v1::BillingService::Stub> billing_;
+  std::vector<std::string> extra_args_;  // more gpupoold arguments, set before SetUp
 };
 
 TEST_F(MeteringE2eTest, Kill9AndRestartNeitherDropsNorRepeatsAnInterval) {
@@ -172,6 +186,124 @@ TEST_F(MeteringE2eTest, Kill9AndRestartNeitherDropsNorRepeatsAnInterval) {
       metrics.body.find("gpupool_usage_device_seconds_total{pool=\"gpu\",tenant=\"acme/e2e\"}"),
       std::string::npos)
       << metrics.body.substr(0, 2000);
+}
+
+// Preemption credits from the ledger, end to end: one GPU; a low-priority job of acme runs and
+// is metered, a high-priority job of globex preempts it, and acme's job is cancelled while
+// requeued, so acme's whole metered usage is the preempted attempt. acme's invoice charges that
+// usage at the device-hour price and credits it at the plan's 50 %, and its total is the sum of
+// its lines.
+constexpr char kCreditConfig[] = R"(
+scheduler:
+  heartbeat_interval_ms: 200
+  heartbeat_timeout_ms: 30000
+  stop_grace_period_ms: 1000
+  default_priority_class: low
+metering:
+  interval_s: 1
+priority_classes:
+  - {name: low, value: 0}
+  - {name: high, value: 1000, may_preempt: true}
+)";
+
+class PreemptionCreditE2eTest : public MeteringE2eTest {
+ protected:
+  std::string Config() const override { return kCreditConfig; }
+  int Gpus() const override { return 1; }
+
+  // The plan is stored before gpupoold starts, effective since yesterday: a plan from config
+  // takes effect when stored, and hourly usage is rated by the version in effect at its hour's
+  // start, so this test's hour would have no plan.
+  void SetUp() override {
+    Result<std::string> uri = testing::CreateTestDatabase();
+    ASSERT_TRUE(uri.ok()) << uri.status().ToString();
+    {
+      PgStoreOptions o;
+      o.uri = *uri;
+      Result<std::unique_ptr<PgStore>> store = PgStore::Open(o);
+      ASSERT_TRUE(store.ok()) << store.status().ToString();
+      billing::PricePlan plan;
+      plan.name = "default";
+      plan.currency = "USD";
+      plan.effective_from_ms = (time(nullptr) / 86400 - 1) * 86'400'000;
+      plan.rates = {
+          {"", "", "", billing::Unit::kDeviceHour, billing::Decimal::Parse("72.00").value()}};
+      plan.preemption_credit_bps = 5000;  // 50 %
+      plan.created_by = "test";
+      Result<billing::PricePlan> added = (*store)->AddPricePlan(plan, /*create=*/true);
+      ASSERT_TRUE(added.ok()) << added.status().ToString();
+    }
+    extra_args_ = {"--database", *uri};
+    MeteringE2eTest::SetUp();
+  }
+
+  void Cancel(const std::string& job_id) {
+    grpc::ClientContext ctx;
+    v1::CancelJobRequest req;
+    req.set_job_id(job_id);
+    v1::Job job;
+    grpc::Status st = jobs_->CancelJob(&ctx, req, &job);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+  }
+};
+
+TEST_F(PreemptionCreditE2eTest, PreemptedAttemptIsCreditedOnTheInvoice) {
+  const std::string low = Submit("sleep 600", "acme/batch", "low");
+  ASSERT_TRUE(WaitFor([&] { return Task(low).state() == v1::TASK_STATE_RUNNING; }, 60));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto u = Usage("acme");
+        return u.ok() && u->totals().device_seconds() >= 2;
+      },
+      60));
+  const std::string high = Submit("sleep 600", "globex/prod", "high");
+  ASSERT_TRUE(WaitFor([&] { return Task(high).state() == v1::TASK_STATE_RUNNING; }, 90))
+      << Task(low).DebugString();
+  // Preempted and requeued: attempt 1 waits for the only GPU, which the high job holds.
+  v1::Task requeued = Task(low);
+  ASSERT_EQ(requeued.attempt(), 1) << requeued.DebugString();
+  ASSERT_EQ(requeued.state(), v1::TASK_STATE_PENDING) << requeued.DebugString();
+  Cancel(low);
+  Cancel(high);
+  ASSERT_TRUE(WaitFor([&] { return Task(high).state() == v1::TASK_STATE_CANCELLED; }, 60));
+
+  // acme's metered usage: attempt 0 only, whole-GPU seconds.
+  Result<v1::GetUsageResponse> u = Usage("acme");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  const int64_t device_s = u->totals().device_seconds();
+  ASSERT_GE(device_s, 2);
+
+  const int64_t now_s = time(nullptr);
+  grpc::ClientContext ctx;
+  v1::ListInvoicesRequest req;
+  req.set_tenant("acme");
+  req.mutable_start_time()->set_seconds(now_s / 86400 * 86400 - 86400);
+  req.mutable_end_time()->set_seconds(now_s / 86400 * 86400 + 2 * 86400);
+  v1::ListInvoicesResponse resp;
+  grpc::Status st = billing_->ListInvoices(&ctx, req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(resp.invoices_size(), 1) << resp.DebugString();
+  const v1::Invoice& inv = resp.invoices(0);
+  ASSERT_EQ(inv.lines_size(), 1) << inv.DebugString();
+  ASSERT_EQ(inv.credits_size(), 1) << inv.DebugString();
+  const v1::InvoiceLine& charge = inv.lines(0);
+  const v1::InvoiceLine& credit = inv.credits(0);
+  EXPECT_EQ(charge.unit(), "device-hour");
+  EXPECT_EQ(charge.base_quantity(), device_s);
+  EXPECT_EQ(credit.unit(), "device-hour");
+  EXPECT_EQ(credit.tenant(), "acme/batch");
+  EXPECT_EQ(credit.priority_class(), "low");
+  EXPECT_EQ(credit.base_quantity(), device_s);  // the whole preempted attempt, as metered
+  // Charge: device_s / 3600 device-hours × 72.00 = device_s × 0.02 (exact in cents).
+  // Credit: device_s / 3600 × 72.00 × 50 % = device_s × 0.01.
+  auto cents = [](int64_t n) { return billing::Decimal::FromNanos(n * 10'000'000); };
+  auto parse = [](const std::string& s) { return billing::Decimal::Parse(s).value(); };
+  EXPECT_EQ(parse(charge.amount()), cents(2 * device_s)) << charge.amount();
+  EXPECT_EQ(parse(credit.amount()), cents(device_s)) << credit.amount();
+  // The invoice adds up: total = Σ charges − Σ credits.
+  EXPECT_EQ(parse(inv.subtotal()), parse(charge.amount()));
+  EXPECT_EQ(parse(inv.credit_total()), parse(credit.amount()));
+  EXPECT_EQ(parse(inv.total()), cents(device_s));
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/single_agent.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool {
@@ -60,7 +61,7 @@ class MpsPoolE2eTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (agent_) StopAgent();
+    agent_.reset();
     daemon_.reset();
     if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
@@ -70,6 +71,12 @@ class MpsPoolE2eTest : public ::testing::Test {
     jobs_ = v1::JobService::NewStub(channel);
     pools_ = v1::PoolService::NewStub(channel);
     nodes_ = v1::NodeService::NewStub(channel);
+    if (!agent_) {
+      agent_ = std::make_unique<testing::SingleAgent>(
+          dir_, "shared",
+          "mps:\n  enabled: true\n  control: " GPUPOOL_FAKE_MPS "\n  dir: " + dir_ + "/mps\n");
+    }
+    agent_->Connect(daemon_->grpc_address());
   }
 
   grpc::Status CreatePool(bool isolation, v1::Pool* out) {
@@ -81,47 +88,10 @@ class MpsPoolE2eTest : public ::testing::Test {
     return pools_->CreatePool(&ctx, req, out);
   }
 
-  void StartAgent() {
-    const std::string config = dir_ + "/node-a.yaml";
-    std::ofstream(config) << "node_name: node-a\npool: shared\ncpu_milli: 64000\n"
-                             "memory_mib: 262144\nbackend: simulated\n"
-                             "heartbeat_interval_ms: 200\nhealth_poll_ms: 50\n"
-                             "stop_grace_period_ms: 1000\n"
-                             "reconnect: {initial_ms: 100, max_ms: 500}\n"
-                             "gpus:\n  - model: H100-SXM\n    count: 1\n"
-                             "mps:\n  enabled: true\n  control: " GPUPOOL_FAKE_MPS "\n  dir: "
-                          << dir_ << "/mps\n";
-    auto child = ChildProcess::Spawn(
-        {testing::BinaryPath("gpupool-agent"), "--config", config, "--scheduler",
-         daemon_->grpc_address(), "--data-dir", dir_ + "/node-a"},
-        dir_ + "/node-a.log");
-    ASSERT_TRUE(child.ok());
-    agent_ = std::move(child).value();
-  }
-
-  void StopAgent() {
-    agent_->Signal(SIGTERM);
-    agent_->Wait(20s);
-    agent_.reset();
-  }
-
-  v1::Node Node() {
-    grpc::ClientContext ctx;
-    v1::GetNodeRequest req;
-    req.set_name("node-a");
-    v1::Node n;
-    if (!nodes_->GetNode(&ctx, req, &n).ok()) return {};
-    return n;
-  }
-
-  v1::Task Task(const std::string& job_id) {
-    grpc::ClientContext ctx;
-    v1::GetJobRequest req;
-    req.set_job_id(job_id);
-    v1::Job job;
-    if (!jobs_->GetJob(&ctx, req, &job).ok() || job.tasks_size() == 0) return {};
-    return job.tasks(0);
-  }
+  void StartAgent() { ASSERT_TRUE(agent_->Start().ok()); }
+  void StopAgent() { agent_->Stop(); }
+  v1::Node Node() { return agent_->Node(); }
+  v1::Task Task(const std::string& job_id) { return agent_->Task(job_id); }
 
   // A fractional task of `tenant` that writes the MPS pipe directory it was given to a file named
   // after its tenant, then sleeps.
@@ -156,7 +126,7 @@ class MpsPoolE2eTest : public ::testing::Test {
 
   std::string dir_;
   std::unique_ptr<DaemonProcess> daemon_;
-  std::unique_ptr<ChildProcess> agent_;
+  std::unique_ptr<testing::SingleAgent> agent_;  // node-a, MPS through the fake control daemon
   std::unique_ptr<v1::JobService::Stub> jobs_;
   std::unique_ptr<v1::PoolService::Stub> pools_;
   std::unique_ptr<v1::NodeService::Stub> nodes_;

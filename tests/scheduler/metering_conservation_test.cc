@@ -9,17 +9,23 @@
 // seconds, with the rates derived here from the allocations, the devices and the pools' ratios.
 // Every event happens at T0 + whole seconds, so "to the second" is exact: the ledger's totals
 // must EQUAL the reference in every dimension, per pool, and no key is stored twice.
+//
+// Each scenario is asserted, not only run: the preemption happened (the test sees the stop with
+// intent PREEMPT) and the report's preempted rows equal those attempts' own integral; the silent
+// node's attempts were requeued; CPU time and peak memory reported by the sandbox at an
+// attempt's end reach the ledger (summed, and the maximum) exactly once; spill, MIG-instance and
+// whole-device seconds are non-zero.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
+#include <algorithm>
+#include <set>
+#include <tuple>
 
 #include "base/clock.h"
 #include "scheduler/core.h"
 #include "store/pg_store.h"
 #include "tests/scheduler/core_harness.h"
+#include "tests/support/completion_loop.h"
 #include "tests/support/pg_fixture.h"
 #include "tests/support/status_macros.h"
 #include "tests/support/wait_for.h"
@@ -30,32 +36,6 @@ namespace {
 constexpr int64_t kS = 1'000'000;
 // 2026-11-23 00:00:00.25 UTC: events fall a quarter second after whole seconds.
 constexpr int64_t kT0 = 1'795'392'000 * kS + 250'000;
-
-// Counts the batches in flight, so the test knows when the core is idle: a batch counts until
-// its completion has been handed to the core's executor.
-class CountingStore : public Store {
- public:
-  explicit CountingStore(std::unique_ptr<Store> inner) : inner_(std::move(inner)) {}
-  Result<int64_t> AcquireLeadership() override { return inner_->AcquireLeadership(); }
-  Result<RecoveredState> Recover() override { return inner_->Recover(); }
-  void Apply(std::vector<Mutation> batch, Done done) override {
-    ++in_flight;
-    inner_->Apply(std::move(batch), [this, done = std::move(done)](Status st) {
-      done(std::move(st));
-      --in_flight;
-    });
-  }
-  Result<std::vector<EventRecord>> ListEvents(const std::string& p, int limit) override {
-    return inner_->ListEvents(p, limit);
-  }
-  Result<std::vector<UsageReportRow>> QueryUsage(const UsageQuery& q) override {
-    return inner_->QueryUsage(q);
-  }
-  std::atomic<int> in_flight{0};
-
- private:
-  std::unique_ptr<Store> inner_;
-};
 
 // One "daemon": a Core on a PgStore, its completions run on the test's thread.
 class Daemon {
@@ -68,18 +48,12 @@ class Daemon {
     store = std::make_unique<CountingStore>(std::move(pg).value());
     SchedulerOptions options = SchedulerOptions::Defaults();
     options.metering.interval_s = 60;
-    core = std::make_unique<Core>(options, clock, store.get(), agents,
-                                  [this](std::function<void()> fn) {
-                                    std::lock_guard<std::mutex> lock(mu_);
-                                    queue_.push_back(std::move(fn));
-                                    cv_.notify_one();
-                                  });
+    core = std::make_unique<Core>(options, clock, store.get(), agents, loop_.executor());
   }
   // A crash: the store finishes what it was given (committed), nothing of it reaches the core.
   ~Daemon() {
     store.reset();
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.clear();
+    loop_.Drop();
   }
 
   Status Start() {
@@ -91,23 +65,7 @@ class Daemon {
   }
 
   // Runs completions until no batch is in flight and nothing is queued.
-  void Idle() {
-    for (;;) {
-      const bool quiet = store->in_flight.load() == 0;
-      std::function<void()> fn;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        if (queue_.empty()) {
-          if (quiet) return;
-          cv_.wait_for(lock, std::chrono::milliseconds(20));
-          continue;
-        }
-        fn = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      fn();
-    }
-  }
+  void Idle() { loop_.Idle(*store); }
 
   template <typename T>
   Result<T> Sync(std::function<void(Core::Callback<T>)> call) {
@@ -122,9 +80,7 @@ class Daemon {
   std::unique_ptr<Core> core;
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
+  CompletionLoop loop_;  // ~Daemon resets the store first: its last completions land here
 };
 
 AgentRegistration Node(const std::string& name, const std::string& pool, int gpus) {
@@ -152,6 +108,8 @@ AgentRegistration MigNode(const std::string& name, const std::string& pool) {
   }
   return reg;
 }
+
+using AttemptKey = std::tuple<int64_t, int32_t, int32_t>;  // job, task, attempt
 
 class Conservation : public ::testing::Test {
  protected:
@@ -204,6 +162,12 @@ class Conservation : public ::testing::Test {
     return d_->core->ListJobs(all).jobs;
   }
 
+  // The sandbox's account an agent sends with an attempt's end: distinct per attempt, so a
+  // figure carried to the wrong row or counted twice shows.
+  static TaskUsageRecord SandboxUsage(const TaskRecord& t) {
+    return {1'000'000 + t.job_id * 1000 + t.index * 10 + t.attempt, (t.job_id + 1) << 20, 0};
+  }
+
   void Report(const TaskRecord& t, TaskState state, int exit_code = 0) {
     TaskReport r;
     r.node = t.node;
@@ -211,9 +175,24 @@ class Conservation : public ::testing::Test {
     r.attempt = t.attempt;
     r.state = state;
     r.exit_code = exit_code;
-    if (state != TaskState::kRunning) r.usage = {2'000'000, 1 << 20, 0};
+    if (state != TaskState::kRunning) {
+      r.usage = SandboxUsage(t);
+      // Known from the sandbox: the attempt's last ledger row carries it.
+      if (t.state == TaskState::kScheduled || t.state == TaskState::kRunning) {
+        UsageTotals& e = expected_[PoolOf(t.job_id)];
+        e.cpu_usage_us += r.usage.cpu_usage_us;
+        e.peak_memory_bytes = std::max(e.peak_memory_bytes, r.usage.peak_memory_bytes);
+      }
+    }
     d_->core->OnTaskReport(r);
     d_->Idle();
+  }
+
+  std::string PoolOf(int64_t job_id) {
+    for (const JobRecord& j : Jobs()) {
+      if (j.id == job_id) return j.spec.pool;
+    }
+    return "";
   }
 
   // Every SCHEDULED task reports RUNNING; every stop sent is answered by the exit.
@@ -223,8 +202,11 @@ class Conservation : public ::testing::Test {
       for (const JobRecord& j : Jobs()) {
         for (const TaskRecord& t : j.tasks) {
           if (TaskId(t.job_id, t.index) == cmd.task_id && t.attempt == cmd.attempt &&
-              t.node == node)
+              t.node == node) {
+            // Observed here, not read from the ledger: this attempt ends by preemption.
+            if (t.stop == StopIntent::kPreempt) preempted_.insert({t.job_id, t.index, t.attempt});
             Report(t, TaskState::kFailed, 143);
+          }
         }
       }
     }
@@ -236,15 +218,16 @@ class Conservation : public ::testing::Test {
     }
   }
 
-  // What the tasks hold now, per pool, as per-second rates (the ledger's definitions, derived
-  // here from the allocations, the devices and the pools' ratios).
-  std::map<std::string, UsageTotals> Holding() {
-    std::map<std::string, UsageTotals> out;
+  // What the tasks hold now, per attempt (with its pool), as per-second rates (the ledger's
+  // definitions, derived here from the allocations, the devices and the pools' ratios).
+  std::map<AttemptKey, std::pair<std::string, UsageTotals>> Holding() {
+    std::map<AttemptKey, std::pair<std::string, UsageTotals>> out;
     for (const JobRecord& j : Jobs()) {
       for (const TaskRecord& t : j.tasks) {
         if (t.state != TaskState::kScheduled && t.state != TaskState::kRunning) continue;
         const PoolRecord& pool = pools_.at(j.spec.pool);
-        UsageTotals& u = out[j.spec.pool];
+        auto& [pool_name, u] = out[{t.job_id, t.index, t.attempt}];
+        pool_name = j.spec.pool;
         for (const Allocation& a : t.allocations) {
           const DeviceRecord& dev = devices_.at(a.device_id);
           const int64_t offered_tflops =
@@ -283,16 +266,31 @@ class Conservation : public ::testing::Test {
     }
   }
 
-  void Integrate(const std::map<std::string, UsageTotals>& rates, int64_t seconds) {
-    for (const auto& [pool, r] : rates) {
-      UsageTotals& e = expected_[pool];
-      e.milli_tflops_seconds += r.milli_tflops_seconds * seconds;
-      e.physical_milli_tflops_seconds += r.physical_milli_tflops_seconds * seconds;
-      e.vram_mib_seconds += r.vram_mib_seconds * seconds;
-      e.spill_mib_seconds += r.spill_mib_seconds * seconds;
-      e.device_seconds += r.device_seconds * seconds;
-      e.mig_instance_seconds += r.mig_instance_seconds * seconds;
+  void Integrate(const std::map<AttemptKey, std::pair<std::string, UsageTotals>>& rates,
+                 int64_t seconds) {
+    for (const auto& [attempt, held] : rates) {
+      const UsageTotals& r = held.second;
+      for (UsageTotals* e : {&expected_[held.first], &expected_by_attempt_[attempt]}) {
+        e->milli_tflops_seconds += r.milli_tflops_seconds * seconds;
+        e->physical_milli_tflops_seconds += r.physical_milli_tflops_seconds * seconds;
+        e->vram_mib_seconds += r.vram_mib_seconds * seconds;
+        e->spill_mib_seconds += r.spill_mib_seconds * seconds;
+        e->device_seconds += r.device_seconds * seconds;
+        e->mig_instance_seconds += r.mig_instance_seconds * seconds;
+      }
     }
+  }
+
+  // The tasks SCHEDULED or RUNNING on `node`, as attempts.
+  std::set<AttemptKey> ActiveOn(const std::string& node) {
+    std::set<AttemptKey> out;
+    for (const JobRecord& j : Jobs()) {
+      for (const TaskRecord& t : j.tasks) {
+        if (t.node == node && (t.state == TaskState::kScheduled || t.state == TaskState::kRunning))
+          out.insert({t.job_id, t.index, t.attempt});
+      }
+    }
+    return out;
   }
 
   int64_t StoredIntervals() {
@@ -312,7 +310,9 @@ class Conservation : public ::testing::Test {
   std::map<std::string, AgentRegistration> nodes_;
   std::set<std::string> silent_;
   size_t stops_answered_ = 0;
-  std::map<std::string, UsageTotals> expected_;
+  std::map<std::string, UsageTotals> expected_;            // per pool
+  std::map<AttemptKey, UsageTotals> expected_by_attempt_;  // GPU dimensions only
+  std::set<AttemptKey> preempted_;                         // attempts stopped to preempt
 };
 
 JobSpec Classed(JobSpec s, const std::string& cls) {
@@ -341,13 +341,24 @@ TEST_F(Conservation, LedgerTotalsEqualTheIntegralOfAllocationsAcrossACrash) {
   // A high-priority job needs two GPUs on one node: a low one is preempted and waits.
   ASSERT_OK(Submit(Classed(CoreHarness::Whole("whole", 2), "high")).status());
   Run(105);
+  ASSERT_FALSE(preempted_.empty()) << "the high job preempted nothing";
   // w1 goes silent: its lease lapses and its tasks are requeued (LOST), taking w2's room back.
+  const std::set<AttemptKey> on_w1 = ActiveOn("w1");
+  ASSERT_FALSE(on_w1.empty());
   silent_.insert("w1");
   Run(80);
+  for (const AttemptKey& a : on_w1) {  // lost: that attempt holds nothing any more
+    for (const JobRecord& j : Jobs()) {
+      for (const TaskRecord& t : j.tasks) {
+        if (t.job_id != std::get<0>(a) || t.index != std::get<1>(a)) continue;
+        EXPECT_GT(t.attempt, std::get<2>(a)) << "not requeued: " << TaskId(t.job_id, t.index);
+      }
+    }
+  }
   // Just past a boundary, the tick closes every running attempt's interval; the batch commits
   // and the core crashes before it hears so (its marks never moved).
   while ((clock_.NowMicros() / kS + 1) % 60 != 0) Run(1);
-  const std::map<std::string, UsageTotals> held_at_crash = Holding();
+  const auto held_at_crash = Holding();
   Integrate(held_at_crash, 1);
   clock_.Advance(kS);
   const int64_t before = StoredIntervals();
@@ -399,10 +410,29 @@ TEST_F(Conservation, LedgerTotalsEqualTheIntegralOfAllocationsAcrossACrash) {
     EXPECT_EQ(got.spill_mib_seconds, want.spill_mib_seconds);
     EXPECT_EQ(got.device_seconds, want.device_seconds);
     EXPECT_EQ(got.mig_instance_seconds, want.mig_instance_seconds);
+    // CPU and memory from the sandbox, where the agent reported an attempt's end.
+    EXPECT_EQ(got.cpu_usage_us, want.cpu_usage_us);
+    EXPECT_EQ(got.peak_memory_bytes, want.peak_memory_bytes);
   }
+  // The preempted attempts, every interval of them and nothing else, are what the report
+  // splits out for credits: equal to their own integral.
+  UsageTotals want_preempted;
+  for (const AttemptKey& a : preempted_) want_preempted += expected_by_attempt_[a];
+  UsageQuery split;
+  split.split_preempted = true;
+  ASSERT_OK_AND_ASSIGN(std::vector<UsageReportRow> split_rows, d_->store->QueryUsage(split));
+  UsageTotals got_preempted;
+  for (const UsageReportRow& r : split_rows) {
+    if (r.preempted) got_preempted += r.totals;
+  }
+  EXPECT_GT(want_preempted.device_seconds, 0);
+  EXPECT_EQ(got_preempted.device_seconds, want_preempted.device_seconds);
+  EXPECT_EQ(got_preempted.milli_tflops_seconds, want_preempted.milli_tflops_seconds);
+  EXPECT_EQ(got_preempted.vram_mib_seconds, want_preempted.vram_mib_seconds);
   EXPECT_GT(expected_.at("frac").spill_mib_seconds, 0);
   EXPECT_GT(expected_.at("mig").mig_instance_seconds, 0);
   EXPECT_GT(expected_.at("whole").device_seconds, 0);
+  EXPECT_GT(expected_.at("whole").cpu_usage_us, 0);
 }
 
 }  // namespace

@@ -242,5 +242,55 @@ TEST_P(StoreConformanceTest, RollUpKeepsWholeDayTotals) {
   EXPECT_EQ(Sum(later).milli_tflops_seconds, Sum(month_before).milli_tflops_seconds + 500 * 10);
 }
 
+// Preemption credits (docs/billing.md): with split_preempted, every interval of an attempt whose
+// last interval ended PREEMPTED is reported apart — its earlier intervals too, and an empty last
+// row (an attempt preempted right on a boundary) marks the attempt all the same. A roll-up into
+// daily rows keeps the split.
+TEST_P(StoreConformanceTest, UsageReportSplitsPreemptedAttempts) {
+  // Job 1 attempt 0: 60 s + 60 s + 30 s, preempted. 500 milli-TFLOPS/s: 75,000 in all.
+  UsageInterval a0 = Row(1, 0, 0, kNov23, kNov23 + 60 * kS, "acme/ml");
+  UsageInterval a1 = Row(1, 0, 0, kNov23 + 60 * kS, kNov23 + 120 * kS, "acme/ml");
+  UsageInterval a2 = Row(1, 0, 0, kNov23 + 120 * kS, kNov23 + 150 * kS, "acme/ml");
+  a2.end = AttemptEnd::kPreempted;
+  // Its requeued attempt 1: 60 s + 10 s, succeeded: 35,000.
+  UsageInterval b0 = Row(1, 0, 1, kNov23 + 180 * kS, kNov23 + 240 * kS, "acme/ml");
+  UsageInterval b1 = Row(1, 0, 1, kNov23 + 240 * kS, kNov23 + 250 * kS, "acme/ml");
+  b1.end = AttemptEnd::kSucceeded;
+  // Job 2: 60 s, then preempted on the boundary (an empty last row): 30,000 at 500.
+  UsageInterval c0 = Row(2, 0, 0, kNov23, kNov23 + 60 * kS, "acme/ml");
+  UsageInterval c1 = Row(2, 0, 0, kNov23 + 60 * kS, kNov23 + 60 * kS, "acme/ml");
+  c1.end = AttemptEnd::kPreempted;
+  // Job 3: 60 s, lost with its node (not credited): 60,000 at 1000.
+  UsageInterval d0 = Row(3, 0, 0, kNov23, kNov23 + 60 * kS, "acme/ml", 1000);
+  d0.end = AttemptEnd::kLost;
+  ASSERT_OK(ApplyAndWait(*store_, {AppendUsage{{a0, a1, a2, b0, b1, c0, c1, d0}}}));
+
+  UsageQuery q;
+  q.period = UsagePeriod::kDay;
+  ASSERT_OK_AND_ASSIGN(std::vector<UsageReportRow> whole, store_->QueryUsage(q));
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_FALSE(whole[0].preempted);
+  EXPECT_EQ(whole[0].totals.milli_tflops_seconds, 75'000 + 35'000 + 30'000 + 60'000);
+
+  q.split_preempted = true;
+  ASSERT_OK_AND_ASSIGN(std::vector<UsageReportRow> split, store_->QueryUsage(q));
+  ASSERT_EQ(split.size(), 2u);
+  EXPECT_FALSE(split[0].preempted);  // not preempted first
+  EXPECT_EQ(split[0].totals.milli_tflops_seconds, 35'000 + 60'000);
+  EXPECT_EQ(split[0].totals.intervals, 3);
+  EXPECT_TRUE(split[1].preempted);
+  EXPECT_EQ(split[1].totals.milli_tflops_seconds, 75'000 + 30'000);
+  EXPECT_EQ(split[1].totals.vram_mib_seconds, 1024 * (150 + 60));
+  EXPECT_EQ(split[1].totals.intervals, 5);
+
+  // Rolled up into daily rows (no task of these attempts is active): the split is unchanged.
+  ASSERT_OK(ApplyAndWait(*store_, {RollUpUsage{kNov23 + kDay}}));
+  ASSERT_OK_AND_ASSIGN(std::vector<UsageReportRow> rolled, store_->QueryUsage(q));
+  EXPECT_EQ(rolled, split);
+  q.split_preempted = false;
+  ASSERT_OK_AND_ASSIGN(std::vector<UsageReportRow> rolled_whole, store_->QueryUsage(q));
+  EXPECT_EQ(rolled_whole, whole);
+}
+
 }  // namespace
 }  // namespace gpupool::testing

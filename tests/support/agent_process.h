@@ -26,6 +26,8 @@ struct AgentProcessOptions {
   int gpus = 1;
   int64_t heartbeat_interval_ms = 200;
   int64_t stop_grace_period_ms = 1000;
+  int64_t health_poll_ms = 0;  // > 0: the agent's health_poll_ms
+  std::string extra_config;    // more agent YAML, appended (e.g. an `mps:` block)
   std::vector<std::string> extra_args;
 };
 
