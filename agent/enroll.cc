@@ -141,9 +141,12 @@ std::shared_ptr<grpc::Channel> MakeTlsAgentChannel(const AgentConfig& config, bo
   o.set_certificate_provider(provider);
   o.watch_root_certs();
   o.watch_identity_key_cert_pairs();
+  grpc::ChannelArguments args = AgentChannelArgs(config, own_connection);
+  // Several replicas: the name all their certificates carry (base/address_list.h).
+  const std::string name = TlsTargetNameOf(config.scheduler);
+  if (!name.empty()) args.SetSslTargetNameOverride(name);
   return grpc::CreateCustomChannel(GrpcTargetOf(config.scheduler),
-                                   grpc::experimental::TlsCredentials(o),
-                                   AgentChannelArgs(config, own_connection));
+                                   grpc::experimental::TlsCredentials(o), args);
 }
 
 }  // namespace gpupool::agent

@@ -9,6 +9,7 @@
 #include "gpupool/v1/jobs.pb.h"
 #include "gpupool/v1/pools.pb.h"
 #include "gpupool/v1/tenants.pb.h"
+#include "gpupool/v1/whatif.pb.h"
 
 namespace gpupool::api {
 namespace {
@@ -59,6 +60,9 @@ bool IsMutatingVerb(std::string_view verb) {
   };
   // Billing (api/service_billing.cc).
   static constexpr std::string_view kBillingMutating[] = {"CreatePricePlan", "UpdatePricePlan"};
+  // Not a mutation, but audited like one — every call, durable before the reply — because it
+  // replays every tenant's recent workload (api/service_whatif.cc).
+  if (verb == "CompareWhatIf") return true;
   for (std::string_view v : kBillingMutating) {
     if (v == verb) return true;
   }
@@ -122,6 +126,7 @@ std::string ResourceOf(const google::protobuf::Message& req,
   if (As<v1::ListPricePlansRequest>(m)) return "priceplans";
   if (auto* r = As<v1::ListInvoicesRequest>(m)) return "invoices/" + r->tenant();
   if (auto* r = As<v1::GetUsageFeedRequest>(m)) return "usage-feed/" + r->tenant();
+  if (auto* r = As<v1::CompareWhatIfRequest>(m)) return "whatif/" + r->pool();
   return "";
 }
 

@@ -16,6 +16,10 @@
 // exist. Tokens and digests are compared in constant time. A key store that cannot answer gives
 // UNAVAILABLE (try again), not UNAUTHENTICATED.
 //
+// JWT bearer tokens from an external OIDC issuer (three base64url segments joined by dots) go to
+// the BearerVerifier when one is set (api/oidc.h); its refusals are the same "invalid bearer
+// token".
+//
 // ReplaceTokens swaps the token list in place (gpupoold's config reload): copies of an
 // Authenticator share one list, so the servers holding it see the new tokens at once.
 //
@@ -55,6 +59,10 @@ struct StoredKey {
 // Finds a key by id on every request (no cache, so a revocation counts at once): nullopt for an
 // unknown id, UNAVAILABLE when the store cannot answer.
 using KeyLookup = std::function<Result<std::optional<StoredKey>>(const std::string& id)>;
+// Verifies a JWT bearer token (api/oidc.h OidcVerifier::Verify).
+using BearerVerifier = std::function<Result<CallContext>(std::string_view token)>;
+// A compact JWS: three non-empty base64url segments joined by two dots.
+bool LooksLikeJwt(std::string_view token);
 
 class Authenticator {
  public:
@@ -64,9 +72,11 @@ class Authenticator {
   // Tokens must be non-empty, unique and name a principal; INVALID_ARGUMENT names the offender
   // by position (tokens are secrets and never appear in messages or logs). `keys`, when set,
   // accepts API keys (`gpk_<id>_<secret>`, api/credentials.h) too.
-  static Result<Authenticator> Create(std::vector<ApiToken> tokens, KeyLookup keys = nullptr);
+  // `jwt`, when set, accepts JWT bearer tokens (api/oidc.h).
+  static Result<Authenticator> Create(std::vector<ApiToken> tokens, KeyLookup keys = nullptr,
+                                      BearerVerifier jwt = nullptr);
 
-  bool enabled() const { return !tokens()->empty() || keys_ != nullptr; }
+  bool enabled() const { return !tokens()->empty() || keys_ != nullptr || jwt_ != nullptr; }
 
   // Takes `from`'s tokens (built by Create; its key lookup is not taken). Calls already
   // authenticated keep their identity.
@@ -81,12 +91,13 @@ class Authenticator {
     std::mutex mu;
     TokenList list = std::make_shared<const std::vector<ApiToken>>();  // guarded by mu
   };
-  Authenticator(std::vector<ApiToken> tokens, KeyLookup keys);
+  Authenticator(std::vector<ApiToken> tokens, KeyLookup keys, BearerVerifier jwt);
   TokenList tokens() const;
   Result<CallContext> AuthenticateKey(std::string_view key) const;
 
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   KeyLookup keys_;
+  BearerVerifier jwt_;
 };
 
 }  // namespace gpupool::api

@@ -302,6 +302,7 @@ void ToProto(const JobRecord& j, v1::Job* out) {
   if (j.submit_us > 0) SetTimestamp(j.submit_us, out->mutable_submit_time());
   if (j.finish_us > 0) SetTimestamp(j.finish_us, out->mutable_finish_time());
   for (const TaskRecord& t : j.tasks) ToProto(t, out->add_tasks());
+  out->set_submitted_by(j.spec.submitted_by);
 }
 
 void ToProto(const JobChange& c, v1::JobEvent* out) {

@@ -32,6 +32,7 @@
 #include "gpupool/v1/pools.pb.h"
 #include "gpupool/v1/tenants.pb.h"
 #include "gpupool/v1/usage.pb.h"
+#include "gpupool/v1/whatif.pb.h"
 
 namespace gpupool::api {
 
@@ -148,6 +149,10 @@ class ApiService {
   virtual void GetUsage(const CallContext& ctx, const v1::GetUsageRequest& req,
                         Reply<v1::GetUsageResponse> done);
 
+  // What-if pre-flight (docs/twin.md): admins only. Default: UNIMPLEMENTED.
+  virtual void CompareWhatIf(const CallContext& ctx, const v1::CompareWhatIfRequest& req,
+                             Reply<v1::CompareWhatIfResponse> done);
+
   // Health for /readyz: OK once state is recovered and the database answers.
   virtual Status Ready() const = 0;
 };
@@ -179,6 +184,11 @@ inline void ApiService::GetUsage(const CallContext&, const v1::GetUsageRequest&,
                                  Reply<v1::GetUsageResponse> done) {
   done(Status::Unimplemented("GetUsage: this server keeps no usage ledger"),
        v1::GetUsageResponse{});
+}
+inline void ApiService::CompareWhatIf(const CallContext&, const v1::CompareWhatIfRequest&,
+                                      Reply<v1::CompareWhatIfResponse> done) {
+  done(Status::Unimplemented("CompareWhatIf: this server runs no what-if replays"),
+       v1::CompareWhatIfResponse{});
 }
 #undef GPUPOOL_API_UNIMPLEMENTED
 #define GPUPOOL_API_NO_BILLING(Name, Req, Resp)                                            \

@@ -69,6 +69,21 @@ Status RequireJobAccess(const CallContext& ctx, const JobRecord& job) {
   return RequireTenant(ctx, job.spec.tenant, "job " + std::to_string(job.id));
 }
 
+// A member cancels only the jobs it submitted; a tenant-admin any job of its subtree. The
+// submitter is named: GetJob shows it to every reader of the job anyway.
+Status RequireCancelAccess(const CallContext& ctx, const JobRecord& job) {
+  GPUPOOL_RETURN_IF_ERROR(RequireJobAccess(ctx, job));
+  if (ctx.AtLeast(Role::kTenantAdmin) || job.spec.submitted_by == ctx.key_id) return Status::Ok();
+  const std::string by = job.spec.submitted_by.empty()
+                             ? std::string("before submitters were recorded")
+                             : "by '" + job.spec.submitted_by + "'";
+  return Status::PermissionDenied("job " + std::to_string(job.id) + " was submitted " + by +
+                                  ", not by this caller ('" + ctx.key_id +
+                                  "'): a member may cancel only the jobs it submitted; ask a "
+                                  "tenant-admin of '" +
+                                  job.spec.tenant + "'");
+}
+
 ServiceImpl::Timers::Timers() : thread_([this] { io_.run(); }) {}
 
 ServiceImpl::Timers::~Timers() {
@@ -131,6 +146,7 @@ void ServiceImpl::SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& 
     spec->idempotency_key = req.idempotency_key();
     spec->request_digest = SpecDigest(req.spec());
   }
+  spec->submitted_by = ctx.key_id;
   if (Status s = RequireRole(ctx, Role::kMember, "submit job"); !s.ok()) {
     return refuse("denied", s);
   }
@@ -201,7 +217,7 @@ void ServiceImpl::CancelJob(const CallContext& ctx, const v1::CancelJobRequest& 
     reason = "cancelled by " + (ctx.scope.empty() ? std::string("an admin") : ctx.scope);
   }
   jobs_->CancelJob(
-      *id, std::move(reason), [ctx](const JobRecord& job) { return RequireJobAccess(ctx, job); },
+      *id, std::move(reason), [ctx](const JobRecord& job) { return RequireCancelAccess(ctx, job); },
       ReplyWith<JobRecord, v1::Job>(done));
 }
 

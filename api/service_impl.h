@@ -49,6 +49,9 @@
 namespace gpupool {
 class ApiKeyStore;
 class Store;
+namespace twin {
+class PreflightRunner;
+}
 namespace billing {
 class UsageSource;
 struct Invoice;
@@ -95,6 +98,8 @@ struct ServiceOptions {
   // The usage report GetUsage reads (Store::QueryUsage); empty = UNIMPLEMENTED. Called on the
   // API's thread.
   std::function<Result<std::vector<UsageReportRow>>(const UsageQuery&)> usage_report;
+  // What-if replays (twin/preflight.h) CompareWhatIf runs; null = UNIMPLEMENTED. Not owned.
+  twin::PreflightRunner* what_if = nullptr;
 };
 
 // The part of the edge's policy that a config reload may replace (SetPolicy): the priority classes
@@ -187,6 +192,8 @@ class ServiceImpl final : public ApiService {
                         Reply<v1::ListAuditRecordsResponse> done) override;
   void GetUsage(const CallContext& ctx, const v1::GetUsageRequest& req,
                 Reply<v1::GetUsageResponse> done) override;  // api/service_usage.cc
+  void CompareWhatIf(const CallContext& ctx, const v1::CompareWhatIfRequest& req,
+                     Reply<v1::CompareWhatIfResponse> done) override;  // api/service_whatif.cc
   void CreateApiKey(const CallContext& ctx, const v1::CreateApiKeyRequest& req,
                     Reply<v1::CreateApiKeyResponse> done) override;
   void ListApiKeys(const CallContext& ctx, const v1::ListApiKeysRequest& req,

@@ -41,6 +41,8 @@ Status RequireAdmin(const CallContext& ctx, std::string_view what);
 // PERMISSION_DENIED unless the caller is an admin or `tenant` is its principal or below it.
 Status RequireTenant(const CallContext& ctx, const std::string& tenant, std::string_view what);
 Status RequireJobAccess(const CallContext& ctx, const JobRecord& job);
+// RequireJobAccess, and for a member (below tenant-admin) that it submitted the job itself.
+Status RequireCancelAccess(const CallContext& ctx, const JobRecord& job);
 // Whether the caller may use `pool`: admins any, tenants public ones and private ones that allow
 // them or a tenant above them.
 bool PoolVisible(const CallContext& ctx, const PoolRecord& pool);

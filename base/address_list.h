@@ -12,6 +12,18 @@
 
 namespace gpupool {
 
+// TLS to a list of replicas: gRPC checks the server certificate against the channel's one
+// authority, and a list ("a:7070,b:7070") is no host name. Every gpupoold server certificate
+// also names kReplicaTlsName (base/tls/pki.h; under the reserved .invalid domain, so it is never
+// a real host), and a channel to a list checks that name instead. Sound because the CA is the
+// cluster's own: it issues server certificates (serverAuth) only to gpupoold replicas, and node
+// certificates are for client authentication only, which a TLS client refuses from a server.
+inline constexpr char kReplicaTlsName[] = "replica.gpupool.invalid";
+// The name to check for `addresses`: kReplicaTlsName for a list, "" (the address's own host) else.
+inline std::string TlsTargetNameOf(const std::string& addresses) {
+  return addresses.find(',') == std::string::npos ? std::string() : std::string(kReplicaTlsName);
+}
+
 inline std::string GrpcTargetOf(const std::string& addresses) {
   if (addresses.find(',') == std::string::npos) return addresses;
   if (addresses.find(':') < addresses.find(',') && addresses.rfind("ipv4:", 0) != 0 &&

@@ -7,9 +7,13 @@
 //
 // BM_PlaceLearning does the same the way gpupoold runs fgd and fgd-pack: no workload given up
 // front; each task is first observed by the pool's WorkloadFeed (workload_feed.h), which pushes
-// the learned model into the engine when due (1, 2, 4, … 2048 tasks, then every 2048), clearing
-// its score caches — the next decision of each shape rescans the nodes. Its time per iteration
-// includes those pushes, amortised; push_ms is the mean cost of one push plus the rescans after.
+// the learned model into the engine when due (1, 2, 4, … 2048 tasks, then every 2048), making
+// its cached scores stale — each decision recomputes at most 4,096 stale nodes of its shape
+// (score_index.h). Its time per iteration includes those pushes and refreshes, amortised; push_ms
+// is the mean cost of one push plus one decision of every shape right after it.
+//
+// BM_WorkloadPush isolates one push of a changed mix: stall_ms (the push and the next decision of
+// every shape) and total_ms (until every stale score is recomputed).
 //
 //   build-placement/bench/placement_latency --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
@@ -175,7 +179,7 @@ void BM_PlaceLearning(benchmark::State& state) {
     const bool pushed = feed.Sync(engine);
     Decision d = engine.Place(r, PlaceOptions{false});
     if (pushed) {
-      // The push and the rescans it causes: one decision of every shape.
+      // The push and one decision of every shape after it (each with its share of the rescan).
       for (const Shape& s : kShapes)
         benchmark::DoNotOptimize(engine.Place(ToRequest(s), PlaceOptions{false}));
       push_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -199,6 +203,60 @@ void BM_PlaceLearning(benchmark::State& state) {
   state.SetLabel(std::string(StrategyName(policy.strategy)) + " learning");
 }
 
+// BM_WorkloadPush: what a push of a changed mix costs a pool at steady state. The pool is filled
+// to ≈70% as above; each iteration pushes a mix (the trace's weights, then the same with the
+// 810s doubled, alternately) and makes rounds of one decision of every shape. stall_ms: the push
+// plus the first round — what the next task of each shape waits; total_ms: the push plus 13
+// rounds, by which time a 50,000-node pool has recomputed every stale score (4,096 per decision).
+void BM_WorkloadPush(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  PoolPolicy policy;
+  policy.strategy = static_cast<Strategy>(state.range(1));
+  policy.tie_seed = PoolTieSeed("bench");
+  Engine engine(policy);
+  int64_t gpus = 0;
+  for (int i = 0; i < nodes; ++i) {
+    NodeSpec n = MakeNode(i);
+    gpus += static_cast<int64_t>(n.devices.size());
+    if (!engine.AddNode(n).ok()) state.SkipWithError("AddNode failed");
+  }
+  std::vector<WorkloadClass> mix[2];
+  std::vector<double> weights;
+  for (const Shape& s : kShapes) {
+    mix[0].push_back(WorkloadClass{ToRequest(s), s.weight});
+    mix[1].push_back(WorkloadClass{ToRequest(s), s.milli == 810 ? 2 * s.weight : s.weight});
+    weights.push_back(s.weight);
+  }
+  engine.SetWorkload(mix[0]);
+  std::mt19937_64 rng(7);
+  std::discrete_distribution<size_t> pick(weights.begin(), weights.end());
+  int64_t used = 0;
+  while (used < gpus * 700) {
+    const Shape& s = kShapes[pick(rng)];
+    Decision d = engine.Place(ToRequest(s), PlaceOptions{false});
+    if (!d.placed || !engine.Commit(d.allocation).ok()) break;
+    used += static_cast<int64_t>(s.milli) * s.count;
+  }
+  int64_t pushes = 0;
+  double stall = 0, total = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    engine.SetWorkload(mix[(pushes + 1) % 2]);
+    for (int round = 0; round < 13; ++round) {
+      for (const Shape& s : kShapes)
+        benchmark::DoNotOptimize(engine.Place(ToRequest(s), PlaceOptions{false}));
+      if (round == 0)
+        stall += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++pushes;
+  }
+  state.counters["nodes"] = nodes;
+  state.counters["stall_ms"] = pushes ? 1000 * stall / static_cast<double>(pushes) : 0;
+  state.counters["total_ms"] = pushes ? 1000 * total / static_cast<double>(pushes) : 0;
+  state.SetLabel(std::string(StrategyName(policy.strategy)) + " push");
+}
+
 void Args(benchmark::internal::Benchmark* b) {
   for (Strategy s : {Strategy::kFgdPack, Strategy::kFgd, Strategy::kBestFit, Strategy::kFirstFit})
     for (int n : {1000, 10000, 50000}) b->Args({n, static_cast<int64_t>(s)});
@@ -213,6 +271,7 @@ void LearningArgs(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_PlaceCommitRelease)->Apply(Args);
 BENCHMARK(BM_PlaceLearning)->Apply(LearningArgs);
+BENCHMARK(BM_WorkloadPush)->Apply(LearningArgs)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -40,12 +41,15 @@ options:
   --out-dir DIR      write DIR/sim-WORKLOAD.json and DIR/sim-WORKLOAD.svg
   --bound-stride N   also compute a proven lower bound on unallocated % (placement/sim/bound.h),
                      from LPs every N events of the bin at arrived = 100% and at its last
-                     (default: 40; 0 = skip the bound). Refused for node lists with CPU-only
-                     nodes (the proof does not cover them)
+                     (default: 40; 0 = skip the bound). CPU-only nodes count: they host
+                     CPU-only tasks in its LP. Refused only for a node list with no GPU
   --bound KIND       protocol (default): no policy that follows the protocol's rule — drop a
                      task only when no node can host it — can beat it; a policy that may refuse
                      tasks is not bound by it. packing: no policy at all, even one that refuses
                      tasks, can beat it (weaker)
+  --bound-keys LIST  protocol bound: comma-separated cover shares in (0, 1] (default: 0.7); a
+                     task is a key when later arrivals needing at least as much bring that share
+                     of capacity; each share gives a valid bound and the least is kept
   --per-seed         also print every seed's result, the bound and the gap to it
   --online           place as gpupoold does: each strategy learns the workload from the
                      arrivals so far (placement/workload_feed.h), no peek at the future.
@@ -66,6 +70,7 @@ struct Options {
   std::string out_dir;
   int bound_stride = 40;
   bool bound_protocol = true;
+  std::vector<double> bound_keys;  // empty: BoundOptions' default
   bool per_seed = false;
   bool online = false;
 };
@@ -136,7 +141,16 @@ Result<Options> ParseArgs(int argc, char** argv) {
       o.bound_stride = std::atoi(v.c_str());
     else if (a == "--bound" && (v == "protocol" || v == "packing"))
       o.bound_protocol = v == "protocol";
-    else if (a == "--bound")
+    else if (a == "--bound-keys") {
+      for (const std::string& k : SplitList(v)) {
+        char* end = nullptr;
+        const double x = std::strtod(k.c_str(), &end);
+        if (end == k.c_str() || *end != '\0' || !(x > 0 && x <= 1))
+          return Status::InvalidArgument("--bound-keys: expected shares in (0, 1], got '" + k +
+                                         "'");
+        o.bound_keys.push_back(x);
+      }
+    } else if (a == "--bound")
       return Status::InvalidArgument("--bound: expected protocol or packing, got '" + v + "'");
     else
       return Status::InvalidArgument("unknown option '" + a + "' (see --help)");
@@ -217,6 +231,7 @@ Status RunWorkload(const Options& o, const std::vector<sim::TraceNode>& nodes,
       sim::BoundOptions bo;
       bo.stride = o.bound_stride;
       bo.protocol = o.bound_protocol;
+      if (!o.bound_keys.empty()) bo.key_covers = o.bound_keys;
       bounds.push_back(sim::SeedBound{seed, sim::UnallocatedLowerBound(nodes, arrivals, 100, bo)});
       cpu_seconds += static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

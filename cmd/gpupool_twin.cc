@@ -40,7 +40,7 @@ workload:
   --max-nodes N          keep about N nodes (every k-th, model mix kept); 0: all
   --max-tasks N          only the first N pods; 0: all
   --org-tree FILE        tenants, quotas (percent of the pool's GPUs) and qos → priority class
-                         (YAML; default: 4 orgs × 2 teams, guarantees 40/30/20/10 %)
+                         (YAML; default: 4 orgs × 2 teams, guarantees 30/22/15/8 %)
 config:
   --strategy S           the pool's placement strategy (default: fgd-pack)
   --preemption on|off    (default: on)

@@ -26,8 +26,10 @@
 #include "api/tls/enroll_service.h"
 #include "api/tls/node_identity.h"
 #include "base/log.h"
+#include "cmd/daemon/cluster_credentials.h"
 #include "cmd/daemon/config.h"
 #include "cmd/daemon/ledger_usage_source.h"
+#include "cmd/daemon/oidc.h"
 #include "cmd/daemon/price_plans.h"
 #include "cmd/daemon/reload.h"
 #include "cmd/daemon/standby.h"
@@ -41,6 +43,7 @@
 #include "store/pg_key_feed.h"
 #include "store/pg_leader_lease.h"
 #include "store/pg_store.h"
+#include "twin/preflight.h"
 
 namespace gpupool {
 namespace {
@@ -83,7 +86,9 @@ std::vector<std::string> ServerNames(const DaemonConfig& c) {
   std::vector<std::string> names;
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') names.emplace_back(host);
-  for (const std::string* a : {&c.grpc_listen, &c.http_listen, &c.grpc_tls_listen}) {
+  // The advertised address too: clients following a standby's NotLeader connect to it.
+  for (const std::string* a :
+       {&c.grpc_listen, &c.http_listen, &c.grpc_tls_listen, &c.ha.advertise}) {
     const size_t colon = a->rfind(':');
     if (colon == std::string::npos) continue;
     std::string h = a->substr(0, colon);
@@ -227,6 +232,11 @@ int Run(int argc, char** argv) {
   Result<std::unique_ptr<PgStore>> opened = PgStore::Open(store_options);
   if (!opened.ok()) return Fail(opened.status().WithContext("open store"));
   std::unique_ptr<PgStore> store = std::move(opened).value();
+  // Secure replicas share one CA and admin credential through the database (docs/ha.md).
+  if (config.ha.enabled && !config.insecure && config.ha.share_credentials) {
+    Status st = ShareClusterCredentials(uri, config.data_dir, ServerNames(config));
+    if (!st.ok()) return Fail(st.WithContext("secure replicas"));
+  }
   // The private CA (created on first start) and the node identities it vouches for.
   Result<tls::CertAuthority> ca = tls::CertAuthority::LoadOrCreate(
       (std::filesystem::path(config.data_dir) / "tls").string(), ServerNames(config));
@@ -353,6 +363,11 @@ int Run(int argc, char** argv) {
   service_options.price_plans = store.get();
   LedgerUsageSource ledger_usage(store.get());
   service_options.usage = &ledger_usage;
+  // `gpupoolctl whatif` (docs/twin.md): the twin replays the pool's recent workload on its own
+  // worker, from snapshots and a read-only history query; one at a time, bounded.
+  twin::PreflightRunner what_if(&scheduler, store.get(), SystemClock::Get(),
+                                {.scheduler = config.scheduler});
+  service_options.what_if = &what_if;
   api::ServiceImpl service(&scheduler, &scheduler, &hub, service_options);
   service.SetRecovered(true);
   Result<std::vector<api::ApiToken>> tokens = ApiTokens(config);
@@ -366,8 +381,10 @@ int Run(int argc, char** argv) {
     if (!feed.ok()) return Fail(feed.status().WithContext("API key change feed"));
     key_feed = std::move(feed).value();
   }
-  Result<api::Authenticator> auth =
-      api::Authenticator::Create(std::move(tokens).value(), std::move(key_lookup));
+  Result<api::BearerVerifier> oidc = OidcVerifierOf(config);  // auth.oidc: JWT bearer tokens
+  if (!oidc.ok()) return Fail(oidc.status());
+  Result<api::Authenticator> auth = api::Authenticator::Create(
+      std::move(tokens).value(), std::move(key_lookup), std::move(oidc).value());
   if (!auth.ok()) return Fail(auth.status());
   if (config.insecure) {
     LogWarn("gpupoold", "--insecure: plaintext gRPC and HTTP on loopback only",

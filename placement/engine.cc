@@ -13,6 +13,11 @@ namespace {
 
 // Indexes kept at once; past this many shapes the cache starts over (bounded memory).
 constexpr size_t kMaxIndexes = 4096;
+// After SetWorkload, how many stale cached scores one decision recomputes (score_index.h). Pools
+// up to this size are rescanned at the first decision, as before (the trace's 1,213 nodes place
+// exactly as with a full rescan); a 50,000-node pool spreads the rescan over 13 decisions of each
+// shape instead of stalling one (bench/placement_latency, BM_PlaceLearning push_ms).
+constexpr size_t kStaleRefreshPerDecision = 4096;
 
 uint64_t Mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -64,7 +69,7 @@ size_t ShapeKeyHash::operator()(const ShapeKey& k) const {
 }
 
 EngineImpl::EngineImpl(PoolPolicy p) : policy(p), workload_(DefaultWorkload()) {
-  plugin_ = MakePlugin(policy.strategy, PluginEnv{&workload_, policy.tie_seed});
+  plugin_ = MakePlugin(policy.strategy, PluginEnv{&workload_, policy.tie_seed, &pool_shape_});
 }
 
 int EngineImpl::Intern(std::unordered_map<std::string, int>& table, const std::string& name) {
@@ -149,20 +154,22 @@ int EngineImpl::Select(const CompiledRequest& req, Scored* scored) const {
   // Untouched nodes of one hardware type score alike: evaluate one per type (a new shape's
   // first build is mostly such nodes).
   memo_.assign(type_ids_.size(), Memo{});
-  index.Sync([&](int slot, int64_t* score, uint64_t* tie) {
-    const NodeState& n = nodes[static_cast<size_t>(slot)];
-    *tie = n.tie_key;
-    Memo* m = n.pristine ? &memo_[static_cast<size_t>(n.type)] : nullptr;
-    if (m != nullptr && m->known) {
-      *score = m->score;
-      return m->feasible;
-    }
-    Scored s;
-    const bool feasible = Evaluate(n, shape, &s);
-    if (m != nullptr) *m = Memo{true, feasible, s.score};
-    *score = s.score;
-    return feasible;
-  });
+  index.Sync(
+      [&](int slot, int64_t* score, uint64_t* tie) {
+        const NodeState& n = nodes[static_cast<size_t>(slot)];
+        *tie = n.tie_key;
+        Memo* m = n.pristine ? &memo_[static_cast<size_t>(n.type)] : nullptr;
+        if (m != nullptr && m->known) {
+          *score = m->score;
+          return m->feasible;
+        }
+        Scored s;
+        const bool feasible = Evaluate(n, shape, &s);
+        if (m != nullptr) *m = Memo{true, feasible, s.score};
+        *score = s.score;
+        return feasible;
+      },
+      kStaleRefreshPerDecision);
   const int slot =
       index.Best([&](int s) { return req.memory_mib <= nodes[static_cast<size_t>(s)].mem_free(); });
   if (slot < 0) return -1;

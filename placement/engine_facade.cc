@@ -148,10 +148,18 @@ void EngineImpl::SetWorkload(const std::vector<WorkloadClass>& classes) {
     f.inv_mem = f.memory_mib > 0 ? 1.0 / static_cast<double>(f.memory_mib) : 0;
   }
   SetModelShares(&w);
+  pool_shape_ = PoolShape{};
+  for (const NodeState& n : nodes) {
+    if (!n.live) continue;
+    pool_shape_.cpu_milli += n.cpu_total;
+    pool_shape_.gpu_milli += int64_t{1000} * n.gpu_count;
+  }
   if (!w.empty()) workload_ = std::move(w);
   workload_inventory = inventory_version;
   plugin_->WorkloadChanged();
-  ClearIndexes();
+  // Keep the score indexes: their scores go stale and are recomputed a bounded number per
+  // decision (kStaleRefreshPerDecision), so a push into a 50,000-node pool is not one long stall.
+  for (auto& index : indexes_) index->MarkAllStale();
 }
 
 }  // namespace gpupool::placement

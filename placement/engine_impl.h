@@ -89,6 +89,7 @@ class EngineImpl {
   std::unordered_map<std::string, int> models_;
   std::unordered_map<std::string, int> mig_profiles_;
   std::vector<FragClass> workload_;
+  PoolShape pool_shape_;
   std::unique_ptr<StrategyPlugin> plugin_;
   // One index per request shape: the map finds it, the vector is what Touch() walks (densely).
   mutable std::unordered_map<ShapeKey, size_t, ShapeKeyHash> index_of_;

@@ -42,9 +42,17 @@ struct Scored {
   DeviceSet devices;
 };
 
+// The pool's live capacity when the workload was last set (SetWorkload): what the fragmentation
+// strategies weigh the workload's demand against.
+struct PoolShape {
+  int64_t cpu_milli = 0;  // Σ cpu_total over live nodes
+  int64_t gpu_milli = 0;  // 1000 per whole GPU (MIG instances excluded)
+};
+
 struct PluginEnv {
   const std::vector<FragClass>* workload = nullptr;  // owned by the engine; may change
   uint64_t seed = 0;
+  const PoolShape* pool = nullptr;  // owned by the engine; updated before WorkloadChanged()
 };
 
 class StrategyPlugin {

@@ -24,9 +24,23 @@ class ScoreIndex {
   void MarkDirty(int slot);
   bool HasDirty() const { return !dirty_list_.empty(); }
 
-  // Recomputes every dirty leaf: fn(slot, int64_t* score, uint64_t* tie) → feasible.
+  // After a workload change every cached score is stale, though still a fair guess (feasibility
+  // never is: a node whose state changed is dirty). Each Sync then also recomputes up to
+  // `stale_budget` stale leaves, round robin, so a change in a large pool costs a bounded rescan
+  // per decision instead of one full rescan; with a budget of at least the slots, the first Sync
+  // recomputes every leaf, exactly as a new index would.
+  void MarkAllStale() { stale_left_ = score_.size(); }
+  bool HasStale() const { return stale_left_ > 0; }
+
+  // Recomputes every dirty leaf and up to `stale_budget` stale ones: fn(slot, int64_t* score,
+  // uint64_t* tie) → feasible.
   template <typename Fn>
-  void Sync(Fn&& fn) {
+  void Sync(Fn&& fn, size_t stale_budget = static_cast<size_t>(-1)) {
+    for (size_t k = stale_left_ < stale_budget ? stale_left_ : stale_budget; k > 0; --k) {
+      if (stale_next_ >= score_.size()) stale_next_ = 0;
+      MarkDirty(static_cast<int>(stale_next_++));
+      --stale_left_;
+    }
     // Many dirty leaves (a new index): set them all, then rebuild the tree once — O(n), not
     // O(n log n).
     const bool bulk = dirty_list_.size() * 8 > score_.size();
@@ -86,6 +100,8 @@ class ScoreIndex {
   std::vector<uint8_t> dirty_;  // a byte per slot: faster than vector<bool> here
   std::vector<int> dirty_list_;
   std::vector<int> masked_;
+  size_t stale_left_ = 0;  // stale leaves not yet recomputed (MarkAllStale)
+  size_t stale_next_ = 0;  // the next one, round robin
 };
 
 }  // namespace gpupool::placement

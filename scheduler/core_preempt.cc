@@ -155,7 +155,9 @@ int64_t Core::State::NewReservation(PassState& pass, JobEntry& job, int32_t inde
   r.created_us = pass.now;
   r.victims.insert(vs.task_ids.begin(), vs.task_ids.end());
   r.gang = gang;
-  const int64_t rid = reservations.Add(std::move(r));
+  r.tenant = job.head.spec.tenant;
+  r.quota = UsageOf(vs.decision.allocation);
+  const int64_t rid = AddReservation(std::move(r));
   job.task(index).reservation = rid;
   pass.new_reservations.push_back(rid);
   return rid;
@@ -282,6 +284,19 @@ bool Core::State::RulesFor(const JobEntry& job, const QuotaAmount& need,
   return true;
 }
 
+// True (and `members` wait, naming the binding quota) when the preemptor's chain would be over a
+// limit holding `usage` once `victims` are gone: it does not preempt for room it could not take.
+bool Core::State::OverLimitOnceRoomIsFree(
+    JobEntry& job, const std::vector<int32_t>& members, const QuotaAmount& usage,
+    const std::vector<std::string>& victims,
+    const std::map<std::string, const PreemptionCandidate*>& by_id) {
+  std::string binding;
+  std::string over = PreemptorOverLimit(job, usage, victims, by_id, &binding);
+  if (over.empty()) return false;
+  Wait(job, members, "waiting: " + over, PendingVerdict{PendingCode::kOverQuota, binding, {}});
+  return true;
+}
+
 // A pass remembers the shapes that found no victims, per priority and reclaiming group.
 std::pair<ShapeKey, std::string> Core::State::PreemptMemo(const JobEntry& job,
                                                           const PreemptorRules& rules,
@@ -326,9 +341,17 @@ bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
     by_id[c.task.task_id] = &c;
     running.push_back(c.task);
   }
-  placement::VictimSet vs =
-      pool->engine->FindVictims(req, 2 * job.priority + (rules.reclaim ? 1 : 0), running);
+  placement::VictimSet vs;
+  {
+    placement::Tentative future(*pool->engine);  // rolled back: the search only looks
+    ReservedFuture(future, job.head.spec.pool);
+    vs = pool->engine->FindVictims(req, 2 * job.priority + (rules.reclaim ? 1 : 0), running);
+  }
+  if (vs.found && !vs.task_ids.empty())
+    vs.found = RoomNowWithout(*pool, vs.task_ids, by_id, {vs.decision.allocation});
   if (!VictimsAllowed(pass, memo, vs.found, vs.task_ids, budget_blocked, by_id, why)) return false;
+  if (OverLimitOnceRoomIsFree(job, {index}, UsageOf(vs.decision.allocation), vs.task_ids, by_id))
+    return false;
   int64_t rid = NewReservation(pass, job, index, vs, /*gang=*/false);
   StopVictims(pass, job, index, rules, rid, vs.task_ids, by_id);
   const Reservation& r = *reservations.Find(rid);
@@ -391,9 +414,22 @@ bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
   std::vector<placement::VictimSet> sets;
   std::set<std::string> chosen;
   const int32_t priority = 2 * job.priority + (rules.reclaim ? 1 : 0);
-  bool ok = GangVictims(*pool, req, priority, members.size(), candidates, by_id, &sets, &chosen);
+  bool ok = false;
+  {
+    placement::Tentative future(*pool->engine);  // rolled back: the search only looks
+    ReservedFuture(future, job.head.spec.pool);
+    ok = GangVictims(*pool, req, priority, members.size(), candidates, by_id, &sets, &chosen);
+  }
   std::vector<std::string> ids(chosen.begin(), chosen.end());
+  std::vector<placement::Allocation> rooms;
+  QuotaAmount usage;
+  for (const placement::VictimSet& vs : sets) {
+    rooms.push_back(vs.decision.allocation);
+    usage += UsageOf(vs.decision.allocation);
+  }
+  if (ok) ok = RoomNowWithout(*pool, ids, by_id, rooms);
   if (!VictimsAllowed(pass, memo, ok, ids, budget_blocked, by_id, why)) return false;
+  if (OverLimitOnceRoomIsFree(job, members, usage, ids, by_id)) return false;
   for (size_t k = 0; k < members.size(); ++k) {
     int64_t rid = NewReservation(pass, job, members[k], sets[k], /*gang=*/true);
     StopVictims(pass, job, members[k], rules, rid, sets[k].task_ids, by_id);

@@ -74,9 +74,16 @@ void Core::State::TakeUpReservation(PassState& pass, int64_t id) {
     total += UsageOf(each.allocation);
     take.emplace_back(each.index, each.allocation);
     job.task(each.index).reservation = 0;
-    reservations.Erase(g);
+    EraseReservation(g);  // its quota hold goes: the allocation is charged instead
   }
-  if (!book.WhyOverLimit(job.head.spec.pool, job.head.spec.tenant, total).empty()) return;
+  // The hold kept the chain's quota for this room since the victims were chosen, so only a
+  // quota lowered meanwhile lands here.
+  if (std::string why = book.WhyOverLimit(job.head.spec.pool, job.head.spec.tenant, total);
+      !why.empty()) {
+    LogWarn("core", "reserved room given up: the quota no longer allows it; the task queues again",
+            {{"job", std::to_string(job.head.id)}, {"why", why}});
+    return;
+  }
   placement::Tentative tx(*pool.engine);
   Status st;
   for (size_t k = 0; k < take.size() && st.ok(); ++k) st = tx.Commit(take[k].second);
@@ -123,6 +130,16 @@ void Core::State::DropReservation(int64_t id, const std::string& why) {
   }
   LogInfo("core", "reservation dropped",
           {{"task", TaskId(r.job_id, r.index)}, {"node", r.allocation.node}, {"why", why}});
+  EraseReservation(id);
+}
+
+int64_t Core::State::AddReservation(Reservation r) {
+  book.Hold(r.pool, r.tenant, r.quota, +1);
+  return reservations.Add(std::move(r));
+}
+
+void Core::State::EraseReservation(int64_t id) {
+  if (const Reservation* r = reservations.Find(id)) book.Hold(r->pool, r->tenant, r->quota, -1);
   reservations.Erase(id);
 }
 
@@ -175,12 +192,14 @@ void Core::State::RebuildReservation(int64_t now, JobEntry& job, int32_t index,
   r.attempt = job.task(index).rec.attempt;
   r.allocation = d.allocation;
   r.created_us = now;
+  r.tenant = job.head.spec.tenant;
+  r.quota = UsageOf(d.allocation);
   for (const TaskKey& v : victims) r.victims.insert(TaskId(v.first, v.second));
   LogInfo("core", "reservation rebuilt after restart",
           {{"task", TaskId(job.head.id, index)},
            {"node", r.allocation.node},
            {"victims", std::to_string(r.victims.size())}});
-  const int64_t rid = reservations.Add(std::move(r));
+  const int64_t rid = AddReservation(std::move(r));
   for (const TaskKey& v : victims) jobs.at(v.first).task(v.second).reserved_for = rid;
   job.task(index).reservation = rid;
 }

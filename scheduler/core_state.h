@@ -17,6 +17,7 @@
 
 #include "base/thread_checker.h"
 #include "placement/placement.h"
+#include "placement/tentative.h"
 #include "placement/workload_feed.h"
 #include "scheduler/core.h"
 #include "scheduler/device_faults.h"
@@ -373,6 +374,24 @@ struct Core::State {
   // True when every reservation on `node` still fits once its victims are gone, given what the
   // engine holds now (callers commit a tentative placement first). Changes nothing.
   bool ReservationsFit(PoolEntry& pool, const std::string& node);
+  // A reservation filed with its quota held (TenantBook::Hold), and erased with it released.
+  int64_t AddReservation(Reservation r);
+  void EraseReservation(int64_t id);
+  // What a preemption may promise (core_preempt_room.cc): the pool as it will be once every
+  // reservation of `pool` is taken up (tentative steps in `tx`); whether `allocations` fit now
+  // with only `victims` gone; why the preemptor's chain would be over a limit with `need` once
+  // its victims are gone, or "".
+  void ReservedFuture(placement::Tentative& tx, const std::string& pool);
+  bool RoomNowWithout(PoolEntry& pool, const std::vector<std::string>& victims,
+                      const std::map<std::string, const PreemptionCandidate*>& by_id,
+                      const std::vector<placement::Allocation>& allocations);
+  std::string PreemptorOverLimit(const JobEntry& job, const QuotaAmount& need,
+                                 const std::vector<std::string>& victims,
+                                 const std::map<std::string, const PreemptionCandidate*>& by_id,
+                                 std::string* binding) const;
+  bool OverLimitOnceRoomIsFree(JobEntry& job, const std::vector<int32_t>& members,
+                               const QuotaAmount& usage, const std::vector<std::string>& victims,
+                               const std::map<std::string, const PreemptionCandidate*>& by_id);
   // Sends the pass's victim stops once its batch is stored, or undoes them if it was refused.
   void ActOnStops(const Status& stored, const std::vector<PassState::Stop>& stops,
                   const std::vector<int64_t>& new_reservations);

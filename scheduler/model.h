@@ -102,6 +102,9 @@ struct JobSpec {
   // the request it came with, to tell a retry from a different request under the same key.
   std::string idempotency_key;
   std::string request_digest;
+  // The credential that submitted the job (api/caller.h CallContext::key_id; "" for jobs stored
+  // before it was recorded): a member may cancel only the jobs it submitted.
+  std::string submitted_by;
   friend bool operator==(const JobSpec&, const JobSpec&) = default;
 };
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "placement/placement.h"
+#include "scheduler/model.h"
 
 namespace gpupool {
 
@@ -33,6 +34,10 @@ struct Reservation {
   std::vector<placement::Allocation> held;
   int64_t created_us = 0;
   bool gang = false;  // one of a gang's reservations: all of them are taken up together
+  // The quota the reservation holds for its task (TenantBook::Hold) until it is taken up or
+  // dropped: the usage of `allocation`, charged to `tenant`'s chain.
+  std::string tenant;
+  QuotaAmount quota;
 };
 
 class ReservationBook {

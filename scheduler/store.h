@@ -39,6 +39,7 @@
 #include "billing/price_plan.h"
 #include "scheduler/audit_record.h"
 #include "scheduler/model.h"
+#include "scheduler/pool_history.h"
 #include "scheduler/usage_ledger.h"
 #include "scheduler/usage_report.h"
 
@@ -154,6 +155,11 @@ class Store {
   // answers UNIMPLEMENTED, for stores that keep no ledger.
   virtual Result<std::vector<UsageReportRow>> QueryUsage(const UsageQuery& query);
 
+  // A pool's recent tasks for a what-if replay (scheduler/pool_history.h): read-only, bounded.
+  // INVALID_ARGUMENT for a query ValidatePoolHistoryQuery refuses, UNAVAILABLE during an outage.
+  // The default answers UNIMPLEMENTED.
+  virtual Result<PoolHistory> QueryPoolHistory(const PoolHistoryQuery& query);
+
   // Price plans (billing/price_plan.h, docs/billing.md): versioned, append-only, not fenced by
   // the epoch (they are configuration, not scheduling state). AddPricePlan stores `plan` as the
   // next version of its name and returns it as stored: version 1 when `create` (ALREADY_EXISTS
@@ -175,6 +181,9 @@ inline Result<AuditPage> Store::ListAudit(const AuditQuery&) {
 }
 inline Result<std::vector<UsageReportRow>> Store::QueryUsage(const UsageQuery&) {
   return Status::Unimplemented("this store keeps no usage ledger");
+}
+inline Result<PoolHistory> Store::QueryPoolHistory(const PoolHistoryQuery&) {
+  return Status::Unimplemented("this store keeps no job history");
 }
 inline Result<billing::PricePlan> Store::AddPricePlan(billing::PricePlan, bool) {
   return Status::Unimplemented("this store keeps no price plans");

@@ -313,6 +313,24 @@ QuotaAmount TenantBook::Used(const std::string& pool, const std::string& path) c
   return u == nullptr ? QuotaAmount{} : u->used;
 }
 
+void TenantBook::Hold(const std::string& pool, const std::string& tenant, const QuotaAmount& amount,
+                      int sign) {
+  ++version_;
+  for (std::string_view p : Prefixes(tenant)) {
+    TenantUsage& u = usage_[UsageKey(pool, p)];
+    if (sign > 0) {
+      u.held += amount;
+    } else {
+      u.held -= amount;
+    }
+  }
+}
+
+QuotaAmount TenantBook::Held(const std::string& pool, const std::string& path) const {
+  const TenantUsage* u = FindUsage(pool, path);
+  return u == nullptr ? QuotaAmount{} : u->held;
+}
+
 double TenantBook::Share(const std::string& pool, const std::string& group,
                          const QuotaAmount& implicit, int64_t now_us) const {
   const TenantUsage* found = FindUsage(pool, group);
@@ -345,9 +363,17 @@ Status TenantBook::CheckNeverFits(const std::string& pool, const std::string& te
 
 std::string TenantBook::WhyOverLimit(const std::string& pool, const std::string& tenant,
                                      const QuotaAmount& need, std::string* binding) const {
+  return WhyOverLimitFreeing(pool, tenant, need, {}, binding);
+}
+
+std::string TenantBook::WhyOverLimitFreeing(
+    const std::string& pool, const std::string& tenant, const QuotaAmount& need,
+    const std::vector<std::pair<std::string, QuotaAmount>>& freed, std::string* binding) const {
   static constexpr const char* kDimNames[] = {"tflops", "vram", "devices"};
   for (const QuotaRecord* q : Chain(pool, tenant)) {
-    QuotaAmount used = Used(pool, q->tenant);
+    QuotaAmount used = Used(pool, q->tenant) + Held(pool, q->tenant);
+    for (const auto& [who, amount] : freed)
+      if (TenantWithin(who, q->tenant)) used -= amount;
     if (int d = (used + need).FirstOver(q->limit); d >= 0) {
       std::string lim_text = FormatDimension(q->limit, d);
       std::string used_text = FormatDimension(used, d);
@@ -366,7 +392,7 @@ bool TenantBook::WithinGuarantee(const std::string& pool, const std::string& ten
   std::string group = GroupOf(pool, tenant);
   const QuotaRecord* q = Quota(group, pool);
   if (q == nullptr || q->guaranteed.IsZero()) return false;
-  return (Used(pool, group) + need).Fits(q->guaranteed);
+  return (Used(pool, group) + Held(pool, group) + need).Fits(q->guaranteed);
 }
 
 }  // namespace gpupool

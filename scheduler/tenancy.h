@@ -13,6 +13,10 @@
 //    fits "now" when, for every quota of its chain, used + need ≤ limit. A child never exceeds
 //    its parent: the parent's quota binds the child's jobs too, and SetQuota refuses a child
 //    limit above the parent's or children's guarantees summing above the parent's.
+//  * A preemptor's reservation holds its quota from the moment its victims are chosen (Hold):
+//    limits and guarantees count used + held, so no other task of the chain can take the quota
+//    the room was made for before the preemptor takes the room (docs/tenancy.md). Fair share
+//    and the usage views count `used` alone.
 //  * Fair share: a group's share is its dominant ratio of usage to guarantee, over the
 //    dimensions it has a guarantee in. Usage is the mean of current usage and an exponentially
 //    decayed average of it (half-life from TenancyOptions), so a tenant that used much recently
@@ -45,6 +49,7 @@ Status ValidateTenantPath(std::string_view path, std::string_view field);
 // Usage of one tenant (its whole subtree) in one pool.
 struct TenantUsage {
   QuotaAmount used;               // held now by SCHEDULED and RUNNING tasks
+  QuotaAmount held;               // promised to preemptors whose victims still stop (Hold)
   double decayed[3] = {0, 0, 0};  // decayed average of used: milli-TFLOPS, MiB, devices
   int64_t decayed_at_us = 0;
 };
@@ -89,6 +94,11 @@ class TenantBook {
   void Charge(const std::string& pool, const std::string& tenant, const QuotaAmount& amount,
               int sign, int64_t now_us);
   QuotaAmount Used(const std::string& pool, const std::string& path) const;
+  // Hold adds (sign +1) or removes (sign -1) a reservation's `amount` on every prefix of `tenant`:
+  // counted by WhyOverLimit and WithinGuarantee, not by Used or Share.
+  void Hold(const std::string& pool, const std::string& tenant, const QuotaAmount& amount,
+            int sign);
+  QuotaAmount Held(const std::string& pool, const std::string& path) const;
   // Changes on every Charge and quota change: shares computed at an equal version and time are
   // still valid.
   uint64_t version() const { return version_; }
@@ -106,6 +116,12 @@ class TenantBook {
   // `binding`, when given, is set to the binding quota and dimension ("acme in pool gpu: vram").
   std::string WhyOverLimit(const std::string& pool, const std::string& tenant,
                            const QuotaAmount& need, std::string* binding = nullptr) const;
+  // The same once the tasks in `freed` (tenant path, amount) are gone: a preemptor's verdict on
+  // the quota it will hold when its victims (some perhaps of its own chain) have stopped.
+  std::string WhyOverLimitFreeing(const std::string& pool, const std::string& tenant,
+                                  const QuotaAmount& need,
+                                  const std::vector<std::pair<std::string, QuotaAmount>>& freed,
+                                  std::string* binding = nullptr) const;
   // True when the group has a guarantee and used + need stays within it (reclaim may help).
   bool WithinGuarantee(const std::string& pool, const std::string& tenant,
                        const QuotaAmount& need) const;

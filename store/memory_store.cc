@@ -425,6 +425,15 @@ Result<std::vector<UsageReportRow>> MemoryStore::QueryUsage(const UsageQuery& qu
   return rows;
 }
 
+Result<PoolHistory> MemoryStore::QueryPoolHistory(const PoolHistoryQuery& query) {
+  GPUPOOL_RETURN_IF_ERROR(ValidatePoolHistoryQuery(query));
+  std::lock_guard lock(db_->mu);
+  if (!db_->unavailable.ok()) return db_->unavailable;
+  std::vector<PoolHistoryTask> rows;
+  for (const auto& [id, job] : db_->jobs) AppendPoolHistory(job, query, &rows);
+  return FinishPoolHistory(std::move(rows), query);
+}
+
 Result<billing::PricePlan> MemoryStore::AddPricePlan(billing::PricePlan plan, bool create) {
   GPUPOOL_RETURN_IF_ERROR(ValidatePricePlanRecord(plan));
   std::lock_guard lock(db_->mu);

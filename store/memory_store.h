@@ -42,6 +42,7 @@ class MemoryStore final : public Store {
   void AppendAudit(std::vector<AuditRecord> records, Done done) override;
   Result<AuditPage> ListAudit(const AuditQuery& query) override;
   Result<std::vector<UsageReportRow>> QueryUsage(const UsageQuery& query) override;
+  Result<PoolHistory> QueryPoolHistory(const PoolHistoryQuery& query) override;
   Result<billing::PricePlan> AddPricePlan(billing::PricePlan plan, bool create) override;
   Result<std::vector<billing::PricePlan>> ListPricePlans(const std::string& name) override;
 

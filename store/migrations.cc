@@ -470,12 +470,39 @@ CREATE TABLE price_plan_multipliers (
 );
 )sql";
 
+// Issue 16: who submitted each job (the credential's id: "key:<id>", "token:<name>",
+// "admin-token", "oidc:<sub>"), so that a member may cancel only its own jobs. Jobs stored before
+// this version have '' and are cancelled by a tenant-admin or an admin.
+constexpr std::string_view kV12 = R"sql(
+ALTER TABLE jobs ADD COLUMN submitted_by text NOT NULL DEFAULT '';
+)sql";
+
+// Issue 16: the CA and admin credential secure replicas share (store/pg_cluster_credentials.h).
+// One row; as sensitive as <data-dir>/tls/ca.key, so PUBLIC gets nothing.
+constexpr std::string_view kV13 = R"sql(
+CREATE TABLE cluster_credentials (
+  id          integer PRIMARY KEY CHECK (id = 1),
+  ca_cert     text    NOT NULL,
+  ca_key      text    NOT NULL,
+  admin_token text    NOT NULL,
+  created_us  bigint  NOT NULL
+);
+REVOKE ALL ON cluster_credentials FROM PUBLIC;
+)sql";
+
+// What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.
+constexpr std::string_view kV100 = R"sql(
+CREATE INDEX jobs_pool_submit_idx ON jobs (pool, submit_us);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "initial schema", kV1},
     {2, "check and fence functions", kV2},
     {3, "typed stop intent and preemption facts on tasks", kV3},
     {10, "API keys", kV10},
     {11, "API key change notifications", kV11},
+    {12, "the submitting principal of each job", kV12},
+    {13, "credentials shared by secure replicas", kV13},
     {20, "device faults", kV20},
     {21, "task usage", kV21},
     {22, "pool MPS isolation and node capabilities", kV22},
@@ -486,6 +513,7 @@ constexpr Migration kMigrations[] = {
     {70, "usage ledger and daily roll-ups", kV70},
     {71, "preempted attempts in the usage roll-ups", kV71},
     {80, "versioned price plans", kV80},
+    {100, "jobs by pool and submission time (what-if history)", kV100},
 };
 
 }  // namespace

@@ -88,6 +88,7 @@ class PgStore final : public Store {
   Result<std::vector<UsageReportRow>> QueryUsage(const UsageQuery& query) override;
   // A configuration reload's new report limits (PgStoreOptions' report_*); thread-safe.
   void SetReportLimits(int connections, int64_t timeout_ms);
+  Result<PoolHistory> QueryPoolHistory(const PoolHistoryQuery& query) override;  // pg_history.cc
   // Price plans (store/pg_price_plans.cc): writes on the audit connection, reads on the reader.
   Result<billing::PricePlan> AddPricePlan(billing::PricePlan plan, bool create) override;
   Result<std::vector<billing::PricePlan>> ListPricePlans(const std::string& name) override;

@@ -74,6 +74,7 @@ void CheckJob(const JobRecord& j, TextChecker& t) {
   t("job.secret_env", j.spec.task_template.secret_env);
   t("job.idempotency_key", j.spec.idempotency_key);
   t("job.request_digest", j.spec.request_digest);
+  t("job.submitted_by", j.spec.submitted_by);
   t("job.models", j.spec.task_template.resources.models);
   t("job.mig_profile", j.spec.task_template.resources.mig_profile);
   t("job.sku", j.spec.task_template.resources.sku);

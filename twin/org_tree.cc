@@ -120,11 +120,14 @@ OrgTree DefaultOrgTree() {
     const char* teams[2];
     int64_t weights[2];
   };
+  // Guarantees sum to 75 % of the pool, as an operator sets them: a pool promised whole cannot
+  // be packed whole (fragmentation), and the quarter left over is what groups borrow, beyond
+  // their guarantee, up to their limits.
   static constexpr Org kOrgs[] = {
-      {"search", 40, 100, {"web", "ads"}, {25, 15}},
-      {"vision", 30, 80, {"detect", "train"}, {20, 10}},
-      {"speech", 20, 60, {"asr", "tts"}, {12, 8}},
-      {"research", 10, 50, {"alice", "bob"}, {5, 5}},
+      {"search", 30, 100, {"web", "ads"}, {25, 15}},
+      {"vision", 22, 90, {"detect", "train"}, {20, 10}},
+      {"speech", 15, 80, {"asr", "tts"}, {12, 8}},
+      {"research", 8, 60, {"alice", "bob"}, {5, 5}},
   };
   for (const Org& o : kOrgs) {
     tree.tenants.push_back({o.name, o.guaranteed * 1000, o.limit * 1000, 0});

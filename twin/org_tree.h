@@ -46,8 +46,8 @@ struct OrgTree {
   const OrgTenant* Find(const std::string& path) const;
 };
 
-// Four organisations with two teams each; guarantees 40/30/20/10 % of the pool, limits
-// 100/80/60/50 %; LS and Guaranteed → high, Burstable → normal, BE → low.
+// Four organisations with two teams each; guarantees 30/22/15/8 % of the pool (75 % in all),
+// limits 100/90/80/60 %; LS and Guaranteed → high, Burstable → normal, BE → low.
 OrgTree DefaultOrgTree();
 
 // INVALID_ARGUMENT "FILE:LINE: key: message" for anything malformed: unknown keys, a bad path,

@@ -124,11 +124,15 @@ void Recorder::Start(size_t task, int64_t now, const std::vector<Grant>& grants)
   const TwinTask& spec = w_.tasks[task];
   double waited = static_cast<double>(now - t.waiting_since) / kUs;
   if (!t.started_once) {
-    waits_by_class_[spec.priority_class].push_back(waited);
-    waits_by_tenant_[spec.tenant].push_back(waited);
-    if (!group_of_task_[task].empty()) waits_by_group_[group_of_task_[task]].push_back(waited);
+    // Waits are those of the measured window: arrivals before --warmup-s (the quiet hours
+    // before a busy window) would dilute the percentiles with waits of 0.
+    if (t.arrival >= warmup_us_) {
+      waits_by_class_[spec.priority_class].push_back(waited);
+      waits_by_tenant_[spec.tenant].push_back(waited);
+      if (!group_of_task_[task].empty()) waits_by_group_[group_of_task_[task]].push_back(waited);
+    }
     t.started_once = true;
-  } else {
+  } else if (now >= warmup_us_) {
     requeue_by_class_[spec.priority_class].push_back(waited);
   }
   StopWaiting(task);
@@ -260,7 +264,7 @@ TwinReport Recorder::Finish(int64_t horizon_us, int points) {
   std::map<std::string, int64_t> never_by_class, never_by_tenant, never_by_group;
   for (size_t i = 0; i < tasks_.size(); ++i) {
     const TaskState& t = tasks_[i];
-    if (t.started_once || t.arrival < 0 || t.waiting_since < 0) continue;
+    if (t.started_once || t.arrival < warmup_us_ || t.waiting_since < 0) continue;
     const TwinTask& spec = w_.tasks[i];
     double waited = static_cast<double>(horizon_us - t.waiting_since) / kUs;
     waits_by_class_[spec.priority_class].push_back(waited);

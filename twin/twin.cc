@@ -113,6 +113,7 @@ class Loop {
       int64_t t_tick = next_tick < 0 ? kNever : next_tick;
       int64_t now = std::min({t_event, t_arrival, t_tick, next_sample});
       if (now > horizon) break;
+      if (c_.should_stop && (events & 1023) == 0 && c_.should_stop()) break;
       clock_.Set(kClockBase + now);
       if (c_.progress && now >= next_progress) {
         std::fprintf(

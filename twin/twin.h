@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "base/status.h"
@@ -56,6 +57,9 @@ struct TwinConfig {
   int series_points = 400;                  // time series points kept in the report
   bool record_starts = false;               // TwinReport::starts (consistency tests)
   bool progress = false;                    // a line on stderr every simulated hour
+  // Checked every 1024 events: true ends the replay there (a caller's deadline; the report
+  // then covers only what ran). Empty: never.
+  std::function<bool()> should_stop;
   // Priority classes etc.; Defaults() unless set. The twin overrides timeouts it does not model.
   SchedulerOptions scheduler = SchedulerOptions::Defaults();
 };

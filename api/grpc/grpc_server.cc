@@ -29,6 +29,7 @@ struct GrpcServer::Impl {
         tenants({&service, &auth, &streams, &audit_hook}),
         audit({&service, &auth, &streams, &audit_hook}),
         usage({&service, &auth, &streams, &audit_hook}),
+        whatif({&service, &auth, &streams, &audit_hook}),
         keys({&service, &auth, &streams, &audit_hook}),
         billing({&service, &auth, &streams, &audit_hook}),
         health(service) {}
@@ -44,6 +45,7 @@ struct GrpcServer::Impl {
   grpcface::TenantServiceImpl tenants;
   grpcface::AuditServiceImpl audit;
   grpcface::UsageServiceImpl usage;
+  grpcface::WhatIfServiceImpl whatif;
   grpcface::KeyServiceImpl keys;
   grpcface::BillingServiceImpl billing;
   grpcface::HealthService health;  // grpc.health.v1, unauthenticated like /readyz
@@ -123,6 +125,7 @@ Status GrpcServer::Start() {
   builder.RegisterService(&s.tenants);
   builder.RegisterService(&s.audit);
   builder.RegisterService(&s.usage);
+  builder.RegisterService(&s.whatif);
   builder.RegisterService(&s.keys);
   builder.RegisterService(&s.billing);
   builder.RegisterService(&s.health);

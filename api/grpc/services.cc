@@ -250,6 +250,13 @@ grpc::ServerUnaryReactor* UsageServiceImpl::GetUsage(grpc::CallbackServerContext
   return Unary(d_, ctx, req, resp, &ApiService::GetUsage, "GetUsage");
 }
 
+// WhatIfService.
+grpc::ServerUnaryReactor* WhatIfServiceImpl::Compare(grpc::CallbackServerContext* ctx,
+                                                     const v1::CompareWhatIfRequest* req,
+                                                     v1::CompareWhatIfResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::CompareWhatIf, "CompareWhatIf");
+}
+
 // AuditService.
 grpc::ServerUnaryReactor* AuditServiceImpl::ListAuditRecords(grpc::CallbackServerContext* ctx,
                                                              const v1::ListAuditRecordsRequest* req,

@@ -26,6 +26,7 @@
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "gpupool/v1/tenants.grpc.pb.h"
 #include "gpupool/v1/usage.grpc.pb.h"
+#include "gpupool/v1/whatif.grpc.pb.h"
 
 namespace gpupool::api::grpcface {
 
@@ -171,6 +172,18 @@ class UsageServiceImpl final : public v1::UsageService::CallbackService {
   grpc::ServerUnaryReactor* GetUsage(grpc::CallbackServerContext* ctx,
                                      const v1::GetUsageRequest* req,
                                      v1::GetUsageResponse* resp) override;
+
+ private:
+  Deps d_;
+};
+
+class WhatIfServiceImpl final : public v1::WhatIfService::CallbackService {
+ public:
+  explicit WhatIfServiceImpl(Deps deps) : d_(deps) {}
+
+  grpc::ServerUnaryReactor* Compare(grpc::CallbackServerContext* ctx,
+                                    const v1::CompareWhatIfRequest* req,
+                                    v1::CompareWhatIfResponse* resp) override;
 
  private:
   Deps d_;

@@ -5,6 +5,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "api/client/leader_follow.h"
+#include "api/grpc/listener.h"
 #include "base/log.h"
 #include "base/mutex.h"
 
@@ -62,6 +63,13 @@ struct GrpcStandbyServer::Impl {
   NotLeaderService service;
   Mutex mu;  // serialises Start() and Shutdown()
   std::unique_ptr<grpc::Server> server GPUPOOL_GUARDED_BY(mu);
+  // The ports' accept loops and their way into the server; stopped before the server.
+  std::unique_ptr<grpcface::GrpcListener> main_listener GPUPOOL_GUARDED_BY(mu);
+  std::unique_ptr<grpcface::GrpcListener> tls_listener GPUPOOL_GUARDED_BY(mu);
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> main_acceptor
+      GPUPOOL_GUARDED_BY(mu);
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> tls_acceptor
+      GPUPOOL_GUARDED_BY(mu);
   int port GPUPOOL_GUARDED_BY(mu) = 0;
 };
 
@@ -79,28 +87,54 @@ Status GrpcStandbyServer::Start() {
   Impl& s = *impl_;
   MutexLock lock(&s.mu);
   if (s.server) return Status::FailedPrecondition("standby gRPC server: already started");
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(s.listen_address, CredentialsOf(s.options.main_tls), &port);
-  int tls_port = 0;
+  // The same accept loops as the leader's server (api/grpc/grpc_server.cc), so the limits and
+  // the recovery from descriptor exhaustion hold on a standby too.
+  auto bind = [&](const std::string& address, const char* name) {
+    return grpcface::GrpcListener::Bind(
+        address,
+        {.name = name, .max_connections_per_client = s.options.max_connections_per_client});
+  };
+  GPUPOOL_ASSIGN_OR_RETURN(std::unique_ptr<grpcface::GrpcListener> main_listener,
+                           bind(s.listen_address, "standby gRPC"));
+  std::unique_ptr<grpcface::GrpcListener> tls_listener;
   if (s.options.tls) {
-    builder.AddListeningPort(s.options.tls->listen_address, CredentialsOf(s.options.tls),
-                             &tls_port);
+    GPUPOOL_ASSIGN_OR_RETURN(tls_listener, bind(s.options.tls->listen_address, "standby gRPC TLS"));
   }
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10'000);
+  grpc::ServerBuilder builder;
+  using ConnectionType = grpc::ServerBuilder::experimental_type::ExternalConnectionType;
+  auto main_acceptor = builder.experimental().AddExternalConnectionAcceptor(
+      ConnectionType::FROM_FD, CredentialsOf(s.options.main_tls));
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> tls_acceptor;
+  if (s.options.tls) {
+    tls_acceptor = builder.experimental().AddExternalConnectionAcceptor(
+        ConnectionType::FROM_FD, CredentialsOf(s.options.tls));
+  }
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             static_cast<int>(s.options.handshake_timeout.count()));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             static_cast<int>(s.options.idle_timeout.count()));
   builder.RegisterCallbackGenericService(&s.service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0 || (s.options.tls && tls_port == 0)) {
-    if (server) server->Shutdown();
-    return Status::Unavailable(
-        "standby gRPC server: cannot listen on '" + s.listen_address + "'" +
-        (s.options.tls ? " or '" + s.options.tls->listen_address + "'" : ""));
-  }
+  if (!server) return Status::Internal("standby gRPC server: could not be started");
+  // Handed over between the server's start and its shutdown only (as in GrpcServer).
+  auto handoff = [](grpc::experimental::ExternalConnectionAcceptor* acceptor) {
+    return [acceptor](int listener_fd, int fd) {
+      grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters p;
+      p.listener_fd = listener_fd;
+      p.fd = fd;
+      acceptor->HandleNewConnection(&p);
+    };
+  };
+  main_listener->Start(handoff(main_acceptor.get()));
+  if (tls_listener) tls_listener->Start(handoff(tls_acceptor.get()));
   s.server = std::move(server);
-  s.port = port;
+  s.port = main_listener->port();
+  s.main_listener = std::move(main_listener);
+  s.tls_listener = std::move(tls_listener);
+  s.main_acceptor = std::move(main_acceptor);
+  s.tls_acceptor = std::move(tls_acceptor);
   LogInfo("api.grpc", "standby: answering with the leader's address",
-          {{"address", s.listen_address}, {"port", std::to_string(port)}});
+          {{"address", s.listen_address}, {"port", std::to_string(s.port)}});
   return Status::Ok();
 }
 
@@ -113,10 +147,15 @@ void GrpcStandbyServer::Shutdown() {
   Impl& s = *impl_;
   MutexLock lock(&s.mu);
   if (!s.server) return;
+  // No connection may be handed to a server that is shutting down (it would leak).
+  s.main_listener->Stop();
+  if (s.tls_listener) s.tls_listener->Stop();
   // Every call is answered at once, so there is nothing to wait for.
   s.server->Shutdown(std::chrono::system_clock::now());
   s.server->Wait();
   s.server.reset();
+  s.main_listener.reset();
+  s.tls_listener.reset();
 }
 
 }  // namespace gpupool::api

@@ -13,9 +13,17 @@
 //
 // Port reuse is off, as for GrpcServer: Shutdown() must return before the ports are bound again.
 //
+// Floods: a standby's ports face the same clients as the leader's, so they get the same
+// protection (docs/security.md, "Connection floods exhaust descriptors"): gpupoold's own accept
+// loop (api/grpc/listener.h: the port survives running out of descriptors, and one client address
+// holds at most `max_connections_per_client` connections), the handshake timeout and the idle
+// timeout.
+//
 // Thread safety: SetLeader from any thread; Start and Shutdown from one controlling thread.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +38,11 @@ struct GrpcStandbyOptions {
   // The same credentials the leader's server would use on each port (GrpcServerOptions).
   std::optional<GrpcTlsPort> main_tls;
   std::optional<GrpcTlsPort> tls;
+  // As GrpcServerOptions: the handshake and idle timeouts and the per-client connection limit
+  // on each port (`listen.grpc_max_connections_per_client`; 0 = no limit).
+  std::chrono::milliseconds handshake_timeout{10'000};
+  std::chrono::milliseconds idle_timeout{15 * 60'000};
+  size_t max_connections_per_client = 256;
 };
 
 class GrpcStandbyServer {

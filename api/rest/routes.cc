@@ -224,6 +224,9 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
                                                    &S::GetUsageFeed, "GetUsageFeed");
   Unary<GetUsageFeedRequest, ExportResponse>("GET", "/v1/usage-feed.csv", kQuery,
                                              &S::ExportUsageFeed, "ExportUsageFeed");
+  // What-if pre-flight (docs/twin.md): replays a pool's recent workload; admins only.
+  Unary<CompareWhatIfRequest, CompareWhatIfResponse>("POST", "/v1/whatif", kBody, &S::CompareWhatIf,
+                                                     "CompareWhatIf");
   AddProbes();
   for (ConsoleRoute& c : ConsoleRoutes()) Add("GET", c.path, false, std::move(c.handler));
 }

@@ -17,6 +17,8 @@
 #include <memory>
 #include <sstream>
 
+#include "base/address_list.h"
+
 namespace gpupool::tls {
 namespace {
 
@@ -133,7 +135,8 @@ Result<std::string> ReadFile(const std::string& path) {
 }
 
 std::string SanList(const std::vector<std::string>& names) {
-  std::string out = "DNS:localhost,IP:127.0.0.1,IP:::1";
+  // kReplicaTlsName: what a client given several replicas checks (base/address_list.h).
+  std::string out = std::string("DNS:localhost,DNS:") + kReplicaTlsName + ",IP:127.0.0.1,IP:::1";
   for (const std::string& n : names) {
     const bool ip = !n.empty() &&
                     n.find_first_not_of("0123456789.:abcdefABCDEF") == std::string::npos &&

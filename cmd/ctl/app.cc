@@ -58,6 +58,7 @@ const std::vector<Command>& Commands() {
     for (auto&& c : LoginCommands()) v.push_back(std::move(c));
     for (auto&& c : KeyCommands()) v.push_back(std::move(c));
     for (auto&& c : BillingCommands()) v.push_back(std::move(c));
+    for (auto&& c : WhatIfCommands()) v.push_back(std::move(c));
     return v;
   }();
   return all;
@@ -188,7 +189,10 @@ std::shared_ptr<grpc::Channel> Ctx::channel() {
           }
           grpc::SslCredentialsOptions o;
           o.pem_root_certs = pem;
-          return grpc::CreateChannel(GrpcTargetOf(target), grpc::SslCredentials(o));
+          grpc::ChannelArguments args;
+          const std::string name = TlsTargetNameOf(target);
+          if (!name.empty()) args.SetSslTargetNameOverride(name);
+          return grpc::CreateCustomChannel(GrpcTargetOf(target), grpc::SslCredentials(o), args);
         });
   }
   channel_ = follower_->channel();

@@ -130,6 +130,7 @@ std::vector<Command> UsageCommands();    // usage
 std::vector<Command> LoginCommands();    // login, config …
 std::vector<Command> KeyCommands();      // keys …
 std::vector<Command> BillingCommands();  // priceplans …, invoices, usage-feed
+std::vector<Command> WhatIfCommands();   // whatif
 
 // Runs one invocation; `args` excludes the program name. Returns the exit code.
 //

@@ -50,6 +50,7 @@ void PrintJob(std::ostream& out, const v1::Job& job) {
       {"Resources", DescribeResources(s.template_().resources())},
       {"Command", OrDash(Join(s.template_().command()))},
       {"Submitted", FormatTime(job.submit_time())},
+      {"Submitted by", OrDash(job.submitted_by())},
       {"Finished", FormatTime(job.finish_time())},
   };
   if (s.has_max_runtime()) {
@@ -389,7 +390,8 @@ std::vector<Command> JobCommands() {
       {"jobs cancel",
        "JOB_ID [flags]",
        "Cancel a job and stop its tasks",
-       "",
+       "A member may cancel only the jobs it submitted (`jobs get` shows 'Submitted by');\n"
+       "a tenant-admin any job of its subtree; an admin any job.",
        {{"reason", 0, FlagKind::kValue, "TEXT", "recorded with the cancellation"}},
        "  gpupoolctl jobs cancel 42 --reason 'wrong dataset'\n",
        1,

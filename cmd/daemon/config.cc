@@ -24,8 +24,15 @@ Status ParseHa(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   if (!n) return Status::Ok();
   YamlPath p = YamlPath{}.Key("ha");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
-  GPUPOOL_RETURN_IF_ERROR(
-      doc.CheckKeys(n, p, {"enabled", "lease_ms", "advertise", "advertise_http"}));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
+      n, p, {"enabled", "lease_ms", "advertise", "advertise_http", "share_credentials"}));
+  if (n["share_credentials"]) {
+    try {
+      c->ha.share_credentials = n["share_credentials"].as<bool>();
+    } catch (const YAML::Exception&) {
+      return doc.Error(n["share_credentials"], p.Key("share_credentials"), "must be true or false");
+    }
+  }
   if (n["enabled"]) {
     try {
       c->ha.enabled = n["enabled"].as<bool>();
@@ -83,13 +90,58 @@ Status ParseListen(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) 
   return Status::Ok();
 }
 
+// auth.oidc (api/oidc.h); the key file is read and checked when gpupoold starts.
+Status ParseOidc(const YamlDoc& doc, const YAML::Node& auth, const YamlPath& auth_path,
+                 DaemonConfig* c) {
+  YAML::Node n = auth["oidc"];
+  if (!n) return Status::Ok();
+  YamlPath p = auth_path.Key("oidc");
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p,
+                                        {"issuer", "audience", "public_key_file", "tenant_claim",
+                                         "role_claim", "algorithms", "clock_skew_s"}));
+  DaemonConfig::Oidc o;
+  GPUPOOL_ASSIGN_OR_RETURN(o.issuer, doc.String(n, p, "issuer"));
+  GPUPOOL_ASSIGN_OR_RETURN(o.audience, doc.String(n, p, "audience"));
+  GPUPOOL_ASSIGN_OR_RETURN(o.public_key_file, doc.String(n, p, "public_key_file"));
+  GPUPOOL_ASSIGN_OR_RETURN(auto tenant_claim, doc.OptionalString(n, p, "tenant_claim"));
+  if (tenant_claim) o.tenant_claim = *tenant_claim;
+  GPUPOOL_ASSIGN_OR_RETURN(auto role_claim, doc.OptionalString(n, p, "role_claim"));
+  if (role_claim) o.role_claim = *role_claim;
+  if (YAML::Node a = n["algorithms"]) {
+    YamlPath ap = p.Key("algorithms");
+    GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(a, ap));
+    o.algorithms.clear();
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].IsScalar() || (a[i].Scalar() != "RS256" && a[i].Scalar() != "ES256")) {
+        return doc.Error(a[i], ap.Index(i), "must be RS256 or ES256");
+      }
+      o.algorithms.push_back(a[i].Scalar());
+    }
+    if (o.algorithms.empty()) return doc.Error(a, ap, "must name RS256 or ES256");
+  }
+  if (n["clock_skew_s"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(o.clock_skew_s, doc.Int(n, p, "clock_skew_s", 0, 300));
+  }
+  for (const std::string* v :
+       {&o.issuer, &o.audience, &o.public_key_file, &o.tenant_claim, &o.role_claim}) {
+    if (v->empty())
+      return doc.Error(n, p,
+                       "issuer, audience, public_key_file and the claims "
+                       "must not be empty");
+  }
+  c->oidc = std::move(o);
+  return Status::Ok();
+}
+
 Status ParseAuth(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   YAML::Node n = root["auth"];
   if (!n) return Status::Ok();
   YamlPath p = YamlPath{}.Key("auth");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
   GPUPOOL_RETURN_IF_ERROR(
-      doc.CheckKeys(n, p, {"api_tokens", "node_tokens", "require_node_certificates"}));
+      doc.CheckKeys(n, p, {"api_tokens", "node_tokens", "require_node_certificates", "oidc"}));
+  GPUPOOL_RETURN_IF_ERROR(ParseOidc(doc, n, p, c));
   GPUPOOL_ASSIGN_OR_RETURN(c->require_node_certificates,
                            doc.Bool(n, p, "require_node_certificates", false));
   if (YAML::Node t = n["api_tokens"]) {

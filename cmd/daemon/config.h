@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,6 +53,18 @@ struct DaemonConfig {
   std::vector<std::string> node_tokens;  // empty = agents are not authenticated
   // Agents must register with a node certificate (no node-token registration).
   bool require_node_certificates = false;
+  // JWT bearer tokens from an external OIDC issuer (`auth.oidc`, api/oidc.h); unset = none.
+  struct Oidc {
+    std::string issuer;
+    std::string audience;
+    std::string public_key_file;  // the issuer's signing key, PEM "PUBLIC KEY"
+    std::string tenant_claim = "gpupool_tenant";
+    std::string role_claim = "gpupool_role";
+    std::vector<std::string> algorithms = {"RS256", "ES256"};
+    int64_t clock_skew_s = 60;
+    friend bool operator==(const Oidc&, const Oidc&) = default;
+  };
+  std::optional<Oidc> oidc;
   SchedulerOptions scheduler = SchedulerOptions::Defaults();
   std::vector<PoolRecord> pools;  // created at start-up when missing
   // Created at start-up when missing, in this order (parents before children), then their
@@ -80,6 +93,10 @@ struct DaemonConfig {
     // The REST base URL clients are sent to ("https://HOST:PORT"); empty = the scheme of the
     // daemon (https unless --insecure) and the HTTP listen address.
     std::string advertise_http;
+    // Secure replicas share the first one's CA and admin credential through PostgreSQL
+    // (`ha.share_credentials`, cmd/daemon/cluster_credentials.h); false: each replica keeps its
+    // own files (give them the same ones out of band).
+    bool share_credentials = true;
   } ha;
 };
 

@@ -86,6 +86,7 @@ std::vector<std::string> RestartOnlyChanges(const DaemonConfig& a, const DaemonC
   check(a.embedded_port == b.embedded_port, "embedded_port");
   check(a.catalog == b.catalog, "catalog");
   check(a.node_tokens == b.node_tokens, "auth.node_tokens");
+  check(a.oidc == b.oidc, "auth.oidc");
   check(a.require_node_certificates == b.require_node_certificates,
         "auth.require_node_certificates");
   const SchedulerOptions &x = a.scheduler, &y = b.scheduler;

@@ -180,12 +180,33 @@ int64_t MemoryKey(int64_t mib) {
   return p;
 }
 
-// A task's class: CPU, memory (rounded down), GPUs, share, models; CPU-only tasks (no GPU
-// demand) are (cpu, memory, 0, 0, "") whatever their other fields say.
-std::tuple<int64_t, int64_t, int, int32_t, std::string> ClassKey(const TraceTask& t) {
-  if (t.GpuMilli() <= 0) return {t.cpu_milli, MemoryKey(t.memory_mib), 0, 0, ""};
-  return {t.cpu_milli, MemoryKey(t.memory_mib), t.num_gpu, t.gpu_milli, t.gpu_spec};
+// CPU rounded down to two significant bits of whole cores (2, 3, 4, 6, 8, 12, 16, 24, … cores):
+// at most a third below the need, where a power of two loses up to half.
+int64_t CpuKey(int64_t milli) {
+  const int64_t cores = milli / 1000;
+  if (cores <= 0) return 0;
+  const int64_t step = std::max<int64_t>(MemoryKey(cores) / 2, 1);
+  return cores / step * step * 1000;
 }
+
+// A task's class at a coarseness level: CPU, memory (rounded down), GPUs, share, models; CPU-only
+// tasks (no GPU demand) are (cpu, memory, 0, 0, "") whatever their other fields say. Levels
+// (MakeInstance picks the finest one with at most max_classes classes): 0 exact; 1 memory left
+// out; 2 and CPU rounded down (CpuKey); 3 and CPU rounded down to a power of two; 4 and CPU left
+// out. Every level only lowers what a task needs and never its GPU demand (the value a packing
+// counts), so every packing of the tasks is a packing of their classes worth as much: the bound
+// stays valid, only looser.
+std::tuple<int64_t, int64_t, int, int32_t, std::string> ClassKey(const TraceTask& t, int level) {
+  const int64_t cpu = level >= 4   ? 0
+                      : level == 3 ? MemoryKey(t.cpu_milli)
+                      : level == 2 ? CpuKey(t.cpu_milli)
+                                   : t.cpu_milli;
+  const int64_t mem = level >= 1 ? 0 : MemoryKey(t.memory_mib);
+  if (t.GpuMilli() <= 0) return {cpu, mem, 0, 0, ""};
+  return {cpu, mem, t.num_gpu, t.gpu_milli, t.gpu_spec};
+}
+
+constexpr int kCoarsest = 4;
 
 std::vector<TypeSolver> Solvers(const PackingInstance& in) {
   std::vector<TypeSolver> s;
@@ -196,19 +217,29 @@ std::vector<TypeSolver> Solvers(const PackingInstance& in) {
 }  // namespace
 
 PackingInstance MakeInstance(const std::vector<TraceNode>& nodes,
-                             const std::vector<TraceTask>& tasks) {
+                             const std::vector<TraceTask>& tasks, size_t max_classes) {
   PackingInstance in;
   std::map<std::tuple<int64_t, int64_t, int, std::string>, size_t> types;
   for (const TraceNode& n : nodes) {
-    if (n.gpus <= 0) continue;
+    // CPU-only nodes are types too: a scenario that forces a CPU-only task into the packing must
+    // be free to put it there rather than on a GPU node's CPU (leaving them out made the bound
+    // unsound: small instances beat it by up to 25 points). Their GPUs and model are nil, so only
+    // CPU-only classes are eligible on them (TypeSolver).
+    const int gpus = std::max(n.gpus, 0);
+    const std::string model = gpus > 0 ? n.model : "";
     auto [it, added] =
-        types.try_emplace(std::tuple{n.cpu_milli, n.memory_mib, n.gpus, n.model}, in.types.size());
-    if (added) in.types.push_back(PackingNodeType{0, n.cpu_milli, n.memory_mib, n.gpus, n.model});
+        types.try_emplace(std::tuple{n.cpu_milli, n.memory_mib, gpus, model}, in.types.size());
+    if (added) in.types.push_back(PackingNodeType{0, n.cpu_milli, n.memory_mib, gpus, model});
     ++in.types[it->second].count;
+  }
+  for (in.coarse = 0;; ++in.coarse) {
+    std::set<std::tuple<int64_t, int64_t, int, int32_t, std::string>> keys;
+    for (const TraceTask& t : tasks) keys.insert(ClassKey(t, in.coarse));
+    if (keys.size() <= max_classes || in.coarse == kCoarsest) break;
   }
   std::map<std::tuple<int64_t, int64_t, int, int32_t, std::string>, size_t> classes;
   for (const TraceTask& t : tasks) {
-    const auto key = ClassKey(t);
+    const auto key = ClassKey(t, in.coarse);
     if (std::get<0>(key) <= 0 && std::get<1>(key) <= 0 && std::get<2>(key) == 0) continue;
     auto [it, added] = classes.try_emplace(key, in.classes.size());
     if (added)
@@ -228,7 +259,7 @@ std::vector<int> ClassOf(const PackingInstance& in, const std::vector<TraceTask>
   std::vector<int> out;
   out.reserve(tasks.size());
   for (const TraceTask& t : tasks) {
-    auto it = index.find(ClassKey(t));
+    auto it = index.find(ClassKey(t, in.coarse));
     out.push_back(it != index.end() ? it->second : -1);
   }
   return out;
@@ -414,7 +445,7 @@ class ProtocolBounder {
                   const BoundOptions& options)
       : arrivals_(arrivals),
         options_(options),
-        in_(MakeInstance(nodes, arrivals)),
+        in_(MakeInstance(nodes, arrivals, options.max_classes)),
         cls_(ClassOf(in_, arrivals)),
         cg_(in_) {
     for (const TraceNode& n : nodes) capacity_ += int64_t{kGpuMilli} * n.gpus;
@@ -527,12 +558,16 @@ class ProtocolBounder {
 }  // namespace
 
 std::string BoundRefusal(const std::vector<TraceNode>& nodes) {
-  int64_t cpu_only = 0;
-  for (const TraceNode& n : nodes) cpu_only += n.gpus <= 0;
-  if (cpu_only == 0) return "";
-  return "the node list has " + std::to_string(cpu_only) +
-         " CPU-only node(s); the bound is proven for GPU nodes only (small instances with "
-         "CPU-only nodes beat it)";
+  for (const TraceNode& n : nodes)
+    if (n.gpus > 0) return "";
+  return "the node list has no GPU, so there is no GPU capacity to bound";
+}
+
+double AllocatedUpperBound(const std::vector<TraceNode>& nodes,
+                           const std::vector<TraceTask>& arrivals, const BoundOptions& options) {
+  if (arrivals.empty()) return 0;
+  ProtocolBounder bounder(nodes, arrivals, options);
+  return bounder.Prefix(arrivals.size() - 1);
 }
 
 MetricBound UnallocatedLowerBound(const std::vector<TraceNode>& nodes,

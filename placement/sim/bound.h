@@ -17,7 +17,8 @@
 // (unbounded counts), whole-GPU tasks on whole GPUs, a dynamic program over the node's GPUs for
 // k-GPU tasks, CPU-only classes as many as the node holds of each alone. Classes a node cannot
 // host alone (model, CPU, memory, GPUs) are left out of its π_t; memory is rounded down to a
-// power of two (more packings, still a bound).
+// power of two (more packings, still a bound). CPU-only nodes are node types too (no GPU: only
+// CPU-only classes fit them); every node of the list is in Σ_t, so no packing escapes the sum.
 //
 // 2. The protocol's drop rule. A task is dropped only when no node can host it, and then no later
 // task that needs at least as much (GPU share or whole GPUs, CPU, memory, a subset of its models:
@@ -63,13 +64,22 @@ struct PackingClass {
 struct PackingInstance {
   std::vector<PackingNodeType> types;
   std::vector<PackingClass> classes;
+  // How coarsely MakeInstance grouped tasks into classes (bound.cc, ClassKey): 0 exact; higher
+  // levels (up to 4) leave out memory, then round CPU down, then leave it out — only ever lowering
+  // what a class needs, never its GPU demand, so the bound stays valid and the LP stays small.
+  int coarse = 0;
 };
 
 // Node types (identical hardware) of `nodes`; classes of `tasks` (CPU, memory rounded down to a
-// power of two, GPUs, share, models; CPU-only tasks by CPU and memory alone), each with count 0
-// — the caller fills counts.
+// power of two, GPUs, share, models; CPU-only tasks by CPU and memory alone; coarser when there
+// are too many, see `coarse`), each with count 0 — the caller fills counts.
+// The LP's rows grow with the classes and the dense simplex (lp.h) with their square: the
+// trace's workloads have 63–403 exact classes and solve in seconds; the synthetic generators have
+// up to 3,571 (CPU and memory drawn per task), which took over ten minutes per LP.
+constexpr size_t kMaxBoundClasses = 500;
 PackingInstance MakeInstance(const std::vector<TraceNode>& nodes,
-                             const std::vector<TraceTask>& tasks);
+                             const std::vector<TraceTask>& tasks,
+                             size_t max_classes = kMaxBoundClasses);
 // The class of each task of `tasks` in `instance` (−1 for a task that needs nothing).
 std::vector<int> ClassOf(const PackingInstance& instance, const std::vector<TraceTask>& tasks);
 
@@ -102,9 +112,11 @@ struct MetricBound {
   std::string refused;
 };
 
-// Why the bound is not offered for `nodes`, or "" when it is. Node lists with CPU-only nodes
-// are refused: on openb_node_list_all_node.csv small instances solved exactly beat the bound by
-// up to 25 points, so the proof above does not cover them (docs/placement.md, "Bound").
+// Why the bound is not offered for `nodes`, or "" when it is: only a node list without any GPU
+// is refused (no capacity, no metric). CPU-only nodes are node types of the LP that only CPU-only
+// classes may use, so a scenario that forces a CPU-only task may put it there
+// (tests/placement/bound_test.cc brute-forces every protocol-following policy on tiny instances
+// with and without them).
 std::string BoundRefusal(const std::vector<TraceNode>& nodes);
 
 struct BoundOptions {
@@ -116,6 +128,9 @@ struct BoundOptions {
   // all arrivals (what covers them). Only keys are forced, and only their first drop splits the
   // scenarios. Each share gives a valid bound; the least is kept.
   std::vector<double> key_covers = {0.7};
+  // Classes beyond this make the instance coarser (PackingInstance::coarse): a looser bound that
+  // is computed in minutes rather than hours.
+  size_t max_classes = kMaxBoundClasses;
   // Where the scenarios of the first drop split the arrivals, in % of capacity arrived.
   std::vector<double> splits_pct = {50, 70,   80, 85,   90, 92,    94,   95,    96,  96.5,
                                     97, 97.5, 98, 98.5, 99, 99.25, 99.5, 99.75, 100, 100.25};
@@ -124,6 +139,13 @@ struct BoundOptions {
 // The lower bound on the replay metric at arrived = x% (replay.h) for this arrival sequence:
 // after event i, allocated ≤ min(arrived_i, UB(prefix_c) for checkpoints c ≥ i, UB(prefix_c) +
 // arrived_i − arrived_c for checkpoints c ≤ i).
+// UB on the milli-GPU any policy has allocated once every task of `arrivals` has arrived (with
+// options.protocol, any policy that follows the protocol's drop rule): the quantity the metric
+// bound is made of, for tests that compare it with an exhaustive search.
+double AllocatedUpperBound(const std::vector<TraceNode>& nodes,
+                           const std::vector<TraceTask>& arrivals,
+                           const BoundOptions& options = {});
+
 MetricBound UnallocatedLowerBound(const std::vector<TraceNode>& nodes,
                                   const std::vector<TraceTask>& arrivals, int x = 100,
                                   const BoundOptions& options = {});

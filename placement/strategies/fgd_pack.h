@@ -3,16 +3,18 @@
 // free share a placement leaves, and the share it takes of GPU models that pinned tasks need;
 // quantised so that near-ties consolidate in the tie order.
 //
-// cost = ΔH + w·ΔF + 8·ΔS + 128·ΔW + 30·P (frag.h): ΔF is FGD's "will the next typical task fit at
-// all"; ΔH counts how many tasks of each class still fit by GPU share, CPU and memory, weighted
-// up for classes few nodes can host (so a 120-core 8-GPU node is not nibbled away by small
-// tasks); ΔS is the change of the node's idle GPU its free CPU cannot feed at 1.4 × the
+// cost = ΔH + w·ΔF + 16·ΔS + 128·ΔW + 30·P [+ 60·C] (frag.h): ΔF is FGD's "will the next typical
+// task fit at all"; ΔH counts how many tasks of each class still fit by GPU share, CPU and memory,
+// weighted up for classes few nodes can host (so a 120-core 8-GPU node is not nibbled away by small
+// tasks); ΔS is the change of the node's idle GPU its free CPU cannot feed at 1.3 × the
 // workload's GPU per CPU (CPU-only tasks included), which keeps CPU-heavy tasks off CPU-lean
 // nodes; ΔW is the change of the changed devices' expected final waste (share_patterns.h), which
 // puts a share where it completes a typical pattern (a 320 next to a 650, not next to a 470);
 // P is the share the placement takes times its devices' model pressure (ModelPressure), which
 // keeps tasks that may run anywhere off the models that tasks pinned to them will need (a third
-// of gpuspec33's tasks want T4s, and T4s are an eighth of the pool). w = 2, or 10 when multi-GPU
+// of gpuspec33's tasks want T4s, and T4s are an eighth of the pool). C, only where the pool's CPU
+// cannot feed its GPUs (CpuScarcity ≥ 1.3), is 1000 × the node's free CPU share after the
+// placement: best fit on the scarce resource. w = 2, or 10 when multi-GPU
 // tasks bring a quarter or more of the workload's GPU demand. Score = ⌊−cost / (20·w)⌋; equal
 // scores go to the pool's tie order, which fills nodes in a fixed order (consolidation). Give it
 // the whole class list (SetWorkload with every shape), not FGD's top 95%: the rare big shapes need
@@ -36,6 +38,10 @@ double GpuPerCpu(const std::vector<FragClass>& workload);
 // over Σ p·g·k of every GPU class. ρ = 1: the pinned tasks alone would fill the model's GPUs
 // by the time the pool is full. 0 everywhere when no class is pinned.
 std::vector<double> ModelPressure(const std::vector<FragClass>& workload);
+// How short the pool's CPU is for the workload: the workload's milli-cores per milli-GPU over the
+// pool's (CPU-only classes included). 1: the pool's CPU just feeds its GPUs at the workload's
+// mix; above, CPU runs out first. 0 without CPU demand or pool CPU.
+double CpuScarcity(const std::vector<FragClass>& workload, const PoolShape& pool);
 double FgdPackCost(double delta_h, double delta_f, double delta_stranded, double delta_waste,
                    double fgd_weight);
 int64_t FgdPackScore(double cost, double fgd_weight);

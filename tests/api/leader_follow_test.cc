@@ -3,11 +3,16 @@
 // LeaderFollower sends the next attempt.
 #include "api/client/leader_follow.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "api/grpc/standby_server.h"
 #include "gpupool/v1/agent.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
+#include "tests/support/wait_for.h"
 
 namespace gpupool::api {
 namespace {
@@ -157,6 +162,84 @@ TEST(GrpcStandbyServerTest, EveryCallOfEveryServiceGetsTheLeader) {
   // The port is free again for the leader's own server.
   GrpcStandbyServer again("127.0.0.1:" + std::to_string(standby.port()), {});
   EXPECT_TRUE(again.Start().ok());
+}
+
+// A TCP connection to 127.0.0.1:port that sends nothing; -1 when connect() fails.
+int IdleConnection(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The server closed this connection (EOF or reset), reading whatever it sent first.
+bool ClosedByPeer(int fd) {
+  char buf[256];
+  ssize_t n = 0;
+  while ((n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT)) > 0) {
+  }
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+// The standby's ports have the leader's flood protection (issue 16): one client address holds at
+// most its limit of connections, and a connection that never handshakes is closed.
+TEST(GrpcStandbyServerTest, OneClientHoldsAtMostItsLimitAndSilentConnectionsAreClosed) {
+  constexpr int kLimit = 8;
+  GrpcStandbyOptions limited;
+  limited.max_connections_per_client = kLimit;
+  GrpcStandbyServer standby("127.0.0.1:0", limited);
+  ASSERT_TRUE(standby.Start().ok());
+  standby.SetLeader(Hint("10.0.0.9:7070"));
+  auto list_pools = [&] {  // a fresh connection each time (its own subchannel pool)
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(standby.port()),
+                                             grpc::InsecureChannelCredentials(), args);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ListPoolsResponse resp;
+    return v1::PoolService::NewStub(channel)->ListPools(&ctx, {}, &resp);
+  };
+  std::vector<int> held;
+  for (int i = 0; i < kLimit; ++i) {
+    const int fd = IdleConnection(standby.port());
+    ASSERT_GE(fd, 0);
+    held.push_back(fd);
+  }
+  // The next one is closed before a byte is read, and a real client from the same address is
+  // refused (no NotLeader: it never reached the service).
+  const int extra = IdleConnection(standby.port());
+  ASSERT_GE(extra, 0);
+  EXPECT_TRUE(testing::WaitFor([&] { return ClosedByPeer(extra); }, std::chrono::seconds(30)));
+  ::close(extra);
+  grpc::Status st = list_pools();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_FALSE(NotLeaderOf(st).has_value()) << st.error_message();
+  // A connection given up frees its slot: the client gets the leader's address again.
+  ::close(held.back());
+  held.pop_back();
+  EXPECT_TRUE(testing::WaitFor([&] { return NotLeaderOf(list_pools()).has_value(); },
+                               std::chrono::seconds(30), std::chrono::milliseconds(200)));
+  for (int fd : held) ::close(fd);
+  standby.Shutdown();
+
+  // Silent connections are closed once the handshake timeout passes.
+  GrpcStandbyOptions impatient;
+  impatient.handshake_timeout = milliseconds(200);
+  GrpcStandbyServer quick("127.0.0.1:0", impatient);
+  ASSERT_TRUE(quick.Start().ok());
+  const int fd = IdleConnection(quick.port());
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(testing::WaitFor([&] { return ClosedByPeer(fd); }, std::chrono::seconds(60)))
+      << "the standby did not close a connection that never handshook";
+  ::close(fd);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// A real scheduler stack for the API service tests: MemoryStore, the Scheduler (Core on its running loop), the
-// AgentHub as its gateway (optionally served over gRPC on loopback) and ServiceImpl on top —
-// wired exactly as gpupoold wires them. Plus synchronous helpers over the async ApiService.
+// A real scheduler stack for the API service tests: MemoryStore, the Scheduler (Core on its running
+// loop), the AgentHub as its gateway (optionally served over gRPC on loopback) and ServiceImpl on
+// top — wired exactly as gpupoold wires them. Plus synchronous helpers over the async ApiService.
 #pragma once
 
 #include <grpcpp/grpcpp.h>

@@ -63,6 +63,39 @@ TEST(ServiceImpl, SubmitGetListPaginateCancel) {
   EXPECT_EQ(only.jobs(0).id(), ids[0]);
 }
 
+// The submitter is recorded and shown; a member cancels only what it submitted (issue 16).
+TEST(ServiceImpl, AMemberCancelsOnlyTheJobsItSubmitted) {
+  ServiceHarness h;
+  ASSERT_TRUE(h.CreatePool("gpu-a").first.ok());
+  const CallContext alice = CallContext::Of("key:a11ce", "acme", Role::kMember);
+  const CallContext bob = CallContext::Of("key:b0b", "acme", Role::kMember);
+  auto [s, resp] = h.Submit(ServiceHarness::Job("acme/research", "gpu-a"), alice);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(resp.job().submitted_by(), "key:a11ce");
+  EXPECT_EQ(h.Get(resp.job_id(), bob).second.submitted_by(), "key:a11ce");
+
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(resp.job_id());
+  Status denied = h.Call(&ApiService::CancelJob, cancel, bob).first;
+  EXPECT_EQ(denied.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(denied.message(), "job " + resp.job_id() +
+                                  " was submitted by 'key:a11ce', not by this caller ('key:b0b'): "
+                                  "a member may cancel only the jobs it submitted; ask a "
+                                  "tenant-admin of 'acme/research'");
+  EXPECT_EQ(h.Get(resp.job_id()).second.state(), v1::JOB_STATE_PENDING);  // nothing changed
+  EXPECT_TRUE(h.Call(&ApiService::CancelJob, cancel, alice).first.ok());
+
+  // A tenant-admin cancels any job of its subtree, a job submitted by an admin included.
+  auto [s2, by_admin] = h.Submit(ServiceHarness::Job("acme/research", "gpu-a"));
+  ASSERT_TRUE(s2.ok());
+  EXPECT_EQ(by_admin.job().submitted_by(), "test-admin");
+  cancel.set_job_id(by_admin.job_id());
+  EXPECT_EQ(h.Call(&ApiService::CancelJob, cancel, alice).first.code(),
+            StatusCode::kPermissionDenied);
+  const CallContext lead = CallContext::Of("key:1ead", "acme", Role::kTenantAdmin);
+  EXPECT_TRUE(h.Call(&ApiService::CancelJob, cancel, lead).first.ok());
+}
+
 TEST(ServiceImpl, BadInputIsRejectedAndNothingIsStored) {
   ServiceHarness h;
   ASSERT_TRUE(h.CreatePool("gpu-a").first.ok());

@@ -162,6 +162,52 @@ TEST(DaemonConfigTest, TheRestAddressAReplicaAdvertises) {
   EXPECT_NE(cl.status().message().find("--advertise-http"), std::string::npos);
 }
 
+TEST(DaemonConfigTest, SecureReplicasShareCredentialsUnlessToldNot) {
+  Result<DaemonConfig> c =
+      ParseDaemonConfig("database: postgresql://db/gp\nha: {enabled: true}\n", "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->ha.share_credentials);
+  c = ParseDaemonConfig(
+      "database: postgresql://db/gp\nha: {enabled: true, share_credentials: false}\n",
+      "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->ha.share_credentials);
+  Result<DaemonConfig> bad = ParseDaemonConfig("ha: {share_credentials: often}\n", "gpupoold.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ha.share_credentials: must be true or false"),
+            std::string::npos)
+      << bad.status().ToString();
+}
+
+TEST(DaemonConfigTest, OidcBearerTokens) {
+  Result<DaemonConfig> c = ParseDaemonConfig(
+      "auth:\n  oidc:\n    issuer: https://idp.example\n    audience: gpupool\n"
+      "    public_key_file: /etc/gpupool/idp.pem\n    algorithms: [ES256]\n"
+      "    tenant_claim: org\n    clock_skew_s: 30\n",
+      "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->oidc.has_value());
+  EXPECT_EQ(c->oidc->issuer, "https://idp.example");
+  EXPECT_EQ(c->oidc->public_key_file, "/etc/gpupool/idp.pem");
+  EXPECT_EQ(c->oidc->algorithms, std::vector<std::string>{"ES256"});
+  EXPECT_EQ(c->oidc->tenant_claim, "org");
+  EXPECT_EQ(c->oidc->role_claim, "gpupool_role");
+  EXPECT_EQ(c->oidc->clock_skew_s, 30);
+  for (const auto& [yaml, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"auth:\n  oidc:\n    issuer: i\n    audience: a\n    public_key_file: k\n"
+            "    algorithms: [HS256]\n",
+            "gpupoold.yaml:6: auth.oidc.algorithms[0]: must be RS256 or ES256"},
+           {"auth:\n  oidc:\n    issuer: i\n    audience: a\n", "public_key_file"},
+           {"auth:\n  oidc:\n    issuer: i\n    audience: a\n    public_key_file: k\n"
+            "    clock_skew_s: 900\n",
+            "auth.oidc.clock_skew_s"},
+       }) {
+    Result<DaemonConfig> bad = ParseDaemonConfig(yaml, "gpupoold.yaml");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
+  }
+}
+
 TEST(DaemonConfigTest, ReplicasAndTheNodeLease) {
   Result<DaemonConfig> c = ParseDaemonConfig(
       "database: postgresql://db/gp\nha: {enabled: true, lease_ms: 1500, advertise: "

@@ -28,14 +28,17 @@
 #include "api/auth.h"
 #include "api/rest/routes.h"
 #include "gpupool/v1/agent.grpc.pb.h"
+#include "gpupool/v1/audit.grpc.pb.h"
 #include "gpupool/v1/billing.grpc.pb.h"
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/keys.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "gpupool/v1/tenants.grpc.pb.h"
 #include "gpupool/v1/usage.grpc.pb.h"
+#include "gpupool/v1/whatif.grpc.pb.h"
 #include "tests/api/fake_api_service.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/wait_for.h"
 
 namespace gpupool {
 namespace {
@@ -62,7 +65,8 @@ using Make = std::function<Target(World&)>;
 struct Row {
   std::string rpc;         // "gpupool.v1.JobService/GetJob"
   std::string rest_route;  // "GET /v1/jobs/{job_id}", or "" when the RPC has no route
-  std::string on;          // "own", "other", "admin", "root" (the caller's own scope node)
+  std::string on;          // "own", "other", "admin", "root" (the caller's own scope node),
+                           // "sibling" (another member's object in the caller's tenant)
   std::string expect;      // per role, viewer member tenant-admin admin: A allow, D deny
   Make make;
   bool hidden = false;  // deny may be NOT_FOUND
@@ -99,6 +103,8 @@ struct World {
   std::string admin_token;
   int counter = 0;
   std::map<std::string, std::string> job;  // "own"/"other" → job id
+  std::string caller;   // the credential of the role being checked (set before each make)
+  std::string sibling;  // another member key of the callers' tenant "acme"
 
   std::string Fresh(const std::string& prefix) { return prefix + std::to_string(++counter); }
 
@@ -148,6 +154,14 @@ struct World {
     grpc::Status st = v1::JobService::NewStub(channel)->SubmitJob(c.get(), Submit(tenant), &resp);
     EXPECT_TRUE(st.ok()) << st.error_message();
     return resp.job_id();
+  }
+  // A job submitted with `credential`; "" when that credential may not submit.
+  std::string SubmitJobAs(const std::string& tenant, const std::string& credential) {
+    v1::SubmitJobResponse resp;
+    grpc::ClientContext c;
+    c.AddMetadata("authorization", "Bearer " + credential);
+    grpc::Status st = v1::JobService::NewStub(channel)->SubmitJob(&c, Submit(tenant), &resp);
+    return st.ok() ? resp.job_id() : "";
   }
   void CreatePool(const std::string& name) {
     v1::CreatePoolRequest req;
@@ -214,9 +228,11 @@ std::vector<Row> Table() {
       r.set_tenant(w.Tenant(on));
       return Target{Box(r), "GET", "/v1/jobs?tenant=" + Enc(w.Tenant(on)), ""};
     });
+    // "own": a job the caller submitted itself (a viewer cannot submit: the admin's job).
     add("JobService/CancelJob", "POST /v1/jobs/{job_id}:cancel", on, own ? "DAAA" : "DDDA",
         [on](World& w) {
-          const std::string id = w.SubmitJob(w.Tenant(on));
+          std::string id = on == "own" ? w.SubmitJobAs(w.Tenant(on), w.caller) : "";
+          if (id.empty()) id = w.SubmitJob(w.Tenant(on));
           v1::CancelJobRequest r;
           r.set_job_id(id);
           return Target{Box(r), "POST", "/v1/jobs/" + id + ":cancel", "{}"};
@@ -238,6 +254,14 @@ std::vector<Row> Table() {
         },
         false, true);
   }
+  // A job of the callers' own tenant submitted by another member: a member may cancel only the
+  // jobs it submitted, a tenant-admin any job of its subtree.
+  add("JobService/CancelJob", "POST /v1/jobs/{job_id}:cancel", "sibling", "DDAA", [](World& w) {
+    const std::string id = w.SubmitJobAs(w.Tenant("own"), w.sibling);
+    v1::CancelJobRequest r;
+    r.set_job_id(id);
+    return Target{Box(r), "POST", "/v1/jobs/" + id + ":cancel", "{}"};
+  });
   // ---- PoolService, NodeService, CatalogService: admin objects ----
   add("PoolService/CreatePool", "POST /v1/pools", "admin", "DDDA", [](World& w) {
     v1::CreatePoolRequest r;
@@ -379,6 +403,13 @@ std::vector<Row> Table() {
           return Target{Box(r), "GET", "/v1/usage?tenant=" + Enc(w.Tenant(on)), ""};
         });
   }
+  // ---- WhatIfService: admins only (it replays every tenant's recent workload) ----
+  add("WhatIfService/Compare", "POST /v1/whatif", "admin", "DDDA", [](World&) {
+    v1::CompareWhatIfRequest r;
+    r.set_pool("pub");
+    r.set_window("1h");
+    return Target{Box(r), "POST", "/v1/whatif", Json(r)};
+  });
   // ---- KeyService ----
   for (const std::string on : {"own", "other"}) {
     const bool own = on == "own";
@@ -523,6 +554,7 @@ class AuthzMatrix : public ::testing::Test {
       credential_[r] = world_.CreateKey("acme", kRoleNames[r]).second;
     }
     credential_[kAdmin] = world_.admin_token;
+    world_.sibling = world_.CreateKey("acme", "member").second;
   }
 
   std::unique_ptr<DaemonProcess> daemon_;
@@ -541,7 +573,7 @@ TEST_F(AuthzMatrix, EveryRpcAndRouteHasARow) {
   for (const char* file :
        {"gpupool/v1/jobs.proto", "gpupool/v1/pools.proto", "gpupool/v1/tenants.proto",
         "gpupool/v1/keys.proto", "gpupool/v1/agent.proto", "gpupool/v1/audit.proto",
-        "gpupool/v1/billing.proto", "gpupool/v1/usage.proto"}) {
+        "gpupool/v1/billing.proto", "gpupool/v1/usage.proto", "gpupool/v1/whatif.proto"}) {
     const auto* f = pool->FindFileByName(file);
     ASSERT_NE(f, nullptr) << file;
     for (int s = 0; s < f->service_count(); ++s) {
@@ -567,6 +599,7 @@ TEST_F(AuthzMatrix, EachRoleIsAllowedExactlyWhatTheTableSays) {
     for (int role = kViewer; role <= kAdmin; ++role) {
       const bool allow = row.expect[role] == 'A';
       SCOPED_TRACE(row.rpc + " on " + row.on + " as " + kRoleNames[role]);
+      world_.caller = credential_[role];
       {
         Target t = row.make(world_);
         const grpc::Status st =
@@ -593,6 +626,74 @@ TEST_F(AuthzMatrix, EachRoleIsAllowedExactlyWhatTheTableSays) {
     }
   }
   EXPECT_GT(checked, 300);
+}
+
+// A member cancels only the jobs it submitted: the job records its submitter (shown on GetJob),
+// a sibling member of the same tenant is PERMISSION_DENIED naming why and audited as itself, the
+// submitter and a tenant-admin succeed.
+TEST_F(AuthzMatrix, AMemberCancelsOnlyTheJobsItSubmitted) {
+  const auto [alice_id, alice] = world_.CreateKey("acme", "member");
+  const auto [bob_id, bob] = world_.CreateKey("acme", "member");
+  auto call = [&](const std::string& credential) {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->AddMetadata("authorization", "Bearer " + credential);
+    return c;
+  };
+  auto jobs = v1::JobService::NewStub(world_.channel);
+  const std::string first = world_.SubmitJobAs("acme/team", alice);
+  const std::string second = world_.SubmitJobAs("acme/team", alice);
+  ASSERT_FALSE(first.empty());
+  ASSERT_FALSE(second.empty());
+
+  v1::GetJobRequest get;
+  get.set_job_id(first);
+  v1::Job job;
+  auto c = call(bob);  // a sibling member reads it (its subtree) and sees who submitted it
+  ASSERT_TRUE(jobs->GetJob(c.get(), get, &job).ok());
+  EXPECT_EQ(job.submitted_by(), "key:" + alice_id);
+
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(first);
+  c = call(bob);
+  grpc::Status st = jobs->CancelJob(c.get(), cancel, &job);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(st.error_message(), "job " + first + " was submitted by 'key:" + alice_id +
+                                    "', not by this caller ('key:" + bob_id +
+                                    "'): a member may cancel only the jobs it submitted; ask a "
+                                    "tenant-admin of 'acme/team'");
+  Target rest{nullptr, "POST", "/v1/jobs/" + first + ":cancel", "{}"};
+  EXPECT_EQ(CallRest(daemon_->http_port(), daemon_->ca_pem(), rest, bob), 403);
+
+  // The refusal is audited with the sibling as the actor.
+  auto audit = v1::AuditService::NewStub(world_.channel);
+  v1::ListAuditRecordsRequest q;
+  q.set_verb("CancelJob");
+  q.set_resource("job/" + first);
+  q.set_outcome("PERMISSION_DENIED");
+  std::vector<v1::AuditRecord> denied;  // both faces' refusals ("job/3" would also match "job/30")
+  EXPECT_TRUE(testing::WaitFor([&] {
+    v1::ListAuditRecordsResponse records;
+    auto a = world_.AdminCall();
+    if (!audit->ListAuditRecords(a.get(), q, &records).ok()) return false;
+    denied.clear();
+    for (const v1::AuditRecord& r : records.records()) {
+      if (r.resource() == "job/" + first) denied.push_back(r);
+    }
+    return denied.size() == 2;
+  }));
+  for (const v1::AuditRecord& r : denied) {
+    EXPECT_EQ(r.key_id(), "key:" + bob_id);
+    EXPECT_EQ(r.tenant(), "acme");
+  }
+
+  c = call(alice);
+  st = jobs->CancelJob(c.get(), cancel, &job);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  cancel.set_job_id(second);
+  c = call(credential_[kTenantAdmin]);
+  st = jobs->CancelJob(c.get(), cancel, &job);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(job.submitted_by(), "key:" + alice_id);
 }
 
 // Credentials that are wrong in every way get the same answer, with nothing echoed.

@@ -3,7 +3,8 @@
 // again). The daemon runs with a low RLIMIT_NOFILE (soft and hard, so it cannot raise it); the
 // flood holds more idle TCP connections to both ports than it has descriptors, then lets go, and
 // REST, /readyz and gRPC must all serve again. A second test holds one client at its per-client
-// limit on the gRPC port.
+// limit on the gRPC port. A third floods a standby replica's gRPC port the same way: it must
+// answer with the leader's address again afterwards.
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -15,9 +16,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "api/client/leader_follow.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/api/https_client.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/pg_fixture.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool {
@@ -169,6 +172,71 @@ TEST_F(ConnectionFlood, OneClientHoldsAtMostItsLimitOfGrpcConnections) {
   held_.pop_back();
   EXPECT_TRUE(WaitFor([&] { return GrpcCall().ok(); }, std::chrono::seconds(30),
                       std::chrono::milliseconds(200)));
+}
+
+// A standby's gRPC port has the leader's protection (issue 16): gpupoold's own accept loop
+// pauses when descriptors run out and serves again once they come back. Two replicas on one
+// PostgreSQL; the standby runs with RLIMIT_NOFILE 256 and no per-client limit.
+TEST_F(ConnectionFlood, AStandbysGrpcPortAnswersAgainOnceDescriptorsComeBack) {
+  constexpr int kMaxOpenFiles = 256;
+  Result<std::string> uri = testing::CreateTestDatabase();
+  ASSERT_TRUE(uri.ok()) << uri.status().ToString();
+  auto dir = testing::MakeTempDir("gpupool-standby-flood");
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  const std::string config = *dir + "/gpupoold.yaml";
+  std::ofstream(config) << "listen:\n  grpc_max_connections_per_client: 0\n"
+                        << "ha:\n  enabled: true\n  lease_ms: 1000\n";
+  const std::vector<std::string> args = {"--config", config, "--database", *uri};
+  auto leader = DaemonProcess::Start({.data_dir = "", .extra_args = args, .secure = true});
+  ASSERT_TRUE(leader.ok()) << leader.status().ToString();
+  auto standby = DaemonProcess::Start({.data_dir = "",
+                                       .extra_args = args,
+                                       .secure = true,
+                                       .wait_until_serving = false,
+                                       .max_open_files = kMaxOpenFiles});
+  ASSERT_TRUE(standby.ok()) << standby.status().ToString();
+  DaemonProcess& s = **standby;
+  // What the standby answers on a fresh connection: the leader's address, or "" for anything else.
+  auto leader_named = [&] {
+    if (s.ca_pem().empty()) return std::string();
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = s.ca_pem();
+    grpc::ChannelArguments channel_args;
+    channel_args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto stub = v1::PoolService::NewStub(
+        grpc::CreateCustomChannel(s.grpc_address(), grpc::SslCredentials(o), channel_args));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::ListPoolsResponse resp;
+    const grpc::Status st = stub->ListPools(&ctx, {}, &resp);
+    return api::NotLeaderOf(st).value_or(v1::NotLeader{}).leader_address();
+  };
+  const std::string leader_address = (*leader)->grpc_address();
+  ASSERT_TRUE(WaitFor([&] { return leader_named() == leader_address; }, std::chrono::seconds(60),
+                      std::chrono::milliseconds(100)))
+      << s.LogTail(30);
+
+  rlimit lim{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
+  ASSERT_GT(lim.rlim_max, 4u * kMaxOpenFiles);
+  lim.rlim_cur = lim.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &lim);
+  for (int i = 0; i < kMaxOpenFiles + 100; ++i) {
+    const int fd = IdleConnection(s.grpc_port());
+    ASSERT_GE(fd, 0) << "connection " << i;
+    held_.push_back(fd);
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return ReadFile(s.log_path()).find("accept failed; pausing the port") != std::string::npos;
+      },
+      std::chrono::seconds(60)))
+      << s.LogTail(30);
+  for (int fd : held_) ::close(fd);
+  held_.clear();
+  EXPECT_TRUE(WaitFor([&] { return leader_named() == leader_address; }, std::chrono::seconds(90),
+                      std::chrono::milliseconds(200)))
+      << s.LogTail(30);
 }
 
 }  // namespace

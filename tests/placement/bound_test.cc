@@ -1,11 +1,13 @@
 // The packing bound (placement/sim/bound.h) and its LP solver (lp.h): hand-solved LPs, small
 // packing instances whose LP optimum is worked out below, the certificate's arithmetic for given
-// duals, a brute-force check that the bound is never below the best packing, and the metric
-// bound on a tiny arrival sequence.
+// duals, a brute-force check that the bound is never below the best packing, the metric bound on
+// a tiny arrival sequence, CPU-only nodes, and an exhaustive search over every protocol-following
+// policy on tiny clusters that the bound must never lose to.
 #include "placement/sim/bound.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <random>
 
@@ -313,26 +315,228 @@ TEST(BoundTest, ProtocolDropRule) {
   EXPECT_NEAR(UnallocatedLowerBound(nodes, b, 100, o).unallocated_pct, 29.95, 1e-9);
 }
 
-}  // namespace
-TEST(BoundTest, RefusesNodeListsWithCpuOnlyNodes) {
-  // A CPU-only node next to a GPU node: the proof does not cover it, so the bound is refused and
-  // only the trivial (sound) numbers come back — unallocated ≥ 0, packable ≤ 100 %.
-  const std::vector<TraceNode> gpu = {{"n", 64000, 262144, 2, "T4"}};
-  std::vector<TraceNode> mixed = gpu;
-  mixed.push_back({"c", 96000, 393216, 0, ""});
-  EXPECT_EQ(BoundRefusal(gpu), "");
-  EXPECT_NE(BoundRefusal(mixed).find("1 CPU-only node"), std::string::npos);
+TEST(BoundTest, CpuOnlyNodesHostCpuOnlyTasks) {
+  // A GPU node (2 GPUs, 16 cores) and a CPU-only node (8 cores); capacity 2000. Arrivals: a
+  // CPU-only task of 8 cores, then two whole-GPU tasks of 8 cores each (arrived 0, 1000, 2000).
+  // Every task is a key (the two GPU tasks need at least its CPU: 2000 = 100% of capacity), so the
+  // no-drop scenario forces the CPU-only task into the packing. On the CPU-only node it leaves the
+  // GPU node's 16 cores to the two GPU tasks: 2000 allocated, unallocated ≥ 0 at the event at
+  // 100%. Were the CPU-only node left out of the LP, the forced task would take 8 of the GPU
+  // node's cores and the bound would claim 1000 (+1) — beaten by the policy above.
+  const std::vector<TraceNode> nodes = {{"g", 16000, 65536, 2, "T4"}, {"c", 8000, 65536, 0, ""}};
   const std::vector<TraceTask> a = {
-      {"a", 4000, 1024, 1, 600, ""}, {"b", 4000, 1024, 1, 600, ""}, {"c", 4000, 1024, 1, 800, ""}};
-  for (bool protocol : {true, false}) {
-    BoundOptions o;
-    o.protocol = protocol;
-    const MetricBound b = UnallocatedLowerBound(mixed, a, 100, o);
-    EXPECT_FALSE(b.refused.empty());
-    EXPECT_EQ(b.unallocated_pct, 0);
-    EXPECT_EQ(b.packable_pct, 100);
-    EXPECT_TRUE(UnallocatedLowerBound(gpu, a, 100, o).refused.empty());
-  }
+      {"c", 8000, 1024, 0, 0, ""}, {"a", 8000, 1024, 1, 1000, ""}, {"b", 8000, 1024, 1, 1000, ""}};
+  EXPECT_EQ(BoundRefusal(nodes), "");
+  EXPECT_NEAR(AllocatedUpperBound(nodes, a), 2000, 1e-6);
+  const MetricBound b = UnallocatedLowerBound(nodes, a, 100, BoundOptions{1});
+  EXPECT_TRUE(b.refused.empty());
+  EXPECT_EQ(b.events, 1);
+  EXPECT_NEAR(b.unallocated_pct, 0, 1e-9);
+  // Without the CPU-only node the protocol places the CPU-only task on the GPU node (it fits when
+  // it arrives), so only 1000 can be allocated. The bound stays sound but does not see it (2000):
+  // the three arrivals fall in one bucket of the first-drop scenarios, and "some key of the bucket
+  // was dropped first" forces nothing.
+  const std::vector<TraceNode> gpu_only = {nodes[0]};
+  EXPECT_GE(AllocatedUpperBound(gpu_only, a), 1000);
+  // A list with no GPU at all has nothing to bound.
+  EXPECT_NE(BoundRefusal({nodes[1]}).find("no GPU"), std::string::npos);
 }
 
+// Every policy that follows the protocol — a task goes to any node (and GPU) that can host it,
+// and is dropped only when none can — by exhaustive search over a tiny arrival sequence: the
+// most milli-GPU allocated after the last arrival, and the least metric (100 − mean allocated %
+// over the events of bin x) over all those policies.
+struct Exhaustive {
+  double most_allocated = 0;
+  double least_unallocated = 100;
+};
+
+bool ModelAllowed(const std::string& spec, const std::string& model) {
+  if (spec.empty()) return true;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t end = spec.find('|', start);
+    if (end == std::string::npos) end = spec.size();
+    if (spec.compare(start, end - start, model) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+Exhaustive SearchEveryPolicy(const std::vector<TraceNode>& nodes,
+                             const std::vector<TraceTask>& arrivals, int x) {
+  struct State {
+    int64_t cpu, mem;
+    std::vector<int32_t> free;
+    const TraceNode* node;
+  };
+  std::vector<State> st;
+  int64_t capacity = 0;
+  for (const TraceNode& n : nodes) {
+    st.push_back(State{n.cpu_milli, n.memory_mib,
+                       std::vector<int32_t>(static_cast<size_t>(std::max(n.gpus, 0)), 1000), &n});
+    capacity += 1000 * int64_t{std::max(n.gpus, 0)};
+  }
+  // The bin's events, as UnallocatedLowerBound defines them.
+  std::vector<bool> event(arrivals.size(), false);
+  int64_t arrived = 0;
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    arrived += arrivals[i].GpuMilli();
+    const long b =
+        std::lround(100.0 * static_cast<double>(arrived) / static_cast<double>(capacity));
+    if (b > x) break;
+    event[i] = b == x;
+  }
+  Exhaustive out;
+  std::function<void(size_t, int64_t, double, int)> go = [&](size_t i, int64_t alloc, double sum,
+                                                             int events) {
+    if (i == arrivals.size()) {
+      out.most_allocated = std::max(out.most_allocated, static_cast<double>(alloc));
+      if (events > 0) out.least_unallocated = std::min(out.least_unallocated, 100 - sum / events);
+      return;
+    }
+    const TraceTask& t = arrivals[i];
+    bool placed = false;
+    auto next = [&](int64_t a) {
+      placed = true;
+      const bool e = event[i];
+      go(i + 1, a, sum + (e ? 100.0 * static_cast<double>(a) / static_cast<double>(capacity) : 0),
+         events + (e ? 1 : 0));
+    };
+    for (State& n : st) {
+      if (n.cpu < t.cpu_milli || n.mem < t.memory_mib) continue;
+      n.cpu -= t.cpu_milli, n.mem -= t.memory_mib;
+      if (t.GpuMilli() <= 0) {
+        next(alloc);
+      } else if (ModelAllowed(t.gpu_spec, n.node->model) && !n.free.empty()) {
+        if (t.gpu_milli < 1000) {
+          for (size_t g = 0; g < n.free.size(); ++g) {
+            int32_t& f = n.free[g];
+            if (f < t.gpu_milli) continue;
+            f -= t.gpu_milli;
+            next(alloc + t.gpu_milli);
+            f += t.gpu_milli;
+          }
+        } else {
+          std::vector<int32_t*> whole;
+          for (int32_t& f : n.free)
+            if (f == 1000 && static_cast<int>(whole.size()) < t.num_gpu) whole.push_back(&f);
+          if (static_cast<int>(whole.size()) == t.num_gpu) {
+            for (int32_t* f : whole) *f = 0;
+            next(alloc + t.GpuMilli());
+            for (int32_t* f : whole) *f = 1000;
+          }
+        }
+      }
+      n.cpu += t.cpu_milli, n.mem += t.memory_mib;
+    }
+    if (!placed) {  // nothing can host it: dropped
+      const bool e = event[i];
+      go(i + 1, alloc,
+         sum + (e ? 100.0 * static_cast<double>(alloc) / static_cast<double>(capacity) : 0),
+         events + (e ? 1 : 0));
+    }
+  };
+  go(0, 0, 0, 0);
+  return out;
+}
+
+TEST(BoundTest, NeverBeatenByAnyProtocolPolicy) {
+  // 300 random tiny clusters (1–2 GPU nodes, half of them with 1–2 CPU-only nodes) and arrival
+  // sequences of 4–7 tasks (shares, whole GPUs, CPU-only tasks; some pinned to a model): no
+  // policy that follows the protocol may allocate more than the protocol bound, nor reach a
+  // metric below it; no policy at all may beat the packing bound.
+  std::mt19937_64 rng(11);
+  const int32_t sizes[] = {200, 320, 470, 600, 810};
+  const int64_t cpus[] = {2000, 4000, 8000, 12000};
+  int with_cpu_nodes = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<TraceNode> nodes;
+    const int gpu_nodes = 1 + static_cast<int>(rng() % 2);
+    for (int i = 0; i < gpu_nodes; ++i)
+      nodes.push_back({"g" + std::to_string(i), rng() % 2 ? 8000 : 16000, 65536,
+                       1 + static_cast<int>(rng() % 2), rng() % 2 ? "T4" : "P100"});
+    if (trial % 2 == 1) {
+      ++with_cpu_nodes;
+      const int cpu_nodes = 1 + static_cast<int>(rng() % 2);
+      for (int i = 0; i < cpu_nodes; ++i)
+        nodes.push_back({"c" + std::to_string(i), rng() % 2 ? 8000 : 16000, 65536, 0, ""});
+    }
+    std::vector<TraceTask> a;
+    const int tasks = 4 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < tasks; ++k) {
+      const int64_t cpu = cpus[rng() % 4];
+      const std::string spec = rng() % 5 == 0 ? "P100" : "";
+      switch (rng() % 6) {
+        case 0:
+        case 1:
+          a.push_back({"cpu", cpu, 1024, 0, 0, ""});
+          break;
+        case 2:
+          a.push_back({"whole", cpu, 1024, 1 + static_cast<int>(rng() % 2), 1000, spec});
+          break;
+        default:
+          a.push_back({"share", cpu, 1024, 1, sizes[rng() % 5], spec});
+      }
+    }
+    int64_t capacity = 0, arrived = 0;
+    for (const TraceNode& n : nodes) capacity += 1000 * int64_t{n.gpus};
+    for (const TraceTask& t : a) arrived += t.GpuMilli();
+    const int x = static_cast<int>(
+        std::lround(100.0 * static_cast<double>(arrived) / static_cast<double>(capacity)));
+    const Exhaustive best = SearchEveryPolicy(nodes, a, x);
+    for (int mode = 0; mode < 3; ++mode) {
+      // Protocol and packing bounds on exact classes, and the protocol bound on the coarsest
+      // classes (memory and CPU left out: MakeInstance's last resort for huge workloads).
+      const bool protocol = mode != 1;
+      BoundOptions o;
+      o.stride = 1;
+      o.protocol = protocol;
+      if (mode == 2) o.max_classes = 1;
+      o.key_covers = {0.7, 0.3};
+      o.splits_pct = {30, 60, 90, 100};
+      const std::string where = "trial " + std::to_string(trial) + " mode " + std::to_string(mode);
+      ASSERT_GE(AllocatedUpperBound(nodes, a, o) + 1e-6, best.most_allocated) << where;
+      const MetricBound b = UnallocatedLowerBound(nodes, a, x, o);
+      ASSERT_TRUE(b.refused.empty()) << where;
+      ASSERT_LE(b.unallocated_pct, best.least_unallocated + 1e-6) << where;
+    }
+  }
+  EXPECT_EQ(with_cpu_nodes, 150);
+  // The levels of coarseness, each taken only when the finer one has too many classes: 12.5 and
+  // 13 cores with 1 and 2 GiB are four classes exactly (level 0), two without memory (1), one at
+  // 12 cores on two significant bits (2: 12 = 0b1100). Mode 2 above reaches level 4 (no CPU at
+  // all) whenever its tasks differ in share or models.
+  const std::vector<TraceNode> n = {{"g", 16000, 65536, 2, "T4"}};
+  const std::vector<TraceTask> a = {{"a", 12500, 1024, 1, 500, ""},
+                                    {"b", 13000, 1024, 1, 500, ""},
+                                    {"c", 12500, 2048, 1, 500, ""},
+                                    {"d", 13000, 2048, 1, 500, ""}};
+  struct Level {
+    size_t max_classes;
+    int coarse;
+    size_t classes;
+    int64_t cpu;  // of the first class
+  };
+  for (const Level& l : {Level{4, 0, 4, 12500}, Level{3, 1, 2, 12500}, Level{1, 2, 1, 12000}}) {
+    const PackingInstance in = MakeInstance(n, a, l.max_classes);
+    EXPECT_EQ(in.coarse, l.coarse) << l.max_classes;
+    ASSERT_EQ(in.classes.size(), l.classes) << l.max_classes;
+    EXPECT_EQ(in.classes[0].cpu_milli, l.cpu) << l.max_classes;
+    EXPECT_EQ(in.classes[0].memory_mib, l.coarse == 0 ? 1024 : 0) << l.max_classes;
+  }
+  // Level 2 on its own: 12.5 and 13 cores become 12, 5 and 5.5 become 4 — two classes.
+  const std::vector<TraceTask> b = {{"a", 12500, 1024, 1, 500, ""},
+                                    {"b", 5000, 1024, 1, 500, ""},
+                                    {"c", 12500, 2048, 1, 500, ""},
+                                    {"d", 5500, 2048, 1, 500, ""},
+                                    {"e", 13000, 1024, 1, 500, ""}};
+  const PackingInstance two = MakeInstance(n, b, 2);  // 12, 4 cores
+  EXPECT_EQ(two.coarse, 2);
+  ASSERT_EQ(two.classes.size(), 2u);
+  EXPECT_EQ(two.classes[0].cpu_milli, 12000);
+  EXPECT_EQ(two.classes[1].cpu_milli, 4000);
+}
+
+}  // namespace
 }  // namespace gpupool::placement::sim

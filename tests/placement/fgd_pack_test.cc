@@ -1,5 +1,7 @@
 // fgd-pack's preferences through the public API: where the share-waste and stranded-GPU terms
 // (strategies/fgd_pack.h) decide, with the arithmetic of each case written out.
+#include "placement/strategies/fgd_pack.h"
+
 #include <gtest/gtest.h>
 
 #include "placement/placement.h"
@@ -41,10 +43,12 @@ TEST(FgdPackTest, CompletesTypicalPatterns) {
 
 TEST(FgdPackTest, KeepsCpuHeavySharesOffLeanNodes) {
   // Workload: whole GPUs and 470 shares, each with 12 cores: 0.5 × 1000 + 0.5 × 470 = 735
-  // milli-GPU per 12000 milli-cores; × 1.4 = 0.08575. Node lean (2 GPUs, 16 cores) feeds
-  // 0.08575 × 16000 = 1372 of its 2000 idle (628 stranded); a 470 with 12 cores there leaves 1530
-  // idle and 4000 cores, which feed 343: 1187 stranded, Δ = +559. Node rich (104 cores) strands
-  // nothing either way. The 470 goes to rich although lean was added first.
+  // milli-GPU per 12000 milli-cores; × 1.3 = 0.079625. Node lean (2 GPUs, 16 cores) feeds
+  // 0.079625 × 16000 = 1274 of its 2000 idle (726 stranded); a 470 with 12 cores there leaves
+  // 1530 idle and 4000 cores, which feed 318.5: 1211.5 stranded, Δ = +485.5. Node rich (104
+  // cores) strands nothing either way. The 470 goes to rich although lean was added first. (The
+  // pool is not CPU-scarce: 4000 milli-GPU for 120000 milli-cores is 0.033 per core, the workload
+  // asks 0.061 — scarcity 0.54, no CPU fit.)
   Engine e = Make(Strategy::kFgdPack);
   e.SetWorkload({{Whole(1, 12000), 1}, {Share(470, 12000), 1}});
   ASSERT_TRUE(e.AddNode(Node("lean", 2, /*cpu=*/16000)).ok());
@@ -52,6 +56,46 @@ TEST(FgdPackTest, KeepsCpuHeavySharesOffLeanNodes) {
   const Decision d = e.Place(Share(470, 12000));
   ASSERT_TRUE(d.placed);
   EXPECT_EQ(d.allocation.node, "rich");
+}
+
+TEST(FgdPackTest, CpuScarcity) {
+  // Workload: whole GPUs with 16 cores and 500 shares with 4 cores, equally often: 0.5 × 1000 +
+  // 0.5 × 500 = 750 milli-GPU per 0.5 × 16000 + 0.5 × 4000 = 10000 milli-cores, 0.075 per core.
+  // A pool of 16 GPUs and 64 cores offers 0.25 per core: scarcity 0.25 / 0.075 = 3.33. With 512
+  // cores, 0.03125 per core: 0.42. No CPU demand or no pool: 0.
+  std::vector<FragClass> w(2);
+  w[0].p = 0.5, w[0].gpu_milli = 1000, w[0].gpu_count = 1, w[0].cpu_milli = 16000;
+  w[1].p = 0.5, w[1].gpu_milli = 500, w[1].gpu_count = 1, w[1].cpu_milli = 4000;
+  EXPECT_NEAR(CpuScarcity(w, PoolShape{64000, 16000}), 0.25 / 0.075, 1e-9);
+  EXPECT_NEAR(CpuScarcity(w, PoolShape{512000, 16000}), 0.03125 / 0.075, 1e-9);
+  EXPECT_EQ(CpuScarcity(w, PoolShape{}), 0);
+  w[0].cpu_milli = w[1].cpu_milli = 0;
+  EXPECT_EQ(CpuScarcity(w, PoolShape{64000, 16000}), 0);
+}
+
+TEST(FgdPackTest, PacksCpuWhereCpuIsScarce) {
+  // Workload: whole GPUs with 16 cores (62.5 milli-GPU per core). Nodes a and b: 8 GPUs and 32
+  // cores each; the pool offers 250 milli-GPU per core, scarcity 4 ≥ 1.3, so the CPU fit is on.
+  // a runs one such task (7 GPUs idle, 16 cores free). A CPU-only task of 8 cores:
+  //   on a: the class no longer fits (8 < 16 cores): ΔF = 7000; ΔH = (7000 − 0) − (7000 − 1000)
+  //         = 1000; stranded (1.3 × 62.5 = 81.25 milli-GPU per core) 7000 − 650 − (7000 − 1300)
+  //         = +650; CPU fit 1000 × 8000 / 32000 = 250;
+  //   on b: ΔF = 0; ΔH = (8000 − 1000) − (8000 − 2000) = 1000; stranded 8000 − 1950 − (8000 −
+  //         2600) = +650; CPU fit 1000 × 24000 / 32000 = 750.
+  // cost a = 1000 + 2 × 7000 + 16 × 650 + 60 × 250 = 40,400; b = 1000 + 16 × 650 + 60 × 750 =
+  // 56,400 → a, packing the scarce CPU. Without the CPU fit, b (11,400 against 25,400).
+  Engine e = Make(Strategy::kFgdPack);
+  ASSERT_TRUE(e.AddNode(Node("a", 8, /*cpu=*/32000)).ok());
+  ASSERT_TRUE(e.AddNode(Node("b", 8, /*cpu=*/32000)).ok());
+  e.SetWorkload({{Whole(1, 16000), 1}});
+  ASSERT_TRUE(e.Commit(e.Place(Whole(1, 16000)).allocation).ok());
+  Request cpu;
+  cpu.kind = RequestKind::kCpuOnly;
+  cpu.cpu_milli = 8000;
+  cpu.memory_mib = 1024;
+  const Decision d = e.Place(cpu);
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.allocation.node, "a");
 }
 
 }  // namespace

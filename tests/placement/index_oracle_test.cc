@@ -1,12 +1,14 @@
 // The cached, indexed selection must pick exactly what a full scan would: after seeded random
 // commits and releases, for every strategy (but random) and many request shapes, Select's node
-// has the best score among all feasible nodes and, among equals, the smallest tie key.
+// has the best score among all feasible nodes and, among equals, the smallest tie key — also
+// right after workload changes. And the score index's bounded refresh of stale scores.
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "placement/accounting.h"
 #include "placement/engine_impl.h"
+#include "placement/score_index.h"
 #include "tests/placement/test_util.h"
 
 namespace gpupool::placement {
@@ -52,8 +54,15 @@ TEST_P(IndexOracle, IndexedSelectEqualsFullScan) {
   const Request shapes[] = {testing::Share(470, 4000, 30000),  testing::Share(810, 3000, 5000),
                             testing::Share(230, 12000, 90000), testing::Whole(1, 11000, 48000),
                             testing::Whole(2, 16000, 60000),   testing::Whole(8, 60000, 200000)};
-  // 1500 steps: enough touches (> 4 × nodes + 1024) to pass a touch-log compaction too.
+  // 1500 steps: enough touches (> 4 × nodes + 1024) to pass a touch-log compaction too. Every
+  // 100 steps the workload changes: the indexes keep their (stale) scores, and 40 nodes are far
+  // under the per-decision refresh budget, so the next decision must again equal a full scan.
   for (int step = 0; step < 1500; ++step) {
+    if (step % 100 == 99) {
+      std::vector<WorkloadClass> w;
+      for (const Request& r : shapes) w.push_back({r, static_cast<double>(1 + rng() % 5)});
+      e.SetWorkload(w);
+    }
     if (!live.empty() && rng() % 4 == 0) {
       const size_t k = rng() % live.size();
       ASSERT_TRUE(e.Release(live[k]).ok());
@@ -81,6 +90,38 @@ std::vector<Strategy> Deterministic() {
   for (Strategy s : AllStrategies())
     if (s != Strategy::kRandom) out.push_back(s);
   return out;
+}
+
+TEST(ScoreIndexTest, StaleScoresRefreshWithinTheBudget) {
+  // Ten slots scored 0…9 (slot 9 best); then every score is negated (slot 0 best) and the index
+  // told its scores are stale. With a budget of 4 per Sync: slots 0–3 are recomputed first (−0 …
+  // −3), the stale 4…9 still hold 4…9, so the root is still 9; after the second Sync (4–7
+  // recomputed) it is 9 again; the third recomputes 8 and 9 and the root is 0.
+  std::vector<int64_t> value = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  auto fn = [&](int slot, int64_t* score, uint64_t* tie) {
+    *score = value[static_cast<size_t>(slot)];
+    *tie = 0;
+    return true;
+  };
+  auto all = [](int) { return true; };
+  ScoreIndex index;
+  index.Resize(10);
+  index.Sync(fn);
+  EXPECT_EQ(index.Best(all), 9);
+  for (int64_t& v : value) v = -v;
+  index.MarkAllStale();
+  for (int want : {9, 9, 0}) {
+    ASSERT_TRUE(index.HasStale());
+    index.Sync(fn, 4);
+    EXPECT_EQ(index.Best(all), want);
+  }
+  EXPECT_FALSE(index.HasStale());
+  // A budget of at least the slots recomputes everything at once, as a new index would.
+  for (int64_t& v : value) v = -v;
+  index.MarkAllStale();
+  index.Sync(fn, 10);
+  EXPECT_FALSE(index.HasStale());
+  EXPECT_EQ(index.Best(all), 9);
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, IndexOracle, ::testing::ValuesIn(Deterministic()),

@@ -156,14 +156,14 @@ TEST(ScoresTest, CpuOnlyClassesCountAllIdle) {
 }
 
 TEST(ScoresTest, FgdPackCostAndQuantum) {
-  // w = 2: cost = ΔH + 2 ΔF + 8 ΔS + 128 ΔW; score = ⌊−cost / (20 × 2)⌋.
+  // w = 2: cost = ΔH + 2 ΔF + 16 ΔS + 128 ΔW; score = ⌊−cost / (20 × 2)⌋.
   EXPECT_DOUBLE_EQ(FgdPackCost(100, 50, 0, 0, 2), 200);
   EXPECT_EQ(FgdPackScore(200, 2), -5);
   EXPECT_EQ(FgdPackScore(-79, 2), 1);
   EXPECT_EQ(FgdPackScore(0, 2), 0);
-  // 200 + 8 × 10 + 128 × 1 = 408; ⌊−408 / 40⌋ = ⌊−10.2⌋ = −11.
-  EXPECT_DOUBLE_EQ(FgdPackCost(100, 50, 10, 1, 2), 408);
-  EXPECT_EQ(FgdPackScore(408, 2), -11);
+  // 200 + 16 × 10 + 128 × 1 = 488; ⌊−488 / 40⌋ = ⌊−12.2⌋ = −13.
+  EXPECT_DOUBLE_EQ(FgdPackCost(100, 50, 10, 1, 2), 488);
+  EXPECT_EQ(FgdPackScore(488, 2), -13);
   // w = 10: cost = 100 + 500 = 600; ⌊−600 / 200⌋ = −3.
   EXPECT_EQ(FgdPackScore(FgdPackCost(100, 50, 0, 0, 10), 10), -3);
 }

@@ -39,6 +39,7 @@ JobRecord SampleJob(int64_t id, int tasks) {
   r.cpu_milli = 4000;
   r.memory_mib = 16384;
   j.spec.max_retries = 3;
+  j.spec.submitted_by = "token:o'brien";
   j.state = JobState::kRunning;
   j.reason = "submitted";
   j.submit_us = 1'700'000'000'000'000 + id;

@@ -28,9 +28,16 @@ namespace gpupool::testing {
 
 class LeaderClient {
  public:
-  explicit LeaderClient(std::string targets)
-      : follower_(std::move(targets), [](const std::string& t) {
-          return grpc::CreateChannel(GrpcTargetOf(t), grpc::InsecureChannelCredentials());
+  // `credentials`: how to reach every replica (null: plaintext).
+  explicit LeaderClient(std::string targets,
+                        std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr)
+      : follower_(std::move(targets), [credentials](const std::string& t) {
+          if (credentials == nullptr) {
+            return grpc::CreateChannel(GrpcTargetOf(t), grpc::InsecureChannelCredentials());
+          }
+          grpc::ChannelArguments args;  // a list: the name every replica's certificate carries
+          if (!TlsTargetNameOf(t).empty()) args.SetSslTargetNameOverride(TlsTargetNameOf(t));
+          return grpc::CreateCustomChannel(GrpcTargetOf(t), credentials, args);
         }) {}
 
   using Fn = std::function<grpc::Status(std::shared_ptr<grpc::Channel>, grpc::ClientContext*)>;

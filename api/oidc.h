@@ -1,0 +1,59 @@
+// OidcVerifier: JWT bearer tokens from an external OIDC issuer (`auth.oidc`, docs/security.md,
+// "OIDC bearer tokens"), turned into a CallContext. The signature is checked by libjwt (Debian's
+// libjwt, OpenSSL flavour) against the issuer's public key given in the config; the claims by
+// this class:
+//  * alg      — one of the configured algorithms (RS256, ES256), and the one the key is for;
+//               "none" and HMAC (HS256 with the public key as the secret: the classic
+//               confusion) are refused whatever the token says.
+//  * iss, aud — exactly the configured issuer; the audience is aud or one element of aud.
+//  * exp      — required; nbf when present; both with at most `clock_skew_s` of slack.
+//  * sub      — required: printable ASCII, 1..255 characters. The caller is "oidc:<sub>".
+//  * role     — the claim `role_claim`: viewer, member, tenant-admin or admin.
+//  * tenant   — the claim `tenant_claim`: a tenant path (the caller's scope); ignored for admin.
+// Every refusal is UNAUTHENTICATED "invalid bearer token", the Authenticator's one answer for a
+// wrong credential: nothing tells a caller which check failed. A tenant that does not exist yet
+// is, as for an API key, an empty subtree.
+//
+// Thread safety: immutable after Create; Verify may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/caller.h"
+#include "base/status.h"
+
+namespace gpupool::api {
+
+struct OidcOptions {
+  std::string issuer;
+  std::string audience;
+  std::string public_key_pem;  // the issuer's signing key: PEM "PUBLIC KEY" (RSA or EC P-256)
+  std::string tenant_claim = "gpupool_tenant";
+  std::string role_claim = "gpupool_role";
+  std::vector<std::string> algorithms = {"RS256", "ES256"};
+  int64_t clock_skew_s = 60;  // 0..300
+};
+
+class OidcVerifier {
+ public:
+  // INVALID_ARGUMENT naming the option: empty issuer/audience/claims, an algorithm other than
+  // RS256/ES256, a key that is not a PEM public key or does not suit any configured algorithm,
+  // a skew outside 0..300. `now_s` (seconds since the epoch) defaults to the system clock.
+  static Result<std::shared_ptr<const OidcVerifier>> Create(
+      OidcOptions options, std::function<int64_t()> now_s = nullptr);
+
+  Result<CallContext> Verify(std::string_view token) const;
+
+ private:
+  OidcVerifier() = default;
+  OidcOptions options_;
+  std::vector<int> algs_;  // libjwt's jwt_alg_t values allowed with this key
+  std::function<int64_t()> now_s_;
+};
+
+}  // namespace gpupool::api

@@ -1,0 +1,97 @@
+// Test support: RSA/EC key pairs made with OpenSSL and JWTs minted with libjwt, for the OIDC
+// bearer token tests (tests/api/oidc_test.cc, tests/e2e/oidc_e2e_test.cc).
+#pragma once
+
+#include <jwt.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rsa.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace gpupool::testing {
+
+struct KeyPair {
+  std::string private_pem;
+  std::string public_pem;
+};
+
+inline KeyPair NewKey(bool rsa) {
+  EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_id(rsa ? EVP_PKEY_RSA : EVP_PKEY_EC, nullptr);
+  EVP_PKEY_keygen_init(ctx);
+  if (rsa) {
+    EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, 2048);
+  } else {
+    EVP_PKEY_CTX_set_ec_paramgen_curve_nid(ctx, NID_X9_62_prime256v1);
+  }
+  EVP_PKEY* key = nullptr;
+  EVP_PKEY_keygen(ctx, &key);
+  EVP_PKEY_CTX_free(ctx);
+  KeyPair out;
+  BIO* priv = BIO_new(BIO_s_mem());
+  PEM_write_bio_PrivateKey(priv, key, nullptr, nullptr, 0, nullptr, nullptr);
+  BIO* pub = BIO_new(BIO_s_mem());
+  PEM_write_bio_PUBKEY(pub, key);
+  char* data = nullptr;
+  long n = BIO_get_mem_data(priv, &data);
+  out.private_pem.assign(data, static_cast<size_t>(n));
+  n = BIO_get_mem_data(pub, &data);
+  out.public_pem.assign(data, static_cast<size_t>(n));
+  BIO_free(priv);
+  BIO_free(pub);
+  EVP_PKEY_free(key);
+  return out;
+}
+
+inline const KeyPair& Rsa() {
+  static const KeyPair k = NewKey(true);
+  return k;
+}
+inline const KeyPair& OtherRsa() {
+  static const KeyPair k = NewKey(true);
+  return k;
+}
+inline const KeyPair& Ec() {
+  static const KeyPair k = NewKey(false);
+  return k;
+}
+
+// What a token says; a field left empty (or at 0) is not in the token.
+struct Claims {
+  std::string iss = "https://idp.example";
+  std::string aud = "gpupool";
+  std::string aud_json;  // e.g. ["x","gpupool"], instead of aud
+  std::string sub = "alice";
+  std::string tenant = "acme/team";
+  std::string role = "member";
+  int64_t exp = 1'800'000'300;
+  int64_t nbf = 0;
+};
+
+inline std::string Mint(const Claims& c, jwt_alg_t alg, const std::string& key) {
+  jwt_t* jwt = nullptr;
+  jwt_new(&jwt);
+  if (!c.iss.empty()) jwt_add_grant(jwt, "iss", c.iss.c_str());
+  if (!c.aud_json.empty()) {
+    jwt_add_grants_json(jwt, ("{\"aud\":" + c.aud_json + "}").c_str());
+  } else if (!c.aud.empty()) {
+    jwt_add_grant(jwt, "aud", c.aud.c_str());
+  }
+  if (!c.sub.empty()) jwt_add_grant(jwt, "sub", c.sub.c_str());
+  if (!c.tenant.empty()) jwt_add_grant(jwt, "gpupool_tenant", c.tenant.c_str());
+  if (!c.role.empty()) jwt_add_grant(jwt, "gpupool_role", c.role.c_str());
+  if (c.exp != 0) jwt_add_grant_int(jwt, "exp", static_cast<long>(c.exp));
+  if (c.nbf != 0) jwt_add_grant_int(jwt, "nbf", static_cast<long>(c.nbf));
+  jwt_set_alg(jwt, alg, key.empty() ? nullptr : reinterpret_cast<const unsigned char*>(key.data()),
+              static_cast<int>(key.size()));
+  char* text = jwt_encode_str(jwt);
+  std::string out = text == nullptr ? "" : text;
+  free(text);  // NOLINT: allocated by libjwt
+  jwt_free(jwt);
+  return out;
+}
+
+}  // namespace gpupool::testing
