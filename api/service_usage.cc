@@ -42,6 +42,7 @@ Result<UsageQuery> UsageQueryFromProto(const v1::GetUsageRequest& req) {
     return Invalid("tenant_depth", "must be 0..64 (0 = full tenant paths)");
   }
   q.tenant_depth = req.tenant_depth();
+  q.split_preempted = req.split_preempted();
   return q;
 }
 
@@ -93,6 +94,7 @@ void ServiceImpl::GetUsage(const CallContext& ctx, const v1::GetUsageRequest& re
     out->set_model(r.model);
     out->set_priority_class(r.priority_class);
     out->set_mig_profile(r.mig_profile);
+    out->set_preempted(r.preempted);
     ToProto(r.totals, out->mutable_totals());
     sum += r.totals;
   }

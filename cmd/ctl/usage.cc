@@ -31,6 +31,7 @@ int Report(Ctx& ctx, const ParsedArgs& a) {
     }
     req.set_tenant_depth(static_cast<int32_t>(n));
   }
+  req.set_split_preempted(a.Has("preempted"));
   v1::GetUsageResponse resp;
   auto call = ctx.NewCall();
   grpc::Status s = v1::UsageService::NewStub(ctx.channel())->GetUsage(call.get(), req, &resp);
@@ -43,22 +44,35 @@ int Report(Ctx& ctx, const ParsedArgs& a) {
     ctx.err << "no usage in this range\n";
     return kExitOk;
   }
-  Table t({"PERIOD", "TENANT", "POOL", "MODEL", "CLASS", "MIG", "TFLOPS-H", "VRAM-GIB-H",
-           "DEVICE-H", "MIG-H", "SPILL-GIB-H"});
-  auto add = [&t](const std::string& period, const std::string& tenant, const std::string& pool,
-                  const std::string& model, const std::string& cls, const std::string& mig,
-                  const v1::UsageTotals& u) {
-    t.AddRow({period, tenant, pool, model, cls, mig.empty() ? "-" : mig,
-              Fixed(u.tflops_seconds() / 3600, 3), Fixed(u.vram_gib_seconds() / 3600, 3),
-              Fixed(static_cast<double>(u.device_seconds()) / 3600, 3),
-              Fixed(static_cast<double>(u.mig_instance_seconds()) / 3600, 3),
-              Fixed(u.spill_gib_seconds() / 3600, 3)});
+  const bool split = req.split_preempted();
+  std::vector<std::string> header = {"PERIOD",   "TENANT", "POOL",       "MODEL",
+                                     "CLASS",    "MIG",    "TFLOPS-H",   "VRAM-GIB-H",
+                                     "DEVICE-H", "MIG-H",  "SPILL-GIB-H"};
+  if (split) header.insert(header.begin() + 6, "PREEMPTED");
+  Table t(header);
+  auto add = [&t, split](const std::string& period, const std::string& tenant,
+                         const std::string& pool, const std::string& model, const std::string& cls,
+                         const std::string& mig, const std::string& preempted,
+                         const v1::UsageTotals& u) {
+    std::vector<std::string> row = {period,
+                                    tenant,
+                                    pool,
+                                    model,
+                                    cls,
+                                    mig.empty() ? "-" : mig,
+                                    Fixed(u.tflops_seconds() / 3600, 3),
+                                    Fixed(u.vram_gib_seconds() / 3600, 3),
+                                    Fixed(static_cast<double>(u.device_seconds()) / 3600, 3),
+                                    Fixed(static_cast<double>(u.mig_instance_seconds()) / 3600, 3),
+                                    Fixed(u.spill_gib_seconds() / 3600, 3)};
+    if (split) row.insert(row.begin() + 6, preempted);
+    t.AddRow(row);
   };
   for (const v1::UsageRow& r : resp.rows()) {
     add(FormatTime(r.period_start()), r.tenant(), r.pool(), r.model(), r.priority_class(),
-        r.mig_profile(), r.totals());
+        r.mig_profile(), r.preempted() ? "yes" : "no", r.totals());
   }
-  add("TOTAL", "", "", "", "", "", resp.totals());
+  add("TOTAL", "", "", "", "", "", "", resp.totals());
   t.Print(ctx.out);
   return kExitOk;
 }
@@ -69,12 +83,14 @@ std::vector<Command> UsageCommands() {
   return {
       {"usage",
        "[--tenant T] [--pool P] [--model M] [--class C] [--period hour|day|month] [--from T] "
-       "[--to T] [--depth N]",
+       "[--to T] [--depth N] [--preempted]",
        "Show metered usage (TFLOPS, VRAM, devices, MIG instances) per period, with totals",
        "Sums the usage ledger: what task attempts held while they ran, metered in closed\n"
        "intervals (docs/billing.md). The table shows hours (TFLOPS-hours, GiB-hours, …);\n"
        "-o json gives the exact integer units too. An admin sees every tenant; others see\n"
-       "their own subtree. Periods are UTC; an interval counts in [--from, --to) by its start.",
+       "their own subtree. Periods are UTC; an interval counts in [--from, --to) by its start.\n"
+       "--preempted splits out the usage of attempts that ended by preemption (what invoices\n"
+       "credit at the price plan's preemption_credit_percent).",
        {{"tenant", 0, FlagKind::kValue, "PATH", "this tenant and everything below it"},
         {"pool", 0, FlagKind::kValue, "POOL", "only this pool"},
         {"model", 0, FlagKind::kValue, "MODEL", "only this device model, e.g. H100-SXM"},
@@ -82,10 +98,12 @@ std::vector<Command> UsageCommands() {
         {"period", 0, FlagKind::kValue, "PERIOD", "hour, day (default) or month"},
         {"from", 0, FlagKind::kValue, "TIME", "from this time on, e.g. 2026-11-01T00:00:00Z"},
         {"to", 0, FlagKind::kValue, "TIME", "before this time"},
-        {"depth", 0, FlagKind::kValue, "N", "report tenants at this depth (0: full paths)"}},
+        {"depth", 0, FlagKind::kValue, "N", "report tenants at this depth (0: full paths)"},
+        {"preempted", 0, FlagKind::kBool, "", "a PREEMPTED column: usage of preempted attempts"}},
        "  gpupoolctl usage --period month --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z\n"
        "  gpupoolctl usage --tenant acme --depth 2 --pool gpu-a\n"
-       "  gpupoolctl usage --period hour -o json\n",
+       "  gpupoolctl usage --period hour -o json\n"
+       "  gpupoolctl usage --tenant acme --period month --preempted\n",
        0,
        0,
        Report},

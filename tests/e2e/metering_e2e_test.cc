@@ -117,10 +117,11 @@ class MeteringE2eTest : public ::testing::Test {
     return job.tasks(0);
   }
 
-  Result<v1::GetUsageResponse> Usage(const std::string& tenant = "") {
+  Result<v1::GetUsageResponse> Usage(const std::string& tenant = "", bool split = false) {
     grpc::ClientContext ctx;
     v1::GetUsageRequest req;
     req.set_tenant(tenant);
+    req.set_split_preempted(split);
     req.set_period("hour");
     v1::GetUsageResponse resp;
     grpc::Status st = usage_->GetUsage(&ctx, req, &resp);
@@ -272,6 +273,15 @@ TEST_F(PreemptionCreditE2eTest, PreemptedAttemptIsCreditedOnTheInvoice) {
   ASSERT_TRUE(u.ok()) << u.status().ToString();
   const int64_t device_s = u->totals().device_seconds();
   ASSERT_GE(device_s, 2);
+  // The report split by preemption (what invoices credit): all of it is the preempted attempt's.
+  Result<v1::GetUsageResponse> split = Usage("acme", /*split=*/true);
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  int64_t preempted_s = 0;
+  for (const v1::UsageRow& r : split->rows()) {
+    EXPECT_TRUE(r.preempted()) << r.DebugString();
+    preempted_s += r.totals().device_seconds();
+  }
+  EXPECT_EQ(preempted_s, device_s);
 
   const int64_t now_s = time(nullptr);
   grpc::ClientContext ctx;
