@@ -50,7 +50,7 @@ void PrintJob(std::ostream& out, const v1::Job& job) {
       {"Resources", DescribeResources(s.template_().resources())},
       {"Command", OrDash(Join(s.template_().command()))},
       {"Submitted", FormatTime(job.submit_time())},
-      {"Submitted by", OrDash(job.submitted_by())},
+      {"Submitter", OrDash(job.submitted_by())},
       {"Finished", FormatTime(job.finish_time())},
   };
   if (s.has_max_runtime()) {
@@ -390,7 +390,7 @@ std::vector<Command> JobCommands() {
       {"jobs cancel",
        "JOB_ID [flags]",
        "Cancel a job and stop its tasks",
-       "A member may cancel only the jobs it submitted (`jobs get` shows 'Submitted by');\n"
+       "A member may cancel only the jobs it submitted (`jobs get` shows its 'Submitter');\n"
        "a tenant-admin any job of its subtree; an admin any job.",
        {{"reason", 0, FlagKind::kValue, "TEXT", "recorded with the cancellation"}},
        "  gpupoolctl jobs cancel 42 --reason 'wrong dataset'\n",
