@@ -51,7 +51,12 @@ Result<int> ApplyConfiguredPricePlans(Store& store, const std::vector<billing::P
     GPUPOOL_ASSIGN_OR_RETURN(std::vector<billing::PricePlan> versions,
                              store.ListPricePlans(plan.name));
     if (!versions.empty() && SameTerms(versions.back(), plan)) continue;
-    plan.effective_from_ms = std::max(plan.effective_from_ms, now_ms);
+    // A plan's first version also rates the hour it is stored in: usage is rated per hour by the
+    // version in effect at the hour's start, and there was no price before it, so nothing already
+    // billed changes. Later versions take effect from now on, as through the API.
+    constexpr int64_t kHourMs = 3'600'000;
+    const int64_t from = versions.empty() ? now_ms - now_ms % kHourMs : now_ms;
+    plan.effective_from_ms = std::max(plan.effective_from_ms, from);
     if (!versions.empty()) {
       plan.effective_from_ms = std::max(plan.effective_from_ms, versions.back().effective_from_ms);
     }

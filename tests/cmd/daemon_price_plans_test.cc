@@ -74,10 +74,32 @@ TEST(DaemonPricePlansTest, AppliesANewVersionOnlyWhenTheTermsChange) {
   Result<std::vector<billing::PricePlan>> v = store.ListPricePlans("default");
   ASSERT_TRUE(v.ok());
   ASSERT_EQ(v->size(), 2u);
-  EXPECT_EQ((*v)[0].effective_from_ms, 1000);
+  EXPECT_EQ((*v)[0].effective_from_ms, 0);  // the first version rates its whole first hour
   EXPECT_EQ((*v)[1].version, 2);
   EXPECT_EQ((*v)[1].effective_from_ms, 3000);
   EXPECT_EQ((*v)[1].created_by, "config");
+}
+
+// A daemon that first stores its configured plan mid-hour can invoice that hour: the hour's usage
+// is rated by the version in effect at its start, so the first version starts with the hour.
+TEST(DaemonPricePlansTest, TheFirstVersionRatesTheHourItIsStoredIn) {
+  Result<DaemonConfig> c = ParseDaemonConfig(kYaml, "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  MemoryStore store;
+  const int64_t hour = 3'600'000;
+  const int64_t now = 500 * hour + 1'234'567;
+  ASSERT_EQ(*ApplyConfiguredPricePlans(store, c->price_plans, now), 2);
+  c->price_plans[0].rates[0].price = billing::Decimal::Parse("0.75").value();
+  ASSERT_EQ(*ApplyConfiguredPricePlans(store, c->price_plans, now + 10), 1);
+  Result<std::vector<billing::PricePlan>> v = store.ListPricePlans("default");
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->size(), 2u);
+  EXPECT_EQ((*v)[0].effective_from_ms, 500 * hour);
+  EXPECT_EQ((*v)[1].effective_from_ms, now + 10);  // a change never reaches back
+  const billing::PlanBook book(*v);
+  const billing::PricePlan* at_start = book.VersionAt("default", 500 * hour);
+  ASSERT_NE(at_start, nullptr);
+  EXPECT_EQ(at_start->version, 1);
 }
 
 }  // namespace
