@@ -44,7 +44,9 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return {}; }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
   static Status PermissionDenied(std::string m) {
@@ -86,7 +88,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -107,10 +109,10 @@ class [[nodiscard]] Result {
 }  // namespace gpupool
 
 // Early-return helpers for functions that return Status or Result<U>.
-#define GPUPOOL_RETURN_IF_ERROR(expr)            \
-  do {                                           \
-    ::gpupool::Status _st = (expr);              \
-    if (!_st.ok()) return _st;                   \
+#define GPUPOOL_RETURN_IF_ERROR(expr) \
+  do {                                \
+    ::gpupool::Status _st = (expr);   \
+    if (!_st.ok()) return _st;        \
   } while (0)
 
 #define GPUPOOL_CONCAT_INNER(a, b) a##b
