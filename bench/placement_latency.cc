@@ -87,18 +87,24 @@ NodeSpec MakeNode(int i) {
   return n;
 }
 
-void BM_PlaceCommitRelease(benchmark::State& state) {
-  const int nodes = static_cast<int>(state.range(0));
-  PoolPolicy policy;
-  policy.strategy = static_cast<Strategy>(state.range(1));
-  policy.tie_seed = 42;
-  Engine engine(policy);
+// Adds the pool's `nodes` nodes (MakeNode) to `engine`; returns their GPU count.
+int64_t AddNodes(Engine& engine, int nodes, benchmark::State& state) {
   int64_t gpus = 0;
   for (int i = 0; i < nodes; ++i) {
     NodeSpec n = MakeNode(i);
     gpus += static_cast<int64_t>(n.devices.size());
     if (!engine.AddNode(n).ok()) state.SkipWithError("AddNode failed");
   }
+  return gpus;
+}
+
+void BM_PlaceCommitRelease(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  PoolPolicy policy;
+  policy.strategy = static_cast<Strategy>(state.range(1));
+  policy.tie_seed = 42;
+  Engine engine(policy);
+  const int64_t gpus = AddNodes(engine, nodes, state);
   std::vector<WorkloadClass> workload;
   std::vector<double> weights;
   for (const Shape& s : kShapes) {
@@ -146,12 +152,7 @@ void BM_PlaceLearning(benchmark::State& state) {
   policy.strategy = static_cast<Strategy>(state.range(1));
   policy.tie_seed = PoolTieSeed("bench");
   Engine engine(policy);
-  int64_t gpus = 0;
-  for (int i = 0; i < nodes; ++i) {
-    NodeSpec n = MakeNode(i);
-    gpus += static_cast<int64_t>(n.devices.size());
-    if (!engine.AddNode(n).ok()) state.SkipWithError("AddNode failed");
-  }
+  const int64_t gpus = AddNodes(engine, nodes, state);
   std::vector<double> weights;
   for (const Shape& s : kShapes) weights.push_back(s.weight);
   WorkloadFeed feed;
@@ -214,12 +215,7 @@ void BM_WorkloadPush(benchmark::State& state) {
   policy.strategy = static_cast<Strategy>(state.range(1));
   policy.tie_seed = PoolTieSeed("bench");
   Engine engine(policy);
-  int64_t gpus = 0;
-  for (int i = 0; i < nodes; ++i) {
-    NodeSpec n = MakeNode(i);
-    gpus += static_cast<int64_t>(n.devices.size());
-    if (!engine.AddNode(n).ok()) state.SkipWithError("AddNode failed");
-  }
+  const int64_t gpus = AddNodes(engine, nodes, state);
   std::vector<WorkloadClass> mix[2];
   std::vector<double> weights;
   for (const Shape& s : kShapes) {
