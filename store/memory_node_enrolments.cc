@@ -1,17 +1,8 @@
 #include "store/memory_node_enrolments.h"
 
+#include "store/validate.h"
+
 namespace gpupool {
-namespace {
-
-Status CheckRow(const NodeEnrolment& e) {
-  if (e.node.empty()) return Status::InvalidArgument("node enrolment: the node name is empty");
-  if (e.serial_hex.empty()) {
-    return Status::InvalidArgument("node enrolment of '" + e.node + "': the serial is empty");
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 MemoryNodeEnrolments::MemoryNodeEnrolments() : table_(std::make_shared<Table>()) {}
 
@@ -27,7 +18,7 @@ Result<std::optional<NodeEnrolment>> MemoryNodeEnrolments::Get(const std::string
 }
 
 Status MemoryNodeEnrolments::Bind(const NodeEnrolment& e, const std::string& expected_serial) {
-  GPUPOOL_RETURN_IF_ERROR(CheckRow(e));
+  GPUPOOL_RETURN_IF_ERROR(ValidateNodeEnrolment(e));
   MutexLock lock(&table_->mu);
   auto it = table_->rows.find(e.node);
   const bool live = it != table_->rows.end() && !it->second.revoked;
@@ -51,7 +42,7 @@ Status MemoryNodeEnrolments::Revoke(const std::string& node) {
 }
 
 Result<int> MemoryNodeEnrolments::Import(const std::vector<NodeEnrolment>& rows) {
-  for (const NodeEnrolment& e : rows) GPUPOOL_RETURN_IF_ERROR(CheckRow(e));
+  for (const NodeEnrolment& e : rows) GPUPOOL_RETURN_IF_ERROR(ValidateNodeEnrolment(e));
   MutexLock lock(&table_->mu);
   int added = 0;
   for (const NodeEnrolment& e : rows) added += table_->rows.emplace(e.node, e).second ? 1 : 0;

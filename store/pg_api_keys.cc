@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include "store/pg_conn.h"
+#include "store/pg_txn.h"
 
 namespace gpupool {
 namespace {
@@ -22,24 +23,6 @@ ApiKeyRecord FromRow(const pqxx::row& r) {
   k.expire_ms = r["expire_ms"].as<int64_t>();
   k.revoke_ms = r["revoke_ms"].as<int64_t>();
   return k;
-}
-
-// Runs `fn(txn)` in one transaction on `conn`, mapping exceptions to Status and dropping a
-// broken connection so that the next call reconnects.
-template <typename T, typename Fn>
-Result<T> InTxn(PgConnection& conn, Fn fn) {
-  Result<pqxx::connection*> c = conn.Get();
-  if (!c.ok()) return c.status();
-  try {
-    pqxx::work txn(**c);
-    T out = fn(txn);
-    txn.commit();
-    return out;
-  } catch (const std::exception& e) {
-    Status s = PgErrorToStatus(e, conn.target());
-    if (IsConnectionLevel(s)) conn.Reset(s);
-    return s;
-  }
 }
 
 }  // namespace

@@ -3,37 +3,10 @@
 #include <pqxx/pqxx>
 
 #include "store/pg_conn.h"
+#include "store/pg_txn.h"
+#include "store/validate.h"
 
 namespace gpupool {
-namespace {
-
-Status CheckRow(const NodeEnrolment& e) {
-  if (e.node.empty()) return Status::InvalidArgument("node enrolment: the node name is empty");
-  if (e.serial_hex.empty()) {
-    return Status::InvalidArgument("node enrolment of '" + e.node + "': the serial is empty");
-  }
-  return Status::Ok();
-}
-
-// Runs `fn(txn)` in one transaction on `conn`, mapping exceptions to Status and dropping a
-// broken connection so that the next call reconnects.
-template <typename T, typename Fn>
-Result<T> InTxn(PgConnection& conn, Fn fn) {
-  Result<pqxx::connection*> c = conn.Get();
-  if (!c.ok()) return c.status();
-  try {
-    pqxx::work txn(**c);
-    T out = fn(txn);
-    txn.commit();
-    return out;
-  } catch (const std::exception& e) {
-    Status s = PgErrorToStatus(e, conn.target()).WithContext("node enrolments");
-    if (IsConnectionLevel(s)) conn.Reset(s);
-    return s;
-  }
-}
-
-}  // namespace
 
 Result<std::unique_ptr<PgNodeEnrolments>> PgNodeEnrolments::Open(const std::string& uri) {
   GPUPOOL_ASSIGN_OR_RETURN(PgTarget target, ParsePgTarget(uri));
@@ -57,7 +30,7 @@ Result<std::optional<NodeEnrolment>> PgNodeEnrolments::Get(const std::string& no
 }
 
 Status PgNodeEnrolments::Bind(const NodeEnrolment& e, const std::string& expected_serial) {
-  GPUPOOL_RETURN_IF_ERROR(CheckRow(e));
+  GPUPOOL_RETURN_IF_ERROR(ValidateNodeEnrolment(e));
   MutexLock lock(&mu_);
   Result<bool> bound = InTxn<bool>(*conn_, [&](pqxx::work& txn) {
     // A Join inserts, or takes over a revoked row; a Renew replaces the live row's serial. Each
@@ -98,7 +71,7 @@ Status PgNodeEnrolments::Revoke(const std::string& node) {
 }
 
 Result<int> PgNodeEnrolments::Import(const std::vector<NodeEnrolment>& rows) {
-  for (const NodeEnrolment& e : rows) GPUPOOL_RETURN_IF_ERROR(CheckRow(e));
+  for (const NodeEnrolment& e : rows) GPUPOOL_RETURN_IF_ERROR(ValidateNodeEnrolment(e));
   MutexLock lock(&mu_);
   return InTxn<int>(*conn_, [&](pqxx::work& txn) {
     int added = 0;

@@ -397,4 +397,12 @@ bool UsageMatches(const UsageInterval& u, const UsageQuery& q) {
   return true;
 }
 
+Status ValidateNodeEnrolment(const NodeEnrolment& e) {
+  if (e.node.empty()) return Status::InvalidArgument("node enrolment: the node name is empty");
+  if (e.serial_hex.empty()) {
+    return Status::InvalidArgument("node enrolment of '" + e.node + "': the serial is empty");
+  }
+  return Status::Ok();
+}
+
 }  // namespace gpupool

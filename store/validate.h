@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "scheduler/node_enrolments.h"
 #include "scheduler/store.h"
 
 namespace gpupool {
@@ -23,6 +24,8 @@ Status ValidateAuditRecords(const std::vector<AuditRecord>& records);
 Status ValidateAuditQuery(const AuditQuery& query);
 // Price plans: billing::ValidatePricePlan, and every text field UTF-8 without NUL.
 Status ValidatePricePlanRecord(const billing::PricePlan& plan);
+// Node enrolments (scheduler/node_enrolments.h): a node name and a serial, both non-empty.
+Status ValidateNodeEnrolment(const NodeEnrolment& e);
 // The version AddPricePlan gives `plan`, given the stored versions of its name (any order):
 // see Store::AddPricePlan for the errors. Both stores use it, so both answer alike.
 Result<int64_t> NextPricePlanVersion(const std::vector<const billing::PricePlan*>& existing,

@@ -12,14 +12,13 @@
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/api/http_client.h"
-#include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/single_agent.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool {
 namespace {
 
-using testing::ChildProcess;
 using testing::DaemonProcess;
 
 constexpr char kDaemonConfig[] = R"(
@@ -52,10 +51,6 @@ class AgentE2eTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    for (auto& [name, agent] : agents_) {
-      agent->Signal(SIGTERM);
-      agent->Wait(std::chrono::seconds(10));
-    }
     agents_.clear();
     daemon_.reset();
     if (!HasFailure()) std::filesystem::remove_all(dir_);
@@ -70,18 +65,17 @@ class AgentE2eTest : public ::testing::Test {
 
   // Starts an agent with `gpus` simulated H100s and waits until its node is READY.
   void StartAgent(const std::string& node, int gpus, std::vector<std::string> extra_args = {}) {
-    testing::AgentProcessOptions o;
+    testing::SingleAgent::Options o;
     o.dir = dir_;
     o.node = node;
-    o.scheduler = daemon_->grpc_address();
     o.gpus = gpus;
+    o.health_poll_ms = 0;
     o.extra_args = std::move(extra_args);
-    auto child = testing::StartAgentProcess(o);
-    ASSERT_TRUE(child.ok());
-    agents_[node] = std::move(child).value();
-    ASSERT_TRUE(
-        WaitFor([&] { return NodeState(node) == v1::NODE_STATE_READY; }, std::chrono::seconds(30)))
+    auto agent = std::make_unique<testing::SingleAgent>(o);
+    agent->Connect(*daemon_);
+    ASSERT_TRUE(agent->StartAndWaitReady(std::chrono::seconds(30)))
         << "agent " << node << " did not register";
+    agents_[node] = std::move(agent);
   }
 
   v1::NodeState NodeState(const std::string& node) {
@@ -95,31 +89,13 @@ class AgentE2eTest : public ::testing::Test {
   }
 
   std::string Submit(const std::string& script, int gpus = 1, int retries = 0) {
-    v1::SubmitJobRequest req;
-    v1::JobSpec* s = req.mutable_spec();
-    s->set_tenant("acme/e2e/tester");
-    s->set_pool("gpu");
-    s->set_task_count(1);
-    s->set_max_retries(retries);
-    s->mutable_template_()->add_command("/bin/sh");
-    s->mutable_template_()->add_command("-c");
-    s->mutable_template_()->add_command(script);
-    s->mutable_template_()->mutable_resources()->mutable_whole_gpus()->set_count(gpus);
-    grpc::ClientContext ctx;
-    v1::SubmitJobResponse resp;
-    grpc::Status st = jobs_->SubmitJob(&ctx, req, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    return resp.job_id();
+    testing::ShellJob job;
+    job.script = script;
+    job.gpus = gpus;
+    job.retries = retries;
+    return testing::SubmitShellJob(*jobs_, job);
   }
-
-  v1::Task Task(const std::string& job_id) {
-    grpc::ClientContext ctx;
-    v1::GetJobRequest req;
-    req.set_job_id(job_id);
-    v1::Job job;
-    if (!jobs_->GetJob(&ctx, req, &job).ok() || job.tasks_size() == 0) return {};
-    return job.tasks(0);
-  }
+  v1::Task Task(const std::string& job_id) { return testing::FirstTask(*jobs_, job_id); }
 
   bool WaitState(const std::string& job_id, v1::TaskState state, int seconds = 30) {
     return WaitFor([&] { return Task(job_id).state() == state; }, std::chrono::seconds(seconds));
@@ -140,7 +116,7 @@ class AgentE2eTest : public ::testing::Test {
 
   std::string dir_;
   std::unique_ptr<DaemonProcess> daemon_;
-  std::map<std::string, std::unique_ptr<ChildProcess>> agents_;
+  std::map<std::string, std::unique_ptr<testing::SingleAgent>> agents_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
   std::unique_ptr<v1::PoolService::Stub> pools_;
   std::unique_ptr<v1::NodeService::Stub> nodes_;
@@ -260,8 +236,7 @@ TEST_F(AgentE2eTest, AgentKilledTasksRequeueOntoAnotherNode) {
   ASSERT_TRUE(WaitState(job, v1::TASK_STATE_RUNNING));
   StartAgent("node-b", 1);
   // The node dies: its agent and the task with it.
-  agents_["node-a"]->Signal(SIGKILL);
-  agents_["node-a"]->Wait(std::chrono::seconds(5));
+  agents_["node-a"]->Kill();
   pid_t task_pid = 0;
   std::ifstream(pidfile) >> task_pid;
   if (task_pid > 0) ::kill(-task_pid, SIGKILL);

@@ -62,7 +62,6 @@ class DeviceHealthE2eTest : public ::testing::Test {
 
   void Connect() {
     auto channel = grpc::CreateChannel(daemon_->grpc_address(), grpc::InsecureChannelCredentials());
-    jobs_ = v1::JobService::NewStub(channel);
     pools_ = v1::PoolService::NewStub(channel);
     nodes_ = v1::NodeService::NewStub(channel);
     if (!agent_) agent_ = std::make_unique<testing::SingleAgent>(dir_, "gpu");
@@ -75,21 +74,10 @@ class DeviceHealthE2eTest : public ::testing::Test {
   v1::Task Task(const std::string& job_id) { return agent_->Task(job_id); }
 
   std::string Submit(const std::string& script, int retries) {
-    v1::SubmitJobRequest req;
-    v1::JobSpec* s = req.mutable_spec();
-    s->set_tenant("acme/e2e/tester");
-    s->set_pool("gpu");
-    s->set_task_count(1);
-    s->set_max_retries(retries);
-    s->mutable_template_()->add_command("/bin/sh");
-    s->mutable_template_()->add_command("-c");
-    s->mutable_template_()->add_command(script);
-    s->mutable_template_()->mutable_resources()->mutable_whole_gpus()->set_count(1);
-    grpc::ClientContext ctx;
-    v1::SubmitJobResponse resp;
-    grpc::Status st = jobs_->SubmitJob(&ctx, req, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    return resp.job_id();
+    testing::ShellJob job;
+    job.script = script;
+    job.retries = retries;
+    return agent_->Submit(job);
   }
 
   void InjectEvent(const std::string& line) {
@@ -112,7 +100,6 @@ class DeviceHealthE2eTest : public ::testing::Test {
   std::string dir_;
   std::unique_ptr<DaemonProcess> daemon_;
   std::unique_ptr<testing::SingleAgent> agent_;  // node-a
-  std::unique_ptr<v1::JobService::Stub> jobs_;
   std::unique_ptr<v1::PoolService::Stub> pools_;
   std::unique_ptr<v1::NodeService::Stub> nodes_;
 };

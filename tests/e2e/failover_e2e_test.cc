@@ -104,18 +104,7 @@ class FailoverE2eTest : public ::testing::Test {
   }
 
   // The index of the replica that serves, waiting up to `timeout`; -1 if none.
-  int Leader(std::chrono::seconds timeout) {
-    int found = -1;
-    WaitFor(
-        [&] {
-          for (int i = 0; i < kReplicas; ++i) {
-            if (replicas_[static_cast<size_t>(i)]->Serving()) found = i;
-          }
-          return found >= 0;
-        },
-        timeout);
-    return found;
-  }
+  int Leader(std::chrono::seconds timeout) { return testing::ServingReplica(replicas_, timeout); }
 
   int ReadyNodes() {
     v1::ListNodesResponse resp;

@@ -7,7 +7,6 @@
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 
 #include <filesystem>
 #include <fstream>
@@ -19,9 +18,9 @@
 #include "gpupool/v1/usage.grpc.pb.h"
 #include "store/pg_store.h"
 #include "tests/api/http_client.h"
-#include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/pg_fixture.h"
+#include "tests/support/single_agent.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool {
@@ -60,21 +59,17 @@ class MeteringE2eTest : public ::testing::Test {
     daemon_ = std::move(d).value();
     Connect();
     ASSERT_TRUE(daemon_->CreatePool("gpu").ok());
-    testing::AgentProcessOptions o;
+    testing::SingleAgent::Options o;
     o.dir = dir_;
-    o.node = "node-a";
-    o.scheduler = daemon_->grpc_address();
     o.gpus = Gpus();
-    auto child = testing::StartAgentProcess(o);
-    ASSERT_TRUE(child.ok());
-    agent_ = std::move(child).value();
+    o.health_poll_ms = 0;
+    agent_ = std::make_unique<testing::SingleAgent>(o);
+    agent_->Connect(*daemon_);
+    ASSERT_TRUE(agent_->Start().ok());
   }
 
   void TearDown() override {
-    if (agent_) {
-      agent_->Signal(SIGTERM);
-      agent_->Wait(std::chrono::seconds(10));
-    }
+    agent_.reset();
     daemon_.reset();
     if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
@@ -91,31 +86,10 @@ class MeteringE2eTest : public ::testing::Test {
 
   std::string Submit(const std::string& script, const std::string& tenant = "acme/e2e/meter",
                      const std::string& priority_class = "") {
-    v1::SubmitJobRequest req;
-    v1::JobSpec* s = req.mutable_spec();
-    s->set_tenant(tenant);
-    if (!priority_class.empty()) s->set_priority_class(priority_class);
-    s->set_pool("gpu");
-    s->set_task_count(1);
-    s->mutable_template_()->add_command("/bin/sh");
-    s->mutable_template_()->add_command("-c");
-    s->mutable_template_()->add_command(script);
-    s->mutable_template_()->mutable_resources()->mutable_whole_gpus()->set_count(1);
-    grpc::ClientContext ctx;
-    v1::SubmitJobResponse resp;
-    grpc::Status st = jobs_->SubmitJob(&ctx, req, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    return resp.job_id();
+    return testing::SubmitShellJob(
+        *jobs_, {.script = script, .tenant = tenant, .priority_class = priority_class});
   }
-
-  v1::Task Task(const std::string& job_id) {
-    grpc::ClientContext ctx;
-    v1::GetJobRequest req;
-    req.set_job_id(job_id);
-    v1::Job job;
-    if (!jobs_->GetJob(&ctx, req, &job).ok() || job.tasks_size() == 0) return {};
-    return job.tasks(0);
-  }
+  v1::Task Task(const std::string& job_id) { return testing::FirstTask(*jobs_, job_id); }
 
   Result<v1::GetUsageResponse> Usage(const std::string& tenant = "", bool split = false) {
     grpc::ClientContext ctx;
@@ -131,7 +105,7 @@ class MeteringE2eTest : public ::testing::Test {
 
   std::string dir_;
   std::unique_ptr<DaemonProcess> daemon_;
-  std::unique_ptr<testing::ChildProcess> agent_;
+  std::unique_ptr<testing::SingleAgent> agent_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
   std::unique_ptr<v1::UsageService::Stub> usage_;
   std::unique_ptr<v1::BillingService::Stub> billing_;

@@ -7,25 +7,24 @@
 // certificate.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "gpupool/v1/agent.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
-#include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/leader_client.h"
 #include "tests/support/pg_fixture.h"
+#include "tests/support/single_agent.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::ChildProcess;
 using testing::DaemonProcess;
 using testing::WaitFor;
 
@@ -84,34 +83,25 @@ class NodeEnrolmentHaE2eTest : public ::testing::Test {
     token_ = replicas_[0]->admin_token();
   }
   void TearDown() override {
-    if (agent_) {
-      agent_->Signal(SIGTERM);
-      agent_->Wait(20s);
-    }
+    agent_.reset();
     replicas_.clear();
     if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
 
-  // The index of the replica that serves, waiting up to `timeout`; -1 if none.
-  int Leader(std::chrono::seconds timeout) {
-    int found = -1;
-    WaitFor(
-        [&] {
-          for (size_t i = 0; i < replicas_.size(); ++i) {
-            if (replicas_[i]->Serving()) found = static_cast<int>(i);
-          }
-          return found >= 0;
-        },
-        timeout, 50ms);
-    return found;
+  // Calls the leader with the admin credential.
+  grpc::Status AsAdmin(
+      const std::function<grpc::Status(std::shared_ptr<grpc::Channel>, grpc::ClientContext*)>& fn) {
+    return client_->Call([&](auto channel, grpc::ClientContext* ctx) {
+      ctx->AddMetadata("authorization", "Bearer " + token_);
+      return fn(channel, ctx);
+    });
   }
 
   v1::NodeState NodeState() {
     v1::GetNodeRequest req;
     req.set_name("node-a");
     v1::Node n;
-    grpc::Status st = client_->Call([&](auto channel, grpc::ClientContext* ctx) {
-      ctx->AddMetadata("authorization", "Bearer " + token_);
+    grpc::Status st = AsAdmin([&](auto channel, grpc::ClientContext* ctx) {
       return v1::NodeService::NewStub(channel)->GetNode(ctx, req, &n);
     });
     return st.ok() ? n.state() : v1::NODE_STATE_UNSPECIFIED;
@@ -122,21 +112,19 @@ class NodeEnrolmentHaE2eTest : public ::testing::Test {
   std::string dir_, targets_, token_;
   std::vector<std::unique_ptr<DaemonProcess>> replicas_;
   std::unique_ptr<testing::LeaderClient> client_;
-  std::unique_ptr<ChildProcess> agent_;
+  std::unique_ptr<testing::SingleAgent> agent_;
 };
 
 TEST_F(NodeEnrolmentHaE2eTest, AnEnrolledNodeFollowsTheFailoverAndARevocationHoldsOnBoth) {
-  const int first = Leader(60s);
+  const int first = testing::ServingReplica(replicas_, 60s);
   ASSERT_GE(first, 0) << Logs();
-  testing::AgentProcessOptions o;
+  testing::SingleAgent::Options o;
   o.dir = dir_;
-  o.node = "node-a";
-  o.scheduler = targets_;  // both replicas: Join and the stream follow the leader
   o.extra_config =
       std::string("token: ") + kJoinToken + "\nca_file: " + replicas_[0]->ca_path() + "\n";
-  auto agent = testing::StartAgentProcess(o);
-  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
-  agent_ = std::move(agent).value();
+  agent_ = std::make_unique<testing::SingleAgent>(o);
+  agent_->Connect(targets_);  // both replicas: Join and the stream follow the leader
+  ASSERT_TRUE(agent_->Start().ok());
   ASSERT_TRUE(WaitFor([&] { return NodeState() == v1::NODE_STATE_READY; }, 90s))
       << Logs() << ReadFile(dir_ + "/node-a.log");
   const std::string cert_path = dir_ + "/node-a/tls/node.crt";
@@ -170,8 +158,7 @@ TEST_F(NodeEnrolmentHaE2eTest, AnEnrolledNodeFollowsTheFailoverAndARevocationHol
     v1::RevokeNodeRequest req;
     req.set_node_name("node-a");
     v1::RevokeNodeResponse resp;
-    grpc::Status st = client_->Call([&](auto channel, grpc::ClientContext* ctx) {
-      ctx->AddMetadata("authorization", "Bearer " + token_);
+    grpc::Status st = AsAdmin([&](auto channel, grpc::ClientContext* ctx) {
       return v1::NodeEnrollService::NewStub(channel)->RevokeNode(ctx, req, &resp);
     });
     ASSERT_TRUE(st.ok()) << st.error_message();

@@ -59,18 +59,7 @@ class SecureHaE2eTest : public ::testing::Test {
     replicas_.push_back(std::move(d).value());
   }
   // The index of the replica that serves, waiting up to `timeout`; -1 if none.
-  int Leader(std::chrono::seconds timeout) {
-    int found = -1;
-    WaitFor(
-        [&] {
-          for (size_t i = 0; i < replicas_.size(); ++i) {
-            if (replicas_[i]->Serving()) found = static_cast<int>(i);
-          }
-          return found >= 0;
-        },
-        timeout, 50ms);
-    return found;
-  }
+  int Leader(std::chrono::seconds timeout) { return testing::ServingReplica(replicas_, timeout); }
 
   std::string dir_;
   std::vector<std::string> args_;

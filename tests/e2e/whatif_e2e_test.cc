@@ -10,7 +10,6 @@
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 
 #include <filesystem>
 #include <map>
@@ -21,9 +20,9 @@
 #include "gpupool/v1/whatif.grpc.pb.h"
 #include "store/pg_store.h"
 #include "tests/cmd/run_ctl.h"
-#include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/pg_fixture.h"
+#include "tests/support/single_agent.h"
 #include "tests/support/wait_for.h"
 #include "twin/recent_workload.h"
 
@@ -93,51 +92,30 @@ class WhatIfE2eTest : public ::testing::Test {
     q.mutable_quota()->mutable_limit()->set_devices(4);
     v1::Quota quota;
     ASSERT_TRUE(tenants_->SetQuota(&ctx, q, &quota).ok());
-    testing::AgentProcessOptions o;
+    testing::SingleAgent::Options o;
     o.dir = dir_;
-    o.node = "node-a";
-    o.scheduler = daemon_->grpc_address();
     o.gpus = 2;
-    auto child = testing::StartAgentProcess(o);
-    ASSERT_TRUE(child.ok());
-    agent_ = std::move(child).value();
+    o.health_poll_ms = 0;
+    agent_ = std::make_unique<testing::SingleAgent>(o);
+    agent_->Connect(*daemon_);
+    ASSERT_TRUE(agent_->Start().ok());
   }
 
   void TearDown() override {
-    if (agent_) {
-      agent_->Signal(SIGTERM);
-      agent_->Wait(std::chrono::seconds(10));
-    }
+    agent_.reset();
     daemon_.reset();
     if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
 
   std::string Submit(int gpus, const std::string& script) {
-    v1::SubmitJobRequest req;
-    v1::JobSpec* s = req.mutable_spec();
-    s->set_tenant("acme/ml");
-    s->set_pool("gpu");
-    s->set_task_count(1);
-    s->mutable_template_()->add_command("/bin/sh");
-    s->mutable_template_()->add_command("-c");
-    s->mutable_template_()->add_command(script);
-    s->mutable_template_()->mutable_resources()->mutable_whole_gpus()->set_count(gpus);
-    grpc::ClientContext ctx;
-    v1::SubmitJobResponse resp;
-    grpc::Status st = jobs_->SubmitJob(&ctx, req, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    return resp.job_id();
+    testing::ShellJob job;
+    job.script = script;
+    job.tenant = "acme/ml";
+    job.gpus = gpus;
+    return testing::SubmitShellJob(*jobs_, job);
   }
-
   v1::TaskState State(const std::string& job_id) {
-    grpc::ClientContext ctx;
-    v1::GetJobRequest req;
-    req.set_job_id(job_id);
-    v1::Job job;
-    if (!jobs_->GetJob(&ctx, req, &job).ok() || job.tasks_size() == 0) {
-      return v1::TASK_STATE_UNSPECIFIED;
-    }
-    return job.tasks(0).state();
+    return testing::FirstTask(*jobs_, job_id).state();
   }
 
   Outcome Ctl(std::vector<std::string> args) {
@@ -147,7 +125,7 @@ class WhatIfE2eTest : public ::testing::Test {
 
   std::string dir_, uri_;
   std::unique_ptr<DaemonProcess> daemon_;
-  std::unique_ptr<testing::ChildProcess> agent_;
+  std::unique_ptr<testing::SingleAgent> agent_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
   std::unique_ptr<v1::TenantService::Stub> tenants_;
 };

@@ -19,6 +19,7 @@
 
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "store/process.h"
+#include "tests/support/wait_for.h"
 
 namespace gpupool::testing {
 
@@ -198,6 +199,20 @@ Result<std::vector<std::unique_ptr<DaemonProcess>>> DaemonProcess::StartReplicas
     replicas.push_back(std::move(d));
   }
   return replicas;
+}
+
+int ServingReplica(const std::vector<std::unique_ptr<DaemonProcess>>& replicas,
+                   std::chrono::milliseconds timeout) {
+  int found = -1;
+  WaitFor(
+      [&] {
+        for (size_t i = 0; i < replicas.size(); ++i) {
+          if (replicas[i]->Serving()) found = static_cast<int>(i);
+        }
+        return found >= 0;
+      },
+      timeout, std::chrono::milliseconds(50));
+  return found;
 }
 
 Status DaemonProcess::CreatePool(const std::string& name) {

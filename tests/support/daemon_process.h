@@ -109,6 +109,11 @@ class DaemonProcess {
   std::unique_ptr<ChildProcess> child_;
 };
 
+// The index of the replica in `replicas` that serves (it leads), polling every 50 ms for up to
+// `timeout`; -1 if none does by then.
+int ServingReplica(const std::vector<std::unique_ptr<DaemonProcess>>& replicas,
+                   std::chrono::milliseconds timeout);
+
 // Path of a binary built by this tree (set by CMake): "gpupoold", "gpupool-agent", "gpupoolctl".
 std::string BinaryPath(const std::string& name);
 
