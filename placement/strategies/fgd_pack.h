@@ -38,6 +38,12 @@ double GpuPerCpu(const std::vector<FragClass>& workload);
 // over Σ p·g·k of every GPU class. ρ = 1: the pinned tasks alone would fill the model's GPUs
 // by the time the pool is full. 0 everywhere when no class is pinned.
 std::vector<double> ModelPressure(const std::vector<FragClass>& workload);
+// How partitioned the pool is by model pins: the share of the pool's GPUs a GPU class may use
+// (FragClass::model_share), averaged over the classes weighted by GPU demand (p·g·k). 1: every
+// class may use every GPU (also without GPU classes); 1/6: the demand is split into slices of a
+// sixth of the pool each. At or below 1/3 fgd-pack works in partitioned mode (best fit inside a
+// model's slice, routing by pressure first).
+double ModelPartition(const std::vector<FragClass>& workload);
 // How short the pool's CPU is for the workload: the workload's milli-cores per milli-GPU over the
 // pool's (CPU-only classes included). 1: the pool's CPU just feeds its GPUs at the workload's
 // mix; above, CPU runs out first. 0 without CPU demand or pool CPU.
