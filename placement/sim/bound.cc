@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "placement/sim/forced.h"
 #include "placement/sim/lp.h"
 
 namespace gpupool::placement::sim {
@@ -450,6 +451,8 @@ class ProtocolBounder {
         cg_(in_) {
     for (const TraceNode& n : nodes) capacity_ += int64_t{kGpuMilli} * n.gpus;
     for (const TraceTask& t : arrivals) need_.push_back(NeedOf(t));
+    if (options_.protocol) forced_ = ForcedArrivals(nodes, arrivals);
+    forced_.resize(arrivals.size(), false);
     // Per task, the GPU demand of all arrivals that need at least as much (its cover).
     std::vector<double> cover(arrivals.size(), 0);
     std::map<std::tuple<int64_t, int64_t, int, int32_t, std::string>, double> memo;
@@ -514,13 +517,14 @@ class ProtocolBounder {
     for (size_t q = split.size() - 1; q-- > 0;) {
       bool have = false;
       Need r;
+      // The first key dropped is one that some history could drop: forced ones are left out.
       for (size_t i = split[q]; i < split[q + 1]; ++i) {
-        if (!keys[i]) continue;
+        if (!keys[i] || forced_[i]) continue;
         r = have ? Meet(r, need_[i]) : need_[i];
         have = true;
       }
       if (!have) continue;
-      Set(last, split[q], split[q + 1], &r, &keys);
+      if (!Set(last, split[q], split[q + 1], &r, &keys)) continue;
       if (demand_ <= worst) continue;
       worst = std::max(worst, cg_.Solve(&dual));
       if (worst >= plain) return plain;
@@ -528,20 +532,26 @@ class ProtocolBounder {
     return worst;
   }
 
-  // Counts for tasks 0…last: those before `placed_before` forced, those from `dropped_from` on
-  // that `drop` covers left out.
-  void Set(size_t last, size_t placed_before, size_t dropped_from, const Need* drop,
+  // Counts for tasks 0…last: those before `placed_before` that are keys forced, and those that
+  // every protocol-following policy places (ForcedArrivals); those from `dropped_from` on that
+  // `drop` covers left out. False when the scenario cannot happen: a forced task would be dropped.
+  bool Set(size_t last, size_t placed_before, size_t dropped_from, const Need* drop,
            const std::vector<bool>* keys) {
     for (PackingClass& c : in_.classes) c.count = c.forced = 0;
     demand_ = 0;
+    bool possible = true;
     for (size_t i = 0; i <= last; ++i) {
       if (cls_[i] < 0) continue;
-      if (drop != nullptr && i >= dropped_from && Covers(need_[i], *drop)) continue;
+      if (drop != nullptr && i >= dropped_from && Covers(need_[i], *drop)) {
+        if (forced_[i]) possible = false;
+        continue;
+      }
       PackingClass& c = in_.classes[static_cast<size_t>(cls_[i])];
       ++c.count;
-      if (i < placed_before && keys != nullptr && (*keys)[i]) ++c.forced;
+      if (forced_[i] || (i < placed_before && keys != nullptr && (*keys)[i])) ++c.forced;
       demand_ += static_cast<double>(c.Demand());
     }
+    return possible;
   }
 
   const std::vector<TraceTask>& arrivals_;
@@ -549,6 +559,7 @@ class ProtocolBounder {
   PackingInstance in_;
   std::vector<int> cls_;
   std::vector<Need> need_;
+  std::vector<bool> forced_;  // per arrival: placed by every protocol-following policy
   std::vector<std::vector<bool>> keys_;
   ColumnGeneration cg_;
   int64_t capacity_ = 0;
