@@ -182,32 +182,35 @@ int64_t MemoryKey(int64_t mib) {
 }
 
 // CPU rounded down to two significant bits of whole cores (2, 3, 4, 6, 8, 12, 16, 24, … cores):
-// at most a third below the need, where a power of two loses up to half.
-int64_t CpuKey(int64_t milli) {
+// at most a third below the need, where a power of two loses up to half. With `fine`, never by
+// more than 2 cores (… 6, 8, 10, 12, 14, 16, 18 …): the level tried first, since where CPU is what
+// runs out (cpu-scarce) every core a class loses is a core the LP can hand to a GPU task.
+int64_t CpuKey(int64_t milli, bool fine) {
   const int64_t cores = milli / 1000;
   if (cores <= 0) return 0;
-  const int64_t step = std::max<int64_t>(MemoryKey(cores) / 2, 1);
+  int64_t step = std::max<int64_t>(MemoryKey(cores) / 2, 1);
+  if (fine) step = std::min<int64_t>(step, 2);
   return cores / step * step * 1000;
 }
 
 // A task's class at a coarseness level: CPU, memory (rounded down), GPUs, share, models; CPU-only
 // tasks (no GPU demand) are (cpu, memory, 0, 0, "") whatever their other fields say. Levels
 // (MakeInstance picks the finest one with at most max_classes classes): 0 exact; 1 memory left
-// out; 2 and CPU rounded down (CpuKey); 3 and CPU rounded down to a power of two; 4 and CPU left
-// out. Every level only lowers what a task needs and never its GPU demand (the value a packing
-// counts), so every packing of the tasks is a packing of their classes worth as much: the bound
-// stays valid, only looser.
+// out; 2 and CPU rounded down by at most 2 cores (CpuKey, fine); 3 and CPU rounded down to two
+// significant bits; 4 to a power of two; 5 CPU left out. Every level only lowers what a task
+// needs and never its GPU demand (the value a packing counts), so every packing of the tasks is a
+// packing of their classes worth as much: the bound stays valid, only looser.
 std::tuple<int64_t, int64_t, int, int32_t, std::string> ClassKey(const TraceTask& t, int level) {
-  const int64_t cpu = level >= 4   ? 0
-                      : level == 3 ? MemoryKey(t.cpu_milli)
-                      : level == 2 ? CpuKey(t.cpu_milli)
+  const int64_t cpu = level >= 5   ? 0
+                      : level == 4 ? MemoryKey(t.cpu_milli)
+                      : level >= 2 ? CpuKey(t.cpu_milli, level == 2)
                                    : t.cpu_milli;
   const int64_t mem = level >= 1 ? 0 : MemoryKey(t.memory_mib);
   if (t.GpuMilli() <= 0) return {cpu, mem, 0, 0, ""};
   return {cpu, mem, t.num_gpu, t.gpu_milli, t.gpu_spec};
 }
 
-constexpr int kCoarsest = 4;
+constexpr int kCoarsest = 5;
 
 std::vector<TypeSolver> Solvers(const PackingInstance& in) {
   std::vector<TypeSolver> s;

@@ -30,6 +30,11 @@
 // scenarios, each LP again certified by its dual. Offline policies that may refuse a task that
 // fits are not bound by this part; part 1 holds for them.
 //
+// 3. Forced arrivals (forced.h): a task that the arrivals before it cannot keep out of every node
+// is placed by every protocol-following policy; it is forced in every scenario's LP, and a
+// scenario that would drop it cannot happen and is skipped. This is what makes the bound see CPU
+// run out (CPU-only and CPU-heavy tasks take their cores before the GPU-dense ones arrive).
+//
 // Thread safety: plain functions and values.
 #pragma once
 
@@ -65,8 +70,9 @@ struct PackingInstance {
   std::vector<PackingNodeType> types;
   std::vector<PackingClass> classes;
   // How coarsely MakeInstance grouped tasks into classes (bound.cc, ClassKey): 0 exact; higher
-  // levels (up to 4) leave out memory, then round CPU down, then leave it out — only ever lowering
-  // what a class needs, never its GPU demand, so the bound stays valid and the LP stays small.
+  // levels (up to 5) leave out memory, then round CPU down (by ≤ 2 cores, to two significant
+  // bits, to a power of two), then leave it out — only ever lowering what a class needs, never
+  // its GPU demand, so the bound stays valid and the LP stays small.
   int coarse = 0;
 };
 

@@ -550,8 +550,8 @@ TEST(BoundTest, NeverBeatenByAnyProtocolPolicy) {
   EXPECT_GT(dropped_count, 700);  // 795
   // The levels of coarseness, each taken only when the finer one has too many classes: 12.5 and
   // 13 cores with 1 and 2 GiB are four classes exactly (level 0), two without memory (1), one at
-  // 12 cores on two significant bits (2: 12 = 0b1100). Mode 2 above reaches level 4 (no CPU at
-  // all) whenever its tasks differ in share or models.
+  // 12 cores rounded down by at most 2 cores (2). Mode 2 above reaches level 5 (no CPU at all)
+  // whenever its tasks differ in share or models.
   const std::vector<TraceNode> n = {{"g", 16000, 65536, 2, "T4"}};
   const std::vector<TraceTask> a = {{"a", 12500, 1024, 1, 500, ""},
                                     {"b", 13000, 1024, 1, 500, ""},
@@ -581,6 +581,20 @@ TEST(BoundTest, NeverBeatenByAnyProtocolPolicy) {
   ASSERT_EQ(two.classes.size(), 2u);
   EXPECT_EQ(two.classes[0].cpu_milli, 12000);
   EXPECT_EQ(two.classes[1].cpu_milli, 4000);
+  // Level 2 against 3: 14.5, 15 and 13 cores are 14, 14 and 12 rounded down by at most 2 cores
+  // (two classes), but all 12 on two significant bits (14 = 0b1110 → 0b1100).
+  const std::vector<TraceTask> c = {{"a", 14500, 1024, 1, 500, ""},
+                                    {"b", 15000, 2048, 1, 500, ""},
+                                    {"c", 13000, 1024, 1, 500, ""}};
+  const PackingInstance fine = MakeInstance(n, c, 2);
+  EXPECT_EQ(fine.coarse, 2);
+  ASSERT_EQ(fine.classes.size(), 2u);
+  EXPECT_EQ(fine.classes[0].cpu_milli, 14000);
+  EXPECT_EQ(fine.classes[1].cpu_milli, 12000);
+  const PackingInstance bits = MakeInstance(n, c, 1);
+  EXPECT_EQ(bits.coarse, 3);
+  ASSERT_EQ(bits.classes.size(), 1u);
+  EXPECT_EQ(bits.classes[0].cpu_milli, 12000);
 }
 
 }  // namespace
