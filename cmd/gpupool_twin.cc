@@ -31,7 +31,9 @@ docs/twin.md.
 
 workload:
   --trace-dir DIR        folder with openb_pod_list_*.csv and the node list (required)
-  --workload NAME        pod list openb_pod_list_NAME.csv (default: default)
+  --workload NAME        pod list openb_pod_list_NAME.csv (default: default); its optional
+                         owner column is hashed to a tenant instead of the pod name, and pods
+                         sharing a gang id are submitted as one gang job
   --nodes FILE           node list in the trace folder (default: openb_node_list_gpu_node.csv)
   --load-factor X        arrival times divided by X, durations kept (default: 1); with
                          --load-mode copies each pod is submitted X times on average instead
