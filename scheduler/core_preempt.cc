@@ -2,15 +2,16 @@
 //
 // A pending task that does not fit may preempt when
 //  * priority: its class may preempt, and the victims are of a lower priority value; or
-//  * reclaim: its share group stays within its guarantee with the task, and the victims run on
-//    capacity their own group borrows (beyond its guarantee), at a priority no higher than its.
+//  * reclaim: its share group stays within its guarantee with the task, and the victims belong
+//    to other groups that stay at or above their own guarantees without them (core_reclaim.cc);
+//    of a class no higher than the task's first, of any class when those cannot make room.
 // Victims must be preemptible (class, or the job's own `preemptible`), past their class's
 // minimum runtime, not of a job this task was itself preempted by (no ping-pong), and within
 // their group's disruption budget. placement::Engine::FindVictims picks the cheapest set on one
-// node; on equal class values tasks on borrowed capacity rank cheaper, so they go first. A victim
-// of a gang takes its whole gang down (restarted whole). The victims' room is reserved: as each
-// one stops its allocation stays committed in the engine for the reservation
-// (core_reservations.cc).
+// node; on equal class values tasks started after their group's guarantee was full rank cheaper,
+// so they go first. A victim of a gang takes its whole gang down (restarted whole). The victims'
+// room is reserved: as each one stops its allocation stays committed in the engine for the
+// reservation (core_reservations.cc).
 #include <climits>
 
 #include "base/log.h"
@@ -19,18 +20,6 @@
 #include "scheduler/core_state.h"
 
 namespace gpupool {
-namespace {
-
-struct Item {
-  int64_t since_us;
-  TaskKey key;
-  QuotaAmount usage;
-  bool eligible;
-  PreemptionCandidate candidate;
-};
-
-}  // namespace
-
 // One task running in `pool` as a victim FindVictims may choose (`borrowed` not set yet);
 // `eligible` when it may be stopped now at all: preemptible, past its class's minimum runtime,
 // and not committing, changing or stopping already.
@@ -59,35 +48,6 @@ PreemptionCandidate Core::State::CandidateOf(const std::string& pool, const Task
   *eligible = rt.holds && !rt.committing && !rt.changing && t.stop == StopIntent::kNone &&
               preemptible && past_min;
   return c;
-}
-
-// Running tasks of `pool` that may be preempted, with their borrowed flag: within a share group,
-// the oldest tasks fill the guarantee; whatever started later beyond it is borrowed.
-std::vector<PreemptionCandidate> Core::State::Candidates(const std::string& pool, int64_t now) {
-  std::vector<PreemptionCandidate> out;
-  auto it = active.find(pool);
-  if (it == active.end()) return out;
-  std::map<std::string, std::vector<Item>> by_group;
-  for (const TaskKey& key : it->second) {
-    const Task& rt = jobs.at(key.first).task(key.second);
-    int64_t since = rt.rec.started_us != 0 ? rt.rec.started_us : rt.rec.scheduled_us;
-    bool eligible = false;
-    PreemptionCandidate c = CandidateOf(pool, key, now, &eligible);
-    by_group[c.group].push_back(Item{since, key, rt.usage, eligible, std::move(c)});
-  }
-  for (auto& [group, items] : by_group) {
-    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-      return std::tie(a.since_us, a.key) < std::tie(b.since_us, b.key);
-    });
-    const QuotaRecord* q = book.Quota(group, pool);
-    QuotaAmount cum;
-    for (Item& item : items) {
-      cum += item.usage;
-      item.candidate.borrowed = q == nullptr || q->guaranteed.IsZero() || !cum.Fits(q->guaranteed);
-      if (item.eligible) out.push_back(std::move(item.candidate));
-    }
-  }
-  return out;
 }
 
 QuotaAmount Core::State::ReclaimNeed(const JobEntry& job) const {
@@ -127,17 +87,21 @@ std::vector<PreemptionCandidate> Core::State::Eligible(PassState& pass, const Jo
   std::vector<PreemptionCandidate> out;
   for (const PreemptionCandidate& cached : PassCandidates(pass, job.head.spec.pool)) {
     if (cached.job_id == job.head.id || preempted_by.contains(cached.job_id)) continue;
-    bool by_priority = rules.may_preempt && cached.value < job.priority;
-    bool by_reclaim = rules.reclaim && cached.borrowed && cached.value <= job.priority &&
-                      cached.group != rules.group;
+    // Across groups only what a group can spare: no rule pushes another group below its
+    // guarantee (core_reclaim.cc).
+    const bool other = cached.group != rules.group;
+    bool by_priority =
+        rules.may_preempt && cached.value < job.priority && (!other || cached.reclaimable);
+    bool by_reclaim = rules.reclaim && cached.reclaimable && other &&
+                      (rules.any_class || cached.value <= job.priority);
     if (!by_priority && !by_reclaim) continue;
     PreemptionCandidate c = cached;
     if (BudgetLeft(pass.now, c.group) < c.gang_size) {
       *budget_blocked = true;
       continue;
     }
-    // Doubled so that, on equal class values, borrowed capacity ranks cheaper (and reclaim can
-    // reach exactly the borrowers of its own value).
+    // Doubled so that, on equal class values, borrowed capacity ranks cheaper. Every candidate
+    // here is one the task may take, so FindVictims is given no threshold of its own.
     c.task.priority = 2 * c.value + (c.borrowed ? 0 : 1);
     out.push_back(std::move(c));
   }
@@ -175,7 +139,7 @@ std::string Core::State::PreemptionText(const JobEntry& job, int32_t index,
            std::to_string(c.value) + ")";
   }
   return by + " (rule reclaim: " + rules.group + " is within its guarantee in pool " +
-         job.head.spec.pool + ", " + c.group + " ran on borrowed capacity)";
+         job.head.spec.pool + ", " + c.group + " stays at or above its own)";
 }
 
 // The tasks that stop with task `index` of `victim`: itself, and for a gang every member that
@@ -302,7 +266,8 @@ std::pair<ShapeKey, std::string> Core::State::PreemptMemo(const JobEntry& job,
                                                           const PreemptorRules& rules,
                                                           const std::string& suffix) {
   return {ShapeKey{job.head.spec.pool, job.request},
-          std::to_string(job.priority) + "/" + (rules.reclaim ? rules.group : "") + suffix};
+          std::to_string(job.priority) + "/" + (rules.reclaim ? rules.group : "") +
+              (rules.any_class ? "/any class" : "") + suffix};
 }
 
 // Whether the chosen victims `ids` may be stopped: some were found and the disruption budgets
@@ -325,16 +290,31 @@ bool Core::State::VictimsAllowed(PassState& pass, const std::pair<ShapeKey, std:
   return true;
 }
 
-bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
-                             const placement::Request& req, std::string* why) {
-  PreemptorRules rules;
-  PoolEntry* pool = FindPool(job.head.spec.pool);
-  if (!RulesFor(job, ReclaimNeed(job), &rules) || pool == nullptr) return false;
-  std::pair<ShapeKey, std::string> memo = PreemptMemo(job, rules, "");
-  if (pass.preempt_failed.contains(memo)) return false;
+// Reclaim searches in two rounds: victims of classes up to the task's own first and, only when
+// they cannot make room, of any preemptible class (a group above its guarantee lends what it
+// holds beyond it whatever the class of the tasks that hold it). The second round is skipped
+// when no candidate is of a higher class than the task's: it would find nothing new.
+int Core::State::PreemptRounds(const PreemptorRules& rules) { return rules.reclaim ? 2 : 1; }
 
+bool Core::State::SkipRound(PassState& pass, const JobEntry& job, const PreemptorRules& rules,
+                            const std::pair<ShapeKey, std::string>& memo,
+                            const std::vector<PreemptionCandidate>& candidates) {
+  if (!rules.any_class) return false;
+  for (const PreemptionCandidate& c : candidates) {
+    if (c.value > job.priority) return false;
+  }
+  pass.preempt_failed.insert(memo);
+  return true;
+}
+
+Core::State::Preempted Core::State::PreemptRound(PassState& pass, PoolEntry& pool, JobEntry& job,
+                                                 int32_t index, const placement::Request& req,
+                                                 const PreemptorRules& rules, std::string* why) {
+  std::pair<ShapeKey, std::string> memo = PreemptMemo(job, rules, "");
+  if (pass.preempt_failed.contains(memo)) return Preempted::kNo;
   bool budget_blocked = false;
   std::vector<PreemptionCandidate> candidates = Eligible(pass, job, rules, &budget_blocked);
+  if (SkipRound(pass, job, rules, memo, candidates)) return Preempted::kNo;
   std::vector<placement::RunningTask> running;
   std::map<std::string, const PreemptionCandidate*> by_id;
   for (const PreemptionCandidate& c : candidates) {
@@ -343,15 +323,18 @@ bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
   }
   placement::VictimSet vs;
   {
-    placement::Tentative future(*pool->engine);  // rolled back: the search only looks
+    placement::Tentative future(*pool.engine);  // rolled back: the search only looks
     ReservedFuture(future, job.head.spec.pool);
-    vs = pool->engine->FindVictims(req, 2 * job.priority + (rules.reclaim ? 1 : 0), running);
+    vs = pool.engine->FindVictims(req, INT32_MAX, running);
   }
-  if (vs.found && !vs.task_ids.empty())
-    vs.found = RoomNowWithout(*pool, vs.task_ids, by_id, {vs.decision.allocation});
-  if (!VictimsAllowed(pass, memo, vs.found, vs.task_ids, budget_blocked, by_id, why)) return false;
+  if (vs.found && !vs.task_ids.empty()) {
+    vs.found = RoomNowWithout(pool, vs.task_ids, by_id, {vs.decision.allocation}) &&
+               ReclaimSparesGroups(pass, job, rules, vs.task_ids, by_id);
+  }
+  if (!VictimsAllowed(pass, memo, vs.found, vs.task_ids, budget_blocked, by_id, why))
+    return Preempted::kNo;
   if (OverLimitOnceRoomIsFree(job, {index}, UsageOf(vs.decision.allocation), vs.task_ids, by_id))
-    return false;
+    return Preempted::kWaits;
   int64_t rid = NewReservation(pass, job, index, vs, /*gang=*/false);
   StopVictims(pass, job, index, rules, rid, vs.task_ids, by_id);
   const Reservation& r = *reservations.Find(rid);
@@ -361,7 +344,26 @@ bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
           {{"task", TaskId(job.head.id, index)},
            {"node", r.allocation.node},
            {"victims", std::to_string(r.victims.size())}});
-  return true;
+  return Preempted::kYes;
+}
+
+bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
+                             const placement::Request& req, std::string* why) {
+  PreemptorRules rules;
+  PoolEntry* pool = FindPool(job.head.spec.pool);
+  if (!RulesFor(job, ReclaimNeed(job), &rules) || pool == nullptr) return false;
+  for (int round = 0; round < PreemptRounds(rules); ++round) {
+    rules.any_class = round == 1;
+    switch (PreemptRound(pass, *pool, job, index, req, rules, why)) {
+      case Preempted::kYes:
+        return true;
+      case Preempted::kWaits:
+        return false;
+      case Preempted::kNo:
+        break;
+    }
+  }
+  return false;
 }
 
 // Victims for each of `count` gang members in turn, as if the earlier members were placed and
@@ -395,30 +397,24 @@ bool Core::State::GangVictims(PoolEntry& pool, const placement::Request& req, in
 }
 
 // A gang that does not fit: victims for every member (GangVictims). All or nothing.
-bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
-                                 const std::vector<int32_t>& members, const placement::Request& req,
-                                 std::string* why) {
-  QuotaAmount one = ReclaimNeed(job), all;
-  for (size_t k = 0; k < members.size(); ++k) all += one;
-  PreemptorRules rules;
-  PoolEntry* pool = FindPool(job.head.spec.pool);
-  if (!RulesFor(job, all, &rules) || pool == nullptr || members.empty()) return false;
+Core::State::Preempted Core::State::PreemptGangRound(
+    PassState& pass, PoolEntry& pool, JobEntry& job, const std::vector<int32_t>& members,
+    const placement::Request& req, const PreemptorRules& rules, std::string* why) {
   std::pair<ShapeKey, std::string> memo =
       PreemptMemo(job, rules, "/gang of " + std::to_string(members.size()));
-  if (pass.preempt_failed.contains(memo)) return false;
-
+  if (pass.preempt_failed.contains(memo)) return Preempted::kNo;
   bool budget_blocked = false;
   std::vector<PreemptionCandidate> candidates = Eligible(pass, job, rules, &budget_blocked);
+  if (SkipRound(pass, job, rules, memo, candidates)) return Preempted::kNo;
   std::map<std::string, const PreemptionCandidate*> by_id;
   for (const PreemptionCandidate& c : candidates) by_id[c.task.task_id] = &c;
   std::vector<placement::VictimSet> sets;
   std::set<std::string> chosen;
-  const int32_t priority = 2 * job.priority + (rules.reclaim ? 1 : 0);
   bool ok = false;
   {
-    placement::Tentative future(*pool->engine);  // rolled back: the search only looks
+    placement::Tentative future(*pool.engine);  // rolled back: the search only looks
     ReservedFuture(future, job.head.spec.pool);
-    ok = GangVictims(*pool, req, priority, members.size(), candidates, by_id, &sets, &chosen);
+    ok = GangVictims(pool, req, INT32_MAX, members.size(), candidates, by_id, &sets, &chosen);
   }
   std::vector<std::string> ids(chosen.begin(), chosen.end());
   std::vector<placement::Allocation> rooms;
@@ -427,9 +423,12 @@ bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
     rooms.push_back(vs.decision.allocation);
     usage += UsageOf(vs.decision.allocation);
   }
-  if (ok) ok = RoomNowWithout(*pool, ids, by_id, rooms);
-  if (!VictimsAllowed(pass, memo, ok, ids, budget_blocked, by_id, why)) return false;
-  if (OverLimitOnceRoomIsFree(job, members, usage, ids, by_id)) return false;
+  if (ok) {
+    ok = RoomNowWithout(pool, ids, by_id, rooms) &&
+         ReclaimSparesGroups(pass, job, rules, ids, by_id);
+  }
+  if (!VictimsAllowed(pass, memo, ok, ids, budget_blocked, by_id, why)) return Preempted::kNo;
+  if (OverLimitOnceRoomIsFree(job, members, usage, ids, by_id)) return Preempted::kWaits;
   for (size_t k = 0; k < members.size(); ++k) {
     int64_t rid = NewReservation(pass, job, members[k], sets[k], /*gang=*/true);
     StopVictims(pass, job, members[k], rules, rid, sets[k].task_ids, by_id);
@@ -440,7 +439,29 @@ bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
        {PendingCode::kWaitingForVictims, "", {}});
   LogInfo("core", "preempting for a gang",
           {{"job", std::to_string(job.head.id)}, {"victims", std::to_string(ids.size())}});
-  return true;
+  return Preempted::kYes;
+}
+
+bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
+                                 const std::vector<int32_t>& members, const placement::Request& req,
+                                 std::string* why) {
+  QuotaAmount one = ReclaimNeed(job), all;
+  for (size_t k = 0; k < members.size(); ++k) all += one;
+  PreemptorRules rules;
+  PoolEntry* pool = FindPool(job.head.spec.pool);
+  if (!RulesFor(job, all, &rules) || pool == nullptr || members.empty()) return false;
+  for (int round = 0; round < PreemptRounds(rules); ++round) {
+    rules.any_class = round == 1;
+    switch (PreemptGangRound(pass, *pool, job, members, req, rules, why)) {
+      case Preempted::kYes:
+        return true;
+      case Preempted::kWaits:
+        return false;
+      case Preempted::kNo:
+        break;
+    }
+  }
+  return false;
 }
 
 // After the pass's batch is stored: the victims' stops go out (act), and only then. If the store

@@ -18,7 +18,7 @@ const std::vector<PreemptionCandidate>& Core::State::PassCandidates(PassState& p
   auto [it, fresh] = pass.candidates.try_emplace(pool);
   PassState::CachedCandidates& c = it->second;
   if (fresh || c.placed != pass.placed.size() || c.stops != pass.stops.size()) {
-    c.list = Candidates(pool, pass.now);
+    c.list = Candidates(pool, pass.now, &c.groups);
     c.placed = pass.placed.size();
     c.stops = pass.stops.size();
   }

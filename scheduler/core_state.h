@@ -65,6 +65,7 @@ struct CancelPlan {
 struct PreemptorRules {
   bool may_preempt = false;  // its class may preempt lower values
   bool reclaim = false;      // its group stays within its guarantee with it
+  bool any_class = false;    // reclaim's second search: victims of any class (core_reclaim.cc)
   std::string group;         // its share group
 };
 
@@ -87,11 +88,22 @@ struct ShapeKey {
 struct PreemptionCandidate {
   int64_t job_id = 0;
   int32_t index = 0;
-  int32_t value = 0;      // priority class value
-  bool borrowed = false;  // runs on capacity beyond its group's guarantee
-  int32_t gang_size = 1;  // tasks that stop with it
+  int32_t value = 0;         // priority class value
+  bool borrowed = false;     // started after its group's guarantee was full (ranks cheaper)
+  bool reclaimable = false;  // reclaim may take it: its group stays at or above its guarantee
+  int32_t gang_size = 1;     // tasks that stop with it
   std::string group;
   placement::RunningTask task;
+};
+
+// A share group's standing in a pool for reclaim (core_reclaim.cc): what it keeps once the
+// tasks stopping already are gone, against its guarantee (zero: nothing guaranteed).
+struct GroupStanding {
+  QuotaAmount keeps;
+  QuotaAmount guaranteed;
+  // Whether it stays at or above its guarantee after losing `lost` as well: in every dimension
+  // it is guaranteed, keeps − lost ≥ guaranteed.
+  bool Spares(const QuotaAmount& lost) const;
 };
 
 // One scheduling pass: what it placed and will persist, and what it learned along the way.
@@ -134,6 +146,7 @@ struct PassState {
   struct CachedCandidates {
     size_t placed = 0, stops = 0;
     std::vector<PreemptionCandidate> list;
+    std::map<std::string, GroupStanding> groups;  // share group → its standing
   };
   std::map<std::string, CachedCandidates> candidates;
 };
@@ -353,7 +366,17 @@ struct Core::State {
   // their reservation back, from the victims' typed columns; only in `pool` when given.
   void RebuildReservations(int64_t now, const std::string* pool = nullptr);
   // Stops the cheapest victims for a task that does not fit; true when it did.
-  std::vector<PreemptionCandidate> Candidates(const std::string& pool, int64_t now);
+  // Every running task of `pool` as a candidate, and each share group's standing
+  // (core_reclaim.cc).
+  std::vector<PreemptionCandidate> Candidates(const std::string& pool, int64_t now,
+                                              std::map<std::string, GroupStanding>* groups);
+  // True when every group that loses a task to reclaim among `ids` (gangs whole) stays at or
+  // above its guarantee (core_reclaim.cc).
+  bool ReclaimSparesGroups(PassState& pass, const JobEntry& job, const PreemptorRules& rules,
+                           const std::vector<std::string>& ids,
+                           const std::map<std::string, const PreemptionCandidate*>& by_id);
+  // What a victim's stop takes from its group: its usage, or its whole gang's.
+  QuotaAmount LostWith(const JobEntry& victim, int32_t index) const;
   // Candidates(pool, pass.now), computed again only once the pass placed or stopped something.
   const std::vector<PreemptionCandidate>& PassCandidates(PassState& pass, const std::string& pool);
   // What a task of `job` counts against its group's guarantee when deciding on reclaim.
@@ -397,6 +420,19 @@ struct Core::State {
                   const std::vector<int64_t>& new_reservations);
   bool TryPreemptGang(PassState& pass, JobEntry& job, const std::vector<int32_t>& members,
                       const placement::Request& req, std::string* why);
+  // One round of TryPreempt / TryPreemptGang (core_preempt.cc): kWaits when victims were found
+  // but the task waits over a limit (no further round).
+  enum class Preempted { kNo, kYes, kWaits };
+  static int PreemptRounds(const PreemptorRules& rules);
+  static bool SkipRound(PassState& pass, const JobEntry& job, const PreemptorRules& rules,
+                        const std::pair<ShapeKey, std::string>& memo,
+                        const std::vector<PreemptionCandidate>& candidates);
+  Preempted PreemptRound(PassState& pass, PoolEntry& pool, JobEntry& job, int32_t index,
+                         const placement::Request& req, const PreemptorRules& rules,
+                         std::string* why);
+  Preempted PreemptGangRound(PassState& pass, PoolEntry& pool, JobEntry& job,
+                             const std::vector<int32_t>& members, const placement::Request& req,
+                             const PreemptorRules& rules, std::string* why);
   bool TryPreempt(PassState& pass, JobEntry& job, int32_t index, const placement::Request& req,
                   std::string* why);
   // Their steps (core_preempt.cc).
