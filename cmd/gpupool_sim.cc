@@ -50,6 +50,10 @@ options:
   --bound-keys LIST  protocol bound: comma-separated cover shares in (0, 1] (default: 0.7); a
                      task is a key when later arrivals needing at least as much bring that share
                      of capacity; each share gives a valid bound and the least is kept
+  --bound-classes N  protocol and packing bound: a workload with more task classes than N is
+                     grouped more coarsely (memory left out, CPU rounded down, then left out):
+                     still a valid bound, looser, and faster (default: 750; the LP grows with
+                     the square of the classes)
   --per-seed         also print every seed's result, the bound and the gap to it
   --online           place as gpupoold does: each strategy learns the workload from the
                      arrivals so far (placement/workload_feed.h), no peek at the future.
@@ -71,6 +75,7 @@ struct Options {
   int bound_stride = 40;
   bool bound_protocol = true;
   std::vector<double> bound_keys;  // empty: BoundOptions' default
+  size_t bound_classes = sim::kMaxBoundClasses;
   bool per_seed = false;
   bool online = false;
 };
@@ -150,6 +155,13 @@ Result<Options> ParseArgs(int argc, char** argv) {
                                          "'");
         o.bound_keys.push_back(x);
       }
+    } else if (a == "--bound-classes") {
+      char* end = nullptr;
+      const long long n = std::strtoll(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || n < 1)
+        return Status::InvalidArgument("--bound-classes: expected a positive count, got '" + v +
+                                       "'");
+      o.bound_classes = static_cast<size_t>(n);
     } else if (a == "--bound")
       return Status::InvalidArgument("--bound: expected protocol or packing, got '" + v + "'");
     else
@@ -232,6 +244,7 @@ Status RunWorkload(const Options& o, const std::vector<sim::TraceNode>& nodes,
       bo.stride = o.bound_stride;
       bo.protocol = o.bound_protocol;
       if (!o.bound_keys.empty()) bo.key_covers = o.bound_keys;
+      bo.max_classes = o.bound_classes;
       bounds.push_back(sim::SeedBound{seed, sim::UnallocatedLowerBound(nodes, arrivals, 100, bo)});
       cpu_seconds += static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

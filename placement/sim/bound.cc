@@ -196,21 +196,23 @@ int64_t CpuKey(int64_t milli, bool fine) {
 // A task's class at a coarseness level: CPU, memory (rounded down), GPUs, share, models; CPU-only
 // tasks (no GPU demand) are (cpu, memory, 0, 0, "") whatever their other fields say. Levels
 // (MakeInstance picks the finest one with at most max_classes classes): 0 exact; 1 memory left
-// out; 2 and CPU rounded down by at most 2 cores (CpuKey, fine); 3 and CPU rounded down to two
-// significant bits; 4 to a power of two; 5 CPU left out. Every level only lowers what a task
-// needs and never its GPU demand (the value a packing counts), so every packing of the tasks is a
-// packing of their classes worth as much: the bound stays valid, only looser.
+// out and CPU rounded down by at most 2 cores (CpuKey, fine); 2 CPU rounded down to two
+// significant bits; 3 to a power of two; 4 CPU left out. (Memory left out with CPU exact is not a
+// level: it saves few classes, and those it yields took the LP many minutes on cpu-scarce, 727.)
+// Every level only lowers what a task needs and never its GPU demand (the value a packing
+// counts), so every packing of the tasks is a packing of their classes worth as much: the bound
+// stays valid, only looser.
 std::tuple<int64_t, int64_t, int, int32_t, std::string> ClassKey(const TraceTask& t, int level) {
-  const int64_t cpu = level >= 5   ? 0
-                      : level == 4 ? MemoryKey(t.cpu_milli)
-                      : level >= 2 ? CpuKey(t.cpu_milli, level == 2)
+  const int64_t cpu = level >= 4   ? 0
+                      : level == 3 ? MemoryKey(t.cpu_milli)
+                      : level >= 1 ? CpuKey(t.cpu_milli, level == 1)
                                    : t.cpu_milli;
   const int64_t mem = level >= 1 ? 0 : MemoryKey(t.memory_mib);
   if (t.GpuMilli() <= 0) return {cpu, mem, 0, 0, ""};
   return {cpu, mem, t.num_gpu, t.gpu_milli, t.gpu_spec};
 }
 
-constexpr int kCoarsest = 5;
+constexpr int kCoarsest = 4;
 
 std::vector<TypeSolver> Solvers(const PackingInstance& in) {
   std::vector<TypeSolver> s;

@@ -70,9 +70,9 @@ struct PackingInstance {
   std::vector<PackingNodeType> types;
   std::vector<PackingClass> classes;
   // How coarsely MakeInstance grouped tasks into classes (bound.cc, ClassKey): 0 exact; higher
-  // levels (up to 5) leave out memory, then round CPU down (by ≤ 2 cores, to two significant
-  // bits, to a power of two), then leave it out — only ever lowering what a class needs, never
-  // its GPU demand, so the bound stays valid and the LP stays small.
+  // levels (up to 4) leave out memory and round CPU down (by ≤ 2 cores, to two significant bits,
+  // to a power of two), then leave CPU out — only ever lowering what a class needs, never its GPU
+  // demand, so the bound stays valid and the LP stays small.
   int coarse = 0;
 };
 
@@ -82,7 +82,7 @@ struct PackingInstance {
 // The LP's rows grow with the classes and the dense simplex (lp.h) with their square: the
 // trace's workloads have 63–403 exact classes and solve in seconds; the synthetic generators have
 // up to 3,571 (CPU and memory drawn per task), which took over ten minutes per LP.
-constexpr size_t kMaxBoundClasses = 500;
+constexpr size_t kMaxBoundClasses = 750;
 PackingInstance MakeInstance(const std::vector<TraceNode>& nodes,
                              const std::vector<TraceTask>& tasks,
                              size_t max_classes = kMaxBoundClasses);

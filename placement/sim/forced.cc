@@ -112,56 +112,64 @@ std::vector<bool> ForcedArrivals(const std::vector<TraceNode>& nodes,
       for (size_t k = 0; k < kResources; ++k) unit[k] = std::max(unit[k], cap[k]);
     }
   }
-  // The resources that can refuse a CPU-only task, a share and a whole-GPU task.
+  // The distinct needs, each with the nodes that could host it and the resources that can refuse
+  // it (set 0: CPU-only task, 1: a share, 2: whole GPUs); `horizon`: how many arrivals, from the
+  // first, it is certified for (an arrival is forced while its index is below).
   const std::vector<std::vector<size_t>> sets = {{0, 1}, {0, 1, 2}, {0, 1, 3}};
-  std::vector<std::vector<Usage>> directions;
-  // sums[s][d][i]: S_p(i) for direction d of set s.
-  std::vector<std::vector<std::vector<double>>> sums(sets.size());
+  struct Need {
+    size_t set;
+    Refusal refusal;
+    size_t horizon = 0;
+  };
+  std::vector<Need> needs;
+  std::vector<int> need_of(arrivals.size(), -1);
+  {
+    std::map<std::tuple<int64_t, int64_t, int, int32_t, std::string>, int> index;
+    for (size_t i = 0; i < arrivals.size(); ++i) {
+      const TraceTask& t = arrivals[i];
+      if (t.cpu_milli <= 0 && t.memory_mib <= 0 && t.GpuMilli() <= 0) continue;
+      if (t.GpuMilli() > 0 && t.gpu_milli < kGpuMilli && t.num_gpu != 1) continue;
+      auto [it, added] = index.try_emplace(
+          std::tuple{t.cpu_milli, t.memory_mib, t.num_gpu, t.gpu_milli, t.gpu_spec},
+          static_cast<int>(needs.size()));
+      if (added) {
+        const size_t set = t.GpuMilli() <= 0 ? 0 : t.gpu_milli < kGpuMilli ? 1 : 2;
+        needs.push_back(Need{set, RefusalOf(types, t)});
+      }
+      need_of[i] = it->second;
+    }
+  }
+  // Per direction p: S_p over the arrivals, then each need's horizon under p (the largest kept).
+  std::vector<double> sum(arrivals.size() + 1, 0);
   for (size_t s = 0; s < sets.size(); ++s) {
-    directions.push_back(Directions(sets[s], unit));
-    for (const Usage& p : directions[s]) {
-      std::vector<double> sum(arrivals.size() + 1, 0);
+    for (const Usage& p : Directions(sets[s], unit)) {
       for (size_t i = 0; i < arrivals.size(); ++i) {
         const Usage d = UsageOf(arrivals[i]);
         double most = 0;
         for (size_t k = 0; k < kResources; ++k) most = std::max(most, p[k] * d[k]);
         sum[i + 1] = sum[i] + most;
       }
-      sums[s].push_back(std::move(sum));
-    }
-  }
-  // Per distinct need: how many arrivals, from the first, it is certified for (forced while i is
-  // below that).
-  std::map<std::tuple<int64_t, int64_t, int, int32_t, std::string>, size_t> horizon;
-  std::vector<bool> forced(arrivals.size(), false);
-  for (size_t i = 0; i < arrivals.size(); ++i) {
-    const TraceTask& t = arrivals[i];
-    if (t.cpu_milli <= 0 && t.memory_mib <= 0 && t.GpuMilli() <= 0) continue;
-    if (t.GpuMilli() > 0 && t.gpu_milli < kGpuMilli && t.num_gpu != 1) continue;
-    auto [it, added] = horizon.try_emplace(
-        std::tuple{t.cpu_milli, t.memory_mib, t.num_gpu, t.gpu_milli, t.gpu_spec}, 0);
-    if (added) {
-      const Refusal r = RefusalOf(types, t);
-      const size_t s = t.GpuMilli() <= 0 ? 0 : t.gpu_milli < kGpuMilli ? 1 : 2;
-      for (size_t d = 0; d < directions[s].size() && !r.count.empty(); ++d) {
-        const Usage& p = directions[s][d];
+      for (Need& n : needs) {
+        if (n.set != s) continue;
         double covered = 0;  // L(p)
-        for (size_t ty = 0; ty < r.count.size(); ++ty) {
+        for (size_t ty = 0; ty < n.refusal.count.size(); ++ty) {
           double least = 1;
           for (size_t k : sets[s])
-            if (r.threshold[ty][k] > 0) least = std::min(least, p[k] * r.threshold[ty][k]);
-          covered += static_cast<double>(r.count[ty]) * least;
+            if (n.refusal.threshold[ty][k] > 0)
+              least = std::min(least, p[k] * n.refusal.threshold[ty][k]);
+          covered += static_cast<double>(n.refusal.count[ty]) * least;
         }
         // A margin of 10⁻⁹ of L for the floating-point sums: forced only while S_p(i) is below.
         const double below = covered * (1 - 1e-9);
-        const std::vector<double>& sum = sums[s][d];
         const size_t h =
             static_cast<size_t>(std::lower_bound(sum.begin(), sum.end(), below) - sum.begin());
-        it->second = std::max(it->second, h);
+        n.horizon = std::max(n.horizon, h);
       }
     }
-    forced[i] = i < it->second;
   }
+  std::vector<bool> forced(arrivals.size(), false);
+  for (size_t i = 0; i < arrivals.size(); ++i)
+    forced[i] = need_of[i] >= 0 && i < needs[static_cast<size_t>(need_of[i])].horizon;
   return forced;
 }
 

@@ -549,8 +549,8 @@ TEST(BoundTest, NeverBeatenByAnyProtocolPolicy) {
   EXPECT_GT(forced_count, 500);   // 588 of 1,651 arrivals
   EXPECT_GT(dropped_count, 700);  // 795
   // The levels of coarseness, each taken only when the finer one has too many classes: 12.5 and
-  // 13 cores with 1 and 2 GiB are four classes exactly (level 0), two without memory (1), one at
-  // 12 cores rounded down by at most 2 cores (2). Mode 2 above reaches level 5 (no CPU at all)
+  // 13 cores with 1 and 2 GiB are four classes exactly (level 0), one without memory and at 12
+  // cores rounded down by at most 2 cores (1). Mode 2 above reaches level 4 (no CPU at all)
   // whenever its tasks differ in share or models.
   const std::vector<TraceNode> n = {{"g", 16000, 65536, 2, "T4"}};
   const std::vector<TraceTask> a = {{"a", 12500, 1024, 1, 500, ""},
@@ -563,36 +563,36 @@ TEST(BoundTest, NeverBeatenByAnyProtocolPolicy) {
     size_t classes;
     int64_t cpu;  // of the first class
   };
-  for (const Level& l : {Level{4, 0, 4, 12500}, Level{3, 1, 2, 12500}, Level{1, 2, 1, 12000}}) {
+  for (const Level& l : {Level{4, 0, 4, 12500}, Level{3, 1, 1, 12000}, Level{1, 1, 1, 12000}}) {
     const PackingInstance in = MakeInstance(n, a, l.max_classes);
     EXPECT_EQ(in.coarse, l.coarse) << l.max_classes;
     ASSERT_EQ(in.classes.size(), l.classes) << l.max_classes;
     EXPECT_EQ(in.classes[0].cpu_milli, l.cpu) << l.max_classes;
     EXPECT_EQ(in.classes[0].memory_mib, l.coarse == 0 ? 1024 : 0) << l.max_classes;
   }
-  // Level 2 on its own: 12.5 and 13 cores become 12, 5 and 5.5 become 4 — two classes.
+  // Level 1 on its own: 12.5 and 13 cores become 12, 5 and 5.5 become 4 — two classes.
   const std::vector<TraceTask> b = {{"a", 12500, 1024, 1, 500, ""},
                                     {"b", 5000, 1024, 1, 500, ""},
                                     {"c", 12500, 2048, 1, 500, ""},
                                     {"d", 5500, 2048, 1, 500, ""},
                                     {"e", 13000, 1024, 1, 500, ""}};
   const PackingInstance two = MakeInstance(n, b, 2);  // 12, 4 cores
-  EXPECT_EQ(two.coarse, 2);
+  EXPECT_EQ(two.coarse, 1);
   ASSERT_EQ(two.classes.size(), 2u);
   EXPECT_EQ(two.classes[0].cpu_milli, 12000);
   EXPECT_EQ(two.classes[1].cpu_milli, 4000);
-  // Level 2 against 3: 14.5, 15 and 13 cores are 14, 14 and 12 rounded down by at most 2 cores
+  // Level 1 against 2: 14.5, 15 and 13 cores are 14, 14 and 12 rounded down by at most 2 cores
   // (two classes), but all 12 on two significant bits (14 = 0b1110 → 0b1100).
   const std::vector<TraceTask> c = {{"a", 14500, 1024, 1, 500, ""},
                                     {"b", 15000, 2048, 1, 500, ""},
                                     {"c", 13000, 1024, 1, 500, ""}};
   const PackingInstance fine = MakeInstance(n, c, 2);
-  EXPECT_EQ(fine.coarse, 2);
+  EXPECT_EQ(fine.coarse, 1);
   ASSERT_EQ(fine.classes.size(), 2u);
   EXPECT_EQ(fine.classes[0].cpu_milli, 14000);
   EXPECT_EQ(fine.classes[1].cpu_milli, 12000);
   const PackingInstance bits = MakeInstance(n, c, 1);
-  EXPECT_EQ(bits.coarse, 3);
+  EXPECT_EQ(bits.coarse, 2);
   ASSERT_EQ(bits.classes.size(), 1u);
   EXPECT_EQ(bits.classes[0].cpu_milli, 12000);
 }
