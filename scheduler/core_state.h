@@ -42,6 +42,7 @@ struct TaskChange {
   std::vector<EventRecord> events;
   std::string transition;       // for the task-transition metric ("SUCCEEDED", "LOST", …)
   std::string note;             // for watchers
+  bool preempted = false;       // a preempted task's requeue (its back-off starts)
   bool usage_reported = false;  // after.usage is the ended attempt's sandbox account (a report)
 };
 
@@ -346,6 +347,10 @@ struct Core::State {
             const PendingVerdict& verdict);
   bool WaitOverQuota(JobEntry& job, const std::vector<int32_t>& members, const QuotaAmount& amount);
   bool WaitsForVictims(JobEntry& job, int32_t index);
+  // Back-off after preemption (core_backoff.cc): set when a preempted task is requeued; true
+  // (and the task says until when) while it lasts.
+  void StartBackoff(JobEntry& job, int32_t index);
+  bool BacksOff(const PassState& pass, JobEntry& job, int32_t index) const;
   void KeepPlacement(PassState& pass, JobEntry& job, int32_t index, PoolEntry& pool,
                      const placement::Allocation& a, const std::string& behind);
   void PreemptOrWait(PassState& pass, JobEntry& job, int32_t index, const placement::Request& req);
