@@ -7,8 +7,11 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
+#include <thread>
 
+#include "api/client/leader_follow.h"
 #include "base/address_list.h"
 #include "base/log.h"
 #include "base/tls/pki.h"
@@ -32,6 +35,30 @@ Status FromGrpc(const grpc::Status& s, const std::string& what) {
   return Status(static_cast<StatusCode>(s.error_code()), what + ": " + s.error_message());
 }
 
+// Join and Renew go to the leader among `scheduler`'s replicas (one address or a list, as for
+// the agent stream; docs/ha.md): a standby's NotLeader is followed (it proves the call was not
+// executed, so sending it again is safe), within kCallTimeout in all.
+grpc::Status CallLeader(
+    const std::string& scheduler, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    const std::function<grpc::Status(v1::NodeEnrollService::Stub&, grpc::ClientContext*)>& call) {
+  api::LeaderFollower follower(scheduler, [&credentials](const std::string& target) {
+    grpc::ChannelArguments args;  // a list: the name every replica's certificate carries
+    if (!TlsTargetNameOf(target).empty()) args.SetSslTargetNameOverride(TlsTargetNameOf(target));
+    return grpc::CreateCustomChannel(GrpcTargetOf(target), credentials, args);
+  });
+  const auto end = std::chrono::system_clock::now() + kCallTimeout;
+  while (true) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(end);
+    auto stub = v1::NodeEnrollService::NewStub(follower.channel());
+    grpc::Status st = call(*stub, &ctx);
+    if (st.ok()) return st;
+    const api::LeaderFollower::Next next = follower.OnFailure(st);
+    if (!next.retry || std::chrono::system_clock::now() + next.delay >= end) return st;
+    std::this_thread::sleep_for(next.delay);
+  }
+}
+
 // Saves a new key and certificate; the key first, so the pair on disk is never a new
 // certificate with an old key for longer than one rename.
 Status Save(const NodeCertPaths& p, const std::string& key_pem, const v1::JoinResponse& r) {
@@ -50,16 +77,17 @@ Status Join(const AgentConfig& config, const NodeCertPaths& p, const std::string
   GPUPOOL_ASSIGN_OR_RETURN(tls::KeyAndCsr kc, tls::NewKeyAndCsr(config.node_name));
   grpc::SslCredentialsOptions o;
   o.pem_root_certs = ca_pem;
-  auto stub = v1::NodeEnrollService::NewStub(
-      grpc::CreateChannel(config.scheduler, grpc::SslCredentials(o)));
   v1::JoinRequest req;
   req.set_node_name(config.node_name);
   req.set_token(config.token);
   req.set_csr_pem(kc.csr_pem);
   v1::JoinResponse resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
-  GPUPOOL_RETURN_IF_ERROR(FromGrpc(stub->Join(&ctx, req, &resp), "join"));
+  GPUPOOL_RETURN_IF_ERROR(
+      FromGrpc(CallLeader(config.scheduler, grpc::SslCredentials(o),
+                          [&](v1::NodeEnrollService::Stub& stub, grpc::ClientContext* ctx) {
+                            return stub.Join(ctx, req, &resp);
+                          }),
+               "join"));
   GPUPOOL_RETURN_IF_ERROR(Save(p, kc.key_pem, resp));
   LogInfo("agent.enroll", "joined; node certificate saved", {{"node", config.node_name}});
   return Status::Ok();
@@ -73,14 +101,15 @@ Status Renew(const AgentConfig& config, const NodeCertPaths& p, const std::strin
   o.pem_root_certs = ca_pem;
   o.pem_private_key = key;
   o.pem_cert_chain = cert;
-  auto stub = v1::NodeEnrollService::NewStub(
-      grpc::CreateChannel(config.scheduler, grpc::SslCredentials(o)));
   v1::RenewRequest req;
   req.set_csr_pem(kc.csr_pem);
   v1::JoinResponse resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
-  GPUPOOL_RETURN_IF_ERROR(FromGrpc(stub->Renew(&ctx, req, &resp), "renew"));
+  GPUPOOL_RETURN_IF_ERROR(
+      FromGrpc(CallLeader(config.scheduler, grpc::SslCredentials(o),
+                          [&](v1::NodeEnrollService::Stub& stub, grpc::ClientContext* ctx) {
+                            return stub.Renew(ctx, req, &resp);
+                          }),
+               "renew"));
   GPUPOOL_RETURN_IF_ERROR(Save(p, kc.key_pem, resp));
   LogInfo("agent.enroll", "node certificate renewed", {{"node", config.node_name}});
   return Status::Ok();

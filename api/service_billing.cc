@@ -12,6 +12,7 @@
 
 #include "api/convert_billing.h"
 #include "api/service_internal.h"
+#include "billing/price_plan.h"
 #include "billing/usage_source.h"
 #include "scheduler/store.h"
 #include "scheduler/tenancy.h"
@@ -71,6 +72,8 @@ void ServiceImpl::AddPricePlan(const CallContext& ctx, const v1::PricePlan& in, 
   for (const std::string& t : plan->tenants) {
     if (Status s = ValidateTenantPath(t, "plan.tenants"); !s.ok()) return Fail(done, s);
   }
+  // A created plan's first version also prices the hour it is created in (billing/price_plan.h).
+  plan->effective_from_ms = billing::EffectiveFrom(plan->effective_from_ms, now, create);
   plan->created_by = ctx.key_id;
   plan->create_ms = now;
   Result<billing::PricePlan> stored = options_.price_plans->AddPricePlan(*plan, create);

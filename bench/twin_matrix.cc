@@ -3,8 +3,11 @@
 // report as one JSON array (docs/benchmarks.md, "Cluster twin").
 //
 //   twin_matrix --trace-dir DIR [--workloads default,gpushare80] [--strategies fgd-pack,best-fit]
-//               [--preemption on,off] [--load-factor X] [--replicas N] [--max-nodes N]
-//               [--horizon-s S] [--warmup-s S] [--json OUT]
+//               [--preemption on,off] [--load-factor X] [--load-mode compress|copies]
+//               [--replicas N] [--max-nodes N] [--horizon-s S] [--warmup-s S] [--json OUT]
+//
+// A workload NAME=NODES reads its node list from NODES in the trace folder (workload_gen's
+// synthetic workloads: gpu-cloud=nodes_gpu-cloud.csv); otherwise every workload uses --nodes.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -33,6 +36,22 @@ std::vector<std::string> Split(const std::string& s) {
   return out;
 }
 
+constexpr const char* kHelp = R"(usage: twin_matrix --trace-dir DIR [options]
+
+Replays each workload through the cluster twin for every strategy x preemption setting, prints
+one row per replay and writes every report as one JSON array (docs/benchmarks.md, "Cluster twin").
+
+  --workloads LIST     comma-separated pod lists openb_pod_list_NAME.csv (default: default);
+                       NAME=NODES reads that workload's nodes from NODES in DIR (workload_gen:
+                       gpu-cloud=nodes_gpu-cloud.csv)
+  --nodes FILE         node list for the others (default: openb_node_list_gpu_node.csv)
+  --strategies LIST    (default: fgd-pack)
+  --preemption LIST    on, off or on,off (default: on,off)
+  --load-factor X      (default: 1)
+  --load-mode M        compress | copies, as gpupool-twin's (default: compress)
+  --replicas N  --max-nodes N  --horizon-s S  --warmup-s S  --json OUT   as gpupool-twin's
+)";
+
 [[noreturn]] void Fail(const std::string& msg) {
   std::cerr << "twin_matrix: " << msg << "\n";
   std::exit(2);
@@ -52,8 +71,14 @@ int main(int argc, char** argv) {
   std::vector<bool> preemption = {true, false};
   std::string json;
   double horizon_s = 0, warmup_s = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << kHelp;
+      return 0;
+    }
+    if (i + 1 >= argc) Fail(a + ": needs a value (see --help)");
+    std::string v = argv[i + 1];
     if (a == "--trace-dir")
       load.trace_dir = v;
     else if (a == "--workloads")
@@ -68,6 +93,12 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--load-factor")
       load.time_scale = std::atof(v.c_str());
+    else if (a == "--load-mode") {
+      Result<LoadMode> m = ParseLoadMode(v);
+      if (!m.ok()) Fail("--load-mode: " + m.status().message());
+      load.load_mode = *m;
+    } else if (a == "--nodes")
+      load.nodes_file = v;
     else if (a == "--replicas")
       load.replicas = std::atoi(v.c_str());
     else if (a == "--max-nodes")
@@ -79,16 +110,20 @@ int main(int argc, char** argv) {
     else if (a == "--json")
       json = v;
     else
-      Fail("unknown option '" + a + "'");
+      Fail("unknown option '" + a + "' (see --help)");
   }
   if (load.trace_dir.empty()) Fail("--trace-dir is required");
   OrgTree org = DefaultOrgTree();
   std::string all = "[";
-  std::printf("%-11s %-14s %-4s %7s %7s %6s %9s %9s %9s %6s %9s %5s %6s %8s\n", "workload",
+  std::printf("%-17s %-14s %-4s %7s %7s %6s %9s %9s %9s %6s %9s %5s %6s %8s\n", "workload",
               "strategy", "pre", "alloc%", "demand%", "frag%", "p99 high", "p99 norm", "p99 low",
               "preem", "lost GPUs", "quota", "below", "speedup");
-  for (const std::string& name : workloads) {
+  const std::string default_nodes = load.nodes_file;
+  for (const std::string& spec : workloads) {
+    const size_t eq = spec.find('=');
+    const std::string name = spec.substr(0, eq);
     load.workload = name;
+    load.nodes_file = eq == std::string::npos ? default_nodes : spec.substr(eq + 1);
     Result<Workload> w = LoadTrace(load, org);
     if (!w.ok()) Fail(w.status().ToString());
     for (const std::string& s : strategies) {
@@ -104,7 +139,7 @@ int main(int argc, char** argv) {
         int64_t below = 0;
         for (const TenantReport& t : r->tenants) below += t.below_guarantee_samples;
         std::printf(
-            "%-11s %-14s %-4s %7.2f %7.1f %6.2f %9.2f %9.1f %9.1f %6lld %9.0f %5lld %6lld %7.0fx\n",
+            "%-17s %-14s %-4s %7.2f %7.1f %6.2f %9.2f %9.1f %9.1f %6lld %9.0f %5lld %6lld %7.0fx\n",
             name.c_str(), s.c_str(), p ? "on" : "off", r->time_avg_gpu_allocation_pct,
             r->time_avg_demand_pct, r->time_avg_frag_pct, P99(*r, "high"), P99(*r, "normal"),
             P99(*r, "low"), static_cast<long long>(r->preemptions), r->lost_gpu_s,

@@ -1,12 +1,19 @@
 // workload_gen: synthetic cluster + workload generators in the Alibaba trace's CSV format, so
-// gpupool-sim can replay clusters unlike the trace's (docs/benchmarks.md, "Synthetic clusters").
+// gpupool-sim and gpupool-twin can replay clusters unlike the trace's (docs/benchmarks.md,
+// "Synthetic clusters"; docs/twin.md, "Synthetic workloads").
 //
-//   workload_gen --out-dir DIR [--generator NAME|all] [--seed N] [--tasks N]
+//   workload_gen --out-dir DIR [--generator NAME|all] [--seed N] [--tasks N] [--days D]
+//                [--hours H] [--load X] [--cloud-nodes N]
 //
 // writes DIR/nodes_NAME.csv (sn,cpu_milli,memory_mib,gpu,model) and DIR/openb_pod_list_NAME.csv
-// (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec); replay with
+// (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,creation_time,deletion_time,owner,
+// gang); replay with
 //   gpupool-sim --online --trace-dir DIR --nodes nodes_NAME.csv --workload NAME
-// Deterministic for a seed (its own multiply-shift draws, not std distributions).
+//   gpupool-twin --trace-dir DIR --nodes nodes_NAME.csv --workload NAME --json OUT
+// Deterministic for a seed (its own multiply-shift draws, not std distributions). The six
+// placement generators draw their rows first from the seed's stream and their time columns
+// afterwards from a stream of their own (twin/synthetic.h AssignTimes), so the placement columns
+// are what they were before the time columns existed (tests/twin/synthetic_test.cc checks).
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -17,13 +24,19 @@
 #include <string>
 #include <vector>
 
+#include "twin/synthetic.h"
+
 namespace {
+
+using gpupool::twin::SynthPod;
 
 constexpr const char* kHelp = R"(usage: workload_gen --out-dir DIR [options]
 
 Writes synthetic clusters and workloads in the Alibaba trace's CSV format:
-DIR/nodes_NAME.csv and DIR/openb_pod_list_NAME.csv, replayed by
+DIR/nodes_NAME.csv and DIR/openb_pod_list_NAME.csv (with creation_time,
+deletion_time, qos, owner and gang columns), replayed by
   gpupool-sim --online --trace-dir DIR --nodes nodes_NAME.csv --workload NAME
+  gpupool-twin --trace-dir DIR --nodes nodes_NAME.csv --workload NAME --json OUT
 
 generators:
   cloud-inference    GPU cloud: 8xH100/8xA100/4xL40S/4xL4/4xT4 nodes; 70% inference slices
@@ -35,12 +48,28 @@ generators:
   model-strict       six models; 90% of tasks pinned to one model, the rest to two
   mig-heavy          A100/H100 nodes; 80% MIG-sized slices (1/7, 2/7, 3/7, 4/7 of a GPU; the
                      trace format has no MIG geometry, so slices are shares), 20% whole GPUs
+  gpu-cloud          dynamic GPU cloud: 16 nodes each of 8xH100, 8xA100,
+                     4xL40S, 4xL4; diurnal inference services whose fractional-slice replicas
+                     scale with a 24-h curve (40% of the GPUs on average), training gangs of
+                     1-4 whole nodes for 2-48 h in bursts (35%), office-hours notebooks (10%);
+                     demand 0.85 x --load of the GPUs on average, above them at the daily peak
+
+The six placement generators' tasks get times from a separate stream (the placement columns do
+not change): GPU shares LS with diurnal arrivals and 10 min-12 h lifetimes, one whole GPU
+Burstable in office hours for 30 min-8 h, 2+ GPUs and CPU-only BE, uniform, 1-48 h / 5 min-2 h;
+arrivals over --days. docs/twin.md, "Synthetic workloads", has the processes.
 
 options:
   --out-dir DIR      where to write (required)
   --generator NAME   one of the above, or all (default: all)
   --seed N           (default: 1)
-  --tasks N          tasks per workload (default: 8000; the sim resamples to 1.3 x capacity)
+  --tasks N          tasks per workload (default: 8000; the sim resamples to 1.3 x capacity);
+                     gpu-cloud's count follows from --hours and --load
+  --days D           arrivals of the six placement generators spread over D days (default: 7)
+  --hours H          gpu-cloud: arrivals in [0, H) hours (default: 96)
+  --load X           gpu-cloud: demand scale, 1 = 85% of the GPUs on average (default: 1)
+  --cloud-nodes N    gpu-cloud: nodes of each of the four kinds (default: 16: 64 nodes, 384
+                     GPUs; the services, gangs and notebooks scale with it)
   --help             this text
 )";
 
@@ -254,35 +283,67 @@ const std::vector<Generator>& Generators() {
   return g;
 }
 
-bool Write(const std::string& dir, const Generator& g, uint64_t seed, int n) {
-  Rng r(seed);
+struct Params {
+  uint64_t seed = 1;
+  int tasks = 8000;
+  int64_t days = 7;
+  gpupool::twin::GpuCloudOptions cloud;
+};
+
+bool WriteFiles(const std::string& dir, const std::string& name, const std::string& nodes,
+                const std::string& pods) {
+  std::ofstream nf(dir + "/nodes_" + name + ".csv");
+  nf << nodes;
+  std::ofstream tf(dir + "/openb_pod_list_" + name + ".csv");
+  tf << pods;
+  return static_cast<bool>(nf) && static_cast<bool>(tf);
+}
+
+bool Write(const std::string& dir, const Generator& g, const Params& p) {
+  Rng r(p.seed);
   std::vector<Node> nodes;
   std::vector<Task> tasks;
-  g.make(r, n, &nodes, &tasks);
-  std::ofstream nf(dir + "/nodes_" + g.name + ".csv");
-  nf << "sn,cpu_milli,memory_mib,gpu,model\n";
+  g.make(r, p.tasks, &nodes, &tasks);
+  std::vector<gpupool::twin::SynthNode> out_nodes;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& x = nodes[i];
-    nf << g.name << "-node-" << i << "," << x.cpu_milli << "," << x.memory_mib << "," << x.gpus
-       << "," << x.model << "\n";
+    out_nodes.push_back({std::string(g.name) + "-node-" + std::to_string(i), x.cpu_milli,
+                         x.memory_mib, x.gpus, x.model});
   }
-  std::ofstream tf(dir + "/openb_pod_list_" + g.name + ".csv");
-  tf << "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n";
+  std::vector<SynthPod> pods;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const Task& t = tasks[i];
-    tf << g.name << "-pod-" << i << "," << t.cpu_milli << "," << t.memory_mib << "," << t.num_gpu
-       << "," << t.gpu_milli << "," << t.gpu_spec << "\n";
+    SynthPod pod;
+    pod.name = std::string(g.name) + "-pod-" + std::to_string(i);
+    pod.cpu_milli = t.cpu_milli;
+    pod.memory_mib = t.memory_mib;
+    pod.num_gpu = t.num_gpu;
+    pod.gpu_milli = t.gpu_milli;
+    pod.gpu_spec = t.gpu_spec;
+    pods.push_back(std::move(pod));
   }
+  // After every placement draw, from a stream of its own: the rows above stay as they were.
+  gpupool::twin::AssignTimes(p.seed, p.days * gpupool::twin::kDayS, &pods);
   std::cout << g.name << ": " << nodes.size() << " nodes, " << tasks.size() << " tasks\n";
-  return static_cast<bool>(nf) && static_cast<bool>(tf);
+  return WriteFiles(dir, g.name, gpupool::twin::NodeListCsv(out_nodes),
+                    gpupool::twin::PodListCsv(pods));
+}
+
+bool WriteGpuCloud(const std::string& dir, const Params& p) {
+  gpupool::twin::GpuCloudOptions o = p.cloud;
+  o.seed = p.seed;
+  gpupool::twin::SynthCluster c = gpupool::twin::GenerateGpuCloud(o);
+  std::cout << "gpu-cloud: " << c.nodes.size() << " nodes, " << c.pods.size() << " pods over "
+            << o.hours << " h at load " << o.load << "\n";
+  return WriteFiles(dir, "gpu-cloud", gpupool::twin::NodeListCsv(c.nodes),
+                    gpupool::twin::PodListCsv(c.pods));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string out_dir, which = "all";
-  uint64_t seed = 1;
-  int tasks = 8000;
+  Params p;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -298,10 +359,17 @@ int main(int argc, char** argv) {
       out_dir = v;
     } else if (a == "--generator") {
       which = v;
-    } else if (a == "--seed" || a == "--tasks") {
+    } else if (a == "--seed" || a == "--tasks" || a == "--days" || a == "--hours" ||
+               a == "--load" || a == "--cloud-nodes") {
       try {
-        if (a == "--seed") seed = std::stoull(v);
-        if (a == "--tasks") tasks = std::stoi(v);
+        size_t used = 0;
+        if (a == "--seed") p.seed = std::stoull(v, &used);
+        if (a == "--tasks") p.tasks = std::stoi(v, &used);
+        if (a == "--days") p.days = std::stoll(v, &used);
+        if (a == "--hours") p.cloud.hours = std::stoll(v, &used);
+        if (a == "--load") p.cloud.load = std::stod(v, &used);
+        if (a == "--cloud-nodes") p.cloud.nodes_per_model = std::stoi(v, &used);
+        if (used != v.size()) throw std::invalid_argument(v);
       } catch (const std::exception&) {
         std::cerr << "workload_gen: " << a << ": not a number: '" << v << "'\n";
         return 2;
@@ -311,8 +379,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (out_dir.empty() || tasks <= 0) {
-    std::cerr << "workload_gen: --out-dir is required and --tasks must be positive (see --help)\n";
+  if (out_dir.empty() || p.tasks <= 0 || p.days <= 0 || p.cloud.hours <= 0 ||
+      p.cloud.nodes_per_model <= 0 || p.cloud.nodes_per_model > 1000 ||
+      !(p.cloud.load > 0 && p.cloud.load <= 100)) {
+    std::cerr << "workload_gen: --out-dir is required; --tasks, --days and --hours must be "
+                 "positive, --cloud-nodes 1..1000, --load in (0, 100] (see --help)\n";
     return 2;
   }
   std::filesystem::create_directories(out_dir);
@@ -320,7 +391,14 @@ int main(int argc, char** argv) {
   for (const Generator& g : Generators()) {
     if (which != "all" && which != g.name) continue;
     known = true;
-    if (!Write(out_dir, g, seed, tasks)) {
+    if (!Write(out_dir, g, p)) {
+      std::cerr << "workload_gen: cannot write into '" << out_dir << "'\n";
+      return 2;
+    }
+  }
+  if (which == "all" || which == "gpu-cloud") {
+    known = true;
+    if (!WriteGpuCloud(out_dir, p)) {
       std::cerr << "workload_gen: cannot write into '" << out_dir << "'\n";
       return 2;
     }

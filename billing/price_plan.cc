@@ -97,6 +97,12 @@ Status ValidatePricePlan(const PricePlan& plan) {
   return Status::Ok();
 }
 
+int64_t EffectiveFrom(int64_t requested_ms, int64_t now_ms, bool first_version) {
+  constexpr int64_t kHourMs = 3'600'000;
+  const int64_t from = std::max(requested_ms, now_ms);
+  return first_version ? from - from % kHourMs : from;
+}
+
 bool TenantWithinPath(std::string_view tenant, std::string_view root) {
   if (root.empty()) return true;
   if (!tenant.starts_with(root)) return false;

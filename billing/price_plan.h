@@ -5,7 +5,8 @@
 // (effective_from_ms); usage metered in a period that starts at t is rated by the version of the
 // plan in effect at t — the highest version whose effective_from_ms <= t. A new version only ever
 // takes effect from its creation time on (the API refuses a back-dated one), so an invoice for a
-// past period reads the same after any plan change.
+// past period reads the same after any plan change — except that a plan's first version starts
+// with its hour (EffectiveFrom, below).
 //
 // Which plan rates a tenant: among the plan versions in effect at t, the one whose `tenants`
 // list holds the deepest ancestor-or-self of the tenant's path; failing that, the plan named
@@ -70,6 +71,18 @@ struct PricePlan {
 Status ValidatePricePlan(const PricePlan& plan);
 // Plan names: [a-z0-9][a-z0-9._-]{0,62}.
 Status ValidatePlanName(std::string_view name, std::string_view field = "plan.name");
+
+// When a new version stored at `now_ms` takes effect, given the time asked for (`requested_ms`:
+// 0, or any time up to now, means at once). The one rule for every path that stores a version
+// (the API's CreatePricePlan/UpdatePricePlan, the configured plans at start and on reload):
+//  * a later version takes effect at max(requested, now): it never reaches back into what its
+//    predecessor already priced;
+//  * a plan's first version (`first_version`) takes effect at the start of that hour. Usage is
+//    rated per hour by the version in effect at the hour's start, so a first version effective
+//    mid-hour would leave that hour with no price at all, and its invoices would be refused
+//    (FAILED_PRECONDITION). Before the first version the plan priced nothing, so reaching back to
+//    the hour's start changes no charge the plan made.
+int64_t EffectiveFrom(int64_t requested_ms, int64_t now_ms, bool first_version);
 
 // Is `tenant` the subtree root `root` or below it (on path segments: "acme/r" is not within
 // "acme/re")?

@@ -22,8 +22,8 @@ using namespace gpupool::twin;
 
 constexpr const char* kHelp = R"(usage: gpupool-twin --trace-dir DIR --json OUT [options]
 
-Replays a workload (Alibaba openb pod list: arrivals at creation_time, durations up to
-deletion_time) through gpupoold's own scheduler core — queues, quotas, fair share, priorities,
+Replays a workload (Alibaba openb pod list, or one from bench/workload_gen: arrivals at
+creation_time, durations up to deletion_time) through gpupoold's own scheduler core — queues, quotas, fair share, priorities,
 preemption, placement with the daemon's online workload model — on a simulated clock, with the
 in-memory store and simulated agents. Writes a JSON report (allocation, fragmentation, waits per
 priority class and tenant, preemptions, quota and guarantee checks) and an SVG plot. See
@@ -31,9 +31,16 @@ docs/twin.md.
 
 workload:
   --trace-dir DIR        folder with openb_pod_list_*.csv and the node list (required)
-  --workload NAME        pod list openb_pod_list_NAME.csv (default: default)
+  --workload NAME        pod list openb_pod_list_NAME.csv (default: default); its optional
+                         owner column is hashed to a tenant instead of the pod name, and pods
+                         sharing a gang id are submitted as one gang job
   --nodes FILE           node list in the trace folder (default: openb_node_list_gpu_node.csv)
-  --load-factor X        arrival times divided by X, durations kept (default: 1)
+  --load-factor X        arrival times divided by X, durations kept (default: 1); with
+                         --load-mode copies each pod is submitted X times on average instead
+  --load-mode M          compress | copies (default: compress). copies keeps the times (a
+                         diurnal workload such as workload_gen's gpu-cloud keeps its 24-h day)
+                         and submits each pod floor(X) or ceil(X) times (X < 1 thins); a gang's
+                         pods alike
   --replicas N           submit each pod N times, copy k arriving k × --replica-gap-s later
                          (default: 1)
   --replica-gap-s S      (default: 1)
@@ -123,7 +130,11 @@ int main(int argc, char** argv) {
       load.nodes_file = v;
     else if (a == "--load-factor")
       load.time_scale = Number(a, v, 0.001);
-    else if (a == "--replicas")
+    else if (a == "--load-mode") {
+      Result<LoadMode> m = ParseLoadMode(v);
+      if (!m.ok()) Fail("--load-mode: " + m.status().message());
+      load.load_mode = *m;
+    } else if (a == "--replicas")
       load.replicas = static_cast<int>(Number(a, v, 1));
     else if (a == "--replica-gap-s")
       load.replica_gap_us = static_cast<int64_t>(Number(a, v, 0) * 1e6);
@@ -190,9 +201,10 @@ int main(int argc, char** argv) {
   }
   Result<Workload> w = LoadTrace(load, org);
   if (!w.ok()) Fail(w.status().ToString());
-  std::printf("workload %s: %zu nodes, %lld GPUs, %zu tasks (%lld CPU-only pods left out)\n",
-              w->name.c_str(), w->nodes.size(), static_cast<long long>(w->GpuCount()),
-              w->tasks.size(), static_cast<long long>(w->skipped));
+  std::printf(
+      "workload %s: %zu nodes, %lld GPUs, %zu tasks, %zu gangs (%lld CPU-only pods left out)\n",
+      w->name.c_str(), w->nodes.size(), static_cast<long long>(w->GpuCount()), w->tasks.size(),
+      w->gangs.size(), static_cast<long long>(w->skipped));
 
   Result<TwinReport> base = RunTwin(*w, org, config);
   if (!base.ok()) Fail(base.status().ToString());

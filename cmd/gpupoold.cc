@@ -42,6 +42,7 @@
 #include "store/pg_api_keys.h"
 #include "store/pg_key_feed.h"
 #include "store/pg_leader_lease.h"
+#include "store/pg_node_enrolments.h"
 #include "store/pg_store.h"
 #include "twin/preflight.h"
 
@@ -303,8 +304,11 @@ int Run(int argc, char** argv) {
   api::tls::NodeIdentityOptions id_options;
   id_options.join_tokens.insert(config.node_tokens.begin(), config.node_tokens.end());
   id_options.require_certificates = config.require_node_certificates;
+  // Enrolments live in PostgreSQL, shared by replicas (docs/ha.md, "Secure replicas").
+  Result<std::unique_ptr<PgNodeEnrolments>> enrolments = PgNodeEnrolments::Open(uri);
+  if (!enrolments.ok()) return Fail(enrolments.status().WithContext("node enrolments"));
   Result<std::unique_ptr<api::tls::NodeIdentities>> identities =
-      api::tls::NodeIdentities::Open(&*ca, id_options);
+      api::tls::NodeIdentities::Open(&*ca, enrolments->get(), id_options);
   if (!identities.ok()) return Fail(identities.status().WithContext("node identities"));
   api::AgentHubOptions hub_options;
   hub_options.node_tokens.insert(config.node_tokens.begin(), config.node_tokens.end());

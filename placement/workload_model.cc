@@ -23,6 +23,17 @@ std::string JoinSorted(std::vector<std::string> models) {
 
 }  // namespace
 
+// How far apart two classes of the same kind, device count, models and MIG profile are: the
+// difference in share (a whole GPU = 1), per-device compute (1 per 1,000 TFLOPS), VRAM (1 per
+// 1 TiB) and CPU (1 per 16 cores) — share first, the rest to break ties sensibly.
+double WorkloadModel::FoldDistance(const Key& a, const Key& b) {
+  auto diff = [](int64_t x, int64_t y) { return std::abs(static_cast<double>(x - y)); };
+  return diff(std::get<1>(a), std::get<1>(b)) / 1000.0 +
+         diff(std::get<2>(a), std::get<2>(b)) / 1e6 +
+         diff(std::get<3>(a), std::get<3>(b)) / 1048576.0 +
+         diff(std::get<7>(a), std::get<7>(b)) / 16000.0;
+}
+
 std::vector<Request> WorkloadModel::PriorClasses() {
   std::vector<Request> out;
   for (int32_t share : {250, 500, 750}) {
@@ -77,17 +88,7 @@ void WorkloadModel::Add(const Request& r, double count, bool prior) {
   Key key = KeyOf(r);
   auto it = classes_.find(key);
   if (it == classes_.end()) {
-    if (classes_.size() >= std::max<size_t>(options_.max_classes, 1)) {
-      // Evict the lightest; among equals the most recently seen (the older one has a history).
-      auto victim = classes_.begin();
-      for (auto c = classes_.begin(); c != classes_.end(); ++c) {
-        if (c->second.scaled < victim->second.scaled ||
-            (c->second.scaled == victim->second.scaled &&
-             c->second.first_seen > victim->second.first_seen))
-          victim = c;
-      }
-      classes_.erase(victim);
-    }
+    if (classes_.size() >= std::max<size_t>(options_.max_classes, 1)) Evict();
     Entry e;
     e.first_seen = next_seq_++;
     e.prior = prior;
@@ -99,6 +100,40 @@ void WorkloadModel::Add(const Request& r, double count, bool prior) {
   if (!prior) e.prior = false;
   e.scaled += count * inv_scale_;
   e.scaled_mem += count * static_cast<double>(r.memory_mib) * inv_scale_;
+}
+
+void WorkloadModel::Evict() {
+  // The lightest goes; among equals the most recently seen (the older one has a history).
+  auto victim = classes_.begin();
+  for (auto c = classes_.begin(); c != classes_.end(); ++c) {
+    if (c->second.scaled < victim->second.scaled ||
+        (c->second.scaled == victim->second.scaled &&
+         c->second.first_seen > victim->second.first_seen))
+      victim = c;
+  }
+  // An observed class's weight is folded into the nearest kept class of the same kind, device
+  // count, models and MIG profile, so each model set keeps its share of the demand: dropping it
+  // would let the pinned shares of a pool with thousands of shapes (each seen once or twice)
+  // vanish while the few whole-GPU shapes stay, and fgd-pack's model pressure would read that.
+  if (!victim->second.prior) {
+    const Key& v = victim->first;
+    auto into = classes_.end();
+    double best = 0;
+    for (auto c = classes_.begin(); c != classes_.end(); ++c) {
+      const Key& k = c->first;
+      if (c == victim || c->second.prior || std::get<0>(k) != std::get<0>(v) ||
+          std::get<4>(k) != std::get<4>(v) || std::get<5>(k) != std::get<5>(v) ||
+          std::get<6>(k) != std::get<6>(v))
+        continue;
+      const double d = FoldDistance(k, v);
+      if (into == classes_.end() || d < best) into = c, best = d;
+    }
+    if (into != classes_.end()) {
+      into->second.scaled += victim->second.scaled;
+      into->second.scaled_mem += victim->second.scaled_mem;
+    }
+  }
+  classes_.erase(victim);
 }
 
 void WorkloadModel::Renormalise() {

@@ -13,7 +13,10 @@
 // observations take over smoothly (at N = prior_weight tasks the prior is about half the mass).
 // Once the prior weighs under 1/32 of the total it is left out of Classes(): a never-seen 8-GPU
 // class must not keep steering a pool that runs only shares. At most max_classes classes are
-// kept: a new class beyond that evicts the lightest one.
+// kept: a new class beyond that evicts the lightest one, whose weight is folded into the nearest
+// kept class of the same kind, device count, models and MIG profile (nearest share, then
+// per-device amount, then CPU) — so a pool with more shapes than the cap keeps each model set's
+// share of the demand; without such a class it is dropped.
 //
 // Pure: no I/O, no clock, deterministic (the same observations in the same order give the same
 // doubles, so the daemon and gpupool-sim compute identical models). Thread safety: none.
@@ -80,6 +83,8 @@ class WorkloadModel {
     Request shape;
   };
   static Key KeyOf(const Request& r);
+  static double FoldDistance(const Key& a, const Key& b);
+  void Evict();
   void Add(const Request& r, double count, bool prior);
   void Renormalise();
   double Now() const { return 1.0 / inv_scale_; }  // λ^N

@@ -490,6 +490,21 @@ CREATE TABLE cluster_credentials (
 REVOKE ALL ON cluster_credentials FROM PUBLIC;
 )sql";
 
+// Node enrolments (scheduler/node_enrolments.h; docs/security.md, "Agents"): which certificate
+// serial speaks for which node, and revocations, shared by every replica on the database (they
+// lived in each replica's <tls-dir>/nodes file before). As sensitive as the rest of the trust
+// state: PUBLIC has no rights, as for cluster_credentials (13).
+constexpr std::string_view kV14 = R"sql(
+CREATE TABLE node_enrolments (
+  node        text        PRIMARY KEY,
+  serial_hex  text        NOT NULL CHECK (serial_hex <> ''),
+  not_after_s bigint      NOT NULL,
+  revoked     boolean     NOT NULL DEFAULT false,
+  updated_at  timestamptz NOT NULL DEFAULT now()
+);
+REVOKE ALL ON node_enrolments FROM PUBLIC;
+)sql";
+
 // What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.
 constexpr std::string_view kV100 = R"sql(
 CREATE INDEX jobs_pool_submit_idx ON jobs (pool, submit_us);
@@ -503,6 +518,7 @@ constexpr Migration kMigrations[] = {
     {11, "API key change notifications", kV11},
     {12, "the submitting principal of each job", kV12},
     {13, "credentials shared by secure replicas", kV13},
+    {14, "node enrolments shared by replicas", kV14},
     {20, "device faults", kV20},
     {21, "task usage", kV21},
     {22, "pool MPS isolation and node capabilities", kV22},

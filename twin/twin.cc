@@ -34,6 +34,7 @@ struct Event {
 // A task as the simulated agents see it.
 struct Run {
   int64_t job_id = 0;
+  int32_t index = 0;  // the task's index in its job (a gang's member)
   int32_t attempt = -1;
   std::string node;
   bool holding = false;
@@ -174,17 +175,25 @@ class Loop {
     heap_.push(Event{time, seq_++, kind, task, attempt});
   }
 
+  // A gang arrives whole with its first member (they share the arrival time); the others'
+  // arrivals are then no-ops.
   void Arrive(Recorder& rec, size_t i, int64_t now) {
     const TwinTask& t = w_.tasks[i];
+    std::vector<size_t> members = {i};
+    if (t.gang_index >= 0) {
+      members = w_.gangs[static_cast<size_t>(t.gang_index)];
+      if (members.front() != i) return;
+    }
     JobSpec spec;
     spec.tenant = t.tenant;
     spec.pool = c_.pool;
     spec.priority_class = t.priority_class;
-    spec.task_count = 1;
+    spec.task_count = static_cast<int32_t>(members.size());
+    spec.gang = t.gang_index >= 0;
     spec.task_template.command = {"/bin/true"};
     spec.task_template.resources = t.Request(w_.gpu);
-    spec.labels["trace.pod"] = t.name;
-    rec.Arrive(i, now);
+    spec.labels["trace.pod"] = t.gang_index >= 0 ? t.gang : t.name;
+    for (size_t m : members) rec.Arrive(m, now);
     std::optional<Result<JobRecord>> out;
     core_->SubmitJob(std::move(spec), [&](Result<JobRecord> r) { out.emplace(std::move(r)); });
     // The job id is needed before the pass that the submission asked for starts it.
@@ -194,12 +203,15 @@ class Loop {
       fn();
     }
     if (!out || !out->ok()) {
-      rec.Rejected(i);
+      for (size_t m : members) rec.Rejected(m);
       Drain();
       return;
     }
-    runs_[i].job_id = (*out)->id;
-    job_task_[(*out)->id] = i;
+    for (size_t k = 0; k < members.size(); ++k) {
+      runs_[members[k]].job_id = (*out)->id;
+      runs_[members[k]].index = static_cast<int32_t>(k);
+    }
+    job_tasks_[(*out)->id] = std::move(members);
     Drain();
   }
 
@@ -208,7 +220,7 @@ class Loop {
     if (!run.holding || run.attempt != e.attempt) return;  // stale: that attempt is over
     TaskReport report;
     report.node = run.node;
-    report.task_id = TaskId(run.job_id, 0);
+    report.task_id = TaskId(run.job_id, run.index);
     report.attempt = e.attempt;
     if (e.kind == Kind::kRunning) {
       report.state = TaskState::kRunning;
@@ -220,7 +232,9 @@ class Loop {
     bool preempted = false;
     if (e.kind == Kind::kExit) {
       Result<JobRecord> job = core_->GetJob(run.job_id);
-      preempted = job.ok() && job->tasks[0].stop == StopIntent::kPreempt;
+      const auto index = static_cast<size_t>(run.index);
+      preempted =
+          job.ok() && index < job->tasks.size() && job->tasks[index].stop == StopIntent::kPreempt;
       report.state = TaskState::kFailed;
       report.exit_code = 143;
       report.signal = 15;
@@ -248,12 +262,14 @@ class Loop {
     std::vector<SimAgents::Command> out;
     out.swap(agents_.outbox);
     for (SimAgents::Command& c : out) {
-      int64_t job_id = c.start ? c.start_cmd.job_id : 0;
+      int64_t job_id = 0;
       int32_t index = 0;
-      if (!c.start && !ParseTaskId(c.stop_cmd.task_id, &job_id, &index)) continue;
-      auto it = job_task_.find(job_id);
-      if (it == job_task_.end()) continue;
-      size_t i = it->second;
+      if (!ParseTaskId(c.start ? c.start_cmd.task_id : c.stop_cmd.task_id, &job_id, &index))
+        continue;
+      auto it = job_tasks_.find(job_id);
+      if (it == job_tasks_.end() || index < 0 || static_cast<size_t>(index) >= it->second.size())
+        continue;
+      size_t i = it->second[static_cast<size_t>(index)];
       struct Run& run = runs_[i];
       if (c.start) {
         if (run.holding && run.attempt == c.start_cmd.attempt) continue;  // a re-send
@@ -288,7 +304,7 @@ class Loop {
   std::deque<std::function<void()>> queue_;
   std::unique_ptr<Core> core_;
   std::vector<struct Run> runs_;
-  std::unordered_map<int64_t, size_t> job_task_;
+  std::unordered_map<int64_t, std::vector<size_t>> job_tasks_;  // job id → tasks by index
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;
   uint64_t seq_ = 0;
   std::vector<StartLog> starts_;

@@ -89,7 +89,48 @@ class Csv {
   std::vector<std::string_view> cells_;
 };
 
+// FNV-1a, then splitmix64's finalizer: a pod's copy draw, unrelated to its tenant's hash.
+uint64_t CopyHash(std::string_view s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebULL;
+  return h ^ (h >> 31);
+}
+
+// How many times a pod is submitted at load factor x in copies mode: ⌊x⌋, plus one with
+// probability x − ⌊x⌋ (a fixed hash of `key`, so the same pods on every run).
+int CopiesOf(double x, std::string_view key) {
+  const double whole = std::floor(x);
+  const double u = static_cast<double>(CopyHash(key) >> 11) / 9007199254740992.0;  // [0, 1)
+  return static_cast<int>(whole) + (u < x - whole ? 1 : 0);
+}
+
+// Members of one gang must agree on everything the gang job submits once.
+std::string GangMismatch(const TwinTask& a, const TwinTask& b) {
+  if (a.arrival_us != b.arrival_us) return "creation_time";
+  if (a.duration_us != b.duration_us) return "deletion_time";
+  if (a.num_gpu != b.num_gpu || a.gpu_milli != b.gpu_milli) return "num_gpu/gpu_milli";
+  if (a.cpu_milli != b.cpu_milli || a.memory_mib != b.memory_mib) return "cpu_milli/memory_mib";
+  if (a.models != b.models) return "gpu_spec";
+  if (a.qos != b.qos) return "qos";
+  if (a.owner != b.owner) return "owner";
+  return "";
+}
+
 }  // namespace
+
+Result<LoadMode> ParseLoadMode(std::string_view name) {
+  if (name == "compress") return LoadMode::kCompress;
+  if (name == "copies") return LoadMode::kCopies;
+  return Status::InvalidArgument("load mode: expected compress or copies, got '" +
+                                 std::string(name) + "'");
+}
 
 ResourceRequest TwinTask::Request(const Resources& gpu) const {
   ResourceRequest r;
@@ -117,6 +158,7 @@ Result<std::vector<TwinTask>> ParsePods(std::string_view text, const std::string
   GPUPOOL_RETURN_IF_ERROR(
       csv.ReadHeader({"name", "num_gpu", "gpu_milli", "creation_time", "deletion_time"}));
   std::vector<TwinTask> out;
+  std::map<std::string, size_t> gang_first;  // gang id → its first member in `out`
   while (csv.Next()) {
     TwinTask t;
     t.name = std::string(csv.Cell("name"));
@@ -140,6 +182,16 @@ Result<std::vector<TwinTask>> ParsePods(std::string_view text, const std::string
     t.qos = std::string(csv.Cell("qos"));
     for (std::string_view m : Split(csv.Cell("gpu_spec"), '|'))
       if (!m.empty()) t.models.emplace_back(m);
+    t.owner = std::string(csv.Cell("owner"));
+    t.gang = std::string(csv.Cell("gang"));
+    if (!t.gang.empty()) {
+      auto [it, first] = gang_first.emplace(t.gang, out.size());
+      const std::string differs = first ? "" : GangMismatch(out[it->second], t);
+      if (!differs.empty()) {
+        return csv.Error("gang", "'" + t.name + "' differs from '" + out[it->second].name +
+                                     "' of gang '" + t.gang + "' in " + differs);
+      }
+    }
     out.push_back(std::move(t));
   }
   return out;
@@ -179,20 +231,28 @@ Workload Shape(std::string name, std::vector<TwinNode> nodes, std::vector<TwinTa
   }
   if (options.max_tasks > 0 && static_cast<size_t>(options.max_tasks) < pods.size())
     pods.resize(static_cast<size_t>(options.max_tasks));
-  const double scale = options.time_scale > 0 ? options.time_scale : 1.0;
+  const double factor = options.time_scale > 0 ? options.time_scale : 1.0;
+  const bool copies = options.load_mode == LoadMode::kCopies;
+  const double scale = copies ? 1.0 : factor;
   const int replicas = std::max(1, options.replicas);
   for (const TwinTask& pod : pods) {
     if (pod.GpuMilli() == 0) {
       ++w.skipped;
       continue;
     }
-    for (int k = 0; k < replicas; ++k) {
+    // A gang's members are copied alike: the draw is the gang's.
+    const int n =
+        copies ? CopiesOf(factor, pod.gang.empty() ? pod.name : pod.gang) * replicas : replicas;
+    for (int k = 0; k < n; ++k) {
       TwinTask t = pod;
-      if (k > 0) t.name += "~" + std::to_string(k);
+      const std::string suffix = k > 0 ? "~" + std::to_string(k) : "";
+      t.name += suffix;
+      if (!t.gang.empty()) t.gang += suffix;
+      if (!t.owner.empty()) t.owner += suffix;
       t.arrival_us =
           static_cast<int64_t>(std::llround(static_cast<double>(pod.arrival_us) / scale)) +
-          k * options.replica_gap_us;
-      t.tenant = org.PickTenant(t.name);
+          (copies ? 0 : k * options.replica_gap_us);
+      t.tenant = org.PickTenant(t.owner.empty() ? t.name : t.owner);
       t.priority_class = org.ClassOf(t.qos);
       if (t.gpu_milli < 1000) t.models.clear();  // a share takes any model (see the header)
       w.tasks.push_back(std::move(t));
@@ -201,6 +261,15 @@ Workload Shape(std::string name, std::vector<TwinNode> nodes, std::vector<TwinTa
   std::stable_sort(w.tasks.begin(), w.tasks.end(), [](const TwinTask& a, const TwinTask& b) {
     return a.arrival_us != b.arrival_us ? a.arrival_us < b.arrival_us : a.name < b.name;
   });
+  std::map<std::string, size_t> gang_index;
+  for (size_t i = 0; i < w.tasks.size(); ++i) {
+    TwinTask& t = w.tasks[i];
+    if (t.gang.empty()) continue;
+    auto [it, added] = gang_index.emplace(t.gang, w.gangs.size());
+    if (added) w.gangs.emplace_back();
+    t.gang_index = static_cast<int64_t>(it->second);
+    w.gangs[it->second].push_back(i);
+  }
   return w;
 }
 

@@ -12,7 +12,13 @@
 //    the demand, once the replay is longer than most durations — grows by that factor; each pod
 //    may also be submitted `replicas` times (copy k named "<pod>~k", arriving `k × replica_gap`
 //    later), which multiplies the work without shortening the replay.
-//  * Tenants and classes come from an OrgTree (pod name hashed to a leaf; qos → class).
+//    With `load_mode` kCopies the factor keeps the times and multiplies the pods instead: each
+//    pod is submitted ⌊X⌋ or ⌈X⌉ times (chosen by a hash of its name, so X on average; X < 1
+//    thins), copy k named "<pod>~k" arriving with it — a diurnal workload keeps its 24-h day.
+//  * Tenants and classes come from an OrgTree (the pod's `owner`, or its name when it has none,
+//    hashed to a leaf; qos → class). A copy k hashes "<owner>~k".
+//  * Gangs: pods with one `gang` id (synthetic workloads, synthetic.h) are one gang job of that
+//    many tasks; they must agree on arrival, duration, request and qos (checked on parsing).
 //
 // Thread safety: plain values and functions; Load* read files.
 #pragma once
@@ -52,6 +58,9 @@ struct TwinTask {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
   std::vector<std::string> models;  // allowed GPU models (whole GPUs only); empty: any
+  std::string owner;                // hashed to a tenant instead of the name when not empty
+  std::string gang;                 // pods with one gang id start and stop together
+  int64_t gang_index = -1;          // Workload::gangs index once shaped; -1: alone
 
   int64_t GpuMilli() const { return static_cast<int64_t>(num_gpu) * gpu_milli; }
   // The request the daemon's API would take for it, on GPUs of `gpu` each.
@@ -62,16 +71,23 @@ struct Workload {
   std::string name;
   std::vector<TwinNode> nodes;
   std::vector<TwinTask> tasks;                  // by arrival time, then name
+  std::vector<std::vector<size_t>> gangs;       // tasks of each gang, in task order
   int64_t skipped = 0;                          // CPU-only pods left out
   Resources gpu{kGpuMilliTflops, kGpuVramMib};  // every GPU's physical capacity
   int64_t GpuCount() const;
+};
+
+enum class LoadMode {
+  kCompress,  // arrivals divided by the load factor
+  kCopies,    // each pod submitted ⌊X⌋ or ⌈X⌉ times, X on average; times kept
 };
 
 struct LoadOptions {
   std::string trace_dir;
   std::string workload = "default";  // openb_pod_list_<workload>.csv
   std::string nodes_file = "openb_node_list_gpu_node.csv";
-  double time_scale = 1.0;  // arrivals divided by this
+  double time_scale = 1.0;  // the load factor: arrivals divided by it, or copies (load_mode)
+  LoadMode load_mode = LoadMode::kCompress;
   int replicas = 1;
   int64_t replica_gap_us = 1'000'000;
   int max_nodes = 0;      // > 0: every k-th node, so that about this many remain (model mix kept)
@@ -79,13 +95,16 @@ struct LoadOptions {
 };
 
 // Parses a pod list (header names: name, num_gpu, gpu_milli, creation_time, deletion_time;
-// optional cpu_milli, memory_mib, gpu_spec, qos). INVALID_ARGUMENT naming the line and column.
+// optional cpu_milli, memory_mib, gpu_spec, qos, owner, gang). INVALID_ARGUMENT naming the line
+// and column; a gang member that differs from its gang's first names both.
 Result<std::vector<TwinTask>> ParsePods(std::string_view csv, const std::string& source);
 Result<std::vector<TwinNode>> ParseNodeList(std::string_view csv, const std::string& source);
 
 // Reads trace_dir/openb_pod_list_<workload>.csv and trace_dir/<nodes_file>, applies the options
 // and the org tree. NOT_FOUND naming the file when one is missing.
 Result<Workload> LoadTrace(const LoadOptions& options, const OrgTree& org);
+
+Result<LoadMode> ParseLoadMode(std::string_view name);  // "compress" | "copies"
 
 // Applies load and org tree to tasks already parsed (tests use it directly).
 Workload Shape(std::string name, std::vector<TwinNode> nodes, std::vector<TwinTask> pods,

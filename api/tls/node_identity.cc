@@ -1,7 +1,9 @@
 #include "api/tls/node_identity.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "api/validate.h"
 #include "base/log.h"
@@ -26,44 +28,52 @@ bool TokenMatches(const std::set<std::string>& tokens, std::string_view token) {
 }  // namespace
 
 Result<std::unique_ptr<NodeIdentities>> NodeIdentities::Open(const CertAuthority* ca,
+                                                             NodeEnrolmentStore* store,
                                                              NodeIdentityOptions options) {
-  std::unique_ptr<NodeIdentities> ids(new NodeIdentities(ca, std::move(options)));
-  std::ifstream in(ca->dir() + "/nodes");
-  std::string line;
-  MutexLock lock(&ids->mu_);  // not shared yet; taken so the analysis can check every access
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string node;
-    Binding b;
-    int revoked = 0;
-    if (!(fields >> node >> b.serial_hex >> b.not_after_s >> revoked)) {
-      return Status::Internal(ca->dir() + "/nodes: malformed line '" + line + "'");
-    }
-    b.revoked = revoked != 0;
-    ids->nodes_[node] = b;
-  }
+  std::unique_ptr<NodeIdentities> ids(new NodeIdentities(ca, store, std::move(options)));
+  GPUPOOL_RETURN_IF_ERROR(ids->ImportFile());
   return ids;
 }
 
-Status NodeIdentities::Save() const {
-  std::ostringstream out;
-  for (const auto& [node, b] : nodes_) {
-    out << node << ' ' << b.serial_hex << ' ' << b.not_after_s << ' ' << (b.revoked ? 1 : 0)
-        << '\n';
+// The file an older gpupoold kept (one "node serial not_after_s revoked" line per node) is read
+// once into the store; renaming it afterwards keeps a later edit of it from looking effective.
+Status NodeIdentities::ImportFile() {
+  const std::string path = ca_->dir() + "/nodes";
+  std::ifstream in(path);
+  if (!in) return Status::Ok();  // a new install, or imported already
+  std::vector<NodeEnrolment> rows;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::istringstream fields(line);
+    NodeEnrolment e;
+    int revoked = 0;
+    if (!(fields >> e.node >> e.serial_hex >> e.not_after_s >> revoked)) {
+      return Status::Internal(path + ":" + std::to_string(number) + ": malformed line '" + line +
+                              "'");
+    }
+    e.revoked = revoked != 0;
+    rows.push_back(std::move(e));
   }
-  return WritePrivateFile(ca_->dir() + "/nodes", out.str());
+  GPUPOOL_ASSIGN_OR_RETURN(int added, store_->Import(rows));
+  std::error_code ec;
+  std::filesystem::rename(path, path + ".imported", ec);
+  if (ec) return Status::Internal("cannot rename " + path + " after importing it: " + ec.message());
+  LogInfo(kComponent, "node enrolments imported into the database",
+          {{"file", path},
+           {"added", std::to_string(added)},
+           {"kept", std::to_string(rows.size() - static_cast<size_t>(added))}});
+  return Status::Ok();
 }
 
-Result<IssuedCert> NodeIdentities::Issue(const std::string& node, std::string_view csr_pem) {
+Result<IssuedCert> NodeIdentities::Issue(const std::string& node, std::string_view csr_pem,
+                                         const std::string& expected_serial) {
   GPUPOOL_ASSIGN_OR_RETURN(std::string pem,
                            ca_->SignNodeCsr(csr_pem, node, options_.cert_validity));
   GPUPOOL_ASSIGN_OR_RETURN(CertInfo info, ParseCert(pem));
-  Binding previous = nodes_[node];
-  nodes_[node] = Binding{info.serial_hex, info.not_after_s, false};
-  if (Status s = Save(); !s.ok()) {
-    nodes_[node] = previous;  // nothing is handed out that is not durable
-    return s;
-  }
+  // Nothing is handed out that is not durable: the binding commits before the certificate is
+  // returned, and only if no other call (or replica) changed the node's binding meanwhile.
+  GPUPOOL_RETURN_IF_ERROR(
+      store_->Bind({node, info.serial_hex, info.not_after_s, false}, expected_serial));
   return IssuedCert{std::move(pem), ca_->ca_pem(), info.not_after_s};
 }
 
@@ -74,35 +84,45 @@ Result<IssuedCert> NodeIdentities::Join(std::string_view token, const std::strin
     LogWarn(kComponent, "join refused: bad token", {{"node", node}});
     return Status::Unauthenticated("the join token is not accepted");
   }
-  MutexLock lock(&mu_);
-  if (auto it = nodes_.find(node); it != nodes_.end() && !it->second.revoked) {
+  const auto already_enrolled = [&] {
     LogWarn(kComponent, "join refused: node already enrolled", {{"node", node}});
     return Status::PermissionDenied("node '" + node +
                                     "' is already enrolled: renew with its certificate, or have "
                                     "an admin revoke it first");
-  }
-  GPUPOOL_ASSIGN_OR_RETURN(IssuedCert cert, Issue(node, csr_pem));
+  };
+  GPUPOOL_ASSIGN_OR_RETURN(std::optional<NodeEnrolment> current, store_->Get(node));
+  if (current && !current->revoked) return already_enrolled();
+  Result<IssuedCert> cert = Issue(node, csr_pem, "");
+  if (cert.status().code() == StatusCode::kFailedPrecondition) return already_enrolled();
+  if (!cert.ok()) return cert.status();
   LogInfo(kComponent, "node enrolled", {{"node", node}});
   return cert;
 }
 
 Result<IssuedCert> NodeIdentities::Renew(const PeerCert& peer, std::string_view csr_pem) {
-  MutexLock lock(&mu_);
-  auto it = nodes_.find(peer.common_name);
-  if (it == nodes_.end() || it->second.revoked || it->second.serial_hex != peer.serial_hex) {
+  const auto refused = [&] {
     LogWarn(kComponent, "renew refused", {{"node", peer.common_name}});
     return Status::Unauthenticated("the certificate is not this node's current one");
-  }
-  GPUPOOL_ASSIGN_OR_RETURN(IssuedCert cert, Issue(peer.common_name, csr_pem));
+  };
+  GPUPOOL_ASSIGN_OR_RETURN(std::optional<NodeEnrolment> current, store_->Get(peer.common_name));
+  if (!current || current->revoked || current->serial_hex != peer.serial_hex) return refused();
+  Result<IssuedCert> cert = Issue(peer.common_name, csr_pem, peer.serial_hex);
+  if (cert.status().code() == StatusCode::kFailedPrecondition) return refused();
+  if (!cert.ok()) return cert.status();
   LogInfo(kComponent, "node certificate renewed", {{"node", peer.common_name}});
   return cert;
 }
 
 Status NodeIdentities::CheckRegister(const PeerCert* peer, const std::string& node) const {
-  MutexLock lock(&mu_);
-  auto it = nodes_.find(node);
+  if (peer != nullptr && peer->common_name != node) {
+    return Status::PermissionDenied("the certificate is for node '" + peer->common_name +
+                                    "', not '" + node + "'");
+  }
+  // Read on every Register, not cached: a revocation made through another replica counts here.
+  GPUPOOL_ASSIGN_OR_RETURN(std::optional<NodeEnrolment> current, store_->Get(node));
+  const bool live = current && !current->revoked;
   if (peer == nullptr) {
-    if (it != nodes_.end() && !it->second.revoked) {
+    if (live) {
       return Status::PermissionDenied("node '" + node +
                                       "' is enrolled: connect with its certificate");
     }
@@ -111,14 +131,8 @@ Status NodeIdentities::CheckRegister(const PeerCert* peer, const std::string& no
     }
     return Status::Ok();
   }
-  if (peer->common_name != node) {
-    return Status::PermissionDenied("the certificate is for node '" + peer->common_name +
-                                    "', not '" + node + "'");
-  }
-  if (it == nodes_.end() || it->second.revoked) {
-    return Status::PermissionDenied("node '" + node + "': the certificate is revoked");
-  }
-  if (it->second.serial_hex != peer->serial_hex) {
+  if (!live) return Status::PermissionDenied("node '" + node + "': the certificate is revoked");
+  if (current->serial_hex != peer->serial_hex) {
     return Status::Unauthenticated("node '" + node +
                                    "': the certificate has been superseded by a newer one");
   }
@@ -126,23 +140,14 @@ Status NodeIdentities::CheckRegister(const PeerCert* peer, const std::string& no
 }
 
 Status NodeIdentities::Revoke(const std::string& node) {
-  MutexLock lock(&mu_);
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) return Status::NotFound("node '" + node + "' was never enrolled");
-  const Binding previous = it->second;
-  it->second.revoked = true;
-  if (Status s = Save(); !s.ok()) {
-    it->second = previous;
-    return s;
-  }
+  GPUPOOL_RETURN_IF_ERROR(store_->Revoke(node));
   LogWarn(kComponent, "node certificate revoked", {{"node", node}});
   return Status::Ok();
 }
 
 bool NodeIdentities::Enrolled(const std::string& node) const {
-  MutexLock lock(&mu_);
-  auto it = nodes_.find(node);
-  return it != nodes_.end() && !it->second.revoked;
+  Result<std::optional<NodeEnrolment>> current = store_->Get(node);
+  return current.ok() && current->has_value() && !(*current)->revoked;
 }
 
 }  // namespace gpupool::api::tls

@@ -14,23 +14,27 @@
 //    falls back to the node token unless `require_certificates` is set.
 //  * Revoke (admin): the node's certificate is refused from then on, and a new Join for the name
 //    is allowed (re-enrolment after a reinstall).
-// State is kept in `<tls-dir>/nodes` (0600, rewritten atomically on each change), so bindings
-// and revocations survive restarts.
+// State — each node's current serial and whether it is revoked — lives in a NodeEnrolmentStore
+// (scheduler/node_enrolments.h; PostgreSQL in gpupoold), read on every Join, Renew and Register
+// and changed by compare-and-set, so replicas sharing the database agree: a node enrolled
+// through one registers with another after a failover, and a revocation on one is refused by
+// the other. An older install's `<tls-dir>/nodes` file is imported once at Open (rows the store
+// already has win) and renamed `nodes.imported`. A store that cannot answer refuses the call
+// with its UNAVAILABLE; the agent retries.
 //
-// Thread safety: every method may be called from any thread (one mutex).
+// Thread safety: every method may be called from any thread (the store is thread-safe; this
+// class keeps no mutable state).
 #pragma once
 
 #include <chrono>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
 
-#include "base/mutex.h"
 #include "base/status.h"
 #include "base/tls/pki.h"
+#include "scheduler/node_enrolments.h"
 
 namespace gpupool::api::tls {
 
@@ -62,8 +66,10 @@ struct IssuedCert {
 
 class NodeIdentities {
  public:
-  // REQUIRES: `ca` outlives this. Loads `<ca.dir()>/nodes` when present.
+  // REQUIRES: `ca` and `store` outlive this. Imports `<ca.dir()>/nodes` into `store` when the
+  // file is there (then renames it `nodes.imported`); an error names the file and line.
   static Result<std::unique_ptr<NodeIdentities>> Open(const CertAuthority* ca,
+                                                      NodeEnrolmentStore* store,
                                                       NodeIdentityOptions options);
 
   Result<IssuedCert> Join(std::string_view token, const std::string& node,
@@ -73,23 +79,21 @@ class NodeIdentities {
   Status CheckRegister(const PeerCert* peer, const std::string& node) const;
   // NOT_FOUND when the node was never enrolled.
   Status Revoke(const std::string& node);
+  // Enrolled and not revoked; false too when the store cannot answer.
   bool Enrolled(const std::string& node) const;
 
  private:
-  struct Binding {
-    std::string serial_hex;
-    int64_t not_after_s = 0;
-    bool revoked = false;
-  };
-  NodeIdentities(const CertAuthority* ca, NodeIdentityOptions options)
-      : ca_(ca), options_(std::move(options)) {}
-  Result<IssuedCert> Issue(const std::string& node, std::string_view csr_pem) GPUPOOL_REQUIRES(mu_);
-  Status Save() const GPUPOOL_REQUIRES(mu_);
+  NodeIdentities(const CertAuthority* ca, NodeEnrolmentStore* store, NodeIdentityOptions options)
+      : ca_(ca), store_(store), options_(std::move(options)) {}
+  // Signs the CSR for `node` and binds the node to it if its binding is still
+  // `expected_serial` (NodeEnrolmentStore::Bind); FAILED_PRECONDITION when it is not.
+  Result<IssuedCert> Issue(const std::string& node, std::string_view csr_pem,
+                           const std::string& expected_serial);
+  Status ImportFile();
 
   const CertAuthority* ca_;
+  NodeEnrolmentStore* store_;
   const NodeIdentityOptions options_;
-  mutable Mutex mu_;
-  std::map<std::string, Binding> nodes_ GPUPOOL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpupool::api::tls

@@ -4,6 +4,7 @@
 
 #include "api/convert_billing.h"
 #include "api/price_plan_yaml.h"
+#include "billing/price_plan.h"
 #include "scheduler/store.h"
 
 namespace gpupool {
@@ -51,12 +52,9 @@ Result<int> ApplyConfiguredPricePlans(Store& store, const std::vector<billing::P
     GPUPOOL_ASSIGN_OR_RETURN(std::vector<billing::PricePlan> versions,
                              store.ListPricePlans(plan.name));
     if (!versions.empty() && SameTerms(versions.back(), plan)) continue;
-    // A plan's first version also rates the hour it is stored in: usage is rated per hour by the
-    // version in effect at the hour's start, and there was no price before it, so nothing already
-    // billed changes. Later versions take effect from now on, as through the API.
-    constexpr int64_t kHourMs = 3'600'000;
-    const int64_t from = versions.empty() ? now_ms - now_ms % kHourMs : now_ms;
-    plan.effective_from_ms = std::max(plan.effective_from_ms, from);
+    // The API's rule (a first version starts with its hour; later ones never reach back).
+    plan.effective_from_ms =
+        billing::EffectiveFrom(plan.effective_from_ms, now_ms, versions.empty());
     if (!versions.empty()) {
       plan.effective_from_ms = std::max(plan.effective_from_ms, versions.back().effective_from_ms);
     }

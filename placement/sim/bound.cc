@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "placement/sim/forced.h"
 #include "placement/sim/lp.h"
 
 namespace gpupool::placement::sim {
@@ -181,32 +182,35 @@ int64_t MemoryKey(int64_t mib) {
 }
 
 // CPU rounded down to two significant bits of whole cores (2, 3, 4, 6, 8, 12, 16, 24, … cores):
-// at most a third below the need, where a power of two loses up to half.
-int64_t CpuKey(int64_t milli) {
+// at most a third below the need, where a power of two loses up to half. With `fine`, never by
+// more than 2 cores (… 6, 8, 10, 12, 14, 16, 18 …): the level tried first, since where CPU is what
+// runs out (cpu-scarce) every core a class loses is a core the LP can hand to a GPU task.
+int64_t CpuKey(int64_t milli, bool fine) {
   const int64_t cores = milli / 1000;
   if (cores <= 0) return 0;
-  const int64_t step = std::max<int64_t>(MemoryKey(cores) / 2, 1);
+  int64_t step = std::max<int64_t>(MemoryKey(cores) / 2, 1);
+  if (fine) step = std::min<int64_t>(step, 2);
   return cores / step * step * 1000;
 }
 
 // A task's class at a coarseness level: CPU, memory (rounded down), GPUs, share, models; CPU-only
 // tasks (no GPU demand) are (cpu, memory, 0, 0, "") whatever their other fields say. Levels
 // (MakeInstance picks the finest one with at most max_classes classes): 0 exact; 1 memory left
-// out; 2 and CPU rounded down (CpuKey); 3 and CPU rounded down to a power of two; 4 and CPU left
-// out. Every level only lowers what a task needs and never its GPU demand (the value a packing
-// counts), so every packing of the tasks is a packing of their classes worth as much: the bound
-// stays valid, only looser.
+// out; 2 and CPU rounded down by at most 2 cores (CpuKey, fine); 3 and CPU rounded down to two
+// significant bits; 4 to a power of two; 5 CPU left out. Every level only lowers what a task
+// needs and never its GPU demand (the value a packing counts), so every packing of the tasks is a
+// packing of their classes worth as much: the bound stays valid, only looser.
 std::tuple<int64_t, int64_t, int, int32_t, std::string> ClassKey(const TraceTask& t, int level) {
-  const int64_t cpu = level >= 4   ? 0
-                      : level == 3 ? MemoryKey(t.cpu_milli)
-                      : level == 2 ? CpuKey(t.cpu_milli)
+  const int64_t cpu = level >= 5   ? 0
+                      : level == 4 ? MemoryKey(t.cpu_milli)
+                      : level >= 2 ? CpuKey(t.cpu_milli, level == 2)
                                    : t.cpu_milli;
   const int64_t mem = level >= 1 ? 0 : MemoryKey(t.memory_mib);
   if (t.GpuMilli() <= 0) return {cpu, mem, 0, 0, ""};
   return {cpu, mem, t.num_gpu, t.gpu_milli, t.gpu_spec};
 }
 
-constexpr int kCoarsest = 4;
+constexpr int kCoarsest = 5;
 
 std::vector<TypeSolver> Solvers(const PackingInstance& in) {
   std::vector<TypeSolver> s;
@@ -450,6 +454,8 @@ class ProtocolBounder {
         cg_(in_) {
     for (const TraceNode& n : nodes) capacity_ += int64_t{kGpuMilli} * n.gpus;
     for (const TraceTask& t : arrivals) need_.push_back(NeedOf(t));
+    if (options_.protocol) forced_ = ForcedArrivals(nodes, arrivals);
+    forced_.resize(arrivals.size(), false);
     // Per task, the GPU demand of all arrivals that need at least as much (its cover).
     std::vector<double> cover(arrivals.size(), 0);
     std::map<std::tuple<int64_t, int64_t, int, int32_t, std::string>, double> memo;
@@ -514,13 +520,14 @@ class ProtocolBounder {
     for (size_t q = split.size() - 1; q-- > 0;) {
       bool have = false;
       Need r;
+      // The first key dropped is one that some history could drop: forced ones are left out.
       for (size_t i = split[q]; i < split[q + 1]; ++i) {
-        if (!keys[i]) continue;
+        if (!keys[i] || forced_[i]) continue;
         r = have ? Meet(r, need_[i]) : need_[i];
         have = true;
       }
       if (!have) continue;
-      Set(last, split[q], split[q + 1], &r, &keys);
+      if (!Set(last, split[q], split[q + 1], &r, &keys)) continue;
       if (demand_ <= worst) continue;
       worst = std::max(worst, cg_.Solve(&dual));
       if (worst >= plain) return plain;
@@ -528,20 +535,26 @@ class ProtocolBounder {
     return worst;
   }
 
-  // Counts for tasks 0…last: those before `placed_before` forced, those from `dropped_from` on
-  // that `drop` covers left out.
-  void Set(size_t last, size_t placed_before, size_t dropped_from, const Need* drop,
+  // Counts for tasks 0…last: those before `placed_before` that are keys forced, and those that
+  // every protocol-following policy places (ForcedArrivals); those from `dropped_from` on that
+  // `drop` covers left out. False when the scenario cannot happen: a forced task would be dropped.
+  bool Set(size_t last, size_t placed_before, size_t dropped_from, const Need* drop,
            const std::vector<bool>* keys) {
     for (PackingClass& c : in_.classes) c.count = c.forced = 0;
     demand_ = 0;
+    bool possible = true;
     for (size_t i = 0; i <= last; ++i) {
       if (cls_[i] < 0) continue;
-      if (drop != nullptr && i >= dropped_from && Covers(need_[i], *drop)) continue;
+      if (drop != nullptr && i >= dropped_from && Covers(need_[i], *drop)) {
+        if (forced_[i]) possible = false;
+        continue;
+      }
       PackingClass& c = in_.classes[static_cast<size_t>(cls_[i])];
       ++c.count;
-      if (i < placed_before && keys != nullptr && (*keys)[i]) ++c.forced;
+      if (forced_[i] || (i < placed_before && keys != nullptr && (*keys)[i])) ++c.forced;
       demand_ += static_cast<double>(c.Demand());
     }
+    return possible;
   }
 
   const std::vector<TraceTask>& arrivals_;
@@ -549,6 +562,7 @@ class ProtocolBounder {
   PackingInstance in_;
   std::vector<int> cls_;
   std::vector<Need> need_;
+  std::vector<bool> forced_;  // per arrival: placed by every protocol-following policy
   std::vector<std::vector<bool>> keys_;
   ColumnGeneration cg_;
   int64_t capacity_ = 0;

@@ -52,7 +52,8 @@ bool FragChoose(const FragModel& model, FragCost cost, const NodeState& node,
     one.Push(i);
     if (!SpillFits(node, req, one)) continue;
     MakeChanges(node, req, one, changes);
-    const double c = cost(model.Delta(node, changes, 1, cpu_after, mem_after));
+    const double c = cost(model.Delta(node, changes, 1, cpu_after, mem_after)) +
+                     cost.best_fit * changes[0].new_free;
     const bool better =
         best < 0 || c < *best_cost ||
         (c == *best_cost && d.free_milli < node.devices[static_cast<size_t>(best)].free_milli);

@@ -20,6 +20,9 @@ struct FragCost {
   double s = 0;         // weight of Δ stranded GPU
   double waste = 0;     // weight of Δ expected share waste
   double pressure = 0;  // weight of the pressured share consumed
+  // Weight of the free share a single-device share placement leaves on its device (best fit);
+  // it also chooses that device within the node.
+  double best_fit = 0;
   double operator()(const FragModel::Deltas& d) const {
     return h * d.h + f * d.f + s * d.s + waste * d.waste + pressure * d.pressure;
   }

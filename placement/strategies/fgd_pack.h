@@ -14,11 +14,13 @@
 // keeps tasks that may run anywhere off the models that tasks pinned to them will need (a third
 // of gpuspec33's tasks want T4s, and T4s are an eighth of the pool). C, only where the pool's CPU
 // cannot feed its GPUs (CpuScarcity ≥ 1.3), is 1000 × the node's free CPU share after the
-// placement: best fit on the scarce resource. w = 2, or 10 when multi-GPU
-// tasks bring a quarter or more of the workload's GPU demand. Score = ⌊−cost / (20·w)⌋; equal
-// scores go to the pool's tie order, which fills nodes in a fixed order (consolidation). Give it
-// the whole class list (SetWorkload with every shape), not FGD's top 95%: the rare big shapes need
-// protecting.
+// placement: best fit on the scarce resource. In a pool partitioned by model pins
+// (ModelPartition ≤ 1/3) P weighs 30,000 and the cost adds 1,000 × the free share a share
+// placement leaves on its device: routing first, then best fit inside the model's slice. w = 2, or
+// 10 when multi-GPU tasks bring a quarter or more of the workload's GPU demand. Score = ⌊−cost /
+// (20·w)⌋; equal scores go to the pool's tie order, which fills nodes in a fixed order
+// (consolidation). Give it the whole class list (SetWorkload with every shape), not FGD's top 95%:
+// the rare big shapes need protecting.
 //
 // A StrategyPlugin (plugin.h); MakePlugin(Strategy::kFgdPack) returns it. Thread safety: none.
 #pragma once
@@ -38,6 +40,12 @@ double GpuPerCpu(const std::vector<FragClass>& workload);
 // over Σ p·g·k of every GPU class. ρ = 1: the pinned tasks alone would fill the model's GPUs
 // by the time the pool is full. 0 everywhere when no class is pinned.
 std::vector<double> ModelPressure(const std::vector<FragClass>& workload);
+// How partitioned the pool is by model pins: the share of the pool's GPUs a GPU class may use
+// (FragClass::model_share), averaged over the classes weighted by GPU demand (p·g·k). 1: every
+// class may use every GPU (also without GPU classes); 1/6: the demand is split into slices of a
+// sixth of the pool each. At or below 1/3 fgd-pack works in partitioned mode (best fit inside a
+// model's slice, routing by pressure first).
+double ModelPartition(const std::vector<FragClass>& workload);
 // How short the pool's CPU is for the workload: the workload's milli-cores per milli-GPU over the
 // pool's (CPU-only classes included). 1: the pool's CPU just feeds its GPUs at the workload's
 // mix; above, CPU runs out first. 0 without CPU demand or pool CPU.

@@ -17,6 +17,7 @@
 #include "api/tls/enroll_service.h"
 #include "base/tls/pki.h"
 #include "gpupool/v1/agent.grpc.pb.h"
+#include "store/memory_node_enrolments.h"
 #include "tests/api/recording_audit.h"
 #include "tests/api/service_harness.h"
 
@@ -97,7 +98,8 @@ class NodeIdentityTest : public ::testing::Test {
   void OpenIdentities() {
     tls::NodeIdentityOptions o;
     o.join_tokens = {kJoinToken};
-    Result<std::unique_ptr<tls::NodeIdentities>> ids = tls::NodeIdentities::Open(ca_.get(), o);
+    Result<std::unique_ptr<tls::NodeIdentities>> ids =
+        tls::NodeIdentities::Open(ca_.get(), &enrolments_, o);
     ASSERT_TRUE(ids.ok()) << ids.status().ToString();
     ids_ = std::move(ids).value();
   }
@@ -154,6 +156,7 @@ class NodeIdentityTest : public ::testing::Test {
   RecordingAudit audit_;
   std::string dir_;
   std::unique_ptr<tls::CertAuthority> ca_;
+  MemoryNodeEnrolments enrolments_;  // the replicas' shared table (PostgreSQL in gpupoold)
   std::unique_ptr<tls::NodeIdentities> ids_;
   std::unique_ptr<ServiceHarness> h_;
   Authenticator auth_;
@@ -263,11 +266,36 @@ TEST_F(NodeIdentityTest, RenewRetiresTheOldCertificateAndRevokeShutsTheNodeOut) 
   // Bindings and revocations survive a restart; a revoked name may join again.
   OpenIdentities();
   EXPECT_FALSE(ids_->Enrolled("node-a"));
-  EXPECT_EQ(Mode(dir_ + "/nodes"), 0600u);
   Result<tls::CertInfo> info = tls::ParseCert(a2.cert_pem);
   ASSERT_TRUE(info.ok());
   tls::PeerCert peer{info->common_name, info->serial_hex};
   EXPECT_EQ(ids_->CheckRegister(&peer, "node-a").code(), StatusCode::kPermissionDenied);
+}
+
+// An install from before the enrolments moved into the database: its `<tls-dir>/nodes` file is
+// imported once (rows the store already has win), then renamed so it is not read again.
+TEST_F(NodeIdentityTest, AnOlderInstallsNodesFileIsImportedOnce) {
+  ASSERT_TRUE(enrolments_.Bind({"node-b", "bb", 2000, false}, "").ok());
+  ASSERT_TRUE(tls::WritePrivateFile(dir_ + "/nodes",
+                                    "node-a aa 1000 0\nnode-b 0b 1000 1\nnode-c cc 1000 1\n")
+                  .ok());
+  OpenIdentities();
+  EXPECT_TRUE(ids_->Enrolled("node-a"));
+  EXPECT_TRUE(ids_->Enrolled("node-b"));  // the store's row, not the file's revoked one
+  EXPECT_FALSE(ids_->Enrolled("node-c"));
+  const tls::PeerCert a{"node-a", "aa"};
+  EXPECT_TRUE(ids_->CheckRegister(&a, "node-a").ok());
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/nodes"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/nodes.imported"));
+
+  // A malformed file is refused with its name and line, and stays where it is.
+  ASSERT_TRUE(tls::WritePrivateFile(dir_ + "/nodes", "node-d dd 1000 0\nnode-e\n").ok());
+  Result<std::unique_ptr<tls::NodeIdentities>> bad =
+      tls::NodeIdentities::Open(ca_.get(), &enrolments_, {});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInternal);
+  EXPECT_NE(bad.status().message().find("/nodes:2: malformed line 'node-e'"), std::string::npos)
+      << bad.status().message();
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/nodes"));
 }
 
 TEST(PkiTest, BadCsrsAreRefused) {

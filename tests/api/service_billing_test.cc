@@ -139,6 +139,59 @@ TEST_F(ServiceBilling, OnlyAdminsWritePlansAndAVersionNeverReachesIntoThePast) {
   EXPECT_EQ(s7.code(), StatusCode::kAlreadyExists) << s7.ToString();
 }
 
+// A plan created through the API prices the hour it is created in: that hour is rated by the
+// version in effect at its start, so a first version effective at the creation time left the hour
+// unpriced and its invoices were refused. An update still takes effect from now on.
+TEST(ServiceBillingFirstHour, ACreatedPlanPricesTheHourItIsCreatedIn) {
+  constexpr int64_t kHour = 3'600'000;
+  MemoryStore store;
+  FixedUsage usage;
+  ServiceOptions o;
+  o.price_plans = &store;
+  o.usage = &usage;
+  ServiceHarness h({}, o);
+  const int64_t before = NowMs();
+  v1::CreatePricePlanRequest create;
+  *create.mutable_plan() = Plan("default", "0.45");
+  auto [s1, plan] = h.Call(&ApiService::CreatePricePlan, create);
+  ASSERT_TRUE(s1.ok()) << s1.ToString();
+  const int64_t after = NowMs();
+  const int64_t from =
+      plan.effective_time().seconds() * 1000 + plan.effective_time().nanos() / 1'000'000;
+  EXPECT_EQ(from % kHour, 0) << from;
+  EXPECT_GE(from, before - before % kHour);
+  EXPECT_LE(from, after);
+
+  // 10 TFLOPS-h metered from that hour's start, before the plan existed: 10 x 0.45 = 4.50.
+  const int64_t hour = from - from % kHour;
+  billing::MeteredQuantity q;
+  q.dims = {"acme", "pub", "H100-80GB", "", "normal"};
+  q.unit = billing::Unit::kTflopsHour;
+  q.quantity = 36'000'000;
+  q.start_ms = hour;
+  q.end_ms = hour + 60'000;
+  usage.rows = {q};
+  v1::ListInvoicesRequest window;
+  window.mutable_start_time()->set_seconds(hour / 1000);
+  window.mutable_end_time()->set_seconds((hour + kHour) / 1000);
+  auto [s2, invoices] = h.Call(&ApiService::ListInvoices, window);
+  ASSERT_TRUE(s2.ok()) << s2.ToString();
+  ASSERT_EQ(invoices.invoices_size(), 1);
+  EXPECT_EQ(invoices.invoices(0).total(), "4.50");
+
+  // A second version does not reach back into the hour the first one priced.
+  v1::UpdatePricePlanRequest update;
+  *update.mutable_plan() = Plan("default", "0.90");
+  const int64_t before_update = NowMs();
+  auto [s3, v2] = h.Call(&ApiService::UpdatePricePlan, update);
+  ASSERT_TRUE(s3.ok()) << s3.ToString();
+  EXPECT_GE(v2.effective_time().seconds() * 1000 + v2.effective_time().nanos() / 1'000'000,
+            before_update);
+  auto [s4, again] = h.Call(&ApiService::ListInvoices, window);
+  ASSERT_TRUE(s4.ok()) << s4.ToString();
+  EXPECT_EQ(again.invoices(0).total(), "4.50");
+}
+
 TEST_F(ServiceBilling, ATenantAdminSeesThePlansThatRateItWithoutOtherTenantsNames) {
   auto [s1, all] = h_.Call(&ApiService::ListPricePlans, v1::ListPricePlansRequest{});
   ASSERT_TRUE(s1.ok());

@@ -172,6 +172,41 @@ TEST(RatingTest, AVersionRatesOnlyUsageFromItsEffectiveTimeOn) {
   EXPECT_EQ(after->total, before->total);
 }
 
+// When a stored version takes effect (the one rule the API and the configured plans share). A
+// first version starts with its hour: an hour is rated by the version in effect at its start, so
+// a first version stored at 10:20 and effective at 10:20 would leave 10:00–11:00 unpriced.
+TEST(RatingTest, AFirstVersionStartsWithItsHourALaterOneNeverReachesBack) {
+  constexpr int64_t kHour = 3'600'000;
+  const int64_t ten = kNov15 + 10 * kHour;  // 10:00
+  const int64_t ten_twenty = ten + 20 * 60'000;
+  struct Case {
+    int64_t requested, now;
+    bool first;
+    int64_t want;
+  } cases[] = {
+      {0, ten_twenty, true, ten},                  // at once: 10:00
+      {ten_twenty, ten_twenty, true, ten},         // "now", asked for explicitly: 10:00
+      {ten + 30 * 60'000, ten_twenty, true, ten},  // 10:30, later this hour: 10:00
+      {ten + 2 * kHour + 5, ten_twenty, true, ten + 2 * kHour},  // 12:00:00.005: 12:00
+      {0, ten_twenty, false, ten_twenty},                        // a later version: from now on
+      {ten - kHour, ten_twenty, false, ten_twenty},              // never before now
+      {ten + 2 * kHour + 5, ten_twenty, false, ten + 2 * kHour + 5},  // as asked, in the future
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(EffectiveFrom(c.requested, c.now, c.first), c.want)
+        << c.requested << " " << c.now << " " << c.first;
+  }
+
+  // The hour it is created in is priced: usage from 10:00 rated by the first version.
+  PricePlan v1 = DefaultPlan();
+  v1.effective_from_ms = EffectiveFrom(0, ten_twenty, true);
+  const std::vector<MeteredQuantity> usage = {
+      Q("acme", "shared", "H100-80GB", "batch", Unit::kTflopsHour, 36'000'000, false, "", ten)};
+  Result<Invoice> inv = RateInvoice("acme", ten, ten + kHour, usage, PlanBook({v1}));
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  EXPECT_EQ(inv->total, D("4.5"));  // 10 TFLOPS-h x 0.45
+}
+
 TEST(RatingTest, TheDeepestTenantAssignmentWinsOverDefault) {
   PricePlan research = DefaultPlan();
   research.name = "research";

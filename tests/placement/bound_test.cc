@@ -11,6 +11,7 @@
 #include <functional>
 #include <random>
 
+#include "placement/sim/forced.h"
 #include "placement/sim/lp.h"
 
 namespace gpupool::placement::sim {
@@ -349,6 +350,8 @@ TEST(BoundTest, CpuOnlyNodesHostCpuOnlyTasks) {
 struct Exhaustive {
   double most_allocated = 0;
   double least_unallocated = 100;
+  // Arrivals some policy had to drop (no node could host them when they came).
+  std::vector<bool> ever_dropped;
 };
 
 bool ModelAllowed(const std::string& spec, const std::string& model) {
@@ -388,6 +391,7 @@ Exhaustive SearchEveryPolicy(const std::vector<TraceNode>& nodes,
     event[i] = b == x;
   }
   Exhaustive out;
+  out.ever_dropped.assign(arrivals.size(), false);
   std::function<void(size_t, int64_t, double, int)> go = [&](size_t i, int64_t alloc, double sum,
                                                              int events) {
     if (i == arrivals.size()) {
@@ -431,6 +435,7 @@ Exhaustive SearchEveryPolicy(const std::vector<TraceNode>& nodes,
       n.cpu += t.cpu_milli, n.mem += t.memory_mib;
     }
     if (!placed) {  // nothing can host it: dropped
+      out.ever_dropped[i] = true;
       const bool e = event[i];
       go(i + 1, alloc,
          sum + (e ? 100.0 * static_cast<double>(alloc) / static_cast<double>(capacity) : 0),
@@ -441,6 +446,35 @@ Exhaustive SearchEveryPolicy(const std::vector<TraceNode>& nodes,
   return out;
 }
 
+TEST(BoundTest, ForcedArrivalsTakeTheScarceCpu) {
+  // One node: 2 GPUs, 8 cores, 128 GiB. Two CPU-only tasks of 3 cores and 60 GiB arrive, then two
+  // whole-GPU tasks of 4 cores. The protocol places both CPU-only tasks (the node is empty, then
+  // has 5 cores and 68 GiB free), which leaves 2 cores: both GPU tasks are dropped, 0 allocated.
+  // No task covers a CPU-only one (none needs 60 GiB), so no key forces them: the drop-rule
+  // scenarios alone leave them out and place both GPU tasks (2000). ForcedArrivals proves them
+  // placed: refusing the second needs > 5 cores or > 68 GiB in use, and the first brings 3 cores
+  // and 60 GiB — with prices p_cpu = 1/5001 milli, p_mem = 1/69633 MiB (one node's refusal worth
+  // 1 through either), max(3000/5001, 61440/69633) = 0.88 < 1 node. Then the forced 6 cores leave
+  // 2, and the LP (a relaxation: CPU counted per node type, tasks fractional) buys half of a
+  // 4-core GPU task with them: 500 (+1 milli of margin) instead of 2000.
+  const std::vector<TraceNode> nodes = {{"g", 8000, 131072, 2, "T4"}};
+  const std::vector<TraceTask> a = {{"c1", 3000, 61440, 0, 0, ""},
+                                    {"c2", 3000, 61440, 0, 0, ""},
+                                    {"g1", 4000, 1024, 1, 1000, ""},
+                                    {"g2", 4000, 1024, 1, 1000, ""}};
+  EXPECT_EQ(ForcedArrivals(nodes, a), (std::vector<bool>{true, true, false, false}));
+  EXPECT_NEAR(AllocatedUpperBound(nodes, a), 501, 1e-6);
+  BoundOptions packing;
+  packing.protocol = false;
+  EXPECT_NEAR(AllocatedUpperBound(nodes, a, packing), 2000, 1e-6);
+  const Exhaustive best = SearchEveryPolicy(nodes, a, 100);
+  EXPECT_EQ(best.most_allocated, 0);
+  // Once the arrivals before it could fill the node, a task is not forced: a third CPU-only task
+  // of 3 cores comes after 6 cores are taken (2 left < 3: some policy — every one — drops it).
+  const std::vector<TraceTask> b = {a[0], a[1], {"c3", 3000, 1024, 0, 0, ""}};
+  EXPECT_EQ(ForcedArrivals(nodes, b), (std::vector<bool>{true, true, false}));
+}
+
 TEST(BoundTest, NeverBeatenByAnyProtocolPolicy) {
   // 300 random tiny clusters (1–2 GPU nodes, half of them with 1–2 CPU-only nodes) and arrival
   // sequences of 4–7 tasks (shares, whole GPUs, CPU-only tasks; some pinned to a model): no
@@ -449,7 +483,7 @@ TEST(BoundTest, NeverBeatenByAnyProtocolPolicy) {
   std::mt19937_64 rng(11);
   const int32_t sizes[] = {200, 320, 470, 600, 810};
   const int64_t cpus[] = {2000, 4000, 8000, 12000};
-  int with_cpu_nodes = 0;
+  int with_cpu_nodes = 0, forced_count = 0, dropped_count = 0;
   for (int trial = 0; trial < 300; ++trial) {
     std::vector<TraceNode> nodes;
     const int gpu_nodes = 1 + static_cast<int>(rng() % 2);
@@ -485,6 +519,13 @@ TEST(BoundTest, NeverBeatenByAnyProtocolPolicy) {
     const int x = static_cast<int>(
         std::lround(100.0 * static_cast<double>(arrived) / static_cast<double>(capacity)));
     const Exhaustive best = SearchEveryPolicy(nodes, a, x);
+    // No policy drops an arrival that ForcedArrivals says every policy places.
+    const std::vector<bool> forced = ForcedArrivals(nodes, a);
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_FALSE(forced[i] && best.ever_dropped[i]) << "trial " << trial << " arrival " << i;
+      forced_count += forced[i] ? 1 : 0;
+      dropped_count += best.ever_dropped[i] ? 1 : 0;
+    }
     for (int mode = 0; mode < 3; ++mode) {
       // Protocol and packing bounds on exact classes, and the protocol bound on the coarsest
       // classes (memory and CPU left out: MakeInstance's last resort for huge workloads).
@@ -503,10 +544,14 @@ TEST(BoundTest, NeverBeatenByAnyProtocolPolicy) {
     }
   }
   EXPECT_EQ(with_cpu_nodes, 150);
+  // Both sides of the forced check were exercised: many arrivals certified, many dropped by some
+  // policy (the figures of this seed).
+  EXPECT_GT(forced_count, 500);   // 588 of 1,651 arrivals
+  EXPECT_GT(dropped_count, 700);  // 795
   // The levels of coarseness, each taken only when the finer one has too many classes: 12.5 and
   // 13 cores with 1 and 2 GiB are four classes exactly (level 0), two without memory (1), one at
-  // 12 cores on two significant bits (2: 12 = 0b1100). Mode 2 above reaches level 4 (no CPU at
-  // all) whenever its tasks differ in share or models.
+  // 12 cores rounded down by at most 2 cores (2). Mode 2 above reaches level 5 (no CPU at all)
+  // whenever its tasks differ in share or models.
   const std::vector<TraceNode> n = {{"g", 16000, 65536, 2, "T4"}};
   const std::vector<TraceTask> a = {{"a", 12500, 1024, 1, 500, ""},
                                     {"b", 13000, 1024, 1, 500, ""},
@@ -536,6 +581,20 @@ TEST(BoundTest, NeverBeatenByAnyProtocolPolicy) {
   ASSERT_EQ(two.classes.size(), 2u);
   EXPECT_EQ(two.classes[0].cpu_milli, 12000);
   EXPECT_EQ(two.classes[1].cpu_milli, 4000);
+  // Level 2 against 3: 14.5, 15 and 13 cores are 14, 14 and 12 rounded down by at most 2 cores
+  // (two classes), but all 12 on two significant bits (14 = 0b1110 → 0b1100).
+  const std::vector<TraceTask> c = {{"a", 14500, 1024, 1, 500, ""},
+                                    {"b", 15000, 2048, 1, 500, ""},
+                                    {"c", 13000, 1024, 1, 500, ""}};
+  const PackingInstance fine = MakeInstance(n, c, 2);
+  EXPECT_EQ(fine.coarse, 2);
+  ASSERT_EQ(fine.classes.size(), 2u);
+  EXPECT_EQ(fine.classes[0].cpu_milli, 14000);
+  EXPECT_EQ(fine.classes[1].cpu_milli, 12000);
+  const PackingInstance bits = MakeInstance(n, c, 1);
+  EXPECT_EQ(bits.coarse, 3);
+  ASSERT_EQ(bits.classes.size(), 1u);
+  EXPECT_EQ(bits.classes[0].cpu_milli, 12000);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// fgd-pack's preferences through the public API: where the share-waste and stranded-GPU terms
-// (strategies/fgd_pack.h) decide, with the arithmetic of each case written out.
+// fgd-pack's preferences through the public API: where the share-waste and stranded-GPU terms,
+// the CPU fit and the partitioned mode's best fit (strategies/fgd_pack.h) decide, with the
+// arithmetic of each case written out.
 #include "placement/strategies/fgd_pack.h"
 
 #include <gtest/gtest.h>
@@ -96,6 +97,84 @@ TEST(FgdPackTest, PacksCpuWhereCpuIsScarce) {
   const Decision d = e.Place(cpu);
   ASSERT_TRUE(d.placed);
   EXPECT_EQ(d.allocation.node, "a");
+}
+
+TEST(FgdPackTest, ModelPartition) {
+  // Demand p·g·k: a 500 share (p 0.5) → 250, two whole GPUs (p 0.5) → 1000. Pinned to models
+  // holding 1/4 and 1/2 of the pool's GPUs: (250 × 0.25 + 1000 × 0.5) / 1250 = 0.45. Unpinned:
+  // 1. CPU-only classes do not count; without GPU classes the pool is not partitioned (1).
+  std::vector<FragClass> w(3);
+  w[0].p = 0.5, w[0].gpu_milli = 500, w[0].gpu_count = 1, w[0].model_share = 0.25;
+  w[1].p = 0.5, w[1].gpu_milli = 1000, w[1].gpu_count = 2, w[1].model_share = 0.5;
+  w[2].p = 0.5, w[2].gpu_count = 0, w[2].model_share = 0.01;
+  EXPECT_NEAR(ModelPartition(w), 0.45, 1e-12);
+  w[0].model_share = w[1].model_share = 1;
+  EXPECT_NEAR(ModelPartition(w), 1, 1e-12);
+  EXPECT_EQ(ModelPartition({w[2]}), 1);
+}
+
+Request Pinned(int32_t milli, const char* model) {
+  Request r = Share(milli);
+  r.allowed_models = {model};
+  return r;
+}
+
+TEST(FgdPackTest, BestFitInsideAModelSlice) {
+  // Four models W, X, Y, Z, two 1-GPU nodes each; the workload is shares of 200 and 900, each
+  // pinned to one model, equally often (p 1/8 per class; each class may use 2/8 of the GPUs, so
+  // ModelPartition = 0.25 ≤ 1/3: partitioned). In X's slice, x1 holds a 100 (900 free) and x2 a
+  // 600 (400 free). A 200 pinned to X:
+  //   on x1: 900 → 700 free; the 900 class no longer fits anywhere in the slice.
+  //   on x2: 400 → 200 free; x1 keeps its 900 for the 900 class: the better choice.
+  // fgd-pack's cost (reach = model share = 1/4, so H weighs each class p/reach = 1/2; the other
+  // six classes cannot use X, their F and H fall by the 200 taken: −150 and −600):
+  //   x1: ΔF = 1/8 × (700 − 0) − 150 = −62.5; ΔH = ½ × (700 − 0) − 600 = −250; the share
+  //       patterns are {900} and {200 × 5}, on which neither 900 nor 700 free lies, so their
+  //       expected waste is the free share itself: ΔW = 700 − 900 = −200;
+  //   x2: ΔF = 1/8 × (200 − 400) − 150 = −175; ΔH = ½ × (200 − 400) − 600 = −700; ΔW = 0 − 0.
+  //   P (ρ = 1 on every model: 200 × 1 on both) and S (CPU feeds all) are equal on both.
+  // Without the partitioned mode: x1 = −250 + 2 × −62.5 + 128 × −200 = −25,975 against x2 =
+  // −1,050: x1, the loose fit, where W (built for the trace's discrete shares) misleads. In it,
+  // best fit adds 1,000 × the free share left: x1 −25,975 + 700,000, x2 −1,050 + 200,000 → x2.
+  Engine e = Make(Strategy::kFgdPack);
+  for (const char* m : {"W", "X", "Y", "Z"})
+    for (int i = 1; i <= 2; ++i) {
+      const std::string name = std::string(1, static_cast<char>(m[0] + 32)) + std::to_string(i);
+      ASSERT_TRUE(e.AddNode(Node(name, 1, 64000, 262144, m)).ok());
+    }
+  ASSERT_TRUE(e.SetSchedulable("x2", false).ok());
+  ASSERT_TRUE(e.Commit(e.Place(Pinned(100, "X")).allocation).ok());
+  ASSERT_TRUE(e.SetSchedulable("x2", true).ok());
+  ASSERT_TRUE(e.SetSchedulable("x1", false).ok());
+  ASSERT_TRUE(e.Commit(e.Place(Pinned(600, "X")).allocation).ok());
+  ASSERT_TRUE(e.SetSchedulable("x1", true).ok());
+  std::vector<WorkloadClass> w;
+  for (const char* m : {"W", "X", "Y", "Z"})
+    for (int32_t g : {200, 900}) w.push_back({Pinned(g, m), 1});
+  e.SetWorkload(w);
+  const Decision d = e.Place(Pinned(200, "X"));
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.allocation.node, "x2");
+  EXPECT_TRUE(e.Place(Pinned(900, "X")).placed);
+}
+
+TEST(FgdPackTest, PatternsStillLeadInAPoolThatIsNotPartitioned) {
+  // The control: X's slice alone (x1, x2 as above), the same workload unpinned (ModelPartition
+  // 1). ΔF: x1 ½ × 700 = 350, x2 ½ × −200 = −100; ΔH the same (½ per class); ΔW −200 and 0:
+  // x1 = 350 + 2 × 350 − 25,600 = −24,550, x2 = −100 − 200 = −300 → x1, as before this mode.
+  Engine e = Make(Strategy::kFgdPack);
+  ASSERT_TRUE(e.AddNode(Node("x1", 1, 64000, 262144, "X")).ok());
+  ASSERT_TRUE(e.AddNode(Node("x2", 1, 64000, 262144, "X")).ok());
+  ASSERT_TRUE(e.SetSchedulable("x2", false).ok());
+  ASSERT_TRUE(e.Commit(e.Place(Share(100)).allocation).ok());
+  ASSERT_TRUE(e.SetSchedulable("x2", true).ok());
+  ASSERT_TRUE(e.SetSchedulable("x1", false).ok());
+  ASSERT_TRUE(e.Commit(e.Place(Share(600)).allocation).ok());
+  ASSERT_TRUE(e.SetSchedulable("x1", true).ok());
+  e.SetWorkload({{Share(200), 1}, {Share(900), 1}});
+  const Decision d = e.Place(Share(200));
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.allocation.node, "x1");
 }
 
 }  // namespace

@@ -129,16 +129,49 @@ TEST(WorkloadModelTest, CoverageAsFgdsTargetWorkload) {
 
 TEST(WorkloadModelTest, EvictsTheLightestBeyondMaxClasses) {
   // Max 2 classes, half-life 1: A ×3 (3), B ×1 (A 1.5, B 1), C ×1 (A 0.75, B 0.5 → evicted).
+  // B (a 200 share) is folded into the nearest kept class of its kind, models and device count:
+  // A (100), which then weighs 0.75 + 0.5 = 1.25.
   WorkloadModel m(WorkloadModelOptions{1, 0, 2});
   m.Observe(Share(100), 3);
   m.Observe(Share(200), 1);
   m.Observe(Share(300), 1);
   const std::vector<LearnedClass> c = m.Classes();
   ASSERT_EQ(c.size(), 2u);
-  EXPECT_EQ(c[0].shape.share_milli, 300);
-  EXPECT_NEAR(c[0].weight, 1, 1e-12);
-  EXPECT_EQ(c[1].shape.share_milli, 100);
-  EXPECT_NEAR(c[1].weight, 0.75, 1e-12);
+  EXPECT_EQ(c[0].shape.share_milli, 100);
+  EXPECT_NEAR(c[0].weight, 1.25, 1e-12);
+  EXPECT_EQ(c[1].shape.share_milli, 300);
+  EXPECT_NEAR(c[1].weight, 1, 1e-12);
+  EXPECT_NEAR(m.observed_weight(), 2.25, 1e-12);
+}
+
+TEST(WorkloadModelTest, FoldsAnEvictedClassOnlyIntoItsOwnModelSet) {
+  // Max 3 classes, no decay. A 100 and a 400 share pinned to T4 (2 each), a 300 share pinned to
+  // V100 (1), then a 500 pinned to V100: the V100 300 is the lightest and is folded into the
+  // nearest class of its models — none is left but itself, so it goes (the T4 classes may not
+  // take it). Then a 200 pinned to T4 evicts the V100 500 (1): dropped as well. Then a 150 on
+  // T4, with T4 100 (2), T4 400 (2), T4 200 (1): the 200 goes, folded into the 100 (distance
+  // 0.1, against 0.2 to the 400): T4 100 weighs 3.
+  auto on = [](int32_t g, const char* model) {
+    Request r = Share(g);
+    r.allowed_models = {model};
+    return r;
+  };
+  WorkloadModel m(WorkloadModelOptions{0, 0, 3});
+  m.Observe(on(100, "T4"), 2);
+  m.Observe(on(400, "T4"), 2);
+  m.Observe(on(300, "V100"), 1);
+  m.Observe(on(500, "V100"), 1);
+  EXPECT_NEAR(m.observed_weight(), 5, 1e-12);
+  m.Observe(on(200, "T4"), 1);
+  EXPECT_NEAR(m.observed_weight(), 5, 1e-12);
+  m.Observe(on(150, "T4"), 1);
+  const std::vector<LearnedClass> c = m.Classes();
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].shape.share_milli, 100);
+  EXPECT_NEAR(c[0].weight, 3, 1e-12);
+  EXPECT_EQ(c[1].shape.share_milli, 400);
+  EXPECT_EQ(c[2].shape.share_milli, 150);
+  EXPECT_NEAR(m.observed_weight(), 6, 1e-12);
 }
 
 TEST(WorkloadModelTest, StaysFiniteOverManyHalfLives) {
