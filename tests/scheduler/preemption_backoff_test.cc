@@ -68,5 +68,25 @@ TEST(PreemptionBackoffTest, EachPreemptionDoublesTheWaitUpToTheCap) {
   }
 }
 
+// A group within its guarantee is owed its room at once: its preempted task does not back off.
+// a (guaranteed one device) loses its low task to its own high one, which finishes at once.
+TEST(PreemptionBackoffTest, NoBackoffForAGroupWithinItsGuarantee) {
+  CoreHarness h;
+  ASSERT_TRUE(h.CreatePool("gpu").ok());
+  ASSERT_TRUE(h.Register("n0", "gpu", 1).ok());
+  for (const char* t : {"t", "t/a"}) ASSERT_TRUE(h.CreateTenant(t).ok());
+  ASSERT_TRUE(h.SetQuota("t/a", "gpu", CoreHarness::Devices(1), CoreHarness::Devices(2)).ok());
+  Result<JobRecord> low = h.Submit(CoreHarness::As("t/a", Of("low", CoreHarness::Whole("gpu", 1))));
+  ASSERT_TRUE(low.ok());
+  h.RunStarted();
+  Result<JobRecord> high =
+      h.Submit(CoreHarness::As("t/a", Of("high", CoreHarness::Whole("gpu", 1))));
+  ASSERT_TRUE(high.ok());
+  ASSERT_EQ(h.agents.stops.size(), 1u);
+  h.ExitStopped();
+  h.Report("n0", high->id, 0, TaskState::kSucceeded);
+  EXPECT_EQ(h.Task(low->id).state, TaskState::kScheduled) << h.Task(low->id).reason;
+}
+
 }  // namespace
 }  // namespace gpupool
