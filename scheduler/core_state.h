@@ -131,7 +131,7 @@ struct PassState {
   std::vector<Mutation> batch;
   // No room without preemption, and why (text and verdict).
   std::map<ShapeKey, std::pair<std::string, PendingVerdict>> failed;
-  // No victims either, per shape and "<priority>/<reclaiming group or empty>".
+  // No victims either, per shape and "<priority>/<group>[/reclaim][/any class]".
   std::set<std::pair<ShapeKey, std::string>> preempt_failed;
   std::set<int64_t> gangs_tried;
   std::map<std::string, int32_t> behind;  // pool → tasks of higher priority left pending
