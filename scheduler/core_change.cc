@@ -117,6 +117,7 @@ TaskChange Core::State::PlanRequeuePreempted(const JobEntry& job, int32_t index)
   if (CancelRequested(job.head.state)) return PlanFinish(job, index, TaskState::kCancelled, why, 0);
   const std::string tid = TaskId(job.head.id, index);
   TaskChange c = PlanRequeue(job, index, why, "PREEMPTED");
+  c.preempted = true;
   c.events.push_back(Event("task.state", "task/" + tid, "PREEMPTED: " + why + "; requeued"));
   c.note = "task " + tid + ": PREEMPTED, requeued: " + why;
   return c;
@@ -196,6 +197,7 @@ void Core::State::ApplyTaskChange(const TaskChange& c, std::vector<TaskChange>* 
     // Cancelled while its requeue was being stored: it ends here instead.
     follow_up->push_back(PlanFinish(*job, c.index, TaskState::kCancelled, "cancelled", 0));
   } else {
+    if (c.preempted) StartBackoff(*job, c.index);
     queue.Add(*job, c.index);
   }
 }

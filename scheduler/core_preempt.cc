@@ -261,12 +261,13 @@ bool Core::State::OverLimitOnceRoomIsFree(
   return true;
 }
 
-// A pass remembers the shapes that found no victims, per priority and reclaiming group.
+// A pass remembers the shapes that found no victims, per priority, group (which other groups'
+// tasks a task may take depends on its own group, by either rule) and rule.
 std::pair<ShapeKey, std::string> Core::State::PreemptMemo(const JobEntry& job,
                                                           const PreemptorRules& rules,
                                                           const std::string& suffix) {
   return {ShapeKey{job.head.spec.pool, job.request},
-          std::to_string(job.priority) + "/" + (rules.reclaim ? rules.group : "") +
+          std::to_string(job.priority) + "/" + rules.group + (rules.reclaim ? "/reclaim" : "") +
               (rules.any_class ? "/any class" : "") + suffix};
 }
 

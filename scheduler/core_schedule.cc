@@ -223,7 +223,7 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
   if (int32_t n = pass.behind[job.head.spec.pool]; n > 0) {
     behind = "; behind " + std::to_string(n) + " task(s) of higher priority";
   }
-  if (WaitsForVictims(job, index)) return;
+  if (WaitsForVictims(job, index) || BacksOff(pass, job, index)) return;
   ShapeKey shape{job.head.spec.pool, job.request};
   placement::Request req = ToPlacement(job.request);
   FeedEngine(*pool);

@@ -42,6 +42,7 @@ struct TaskChange {
   std::vector<EventRecord> events;
   std::string transition;       // for the task-transition metric ("SUCCEEDED", "LOST", …)
   std::string note;             // for watchers
+  bool preempted = false;       // a preempted task's requeue (its back-off starts)
   bool usage_reported = false;  // after.usage is the ended attempt's sandbox account (a report)
 };
 
@@ -130,7 +131,7 @@ struct PassState {
   std::vector<Mutation> batch;
   // No room without preemption, and why (text and verdict).
   std::map<ShapeKey, std::pair<std::string, PendingVerdict>> failed;
-  // No victims either, per shape and "<priority>/<reclaiming group or empty>".
+  // No victims either, per shape and "<priority>/<group>[/reclaim][/any class]".
   std::set<std::pair<ShapeKey, std::string>> preempt_failed;
   std::set<int64_t> gangs_tried;
   std::map<std::string, int32_t> behind;  // pool → tasks of higher priority left pending
@@ -346,6 +347,10 @@ struct Core::State {
             const PendingVerdict& verdict);
   bool WaitOverQuota(JobEntry& job, const std::vector<int32_t>& members, const QuotaAmount& amount);
   bool WaitsForVictims(JobEntry& job, int32_t index);
+  // Back-off after preemption (core_backoff.cc): set when a preempted task is requeued; true
+  // (and the task says until when) while it lasts.
+  void StartBackoff(JobEntry& job, int32_t index);
+  bool BacksOff(const PassState& pass, JobEntry& job, int32_t index) const;
   void KeepPlacement(PassState& pass, JobEntry& job, int32_t index, PoolEntry& pool,
                      const placement::Allocation& a, const std::string& behind);
   void PreemptOrWait(PassState& pass, JobEntry& job, int32_t index, const placement::Request& req);

@@ -53,6 +53,8 @@ struct Task {
   // A TaskChange of this task is planned and not yet applied (in flight or waiting for the store
   // to come back): nothing else may plan a change of the task until it is.
   bool changing = false;
+  int32_t preemptions = 0;    // times it was preempted and requeued (memory only)
+  int64_t not_before_us = 0;  // back-off: not placed again before this (core_backoff.cc)
 };
 
 struct JobEntry {

@@ -43,6 +43,12 @@ struct TenancyOptions {
   // long (their agents hang or the node is lost); the preemptor then queues like any task.
   // 0: three grace periods plus the heartbeat timeout.
   int64_t reservation_timeout_ms = 0;
+  // Back-off after preemption (core_backoff.cc): a task preempted for the k-th time is placed
+  // again no sooner than preemption_backoff_ms × 2^(k−1) after its requeue, at most
+  // preemption_backoff_max_ms — so a task of a class with no minimum runtime is not restarted
+  // into room it loses again at once, over and over. Gangs restart whole at once. 0: off.
+  int64_t preemption_backoff_ms = 10'000;
+  int64_t preemption_backoff_max_ms = 10 * 60 * 1000;
   // How a pass orders the pending tasks of one priority level (scheduler/queue_order.h):
   // fair share between tenants (the default) or plain age across tenants (FIFO).
   QueueOrderKind queue_order = QueueOrderKind::kFairShare;

@@ -187,13 +187,13 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
   if (!n) return Status::Ok();
   YamlPath p = YamlPath{}.Key("scheduler");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
-  GPUPOOL_RETURN_IF_ERROR(
-      doc.CheckKeys(n, p,
-                    {"default_strategy", "default_priority_class", "heartbeat_interval_ms",
-                     "heartbeat_timeout_ms", "stop_grace_period_ms", "max_tasks_per_job",
-                     "job_retention_ms", "fair_share_half_life_ms", "disruption_budget_victims",
-                     "disruption_budget_window_ms", "reservation_timeout_ms", "queue_order",
-                     "node_lease_stop_grace_ms", "node_lease_margin_ms"}));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
+      n, p,
+      {"default_strategy", "default_priority_class", "heartbeat_interval_ms",
+       "heartbeat_timeout_ms", "stop_grace_period_ms", "max_tasks_per_job", "job_retention_ms",
+       "fair_share_half_life_ms", "disruption_budget_victims", "disruption_budget_window_ms",
+       "reservation_timeout_ms", "queue_order", "node_lease_stop_grace_ms", "node_lease_margin_ms",
+       "preemption_backoff_ms", "preemption_backoff_max_ms"}));
   GPUPOOL_ASSIGN_OR_RETURN(auto strategy, doc.OptionalString(n, p, "default_strategy"));
   if (strategy) o->default_strategy = *strategy;
   GPUPOOL_ASSIGN_OR_RETURN(auto cls, doc.OptionalString(n, p, "default_priority_class"));
@@ -242,6 +242,14 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
   if (n["reservation_timeout_ms"]) {
     GPUPOOL_ASSIGN_OR_RETURN(t.reservation_timeout_ms,
                              doc.Int(n, p, "reservation_timeout_ms", 0, 86'400'000));
+  }
+  if (n["preemption_backoff_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(t.preemption_backoff_ms,
+                             doc.Int(n, p, "preemption_backoff_ms", 0, 86'400'000));
+  }
+  if (n["preemption_backoff_max_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(t.preemption_backoff_max_ms,
+                             doc.Int(n, p, "preemption_backoff_max_ms", 0, 86'400'000));
   }
   GPUPOOL_ASSIGN_OR_RETURN(auto order, doc.OptionalString(n, p, "queue_order"));
   if (order) {

@@ -97,10 +97,12 @@ std::vector<std::string> RestartOnlyChanges(const DaemonConfig& a, const DaemonC
                      y.max_tasks_per_job, y.job_retention_ms),
         "scheduler timing and limits");
   check(std::tie(x.tenancy.fair_share_half_life_ms, x.tenancy.disruption_budget_victims,
-                 x.tenancy.disruption_budget_window_ms, x.tenancy.reservation_timeout_ms) ==
+                 x.tenancy.disruption_budget_window_ms, x.tenancy.reservation_timeout_ms,
+                 x.tenancy.preemption_backoff_ms, x.tenancy.preemption_backoff_max_ms) ==
             std::tie(y.tenancy.fair_share_half_life_ms, y.tenancy.disruption_budget_victims,
-                     y.tenancy.disruption_budget_window_ms, y.tenancy.reservation_timeout_ms),
-        "scheduler fair share and disruption budget");
+                     y.tenancy.disruption_budget_window_ms, y.tenancy.reservation_timeout_ms,
+                     y.tenancy.preemption_backoff_ms, y.tenancy.preemption_backoff_max_ms),
+        "scheduler fair share, disruption budget and preemption back-off");
   check(a.submit_rate_per_second == b.submit_rate_per_second && a.submit_burst == b.submit_burst,
         "tenant_defaults.submit_rate_per_second/submit_burst");
   check(CoreMeteringSame(x.metering, y.metering),

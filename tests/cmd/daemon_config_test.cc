@@ -88,7 +88,7 @@ TEST(DaemonConfigTest, TenantsQuotasAndTenancyOptions) {
   const char* yaml = R"(
 scheduler: {fair_share_half_life_ms: 60000, disruption_budget_victims: 3,
             disruption_budget_window_ms: 120000, reservation_timeout_ms: 45000,
-            queue_order: fifo}
+            queue_order: fifo, preemption_backoff_ms: 5000, preemption_backoff_max_ms: 60000}
 tenants:
   - path: acme
     quotas:
@@ -105,6 +105,8 @@ tenants:
   EXPECT_EQ(c->scheduler.tenancy.disruption_budget_window_ms, 120'000);
   EXPECT_EQ(c->scheduler.tenancy.reservation_timeout_ms, 45'000);
   EXPECT_EQ(c->scheduler.tenancy.queue_order, QueueOrderKind::kFifo);
+  EXPECT_EQ(c->scheduler.tenancy.preemption_backoff_ms, 5'000);
+  EXPECT_EQ(c->scheduler.tenancy.preemption_backoff_max_ms, 60'000);
   ASSERT_EQ(c->tenants.size(), 3u);
   EXPECT_EQ(c->tenants[2].path, "acme/research/alice");
   ASSERT_EQ(c->quotas.size(), 2u);

@@ -35,7 +35,9 @@ void OneDeviceForA(CoreHarness& h) {
 // quota: the normal task waits, the high task takes its room, the victim is stopped once and
 // restarts on the free GPU.
 TEST(ReservationPromiseTest, TheRoomsQuotaIsHeldUntilThePreemptorTakesIt) {
-  CoreHarness h;
+  SchedulerOptions opts = SchedulerOptions::Defaults();
+  opts.tenancy.preemption_backoff_ms = 0;  // the victim restarts at once (core_backoff.cc)
+  CoreHarness h(opts);
   OneDeviceForA(h);
   Result<JobRecord> c = h.Submit(Of("normal", "c", CoreHarness::Whole("gpu", 1)));
   Result<JobRecord> low = h.Submit(Of("low", "b", CoreHarness::Whole("gpu", 1)));
