@@ -113,6 +113,8 @@ int main(int argc, char** argv) {
       Fail("unknown option '" + a + "' (see --help)");
   }
   if (load.trace_dir.empty()) Fail("--trace-dir is required");
+  if (load.load_mode == LoadMode::kCopies && !(load.time_scale > 0 && load.time_scale <= 100))
+    Fail("--load-factor: with --load-mode copies it must be in (0, 100] (copies of each pod)");
   OrgTree org = DefaultOrgTree();
   std::string all = "[";
   std::printf("%-17s %-14s %-4s %7s %7s %6s %9s %9s %9s %6s %9s %5s %6s %8s\n", "workload",

@@ -191,6 +191,8 @@ int main(int argc, char** argv) {
     svg += ".svg";
   }
   config.horizon_us = static_cast<int64_t>(horizon_s * 1e6);
+  if (load.load_mode == LoadMode::kCopies && !(load.time_scale > 0 && load.time_scale <= 100))
+    Fail("--load-factor: with --load-mode copies it must be in (0, 100] (copies of each pod)");
   config.warmup_us = static_cast<int64_t>(warmup_s * 1e6);
 
   OrgTree org = DefaultOrgTree();
