@@ -295,7 +295,21 @@ bool Core::State::VictimsAllowed(PassState& pass, const std::pair<ShapeKey, std:
 // they cannot make room, of any preemptible class (a group above its guarantee lends what it
 // holds beyond it whatever the class of the tasks that hold it). The second round is skipped
 // when no candidate is of a higher class than the task's: it would find nothing new.
-int Core::State::PreemptRounds(const PreemptorRules& rules) { return rules.reclaim ? 2 : 1; }
+bool Core::State::InRounds(PreemptorRules& rules, const std::function<Preempted()>& round) {
+  const int rounds = rules.reclaim ? 2 : 1;
+  for (int r = 0; r < rounds; ++r) {
+    rules.any_class = r == 1;
+    switch (round()) {
+      case Preempted::kYes:
+        return true;
+      case Preempted::kWaits:
+        return false;
+      case Preempted::kNo:
+        break;
+    }
+  }
+  return false;
+}
 
 bool Core::State::SkipRound(PassState& pass, const JobEntry& job, const PreemptorRules& rules,
                             const std::pair<ShapeKey, std::string>& memo,
@@ -353,18 +367,7 @@ bool Core::State::TryPreempt(PassState& pass, JobEntry& job, int32_t index,
   PreemptorRules rules;
   PoolEntry* pool = FindPool(job.head.spec.pool);
   if (!RulesFor(job, ReclaimNeed(job), &rules) || pool == nullptr) return false;
-  for (int round = 0; round < PreemptRounds(rules); ++round) {
-    rules.any_class = round == 1;
-    switch (PreemptRound(pass, *pool, job, index, req, rules, why)) {
-      case Preempted::kYes:
-        return true;
-      case Preempted::kWaits:
-        return false;
-      case Preempted::kNo:
-        break;
-    }
-  }
-  return false;
+  return InRounds(rules, [&] { return PreemptRound(pass, *pool, job, index, req, rules, why); });
 }
 
 // Victims for each of `count` gang members in turn, as if the earlier members were placed and
@@ -451,18 +454,8 @@ bool Core::State::TryPreemptGang(PassState& pass, JobEntry& job,
   PreemptorRules rules;
   PoolEntry* pool = FindPool(job.head.spec.pool);
   if (!RulesFor(job, all, &rules) || pool == nullptr || members.empty()) return false;
-  for (int round = 0; round < PreemptRounds(rules); ++round) {
-    rules.any_class = round == 1;
-    switch (PreemptGangRound(pass, *pool, job, members, req, rules, why)) {
-      case Preempted::kYes:
-        return true;
-      case Preempted::kWaits:
-        return false;
-      case Preempted::kNo:
-        break;
-    }
-  }
-  return false;
+  return InRounds(rules,
+                  [&] { return PreemptGangRound(pass, *pool, job, members, req, rules, why); });
 }
 
 // After the pass's batch is stored: the victims' stops go out (act), and only then. If the store

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -428,7 +429,9 @@ struct Core::State {
   // One round of TryPreempt / TryPreemptGang (core_preempt.cc): kWaits when victims were found
   // but the task waits over a limit (no further round).
   enum class Preempted { kNo, kYes, kWaits };
-  static int PreemptRounds(const PreemptorRules& rules);
+  // Runs `round` once, or twice for reclaim (the second with any_class set), until it says
+  // kYes (true) or kWaits (false).
+  static bool InRounds(PreemptorRules& rules, const std::function<Preempted()>& round);
   static bool SkipRound(PassState& pass, const JobEntry& job, const PreemptorRules& rules,
                         const std::pair<ShapeKey, std::string>& memo,
                         const std::vector<PreemptionCandidate>& candidates);

@@ -20,18 +20,6 @@ constexpr int32_t kGpuMilli = 1000;
 // task never pays for whatever it would free.
 constexpr double kForcedBonus = 16;
 
-bool Allowed(const std::string& spec, const std::string& model) {
-  if (spec.empty()) return true;
-  size_t start = 0;
-  while (start <= spec.size()) {
-    size_t end = spec.find('|', start);
-    if (end == std::string::npos) end = spec.size();
-    if (spec.compare(start, end - start, model) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
-
 // One node type's best (relaxed) set for given duals: π_t and how many of each class.
 struct TypeSolution {
   double pi = 0;            // π_t (CPU and memory prices included)
@@ -51,7 +39,7 @@ class TypeSolver {
         if (c.cpu_milli > 0 || c.memory_mib > 0) eligible_.push_back(j);
         continue;
       }
-      if (c.num_gpu > type_.gpus || !Allowed(c.gpu_spec, type_.model) || c.gpu_milli <= 0 ||
+      if (c.num_gpu > type_.gpus || !SpecAllowsModel(c.gpu_spec, type_.model) || c.gpu_milli <= 0 ||
           c.gpu_milli > kGpuMilli)
         continue;
       eligible_.push_back(j);

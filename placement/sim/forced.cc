@@ -14,18 +14,6 @@ constexpr int32_t kGpuMilli = 1000;
 constexpr size_t kResources = 4;
 using Usage = std::array<double, kResources>;
 
-bool Allowed(const std::string& spec, const std::string& model) {
-  if (spec.empty()) return true;
-  size_t start = 0;
-  while (start <= spec.size()) {
-    size_t end = spec.find('|', start);
-    if (end == std::string::npos) end = spec.size();
-    if (spec.compare(start, end - start, model) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
-
 Usage UsageOf(const TraceTask& t) {
   const bool gpu = t.GpuMilli() > 0;
   return {static_cast<double>(t.cpu_milli), static_cast<double>(t.memory_mib),
@@ -52,7 +40,8 @@ Refusal RefusalOf(const std::vector<NodeType>& types, const TraceTask& t) {
   const bool share = gpu && t.gpu_milli < kGpuMilli;
   for (const NodeType& n : types) {
     if (n.cpu < t.cpu_milli || n.mem < t.memory_mib) continue;
-    if (gpu && (n.gpus < (share ? 1 : t.num_gpu) || !Allowed(t.gpu_spec, n.model))) continue;
+    if (gpu && (n.gpus < (share ? 1 : t.num_gpu) || !SpecAllowsModel(t.gpu_spec, n.model)))
+      continue;
     Usage thr{static_cast<double>(n.cpu - t.cpu_milli + 1),
               static_cast<double>(n.mem - t.memory_mib + 1), 0, 0};
     if (share) thr[2] = static_cast<double>(n.gpus) * (kGpuMilli + 1 - t.gpu_milli);

@@ -201,4 +201,16 @@ Request ToRequest(const TraceTask& t) {
   return r;
 }
 
+bool SpecAllowsModel(const std::string& spec, const std::string& model) {
+  if (spec.empty()) return true;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t end = spec.find('|', start);
+    if (end == std::string::npos) end = spec.size();
+    if (spec.compare(start, end - start, model) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
 }  // namespace gpupool::placement::sim

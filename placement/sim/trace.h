@@ -40,6 +40,9 @@ struct TraceTask {
   int64_t GpuMilli() const { return static_cast<int64_t>(num_gpu) * gpu_milli; }
 };
 
+// Whether a gpu_spec ("V100M16|V100M32"; empty: any) lets a task run on a GPU of `model`.
+bool SpecAllowsModel(const std::string& spec, const std::string& model);
+
 Result<std::vector<TraceNode>> ParseNodes(std::string_view csv);
 Result<std::vector<TraceTask>> ParseTasks(std::string_view csv);
 Result<std::string> LoadFile(const std::string& path);

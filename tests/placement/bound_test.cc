@@ -354,18 +354,6 @@ struct Exhaustive {
   std::vector<bool> ever_dropped;
 };
 
-bool ModelAllowed(const std::string& spec, const std::string& model) {
-  if (spec.empty()) return true;
-  size_t start = 0;
-  while (start <= spec.size()) {
-    size_t end = spec.find('|', start);
-    if (end == std::string::npos) end = spec.size();
-    if (spec.compare(start, end - start, model) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
-
 Exhaustive SearchEveryPolicy(const std::vector<TraceNode>& nodes,
                              const std::vector<TraceTask>& arrivals, int x) {
   struct State {
@@ -412,7 +400,7 @@ Exhaustive SearchEveryPolicy(const std::vector<TraceNode>& nodes,
       n.cpu -= t.cpu_milli, n.mem -= t.memory_mib;
       if (t.GpuMilli() <= 0) {
         next(alloc);
-      } else if (ModelAllowed(t.gpu_spec, n.node->model) && !n.free.empty()) {
+      } else if (SpecAllowsModel(t.gpu_spec, n.node->model) && !n.free.empty()) {
         if (t.gpu_milli < 1000) {
           for (size_t g = 0; g < n.free.size(); ++g) {
             int32_t& f = n.free[g];

@@ -13,12 +13,8 @@ namespace {
 
 using testing::CoreHarness;
 using testing::kSecond;
+using testing::Of;
 using testing::StoresStop;
-
-JobSpec Of(const std::string& cls, JobSpec spec) {
-  spec.priority_class = cls;
-  return spec;
-}
 
 TaskRecord Stored(CoreHarness& h, int64_t job, int index = 0) {
   Result<RecoveredState> s = h.store->Recover();

@@ -107,6 +107,12 @@ inline AgentRegistration SimulatedH100s(const std::string& node, const std::stri
   return reg;
 }
 
+// `spec` in priority class `cls` (the scenario tests' shorthand: Of("high", Whole("gpu", 1))).
+inline JobSpec Of(const std::string& cls, JobSpec spec) {
+  spec.priority_class = cls;
+  return spec;
+}
+
 class CoreHarness {
  public:
   explicit CoreHarness(SchedulerOptions options = SchedulerOptions::Defaults(),

@@ -13,11 +13,7 @@ namespace {
 
 using testing::CoreHarness;
 using testing::kSecond;
-
-JobSpec Of(const std::string& cls, JobSpec spec) {
-  spec.priority_class = cls;
-  return spec;
-}
+using testing::Of;
 
 TEST(PreemptionBackoffTest, EachPreemptionDoublesTheWaitUpToTheCap) {
   struct Case {

@@ -12,13 +12,9 @@ namespace gpupool {
 namespace {
 
 using testing::CoreHarness;
+using testing::Of;
 
 using testing::kSecond;
-
-JobSpec Of(const std::string& cls, JobSpec spec) {
-  spec.priority_class = cls;
-  return spec;
-}
 
 std::vector<std::string> StoppedTasks(const CoreHarness& h) {
   std::vector<std::string> out;
