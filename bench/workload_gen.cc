@@ -85,31 +85,8 @@ struct Task {
   std::string gpu_spec;
 };
 
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : rng_(seed) {}
-  uint64_t Below(uint64_t n) {
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(rng_()) * n) >> 64);
-  }
-  int64_t Between(int64_t lo, int64_t hi) {  // inclusive
-    return lo + static_cast<int64_t>(Below(static_cast<uint64_t>(hi - lo + 1)));
-  }
-  bool Chance(int percent) { return Below(100) < static_cast<uint64_t>(percent); }
-  // An index drawn with the given integer weights.
-  size_t Pick(const std::vector<int>& weights) {
-    int total = 0;
-    for (int w : weights) total += w;
-    int64_t x = static_cast<int64_t>(Below(static_cast<uint64_t>(total)));
-    for (size_t i = 0; i < weights.size(); ++i) {
-      if (x < weights[i]) return i;
-      x -= weights[i];
-    }
-    return weights.size() - 1;
-  }
-
- private:
-  std::mt19937_64 rng_;
-};
+// The placement generators draw with the twin's generator (same stream, same draws).
+using Rng = gpupool::twin::SynthRng;
 
 constexpr int64_t kGiB = 1024;
 

@@ -172,6 +172,8 @@ int64_t SynthRng::Between(int64_t lo, int64_t hi) {
   return lo + static_cast<int64_t>(Below(static_cast<uint64_t>(hi - lo + 1)));
 }
 
+bool SynthRng::Chance(int percent) { return Below(100) < static_cast<uint64_t>(percent); }
+
 double SynthRng::Unit() {
   return (static_cast<double>(rng_() >> 11) + 0.5) / 9007199254740992.0;  // 2^53
 }

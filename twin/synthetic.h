@@ -55,6 +55,7 @@ class SynthRng {
   explicit SynthRng(uint64_t seed) : rng_(seed) {}
   uint64_t Below(uint64_t n);
   int64_t Between(int64_t lo, int64_t hi);  // inclusive
+  bool Chance(int percent);                 // true with probability percent / 100
   double Unit();                            // in (0, 1)
   double Exponential(double rate);          // mean 1 / rate
   // log-uniform on [lo, hi]: as many tasks last 1–10 minutes as 1–10 hours
