@@ -134,6 +134,10 @@ struct BoundOptions {
   // all arrivals (what covers them). Only keys are forced, and only their first drop splits the
   // scenarios. Each share gives a valid bound; the least is kept.
   std::vector<double> key_covers = {0.7};
+  // Split each bucket of first-drop scenarios by kind of need (CPU-only, share, whole GPUs) and
+  // CPU's power of two, one scenario per group (bound.cc, GroupOf): tighter, and as valid. False:
+  // one scenario per bucket, its meet over all of the bucket's keys (as before; for comparison).
+  bool group_keys = true;
   // Classes beyond this make the instance coarser (PackingInstance::coarse): a looser bound that
   // is computed in minutes rather than hours.
   size_t max_classes = kMaxBoundClasses;
