@@ -40,7 +40,7 @@ constexpr double kCpuFitWeight = 60;
 // few), cloud-inference at 0.12, cpu-scarce at 0.43; the others at 0. On cloud-inference (online,
 // seeds 42–46) it took fgd-pack from 8.80 to 6.50 % unallocated; S weight 16–128, stranded-CPU
 // weight 16–256 and leanness 0.5–1.0 tried (docs/benchmarks.md). Ungated, the stranded-CPU term
-// cost the multigpu workloads 1–8 points: the trace's 2-GPU T4 nodes with 104 cores can never use
+// cost the multigpu workloads 1–11 points: the trace's 2-GPU T4 nodes with 104 cores can never use
 // their CPU, and the term would keep every light task off them.
 constexpr double kCpuLeanGate = 0.05;
 constexpr double kLeanStrandedWeight = 64;
