@@ -53,6 +53,9 @@ config:
   --preemption on|off    (default: on)
   --queue-order O        fair-share | fifo (default: fair-share)
   --overcommit R         the pool's compute overcommit ratio (default: 1)
+  --starvation-after-s S starvation reservations: a task or gang passed over for its size
+                         this long gets nodes drained for it (docs/tenancy.md; default: the
+                         core's, 600); 0: off
   --resume full|remaining  a preempted task runs its full duration again (default) or what was
                          left
   --tick-ms N            the core's tick while tasks wait, simulated ms (default: 2000)
@@ -160,6 +163,9 @@ int main(int argc, char** argv) {
       if (v != "full" && v != "remaining")
         Fail("--resume: expected full or remaining, got '" + v + "'");
       config.resume_remaining = v == "remaining";
+    } else if (a == "--starvation-after-s") {
+      config.scheduler.tenancy.starvation_reserve_after_ms =
+          static_cast<int64_t>(Number(a, v, 0) * 1000);
     } else if (a == "--tick-ms")
       config.tick_ms = static_cast<int64_t>(Number(a, v, 1));
     else if (a == "--start-latency-ms")
