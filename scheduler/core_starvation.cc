@@ -4,13 +4,16 @@
 // A pending task, or a whole gang, that has found no room for
 // `tenancy.starvation_reserve_after_ms` while smaller work was placed in its pool (it is passed
 // over for its size; one passed over only by work its own size or bigger is merely queued, and
-// priority and fair share decide its turn) gets nodes reserved for it: the cheapest nodes to drain
-// (least GPU held by others, a higher class's share counting four times: it cannot be preempted
-// for the waiting work and, in clouds, outlives it) that could host it once empty. While the
-// reservation stands, a placement for any other task is made with those nodes cordoned in the
-// engine; a task of a higher class than the reserver's may still land there, but only when
-// nothing else fits. So the nodes drain as their tasks end, and the waiting work — placed like
-// any task, the reserved nodes open to it — starts. Preemption is unchanged.
+// priority and fair share decide its turn) gets nodes reserved for it: those likely to drain
+// soonest that could host it once empty. Run times are unknown, so a node's drain time is
+// estimated by its oldest occupant's running time (for heavy-tailed run times the expected time
+// left grows with the time run — a service's first replica, up for days, is not leaving), ties
+// by the GPU share held, then the name. While the
+// reservation stands, a placement for any other task avoids those nodes
+// (placement::Engine::PlaceAvoiding: the engine is not changed, so no cached score goes stale); a
+// task of a higher class than the reserver's may still land there, but only when nothing else fits.
+// So the nodes drain as their tasks end, and the waiting work — placed like any task, the reserved
+// nodes open to it — starts. Preemption is unchanged.
 //
 // Bounded: at most `tenancy.starvation_max_reservations` per pool, the longest waiting first;
 // a reservation is dropped when its task starts (or moves on), is cancelled, a node of it stops
@@ -23,6 +26,7 @@
 // starts over at the restart.
 #include <algorithm>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "base/log.h"
@@ -49,27 +53,6 @@ std::string Joined(const std::vector<std::string>& names) {
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
-
-// Cordons `nodes` in the engine for its lifetime (the schedulable ones; they are made
-// schedulable again on destruction): placements made meanwhile go around them.
-class NodeMask {
- public:
-  NodeMask(placement::Engine& engine, const std::vector<std::string>& nodes) : engine_(engine) {
-    for (const std::string& n : nodes) {
-      Result<placement::NodeCapacity> c = engine_.NodeCapacityOf(n);
-      if (c.ok() && c->schedulable && engine_.SetSchedulable(n, false).ok()) masked_.push_back(n);
-    }
-  }
-  ~NodeMask() {
-    for (const std::string& n : masked_) (void)engine_.SetSchedulable(n, true);
-  }
-  NodeMask(const NodeMask&) = delete;
-  NodeMask& operator=(const NodeMask&) = delete;
-
- private:
-  placement::Engine& engine_;
-  std::vector<std::string> masked_;
-};
 
 // The nodes other tasks reserved in `pool`, split by whether `job` may use them when nothing
 // else fits (reserved for a lower class: `soft`) or never (`hard`).
@@ -110,15 +93,10 @@ placement::Decision Core::State::PlaceAround(PoolEntry& pool, const JobEntry& jo
   std::vector<std::string> hard, soft;
   ReservedFor(starvation, pool.rec.name, job, KeyOf(job, index), &hard, &soft);
   if (hard.empty() && soft.empty()) return pool.engine->Place(req);
-  placement::Decision d;
-  {
-    NodeMask mask(*pool.engine, Both(hard, soft));
-    d = pool.engine->Place(req);
-  }
+  placement::Decision d = pool.engine->PlaceAvoiding(req, Both(hard, soft));
   if (d.placed) return d;
   if (!soft.empty()) {  // a higher class: a lower class's reserved node rather than nothing
-    NodeMask mask(*pool.engine, hard);
-    placement::Decision f = pool.engine->Place(req, placement::PlaceOptions{.explain = false});
+    placement::Decision f = pool.engine->PlaceAvoiding(req, hard, {.explain = false});
     if (f.placed) return f;
   }
   placement::Decision open = pool.engine->Place(req);  // is a reservation what holds it back?
@@ -134,24 +112,17 @@ placement::Engine::GangResult Core::State::PlaceGangAround(
   std::vector<std::string> hard, soft;
   ReservedFor(starvation, pool.rec.name, job, KeyOf(job, 0), &hard, &soft);
   if (hard.empty() && soft.empty()) return pool.engine->PlaceGang(reqs);
-  placement::Engine::GangResult g;
-  {
-    NodeMask mask(*pool.engine, Both(hard, soft));
-    g = pool.engine->PlaceGang(reqs);
-  }
+  placement::Engine::GangResult g = pool.engine->PlaceGangAvoiding(reqs, Both(hard, soft));
   if (g.placed) return g;
   if (!soft.empty()) {
-    NodeMask mask(*pool.engine, hard);
-    placement::Engine::GangResult f = pool.engine->PlaceGang(reqs);
+    placement::Engine::GangResult f = pool.engine->PlaceGangAvoiding(reqs, hard);
     if (f.placed) return f;
   }
   placement::Engine::GangResult open = pool.engine->PlaceGang(reqs);
   if (!open.placed) return open;
-  std::set<std::string> on;
-  for (const placement::Allocation& a : open.allocations) on.insert(a.node);
-  for (const std::string& n : on) {
-    if (starvation.HolderOf(n) != nullptr) {
-      *held = HeldText(starvation, n);
+  for (const placement::Allocation& a : open.allocations) {
+    if (starvation.HolderOf(a.node) != nullptr) {
+      *held = HeldText(starvation, a.node);
       break;
     }
   }
@@ -223,36 +194,41 @@ bool Core::State::ReserveForStarving(PassState& pass, JobEntry& job, int32_t ind
     count = 0;
     for (const Task& t : job.tasks) count += t.rec.state == TaskState::kPending ? 1 : 0;
   }
-  std::vector<std::pair<int64_t, std::string>> ranked;  // (cost to drain, node)
+  // (oldest occupant's running time, GPU share held, node): see the header comment.
+  std::vector<std::tuple<int64_t, int64_t, std::string>> ranked;
+  const std::set<std::string>& tried = starvation.tried[key];
   for (const std::string& name : pool->nodes) {
     auto node = nodes.find(name);
     if (node == nodes.end() || node->second.rec.state != NodeState::kReady ||
-        starvation.HolderOf(name) != nullptr) {
+        starvation.HolderOf(name) != nullptr || tried.contains(name)) {
       continue;
     }
     Result<placement::NodeCapacity> cap = pool->engine->NodeCapacityOf(name);
     if (!cap.ok() || !cap->schedulable) continue;
     std::map<std::string, int64_t> offered;
     for (const placement::DeviceCapacity& d : cap->devices) offered[d.id] = d.offered.milli_tflops;
-    int64_t cost = 0;
+    int64_t oldest = 0, held = 0;
     for (const TaskKey& k : jobs.OnNode(name)) {
       const JobEntry* other = jobs.Find(k.first);
       if (other == nullptr || !other->task(k.second).holds) continue;
+      const TaskRecord& o = other->task(k.second).rec;
+      const int64_t since_us = o.started_us > 0 ? o.started_us : o.scheduled_us;
+      oldest = std::max(oldest, (pass.now - since_us) / 1'000'000);
       int64_t milli = 1;  // a task with no GPU still has to end
       for (const placement::Grant& g : other->task(k.second).allocation.grants) {
         const int64_t off = offered[g.device_id];
         milli += g.exclusive ? 1000 : (off > 0 ? g.amount.milli_tflops * 1000 / off : 0);
       }
-      cost += other->priority > job.priority ? 4 * milli : milli;
+      held += milli;
     }
-    ranked.emplace_back(cost, name);
+    ranked.emplace_back(oldest, held, name);
   }
   std::sort(ranked.begin(), ranked.end());
   // The fewest cheapest nodes that hold every member once empty: a scratch engine of empty
   // nodes, one more at a time.
   placement::Engine scratch(pool->engine->policy());
   const std::vector<placement::Request> reqs(count, ToPlacement(job.request));
-  for (const auto& [cost, name] : ranked) {
+  for (const auto& [oldest, held, name] : ranked) {
     if (!scratch.AddNode(ToNodeSpecForAgents(nodes.at(name).rec)).ok()) continue;
     placement::Engine::GangResult g = scratch.PlaceGang(reqs);
     if (!g.placed) continue;
@@ -274,6 +250,10 @@ bool Core::State::ReserveForStarving(PassState& pass, JobEntry& job, int32_t ind
     if (metrics != nullptr) metrics->StarvationEvent("made");
     return true;
   }
+  if (!tried.empty()) {  // every other node was tried: start over
+    starvation.tried.erase(key);
+    return ReserveForStarving(pass, job, index, key, since);
+  }
   return false;
 }
 
@@ -283,8 +263,10 @@ void Core::State::ProcessStarvation(PassState& pass, bool full) {
   for (const StarvationReservation& r : starvation.All()) {
     const std::string why = StaleStarvation(r, pass.now);
     if (why.empty()) continue;
-    if (why == "timed_out")
+    if (why == "timed_out") {  // others get a turn, and it tries other nodes next time
       starvation.cooldown_until[r.key] = pass.now + t.starvation_reserve_after_ms * 1000;
+      starvation.tried[r.key].insert(r.nodes.begin(), r.nodes.end());
+    }
     LogInfo("core", "starvation reservation dropped",
             {{"for", Whose(r.key)}, {"nodes", Joined(r.nodes)}, {"why", why}});
     starvation.Erase(r.key);
@@ -338,6 +320,8 @@ void Core::State::ProcessStarvation(PassState& pass, bool full) {
                   job->task(i).rec.state == TaskState::kPending;
       it = keep ? std::next(it) : starvation.first_seen.erase(it);
     }
+    for (auto it = starvation.tried.begin(); it != starvation.tried.end();)
+      it = jobs.Find(it->first.first) == nullptr ? starvation.tried.erase(it) : std::next(it);
     for (auto it = starvation.cooldown_until.begin(); it != starvation.cooldown_until.end();)
       it = it->second <= pass.now ? starvation.cooldown_until.erase(it) : std::next(it);
   }

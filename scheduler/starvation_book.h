@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,6 +75,9 @@ class StarvationBook {
 
   // When the candidate began to wait (memory only; see WaitingSince in core_starvation.cc).
   std::map<std::pair<StarvingKey, int32_t>, int64_t> first_seen;  // (key, attempt) → µs
+  // The nodes of a key's reservations that timed out: its next ones are made elsewhere while
+  // other nodes can host it.
+  std::map<StarvingKey, std::set<std::string>> tried;
   // Whether Placed was fed the stored placements of the running tasks (after a start).
   bool seeded = false;
   // A key whose reservation timed out reserves again no sooner than this.
