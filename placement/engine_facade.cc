@@ -29,6 +29,10 @@ Status Engine::SetDeviceHealthy(std::string_view node, std::string_view id, bool
 Decision Engine::Place(const Request& request, PlaceOptions options) const {
   return impl_->Place(request, options);
 }
+Decision Engine::PlaceAvoiding(const Request& request, const std::vector<std::string>& avoid,
+                               PlaceOptions options) const {
+  return impl_->Place(request, options, impl_->AvoidSlots(avoid));
+}
 Status Engine::Commit(const Allocation& a) { return impl_->Commit(a); }
 Status Engine::Release(const Allocation& a) { return impl_->Release(a); }
 int Engine::node_count() const { return impl_->live_nodes; }
