@@ -50,7 +50,7 @@ one row per replay and writes every report as one JSON array (docs/benchmarks.md
   --load-factor X      (default: 1)
   --load-mode M        compress | copies, as gpupool-twin's (default: compress)
   --starvation-after-s LIST  starvation reservations after S s of waiting, one replay per
-                       value; 0 = off (default: the core's, 600)
+                       value; 0 = off (default: the core's, 0)
   --replicas N  --max-nodes N  --horizon-s S  --warmup-s S  --json OUT   as gpupool-twin's
 )";
 

@@ -55,7 +55,7 @@ config:
   --overcommit R         the pool's compute overcommit ratio (default: 1)
   --starvation-after-s S starvation reservations: a task or gang passed over for its size
                          this long gets nodes drained for it (docs/tenancy.md; default: the
-                         core's, 600); 0: off
+                         core's: 0, off)
   --starvation-max N     starvation reservations per pool at once (default: the core's, 2)
   --starvation-timeout-s S  a starvation reservation whose task has not started by then is
                          dropped (default: the core's, 21600)

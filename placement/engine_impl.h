@@ -45,7 +45,7 @@ class EngineImpl {
                  const std::vector<char>& avoid = {}) const;
   // The best node for a compiled request: slot and scored devices, or -1.
   // `avoid`: per slot, 1 when PlaceOptions::avoid names the node (empty: none).
-  int Select(const CompiledRequest& req, Scored* scored, const std::vector<char>& avoid) const;
+  int Select(const CompiledRequest& req, Scored* scored, const std::vector<char>& avoid = {}) const;
   void Explain(const CompiledRequest& req, Decision* d, const std::vector<char>& avoid) const;
   std::vector<char> AvoidSlots(const std::vector<std::string>& names) const;
 
