@@ -52,8 +52,8 @@ options:
                      of capacity; each share gives a valid bound and the least is kept
   --bound-classes N  protocol and packing bound: a workload with more task classes than N is
                      grouped more coarsely (memory left out, CPU rounded down, then left out):
-                     still a valid bound, looser, and faster (default: 750; the LP grows with
-                     the square of the classes)
+                     still a valid bound, looser, and faster (default: 4000; every workload
+                     of the trace and of bench/workload_gen has fewer: exact classes)
   --per-seed         also print every seed's result, the bound and the gap to it
   --online           place as gpupoold does: each strategy learns the workload from the
                      arrivals so far (placement/workload_feed.h), no peek at the future.

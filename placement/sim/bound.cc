@@ -431,6 +431,17 @@ bool Covers(const Need& t, const Need& r) {
   return true;
 }
 
+// The first-drop scenarios' groups of keys (ProtocolBounder::Scenarios): the kind of need
+// (CPU-only, a share, whole GPUs) and the CPU's power of two in whole cores — so that a group's
+// meet (the least need covering all its keys) stays close to each of them. Any grouping is
+// sound; finer ones cost more LPs and give tighter bounds.
+int GroupOf(const TraceTask& t) {
+  const int kind = t.GpuMilli() <= 0 ? 0 : t.gpu_milli < kGpuMilli ? 1 : 2;
+  int level = 0;
+  for (int64_t cores = t.cpu_milli / 1000; cores > 0; cores >>= 1) ++level;
+  return kind * 64 + level;
+}
+
 // The protocol-aware bound on a prefix (bound.h, part 2), with the LP's columns
 // kept from one prefix and scenario to the next.
 class ProtocolBounder {
@@ -443,7 +454,10 @@ class ProtocolBounder {
         cls_(ClassOf(in_, arrivals)),
         cg_(in_) {
     for (const TraceNode& n : nodes) capacity_ += int64_t{kGpuMilli} * n.gpus;
-    for (const TraceTask& t : arrivals) need_.push_back(NeedOf(t));
+    for (const TraceTask& t : arrivals) {
+      need_.push_back(NeedOf(t));
+      group_.push_back(GroupOf(t));
+    }
     if (options_.protocol) forced_ = ForcedArrivals(nodes, arrivals);
     forced_.resize(arrivals.size(), false);
     // Per task, the GPU demand of all arrivals that need at least as much (its cover).
@@ -507,20 +521,24 @@ class ProtocolBounder {
     // tasks from split_q+1 on that need at least what every key candidate T needs, dropped.
     // Latest first: those score highest, and a scenario whose tasks demand no more than the
     // worst so far cannot raise it.
+    // Each bucket is split further by kind of need (GroupOf): T lies in one group, and whatever
+    // covers that group's meet covers T, so each group is a scenario of its own (one meet over
+    // the whole bucket would mix a 1-core CPU-only key with an 810-milli share and cover next to
+    // nothing).
     for (size_t q = split.size() - 1; q-- > 0;) {
-      bool have = false;
-      Need r;
+      std::map<int, Need> meet;  // per group
       // The first key dropped is one that some history could drop: forced ones are left out.
       for (size_t i = split[q]; i < split[q + 1]; ++i) {
         if (!keys[i] || forced_[i]) continue;
-        r = have ? Meet(r, need_[i]) : need_[i];
-        have = true;
+        auto [it, added] = meet.try_emplace(options_.group_keys ? group_[i] : 0, need_[i]);
+        if (!added) it->second = Meet(it->second, need_[i]);
       }
-      if (!have) continue;
-      if (!Set(last, split[q], split[q + 1], &r, &keys)) continue;
-      if (demand_ <= worst) continue;
-      worst = std::max(worst, cg_.Solve(&dual));
-      if (worst >= plain) return plain;
+      for (const auto& [group, r] : meet) {
+        if (!Set(last, split[q], split[q + 1], &r, &keys)) continue;
+        if (demand_ <= worst) continue;
+        worst = std::max(worst, cg_.Solve(&dual));
+        if (worst >= plain) return plain;
+      }
     }
     return worst;
   }
@@ -552,6 +570,7 @@ class ProtocolBounder {
   PackingInstance in_;
   std::vector<int> cls_;
   std::vector<Need> need_;
+  std::vector<int> group_;    // per arrival: GroupOf
   std::vector<bool> forced_;  // per arrival: placed by every protocol-following policy
   std::vector<std::vector<bool>> keys_;
   ColumnGeneration cg_;

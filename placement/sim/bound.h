@@ -79,10 +79,11 @@ struct PackingInstance {
 // Node types (identical hardware) of `nodes`; classes of `tasks` (CPU, memory rounded down to a
 // power of two, GPUs, share, models; CPU-only tasks by CPU and memory alone; coarser when there
 // are too many, see `coarse`), each with count 0 — the caller fills counts.
-// The LP's rows grow with the classes and the dense simplex (lp.h) with their square: the
-// trace's workloads have 63–403 exact classes and solve in seconds; the synthetic generators have
-// up to 3,571 (CPU and memory drawn per task), which took over ten minutes per LP.
-constexpr size_t kMaxBoundClasses = 750;
+// The LP has a row per class: the trace's workloads have 63–403 exact classes, the synthetic
+// generators up to 3,571 (CPU and memory drawn per task); with CLP (lp.h) every one of them is
+// solved on exact classes, the slowest (cpu-scarce, 1,649 classes) in about 80 CPU seconds per
+// seed. Coarser classes are the fallback for workloads beyond that.
+constexpr size_t kMaxBoundClasses = 4000;
 PackingInstance MakeInstance(const std::vector<TraceNode>& nodes,
                              const std::vector<TraceTask>& tasks,
                              size_t max_classes = kMaxBoundClasses);
@@ -134,6 +135,10 @@ struct BoundOptions {
   // all arrivals (what covers them). Only keys are forced, and only their first drop splits the
   // scenarios. Each share gives a valid bound; the least is kept.
   std::vector<double> key_covers = {0.7};
+  // Split each bucket of first-drop scenarios by kind of need (CPU-only, share, whole GPUs) and
+  // CPU's power of two, one scenario per group (bound.cc, GroupOf): tighter, and as valid. False:
+  // one scenario per bucket, its meet over all of the bucket's keys (as before; for comparison).
+  bool group_keys = true;
   // Classes beyond this make the instance coarser (PackingInstance::coarse): a looser bound that
   // is computed in minutes rather than hours.
   size_t max_classes = kMaxBoundClasses;
