@@ -49,6 +49,8 @@ one row per replay and writes every report as one JSON array (docs/benchmarks.md
   --preemption LIST    on, off or on,off (default: on,off)
   --load-factor X      (default: 1)
   --load-mode M        compress | copies, as gpupool-twin's (default: compress)
+  --starvation-after-s LIST  starvation reservations after S s of waiting, one replay per
+                       value; 0 = off (default: the core's, 600)
   --replicas N  --max-nodes N  --horizon-s S  --warmup-s S  --json OUT   as gpupool-twin's
 )";
 
@@ -71,6 +73,8 @@ int main(int argc, char** argv) {
   std::vector<bool> preemption = {true, false};
   std::string json;
   double horizon_s = 0, warmup_s = 0;
+  std::vector<int64_t> starvation_ms = {
+      SchedulerOptions::Defaults().tenancy.starvation_reserve_after_ms};
   for (int i = 1; i < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -109,7 +113,16 @@ int main(int argc, char** argv) {
       warmup_s = std::atof(v.c_str());
     else if (a == "--json")
       json = v;
-    else
+    else if (a == "--starvation-after-s") {
+      starvation_ms.clear();
+      for (const std::string& x : Split(v)) {
+        char* end = nullptr;
+        const double sec = std::strtod(x.c_str(), &end);
+        if (end == x.c_str() || *end != '\0' || sec < 0)
+          Fail("--starvation-after-s: seconds >= 0, got '" + x + "'");
+        starvation_ms.push_back(static_cast<int64_t>(sec * 1000));
+      }
+    } else
       Fail("unknown option '" + a + "' (see --help)");
   }
   if (load.trace_dir.empty()) Fail("--trace-dir is required");
@@ -130,24 +143,33 @@ int main(int argc, char** argv) {
     if (!w.ok()) Fail(w.status().ToString());
     for (const std::string& s : strategies) {
       for (bool p : preemption) {
-        TwinConfig c;
-        c.label = name + "/" + s + "/" + (p ? "preempt" : "no-preempt");
-        c.strategy = s;
-        c.preemption = p;
-        c.horizon_us = static_cast<int64_t>(horizon_s * 1e6);
-        c.warmup_us = static_cast<int64_t>(warmup_s * 1e6);
-        Result<TwinReport> r = RunTwin(*w, org, c);
-        if (!r.ok()) Fail(r.status().ToString());
-        int64_t below = 0;
-        for (const TenantReport& t : r->tenants) below += t.below_guarantee_samples;
-        std::printf(
-            "%-17s %-14s %-4s %7.2f %7.1f %6.2f %9.2f %9.1f %9.1f %6lld %9.0f %5lld %6lld %7.0fx\n",
-            name.c_str(), s.c_str(), p ? "on" : "off", r->time_avg_gpu_allocation_pct,
-            r->time_avg_demand_pct, r->time_avg_frag_pct, P99(*r, "high"), P99(*r, "normal"),
-            P99(*r, "low"), static_cast<long long>(r->preemptions), r->lost_gpu_s,
-            static_cast<long long>(r->quota_violations), static_cast<long long>(below), r->speedup);
-        std::fflush(stdout);
-        all += (all.size() > 1 ? ",\n" : "\n") + ToJson(*r);
+        for (int64_t starve : starvation_ms) {
+          TwinConfig c;
+          c.label = name + "/" + s + "/" + (p ? "preempt" : "no-preempt");
+          if (starvation_ms.size() > 1 || starve != starvation_ms.front() ||
+              starve != SchedulerOptions::Defaults().tenancy.starvation_reserve_after_ms)
+            c.label += "/starve-" + std::to_string(starve / 1000);
+          c.scheduler.tenancy.starvation_reserve_after_ms = starve;
+          c.strategy = s;
+          c.preemption = p;
+          c.horizon_us = static_cast<int64_t>(horizon_s * 1e6);
+          c.warmup_us = static_cast<int64_t>(warmup_s * 1e6);
+          Result<TwinReport> r = RunTwin(*w, org, c);
+          if (!r.ok()) Fail(r.status().ToString());
+          int64_t below = 0;
+          for (const TenantReport& t : r->tenants) below += t.below_guarantee_samples;
+          std::printf(
+              "%-17s %-14s %-4s %7.2f %7.1f %6.2f %9.2f %9.1f %9.1f %6lld %9.0f %5lld %6lld "
+              "%7.0fx\n",
+              name.c_str(), (s + (starve > 0 ? "" : "/nostarve")).c_str(), p ? "on" : "off",
+              r->time_avg_gpu_allocation_pct, r->time_avg_demand_pct, r->time_avg_frag_pct,
+              P99(*r, "high"), P99(*r, "normal"), P99(*r, "low"),
+              static_cast<long long>(r->preemptions), r->lost_gpu_s,
+              static_cast<long long>(r->quota_violations), static_cast<long long>(below),
+              r->speedup);
+          std::fflush(stdout);
+          all += (all.size() > 1 ? ",\n" : "\n") + ToJson(*r);
+        }
       }
     }
   }

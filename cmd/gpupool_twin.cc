@@ -53,6 +53,12 @@ config:
   --preemption on|off    (default: on)
   --queue-order O        fair-share | fifo (default: fair-share)
   --overcommit R         the pool's compute overcommit ratio (default: 1)
+  --starvation-after-s S starvation reservations: a task or gang passed over for its size
+                         this long gets nodes drained for it (docs/tenancy.md; default: the
+                         core's, 600); 0: off
+  --starvation-max N     starvation reservations per pool at once (default: the core's, 2)
+  --starvation-timeout-s S  a starvation reservation whose task has not started by then is
+                         dropped (default: the core's, 21600)
   --resume full|remaining  a preempted task runs its full duration again (default) or what was
                          left
   --tick-ms N            the core's tick while tasks wait, simulated ms (default: 2000)
@@ -109,7 +115,12 @@ void PrintSummary(const TwinReport& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  SetLogLevel(LogLevel::kWarn);  // the core logs every preemption at info
+  // The core logs every preemption at info; GPUPOOL_TWIN_LOG=info shows them (and the
+  // starvation reservations made and dropped).
+  SetLogLevel(std::getenv("GPUPOOL_TWIN_LOG") != nullptr &&
+                      std::string(std::getenv("GPUPOOL_TWIN_LOG")) == "info"
+                  ? LogLevel::kInfo
+                  : LogLevel::kWarn);
   LoadOptions load;
   TwinConfig config;
   std::string json, svg, org_path, what_if;
@@ -160,6 +171,14 @@ int main(int argc, char** argv) {
       if (v != "full" && v != "remaining")
         Fail("--resume: expected full or remaining, got '" + v + "'");
       config.resume_remaining = v == "remaining";
+    } else if (a == "--starvation-after-s") {
+      config.scheduler.tenancy.starvation_reserve_after_ms =
+          static_cast<int64_t>(Number(a, v, 0) * 1000);
+    } else if (a == "--starvation-max") {
+      config.scheduler.tenancy.starvation_max_reservations = static_cast<int32_t>(Number(a, v, 1));
+    } else if (a == "--starvation-timeout-s") {
+      config.scheduler.tenancy.starvation_reservation_timeout_ms =
+          static_cast<int64_t>(Number(a, v, 1) * 1000);
     } else if (a == "--tick-ms")
       config.tick_ms = static_cast<int64_t>(Number(a, v, 1));
     else if (a == "--start-latency-ms")

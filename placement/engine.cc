@@ -120,14 +120,32 @@ bool EngineImpl::Evaluate(const NodeState& node, const CompiledRequest& req, Sco
   return plugin_->Score(node, req, candidates, out);
 }
 
-int EngineImpl::Select(const CompiledRequest& req, Scored* scored) const {
+namespace {
+bool Avoided(const std::vector<char>& avoid, int slot) {
+  return !avoid.empty() && avoid[static_cast<size_t>(slot)] != 0;
+}
+}  // namespace
+
+std::vector<char> EngineImpl::AvoidSlots(const std::vector<std::string>& names) const {
+  std::vector<char> avoid;
+  for (const std::string& name : names) {
+    const NodeState* n = FindNode(name);
+    if (n == nullptr) continue;
+    avoid.resize(nodes.size(), 0);
+    avoid[static_cast<size_t>(n->slot)] = 1;
+  }
+  return avoid;
+}
+
+int EngineImpl::Select(const CompiledRequest& req, Scored* scored,
+                       const std::vector<char>& avoid) const {
   if (req.gpu_count > kMaxDevicesPerNode || (req.kind == RequestKind::kMig && req.mig_profile < 0))
     return -1;
   if (!plugin_->Cacheable()) {
     int best = -1;
     Scored s;
     for (const NodeState& n : nodes) {
-      if (!Evaluate(n, req, &s)) continue;
+      if (Avoided(avoid, n.slot) || !Evaluate(n, req, &s)) continue;
       if (best < 0 || s.score > scored->score) best = n.slot, *scored = s;
     }
     return best;
@@ -170,29 +188,32 @@ int EngineImpl::Select(const CompiledRequest& req, Scored* scored) const {
         return feasible;
       },
       kStaleRefreshPerDecision);
-  const int slot =
-      index.Best([&](int s) { return req.memory_mib <= nodes[static_cast<size_t>(s)].mem_free(); });
+  const int slot = index.Best([&](int s) {
+    return !Avoided(avoid, s) && req.memory_mib <= nodes[static_cast<size_t>(s)].mem_free();
+  });
   if (slot < 0) return -1;
   if (!Evaluate(nodes[static_cast<size_t>(slot)], req, scored)) return -1;
   return slot;
 }
 
-Decision EngineImpl::Place(const Request& request, PlaceOptions options) const {
+Decision EngineImpl::Place(const Request& request, PlaceOptions options,
+                           const std::vector<char>& avoid) const {
   Decision d;
   const CompiledRequest req = Compile(request);
   Scored scored;
-  const int slot = Select(req, &scored);
+  const int slot = Select(req, &scored, avoid);
   if (slot >= 0) {
     d.placed = true;
     d.score = scored.score;
     d.allocation = MakeAllocation(nodes[static_cast<size_t>(slot)], req, scored.devices);
   } else if (options.explain) {
-    Explain(req, &d);
+    Explain(req, &d, avoid);
   }
   return d;
 }
 
-void EngineImpl::Explain(const CompiledRequest& req, Decision* d) const {
+void EngineImpl::Explain(const CompiledRequest& req, Decision* d,
+                         const std::vector<char>& avoid) const {
   if (req.gpu_count > kMaxDevicesPerNode) {
     d->rejections.push_back({"", "request: asks for " + std::to_string(req.gpu_count) +
                                      " devices; the most one node can have is " +
@@ -203,6 +224,12 @@ void EngineImpl::Explain(const CompiledRequest& req, Decision* d) const {
   std::map<std::string, int> counts;
   for (const NodeState& n : nodes) {
     if (!n.live) continue;
+    if (Avoided(avoid, n.slot)) {
+      ++counts["reserved"];
+      if (static_cast<int>(d->rejections.size()) < Decision::kMaxRejections)
+        d->rejections.push_back({n.name, "reserved: kept for other work"});
+      continue;
+    }
     DeviceSet candidates;
     std::string why;
     Reject r = FilterNode(n, req, &candidates, &why);

@@ -29,6 +29,10 @@ Status Engine::SetDeviceHealthy(std::string_view node, std::string_view id, bool
 Decision Engine::Place(const Request& request, PlaceOptions options) const {
   return impl_->Place(request, options);
 }
+Decision Engine::PlaceAvoiding(const Request& request, const std::vector<std::string>& avoid,
+                               PlaceOptions options) const {
+  return impl_->Place(request, options, impl_->AvoidSlots(avoid));
+}
 Status Engine::Commit(const Allocation& a) { return impl_->Commit(a); }
 Status Engine::Release(const Allocation& a) { return impl_->Release(a); }
 int Engine::node_count() const { return impl_->live_nodes; }
@@ -153,7 +157,25 @@ void EngineImpl::SetWorkload(const std::vector<WorkloadClass>& classes) {
     if (!n.live) continue;
     pool_shape_.cpu_milli += n.cpu_total;
     pool_shape_.gpu_milli += int64_t{1000} * n.gpu_count;
+    if (n.gpu_count > 0)
+      pool_shape_.kinds.push_back(PoolShape::Kind{n.cpu_total, int64_t{1000} * n.gpu_count, 1});
   }
+  // One entry per (cores, GPUs), with its node count: sorted, then runs folded (O(n log n) even
+  // for a pool of 50,000 distinct nodes).
+  auto& kinds = pool_shape_.kinds;
+  std::sort(kinds.begin(), kinds.end(), [](const PoolShape::Kind& a, const PoolShape::Kind& b) {
+    return a.cpu_milli != b.cpu_milli ? a.cpu_milli < b.cpu_milli : a.gpu_milli < b.gpu_milli;
+  });
+  size_t out = 0;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    if (out > 0 && kinds[out - 1].cpu_milli == kinds[i].cpu_milli &&
+        kinds[out - 1].gpu_milli == kinds[i].gpu_milli) {
+      ++kinds[out - 1].count;
+    } else {
+      kinds[out++] = kinds[i];
+    }
+  }
+  kinds.resize(out);
   if (!w.empty()) workload_ = std::move(w);
   workload_inventory = inventory_version;
   plugin_->WorkloadChanged();

@@ -40,10 +40,14 @@ class EngineImpl {
   explicit EngineImpl(PoolPolicy policy);
 
   CompiledRequest Compile(const Request& r) const;
-  Decision Place(const Request& request, PlaceOptions options) const;
+  // `avoid`: per slot, 1 for a node not to use (AvoidSlots; empty: none).
+  Decision Place(const Request& request, PlaceOptions options,
+                 const std::vector<char>& avoid = {}) const;
   // The best node for a compiled request: slot and scored devices, or -1.
-  int Select(const CompiledRequest& req, Scored* scored) const;
-  void Explain(const CompiledRequest& req, Decision* d) const;
+  // `avoid`: per slot, 1 when PlaceOptions::avoid names the node (empty: none).
+  int Select(const CompiledRequest& req, Scored* scored, const std::vector<char>& avoid) const;
+  void Explain(const CompiledRequest& req, Decision* d, const std::vector<char>& avoid) const;
+  std::vector<char> AvoidSlots(const std::vector<std::string>& names) const;
 
   Status AddNode(const NodeSpec& spec);
   Status RemoveNode(std::string_view name);

@@ -4,12 +4,18 @@
 namespace gpupool::placement {
 
 Engine::GangResult Engine::PlaceGang(std::span<const Request> requests) {
+  return PlaceGangAvoiding(requests, {});
+}
+
+Engine::GangResult Engine::PlaceGangAvoiding(std::span<const Request> requests,
+                                             const std::vector<std::string>& avoid) {
+  const std::vector<char> slots = impl_->AvoidSlots(avoid);
   GangResult result;
   std::vector<Allocation> tentative;
   tentative.reserve(requests.size());
   bool ok = true;
   for (size_t i = 0; i < requests.size(); ++i) {
-    Decision d = impl_->Place(requests[i], PlaceOptions{});
+    Decision d = impl_->Place(requests[i], PlaceOptions{}, slots);
     // A placement from Place always commits on the state it was computed on.
     if (!d.placed || !impl_->Commit(d.allocation).ok()) {
       ok = false;

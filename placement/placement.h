@@ -237,6 +237,14 @@ class Engine {
     Decision failed;
   };
   GangResult PlaceGang(std::span<const Request> requests);
+  // Place and PlaceGang that must not use the nodes named in `avoid`, as if cordoned, without
+  // changing the engine (so no cached score goes stale): the scheduler's starvation
+  // reservations (scheduler/core_starvation.cc). Explain counts them under "reserved"; unknown
+  // names are ignored.
+  Decision PlaceAvoiding(const Request& request, const std::vector<std::string>& avoid,
+                         PlaceOptions options = {}) const;
+  GangResult PlaceGangAvoiding(std::span<const Request> requests,
+                               const std::vector<std::string>& avoid);
 
   // The cheapest set of `running` tasks of lower priority than `priority` whose release makes
   // `request` fit on one node: fewest victims, then lowest highest-priority, then least total

@@ -47,6 +47,13 @@ struct Scored {
 struct PoolShape {
   int64_t cpu_milli = 0;  // Σ cpu_total over live nodes
   int64_t gpu_milli = 0;  // 1000 per whole GPU (MIG instances excluded)
+  // Live GPU nodes grouped by (cores, GPUs): how the CPU is spread over the GPUs.
+  struct Kind {
+    int64_t cpu_milli = 0;
+    int64_t gpu_milli = 0;
+    int64_t count = 0;
+  };
+  std::vector<Kind> kinds = {};
 };
 
 struct PluginEnv {

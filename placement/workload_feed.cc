@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <tuple>
 
 namespace gpupool::placement {
 
@@ -23,6 +25,38 @@ uint64_t ReplayTieSeed(Strategy s, uint64_t seed) { return UsesWorkload(s) ? see
 bool UsesWorkload(Strategy s) { return s == Strategy::kFgd || s == Strategy::kFgdPack; }
 
 double WorkloadCoverage(Strategy s) { return s == Strategy::kFgd ? 0.95 : 1.0; }
+
+bool UsesGuardClasses(Strategy s) { return s == Strategy::kFgdPack; }
+
+std::vector<Request> GuardShapes(const std::vector<NodeCapacity>& nodes) {
+  using Shape = std::tuple<int32_t, int64_t, int64_t>;  // GPUs, CPU, memory
+  std::set<Shape> shapes;
+  for (const NodeCapacity& n : nodes) {
+    if (!n.schedulable) continue;
+    int32_t gpus = 0;
+    for (const DeviceCapacity& d : n.devices) gpus += d.mig_profile.empty() ? 1 : 0;
+    if (gpus > 0) shapes.emplace(gpus, n.cpu_milli, n.memory_mib);
+  }
+  auto dominated = [&](const Shape& a) {
+    for (const Shape& b : shapes) {
+      if (b != a && std::get<0>(b) >= std::get<0>(a) && std::get<1>(b) >= std::get<1>(a) &&
+          std::get<2>(b) >= std::get<2>(a))
+        return true;
+    }
+    return false;
+  };
+  std::vector<Request> out;
+  for (const Shape& s : shapes) {
+    if (dominated(s)) continue;
+    Request r;
+    r.kind = RequestKind::kWholeGpu;
+    r.gpu_count = std::get<0>(s);
+    r.cpu_milli = std::get<1>(s);
+    r.memory_mib = std::get<2>(s);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
 
 WorkloadFeed::WorkloadFeed(WorkloadModelOptions options, int64_t refresh_tasks)
     : model_(options), refresh_tasks_(std::max<int64_t>(refresh_tasks, 1)) {}
@@ -62,7 +96,17 @@ bool WorkloadFeed::Sync(Engine& engine) {
   std::sort(now.begin(), now.end());
   if (!stale && L1(now, pushed_) < kDrift) return false;
   std::vector<WorkloadClass> w;
-  for (const LearnedClass& c : classes) w.push_back(WorkloadClass{c.shape, c.share});
+  double learned = 0;
+  for (const LearnedClass& c : classes) {
+    w.push_back(WorkloadClass{c.shape, c.share});
+    learned += c.weight;
+  }
+  if (UsesGuardClasses(s)) {
+    // One task's weight each, as a share of the learned classes' (which sum to 1).
+    const double guard = 1.0 / (1.0 + learned);
+    for (Request& r : GuardShapes(engine.Capacity()))
+      w.push_back(WorkloadClass{std::move(r), guard});
+  }
   engine.SetWorkload(std::move(w));
   pushed_ = std::move(now);
   ++pushes_;

@@ -10,10 +10,21 @@
 // A push clears the engine's score caches (the next decision of each shape rescans the pool's
 // nodes: ~0.1–0.6 s at 50,000 nodes), so it is rationed: a stable mix stops causing pushes.
 // fgd is given the classes covering 95 % of the weight (FGD's target workload), fgd-pack all of
-// them (it weighs rare shapes up by how few nodes can host them); other strategies ignore the
-// workload and are not given it. The decisions that follow depend only on the sequence of
-// Observe/Sync calls and the engine's inputs, never on a clock: replaying the same submissions in
-// the same order gives the same placements.
+// them (it weighs rare shapes up by how few nodes can host them) plus one guard class per
+// maximal node shape (below); other strategies ignore the workload and are not given it.
+//
+// Guard classes. A model learns a shape only once a task of it is submitted, and by then every
+// node that could host it may hold small tasks placed while the pool was nearly empty: on the
+// default trace the first 120-core 8-GPU pod, which only the 4 G3 nodes of a 111-node slice can
+// take, found all four nibbled by 1-GPU tasks at 15 % allocation and waited 3.3 h with a third of
+// the pool idle (docs/twin.md, "What the twin found"). So fgd-pack is also given, for each node
+// shape (non-MIG GPUs, CPU, memory) that no other shape of the pool dominates, the whole node as
+// a class weighing one task (share 1 / (1 + Σ learned weights)): its reach is those nodes alone,
+// so ΔH keeps them whole while other nodes have room, as it does for a learned rare class, and
+// a learned class of the same size takes over once seen. One task's weight leaves the mix
+// measures (GPU per CPU, multi-GPU share) as they were once a few hundred tasks are observed. The
+// decisions that follow depend only on the sequence of Observe/Sync calls and the engine's inputs,
+// never on a clock: replaying the same submissions in the same order gives the same placements.
 //
 // Pure. Thread safety: none; the pool's owner calls it (the scheduler's strand, or the sim).
 #pragma once
@@ -42,6 +53,12 @@ uint64_t ReplayTieSeed(Strategy s, uint64_t seed);
 bool UsesWorkload(Strategy s);
 // The share of the model's weight a strategy is given: 0.95 for fgd, 1 otherwise.
 double WorkloadCoverage(Strategy s);
+// Whether a strategy is given the guard classes (fgd-pack).
+bool UsesGuardClasses(Strategy s);
+// The whole of each maximal node shape among schedulable nodes with non-MIG GPUs: a whole-GPU
+// request of all the node's non-MIG GPUs, CPU and memory, for each shape that no other shape
+// matches or exceeds in all three and exceeds in one. Sorted by (GPUs, CPU, memory), distinct.
+std::vector<Request> GuardShapes(const std::vector<NodeCapacity>& nodes);
 
 class WorkloadFeed {
  public:

@@ -74,6 +74,7 @@ void Core::State::Reserve(PassState& pass, JobEntry& job, int32_t i,
   jobs.Reindex(job, i);
   pass.batch.emplace_back(UpdateTask{t});
   pass.placed.push_back({job.head.id, i, t.attempt});
+  NotePlaced(pass, job);  // starvation reservations (core_starvation.cc)
 }
 
 // Sets why `members` of `job` wait (display text and verdict).
@@ -154,8 +155,16 @@ void Core::State::PlaceGang(PassState& pass, JobEntry& job, PoolEntry& pool,
   auto n = static_cast<int32_t>(members.size());
   if (WaitOverQuota(job, members, Times(Estimate(job.request), n))) return;
   std::vector<placement::Request> reqs(members.size(), req);
-  placement::Engine::GangResult g = pool.engine->PlaceGang(reqs);
-  if (!g.placed) return GangDoesNotFit(pass, job, members, req, g, behind);
+  std::string held;  // by a starvation reservation (core_starvation.cc)
+  placement::Engine::GangResult g = PlaceGangAround(pool, job, reqs, &held);
+  if (!g.placed && !held.empty()) {
+    return Wait(job, members, "gang of " + std::to_string(n) + " waiting: " + held + behind,
+                Verdict(PendingCode::kReserved));
+  }
+  if (!g.placed) {
+    GangDoesNotFit(pass, job, members, req, g, behind);
+    return NoteStarving(pass, job, members.front());
+  }
   QuotaAmount total;
   for (const placement::Allocation& a : g.allocations) total += UsageOf(a);
   if (WaitOverQuota(job, members, total)) return;
@@ -232,19 +241,27 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
     return;
   }
   if (WaitOverQuota(job, {index}, Estimate(job.request))) return;
-  if (auto known = pass.failed.find(shape); known != pass.failed.end()) {
+  if (auto known = pass.failed.find(shape);
+      known != pass.failed.end() && !ReservesForStarving(job, index)) {
     // The same shape found no room earlier in this pass, and nothing was released since.
     task.reason = known->second.first + behind;
     task.pending = known->second.second;
   } else {
-    placement::Decision d = pool->engine->Place(req);
+    std::string held;  // by a starvation reservation (core_starvation.cc)
+    placement::Decision d = PlaceAround(*pool, job, index, req, &held);
     if (d.placed) return KeepPlacement(pass, job, index, *pool, d.allocation, behind);
+    if (!held.empty()) {
+      task.reason = "waiting: " + held + behind;
+      task.pending = Verdict(PendingCode::kReserved);
+      return;
+    }
     std::string why = WhyNotPlaced(d);
     task.pending = Verdict(PendingCode::kNoCapacity, "", &d);
     pass.failed.emplace(shape, std::make_pair(why, task.pending));
     task.reason = why + behind;
   }
   PreemptOrWait(pass, job, index, req);
+  NoteStarving(pass, job, index);
 }
 
 // Priority levels high to low; within one, the level's fair-share queues merged by the queue
@@ -290,6 +307,7 @@ void Core::RunPass() {
   PassState pass;
   pass.now = s_->clock->NowMicros();
   s_->ProcessReservations(pass);  // first, and even with nothing pending: stale ones let go
+  s_->ProcessStarvation(pass, false);
 
   if (full) {
     s_->RunQueues(pass);
@@ -297,6 +315,7 @@ void Core::RunPass() {
     s_->queue.WalkFresh(s_->jobs,
                         [&](JobEntry& job, int32_t index) { s_->TryPlace(pass, job, index); });
   }
+  s_->ProcessStarvation(pass, full);  // reserves for what found no room (full passes only)
 
   s_->RecordPassCost(full, started);
   if (pass.batch.empty()) return;

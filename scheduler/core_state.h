@@ -28,6 +28,7 @@
 #include "scheduler/metrics.h"
 #include "scheduler/queue_order.h"
 #include "scheduler/reservation_book.h"
+#include "scheduler/starvation_book.h"
 #include "scheduler/task_queue.h"
 #include "scheduler/tenancy.h"
 
@@ -151,6 +152,9 @@ struct PassState {
     std::map<std::string, GroupStanding> groups;  // share group → its standing
   };
   std::map<std::string, CachedCandidates> candidates;
+  // Tasks (and gangs) that found no room in this pass (core_starvation.cc): each key once, with
+  // the index of the task (a gang's first pending member).
+  std::map<StarvingKey, int32_t> starving;
 };
 
 // What the pool's devices can ever offer, for "larger than any device" admission checks.
@@ -224,6 +228,7 @@ struct Core::State {
   TenantBook book;
   DeviceFaultBook faults;  // devices out of service until an admin clears them
   ReservationBook reservations;
+  StarvationBook starvation;  // nodes drained for starving tasks (core_starvation.cc)
   std::map<std::string, std::deque<int64_t>> disruptions;  // share group → preemption times
   std::map<int64_t, Watcher> watchers;
   std::multimap<int64_t, int64_t> watchers_by_job;
@@ -362,6 +367,34 @@ struct Core::State {
                   const std::vector<int32_t>& members,
                   const std::vector<placement::Allocation>& allocations);
   void ProcessReservations(PassState& pass);
+  // Starvation reservations (core_starvation.cc). Place / PlaceGang for `job` around the nodes
+  // reserved for other starving tasks; when only such a node would take it, `held` says which
+  // reservation holds it back.
+  placement::Decision PlaceAround(PoolEntry& pool, const JobEntry& job, int32_t index,
+                                  const placement::Request& req, std::string* held);
+  placement::Engine::GangResult PlaceGangAround(PoolEntry& pool, const JobEntry& job,
+                                                const std::vector<placement::Request>& reqs,
+                                                std::string* held);
+  // Task `index` of `job` (for a gang, the gang) found no room in this pass: a candidate; if it
+  // holds a reservation, its reason says which nodes drain for it.
+  void NoteStarving(PassState& pass, JobEntry& job, int32_t index);
+  // True when task `index` of `job` (its gang) holds a starvation reservation: the pass's memo
+  // of failed shapes does not apply to it (it may use nodes the others may not).
+  bool ReservesForStarving(const JobEntry& job, int32_t index) const;
+  // Drops the reservations that no longer stand; after a full pass, reserves nodes for the
+  // candidates that waited longest, up to the cap per pool.
+  void ProcessStarvation(PassState& pass, bool full);
+  // Its steps.
+  std::string StaleStarvation(const StarvationReservation& r, int64_t now) const;
+  int64_t WaitingSince(const JobEntry& job, int32_t index, const StarvingKey& key);
+  bool ReserveForStarving(PassState& pass, JobEntry& job, int32_t index, const StarvingKey& key,
+                          int64_t since);
+  void PublishStarvationMetrics();
+  // What one task of `job` asks for in milli-GPU (whole GPUs 1000 each; a fractional request its
+  // larger share of the pool's largest device; MIG and CPU-only 1), and a placement of it (the
+  // hook in Reserve): how the book tells a task passed over for its size from a queued one.
+  int64_t SizeMilli(const JobEntry& job) const;
+  void NotePlaced(const PassState& pass, const JobEntry& job);
   // Its steps and RebuildReservations' (core_reservations.cc).
   std::string StaleReservation(int64_t id, const Reservation& r, int64_t now) const;
   void TakeUpReservation(PassState& pass, int64_t id);

@@ -27,6 +27,18 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registr
                       .Name("gpupool_preemptions_total")
                       .Help("Tasks preempted, by cause")
                       .Register(*registry_);
+  starvation_reservations_ = &BuildGauge()
+                                  .Name("gpupool_starvation_reservations")
+                                  .Help("Starvation reservations standing, by pool")
+                                  .Register(*registry_);
+  starvation_nodes_ = &BuildGauge()
+                           .Name("gpupool_starvation_reserved_nodes")
+                           .Help("Nodes drained for starving tasks, by pool")
+                           .Register(*registry_);
+  starvation_events_ = &BuildCounter()
+                            .Name("gpupool_starvation_reservation_events_total")
+                            .Help("Starvation reservations made and dropped, by event")
+                            .Register(*registry_);
   prometheus::Histogram::BucketBoundaries buckets{
       0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
   latency_ = &BuildHistogram()
@@ -131,6 +143,16 @@ void SchedulerMetrics::Nodes(const std::string& pool, const std::string& state, 
 
 void SchedulerMetrics::Preemption(const std::string& cause) {
   preemptions_->Add({{"cause", cause}}).Increment();
+}
+
+void SchedulerMetrics::StarvationReservations(const std::string& pool, double reservations,
+                                              double nodes) {
+  starvation_reservations_->Add({{"pool", pool}}).Set(reservations);
+  starvation_nodes_->Add({{"pool", pool}}).Set(nodes);
+}
+
+void SchedulerMetrics::StarvationEvent(const std::string& event) {
+  starvation_events_->Add({{"event", event}}).Increment();
 }
 
 void SchedulerMetrics::TenantQuota(const std::string& tenant, const std::string& pool,

@@ -37,6 +37,12 @@ class SchedulerMetrics {
   void Nodes(const std::string& pool, const std::string& state, double count);
   // cause: "priority" or "reclaim".
   void Preemption(const std::string& cause);
+  // Starvation reservations (docs/tenancy.md): per pool, how many stand and how many nodes they
+  // hold (gpupool_starvation_reservations, gpupool_starvation_reserved_nodes); and each one
+  // made or dropped, by event: made, started, cancelled, timed_out, node_lost
+  // (gpupool_starvation_reservation_events_total).
+  void StarvationReservations(const std::string& pool, double reservations, double nodes);
+  void StarvationEvent(const std::string& event);
   // Per tenant and pool: the quota's guaranteed and limit, and what the tenant's subtree uses
   // and borrows (used beyond guaranteed), as gpupool_tenant_quota_{tflops,vram_bytes,devices}.
   void TenantQuota(const std::string& tenant, const std::string& pool,
@@ -54,6 +60,9 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Counter>* submissions_;
   prometheus::Family<prometheus::Counter>* transitions_;
   prometheus::Family<prometheus::Counter>* preemptions_;
+  prometheus::Family<prometheus::Gauge>* starvation_reservations_;
+  prometheus::Family<prometheus::Gauge>* starvation_nodes_;
+  prometheus::Family<prometheus::Counter>* starvation_events_;
   prometheus::Histogram* latency_;
   prometheus::Histogram* pass_;
   prometheus::Family<prometheus::Gauge>* tflops_;

@@ -52,6 +52,17 @@ struct TenancyOptions {
   // How a pass orders the pending tasks of one priority level (scheduler/queue_order.h):
   // fair share between tenants (the default) or plain age across tenants (FIFO).
   QueueOrderKind queue_order = QueueOrderKind::kFairShare;
+  // Starvation reservations (core_starvation.cc, docs/tenancy.md): a pending task — or a whole
+  // gang — that has found no room for this long gets nodes reserved for it, where nothing new of
+  // its class or lower is placed (higher classes only when nothing else fits), so they drain.
+  // 0: off.
+  int64_t starvation_reserve_after_ms = 10 * 60 * 1000;
+  // At most this many starvation reservations per pool at once (a gang's counts once), oldest
+  // waiting first, so a pool is never drained wholesale. >= 1.
+  int32_t starvation_max_reservations = 2;
+  // A starvation reservation whose task has not started after this long is dropped; the task
+  // reserves again only after another starvation_reserve_after_ms (others get a turn). > 0.
+  int64_t starvation_reservation_timeout_ms = 6LL * 3600 * 1000;
 };
 
 // The usage ledger (scheduler/metering.h, docs/billing.md "Ledger").

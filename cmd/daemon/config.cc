@@ -182,6 +182,25 @@ Status ParseAuth(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   return Status::Ok();
 }
 
+// Starvation reservations (docs/tenancy.md): scheduler.starvation_*.
+Status ParseStarvation(const YamlDoc& doc, const YAML::Node& n, const YamlPath& p,
+                       TenancyOptions* t) {
+  if (n["starvation_reserve_after_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(t->starvation_reserve_after_ms,
+                             doc.Int(n, p, "starvation_reserve_after_ms", 0, 30LL * 86'400'000));
+  }
+  if (n["starvation_max_reservations"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t v, doc.Int(n, p, "starvation_max_reservations", 1, 10'000));
+    t->starvation_max_reservations = static_cast<int32_t>(v);
+  }
+  if (n["starvation_reservation_timeout_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(
+        t->starvation_reservation_timeout_ms,
+        doc.Int(n, p, "starvation_reservation_timeout_ms", 1'000, 30LL * 86'400'000));
+  }
+  return Status::Ok();
+}
+
 Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptions* o) {
   YAML::Node n = root["scheduler"];
   if (!n) return Status::Ok();
@@ -193,7 +212,8 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
        "heartbeat_timeout_ms", "stop_grace_period_ms", "max_tasks_per_job", "job_retention_ms",
        "fair_share_half_life_ms", "disruption_budget_victims", "disruption_budget_window_ms",
        "reservation_timeout_ms", "queue_order", "node_lease_stop_grace_ms", "node_lease_margin_ms",
-       "preemption_backoff_ms", "preemption_backoff_max_ms"}));
+       "preemption_backoff_ms", "preemption_backoff_max_ms", "starvation_reserve_after_ms",
+       "starvation_max_reservations", "starvation_reservation_timeout_ms"}));
   GPUPOOL_ASSIGN_OR_RETURN(auto strategy, doc.OptionalString(n, p, "default_strategy"));
   if (strategy) o->default_strategy = *strategy;
   GPUPOOL_ASSIGN_OR_RETURN(auto cls, doc.OptionalString(n, p, "default_priority_class"));
@@ -251,6 +271,7 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
     GPUPOOL_ASSIGN_OR_RETURN(t.preemption_backoff_max_ms,
                              doc.Int(n, p, "preemption_backoff_max_ms", 0, 86'400'000));
   }
+  GPUPOOL_RETURN_IF_ERROR(ParseStarvation(doc, n, p, &t));
   GPUPOOL_ASSIGN_OR_RETURN(auto order, doc.OptionalString(n, p, "queue_order"));
   if (order) {
     Result<QueueOrderKind> kind = ParseQueueOrder(*order);

@@ -103,6 +103,11 @@ std::vector<std::string> RestartOnlyChanges(const DaemonConfig& a, const DaemonC
                      y.tenancy.disruption_budget_window_ms, y.tenancy.reservation_timeout_ms,
                      y.tenancy.preemption_backoff_ms, y.tenancy.preemption_backoff_max_ms),
         "scheduler fair share, disruption budget and preemption back-off");
+  check(std::tie(x.tenancy.starvation_reserve_after_ms, x.tenancy.starvation_max_reservations,
+                 x.tenancy.starvation_reservation_timeout_ms) ==
+            std::tie(y.tenancy.starvation_reserve_after_ms, y.tenancy.starvation_max_reservations,
+                     y.tenancy.starvation_reservation_timeout_ms),
+        "scheduler starvation reservations");
   check(a.submit_rate_per_second == b.submit_rate_per_second && a.submit_burst == b.submit_burst,
         "tenant_defaults.submit_rate_per_second/submit_burst");
   check(CoreMeteringSame(x.metering, y.metering),

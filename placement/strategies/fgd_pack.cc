@@ -1,5 +1,6 @@
 #include "placement/strategies/fgd_pack.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "placement/frag.h"
@@ -28,6 +29,24 @@ constexpr double kCpuLean = 1.3;
 // where any weight of 10–40 cost cpu300 2 points.
 constexpr double kCpuScarce = 1.3;
 constexpr double kCpuFitWeight = 60;
+// CPU-lean pools: where the GPU tasks, at their mean CPU per GPU, would leave at least
+// kCpuLeanGate of that CPU unmet on the nodes too lean to give it (CpuLeanShortfall) — the
+// cloud-inference generator's 4-GPU L4 and T4 nodes have 8 cores per GPU, its GPU tasks ask 13,
+// its inference slices 15 — where a core goes decides which GPUs can still be used. There the
+// stranded-GPU term weighs kLeanStrandedWeight (CPU-light tasks to the lean nodes), and a
+// stranded-CPU term joins: kStrandedCpuWeight × Δ of the node's free CPU its idle GPU cannot use,
+// max(0, cpu_free · kStrandedCpuLean × the GPU tasks' GPU per CPU − idle GPU) (CPU-heavy tasks
+// to the CPU-rich nodes). The 24 Alibaba workloads are at 0.02 or less (their lean nodes are
+// few), cloud-inference at 0.12, cpu-scarce at 0.43; the others at 0. On cloud-inference (online,
+// seeds 42–46) it took fgd-pack from 8.80 to 6.50 % unallocated; S weight 16–128, stranded-CPU
+// weight 16–256 and leanness 0.5–1.0 tried (docs/benchmarks.md). Ungated, the stranded-CPU term
+// cost the multigpu workloads 1–11 points: the trace's 2-GPU T4 nodes with 104 cores can never use
+// their CPU, and the term would keep every light task off them.
+constexpr double kCpuLeanGate = 0.05;
+constexpr double kLeanStrandedWeight = 64;
+constexpr double kStrandedCpuWeight = 64;
+constexpr double kStrandedCpuLean = 0.7;
+
 // Weight of Δ expected share waste (share_patterns.h): large, so a share's device is chosen by
 // the pattern it completes first; flat for 64–1000 in the replays.
 constexpr double kShareWasteWeight = 128;
@@ -77,9 +96,18 @@ class FgdPack final : public StrategyPlugin {
   bool Score(const NodeState& node, const CompiledRequest& req, const DeviceSet& candidates,
              Scored* out) const override {
     double c = 0;
-    if (!FragChoose(model_, Cost(fgd_weight_, partitioned_), node, req, candidates, &out->devices,
-                    &c))
-      return false;
+    FragCost cost = Cost(fgd_weight_, partitioned_);
+    if (cpu_lean_) cost.s = kLeanStrandedWeight;
+    if (!FragChoose(model_, cost, node, req, candidates, &out->devices, &c)) return false;
+    if (cpu_lean_ && req.gpu_count > 0) {
+      // Δ stranded CPU: the node's idle GPU is the same whichever devices the task takes.
+      const double gpu_taken = static_cast<double>(req.gpu_count) * req.gpu_milli;
+      const double cpu_free = static_cast<double>(node.cpu_free());
+      const double idle = node.idle_milli;
+      c += kStrandedCpuWeight *
+           (StrandedCpu(cpu_free - static_cast<double>(req.cpu_milli), idle - gpu_taken) -
+            StrandedCpu(cpu_free, idle));
+    }
     if (cpu_fit_ > 0 && node.cpu_total > 0)
       c += cpu_fit_ * 1000.0 * static_cast<double>(node.cpu_free() - req.cpu_milli) /
            static_cast<double>(node.cpu_total);
@@ -98,15 +126,24 @@ class FgdPack final : public StrategyPlugin {
     partitioned_ = ModelPartition(*workload_) <= kPartitioned;
     const double scarcity = pool_ != nullptr ? CpuScarcity(*workload_, *pool_) : 0;
     cpu_fit_ = scarcity >= kCpuScarce ? kCpuFitWeight : 0;
+    cpu_lean_ = pool_ != nullptr && CpuLeanShortfall(*workload_, *pool_) >= kCpuLeanGate;
+    gpu_per_cpu_ = kStrandedCpuLean * GpuTasksGpuPerCpu(*workload_);
   }
   bool ScoresMemory() const override { return true; }
 
  private:
+  // In milli-GPU: what of `cpu` milli-cores free the node's `idle` milli-GPU cannot use.
+  double StrandedCpu(double cpu, double idle) const {
+    return std::max(0.0, cpu * gpu_per_cpu_ - idle);
+  }
+
   FragModel model_;
   const std::vector<FragClass>* workload_;
   const PoolShape* pool_;
   double fgd_weight_ = 2;
   double cpu_fit_ = 0;
+  bool cpu_lean_ = false;
+  double gpu_per_cpu_ = 0;  // of the GPU tasks, times kStrandedCpuLean
   bool partitioned_ = false;
 };
 
@@ -158,6 +195,27 @@ double GpuPerCpu(const std::vector<FragClass>& workload) {
     cpu += c.p * static_cast<double>(c.cpu_milli);
   }
   return cpu > 0 ? gpu / cpu : 0;
+}
+
+double GpuTasksGpuPerCpu(const std::vector<FragClass>& workload) {
+  double gpu = 0, cpu = 0;
+  for (const FragClass& c : workload) {
+    if (c.gpu_count <= 0) continue;
+    gpu += c.p * c.gpu_milli * c.gpu_count;
+    cpu += c.p * static_cast<double>(c.cpu_milli);
+  }
+  return cpu > 0 ? gpu / cpu : 0;
+}
+
+double CpuLeanShortfall(const std::vector<FragClass>& workload, const PoolShape& pool) {
+  const double gpu_per_cpu = GpuTasksGpuPerCpu(workload);
+  if (gpu_per_cpu <= 0 || pool.gpu_milli <= 0) return 0;
+  double short_cpu = 0;  // milli-cores
+  for (const PoolShape::Kind& k : pool.kinds)
+    short_cpu += static_cast<double>(k.count) *
+                 std::max(0.0, static_cast<double>(k.gpu_milli) / gpu_per_cpu -
+                                   static_cast<double>(k.cpu_milli));
+  return short_cpu * gpu_per_cpu / static_cast<double>(pool.gpu_milli);
 }
 
 double CpuScarcity(const std::vector<FragClass>& workload, const PoolShape& pool) {

@@ -3,10 +3,10 @@
 // free share a placement leaves, and the share it takes of GPU models that pinned tasks need;
 // quantised so that near-ties consolidate in the tie order.
 //
-// cost = ΔH + w·ΔF + 16·ΔS + 128·ΔW + 30·P [+ 60·C] (frag.h): ΔF is FGD's "will the next typical
-// task fit at all"; ΔH counts how many tasks of each class still fit by GPU share, CPU and memory,
-// weighted up for classes few nodes can host (so a 120-core 8-GPU node is not nibbled away by small
-// tasks); ΔS is the change of the node's idle GPU its free CPU cannot feed at 1.3 × the
+// cost = ΔH + w·ΔF + 16·ΔS + 128·ΔW + 30·P [+ 60·C] [+ 64·ΔSC] (frag.h): ΔF is FGD's "will the next
+// typical task fit at all"; ΔH counts how many tasks of each class still fit by GPU share, CPU and
+// memory, weighted up for classes few nodes can host (so a 120-core 8-GPU node is not nibbled away
+// by small tasks); ΔS is the change of the node's idle GPU its free CPU cannot feed at 1.3 × the
 // workload's GPU per CPU (CPU-only tasks included), which keeps CPU-heavy tasks off CPU-lean
 // nodes; ΔW is the change of the changed devices' expected final waste (share_patterns.h), which
 // puts a share where it completes a typical pattern (a 320 next to a 650, not next to a 470);
@@ -14,7 +14,11 @@
 // keeps tasks that may run anywhere off the models that tasks pinned to them will need (a third
 // of gpuspec33's tasks want T4s, and T4s are an eighth of the pool). C, only where the pool's CPU
 // cannot feed its GPUs (CpuScarcity ≥ 1.3), is 1000 × the node's free CPU share after the
-// placement: best fit on the scarce resource. In a pool partitioned by model pins
+// placement: best fit on the scarce resource. In a CPU-lean pool — nodes too lean to feed
+// their GPUs at the GPU tasks' mean CPU per GPU would leave ≥ 5% of that CPU unmet
+// (CpuLeanShortfall) — the stranded-GPU term weighs 64 and 64 × Δ stranded CPU joins (the node's
+// free CPU its idle GPU cannot use at 0.7 × the GPU tasks' GPU per CPU): CPU-light tasks to lean
+// nodes, CPU-heavy ones to CPU-rich nodes. In a pool partitioned by model pins
 // (ModelPartition ≤ 1/3) P weighs 30,000 and the cost adds 1,000 × the free share a share
 // placement leaves on its device: routing first, then best fit inside the model's slice. w = 2, or
 // 10 when multi-GPU tasks bring a quarter or more of the workload's GPU demand. Score = ⌊−cost /
@@ -50,6 +54,14 @@ double ModelPartition(const std::vector<FragClass>& workload);
 // pool's (CPU-only classes included). 1: the pool's CPU just feeds its GPUs at the workload's
 // mix; above, CPU runs out first. 0 without CPU demand or pool CPU.
 double CpuScarcity(const std::vector<FragClass>& workload, const PoolShape& pool);
+double CpuLeanShortfall(const std::vector<FragClass>& workload, const PoolShape& pool);
+// The GPU tasks' milli-GPU per milli-core (CPU-only classes left out; 0 without CPU demand).
+double GpuTasksGpuPerCpu(const std::vector<FragClass>& workload);
+// How much of the CPU the GPU tasks need the lean nodes cannot give: with r = the GPU tasks'
+// mean cores per GPU, Σ over GPU nodes of max(0, r · GPUs − cores), over r × the pool's GPUs.
+// 0: every node can feed its GPUs at the mean; at kCpuLeanGate (0.05) and above fgd-pack weighs
+// where CPU goes (stranded GPU and stranded CPU). 0 without GPU demand or pool GPUs.
+double CpuLeanShortfall(const std::vector<FragClass>& workload, const PoolShape& pool);
 double FgdPackCost(double delta_h, double delta_f, double delta_stranded, double delta_waste,
                    double fgd_weight);
 int64_t FgdPackScore(double cost, double fgd_weight);

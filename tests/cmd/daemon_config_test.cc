@@ -74,6 +74,10 @@ TEST(DaemonConfigTest, ErrorsNameFileKeyAndLine) {
       {"log_level: loud\n", "gpupoold.yaml:1: log_level: must be debug"},
       {"scheduler: {default_priority_class: vip}\n", "'vip' is not a defined priority class"},
       {"skus:\n  - {name: a, gpus: 1, tflops: 3}\n", "set either gpus or tflops"},
+      {"scheduler:\n  starvation_max_reservations: 0\n",
+       "gpupoold.yaml:2: scheduler.starvation_max_reservations"},
+      {"scheduler:\n  starvation_reserve_after_ms: -5\n",
+       "gpupoold.yaml:2: scheduler.starvation_reserve_after_ms"},
   };
   for (const Case& c : cases) {
     Result<DaemonConfig> r = ParseDaemonConfig(c.yaml, "gpupoold.yaml");
@@ -88,7 +92,9 @@ TEST(DaemonConfigTest, TenantsQuotasAndTenancyOptions) {
   const char* yaml = R"(
 scheduler: {fair_share_half_life_ms: 60000, disruption_budget_victims: 3,
             disruption_budget_window_ms: 120000, reservation_timeout_ms: 45000,
-            queue_order: fifo, preemption_backoff_ms: 5000, preemption_backoff_max_ms: 60000}
+            queue_order: fifo, preemption_backoff_ms: 5000, preemption_backoff_max_ms: 60000,
+            starvation_reserve_after_ms: 0, starvation_max_reservations: 4,
+            starvation_reservation_timeout_ms: 7200000}
 tenants:
   - path: acme
     quotas:
@@ -107,6 +113,9 @@ tenants:
   EXPECT_EQ(c->scheduler.tenancy.queue_order, QueueOrderKind::kFifo);
   EXPECT_EQ(c->scheduler.tenancy.preemption_backoff_ms, 5'000);
   EXPECT_EQ(c->scheduler.tenancy.preemption_backoff_max_ms, 60'000);
+  EXPECT_EQ(c->scheduler.tenancy.starvation_reserve_after_ms, 0);
+  EXPECT_EQ(c->scheduler.tenancy.starvation_max_reservations, 4);
+  EXPECT_EQ(c->scheduler.tenancy.starvation_reservation_timeout_ms, 7'200'000);
   ASSERT_EQ(c->tenants.size(), 3u);
   EXPECT_EQ(c->tenants[2].path, "acme/research/alice");
   ASSERT_EQ(c->quotas.size(), 2u);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "placement/placement.h"
+#include "placement/strategy.h"
 #include "tests/placement/test_util.h"
 
 namespace gpupool::placement {
@@ -33,6 +34,33 @@ TEST(EngineTest, FirstFitPlacesOnFirstNodeAndCommits) {
   cap = e.NodeCapacityOf("a");
   EXPECT_TRUE(cap->devices[0].allocated.IsZero());
   EXPECT_EQ(cap->cpu_allocated, 0);
+}
+
+// PlaceAvoiding (the scheduler's starvation reservations): the named nodes are passed over as
+// if cordoned, for every strategy's cached index too, and the engine is left as it was.
+TEST(EngineTest, PlaceAvoidingPassesOverTheNamedNodes) {
+  for (Strategy s : {Strategy::kFirstFit, Strategy::kBestFit, Strategy::kFgdPack}) {
+    PoolPolicy policy;
+    policy.strategy = s;
+    Engine e(policy);
+    ASSERT_TRUE(e.AddNode(Node("a", 2)).ok());
+    ASSERT_TRUE(e.AddNode(Node("b", 2)).ok());
+    ASSERT_TRUE(e.Commit(e.Place(Share(500)).allocation).ok());
+    const std::string first = e.Place(Share(500)).allocation.node;
+    const std::string other = first == "a" ? "b" : "a";
+    Decision d = e.PlaceAvoiding(Share(500), {first});
+    ASSERT_TRUE(d.placed);
+    EXPECT_EQ(d.allocation.node, other);
+    EXPECT_EQ(e.Place(Share(500)).allocation.node, first);  // nothing changed
+    Decision none = e.PlaceAvoiding(Whole(1), {"a", "b", "unknown"});
+    EXPECT_FALSE(none.placed);
+    ASSERT_EQ(none.rejection_counts.size(), 1u);
+    EXPECT_EQ(none.rejection_counts[0], (std::pair<std::string, int>{"reserved", 2}));
+    std::vector<Request> gang(2, Whole(2));
+    EXPECT_FALSE(e.PlaceGangAvoiding(gang, {"b"}).placed);
+    EXPECT_FALSE(e.PlaceGang(gang).placed);  // a holds a share
+    EXPECT_TRUE(e.PlaceGangAvoiding(std::vector<Request>(1, Whole(2)), {"a"}).placed);
+  }
 }
 
 TEST(EngineTest, WholeGpusNeedFullyFreeDevices) {

@@ -1,6 +1,6 @@
 // fgd-pack's preferences through the public API: where the share-waste and stranded-GPU terms,
-// the CPU fit and the partitioned mode's best fit (strategies/fgd_pack.h) decide, with the
-// arithmetic of each case written out.
+// the CPU fit, the partitioned mode's best fit and the CPU-lean mode's stranded CPU
+// (strategies/fgd_pack.h) decide, with the arithmetic of each case written out.
 #include "placement/strategies/fgd_pack.h"
 
 #include <gtest/gtest.h>
@@ -97,6 +97,58 @@ TEST(FgdPackTest, PacksCpuWhereCpuIsScarce) {
   const Decision d = e.Place(cpu);
   ASSERT_TRUE(d.placed);
   EXPECT_EQ(d.allocation.node, "a");
+}
+
+TEST(FgdPackTest, CpuLeanShortfall) {
+  // GPU tasks: 500 shares with 8 cores and whole GPUs with 8 cores, equally often (a CPU-only
+  // class does not count): 750 milli-GPU per 8000 milli-cores, r = 10.67 cores per GPU. A 4-GPU
+  // node with 32 cores is 42.67 − 32 = 10.67 cores short, one with 96 cores none: over r × 8
+  // GPUs, 10.67 / 85.33 = 0.125. Two 32-core nodes: 21.33 / 85.33 = 0.25. No pool GPUs: 0.
+  std::vector<FragClass> w(3);
+  w[0].p = 0.25, w[0].gpu_milli = 500, w[0].gpu_count = 1, w[0].cpu_milli = 8000;
+  w[1].p = 0.25, w[1].gpu_milli = 1000, w[1].gpu_count = 1, w[1].cpu_milli = 8000;
+  w[2].p = 0.5, w[2].gpu_count = 0, w[2].cpu_milli = 64000;
+  EXPECT_NEAR(GpuTasksGpuPerCpu(w), 750.0 / 8000, 1e-12);
+  PoolShape pool{128000, 8000, {{32000, 4000, 1}, {96000, 4000, 1}}};
+  EXPECT_NEAR(CpuLeanShortfall(w, pool), 0.125, 1e-9);
+  pool.kinds = {{32000, 4000, 2}};
+  EXPECT_NEAR(CpuLeanShortfall(w, pool), 0.25, 1e-9);
+  EXPECT_EQ(CpuLeanShortfall(w, PoolShape{}), 0);
+}
+
+// Nodes rich (4 GPUs, 96 cores) and lean (4 GPUs, `lean_cores`), rich added first; the workload's
+// GPU tasks ask 10 cores per GPU: 500 shares with 8 cores, whole GPUs with 8, 300 shares with 2
+// (600 milli-GPU per 6000 milli-cores).
+Engine RichAndLean(int64_t lean_cores) {
+  Engine e = Make(Strategy::kFgdPack);
+  EXPECT_TRUE(e.AddNode(Node("rich", 4, /*cpu=*/96000, 262144)).ok());
+  EXPECT_TRUE(e.AddNode(Node("lean", 4, lean_cores, 262144)).ok());
+  e.SetWorkload({{Share(500, 8000), 1}, {Whole(1, 8000), 1}, {Share(300, 2000), 1}});
+  return e;
+}
+
+TEST(FgdPackTest, CpuLightSharesToLeanNodesInACpuLeanPool) {
+  // lean has 32 cores for 4 GPUs, 8 short of the workload's 10 per GPU: CpuLeanShortfall = 8000
+  // × 0.1 / 8000 = 0.1 ≥ 0.05, so the stranded-CPU term is on, at 0.7 × 0.1 = 0.07 milli-GPU
+  // per free milli-core. A 500 share with 2 cores (4 cores per GPU):
+  //   on rich: 96000 × 0.07 − 4000 = 2720 milli-GPU of CPU its idle GPU cannot use before,
+  //            94000 × 0.07 − 3500 = 3080 after: +360, × 64 = +23,040;
+  //   on lean: 32000 × 0.07 < 4000 before and 30000 × 0.07 < 3500 after: 0.
+  // Every other term scores the two alike (score −14 on both: the tie order would pick rich);
+  // with the term rich scores −590 → lean, keeping rich's cores for CPU-heavy tasks.
+  Engine e = RichAndLean(32000);
+  const Decision d = e.Place(Share(500, 2000));
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.allocation.node, "lean");
+}
+
+TEST(FgdPackTest, NoStrandedCpuWhereNodesFeedTheirGpus) {
+  // The control: lean with 40 cores feeds its 4 GPUs at 10 per GPU (shortfall 0): the term is
+  // off, both nodes score −14 and the tie order picks rich.
+  Engine e = RichAndLean(40000);
+  const Decision d = e.Place(Share(500, 2000));
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.allocation.node, "rich");
 }
 
 TEST(FgdPackTest, ModelPartition) {

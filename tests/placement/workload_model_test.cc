@@ -1,10 +1,12 @@
 // WorkloadModel and WorkloadFeed (placement/workload_model.h, workload_feed.h): the prior, the
-// decay arithmetic written out, coverage, eviction, the snapshot, and when the engine is fed.
+// decay arithmetic written out, coverage, eviction, the snapshot, when the engine is fed, and the
+// guard classes that keep a pool's biggest nodes whole before a task of their size is seen.
 #include "placement/workload_model.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "placement/workload_feed.h"
 #include "tests/placement/test_util.h"
@@ -232,6 +234,68 @@ TEST(WorkloadFeedTest, StrategiesThatIgnoreTheWorkloadAreNotFed) {
   EXPECT_FALSE(e.workload_given());
   EXPECT_DOUBLE_EQ(WorkloadCoverage(Strategy::kFgd), 0.95);
   EXPECT_DOUBLE_EQ(WorkloadCoverage(Strategy::kFgdPack), 1.0);
+}
+
+NodeCapacity Shape(std::string name, int gpus, int64_t cpu, int64_t mem, bool mig = false) {
+  NodeCapacity n;
+  n.name = std::move(name);
+  n.cpu_milli = cpu;
+  n.memory_mib = mem;
+  for (int i = 0; i < gpus; ++i) {
+    DeviceCapacity d;
+    if (mig) d.mig_profile = "1g.10gb";
+    n.devices.push_back(std::move(d));
+  }
+  return n;
+}
+
+TEST(WorkloadFeedTest, GuardShapesAreTheMaximalNodeShapes) {
+  // G2 (8 GPUs, 96 cores, 384 GiB) is dominated by G3 (8, 128, 768); V100 (8, 96, 768) too.
+  // A10 (1 GPU, 128 cores, 1 TiB) has the most memory: maximal as well. A node of MIG devices
+  // only and an unschedulable bigger node do not count; a CPU-only node neither.
+  std::vector<NodeCapacity> nodes = {
+      Shape("g2a", 8, 96000, 393216),   Shape("g2b", 8, 96000, 393216),
+      Shape("g3", 8, 128000, 786432),   Shape("v100", 8, 96000, 786432),
+      Shape("a10", 1, 128000, 1048576), Shape("mig", 16, 256000, 2097152, /*mig=*/true),
+      Shape("cpu", 0, 512000, 4194304), Shape("off", 16, 256000, 2097152)};
+  nodes.back().schedulable = false;
+  const std::vector<Request> g = GuardShapes(nodes);
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0].kind, RequestKind::kWholeGpu);
+  EXPECT_EQ(std::tie(g[0].gpu_count, g[0].cpu_milli, g[0].memory_mib),
+            std::make_tuple(1, int64_t{128000}, int64_t{1048576}));
+  EXPECT_EQ(std::tie(g[1].gpu_count, g[1].cpu_milli, g[1].memory_mib),
+            std::make_tuple(8, int64_t{128000}, int64_t{786432}));
+  EXPECT_TRUE(UsesGuardClasses(Strategy::kFgdPack));
+  EXPECT_FALSE(UsesGuardClasses(Strategy::kFgd));
+}
+
+// The default trace's miss (docs/twin.md): CPU-hungry 1-GPU tasks arrive first; the pool's one
+// big node (128 cores, 768 GiB), where their CPU strands the least GPU, took them, and the first
+// 120-core 8-GPU task, which only that node can host, found it nibbled. With the guard class
+// the big node stays whole while the others have room, whatever the pool's tie order.
+TEST(WorkloadFeedTest, TheBiggestNodeStaysWholeBeforeItsShapeIsSeen) {
+  const Request small = Whole(1, 12000, 49152);
+  const Request big = Whole(8, 120000, 737280);
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    PoolPolicy p;
+    p.strategy = Strategy::kFgdPack;
+    p.tie_seed = seed;
+    Engine e(p);
+    ASSERT_TRUE(e.AddNode(Node("big", 8, 128000, 786432)).ok());
+    for (int i = 0; i < 4; ++i)
+      ASSERT_TRUE(e.AddNode(Node("g2-" + std::to_string(i), 8, 96000, 393216)).ok());
+    WorkloadFeed feed;
+    for (int t = 0; t < 16; ++t) {  // half the four G2 nodes' GPUs
+      feed.Observe(small);
+      feed.Sync(e);
+      const Decision d = e.Place(small);
+      ASSERT_TRUE(d.placed) << "seed " << seed << " task " << t;
+      EXPECT_NE(d.allocation.node, "big") << "seed " << seed << " task " << t;
+      ASSERT_TRUE(e.Commit(d.allocation).ok());
+    }
+    EXPECT_TRUE(e.Place(big).placed) << "seed " << seed;
+  }
 }
 
 }  // namespace
