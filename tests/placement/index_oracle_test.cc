@@ -71,7 +71,7 @@ TEST_P(IndexOracle, IndexedSelectEqualsFullScan) {
     const Request& r = shapes[rng() % std::size(shapes)];
     const CompiledRequest req = e.Compile(r);
     Scored scored;
-    const int got = e.Select(req, &scored, /*avoid=*/{});
+    const int got = e.Select(req, &scored, {});
     int64_t want_score = 0;
     const int want = Oracle(e, req, &want_score);
     ASSERT_EQ(got, want) << "step " << step;
