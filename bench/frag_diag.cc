@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <iostream>
 #include <map>
 #include <string>
@@ -90,13 +91,24 @@ int main(int argc, char** argv) {
       workload = next();
     else if (a == "--strategy")
       strategy_name = next();
-    else if (a == "--tune")
-      tune = std::stod(next());
-    else if (a == "--seeds") {
+    else if (a == "--tune" || a == "--seeds") {
       const std::string s = next();
-      const size_t dash = s.find('-');
-      seed_lo = std::stoull(s.substr(0, dash));
-      seed_hi = dash == std::string::npos ? seed_lo : std::stoull(s.substr(dash + 1));
+      try {
+        if (a == "--tune") {
+          tune = std::stod(s);
+        } else {
+          const size_t dash = s.find('-');
+          seed_lo = std::stoull(s.substr(0, dash));
+          seed_hi = dash == std::string::npos ? seed_lo : std::stoull(s.substr(dash + 1));
+        }
+      } catch (const std::exception&) {
+        std::cerr << "frag_diag: " << a << " " << s << ": not a number (or range A-B)\n";
+        return 2;
+      }
+      if (tune <= 0 || seed_hi < seed_lo) {
+        std::cerr << "frag_diag: " << a << " " << s << ": out of range\n";
+        return 2;
+      }
     } else if (a == "--help") {
       std::cout << kHelp;
       return 0;

@@ -533,7 +533,15 @@ class ProtocolBounder {
         auto [it, added] = meet.try_emplace(options_.group_keys ? group_[i] : 0, need_[i]);
         if (!added) it->second = Meet(it->second, need_[i]);
       }
-      for (const auto& [group, r] : meet) {
+      for (auto it = meet.begin(); it != meet.end(); ++it) {
+        const Need& r = it->second;
+        // A group whose meet another group's covers drops a superset of that one's tasks: its
+        // LP cannot score higher (of two equal meets, the first is kept).
+        bool dominated = false;
+        for (auto other = meet.begin(); other != meet.end() && !dominated; ++other)
+          dominated = other != it && Covers(other->second, r) &&
+                      (other->first < it->first || !Covers(r, other->second));
+        if (dominated) continue;
         if (!Set(last, split[q], split[q + 1], &r, &keys)) continue;
         if (demand_ <= worst) continue;
         worst = std::max(worst, cg_.Solve(&dual));

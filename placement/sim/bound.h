@@ -25,8 +25,9 @@
 // it "covers" it) fits either. So for "keys" — tasks whose cover is large — split on the first
 // key dropped, T: every key before T was placed (the certificate's term for a forced task is
 // (s_j − w_j), without the max), and every task after T that covers T was dropped. With T in a
-// bucket [a, b) of arrivals: keys before a forced, tasks from b on that cover every key of the
-// bucket left out; plus the scenario "no key dropped". used ≤ the largest LP over these
+// bucket [a, b) of arrivals and in one group of its keys (BoundOptions::group_keys): keys before
+// a forced, tasks from b on that cover every key of the group left out; plus the scenario "no
+// key dropped". used ≤ the largest LP over these
 // scenarios, each LP again certified by its dual. Offline policies that may refuse a task that
 // fits are not bound by this part; part 1 holds for them.
 //
@@ -81,7 +82,7 @@ struct PackingInstance {
 // are too many, see `coarse`), each with count 0 — the caller fills counts.
 // The LP has a row per class: the trace's workloads have 63–403 exact classes, the synthetic
 // generators up to 3,571 (CPU and memory drawn per task); with CLP (lp.h) every one of them is
-// solved on exact classes, the slowest (cpu-scarce, 1,649 classes) in about 80 CPU seconds per
+// solved on exact classes, the slowest (cpu-scarce, 1,649 classes) in about a CPU minute per
 // seed. Coarser classes are the fallback for workloads beyond that.
 constexpr size_t kMaxBoundClasses = 4000;
 PackingInstance MakeInstance(const std::vector<TraceNode>& nodes,

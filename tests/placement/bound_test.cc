@@ -113,9 +113,9 @@ TEST(LpTest, UnboundedAndBufferedBounds) {
 }
 
 // Random packing-shaped LPs (the bound's: nonnegative rows, some bounded columns, columns added
-// between solves, bounds raised and lowered between solves): whatever the solver, an optimum is
-// primal feasible and its duals certify it — b·y + Σ_j u_j·max(0, c_j − A_j·y) (the LP dual's
-// value for y ≥ 0) equals the objective. This is what bound.cc relies on.
+// between solves, bounds raised and lowered between solves, both at once): whatever the solver, an
+// optimum is primal feasible and its duals certify it — b·y + Σ_j u_j·max(0, c_j − A_j·y) (the LP
+// dual's value for y ≥ 0) equals the objective. This is what bound.cc relies on.
 TEST(LpTest, OptimaCarryTheirDualCertificate) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> unit(0, 1);
@@ -182,6 +182,13 @@ TEST(LpTest, OptimaCarryTheirDualCertificate) {
         lp.SetUpper(static_cast<int>(j), cols[j].upper);
       }
     check("bounds changed");
+    add(1 + static_cast<int>(rng() % 5));
+    for (size_t j = 0; j < cols.size(); ++j)
+      if (unit(rng) < 0.2) {
+        cols[j].upper = std::floor(unit(rng) * 3);
+        lp.SetUpper(static_cast<int>(j), cols[j].upper);
+      }
+    check("columns added and bounds changed");
   }
 }
 
