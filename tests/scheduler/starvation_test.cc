@@ -89,6 +89,20 @@ class Cluster {
   std::vector<int64_t> smalls;
 };
 
+// A cluster whose core reports to its own metrics registry, for the scenarios that read the
+// starvation gauges and counters.
+struct OwnMetrics {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  SchedulerMetrics metrics{registry, "test"};
+};
+class MeteredCluster : private OwnMetrics, public Cluster {
+ public:
+  MeteredCluster(SchedulerOptions o, int nodes) : Cluster(o, nodes, &metrics) {}
+  double Gauge(const std::string& name, const std::string& label, const std::string& value) {
+    return testing::Gauge(*registry, name, label, value);
+  }
+};
+
 // Today's behaviour, kept with the feature off: the whole-node task is older than every small
 // task, yet each GPU that frees is taken again at once, and it never starts.
 TEST(StarvationTest, WholeNodeTaskStarvesWithoutReservations) {
@@ -103,16 +117,14 @@ TEST(StarvationTest, WholeNodeTaskStarvesWithoutReservations) {
 // With the feature: after a minute the task reserves a node; nothing new lands there, it drains
 // and the task starts on it while the small tasks keep running on the other node.
 TEST(StarvationTest, WholeNodeTaskStartsOnTheNodeReservedForIt) {
-  auto registry = std::make_shared<prometheus::Registry>();
-  SchedulerMetrics metrics(registry, "test");
-  Cluster c(Options(kAfterS), 2, &metrics);
+  MeteredCluster c(Options(kAfterS), 2);
   c.Fill(2);
   const int64_t w = c.WholeNode();
   c.Churn(5);  // 50 s: not yet
-  EXPECT_EQ(Gauge(*registry, "gpupool_starvation_reservations", "pool", "gpu"), 0);
+  EXPECT_EQ(c.Gauge("gpupool_starvation_reservations", "pool", "gpu"), 0);
   c.Churn(2);
-  EXPECT_EQ(Gauge(*registry, "gpupool_starvation_reservations", "pool", "gpu"), 1);
-  EXPECT_EQ(Gauge(*registry, "gpupool_starvation_reserved_nodes", "pool", "gpu"), 1);
+  EXPECT_EQ(c.Gauge("gpupool_starvation_reservations", "pool", "gpu"), 1);
+  EXPECT_EQ(c.Gauge("gpupool_starvation_reserved_nodes", "pool", "gpu"), 1);
   EXPECT_NE(c.h.Task(w).reason.find("starvation reservation: n"), std::string::npos)
       << c.h.Task(w).reason;
   // New small tasks that only the reserved node would take wait, and say for whom.
@@ -130,21 +142,19 @@ TEST(StarvationTest, WholeNodeTaskStartsOnTheNodeReservedForIt) {
   c.Churn(12);
   ASSERT_NE(c.h.Task(w).state, TaskState::kPending) << c.h.Task(w).reason;
   EXPECT_EQ(c.h.Task(w).allocations.size(), 4u);
-  EXPECT_EQ(Gauge(*registry, "gpupool_starvation_reservations", "pool", "gpu"), 0);
-  EXPECT_EQ(Gauge(*registry, "gpupool_starvation_reservation_events_total", "event", "started"), 1);
+  EXPECT_EQ(c.Gauge("gpupool_starvation_reservations", "pool", "gpu"), 0);
+  EXPECT_EQ(c.Gauge("gpupool_starvation_reservation_events_total", "event", "started"), 1);
 }
 
 // A gang of two whole nodes on three: two nodes are reserved as one reservation, both drain,
 // the gang starts whole.
 TEST(StarvationTest, GangAcrossTwoNodesStartsOnReservedNodes) {
-  auto registry = std::make_shared<prometheus::Registry>();
-  SchedulerMetrics metrics(registry, "test");
-  Cluster c(Options(kAfterS), 3, &metrics);
+  MeteredCluster c(Options(kAfterS), 3);
   c.Fill(3);
   const int64_t g = c.WholeNode(2);
   c.Churn(7);
-  EXPECT_EQ(Gauge(*registry, "gpupool_starvation_reservations", "pool", "gpu"), 1);
-  EXPECT_EQ(Gauge(*registry, "gpupool_starvation_reserved_nodes", "pool", "gpu"), 2);
+  EXPECT_EQ(c.Gauge("gpupool_starvation_reservations", "pool", "gpu"), 1);
+  EXPECT_EQ(c.Gauge("gpupool_starvation_reserved_nodes", "pool", "gpu"), 2);
   c.Churn(20);
   EXPECT_NE(c.h.Task(g, 0).state, TaskState::kPending) << c.h.Task(g, 0).reason;
   EXPECT_NE(c.h.Task(g, 1).state, TaskState::kPending) << c.h.Task(g, 1).reason;
@@ -161,15 +171,13 @@ TEST(StarvationTest, GangStarvesWithoutReservations) {
 
 // At most starvation_max_reservations per pool, the longest waiting first.
 TEST(StarvationTest, ReservationsPerPoolAreCapped) {
-  auto registry = std::make_shared<prometheus::Registry>();
-  SchedulerMetrics metrics(registry, "test");
-  Cluster c(Options(kAfterS, 1), 3, &metrics);
+  MeteredCluster c(Options(kAfterS, 1), 3);
   c.Fill(3);
   const int64_t first = c.WholeNode();
   const int64_t second = c.WholeNode();
   c.Churn(7);
-  EXPECT_EQ(Gauge(*registry, "gpupool_starvation_reservations", "pool", "gpu"), 1);
-  EXPECT_EQ(Gauge(*registry, "gpupool_starvation_reserved_nodes", "pool", "gpu"), 1);
+  EXPECT_EQ(c.Gauge("gpupool_starvation_reservations", "pool", "gpu"), 1);
+  EXPECT_EQ(c.Gauge("gpupool_starvation_reserved_nodes", "pool", "gpu"), 1);
   EXPECT_NE(c.h.Task(first).reason.find("starvation reservation"), std::string::npos);
   EXPECT_EQ(c.h.Task(second).reason.find("starvation reservation"), std::string::npos);
   // Once the first starts, the second reserves in its turn.
@@ -181,18 +189,15 @@ TEST(StarvationTest, ReservationsPerPoolAreCapped) {
 
 // Cancelling the starving task drops its reservation: the node takes small tasks again.
 TEST(StarvationTest, CancelDropsTheReservation) {
-  auto registry = std::make_shared<prometheus::Registry>();
-  SchedulerMetrics metrics(registry, "test");
-  Cluster c(Options(kAfterS), 2, &metrics);
+  MeteredCluster c(Options(kAfterS), 2);
   c.Fill(2);
   const int64_t w = c.WholeNode();
   c.Churn(7);
-  ASSERT_EQ(Gauge(*registry, "gpupool_starvation_reservations", "pool", "gpu"), 1);
+  ASSERT_EQ(c.Gauge("gpupool_starvation_reservations", "pool", "gpu"), 1);
   ASSERT_TRUE(c.h.Sync<JobRecord>([&](auto cb) { c.h.core->CancelJob(w, "", cb); }).ok());
   c.Churn(1);
-  EXPECT_EQ(Gauge(*registry, "gpupool_starvation_reservations", "pool", "gpu"), 0);
-  EXPECT_EQ(Gauge(*registry, "gpupool_starvation_reservation_events_total", "event", "cancelled"),
-            1);
+  EXPECT_EQ(c.Gauge("gpupool_starvation_reservations", "pool", "gpu"), 0);
+  EXPECT_EQ(c.Gauge("gpupool_starvation_reservation_events_total", "event", "cancelled"), 1);
   c.Churn(4);
   for (int64_t id : c.smalls) {
     TaskRecord t = c.h.Task(id);
