@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include "placement/sim/forced.h"
@@ -52,6 +54,19 @@ class TypeSolver {
   void Solve(const PackingDual& d, size_t t, TypeSolution* out) const {
     const double beta = d.cpu_price[t] / std::max<int64_t>(type_.cpu_milli, 1);
     const double gamma = d.mem_price[t] / std::max<int64_t>(type_.memory_mib, 1);
+    std::vector<double> value(in_.classes.size(), 0);
+    for (size_t j : eligible_) {
+      const PackingClass& c = in_.classes[j];
+      value[j] = std::max(0.0, d.w[j]) - beta * static_cast<double>(c.cpu_milli) -
+                 gamma * static_cast<double>(c.memory_mib);
+    }
+    out->pi = d.cpu_price[t] + d.mem_price[t] + Best(value, out);
+  }
+
+  // The largest Σ value over GPU-feasible sets of one node (CPU-only classes each as many as the
+  // node holds alone; classes of count 0 left out), with the set in *out (count, cpu, mem; pi
+  // untouched). Any per-class values: the time-indexed LP adds its fill and residual prices.
+  double Best(const std::vector<double>& value, TypeSolution* out) const {
     // Per size (in units) the best single-GPU class; whole 1-GPU tasks are size `units_`.
     std::vector<double> val(static_cast<size_t>(units_) + 1, 0);
     std::vector<int> arg(static_cast<size_t>(units_) + 1, -1);
@@ -66,8 +81,7 @@ class TypeSolver {
     for (size_t j : eligible_) {
       const PackingClass& c = in_.classes[j];
       if (c.count <= 0) continue;
-      const double v = std::max(0.0, d.w[j]) - beta * static_cast<double>(c.cpu_milli) -
-                       gamma * static_cast<double>(c.memory_mib);
+      const double v = value[j];
       if (v <= 0) continue;
       if (c.num_gpu == 0) {
         int64_t most = INT64_MAX;
@@ -108,7 +122,7 @@ class TypeSolver {
           node[i] = node[i - k] + multi[m].v, pick[i] = static_cast<int>(m);
       }
     }
-    out->pi = d.cpu_price[t] + d.mem_price[t] + node[g] + cpu_only;
+    const double best_value = node[g] + cpu_only;
     int alone = 0;
     for (size_t i = g; i > 0;) {
       if (pick[i] < 0) {
@@ -134,6 +148,7 @@ class TypeSolver {
       out->cpu += out->count[j] * static_cast<double>(in_.classes[j].cpu_milli);
       out->mem += out->count[j] * static_cast<double>(in_.classes[j].memory_mib);
     }
+    return best_value;
   }
 
  private:
@@ -190,12 +205,13 @@ int64_t CpuKey(int64_t milli, bool fine) {
 // Every level only lowers what a task needs and never its GPU demand (the value a packing
 // counts), so every packing of the tasks is a packing of their classes worth as much: the bound
 // stays valid, only looser.
-std::tuple<int64_t, int64_t, int, int32_t, std::string> ClassKey(const TraceTask& t, int level) {
+std::tuple<int64_t, int64_t, int, int32_t, std::string> ClassKey(const TraceTask& t, int level,
+                                                                 bool exact_memory) {
   const int64_t cpu = level >= 4   ? 0
                       : level == 3 ? MemoryKey(t.cpu_milli)
                       : level >= 1 ? CpuKey(t.cpu_milli, level == 1)
                                    : t.cpu_milli;
-  const int64_t mem = level >= 1 ? 0 : MemoryKey(t.memory_mib);
+  const int64_t mem = level >= 1 ? 0 : exact_memory ? t.memory_mib : MemoryKey(t.memory_mib);
   if (t.GpuMilli() <= 0) return {cpu, mem, 0, 0, ""};
   return {cpu, mem, t.num_gpu, t.gpu_milli, t.gpu_spec};
 }
@@ -211,7 +227,8 @@ std::vector<TypeSolver> Solvers(const PackingInstance& in) {
 }  // namespace
 
 PackingInstance MakeInstance(const std::vector<TraceNode>& nodes,
-                             const std::vector<TraceTask>& tasks, size_t max_classes) {
+                             const std::vector<TraceTask>& tasks, size_t max_classes,
+                             bool exact_memory) {
   PackingInstance in;
   std::map<std::tuple<int64_t, int64_t, int, std::string>, size_t> types;
   for (const TraceNode& n : nodes) {
@@ -226,14 +243,19 @@ PackingInstance MakeInstance(const std::vector<TraceNode>& nodes,
     if (added) in.types.push_back(PackingNodeType{0, n.cpu_milli, n.memory_mib, gpus, model});
     ++in.types[it->second].count;
   }
-  for (in.coarse = 0;; ++in.coarse) {
+  if (exact_memory) {
     std::set<std::tuple<int64_t, int64_t, int, int32_t, std::string>> keys;
-    for (const TraceTask& t : tasks) keys.insert(ClassKey(t, in.coarse));
+    for (const TraceTask& t : tasks) keys.insert(ClassKey(t, 0, true));
+    in.exact_memory = keys.size() <= std::min(max_classes, kMaxExactMemoryClasses);
+  }
+  for (in.coarse = 0; !in.exact_memory; ++in.coarse) {
+    std::set<std::tuple<int64_t, int64_t, int, int32_t, std::string>> keys;
+    for (const TraceTask& t : tasks) keys.insert(ClassKey(t, in.coarse, false));
     if (keys.size() <= max_classes || in.coarse == kCoarsest) break;
   }
   std::map<std::tuple<int64_t, int64_t, int, int32_t, std::string>, size_t> classes;
   for (const TraceTask& t : tasks) {
-    const auto key = ClassKey(t, in.coarse);
+    const auto key = ClassKey(t, in.coarse, in.exact_memory);
     if (std::get<0>(key) <= 0 && std::get<1>(key) <= 0 && std::get<2>(key) == 0) continue;
     auto [it, added] = classes.try_emplace(key, in.classes.size());
     if (added)
@@ -253,7 +275,7 @@ std::vector<int> ClassOf(const PackingInstance& in, const std::vector<TraceTask>
   std::vector<int> out;
   out.reserve(tasks.size());
   for (const TraceTask& t : tasks) {
-    auto it = index.find(ClassKey(t, in.coarse));
+    auto it = index.find(ClassKey(t, in.coarse, in.exact_memory));
     out.push_back(it != index.end() ? it->second : -1);
   }
   return out;
@@ -357,6 +379,243 @@ class ColumnGeneration {
   std::set<std::vector<int>> seen_;
 };
 
+// The time-indexed LP of a first key drop T (bound.h, part 4). The classes come twice: copies
+// [0, n) for the tasks that arrived before T's bucket ends ("before": they may count towards
+// filling a node; tasks of the bucket after T get credit they do not have, which only loosens),
+// copies [n, 2n) for the tasks after it. A node of a type that could host T when empty refused
+// it, so at T it was full in one resource: mode 1 CPU, 2 memory, 3 GPUs (GPU keys only), each a
+// row per node type in that mode
+//   fill      (R − r + 1) · nodes − Σ before-copies' r  ≤ 0    (r exact in the classes), or
+//   residual  Σ after-copies' r − (r − 1) · nodes        ≤ 0    (r rounded down: still true),
+// R the node's CPU or memory and r the largest need of the scenario's keys (GPUs: below). Types
+// that cannot host every candidate take mode 0 (no row). The columns are (mode, configuration)
+// pairs; per mode CPU and memory rows Σ (use − capacity) ≤ 0, and per type Σ over its modes ≤
+// m_t. The certificate (Certificate) is Σ_t m_t · max over t's modes of π_{t,k} + the class
+// terms, each π_{t,k} the exact per-node maximum under the mode's prices: valid whatever the
+// duals, since every node is in one mode and its tasks satisfy that mode's row.
+// What the scenario knows of the dropped key T: at most this CPU and memory; its kind (0 CPU-only,
+// 1 a share of at most `share` milli, 2 at most `whole` whole GPUs); the models every candidate
+// allows (`any`, or the set).
+struct TimedKey {
+  int64_t cpu = 0, mem = 0;
+  int kind = 0;
+  int32_t share = 0;
+  int whole = 0;
+  bool any = true;
+  std::set<std::string> models;
+
+  auto Tie() const { return std::tie(cpu, mem, kind, share, whole, any, models); }
+  bool operator<(const TimedKey& o) const { return Tie() < o.Tie(); }
+};
+
+class TimedColumnGeneration {
+ public:
+  TimedColumnGeneration(const PackingInstance& in, const TimedKey& key) : n_(in.classes.size()) {
+    const int64_t key_cpu = key.cpu, key_mem = key.mem;
+    in2_.types = in.types;
+    in2_.coarse = in.coarse;
+    in2_.exact_memory = in.exact_memory;
+    in2_.classes = in.classes;
+    in2_.classes.insert(in2_.classes.end(), in.classes.begin(), in.classes.end());
+    solvers_ = Solvers(in2_);
+    const bool cpu_exact = in.coarse == 0, mem_exact = in.coarse == 0 && in.exact_memory;
+    for (size_t j = 0; j < 2 * n_; ++j) lp_.AddRow(0);
+    for (size_t t = 0; t < in2_.types.size(); ++t) {
+      const PackingNodeType& type = in2_.types[t];
+      node_row_.push_back(lp_.AddRow(static_cast<double>(type.count)));
+      // Types that could host every candidate for T when empty refused it, through one resource.
+      bool hosts = type.cpu_milli >= key_cpu && type.memory_mib >= key_mem;
+      if (key.kind != 0)
+        hosts = hosts && type.gpus >= (key.kind == 1 ? 1 : key.whole) &&
+                (key.any || key.models.count(type.model) != 0);
+      const int last_kind = !hosts ? 0 : key.kind == 0 ? 2 : 3;
+      for (int kind = hosts ? 1 : 0; kind <= last_kind; ++kind) {
+        Mode m;
+        m.type = t;
+        m.kind = kind;
+        m.key_kind = key.kind;
+        m.row = lp_.AddRow(0);
+        lp_.AddRow(0);
+        if (kind != 0) lp_.AddRow(0);
+        if (kind == 1) {
+          m.fill = cpu_exact;
+          m.scale = static_cast<double>(std::max<int64_t>(type.cpu_milli, 1));
+          m.constant = m.fill ? static_cast<double>(type.cpu_milli - key_cpu + 1)
+                              : -static_cast<double>(key_cpu - 1);
+        } else if (kind == 2) {
+          m.fill = mem_exact;
+          m.scale = static_cast<double>(std::max<int64_t>(type.memory_mib, 1));
+          m.constant = m.fill ? static_cast<double>(type.memory_mib - key_mem + 1)
+                              : -static_cast<double>(key_mem - 1);
+        } else if (kind == 3) {
+          // GPUs (forced.h): a share s refused means every GPU holds more than 1000 − s, so
+          // ≥ G·(1001 − s) milli before T; k whole GPUs refused means ≥ G − k + 1 GPUs touched,
+          // and the tasks before T touch at most one GPU per share and k per k-GPU task. Both
+          // counted exactly in the classes.
+          m.fill = true;
+          const double g = static_cast<double>(type.gpus);
+          if (key.kind == 1) {
+            m.scale = g * kGpuMilli;
+            m.constant = g * (kGpuMilli + 1 - key.share);
+          } else {
+            m.scale = g;
+            m.constant = g - key.whole + 1;
+          }
+        }
+        modes_.push_back(m);
+      }
+    }
+    for (size_t j = 0; j < 2 * n_; ++j) {
+      const double s = static_cast<double>(in2_.classes[j].Demand()) / kGpuMilli;
+      forced_.push_back(lp_.AddColumn(s + kForcedBonus, 0, {{static_cast<int>(j), 1.0}}));
+      z_.push_back(lp_.AddColumn(s, 0, {{static_cast<int>(j), 1.0}}));
+    }
+  }
+
+  // count/forced: per class copy (2n). Returns the certificate's bound (milli-GPU).
+  double Solve(const std::vector<int64_t>& count, const std::vector<int64_t>& forced) {
+    for (size_t j = 0; j < 2 * n_; ++j) {
+      in2_.classes[j].count = count[j];
+      in2_.classes[j].forced = forced[j];
+      lp_.SetUpper(forced_[j], static_cast<double>(forced[j]));
+      lp_.SetUpper(z_[j], static_cast<double>(count[j] - forced[j]));
+    }
+    // Every round's duals are a certificate (the prices computed for the columns give it at no
+    // extra cost); the least is kept.
+    double ub = Lp::kInf;
+    TypeSolution sol;
+    for (int round = 0; round < 10000; ++round) {
+      if (lp_.Solve() != Lp::Result::kOptimal) break;
+      const Duals d = Read(lp_.Duals());
+      std::vector<double> pi(in2_.types.size(), -Lp::kInf);
+      std::vector<std::pair<size_t, TypeSolution>> better;
+      for (size_t k = 0; k < modes_.size(); ++k) {
+        const double p = Price(d, k, &sol);
+        pi[modes_[k].type] = std::max(pi[modes_[k].type], p);
+        if (p > d.node[modes_[k].type] + 1e-6) better.emplace_back(k, sol);
+      }
+      ub = std::min(ub, Certificate(d, pi));
+      bool added = false;
+      for (auto& [k, s] : better) {
+        std::vector<int> key = s.count;
+        key.push_back(static_cast<int>(k));
+        if (!seen_.insert(key).second) continue;
+        AddConfig(k, s);
+        added = true;
+      }
+      if (!added) break;
+    }
+    if (ub == Lp::kInf) {
+      const Duals d = Read(std::vector<double>(static_cast<size_t>(lp_.rows()), 0));
+      std::vector<double> pi(in2_.types.size(), -Lp::kInf);
+      for (size_t k = 0; k < modes_.size(); ++k)
+        pi[modes_[k].type] = std::max(pi[modes_[k].type], Price(d, k, &sol));
+      ub = Certificate(d, pi);
+    }
+    return ub;
+  }
+
+ private:
+  struct Mode {
+    size_t type = 0;
+    int kind = 0;      // 0 none, 1 CPU, 2 memory, 3 GPUs
+    int key_kind = 0;  // TimedKey::kind
+    int row = 0;       // CPU row; memory row + 1; mode row + 2
+    bool fill = false;
+    double scale = 1, constant = 0;
+  };
+  // Duals in milli-GPU: w per class copy, per mode the prices of a milli of CPU, a MiB, a unit of
+  // the mode row (per unit of r), and per type the node row's.
+  struct Duals {
+    std::vector<double> w, beta, gamma, mu, node;
+  };
+
+  Duals Read(const std::vector<double>& y) const {
+    Duals d;
+    for (size_t j = 0; j < 2 * n_; ++j) d.w.push_back(std::max(0.0, y[j]) * kGpuMilli);
+    for (const Mode& m : modes_) {
+      const PackingNodeType& type = in2_.types[m.type];
+      const auto at = [&](int r) { return std::max(0.0, y[static_cast<size_t>(r)]) * kGpuMilli; };
+      d.beta.push_back(at(m.row) / static_cast<double>(std::max<int64_t>(type.cpu_milli, 1)));
+      d.gamma.push_back(at(m.row + 1) / static_cast<double>(std::max<int64_t>(type.memory_mib, 1)));
+      d.mu.push_back(m.kind != 0 ? at(m.row + 2) / m.scale : 0.0);
+    }
+    for (int r : node_row_) d.node.push_back(std::max(0.0, y[static_cast<size_t>(r)]) * kGpuMilli);
+    return d;
+  }
+
+  // How much a task of copy j adds to the mode's row (per unit of r).
+  double Coef(const Mode& m, size_t j) const {
+    if (m.kind == 0) return 0;
+    const PackingClass& c = in2_.classes[j];
+    const bool before = j < n_;
+    if (m.kind == 3) {
+      if (!before || c.num_gpu == 0) return 0;
+      return m.key_kind == 1 ? -static_cast<double>(c.Demand())
+                             : -static_cast<double>(c.gpu_milli < kGpuMilli ? 1 : c.num_gpu);
+    }
+    const double r = static_cast<double>(m.kind == 1 ? c.cpu_milli : c.memory_mib);
+    if (m.fill) return before ? -r : 0;
+    return before ? 0 : r;
+  }
+
+  // π of mode k under d: the exact per-node maximum (TypeSolver::Best) plus the constants.
+  double Price(const Duals& d, size_t k, TypeSolution* sol) const {
+    const Mode& m = modes_[k];
+    const PackingNodeType& type = in2_.types[m.type];
+    std::vector<double> value(2 * n_);
+    for (size_t j = 0; j < 2 * n_; ++j) {
+      const PackingClass& c = in2_.classes[j];
+      value[j] = d.w[j] - d.beta[k] * static_cast<double>(c.cpu_milli) -
+                 d.gamma[k] * static_cast<double>(c.memory_mib) - d.mu[k] * Coef(m, j);
+    }
+    return d.beta[k] * static_cast<double>(type.cpu_milli) +
+           d.gamma[k] * static_cast<double>(type.memory_mib) - d.mu[k] * m.constant +
+           solvers_[m.type].Best(value, sol);
+  }
+
+  // UB for duals d, pi[t] the largest π over type t's modes.
+  double Certificate(const Duals& d, const std::vector<double>& pi) const {
+    double ub = 0;
+    for (size_t t = 0; t < in2_.types.size(); ++t)
+      ub += static_cast<double>(in2_.types[t].count) * pi[t];
+    for (size_t j = 0; j < 2 * n_; ++j) {
+      const PackingClass& c = in2_.classes[j];
+      const double gain = static_cast<double>(c.Demand()) - d.w[j];
+      ub += static_cast<double>(c.forced) * gain +
+            static_cast<double>(c.count - c.forced) * std::max(0.0, gain);
+    }
+    return ub;
+  }
+
+  void AddConfig(size_t k, const TypeSolution& s) {
+    const Mode& m = modes_[k];
+    const PackingNodeType& type = in2_.types[m.type];
+    std::vector<std::pair<int, double>> e;
+    double row = m.constant;
+    for (size_t j = 0; j < 2 * n_; ++j) {
+      if (s.count[j] <= 0) continue;
+      e.emplace_back(static_cast<int>(j), -static_cast<double>(s.count[j]));
+      row += s.count[j] * Coef(m, j);
+    }
+    e.emplace_back(node_row_[m.type], 1.0);
+    e.emplace_back(m.row, s.cpu / static_cast<double>(std::max<int64_t>(type.cpu_milli, 1)) - 1);
+    e.emplace_back(m.row + 1,
+                   s.mem / static_cast<double>(std::max<int64_t>(type.memory_mib, 1)) - 1);
+    if (m.kind != 0) e.emplace_back(m.row + 2, row / m.scale);
+    lp_.AddColumn(0, Lp::kInf, std::move(e));
+  }
+
+  size_t n_;
+  PackingInstance in2_;
+  std::vector<TypeSolver> solvers_;
+  std::vector<Mode> modes_;
+  std::vector<int> node_row_;
+  Lp lp_;
+  std::vector<int> forced_, z_;
+  std::set<std::vector<int>> seen_;
+};
+
 }  // namespace
 
 double PackingUpperBound(const PackingInstance& in, PackingDual* dual,
@@ -450,7 +709,7 @@ class ProtocolBounder {
                   const BoundOptions& options)
       : arrivals_(arrivals),
         options_(options),
-        in_(MakeInstance(nodes, arrivals, options.max_classes)),
+        in_(MakeInstance(nodes, arrivals, options.max_classes, options.protocol && options.timed)),
         cls_(ClassOf(in_, arrivals)),
         cg_(in_) {
     for (const TraceNode& n : nodes) capacity_ += int64_t{kGpuMilli} * n.gpus;
@@ -480,6 +739,20 @@ class ProtocolBounder {
       for (size_t i = 0; i < arrivals.size(); ++i)
         keys[i] = cls_[i] >= 0 && cover[i] >= share * static_cast<double>(capacity_);
       keys_.push_back(std::move(keys));
+      timed_.push_back(false);
+    }
+    // Part 4: the first key set (none: no key) with every CPU-only task a key too, whose CPU-only
+    // first drops are bounded by the time-indexed LP (it fills every node that could host it).
+    if (options_.protocol && options_.timed) {
+      std::vector<bool> keys =
+          keys_.empty() ? std::vector<bool>(arrivals.size(), false) : keys_.front();
+      bool any = false;
+      for (size_t i = 0; i < arrivals.size(); ++i)
+        if (cls_[i] >= 0 && !forced_[i] && arrivals[i].GpuMilli() <= 0) keys[i] = any = true;
+      if (any) {
+        keys_.push_back(std::move(keys));
+        timed_.push_back(true);
+      }
     }
   }
 
@@ -490,7 +763,8 @@ class ProtocolBounder {
     const double demand = demand_;
     double ub = cg_.Solve(&dual);
     if (options_.protocol)
-      for (const std::vector<bool>& keys : keys_) ub = std::min(ub, Scenarios(last, keys, ub));
+      for (size_t k = 0; k < keys_.size(); ++k)
+        ub = std::min(ub, Scenarios(last, keys_[k], timed_[k], ub));
     // One milli-GPU of margin covers the floating-point sums (≈10⁻⁶ milli at this scale).
     return std::min(ub + 1.0, demand);
   }
@@ -498,7 +772,7 @@ class ProtocolBounder {
  private:
   // The largest LP over the scenarios of the first drop of a key task (bound.h), or `plain` if
   // one reaches it.
-  double Scenarios(size_t last, const std::vector<bool>& keys, double plain) {
+  double Scenarios(size_t last, const std::vector<bool>& keys, bool timed, double plain) {
     PackingDual dual;
     // Split points: tasks after which arrived first exceeds each split %, then last + 1.
     std::vector<size_t> split = {0};
@@ -526,29 +800,77 @@ class ProtocolBounder {
     // the whole bucket would mix a 1-core CPU-only key with an 810-milli share and cover next to
     // nothing).
     for (size_t q = split.size() - 1; q-- > 0;) {
-      std::map<int, Need> meet;  // per group
+      std::map<int, Need> meet;                         // per group
+      std::map<int, std::pair<int64_t, int64_t>> join;  // per group: most CPU and memory
+      std::map<int, int32_t> share_join;                // per group: largest share
       // The first key dropped is one that some history could drop: forced ones are left out.
       for (size_t i = split[q]; i < split[q + 1]; ++i) {
         if (!keys[i] || forced_[i]) continue;
-        auto [it, added] = meet.try_emplace(options_.group_keys ? group_[i] : 0, need_[i]);
+        const int g = options_.group_keys ? group_[i] : 0;
+        auto [it, added] = meet.try_emplace(g, need_[i]);
         if (!added) it->second = Meet(it->second, need_[i]);
+        auto [jt, fresh] = join.try_emplace(g, need_[i].cpu, need_[i].mem);
+        if (!fresh)
+          jt->second = {std::max(jt->second.first, need_[i].cpu),
+                        std::max(jt->second.second, need_[i].mem)};
+        int32_t& sj = share_join[g];
+        sj = std::max(sj, need_[i].share);
       }
+      // Groups of CPU-only keys in a timed key set (part 4): bounded by the time-indexed LP,
+      // which may score below the plain LP, so they never stand in for another group.
+      const auto is_timed = [&](int g) { return timed && options_.group_keys && g >= 0; };
       for (auto it = meet.begin(); it != meet.end(); ++it) {
         const Need& r = it->second;
         // A group whose meet another group's covers drops a superset of that one's tasks: its
         // LP cannot score higher (of two equal meets, the first is kept).
         bool dominated = false;
         for (auto other = meet.begin(); other != meet.end() && !dominated; ++other)
-          dominated = other != it && Covers(other->second, r) &&
+          dominated = other != it && !is_timed(other->first) && Covers(other->second, r) &&
                       (other->first < it->first || !Covers(r, other->second));
         if (dominated) continue;
         if (!Set(last, split[q], split[q + 1], &r, &keys)) continue;
         if (demand_ <= worst) continue;
-        worst = std::max(worst, cg_.Solve(&dual));
+        // The timed LP is never above the plain one (same counts, more rows): only a scenario
+        // whose plain LP would raise the worst is worth it.
+        double v = cg_.Solve(&dual);
+        if (v > worst && is_timed(it->first)) {
+          TimedKey key;
+          key.cpu = join[it->first].first;
+          key.mem = join[it->first].second;
+          key.kind = it->first / 64;
+          key.share = share_join[it->first];
+          key.whole = r.whole;
+          key.any = r.any;
+          key.models = r.models;
+          v = std::min(v, Timed(key, split[q + 1]));
+        }
+        worst = std::max(worst, v);
         if (worst >= plain) return plain;
       }
     }
     return worst;
+  }
+
+  // The time-indexed LP (part 4) for the counts Set left in the instance (it keeps, per arrival,
+  // whether it counted and was forced), with the arrivals before `end` (the bucket's end) as the
+  // "before" copies; one LP per join of needs, kept from one prefix and scenario to the next.
+  double Timed(TimedKey key, size_t end) {
+    // Needs rounded up to a whole core and GiB: fewer LPs, and a larger need only weakens the
+    // rows (R − r + 1 and r − 1), so the bound stays valid.
+    key.cpu = (key.cpu + 999) / 1000 * 1000;
+    key.mem = (key.mem + 1023) / 1024 * 1024;
+    auto it = timed_lp_.find(key);
+    if (it == timed_lp_.end())
+      it = timed_lp_.emplace(key, std::make_unique<TimedColumnGeneration>(in_, key)).first;
+    const size_t n = in_.classes.size();
+    std::vector<int64_t> count(2 * n, 0), forced(2 * n, 0);
+    for (size_t i = 0; i < counted_.size(); ++i) {
+      if (!counted_[i]) continue;
+      const size_t j = static_cast<size_t>(cls_[i]) + (i < end ? 0 : n);
+      ++count[j];
+      if (placed_[i]) ++forced[j];
+    }
+    return it->second->Solve(count, forced);
   }
 
   // Counts for tasks 0…last: those before `placed_before` that are keys forced, and those that
@@ -559,6 +881,8 @@ class ProtocolBounder {
     for (PackingClass& c : in_.classes) c.count = c.forced = 0;
     demand_ = 0;
     bool possible = true;
+    counted_.assign(last + 1, false);
+    placed_.assign(last + 1, false);
     for (size_t i = 0; i <= last; ++i) {
       if (cls_[i] < 0) continue;
       if (drop != nullptr && i >= dropped_from && Covers(need_[i], *drop)) {
@@ -567,7 +891,11 @@ class ProtocolBounder {
       }
       PackingClass& c = in_.classes[static_cast<size_t>(cls_[i])];
       ++c.count;
-      if (forced_[i] || (i < placed_before && keys != nullptr && (*keys)[i])) ++c.forced;
+      counted_[i] = true;
+      if (forced_[i] || (i < placed_before && keys != nullptr && (*keys)[i])) {
+        ++c.forced;
+        placed_[i] = true;
+      }
       demand_ += static_cast<double>(c.Demand());
     }
     return possible;
@@ -581,7 +909,10 @@ class ProtocolBounder {
   std::vector<int> group_;    // per arrival: GroupOf
   std::vector<bool> forced_;  // per arrival: placed by every protocol-following policy
   std::vector<std::vector<bool>> keys_;
+  std::vector<bool> timed_;  // per key set: its CPU-only groups take the time-indexed LP
   ColumnGeneration cg_;
+  std::map<TimedKey, std::unique_ptr<TimedColumnGeneration>> timed_lp_;
+  std::vector<bool> counted_, placed_;  // per arrival, from the last Set
   int64_t capacity_ = 0;
   double demand_ = 0;
 };

@@ -36,6 +36,15 @@
 // scenario that would drop it cannot happen and is skipped. This is what makes the bound see CPU
 // run out (CPU-only and CPU-heavy tasks take their cores before the GPU-dense ones arrive).
 //
+// 4. Time-indexed scenarios (BoundOptions::timed, off by default). When the first key T is
+// dropped, every node that could host T when empty is full at T in CPU (used > C − c), memory
+// (> M − m) or GPUs (as in forced.h), so what arrives later fits in what was left, and what
+// arrived before filled it. A further key set (the first one's keys and every CPU-only task) has
+// each scenario that would raise the maximum also bounded by an LP with the classes split at T's
+// bucket and each node type's nodes split over those modes (bound.cc, TimedColumnGeneration);
+// its certificate is Σ_t m_t · max over modes of π + the class terms. Measured on cpu300 and
+// cpu-scarce it does not move the bound (docs/placement.md), so it is for diagnosis.
+//
 // Thread safety: plain functions and values.
 #pragma once
 
@@ -75,6 +84,10 @@ struct PackingInstance {
   // to a power of two), then leave CPU out — only ever lowering what a class needs, never its GPU
   // demand, so the bound stays valid and the LP stays small.
   int coarse = 0;
+  // Host memory exact in the classes (asked for, coarse = 0, at most kMaxExactMemoryClasses
+  // classes); otherwise rounded down to a power of two. The time-indexed LP (part 4) counts memory
+  // towards filling a node only when it is exact.
+  bool exact_memory = false;
 };
 
 // Node types (identical hardware) of `nodes`; classes of `tasks` (CPU, memory rounded down to a
@@ -85,9 +98,13 @@ struct PackingInstance {
 // solved on exact classes, the slowest (cpu-scarce, 1,649 classes) in about a CPU minute per
 // seed. Coarser classes are the fallback for workloads beyond that.
 constexpr size_t kMaxBoundClasses = 4000;
+// With `exact_memory` (part 4 asks for it), exact memory is tried first, while it gives at most
+// kMaxExactMemoryClasses classes (cpu300: 150 instead of 120; the generators draw memory per task
+// and stay at powers of two).
+constexpr size_t kMaxExactMemoryClasses = 1000;
 PackingInstance MakeInstance(const std::vector<TraceNode>& nodes,
                              const std::vector<TraceTask>& tasks,
-                             size_t max_classes = kMaxBoundClasses);
+                             size_t max_classes = kMaxBoundClasses, bool exact_memory = false);
 // The class of each task of `tasks` in `instance` (−1 for a task that needs nothing).
 std::vector<int> ClassOf(const PackingInstance& instance, const std::vector<TraceTask>& tasks);
 
@@ -140,6 +157,13 @@ struct BoundOptions {
   // CPU's power of two, one scenario per group (bound.cc, GroupOf): tighter, and as valid. False:
   // one scenario per bucket, its meet over all of the bucket's keys (as before; for comparison).
   bool group_keys = true;
+  // Part 4 (off by default: measured, it does not move the bound where CPU runs out, and costs
+  // up to minutes per seed; docs/placement.md): a further key set — the first one's keys (none
+  // if key_covers is empty) and every CPU-only task — each of whose scenarios, when its plain LP
+  // would raise the maximum, is also bounded by the time-indexed LP (needs group_keys); classes
+  // then keep exact memory where they stay few. The least over key sets is kept, so this never
+  // loosens the bound.
+  bool timed = false;
   // Classes beyond this make the instance coarser (PackingInstance::coarse): a looser bound that
   // is computed in minutes rather than hours.
   size_t max_classes = kMaxBoundClasses;
