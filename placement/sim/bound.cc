@@ -799,6 +799,7 @@ class ProtocolBounder {
     // covers that group's meet covers T, so each group is a scenario of its own (one meet over
     // the whole bucket would mix a 1-core CPU-only key with an 810-milli share and cover next to
     // nothing).
+    std::vector<Pending> pending;
     for (size_t q = split.size() - 1; q-- > 0;) {
       std::map<int, Need> meet;                         // per group
       std::map<int, std::pair<int64_t, int64_t>> join;  // per group: most CPU and memory
@@ -830,26 +831,45 @@ class ProtocolBounder {
         if (dominated) continue;
         if (!Set(last, split[q], split[q + 1], &r, &keys)) continue;
         if (demand_ <= worst) continue;
-        // The timed LP is never above the plain one (same counts, more rows): only a scenario
-        // whose plain LP would raise the worst is worth it.
-        double v = cg_.Solve(&dual);
-        if (v > worst && is_timed(it->first)) {
-          TimedKey key;
-          key.cpu = join[it->first].first;
-          key.mem = join[it->first].second;
-          key.kind = it->first / 64;
-          key.share = share_join[it->first];
-          key.whole = r.whole;
-          key.any = r.any;
-          key.models = r.models;
-          v = std::min(v, Timed(key, split[q + 1]));
+        const double v = cg_.Solve(&dual);
+        if (v <= worst) continue;
+        if (!is_timed(it->first)) {
+          worst = v;
+          if (worst >= plain) return plain;
+          continue;
         }
-        worst = std::max(worst, v);
-        if (worst >= plain) return plain;
+        Pending p{v, q, r, {}};
+        p.key.cpu = join[it->first].first;
+        p.key.mem = join[it->first].second;
+        p.key.kind = it->first / 64;
+        p.key.share = share_join[it->first];
+        p.key.whole = r.whole;
+        p.key.any = r.any;
+        p.key.models = r.models;
+        pending.push_back(std::move(p));
       }
+    }
+    // Part 4, lazily: the time-indexed LP is never above the plain one (same counts, more rows),
+    // so scenarios are taken by plain value, highest first, until the next plain value cannot
+    // raise the maximum any more.
+    std::sort(pending.begin(), pending.end(),
+              [](const Pending& a, const Pending& b) { return a.plain > b.plain; });
+    for (const Pending& p : pending) {
+      if (p.plain <= worst) break;
+      Set(last, split[p.q], split[p.q + 1], &p.drop, &keys);
+      worst = std::max(worst, std::min(p.plain, Timed(p.key, split[p.q + 1])));
+      if (worst >= plain) return plain;
     }
     return worst;
   }
+
+  // A scenario of a timed key set whose plain LP is above the maximum so far (Scenarios).
+  struct Pending {
+    double plain;
+    size_t q;   // its bucket
+    Need drop;  // its group's meet
+    TimedKey key;
+  };
 
   // The time-indexed LP (part 4) for the counts Set left in the instance (it keeps, per arrival,
   // whether it counted and was forced), with the arrivals before `end` (the bucket's end) as the
