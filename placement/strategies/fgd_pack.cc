@@ -29,6 +29,29 @@ constexpr double kCpuLean = 1.3;
 // where any weight of 10–40 cost cpu300 2 points.
 constexpr double kCpuScarce = 1.3;
 constexpr double kCpuFitWeight = 60;
+// CPU-tight pools: where the workload asks kCpuTight × (up to kCpuScarce ×) the CPU per GPU the
+// pool has, the CPU runs out before the GPUs fill (cpu300, 1.14: at ≈ 88% of the GPU arrived, and
+// from then on every kind of task is dropped alike, 3-core shares as much as 32-core CPU-only
+// tasks). A policy that follows the protocol places a CPU-only task wherever one node still has
+// its cores, so what the GPU gets is decided by which tasks find no node first. There a GPU task
+// is steered to where its cores cut the most CPU-only work the node could still take: the cost
+// adds kCpuOnlyBlockWeight × Δ Σ over the CPU-only classes of p × cores × (the workload's GPU per
+// core) × how many of them the node's free CPU and memory still host (CpuOnlyRoom). A node with
+// 34 cores free takes a 32-core task; a 3-core share there leaves 31 and takes that room away,
+// while elsewhere it would leave a 36-core hole. The free CPU ends in holes that small GPU tasks
+// fill and the CPU-only tasks do not: on cpu300 (online, seeds 42–51, bench/frag_diag) CPU-only
+// tasks of 12–16 cores are first dropped at 85% arrived instead of 88%, 3-core shares are dropped
+// 8 times per replay instead of 130, and fgd-pack went from 12.29 to 11.34 % unallocated (seeds
+// 52–61: 12.28 → 11.38). Weights 16–1,000 tried (32: 12.42, 64–96 best, 256: 12.9); applying it
+// to CPU-only tasks too: 11.43.
+// The gate: the learned mix's scarcity rises over a replay while the model fills in (cpu300 reads
+// 0.65 early, 1.09–1.20 from about 4,000 tasks; cpu250, at 1.025 on its whole task list, reads up
+// to 1.10 for one push), and switched on at 1.05 the term cost cpu250 0.16 and cpu235 0.05 (in a
+// pool whose CPU runs out only at the very end, taking away CPU-only room gains nothing); at 1.1
+// one seed of each moves (+0.03, +0.06 on the mean); at 1.13 cpu300 loses half the gain. Ungated
+// (from 0.6) cpu235 4.41 → 6.91, cpu250 5.23 → 7.79.
+constexpr double kCpuTight = 1.1;
+constexpr double kCpuOnlyBlockWeight = 64;
 // CPU-lean pools: where the GPU tasks, at their mean CPU per GPU, would leave at least
 // kCpuLeanGate of that CPU unmet on the nodes too lean to give it (CpuLeanShortfall) — the
 // cloud-inference generator's 4-GPU L4 and T4 nodes have 8 cores per GPU, its GPU tasks ask 13,
@@ -108,6 +131,11 @@ class FgdPack final : public StrategyPlugin {
            (StrandedCpu(cpu_free - static_cast<double>(req.cpu_milli), idle - gpu_taken) -
             StrandedCpu(cpu_free, idle));
     }
+    if (cpu_tight_ && req.gpu_count > 0) {
+      const int64_t cpu = node.cpu_free(), mem = node.mem_free();
+      c += kCpuOnlyBlockWeight *
+           (CpuOnlyRoom(cpu - req.cpu_milli, mem - req.memory_mib) - CpuOnlyRoom(cpu, mem));
+    }
     if (cpu_fit_ > 0 && node.cpu_total > 0)
       c += cpu_fit_ * 1000.0 * static_cast<double>(node.cpu_free() - req.cpu_milli) /
            static_cast<double>(node.cpu_total);
@@ -126,12 +154,38 @@ class FgdPack final : public StrategyPlugin {
     partitioned_ = ModelPartition(*workload_) <= kPartitioned;
     const double scarcity = pool_ != nullptr ? CpuScarcity(*workload_, *pool_) : 0;
     cpu_fit_ = scarcity >= kCpuScarce ? kCpuFitWeight : 0;
+    cpu_tight_ = scarcity >= kCpuTight && scarcity < kCpuScarce;
+    cpu_only_.clear();
+    if (cpu_tight_) {
+      const double gpu_per_cpu = GpuPerCpu(*workload_);
+      for (const FragClass& k : *workload_)
+        if (k.gpu_count <= 0 && k.cpu_milli > 0)
+          cpu_only_.push_back(CpuOnly{k.cpu_milli, k.memory_mib,
+                                      k.p * static_cast<double>(k.cpu_milli) * gpu_per_cpu});
+    }
     cpu_lean_ = pool_ != nullptr && CpuLeanShortfall(*workload_, *pool_) >= kCpuLeanGate;
     gpu_per_cpu_ = kStrandedCpuLean * GpuTasksGpuPerCpu(*workload_);
   }
   bool ScoresMemory() const override { return true; }
 
  private:
+  // A CPU-only class: its cores, memory, and p × cores × the workload's GPU per core.
+  struct CpuOnly {
+    int64_t cpu_milli = 0, memory_mib = 0;
+    double weight = 0;
+  };
+  // In milli-GPU: the CPU-only work a node with `cpu` milli-cores and `mem` MiB free can still
+  // take, Σ weight × how many tasks of the class fit (by cores, and memory where the class has it).
+  double CpuOnlyRoom(int64_t cpu, int64_t mem) const {
+    double room = 0;
+    for (const CpuOnly& k : cpu_only_) {
+      if (cpu < k.cpu_milli || mem < k.memory_mib) continue;
+      int64_t n = cpu / k.cpu_milli;
+      if (k.memory_mib > 0) n = std::min(n, mem / k.memory_mib);
+      room += k.weight * static_cast<double>(n);
+    }
+    return room;
+  }
   // In milli-GPU: what of `cpu` milli-cores free the node's `idle` milli-GPU cannot use.
   double StrandedCpu(double cpu, double idle) const {
     return std::max(0.0, cpu * gpu_per_cpu_ - idle);
@@ -142,6 +196,8 @@ class FgdPack final : public StrategyPlugin {
   const PoolShape* pool_;
   double fgd_weight_ = 2;
   double cpu_fit_ = 0;
+  bool cpu_tight_ = false;
+  std::vector<CpuOnly> cpu_only_;  // the workload's CPU-only classes, in a CPU-tight pool
   bool cpu_lean_ = false;
   double gpu_per_cpu_ = 0;  // of the GPU tasks, times kStrandedCpuLean
   bool partitioned_ = false;

@@ -1,6 +1,7 @@
 // fgd-pack's preferences through the public API: where the share-waste and stranded-GPU terms,
-// the CPU fit, the partitioned mode's best fit and the CPU-lean mode's stranded CPU
-// (strategies/fgd_pack.h) decide, with the arithmetic of each case written out.
+// the CPU fit, the CPU-tight mode's CPU-only room, the partitioned mode's best fit and the
+// CPU-lean mode's stranded CPU (strategies/fgd_pack.h) decide, with the arithmetic of each case
+// written out.
 #include "placement/strategies/fgd_pack.h"
 
 #include <gtest/gtest.h>
@@ -95,6 +96,49 @@ TEST(FgdPackTest, PacksCpuWhereCpuIsScarce) {
   cpu.cpu_milli = 8000;
   cpu.memory_mib = 1024;
   const Decision d = e.Place(cpu);
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.allocation.node, "a");
+}
+
+Request CpuOnlyTask(int64_t cpu) {
+  Request r;
+  r.kind = RequestKind::kCpuOnly;
+  r.cpu_milli = cpu;
+  r.memory_mib = 1024;
+  return r;
+}
+
+// Nodes a (2 GPUs, 56 cores) and b (2 GPUs, 64 cores), a added first; the workload is whole GPUs
+// with 4 cores and CPU-only tasks of 32 cores, weighted 1 and `cpu_only_weight`.
+Engine TightPair(double cpu_only_weight) {
+  Engine e = Make(Strategy::kFgdPack);
+  EXPECT_TRUE(e.AddNode(Node("a", 2, /*cpu=*/56000)).ok());
+  EXPECT_TRUE(e.AddNode(Node("b", 2, /*cpu=*/64000)).ok());
+  e.SetWorkload({{Whole(1, 4000), 1}, {CpuOnlyTask(32000), cpu_only_weight}});
+  return e;
+}
+
+TEST(FgdPackTest, CutsCpuOnlyRoomInACpuTightPool) {
+  // Weights 1 and 1: the workload asks 1000 milli-GPU per 36000 milli-cores (0.0278 per core),
+  // the pool offers 4000 per 120000 (0.0333): scarcity 1.2, in [1.1, 1.3) — CPU-tight. A whole
+  // GPU with 4 cores:
+  //   on a: 56 → 52 cores free, room for one 32-core task before and after: Δ room 0;
+  //   on b: 64 → 60 cores free, room for two 32-core tasks before, one after: Δ room = −0.5 ×
+  //         32000 × 0.0278 = −444.4 milli-GPU, × 64 = −28,444.
+  // F, H, the share waste and the stranded GPU (1.3 × 0.0278 = 0.0361 milli-GPU per core: both
+  // nodes feed their idle GPUs before and after) score the two alike, so without the term the tie
+  // order picks a; with it b, whose cores are then too few for a second 32-core task.
+  Engine e = TightPair(1);
+  const Decision d = e.Place(Whole(1, 4000));
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.allocation.node, "b");
+}
+
+TEST(FgdPackTest, KeepsCpuOnlyRoomWhereCpuIsNotTight) {
+  // The control: CPU-only tasks half as often, 1000 milli-GPU per 20000 milli-cores (0.05 per
+  // core): scarcity 0.67, the term is off and the tie order picks a.
+  Engine e = TightPair(0.5);
+  const Decision d = e.Place(Whole(1, 4000));
   ASSERT_TRUE(d.placed);
   EXPECT_EQ(d.allocation.node, "a");
 }
