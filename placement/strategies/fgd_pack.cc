@@ -39,19 +39,25 @@ constexpr double kCpuFitWeight = 60;
 // core) × how many of them the node's free CPU and memory still host (CpuOnlyRoom). A node with
 // 34 cores free takes a 32-core task; a 3-core share there leaves 31 and takes that room away,
 // while elsewhere it would leave a 36-core hole. The free CPU ends in holes that small GPU tasks
-// fill and the CPU-only tasks do not: on cpu300 (online, seeds 42–51, bench/frag_diag) CPU-only
-// tasks of 12–16 cores are first dropped at 85% arrived instead of 88%, 3-core shares are dropped
-// 8 times per replay instead of 130, and fgd-pack went from 12.29 to 11.34 % unallocated (seeds
-// 52–61: 12.28 → 11.38). Weights 16–1,000 tried (32: 12.42, 64–96 best, 256: 12.9); applying it
-// to CPU-only tasks too: 11.43.
-// The gate: the learned mix's scarcity rises over a replay while the model fills in (cpu300 reads
-// 0.65 early, 1.09–1.20 from about 4,000 tasks; cpu250, at 1.025 on its whole task list, reads up
-// to 1.10 for one push), and switched on at 1.05 the term cost cpu250 0.16 and cpu235 0.05 (in a
-// pool whose CPU runs out only at the very end, taking away CPU-only room gains nothing); at 1.1
-// one seed of each moves (+0.03, +0.06 on the mean); at 1.13 cpu300 loses half the gain. Ungated
-// (from 0.6) cpu235 4.41 → 6.91, cpu250 5.23 → 7.79.
-constexpr double kCpuTight = 1.1;
+// fill and the CPU-only tasks do not. A node none of whose GPUs is in use counts kFreshNodeShare
+// of its Δ: its cores are a multiple of every CPU-only size (96 = 3 × 32 = 8 × 12 = 6 × 16), so
+// any task cuts room there in every class at once, and at full weight the term drew small tasks
+// onto whole nodes — 8-GPU tasks dropped 9.5 → 32.6 per replay, first at 25% arrived. On cpu300
+// (online, seeds 42–51, bench/frag_diag --by-cores) 3-core shares are now dropped 7 times per
+// replay instead of 130, 1-GPU tasks 412 instead of 492, CPU-only tasks 513 instead of 456 (12–16
+// cores first at 84% arrived, was 88%), and fgd-pack goes from 12.29 to 9.97 % unallocated (seeds
+// 52–61: 12.28 → 9.80; 62–81: 12.40 → 9.94). Tried (seeds 42–61): weight 32 / 48 / 64 / 96 / 128
+// → 11.23 / 10.28 / 10.07 / 10.39 / 10.87; fresh share 0 / 0.1 / 0.25 / 0.4 / 0.5 / 0.75 / 1 →
+// 13.15 / 11.63 / 10.60 / 10.19 / 10.56 / 11.26 / 11.36; only the CPU-only classes of ≥ 9 or ≥ 20
+// cores: 12.04, 13.28; the term on CPU-only tasks too (full fresh weight): 11.43. The gate: the
+// learned mix's scarcity rises over a replay while the model fills in (cpu300 reads 0.65 early,
+// 1.06–1.20 from about 4,000 tasks; cpu250, 1.025 on its whole task list, reads up to 1.10 for one
+// push). In a pool whose CPU runs out only at the very end, taking away CPU-only room gains
+// nothing: ungated, cpu235 4.41 → 6.91 and cpu250 5.23 → 7.79 (full fresh weight); at 1.0 cpu250
+// +0.47, at 1.05 +0.09 on seeds 62–81, at 1.08 and 1.1 within ±0.01 (40 seeds).
+constexpr double kCpuTight = 1.08;
 constexpr double kCpuOnlyBlockWeight = 64;
+constexpr double kFreshNodeShare = 1.0 / 3;
 // CPU-lean pools: where the GPU tasks, at their mean CPU per GPU, would leave at least
 // kCpuLeanGate of that CPU unmet on the nodes too lean to give it (CpuLeanShortfall) — the
 // cloud-inference generator's 4-GPU L4 and T4 nodes have 8 cores per GPU, its GPU tasks ask 13,
@@ -133,7 +139,9 @@ class FgdPack final : public StrategyPlugin {
     }
     if (cpu_tight_ && req.gpu_count > 0) {
       const int64_t cpu = node.cpu_free(), mem = node.mem_free();
-      c += kCpuOnlyBlockWeight *
+      // A node none of whose GPUs is in use counts a third (kFreshNodeShare, above).
+      const bool fresh = node.gpu_count > 0 && node.idle_milli >= 1000 * node.gpu_count;
+      c += (fresh ? kFreshNodeShare : 1.0) * kCpuOnlyBlockWeight *
            (CpuOnlyRoom(cpu - req.cpu_milli, mem - req.memory_mib) - CpuOnlyRoom(cpu, mem));
     }
     if (cpu_fit_ > 0 && node.cpu_total > 0)

@@ -120,11 +120,12 @@ Engine TightPair(double cpu_only_weight) {
 
 TEST(FgdPackTest, CutsCpuOnlyRoomInACpuTightPool) {
   // Weights 1 and 1: the workload asks 1000 milli-GPU per 36000 milli-cores (0.0278 per core),
-  // the pool offers 4000 per 120000 (0.0333): scarcity 1.2, in [1.1, 1.3) — CPU-tight. A whole
+  // the pool offers 4000 per 120000 (0.0333): scarcity 1.2, in [1.08, 1.3) — CPU-tight. A whole
   // GPU with 4 cores:
   //   on a: 56 → 52 cores free, room for one 32-core task before and after: Δ room 0;
   //   on b: 64 → 60 cores free, room for two 32-core tasks before, one after: Δ room = −0.5 ×
-  //         32000 × 0.0278 = −444.4 milli-GPU, × 64 = −28,444.
+  //         32000 × 0.0278 = −444.4 milli-GPU, × 64 = −28,444, a third of it (no GPU of b is in
+  //         use yet) = −9,481, score ⌊9,481 / 40⌋ = 237 higher.
   // F, H, the share waste and the stranded GPU (1.3 × 0.0278 = 0.0361 milli-GPU per core: both
   // nodes feed their idle GPUs before and after) score the two alike, so without the term the tie
   // order picks a; with it b, whose cores are then too few for a second 32-core task.
