@@ -42,14 +42,17 @@ constexpr double kCpuFitWeight = 60;
 // fill and the CPU-only tasks do not. A node none of whose GPUs is in use counts kFreshNodeShare
 // of its Δ: its cores are a multiple of every CPU-only size (96 = 3 × 32 = 8 × 12 = 6 × 16), so
 // any task cuts room there in every class at once, and at full weight the term drew small tasks
-// onto whole nodes — 8-GPU tasks dropped 9.5 → 32.6 per replay, first at 25% arrived. On cpu300
-// (online, seeds 42–51, bench/frag_diag --by-cores) 3-core shares are now dropped 7 times per
-// replay instead of 130, 1-GPU tasks 412 instead of 492, CPU-only tasks 513 instead of 456 (12–16
-// cores first at 84% arrived, was 88%), and fgd-pack goes from 12.29 to 9.97 % unallocated (seeds
-// 52–61: 12.28 → 9.80; 62–81: 12.40 → 9.94). Tried (seeds 42–61): weight 32 / 48 / 64 / 96 / 128
-// → 11.23 / 10.28 / 10.07 / 10.39 / 10.87; fresh share 0 / 0.1 / 0.25 / 0.4 / 0.5 / 0.75 / 1 →
-// 13.15 / 11.63 / 10.60 / 10.19 / 10.56 / 11.26 / 11.36; only the CPU-only classes of ≥ 9 or ≥ 20
-// cores: 12.04, 13.28; the term on CPU-only tasks too (full fresh weight): 11.43. The gate: the
+// onto whole nodes — 8-GPU tasks dropped 9.5 → 32.6 per replay, first at 25% arrived. The
+// stranded-GPU term weighs kLeanStrandedWeight there too, as in a CPU-lean pool. On cpu300
+// (online, seeds 42–51) fgd-pack goes from 12.29 to 9.32 % unallocated (seeds 52–61: 12.28 →
+// 9.34; 62–81: 12.40 → 9.37); bench/frag_diag --by-cores before → after ΔR with S 16: 3-core
+// shares dropped 130 → 7 per replay, 1-GPU tasks 492 → 412, CPU-only tasks 456 → 513 (12–16 cores
+// first at 84% arrived, was 88%). Tried (seeds 42–61, S 16 unless said): weight 32 / 48 / 64 / 96
+// / 128 → 11.23 / 10.28 / 10.07 / 10.39 / 10.87; fresh share 0 / 0.1 / 0.25 / 0.4 / 0.5 / 0.75 /
+// 1 → 13.15 / 11.63 / 10.60 / 10.19 / 10.56 / 11.26 / 11.36; only the CPU-only classes of ≥ 9 or
+// ≥ 20 cores: 12.04, 13.28; the term on CPU-only tasks too: 10.18; S 0 / 8 / 32 / 48 / 64 / 128 /
+// 256 → 11.84 / 10.26 / 9.46 / 9.37 / 9.33 / 9.55 / 9.89; with S 64, weight 48 / 96 → 9.81 /
+// 9.26, fresh share 0.25 / 0.5 → 9.79 / 9.83, gate 1.05 / 1.1 → 9.34 / 9.56. The gate: the
 // learned mix's scarcity rises over a replay while the model fills in (cpu300 reads 0.65 early,
 // 1.06–1.20 from about 4,000 tasks; cpu250, 1.025 on its whole task list, reads up to 1.10 for one
 // push). In a pool whose CPU runs out only at the very end, taking away CPU-only room gains
@@ -126,7 +129,7 @@ class FgdPack final : public StrategyPlugin {
              Scored* out) const override {
     double c = 0;
     FragCost cost = Cost(fgd_weight_, partitioned_);
-    if (cpu_lean_) cost.s = kLeanStrandedWeight;
+    if (cpu_lean_ || cpu_tight_) cost.s = kLeanStrandedWeight;
     if (!FragChoose(model_, cost, node, req, candidates, &out->devices, &c)) return false;
     if (cpu_lean_ && req.gpu_count > 0) {
       // Δ stranded CPU: the node's idle GPU is the same whichever devices the task takes.

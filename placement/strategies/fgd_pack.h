@@ -20,16 +20,16 @@
 // CPU-only classes of p × cores × the workload's GPU per core × how many fit in the node's free CPU
 // and memory, a third of it on a node with no GPU in use — counted for GPU tasks: they cut the room
 // of CPU-only tasks, so the free CPU ends in holes that small GPU tasks fill and CPU-only tasks do
-// not. In a CPU-lean pool — nodes too lean to feed their GPUs at the GPU tasks' mean CPU per GPU
-// would leave ≥ 5% of that CPU unmet (CpuLeanShortfall) — the stranded-GPU term weighs 64 and 64 ×
-// Δ stranded CPU joins (the node's free CPU its idle GPU cannot use at 0.7 × the GPU tasks' GPU per
-// CPU): CPU-light tasks to lean nodes, CPU-heavy ones to CPU-rich nodes. In a pool partitioned by
-// model pins (ModelPartition ≤ 1/3) P weighs 30,000 and the cost adds 1,000 × the free share a
-// share placement leaves on its device: routing first, then best fit inside the model's slice. w =
-// 2, or 10 when multi-GPU tasks bring a quarter or more of the workload's GPU demand. Score =
-// ⌊−cost / (20·w)⌋; equal scores go to the pool's tie order, which fills nodes in a fixed order
-// (consolidation). Give it the whole class list (SetWorkload with every shape), not FGD's top 95%:
-// the rare big shapes need protecting.
+// not; there the stranded-GPU term weighs 64. In a CPU-lean pool — nodes too lean to feed their
+// GPUs at the GPU tasks' mean CPU per GPU would leave ≥ 5% of that CPU unmet (CpuLeanShortfall) —
+// the stranded-GPU term weighs 64 and 64 × Δ stranded CPU joins (the node's free CPU its idle GPU
+// cannot use at 0.7 × the GPU tasks' GPU per CPU): CPU-light tasks to lean nodes, CPU-heavy ones to
+// CPU-rich nodes. In a pool partitioned by model pins (ModelPartition ≤ 1/3) P weighs 30,000 and
+// the cost adds 1,000 × the free share a share placement leaves on its device: routing first, then
+// best fit inside the model's slice. w = 2, or 10 when multi-GPU tasks bring a quarter or more of
+// the workload's GPU demand. Score = ⌊−cost / (20·w)⌋; equal scores go to the pool's tie order,
+// which fills nodes in a fixed order (consolidation). Give it the whole class list (SetWorkload
+// with every shape), not FGD's top 95%: the rare big shapes need protecting.
 //
 // A StrategyPlugin (plugin.h); MakePlugin(Strategy::kFgdPack) returns it. Thread safety: none.
 #pragma once
