@@ -144,6 +144,29 @@ TEST(FgdPackTest, KeepsCpuOnlyRoomWhereCpuIsNotTight) {
   EXPECT_EQ(d.allocation.node, "a");
 }
 
+TEST(FgdPackTest, CutsCpuOnlyRoomOnAWholeNodeAtAThird) {
+  // Nodes f (2 GPUs, 64 cores), added first, and u (2 GPUs, 70 cores), which already runs one
+  // whole GPU with 4 cores (66 cores free); weights 1 and 1.1: 1000 milli-GPU per 39200
+  // milli-cores (0.02551 per core) against the pool's 4000 per 134000 (0.02985): scarcity 1.17,
+  // CPU-tight. A 32-core task's room weighs p × 32000 × 0.02551 = 0.5238 × 816.3 = 427.6
+  // milli-GPU. Another whole GPU with 4 cores cuts one such room on either node:
+  //   on u: 66 → 62 cores, two rooms → one: 64 × −427.6 = −27,366;
+  //   on f: 64 → 60 cores, two → one, but no GPU of f is in use: a third, −9,122.
+  // F, H and S see the two alike (each keeps its other GPU fed, and the 1-GPU class's count
+  // falls by one on both), so at full weight on both the tie order would pick f and break up a
+  // whole node; at a third u wins by ⌊18,244 / 40⌋ = 456 score points.
+  Engine e = Make(Strategy::kFgdPack);
+  ASSERT_TRUE(e.AddNode(Node("f", 2, /*cpu=*/64000)).ok());
+  ASSERT_TRUE(e.AddNode(Node("u", 2, /*cpu=*/70000)).ok());
+  e.SetWorkload({{Whole(1, 4000), 1}, {CpuOnlyTask(32000), 1.1}});
+  ASSERT_TRUE(e.SetSchedulable("f", false).ok());
+  ASSERT_TRUE(e.Commit(e.Place(Whole(1, 4000)).allocation).ok());
+  ASSERT_TRUE(e.SetSchedulable("f", true).ok());
+  const Decision d = e.Place(Whole(1, 4000));
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.allocation.node, "u");
+}
+
 TEST(FgdPackTest, CpuLeanShortfall) {
   // GPU tasks: 500 shares with 8 cores and whole GPUs with 8 cores, equally often (a CPU-only
   // class does not count): 750 milli-GPU per 8000 milli-cores, r = 10.67 cores per GPU. A 4-GPU
