@@ -54,11 +54,11 @@ constexpr double kCpuFitWeight = 60;
 // 256 → 11.84 / 10.26 / 9.46 / 9.37 / 9.33 / 9.55 / 9.89; with S 64, weight 48 / 96 → 9.81 /
 // 9.26, fresh share 0.25 / 0.5 → 9.79 / 9.83, gate 1.05 / 1.1 → 9.34 / 9.56. The gate: the
 // learned mix's scarcity rises over a replay while the model fills in (cpu300 reads 0.65 over its
-// first tasks and crosses 1.08 after 1,000 to 6,000 of its ≈ 10,400 arrivals, by seed, ending at
-// 1.10–1.16; cpu250, 1.025 on its whole task list, reads up to 1.10 for one push). In a pool whose
-// CPU runs out only at the very end, taking away CPU-only room gains nothing: ungated, cpu235 4.41
-// → 6.91 and cpu250 5.23 → 7.79 (full fresh weight); at 1.0 cpu250 +0.47, at 1.05 +0.09 on seeds
-// 62–81, at 1.08 and 1.1 within ±0.01 (40 seeds).
+// first tasks and crosses 1.08 after 1,000 to 6,000 of the ≈ 10,400 arrivals up to 100%, by seed,
+// ending at 1.10–1.16; cpu250, 1.025 on its whole task list, reads up to 1.10 for one push). In a
+// pool whose CPU runs out only at the very end, taking away CPU-only room gains nothing: ungated,
+// cpu235 4.41 → 6.91 and cpu250 5.23 → 7.79 (full fresh weight); at 1.0 cpu250 +0.47, at 1.05 +0.09
+// on seeds 62–81, at 1.08 and 1.1 within ±0.01 (40 seeds).
 constexpr double kCpuTight = 1.08;
 constexpr double kCpuOnlyBlockWeight = 64;
 constexpr double kFreshNodeShare = 1.0 / 3;
