@@ -33,17 +33,22 @@ using namespace gpupool::placement;
 using namespace gpupool::placement::sim;
 
 constexpr const char* kHelp = R"(usage: frag_diag --trace-dir DIR --nodes FILE --workload NAME
-                 [--strategy NAME] [--seeds A-B] [--tune X]
+                 [--strategy NAME] [--seeds A-B] [--tune X] [--by-cores]
 
 Replays like gpupool-sim --online and reports, at arrived = 100%, the idle GPU per model by
 cause (whole devices on CPU- or memory-exhausted nodes, whole devices elsewhere, slivers) and
-the dropped arrivals per task kind with whether GPU share alone would have fitted.
+the dropped arrivals per task kind with whether GPU share alone would have fitted, the cores
+they asked for and the arrived % at the kind's first drop (mean over the seeds).
+  --by-cores   split every kind by the task's cores (rounded down)
 )";
 
-std::string Kind(const TraceTask& t) {
+// The task's kind; with `by_cores` also its cores (rounded down), which tells apart the CPU-only
+// tasks that a nearly full node can still take from those it cannot.
+std::string Kind(const TraceTask& t, bool by_cores) {
   std::string k = t.num_gpu == 0       ? "cpu-only"
                   : t.gpu_milli < 1000 ? "share"
                                        : std::to_string(t.num_gpu) + " GPU";
+  if (by_cores) k += " " + std::to_string(t.cpu_milli / 1000) + "c";
   return k + (t.gpu_spec.empty() ? "" : " [" + t.gpu_spec + "]");
 }
 
@@ -64,6 +69,9 @@ struct Placed {
 
 struct Drops {
   double arrived = 0, dropped = 0, gpu_fit = 0;  // gpu_fit: GPU share alone would fit somewhere
+  double cores_dropped = 0;
+  double first_drop_pct = 0;  // Σ over seeds of the arrived % at the kind's first drop (or 100)
+  int seeds_seen = 0;
 };
 
 }  // namespace
@@ -74,6 +82,7 @@ int main(int argc, char** argv) {
               strategy_name = "fgd-pack";
   uint64_t seed_lo = 42, seed_hi = 46;
   double tune = 1.3;
+  bool by_cores = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -109,6 +118,8 @@ int main(int argc, char** argv) {
         std::cerr << "frag_diag: " << a << " " << s << ": out of range\n";
         return 2;
       }
+    } else if (a == "--by-cores") {
+      by_cores = true;
     } else if (a == "--help") {
       std::cout << kHelp;
       return 0;
@@ -161,6 +172,7 @@ int main(int argc, char** argv) {
     WorkloadFeed feed;
     feed.Sync(engine);
     int64_t arrived = 0, used = 0;
+    std::map<std::string, double> first_drop;  // kind → arrived % at its first drop this seed
     for (const TraceTask& t : arrivals) {
       // Stop after the last arrival of bin 100 (the next one would round to 101).
       if (std::lround(100.0 * static_cast<double>(arrived + t.GpuMilli()) /
@@ -171,16 +183,20 @@ int main(int argc, char** argv) {
       feed.Sync(engine);
       const Decision d = engine.Place(req, PlaceOptions{false});
       const bool placed = d.placed && engine.Commit(d.allocation).ok();
-      Drops& dr = drops[Kind(t)];
+      const std::string kind = Kind(t, by_cores);
+      Drops& dr = drops[kind];
       dr.arrived += 1;
       if (placed) {
         used += t.GpuMilli();
-        Placed& p = placed_on[{model_of[d.allocation.node], Kind(t)}];
+        Placed& p = placed_on[{model_of[d.allocation.node], kind}];
         p.tasks += 1;
         p.gpu += static_cast<double>(t.GpuMilli()) / 1000;
         p.cpu += static_cast<double>(t.cpu_milli) / 1000;
       } else {
         dr.dropped += 1;
+        dr.cores_dropped += static_cast<double>(t.cpu_milli) / 1000;
+        first_drop.emplace(kind,
+                           100.0 * static_cast<double>(arrived) / static_cast<double>(capacity));
         // Would GPU share alone have fitted? Same request without CPU and memory.
         Request bare = req;
         bare.cpu_milli = 0;
@@ -188,6 +204,11 @@ int main(int argc, char** argv) {
         if (engine.Place(bare, PlaceOptions{false}).placed) dr.gpu_fit += 1;
       }
       arrived += t.GpuMilli();
+    }
+    for (auto& [kind, dr] : drops) {
+      const auto it = first_drop.find(kind);
+      dr.first_drop_pct += it != first_drop.end() ? it->second : 100.0;
+      dr.seeds_seen += 1;
     }
     unalloc += 100.0 - 100.0 * static_cast<double>(used) / static_cast<double>(capacity);
     for (const NodeCapacity& n : engine.Capacity()) {
@@ -230,14 +251,22 @@ int main(int argc, char** argv) {
       "\n(idle:starv = idle devices on nodes whose free CPU < %.1f cores or memory < %lld "
       "MiB, the lightest 1-GPU task's)\n\n",
       static_cast<double>(min_whole_cpu) / 1000, static_cast<long long>(min_whole_mem));
-  std::printf("%-28s %9s %9s %14s\n", "kind", "arrived", "dropped", "GPU-share fit");
+  std::printf("%-28s %9s %9s %14s %13s %11s\n", "kind", "arrived", "dropped", "GPU-share fit",
+              "cores dropped", "first drop");
   for (const auto& [kind, d] : drops)
-    std::printf("%-28s %9.1f %9.1f %14.1f\n", kind.c_str(), d.arrived / seeds, d.dropped / seeds,
-                d.gpu_fit / seeds);
+    std::printf("%-28s %9.1f %9.1f %14.1f %13.1f %10.1f%%\n", kind.c_str(), d.arrived / seeds,
+                d.dropped / seeds, d.gpu_fit / seeds, d.cores_dropped / seeds,
+                d.first_drop_pct / std::max(1, d.seeds_seen));
   std::printf("\n%-10s %-28s %9s %9s %9s %11s\n", "model", "placed kind", "tasks", "GPUs", "cores",
               "cores/GPU");
-  for (const auto& [key, p] : placed_on)
-    std::printf("%-10s %-28s %9.1f %9.1f %9.1f %11.1f\n", key.first.c_str(), key.second.c_str(),
-                p.tasks / seeds, p.gpu / seeds, p.cpu / seeds, p.cpu / std::max(1e-9, p.gpu));
+  for (const auto& [key, p] : placed_on) {
+    std::printf("%-10s %-28s %9.1f %9.1f %9.1f", key.first.c_str(), key.second.c_str(),
+                p.tasks / seeds, p.gpu / seeds, p.cpu / seeds);
+    if (p.gpu > 0) {
+      std::printf(" %11.1f\n", p.cpu / p.gpu);
+    } else {
+      std::printf(" %11s\n", "-");
+    }
+  }
   return 0;
 }

@@ -29,6 +29,39 @@ constexpr double kCpuLean = 1.3;
 // where any weight of 10–40 cost cpu300 2 points.
 constexpr double kCpuScarce = 1.3;
 constexpr double kCpuFitWeight = 60;
+// CPU-tight pools: where the workload asks kCpuTight × (up to kCpuScarce ×) the CPU per GPU the
+// pool has, the CPU runs out before the GPUs fill (cpu300, 1.14: at ≈ 88% of the GPU arrived, and
+// from then on every kind of task is dropped alike, 3-core shares as much as 32-core CPU-only
+// tasks). A policy that follows the protocol places a CPU-only task wherever one node still has
+// its cores, so what the GPU gets is decided by which tasks find no node first. There a GPU task
+// is steered to where its cores cut the most CPU-only work the node could still take: the cost
+// adds kCpuOnlyBlockWeight × Δ Σ over the CPU-only classes of p × cores × (the workload's GPU per
+// core) × how many of them the node's free CPU and memory still host (CpuOnlyRoom). A node with
+// 34 cores free takes a 32-core task; a 3-core share there leaves 31 and takes that room away,
+// while elsewhere it would leave a 36-core hole. The free CPU ends in holes that small GPU tasks
+// fill and the CPU-only tasks do not. A node none of whose GPUs is in use counts kFreshNodeShare
+// of its Δ: its cores are a multiple of every CPU-only size (96 = 3 × 32 = 8 × 12 = 6 × 16), so
+// any task cuts room there in every class at once, and at full weight the term drew small tasks
+// onto whole nodes — 8-GPU tasks dropped 9.5 → 32.6 per replay, first at 25% arrived. The
+// stranded-GPU term weighs kLeanStrandedWeight there too, as in a CPU-lean pool. On cpu300
+// (online, seeds 42–51) fgd-pack goes from 12.29 to 9.32 % unallocated (seeds 52–61: 12.28 →
+// 9.34; 62–81: 12.40 → 9.37); bench/frag_diag --by-cores before → after ΔR with S 16: 3-core
+// shares dropped 130 → 7 per replay, 1-GPU tasks 492 → 412, CPU-only tasks 456 → 513 (12–16 cores
+// first at 84% arrived, was 88%). Tried (seeds 42–61, S 16 unless said): weight 32 / 48 / 64 / 96
+// / 128 → 11.23 / 10.28 / 10.07 / 10.39 / 10.87; fresh share 0 / 0.1 / 0.25 / 0.4 / 0.5 / 0.75 /
+// 1 → 13.15 / 11.63 / 10.60 / 10.19 / 10.56 / 11.26 / 11.36; only the CPU-only classes of ≥ 9 or
+// ≥ 20 cores: 12.04, 13.28; the term on CPU-only tasks too: 10.18; S 0 / 8 / 32 / 48 / 64 / 128 /
+// 256 → 11.84 / 10.26 / 9.46 / 9.37 / 9.33 / 9.55 / 9.89; with S 64, weight 48 / 96 → 9.81 /
+// 9.26, fresh share 0.25 / 0.5 → 9.79 / 9.83, gate 1.05 / 1.1 → 9.34 / 9.56. The gate: the
+// learned mix's scarcity rises over a replay while the model fills in (cpu300 reads 0.65 over its
+// first tasks and crosses 1.08 after 1,000 to 6,000 of the ≈ 10,400 arrivals up to 100%, by seed,
+// ending at 1.10–1.16; cpu250, 1.025 on its whole task list, reads up to 1.10 for one push). In a
+// pool whose CPU runs out only at the very end, taking away CPU-only room gains nothing: ungated,
+// cpu235 4.41 → 6.91 and cpu250 5.23 → 7.79 (full fresh weight); at 1.0 cpu250 +0.47, at 1.05 +0.09
+// on seeds 62–81, at 1.08 and 1.1 within ±0.01 (40 seeds).
+constexpr double kCpuTight = 1.08;
+constexpr double kCpuOnlyBlockWeight = 64;
+constexpr double kFreshNodeShare = 1.0 / 3;
 // CPU-lean pools: where the GPU tasks, at their mean CPU per GPU, would leave at least
 // kCpuLeanGate of that CPU unmet on the nodes too lean to give it (CpuLeanShortfall) — the
 // cloud-inference generator's 4-GPU L4 and T4 nodes have 8 cores per GPU, its GPU tasks ask 13,
@@ -97,7 +130,7 @@ class FgdPack final : public StrategyPlugin {
              Scored* out) const override {
     double c = 0;
     FragCost cost = Cost(fgd_weight_, partitioned_);
-    if (cpu_lean_) cost.s = kLeanStrandedWeight;
+    if (cpu_lean_ || cpu_tight_) cost.s = kLeanStrandedWeight;
     if (!FragChoose(model_, cost, node, req, candidates, &out->devices, &c)) return false;
     if (cpu_lean_ && req.gpu_count > 0) {
       // Δ stranded CPU: the node's idle GPU is the same whichever devices the task takes.
@@ -107,6 +140,13 @@ class FgdPack final : public StrategyPlugin {
       c += kStrandedCpuWeight *
            (StrandedCpu(cpu_free - static_cast<double>(req.cpu_milli), idle - gpu_taken) -
             StrandedCpu(cpu_free, idle));
+    }
+    if (cpu_tight_ && req.gpu_count > 0) {
+      const int64_t cpu = node.cpu_free(), mem = node.mem_free();
+      // A node none of whose GPUs is in use counts a third (kFreshNodeShare, above).
+      const bool fresh = node.gpu_count > 0 && node.idle_milli >= 1000 * node.gpu_count;
+      c += (fresh ? kFreshNodeShare : 1.0) * kCpuOnlyBlockWeight *
+           (CpuOnlyRoom(cpu - req.cpu_milli, mem - req.memory_mib) - CpuOnlyRoom(cpu, mem));
     }
     if (cpu_fit_ > 0 && node.cpu_total > 0)
       c += cpu_fit_ * 1000.0 * static_cast<double>(node.cpu_free() - req.cpu_milli) /
@@ -126,12 +166,38 @@ class FgdPack final : public StrategyPlugin {
     partitioned_ = ModelPartition(*workload_) <= kPartitioned;
     const double scarcity = pool_ != nullptr ? CpuScarcity(*workload_, *pool_) : 0;
     cpu_fit_ = scarcity >= kCpuScarce ? kCpuFitWeight : 0;
+    cpu_tight_ = scarcity >= kCpuTight && scarcity < kCpuScarce;
+    cpu_only_.clear();
+    if (cpu_tight_) {
+      const double gpu_per_cpu = GpuPerCpu(*workload_);
+      for (const FragClass& k : *workload_)
+        if (k.gpu_count <= 0 && k.cpu_milli > 0)
+          cpu_only_.push_back(CpuOnly{k.cpu_milli, k.memory_mib,
+                                      k.p * static_cast<double>(k.cpu_milli) * gpu_per_cpu});
+    }
     cpu_lean_ = pool_ != nullptr && CpuLeanShortfall(*workload_, *pool_) >= kCpuLeanGate;
     gpu_per_cpu_ = kStrandedCpuLean * GpuTasksGpuPerCpu(*workload_);
   }
   bool ScoresMemory() const override { return true; }
 
  private:
+  // A CPU-only class: its cores, memory, and p × cores × the workload's GPU per core.
+  struct CpuOnly {
+    int64_t cpu_milli = 0, memory_mib = 0;
+    double weight = 0;
+  };
+  // In milli-GPU: the CPU-only work a node with `cpu` milli-cores and `mem` MiB free can still
+  // take, Σ weight × how many tasks of the class fit (by cores, and memory where the class has it).
+  double CpuOnlyRoom(int64_t cpu, int64_t mem) const {
+    double room = 0;
+    for (const CpuOnly& k : cpu_only_) {
+      if (cpu < k.cpu_milli || mem < k.memory_mib) continue;
+      int64_t n = cpu / k.cpu_milli;
+      if (k.memory_mib > 0) n = std::min(n, mem / k.memory_mib);
+      room += k.weight * static_cast<double>(n);
+    }
+    return room;
+  }
   // In milli-GPU: what of `cpu` milli-cores free the node's `idle` milli-GPU cannot use.
   double StrandedCpu(double cpu, double idle) const {
     return std::max(0.0, cpu * gpu_per_cpu_ - idle);
@@ -142,6 +208,8 @@ class FgdPack final : public StrategyPlugin {
   const PoolShape* pool_;
   double fgd_weight_ = 2;
   double cpu_fit_ = 0;
+  bool cpu_tight_ = false;
+  std::vector<CpuOnly> cpu_only_;  // the workload's CPU-only classes, in a CPU-tight pool
   bool cpu_lean_ = false;
   double gpu_per_cpu_ = 0;  // of the GPU tasks, times kStrandedCpuLean
   bool partitioned_ = false;

@@ -3,28 +3,33 @@
 // free share a placement leaves, and the share it takes of GPU models that pinned tasks need;
 // quantised so that near-ties consolidate in the tie order.
 //
-// cost = ΔH + w·ΔF + 16·ΔS + 128·ΔW + 30·P [+ 60·C] [+ 64·ΔSC] (frag.h): ΔF is FGD's "will the next
-// typical task fit at all"; ΔH counts how many tasks of each class still fit by GPU share, CPU and
-// memory, weighted up for classes few nodes can host (so a 120-core 8-GPU node is not nibbled away
-// by small tasks); ΔS is the change of the node's idle GPU its free CPU cannot feed at 1.3 × the
-// workload's GPU per CPU (CPU-only tasks included), which keeps CPU-heavy tasks off CPU-lean
-// nodes; ΔW is the change of the changed devices' expected final waste (share_patterns.h), which
-// puts a share where it completes a typical pattern (a 320 next to a 650, not next to a 470);
-// P is the share the placement takes times its devices' model pressure (ModelPressure), which
-// keeps tasks that may run anywhere off the models that tasks pinned to them will need (a third
-// of gpuspec33's tasks want T4s, and T4s are an eighth of the pool). C, only where the pool's CPU
-// cannot feed its GPUs (CpuScarcity ≥ 1.3), is 1000 × the node's free CPU share after the
-// placement: best fit on the scarce resource. In a CPU-lean pool — nodes too lean to feed
-// their GPUs at the GPU tasks' mean CPU per GPU would leave ≥ 5% of that CPU unmet
-// (CpuLeanShortfall) — the stranded-GPU term weighs 64 and 64 × Δ stranded CPU joins (the node's
-// free CPU its idle GPU cannot use at 0.7 × the GPU tasks' GPU per CPU): CPU-light tasks to lean
-// nodes, CPU-heavy ones to CPU-rich nodes. In a pool partitioned by model pins
-// (ModelPartition ≤ 1/3) P weighs 30,000 and the cost adds 1,000 × the free share a share
-// placement leaves on its device: routing first, then best fit inside the model's slice. w = 2, or
-// 10 when multi-GPU tasks bring a quarter or more of the workload's GPU demand. Score = ⌊−cost /
-// (20·w)⌋; equal scores go to the pool's tie order, which fills nodes in a fixed order
-// (consolidation). Give it the whole class list (SetWorkload with every shape), not FGD's top 95%:
-// the rare big shapes need protecting.
+// cost = ΔH + w·ΔF + 16·ΔS + 128·ΔW + 30·P [+ 60·C] [+ 64·ΔR] [+ 64·ΔSC] (frag.h):
+// ΔF is FGD's "will the next typical task fit at all"; ΔH counts how many tasks of each class still
+// fit by GPU share, CPU and memory, weighted up for classes few nodes can host (so a 120-core 8-GPU
+// node is not nibbled away by small tasks); ΔS is the change of the node's idle GPU its free CPU
+// cannot feed at 1.3 × the workload's GPU per CPU (CPU-only tasks included), which keeps CPU-heavy
+// tasks off CPU-lean nodes; ΔW is the change of the changed devices' expected final waste
+// (share_patterns.h), which puts a share where it completes a typical pattern (a 320 next to a 650,
+// not next to a 470); P is the share the placement takes times its devices' model pressure
+// (ModelPressure), which keeps tasks that may run anywhere off the models that tasks pinned to them
+// will need (a third of gpuspec33's tasks want T4s, and T4s are an eighth of the pool). C, only
+// where the pool's CPU cannot feed its GPUs (CpuScarcity ≥ 1.3), is 1000 × the node's free CPU
+// share after the placement: best fit on the scarce resource. R, only in a CPU-tight pool (1.08 ≤
+// CpuScarcity < 1.3: the CPU runs out before the GPUs fill, and from then on the GPU placed depends
+// on which tasks find no room first), is the CPU-only work the node can still take — Σ over the
+// CPU-only classes of p × cores × the workload's GPU per core × how many fit in the node's free CPU
+// and memory, a third of it on a node with no GPU in use — counted for GPU tasks: they cut the room
+// of CPU-only tasks, so the free CPU ends in holes that small GPU tasks fill and CPU-only tasks do
+// not; there the stranded-GPU term weighs 64. In a CPU-lean pool — nodes too lean to feed their
+// GPUs at the GPU tasks' mean CPU per GPU would leave ≥ 5% of that CPU unmet (CpuLeanShortfall) —
+// the stranded-GPU term weighs 64 and 64 × Δ stranded CPU joins (the node's free CPU its idle GPU
+// cannot use at 0.7 × the GPU tasks' GPU per CPU): CPU-light tasks to lean nodes, CPU-heavy ones to
+// CPU-rich nodes. In a pool partitioned by model pins (ModelPartition ≤ 1/3) P weighs 30,000 and
+// the cost adds 1,000 × the free share a share placement leaves on its device: routing first, then
+// best fit inside the model's slice. w = 2, or 10 when multi-GPU tasks bring a quarter or more of
+// the workload's GPU demand. Score = ⌊−cost / (20·w)⌋; equal scores go to the pool's tie order,
+// which fills nodes in a fixed order (consolidation). Give it the whole class list (SetWorkload
+// with every shape), not FGD's top 95%: the rare big shapes need protecting.
 //
 // A StrategyPlugin (plugin.h); MakePlugin(Strategy::kFgdPack) returns it. Thread safety: none.
 #pragma once

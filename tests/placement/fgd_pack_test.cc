@@ -1,6 +1,7 @@
 // fgd-pack's preferences through the public API: where the share-waste and stranded-GPU terms,
-// the CPU fit, the partitioned mode's best fit and the CPU-lean mode's stranded CPU
-// (strategies/fgd_pack.h) decide, with the arithmetic of each case written out.
+// the CPU fit, the CPU-tight mode's CPU-only room, the partitioned mode's best fit and the
+// CPU-lean mode's stranded CPU (strategies/fgd_pack.h) decide, with the arithmetic of each case
+// written out.
 #include "placement/strategies/fgd_pack.h"
 
 #include <gtest/gtest.h>
@@ -97,6 +98,73 @@ TEST(FgdPackTest, PacksCpuWhereCpuIsScarce) {
   const Decision d = e.Place(cpu);
   ASSERT_TRUE(d.placed);
   EXPECT_EQ(d.allocation.node, "a");
+}
+
+Request CpuOnlyTask(int64_t cpu) {
+  Request r;
+  r.kind = RequestKind::kCpuOnly;
+  r.cpu_milli = cpu;
+  r.memory_mib = 1024;
+  return r;
+}
+
+// Nodes a (2 GPUs, 56 cores) and b (2 GPUs, 64 cores), a added first; the workload is whole GPUs
+// with 4 cores and CPU-only tasks of 32 cores, weighted 1 and `cpu_only_weight`.
+Engine TightPair(double cpu_only_weight) {
+  Engine e = Make(Strategy::kFgdPack);
+  EXPECT_TRUE(e.AddNode(Node("a", 2, /*cpu=*/56000)).ok());
+  EXPECT_TRUE(e.AddNode(Node("b", 2, /*cpu=*/64000)).ok());
+  e.SetWorkload({{Whole(1, 4000), 1}, {CpuOnlyTask(32000), cpu_only_weight}});
+  return e;
+}
+
+TEST(FgdPackTest, CutsCpuOnlyRoomInACpuTightPool) {
+  // Weights 1 and 1: the workload asks 1000 milli-GPU per 36000 milli-cores (0.0278 per core),
+  // the pool offers 4000 per 120000 (0.0333): scarcity 1.2, in [1.08, 1.3) — CPU-tight. A whole
+  // GPU with 4 cores:
+  //   on a: 56 → 52 cores free, room for one 32-core task before and after: Δ room 0;
+  //   on b: 64 → 60 cores free, room for two 32-core tasks before, one after: Δ room = −0.5 ×
+  //         32000 × 0.0278 = −444.4 milli-GPU, × 64 = −28,444, a third of it (no GPU of b is in
+  //         use yet) = −9,481, score ⌊9,481 / 40⌋ = 237 higher.
+  // F, H, the share waste and the stranded GPU (1.3 × 0.0278 = 0.0361 milli-GPU per core: both
+  // nodes feed their idle GPUs before and after) score the two alike, so without the term the tie
+  // order picks a; with it b, whose cores are then too few for a second 32-core task.
+  Engine e = TightPair(1);
+  const Decision d = e.Place(Whole(1, 4000));
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.allocation.node, "b");
+}
+
+TEST(FgdPackTest, KeepsCpuOnlyRoomWhereCpuIsNotTight) {
+  // The control: CPU-only tasks half as often, 1000 milli-GPU per 20000 milli-cores (0.05 per
+  // core): scarcity 0.67, the term is off and the tie order picks a.
+  Engine e = TightPair(0.5);
+  const Decision d = e.Place(Whole(1, 4000));
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.allocation.node, "a");
+}
+
+TEST(FgdPackTest, CutsCpuOnlyRoomOnAWholeNodeAtAThird) {
+  // Nodes f (2 GPUs, 64 cores), added first, and u (2 GPUs, 70 cores), which already runs one
+  // whole GPU with 4 cores (66 cores free); weights 1 and 1.1: 1000 milli-GPU per 39200
+  // milli-cores (0.02551 per core) against the pool's 4000 per 134000 (0.02985): scarcity 1.17,
+  // CPU-tight. A 32-core task's room weighs p × 32000 × 0.02551 = 0.5238 × 816.3 = 427.6
+  // milli-GPU. Another whole GPU with 4 cores cuts one such room on either node:
+  //   on u: 66 → 62 cores, two rooms → one: 64 × −427.6 = −27,366;
+  //   on f: 64 → 60 cores, two → one, but no GPU of f is in use: a third, −9,122.
+  // F, H and S see the two alike (each keeps its other GPU fed, and the 1-GPU class's count
+  // falls by one on both), so at full weight on both the tie order would pick f and break up a
+  // whole node; at a third u wins by ⌊18,244 / 40⌋ = 456 score points.
+  Engine e = Make(Strategy::kFgdPack);
+  ASSERT_TRUE(e.AddNode(Node("f", 2, /*cpu=*/64000)).ok());
+  ASSERT_TRUE(e.AddNode(Node("u", 2, /*cpu=*/70000)).ok());
+  e.SetWorkload({{Whole(1, 4000), 1}, {CpuOnlyTask(32000), 1.1}});
+  ASSERT_TRUE(e.SetSchedulable("f", false).ok());
+  ASSERT_TRUE(e.Commit(e.Place(Whole(1, 4000)).allocation).ok());
+  ASSERT_TRUE(e.SetSchedulable("f", true).ok());
+  const Decision d = e.Place(Whole(1, 4000));
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.allocation.node, "u");
 }
 
 TEST(FgdPackTest, CpuLeanShortfall) {
