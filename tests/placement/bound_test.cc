@@ -452,6 +452,15 @@ struct Exhaustive {
   std::vector<bool> ever_dropped;
 };
 
+// The metric's bin once every task of `arrivals` has arrived: their GPU, in % of capacity.
+int ArrivedPct(const std::vector<TraceNode>& nodes, const std::vector<TraceTask>& arrivals) {
+  int64_t capacity = 0, arrived = 0;
+  for (const TraceNode& n : nodes) capacity += 1000 * int64_t{n.gpus};
+  for (const TraceTask& t : arrivals) arrived += t.GpuMilli();
+  return static_cast<int>(
+      std::lround(100.0 * static_cast<double>(arrived) / static_cast<double>(capacity)));
+}
+
 Exhaustive SearchEveryPolicy(const std::vector<TraceNode>& nodes,
                              const std::vector<TraceTask>& arrivals, int x) {
   struct State {
@@ -599,11 +608,7 @@ TEST(BoundTest, NeverBeatenByAnyProtocolPolicy) {
           a.push_back({"share", cpu, 1024, 1, sizes[rng() % 5], spec});
       }
     }
-    int64_t capacity = 0, arrived = 0;
-    for (const TraceNode& n : nodes) capacity += 1000 * int64_t{n.gpus};
-    for (const TraceTask& t : a) arrived += t.GpuMilli();
-    const int x = static_cast<int>(
-        std::lround(100.0 * static_cast<double>(arrived) / static_cast<double>(capacity)));
+    const int x = ArrivedPct(nodes, a);
     const Exhaustive best = SearchEveryPolicy(nodes, a, x);
     // No policy drops an arrival that ForcedArrivals says every policy places.
     const std::vector<bool> forced = ForcedArrivals(nodes, a);
@@ -729,11 +734,7 @@ TEST(BoundTest, TimedScenariosNeverBeatenByAnyProtocolPolicy) {
         a.push_back({"share", gpu_cpus[rng() % 3], 2048, 1, sizes[rng() % 3], ""});
       }
     }
-    int64_t capacity = 0, arrived = 0;
-    for (const TraceNode& n : nodes) capacity += 1000 * int64_t{n.gpus};
-    for (const TraceTask& t : a) arrived += t.GpuMilli();
-    const int x = static_cast<int>(
-        std::lround(100.0 * static_cast<double>(arrived) / static_cast<double>(capacity)));
+    const int x = ArrivedPct(nodes, a);
     const Exhaustive best = SearchEveryPolicy(nodes, a, x);
     int cpu_only_dropped = 0;
     for (size_t i = 0; i < a.size(); ++i)
