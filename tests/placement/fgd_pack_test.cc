@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 #include "placement/placement.h"
 #include "tests/placement/test_util.h"
 
@@ -100,6 +103,16 @@ TEST(FgdPackTest, PacksCpuWhereCpuIsScarce) {
   EXPECT_EQ(d.allocation.node, "a");
 }
 
+// An fgd-pack engine with nodes `first` and `second`, added in that order (ties go to `first`),
+// and `workload` learned.
+Engine TwoNodes(NodeSpec first, NodeSpec second, std::vector<WorkloadClass> workload) {
+  Engine e = Make(Strategy::kFgdPack);
+  EXPECT_TRUE(e.AddNode(std::move(first)).ok());
+  EXPECT_TRUE(e.AddNode(std::move(second)).ok());
+  e.SetWorkload(std::move(workload));
+  return e;
+}
+
 Request CpuOnlyTask(int64_t cpu) {
   Request r;
   r.kind = RequestKind::kCpuOnly;
@@ -111,11 +124,8 @@ Request CpuOnlyTask(int64_t cpu) {
 // Nodes a (2 GPUs, 56 cores) and b (2 GPUs, 64 cores), a added first; the workload is whole GPUs
 // with 4 cores and CPU-only tasks of 32 cores, weighted 1 and `cpu_only_weight`.
 Engine TightPair(double cpu_only_weight) {
-  Engine e = Make(Strategy::kFgdPack);
-  EXPECT_TRUE(e.AddNode(Node("a", 2, /*cpu=*/56000)).ok());
-  EXPECT_TRUE(e.AddNode(Node("b", 2, /*cpu=*/64000)).ok());
-  e.SetWorkload({{Whole(1, 4000), 1}, {CpuOnlyTask(32000), cpu_only_weight}});
-  return e;
+  return TwoNodes(Node("a", 2, /*cpu=*/56000), Node("b", 2, /*cpu=*/64000),
+                  {{Whole(1, 4000), 1}, {CpuOnlyTask(32000), cpu_only_weight}});
 }
 
 TEST(FgdPackTest, CutsCpuOnlyRoomInACpuTightPool) {
@@ -188,11 +198,8 @@ TEST(FgdPackTest, CpuLeanShortfall) {
 // GPU tasks ask 10 cores per GPU: 500 shares with 8 cores, whole GPUs with 8, 300 shares with 2
 // (600 milli-GPU per 6000 milli-cores).
 Engine RichAndLean(int64_t lean_cores) {
-  Engine e = Make(Strategy::kFgdPack);
-  EXPECT_TRUE(e.AddNode(Node("rich", 4, /*cpu=*/96000, 262144)).ok());
-  EXPECT_TRUE(e.AddNode(Node("lean", 4, lean_cores, 262144)).ok());
-  e.SetWorkload({{Share(500, 8000), 1}, {Whole(1, 8000), 1}, {Share(300, 2000), 1}});
-  return e;
+  return TwoNodes(Node("rich", 4, /*cpu=*/96000, 262144), Node("lean", 4, lean_cores, 262144),
+                  {{Share(500, 8000), 1}, {Whole(1, 8000), 1}, {Share(300, 2000), 1}});
 }
 
 TEST(FgdPackTest, CpuLightSharesToLeanNodesInACpuLeanPool) {
