@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,12 @@ Engine Make(Strategy s) {
   PoolPolicy p;
   p.strategy = s;  // tie_seed 0: ties go to the node added first
   return Engine(p);
+}
+
+// Where the engine would place `r`, or "(not placed)".
+std::string NodeOf(const Engine& e, const Request& r) {
+  const Decision d = e.Place(r);
+  return d.placed ? d.allocation.node : "(not placed)";
 }
 
 TEST(FgdPackTest, CompletesTypicalPatterns) {
@@ -58,9 +65,7 @@ TEST(FgdPackTest, KeepsCpuHeavySharesOffLeanNodes) {
   e.SetWorkload({{Whole(1, 12000), 1}, {Share(470, 12000), 1}});
   ASSERT_TRUE(e.AddNode(Node("lean", 2, /*cpu=*/16000)).ok());
   ASSERT_TRUE(e.AddNode(Node("rich", 2, /*cpu=*/104000)).ok());
-  const Decision d = e.Place(Share(470, 12000));
-  ASSERT_TRUE(d.placed);
-  EXPECT_EQ(d.allocation.node, "rich");
+  EXPECT_EQ(NodeOf(e, Share(470, 12000)), "rich");
 }
 
 TEST(FgdPackTest, CpuScarcity) {
@@ -98,9 +103,7 @@ TEST(FgdPackTest, PacksCpuWhereCpuIsScarce) {
   cpu.kind = RequestKind::kCpuOnly;
   cpu.cpu_milli = 8000;
   cpu.memory_mib = 1024;
-  const Decision d = e.Place(cpu);
-  ASSERT_TRUE(d.placed);
-  EXPECT_EQ(d.allocation.node, "a");
+  EXPECT_EQ(NodeOf(e, cpu), "a");
 }
 
 // An fgd-pack engine with nodes `first` and `second`, added in that order (ties go to `first`),
@@ -140,18 +143,14 @@ TEST(FgdPackTest, CutsCpuOnlyRoomInACpuTightPool) {
   // nodes feed their idle GPUs before and after) score the two alike, so without the term the tie
   // order picks a; with it b, whose cores are then too few for a second 32-core task.
   Engine e = TightPair(1);
-  const Decision d = e.Place(Whole(1, 4000));
-  ASSERT_TRUE(d.placed);
-  EXPECT_EQ(d.allocation.node, "b");
+  EXPECT_EQ(NodeOf(e, Whole(1, 4000)), "b");
 }
 
 TEST(FgdPackTest, KeepsCpuOnlyRoomWhereCpuIsNotTight) {
   // The control: CPU-only tasks half as often, 1000 milli-GPU per 20000 milli-cores (0.05 per
   // core): scarcity 0.67, the term is off and the tie order picks a.
   Engine e = TightPair(0.5);
-  const Decision d = e.Place(Whole(1, 4000));
-  ASSERT_TRUE(d.placed);
-  EXPECT_EQ(d.allocation.node, "a");
+  EXPECT_EQ(NodeOf(e, Whole(1, 4000)), "a");
 }
 
 TEST(FgdPackTest, CutsCpuOnlyRoomOnAWholeNodeAtAThird) {
@@ -172,9 +171,7 @@ TEST(FgdPackTest, CutsCpuOnlyRoomOnAWholeNodeAtAThird) {
   ASSERT_TRUE(e.SetSchedulable("f", false).ok());
   ASSERT_TRUE(e.Commit(e.Place(Whole(1, 4000)).allocation).ok());
   ASSERT_TRUE(e.SetSchedulable("f", true).ok());
-  const Decision d = e.Place(Whole(1, 4000));
-  ASSERT_TRUE(d.placed);
-  EXPECT_EQ(d.allocation.node, "u");
+  EXPECT_EQ(NodeOf(e, Whole(1, 4000)), "u");
 }
 
 TEST(FgdPackTest, CpuLeanShortfall) {
@@ -212,18 +209,14 @@ TEST(FgdPackTest, CpuLightSharesToLeanNodesInACpuLeanPool) {
   // Every other term scores the two alike (score −14 on both: the tie order would pick rich);
   // with the term rich scores −590 → lean, keeping rich's cores for CPU-heavy tasks.
   Engine e = RichAndLean(32000);
-  const Decision d = e.Place(Share(500, 2000));
-  ASSERT_TRUE(d.placed);
-  EXPECT_EQ(d.allocation.node, "lean");
+  EXPECT_EQ(NodeOf(e, Share(500, 2000)), "lean");
 }
 
 TEST(FgdPackTest, NoStrandedCpuWhereNodesFeedTheirGpus) {
   // The control: lean with 40 cores feeds its 4 GPUs at 10 per GPU (shortfall 0): the term is
   // off, both nodes score −14 and the tie order picks rich.
   Engine e = RichAndLean(40000);
-  const Decision d = e.Place(Share(500, 2000));
-  ASSERT_TRUE(d.placed);
-  EXPECT_EQ(d.allocation.node, "rich");
+  EXPECT_EQ(NodeOf(e, Share(500, 2000)), "rich");
 }
 
 TEST(FgdPackTest, ModelPartition) {
@@ -279,9 +272,7 @@ TEST(FgdPackTest, BestFitInsideAModelSlice) {
   for (const char* m : {"W", "X", "Y", "Z"})
     for (int32_t g : {200, 900}) w.push_back({Pinned(g, m), 1});
   e.SetWorkload(w);
-  const Decision d = e.Place(Pinned(200, "X"));
-  ASSERT_TRUE(d.placed);
-  EXPECT_EQ(d.allocation.node, "x2");
+  EXPECT_EQ(NodeOf(e, Pinned(200, "X")), "x2");
   EXPECT_TRUE(e.Place(Pinned(900, "X")).placed);
 }
 
@@ -299,9 +290,7 @@ TEST(FgdPackTest, PatternsStillLeadInAPoolThatIsNotPartitioned) {
   ASSERT_TRUE(e.Commit(e.Place(Share(600)).allocation).ok());
   ASSERT_TRUE(e.SetSchedulable("x1", true).ok());
   e.SetWorkload({{Share(200), 1}, {Share(900), 1}});
-  const Decision d = e.Place(Share(200));
-  ASSERT_TRUE(d.placed);
-  EXPECT_EQ(d.allocation.node, "x1");
+  EXPECT_EQ(NodeOf(e, Share(200)), "x1");
 }
 
 }  // namespace
