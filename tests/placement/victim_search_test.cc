@@ -66,15 +66,32 @@ struct RoundShape {
   PoolPolicy policy;
   bool tight_cpu = false;    // nodes of 8-24 cores and requests of 1-12: CPU decides too
   bool time_sliced = false;  // time-slice slots instead of shares
+  bool mig = false;          // each node also has 1-3 MIG instances; some requests ask for one
 };
+
+// A request for one MIG instance of `profile`.
+Request MigInstance(std::string profile, int64_t cpu) {
+  Request r;
+  r.kind = RequestKind::kMig;
+  r.mig_profile = std::move(profile);
+  r.cpu_milli = cpu;
+  r.memory_mib = 1024;
+  return r;
+}
 
 bool RandomRound(std::mt19937& rng, const RoundShape& shape, int round) {
   Engine e(shape.policy);
   const int nodes = 1 + static_cast<int>(rng() % 3);
   for (int n = 0; n < nodes; ++n) {
     const int64_t cpu = shape.tight_cpu ? 8000 * (1 + static_cast<int64_t>(rng() % 3)) : 64000;
-    EXPECT_TRUE(
-        e.AddNode(Node("n" + std::to_string(n), 2 + static_cast<int>(rng() % 4), cpu)).ok());
+    NodeSpec node = Node("n" + std::to_string(n), 2 + static_cast<int>(rng() % 4), cpu);
+    const int instances = shape.mig ? 1 + static_cast<int>(rng() % 3) : 0;
+    for (int i = 0; i < instances; ++i) {
+      DeviceSpec d = testing::Gpu(node.name + "-mig" + std::to_string(i), "A100", 14, 10240);
+      d.mig_profile = rng() % 2 == 0 ? "1g.10gb" : "3g.40gb";
+      node.devices.push_back(d);
+    }
+    EXPECT_TRUE(e.AddNode(node).ok());
   }
   auto cores = [&] {
     return shape.tight_cpu ? 1000 * (1 + static_cast<int64_t>(rng() % 12)) : int64_t{1000};
@@ -90,6 +107,8 @@ bool RandomRound(std::mt19937& rng, const RoundShape& shape, int round) {
     return Share(250 * (1 + static_cast<int32_t>(rng() % 4)), cores());
   };
   auto any = [&]() -> Request {
+    if (shape.mig && rng() % 3 == 0)
+      return MigInstance(rng() % 2 == 0 ? "1g.10gb" : "3g.40gb", cores());
     switch (rng() % 4) {
       case 0:
         return small();
@@ -149,7 +168,8 @@ TEST(VictimSearchTest, MinimumSetAgainstBruteForce) {
 }
 
 // The same against every strategy (each scores, and may refuse, a node its own way), on nodes
-// whose CPU runs out and with CPU-only tasks, and in time-sliced pools: the search's "no room"
+// whose CPU runs out and with CPU-only tasks, with MIG instances beside whole GPUs, and in
+// time-sliced pools: the search's "no room"
 // shortcut (release every candidate; if the request still does not fit, no subset makes it) must
 // agree with brute force wherever a strategy or a resource could make releasing non-monotone.
 class VictimSearchStrategyTest : public ::testing::TestWithParam<Strategy> {};
@@ -158,6 +178,7 @@ TEST_P(VictimSearchStrategyTest, MinimumSetAgainstBruteForce) {
   std::mt19937 rng(7);
   for (const bool time_sliced : {false, true}) {
     RoundShape shape;
+    shape.mig = true;
     shape.policy.strategy = GetParam();
     shape.policy.tie_seed = 3;
     shape.tight_cpu = true;
