@@ -1,6 +1,8 @@
 // Engine: the public facade over EngineImpl, plus the capacity readout and workload setup.
 #include <algorithm>
 #include <array>
+#include <map>
+#include <utility>
 
 #include "placement/engine_impl.h"
 #include "placement/fit.h"
@@ -153,29 +155,15 @@ void EngineImpl::SetWorkload(const std::vector<WorkloadClass>& classes) {
   }
   SetModelShares(&w);
   pool_shape_ = PoolShape{};
+  std::map<std::pair<int64_t, int64_t>, int64_t> kinds;  // (cores, GPUs) → live GPU nodes
   for (const NodeState& n : nodes) {
     if (!n.live) continue;
     pool_shape_.cpu_milli += n.cpu_total;
     pool_shape_.gpu_milli += int64_t{1000} * n.gpu_count;
-    if (n.gpu_count > 0)
-      pool_shape_.kinds.push_back(PoolShape::Kind{n.cpu_total, int64_t{1000} * n.gpu_count, 1});
+    if (n.gpu_count > 0) ++kinds[{n.cpu_total, int64_t{1000} * n.gpu_count}];
   }
-  // One entry per (cores, GPUs), with its node count: sorted, then runs folded (O(n log n) even
-  // for a pool of 50,000 distinct nodes).
-  auto& kinds = pool_shape_.kinds;
-  std::sort(kinds.begin(), kinds.end(), [](const PoolShape::Kind& a, const PoolShape::Kind& b) {
-    return a.cpu_milli != b.cpu_milli ? a.cpu_milli < b.cpu_milli : a.gpu_milli < b.gpu_milli;
-  });
-  size_t out = 0;
-  for (size_t i = 0; i < kinds.size(); ++i) {
-    if (out > 0 && kinds[out - 1].cpu_milli == kinds[i].cpu_milli &&
-        kinds[out - 1].gpu_milli == kinds[i].gpu_milli) {
-      ++kinds[out - 1].count;
-    } else {
-      kinds[out++] = kinds[i];
-    }
-  }
-  kinds.resize(out);
+  for (const auto& [shape, count] : kinds)
+    pool_shape_.kinds.push_back(PoolShape::Kind{shape.first, shape.second, count});
   if (!w.empty()) workload_ = std::move(w);
   workload_inventory = inventory_version;
   plugin_->WorkloadChanged();

@@ -159,6 +159,20 @@ class TypeSolver {
   int units_ = kGpuMilli;
 };
 
+// `ub` plus the certificate's class terms (bound.h, parts 1 and 2): Σ_j forced_j · (s_j − w_j) +
+// (n_j − forced_j) · max(0, s_j − w_j), negative credits read as 0.
+double PlusClassTerms(double ub, const std::vector<PackingClass>& classes,
+                      const std::vector<double>& w) {
+  double sum = ub;
+  for (size_t j = 0; j < classes.size(); ++j) {
+    const PackingClass& c = classes[j];
+    const double gain = static_cast<double>(c.Demand()) - std::max(0.0, w[j]);
+    sum += static_cast<double>(c.forced) * gain +
+           static_cast<double>(c.count - c.forced) * std::max(0.0, gain);
+  }
+  return sum;
+}
+
 double Bound(const PackingInstance& in, const PackingDual& d,
              const std::vector<TypeSolver>& solvers, std::vector<TypeSolution>* sol) {
   double ub = 0;
@@ -166,13 +180,7 @@ double Bound(const PackingInstance& in, const PackingDual& d,
     solvers[t].Solve(d, t, &(*sol)[t]);
     ub += static_cast<double>(in.types[t].count) * (*sol)[t].pi;
   }
-  for (size_t j = 0; j < in.classes.size(); ++j) {
-    const PackingClass& c = in.classes[j];
-    const double gain = static_cast<double>(c.Demand()) - std::max(0.0, d.w[j]);
-    ub += static_cast<double>(c.forced) * gain +
-          static_cast<double>(c.count - c.forced) * std::max(0.0, gain);
-  }
-  return ub;
+  return PlusClassTerms(ub, in.classes, d.w);
 }
 
 // Host memory rounded down to a power of two: classes merge (fewer LP rows) and the bound stays
@@ -579,13 +587,7 @@ class TimedColumnGeneration {
     double ub = 0;
     for (size_t t = 0; t < in2_.types.size(); ++t)
       ub += static_cast<double>(in2_.types[t].count) * pi[t];
-    for (size_t j = 0; j < 2 * n_; ++j) {
-      const PackingClass& c = in2_.classes[j];
-      const double gain = static_cast<double>(c.Demand()) - d.w[j];
-      ub += static_cast<double>(c.forced) * gain +
-            static_cast<double>(c.count - c.forced) * std::max(0.0, gain);
-    }
-    return ub;
+    return PlusClassTerms(ub, in2_.classes, d.w);
   }
 
   void AddConfig(size_t k, const TypeSolution& s) {

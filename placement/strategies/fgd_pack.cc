@@ -111,6 +111,17 @@ constexpr double kPartitioned = 1.0 / 3;
 constexpr double kPartitionedBestFit = 1000;
 constexpr double kPartitionedPressure = 30000;
 
+// Σ p·g·k over Σ p·cpu of the workload's classes (of its GPU classes only if asked); 0 without CPU.
+double GpuPerCpuOf(const std::vector<FragClass>& workload, bool gpu_tasks_only) {
+  double gpu = 0, cpu = 0;
+  for (const FragClass& c : workload) {
+    if (gpu_tasks_only && c.gpu_count <= 0) continue;
+    gpu += c.p * c.gpu_milli * c.gpu_count;
+    cpu += c.p * static_cast<double>(c.cpu_milli);
+  }
+  return cpu > 0 ? gpu / cpu : 0;
+}
+
 FragCost Cost(double fgd_weight, bool partitioned) {
   FragCost c{1, fgd_weight, kStrandedWeight, kShareWasteWeight, kPressureWeight};
   if (partitioned) {
@@ -257,22 +268,11 @@ double ModelPartition(const std::vector<FragClass>& workload) {
 }
 
 double GpuPerCpu(const std::vector<FragClass>& workload) {
-  double gpu = 0, cpu = 0;
-  for (const FragClass& c : workload) {
-    gpu += c.p * c.gpu_milli * c.gpu_count;
-    cpu += c.p * static_cast<double>(c.cpu_milli);
-  }
-  return cpu > 0 ? gpu / cpu : 0;
+  return GpuPerCpuOf(workload, /*gpu_tasks_only=*/false);
 }
 
 double GpuTasksGpuPerCpu(const std::vector<FragClass>& workload) {
-  double gpu = 0, cpu = 0;
-  for (const FragClass& c : workload) {
-    if (c.gpu_count <= 0) continue;
-    gpu += c.p * c.gpu_milli * c.gpu_count;
-    cpu += c.p * static_cast<double>(c.cpu_milli);
-  }
-  return cpu > 0 ? gpu / cpu : 0;
+  return GpuPerCpuOf(workload, /*gpu_tasks_only=*/true);
 }
 
 double CpuLeanShortfall(const std::vector<FragClass>& workload, const PoolShape& pool) {

@@ -59,7 +59,6 @@ double ModelPartition(const std::vector<FragClass>& workload);
 // pool's (CPU-only classes included). 1: the pool's CPU just feeds its GPUs at the workload's
 // mix; above, CPU runs out first. 0 without CPU demand or pool CPU.
 double CpuScarcity(const std::vector<FragClass>& workload, const PoolShape& pool);
-double CpuLeanShortfall(const std::vector<FragClass>& workload, const PoolShape& pool);
 // The GPU tasks' milli-GPU per milli-core (CPU-only classes left out; 0 without CPU demand).
 double GpuTasksGpuPerCpu(const std::vector<FragClass>& workload);
 // How much of the CPU the GPU tasks need the lean nodes cannot give: with r = the GPU tasks'
