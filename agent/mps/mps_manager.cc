@@ -16,6 +16,7 @@
 
 #include "agent/task_runner.h"
 #include "base/log.h"
+#include "base/pipe_write.h"
 
 extern char** environ;
 
@@ -125,7 +126,8 @@ Status MpsManager::CommandLocked(const Daemon& d, const std::string& commands,
     close(fds[1]);
     return pid.status();
   }
-  [[maybe_unused]] ssize_t n = write(fds[1], commands.data(), commands.size());
+  // The client exits before reading when no daemon answers; that must not kill the agent.
+  const Status written = WriteToPipe(fds[1], commands);
   close(fds[1]);
   const int ws = WaitTimed(*pid, options_.start_timeout_ms);
   *out = ReadAll(out_path);
@@ -133,7 +135,7 @@ Status MpsManager::CommandLocked(const Daemon& d, const std::string& commands,
   if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
     return Status::Unavailable(out->empty() ? "exit status " + std::to_string(ws) : *out);
   }
-  return Status::Ok();
+  return written;
 }
 
 Status MpsManager::StartLocked(Daemon* d) {
