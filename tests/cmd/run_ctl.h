@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "base/pipe_write.h"
+
 extern char** environ;
 
 namespace gpupool::ctltest {
@@ -76,7 +78,10 @@ inline Outcome RunCtl(const std::vector<std::string>& args,
     return o;
   }
   if (!input.empty()) {
-    EXPECT_EQ(write(in[1], input.data(), input.size()), static_cast<ssize_t>(input.size()));
+    // A gpupoolctl that fails before reading its input must fail the test with its own message,
+    // not kill the test process with SIGPIPE.
+    const Status written = WriteToPipe(in[1], input);
+    EXPECT_TRUE(written.ok()) << written.message();
   }
   close(in[1]);
   pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
