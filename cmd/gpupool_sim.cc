@@ -47,9 +47,10 @@ options:
                      task only when no node can host it — can beat it; a policy that may refuse
                      tasks is not bound by it. packing: no policy at all, even one that refuses
                      tasks, can beat it (weaker)
-  --bound-keys LIST  protocol bound: comma-separated cover shares in (0, 1] (default: 0.7); a
-                     task is a key when later arrivals needing at least as much bring that share
-                     of capacity; each share gives a valid bound and the least is kept
+  --bound-keys LIST  protocol bound: comma-separated cover shares in (0, 1] (default:
+                     0.7,0.95); a task is a key when later arrivals needing at least as much
+                     bring that share of capacity; each share gives a valid bound and the least
+                     is kept
   --bound-classes N  protocol and packing bound: a workload with more task classes than N is
                      grouped more coarsely (memory left out, CPU rounded down, then left out):
                      still a valid bound, looser, and faster (default: 4000; every workload

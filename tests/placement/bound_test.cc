@@ -618,10 +618,11 @@ TEST(BoundTest, NeverBeatenByAnyProtocolPolicy) {
       dropped_count += best.ever_dropped[i] ? 1 : 0;
     }
     double grouped = 0;
-    for (int mode = 0; mode < 5; ++mode) {
+    for (int mode = 0; mode < 6; ++mode) {
       // Protocol and packing bounds on exact classes, the protocol bound on the coarsest
-      // classes (memory and CPU left out: MakeInstance's last resort for huge workloads), and
-      // the protocol bound on other first-drop buckets, with and without groups of keys.
+      // classes (memory and CPU left out: MakeInstance's last resort for huge workloads), the
+      // protocol bound on other first-drop buckets, with and without groups of keys, and with
+      // the default's second key share alone (only the smallest tasks keys).
       const bool protocol = mode != 1;
       BoundOptions o;
       o.stride = 1;
@@ -629,6 +630,7 @@ TEST(BoundTest, NeverBeatenByAnyProtocolPolicy) {
       if (mode == 2) o.max_classes = 1;
       if (mode == 4) o.group_keys = false;
       o.key_covers = {0.7, 0.3};
+      if (mode == 5) o.key_covers = {0.95};
       o.splits_pct = {30, 60, 90, 100};
       if (mode >= 3) o.splits_pct = {20, 40, 60, 80};
       const std::string where = "trial " + std::to_string(trial) + " mode " + std::to_string(mode);
