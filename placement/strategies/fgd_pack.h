@@ -12,8 +12,10 @@
 // (share_patterns.h), which puts a share where it completes a typical pattern (a 320 next to a 650,
 // not next to a 470); P is the share the placement takes times its devices' model pressure
 // (ModelPressure), which keeps tasks that may run anywhere off the models that tasks pinned to them
-// will need (a third of gpuspec33's tasks want T4s, and T4s are an eighth of the pool). C, only
-// where the pool's CPU cannot feed its GPUs (CpuScarcity ≥ 1.3), is 1000 × the node's free CPU
+// will need (a third of gpuspec33's tasks want T4s, and T4s are an eighth of the pool); where the
+// tasks pinned to some model ask more than its GPUs (ρ ≥ 1.1, ModelPressure) P weighs 150: routing
+// before patterns, since a flexible task there displaces a pinned one that has nowhere else. C,
+// only where the pool's CPU cannot feed its GPUs (CpuScarcity ≥ 1.3), is 1000 × the node's free CPU
 // share after the placement: best fit on the scarce resource. R, only in a CPU-tight pool (1.08 ≤
 // CpuScarcity < 1.3: the CPU runs out before the GPUs fill, and from then on the GPU placed depends
 // on which tasks find no room first), is the CPU-only work the node can still take — Σ over the

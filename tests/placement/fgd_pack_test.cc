@@ -293,5 +293,41 @@ TEST(FgdPackTest, PatternsStillLeadInAPoolThatIsNotPartitioned) {
   EXPECT_EQ(NodeOf(e, Share(200)), "x1");
 }
 
+// An over-pinned pool (fgd_pack.cc, kOverPinned): node b (model B) added first, node a (model A)
+// holding a 100 (900 free). The workload: unpinned 600 shares (weight 1) and 400 shares pinned to
+// A (weight `pinned_weight`). First-fit decreasing packs {600, 400} (and, with 3 × as many 400s,
+// {400, 400}), so 400 free is on a pattern (expected waste 0) and 900 or 300 free lie on none
+// (waste = the free share). An unpinned 600:
+//   on a: 900 → 300 free, ΔW = 300 − 900 = −600 → 128 × −600 = −76,800; P = 600 × ρ_A³;
+//   on b: 1000 → 400 free, ΔW = 0; P = 0 (nothing is pinned to B).
+// F and H move by under 1,000 milli-GPU on either node, far below the margins below.
+Engine PinnedPair(double pinned_weight) {
+  Engine e = Make(Strategy::kFgdPack);
+  EXPECT_TRUE(e.AddNode(Node("b", 1, 64000, 262144, "B")).ok());
+  EXPECT_TRUE(e.AddNode(Node("a", 1, 64000, 262144, "A")).ok());
+  EXPECT_TRUE(e.SetSchedulable("b", false).ok());
+  EXPECT_TRUE(e.Commit(e.Place(Share(100)).allocation).ok());
+  EXPECT_TRUE(e.SetSchedulable("b", true).ok());
+  e.SetWorkload({{Share(600), 1}, {Pinned(400, "A"), pinned_weight}});
+  return e;
+}
+
+TEST(FgdPackTest, RoutesFirstInAnOverPinnedPool) {
+  // Pinned weight 3: A holds half the pool's GPUs, so ρ_A = (3 × 400 / 0.5) / (3 × 400 + 600)
+  // = 1.33 ≥ 1.1, ρ_A³ = 2.37, P on a = 600 × 2.37 = 1,422. ModelPartition = (1,200 × 0.5 +
+  // 600) / 1,800 = 0.67: not partitioned. At P's usual weight 30, a would cost −76,800 + 42,667
+  // = −34,133 and win, taking the GPU the A-pinned 400s will need; at the over-pinned weight 150
+  // it costs −76,800 + 213,333 = +136,533 → b.
+  Engine e = PinnedPair(3);
+  EXPECT_EQ(NodeOf(e, Share(600)), "b");
+}
+
+TEST(FgdPackTest, PatternsLeadWhereNoModelIsOverPinned) {
+  // The control: pinned weight 1, ρ_A = (400 / 0.5) / 1,000 = 0.8 < 1.1, ρ_A³ = 0.512: P at 30
+  // on a = 30 × 600 × 0.512 = 9,216, a = −76,800 + 9,216 = −67,584 → a (the pattern leads).
+  Engine e = PinnedPair(1);
+  EXPECT_EQ(NodeOf(e, Share(600)), "a");
+}
+
 }  // namespace
 }  // namespace gpupool::placement
