@@ -33,6 +33,10 @@
 // which fills nodes in a fixed order (consolidation). Give it the whole class list (SetWorkload
 // with every shape), not FGD's top 95%: the rare big shapes need protecting.
 //
+// In a plain pool — CPU ample (CpuScarcity < 0.98), no model over-pinned, not partitioned, not
+// CPU-lean — the stranded-GPU term weighs 64 as well (16 is left to the pools near the CPU-tight
+// gate and the over-pinned ones, where 64 cost cpu235/cpu250 and gpuspec33).
+//
 // A StrategyPlugin (plugin.h); MakePlugin(Strategy::kFgdPack) returns it. Thread safety: none.
 #pragma once
 

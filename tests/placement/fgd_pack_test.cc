@@ -329,5 +329,48 @@ TEST(FgdPackTest, PatternsLeadWhereNoModelIsOverPinned) {
   EXPECT_EQ(NodeOf(e, Share(600)), "a");
 }
 
+// A plain pool (fgd_pack.cc, kCpuAmple): node lean (2 GPUs, 24 cores; added first) holds a
+// 500 with no cores on one GPU (500 and 1000 free), node rich (1 GPU, 104 cores) is fresh; the
+// workload is whole GPUs and 500 shares with 12 cores each, equally often (750 milli-GPU per
+// 12000 milli-cores; × 1.3 = 0.08125 per milli-core for S). `spare` unschedulable 8-GPU nodes
+// with `spare_cores` each set the pool's CPU per GPU. A 500 with 12 cores:
+//   on lean (onto the 500 free): 24 → 12 cores free, 1500 → 1000 idle, of which 12000 × 0.08125
+//       = 975 is fed: ΔS = +25; ΔF = 0 − 250 = −250, ΔH = 250 − 500 = −250 (both classes still
+//       fit once); W 0 ({500, 500} ends full). Cost −250 − 500 + 25·s = −750 + 25·s.
+//   on rich: the whole-GPU class loses its GPU: ΔF = ΔH = +250; S and W 0. Cost 750.
+// Scores ⌊−cost / 40⌋: rich −19; lean 8 at s = 16, −22 at s = 64.
+Engine LeanAndRich(int spare, int64_t spare_cores) {
+  Engine e = Make(Strategy::kFgdPack);
+  EXPECT_TRUE(e.AddNode(Node("lean", 2, 24000)).ok());
+  EXPECT_TRUE(e.AddNode(Node("rich", 1, 104000)).ok());
+  for (int i = 0; i < spare; ++i) {
+    const std::string name = "spare" + std::to_string(i);
+    EXPECT_TRUE(e.AddNode(Node(name, 8, spare_cores)).ok());
+    EXPECT_TRUE(e.SetSchedulable(name, false).ok());
+  }
+  EXPECT_TRUE(e.SetSchedulable("rich", false).ok());
+  EXPECT_TRUE(e.Commit(e.Place(Share(500, 0)).allocation).ok());
+  EXPECT_TRUE(e.SetSchedulable("rich", true).ok());
+  e.SetWorkload({{Whole(1, 12000), 1}, {Share(500, 12000), 1}});
+  return e;
+}
+
+TEST(FgdPackTest, StrandedGpuWeighs64WhereCpuIsAmple) {
+  // One spare node with 256 cores: the pool has 11 GPUs for 384 cores, 0.0286 milli-GPU per
+  // milli-core against the workload's 0.0625 — scarcity 0.46 < 0.98; the GPU tasks' 16 cores per
+  // GPU leave lean 8 cores short, 8000 × 0.0625 / 11000 = 0.045 < 0.05 (not CPU-lean). S weighs
+  // 64: rich.
+  Engine e = LeanAndRich(1, 256000);
+  EXPECT_EQ(NodeOf(e, Share(500, 12000)), "rich");
+}
+
+TEST(FgdPackTest, StrandedGpuStays16NearTheCpuTightGate) {
+  // The control: forty spare nodes with 124 cores (15.5 per GPU): 323 GPUs for 5,088 cores,
+  // scarcity 1.016, in [0.98, 1.08); shortfall (40 × 4000 + 8000) × 0.0625 / 323,000 = 0.033.
+  // S weighs 16: lean, as before the plain-pool weight.
+  Engine e = LeanAndRich(40, 124000);
+  EXPECT_EQ(NodeOf(e, Share(500, 12000)), "lean");
+}
+
 }  // namespace
 }  // namespace gpupool::placement
