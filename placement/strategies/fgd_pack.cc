@@ -100,10 +100,10 @@ constexpr double kPressureExponent = 3;
 // can use it. The joint sweep that chose 16 (docs/benchmarks.md) counted gpuspec33 (+0.69 at 32)
 // and the near-tight cpu235/cpu250, which the gate now leaves at 16. Online, seeds 42–51, the 24
 // Alibaba workloads: weight 24 / 32 / 48 / 64 / 96 / 128 / 192 → summed −0.27 / −0.31 / −0.42 /
-// −0.54 / −0.42 / −0.32 / −0.28 against 16 (64 on seeds 52–61: −0.38); 20 of the 24 move down by
-// 0.01–0.06 (multigpu30–50 −0.05 to −0.06, gpuspec05–25 −0.04 to −0.05), cpu300 +0.08 (its
-// learned scarcity is below the gate early in a replay), the generators within 0.01. Ungated (64
-// up to the CPU-tight gate): cpu235 +0.16, cpu250 +0.11.
+// −0.54 / −0.42 / −0.32 / −0.28 against 16 (64 on seeds 52–61: −0.38); 22 of the 24 move down by
+// 0.01–0.06 (multigpu30–50 −0.05 to −0.06, gpuspec05–25 −0.04 to −0.05), gpushare80 +0.01, cpu300
+// +0.08 (its learned scarcity is below the gate early in a replay), the generators within 0.01.
+// Ungated (64 up to the CPU-tight gate): cpu235 +0.16, cpu250 +0.11.
 constexpr double kCpuAmple = 0.98;
 constexpr double kPlainStrandedWeight = 64;
 
