@@ -300,7 +300,8 @@ TEST(FgdPackTest, PatternsStillLeadInAPoolThatIsNotPartitioned) {
 // (waste = the free share). An unpinned 600:
 //   on a: 900 → 300 free, ΔW = 300 − 900 = −600 → 128 × −600 = −76,800; P = 600 × ρ_A³;
 //   on b: 1000 → 400 free, ΔW = 0; P = 0 (nothing is pinned to B).
-// F and H move by under 1,000 milli-GPU on either node, far below the margins below.
+// |ΔF| ≤ 1,000 (the node's GPU) and |ΔH| ≤ 1,750 (the pinned class weighs p / reach = 2p): under
+// 3,750 with w = 2, far below the margins.
 Engine PinnedPair(double pinned_weight) {
   Engine e = Make(Strategy::kFgdPack);
   EXPECT_TRUE(e.AddNode(Node("b", 1, 64000, 262144, "B")).ok());
