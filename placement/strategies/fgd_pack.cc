@@ -79,6 +79,20 @@ constexpr double kCpuLeanGate = 0.05;
 constexpr double kLeanStrandedWeight = 64;
 constexpr double kStrandedCpuWeight = 64;
 constexpr double kStrandedCpuLean = 0.7;
+// Share CPU ratio, in a CPU-lean pool only: a share that asks more cores per GPU than the node
+// has free per idle GPU leaves the node's other idle GPU less CPU each, and on the small nodes
+// (cloud-inference's L4 and T4: 8 cores per GPU) whose cores run out first that idle GPU is lost.
+// The cost adds kShareCpuRatioWeight × the share (milli-GPU) × ln(task's cores per GPU / node's
+// free cores per idle GPU)², where the first is the larger: squared, so a share a little above
+// the node's ratio is nearly free and one at twice it is not. On cloud-inference (online, seeds
+// 42–46 / 47–56) fgd-pack 6.49 → 6.14 / 6.67 → 6.31, the generator's task lists 2 and 3: 6.62 →
+// 6.23, 6.36 → 5.83; L4|T4-pinned shares dropped 134 → about 100 per replay. Tried (seeds 42–46,
+// docs/benchmarks.md): weights 10 / 40 / 80 → 6.16 / 6.22 / 6.35; |ln| instead of ln² at 3–20 →
+// 6.23–6.40; on whole-GPU tasks too → 6.18, whole-GPU tasks alone → 6.43; the node's total cores
+// per GPU instead of free per idle → 6.27–6.44; symmetric or only for tasks leaner than the node
+// → 6.31–8.05. cpu-scarce (also CPU-lean) 42.27 → 42.24; the term on whole-GPU tasks cost it up
+// to 0.54.
+constexpr double kShareCpuRatioWeight = 20;
 
 // Weight of Δ expected share waste (share_patterns.h): large, so a share's device is chosen by
 // the pattern it completes first; flat for 64–1000 in the replays.
@@ -152,6 +166,7 @@ class FgdPack final : public StrategyPlugin {
            (StrandedCpu(cpu_free - static_cast<double>(req.cpu_milli), idle - gpu_taken) -
             StrandedCpu(cpu_free, idle));
     }
+    if (cpu_lean_) c += ShareCpuRatioCost(node, req);
     if (cpu_tight_ && req.gpu_count > 0) {
       const int64_t cpu = node.cpu_free(), mem = node.mem_free();
       // A node none of whose GPUs is in use counts a third (kFreshNodeShare, above).
@@ -208,6 +223,19 @@ class FgdPack final : public StrategyPlugin {
       room += k.weight * static_cast<double>(n);
     }
     return room;
+  }
+  // In milli-GPU, for a share: how far its cores per GPU exceed the node's free cores per idle
+  // GPU (kShareCpuRatioWeight, above); 0 for other requests and for shares at or below the ratio.
+  static double ShareCpuRatioCost(const NodeState& node, const CompiledRequest& req) {
+    if (req.gpu_count != 1 || req.gpu_milli <= 0 || req.gpu_milli >= 1000 || req.cpu_milli <= 0 ||
+        node.idle_milli <= 0 || node.cpu_free() <= 0)
+      return 0;
+    const double share = req.gpu_milli;
+    const double task = static_cast<double>(req.cpu_milli) / share;
+    const double free = static_cast<double>(node.cpu_free()) / node.idle_milli;
+    if (task <= free) return 0;
+    const double d = std::log(task / free);
+    return kShareCpuRatioWeight * share * d * d;
   }
   // In milli-GPU: what of `cpu` milli-cores free the node's `idle` milli-GPU cannot use.
   double StrandedCpu(double cpu, double idle) const {

@@ -1,7 +1,7 @@
 // fgd-pack's preferences through the public API: where the share-waste and stranded-GPU terms,
 // the CPU fit, the CPU-tight mode's CPU-only room, the partitioned mode's best fit and the
-// CPU-lean mode's stranded CPU (strategies/fgd_pack.h) decide, with the arithmetic of each case
-// written out.
+// CPU-lean mode's stranded CPU and share CPU ratio (strategies/fgd_pack.h) decide, with the
+// arithmetic of each case written out.
 #include "placement/strategies/fgd_pack.h"
 
 #include <gtest/gtest.h>
@@ -291,6 +291,33 @@ TEST(FgdPackTest, PatternsStillLeadInAPoolThatIsNotPartitioned) {
   ASSERT_TRUE(e.SetSchedulable("x1", true).ok());
   e.SetWorkload({{Share(200), 1}, {Share(900), 1}});
   EXPECT_EQ(NodeOf(e, Share(200)), "x1");
+}
+
+// Nodes a (4 GPUs, 32 cores: 8 per GPU), added first, and b (4 GPUs, 40 cores: 10 per GPU); the
+// workload of RichAndLean (GPU tasks at 10 cores per GPU), so a is 8 cores short of feeding its
+// GPUs: CpuLeanShortfall = 8000 × 0.1 / 8000 = 0.1, a CPU-lean pool.
+Engine LeanPair() {
+  return TwoNodes(Node("a", 4, /*cpu=*/32000, 262144), Node("b", 4, /*cpu=*/40000, 262144),
+                  {{Share(500, 8000), 1}, {Whole(1, 8000), 1}, {Share(300, 2000), 1}});
+}
+
+TEST(FgdPackTest, CpuHungryShareToTheNodeWithCoresPerIdleGpu) {
+  // A 500 share with 5 cores asks 10 cores per GPU; a has 32 free for 4 idle GPUs (8 per GPU),
+  // b 40 (10 per GPU). Without the share CPU-ratio term a scores at least as well as b (−14;
+  // neither node strands GPU or CPU before or after at these ratios) and wins (checked with the
+  // weight at 0); the term adds 20 × 500 × ln(10 / 8)² = 497.9 milli-GPU on a (score −26) and
+  // nothing on b, where the share takes exactly the node's ratio. On a the share would leave 27
+  // cores for 3.5 idle GPUs (7.7 per GPU): where the small nodes' cores run out first
+  // (cloud-inference's L4 and T4) that idle GPU is lost.
+  Engine e = LeanPair();
+  EXPECT_EQ(NodeOf(e, Share(500, 5000)), "b");
+}
+
+TEST(FgdPackTest, ShareAtTheNodesRatioStaysInTieOrder) {
+  // The control: a 500 share with 4 cores (8 per GPU, a's ratio): the term is 0 on both nodes,
+  // both score −14 and the tie order picks a.
+  Engine e = LeanPair();
+  EXPECT_EQ(NodeOf(e, Share(500, 4000)), "a");
 }
 
 }  // namespace
