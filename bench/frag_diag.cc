@@ -41,7 +41,9 @@ constexpr const char* kHelp = R"(usage: frag_diag --trace-dir DIR --nodes FILE -
 Replays like gpupool-sim --online and reports, at arrived = 100%, the idle GPU per model by
 cause (whole devices on CPU- or memory-exhausted nodes, whole devices elsewhere, slivers) and
 the dropped arrivals per task kind with whether GPU share alone would have fitted, the cores
-they asked for and the arrived % at the kind's first drop (mean over the seeds).
+they asked for and the arrived % at the kind's first drop (mean over the seeds). It also
+prints the CPU horizon (the arrived % at which the arrivals ask for every core of the pool)
+beside the first drop of any task, with the GPU allocated and the CPU free then.
   --by-cores   split every kind by the task's cores (rounded down)
 )";
 

@@ -86,12 +86,12 @@ constexpr double kStrandedCpuLean = 0.7;
 // free cores per idle GPU)², where the first is the larger: squared, so a share a little above
 // the node's ratio is nearly free and one at twice it is not. On cloud-inference (online, seeds
 // 42–46 / 47–56) fgd-pack 6.49 → 6.14 / 6.67 → 6.31, the generator's task lists 2 and 3: 6.62 →
-// 6.23, 6.36 → 5.83; L4|T4-pinned shares dropped 134 → about 100 per replay. Tried (seeds 42–46,
-// docs/benchmarks.md): weights 10 / 40 / 80 → 6.16 / 6.22 / 6.35; |ln| instead of ln² at 3–20 →
-// 6.23–6.40; on whole-GPU tasks too → 6.18, whole-GPU tasks alone → 6.43; the node's total cores
-// per GPU instead of free per idle → 6.27–6.44; symmetric or only for tasks leaner than the node
-// → 6.31–8.05. cpu-scarce (also CPU-lean) 42.27 → 42.24; the term on whole-GPU tasks cost it up
-// to 0.54.
+// 6.23, 6.36 → 5.83; L4|T4-pinned shares dropped 134 → 109 per replay. Tried (seeds 42–46, or
+// 42–44 for the variants of the node's ratio; docs/benchmarks.md): weights 10 / 40 / 80 → 6.16
+// / 6.22 / 6.35; on every GPU task, ln² at 10–25 → 6.18–6.21, |ln| at 3–20 → 6.23–6.40; whole-GPU
+// tasks alone → 6.43; the node's total cores per GPU instead of its free per idle → 6.27–6.32; also
+// (or only) for tasks leaner than the node → 6.27–8.05. cpu-scarce, also CPU-lean, 42.27 → 42.24
+// (on every GPU task: up to 42.81).
 constexpr double kShareCpuRatioWeight = 20;
 
 // Weight of Δ expected share waste (share_patterns.h): large, so a share's device is chosen by
