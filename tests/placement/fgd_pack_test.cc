@@ -201,13 +201,15 @@ Engine RichAndLean(int64_t lean_cores) {
 
 TEST(FgdPackTest, CpuLightSharesToLeanNodesInACpuLeanPool) {
   // lean has 32 cores for 4 GPUs, 8 short of the workload's 10 per GPU: CpuLeanShortfall = 8000
-  // × 0.1 / 8000 = 0.1 ≥ 0.05, so the stranded-CPU term is on, at 0.7 × 0.1 = 0.07 milli-GPU
-  // per free milli-core. A 500 share with 2 cores (4 cores per GPU):
-  //   on rich: 96000 × 0.07 − 4000 = 2720 milli-GPU of CPU its idle GPU cannot use before,
-  //            94000 × 0.07 − 3500 = 3080 after: +360, × 64 = +23,040;
-  //   on lean: 32000 × 0.07 < 4000 before and 30000 × 0.07 < 3500 after: 0.
-  // Every other term scores the two alike (score −14 on both: the tie order would pick rich);
-  // with the term rich scores −590 → lean, keeping rich's cores for CPU-heavy tasks.
+  // × 0.1 / 8000 = 0.1 ≥ 0.05, so the stranded-CPU term is on, at 0.8 × 0.1 = 0.08 milli-GPU
+  // per free milli-core (kStrandedCpuLeanQ: the pool is not CPU-scarce). A 500 share with 2
+  // cores (4 cores per GPU):
+  //   on rich: 96000 × 0.08 − 4000 = 3680 milli-GPU of CPU its idle GPU cannot use before,
+  //            94000 × 0.08 − 3500 = 4020 after: +340, × 64 = +21,760;
+  //   on lean: 32000 × 0.08 < 4000 before and 30000 × 0.08 < 3500 after: 0.
+  // Every other term scores the two alike (score −14 on both: the tie order would pick rich; the
+  // share asks fewer cores per GPU than either node has free per idle GPU, so Q is 0); with the
+  // term rich scores −558 → lean, keeping rich's cores for CPU-heavy tasks.
   Engine e = RichAndLean(32000);
   EXPECT_EQ(NodeOf(e, Share(500, 2000)), "lean");
 }
