@@ -79,26 +79,27 @@ constexpr double kCpuLeanGate = 0.05;
 constexpr double kLeanStrandedWeight = 64;
 constexpr double kStrandedCpuWeight = 64;
 constexpr double kStrandedCpuLean = 0.7;
-// With the share CPU-ratio term below, the stranded-CPU leanness is kStrandedCpuLeanQ (0.8: a
-// node's free CPU counts as stranded a little sooner) except in a pool that is CPU-scarce too,
-// where the CPU fit leads and 0.7 stays. On cloud-inference (seeds 42–46 / 47–56, task lists 2
-// and 3) Q with 0.7: 6.14 / 6.31 / 6.23 / 5.83; with 0.75 / 0.8 / 0.85 / 0.9 / 1.0: 6.08 / 6.02
-// / 6.05 / 6.11 / 6.23 (42–46), 0.8: 6.11 / 6.09 / 5.73. Without Q, 0.8 was worse than 0.7 (6.59
-// against 6.50). On cpu-scarce 0.8 gave 42.31 against 42.24 (42–46), 42.82 against 42.79 (47–56).
+// With the share CPU-ratio term below, the stranded-CPU leanness is kStrandedCpuLeanQ: a node's
+// free CPU counts as stranded a little sooner. Without Q, 0.8 was worse than 0.7 on
+// cloud-inference (6.59 against 6.50); with it (seeds 42–46) 0.7 / 0.75 / 0.8 / 0.85 / 0.9 / 1.0
+// → 6.14 / 6.08 / 6.02 / 6.05 / 6.11 / 6.23.
 constexpr double kStrandedCpuLeanQ = 0.8;
-// Share CPU ratio, in a CPU-lean pool only: a share that asks more cores per GPU than the node
-// has free per idle GPU leaves the node's other idle GPU less CPU each, and on the small nodes
-// (cloud-inference's L4 and T4: 8 cores per GPU) whose cores run out first that idle GPU is lost.
-// The cost adds kShareCpuRatioWeight × the share (milli-GPU) × ln(task's cores per GPU / node's
-// free cores per idle GPU)², where the first is the larger: squared, so a share a little above
-// the node's ratio is nearly free and one at twice it is not. On cloud-inference (online, seeds
-// 42–46 / 47–56) fgd-pack 6.49 → 6.14 / 6.67 → 6.31, the generator's task lists 2 and 3: 6.62 →
-// 6.23, 6.36 → 5.83; L4|T4-pinned shares dropped 134 → 109 per replay. Tried (seeds 42–46, or
-// 42–44 for the variants of the node's ratio; docs/benchmarks.md): weights 10 / 40 / 80 → 6.16
-// / 6.22 / 6.35; on every GPU task, ln² at 10–25 → 6.18–6.21, |ln| at 3–20 → 6.23–6.40; whole-GPU
-// tasks alone → 6.43; the node's total cores per GPU instead of its free per idle → 6.27–6.32; also
-// (or only) for tasks leaner than the node → 6.27–8.05. cpu-scarce, also CPU-lean, 42.27 → 42.24
-// (on every GPU task: up to 42.81).
+// Share CPU ratio, Q: in a CPU-lean pool that is not CPU-scarce (there the CPU fit leads), a
+// share that asks more cores per GPU than the node has free per idle GPU leaves the node's other
+// idle GPU less CPU each, and on the small nodes whose cores run out first (cloud-inference's L4
+// and T4: 8 cores per GPU) that idle GPU is lost. The cost adds kShareCpuRatioWeight × the share
+// (milli-GPU) × ln(task's cores per GPU / node's free cores per idle GPU)², where the first is
+// the larger: squared, so a share a little above the node's ratio is nearly free and one at
+// twice it is not. On cloud-inference (online; seeds 42–46 / 47–56 / task lists 2 and 3, 42–46)
+// fgd-pack 6.49 / 6.67 / 6.62 / 6.36 → 6.14 / 6.31 / 6.23 / 5.83 with Q, → 6.02 / 6.11 / 6.09 /
+// 5.73 with leanness 0.8 too: the small nodes' CPU goes to CPU-light work, and L4|T4-pinned
+// shares that arrive late find no room (dropped 134 → 166 per replay, first at 76% arrived,
+// was 85%) while every other kind is dropped less. Tried (seeds 42–46, or 42–44 for the
+// variants of the node's ratio; docs/benchmarks.md): weights 10 / 40 / 80 → 6.16 / 6.22 / 6.35
+// (with 0.7); on every GPU task, ln² at 10–25 → 6.18–6.21, |ln| at 3–20 → 6.23–6.40; whole-GPU
+// tasks alone → 6.43; the node's total cores per GPU instead of its free per idle → 6.27–6.32;
+// also (or only) for tasks leaner than the node → 6.27–8.05. On cpu-scarce Q gave 42.27 → 42.24
+// on task list 1 but +0.12 / +0.10 on lists 2 and 3, and leanness 0.8 +0.07, hence the gate.
 constexpr double kShareCpuRatioWeight = 20;
 
 // Weight of Δ expected share waste (share_patterns.h): large, so a share's device is chosen by

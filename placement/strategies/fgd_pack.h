@@ -24,9 +24,10 @@
 // GPUs at the GPU tasks' mean CPU per GPU would leave ≥ 5% of that CPU unmet (CpuLeanShortfall) —
 // the stranded-GPU term weighs 64 and 64 × Δ stranded CPU joins (the node's free CPU its idle GPU
 // cannot use at 0.7 × the GPU tasks' GPU per CPU): CPU-light tasks to lean nodes, CPU-heavy ones to
-// CPU-rich nodes; and a share that asks more cores per GPU than the node has free per idle GPU
-// costs 20 × its share × ln(the ratio of the two)² (Q: it would leave the node's other idle GPU
-// less CPU each). In a pool partitioned by model pins (ModelPartition ≤ 1/3) P weighs 30,000 and
+// CPU-rich nodes. Where such a pool is not also CPU-scarce, the leanness is 0.8 and a share that
+// asks more cores per GPU than the node has free per idle GPU costs 20 × its share × ln(the ratio
+// of the two)² (Q: it leaves the node's other idle GPU less CPU each).
+// In a pool partitioned by model pins (ModelPartition ≤ 1/3) P weighs 30,000 and
 // the cost adds 1,000 × the free share a share placement leaves on its device: routing first, then
 // best fit inside the model's slice. w = 2, or 10 when multi-GPU tasks bring a quarter or more of
 // the workload's GPU demand. Score = ⌊−cost / (20·w)⌋; equal scores go to the pool's tie order,
