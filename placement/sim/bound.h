@@ -170,13 +170,15 @@ struct BoundOptions {
   // Classes beyond this make the instance coarser (PackingInstance::coarse): a looser bound that
   // is computed in minutes rather than hours.
   size_t max_classes = kMaxBoundClasses;
-  // Where the scenarios of the first drop split the arrivals, in % of capacity arrived: every 2%
-  // from 30% (where CPU runs out, the first key drops come early: cpu-scarce's bound 25.4 → 27.4
-  // on seed 42), finer towards 100% (where GPU fragmentation drops them).
-  std::vector<double> splits_pct = {30,   32, 34,   36, 38,    40,   42,    44,  46,    48,
-                                    50,   52, 54,   56, 58,    60,   62,    64,  66,    68,
-                                    70,   80, 85,   90, 92,    94,   95,    96,  96.5,  97,
-                                    97.5, 98, 98.5, 99, 99.25, 99.5, 99.75, 100, 100.25};
+  // Where the scenarios of the first drop split the arrivals, in % of capacity arrived: every 1%
+  // from 30% to 70% (where CPU runs out, the first key drops come early: cpu-scarce's bound on
+  // seed 42 25.4 → 27.4 with steps of 2%, 34.53 → 34.70 with steps of 1%, at a few % more LPs on
+  // the trace), finer towards 100% (where GPU fragmentation drops them).
+  std::vector<double> splits_pct = {
+      30, 31, 32, 33,   34, 35,   36, 37,   38, 39,    40,   41,    42,  43,    44,
+      45, 46, 47, 48,   49, 50,   51, 52,   53, 54,    55,   56,    57,  58,    59,
+      60, 61, 62, 63,   64, 65,   66, 67,   68, 69,    70,   80,    85,  90,    92,
+      94, 95, 96, 96.5, 97, 97.5, 98, 98.5, 99, 99.25, 99.5, 99.75, 100, 100.25};
 };
 
 // The lower bound on the replay metric at arrived = x% (replay.h) for this arrival sequence:
