@@ -10,6 +10,9 @@
 // lightest kind, whole idle devices on nodes that still could, and partial slivers — and per task
 // kind (share / 1 / 2 / 4 / 8 GPUs, pinned or not) how many arrivals were dropped up to that
 // point, and whether GPU share alone would have fitted somewhere (then CPU or memory blocked it).
+// It also prints the CPU horizon — the arrived % at which the arrivals so far ask for every core
+// of the pool — beside the first drop of any task: where the two meet, the CPU, not the policy,
+// ended the placing.
 // Figures are summed over the seeds and divided by their number.
 #include <algorithm>
 #include <cmath>
@@ -38,7 +41,9 @@ constexpr const char* kHelp = R"(usage: frag_diag --trace-dir DIR --nodes FILE -
 Replays like gpupool-sim --online and reports, at arrived = 100%, the idle GPU per model by
 cause (whole devices on CPU- or memory-exhausted nodes, whole devices elsewhere, slivers) and
 the dropped arrivals per task kind with whether GPU share alone would have fitted, the cores
-they asked for and the arrived % at the kind's first drop (mean over the seeds).
+they asked for and the arrived % at the kind's first drop (mean over the seeds). It also
+prints the CPU horizon (the arrived % at which the arrivals ask for every core of the pool)
+beside the first drop of any task, with the GPU allocated and the CPU free then.
   --by-cores   split every kind by the task's cores (rounded down)
 )";
 
@@ -160,6 +165,12 @@ int main(int argc, char** argv) {
   std::map<std::string, Drops> drops;
   std::map<std::pair<std::string, std::string>, Placed> placed_on;  // (model, kind)
   double unalloc = 0;
+  // The CPU horizon: where the arrivals so far ask for every core of the pool. A policy that
+  // drops a task only when no node can host it places everything up to about there, so the GPU
+  // arrived by then (less what was dropped before) is what the CPU lets any such policy place.
+  int64_t pool_cpu = 0;
+  for (const TraceNode& n : *nodes) pool_cpu += n.cpu_milli;
+  double horizon_pct = 0, first_any_pct = 0, used_at_first = 0, cpu_free_at_first = 0;
   const double seeds = static_cast<double>(seed_hi - seed_lo + 1);
   for (uint64_t seed = seed_lo; seed <= seed_hi; ++seed) {
     const std::vector<TraceTask> arrivals = Arrivals(*trace, seed, tune, capacity);
@@ -171,13 +182,19 @@ int main(int argc, char** argv) {
       if (!engine.AddNode(ToNodeSpec(n)).ok()) return 1;
     WorkloadFeed feed;
     feed.Sync(engine);
-    int64_t arrived = 0, used = 0;
+    int64_t arrived = 0, used = 0, cpu_arrived = 0, cpu_used = 0;
+    bool horizon_seen = false, dropped_any = false;
     std::map<std::string, double> first_drop;  // kind → arrived % at its first drop this seed
     for (const TraceTask& t : arrivals) {
       // Stop after the last arrival of bin 100 (the next one would round to 101).
       if (std::lround(100.0 * static_cast<double>(arrived + t.GpuMilli()) /
                       static_cast<double>(capacity)) > 100)
         break;
+      cpu_arrived += t.cpu_milli;
+      if (!horizon_seen && cpu_arrived >= pool_cpu) {
+        horizon_seen = true;
+        horizon_pct += 100.0 * static_cast<double>(arrived) / static_cast<double>(capacity);
+      }
       const Request req = ToRequest(t);
       feed.Observe(req, 1);
       feed.Sync(engine);
@@ -188,12 +205,20 @@ int main(int argc, char** argv) {
       dr.arrived += 1;
       if (placed) {
         used += t.GpuMilli();
+        cpu_used += t.cpu_milli;
         Placed& p = placed_on[{model_of[d.allocation.node], kind}];
         p.tasks += 1;
         p.gpu += static_cast<double>(t.GpuMilli()) / 1000;
         p.cpu += static_cast<double>(t.cpu_milli) / 1000;
       } else {
         dr.dropped += 1;
+        if (!dropped_any) {
+          dropped_any = true;
+          first_any_pct += 100.0 * static_cast<double>(arrived) / static_cast<double>(capacity);
+          used_at_first += 100.0 * static_cast<double>(used) / static_cast<double>(capacity);
+          cpu_free_at_first +=
+              100.0 * static_cast<double>(pool_cpu - cpu_used) / static_cast<double>(pool_cpu);
+        }
         dr.cores_dropped += static_cast<double>(t.cpu_milli) / 1000;
         first_drop.emplace(kind,
                            100.0 * static_cast<double>(arrived) / static_cast<double>(capacity));
@@ -204,6 +229,11 @@ int main(int argc, char** argv) {
         if (engine.Place(bare, PlaceOptions{false}).placed) dr.gpu_fit += 1;
       }
       arrived += t.GpuMilli();
+    }
+    if (!horizon_seen) horizon_pct += 100.0;
+    if (!dropped_any) {
+      first_any_pct += 100.0;
+      used_at_first += 100.0 * static_cast<double>(used) / static_cast<double>(capacity);
     }
     for (auto& [kind, dr] : drops) {
       const auto it = first_drop.find(kind);
@@ -240,6 +270,10 @@ int main(int argc, char** argv) {
       "100: %.2f %%\n\n",
       workload.c_str(), strategy_name.c_str(), static_cast<unsigned long long>(seed_lo),
       static_cast<unsigned long long>(seed_hi), unalloc / seeds);
+  std::printf(
+      "CPU horizon (the arrivals ask for every core) at %.1f %% arrived; first drop of any task "
+      "at %.1f %% arrived, with %.1f %% of the GPU allocated and %.1f %% of the CPU free\n\n",
+      horizon_pct / seeds, first_any_pct / seeds, used_at_first / seeds, cpu_free_at_first / seeds);
   std::printf("%-10s %6s %7s | %10s %10s %9s %9s | %10s\n", "model", "nodes", "GPUs", "idle:starv",
               "idle:fed", "slivers", "partial", "CPU free %");
   for (const auto& [model, m] : idle)

@@ -79,6 +79,28 @@ constexpr double kCpuLeanGate = 0.05;
 constexpr double kLeanStrandedWeight = 64;
 constexpr double kStrandedCpuWeight = 64;
 constexpr double kStrandedCpuLean = 0.7;
+// With the share CPU-ratio term below, the stranded-CPU leanness is kStrandedCpuLeanQ: a node's
+// free CPU counts as stranded a little sooner. Without Q, 0.8 was worse than 0.7 on
+// cloud-inference (6.59 against 6.50); with it (seeds 42–46) 0.7 / 0.75 / 0.8 / 0.85 / 0.9 / 1.0
+// → 6.14 / 6.08 / 6.02 / 6.05 / 6.11 / 6.23.
+constexpr double kStrandedCpuLeanQ = 0.8;
+// Share CPU ratio, Q: in a CPU-lean pool that is not CPU-scarce (there the CPU fit leads), a
+// share that asks more cores per GPU than the node has free per idle GPU leaves the node's other
+// idle GPU less CPU each, and on the small nodes whose cores run out first (cloud-inference's L4
+// and T4: 8 cores per GPU) that idle GPU is lost. The cost adds kShareCpuRatioWeight × the share
+// (milli-GPU) × ln(task's cores per GPU / node's free cores per idle GPU)², where the first is
+// the larger: squared, so a share a little above the node's ratio is nearly free and one at
+// twice it is not. On cloud-inference (online; seeds 42–46 / 47–56 / task lists 2 and 3, 42–46)
+// fgd-pack 6.49 / 6.67 / 6.62 / 6.36 → 6.14 / 6.31 / 6.23 / 5.83 with Q, → 6.02 / 6.11 / 6.09 /
+// 5.73 with leanness 0.8 too: the small nodes' CPU goes to CPU-light work, and L4|T4-pinned
+// shares that arrive late find no room (dropped 134 → 166 per replay, first at 76% arrived,
+// was 85%) while every other kind is dropped less. Tried (seeds 42–46, or 42–44 for the
+// variants of the node's ratio; docs/benchmarks.md): weights 10 / 40 / 80 → 6.16 / 6.22 / 6.35
+// (with 0.7); on every GPU task, ln² at 10–25 → 6.18–6.21, |ln| at 3–20 → 6.23–6.40; whole-GPU
+// tasks alone → 6.43; the node's total cores per GPU instead of its free per idle → 6.27–6.32;
+// also (or only) for tasks leaner than the node → 6.27–8.05. On cpu-scarce Q gave 42.27 → 42.24
+// on task list 1 but +0.12 / +0.10 on lists 2 and 3, and leanness 0.8 +0.07, hence the gate.
+constexpr double kShareCpuRatioWeight = 20;
 
 // Weight of Δ expected share waste (share_patterns.h): large, so a share's device is chosen by
 // the pattern it completes first; flat for 64–1000 in the replays.
@@ -184,6 +206,7 @@ class FgdPack final : public StrategyPlugin {
            (StrandedCpu(cpu_free - static_cast<double>(req.cpu_milli), idle - gpu_taken) -
             StrandedCpu(cpu_free, idle));
     }
+    if (cpu_lean_ && cpu_fit_ == 0) c += ShareCpuRatioCost(node, req);
     if (cpu_tight_ && req.gpu_count > 0) {
       const int64_t cpu = node.cpu_free(), mem = node.mem_free();
       // A node none of whose GPUs is in use counts a third (kFreshNodeShare, above).
@@ -223,7 +246,8 @@ class FgdPack final : public StrategyPlugin {
                                       k.p * static_cast<double>(k.cpu_milli) * gpu_per_cpu});
     }
     cpu_lean_ = pool_ != nullptr && CpuLeanShortfall(*workload_, *pool_) >= kCpuLeanGate;
-    gpu_per_cpu_ = kStrandedCpuLean * GpuTasksGpuPerCpu(*workload_);
+    gpu_per_cpu_ =
+        (cpu_fit_ > 0 ? kStrandedCpuLean : kStrandedCpuLeanQ) * GpuTasksGpuPerCpu(*workload_);
     // ρ³ ≥ kOverPinned³: some model is asked for more than it has (the partitioned and CPU-lean
     // modes keep their own weights).
     over_pinned_ =
@@ -250,6 +274,19 @@ class FgdPack final : public StrategyPlugin {
     }
     return room;
   }
+  // In milli-GPU, for a share: how far its cores per GPU exceed the node's free cores per idle
+  // GPU (kShareCpuRatioWeight, above); 0 for other requests and for shares at or below the ratio.
+  static double ShareCpuRatioCost(const NodeState& node, const CompiledRequest& req) {
+    if (req.gpu_count != 1 || req.gpu_milli <= 0 || req.gpu_milli >= 1000 || req.cpu_milli <= 0 ||
+        node.idle_milli <= 0 || node.cpu_free() <= 0)
+      return 0;
+    const double share = req.gpu_milli;
+    const double task = static_cast<double>(req.cpu_milli) / share;
+    const double free = static_cast<double>(node.cpu_free()) / node.idle_milli;
+    if (task <= free) return 0;
+    const double d = std::log(task / free);
+    return kShareCpuRatioWeight * share * d * d;
+  }
   // In milli-GPU: what of `cpu` milli-cores free the node's `idle` milli-GPU cannot use.
   double StrandedCpu(double cpu, double idle) const {
     return std::max(0.0, cpu * gpu_per_cpu_ - idle);
@@ -263,7 +300,7 @@ class FgdPack final : public StrategyPlugin {
   bool cpu_tight_ = false;
   std::vector<CpuOnly> cpu_only_;  // the workload's CPU-only classes, in a CPU-tight pool
   bool cpu_lean_ = false;
-  double gpu_per_cpu_ = 0;  // of the GPU tasks, times kStrandedCpuLean
+  double gpu_per_cpu_ = 0;  // of the GPU tasks, times kStrandedCpuLean(Q)
   bool partitioned_ = false;
   bool over_pinned_ = false;  // some model's ρ ≥ kOverPinned: P weighs kOverPinnedPressure
   bool plain_ = false;        // CPU ample, nothing over-pinned, no other mode: S weighs 64

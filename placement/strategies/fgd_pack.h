@@ -3,7 +3,7 @@
 // free share a placement leaves, and the share it takes of GPU models that pinned tasks need;
 // quantised so that near-ties consolidate in the tie order.
 //
-// cost = ΔH + w·ΔF + 16·ΔS + 128·ΔW + 30·P [+ 60·C] [+ 64·ΔR] [+ 64·ΔSC] (frag.h):
+// cost = ΔH + w·ΔF + 16·ΔS + 128·ΔW + 30·P [+ 60·C] [+ 64·ΔR] [+ 64·ΔSC + 20·Q] (frag.h):
 // ΔF is FGD's "will the next typical task fit at all"; ΔH counts how many tasks of each class still
 // fit by GPU share, CPU and memory, weighted up for classes few nodes can host (so a 120-core 8-GPU
 // node is not nibbled away by small tasks); ΔS is the change of the node's idle GPU its free CPU
@@ -26,7 +26,10 @@
 // GPUs at the GPU tasks' mean CPU per GPU would leave ≥ 5% of that CPU unmet (CpuLeanShortfall) —
 // the stranded-GPU term weighs 64 and 64 × Δ stranded CPU joins (the node's free CPU its idle GPU
 // cannot use at 0.7 × the GPU tasks' GPU per CPU): CPU-light tasks to lean nodes, CPU-heavy ones to
-// CPU-rich nodes. In a pool partitioned by model pins (ModelPartition ≤ 1/3) P weighs 30,000 and
+// CPU-rich nodes. Where such a pool is not also CPU-scarce, the leanness is 0.8 and a share that
+// asks more cores per GPU than the node has free per idle GPU costs 20 × its share × ln(the ratio
+// of the two)² (Q: it leaves the node's other idle GPU less CPU each).
+// In a pool partitioned by model pins (ModelPartition ≤ 1/3) P weighs 30,000 and
 // the cost adds 1,000 × the free share a share placement leaves on its device: routing first, then
 // best fit inside the model's slice. w = 2, or 10 when multi-GPU tasks bring a quarter or more of
 // the workload's GPU demand. Score = ⌊−cost / (20·w)⌋; equal scores go to the pool's tie order,

@@ -1,7 +1,7 @@
 // fgd-pack's preferences through the public API: where the share-waste and stranded-GPU terms,
 // the CPU fit, the CPU-tight mode's CPU-only room, the partitioned mode's best fit and the
-// CPU-lean mode's stranded CPU (strategies/fgd_pack.h) decide, with the arithmetic of each case
-// written out.
+// CPU-lean mode's stranded CPU and share CPU ratio (strategies/fgd_pack.h) decide, with the
+// arithmetic of each case written out.
 #include "placement/strategies/fgd_pack.h"
 
 #include <gtest/gtest.h>
@@ -201,13 +201,15 @@ Engine RichAndLean(int64_t lean_cores) {
 
 TEST(FgdPackTest, CpuLightSharesToLeanNodesInACpuLeanPool) {
   // lean has 32 cores for 4 GPUs, 8 short of the workload's 10 per GPU: CpuLeanShortfall = 8000
-  // × 0.1 / 8000 = 0.1 ≥ 0.05, so the stranded-CPU term is on, at 0.7 × 0.1 = 0.07 milli-GPU
-  // per free milli-core. A 500 share with 2 cores (4 cores per GPU):
-  //   on rich: 96000 × 0.07 − 4000 = 2720 milli-GPU of CPU its idle GPU cannot use before,
-  //            94000 × 0.07 − 3500 = 3080 after: +360, × 64 = +23,040;
-  //   on lean: 32000 × 0.07 < 4000 before and 30000 × 0.07 < 3500 after: 0.
-  // Every other term scores the two alike (score −14 on both: the tie order would pick rich);
-  // with the term rich scores −590 → lean, keeping rich's cores for CPU-heavy tasks.
+  // × 0.1 / 8000 = 0.1 ≥ 0.05, so the stranded-CPU term is on, at 0.8 × 0.1 = 0.08 milli-GPU
+  // per free milli-core (kStrandedCpuLeanQ: the pool is not CPU-scarce). A 500 share with 2
+  // cores (4 cores per GPU):
+  //   on rich: 96000 × 0.08 − 4000 = 3680 milli-GPU of CPU its idle GPU cannot use before,
+  //            94000 × 0.08 − 3500 = 4020 after: +340, × 64 = +21,760;
+  //   on lean: 32000 × 0.08 < 4000 before and 30000 × 0.08 < 3500 after: 0.
+  // Every other term scores the two alike (score −14 on both: the tie order would pick rich; the
+  // share asks fewer cores per GPU than either node has free per idle GPU, so Q is 0); with the
+  // term rich scores −558 → lean, keeping rich's cores for CPU-heavy tasks.
   Engine e = RichAndLean(32000);
   EXPECT_EQ(NodeOf(e, Share(500, 2000)), "lean");
 }
@@ -371,6 +373,33 @@ TEST(FgdPackTest, StrandedGpuStays16NearTheCpuTightGate) {
   // S weighs 16: lean, as before the plain-pool weight.
   Engine e = LeanAndRich(40, 124000);
   EXPECT_EQ(NodeOf(e, Share(500, 12000)), "lean");
+}
+
+// Nodes a (4 GPUs, 32 cores: 8 per GPU), added first, and b (4 GPUs, 40 cores: 10 per GPU); the
+// workload of RichAndLean (GPU tasks at 10 cores per GPU), so a is 8 cores short of feeding its
+// GPUs: CpuLeanShortfall = 8000 × 0.1 / 8000 = 0.1, a CPU-lean pool.
+Engine LeanPair() {
+  return TwoNodes(Node("a", 4, /*cpu=*/32000, 262144), Node("b", 4, /*cpu=*/40000, 262144),
+                  {{Share(500, 8000), 1}, {Whole(1, 8000), 1}, {Share(300, 2000), 1}});
+}
+
+TEST(FgdPackTest, CpuHungryShareToTheNodeWithCoresPerIdleGpu) {
+  // A 500 share with 5 cores asks 10 cores per GPU; a has 32 free for 4 idle GPUs (8 per GPU),
+  // b 40 (10 per GPU). Without the share CPU-ratio term a scores at least as well as b (−14;
+  // neither node strands GPU or CPU before or after at these ratios) and wins (checked with the
+  // weight at 0); the term adds 20 × 500 × ln(10 / 8)² = 497.9 milli-GPU on a (score −26) and
+  // nothing on b, where the share takes exactly the node's ratio. On a the share would leave 27
+  // cores for 3.5 idle GPUs (7.7 per GPU): where the small nodes' cores run out first
+  // (cloud-inference's L4 and T4) that idle GPU is lost.
+  Engine e = LeanPair();
+  EXPECT_EQ(NodeOf(e, Share(500, 5000)), "b");
+}
+
+TEST(FgdPackTest, ShareAtTheNodesRatioStaysInTieOrder) {
+  // The control: a 500 share with 4 cores (8 per GPU, a's ratio): the term is 0 on both nodes,
+  // both score −14 and the tie order picks a.
+  Engine e = LeanPair();
+  EXPECT_EQ(NodeOf(e, Share(500, 4000)), "a");
 }
 
 }  // namespace
