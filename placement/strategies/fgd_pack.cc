@@ -62,6 +62,26 @@ constexpr double kCpuFitWeight = 60;
 constexpr double kCpuTight = 1.08;
 constexpr double kCpuOnlyBlockWeight = 64;
 constexpr double kFreshNodeShare = 1.0 / 3;
+// CPU holes, in the CPU-scarce and CPU-tight modes: once the cores run out every policy still
+// places every arrival that fits somewhere, so what it chooses is which arrivals find no node, and
+// tasks of different sizes bring very different GPU per core (cpu-scarce: 0.21 milli-GPU per
+// milli-core at 2 cores, 0.06–0.08 at 7–16, 0 for CPU-only work; cpu300: 0.22 at 4 cores, 0.04 at
+// 8, 0.08 at 11–12, 0 at 12.5 and 32). The hole cap X (CpuHoleCap) is the size up to which the
+// workload's tasks, taken together, bring the most GPU beyond its mean GPU per core; a node's free
+// CPU above X is room a bigger, GPU-poorer task could take. The cost adds kCpuHoleWeight per core
+// of that room a placement removes (negative: Δ max(0, free − X)), so tasks go first where they
+// cut big holes, the pool's free CPU ends in holes of about X, and once the cores run short the
+// tasks bigger than X find no node while the smaller, GPU-denser ones keep the last cores. Online
+// (seeds 42–46, or 42–51 for cpu300), fgd-pack before → with the term: cpu-scarce 42.27 → 41.08
+// (task lists 2 and 3: 42.96 → 42.00, 42.19 → 40.99; its first drop comes at ≈ 49% arrived, was
+// 57%), cpu300 9.40 → 8.11 (10 seeds). Weights 5,000 / 10,000 / 15,000 / 20,000 / 40,000 per core
+// on cpu-scarce → 42.23 / 41.02 / 41.08 / 41.56 / 41.84, on cpu300 10,000 / 15,000 / 20,000 →
+// 8.28 / 8.11 / 8.23; X half a core higher (a hole one size up costs half), at 15,000: the
+// three cpu-scarce task lists −0.07 / +0.03 / −0.10, cpu300 +0.24. A hand-set X on cpu-scarce: 4
+// / 5.5 / 6 / 6.5 / 7 / 8 / 10 cores → 43.76 / 41.55 / 41.65 / 41.21 / 41.27 / 41.80 / 42.85 (seeds
+// 42–44, weight 20,000); the rule gives 6. Without nodes none of whose GPUs is in use, the term
+// gave nothing there: those whole nodes are the holes the big tasks take last.
+constexpr double kCpuHoleWeight = 15000;
 // CPU-lean pools: where the GPU tasks, at their mean CPU per GPU, would leave at least
 // kCpuLeanGate of that CPU unmet on the nodes too lean to give it (CpuLeanShortfall) — the
 // cloud-inference generator's 4-GPU L4 and T4 nodes have 8 cores per GPU, its GPU tasks ask 13,
@@ -174,6 +194,9 @@ double GpuPerCpuOf(const std::vector<FragClass>& workload, bool gpu_tasks_only) 
   return cpu > 0 ? gpu / cpu : 0;
 }
 
+// max(0, free − cap), in milli-cores.
+double HoleAbove(double free_cpu, double cap) { return std::max(0.0, free_cpu - cap); }
+
 FragCost Cost(double fgd_weight, bool partitioned) {
   FragCost c{1, fgd_weight, kStrandedWeight, kShareWasteWeight, kPressureWeight};
   if (partitioned) {
@@ -214,6 +237,12 @@ class FgdPack final : public StrategyPlugin {
       c += (fresh ? kFreshNodeShare : 1.0) * kCpuOnlyBlockWeight *
            (CpuOnlyRoom(cpu - req.cpu_milli, mem - req.memory_mib) - CpuOnlyRoom(cpu, mem));
     }
+    if (hole_cap_ > 0) {
+      const double free_cpu = static_cast<double>(node.cpu_free());
+      c += kCpuHoleWeight / 1000.0 *
+           (HoleAbove(free_cpu - static_cast<double>(req.cpu_milli), hole_cap_) -
+            HoleAbove(free_cpu, hole_cap_));
+    }
     if (cpu_fit_ > 0 && node.cpu_total > 0)
       c += cpu_fit_ * 1000.0 * static_cast<double>(node.cpu_free() - req.cpu_milli) /
            static_cast<double>(node.cpu_total);
@@ -245,6 +274,7 @@ class FgdPack final : public StrategyPlugin {
           cpu_only_.push_back(CpuOnly{k.cpu_milli, k.memory_mib,
                                       k.p * static_cast<double>(k.cpu_milli) * gpu_per_cpu});
     }
+    hole_cap_ = cpu_fit_ > 0 || cpu_tight_ ? static_cast<double>(CpuHoleCap(*workload_)) : 0;
     cpu_lean_ = pool_ != nullptr && CpuLeanShortfall(*workload_, *pool_) >= kCpuLeanGate;
     gpu_per_cpu_ =
         (cpu_fit_ > 0 ? kStrandedCpuLean : kStrandedCpuLeanQ) * GpuTasksGpuPerCpu(*workload_);
@@ -299,6 +329,7 @@ class FgdPack final : public StrategyPlugin {
   double cpu_fit_ = 0;
   bool cpu_tight_ = false;
   std::vector<CpuOnly> cpu_only_;  // the workload's CPU-only classes, in a CPU-tight pool
+  double hole_cap_ = 0;  // milli-cores; CpuHoleCap in the CPU-scarce and CPU-tight modes, else 0
   bool cpu_lean_ = false;
   double gpu_per_cpu_ = 0;  // of the GPU tasks, times kStrandedCpuLean(Q)
   bool partitioned_ = false;
@@ -370,6 +401,29 @@ double CpuScarcity(const std::vector<FragClass>& workload, const PoolShape& pool
   const double gpu_per_cpu = GpuPerCpu(workload);
   if (gpu_per_cpu <= 0 || pool.cpu_milli <= 0) return 0;
   return static_cast<double>(pool.gpu_milli) / static_cast<double>(pool.cpu_milli) / gpu_per_cpu;
+}
+
+int64_t CpuHoleCap(const std::vector<FragClass>& workload) {
+  const double mean = GpuPerCpu(workload);
+  if (mean <= 0) return 0;
+  std::vector<const FragClass*> by_cpu;
+  for (const FragClass& c : workload)
+    if (c.cpu_milli > 0) by_cpu.push_back(&c);
+  std::sort(by_cpu.begin(), by_cpu.end(),
+            [](const FragClass* a, const FragClass* b) { return a->cpu_milli < b->cpu_milli; });
+  // Σ p × (GPU − mean × cores) over the classes up to each size, the whole of a size at once;
+  // the cap is the size where it peaks, if it peaks above 0 by more than rounding.
+  double run = 0, best = 0, scale = 0;
+  int64_t cap = 0;
+  for (size_t i = 0; i < by_cpu.size(); ++i) {
+    const FragClass& c = *by_cpu[i];
+    const double gpu = c.p * c.gpu_milli * c.gpu_count;
+    run += gpu - mean * c.p * static_cast<double>(c.cpu_milli);
+    scale += gpu;
+    if (i + 1 < by_cpu.size() && by_cpu[i + 1]->cpu_milli == c.cpu_milli) continue;
+    if (run > best + 1e-9 * scale) best = run, cap = c.cpu_milli;
+  }
+  return cap;
 }
 
 double FgdPackCost(double delta_h, double delta_f, double delta_stranded, double delta_waste,

@@ -3,7 +3,7 @@
 // free share a placement leaves, and the share it takes of GPU models that pinned tasks need;
 // quantised so that near-ties consolidate in the tie order.
 //
-// cost = ΔH + w·ΔF + 16·ΔS + 128·ΔW + 30·P [+ 60·C] [+ 64·ΔR] [+ 64·ΔSC + 20·Q] (frag.h):
+// cost = ΔH + w·ΔF + 16·ΔS + 128·ΔW + 30·P [+ 60·C] [+ 64·ΔR] [+ 15·ΔX] [+ 64·ΔSC + 20·Q]:
 // ΔF is FGD's "will the next typical task fit at all"; ΔH counts how many tasks of each class still
 // fit by GPU share, CPU and memory, weighted up for classes few nodes can host (so a 120-core 8-GPU
 // node is not nibbled away by small tasks); ΔS is the change of the node's idle GPU its free CPU
@@ -22,7 +22,11 @@
 // CPU-only classes of p × cores × the workload's GPU per core × how many fit in the node's free CPU
 // and memory, a third of it on a node with no GPU in use — counted for GPU tasks: they cut the room
 // of CPU-only tasks, so the free CPU ends in holes that small GPU tasks fill and CPU-only tasks do
-// not; there the stranded-GPU term weighs 64. In a CPU-lean pool — nodes too lean to feed their
+// not; there the stranded-GPU term weighs 64. X, in both the CPU-scarce and the CPU-tight mode, is
+// the node's free CPU above the CPU-hole cap (CpuHoleCap: the task size up to which the workload's
+// tasks bring the most GPU beyond its mean GPU per core), in milli-cores: a placement that cuts
+// such a hole is rewarded, so the free CPU ends in holes that the GPU-dense small tasks fit and the
+// bigger, GPU-poorer ones do not. In a CPU-lean pool — nodes too lean to feed their
 // GPUs at the GPU tasks' mean CPU per GPU would leave ≥ 5% of that CPU unmet (CpuLeanShortfall) —
 // the stranded-GPU term weighs 64 and 64 × Δ stranded CPU joins (the node's free CPU its idle GPU
 // cannot use at 0.7 × the GPU tasks' GPU per CPU): CPU-light tasks to lean nodes, CPU-heavy ones to
@@ -43,6 +47,7 @@
 // A StrategyPlugin (plugin.h); MakePlugin(Strategy::kFgdPack) returns it. Thread safety: none.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "placement/plugin.h"
@@ -75,6 +80,12 @@ double GpuTasksGpuPerCpu(const std::vector<FragClass>& workload);
 // 0: every node can feed its GPUs at the mean; at kCpuLeanGate (0.05) and above fgd-pack weighs
 // where CPU goes (stranded GPU and stranded CPU). 0 without GPU demand or pool GPUs.
 double CpuLeanShortfall(const std::vector<FragClass>& workload, const PoolShape& pool);
+// The CPU-hole cap, in milli-cores: with the classes sorted by cores, the size up to which
+// Σ p × (milli-GPU − mean × milli-cores) — the GPU they bring beyond the workload's mean GPU per
+// core (GpuPerCpu, CPU-only classes included) — is largest. 0 when no prefix brings more than the
+// mean (e.g. one class), or without CPU demand. In the CPU-scarce and CPU-tight modes fgd-pack
+// rewards cutting free CPU above it (fgd_pack.cc, kCpuHoleWeight).
+int64_t CpuHoleCap(const std::vector<FragClass>& workload);
 double FgdPackCost(double delta_h, double delta_f, double delta_stranded, double delta_waste,
                    double fgd_weight);
 int64_t FgdPackScore(double cost, double fgd_weight);

@@ -402,5 +402,68 @@ TEST(FgdPackTest, ShareAtTheNodesRatioStaysInTieOrder) {
   EXPECT_EQ(NodeOf(e, Share(500, 4000)), "a");
 }
 
+TEST(FgdPackTest, CpuHoleCap) {
+  // 500 shares with 2 cores, whole GPUs with 8 and CPU-only tasks of 16, equally often: 1500
+  // milli-GPU per 26000 milli-cores, 0.05769 per core. By size: 2 cores bring 500 − 115.4 =
+  // 384.6 beyond the mean, 8 cores 1000 − 461.5 = 538.5 more (923.1), 16 cores 0 − 923.1 (0):
+  // the peak is at 8 cores.
+  std::vector<FragClass> w(3);
+  w[0].p = 1, w[0].gpu_milli = 500, w[0].gpu_count = 1, w[0].cpu_milli = 2000;
+  w[1].p = 1, w[1].gpu_milli = 1000, w[1].gpu_count = 1, w[1].cpu_milli = 8000;
+  w[2].p = 1, w[2].gpu_count = 0, w[2].cpu_milli = 16000;
+  EXPECT_EQ(CpuHoleCap(w), 8000);
+  // The whole GPUs with 24 cores instead: 1500 per 42000 (0.03571). 2 cores: 500 − 71.4 =
+  // 428.6; 16: −571.4 (−142.9); 24: 1000 − 857.1 (0): the peak is at 2 cores.
+  w[1].cpu_milli = 24000;
+  EXPECT_EQ(CpuHoleCap(w), 2000);
+  // The classes of one size count together: a 500 share and a CPU-only task, both of 2 cores,
+  // are one step that brings exactly the mean (the share alone would be above it): 0.
+  std::vector<FragClass> same(2);
+  same[0].p = 1, same[0].gpu_milli = 500, same[0].gpu_count = 1, same[0].cpu_milli = 2000;
+  same[1].p = 1, same[1].gpu_count = 0, same[1].cpu_milli = 2000;
+  EXPECT_EQ(CpuHoleCap(same), 0);
+  // One class (it is the mean), no CPU demand, no workload: 0.
+  EXPECT_EQ(CpuHoleCap({w[0]}), 0);
+  w[0].cpu_milli = w[1].cpu_milli = w[2].cpu_milli = 0;
+  EXPECT_EQ(CpuHoleCap(w), 0);
+  EXPECT_EQ(CpuHoleCap({}), 0);
+}
+
+// GPU-less nodes a (6 cores) and b (40 cores), added in that order, and a GPU node c (4 GPUs, 74
+// cores) that takes no tasks; the workload is whole GPUs with 4 cores and CPU-only tasks of 32
+// cores, weighted 1 and `cpu_only_weight`.
+Engine HolePool(double cpu_only_weight) {
+  Engine e = Make(Strategy::kFgdPack);
+  EXPECT_TRUE(e.AddNode(Node("a", 0, /*cpu=*/6000)).ok());
+  EXPECT_TRUE(e.AddNode(Node("b", 0, /*cpu=*/40000)).ok());
+  EXPECT_TRUE(e.AddNode(Node("c", 4, /*cpu=*/74000)).ok());
+  EXPECT_TRUE(e.SetSchedulable("c", false).ok());
+  e.SetWorkload({{Whole(1, 4000), 1}, {CpuOnlyTask(32000), cpu_only_weight}});
+  return e;
+}
+
+TEST(FgdPackTest, CutsABigCpuHoleInACpuTightPool) {
+  // Weights 1 and 1: 1000 milli-GPU per 36000 milli-cores (0.02778 per core) against the pool's
+  // 4000 per 120000 (0.03333): scarcity 1.2, CPU-tight. The hole cap is 4 cores (the whole GPUs
+  // bring 1000 − 111.1 beyond the mean, the CPU-only tasks take it back). A CPU-only task of 4
+  // cores:
+  //   on a: 6 → 2 cores free, the room above 4 cores goes 2000 → 0 milli-cores: 15 × −2000 =
+  //         −30,000;
+  //   on b: 40 → 36, the room goes 36000 → 32000: 15 × −4000 = −60,000.
+  // No GPU is touched and the 32-core class fits b once before and after, so F, H and S see the
+  // two alike: without the term the tie order picks a and leaves b's 40-core hole to a big
+  // CPU-only task; with it b wins by ⌊30,000 / 40⌋ = 750 score points and a's 6 cores are kept
+  // for a small task.
+  Engine e = HolePool(1);
+  EXPECT_EQ(NodeOf(e, CpuOnlyTask(4000)), "b");
+}
+
+TEST(FgdPackTest, LeavesCpuHolesWhereCpuIsNotTight) {
+  // The control: CPU-only tasks half as often, 1000 milli-GPU per 20000 milli-cores (0.05 per
+  // core): scarcity 0.67, no hole cap, and the tie order picks a.
+  Engine e = HolePool(0.5);
+  EXPECT_EQ(NodeOf(e, CpuOnlyTask(4000)), "a");
+}
+
 }  // namespace
 }  // namespace gpupool::placement
