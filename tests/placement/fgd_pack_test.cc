@@ -442,7 +442,7 @@ Engine HolePool(double cpu_only_weight) {
   return e;
 }
 
-TEST(FgdPackTest, CutsABigCpuHoleInACpuTightPool) {
+TEST(FgdPackTest, CutsABigCpuHoleOnlyInACpuTightPool) {
   // Weights 1 and 1: 1000 milli-GPU per 36000 milli-cores (0.02778 per core) against the pool's
   // 4000 per 120000 (0.03333): scarcity 1.2, CPU-tight. The hole cap is 4 cores (the whole GPUs
   // bring 1000 − 111.1 beyond the mean, the CPU-only tasks take it back). A CPU-only task of 4
@@ -454,15 +454,10 @@ TEST(FgdPackTest, CutsABigCpuHoleInACpuTightPool) {
   // two alike: without the term the tie order picks a and leaves b's 40-core hole to a big
   // CPU-only task; with it b wins by ⌊30,000 / 40⌋ = 750 score points and a's 6 cores are kept
   // for a small task.
-  Engine e = HolePool(1);
-  EXPECT_EQ(NodeOf(e, CpuOnlyTask(4000)), "b");
-}
-
-TEST(FgdPackTest, LeavesCpuHolesWhereCpuIsNotTight) {
+  EXPECT_EQ(NodeOf(HolePool(1), CpuOnlyTask(4000)), "b");
   // The control: CPU-only tasks half as often, 1000 milli-GPU per 20000 milli-cores (0.05 per
   // core): scarcity 0.67, no hole cap, and the tie order picks a.
-  Engine e = HolePool(0.5);
-  EXPECT_EQ(NodeOf(e, CpuOnlyTask(4000)), "a");
+  EXPECT_EQ(NodeOf(HolePool(0.5), CpuOnlyTask(4000)), "a");
 }
 
 }  // namespace
