@@ -62,26 +62,35 @@ constexpr double kCpuFitWeight = 60;
 constexpr double kCpuTight = 1.08;
 constexpr double kCpuOnlyBlockWeight = 64;
 constexpr double kFreshNodeShare = 1.0 / 3;
-// CPU holes, in the CPU-scarce and CPU-tight modes: once the cores run out every policy still
-// places every arrival that fits somewhere, so what it chooses is which arrivals find no node, and
-// tasks of different sizes bring very different GPU per core (cpu-scarce: 0.21 milli-GPU per
-// milli-core at 2 cores, 0.06–0.08 at 7–16, 0 for CPU-only work; cpu300: 0.22 at 4 cores, 0.04 at
-// 8, 0.08 at 11–12, 0 at 12.5 and 32). The hole cap X (CpuHoleCap) is the size up to which the
+// CPU holes, where the CPU runs out no later than the GPUs: once the cores run out every policy
+// still places every arrival that fits somewhere, so what it chooses is which arrivals find no
+// node, and tasks of different sizes bring very different GPU per core (cpu-scarce: 0.21 milli-GPU
+// per milli-core at 2 cores, 0.06–0.08 at 7–16, 0 for CPU-only work; cpu300: 0.22 at 4 cores, 0.04
+// at 8, 0.08 at 11–12, 0 at 12.5 and 32). The hole cap X (CpuHoleCap) is the size up to which the
 // workload's tasks, taken together, bring the most GPU beyond its mean GPU per core; a node's free
 // CPU above X is room a bigger, GPU-poorer task could take. The cost adds kCpuHoleWeight per core
 // of that room a placement removes (negative: Δ max(0, free − X)), so tasks go first where they
 // cut big holes, the pool's free CPU ends in holes of about X, and once the cores run short the
 // tasks bigger than X find no node while the smaller, GPU-denser ones keep the last cores. Online
-// (seeds 42–46, or 42–51 for cpu300), fgd-pack before → with the term: cpu-scarce 42.27 → 41.08
-// (task lists 2 and 3: 42.96 → 42.00, 42.19 → 40.99; its first drop comes at ≈ 49% arrived, was
-// 57%), cpu300 9.40 → 8.11 (10 seeds). Weights 5,000 / 10,000 / 15,000 / 20,000 / 40,000 per core
-// on cpu-scarce → 42.23 / 41.02 / 41.08 / 41.56 / 41.84, on cpu300 10,000 / 15,000 / 20,000 →
-// 8.28 / 8.11 / 8.23; X half a core higher (a hole one size up costs half), at 15,000: the
-// three cpu-scarce task lists −0.07 / +0.03 / −0.10, cpu300 +0.24. A hand-set X on cpu-scarce: 4
-// / 5.5 / 6 / 6.5 / 7 / 8 / 10 cores → 43.76 / 41.55 / 41.65 / 41.21 / 41.27 / 41.80 / 42.85 (seeds
-// 42–44, weight 20,000); the rule gives 6. Without nodes none of whose GPUs is in use, the term
-// gave nothing there: those whole nodes are the holes the big tasks take last.
+// (gpupool-sim, seeds 42–46, or 42–51 for cpu300), fgd-pack before → with the term in the
+// CPU-scarce and CPU-tight modes: cpu-scarce 42.27 → 41.14 (frag_diag, task lists 2 and 3: 42.96 →
+// 42.00, 42.19 → 40.99; its first drop comes at ≈ 50% arrived, was 57%), cpu300 9.40 → 8.18. The
+// sweeps that follow are frag_diag's figures (within 0.06 of gpupool-sim's). Weights 5,000 / 10,000
+// / 15,000 / 20,000 / 40,000 per core on cpu-scarce → 42.23 / 41.02 / 41.08 / 41.56 / 41.84, on
+// cpu300 10,000 / 15,000 / 20,000 → 8.28 / 8.11 / 8.23; X half a core higher (a hole one size up
+// costs half), at 15,000: the three cpu-scarce task lists −0.07 / +0.03 / −0.10, cpu300 +0.24. A
+// hand-set X on cpu-scarce: 4 / 5.5 / 6 / 6.5 / 7 / 8 / 10 cores → 43.76 / 41.55 / 41.65 / 41.21
+// / 41.27 / 41.80 / 42.85 (seeds 42–44, weight 20,000); the rule gives 6. Without nodes none of
+// whose GPUs is in use, the term gave nothing there: those whole nodes are the holes the big tasks
+// take last. The term is on wherever the workload asks at least the CPU per GPU the pool has
+// (CpuScarcity ≥ kCpuHoles: the cores run out no later than the GPUs), so below the CPU-tight gate
+// too: on cpu250 (1.025 on its whole task list) it gave 5.21 → 4.86 (seeds 42–51; 52–61: 5.20
+// → 4.69), on cpu235, whose learned mix crosses 1 for some pushes, 4.38 → 4.56 (52–61: 4.33
+// → 4.49), and on cpu300, which reads 1.0–1.08 before the CPU-tight gate early in a replay, 8.18
+// → 8.04 (gate at 1.08 → 1.0); no other workload's mix reaches 1. A gate of 1.01 / 1.02 / 1.04:
+// cpu250 4.74 / 4.96 / 5.20, cpu235 4.44 / 4.41 / 4.39; 0.95: 4.89, 4.81.
 constexpr double kCpuHoleWeight = 15000;
+constexpr double kCpuHoles = 1.0;
 // CPU-lean pools: where the GPU tasks, at their mean CPU per GPU, would leave at least
 // kCpuLeanGate of that CPU unmet on the nodes too lean to give it (CpuLeanShortfall) — the
 // cloud-inference generator's 4-GPU L4 and T4 nodes have 8 cores per GPU, its GPU tasks ask 13,
@@ -274,7 +283,7 @@ class FgdPack final : public StrategyPlugin {
           cpu_only_.push_back(CpuOnly{k.cpu_milli, k.memory_mib,
                                       k.p * static_cast<double>(k.cpu_milli) * gpu_per_cpu});
     }
-    hole_cap_ = cpu_fit_ > 0 || cpu_tight_ ? static_cast<double>(CpuHoleCap(*workload_)) : 0;
+    hole_cap_ = scarcity >= kCpuHoles ? static_cast<double>(CpuHoleCap(*workload_)) : 0;
     cpu_lean_ = pool_ != nullptr && CpuLeanShortfall(*workload_, *pool_) >= kCpuLeanGate;
     gpu_per_cpu_ =
         (cpu_fit_ > 0 ? kStrandedCpuLean : kStrandedCpuLeanQ) * GpuTasksGpuPerCpu(*workload_);
@@ -329,7 +338,7 @@ class FgdPack final : public StrategyPlugin {
   double cpu_fit_ = 0;
   bool cpu_tight_ = false;
   std::vector<CpuOnly> cpu_only_;  // the workload's CPU-only classes, in a CPU-tight pool
-  double hole_cap_ = 0;  // milli-cores; CpuHoleCap in the CPU-scarce and CPU-tight modes, else 0
+  double hole_cap_ = 0;  // milli-cores; CpuHoleCap where CpuScarcity ≥ kCpuHoles, else 0
   bool cpu_lean_ = false;
   double gpu_per_cpu_ = 0;  // of the GPU tasks, times kStrandedCpuLean(Q)
   bool partitioned_ = false;

@@ -22,7 +22,8 @@
 // CPU-only classes of p × cores × the workload's GPU per core × how many fit in the node's free CPU
 // and memory, a third of it on a node with no GPU in use — counted for GPU tasks: they cut the room
 // of CPU-only tasks, so the free CPU ends in holes that small GPU tasks fill and CPU-only tasks do
-// not; there the stranded-GPU term weighs 64. X, in both the CPU-scarce and the CPU-tight mode, is
+// not; there the stranded-GPU term weighs 64. X, wherever CpuScarcity ≥ 1 (the CPU runs out no
+// later than the GPUs: the CPU-scarce and CPU-tight modes and just below the latter), is
 // the node's free CPU above the CPU-hole cap (CpuHoleCap: the task size up to which the workload's
 // tasks bring the most GPU beyond its mean GPU per core), in milli-cores: a placement that cuts
 // such a hole is rewarded, so the free CPU ends in holes that the GPU-dense small tasks fit and the
@@ -83,8 +84,8 @@ double CpuLeanShortfall(const std::vector<FragClass>& workload, const PoolShape&
 // The CPU-hole cap, in milli-cores: with the classes sorted by cores, the size up to which
 // Σ p × (milli-GPU − mean × milli-cores) — the GPU they bring beyond the workload's mean GPU per
 // core (GpuPerCpu, CPU-only classes included) — is largest. 0 when no prefix brings more than the
-// mean (e.g. one class), or without CPU demand. In the CPU-scarce and CPU-tight modes fgd-pack
-// rewards cutting free CPU above it (fgd_pack.cc, kCpuHoleWeight).
+// mean (e.g. one class), or without CPU demand. Where CpuScarcity ≥ 1 fgd-pack rewards cutting
+// free CPU above it (fgd_pack.cc, kCpuHoleWeight).
 int64_t CpuHoleCap(const std::vector<FragClass>& workload);
 double FgdPackCost(double delta_h, double delta_f, double delta_stranded, double delta_waste,
                    double fgd_weight);

@@ -442,7 +442,7 @@ Engine HolePool(double cpu_only_weight) {
   return e;
 }
 
-TEST(FgdPackTest, CutsABigCpuHoleOnlyInACpuTightPool) {
+TEST(FgdPackTest, CutsABigCpuHoleWhereCpuRunsOutFirst) {
   // Weights 1 and 1: 1000 milli-GPU per 36000 milli-cores (0.02778 per core) against the pool's
   // 4000 per 120000 (0.03333): scarcity 1.2, CPU-tight. The hole cap is 4 cores (the whole GPUs
   // bring 1000 − 111.1 beyond the mean, the CPU-only tasks take it back). A CPU-only task of 4
@@ -455,6 +455,10 @@ TEST(FgdPackTest, CutsABigCpuHoleOnlyInACpuTightPool) {
   // CPU-only task; with it b wins by ⌊30,000 / 40⌋ = 750 score points and a's 6 cores are kept
   // for a small task.
   EXPECT_EQ(NodeOf(HolePool(1), CpuOnlyTask(4000)), "b");
+  // CPU-only weight 0.85: 1000 milli-GPU per 31200 milli-cores (0.03205 per core), scarcity
+  // 1.04 — under the CPU-tight gate (no CPU-only room term), but the CPU still runs out first:
+  // the hole cap is 4 cores again and b wins the same way.
+  EXPECT_EQ(NodeOf(HolePool(0.85), CpuOnlyTask(4000)), "b");
   // The control: CPU-only tasks half as often, 1000 milli-GPU per 20000 milli-cores (0.05 per
   // core): scarcity 0.67, no hole cap, and the tie order picks a.
   EXPECT_EQ(NodeOf(HolePool(0.5), CpuOnlyTask(4000)), "a");
