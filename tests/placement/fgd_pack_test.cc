@@ -32,6 +32,14 @@ std::string NodeOf(const Engine& e, const Request& r) {
   return d.placed ? d.allocation.node : "(not placed)";
 }
 
+// A workload class for the arithmetic tests: probability, milli-GPU per device, devices (0:
+// CPU-only) and milli-cores.
+FragClass Class(double p, int32_t gpu_milli, int gpu_count, int64_t cpu_milli) {
+  FragClass c;
+  c.p = p, c.gpu_milli = gpu_milli, c.gpu_count = gpu_count, c.cpu_milli = cpu_milli;
+  return c;
+}
+
 TEST(FgdPackTest, CompletesTypicalPatterns) {
   // Workload: 650s and 350s, equally often; first-fit decreasing pairs them, {650, 350}, so a
   // device with 350 or 650 free ends full (waste 0), and 700 free is on no pattern (waste 700).
@@ -73,9 +81,7 @@ TEST(FgdPackTest, CpuScarcity) {
   // 0.5 × 500 = 750 milli-GPU per 0.5 × 16000 + 0.5 × 4000 = 10000 milli-cores, 0.075 per core.
   // A pool of 16 GPUs and 64 cores offers 0.25 per core: scarcity 0.25 / 0.075 = 3.33. With 512
   // cores, 0.03125 per core: 0.42. No CPU demand or no pool: 0.
-  std::vector<FragClass> w(2);
-  w[0].p = 0.5, w[0].gpu_milli = 1000, w[0].gpu_count = 1, w[0].cpu_milli = 16000;
-  w[1].p = 0.5, w[1].gpu_milli = 500, w[1].gpu_count = 1, w[1].cpu_milli = 4000;
+  std::vector<FragClass> w = {Class(0.5, 1000, 1, 16000), Class(0.5, 500, 1, 4000)};
   EXPECT_NEAR(CpuScarcity(w, PoolShape{64000, 16000}), 0.25 / 0.075, 1e-9);
   EXPECT_NEAR(CpuScarcity(w, PoolShape{512000, 16000}), 0.03125 / 0.075, 1e-9);
   EXPECT_EQ(CpuScarcity(w, PoolShape{}), 0);
@@ -179,10 +185,8 @@ TEST(FgdPackTest, CpuLeanShortfall) {
   // class does not count): 750 milli-GPU per 8000 milli-cores, r = 10.67 cores per GPU. A 4-GPU
   // node with 32 cores is 42.67 − 32 = 10.67 cores short, one with 96 cores none: over r × 8
   // GPUs, 10.67 / 85.33 = 0.125. Two 32-core nodes: 21.33 / 85.33 = 0.25. No pool GPUs: 0.
-  std::vector<FragClass> w(3);
-  w[0].p = 0.25, w[0].gpu_milli = 500, w[0].gpu_count = 1, w[0].cpu_milli = 8000;
-  w[1].p = 0.25, w[1].gpu_milli = 1000, w[1].gpu_count = 1, w[1].cpu_milli = 8000;
-  w[2].p = 0.5, w[2].gpu_count = 0, w[2].cpu_milli = 64000;
+  const std::vector<FragClass> w = {Class(0.25, 500, 1, 8000), Class(0.25, 1000, 1, 8000),
+                                    Class(0.5, 0, 0, 64000)};
   EXPECT_NEAR(GpuTasksGpuPerCpu(w), 750.0 / 8000, 1e-12);
   PoolShape pool{128000, 8000, {{32000, 4000, 1}, {96000, 4000, 1}}};
   EXPECT_NEAR(CpuLeanShortfall(w, pool), 0.125, 1e-9);
@@ -407,10 +411,8 @@ TEST(FgdPackTest, CpuHoleCap) {
   // milli-GPU per 26000 milli-cores, 0.05769 per core. By size: 2 cores bring 500 − 115.4 =
   // 384.6 beyond the mean, 8 cores 1000 − 461.5 = 538.5 more (923.1), 16 cores 0 − 923.1 (0):
   // the peak is at 8 cores.
-  std::vector<FragClass> w(3);
-  w[0].p = 1, w[0].gpu_milli = 500, w[0].gpu_count = 1, w[0].cpu_milli = 2000;
-  w[1].p = 1, w[1].gpu_milli = 1000, w[1].gpu_count = 1, w[1].cpu_milli = 8000;
-  w[2].p = 1, w[2].gpu_count = 0, w[2].cpu_milli = 16000;
+  std::vector<FragClass> w = {Class(1, 500, 1, 2000), Class(1, 1000, 1, 8000),
+                              Class(1, 0, 0, 16000)};
   EXPECT_EQ(CpuHoleCap(w), 8000);
   // The whole GPUs with 24 cores instead: 1500 per 42000 (0.03571). 2 cores: 500 − 71.4 =
   // 428.6; 16: −571.4 (−142.9); 24: 1000 − 857.1 (0): the peak is at 2 cores.
@@ -418,10 +420,7 @@ TEST(FgdPackTest, CpuHoleCap) {
   EXPECT_EQ(CpuHoleCap(w), 2000);
   // The classes of one size count together: a 500 share and a CPU-only task, both of 2 cores,
   // are one step that brings exactly the mean (the share alone would be above it): 0.
-  std::vector<FragClass> same(2);
-  same[0].p = 1, same[0].gpu_milli = 500, same[0].gpu_count = 1, same[0].cpu_milli = 2000;
-  same[1].p = 1, same[1].gpu_count = 0, same[1].cpu_milli = 2000;
-  EXPECT_EQ(CpuHoleCap(same), 0);
+  EXPECT_EQ(CpuHoleCap({Class(1, 500, 1, 2000), Class(1, 0, 0, 2000)}), 0);
   // One class (it is the mean), no CPU demand, no workload: 0.
   EXPECT_EQ(CpuHoleCap({w[0]}), 0);
   w[0].cpu_milli = w[1].cpu_milli = w[2].cpu_milli = 0;
