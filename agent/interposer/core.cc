@@ -1,0 +1,302 @@
+// The interposer's plumbing: the real driver, the ledger connection, and the three ways a
+// program finds an entry point (the dynamic linker, dlsym, cuGetProcAddress).
+#include <dlfcn.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "agent/interposer/interposer.h"
+
+namespace gpupool::interposer {
+namespace {
+
+using DlsymFn = void* (*)(void*, const char*);
+
+DlsymFn RealDlsym() {
+  static DlsymFn fn = [] {
+    // dlsym is versioned in glibc: GLIBC_2.34 since libdl moved into libc, GLIBC_2.2.5 before.
+    void* p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (p == nullptr) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    return reinterpret_cast<DlsymFn>(p);
+  }();
+  return fn;
+}
+
+// Set while this thread loads the driver or builds the hook table: a dlsym from inside (the
+// driver's own initialisation) is answered by the real dlsym, so nothing waits on itself.
+}  // namespace
+thread_local bool t_inside = false;
+namespace {
+
+void* RealLib() {
+  static void* lib = [] {
+    t_inside = true;
+    const char* path = getenv("GPUPOOL_REAL_LIBCUDA");
+    void* h = dlopen(path != nullptr && *path != 0 ? path : "libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (h == nullptr) fprintf(stderr, "gpupool-cuda: cannot load the CUDA driver: %s\n", dlerror());
+    t_inside = false;
+    return h;
+  }();
+  return lib;
+}
+
+void* SelfLib() {
+  static void* self = [] {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&RealSym), &info) == 0 || info.dli_fname == nullptr)
+      return static_cast<void*>(nullptr);
+    return dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+  }();
+  return self;
+}
+
+#ifndef GPUPOOL_COMPUTE_HOOKS
+#define GPUPOOL_COMPUTE_HOOKS
+#endif
+// Every entry point the library hooks, by ABI name.
+const char* const kHooked[] = {"cuInit",
+                               "cuGetProcAddress",
+                               "cuGetProcAddress_v2",
+                               "cuMemGetInfo_v2",
+                               "cuMemAlloc_v2",
+                               "cuMemAllocPitch_v2",
+                               "cuMemAllocManaged",
+                               "cuMemFree_v2",
+                               "cuArrayCreate_v2",
+                               "cuArrayDestroy",
+                               "cuMemCreate",
+                               "cuMemRelease",
+                               "cuMemMap",
+                               "cuMemUnmap",
+                               "cuMemPoolDestroy",
+                               "cuMemPoolTrimTo",
+                               "cuMemAllocAsync",
+                               "cuMemAllocAsync_ptsz",
+                               "cuMemAllocFromPoolAsync",
+                               "cuMemAllocFromPoolAsync_ptsz",
+                               "cuMemFreeAsync",
+                               "cuMemFreeAsync_ptsz",
+                               "cuStreamSynchronize",
+                               "cuStreamSynchronize_ptsz",
+                               "cuCtxSynchronize",
+                               "cuEventSynchronize",
+                               "cuIpcOpenMemHandle_v2",
+                               "cuIpcCloseMemHandle",
+                               "cuCtxCreate_v2",
+                               "cuCtxCreate_v3",
+                               "cuCtxCreate_v4",
+                               "cuCtxDestroy_v2",
+                               "cuDevicePrimaryCtxRetain",
+                               "cuDevicePrimaryCtxRelease_v2",
+                               "cuDevicePrimaryCtxReset_v2",
+                               "cuGraphInstantiateWithFlags",
+                               "cuGraphInstantiateWithParams",
+                               "cuGraphInstantiateWithParams_ptsz",
+                               "cuGraphExecDestroy",
+                               GPUPOOL_COMPUTE_HOOKS};
+
+// Allocating entry points that are not hooked: never handed out, whatever the name used. The
+// _v1 entry points (32-bit device pointers, before CUDA 3.2) are among them.
+const char* const kDenied[] = {
+    "cuMemAlloc",
+    "cuMemAllocPitch",
+    "cuArrayCreate",
+    "cuArray3DCreate",
+    "cuArray3DCreate_v2",
+    "cuMipmappedArrayCreate",
+    "cuMemPoolImportPointer",
+    "cuMemImportFromShareableHandle",
+    "cuIpcOpenMemHandle",
+    "cuCtxCreate",
+    "cuGraphInstantiate",
+    "cuGraphInstantiate_v2",
+    "cuMemAllocHost",
+    "cuMemAllocHost_v2",
+};
+
+struct HookPair {
+  void* real;
+  void* hook;
+};
+constexpr size_t kNumHooked = sizeof kHooked / sizeof kHooked[0];
+HookPair g_pairs[kNumHooked];
+pthread_once_t g_pairs_once = PTHREAD_ONCE_INIT;
+
+void BuildPairs() {
+  t_inside = true;
+  DlsymFn real_dlsym = RealDlsym();
+  void* lib = RealLib();
+  void* self = SelfLib();
+  for (size_t i = 0; i < kNumHooked; ++i) {
+    g_pairs[i].real = lib != nullptr ? real_dlsym(lib, kHooked[i]) : nullptr;
+    g_pairs[i].hook = self != nullptr ? real_dlsym(self, kHooked[i]) : nullptr;
+  }
+  t_inside = false;
+}
+
+// Strips the ABI suffixes (_v2…, _ptsz, _ptds) from an entry point's name.
+size_t BaseLen(const char* name) {
+  size_t n = strlen(name);
+  for (bool again = true; again;) {
+    again = false;
+    if (n > 5 &&
+        (strncmp(name + n - 5, "_ptsz", 5) == 0 || strncmp(name + n - 5, "_ptds", 5) == 0)) {
+      n -= 5;
+      again = true;
+    } else if (n > 3 && name[n - 3] == '_' && name[n - 2] == 'v' && name[n - 1] >= '1' &&
+               name[n - 1] <= '9') {
+      n -= 3;
+      again = true;
+    }
+  }
+  return n;
+}
+
+ledger::LedgerClient g_ledger;
+pthread_mutex_t g_ledger_mu = PTHREAD_MUTEX_INITIALIZER;
+bool g_warned = false;
+
+void AtForkChild() {
+  // A connection is charged to the process that opened it: the child opens its own on first use.
+  pthread_mutex_init(&g_ledger_mu, nullptr);
+  g_ledger.Reset();
+}
+
+__attribute__((constructor)) void Init() { pthread_atfork(nullptr, nullptr, &AtForkChild); }
+
+}  // namespace
+
+void* RealSym(const char* name) {
+  void* lib = RealLib();
+  DlsymFn real_dlsym = RealDlsym();
+  return lib != nullptr && real_dlsym != nullptr ? real_dlsym(lib, name) : nullptr;
+}
+
+ledger::LedgerClient* Ledger() {
+  if (g_ledger.connected()) return &g_ledger;
+  pthread_mutex_lock(&g_ledger_mu);
+  if (!g_ledger.connected()) {
+    const char* path = getenv("GPUPOOL_LEDGER_SOCKET");
+    if (!g_ledger.Connect(path) && !g_warned) {
+      g_warned = true;
+      fprintf(stderr,
+              "gpupool-cuda: no GPU ledger at GPUPOOL_LEDGER_SOCKET=%s: refusing device memory\n",
+              path != nullptr ? path : "(unset)");
+    }
+  }
+  pthread_mutex_unlock(&g_ledger_mu);
+  return g_ledger.connected() ? &g_ledger : nullptr;
+}
+
+namespace {
+bool Call(ledger::Op op, ledger::Kind kind, uint64_t bytes) {
+  ledger::LedgerClient* l = Ledger();
+  ledger::Response r;
+  return l != nullptr && l->Call(op, kind, bytes, &r) &&
+         r.status == static_cast<int32_t>(ledger::Status::kOk);
+}
+}  // namespace
+
+bool ReserveVram(uint64_t bytes) { return Call(ledger::Op::kReserve, ledger::Kind::kVram, bytes); }
+bool ReserveSpill(uint64_t bytes) {
+  return Call(ledger::Op::kReserve, ledger::Kind::kSpill, bytes);
+}
+void ReleaseVram(uint64_t bytes) {
+  if (bytes != 0) Call(ledger::Op::kRelease, ledger::Kind::kVram, bytes);
+}
+void ReleaseSpill(uint64_t bytes) {
+  if (bytes != 0) Call(ledger::Op::kRelease, ledger::Kind::kSpill, bytes);
+}
+
+void* HookFor(const void* real_fn) {
+  pthread_once(&g_pairs_once, &BuildPairs);
+  if (real_fn == nullptr) return nullptr;
+  for (const HookPair& p : g_pairs)
+    if (p.real == real_fn) return p.hook;
+  return nullptr;
+}
+
+void* HookByName(const char* name) {
+  pthread_once(&g_pairs_once, &BuildPairs);
+  for (size_t i = 0; i < kNumHooked; ++i)
+    if (strcmp(kHooked[i], name) == 0) return g_pairs[i].hook;
+  return nullptr;
+}
+
+bool Denied(const char* name) {
+  size_t n = BaseLen(name);
+  for (const char* d : kDenied)
+    if (strcmp(d, name) == 0) return true;
+  // A base name (or any suffix of one) of a hooked entry point whose pointer was not recognised.
+  for (const char* h : kHooked)
+    if (BaseLen(h) == n && strncmp(h, name, n) == 0) return true;
+  return false;
+}
+
+}  // namespace gpupool::interposer
+
+using gpupool::interposer::Denied;
+using gpupool::interposer::HookByName;
+using gpupool::interposer::HookFor;
+
+// dlsym: a program that opens the driver itself and looks entry points up through the handle
+// gets the hooks, whatever handle (or copy of the driver) it uses.
+// Limitation: dlsym(RTLD_NEXT, …) resolves relative to this library, not to its caller.
+GPUPOOL_EXPORT void* dlsym(void* handle, const char* name) {
+  void* real = gpupool::interposer::RealDlsym()(handle, name);
+  if (real == nullptr || name[0] != 'c' || name[1] != 'u' || gpupool::interposer::t_inside)
+    return real;
+  if (void* hook = HookByName(name); hook != nullptr) return hook;
+  if (void* hook = HookFor(real); hook != nullptr) return hook;
+  return Denied(name) ? nullptr : real;
+}
+
+namespace {
+CUresult Resolve(const char* symbol, void** pfn, CUresult r, CUdriverProcAddressQueryResult* st) {
+  if (r != CUDA_SUCCESS || pfn == nullptr || *pfn == nullptr) return r;
+  if (void* hook = HookFor(*pfn); hook != nullptr) {
+    *pfn = hook;
+    return r;
+  }
+  if (Denied(symbol)) {  // an allocating entry point we do not recognise: not handed out
+    *pfn = nullptr;
+    if (st != nullptr) *st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  return r;
+}
+}  // namespace
+
+// cuGetProcAddress (CUDA 11.3–12.4 signature) and _v2 (12.5+, with a query result): whatever
+// symbol, version and flags, a pointer the real driver hands out is mapped to its hook.
+GPUPOOL_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version,
+                                         cuuint64_t flags) {
+  auto real = REAL(cuGetProcAddress);
+  if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
+  return Resolve(symbol, pfn, real(symbol, pfn, version, flags), nullptr);
+}
+
+GPUPOOL_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
+                                            cuuint64_t flags,
+                                            CUdriverProcAddressQueryResult* status) {
+  auto real = REAL(cuGetProcAddress_v2);
+  if (real == nullptr) {  // an older driver: answer from the v1 entry point
+    CUresult r = cuGetProcAddress(symbol, pfn, version, flags);
+    if (status != nullptr)
+      *status =
+          r == CUDA_SUCCESS ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return r;
+  }
+  return Resolve(symbol, pfn, real(symbol, pfn, version, flags, status), status);
+}
+
+GPUPOOL_EXPORT CUresult cuInit(unsigned flags) {
+  auto real = REAL(cuInit);
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (gpupool::interposer::Ledger() == nullptr) return CUDA_ERROR_NOT_INITIALIZED;  // fail closed
+  return real(flags);
+}
