@@ -252,7 +252,11 @@ GPUPOOL_EXPORT void* dlsym(void* handle, const char* name) {
     return real;
   if (void* hook = HookByName(name); hook != nullptr) return hook;
   if (void* hook = HookFor(real); hook != nullptr) return hook;
-  return Denied(name) ? nullptr : real;
+  if (Denied(name)) return nullptr;
+  // A second copy of the driver (another path, same code) would be a second, uninitialised
+  // driver: every entry point is answered by the one driver the hooks call.
+  void* canonical = gpupool::interposer::RealSym(name);
+  return canonical != nullptr ? canonical : real;
 }
 
 namespace {

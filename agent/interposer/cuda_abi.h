@@ -79,6 +79,15 @@ typedef struct CUDA_ARRAY_DESCRIPTOR_st {
   unsigned int NumChannels;
 } CUDA_ARRAY_DESCRIPTOR;
 
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
+  size_t Width;
+  size_t Height;
+  size_t Depth;
+  int Format;  // CUarray_format
+  unsigned int NumChannels;
+  unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+
 // Virtual memory management.
 enum : int { CU_MEM_ALLOCATION_TYPE_PINNED = 1 };
 enum : int { CU_MEM_LOCATION_TYPE_DEVICE = 1 };

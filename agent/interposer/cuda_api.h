@@ -37,6 +37,7 @@ CUresult cuMemFree_v2(CUdeviceptr dptr);
 CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr dptr);
 CUresult cuArrayCreate_v2(CUarray* arr, const CUDA_ARRAY_DESCRIPTOR* desc);
 CUresult cuArrayDestroy(CUarray arr);
+CUresult cuArray3DCreate_v2(CUarray* arr, const CUDA_ARRAY3D_DESCRIPTOR* desc);
 CUresult cuMemHostAlloc(void** pp, size_t size, unsigned flags);
 CUresult cuMemFreeHost(void* p);
 CUresult cuMemHostRegister_v2(void* p, size_t size, unsigned flags);

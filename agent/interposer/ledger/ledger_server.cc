@@ -100,6 +100,7 @@ LedgerServer::LedgerServer(int listen_fd, int wake_fd, const std::string& path,
                            const Limits& limits)
     : listen_fd_(listen_fd), wake_fd_(wake_fd), path_(path), limits_(limits) {
   last_accrual_ns_ = compute_refill_ns_ = NowNs();
+  compute_credit_ns_ = kComputeBurstNs;  // a task starts with a full bucket
 }
 
 LedgerServer::~LedgerServer() {

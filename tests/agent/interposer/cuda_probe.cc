@@ -12,6 +12,7 @@
 //   forge BYTES               hostile frames to the ledger socket, then cuMemAlloc(BYTES)
 //   ipc-export BYTES / ipc-import HEX   IPC across two probes
 //   spill N BYTES             N plain allocations of BYTES, then hold
+//   array3d BYTES             cuArray3DCreate_v2, an allocating entry point left unhooked
 #include <dlfcn.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -301,17 +302,19 @@ int ModeGetproc(const char* name, unsigned long long flags, size_t bytes) {
 }
 
 int ModeFork(int n, size_t bytes) {
+  // The parent holds a context, memory and its ledger connection; its children (fork, then exec
+  // of a CUDA program, as CUDA requires) each start with an inherited environment.
+  CUdeviceptr mine = 0;
+  if (Setup() != CUDA_SUCCESS || cuMemAlloc_v2(&mine, 4096) != CUDA_SUCCESS) return 4;
+  std::string size = std::to_string(bytes);
   std::vector<pid_t> kids;
   for (int i = 0; i < n; ++i) {
     pid_t pid = fork();
     if (pid == 0) {
-      // CUDA is not fork-safe: a child starts its own driver state, as real programs must.
-      int r = Setup();
-      CUdeviceptr p = 0;
-      if (r == CUDA_SUCCESS) r = cuMemAlloc_v2(&p, bytes);
-      Say("rc=%d", r);
-      HoldUntilEof();
-      _exit(0);
+      char self[] = "/proc/self/exe", alloc[] = "alloc", plain[] = "plain";
+      char* argv[] = {self, alloc, plain, size.data(), nullptr};
+      execv(self, argv);
+      _exit(127);
     }
     kids.push_back(pid);
   }
@@ -458,6 +461,13 @@ int main(int argc, char** argv) {
     return ModeStorm(static_cast<unsigned>(num(2)), static_cast<int>(num(3)),
                      static_cast<int>(num(4)), num(5));
   if (mode == "getproc") return ModeGetproc(arg(2), num(3), num(4));
+  if (mode == "array3d") {  // an allocating entry point the interposer does not hook
+    CUarray arr = nullptr;
+    CUDA_ARRAY3D_DESCRIPTOR d{num(2), 1, 1, CU_AD_FORMAT_UNSIGNED_INT8, 1, 0};
+    Say("rc=%d", cuArray3DCreate_v2(&arr, &d));
+    HoldUntilEof();
+    return 0;
+  }
   if (mode == "ipc-export") return ModeIpcExport(num(2));
   if (mode == "ipc-import") return ModeIpcImport(arg(2));
   if (mode == "spill") return ModeSpill(static_cast<int>(num(2)), num(3));

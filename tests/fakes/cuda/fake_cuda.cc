@@ -550,6 +550,15 @@ FAKE_API CUresult cuArrayCreate_v2(CUarray* arr, const CUDA_ARRAY_DESCRIPTOR* d)
   return CUDA_SUCCESS;
 }
 
+FAKE_API CUresult cuArray3DCreate_v2(CUarray* arr, const CUDA_ARRAY3D_DESCRIPTOR* d) {
+  REQUIRE_CTX();
+  if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_ARRAY_DESCRIPTOR flat{d->Width,
+                             (d->Height == 0 ? 1 : d->Height) * (d->Depth == 0 ? 1 : d->Depth),
+                             d->Format, d->NumChannels};
+  return cuArrayCreate_v2(arr, &flat);
+}
+
 FAKE_API CUresult cuArrayDestroy(CUarray arr) {
   REQUIRE_INIT();
   std::pair<uint64_t, int> a;
@@ -1229,6 +1238,9 @@ const Entry kEntries[] = {
     EV(cuMemGetAddressRange, cuMemGetAddressRange_v2, 3020),
     EV(cuArrayCreate, cuArrayCreate_v2, 3020),
     E(cuArrayDestroy, 2000),
+    EV(cuArray3DCreate, cuArray3DCreate_v2, 3020),
+    // Drivers also answer some ABI names verbatim; the interposer must not depend on names.
+    E(cuMemAlloc_v2, 3020),
     E(cuMemHostAlloc, 2020),
     E(cuMemFreeHost, 2000),
     EV(cuMemHostRegister, cuMemHostRegister_v2, 6050),
