@@ -54,9 +54,6 @@ void* SelfLib() {
   return self;
 }
 
-#ifndef GPUPOOL_COMPUTE_HOOKS
-#define GPUPOOL_COMPUTE_HOOKS
-#endif
 // Every entry point the library hooks, by ABI name.
 const char* const kHooked[] = {"cuInit",
                                "cuGetProcAddress",
@@ -97,7 +94,14 @@ const char* const kHooked[] = {"cuInit",
                                "cuGraphInstantiateWithParams",
                                "cuGraphInstantiateWithParams_ptsz",
                                "cuGraphExecDestroy",
-                               GPUPOOL_COMPUTE_HOOKS};
+                               "cuLaunchKernel",
+                               "cuLaunchKernel_ptsz",
+                               "cuLaunchKernelEx",
+                               "cuLaunchKernelEx_ptsz",
+                               "cuLaunchCooperativeKernel",
+                               "cuLaunchCooperativeKernel_ptsz",
+                               "cuGraphLaunch",
+                               "cuGraphLaunch_ptsz"};
 
 // Allocating entry points that are not hooked: never handed out, whatever the name used. The
 // _v1 entry points (32-bit device pointers, before CUDA 3.2) are among them.

@@ -40,9 +40,6 @@ void* HookByName(const char* name);
 // synchronize or a trim, when the driver may have released memory).
 void ResyncPools();
 
-// Compute: reports one launch's GPU time and sleeps as the strict cap requires.
-void ChargeCompute(uint64_t gpu_ns);
-
 }  // namespace gpupool::interposer
 
 #define GPUPOOL_EXPORT extern "C" __attribute__((visibility("default")))

@@ -24,7 +24,7 @@ constexpr uint64_t kGrant = 16 * kMiB;
 class WatchdogRunner {
  public:
   explicit WatchdogRunner(Task* task) {
-    setenv("GPUPOOL_FAKE_CUDA_STATE", task->dir().c_str(), 1);
+    setenv("GPUPOOL_FAKE_CUDA_STATE", task->state_dir().c_str(), 1);
     std::string error;
     nvml_ = watchdog::NvmlProcessMemory::Open(GPUPOOL_FAKE_NVML_LIB, &error);
     if (nvml_ == nullptr) abort();

@@ -12,6 +12,7 @@
 //   forge BYTES               hostile frames to the ledger socket, then cuMemAlloc(BYTES)
 //   ipc-export BYTES / ipc-import HEX   IPC across two probes
 //   spill N BYTES             N plain allocations of BYTES, then hold
+//   compute KIND SECONDS      1 ms kernels back to back (plain plain-ptsz ex coop graph)
 //   array3d BYTES             cuArray3DCreate_v2, an allocating entry point left unhooked
 #include <dlfcn.h>
 #include <poll.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -389,6 +391,58 @@ int ModeForge(size_t bytes) {
   return 0;
 }
 
+// Launches 1 ms kernels back to back for `seconds` through `kind` (plain ex coop graph, with
+// "-ptsz" for the per-thread-stream entry points), after "ready" and a line on stdin.
+int ModeCompute(const std::string& kind, double seconds) {
+  CUmodule mod = nullptr;
+  CUfunction f = nullptr;
+  if (cuModuleLoadData(&mod, "fake") != CUDA_SUCCESS ||
+      cuModuleGetFunction(&f, mod, "spin_1000us") != CUDA_SUCCESS)
+    return 3;
+  CUgraphExec exec = nullptr;
+  if (kind == "graph") {
+    CUgraph g = nullptr;
+    CUDA_KERNEL_NODE_PARAMS p{};
+    p.func = f;
+    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = p.blockDimY = p.blockDimZ = 32;
+    CUgraphNode node = nullptr;
+    if (cuGraphCreate(&g, 0) != CUDA_SUCCESS ||
+        cuGraphAddKernelNode_v2(&node, g, nullptr, 0, &p) != CUDA_SUCCESS ||
+        cuGraphInstantiateWithFlags(&exec, g, 0) != CUDA_SUCCESS)
+      return 3;
+  }
+  Say("ready");
+  char go[3];
+  if (read(0, go, sizeof go) <= 0) return 0;
+  CUlaunchConfig cfg{1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, 0};
+  long launches = 0;
+  auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < t_end) {
+    CUresult r;
+    if (kind == "plain")
+      r = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
+    else if (kind == "plain-ptsz")
+      r = cuLaunchKernel_ptsz(f, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
+    else if (kind == "ex")
+      r = cuLaunchKernelEx(&cfg, f, nullptr, nullptr);
+    else if (kind == "coop")
+      r = cuLaunchCooperativeKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr);
+    else if (kind == "graph")
+      r = cuGraphLaunch(exec, nullptr);
+    else
+      return 2;
+    if (r != CUDA_SUCCESS) {
+      Say("launch rc=%d", r);
+      return 3;
+    }
+    ++launches;
+  }
+  Say("done launches=%ld", launches);
+  HoldUntilEof();
+  return 0;
+}
+
 int ModeIpcExport(size_t bytes) {
   CUdeviceptr p = 0;
   CUresult r = cuMemAlloc_v2(&p, bytes);
@@ -468,6 +522,7 @@ int main(int argc, char** argv) {
     HoldUntilEof();
     return 0;
   }
+  if (mode == "compute") return ModeCompute(arg(2), strtod(arg(3), nullptr));
   if (mode == "ipc-export") return ModeIpcExport(num(2));
   if (mode == "ipc-import") return ModeIpcImport(arg(2));
   if (mode == "spill") return ModeSpill(static_cast<int>(num(2)), num(3));

@@ -126,9 +126,12 @@ class Task {
  public:
   // `device_bytes`: the fake device; `limits`: the task's grant; `context_bytes` goes to both
   // the fake (what a context costs) and the ledger (what the interposer reserves for one).
-  Task(uint64_t device_bytes, ledger::Limits limits, uint64_t context_bytes = kMiB) {
+  // With `same_device`, the task shares that task's fake device (another tenant on one GPU).
+  Task(uint64_t device_bytes, ledger::Limits limits, uint64_t context_bytes = kMiB,
+       const Task* same_device = nullptr) {
     char tmpl[] = "/tmp/gpupool-interposer-XXXXXX";
     dir_ = mkdtemp(tmpl);
+    state_dir_ = same_device != nullptr ? same_device->state_dir_ : dir_;
     devices_ = "fake64," + std::to_string(device_bytes) + ",8," + std::to_string(context_bytes);
     limits.context_bytes = context_bytes;
     std::string error;
@@ -136,7 +139,7 @@ class Task {
     if (server_ == nullptr) abort();
     thread_ = std::thread([this] { server_->Run(); });
     // The device's truth exists from the start, as a real GPU's does.
-    fakecuda::MapDevice(dir_.c_str(), 0, device_bytes);
+    fakecuda::MapDevice(state_dir_.c_str(), 0, device_bytes);
   }
   ~Task() {
     server_->Stop();
@@ -148,11 +151,12 @@ class Task {
 
   ledger::LedgerServer& ledger() { return *server_; }
   const std::string& dir() const { return dir_; }
+  const std::string& state_dir() const { return state_dir_; }
   std::string socket() const { return dir_ + "/ledger.sock"; }
 
   std::vector<std::string> Env(bool preload = true) const {
     std::vector<std::string> env = {
-        "GPUPOOL_FAKE_CUDA_STATE=" + dir_,
+        "GPUPOOL_FAKE_CUDA_STATE=" + state_dir_,
         "GPUPOOL_FAKE_CUDA_DEVICES=" + devices_,
         "GPUPOOL_LEDGER_SOCKET=" + socket(),
         std::string("LD_LIBRARY_PATH=") + GPUPOOL_FAKE_CUDA_DIR,
@@ -169,12 +173,13 @@ class Task {
 
   fakecuda::Truth Truth() const {
     fakecuda::Truth t{};
-    fakecuda::ReadTruth(dir_.c_str(), 0, &t);
+    fakecuda::ReadTruth(state_dir_.c_str(), 0, &t);
     return t;
   }
 
  private:
   std::string dir_;
+  std::string state_dir_;  // the fake device's truth: dir_, or the device's first task's
   std::string devices_;
   std::unique_ptr<ledger::LedgerServer> server_;
   std::thread thread_;

@@ -38,9 +38,19 @@ struct Profile {
   uint64_t context_bytes;
 };
 
+struct Event {
+  uint64_t recorded_ns;  // when cuEventRecord was called
+  uint64_t stamp_ns;     // when the device processed it; 0: not yet
+};
+
+// A context. Without MPS a GPU runs one context at a time; an event recorded in a context is
+// processed when that context next has the device, so it waits here until the context's next
+// kernel takes the engine (or, if none follows, counts as processed when it was recorded).
 struct Ctx {
   int dev;
   bool primary;
+  std::vector<Event*> pending;  // guarded by g_mu
+  bool just_ran = false;        // its last kernel ended and nothing was recorded since
 };
 
 enum class Kind { kPlain, kManaged, kPool, kIpc, kGraph };
@@ -117,6 +127,8 @@ CUdeviceptr g_next_va = 0;
 thread_local CUcontext t_ctx = nullptr;
 
 constexpr uint64_t kGranularity = 2ull << 20;
+// How long a resident context that queued an event keeps the device for the work after it.
+constexpr uint64_t kQueuedWorkNs = 200'000;
 
 uint64_t EnvU64(const char* name, uint64_t def) {
   const char* v = getenv(name);
@@ -241,12 +253,32 @@ void RunKernel(CUfunction f) {
   uint64_t ns = reinterpret_cast<Function*>(f)->duration_ns;
   int dev = std::max(CurrentDev(), 0);
   DeviceState* s = g_devs[dev];
-  gpupool::fakecuda::Lock(&s->engine);
+  auto me = reinterpret_cast<uint64_t>(t_ctx);
+  for (;;) {  // another context's timeslice: wait for it to end (or its owner to idle past it)
+    gpupool::fakecuda::Lock(&s->engine);
+    uint64_t now = NowNs();
+    bool mine = s->engine_pid == getpid() && s->engine_ctx == me;
+    if (mine || now >= s->engine_until_ns) break;
+    uint64_t wait = s->engine_until_ns - now;
+    pthread_mutex_unlock(&s->engine);
+    timespec w{0, static_cast<long>(std::min<uint64_t>(wait, 1000000))};
+    nanosleep(&w, nullptr);
+  }
   uint64_t t0 = NowNs();
+  s->engine_pid = getpid();
+  s->engine_ctx = reinterpret_cast<uint64_t>(t_ctx);
+  if (auto* c = reinterpret_cast<Ctx*>(t_ctx)) {
+    std::lock_guard<std::mutex> l(g_mu);
+    for (Event* e : c->pending) e->stamp_ns = t0;
+    c->pending.clear();
+  }
   timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
   while (nanosleep(&ts, &ts) != 0) {
   }
-  uint64_t took = NowNs() - t0;
+  uint64_t t1 = NowNs();
+  uint64_t took = t1 - t0;
+  s->engine_until_ns = t1;  // idle now: nothing keeps the device for this context
+  if (auto* c = reinterpret_cast<Ctx*>(t_ctx)) c->just_ran = true;
   pthread_mutex_unlock(&s->engine);
   gpupool::fakecuda::Lock(&s->mu);
   if (auto* e = gpupool::fakecuda::FindLocked(s, getpid(), true)) {
@@ -296,7 +328,7 @@ CUresult CtxCreate(CUcontext* pctx, CUdevice dev, bool primary) {
     CUresult r = Charge(dev, overhead);
     if (r != CUDA_SUCCESS) return r;
   }
-  *pctx = reinterpret_cast<CUcontext>(new Ctx{dev, primary});
+  *pctx = reinterpret_cast<CUcontext>(new Ctx{dev, primary, {}, false});
   return CUDA_SUCCESS;
 }
 
@@ -939,16 +971,54 @@ FAKE_API CUresult cuStreamQuery(CUstream) {
   return CUDA_SUCCESS;
 }
 
+namespace {
+// REQUIRES: g_mu.
+void ForgetPendingLocked(Event* e) {
+  if (auto* c = reinterpret_cast<Ctx*>(t_ctx))
+    c->pending.erase(std::remove(c->pending.begin(), c->pending.end(), e), c->pending.end());
+}
+// REQUIRES: g_mu. An event still waiting for its context counts as processed when recorded
+// (nothing of its context followed it onto the device).
+uint64_t SettleLocked(CUevent h) {
+  auto* e = reinterpret_cast<Event*>(h);
+  if (e->stamp_ns == 0 && e->recorded_ns != 0) {
+    e->stamp_ns = e->recorded_ns;
+    ForgetPendingLocked(e);
+  }
+  return e->stamp_ns;
+}
+// Whether the current context is the one resident on the device (it ran the last kernel and
+// none runs now): then an event it records is processed at once.
+// An event recorded by the resident context that is not the marker right after its kernel
+// (the "end" of that kernel) precedes more work: the context keeps the device for it.
+bool ResidentNow() {
+  DeviceState* s = g_devs[CurrentDev()];
+  auto* c = reinterpret_cast<Ctx*>(t_ctx);
+  if (pthread_mutex_trylock(&s->engine) != 0) return false;
+  bool mine = s->engine_pid == getpid() && s->engine_ctx == reinterpret_cast<uint64_t>(t_ctx);
+  if (mine && !c->just_ran) s->engine_until_ns = NowNs() + kQueuedWorkNs;
+  c->just_ran = false;
+  pthread_mutex_unlock(&s->engine);
+  return mine;
+}
+}  // namespace
+
 FAKE_API CUresult cuEventCreate(CUevent* e, unsigned) {
   REQUIRE_CTX();
   if (e == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *e = reinterpret_cast<CUevent>(new uint64_t(0));
+  *e = reinterpret_cast<CUevent>(new Event{0, 0});
   return CUDA_SUCCESS;
 }
-FAKE_API CUresult cuEventRecord(CUevent e, CUstream) {
-  REQUIRE_INIT();
-  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *reinterpret_cast<uint64_t*>(e) = NowNs();
+FAKE_API CUresult cuEventRecord(CUevent h, CUstream) {
+  REQUIRE_CTX();
+  if (h == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  auto* e = reinterpret_cast<Event*>(h);
+  bool resident = ResidentNow();
+  std::lock_guard<std::mutex> l(g_mu);
+  ForgetPendingLocked(e);
+  e->recorded_ns = NowNs();
+  e->stamp_ns = resident ? e->recorded_ns : 0;
+  if (!resident) reinterpret_cast<Ctx*>(t_ctx)->pending.push_back(e);
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return cuEventRecord(e, s); }
@@ -956,24 +1026,33 @@ FAKE_API CUresult cuEventSynchronize(CUevent e) {
   REQUIRE_INIT();
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   std::lock_guard<std::mutex> l(g_mu);
+  SettleLocked(e);
   ReleasePoolsLocked();
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuEventQuery(CUevent e) {
   REQUIRE_INIT();
-  return e == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard<std::mutex> l(g_mu);
+  SettleLocked(e);
+  return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
   REQUIRE_INIT();
   if (ms == nullptr || a == nullptr || b == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  uint64_t ta = *reinterpret_cast<uint64_t*>(a), tb = *reinterpret_cast<uint64_t*>(b);
-  if (ta == 0 || tb == 0) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard<std::mutex> l(g_mu);
+  uint64_t ta = SettleLocked(a), tb = SettleLocked(b);
+  if (ta == 0 || tb == 0) return CUDA_ERROR_INVALID_HANDLE;  // never recorded
   *ms = static_cast<float>((static_cast<double>(tb) - static_cast<double>(ta)) / 1e6);
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuEventDestroy_v2(CUevent e) {
   REQUIRE_INIT();
-  delete reinterpret_cast<uint64_t*>(e);
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    ForgetPendingLocked(reinterpret_cast<Event*>(e));
+  }
+  delete reinterpret_cast<Event*>(e);
   return CUDA_SUCCESS;
 }
 

@@ -12,7 +12,9 @@
 //    reuse) before answering;
 //  - the device runs one kernel at a time (time-slicing between contexts without MPS):
 //    `engine` is held for a kernel's declared duration, and `busy_ns` per process is the GPU
-//    time it got.
+//    time it got. A resident context that queues more work (an event followed by a kernel)
+//    keeps the device for it (`engine_until_ns`), as a time-sliced GPU keeps a context with
+//    queued work; a context that goes idle gives it up at once.
 // Header-only so the fake NVML and tests read the same truth without linking the fake driver.
 #ifndef GPUPOOL_TESTS_FAKES_CUDA_FAKE_STATE_H_
 #define GPUPOOL_TESTS_FAKES_CUDA_FAKE_STATE_H_
@@ -53,6 +55,10 @@ struct DeviceState {
   uint64_t used;
   uint64_t high_water;
   uint64_t oom_refusals;
+  int32_t engine_pid;  // the context that ran the last kernel (pid, context id):
+  uint32_t pad;
+  uint64_t engine_ctx;       // it stays resident on the device until another context's kernel runs
+  uint64_t engine_until_ns;  // CLOCK_MONOTONIC: while it has work queued, its kernels go first
   ProcEntry procs[kMaxProcs];
 };
 
