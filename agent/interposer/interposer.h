@@ -45,10 +45,10 @@ void ResyncPools();
 #define GPUPOOL_EXPORT extern "C" __attribute__((visibility("default")))
 
 // The real entry point `fn` (declared with its hook's type), resolved once.
-#define REAL(fn)                                                                          \
-  ([] {                                                                                   \
-    static auto p = reinterpret_cast<decltype(&fn)>(::gpupool::interposer::RealSym(#fn)); \
-    return p;                                                                             \
+#define REAL(fn)                                                                                 \
+  ([] {                                                                                          \
+    static auto real_fn_ = reinterpret_cast<decltype(&fn)>(::gpupool::interposer::RealSym(#fn)); \
+    return real_fn_;                                                                             \
   }())
 
 #endif  // GPUPOOL_AGENT_INTERPOSER_INTERPOSER_H_

@@ -129,27 +129,34 @@ TEST(LedgerServer, AProcessThatEndsFreesItsChargeWithinOneSecond) {
   Limits l;
   l.vram = 10 * kMiB;
   Server s(l);
-  int go[2];
-  ASSERT_EQ(pipe(go), 0);
+  int up[2], down[2];  // child -> parent: reserved; parent -> child: (never) go on
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  std::string path = s.path();
   pid_t child = fork();
   if (child == 0) {
+    close(up[0]);
+    close(down[1]);
     LedgerClient c;
     Response r;
-    if (!c.Connect(s.path().c_str()) || !c.Call(Op::kReserve, Kind::kVram, 3 * kMiB, &r)) _exit(1);
-    char b;
-    if (write(go[1], "x", 1) != 1 || read(go[0], &b, 1) < 0) _exit(1);
+    bool ok = c.Connect(path.c_str()) && c.Call(Op::kReserve, Kind::kVram, 3 * kMiB, &r);
+    char b = ok ? 'y' : 'n';
+    if (write(up[1], &b, 1) != 1 || read(down[0], &b, 1) < 0) _exit(1);
     _exit(0);
   }
-  char b;
-  ASSERT_EQ(read(go[0], &b, 1), 1);
+  close(up[1]);
+  close(down[0]);
+  char b = 0;
+  ASSERT_EQ(read(up[0], &b, 1), 1);
+  ASSERT_EQ(b, 'y');
   EXPECT_EQ(s->Snapshot().vram, 3 * kMiB);
   kill(child, SIGKILL);
   uint64_t t0 = interposer_test::NowMs();
   EXPECT_TRUE(Eventually([&] { return s->Snapshot().vram == 0; }, 1000))
       << interposer_test::NowMs() - t0 << " ms";
   waitpid(child, nullptr, 0);
-  close(go[0]);
-  close(go[1]);
+  close(up[0]);
+  close(down[1]);
 }
 
 TEST(LedgerServer, SpillIsMeteredFromTheBytesSpilledOverTime) {
