@@ -104,22 +104,13 @@ const char* const kHooked[] = {"cuInit",
                                "cuGraphLaunch_ptsz"};
 
 // Allocating entry points that are not hooked: never handed out, whatever the name used. The
-// _v1 entry points (32-bit device pointers, before CUDA 3.2) are among them.
+// _v1 entry points (32-bit device pointers, before CUDA 3.2) are among them. Imports of memory
+// another process allocated (cuMemImportFromShareableHandle, cuMemPoolImportPointer) allocate
+// nothing and pass; host allocations (cuMemAllocHost, cuMemHostAlloc) are not device memory.
 const char* const kDenied[] = {
-    "cuMemAlloc",
-    "cuMemAllocPitch",
-    "cuArrayCreate",
-    "cuArray3DCreate",
-    "cuArray3DCreate_v2",
-    "cuMipmappedArrayCreate",
-    "cuMemPoolImportPointer",
-    "cuMemImportFromShareableHandle",
-    "cuIpcOpenMemHandle",
-    "cuCtxCreate",
-    "cuGraphInstantiate",
-    "cuGraphInstantiate_v2",
-    "cuMemAllocHost",
-    "cuMemAllocHost_v2",
+    "cuMemAlloc",         "cuMemAllocPitch",        "cuArrayCreate",      "cuArray3DCreate",
+    "cuArray3DCreate_v2", "cuMipmappedArrayCreate", "cuIpcOpenMemHandle", "cuCtxCreate",
+    "cuGraphInstantiate", "cuGraphInstantiate_v2",
 };
 
 struct HookPair {
