@@ -111,13 +111,15 @@ CUresult Metered(CUstream stream, Record record, Launch launch) {
   Throttle();
   CUcontext ctx = nullptr;
   auto current = REAL(cuCtxGetCurrent);
+  if (current == nullptr || record == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return launch();  // the driver's error
   CUevent start = nullptr, end = nullptr;
-  if (current != nullptr && current(&ctx) == CUDA_SUCCESS && ctx != nullptr && record != nullptr) {
+  {
     std::lock_guard<std::mutex> l(g_mu);
     start = TakeEvent(ctx);
     end = TakeEvent(ctx);
   }
-  if (start == nullptr || end == nullptr) return CUDA_ERROR_NOT_INITIALIZED;  // cannot meter
+  if (start == nullptr || end == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;  // cannot meter: refuse
   record(start, stream);
   CUresult r = launch();
   record(end, stream);

@@ -43,6 +43,10 @@ bool Ended(pid_t pid, int pidfd) {
   return kill(pid, 0) != 0 && errno == ESRCH;
 }
 
+constexpr int kFramesPerRound = 64;
+// More connections than any task has processes × threads; past it new ones are closed.
+constexpr size_t kMaxConnections = 1024;
+
 // Bucket depth of the strict compute cap: at most this much GPU time in one burst.
 constexpr int64_t kComputeBurstNs = 20'000'000;
 
@@ -134,7 +138,8 @@ void LedgerServer::Run() {
   for (;;) {
     fds.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
-    fds.push_back({listen_fd_, POLLIN, 0});
+    // Out of file descriptors, the listening socket stays readable: rest it for a while.
+    fds.push_back({NowNs() < accept_pause_until_ns_ ? -1 : listen_fd_, POLLIN, 0});
     size_t nconns;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -168,24 +173,33 @@ void LedgerServer::Run() {
 void LedgerServer::Accept() {
   for (;;) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) accept_pause_until_ns_ = NowNs() + 100'000'000;
+      return;
+    }
     ucred cred{};
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) {
       close(fd);
       continue;
     }
+    std::lock_guard<std::mutex> l(mu_);
+    if (conns_.size() >= kMaxConnections) {  // a task opening sockets without end
+      close(fd);
+      ++totals_.protocol_errors;
+      continue;
+    }
     auto c = std::make_unique<Conn>();
     c->fd = fd;
     c->pid = cred.pid;
     c->pidfd = PidFd(cred.pid);
-    std::lock_guard<std::mutex> l(mu_);
     conns_.push_back(std::move(c));
   }
 }
 
 bool LedgerServer::Serve(Conn* c) {
-  for (;;) {
+  // A bounded number of frames per round, so that one busy client cannot starve the others.
+  for (int frames = 0; frames < kFramesPerRound; ++frames) {
     Request req;
     ssize_t n = recv(c->fd, &req, sizeof req, MSG_TRUNC);  // MSG_TRUNC: the frame's real size
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
@@ -208,6 +222,7 @@ bool LedgerServer::Serve(Conn* c) {
       return false;  // a client that does not read its answers is dropped
     if (!keep) return false;
   }
+  return true;
 }
 
 Response LedgerServer::Handle(Conn* c, const Request& req) {

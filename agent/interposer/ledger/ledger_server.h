@@ -7,7 +7,8 @@
 //     either is refused, never granted in part;
 //   - a connection's charge is released only when its process has ended (pidfd readable or the
 //     pid gone): a dropped connection of a live process becomes an orphan charge, so a client
-//     cannot shed its usage by misbehaving.
+//     cannot shed its usage by misbehaving;
+//   - at most 1024 connections; each is served at most 64 frames per poll round.
 // Thread safety: Run() serves on the calling thread; Stop() and Snapshot() may be called from
 // any thread.
 #ifndef GPUPOOL_AGENT_INTERPOSER_LEDGER_LEDGER_SERVER_H_
@@ -86,6 +87,7 @@ class LedgerServer {
   // Strict compute cap: a token bucket of GPU time refilled at compute_percent of wall time.
   int64_t compute_credit_ns_ = 0;
   uint64_t compute_refill_ns_ = 0;
+  uint64_t accept_pause_until_ns_ = 0;  // Run()'s thread only
 };
 
 }  // namespace gpupool::ledger

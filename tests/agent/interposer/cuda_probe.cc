@@ -8,6 +8,7 @@
 //   storm SEED THREADS ITERS MAXBYTES   random allocate/free on every path, then hold
 //   dlopen LIBPATH BYTES      the driver by absolute path, entry points through dlsym(handle)
 //   getproc NAME FLAGS BYTES  an allocation entry point from cuGetProcAddress_v2(NAME)
+//   runtime BYTES             every entry point from cuGetProcAddress_v2, as the CUDA runtime
 //   fork N BYTES              N children that each allocate BYTES (plain) and hold
 //   forge BYTES               hostile frames to the ledger socket, then cuMemAlloc(BYTES)
 //   ipc-export BYTES / ipc-import HEX   IPC across two probes
@@ -303,6 +304,43 @@ int ModeGetproc(const char* name, unsigned long long flags, size_t bytes) {
   return 0;
 }
 
+// Like the CUDA 12 runtime: every entry point from cuGetProcAddress_v2 (version 12.8, the
+// per-thread default stream flag), nothing linked. Prints the results of: the remaining grant
+// `bytes` by cuMemAlloc, one byte more by cuMemAllocAsync, and cuMemGetInfo's total.
+int ModeRuntime(size_t bytes) {
+  auto get = [](const char* name) {
+    void* fn = nullptr;
+    if (cuGetProcAddress_v2(name, &fn, 12080, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                            nullptr) != CUDA_SUCCESS)
+      fn = nullptr;
+    if (fn == nullptr) Say("missing %s", name);
+    return fn;
+  };
+  auto init = reinterpret_cast<decltype(&cuInit)>(get("cuInit"));
+  auto retain =
+      reinterpret_cast<decltype(&cuDevicePrimaryCtxRetain)>(get("cuDevicePrimaryCtxRetain"));
+  auto set = reinterpret_cast<decltype(&cuCtxSetCurrent)>(get("cuCtxSetCurrent"));
+  auto alloc = reinterpret_cast<decltype(&cuMemAlloc_v2)>(get("cuMemAlloc"));
+  auto free_fn = reinterpret_cast<decltype(&cuMemFree_v2)>(get("cuMemFree"));
+  auto alloc_async = reinterpret_cast<decltype(&cuMemAllocAsync)>(get("cuMemAllocAsync"));
+  auto sync = reinterpret_cast<decltype(&cuStreamSynchronize)>(get("cuStreamSynchronize"));
+  auto info = reinterpret_cast<decltype(&cuMemGetInfo_v2)>(get("cuMemGetInfo"));
+  if (!init || !retain || !set || !alloc || !free_fn || !alloc_async || !sync || !info) return 3;
+  CUcontext c = nullptr;
+  if (init(0) != CUDA_SUCCESS || retain(&c, 0) != CUDA_SUCCESS || set(c) != CUDA_SUCCESS) return 4;
+  CUdeviceptr p = 0, q = 0;
+  Say("alloc rc=%d", alloc(&p, bytes));
+  Say("async rc=%d", alloc_async(&q, 1, nullptr));
+  Say("free rc=%d", free_fn(p));
+  Say("async rc=%d", alloc_async(&q, 1, nullptr));
+  sync(nullptr);
+  size_t f = 0, t = 0;
+  info(&f, &t);
+  Say("total=%zu", t);
+  HoldUntilEof();
+  return 0;
+}
+
 int ModeFork(int n, size_t bytes) {
   // The parent holds a context, memory and its ledger connection; its children (fork, then exec
   // of a CUDA program, as CUDA requires) each start with an inherited environment.
@@ -499,6 +537,7 @@ int main(int argc, char** argv) {
   if (mode == "dlopen") return ModeDlopen(arg(2), num(3));
   if (mode == "fork") return ModeFork(static_cast<int>(num(2)), num(3));
   if (mode == "forge") return ModeForge(num(2));
+  if (mode == "runtime") return ModeRuntime(num(2));
   int r = Setup();
   if (r != CUDA_SUCCESS) {
     Say("setup rc=%d", r);

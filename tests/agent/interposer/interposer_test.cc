@@ -45,6 +45,21 @@ TEST(InterposerPaths, EveryPathHonoursTheGrantToTheByte) {
   }
 }
 
+// A program that finds every entry point through cuGetProcAddress_v2 (the CUDA 12 runtime's way,
+// with the per-thread default stream) is held to the grant on each of them.
+TEST(InterposerPaths, RuntimeStyleResolutionGetsEveryHook) {
+  Task task(kDevice, Grant(17 * kMiB));
+  auto p = task.Start({"runtime", std::to_string(16 * kMiB)});
+  EXPECT_EQ(p->ReadLine(), "alloc rc=0");
+  EXPECT_EQ(p->ReadLine(), "async rc=2");  // one byte past the grant, from a pool
+  EXPECT_EQ(p->ReadLine(), "free rc=0");
+  EXPECT_EQ(p->ReadLine(), "async rc=0");
+  EXPECT_EQ(p->ReadLine(), "total=" + std::to_string(17 * kMiB));
+  EXPECT_EQ(LedgerVram(task.ledger().Snapshot(), p->pid()), task.Truth().BytesOf(p->pid()));
+  p->CloseStdin();
+  EXPECT_EQ(p->Wait(), 0);
+}
+
 TEST(InterposerPaths, MemGetInfoShowsTheSlice) {
   Task task(kDevice, Grant(24 * kMiB));
   auto p = task.Start({"info"});
