@@ -67,7 +67,8 @@ struct LedgerServer::Orphan {
 };
 
 std::unique_ptr<LedgerServer> LedgerServer::Create(const std::string& socket_path,
-                                                   const Limits& limits, std::string* error) {
+                                                   const Limits& limits, std::string* error,
+                                                   std::shared_ptr<DeviceArbiter> arbiter) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.empty() || socket_path.size() >= sizeof addr.sun_path) {
@@ -97,17 +98,25 @@ std::unique_ptr<LedgerServer> LedgerServer::Create(const std::string& socket_pat
     close(fd);
     return nullptr;
   }
-  return std::unique_ptr<LedgerServer>(new LedgerServer(fd, wake, socket_path, limits));
+  return std::unique_ptr<LedgerServer>(
+      new LedgerServer(fd, wake, socket_path, limits, std::move(arbiter)));
 }
 
 LedgerServer::LedgerServer(int listen_fd, int wake_fd, const std::string& path,
-                           const Limits& limits)
-    : listen_fd_(listen_fd), wake_fd_(wake_fd), path_(path), limits_(limits) {
+                           const Limits& limits, std::shared_ptr<DeviceArbiter> arbiter)
+    : listen_fd_(listen_fd),
+      wake_fd_(wake_fd),
+      path_(path),
+      limits_(limits),
+      arbiter_(std::move(arbiter)),
+      arbiter_id_(arbiter_ != nullptr ? arbiter_->Join(limits.compute_percent, limits.compute_fair)
+                                      : 0) {
   last_accrual_ns_ = compute_refill_ns_ = NowNs();
   compute_credit_ns_ = kComputeBurstNs;  // a task starts with a full bucket
 }
 
 LedgerServer::~LedgerServer() {
+  if (arbiter_ != nullptr) arbiter_->Leave(arbiter_id_);
   for (auto& c : conns_) {
     close(c->fd);
     if (c->pidfd >= 0) close(c->pidfd);
@@ -278,14 +287,17 @@ Response LedgerServer::Handle(Conn* c, const Request& req) {
     case Op::kCompute: {
       if (req.bytes > 60'000'000'000ull) return bad();  // a minute of GPU time in one kernel
       uint64_t now = NowNs();
-      int64_t refill =
-          static_cast<int64_t>((now - compute_refill_ns_) * limits_.compute_percent / 100);
+      uint64_t rate_bp = arbiter_ != nullptr ? arbiter_->RateBp(arbiter_id_, now)
+                                             : limits_.compute_percent * 100ull;
+      if (rate_bp == 0) rate_bp = 1;
+      uint64_t elapsed = std::min<uint64_t>(now - compute_refill_ns_, 1'000'000'000);
+      int64_t refill = static_cast<int64_t>(elapsed * rate_bp / 10000);
       compute_refill_ns_ = now;
       compute_credit_ns_ = std::min(compute_credit_ns_ + refill, kComputeBurstNs);
       compute_credit_ns_ -= static_cast<int64_t>(req.bytes);
       totals_.gpu_ns += req.bytes;
       if (compute_credit_ns_ < 0)
-        r.wait_ns = static_cast<uint64_t>(-compute_credit_ns_) * 100 / limits_.compute_percent;
+        r.wait_ns = static_cast<uint64_t>(-compute_credit_ns_) * 10000 / rate_bp;
       break;
     }
     default:

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/interposer/ledger/device_arbiter.h"
 #include "agent/interposer/ledger/protocol.h"
 
 namespace gpupool::ledger {
@@ -31,6 +32,7 @@ struct Limits {
   uint64_t spill = 0;          // bytes of host memory that plain allocations may spill to
   uint64_t context_bytes = 0;  // charged per CUDA context
   uint32_t compute_percent = 100;
+  bool compute_fair = false;  // burst into idle time (needs the device's arbiter); else strict
 };
 
 struct ProcessUsage {
@@ -52,8 +54,11 @@ class LedgerServer {
  public:
   // Listens on `socket_path` (an existing socket file there is replaced). nullptr and `*error`
   // when it cannot.
+  // `arbiter`: the device's, shared by the ledgers of all its tenants (the agent's); without
+  // one the compute share is a strict cap.
   static std::unique_ptr<LedgerServer> Create(const std::string& socket_path, const Limits& limits,
-                                              std::string* error);
+                                              std::string* error,
+                                              std::shared_ptr<DeviceArbiter> arbiter = nullptr);
   ~LedgerServer();
   LedgerServer(const LedgerServer&) = delete;
   LedgerServer& operator=(const LedgerServer&) = delete;
@@ -66,7 +71,8 @@ class LedgerServer {
  private:
   struct Conn;
   struct Orphan;
-  LedgerServer(int listen_fd, int wake_fd, const std::string& path, const Limits& limits);
+  LedgerServer(int listen_fd, int wake_fd, const std::string& path, const Limits& limits,
+               std::shared_ptr<DeviceArbiter> arbiter);
   void Accept();
   bool Serve(Conn* c);  // false: drop the connection
   Response Handle(Conn* c, const Request& req);
@@ -78,6 +84,8 @@ class LedgerServer {
   const int wake_fd_;
   const std::string path_;
   const Limits limits_;
+  const std::shared_ptr<DeviceArbiter> arbiter_;
+  const int arbiter_id_;
   mutable std::mutex mu_;  // guards everything below
   std::vector<std::unique_ptr<Conn>> conns_;
   std::vector<Orphan> orphans_;

@@ -195,6 +195,24 @@ TEST(LedgerServer, ComputeCapAsksForTheWaitThatKeepsTheShare) {
   EXPECT_EQ(s->Snapshot().gpu_ns, 40'000'000u);
 }
 
+// The arbiter's arithmetic: idle shares go to the active fair tenants in proportion to theirs.
+TEST(DeviceArbiter, SplitsIdleSharesAmongActiveFairTenants) {
+  DeviceArbiter arb;
+  constexpr uint64_t kSec = 1'000'000'000;
+  int a = arb.Join(30, /*fair=*/true);
+  EXPECT_EQ(arb.RateBp(a, 10 * kSec), 10000u);  // alone: the whole device
+  int b = arb.Join(20, /*fair=*/true);
+  int c = arb.Join(50, /*fair=*/false);
+  EXPECT_EQ(arb.RateBp(b, 10 * kSec), 2000u + 5000u * 20 / 50);  // c not active: 50 idle
+  EXPECT_EQ(arb.RateBp(a, 10 * kSec), 3000u + 5000u * 30 / 50);
+  EXPECT_EQ(arb.RateBp(c, 10 * kSec), 5000u);  // strict: its share, now active
+  EXPECT_EQ(arb.RateBp(a, 10 * kSec), 3000u);  // nothing idle
+  // b and c fall silent for longer than kActiveNs: a gets their shares.
+  EXPECT_EQ(arb.RateBp(a, 10 * kSec + DeviceArbiter::kActiveNs + 1), 10000u);
+  arb.Leave(a);
+  EXPECT_EQ(arb.RateBp(a, 11 * kSec), 0u);
+}
+
 TEST(LedgerServer, RefusesABadConfiguration) {
   Limits l;
   l.compute_percent = 0;
