@@ -3,10 +3,12 @@
 #include "agent/interposer/ledger/ledger_server.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include <random>
 #include <thread>
 
 #include "agent/interposer/ledger/ledger_client.h"
@@ -211,6 +213,75 @@ TEST(DeviceArbiter, SplitsIdleSharesAmongActiveFairTenants) {
   EXPECT_EQ(arb.RateBp(a, 10 * kSec + DeviceArbiter::kActiveNs + 1), 10000u);
   arb.Leave(a);
   EXPECT_EQ(arb.RateBp(a, 11 * kSec), 0u);
+}
+
+// Random frames — random sizes, random bytes, sometimes a valid header with random fields —
+// from many connections: the server stays up, its totals equal the sum of its rows, and no
+// limit is ever passed.
+TEST(LedgerServer, SurvivesRandomFramesWithItsInvariants) {
+  Limits l;
+  l.vram = 10 * kMiB;
+  l.spill = 2 * kMiB;
+  Server s(l);
+  std::mt19937_64 rng(12345);
+  for (int conn = 0; conn < 200; ++conn) {
+    int fd = Connect(s.path());
+    if (rng() % 2) Send(fd, Op::kHello, Kind::kNone, 0);
+    for (int f = 0; f < 20; ++f) {
+      char buf[128];
+      size_t len = rng() % sizeof buf;
+      for (char& c : buf) c = static_cast<char>(rng());
+      if (rng() % 2 && len >= sizeof(Request)) {
+        Request r{kMagic,
+                  kVersion,
+                  static_cast<uint16_t>(rng() % 7),
+                  static_cast<uint32_t>(rng() % 4),
+                  static_cast<uint32_t>(rng() % 2),
+                  rng() % 4 == 0 ? rng() : rng() % (4 * kMiB)};
+        memcpy(buf, &r, sizeof r);
+        if (rng() % 2) len = sizeof r;
+      }
+      if (send(fd, buf, len, MSG_NOSIGNAL) < 0) break;
+      Response resp;
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 1000) <= 0 || recv(fd, &resp, sizeof resp, 0) <= 0) break;
+    }
+    if (rng() % 3) close(fd);  // the others stay open until the end
+    Usage u = s->Snapshot();
+    uint64_t vram = 0, spill = 0;
+    for (const auto& p : u.processes) {
+      vram += p.vram;
+      spill += p.spill;
+    }
+    ASSERT_EQ(u.vram, vram);
+    ASSERT_EQ(u.spill, spill);
+    ASSERT_LE(u.vram, l.vram);
+    ASSERT_LE(u.spill, l.spill);
+  }
+  EXPECT_GT(s->Snapshot().protocol_errors, 0u);
+  // And it still serves.
+  LedgerClient c;
+  EXPECT_TRUE(c.Connect(s.path().c_str()));
+}
+
+// The standalone server: starts, says ready, serves, stops on SIGTERM with a summary.
+TEST(LedgerBinary, ServesUntilSigterm) {
+  char tmpl[] = "/tmp/gpupool-ledger-bin-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::string sock = dir + "/s";
+  interposer_test::Child bin({GPUPOOL_LEDGER_BIN, "--socket", sock, "--vram", "1048576"}, {});
+  ASSERT_EQ(bin.ReadLine(), "ready");
+  LedgerClient c;
+  ASSERT_TRUE(c.Connect(sock.c_str()));
+  EXPECT_EQ(c.hello().vram_limit, 1048576u);
+  Response r;
+  ASSERT_TRUE(c.Call(Op::kReserve, Kind::kVram, 4096, &r));
+  kill(bin.pid(), SIGTERM);
+  EXPECT_EQ(bin.ReadLine(), "vram 4096 spill 0 refused 0 protocol_errors 0");
+  EXPECT_EQ(WEXITSTATUS(bin.Wait()), 0);
+  interposer_test::Child bad({GPUPOOL_LEDGER_BIN, "--vram", "x"}, {});
+  EXPECT_EQ(WEXITSTATUS(bad.Wait()), 2);
+  rmdir(dir.c_str());
 }
 
 TEST(LedgerServer, RefusesABadConfiguration) {
