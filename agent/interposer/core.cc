@@ -293,9 +293,22 @@ GPUPOOL_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int 
   return Resolve(symbol, pfn, real(symbol, pfn, version, flags, status), status);
 }
 
+// The driver versions whose ABI this library was written against: 11.4 (the stream-ordered
+// allocator, graph memory nodes and cuGetProcAddress all present) up to the last 13.x.
+constexpr int kOldestDriver = 11040;
+constexpr int kNewestDriver = 13999;
+
 GPUPOOL_EXPORT CUresult cuInit(unsigned flags) {
   auto real = REAL(cuInit);
-  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  auto version = REAL(cuDriverGetVersion);
+  if (real == nullptr || version == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  int v = 0;
+  if (version(&v) != CUDA_SUCCESS || v < kOldestDriver || v > kNewestDriver) {
+    // An entry point this library does not know of could allocate unseen: refuse to run.
+    fprintf(stderr, "gpupool-cuda: CUDA driver version %d is not supported (%d..%d)\n", v,
+            kOldestDriver, kNewestDriver);
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
   if (gpupool::interposer::Ledger() == nullptr) return CUDA_ERROR_NOT_INITIALIZED;  // fail closed
   return real(flags);
 }

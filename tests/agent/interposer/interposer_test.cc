@@ -78,6 +78,17 @@ TEST(InterposerPaths, WithoutALedgerNothingRuns) {
   EXPECT_EQ(WEXITSTATUS(c.Wait()), 4);
 }
 
+TEST(InterposerPaths, AnUnknownDriverVersionIsRefused) {
+  Task task(kDevice, Grant(24 * kMiB));
+  for (const char* v : {"11020", "14000"}) {
+    std::vector<std::string> env = task.Env();
+    env.push_back(std::string("GPUPOOL_FAKE_CUDA_DRIVER_VERSION=") + v);
+    Child c({GPUPOOL_PROBE, "info"}, env);
+    EXPECT_EQ(c.ReadLine(), "setup rc=3") << v;  // CUDA_ERROR_NOT_INITIALIZED: fails closed
+    EXPECT_EQ(WEXITSTATUS(c.Wait()), 4);
+  }
+}
+
 // 8 processes × 4 threads allocate and free at random on every path against a 32 MiB grant on a
 // 64 MiB device. The device's high-water mark (recorded by the fake at every allocation) never
 // passes the grant; at quiescence the ledger equals the fake's truth to the byte, per process

@@ -368,7 +368,7 @@ FAKE_API CUresult cuInit(unsigned flags) {
 
 FAKE_API CUresult cuDriverGetVersion(int* v) {
   if (v == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *v = 12080;
+  *v = static_cast<int>(EnvU64("GPUPOOL_FAKE_CUDA_DRIVER_VERSION", 12080));
   return CUDA_SUCCESS;
 }
 
