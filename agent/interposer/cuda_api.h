@@ -57,6 +57,8 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* des
 CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props);
 CUresult cuMemPoolDestroy(CUmemoryPool pool);
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev);
+CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev);
+CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool);
 CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void* value);
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void* value);
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep);

@@ -131,6 +131,13 @@ CUresult Metered(CUstream stream, Record record, Launch launch) {
 
 }  // namespace
 
+void gi::ForgetContext(CUcontext ctx) {
+  std::lock_guard<std::mutex> l(g_mu);
+  g_spare.erase(ctx);  // destroyed with their context
+  for (auto it = g_pending.begin(); it != g_pending.end();)
+    it = it->ctx == ctx ? g_pending.erase(it) : it + 1;
+}
+
 GPUPOOL_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                                        unsigned bx, unsigned by, unsigned bz, unsigned shared,
                                        CUstream s, void** params, void** extra) {

@@ -32,6 +32,7 @@ std::map<CUdeviceptr, uint64_t> g_ipc;
 std::map<CUcontext, uint64_t> g_ctx;
 std::map<CUgraphExec, uint64_t> g_execs;
 std::map<int, bool> g_primary_charged;
+std::map<int, CUcontext> g_primary_ctx;
 
 std::mutex g_pool_mu;                      // guards g_pools; held across a pool allocation
 std::map<CUmemoryPool, uint64_t> g_pools;  // what each pool is charged
@@ -137,11 +138,12 @@ CUresult PoolAlloc(CUmemoryPool pool, size_t size, Alloc alloc) {
   return r;
 }
 
+// The pool cuMemAllocAsync allocates from: the device's current pool (cuDeviceSetMemPool's).
 CUmemoryPool CurrentPool() {
   CUdevice dev = 0;
   CUmemoryPool pool = nullptr;
   auto get_dev = REAL(cuCtxGetDevice);
-  auto get_pool = REAL(cuDeviceGetDefaultMemPool);
+  auto get_pool = REAL(cuDeviceGetMemPool);
   if (get_dev == nullptr || get_pool == nullptr || get_dev(&dev) != CUDA_SUCCESS ||
       get_pool(&pool, dev) != CUDA_SUCCESS)
     return nullptr;
@@ -212,6 +214,7 @@ void SyncPrimary(CUdevice dev) {
     g_primary_charged[dev] = false;
     gi::ReleaseVram(ContextBytes());
   }
+  gi::ForgetContext(g_primary_ctx[dev]);
 }
 
 }  // namespace
@@ -441,15 +444,17 @@ GPUPOOL_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t s
 
 GPUPOOL_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t size, CUstream s) {
   REAL_OR_FAIL(cuMemAllocAsync);
+  if (dptr == nullptr || size == 0) return real(dptr, size, s);
   CUmemoryPool pool = CurrentPool();
-  if (dptr == nullptr || size == 0 || pool == nullptr) return real(dptr, size, s);
+  if (pool == nullptr) return CUDA_ERROR_NOT_SUPPORTED;  // cannot tell which pool grows: refuse
   return PoolAlloc(pool, size, [&] { return real(dptr, size, s); });
 }
 
 GPUPOOL_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t size, CUstream s) {
   REAL_OR_FAIL(cuMemAllocAsync_ptsz);
+  if (dptr == nullptr || size == 0) return real(dptr, size, s);
   CUmemoryPool pool = CurrentPool();
-  if (dptr == nullptr || size == 0 || pool == nullptr) return real(dptr, size, s);
+  if (pool == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   return PoolAlloc(pool, size, [&] { return real(dptr, size, s); });
 }
 
@@ -583,6 +588,7 @@ GPUPOOL_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
   REAL_OR_FAIL(cuCtxDestroy_v2);
   CUresult r = real(ctx);
   if (r != CUDA_SUCCESS) return r;
+  gi::ForgetContext(ctx);
   uint64_t bytes = 0;
   {
     std::lock_guard<std::mutex> l(g_mu);
@@ -614,6 +620,7 @@ GPUPOOL_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) 
   r = real(pctx, dev);
   std::lock_guard<std::mutex> l(g_mu);
   if (r == CUDA_SUCCESS && bytes != 0) g_primary_charged[dev] = true;
+  if (r == CUDA_SUCCESS && pctx != nullptr) g_primary_ctx[dev] = *pctx;
   if (r != CUDA_SUCCESS) gi::ReleaseVram(bytes);
   return r;
 }

@@ -36,6 +36,9 @@ bool Denied(const char* name);
 // Whether `name` is the ABI or base name of a hooked entry point.
 void* HookByName(const char* name);
 
+// Forgets the compute meter's events of a context the driver has destroyed.
+void ForgetContext(CUcontext ctx);
+
 // Resyncs the charge of every stream-ordered pool with what the driver reserves (after a
 // synchronize or a trim, when the driver may have released memory).
 void ResyncPools();

@@ -21,32 +21,47 @@ bool LedgerClient::Connect(const char* socket_path) {
     close(fd);
     return false;
   }
-  pthread_mutex_lock(&mu_);
-  if (fd_ >= 0) close(fd_);
-  fd_ = fd;
-  pthread_mutex_unlock(&mu_);
-  Response r;
-  if (!Call(Op::kHello, Kind::kNone, 0, &r) || r.status != 0) {
-    Reset();
+  // HELLO on the private socket first, so that hello() is complete before anyone can see the
+  // connection.
+  Request req{
+      kMagic, kVersion, static_cast<uint16_t>(Op::kHello), static_cast<uint32_t>(Kind::kNone),
+      0,      0};
+  Response r{};
+  ssize_t n;
+  do n = send(fd, &req, sizeof req, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  bool ok = n == static_cast<ssize_t>(sizeof req);
+  if (ok) {
+    do n = recv(fd, &r, sizeof r, 0);
+    while (n < 0 && errno == EINTR);
+    ok = n == static_cast<ssize_t>(sizeof r) && r.status == 0;
+  }
+  if (!ok) {
+    close(fd);
     return false;
   }
+  pthread_mutex_lock(&mu_);
   hello_ = r;
+  int old = fd_.exchange(fd, std::memory_order_acq_rel);
+  if (old >= 0) close(old);
+  pthread_mutex_unlock(&mu_);
   return true;
 }
 
 bool LedgerClient::Call(Op op, Kind kind, uint64_t bytes, Response* out) {
   Request req{kMagic, kVersion, static_cast<uint16_t>(op), static_cast<uint32_t>(kind), 0, bytes};
   pthread_mutex_lock(&mu_);
-  bool ok = fd_ >= 0;
+  int fd = fd_.load(std::memory_order_acquire);
+  bool ok = fd >= 0;
   if (ok) {
     ssize_t n;
-    do n = send(fd_, &req, sizeof req, MSG_NOSIGNAL);
+    do n = send(fd, &req, sizeof req, MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);
     ok = n == static_cast<ssize_t>(sizeof req);
   }
   if (ok) {
     ssize_t n;
-    do n = recv(fd_, out, sizeof *out, 0);
+    do n = recv(fd, out, sizeof *out, 0);
     while (n < 0 && errno == EINTR);
     ok = n == static_cast<ssize_t>(sizeof *out);
   }
@@ -58,8 +73,8 @@ void LedgerClient::Reset() {
   // In a forked child the fd is the parent's connection: closing the child's copy leaves the
   // parent's open. The mutex is re-created: another thread may have held it at fork().
   pthread_mutex_init(&mu_, nullptr);
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
+  int fd = fd_.exchange(-1);
+  if (fd >= 0) close(fd);
 }
 
 }  // namespace gpupool::ledger

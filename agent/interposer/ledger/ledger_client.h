@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "agent/interposer/ledger/protocol.h"
@@ -21,12 +22,13 @@ class LedgerClient {
   bool Call(Op op, Kind kind, uint64_t bytes, Response* out);
   // Forgets the connection without a round trip (the child side of fork()).
   void Reset();
-  bool connected() const { return fd_ >= 0; }
+  // Once true, hello() is complete (it is written before the connection is published).
+  bool connected() const { return fd_.load(std::memory_order_acquire) >= 0; }
   const Response& hello() const { return hello_; }
 
  private:
-  pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;  // guards fd_ and the socket
-  int fd_ = -1;
+  pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;  // serialises use of the socket
+  std::atomic<int> fd_{-1};
   Response hello_{};
 };
 

@@ -204,6 +204,8 @@ int ModeStorm(unsigned seed, int threads, int iters, size_t max_bytes) {
   char go[3];
   if (read(0, go, sizeof go) <= 0) return 0;
   CUmemoryPool pool = NewPool(static_cast<uint64_t>(seed % 3) << 20);
+  // Half the storms make it the device's current pool: cuMemAllocAsync then grows it.
+  if (seed % 2 != 0 && cuDeviceSetMemPool(0, pool) != CUDA_SUCCESS) return 3;
   std::atomic<long> ok[kNumPaths] = {}, oom{0}, bad{0};
   std::vector<std::vector<Obj>> live(static_cast<size_t>(threads));
   std::vector<std::thread> ts;

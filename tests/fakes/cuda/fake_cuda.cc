@@ -119,6 +119,7 @@ std::map<void*, HostBlock> g_host;
 std::map<CUarray, std::pair<uint64_t, int>> g_arrays;
 std::vector<Pool*> g_pools;
 std::vector<Pool*> g_default_pool;
+std::vector<Pool*> g_current_pool;  // cuDeviceSetMemPool's; cuMemAllocAsync allocates from it
 std::vector<Ctx*> g_primary;
 std::vector<int> g_primary_refs;
 std::vector<uint64_t> g_graph_mem;
@@ -357,6 +358,7 @@ FAKE_API CUresult cuInit(unsigned flags) {
     auto* pool = new Pool{static_cast<int>(i)};
     g_pools.push_back(pool);
     g_default_pool.push_back(pool);
+    g_current_pool.push_back(pool);
     g_primary.push_back(nullptr);
     g_primary_refs.push_back(0);
     g_graph_mem.push_back(0);
@@ -785,6 +787,8 @@ FAKE_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   if (it == g_pools.end()) return CUDA_ERROR_INVALID_VALUE;
   for (Pool* d : g_default_pool)
     if (d == p) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t d = 0; d < g_current_pool.size(); ++d)  // documented: the default becomes current
+    if (g_current_pool[d] == p) g_current_pool[d] = g_default_pool[d];
   // Documented: outstanding allocations keep the pool alive until freed; the fake frees the
   // pool's unused reservation now and leaves the rest charged until the process ends.
   if (p->reserved > p->used) Uncharge(p->dev, p->reserved - p->used);
@@ -801,6 +805,26 @@ FAKE_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (dev < 0 || dev >= static_cast<int>(g_devs.size())) return CUDA_ERROR_INVALID_DEVICE;
   *pool = reinterpret_cast<CUmemoryPool>(g_default_pool[dev]);
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
+  REQUIRE_INIT();
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (dev < 0 || dev >= static_cast<int>(g_devs.size())) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> l(g_mu);
+  *pool = reinterpret_cast<CUmemoryPool>(g_current_pool[dev]);
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
+  REQUIRE_INIT();
+  if (dev < 0 || dev >= static_cast<int>(g_devs.size())) return CUDA_ERROR_INVALID_DEVICE;
+  auto* p = reinterpret_cast<Pool*>(pool);
+  std::lock_guard<std::mutex> l(g_mu);
+  if (std::find(g_pools.begin(), g_pools.end(), p) == g_pools.end() || p->dev != dev)
+    return CUDA_ERROR_INVALID_VALUE;
+  g_current_pool[dev] = p;
   return CUDA_SUCCESS;
 }
 
@@ -882,7 +906,12 @@ FAKE_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t size, C
 
 FAKE_API CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t size, CUstream) {
   REQUIRE_CTX();
-  return AllocPool(dptr, size, reinterpret_cast<CUmemoryPool>(g_default_pool[CurrentDev()]));
+  CUmemoryPool pool;
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    pool = reinterpret_cast<CUmemoryPool>(g_current_pool[CurrentDev()]);
+  }
+  return AllocPool(dptr, size, pool);
 }
 FAKE_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t size, CUstream s) {
   return cuMemAllocAsync(dptr, size, s);
@@ -1336,6 +1365,8 @@ const Entry kEntries[] = {
     E(cuMemPoolCreate, 11020),
     E(cuMemPoolDestroy, 11020),
     E(cuDeviceGetDefaultMemPool, 11020),
+    E(cuDeviceGetMemPool, 11020),
+    E(cuDeviceSetMemPool, 11020),
     E(cuMemPoolSetAttribute, 11020),
     E(cuMemPoolGetAttribute, 11020),
     E(cuMemPoolTrimTo, 11020),
