@@ -54,4 +54,9 @@ void ResyncPools();
     return real_fn_;                                                                             \
   }())
 
+// The real entry point `fn` into `real`, or CUDA_ERROR_NOT_FOUND when the driver lacks it.
+#define REAL_OR_FAIL(fn) \
+  auto real = REAL(fn);  \
+  if (real == nullptr) return CUDA_ERROR_NOT_FOUND
+
 #endif  // GPUPOOL_AGENT_INTERPOSER_INTERPOSER_H_
