@@ -165,6 +165,11 @@ __attribute__((constructor)) void Init() { pthread_atfork(nullptr, nullptr, &AtF
 
 }  // namespace
 
+void* RealDlsymOf(void* handle, const char* name) {
+  DlsymFn real_dlsym = RealDlsym();
+  return real_dlsym != nullptr ? real_dlsym(handle, name) : nullptr;
+}
+
 void* RealSym(const char* name) {
   void* lib = RealLib();
   DlsymFn real_dlsym = RealDlsym();
@@ -243,8 +248,15 @@ using gpupool::interposer::HookFor;
 // Limitation: dlsym(RTLD_NEXT, …) resolves relative to this library, not to its caller.
 GPUPOOL_EXPORT void* dlsym(void* handle, const char* name) {
   void* real = gpupool::interposer::RealDlsym()(handle, name);
-  if (real == nullptr || name[0] != 'c' || name[1] != 'u' || gpupool::interposer::t_inside)
-    return real;
+  if (real == nullptr || gpupool::interposer::t_inside) return real;
+  // NVML's memory figures show the slice too (hooks_nvml.cc).
+  if (strncmp(name, "nvmlDeviceGetMemoryInfo", 23) == 0 &&
+      (name[23] == 0 || strcmp(name + 23, "_v2") == 0)) {
+    void* self = gpupool::interposer::SelfLib();
+    void* hook = self != nullptr ? gpupool::interposer::RealDlsym()(self, name) : nullptr;
+    return hook != nullptr ? hook : real;
+  }
+  if (name[0] != 'c' || name[1] != 'u') return real;
   if (void* hook = HookByName(name); hook != nullptr) return hook;
   if (void* hook = HookFor(real); hook != nullptr) return hook;
   if (Denied(name)) return nullptr;

@@ -13,6 +13,7 @@
 //   forge BYTES               hostile frames to the ledger socket, then cuMemAlloc(BYTES)
 //   ipc-export BYTES / ipc-import HEX   IPC across two probes
 //   spill N BYTES             N plain allocations of BYTES, then hold
+//   nvml-info                 nvmlDeviceGetMemoryInfo through dlopen + dlsym
 //   compute KIND SECONDS      1 ms kernels back to back (plain plain-ptsz ex coop graph)
 //   array3d BYTES             cuArray3DCreate_v2, an allocating entry point left unhooked
 #include <dlfcn.h>
@@ -561,6 +562,22 @@ int main(int argc, char** argv) {
     CUDA_ARRAY3D_DESCRIPTOR d{num(2), 1, 1, CU_AD_FORMAT_UNSIGNED_INT8, 1, 0};
     Say("rc=%d", cuArray3DCreate_v2(&arr, &d));
     HoldUntilEof();
+    return 0;
+  }
+  if (mode == "nvml-info") {  // NVML through dlopen + dlsym, as nvidia-smi-like tools do
+    void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (h == nullptr) return 2;
+    auto init = reinterpret_cast<int (*)()>(dlsym(h, "nvmlInit_v2"));
+    auto handle =
+        reinterpret_cast<int (*)(unsigned, void**)>(dlsym(h, "nvmlDeviceGetHandleByIndex_v2"));
+    auto info =
+        reinterpret_cast<int (*)(void*, unsigned long long*)>(dlsym(h, "nvmlDeviceGetMemoryInfo"));
+    void* dev = nullptr;
+    unsigned long long m[3] = {0, 0, 0};  // total, free, used
+    if (init == nullptr || handle == nullptr || info == nullptr || init() != 0 ||
+        handle(0, &dev) != 0 || info(dev, m) != 0)
+      return 3;
+    Say("total=%llu used=%llu free=%llu", m[0], m[2], m[1]);
     return 0;
   }
   if (mode == "compute") return ModeCompute(arg(2), strtod(arg(3), nullptr));

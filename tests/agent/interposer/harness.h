@@ -161,7 +161,7 @@ class Task {
         "GPUPOOL_FAKE_CUDA_STATE=" + state_dir_,
         "GPUPOOL_FAKE_CUDA_DEVICES=" + devices_,
         "GPUPOOL_LEDGER_SOCKET=" + socket(),
-        std::string("LD_LIBRARY_PATH=") + GPUPOOL_FAKE_CUDA_DIR,
+        std::string("LD_LIBRARY_PATH=") + GPUPOOL_FAKE_CUDA_DIR + ":" + GPUPOOL_FAKE_NVML_DIR,
         "PATH=/usr/bin:/bin",
     };
     if (preload) env.push_back(std::string("LD_PRELOAD=") + GPUPOOL_INTERPOSER_LIB);

@@ -68,6 +68,24 @@ TEST(InterposerPaths, MemGetInfoShowsTheSlice) {
   EXPECT_EQ(p->Wait(), 0);
 }
 
+// NVML inside the task shows the slice too; without the interposer, the device.
+TEST(InterposerPaths, NvmlMemoryInfoShowsTheSlice) {
+  Task task(kDevice, Grant(24 * kMiB));
+  auto holder = task.Start({"alloc", "plain", std::to_string(5 * kMiB)});
+  ASSERT_EQ(holder->ReadLine(), "rc=0");
+  // The task holds 1 + 5 MiB (holder) and 1 MiB (the asking process's own context).
+  auto p = task.Start({"nvml-info"});
+  EXPECT_EQ(p->ReadLine(), "total=" + std::to_string(24 * kMiB) +
+                               " used=" + std::to_string(7 * kMiB) +
+                               " free=" + std::to_string(17 * kMiB));
+  EXPECT_EQ(p->Wait(), 0);
+  auto native = task.Start({"nvml-info"}, /*preload=*/false);
+  EXPECT_EQ(native->ReadLine(), "total=" + std::to_string(kDevice) +
+                                    " used=" + std::to_string(7 * kMiB) +
+                                    " free=" + std::to_string(kDevice - 7 * kMiB));
+  EXPECT_EQ(native->Wait(), 0);
+}
+
 TEST(InterposerPaths, WithoutALedgerNothingRuns) {
   Task task(kDevice, Grant(24 * kMiB));
   std::vector<std::string> env = task.Env();

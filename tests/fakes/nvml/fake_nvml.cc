@@ -95,3 +95,37 @@ NVML_API int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int*
   *count = n;
   return kSuccess;
 }
+
+namespace {
+struct Memory {  // nvmlMemory_t
+  unsigned long long total, free, used;
+};
+struct MemoryV2 {  // nvmlMemory_v2_t
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
+};
+bool DeviceMemory(void* device, unsigned long long* total, unsigned long long* used) {
+  if (device == nullptr) return false;
+  int index = static_cast<int>(reinterpret_cast<uintptr_t>(device) - 1);
+  static gpupool::fakecuda::Truth truth;
+  if (!gpupool::fakecuda::ReadTruth(Dir(), index, &truth)) return false;
+  *total = truth.total;
+  *used = truth.used;
+  return true;
+}
+}  // namespace
+
+NVML_API int nvmlDeviceGetMemoryInfo(void* device, Memory* m) {
+  if (g_init == 0) return kUninitialized;
+  if (m == nullptr || !DeviceMemory(device, &m->total, &m->used)) return kInvalidArgument;
+  m->free = m->total - m->used;
+  return kSuccess;
+}
+
+NVML_API int nvmlDeviceGetMemoryInfo_v2(void* device, MemoryV2* m) {
+  if (g_init == 0) return kUninitialized;
+  if (m == nullptr || !DeviceMemory(device, &m->total, &m->used)) return kInvalidArgument;
+  m->reserved = 0;
+  m->free = m->total - m->used;
+  return kSuccess;
+}
