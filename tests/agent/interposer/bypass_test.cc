@@ -203,6 +203,27 @@ TEST(Bypass, ProcAddressNeverHandsOutAnUnhookedAllocator) {
   EXPECT_TRUE(dog.verdicts().empty());
 }
 
+// A driver whose cuGetProcAddress hands out pointers that are not its exported symbols: the
+// interposer cannot tell the allocator is one it hooks, so it refuses to hand it out (fails
+// closed) rather than let an unhooked allocator through.
+TEST(Bypass, AnUnrecognisedAllocatorPointerIsNotHandedOut) {
+  Task task(kDevice, Grant());
+  std::vector<std::string> env = task.Env();
+  env.push_back("GPUPOOL_FAKE_CUDA_PROC_THUNKS=1");
+  Child c({GPUPOOL_PROBE, "getproc", "cuMemAlloc", "0", std::to_string(2 * kGrant)}, env);
+  EXPECT_EQ(c.ReadLine(), "rc=500 notfound status=1");
+  c.CloseStdin();
+  EXPECT_EQ(c.Wait(), 0);
+  // Natively the thunk allocates, as the driver would.
+  std::vector<std::string> native;
+  for (const auto& e : env)
+    if (e.rfind("LD_PRELOAD=", 0) != 0) native.push_back(e);
+  Child n({GPUPOOL_PROBE, "getproc", "cuMemAlloc", "0", std::to_string(kMiB)}, native);
+  EXPECT_EQ(n.ReadLine(), "rc=0");
+  n.CloseStdin();
+  EXPECT_EQ(n.Wait(), 0);
+}
+
 // A task's process writes to its ledger: the socket file refuses a write as a file; frames out
 // of order, unknown, malformed or overflowing are refused; releasing what it does not hold
 // releases nothing; dropping a connection that holds a charge keeps the charge until the process

@@ -75,9 +75,8 @@ TEST(InterposerPaths, NvmlMemoryInfoShowsTheSlice) {
   ASSERT_EQ(holder->ReadLine(), "rc=0");
   // The task holds 1 + 5 MiB (holder) and 1 MiB (the asking process's own context).
   auto p = task.Start({"nvml-info"});
-  EXPECT_EQ(p->ReadLine(), "total=" + std::to_string(24 * kMiB) +
-                               " used=" + std::to_string(7 * kMiB) +
-                               " free=" + std::to_string(17 * kMiB));
+  EXPECT_EQ(p->ReadLine(), "total=" + std::to_string(24 * kMiB) + " used=" +
+                               std::to_string(7 * kMiB) + " free=" + std::to_string(17 * kMiB));
   EXPECT_EQ(p->Wait(), 0);
   auto native = task.Start({"nvml-info"}, /*preload=*/false);
   EXPECT_EQ(native->ReadLine(), "total=" + std::to_string(kDevice) +

@@ -124,6 +124,13 @@ const Entry kEntries[] = {
 // https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DRIVER__ENTRY__POINT.html: `symbol` is
 // the base name ("cuMemAlloc"); the version picks the ABI variant (cuMemAlloc_v2 since 3.2);
 // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM picks the _ptsz/_ptds variant where one exists.
+namespace {
+// With GPUPOOL_FAKE_CUDA_PROC_THUNKS=1, cuGetProcAddress hands out a pointer of its own for
+// cuMemAlloc instead of the exported symbol's address, as a driver may (nothing documents that
+// the two are the same). The interposer cannot recognise it and must refuse it.
+CUresult ThunkMemAlloc(CUdeviceptr* dptr, size_t size) { return cuMemAlloc_v2(dptr, size); }
+}  // namespace
+
 FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
                                       CUdriverProcAddressQueryResult* status) {
   if (symbol == nullptr || pfn == nullptr || flags > 2) return CUDA_ERROR_INVALID_VALUE;
@@ -137,6 +144,9 @@ FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int versio
     *pfn = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0 && e.ptds != nullptr
                ? e.ptds
                : e.fn;
+    if (e.fn == reinterpret_cast<void*>(&cuMemAlloc_v2) &&
+        EnvU64("GPUPOOL_FAKE_CUDA_PROC_THUNKS", 0) != 0)
+      *pfn = reinterpret_cast<void*>(&ThunkMemAlloc);
     if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;
     return CUDA_SUCCESS;
   }
