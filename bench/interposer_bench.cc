@@ -4,7 +4,8 @@
 // per operation of each (medians of 5 batches inside each run); --json FILE writes the table.
 //   interposer_bench [--iters N] [--json FILE]
 // Workloads: an uncapped kernel launch of a 0 µs kernel, cuCtxSynchronize, cuGetProcAddress,
-// cuMemGetInfo, cuMemAlloc+cuMemFree of 4 KiB; then spin-up (cuInit + primary context) of a lone
+// cuMemGetInfo, cuMemAlloc+cuMemFree of 4 KiB (exact reservations, and with a 2 MiB lease);
+// then spin-up (cuInit + primary context) of a lone
 // process (30 runs) and of 100 processes started at once.
 // Standalone: depends only on the fake driver and the ledger library.
 #include <fcntl.h>
@@ -191,6 +192,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::thread serve([&] { server->Run(); });
+  // A second task ledger with a 2 MiB lease: allocations mostly without a round trip.
+  gpupool::ledger::Limits leased = limits;
+  leased.lease_bytes = 2ull << 20;
+  auto lease_server = gpupool::ledger::LedgerServer::Create(dir + "/lease.sock", leased, &error);
+  if (lease_server == nullptr) {
+    fprintf(stderr, "%s\n", error.c_str());
+    return 1;
+  }
+  std::thread serve_lease([&] { lease_server->Run(); });
   std::vector<std::string> native = {
       "GPUPOOL_FAKE_CUDA_STATE=" + dir,
       "GPUPOOL_FAKE_CUDA_DEVICES=bench,1073741824,8,1048576",
@@ -199,24 +209,38 @@ int main(int argc, char** argv) {
   };
   std::vector<std::string> interposed = native;
   interposed.push_back(std::string("LD_PRELOAD=") + GPUPOOL_INTERPOSER_LIB);
+  std::vector<std::string> interposed_lease = interposed;
+  interposed_lease[2] = "GPUPOOL_LEDGER_SOCKET=" + dir + "/lease.sock";
   std::string self = "/proc/self/exe";
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) self.assign(exe, static_cast<size_t>(n));
 
   std::string rows;
-  printf("%-12s %14s %14s %14s\n", "workload", "native ns/op", "interposed", "added ns/op");
-  const char* works[] = {"launch", "ctxsync", "getproc", "meminfo", "alloc_free"};
-  for (const char* w : works) {
-    long it = std::string(w) == "alloc_free" || std::string(w) == "meminfo" ? iters / 10 : iters;
+  printf("%-17s %14s %14s %14s\n", "workload", "native ns/op", "interposed", "added ns/op");
+  struct Work {
+    const char* name;
+    const char* child;
+    const std::vector<std::string>* env;
+  } works[] = {
+      {"launch", "launch", &interposed},
+      {"ctxsync", "ctxsync", &interposed},
+      {"getproc", "getproc", &interposed},
+      {"meminfo", "meminfo", &interposed},
+      {"alloc_free", "alloc_free", &interposed},
+      {"alloc_free_lease", "alloc_free", &interposed_lease},
+  };
+  for (const Work& w : works) {
+    std::string child = w.child;
+    long it = child == "alloc_free" || child == "meminfo" ? iters / 10 : iters;
     // The least of three runs each, alternating: the figure a quiet moment of the machine gives.
     double a = 1e18, b = 1e18;
     for (int r = 0; r < 3; ++r) {
-      a = std::min(a, RunOne(self, native, w, it));
-      b = std::min(b, RunOne(self, interposed, w, it));
+      a = std::min(a, RunOne(self, native, child, it));
+      b = std::min(b, RunOne(self, *w.env, child, it));
     }
-    printf("%-12s %14.1f %14.1f %14.1f\n", w, a, b, b - a);
-    rows += std::string(rows.empty() ? "" : ",\n") + "    {\"workload\": \"" + w +
+    printf("%-17s %14.1f %14.1f %14.1f\n", w.name, a, b, b - a);
+    rows += std::string(rows.empty() ? "" : ",\n") + "    {\"workload\": \"" + w.name +
             "\", \"native_ns\": " + std::to_string(a) +
             ", \"interposed_ns\": " + std::to_string(b) + "}";
   }
@@ -237,6 +261,8 @@ int main(int argc, char** argv) {
   }
   server->Stop();
   serve.join();
+  lease_server->Stop();
+  serve_lease.join();
   if (!json.empty()) {
     FILE* f = fopen(json.c_str(), "w");
     if (f != nullptr) {

@@ -155,9 +155,15 @@ ledger::LedgerClient g_ledger;
 pthread_mutex_t g_ledger_mu = PTHREAD_MUTEX_INITIALIZER;
 bool g_warned = false;
 
+// The lease: VRAM reserved in the ledger but not yet backing an allocation of this process.
+pthread_mutex_t g_lease_mu = PTHREAD_MUTEX_INITIALIZER;  // guards g_lease_free
+uint64_t g_lease_free = 0;
+
 void AtForkChild() {
   // A connection is charged to the process that opened it: the child opens its own on first use.
   pthread_mutex_init(&g_ledger_mu, nullptr);
+  pthread_mutex_init(&g_lease_mu, nullptr);
+  g_lease_free = 0;  // the parent's lease stays the parent's
   g_ledger.Reset();
 }
 
@@ -201,12 +207,51 @@ bool Call(ledger::Op op, ledger::Kind kind, uint64_t bytes) {
 }
 }  // namespace
 
-bool ReserveVram(uint64_t bytes) { return Call(ledger::Op::kReserve, ledger::Kind::kVram, bytes); }
+// With a lease of L bytes, a reservation is taken from what this process already holds when it
+// can; otherwise the missing part plus L is asked for, and if the grant refuses that, exactly
+// the missing part (so one process alone still gets every byte of its grant). A release keeps
+// up to 2L and gives the rest back.
+bool ReserveVram(uint64_t bytes) {
+  ledger::LedgerClient* l = Ledger();
+  if (l == nullptr) return false;
+  uint64_t lease = l->hello().lease_bytes;
+  if (lease == 0) return Call(ledger::Op::kReserve, ledger::Kind::kVram, bytes);
+  pthread_mutex_lock(&g_lease_mu);
+  bool ok = true;
+  if (g_lease_free >= bytes) {
+    g_lease_free -= bytes;
+  } else {
+    uint64_t need = bytes - g_lease_free;
+    if (need <= UINT64_MAX - lease &&
+        Call(ledger::Op::kReserve, ledger::Kind::kVram, need + lease)) {
+      g_lease_free = lease;
+    } else if (Call(ledger::Op::kReserve, ledger::Kind::kVram, need)) {
+      g_lease_free = 0;
+    } else {
+      ok = false;
+    }
+  }
+  pthread_mutex_unlock(&g_lease_mu);
+  return ok;
+}
+
 bool ReserveSpill(uint64_t bytes) {
   return Call(ledger::Op::kReserve, ledger::Kind::kSpill, bytes);
 }
 void ReleaseVram(uint64_t bytes) {
-  if (bytes != 0) Call(ledger::Op::kRelease, ledger::Kind::kVram, bytes);
+  if (bytes == 0) return;
+  ledger::LedgerClient* l = Ledger();
+  uint64_t lease = l != nullptr ? l->hello().lease_bytes : 0;
+  if (lease == 0) {
+    Call(ledger::Op::kRelease, ledger::Kind::kVram, bytes);
+    return;
+  }
+  pthread_mutex_lock(&g_lease_mu);
+  g_lease_free += bytes;
+  if (g_lease_free > 2 * lease &&
+      Call(ledger::Op::kRelease, ledger::Kind::kVram, g_lease_free - lease))
+    g_lease_free = lease;
+  pthread_mutex_unlock(&g_lease_mu);
 }
 void ReleaseSpill(uint64_t bytes) {
   if (bytes != 0) Call(ledger::Op::kRelease, ledger::Kind::kSpill, bytes);

@@ -241,6 +241,7 @@ Response LedgerServer::Handle(Conn* c, const Request& req) {
     r.vram_limit = limits_.vram;
     r.spill_limit = limits_.spill;
     r.context_bytes = limits_.context_bytes;
+    r.lease_bytes = limits_.lease_bytes;
     r.vram_used = totals_.vram;
     r.spill_used = totals_.spill;
     r.conn_vram = c->vram;

@@ -33,6 +33,9 @@ struct Limits {
   uint64_t context_bytes = 0;  // charged per CUDA context
   uint32_t compute_percent = 100;
   bool compute_fair = false;  // burst into idle time (needs the device's arbiter); else strict
+  // VRAM each process may hold reserved ahead of its allocations, so most of them need no round
+  // trip (docs/interposer.md, "Lease"). 0: every allocation is reserved exactly.
+  uint64_t lease_bytes = 0;
 };
 
 struct ProcessUsage {

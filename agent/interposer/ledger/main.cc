@@ -2,7 +2,7 @@
 // agent embeds LedgerServer instead). Serves until SIGTERM/SIGINT; prints "ready" on stdout once
 // the socket accepts connections. With --status, prints the usage every --status-ms.
 //   gpupool-ledger --socket PATH --vram BYTES [--spill BYTES] [--context-bytes BYTES]
-//                  [--compute-percent 1..100]
+//                  [--lease-bytes BYTES] [--compute-percent 1..100]
 #include <errno.h>
 #include <signal.h>
 #include <unistd.h>
@@ -36,7 +36,7 @@ bool ParseU64(const char* s, uint64_t* out) {
 int Usage(const char* why) {
   fprintf(stderr,
           "gpupool-ledger: %s\nusage: gpupool-ledger --socket PATH --vram BYTES [--spill BYTES] "
-          "[--context-bytes BYTES] [--compute-percent 1..100]\n",
+          "[--context-bytes BYTES] [--lease-bytes BYTES] [--compute-percent 1..100]\n",
           why);
   return 2;
 }
@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
       have_vram = true;
     } else if (a == "--spill" && ParseU64(v, &n)) {
       limits.spill = n;
+    } else if (a == "--lease-bytes" && ParseU64(v, &n)) {
+      limits.lease_bytes = n;
     } else if (a == "--context-bytes" && ParseU64(v, &n)) {
       limits.context_bytes = n;
     } else if (a == "--compute-percent" && ParseU64(v, &n) && n >= 1 && n <= 100) {

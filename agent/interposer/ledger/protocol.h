@@ -17,7 +17,7 @@
 namespace gpupool::ledger {
 
 inline constexpr uint32_t kMagic = 0x67706c67;  // "gplg"
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;
 
 enum class Op : uint16_t {
   kHello = 1,    // returns the limits; required before anything else
@@ -56,9 +56,10 @@ struct Response {
   uint64_t spill_used;
   uint64_t conn_vram;  // this connection's
   uint64_t conn_spill;
-  uint64_t wait_ns;  // kCompute: sleep this long before the next launch
+  uint64_t wait_ns;      // kCompute: sleep this long before the next launch
+  uint64_t lease_bytes;  // VRAM a client may keep reserved ahead of its allocations (0: none)
 };
-static_assert(sizeof(Response) == 72);
+static_assert(sizeof(Response) == 80);
 
 }  // namespace gpupool::ledger
 

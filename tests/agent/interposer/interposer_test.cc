@@ -142,6 +142,60 @@ TEST(InterposerStorm, LiveMemoryNeverPassesTheGrantAndTheLedgerMatchesTheDriver)
   EXPECT_EQ(task.Truth().used, 0u);
 }
 
+// With a lease (each process holds up to 2 × 2 MiB reserved ahead of its allocations, so most
+// allocations cost no round trip): one process still gets every byte of its grant and not one
+// more, and in a storm the device never passes the grant; at quiescence the ledger holds the
+// driver's figure plus at most each process's lease.
+TEST(InterposerLease, OneProcessStillGetsItsGrantToTheByte) {
+  for (const char* path : {"plain", "pool"}) {
+    SCOPED_TRACE(path);
+    ledger::Limits l = Grant(17 * kMiB);
+    l.lease_bytes = 2 * kMiB;
+    Task task(kDevice, l);
+    auto fits = task.Start({"alloc", path, std::to_string(16 * kMiB)});
+    EXPECT_EQ(fits->ReadLine(), "rc=0");
+    EXPECT_EQ(LedgerVram(task.ledger().Snapshot(), fits->pid()), 17 * kMiB);
+    fits->CloseStdin();
+    EXPECT_EQ(fits->Wait(), 0);
+    auto refused = task.Start({"alloc", path, std::to_string(16 * kMiB + 1)});
+    EXPECT_EQ(refused->ReadLine(), "rc=2");
+    refused->CloseStdin();
+    EXPECT_EQ(refused->Wait(), 0);
+  }
+}
+
+TEST(InterposerLease, StormNeverPassesTheGrant) {
+  constexpr uint64_t kGrant = 32 * kMiB, kLease = 2 * kMiB;
+  ledger::Limits l = Grant(kGrant);
+  l.lease_bytes = kLease;
+  Task task(kDevice, l);
+  std::vector<std::unique_ptr<Child>> procs;
+  unsigned seed = static_cast<unsigned>(time(nullptr));
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (unsigned i = 0; i < 8; ++i)
+    procs.push_back(
+        task.Start({"storm", std::to_string(seed + i), "4", "1500", std::to_string(3 * kMiB)}));
+  for (auto& p : procs) ASSERT_EQ(p->ReadLine(), "ready");
+  for (auto& p : procs) p->Write("go\n");
+  for (auto& p : procs) {
+    std::string counts = p->ReadUntil("counts", 25000);
+    ASSERT_FALSE(counts.empty()) << "pid " << p->pid() << " status " << p->Wait();
+    EXPECT_NE(counts.find("bad=0"), std::string::npos) << counts;
+    EXPECT_EQ(p->ReadLine(), "quiescent");
+  }
+  fakecuda::Truth truth = task.Truth();
+  ledger::Usage usage = task.ledger().Snapshot();
+  EXPECT_LE(truth.high_water, kGrant);
+  for (auto& p : procs) {
+    uint64_t charged = LedgerVram(usage, p->pid()), held = truth.BytesOf(p->pid());
+    EXPECT_GE(charged, held);
+    EXPECT_LE(charged - held, 2 * kLease);
+  }
+  for (auto& p : procs) p->CloseStdin();
+  for (auto& p : procs) EXPECT_EQ(WEXITSTATUS(p->Wait()), 0);
+  EXPECT_TRUE(Eventually([&] { return task.ledger().Snapshot().vram == 0; }, 2000));
+}
+
 // A process killed with SIGKILL at a random point of its storm: its share is free in the ledger
 // and in the driver within 1 s, and the others carry on within the grant.
 TEST(InterposerStorm, KillNineFreesThatProcessShareWithinOneSecond) {
