@@ -35,8 +35,7 @@ namespace {
 void* RealLib() {
   static void* lib = [] {
     t_inside = true;
-    const char* path = getenv("GPUPOOL_REAL_LIBCUDA");
-    void* h = dlopen(path != nullptr && *path != 0 ? path : "libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (h == nullptr) fprintf(stderr, "gpupool-cuda: cannot load the CUDA driver: %s\n", dlerror());
     t_inside = false;
     return h;

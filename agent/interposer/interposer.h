@@ -18,7 +18,7 @@ namespace gpupool::interposer {
 // `name` in the library `handle`, by the real dlsym (not this library's).
 void* RealDlsymOf(void* handle, const char* name);
 
-// The real driver's symbol `name` (libcuda.so.1, or $GPUPOOL_REAL_LIBCUDA), nullptr if absent.
+// The real driver's symbol `name` (in libcuda.so.1), nullptr if absent.
 void* RealSym(const char* name);
 
 // The ledger connection of this process, connected on first use; nullptr when there is none
