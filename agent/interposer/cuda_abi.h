@@ -202,4 +202,13 @@ typedef enum CUdriverProcAddressQueryResult_enum {
 
 }  // extern "C"
 
+// The documented layouts, checked (x86-64 / aarch64 LP64).
+static_assert(sizeof(CUmemAllocationProp) == 32);
+static_assert(sizeof(CUmemPoolProps) == 88);
+static_assert(sizeof(CUDA_MEM_ALLOC_NODE_PARAMS) == 120);
+static_assert(sizeof(CUipcMemHandle) == 64);
+static_assert(sizeof(CUDA_ARRAY_DESCRIPTOR) == 24);
+static_assert(sizeof(CUlaunchConfig) == 56);
+static_assert(sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS) == 32);
+
 #endif  // GPUPOOL_AGENT_INTERPOSER_CUDA_ABI_H_
