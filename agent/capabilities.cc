@@ -2,6 +2,7 @@
 
 #include "agent/mps/mps_manager.h"
 #include "agent/scrub/device_guard.h"
+#include "agent/slices/slice_ledgers.h"
 
 namespace gpupool::agent {
 
@@ -9,6 +10,11 @@ std::vector<sandbox::Capability> NodeCapabilities(const TaskRunnerOptions& runne
                                                   const DeviceBackend* backend) {
   std::vector<sandbox::Capability> out =
       runner.sandbox ? runner.sandbox->Capabilities() : sandbox::Sandbox::DisabledCapabilities();
+  for (const sandbox::Capability& c : runner.slices
+                                          ? runner.slices->Capabilities()
+                                          : SliceLedgers::DisabledCapabilities(runner.slices_off)) {
+    out.push_back(c);
+  }
   if (runner.mps) {
     out.push_back({"mps", true, runner.mps->Describe()});
   } else {

@@ -5,6 +5,7 @@
 // Thread safety: pure function of the runner's options.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "agent/backend.h"

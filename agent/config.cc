@@ -314,6 +314,29 @@ Status ParseMps(const Reader& r, const YAML::Node& v, MpsOptions* o) {
   return Status::Ok();
 }
 
+Status ParseSlices(const Reader& r, const YAML::Node& v, SliceOptions* o) {
+  const std::string k = "gpu_slices";
+  GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
+  for (const auto& kv : v) {
+    const std::string sub = kv.first.Scalar();
+    const std::string full = k + "." + sub;
+    const YAML::Node& n = kv.second;
+    if (sub == "enabled") {
+      GPUPOOL_RETURN_IF_ERROR(r.Bool(n, full, &o->enabled));
+    } else if (sub == "library") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &o->library));
+      if (o->library.empty() || o->library[0] != '/') {
+        return r.Error(n, full, "must be an absolute path, got '" + o->library + "'");
+      }
+    } else if (sub == "context_mib") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(n, full, 0, &o->context_mib));
+    } else {
+      return r.Error(kv.first, full, "unknown key (expected enabled, library, context_mib)");
+    }
+  }
+  return Status::Ok();
+}
+
 Status ParseSandbox(const Reader& r, const YAML::Node& v, sandbox::SandboxOptions* o) {
   const std::string k = "sandbox";
   GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
@@ -481,6 +504,8 @@ Status ParseTop(const Reader& r, const YAML::Node& root, AgentConfig* c) {
       GPUPOOL_RETURN_IF_ERROR(ParseSandbox(r, v, &c->sandbox));
     } else if (k == "mps") {
       GPUPOOL_RETURN_IF_ERROR(ParseMps(r, v, &c->mps));
+    } else if (k == "gpu_slices") {
+      GPUPOOL_RETURN_IF_ERROR(ParseSlices(r, v, &c->gpu_slices));
     } else if (k == "reconnect") {
       GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
       for (const auto& rk : v) {

@@ -16,6 +16,7 @@
 #include "agent/backend.h"
 #include "agent/mps/mps_manager.h"
 #include "agent/sandbox/sandbox.h"
+#include "agent/slices/slice_ledgers.h"
 #include "base/status.h"
 #include "pool/catalog.h"
 
@@ -89,6 +90,8 @@ struct AgentConfig {
   int64_t health_poll_ms = 500;
   // `mps:` — run MPS control daemons for shared grants (agent/mps/mps_manager.h).
   MpsOptions mps;
+  // Fractional slices held by the CUDA interposer and a ledger per task (agent/slices/).
+  SliceOptions gpu_slices;
 };
 
 // Parses YAML text; `source` names it in errors (a file path).

@@ -115,6 +115,8 @@ TaskSpec FromProto(const v1::StartTask& s, const std::string& owner, const Inven
     auto dev = std::find_if(inventory.devices.begin(), inventory.devices.end(),
                             [&](const Device& x) { return x.uuid == d.uuid; });
     if (dev != inventory.devices.end()) {
+      d.device_milli_tflops = dev->milli_tflops;
+      d.device_vram_mib = dev->vram_mib;
       for (const std::string& f : dev->device_files) {
         if (std::find(spec.device_files.begin(), spec.device_files.end(), f) ==
             spec.device_files.end()) {

@@ -22,6 +22,7 @@
 #include "agent/mps/mps_manager.h"
 #include "agent/sandbox/sandbox.h"
 #include "agent/scrub/device_guard.h"
+#include "agent/slices/slice_ledgers.h"
 #include "base/log.h"
 
 extern char** environ;
@@ -45,6 +46,7 @@ struct TaskRunner::Task {
   std::unique_ptr<sandbox::SandboxedTask> box;  // set when sandboxed
   int status_fd = -1;                           // sandboxed: the program's wait status
   bool guarded = false;                         // DeviceGuard::Ended() owed
+  std::string slice_key;                        // its slice ledger runs (SliceLedgers)
   ~Task() {
     if (status_fd >= 0) close(status_fd);
   }
@@ -259,6 +261,24 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   }
   for (const auto& [k, v] : spec.env) env[k] = v;
   for (const auto& [k, v] : GrantEnv(spec)) env[k] = v;
+  std::string slice_error;
+  if (options_.slices && SliceLedgers::Shared(spec)) {
+    // The slice is held by the task's ledger and the interposer; none, no task.
+    const std::string abs_dir =
+        std::filesystem::absolute(task->dir, ec).lexically_normal().string();
+    const std::string key =
+        SafeName(spec.owner + "_" + spec.task_id) + "." + std::to_string(spec.attempt);
+    // Sandboxed, the ledger's directory is bound at <work dir>/.gpupool (sandbox/launch.h).
+    const std::string in_task =
+        options_.sandbox ? abs_dir + "/work/" + sandbox::kLedgerMount + "/ledger.sock" : "";
+    auto slice_env = options_.slices->Start(key, abs_dir + "/ledger", in_task, spec);
+    if (slice_env.ok()) {
+      task->slice_key = key;
+      for (const auto& [k, v] : *slice_env) env[k] = v;
+    } else {
+      slice_error = slice_env.status().message();
+    }
+  }
   std::string mps_error;
   if (options_.mps) {
     // Shared grants are enforced by an MPS control daemon the agent runs; none, no task.
@@ -284,7 +304,10 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   int start_exit = 127;
   std::vector<std::string> uuids;
   for (const DeviceGrant& d : spec.devices) uuids.push_back(d.uuid);
-  if (!mps_error.empty()) {
+  if (!slice_error.empty()) {
+    start_error = slice_error;
+    start_exit = 126;
+  } else if (!mps_error.empty()) {
     start_error = mps_error;
     start_exit = 126;
   } else if (options_.device_guard) {
@@ -343,6 +366,8 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   if (!start_error.empty()) {
     if (task->guarded) options_.device_guard->Ended(spec.tenant, uuids);
     task->guarded = false;
+    if (!task->slice_key.empty()) options_.slices->Stop(task->slice_key);
+    task->slice_key.clear();
     const std::string& msg = start_error;
     [[maybe_unused]] ssize_t n = write(log_fd, (msg + "\n").data(), msg.size() + 1);
     close(log_fd);
@@ -422,8 +447,9 @@ Result<int> TaskRunner::LaunchSandboxed(Task* t, const std::map<std::string, std
   if (exec.empty()) {
     return Status::NotFound("exec '" + spec.argv[0] + "': " + std::strerror(ENOENT));
   }
+  const std::string ledger_dir = t->slice_key.empty() ? "" : req.task_dir + "/ledger";
   GPUPOOL_ASSIGN_OR_RETURN(sandbox::Launched launched,
-                           t->box->Launch(exec, spec.argv, envs, log_fd));
+                           t->box->Launch(exec, spec.argv, envs, log_fd, ledger_dir));
   t->status_fd = launched.status_fd;
   return static_cast<int>(launched.pid);
 }
@@ -521,6 +547,11 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
     const sandbox::CgroupUsage u = t->box->Usage();
     st.usage = {true, u.cpu_usec, u.peak_memory_bytes, u.oom_kills, 0};
     t->box->Release();
+  }
+  if (!t->slice_key.empty()) {
+    // What the task's ledger measured: the spill the ledger bills (docs/billing.md).
+    st.usage.spill_mib_seconds = options_.slices->Stop(t->slice_key);
+    t->slice_key.clear();
   }
   const int ws = t->wait_status;
   st.output_tail = ReadTail(t->dir + "/output.log", options_.tail_bytes);

@@ -55,12 +55,16 @@ class SandboxedTask;
 class DeviceGuard;
 class MpsManager;
 class LeaseKeeper;
+class SliceLedgers;
 
 struct DeviceGrant {
   std::string uuid;  // GPU or MIG instance UUID
   int64_t milli_tflops = 0;
   int64_t vram_mib = 0;
   int32_t thread_percentage = 0;  // 1..100; 0 = whole device (100)
+  // The whole device, from the inventory (0 when unknown): a grant below it is a slice.
+  int64_t device_milli_tflops = 0;
+  int64_t device_vram_mib = 0;
 };
 
 struct TaskSpec {
@@ -133,6 +137,13 @@ struct TaskRunnerOptions {
   // Runs MPS control daemons for shared grants (agent/mps/mps_manager.h); a task whose daemon
   // does not start fails (exit code 126) naming it. null = the CUDA_MPS_* variables only.
   std::shared_ptr<MpsManager> mps;
+  // Runs each slice's ledger and preloads the CUDA interposer (agent/slices/slice_ledgers.h); a
+  // task whose ledger cannot start fails before it runs. Null: slices are not enforced here.
+  std::shared_ptr<SliceLedgers> slices;
+  // Why `slices` is null, for Register's capabilities.
+  std::string slices_off =
+      "off (gpu_slices.enabled: false): nothing holds a fractional task to its VRAM or compute "
+      "share";
   // Told every task's process group while it runs (agent/lease_keeper.h): the keeper kills them
   // when the agent dies or its node lease lapses. null = tasks are not bound to the agent.
   std::shared_ptr<LeaseKeeper> lease_keeper;

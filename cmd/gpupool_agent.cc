@@ -69,6 +69,13 @@ the agent's data dir, this config file (the node token) or `sandbox.hide` paths.
 sandbox cannot be built fails with the reason; it never runs unconfined. Register reports what
 the node can and cannot enforce.
 
+GPU slices (config `gpu_slices: {enabled: true, library: PATH, context_mib: N}`, on by
+default): a task holding a slice of a GPU runs with the CUDA interposer (libgpupool-cuda.so,
+found beside this binary unless `library` is set) preloaded and its own ledger in the agent, so
+VRAM is held to the grant on every allocation path and compute to its share; the ledger's
+measured spill is reported with the task's end. Without the library the agent runs, and
+Register says vram_cap and compute_share are not enforced (docs/interposer.md).
+
 VRAM scrub (config `vram_scrub: true`): before a device goes to a task of another tenant, its
 free memory is zeroed and verified (CUDA driver API via libcuda.so.1; simulated: a file per device
 under `sim_device_dir`); a failed scrub keeps the device out of service (reported unhealthy).
@@ -160,6 +167,13 @@ void OnSignal(int sig) {
 }
 
 std::string Quote(const std::string& s) { return "\"" + s + "\""; }
+
+// This executable's path (the interposer library is looked up beside it).
+std::string SelfPath(const char* argv0) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(argv0) : self.string();
+}
 
 void PrintProbe(const std::string& backend, const Inventory& inv,
                 const std::vector<DeviceSample>& samples) {
@@ -334,6 +348,22 @@ int Run(int argc, char** argv) {
       return 2;
     }
     ro.mps = std::make_shared<MpsManager>(config.mps);
+  }
+  if (config.gpu_slices.enabled) {
+    SliceOptions so = config.gpu_slices;
+    const bool configured = !so.library.empty();
+    if (!configured) so.library = SliceLedgers::DefaultLibrary(SelfPath(argv[0]));
+    auto slices = SliceLedgers::Create(so);
+    if (slices.ok()) {
+      ro.slices = std::move(slices).value();
+    } else if (configured) {
+      std::cerr << "gpupool-agent: " << slices.status().message() << "\n";
+      return 2;
+    } else {
+      // Runs, and says what it cannot enforce: a pool that requires it sends no slice here.
+      ro.slices_off = slices.status().message();
+      LogWarn("agent", "fractional slices are not enforced on this node", {{"why", ro.slices_off}});
+    }
   }
   for (const sandbox::Capability& c : NodeCapabilities(ro, backend.get())) {
     LogInfo("agent", "capability",

@@ -26,6 +26,7 @@ enum Step : int32_t {
   kHideDir,
   kMkdirWork,
   kBindWork,
+  kBindLedger,
   kProc,
   kFork,
   kSetgroups,
@@ -49,6 +50,9 @@ struct ChildArgs {
   std::vector<const char*> argv, envp, work_prefixes;
   int work_fd = -1;          // the descriptor number work_fd_path names
   std::string work_fd_path;  // /proc/self/fd/N of an O_PATH descriptor of the work dir
+  int ledger_fd = -1;        // likewise for the GPU slice's ledger directory (optional)
+  std::string ledger_fd_path;
+  std::string ledger_mount;  // <work dir>/.gpupool
   int err_fd = -1;           // write end, O_CLOEXEC
   int status_fd = -1;        // write end
 };
@@ -119,6 +123,10 @@ long RawClone(unsigned long flags) {
   // a bind mount refuses), put where work_fd_path points, before anything covers it.
   const int work = open(p.work_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (work < 0 || dup3(work, a.work_fd, O_CLOEXEC) < 0) Fail(a.err_fd, kBindWork, errno);
+  if (a.ledger_fd >= 0) {
+    const int ledger = open(p.ledger_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (ledger < 0 || dup3(ledger, a.ledger_fd, O_CLOEXEC) < 0) Fail(a.err_fd, kBindLedger, errno);
+  }
   for (size_t i = 0; i < p.hide_files.size(); ++i) {
     if (mount(p.empty_file.c_str(), p.hide_files[i].c_str(), nullptr, MS_BIND, nullptr) != 0 &&
         errno != ENOENT) {
@@ -148,6 +156,12 @@ long RawClone(unsigned long flags) {
   }
   if (mount(a.work_fd_path.c_str(), p.work_dir.c_str(), nullptr, MS_BIND, nullptr) != 0) {
     Fail(a.err_fd, kBindWork, errno);
+  }
+  // The slice's ledger (root-owned) on a mount point in the work dir: the task can reach the
+  // socket but can neither rename the mount point nor put a socket of its own in its place.
+  if (a.ledger_fd >= 0 &&
+      mount(a.ledger_fd_path.c_str(), a.ledger_mount.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    Fail(a.err_fd, kBindLedger, errno);
   }
   if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
     Fail(a.err_fd, kProc, errno);
@@ -198,6 +212,8 @@ std::string Describe(const LaunchPlan& p, const SetupError& e) {
     case kMkdirWork:
     case kBindWork:
       return "sandbox: cannot mount the work directory " + p.work_dir + ": " + why;
+    case kBindLedger:
+      return "sandbox: cannot mount the GPU slice's ledger " + p.ledger_dir + ": " + why;
     case kProc:
       return "sandbox: cannot mount /proc: " + why;
     case kFork:
@@ -242,13 +258,27 @@ Result<Launched> Launch(const LaunchPlan& plan) {
   }
   a.work_fd = work_fd;
   a.work_fd_path = "/proc/self/fd/" + std::to_string(work_fd);
+  if (!plan.ledger_dir.empty()) {
+    a.ledger_fd = open(plan.ledger_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (a.ledger_fd < 0) {
+      close(work_fd);
+      return Status::FailedPrecondition("sandbox: cannot open the GPU slice's ledger " +
+                                        plan.ledger_dir + ": " + std::strerror(errno));
+    }
+    a.ledger_fd_path = "/proc/self/fd/" + std::to_string(a.ledger_fd);
+    a.ledger_mount = plan.work_dir + "/" + kLedgerMount;
+  }
+  const auto close_paths = [&] {
+    close(work_fd);
+    if (a.ledger_fd >= 0) close(a.ledger_fd);
+  };
   int err_pipe[2], status_pipe[2];
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    close(work_fd);
+    close_paths();
     return Status::Internal(std::string("sandbox: pipe: ") + std::strerror(errno));
   }
   if (pipe2(status_pipe, O_CLOEXEC) != 0) {
-    close(work_fd);
+    close_paths();
     close(err_pipe[0]);
     close(err_pipe[1]);
     return Status::Internal(std::string("sandbox: pipe: ") + std::strerror(errno));
@@ -259,7 +289,7 @@ Result<Launched> Launch(const LaunchPlan& plan) {
   const long pid = RawClone(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC);
   if (pid == 0) RunInit(a);
   const int clone_err = errno;
-  close(work_fd);
+  close_paths();
   close(err_pipe[1]);
   close(status_pipe[1]);
   if (pid < 0) {

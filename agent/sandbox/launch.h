@@ -35,11 +35,17 @@
 
 namespace gpupool::agent::sandbox {
 
+// Where a GPU slice's ledger directory appears in a sandboxed task's work dir.
+inline constexpr const char* kLedgerMount = ".gpupool";
+
 struct LaunchPlan {
   std::string exec_path;  // absolute path of the program (resolved by the caller)
   std::vector<std::string> argv;
   std::vector<std::string> env;  // "K=V"
   std::string work_dir;          // the task's cwd, owned by uid
+  // A GPU slice's ledger directory (root-owned), bound at <work_dir>/<kLedgerMount>, a mount
+  // point that must exist; empty: none.
+  std::string ledger_dir;
   std::vector<std::string> hide_files;
   std::vector<std::string> hide_dirs;
   std::vector<std::string> private_tmp;  // tmpfs (1777) over each that exists

@@ -147,8 +147,18 @@ SandboxedTask::~SandboxedTask() { Release(); }
 
 Result<Launched> SandboxedTask::Launch(const std::string& exec_path,
                                        const std::vector<std::string>& argv,
-                                       const std::vector<std::string>& env, int log_fd) {
+                                       const std::vector<std::string>& env, int log_fd,
+                                       const std::string& ledger_dir) {
   LaunchPlan p;
+  if (!ledger_dir.empty()) {
+    // The mount point: root's, in the task's own work dir.
+    const std::string point = work_dir_ + "/" + kLedgerMount;
+    if (mkdir(point.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Status::FailedPrecondition("sandbox: cannot create " + point + ": " +
+                                        std::strerror(errno));
+    }
+    p.ledger_dir = ledger_dir;
+  }
   p.exec_path = exec_path;
   p.argv = argv;
   p.env = env;

@@ -59,8 +59,10 @@ struct SandboxRequest {
 class SandboxedTask {
  public:
   ~SandboxedTask();
+  // `ledger_dir` (optional): a GPU slice's ledger directory, bound at <work dir>/.gpupool.
   Result<Launched> Launch(const std::string& exec_path, const std::vector<std::string>& argv,
-                          const std::vector<std::string>& env, int log_fd);
+                          const std::vector<std::string>& env, int log_fd,
+                          const std::string& ledger_dir = "");
   CgroupUsage Usage() const { return cgroup_->Usage(); }
   void Release();
   const std::string& work_dir() const { return work_dir_; }

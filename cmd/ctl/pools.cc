@@ -88,7 +88,10 @@ void PrintPool(std::ostream& out, const v1::Pool& p) {
                              Ratio(p.memory_overcommit()) + "x"},
           {"Sharing", Sharing(p)},
           {"MPS isolation", p.mps_tenant_isolation() ? "per tenant per GPU" : "per GPU"},
-          {"Shared work needs", Joined(p.required_capabilities(), "(any node)")},
+          {"Requires",
+           p.required_capabilities().empty()
+               ? std::string("- (any node takes shared work)")
+               : Joined(p.required_capabilities(), "") + " (of nodes taking shared work)"},
           {"Nodes", std::to_string(c.nodes())},
           {"Devices", std::to_string(c.devices())},
           {"TFLOPS", FormatUsedOf(c.allocated().milli_tflops(), c.offered().milli_tflops()) +

@@ -1,0 +1,173 @@
+#include "agent/slices/slice_ledgers.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "agent/interposer/ledger/ledger_server.h"
+#include "base/log.h"
+
+namespace gpupool::agent {
+
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr const char* kComponent = "agent.slices";
+
+bool IsFile(const std::string& path) {
+  struct stat st {};
+  return !path.empty() && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// A grant below the whole device it names. Unknown device size: a grant that leaves compute
+// to others (thread_percentage < 100) is still a slice.
+bool IsSlice(const DeviceGrant& g) {
+  if (g.thread_percentage > 0 && g.thread_percentage < 100) return true;
+  if (g.device_vram_mib > 0 && g.vram_mib > 0 && g.vram_mib < g.device_vram_mib) return true;
+  return g.device_milli_tflops > 0 && g.milli_tflops > 0 && g.milli_tflops < g.device_milli_tflops;
+}
+
+}  // namespace
+
+std::string SliceLedgers::DefaultLibrary(const std::string& agent_binary) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = fs::path(agent_binary).parent_path();
+  // Installed beside the agent; the build tree (cmd/ and agent/interposer/ under one build dir);
+  // the packaged location.
+  for (const fs::path& p :
+       {dir / "libgpupool-cuda.so", dir / "../agent/interposer/libgpupool-cuda.so",
+        dir / "../lib/gpupool/libgpupool-cuda.so",
+        fs::path("/usr/lib/gpupool/libgpupool-cuda.so")}) {
+    if (IsFile(p.string())) return fs::weakly_canonical(p, ec).string();
+  }
+  return "";
+}
+
+Result<std::unique_ptr<SliceLedgers>> SliceLedgers::Create(SliceOptions options) {
+  if (!IsFile(options.library)) {
+    return Status::FailedPrecondition(
+        "gpu_slices: the CUDA interposer library " +
+        (options.library.empty() ? std::string("libgpupool-cuda.so was not found beside the agent")
+                                 : "'" + options.library + "' does not exist") +
+        " (set gpu_slices.library, or gpu_slices.enabled: false to run slices unenforced)");
+  }
+  if (options.context_mib < 0) {
+    return Status::InvalidArgument("gpu_slices.context_mib must not be negative");
+  }
+  return std::unique_ptr<SliceLedgers>(new SliceLedgers(std::move(options)));
+}
+
+SliceLedgers::~SliceLedgers() {
+  std::vector<std::string> keys;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, r] : running_) keys.push_back(key);
+  }
+  for (const std::string& k : keys) Stop(k);
+}
+
+bool SliceLedgers::Shared(const TaskSpec& spec) {
+  return std::any_of(spec.devices.begin(), spec.devices.end(), IsSlice);
+}
+
+Result<std::map<std::string, std::string>> SliceLedgers::Start(const std::string& key,
+                                                               const std::string& dir,
+                                                               const std::string& socket_in_task,
+                                                               const TaskSpec& spec) {
+  // The grant as the ledger's limits. The ledger is per task: VRAM is the sum of the slices'
+  // (each at most its device), compute the largest share; VRAM granted beyond a device's own may
+  // spill to host memory.
+  ledger::Limits limits;
+  int32_t pct = 0;
+  for (const DeviceGrant& g : spec.devices) {
+    const uint64_t grant = static_cast<uint64_t>(std::max<int64_t>(g.vram_mib, 0));
+    const uint64_t device =
+        g.device_vram_mib > 0 ? static_cast<uint64_t>(g.device_vram_mib) : grant;
+    limits.vram += std::min(grant, device) * kMiB;
+    limits.spill += (grant > device ? grant - device : 0) * kMiB;
+    pct =
+        std::max(pct, g.thread_percentage <= 0 ? 100 : std::min<int32_t>(100, g.thread_percentage));
+  }
+  limits.compute_percent = static_cast<uint32_t>(pct > 0 ? pct : 100);
+  limits.context_bytes = static_cast<uint64_t>(options_.context_mib) * kMiB;
+
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || ::chmod(dir.c_str(), 0755) != 0) {
+    return Status::FailedPrecondition("gpu slice: cannot create the ledger directory " + dir +
+                                      ": " + (ec ? ec.message() : std::strerror(errno)));
+  }
+  const std::string socket = dir + "/ledger.sock";
+  std::string error;
+  std::unique_ptr<ledger::LedgerServer> server =
+      ledger::LedgerServer::Create(socket, limits, &error);
+  if (server == nullptr) {
+    return Status::FailedPrecondition("gpu slice: cannot start the task's ledger at " + socket +
+                                      ": " + error);
+  }
+  // Any uid may connect (the task's is not the agent's); only root may replace it (the dir).
+  ::chmod(socket.c_str(), 0666);
+  ledger::LedgerServer* raw = server.get();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (running_.count(key) != 0) {
+      return Status::FailedPrecondition("gpu slice: task " + key + " already has a ledger");
+    }
+    Running& r = running_[key];
+    r.server = std::move(server);
+    r.dir = dir;
+    r.thread = std::thread([raw] { raw->Run(); });
+  }
+  LogInfo(kComponent, "slice ledger started",
+          {{"task", key},
+           {"vram_mib", std::to_string(limits.vram / kMiB)},
+           {"spill_mib", std::to_string(limits.spill / kMiB)},
+           {"compute_percent", std::to_string(limits.compute_percent)}});
+  return std::map<std::string, std::string>{
+      {"LD_PRELOAD", options_.library},
+      {"GPUPOOL_LEDGER_SOCKET", socket_in_task.empty() ? socket : socket_in_task}};
+}
+
+int64_t SliceLedgers::Stop(const std::string& key) {
+  Running r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = running_.find(key);
+    if (it == running_.end()) return 0;
+    r = std::move(it->second);
+    running_.erase(it);
+  }
+  r.server->Stop();
+  if (r.thread.joinable()) r.thread.join();
+  const ledger::Usage usage = r.server->Snapshot();
+  r.server.reset();  // closes the socket
+  std::error_code ec;
+  std::filesystem::remove_all(r.dir, ec);
+  return static_cast<int64_t>(usage.spill_byte_seconds / kMiB);
+}
+
+std::vector<sandbox::Capability> SliceLedgers::Capabilities() const {
+  const std::string how = "CUDA interposer " + options_.library + ", one ledger per task";
+  return {
+      {"vram_cap", true,
+       how + ": VRAM reserved before every CUDA allocation path, one byte over "
+             "the grant is CUDA_ERROR_OUT_OF_MEMORY"},
+      {"compute_share", true,
+       how + ": a strict cap of the grant's share of GPU time, measured around every launch "
+             "(cooperative: launches made around the interposer are not metered)"},
+      {"spill", false,
+       "per-task only: VRAM granted beyond a device's own is served from host memory and "
+       "metered; spill when a shared device is full is not arbitrated yet"},
+  };
+}
+
+std::vector<sandbox::Capability> SliceLedgers::DisabledCapabilities(const std::string& why) {
+  return {{"vram_cap", false, why}, {"compute_share", false, why}, {"spill", false, why}};
+}
+
+}  // namespace gpupool::agent

@@ -1,0 +1,90 @@
+// SliceLedgers: the node side of a fractional GPU slice (docs/interposer.md, docs/sandbox.md).
+//
+// For every task whose grant shares a GPU (a slice: less than a whole device), the agent runs the
+// task's ledger (agent/interposer/ledger/ledger_server.h) on a thread of its own, with the grant
+// as its limits, and starts the task with the CUDA interposer preloaded and pointed at it:
+//
+//   LD_PRELOAD=<library>             libgpupool-cuda.so
+//   GPUPOOL_LEDGER_SOCKET=<socket>   the ledger, where the task reaches it
+//
+// The limits live only in the ledger (the task's environment names the socket, nothing else), so
+// a task cannot raise them; VRAM is held to the grant on every CUDA allocation path, compute to
+// the grant's share of the GPU (a strict cap by measured GPU time). The socket sits in a
+// root-owned directory (`<task dir>/ledger`, 0755; the socket 0666): a sandboxed task sees it
+// bound at `<work dir>/.gpupool`, a mount point it cannot rename or replace, so its processes
+// cannot be pointed at a ledger of its own making. When the task ends, Stop() gives the spill the
+// ledger measured (MiB·s), which the agent reports and gpupoold bills.
+//
+// A task whose ledger cannot start fails before it runs: it never runs unconfined.
+// Create() refuses a library that does not exist, so an agent configured to enforce slices but
+// missing the library says so at start (and reports vram_cap / compute_share not enforced when
+// it runs without).
+//
+// Thread safety: every method may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/interposer/ledger/ledger_server.h"
+#include "agent/sandbox/sandbox.h"
+#include "agent/task_runner.h"
+#include "base/status.h"
+
+namespace gpupool::agent {
+
+struct SliceOptions {
+  // Enforce slices through the interposer (config `gpu_slices.enabled`, default true).
+  bool enabled = true;
+  // libgpupool-cuda.so; empty: beside the agent's binary (the build tree's
+  // agent/interposer/libgpupool-cuda.so, or /usr/lib/gpupool/libgpupool-cuda.so).
+  std::string library;
+  // Device memory charged per CUDA context (a real driver's context costs hundreds of MiB; set
+  // it from a measurement on the GPU, docs/interposer.md).
+  int64_t context_mib = 0;
+};
+
+class SliceLedgers {
+ public:
+  // FAILED_PRECONDITION naming the library when it does not exist or is not a file.
+  static Result<std::unique_ptr<SliceLedgers>> Create(SliceOptions options);
+  // The library the defaults find (`agent_binary`: this process's executable), or "".
+  static std::string DefaultLibrary(const std::string& agent_binary);
+  ~SliceLedgers();
+
+  // Whether `spec` holds a slice of some GPU (a grant below the whole device).
+  static bool Shared(const TaskSpec& spec);
+
+  // Starts the ledger of task `key` with `spec`'s grant, its socket in `dir` (created root-owned
+  // 0755); returns the task's environment additions, with the socket named as
+  // `socket_in_task` (empty: its path on the host). FAILED_PRECONDITION naming the cause.
+  Result<std::map<std::string, std::string>> Start(const std::string& key, const std::string& dir,
+                                                   const std::string& socket_in_task,
+                                                   const TaskSpec& spec);
+  // Stops the ledger of `key` (no-op when none) and returns the spill it measured, in MiB·s.
+  int64_t Stop(const std::string& key);
+
+  // vram_cap, compute_share and spill, each with how (or why not).
+  std::vector<sandbox::Capability> Capabilities() const;
+  // The same three, not enforced, with `why` (slices off, or the library missing).
+  static std::vector<sandbox::Capability> DisabledCapabilities(const std::string& why);
+  const std::string& library() const { return options_.library; }
+
+ private:
+  explicit SliceLedgers(SliceOptions options) : options_(std::move(options)) {}
+  struct Running {
+    std::unique_ptr<ledger::LedgerServer> server;
+    std::thread thread;
+    std::string dir;
+  };
+  const SliceOptions options_;
+  std::mutex mu_;
+  std::map<std::string, Running> running_;  // guarded by mu_
+};
+
+}  // namespace gpupool::agent

@@ -1,0 +1,192 @@
+// The agent holds a task to its slice (issue 24): TaskRunner with SliceLedgers starts each task
+// that shares a GPU with the real CUDA interposer preloaded and the task's ledger running in the
+// agent, over the fake CUDA driver (tests/fakes/cuda). A CUDA program (the interposer tests'
+// probe) gets its grant to the byte and not one byte more; cuMemGetInfo shows the slice; a whole
+// GPU gets no interposer; a missing library is refused by name. Sandboxed (root), the ledger is
+// reached through a mount point in the task's work dir that the task cannot move or replace.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "agent/sandbox/cgroup.h"
+#include "agent/slices/slice_ledgers.h"
+#include "agent/task_runner.h"
+#include "tests/fakes/cuda/fake_state.h"
+
+namespace gpupool::agent {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+std::string MakeTemp(const std::string& prefix) {
+  std::string tmpl = prefix + "XXXXXX";
+  return mkdtemp(tmpl.data());
+}
+
+class SliceTest : public ::testing::Test {
+ protected:
+  void Start(bool sandboxed) {
+    data_dir_ = MakeTemp("/tmp/gpupool-slice-data-");
+    // Not under /tmp: a sandboxed task's private /tmp would hide the fake device's truth.
+    state_dir_ = MakeTemp("/run/gpupool-slice-state-");
+    chmod(state_dir_.c_str(), 0777);
+    // A 64 MiB GPU whose contexts cost nothing, so the grant is all allocations.
+    ASSERT_NE(fakecuda::MapDevice(state_dir_.c_str(), 0, 64 * kMiB), nullptr);
+    chmod((state_dir_ + "/device0").c_str(), 0666);
+    SliceOptions options;
+    options.library = GPUPOOL_INTERPOSER_LIB;
+    auto slices = SliceLedgers::Create(options);
+    ASSERT_TRUE(slices.ok()) << slices.status().ToString();
+    TaskRunnerOptions o;
+    o.data_dir = data_dir_;
+    o.default_grace_ms = 300;
+    o.slices = std::move(slices).value();
+    if (sandboxed) {
+      sandbox::SandboxOptions so;
+      so.enabled = true;
+      so.cgroup_parent = "gpupool-slice-test-" + std::to_string(getpid());
+      so.uid_pool_first = 62000;
+      so.uid_pool_count = 50;
+      auto box = sandbox::Sandbox::Create(so, data_dir_);
+      ASSERT_TRUE(box.ok()) << box.status().ToString();
+      o.sandbox = *box;
+      cgroup_parent_ = so.cgroup_parent;
+    }
+    runner_ = std::make_unique<TaskRunner>(o);
+    runner_->SetListener("node-a", [this](const TaskStatus& st) {
+      std::lock_guard lock(mu_);
+      ended_[st.task_id] = st;
+      cv_.notify_all();
+    });
+  }
+
+  void TearDown() override {
+    runner_.reset();
+    std::error_code ec;
+    if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_, ec);
+    if (!state_dir_.empty()) std::filesystem::remove_all(state_dir_, ec);
+    if (!cgroup_parent_.empty()) {
+      const sandbox::CgroupLayout layout = sandbox::CgroupLayout::Detect();
+      for (const auto& [c, mount] : layout.v1) rmdir((mount + "/" + cgroup_parent_).c_str());
+      if (!layout.v2.empty()) rmdir((layout.v2 + "/" + cgroup_parent_).c_str());
+    }
+  }
+
+  // A task holding `vram_mib` of the 64 MiB device (a slice when below 64) running `argv`.
+  TaskSpec Spec(const std::string& id, int64_t vram_mib, std::vector<std::string> argv) {
+    TaskSpec s;
+    s.owner = "node-a";
+    s.task_id = id;
+    s.job_id = "job-1";
+    s.tenant = "acme";
+    s.attempt = 1;
+    s.argv = std::move(argv);
+    s.env["GPUPOOL_FAKE_CUDA_STATE"] = state_dir_;
+    s.env["GPUPOOL_FAKE_CUDA_DEVICES"] = "fake64," + std::to_string(64 * kMiB) + ",8,0";
+    s.env["LD_LIBRARY_PATH"] = GPUPOOL_FAKE_CUDA_DIR;
+    DeviceGrant g;
+    g.uuid = "GPU-fake-0";
+    g.vram_mib = vram_mib;
+    g.milli_tflops = vram_mib < 64 ? 50'000 : 100'000;
+    g.thread_percentage = vram_mib < 64 ? 50 : 100;
+    g.device_vram_mib = 64;
+    g.device_milli_tflops = 100'000;
+    s.devices = {g};
+    return s;
+  }
+
+  TaskStatus Run(const TaskSpec& spec) {
+    auto st = runner_->Start(spec);
+    EXPECT_TRUE(st.ok()) << st.status().ToString();
+    if (!st.ok()) return {};
+    if (st->terminal()) return *st;
+    std::unique_lock lock(mu_);
+    EXPECT_TRUE(
+        cv_.wait_for(lock, std::chrono::seconds(60), [&] { return ended_.count(spec.task_id); }))
+        << "task " << spec.task_id << " did not end";
+    return ended_[spec.task_id];
+  }
+
+  std::vector<std::string> Probe(std::vector<std::string> args) {
+    args.insert(args.begin(), GPUPOOL_PROBE);
+    return args;
+  }
+
+  std::string data_dir_, state_dir_, cgroup_parent_;
+  std::unique_ptr<TaskRunner> runner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, TaskStatus> ended_;
+};
+
+TEST_F(SliceTest, ASliceGetsItsGrantToTheByteAndNotOneByteMore) {
+  Start(/*sandboxed=*/false);
+  const std::string grant = std::to_string(32 * kMiB);
+  TaskStatus fits = Run(Spec("fits", 32, Probe({"alloc", "plain", grant})));
+  EXPECT_EQ(fits.phase, TaskPhase::kSucceeded) << fits.output_tail;
+  EXPECT_NE(fits.output_tail.find("rc=0"), std::string::npos) << fits.output_tail;
+  TaskStatus over = Run(Spec("over", 32, Probe({"alloc", "plain", std::to_string(32 * kMiB + 1)})));
+  EXPECT_NE(over.output_tail.find("rc=2"), std::string::npos)  // CUDA_ERROR_OUT_OF_MEMORY
+      << over.output_tail;
+  TaskStatus info = Run(Spec("info", 32, Probe({"info"})));
+  EXPECT_NE(info.output_tail.find("total=" + grant), std::string::npos) << info.output_tail;
+  // The ledgers are gone with their tasks.
+  EXPECT_FALSE(std::filesystem::exists(data_dir_ + "/tasks/fits.1/ledger"));
+}
+
+TEST_F(SliceTest, AWholeGpuRunsWithoutTheInterposer) {
+  Start(/*sandboxed=*/false);
+  TaskStatus st = Run(Spec("whole", 64, {"/bin/sh", "-c", "echo preload=[$LD_PRELOAD]"}));
+  EXPECT_NE(st.output_tail.find("preload=[]"), std::string::npos) << st.output_tail;
+  TaskStatus slice = Run(Spec("slice", 16, {"/bin/sh", "-c", "echo preload=[$LD_PRELOAD]"}));
+  EXPECT_NE(slice.output_tail.find(std::string("preload=[") + GPUPOOL_INTERPOSER_LIB + "]"),
+            std::string::npos)
+      << slice.output_tail;
+}
+
+TEST(SliceLedgersTest, AMissingLibraryIsRefusedByName) {
+  SliceOptions options;
+  options.library = "/nonexistent/libgpupool-cuda.so";
+  auto slices = SliceLedgers::Create(options);
+  ASSERT_FALSE(slices.ok());
+  EXPECT_NE(slices.status().message().find("'/nonexistent/libgpupool-cuda.so' does not exist"),
+            std::string::npos)
+      << slices.status().message();
+  for (const sandbox::Capability& c : SliceLedgers::DisabledCapabilities("why")) {
+    EXPECT_FALSE(c.enforced) << c.name;
+  }
+}
+
+// Sandboxed: the task reaches its ledger through <work>/.gpupool, a mount point it can neither
+// rename nor remove, so it cannot swap in a ledger of its own; the grant holds as unsandboxed.
+TEST_F(SliceTest, SandboxedTheTaskCannotReplaceItsLedger) {
+  if (geteuid() != 0) GTEST_SKIP() << "the sandbox needs root (cgroups, mounts, uid switching)";
+  if (!sandbox::CgroupLayout::Detect().Has(sandbox::Controller::kMemory)) {
+    GTEST_SKIP() << "this host has no memory cgroup controller";
+  }
+  Start(/*sandboxed=*/true);
+  TaskStatus hostile = Run(Spec(
+      "hostile", 32,
+      {"/bin/sh", "-c",
+       "exec 2>&1; ls -ld .gpupool; mv .gpupool moved && echo MOVED; rmdir .gpupool && echo "
+       "REMOVED; rm -f .gpupool/ledger.sock && echo UNLINKED; test -S \"$GPUPOOL_LEDGER_SOCKET\" "
+       "&& echo socket-ok"}));
+  const std::string& out = hostile.output_tail;
+  EXPECT_EQ(out.find("MOVED"), std::string::npos) << out;
+  EXPECT_EQ(out.find("REMOVED"), std::string::npos) << out;
+  EXPECT_EQ(out.find("UNLINKED"), std::string::npos) << out;
+  EXPECT_NE(out.find("socket-ok"), std::string::npos) << out;
+  TaskStatus over = Run(Spec("over", 32, Probe({"alloc", "plain", std::to_string(32 * kMiB + 1)})));
+  EXPECT_NE(over.output_tail.find("rc=2"), std::string::npos) << over.output_tail;
+  TaskStatus fits = Run(Spec("fits", 32, Probe({"alloc", "plain", std::to_string(32 * kMiB)})));
+  EXPECT_NE(fits.output_tail.find("rc=0"), std::string::npos) << fits.output_tail;
+}
+
+}  // namespace
+}  // namespace gpupool::agent
