@@ -4,6 +4,7 @@
 #include "base/log.h"
 #include "scheduler/core.h"
 #include "scheduler/core_state.h"
+#include "scheduler/node_lease.h"
 
 namespace gpupool {
 namespace {
@@ -49,7 +50,7 @@ void Core::AnswerRegistration(const AgentRegistration& reg,
   RegistrationResult result;
   result.epoch = s_->epoch;
   result.heartbeat_interval_ms = s_->options.heartbeat_interval_ms;
-  result.lease_ms = s_->options.heartbeat_timeout_ms;
+  result.lease_ms = NodeLeaseMs(s_->options);
   result.lease_stop_grace_ms = s_->options.node_lease_stop_grace_ms;
   std::vector<std::pair<int64_t, int32_t>> resend;
   Reconcile(reg, &result.stop_task_ids, &resend);

@@ -101,10 +101,14 @@ struct SchedulerOptions {
   int64_t heartbeat_interval_ms = 1000;
   int64_t heartbeat_timeout_ms = 10000;
   int64_t stop_grace_period_ms = 10000;
-  // The node lease (scheduler/node_lease.h, docs/ha.md): an agent that hears no renewal for
-  // heartbeat_timeout_ms stops its tasks (SIGTERM), kills what is left node_lease_stop_grace_ms
-  // later; the scheduler requeues a silent node's tasks only after both plus
-  // node_lease_margin_ms (clock rate and kill latency), so no task runs twice.
+  // The node lease (scheduler/node_lease.h, docs/ha.md): a node silent for heartbeat_timeout_ms
+  // is NOT_READY (nothing new is placed there) but keeps its tasks. An agent that hears no
+  // renewal for node_lease_ms (the lease L; 0: heartbeat_timeout_ms, the core's old coupling;
+  // gpupoold's default is 5 minutes) stops its tasks (SIGTERM) and kills what is left
+  // node_lease_stop_grace_ms later; the scheduler requeues a silent node's tasks only after
+  // L plus both (node_lease_margin_ms: clock rate and kill latency), so no task runs twice, and
+  // a control-plane outage shorter than L kills nothing.
+  int64_t node_lease_ms = 0;
   int64_t node_lease_stop_grace_ms = 2000;
   int64_t node_lease_margin_ms = 1000;
   int32_t max_tasks_per_job = 10000;

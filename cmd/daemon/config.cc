@@ -213,14 +213,27 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
   if (!n) return Status::Ok();
   YamlPath p = YamlPath{}.Key("scheduler");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
-  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
-      n, p,
-      {"default_strategy", "default_priority_class", "heartbeat_interval_ms",
-       "heartbeat_timeout_ms", "stop_grace_period_ms", "max_tasks_per_job", "job_retention_ms",
-       "fair_share_half_life_ms", "disruption_budget_victims", "disruption_budget_window_ms",
-       "reservation_timeout_ms", "queue_order", "node_lease_stop_grace_ms", "node_lease_margin_ms",
-       "preemption_backoff_ms", "preemption_backoff_max_ms", "starvation_reserve_after_ms",
-       "starvation_max_reservations", "starvation_reservation_timeout_ms"}));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p,
+                                        {"default_strategy",
+                                         "default_priority_class",
+                                         "heartbeat_interval_ms",
+                                         "heartbeat_timeout_ms",
+                                         "stop_grace_period_ms",
+                                         "max_tasks_per_job",
+                                         "job_retention_ms",
+                                         "fair_share_half_life_ms",
+                                         "disruption_budget_victims",
+                                         "disruption_budget_window_ms",
+                                         "reservation_timeout_ms",
+                                         "queue_order",
+                                         "node_lease_ms",
+                                         "node_lease_stop_grace_ms",
+                                         "node_lease_margin_ms",
+                                         "preemption_backoff_ms",
+                                         "preemption_backoff_max_ms",
+                                         "starvation_reserve_after_ms",
+                                         "starvation_max_reservations",
+                                         "starvation_reservation_timeout_ms"}));
   GPUPOOL_ASSIGN_OR_RETURN(auto strategy, doc.OptionalString(n, p, "default_strategy"));
   if (strategy) o->default_strategy = *strategy;
   GPUPOOL_ASSIGN_OR_RETURN(auto cls, doc.OptionalString(n, p, "default_priority_class"));
@@ -236,6 +249,10 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
   if (n["stop_grace_period_ms"]) {
     GPUPOOL_ASSIGN_OR_RETURN(o->stop_grace_period_ms,
                              doc.Int(n, p, "stop_grace_period_ms", 0, 3'600'000));
+  }
+  if (n["node_lease_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(o->node_lease_ms,
+                             doc.Int(n, p, "node_lease_ms", 200, 7LL * 86'400'000));
   }
   if (n["node_lease_stop_grace_ms"]) {
     GPUPOOL_ASSIGN_OR_RETURN(o->node_lease_stop_grace_ms,
@@ -290,6 +307,12 @@ Status ParseScheduler(const YamlDoc& doc, const YAML::Node& root, SchedulerOptio
     return doc.Error(n, p.Key("heartbeat_timeout_ms"),
                      "must be greater than heartbeat_interval_ms (" +
                          std::to_string(o->heartbeat_interval_ms) + ")");
+  }
+  if (o->node_lease_ms < o->heartbeat_timeout_ms) {
+    return doc.Error(n, p.Key("node_lease_ms"),
+                     "must be at least heartbeat_timeout_ms (" +
+                         std::to_string(o->heartbeat_timeout_ms) +
+                         "): a node's work is stopped no sooner than it is counted silent");
   }
   return Status::Ok();
 }

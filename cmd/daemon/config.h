@@ -28,6 +28,10 @@ struct ApiToken {
   std::string role = "member";
 };
 
+// gpupoold's default node lease (scheduler.node_lease_ms): how long a silent node's agent keeps
+// its tasks, and how long gpupoold waits before running them elsewhere.
+inline constexpr int64_t kDefaultNodeLeaseMs = 5 * 60 * 1000;
+
 struct DaemonConfig {
   std::string grpc_listen = "127.0.0.1:7070";
   std::string http_listen = "127.0.0.1:7080";
@@ -65,7 +69,13 @@ struct DaemonConfig {
     friend bool operator==(const Oidc&, const Oidc&) = default;
   };
   std::optional<Oidc> oidc;
-  SchedulerOptions scheduler = SchedulerOptions::Defaults();
+  // The core's defaults, but a node lease of 5 minutes (docs/ha.md): a gpupoold restart, an
+  // upgrade or a database failover shorter than that kills no task.
+  SchedulerOptions scheduler = [] {
+    SchedulerOptions o = SchedulerOptions::Defaults();
+    o.node_lease_ms = kDefaultNodeLeaseMs;
+    return o;
+  }();
   std::vector<PoolRecord> pools;  // created at start-up when missing
   // Created at start-up when missing, in this order (parents before children), then their
   // quotas set (docs/tenancy.md).

@@ -89,6 +89,7 @@ std::vector<std::string> RestartOnlyChanges(const DaemonConfig& a, const DaemonC
   check(a.oidc == b.oidc, "auth.oidc");
   const SchedulerOptions &x = a.scheduler, &y = b.scheduler;
   check(x.default_strategy == y.default_strategy, "scheduler.default_strategy");
+  check(x.node_lease_ms == y.node_lease_ms, "scheduler.node_lease_ms");
   check(std::tie(x.heartbeat_interval_ms, x.heartbeat_timeout_ms, x.stop_grace_period_ms,
                  x.max_tasks_per_job, x.job_retention_ms) ==
             std::tie(y.heartbeat_interval_ms, y.heartbeat_timeout_ms, y.stop_grace_period_ms,

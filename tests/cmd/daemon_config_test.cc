@@ -16,6 +16,25 @@ TEST(DaemonConfigTest, EmptyConfigGivesDefaults) {
   EXPECT_TRUE(c->scheduler.priority_classes.contains("normal"));
 }
 
+// Issue 30: the node lease is apart from the heartbeat timeout, 5 minutes unless set, and never
+// shorter than the timeout.
+TEST(DaemonConfigTest, TheNodeLeaseIsMinutesAndNeverShorterThanTheHeartbeatTimeout) {
+  Result<DaemonConfig> c = ParseDaemonConfig("", "gpupoold.yaml");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->scheduler.node_lease_ms, 300'000);
+  EXPECT_EQ(c->scheduler.heartbeat_timeout_ms, 10'000);
+  c = ParseDaemonConfig("scheduler:\n  node_lease_ms: 120000\n", "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->scheduler.node_lease_ms, 120'000);
+  Result<DaemonConfig> short_lease = ParseDaemonConfig(
+      "scheduler:\n  heartbeat_timeout_ms: 20000\n  node_lease_ms: 5000\n", "gpupoold.yaml");
+  ASSERT_FALSE(short_lease.ok());
+  EXPECT_NE(short_lease.status().message().find("scheduler.node_lease_ms: must be at least "
+                                                "heartbeat_timeout_ms (20000)"),
+            std::string::npos)
+      << short_lease.status().message();
+}
+
 TEST(DaemonConfigTest, FullConfigParses) {
   const char* yaml = R"(
 listen: {grpc: "0.0.0.0:9000", http: "0.0.0.0:9001"}

@@ -25,6 +25,7 @@ constexpr char kDaemonConfig[] = R"(
 scheduler:
   heartbeat_interval_ms: 200
   heartbeat_timeout_ms: 20000
+  node_lease_ms: 20000  # L = T: this test's scenarios predate the long lease
   stop_grace_period_ms: 1000
 )";
 // The node lease T (heartbeat_timeout_ms) is long: a daemon restart shorter than T re-adopts the

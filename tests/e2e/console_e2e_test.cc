@@ -46,7 +46,8 @@ class ConsoleE2eTest : public ::testing::Test {
         << "    - {token: " << kAdmin << ", principal: ops, admin: true}\n"
         << "    - {token: " << kAcme << ", principal: acme/research}\n"
         << "    - {token: " << kGlobex << ", principal: globex}\n"
-        << "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 3000\n"
+        << "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 3000\n  "
+           "node_lease_ms: 3000\n"
            "  stop_grace_period_ms: 1000\n";
     auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}});
     ASSERT_TRUE(d.ok()) << d.status().ToString();

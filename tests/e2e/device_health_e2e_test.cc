@@ -31,6 +31,7 @@ constexpr char kDaemonConfig[] = R"(
 scheduler:
   heartbeat_interval_ms: 200
   heartbeat_timeout_ms: 3000
+  node_lease_ms: 3000  # L = T: this test's scenarios predate the long lease
   stop_grace_period_ms: 1000
 )";
 

@@ -31,6 +31,7 @@ constexpr char kConfig[] = R"(
 scheduler:
   heartbeat_interval_ms: 200
   heartbeat_timeout_ms: 4000
+  node_lease_ms: 4000  # L = T: this test's scenarios predate the long lease
   stop_grace_period_ms: 1000
   node_lease_stop_grace_ms: 1000
   node_lease_margin_ms: 1000

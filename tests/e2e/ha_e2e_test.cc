@@ -7,7 +7,9 @@
 // intervals overlap (no concurrent double run), no execution starts after one has ended (no
 // finished task re-run), and exactly one execution ended. Scenarios: an agent killed with -9, an
 // agent stopped (SIGSTOP) past the heartbeat timeout and the lease and then continued, and
-// gpupoold killed for longer than the heartbeat timeout. Timeouts are generous (a loaded 2-core
+// gpupoold killed for longer than the heartbeat timeout — with the lease equal to the heartbeat
+// timeout (HaE2eTest) and with a lease longer than both outages (RideOutE2eTest, issue 30: no
+// task killed at all). Timeouts are generous (a loaded 2-core
 // box), and no assertion depends on a sleep.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -43,6 +45,7 @@ constexpr char kDaemonConfig[] = R"(
 scheduler:
   heartbeat_interval_ms: 200
   heartbeat_timeout_ms: 3000
+  node_lease_ms: 3000  # L = T: this test's scenarios predate the long lease
   stop_grace_period_ms: 1000
   node_lease_stop_grace_ms: 1000
   node_lease_margin_ms: 1000
@@ -62,7 +65,7 @@ class HaE2eTest : public ::testing::Test {
     ASSERT_TRUE(dir.ok()) << dir.status().ToString();
     dir_ = *dir;
     side_ = dir_ + "/side-effects";
-    std::ofstream(dir_ + "/gpupoold.yaml") << kDaemonConfig;
+    std::ofstream(dir_ + "/gpupoold.yaml") << DaemonConfig();
     auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
@@ -83,6 +86,7 @@ class HaE2eTest : public ::testing::Test {
     if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
 
+  virtual const char* DaemonConfig() const { return kDaemonConfig; }
   static std::string Node(int i) { return "node-" + std::to_string(i); }
 
   void Connect() {
@@ -282,6 +286,70 @@ TEST_F(HaE2eTest, DaemonDownLongerThanTheHeartbeatTimeout) {
   ExpectNoDoubleRunAndNoRerun(long_job);
   const v1::Job done = Job(short_job);
   for (const v1::Task& t : done.tasks()) EXPECT_EQ(t.attempt(), 0) << t.id();
+}
+
+// Issue 30: "stop placing on a silent node" (the heartbeat timeout T = 3 s) apart from "stop
+// its work and run it elsewhere" (the node lease L = 60 s). Outages longer than T and shorter
+// than L kill nothing.
+constexpr char kRideOutConfig[] = R"(
+scheduler:
+  heartbeat_interval_ms: 200
+  heartbeat_timeout_ms: 3000
+  node_lease_ms: 60000
+  stop_grace_period_ms: 1000
+  node_lease_stop_grace_ms: 1000
+  node_lease_margin_ms: 1000
+)";
+
+class RideOutE2eTest : public HaE2eTest {
+ protected:
+  const char* DaemonConfig() const override { return kRideOutConfig; }
+
+  // Every task ran exactly once, start to end, on its first attempt: none was killed.
+  void ExpectEachRanOnceOnItsFirstAttempt(const std::string& job, int tasks) {
+    ExpectNoDoubleRunAndNoRerun(job);
+    EXPECT_EQ(executions_, tasks) << "a task was killed and ran again";
+    const v1::Job done = Job(job);
+    for (const v1::Task& t : done.tasks()) EXPECT_EQ(t.attempt(), 0) << t.id();
+  }
+};
+
+// gpupoold killed with -9 and down for 8 s (> T): before, every agent stopped every task at T
+// and they all ran again; now the agents keep them under the lease and the restarted gpupoold
+// re-adopts them.
+TEST_F(RideOutE2eTest, DaemonKilledAndDownPastTheHeartbeatTimeoutKillsNoTask) {
+  const std::string job = Submit(8, 60);  // ~12 s each: they outlive the outage
+  WaitAllRunning(job);
+  daemon_->Kill9();
+  const auto down_since = std::chrono::steady_clock::now();
+  EXPECT_TRUE(WaitFor([&] { return std::chrono::steady_clock::now() - down_since >= 8s; }, 60s));
+  ASSERT_TRUE(daemon_->Restart().ok());
+  Connect();
+  for (int i = 0; i < kAgents; ++i) {
+    EXPECT_TRUE(WaitFor([&] { return NodeState(Node(i)) == v1::NODE_STATE_READY; }, 60s))
+        << Node(i);
+  }
+  ExpectEachRanOnceOnItsFirstAttempt(job, 8);
+}
+
+// An agent silent past T (stopped with SIGSTOP, its tasks still running): its node is NOT_READY,
+// so nothing new goes there, but its tasks are not requeued; continued, it registers again, the
+// node is READY and every task finishes where it ran.
+TEST_F(RideOutE2eTest, ANodeSilentPastTheHeartbeatTimeoutKeepsItsTasks) {
+  const std::string job = Submit(8, 60);
+  std::map<std::string, std::string> where = WaitAllRunning(job);
+  const std::string victim = where.begin()->second;
+  agents_[victim]->Signal(SIGSTOP);
+  EXPECT_TRUE(WaitFor([&] { return NodeState(victim) == v1::NODE_STATE_NOT_READY; }, 60s));
+  const v1::Job silent = Job(job);
+  for (const v1::Task& t : silent.tasks()) {
+    EXPECT_EQ(t.attempt(), 0) << t.id() << " was requeued while its node was only silent";
+  }
+  agents_[victim]->Signal(SIGCONT);
+  EXPECT_TRUE(WaitFor([&] { return NodeState(victim) == v1::NODE_STATE_READY; }, 60s));
+  ExpectEachRanOnceOnItsFirstAttempt(job, 8);
+  const v1::Job done = Job(job);
+  for (const v1::Task& t : done.tasks()) EXPECT_EQ(t.node(), where[t.id()]) << t.id();
 }
 
 }  // namespace

@@ -34,6 +34,7 @@ constexpr char kConfig[] = R"(
 scheduler:
   heartbeat_interval_ms: 200
   heartbeat_timeout_ms: 30000
+  node_lease_ms: 30000  # L = T: this test's scenarios predate the long lease
   node_lease_stop_grace_ms: 1000
   node_lease_margin_ms: 1000
 ha:

@@ -34,6 +34,7 @@ constexpr char kDaemonConfig[] = R"(
 scheduler:
   heartbeat_interval_ms: 200
   heartbeat_timeout_ms: 30000
+  node_lease_ms: 30000  # L = T: this test's scenarios predate the long lease
   stop_grace_period_ms: 1000
 metering:
   interval_s: 1
@@ -172,6 +173,7 @@ constexpr char kCreditConfig[] = R"(
 scheduler:
   heartbeat_interval_ms: 200
   heartbeat_timeout_ms: 30000
+  node_lease_ms: 30000  # L = T: this test's scenarios predate the long lease
   stop_grace_period_ms: 1000
   default_priority_class: low
 metering:

@@ -50,9 +50,9 @@ class MpsPoolE2eTest : public ::testing::Test {
     Result<std::string> dir = testing::MakeTempDir("gpupool-mps-pool");
     ASSERT_TRUE(dir.ok());
     dir_ = *dir;
-    std::ofstream(dir_ + "/gpupoold.yaml")
-        << "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 3000\n"
-           "  stop_grace_period_ms: 1000\n";
+    std::ofstream(dir_ + "/gpupoold.yaml") << "scheduler:\n  heartbeat_interval_ms: 200\n  "
+                                              "heartbeat_timeout_ms: 3000\n  node_lease_ms: 3000\n"
+                                              "  stop_grace_period_ms: 1000\n";
     auto d = DaemonProcess::Start(
         {.data_dir = "", .extra_args = {"--config", dir_ + "/gpupoold.yaml"}, .secure = false});
     ASSERT_TRUE(d.ok()) << d.status().ToString();

@@ -57,11 +57,11 @@ class NodeEnrolmentHaE2eTest : public ::testing::Test {
     auto dir = testing::MakeTempDir("gpupool-enrol-ha");
     ASSERT_TRUE(dir.ok()) << dir.status().ToString();
     dir_ = *dir;
-    std::ofstream(dir_ + "/gpupoold.yaml")
-        << "ha:\n  enabled: true\n  lease_ms: 1000\n"
-        << "auth:\n  node_tokens: [\"" << kJoinToken << "\"]\n"
-        << "scheduler: {heartbeat_interval_ms: 200, heartbeat_timeout_ms: 3000}\n"
-        << "pools:\n  - {name: gpu}\n";
+    std::ofstream(dir_ + "/gpupoold.yaml") << "ha:\n  enabled: true\n  lease_ms: 1000\n"
+                                           << "auth:\n  node_tokens: [\"" << kJoinToken << "\"]\n"
+                                           << "scheduler: {heartbeat_interval_ms: 200, "
+                                              "heartbeat_timeout_ms: 3000, node_lease_ms: 3000}\n"
+                                           << "pools:\n  - {name: gpu}\n";
     const std::vector<std::string> args = {"--config", dir_ + "/gpupoold.yaml", "--database", *uri};
     for (int i = 0; i < 2; ++i) {
       auto d = DaemonProcess::Start(

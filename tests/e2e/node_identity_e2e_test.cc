@@ -35,10 +35,10 @@ unsigned Mode(const std::string& path) {
 TEST(NodeIdentityE2eTest, AgentJoinsAndNobodyElseCanBeItsNode) {
   Result<std::string> dir = testing::MakeTempDir("gpupool-e2e-id");
   ASSERT_TRUE(dir.ok());
-  std::ofstream(*dir + "/gpupoold.yaml")
-      << "auth:\n  node_tokens: [\"" << kToken << "\"]\n"
-      << "scheduler: {heartbeat_interval_ms: 200, heartbeat_timeout_ms: 1500}\n"
-      << "pools:\n  - {name: gpu}\n";
+  std::ofstream(*dir + "/gpupoold.yaml") << "auth:\n  node_tokens: [\"" << kToken << "\"]\n"
+                                         << "scheduler: {heartbeat_interval_ms: 200, "
+                                            "heartbeat_timeout_ms: 1500, node_lease_ms: 1500}\n"
+                                         << "pools:\n  - {name: gpu}\n";
   const std::string tls_address = "127.0.0.1:" + std::to_string(testing::FreePort());
   auto d = DaemonProcess::Start(
       {"", {"--config", *dir + "/gpupoold.yaml", "--grpc-tls-listen", tls_address}});

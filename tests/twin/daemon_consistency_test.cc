@@ -51,7 +51,8 @@ class DaemonConsistencyTest : public ::testing::Test {
     ASSERT_TRUE(dir.ok());
     dir_ = *dir;
     std::ofstream(dir_ + "/gpupoold.yaml")
-        << "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 20000\n"
+        << "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 20000\n  "
+           "node_lease_ms: 20000\n"
            "  stop_grace_period_ms: 1000\n";
     auto d =
         DaemonProcess::Start({.data_dir = "", .extra_args = {"--config", dir_ + "/gpupoold.yaml"}});
