@@ -624,6 +624,12 @@ Status ImageStore::Unpack(const ImageInfo& info, const std::string& manifest_byt
     }
     return Status::Internal("umoci unpack " + info.manifest_digest + ": " + why);
   }
+  // Mount points the runtime needs, made now: without an overlay (rootfs.h's fallback) the
+  // runtime could not create them in a rootfs it may not write.
+  for (const char* d : {"proc", "sys", "dev", "tmp"}) {
+    std::error_code mk;
+    fs::create_directories(layout + "/rootfs/" + d, mk);
+  }
   chmod((layout + "/rootfs").c_str(), 0755);
   if (rename((layout + "/rootfs").c_str(), info.rootfs.c_str()) != 0) {
     int err = errno;

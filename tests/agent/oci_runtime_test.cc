@@ -1,0 +1,650 @@
+// The OCI runtime path with real parts: an image built here from busybox-static and a tiny
+// static probe, pushed to a loopback docker-registry, pulled into the image store, and run by
+// runc from the spec the agent writes, through the agent's shim.
+//
+// Shown: root in the container is an unprivileged uid on the host; the task sees none of the
+// host's files and its writes land in its own upper dir, never in the shared image; a system
+// call the default seccomp profile refuses fails (and succeeds with the filter off: it is the
+// filter that refuses it); the memory limit OOM-kills the task and the OOM is reported; the
+// cgroup limits are the ones asked for; with network `none` the task cannot connect to a
+// loopback port on the host (and can with `host`: the listener is real); a plain command runs
+// on the host's /usr and /etc read-only and sees nothing else. The spec tests check what is
+// written for cgroup v2 and v1 without running anything.
+//
+// Needs root, runc and user namespaces; each missing piece skips with its reason.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "agent/image/image_store.h"
+#include "agent/image/tool.h"
+#include "agent/oci/launcher.h"
+#include "agent/oci/rootfs.h"
+#include "agent/oci/seccomp.h"
+#include "agent/oci/spec.h"
+#include "agent/sandbox/cgroup.h"
+#include "agent/sandbox/uids.h"
+#include "tests/agent/oci_registry.h"
+#include "tests/support/wait_for.h"
+
+namespace gpupool::agent::oci {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+bool Contains(const json& list, const std::string& value) {
+  for (const auto& v : list) {
+    if (v == value) return true;
+  }
+  return false;
+}
+
+// ---- the spec, without running it ----
+
+RuntimeSpecInput SampleInput(bool cgroup_v2) {
+  RuntimeSpecInput in;
+  in.args = {"/bin/sh", "-c", "true"};
+  in.env = {"PATH=/bin"};
+  in.rootfs = "/var/lib/gpupool/tasks/t1/rootfs";
+  in.rootfs_readonly = false;
+  in.host_uid = 300001;
+  in.host_gid = 300001;
+  in.memory_bytes = 512 << 20;
+  in.cpu_milli = 2500;
+  in.pids_max = 1024;
+  in.cgroup_v2 = cgroup_v2;
+  in.cgroups_path = "/gpupool/t1";
+  in.devices = {DeviceNode{"/dev/nvidia0", 'c', 195, 0, 0666},
+                DeviceNode{"/dev/nvidiactl", 'c', 195, 255, 0666}};
+  in.driver_files = {"/usr/lib/x86_64-linux-gnu/libcuda.so.1"};
+  in.interposer_library = "/usr/lib/gpupool/libgpupool_interposer.so";
+  in.interposer_socket = "/run/gpupool/tasks/t1/interposer.sock";
+  in.seccomp = json{{"defaultAction", "SCMP_ACT_ERRNO"}};
+  return in;
+}
+
+TEST(RuntimeSpecTest, CgroupV2SpecCarriesTheLimitsDevicesAndConfinement) {
+  auto spec = BuildRuntimeSpec(SampleInput(/*cgroup_v2=*/true));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const json& linux = (*spec)["linux"];
+  const json& res = linux["resources"];
+  // 512 MiB, no swap beyond it; 2.5 CPUs = 250 ms per 100 ms period; pids.
+  EXPECT_EQ(res["memory"]["limit"], 536870912);
+  EXPECT_EQ(res["memory"]["swap"], 536870912);
+  EXPECT_EQ(res["cpu"]["quota"], 250000);
+  EXPECT_EQ(res["cpu"]["period"], 100000);
+  EXPECT_EQ(res["pids"]["limit"], 1024);
+  EXPECT_EQ(res["unified"]["memory.oom.group"], "1");
+  EXPECT_EQ(linux["cgroupsPath"], "/gpupool/t1");
+  // Devices: deny all, then exactly the two granted nodes.
+  ASSERT_EQ(res["devices"].size(), 3u);
+  EXPECT_EQ(res["devices"][0], (json{{"allow", false}, {"access", "rwm"}}));
+  EXPECT_EQ(res["devices"][1]["major"], 195);
+  EXPECT_EQ(res["devices"][1]["minor"], 0);
+  EXPECT_EQ(res["devices"][2]["minor"], 255);
+  ASSERT_EQ(linux["devices"].size(), 2u);
+  EXPECT_EQ(linux["devices"][0]["path"], "/dev/nvidia0");
+  // Root in the container is uid 300001 on the host.
+  EXPECT_EQ(linux["uidMappings"][0], (json{{"containerID", 0}, {"hostID", 300001}, {"size", 1}}));
+  EXPECT_EQ(linux["gidMappings"][0]["hostID"], 300001);
+  json ns_types = json::array();
+  for (const auto& ns : linux["namespaces"]) {
+    ns_types.push_back(ns["type"]);
+    if (ns["type"] == "network") {
+      EXPECT_FALSE(ns.contains("path")) << "network none: a new one";
+    }
+  }
+  for (const char* t : {"user", "network", "pid", "mount", "ipc", "uts", "cgroup"}) {
+    EXPECT_TRUE(Contains(ns_types, t)) << t;
+  }
+  EXPECT_EQ(linux["seccomp"]["defaultAction"], "SCMP_ACT_ERRNO");
+  const json& proc = (*spec)["process"];
+  EXPECT_EQ(proc["noNewPrivileges"], true);
+  EXPECT_EQ(proc["user"]["uid"], 0);
+  EXPECT_FALSE(Contains(proc["capabilities"]["bounding"], "CAP_SYS_ADMIN"));
+  EXPECT_FALSE(Contains(proc["capabilities"]["bounding"], "CAP_NET_RAW"));
+  EXPECT_TRUE(Contains(proc["capabilities"]["bounding"], "CAP_CHOWN"));
+  EXPECT_TRUE(proc["capabilities"]["ambient"].empty());
+  EXPECT_TRUE(Contains(proc["env"], "LD_PRELOAD=/usr/lib/gpupool/libgpupool_interposer.so"));
+  EXPECT_TRUE(
+      Contains(proc["env"], "GPUPOOL_INTERPOSER_SOCKET=/run/gpupool/tasks/t1/interposer.sock"));
+  // The driver library and the interposer: read-only binds at the same path.
+  int ro_binds = 0;
+  for (const auto& m : (*spec)["mounts"]) {
+    if (m["destination"] == "/usr/lib/x86_64-linux-gnu/libcuda.so.1" ||
+        m["destination"] == "/usr/lib/gpupool/libgpupool_interposer.so") {
+      EXPECT_EQ(m["type"], "bind");
+      EXPECT_TRUE(Contains(m["options"], "ro"));
+      ++ro_binds;
+    }
+  }
+  EXPECT_EQ(ro_binds, 2);
+}
+
+TEST(RuntimeSpecTest, CgroupV1SpecHasNoV2OnlyKeysAndBadInputIsRefused) {
+  auto v1 = BuildRuntimeSpec(SampleInput(false));
+  ASSERT_TRUE(v1.ok());
+  EXPECT_FALSE((*v1)["linux"]["resources"].contains("unified"));
+
+  RuntimeSpecInput root = SampleInput(false);
+  root.host_uid = 0;
+  auto refused = BuildRuntimeSpec(root);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("host_uid"), std::string::npos);
+  RuntimeSpecInput isolated = SampleInput(false);
+  isolated.network = Network::kIsolated;
+  EXPECT_NE(BuildRuntimeSpec(isolated).status().message().find("netns_path"), std::string::npos);
+  isolated.netns_path = "/run/netns/t1";
+  auto with_ns = BuildRuntimeSpec(isolated);
+  ASSERT_TRUE(with_ns.ok());
+  bool found = false;
+  for (const auto& ns : (*with_ns)["linux"]["namespaces"]) {
+    if (ns["type"] == "network") found = ns.value("path", "") == "/run/netns/t1";
+  }
+  EXPECT_TRUE(found);
+  RuntimeSpecInput host = SampleInput(false);
+  host.network = Network::kHost;
+  auto host_spec = BuildRuntimeSpec(host);
+  ASSERT_TRUE(host_spec.ok());
+  for (const auto& ns : (*host_spec)["linux"]["namespaces"]) EXPECT_NE(ns["type"], "network");
+}
+
+TEST(RuntimeSpecTest, ImageConfigGivesArgsEnvAndWorkingDir) {
+  std::string config = R"({"config":{"Entrypoint":["/bin/app"],"Cmd":["--serve"],
+      "Env":["PATH=/opt/bin","MODE=image"],"WorkingDir":"/srv"}})";
+  RuntimeSpecInput in;
+  ASSERT_TRUE(ApplyImageConfig(config, {}, {"MODE=task", "EXTRA=1"}, &in).ok());
+  EXPECT_EQ(in.args, (std::vector<std::string>{"/bin/app", "--serve"}));
+  EXPECT_EQ(in.env, (std::vector<std::string>{"PATH=/opt/bin", "MODE=task", "EXTRA=1"}));
+  EXPECT_EQ(in.cwd, "/srv");
+  ASSERT_TRUE(ApplyImageConfig(config, {"--once"}, {}, &in).ok());
+  EXPECT_EQ(in.args, (std::vector<std::string>{"/bin/app", "--once"}));
+  EXPECT_EQ(ApplyImageConfig(R"({"config":{}})", {}, {}, &in).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(SeccompProfileTest, ConditionsAreResolvedForTheTask) {
+  std::string profile = R"({
+    "defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 38,
+    "archMap": [{"architecture": "SCMP_ARCH_X86_64",
+                 "subArchitectures": ["SCMP_ARCH_X86", "SCMP_ARCH_X32"]},
+                {"architecture": "SCMP_ARCH_AARCH64", "subArchitectures": ["SCMP_ARCH_ARM"]}],
+    "syscalls": [
+      {"names": ["read", "write"], "action": "SCMP_ACT_ALLOW"},
+      {"names": ["arch_prctl"], "action": "SCMP_ACT_ALLOW", "includes": {"arches": ["amd64"]}},
+      {"names": ["set_tls"], "action": "SCMP_ACT_ALLOW", "includes": {"arches": ["arm64"]}},
+      {"names": ["bpf"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_ADMIN"]}},
+      {"names": ["bpf"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+       "excludes": {"caps": ["CAP_SYS_ADMIN"]}},
+      {"names": ["newcall"], "action": "SCMP_ACT_ALLOW", "includes": {"minKernel": "9.0"}},
+      {"names": ["personality"], "action": "SCMP_ACT_ALLOW",
+       "args": [{"index": 0, "value": 8, "valueTwo": 0, "op": "SCMP_CMP_EQ"}]}]})";
+  auto out = ConvertSeccompProfile(profile, SeccompTarget{"amd64", "6.1.0", {"CAP_CHOWN"}});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)["defaultErrnoRet"], 38);
+  EXPECT_EQ((*out)["architectures"], (json{"SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"}));
+  std::vector<std::string> kept;
+  for (const auto& r : (*out)["syscalls"]) {
+    kept.push_back(r["names"][0].get<std::string>() + "/" + r["action"].get<std::string>());
+  }
+  EXPECT_EQ(kept, (std::vector<std::string>{"read/SCMP_ACT_ALLOW", "arch_prctl/SCMP_ACT_ALLOW",
+                                            "bpf/SCMP_ACT_ERRNO", "personality/SCMP_ACT_ALLOW"}));
+  EXPECT_EQ((*out)["syscalls"][3]["args"][0]["value"], 8);
+  auto admin = ConvertSeccompProfile(profile, SeccompTarget{"arm64", "9.1", {"CAP_SYS_ADMIN"}});
+  ASSERT_TRUE(admin.ok());
+  kept.clear();
+  for (const auto& r : (*admin)["syscalls"]) kept.push_back(r["names"][0]);
+  EXPECT_EQ(kept, (std::vector<std::string>{"read", "set_tls", "bpf", "newcall", "personality"}));
+  EXPECT_EQ((*admin)["architectures"], (json{"SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"}));
+}
+
+TEST(SeccompProfileTest, DebiansDefaultProfileConverts) {
+  auto out =
+      LoadSeccompProfile(kDefaultSeccompProfile, SeccompTarget::ThisNode(DefaultCapabilities()));
+  if (out.status().code() == StatusCode::kNotFound) GTEST_SKIP() << out.status().message();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  bool refuses_move_pages = false, allows_read = false, allows_bpf = false;
+  for (const auto& r : (*out)["syscalls"]) {
+    bool errno_rule = r["action"] == "SCMP_ACT_ERRNO";
+    refuses_move_pages = refuses_move_pages || (errno_rule && Contains(r["names"], "move_pages"));
+    allows_read = allows_read || (!errno_rule && Contains(r["names"], "read"));
+    allows_bpf = allows_bpf || (!errno_rule && Contains(r["names"], "bpf"));
+  }
+  EXPECT_TRUE(refuses_move_pages);
+  EXPECT_TRUE(allows_read);
+  EXPECT_FALSE(allows_bpf) << "bpf needs CAP_SYS_ADMIN, which tasks do not get";
+}
+
+// ---- running it ----
+
+class OciRuntimeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (geteuid() != 0) {
+      skip_ = "needs root (runc, overlay mounts, cgroups)";
+      return;
+    }
+    auto runc = image::RunTool({.argv = {"runc", "--version"},
+                                .env = {},
+                                .pass_fd = -1,
+                                .timeout_ms = 10'000,
+                                .stdout_fd = -1});
+    if (!runc.ok() || !runc->ok()) {
+      skip_ = "runc is not installed (scripts/install-deps installs it)";
+      return;
+    }
+    std::string max_userns = testing::ReadWholeFile("/proc/sys/user/max_user_namespaces");
+    if (max_userns.empty() || std::stol(max_userns) == 0) {
+      skip_ = "this kernel allows no user namespaces (user.max_user_namespaces = 0)";
+      return;
+    }
+    registry_ = new testing::LocalRegistry();
+    Status st = registry_->Start();
+    if (!st.ok()) {
+      skip_ = "no local registry: " + st.message();
+      return;
+    }
+    work_ = testing::MakeTempDir("/tmp/gpupool-ociwork-");
+    testing::TestLayer probe;
+    probe.copy_from_host["/bin/oci_probe"] = GPUPOOL_OCI_PROBE;
+    probe.files["/etc/image-release"] = "gpupool test image\n";
+    auto digest = testing::BuildAndPush(*registry_, work_, "test/runtime", "1",
+                                        {testing::BusyboxLayer(), probe});
+    if (!digest.ok()) {
+      skip_ = "cannot build the test image: " + digest.status().message();
+      return;
+    }
+    image::ImageStoreOptions o;
+    o.root = testing::MakeTempDir("/tmp/gpupool-ocistore-");
+    o.tls_verify = false;
+    auto store = image::ImageStore::Open(o);
+    if (!store.ok()) {
+      skip_ = store.status().ToString();
+      return;
+    }
+    store_ = new std::shared_ptr<image::ImageStore>(*store);
+    auto lease = (*store_)->Pull(registry_->host() + "/test/runtime:1", {});
+    if (!lease.ok()) {
+      skip_ = "pull failed: " + lease.status().ToString();
+      return;
+    }
+    lease_ = new image::ImageLease(std::move(*lease));
+  }
+  static void TearDownTestSuite() {
+    delete lease_;
+    if (store_) {
+      std::error_code ec;
+      std::string root = (*store_)->options().root;
+      delete store_;
+      fs::remove_all(root, ec);
+    }
+    delete registry_;
+    std::error_code ec;
+    if (!work_.empty()) fs::remove_all(work_, ec);
+    // runc removes each container's group; the parent the tests named is theirs to remove.
+    rmdir("/sys/fs/cgroup/gpupool-test");
+    for (const auto& hierarchy : fs::directory_iterator("/sys/fs/cgroup", ec)) {
+      rmdir((hierarchy.path().string() + "/gpupool-test").c_str());
+    }
+  }
+
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    tasks_ = testing::MakeTempDir("/tmp/gpupool-ocitasks-");
+    chmod(tasks_.c_str(), 0711);
+    launcher_ = std::make_unique<Launcher>(
+        LauncherOptions{"runc", tasks_ + "/runc-state", GPUPOOL_OCI_SHIM});
+    layout_ = sandbox::CgroupLayout::Detect();
+  }
+  void TearDown() override {
+    for (const auto& t : started_) {
+      (void)launcher_->Delete(t.id);
+      (void)UnmountRootfs(t.rootfs);
+      uids_.Release(t.identity);
+    }
+    std::error_code ec;
+    if (!tasks_.empty()) fs::remove_all(tasks_, ec);
+  }
+
+  struct Task {
+    std::string id, dir;
+    TaskRootfs rootfs;
+    sandbox::TaskIdentity identity;
+    RuntimeSpecInput input;
+  };
+
+  // A task of the test image (or of the host root when `host_root`), its bundle written.
+  Task Prepare(const std::string& name, std::vector<std::string> args,
+               std::function<void(RuntimeSpecInput&)> adjust = nullptr, bool host_root = false) {
+    Task t;
+    t.id = "gpupool-test-" + name + "-" + std::to_string(getpid());
+    t.dir = tasks_ + "/" + name;
+    fs::create_directories(t.dir);
+    auto id = uids_.Acquire("tenant-" + name);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    t.identity = *id;
+    auto rootfs =
+        host_root ? HostRootfs(t.dir)
+                  : MountImageRootfs(lease_->image().rootfs, t.dir, t.identity.uid, t.identity.gid);
+    EXPECT_TRUE(rootfs.ok()) << rootfs.status().ToString();
+    t.rootfs = *rootfs;
+    RuntimeSpecInput& in = t.input;
+    if (!host_root) {
+      EXPECT_TRUE(ApplyImageConfig(lease_->image().config_json, args, {}, &in).ok());
+    } else {
+      in.args = args;
+      in.env = {"PATH=/usr/bin:/bin"};
+    }
+    in.rootfs = t.rootfs.path;
+    in.rootfs_readonly = t.rootfs.readonly;
+    in.mounts = t.rootfs.mounts;
+    in.host_uid = t.identity.uid;
+    in.host_gid = t.identity.gid;
+    in.cgroups_path = "/gpupool-test/" + t.id;
+    in.cgroup_v2 = layout_.OnV2(sandbox::Controller::kMemory);
+    in.pids_max = 256;
+    auto seccomp =
+        LoadSeccompProfile(kDefaultSeccompProfile, SeccompTarget::ThisNode(in.capabilities));
+    EXPECT_TRUE(seccomp.ok()) << seccomp.status().ToString();
+    if (seccomp.ok()) in.seccomp = *seccomp;
+    if (adjust) adjust(in);
+    auto spec = BuildRuntimeSpec(in);
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    if (spec.ok()) {
+      EXPECT_TRUE(WriteBundleConfig(t.dir, *spec).ok());
+    }
+    started_.push_back(t);
+    return t;
+  }
+
+  // Runs to the end; the log (stdout+stderr) into *log.
+  ContainerExit Run(const Task& t, std::string* log) {
+    std::string path = t.dir + "/output.log";
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    auto exit = launcher_->Run(t.dir, t.id, fd);
+    close(fd);
+    *log = testing::ReadWholeFile(path);
+    EXPECT_TRUE(exit.ok()) << exit.status().ToString();
+    return exit.ok() ? *exit : ContainerExit{};
+  }
+
+  static std::string skip_;
+  static testing::LocalRegistry* registry_;
+  static std::string work_;
+  static std::shared_ptr<image::ImageStore>* store_;
+  static image::ImageLease* lease_;
+
+  std::string tasks_;
+  std::unique_ptr<Launcher> launcher_;
+  sandbox::CgroupLayout layout_;
+  sandbox::UidMap uids_{{}, 300000, 1000};
+  std::vector<Task> started_;
+};
+
+std::string OciRuntimeTest::skip_;
+testing::LocalRegistry* OciRuntimeTest::registry_ = nullptr;
+std::string OciRuntimeTest::work_;
+std::shared_ptr<image::ImageStore>* OciRuntimeTest::store_ = nullptr;
+image::ImageLease* OciRuntimeTest::lease_ = nullptr;
+
+TEST_F(OciRuntimeTest, RootInsideIsAnUnprivilegedUidOnTheHost) {
+  Task t = Prepare("uid", {"/bin/sh", "-c", "id -u; echo written > /by-task; sleep 30"});
+  std::string path = t.dir + "/output.log";
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  auto shim = launcher_->Start(t.dir, t.id, fd);
+  close(fd);
+  ASSERT_TRUE(shim.ok()) << shim.status().ToString();
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return testing::ReadWholeFile(path).find("0\n") != std::string::npos; },
+      std::chrono::seconds(20)))
+      << testing::ReadWholeFile(path);
+  auto init = launcher_->InitPid(t.id);
+  ASSERT_TRUE(init.ok()) << init.status().ToString();
+  // The host's view of the same process: the task's pool uid, not 0.
+  std::string status = testing::ReadWholeFile("/proc/" + std::to_string(*init) + "/status");
+  std::string uid_line = status.substr(status.find("Uid:"));
+  uid_line = uid_line.substr(0, uid_line.find('\n'));
+  std::string want = std::to_string(t.identity.uid);
+  EXPECT_EQ(uid_line, "Uid:\t" + want + "\t" + want + "\t" + want + "\t" + want);
+  EXPECT_GE(t.identity.uid, 300000u);
+  ASSERT_TRUE(launcher_->Stop(t.id, 200).ok());
+  auto exit = launcher_->Wait(*shim, t.dir);
+  ASSERT_TRUE(exit.ok()) << exit.status().ToString();
+  EXPECT_EQ(exit->signal, SIGKILL) << exit->reason;  // sh as init ignores SIGTERM
+  EXPECT_FALSE(exit->oom_killed());
+  // Its write to "/" is in its own upper dir, owned by its uid; the shared image is untouched.
+  EXPECT_TRUE(t.rootfs.overlay) << t.rootfs.detail;
+  struct stat st {};
+  ASSERT_EQ(stat((t.dir + "/upper/by-task").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, t.identity.uid);
+  EXPECT_FALSE(fs::exists(lease_->image().rootfs + "/by-task"));
+}
+
+TEST_F(OciRuntimeTest, ExitCodeComesBack) {
+  Task t = Prepare("exit", {"/bin/sh", "-c", "exit 7"});
+  std::string log;
+  ContainerExit exit = Run(t, &log);
+  EXPECT_EQ(exit.exit_code, 7) << exit.reason << log;
+  EXPECT_EQ(exit.reason, "exit 7");
+  EXPECT_EQ(exit.shim_exit_code(), 7);
+}
+
+TEST_F(OciRuntimeTest, SeesNoneOfTheHostsFiles) {
+  std::string secret = tasks_ + "/host-secret";
+  std::ofstream(secret) << "do not read";
+  Task t = Prepare("files", {"/bin/sh", "-c",
+                             "ls /; test -e " + secret +
+                                 " && echo SECRET-VISIBLE; "
+                                 "test -e /etc/passwd && echo PASSWD-VISIBLE; "
+                                 "test -e /usr/bin && echo USR-VISIBLE; "
+                                 "test -e " +
+                                 (*store_)->options().root +
+                                 " && echo STORE-VISIBLE; "
+                                 "cat /etc/image-release"});
+  std::string log;
+  ContainerExit exit = Run(t, &log);
+  EXPECT_EQ(exit.exit_code, 0) << exit.reason << log;
+  EXPECT_NE(log.find("gpupool test image"), std::string::npos) << log;
+  for (const char* leak : {"SECRET-VISIBLE", "PASSWD-VISIBLE", "USR-VISIBLE", "STORE-VISIBLE"}) {
+    EXPECT_EQ(log.find(leak), std::string::npos) << leak << " in:\n" << log;
+  }
+  // "/" holds the image's directories and the runtime's mount points, nothing of the host's.
+  std::istringstream listing(log.substr(0, log.find("gpupool test image")));
+  std::set<std::string> entries;
+  for (std::string e; listing >> e;) entries.insert(e);
+  EXPECT_EQ(entries, (std::set<std::string>{"bin", "dev", "etc", "proc", "sys", "tmp"})) << log;
+}
+
+TEST_F(OciRuntimeTest, DefaultSeccompProfileRefusesASyscall) {
+  Task filtered = Prepare("seccomp", {"/bin/oci_probe", "move_pages"});
+  std::string log;
+  ContainerExit exit = Run(filtered, &log);
+  EXPECT_EQ(exit.exit_code, 1) << exit.reason << log;
+  EXPECT_NE(log.find("errno 1 "), std::string::npos) << log;  // EPERM, the profile's errnoRet
+
+  // The same task without the filter: the kernel allows it, so the filter is what refused it.
+  Task open = Prepare("noseccomp", {"/bin/oci_probe", "move_pages"},
+                      [](RuntimeSpecInput& in) { in.seccomp = nullptr; });
+  exit = Run(open, &log);
+  EXPECT_EQ(exit.exit_code, 0) << exit.reason << log;
+  EXPECT_NE(log.find("ok"), std::string::npos) << log;
+}
+
+TEST_F(OciRuntimeTest, MemoryLimitOomKillsTheTaskAndSaysSo) {
+  if (!layout_.Has(sandbox::Controller::kMemory)) {
+    GTEST_SKIP() << "this host has no memory cgroup controller";
+  }
+  Task t = Prepare("oom", {"/bin/oci_probe", "hog", "512"},
+                   [](RuntimeSpecInput& in) { in.memory_bytes = 32 << 20; });
+  std::string log;
+  ContainerExit exit = Run(t, &log);
+  EXPECT_EQ(exit.signal, SIGKILL) << exit.reason << log;
+  EXPECT_GE(exit.oom_kills, 1) << exit.reason << log;
+  EXPECT_TRUE(exit.oom_killed());
+  EXPECT_NE(exit.reason.find("OOM"), std::string::npos) << exit.reason;
+  EXPECT_EQ(log.find("allocated"), std::string::npos) << log;
+
+  // Under the limit it completes and no OOM is reported.
+  Task fits = Prepare("fits", {"/bin/oci_probe", "hog", "8"},
+                      [](RuntimeSpecInput& in) { in.memory_bytes = 64 << 20; });
+  exit = Run(fits, &log);
+  EXPECT_EQ(exit.exit_code, 0) << exit.reason << log;
+  EXPECT_FALSE(exit.oom_killed());
+}
+
+TEST_F(OciRuntimeTest, CgroupLimitsAreTheOnesAskedFor) {
+  Task t = Prepare("limits", {"/bin/sh", "-c", "echo up; sleep 30"}, [](RuntimeSpecInput& in) {
+    in.memory_bytes = 48 << 20;
+    in.cpu_milli = 500;
+    in.pids_max = 64;
+  });
+  std::string path = t.dir + "/output.log";
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  auto shim = launcher_->Start(t.dir, t.id, fd);
+  close(fd);
+  ASSERT_TRUE(shim.ok());
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return testing::ReadWholeFile(path).find("up") != std::string::npos; },
+                       std::chrono::seconds(20)));
+  const std::string rel = t.input.cgroups_path;
+  auto read = [&](sandbox::Controller c, const std::string& file) {
+    std::string dir = layout_.OnV2(c) ? layout_.v2 : layout_.v1.count(c) ? layout_.v1.at(c) : "";
+    std::string text = testing::ReadWholeFile(dir + rel + "/" + file);
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    return text;
+  };
+  if (layout_.OnV2(sandbox::Controller::kMemory)) {
+    std::cout << "cgroup v2 host: checking memory.max, cpu.max, pids.max\n";
+    EXPECT_EQ(read(sandbox::Controller::kMemory, "memory.max"), std::to_string(48 << 20));
+    EXPECT_EQ(read(sandbox::Controller::kMemory, "memory.swap.max"), "0");
+    EXPECT_EQ(read(sandbox::Controller::kMemory, "memory.oom.group"), "1");
+    EXPECT_EQ(read(sandbox::Controller::kCpu, "cpu.max"), "50000 100000");
+    EXPECT_EQ(read(sandbox::Controller::kPids, "pids.max"), "64");
+  } else {
+    std::cout << "cgroup v1 host (" << layout_.Describe()
+              << "): the v2 spec is checked by RuntimeSpecTest.CgroupV2Spec…\n";
+    EXPECT_EQ(read(sandbox::Controller::kMemory, "memory.limit_in_bytes"),
+              std::to_string(48 << 20));
+    EXPECT_EQ(read(sandbox::Controller::kMemory, "memory.memsw.limit_in_bytes"),
+              std::to_string(48 << 20));
+    EXPECT_EQ(read(sandbox::Controller::kCpu, "cpu.cfs_quota_us"), "50000");
+    EXPECT_EQ(read(sandbox::Controller::kCpu, "cpu.cfs_period_us"), "100000");
+    EXPECT_EQ(read(sandbox::Controller::kPids, "pids.max"), "64");
+  }
+  ASSERT_TRUE(launcher_->Stop(t.id, 100).ok());
+  auto exit = launcher_->Wait(*shim, t.dir);
+  ASSERT_TRUE(exit.ok());
+}
+
+TEST_F(OciRuntimeTest, NetworkNoneCannotReachTheHostsLoopback) {
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 8), 0);
+  socklen_t len = sizeof addr;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::string port = std::to_string(ntohs(addr.sin_port));
+  // Accepts and closes whatever connects, so a connected client ends.
+  std::atomic<bool> stop{false};
+  std::atomic<int> accepted{0};
+  std::thread acceptor([&] {
+    while (!stop) {
+      pollfd p{listener, POLLIN, 0};
+      if (poll(&p, 1, 50) == 1) {
+        int c = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c >= 0) {
+          ++accepted;
+          close(c);
+        }
+      }
+    }
+  });
+  std::string cmd = "echo probe | nc -w 2 127.0.0.1 " + port + " && echo CONNECTED";
+
+  Task none = Prepare("netnone", {"/bin/sh", "-c", cmd});
+  std::string log;
+  ContainerExit exit = Run(none, &log);
+  EXPECT_EQ(log.find("CONNECTED"), std::string::npos) << log;
+  EXPECT_NE(exit.exit_code, 0) << log;
+  EXPECT_EQ(accepted, 0);
+
+  // Control: the same command in the host's network namespace does connect.
+  Task host = Prepare("nethost", {"/bin/sh", "-c", cmd},
+                      [](RuntimeSpecInput& in) { in.network = Network::kHost; });
+  exit = Run(host, &log);
+  EXPECT_NE(log.find("CONNECTED"), std::string::npos) << exit.reason << log;
+  stop = true;
+  acceptor.join();
+  close(listener);
+  EXPECT_EQ(accepted, 1) << "only the host-network task reached the listener";
+}
+
+TEST_F(OciRuntimeTest, PlainCommandRunsOnTheHostRootReadOnly) {
+  Task t = Prepare("plain",
+                   {"/bin/sh", "-c",
+                    "cat /etc/debian_version >/dev/null && echo ETC-READABLE; "
+                    "touch /usr/gpupool-write-test 2>/dev/null && echo USR-WRITABLE; "
+                    "for d in /root /home /var /srv /work " +
+                        tasks_ +
+                        "; do test -e $d && echo VISIBLE:$d; done; "
+                        "id -u; touch /tmp/ok && echo TMP-WRITABLE"},
+                   nullptr, /*host_root=*/true);
+  std::string log;
+  ContainerExit exit = Run(t, &log);
+  EXPECT_EQ(exit.exit_code, 0) << exit.reason << log;
+  EXPECT_NE(log.find("ETC-READABLE"), std::string::npos) << log;
+  EXPECT_NE(log.find("TMP-WRITABLE"), std::string::npos) << log;
+  EXPECT_EQ(log.find("USR-WRITABLE"), std::string::npos) << log;
+  EXPECT_EQ(log.find("VISIBLE:"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists("/usr/gpupool-write-test"));
+}
+
+}  // namespace
+}  // namespace gpupool::agent::oci
+
+namespace gpupool::agent::oci {
+namespace {
+
+TEST_F(OciRuntimeTest, ContainerLeftByADeadShimIsDeleted) {
+  Task t = Prepare("orphan", {"/bin/sh", "-c", "echo up; sleep 60"});
+  std::string path = t.dir + "/output.log";
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  auto shim = launcher_->Start(t.dir, t.id, fd);
+  close(fd);
+  ASSERT_TRUE(shim.ok());
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return testing::ReadWholeFile(path).find("up") != std::string::npos; },
+                       std::chrono::seconds(20)));
+  auto init = launcher_->InitPid(t.id);
+  ASSERT_TRUE(init.ok());
+  // The agent (or the shim) dies hard: the container outlives it …
+  kill(*shim, SIGKILL);
+  auto lost = launcher_->Wait(*shim, t.dir);
+  EXPECT_EQ(lost.status().code(), StatusCode::kAborted) << lost.status().ToString();
+  EXPECT_EQ(kill(*init, 0), 0) << "the container still runs";
+  // … until the restarted agent clears what carries its prefix.
+  auto deleted = launcher_->DeleteAll("gpupool-test-orphan-");
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_EQ(*deleted, 1);
+  EXPECT_TRUE(testing::WaitFor([&] {
+    std::string stat = testing::ReadWholeFile("/proc/" + std::to_string(*init) + "/stat");
+    return stat.empty() || stat.find(") Z ") != std::string::npos;
+  }));
+  EXPECT_EQ(launcher_->InitPid(t.id).status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gpupool::agent::oci
