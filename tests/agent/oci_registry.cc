@@ -7,6 +7,7 @@
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -196,6 +197,12 @@ Result<std::string> BuildAndPush(const LocalRegistry& registry, const std::strin
       fs::create_directories(fs::path(rootfs + path).parent_path());
       fs::create_symlink(target, rootfs + path, ec);
     }
+    // Fixed times: the same files make the same layer (same digest) in every build.
+    const timespec times[2] = {{1577836800, 0}, {1577836800, 0}};
+    for (const auto& entry : fs::recursive_directory_iterator(rootfs)) {
+      utimensat(AT_FDCWD, entry.path().c_str(), times, AT_SYMLINK_NOFOLLOW);
+    }
+    utimensat(AT_FDCWD, rootfs.c_str(), times, AT_SYMLINK_NOFOLLOW);
     GPUPOOL_RETURN_IF_ERROR(Run({"umoci", "repack", "--image", image, bundle}));
   }
   std::vector<std::string> config = {"umoci", "config", "--image", image};
