@@ -143,6 +143,30 @@ int ShimMain(int argc, char** argv) {
     fprintf(stderr, "usage: gpupool-oci-shim --runc PATH --root DIR --bundle DIR --id ID\n");
     return 125;
   }
+  // The watchdog: a child in its own session that deletes the container once this shim is gone,
+  // however it went (a SIGKILL to the task's process group included), so a container never
+  // outlives its shim. It waits for EOF on a pipe only this process holds open.
+  int alive[2];
+  if (pipe2(alive, O_CLOEXEC) != 0) {
+    perror("gpupool-oci-shim: pipe");
+    return 125;
+  }
+  pid_t watchdog = fork();
+  if (watchdog < 0) {
+    perror("gpupool-oci-shim: fork");
+    return 125;
+  }
+  if (watchdog == 0) {
+    close(alive[1]);
+    setsid();
+    char byte;
+    while (read(alive[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    pid_t del = SpawnInherit({runc, "--root", root, "delete", "--force", id});
+    if (del > 0) WaitExit(del);
+    _exit(0);
+  }
+  close(alive[0]);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   sigset_t mask;
   sigemptyset(&mask);
@@ -160,7 +184,7 @@ int ShimMain(int argc, char** argv) {
     result.reason = "runc create: " + RuncLogError(log);
     WriteResult(bundle, result);
     fprintf(stderr, "gpupool-oci-shim: %s\n", result.reason.c_str());
-    SpawnInherit({runc, "--root", root, "delete", "--force", id});
+    close(alive[1]);
     while (waitpid(-1, nullptr, 0) > 0) {
     }
     return 125;
@@ -203,11 +227,11 @@ int ShimMain(int argc, char** argv) {
                                           : "killed by signal " + std::to_string(result.signal);
     if (result.oom_killed()) result.reason += " (OOM: memory limit)";
   }
-  pid_t del = SpawnInherit({runc, "--root", root, "delete", "--force", id});
-  if (del > 0) WaitExit(del);
+  WriteResult(bundle, result);
+  close(alive[1]);  // the watchdog deletes the container now
+  WaitExit(watchdog);
   while (waitpid(-1, nullptr, WNOHANG) > 0) {
   }
-  WriteResult(bundle, result);
   return result.shim_exit_code();
 }
 

@@ -13,8 +13,12 @@
 //      `runc delete --force ID` removes it;
 //   5. writes the result file (JSON: exit_code, signal, oom_kills, reason) and exits with the
 //      container's exit code (128 + signal when it was killed; 125 when runc could not start it).
-// A shim killed with SIGKILL leaves the container running: Stop()/Delete() (runc kill, runc
-// delete --force) are the way to end one, and DeleteAll() clears what a dead agent left.
+// A watchdog child of the shim, in a session of its own, holds the read end of a pipe only the
+// shim writes to; when the shim is gone — exited, or SIGKILLed with the task's process group by
+// the task runner's stop escalation — it runs `runc delete --force ID`. So the task runner's
+// usual stop (SIGTERM to the group, SIGKILL after the grace) ends a container too, and a
+// container never outlives its shim. DeleteAll() clears containers that no shim ever ran
+// (a crash between `runc create` and the shim's start) when a restarted agent cleans up.
 //
 // Thread safety: all methods may be called from any thread; one container id at a time per
 // call.

@@ -618,7 +618,7 @@ TEST_F(OciRuntimeTest, PlainCommandRunsOnTheHostRootReadOnly) {
 namespace gpupool::agent::oci {
 namespace {
 
-TEST_F(OciRuntimeTest, ContainerLeftByADeadShimIsDeleted) {
+TEST_F(OciRuntimeTest, ContainerDiesWithItsShim) {
   Task t = Prepare("orphan", {"/bin/sh", "-c", "echo up; sleep 60"});
   std::string path = t.dir + "/output.log";
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -630,19 +630,35 @@ TEST_F(OciRuntimeTest, ContainerLeftByADeadShimIsDeleted) {
                        std::chrono::seconds(20)));
   auto init = launcher_->InitPid(t.id);
   ASSERT_TRUE(init.ok());
-  // The agent (or the shim) dies hard: the container outlives it …
-  kill(*shim, SIGKILL);
+  // The task runner's stop escalation: SIGKILL to the shim's process group.
+  kill(-*shim, SIGKILL);
   auto lost = launcher_->Wait(*shim, t.dir);
   EXPECT_EQ(lost.status().code(), StatusCode::kAborted) << lost.status().ToString();
-  EXPECT_EQ(kill(*init, 0), 0) << "the container still runs";
-  // … until the restarted agent clears what carries its prefix.
-  auto deleted = launcher_->DeleteAll("gpupool-test-orphan-");
+  // The watchdog deleted the container: its init is gone, runc no longer knows it.
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return launcher_->InitPid(t.id).status().code() == StatusCode::kNotFound; }));
+  std::string stat = testing::ReadWholeFile("/proc/" + std::to_string(*init) + "/stat");
+  EXPECT_TRUE(stat.empty() || stat.find(") Z ") != std::string::npos) << stat;
+}
+
+TEST_F(OciRuntimeTest, DeleteAllClearsContainersNoShimRuns) {
+  Task t = Prepare("stray", {"/bin/sh", "-c", "sleep 60"});
+  // Created but never started, and no shim: what a crash right after `runc create` leaves.
+  // (stdio to /dev/null: the container would inherit runc's and hold them open)
+  auto created = image::RunTool({.argv = {"sh", "-c",
+                                          "exec runc --root " + tasks_ +
+                                              "/runc-state create "
+                                              "--bundle " +
+                                              t.dir + " " + t.id + " >/dev/null 2>&1"},
+                                 .env = {},
+                                 .pass_fd = -1,
+                                 .timeout_ms = 30'000,
+                                 .stdout_fd = -1});
+  ASSERT_TRUE(created.ok() && created->ok()) << (created.ok() ? created->Describe() : "");
+  ASSERT_TRUE(launcher_->InitPid(t.id).ok());
+  auto deleted = launcher_->DeleteAll("gpupool-test-stray-");
   ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
   EXPECT_EQ(*deleted, 1);
-  EXPECT_TRUE(testing::WaitFor([&] {
-    std::string stat = testing::ReadWholeFile("/proc/" + std::to_string(*init) + "/stat");
-    return stat.empty() || stat.find(") Z ") != std::string::npos;
-  }));
   EXPECT_EQ(launcher_->InitPid(t.id).status().code(), StatusCode::kNotFound);
 }
 
