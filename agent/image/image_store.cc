@@ -619,7 +619,9 @@ Status ImageStore::Unpack(const ImageInfo& info, const std::string& manifest_byt
   if (!run.ok() || !run->ok()) {
     cleanup();
     std::string why = run.ok() ? run->Describe() : run.status().message();
-    if (why.find("no space left") != std::string::npos) {
+    // umoci may panic on ENOSPC; its whole stderr names it.
+    if ((run.ok() && run->err.find("no space left") != std::string::npos) ||
+        why.find("no space left") != std::string::npos) {
       return Status::ResourceExhausted("full disk: unpacking " + info.manifest_digest);
     }
     return Status::Internal("umoci unpack " + info.manifest_digest + ": " + why);

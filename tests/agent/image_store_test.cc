@@ -7,8 +7,11 @@
 #include "agent/image/image_store.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -320,6 +323,46 @@ TEST_F(ImageStoreTest, FailuresNameTheirCause) {
   EXPECT_NE(down.status().message().find("registry down"), std::string::npos);
   EXPECT_NE(down.status().message().find("after 2 attempts"), std::string::npos);
   EXPECT_TRUE(TmpEmpty());
+}
+
+TEST_F(ImageStoreTest, FullDiskIsNamedAndLeavesNothingHalfWritten) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs as the full disk";
+  auto small = BuildAndPush(registry_, work_, "test/small", "1", {RandomLayer("/s", 1024, 20)});
+  auto medium =
+      BuildAndPush(registry_, work_, "test/medium", "1", {RandomLayer("/m", 2560 * 1024, 21)});
+  auto big = BuildAndPush(registry_, work_, "test/big", "1", {RandomLayer("/b", 6 << 20, 22)});
+  ASSERT_TRUE(small.ok() && medium.ok() && big.ok());
+  std::string disk = testing::MakeTempDir("/tmp/gpupool-fulldisk-");
+  ASSERT_EQ(mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=4m"), 0) << strerror(errno);
+  {
+    auto o = Options();
+    o.root = disk + "/store";
+    auto store = Open(o);
+    ASSERT_TRUE(store);
+    auto kept = store->Pull(Ref("test/small:1"), {});
+    ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+
+    // Larger than the disk: refused before a byte is fetched.
+    auto refused = store->Pull(Ref("test/big:1"), {});
+    EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted)
+        << refused.status().ToString();
+    EXPECT_NE(refused.status().message().find("full disk"), std::string::npos)
+        << refused.status().message();
+    // Its blob fits, its unpacked files do not: the disk fills while unpacking.
+    auto filled = store->Pull(Ref("test/medium:1"), {});
+    EXPECT_EQ(filled.status().code(), StatusCode::kResourceExhausted) << filled.status().ToString();
+    EXPECT_NE(filled.status().message().find("full disk"), std::string::npos)
+        << filled.status().message();
+    EXPECT_FALSE(store->HasImage(*medium));
+    EXPECT_FALSE(store->HasImage(*big));
+    EXPECT_TRUE(fs::is_empty(o.root + "/tmp"));
+    // The image already there is untouched and still served.
+    EXPECT_TRUE(fs::exists(kept->image().rootfs + "/s"));
+    auto again = store->Pull(Ref("test/small@" + *small), {});
+    EXPECT_TRUE(again.ok()) << again.status().ToString();
+  }
+  umount2(disk.c_str(), MNT_DETACH);
+  fs::remove_all(disk);
 }
 
 TEST_F(ImageStoreTest, CredentialsArePassedPerPullAndNeverStored) {
