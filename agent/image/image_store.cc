@@ -90,12 +90,16 @@ Result<BlobRef> BlobFromJson(const json& j, const std::string& what) {
 // The manifest as umoci reads it: OCI media types (a Docker v2 schema 2 manifest is the same
 // document with other type names; its blobs are byte-identical).
 std::string OciManifestFor(const std::string& manifest_bytes) {
-  json m = json::parse(manifest_bytes);
+  json m = json::parse(manifest_bytes, nullptr, false);
+  if (!m.is_object() || !m.contains("config") || !m["config"].is_object()) return manifest_bytes;
   if (m.value("mediaType", "") != kDockerManifest) return manifest_bytes;
   m["mediaType"] = kOciManifest;
   m["config"]["mediaType"] = "application/vnd.oci.image.config.v1+json";
   for (auto& layer : m["layers"]) {
-    std::string t = layer.value("mediaType", "");
+    if (!layer.is_object() || !layer.contains("mediaType") || !layer["mediaType"].is_string()) {
+      continue;
+    }
+    std::string t = layer["mediaType"].get<std::string>();
     if (t == "application/vnd.docker.image.rootfs.diff.tar.gzip") {
       layer["mediaType"] = "application/vnd.oci.image.layer.v1.tar+gzip";
     } else if (t == "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip") {
@@ -194,55 +198,23 @@ Status ImageStore::Load() {
   std::string state_path = options_.root + "/state.json";
   std::lock_guard<std::mutex> lock(mu_);
   if (fs::exists(state_path)) {
-    json state;
-    try {
-      state = json::parse(ReadFile(state_path));
-    } catch (const json::exception& e) {
-      return DataLoss("image store: " + state_path + " is not valid JSON: " + e.what());
+    // An unreadable index costs the cache, never the node: start empty (everything unlisted is
+    // removed below) and pull again.
+    json state = json::parse(ReadFile(state_path), nullptr, false);
+    std::string problem = state.is_object() ? "" : "not a JSON object";
+    if (problem.empty()) {
+      try {
+        LoadIndexLocked(state);
+      } catch (const json::exception& e) {
+        problem = e.what();
+      }
     }
-    tick_ = state.value("tick", int64_t{0});
-    const json blobs = state.value("blobs", json::object());
-    const json images = state.value("images", json::object());
-    for (const auto& [digest, b] : blobs.items()) {
-      struct stat st {};
-      std::string path = BlobPath(digest);
-      if (!IsSha256Digest(digest) || stat(path.c_str(), &st) != 0 ||
-          st.st_size != b.value("size", int64_t{-1})) {
-        LogWarn(kComponent, "dropping blob missing or short on disk", {{"digest", digest}});
-        unlink(path.c_str());
-        continue;
-      }
-      blobs_[digest] = BlobEntry{b.value("size", int64_t{0}), b.value("last_used", int64_t{0})};
-    }
-    for (const auto& [digest, m] : images.items()) {
-      ImageEntry e;
-      e.info.manifest_digest = digest;
-      e.info.manifest_size = m.value("manifest_size", int64_t{0});
-      auto config = BlobFromJson(m.value("config", json{}), "state.json " + digest);
-      if (!config.ok()) continue;
-      e.info.config = *config;
-      bool complete = blobs_.count(digest) && blobs_.count(e.info.config.digest);
-      const json layers = m.value("layers", json::array());
-      for (const auto& l : layers) {
-        auto layer = BlobFromJson(l, "state.json " + digest);
-        if (!layer.ok()) {
-          complete = false;
-          break;
-        }
-        complete = complete && blobs_.count(layer->digest);
-        e.info.layers.push_back(*layer);
-      }
-      e.info.rootfs = options_.root + "/rootfs/" + Hex(digest);
-      if (!complete || !fs::is_directory(e.info.rootfs)) {
-        LogWarn(kComponent, "dropping incomplete image", {{"digest", digest}});
-        continue;
-      }
-      const json refs = m.value("refs", json::array());
-      for (const auto& r : refs) e.refs.insert(r.get<std::string>());
-      e.with_credential = m.value("with_credential", false);
-      e.last_used = m.value("last_used", int64_t{0});
-      e.info.config_json = ReadFile(BlobPath(e.info.config.digest));
-      images_[digest] = std::move(e);
+    if (!problem.empty()) {
+      LogWarn(kComponent, "index unreadable; starting with an empty store",
+              {{"file", state_path}, {"error", problem}});
+      blobs_.clear();
+      images_.clear();
+      tick_ = 0;
     }
   }
   // Files the index does not list: a crash between a rename and the index write.
@@ -258,6 +230,54 @@ Status ImageStore::Load() {
     stats_.stored_bytes += b.size;
   }
   return SaveLocked();
+}
+
+void ImageStore::LoadIndexLocked(const json& state) {
+  tick_ = state.value("tick", int64_t{0});
+  const json blobs = state.value("blobs", json::object());
+  const json images = state.value("images", json::object());
+  for (const auto& [digest, b] : blobs.items()) {
+    if (!IsSha256Digest(digest)) continue;
+    struct stat st {};
+    std::string path = BlobPath(digest);
+    if (stat(path.c_str(), &st) != 0 || st.st_size != b.value("size", int64_t{-1})) {
+      LogWarn(kComponent, "dropping blob missing or short on disk", {{"digest", digest}});
+      unlink(path.c_str());
+      continue;
+    }
+    blobs_[digest] = BlobEntry{b.value("size", int64_t{0}), b.value("last_used", int64_t{0})};
+  }
+  for (const auto& [digest, m] : images.items()) {
+    if (!IsSha256Digest(digest)) continue;
+    ImageEntry e;
+    e.info.manifest_digest = digest;
+    e.info.manifest_size = m.value("manifest_size", int64_t{0});
+    auto config = BlobFromJson(m.value("config", json{}), "state.json " + digest);
+    if (!config.ok()) continue;
+    e.info.config = *config;
+    bool complete = blobs_.count(digest) && blobs_.count(e.info.config.digest);
+    const json layers = m.value("layers", json::array());
+    for (const auto& l : layers) {
+      auto layer = BlobFromJson(l, "state.json " + digest);
+      if (!layer.ok()) {
+        complete = false;
+        break;
+      }
+      complete = complete && blobs_.count(layer->digest);
+      e.info.layers.push_back(*layer);
+    }
+    e.info.rootfs = options_.root + "/rootfs/" + Hex(digest);
+    if (!complete || !fs::is_directory(e.info.rootfs)) {
+      LogWarn(kComponent, "dropping incomplete image", {{"digest", digest}});
+      continue;
+    }
+    const json refs = m.value("refs", json::array());
+    for (const auto& r : refs) e.refs.insert(r.get<std::string>());
+    e.with_credential = m.value("with_credential", false);
+    e.last_used = m.value("last_used", int64_t{0});
+    e.info.config_json = ReadFile(BlobPath(e.info.config.digest));
+    images_[digest] = std::move(e);
+  }
 }
 
 Status ImageStore::SaveLocked() {
@@ -311,13 +331,24 @@ Result<ImageLease> ImageStore::Pull(const std::string& reference,
   flight->done = true;
   flight->status = result.status();
   if (result.ok()) flight->manifest_digest = result->image().manifest_digest;
-  if (flights_[key] == flight) flights_.erase(key);
+  auto it = flights_.find(key);
+  if (it != flights_.end() && it->second == flight) flights_.erase(it);
   changed_.notify_all();
   return result;
 }
 
 Result<ImageStore::Resolved> ImageStore::Resolve(const Reference& ref,
                                                  const RegistryCredential& credential) {
+  // What a registry sends is outside input: a JSON type error is a bad manifest, not a crash.
+  try {
+    return ResolveManifest(ref, credential);
+  } catch (const json::exception& e) {
+    return DataLoss("image " + ref.Canonical() + ": malformed manifest: " + e.what());
+  }
+}
+
+Result<ImageStore::Resolved> ImageStore::ResolveManifest(const Reference& ref,
+                                                         const RegistryCredential& credential) {
   RegistryClient client(options_, credential);
   GPUPOOL_ASSIGN_OR_RETURN(std::string bytes, client.InspectRaw(ref, ref.Canonical()));
   std::string digest = "sha256:" + Sha256Hex(bytes);
@@ -371,8 +402,13 @@ Result<ImageStore::Resolved> ImageStore::Resolve(const Reference& ref,
 ImageLease ImageStore::LeaseLocked(const std::string& manifest_digest, bool cache_hit) {
   ImageEntry& e = images_.at(manifest_digest);
   e.last_used = ++tick_;
-  for (const std::string& d : {e.info.config.digest, manifest_digest}) blobs_[d].last_used = tick_;
-  for (const auto& l : e.info.layers) blobs_[l.digest].last_used = tick_;
+  auto touch = [&](const std::string& d) {
+    auto b = blobs_.find(d);
+    if (b != blobs_.end()) b->second.last_used = tick_;
+  };
+  touch(manifest_digest);
+  touch(e.info.config.digest);
+  for (const auto& l : e.info.layers) touch(l.digest);
   pins_[manifest_digest]++;
   ImageLease lease;
   lease.store_ = shared_from_this();
@@ -385,8 +421,20 @@ void ImageStore::Unpin(const std::string& manifest_digest) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = pins_.find(manifest_digest);
   if (it != pins_.end() && --it->second <= 0) pins_.erase(it);
+  // Used until now: its blobs are as recent as the end of its use.
   auto img = images_.find(manifest_digest);
-  if (img != images_.end()) img->second.last_used = ++tick_;
+  if (img != images_.end()) {
+    ImageInfo& info = img->second.info;
+    img->second.last_used = ++tick_;
+    for (const std::string& d : {manifest_digest, info.config.digest}) {
+      auto b = blobs_.find(d);
+      if (b != blobs_.end()) b->second.last_used = tick_;
+    }
+    for (const auto& l : info.layers) {
+      auto b = blobs_.find(l.digest);
+      if (b != blobs_.end()) b->second.last_used = tick_;
+    }
+  }
   changed_.notify_all();
 }
 
@@ -617,12 +665,20 @@ Status ImageStore::Unpack(const ImageInfo& info, const std::string& manifest_byt
        .timeout_ms = options_.tool_timeout_ms,
        .stdout_fd = -1});
   if (!run.ok() || !run->ok()) {
-    cleanup();
     std::string why = run.ok() ? run->Describe() : run.status().message();
-    // umoci may panic on ENOSPC; its whole stderr names it.
+    // umoci may panic on ENOSPC without saying so on its last line: read all of stderr, and
+    // ask the file system before the partial tree is removed (less free than the image's
+    // compressed size: it filled up).
+    struct statvfs vfs {};
+    int64_t avail = statvfs(options_.root.c_str(), &vfs) == 0
+                        ? static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize)
+                        : -1;
+    cleanup();
     if ((run.ok() && run->err.find("no space left") != std::string::npos) ||
-        why.find("no space left") != std::string::npos) {
-      return Status::ResourceExhausted("full disk: unpacking " + info.manifest_digest);
+        (avail >= 0 && avail < info.bytes())) {
+      return Status::ResourceExhausted("full disk: unpacking " + info.manifest_digest + " (" +
+                                       std::to_string(avail) + " bytes free under " +
+                                       options_.root + ")");
     }
     return Status::Internal("umoci unpack " + info.manifest_digest + ": " + why);
   }

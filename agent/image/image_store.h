@@ -54,6 +54,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -170,9 +171,12 @@ class ImageStore : public std::enable_shared_from_this<ImageStore> {
   explicit ImageStore(ImageStoreOptions options);
   Status Load();
   Status SaveLocked();  // REQUIRES: mu_ held
+  // REQUIRES: mu_ held. May throw nlohmann::json::exception (Load() then starts empty).
+  void LoadIndexLocked(const nlohmann::json& state);
   void Unpin(const std::string& manifest_digest);
   Result<ImageLease> PullLeader(const Reference& ref, const RegistryCredential& credential);
   Result<Resolved> Resolve(const Reference& ref, const RegistryCredential& credential);
+  Result<Resolved> ResolveManifest(const Reference& ref, const RegistryCredential& credential);
   Status FetchBlobs(const Reference& ref, const Resolved& resolved,
                     const RegistryCredential& credential, const std::vector<BlobRef>& missing);
   Status Unpack(const ImageInfo& info, const std::string& manifest_bytes);

@@ -107,7 +107,10 @@ std::string RuncLogError(const std::string& path) {
   std::string last;
   for (std::string line; std::getline(lines, line);) {
     json j = json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("level", "") == "error") last = j.value("msg", "");
+    if (j.is_object() && j.contains("level") && j["level"] == "error" && j.contains("msg") &&
+        j["msg"].is_string()) {
+      last = j["msg"].get<std::string>();
+    }
   }
   return last;
 }
@@ -294,10 +297,14 @@ Result<ContainerExit> Launcher::ReadResult(const std::string& path) {
   json j = json::parse(ReadAll(path), nullptr, false);
   if (!j.is_object()) return Status::NotFound("no shim result at " + path);
   ContainerExit e;
-  e.exit_code = j.value("exit_code", -1);
-  e.signal = j.value("signal", 0);
-  e.oom_kills = j.value("oom_kills", int64_t{0});
-  e.reason = j.value("reason", "");
+  try {
+    e.exit_code = j.value("exit_code", -1);
+    e.signal = j.value("signal", 0);
+    e.oom_kills = j.value("oom_kills", int64_t{0});
+    e.reason = j.value("reason", "");
+  } catch (const json::exception& ex) {
+    return Status::Internal("shim result " + path + ": " + ex.what());
+  }
   return e;
 }
 
@@ -305,10 +312,11 @@ Result<pid_t> Launcher::InitPid(const std::string& id) const {
   GPUPOOL_ASSIGN_OR_RETURN(auto run, Runc(options_, {"state", id}));
   if (!run.ok()) return Status::NotFound("container " + id + ": " + run.Describe());
   json j = json::parse(run.out, nullptr, false);
-  if (!j.is_object() || j.value("pid", 0) <= 0) {
+  if (!j.is_object() || !j.contains("pid") || !j["pid"].is_number_integer() ||
+      j["pid"].get<int64_t>() <= 0) {
     return Status::NotFound("container " + id + ": no running init");
   }
-  return static_cast<pid_t>(j.value("pid", 0));
+  return static_cast<pid_t>(j["pid"].get<int64_t>());
 }
 
 Status Launcher::Kill(const std::string& id, int signal) const {

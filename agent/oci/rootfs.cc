@@ -50,7 +50,7 @@ Result<TaskRootfs> MountImageRootfs(const std::string& image_rootfs, const std::
   return out;
 }
 
-Result<TaskRootfs> HostRootfs(const std::string& task_dir,
+Result<TaskRootfs> HostRootfs(const std::string& task_dir, uint32_t uid, uint32_t gid,
                               const std::vector<std::string>& host_dirs) {
   std::string root = task_dir + "/hostroot";
   std::error_code ec;
@@ -74,6 +74,14 @@ Result<TaskRootfs> HostRootfs(const std::string& task_dir,
     if (!fs::is_directory(d)) continue;
     fs::create_directories(root + d, ec);
     out.mounts.push_back(BindMount{d, d, true});
+  }
+  for (const auto& entry : fs::recursive_directory_iterator(root, ec)) {
+    if (entry.is_directory(ec) && !entry.is_symlink(ec)) {
+      lchown(entry.path().c_str(), uid, gid);
+    }
+  }
+  if (lchown(root.c_str(), uid, gid) != 0) {
+    return Status::Internal("chown " + root + ": " + strerror(errno));
   }
   return out;
 }

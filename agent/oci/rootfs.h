@@ -35,7 +35,9 @@ struct TaskRootfs {
 // REQUIRES: task_dir exists (root-owned); uid/gid are the task's host ids.
 Result<TaskRootfs> MountImageRootfs(const std::string& image_rootfs, const std::string& task_dir,
                                     uint32_t uid, uint32_t gid);
-Result<TaskRootfs> HostRootfs(const std::string& task_dir,
+// The skeleton is owned by the task's uid so the runtime (root in the task's user namespace)
+// can make mount points for volumes in it before it is remounted read-only.
+Result<TaskRootfs> HostRootfs(const std::string& task_dir, uint32_t uid, uint32_t gid,
                               const std::vector<std::string>& host_dirs = {"/usr", "/etc", "/opt"});
 // Unmounts an overlay made by MountImageRootfs (lazily: a process still inside keeps its view).
 Status UnmountRootfs(const TaskRootfs& rootfs);

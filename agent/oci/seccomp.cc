@@ -71,6 +71,8 @@ bool Applies(const json& rule, const SeccompTarget& t, const std::set<std::strin
   return true;
 }
 
+Result<json> Convert(const std::string& profile_json, const SeccompTarget& target);
+
 }  // namespace
 
 SeccompTarget SeccompTarget::ThisNode(std::vector<std::string> capabilities) {
@@ -88,6 +90,29 @@ SeccompTarget SeccompTarget::ThisNode(std::vector<std::string> capabilities) {
 }
 
 Result<json> ConvertSeccompProfile(const std::string& profile_json, const SeccompTarget& target) {
+  try {
+    return Convert(profile_json, target);
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(std::string("seccomp profile: ") + e.what());
+  }
+}
+
+Result<json> LoadSeccompProfile(const std::string& path, const SeccompTarget& target) {
+  std::ifstream in(path);
+  if (!in) {
+    return Status::NotFound("seccomp profile " + path +
+                            " not found (Debian package golang-github-containers-common)");
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto converted = ConvertSeccompProfile(ss.str(), target);
+  if (!converted.ok()) return converted.status().WithContext(path);
+  return converted;
+}
+
+namespace {
+
+Result<json> Convert(const std::string& profile_json, const SeccompTarget& target) {
   json p = json::parse(profile_json, nullptr, false);
   if (!p.is_object() || !p.contains("defaultAction") || !p["defaultAction"].is_string()) {
     return Status::InvalidArgument("seccomp profile: not a JSON object with a defaultAction");
@@ -117,9 +142,20 @@ Result<json> ConvertSeccompProfile(const std::string& profile_json, const Seccom
       return Status::InvalidArgument("seccomp profile: a syscalls entry without an action");
     }
     if (!Applies(rule, target, caps)) continue;
-    json r{{"names", rule.value("names", json::array())}, {"action", rule["action"]}};
-    if (rule.contains("name") && rule["name"].is_string()) r["names"].push_back(rule["name"]);
-    if (r["names"].empty()) continue;
+    json names = rule.value("names", json::array());
+    if (rule.contains("name") && rule["name"].is_string()) names.push_back(rule["name"]);
+    if (!names.is_array() || !rule["action"].is_string()) {
+      return Status::InvalidArgument(
+          "seccomp profile: a syscalls entry whose names or action is "
+          "malformed");
+    }
+    for (const auto& n : names) {
+      if (!n.is_string()) {
+        return Status::InvalidArgument("seccomp profile: a system call name is not a string");
+      }
+    }
+    if (names.empty()) continue;
+    json r{{"names", names}, {"action", rule["action"]}};
     if (rule.contains("errnoRet") && rule["errnoRet"].is_number_unsigned()) {
       r["errnoRet"] = rule["errnoRet"];
     }
@@ -140,17 +176,6 @@ Result<json> ConvertSeccompProfile(const std::string& profile_json, const Seccom
   return out;
 }
 
-Result<json> LoadSeccompProfile(const std::string& path, const SeccompTarget& target) {
-  std::ifstream in(path);
-  if (!in) {
-    return Status::NotFound("seccomp profile " + path +
-                            " not found (Debian package golang-github-containers-common)");
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto converted = ConvertSeccompProfile(ss.str(), target);
-  if (!converted.ok()) return converted.status().WithContext(path);
-  return converted;
-}
+}  // namespace
 
 }  // namespace gpupool::agent::oci

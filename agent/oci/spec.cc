@@ -29,6 +29,9 @@ std::string EnvName(const std::string& kv) { return kv.substr(0, kv.find('=')); 
 
 bool Absolute(const std::string& p) { return !p.empty() && p[0] == '/'; }
 
+Status ApplyConfig(const std::string& image_config_json, const std::vector<std::string>& task_args,
+                   const std::vector<std::string>& task_env, RuntimeSpecInput* input);
+
 }  // namespace
 
 std::vector<std::string> DefaultCapabilities() {
@@ -57,10 +60,23 @@ Result<DeviceNode> DeviceNodeFor(const std::string& path) {
 Status ApplyImageConfig(const std::string& image_config_json,
                         const std::vector<std::string>& task_args,
                         const std::vector<std::string>& task_env, RuntimeSpecInput* input) {
+  // The image config comes from the tenant: a JSON type error is a bad image, not a crash.
+  try {
+    return ApplyConfig(image_config_json, task_args, task_env, input);
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(std::string("image config: ") + e.what());
+  }
+}
+
+namespace {
+
+Status ApplyConfig(const std::string& image_config_json, const std::vector<std::string>& task_args,
+                   const std::vector<std::string>& task_env, RuntimeSpecInput* input) {
   json config = json::parse(image_config_json, nullptr, false);
   if (!config.is_object()) return Status::InvalidArgument("image config: not JSON");
   json c = config.value("config", json::object());
   if (c.is_null()) c = json::object();
+  if (!c.is_object()) return Status::InvalidArgument("image config: \"config\" is not an object");
   std::vector<std::string> entrypoint, cmd, env;
   for (const char* key : {"Entrypoint", "Cmd", "Env"}) {
     if (!c.contains(key) || !c[key].is_array()) continue;
@@ -92,10 +108,14 @@ Status ApplyImageConfig(const std::string& image_config_json,
   input->args = args;
   input->env.clear();
   for (const auto& name : order) input->env.push_back(merged[name]);
-  std::string wd = c.value("WorkingDir", "");
+  std::string wd = c.contains("WorkingDir") && c["WorkingDir"].is_string()
+                       ? c["WorkingDir"].get<std::string>()
+                       : "";
   input->cwd = wd.empty() ? "/" : wd;
   return Status::Ok();
 }
+
+}  // namespace
 
 Result<json> BuildRuntimeSpec(const RuntimeSpecInput& in) {
   if (in.args.empty()) return Status::InvalidArgument("runtime spec: args: empty");

@@ -302,6 +302,17 @@ TEST_F(ImageStoreTest, RestartKeepsTheStoreAndDropsWhatACrashLeft) {
   EXPECT_TRUE(lease->cache_hit());
   EXPECT_EQ(lease->image().rootfs, rootfs);
   EXPECT_TRUE(fs::exists(rootfs + "/bin/busybox"));
+  lease = ImageLease();
+  store.reset();
+
+  // An index that cannot be read costs the cache, not the node: the store opens empty.
+  std::ofstream(root_ + "/state.json", std::ios::trunc)
+      << R"({"blobs": {"sha256:)" << std::string(64, 'a') << R"(": 5}})";
+  store = Open(Options());
+  ASSERT_TRUE(store);
+  EXPECT_FALSE(store->HasImage(*digest));
+  EXPECT_TRUE(store->BlobDigests().empty());
+  EXPECT_TRUE(fs::is_empty(root_ + "/rootfs"));
 }
 
 TEST_F(ImageStoreTest, FailuresNameTheirCause) {

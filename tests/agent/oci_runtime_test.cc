@@ -19,9 +19,13 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -172,6 +176,14 @@ TEST(RuntimeSpecTest, ImageConfigGivesArgsEnvAndWorkingDir) {
   ASSERT_TRUE(ApplyImageConfig(config, {"--once"}, {}, &in).ok());
   EXPECT_EQ(in.args, (std::vector<std::string>{"/bin/app", "--once"}));
   EXPECT_EQ(ApplyImageConfig(R"({"config":{}})", {}, {}, &in).code(), StatusCode::kInvalidArgument);
+  // A tenant's malformed config is refused or ignored field by field, never thrown.
+  EXPECT_EQ(ApplyImageConfig("[1,2]", {}, {}, &in).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(
+      ApplyImageConfig(R"({"config":{"Cmd":["/x"],"Env":"A=1","WorkingDir":5}})", {}, {}, &in)
+          .ok());
+  EXPECT_EQ(in.cwd, "/");
+  EXPECT_EQ(ApplyImageConfig(R"({"config":"nope"})", {"/x"}, {}, &in).code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(SeccompProfileTest, ConditionsAreResolvedForTheTask) {
@@ -207,6 +219,10 @@ TEST(SeccompProfileTest, ConditionsAreResolvedForTheTask) {
   for (const auto& r : (*admin)["syscalls"]) kept.push_back(r["names"][0]);
   EXPECT_EQ(kept, (std::vector<std::string>{"read", "set_tls", "bpf", "newcall", "personality"}));
   EXPECT_EQ((*admin)["architectures"], (json{"SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"}));
+  auto malformed = ConvertSeccompProfile(
+      R"({"defaultAction":"SCMP_ACT_ERRNO","syscalls":[{"action":"SCMP_ACT_ALLOW","names":7}]})",
+      SeccompTarget{"amd64", "6.1.0", {}});
+  EXPECT_EQ(malformed.status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(SeccompProfileTest, DebiansDefaultProfileConverts) {
@@ -335,7 +351,7 @@ class OciRuntimeTest : public ::testing::Test {
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     t.identity = *id;
     auto rootfs =
-        host_root ? HostRootfs(t.dir)
+        host_root ? HostRootfs(t.dir, t.identity.uid, t.identity.gid)
                   : MountImageRootfs(lease_->image().rootfs, t.dir, t.identity.uid, t.identity.gid);
     EXPECT_TRUE(rootfs.ok()) << rootfs.status().ToString();
     t.rootfs = *rootfs;
@@ -593,22 +609,42 @@ TEST_F(OciRuntimeTest, NetworkNoneCannotReachTheHostsLoopback) {
 }
 
 TEST_F(OciRuntimeTest, PlainCommandRunsOnTheHostRootReadOnly) {
-  Task t = Prepare("plain",
-                   {"/bin/sh", "-c",
-                    "cat /etc/debian_version >/dev/null && echo ETC-READABLE; "
-                    "touch /usr/gpupool-write-test 2>/dev/null && echo USR-WRITABLE; "
-                    "for d in /root /home /var /srv /work " +
-                        tasks_ +
-                        "; do test -e $d && echo VISIBLE:$d; done; "
-                        "id -u; touch /tmp/ok && echo TMP-WRITABLE"},
-                   nullptr, /*host_root=*/true);
+  // A host directory the task is given read-only, holding a file the agent hides (its node
+  // token, say) beside one it may read. Not under /tmp: the task's /tmp is its own.
+  std::string agent_etc = testing::MakeTempDir("/run/gpupool-ocitest-etc-");
+  std::ofstream(agent_etc + "/agent.yaml") << "token: s3cret-node-token\n";
+  std::ofstream(agent_etc + "/public.txt") << "readable\n";
+  chmod(agent_etc.c_str(), 0755);
+  chmod((agent_etc + "/agent.yaml").c_str(), 0644);
+  chmod((agent_etc + "/public.txt").c_str(), 0644);
+  Task t = Prepare(
+      "plain",
+      {"/bin/sh", "-c",
+       "cat /etc/debian_version >/dev/null && echo ETC-READABLE; "
+       "touch /usr/gpupool-write-test 2>/dev/null && echo USR-WRITABLE; "
+       "for d in /root /home /var /srv /work " +
+           tasks_ +
+           "; do test -e $d && echo VISIBLE:$d; done; "
+           "cat " +
+           agent_etc + "/public.txt " + agent_etc +
+           "/agent.yaml; "
+           "touch /tmp/ok && echo TMP-WRITABLE"},
+      [&](RuntimeSpecInput& in) {
+        in.mounts.push_back(BindMount{agent_etc, agent_etc, true});
+        in.hide_paths.push_back(agent_etc + "/agent.yaml");
+      },
+      /*host_root=*/true);
   std::string log;
   ContainerExit exit = Run(t, &log);
+  std::error_code ec;
+  fs::remove_all(agent_etc, ec);
   EXPECT_EQ(exit.exit_code, 0) << exit.reason << log;
   EXPECT_NE(log.find("ETC-READABLE"), std::string::npos) << log;
   EXPECT_NE(log.find("TMP-WRITABLE"), std::string::npos) << log;
   EXPECT_EQ(log.find("USR-WRITABLE"), std::string::npos) << log;
   EXPECT_EQ(log.find("VISIBLE:"), std::string::npos) << log;
+  EXPECT_NE(log.find("readable"), std::string::npos) << log;
+  EXPECT_EQ(log.find("s3cret-node-token"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists("/usr/gpupool-write-test"));
 }
 
@@ -617,6 +653,31 @@ TEST_F(OciRuntimeTest, PlainCommandRunsOnTheHostRootReadOnly) {
 
 namespace gpupool::agent::oci {
 namespace {
+
+TEST_F(OciRuntimeTest, OnlyTheGrantedDeviceIsThere) {
+  // Two fake GPUs (NVIDIA's major 195, no driver behind them on this host): one granted.
+  std::string gpu0 = "/dev/gpupool-test-gpu0-" + std::to_string(getpid());
+  std::string gpu1 = "/dev/gpupool-test-gpu1-" + std::to_string(getpid());
+  ASSERT_EQ(mknod(gpu0.c_str(), S_IFCHR | 0666, makedev(195, 0)), 0) << strerror(errno);
+  ASSERT_EQ(mknod(gpu1.c_str(), S_IFCHR | 0666, makedev(195, 1)), 0) << strerror(errno);
+  auto granted = DeviceNodeFor(gpu0);
+  ASSERT_TRUE(granted.ok()) << granted.status().ToString();
+  Task t = Prepare("devices",
+                   {"/bin/sh", "-c",
+                    "cat " + gpu0 + " 2>&1; test -e " + gpu1 + " && echo GPU1-VISIBLE; ls /dev"},
+                   [&](RuntimeSpecInput& in) { in.devices = {*granted}; });
+  std::string log;
+  ContainerExit exit = Run(t, &log);
+  unlink(gpu0.c_str());
+  unlink(gpu1.c_str());
+  // The granted node opens as far as the kernel goes (no driver: ENXIO), so the device cgroup
+  // and the mounts let it through; the other one is not there at all.
+  EXPECT_NE(log.find("No such device or address"), std::string::npos) << log;
+  EXPECT_EQ(log.find("Operation not permitted"), std::string::npos) << log;
+  EXPECT_EQ(log.find("GPU1-VISIBLE"), std::string::npos) << log;
+  EXPECT_NE(log.find(gpu0.substr(5)), std::string::npos) << log;
+  EXPECT_EQ(exit.exit_code, 0) << exit.reason;
+}
 
 TEST_F(OciRuntimeTest, ContainerDiesWithItsShim) {
   Task t = Prepare("orphan", {"/bin/sh", "-c", "echo up; sleep 60"});
