@@ -33,6 +33,7 @@
 
 #include "agent/image/image_store.h"
 #include "agent/image/tool.h"
+#include "agent/oci/container.h"
 #include "agent/oci/launcher.h"
 #include "agent/oci/rootfs.h"
 #include "agent/oci/seccomp.h"
@@ -319,16 +320,15 @@ class OciRuntimeTest : public ::testing::Test {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
     tasks_ = testing::MakeTempDir("/tmp/gpupool-ocitasks-");
     chmod(tasks_.c_str(), 0711);
-    launcher_ = std::make_unique<Launcher>(
-        LauncherOptions{"runc", tasks_ + "/runc-state", GPUPOOL_OCI_SHIM});
+    launcher_options_ = LauncherOptions{"runc", tasks_ + "/runc-state", GPUPOOL_OCI_SHIM};
+    launcher_ = std::make_unique<Launcher>(launcher_options_);
     layout_ = sandbox::CgroupLayout::Detect();
   }
   void TearDown() override {
-    for (const auto& t : started_) {
-      (void)launcher_->Delete(t.id);
-      (void)UnmountRootfs(t.rootfs);
-      uids_.Release(t.identity);
+    for (auto& t : started_) {
+      if (t.container) t.container->Release();
     }
+    started_.clear();
     std::error_code ec;
     if (!tasks_.empty()) fs::remove_all(tasks_, ec);
   }
@@ -338,48 +338,39 @@ class OciRuntimeTest : public ::testing::Test {
     TaskRootfs rootfs;
     sandbox::TaskIdentity identity;
     RuntimeSpecInput input;
+    std::shared_ptr<PreparedContainer> container;
   };
 
-  // A task of the test image (or of the host root when `host_root`), its bundle written.
-  Task Prepare(const std::string& name, std::vector<std::string> args,
-               std::function<void(RuntimeSpecInput&)> adjust = nullptr, bool host_root = false) {
+  // A task of the test image (or a plain command when `host_root`), prepared by the agent's
+  // ContainerFactory: image held, uid taken, rootfs mounted, bundle written.
+  using Adjust = std::function<void(ContainerRequest&, ContainerFactoryOptions&)>;
+  Task Prepare(const std::string& name, std::vector<std::string> args, Adjust adjust = nullptr,
+               bool host_root = false) {
     Task t;
     t.id = "gpupool-test-" + name + "-" + std::to_string(getpid());
     t.dir = tasks_ + "/" + name;
     fs::create_directories(t.dir);
-    auto id = uids_.Acquire("tenant-" + name);
-    EXPECT_TRUE(id.ok()) << id.status().ToString();
-    t.identity = *id;
-    auto rootfs =
-        host_root ? HostRootfs(t.dir, t.identity.uid, t.identity.gid)
-                  : MountImageRootfs(lease_->image().rootfs, t.dir, t.identity.uid, t.identity.gid);
-    EXPECT_TRUE(rootfs.ok()) << rootfs.status().ToString();
-    t.rootfs = *rootfs;
-    RuntimeSpecInput& in = t.input;
-    if (!host_root) {
-      EXPECT_TRUE(ApplyImageConfig(lease_->image().config_json, args, {}, &in).ok());
-    } else {
-      in.args = args;
-      in.env = {"PATH=/usr/bin:/bin"};
-    }
-    in.rootfs = t.rootfs.path;
-    in.rootfs_readonly = t.rootfs.readonly;
-    in.mounts = t.rootfs.mounts;
-    in.host_uid = t.identity.uid;
-    in.host_gid = t.identity.gid;
-    in.cgroups_path = "/gpupool-test/" + t.id;
-    in.cgroup_v2 = layout_.OnV2(sandbox::Controller::kMemory);
-    in.pids_max = 256;
-    auto seccomp =
-        LoadSeccompProfile(kDefaultSeccompProfile, SeccompTarget::ThisNode(in.capabilities));
-    EXPECT_TRUE(seccomp.ok()) << seccomp.status().ToString();
-    if (seccomp.ok()) in.seccomp = *seccomp;
-    if (adjust) adjust(in);
-    auto spec = BuildRuntimeSpec(in);
-    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
-    if (spec.ok()) {
-      EXPECT_TRUE(WriteBundleConfig(t.dir, *spec).ok());
-    }
+    ContainerFactoryOptions o;
+    o.store = *store_;
+    o.uids = uids_;
+    o.launcher = launcher_options_;
+    o.cgroup_parent = "/gpupool-test";
+    o.cgroup_v2 = layout_.OnV2(sandbox::Controller::kMemory);
+    ContainerRequest r;
+    r.id = t.id;
+    r.tenant = "tenant-" + name;
+    r.task_dir = t.dir;
+    r.image = host_root ? "" : registry_->host() + "/test/runtime:1";
+    r.args = args;
+    r.pids_max = 256;
+    if (adjust) adjust(r, o);
+    auto prepared = ContainerFactory(o).Prepare(r);
+    EXPECT_TRUE(prepared.ok()) << prepared.status().ToString();
+    if (!prepared.ok()) return t;
+    t.container = std::move(*prepared);
+    t.identity = t.container->identity();
+    t.rootfs = t.container->rootfs();
+    t.input = t.container->spec_input();
     started_.push_back(t);
     return t;
   }
@@ -404,7 +395,9 @@ class OciRuntimeTest : public ::testing::Test {
   std::string tasks_;
   std::unique_ptr<Launcher> launcher_;
   sandbox::CgroupLayout layout_;
-  sandbox::UidMap uids_{{}, 300000, 1000};
+  std::shared_ptr<sandbox::UidMap> uids_ =
+      std::make_shared<sandbox::UidMap>(std::map<std::string, std::string>{}, 300000, 1000);
+  LauncherOptions launcher_options_;
   std::vector<Task> started_;
 };
 
@@ -491,7 +484,7 @@ TEST_F(OciRuntimeTest, DefaultSeccompProfileRefusesASyscall) {
 
   // The same task without the filter: the kernel allows it, so the filter is what refused it.
   Task open = Prepare("noseccomp", {"/bin/oci_probe", "move_pages"},
-                      [](RuntimeSpecInput& in) { in.seccomp = nullptr; });
+                      [](ContainerRequest& in, ContainerFactoryOptions&) { in.seccomp = false; });
   exit = Run(open, &log);
   EXPECT_EQ(exit.exit_code, 0) << exit.reason << log;
   EXPECT_NE(log.find("ok"), std::string::npos) << log;
@@ -501,8 +494,9 @@ TEST_F(OciRuntimeTest, MemoryLimitOomKillsTheTaskAndSaysSo) {
   if (!layout_.Has(sandbox::Controller::kMemory)) {
     GTEST_SKIP() << "this host has no memory cgroup controller";
   }
-  Task t = Prepare("oom", {"/bin/oci_probe", "hog", "512"},
-                   [](RuntimeSpecInput& in) { in.memory_bytes = 32 << 20; });
+  Task t =
+      Prepare("oom", {"/bin/oci_probe", "hog", "512"},
+              [](ContainerRequest& in, ContainerFactoryOptions&) { in.memory_bytes = 32 << 20; });
   std::string log;
   ContainerExit exit = Run(t, &log);
   EXPECT_EQ(exit.signal, SIGKILL) << exit.reason << log;
@@ -512,19 +506,21 @@ TEST_F(OciRuntimeTest, MemoryLimitOomKillsTheTaskAndSaysSo) {
   EXPECT_EQ(log.find("allocated"), std::string::npos) << log;
 
   // Under the limit it completes and no OOM is reported.
-  Task fits = Prepare("fits", {"/bin/oci_probe", "hog", "8"},
-                      [](RuntimeSpecInput& in) { in.memory_bytes = 64 << 20; });
+  Task fits =
+      Prepare("fits", {"/bin/oci_probe", "hog", "8"},
+              [](ContainerRequest& in, ContainerFactoryOptions&) { in.memory_bytes = 64 << 20; });
   exit = Run(fits, &log);
   EXPECT_EQ(exit.exit_code, 0) << exit.reason << log;
   EXPECT_FALSE(exit.oom_killed());
 }
 
 TEST_F(OciRuntimeTest, CgroupLimitsAreTheOnesAskedFor) {
-  Task t = Prepare("limits", {"/bin/sh", "-c", "echo up; sleep 30"}, [](RuntimeSpecInput& in) {
-    in.memory_bytes = 48 << 20;
-    in.cpu_milli = 500;
-    in.pids_max = 64;
-  });
+  Task t = Prepare("limits", {"/bin/sh", "-c", "echo up; sleep 30"},
+                   [](ContainerRequest& in, ContainerFactoryOptions&) {
+                     in.memory_bytes = 48 << 20;
+                     in.cpu_milli = 500;
+                     in.pids_max = 64;
+                   });
   std::string path = t.dir + "/output.log";
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   auto shim = launcher_->Start(t.dir, t.id, fd);
@@ -598,8 +594,9 @@ TEST_F(OciRuntimeTest, NetworkNoneCannotReachTheHostsLoopback) {
   EXPECT_EQ(accepted, 0);
 
   // Control: the same command in the host's network namespace does connect.
-  Task host = Prepare("nethost", {"/bin/sh", "-c", cmd},
-                      [](RuntimeSpecInput& in) { in.network = Network::kHost; });
+  Task host =
+      Prepare("nethost", {"/bin/sh", "-c", cmd},
+              [](ContainerRequest& in, ContainerFactoryOptions&) { in.network = Network::kHost; });
   exit = Run(host, &log);
   EXPECT_NE(log.find("CONNECTED"), std::string::npos) << exit.reason << log;
   stop = true;
@@ -629,9 +626,9 @@ TEST_F(OciRuntimeTest, PlainCommandRunsOnTheHostRootReadOnly) {
            agent_etc + "/public.txt " + agent_etc +
            "/agent.yaml; "
            "touch /tmp/ok && echo TMP-WRITABLE"},
-      [&](RuntimeSpecInput& in) {
-        in.mounts.push_back(BindMount{agent_etc, agent_etc, true});
-        in.hide_paths.push_back(agent_etc + "/agent.yaml");
+      [&](ContainerRequest& in, ContainerFactoryOptions& o) {
+        in.volumes.push_back(BindMount{agent_etc, agent_etc, true});
+        o.hide_paths.push_back(agent_etc + "/agent.yaml");
       },
       /*host_root=*/true);
   std::string log;
@@ -662,10 +659,11 @@ TEST_F(OciRuntimeTest, OnlyTheGrantedDeviceIsThere) {
   ASSERT_EQ(mknod(gpu1.c_str(), S_IFCHR | 0666, makedev(195, 1)), 0) << strerror(errno);
   auto granted = DeviceNodeFor(gpu0);
   ASSERT_TRUE(granted.ok()) << granted.status().ToString();
-  Task t = Prepare("devices",
-                   {"/bin/sh", "-c",
-                    "cat " + gpu0 + " 2>&1; test -e " + gpu1 + " && echo GPU1-VISIBLE; ls /dev"},
-                   [&](RuntimeSpecInput& in) { in.devices = {*granted}; });
+  Task t =
+      Prepare("devices",
+              {"/bin/sh", "-c",
+               "cat " + gpu0 + " 2>&1; test -e " + gpu1 + " && echo GPU1-VISIBLE; ls /dev"},
+              [&](ContainerRequest& in, ContainerFactoryOptions&) { in.device_files = {gpu0}; });
   std::string log;
   ContainerExit exit = Run(t, &log);
   unlink(gpu0.c_str());
@@ -677,6 +675,35 @@ TEST_F(OciRuntimeTest, OnlyTheGrantedDeviceIsThere) {
   EXPECT_EQ(log.find("GPU1-VISIBLE"), std::string::npos) << log;
   EXPECT_NE(log.find(gpu0.substr(5)), std::string::npos) << log;
   EXPECT_EQ(exit.exit_code, 0) << exit.reason;
+}
+
+TEST_F(OciRuntimeTest, AFailedPrepareNamesItsStepAndKeepsNothing) {
+  ContainerFactoryOptions o;
+  o.store = *store_;
+  o.uids = uids_;
+  o.launcher = launcher_options_;
+  o.cgroup_parent = "/gpupool-test";
+  ContainerRequest r;
+  r.id = "gpupool-test-nothing-" + std::to_string(getpid());
+  r.tenant = "tenant-nothing";
+  r.task_dir = tasks_ + "/nothing";
+  fs::create_directories(r.task_dir);
+  r.image = registry_->host() + "/test/does-not-exist:1";
+  auto missing = ContainerFactory(o).Prepare(r);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().ToString();
+  EXPECT_EQ(missing.status().message().rfind("image: ", 0), 0u) << missing.status().message();
+
+  r.image = registry_->host() + "/test/runtime:1";
+  r.device_files = {tasks_ + "/not-a-device"};
+  std::ofstream(r.device_files[0]) << "plain file";
+  auto bad_device = ContainerFactory(o).Prepare(r);
+  EXPECT_EQ(bad_device.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_device.status().message().find("not a device file"), std::string::npos)
+      << bad_device.status().message();
+  // Undone: the uid is back, the overlay unmounted.
+  EXPECT_EQ(uids_->pool_in_use(), 0);
+  std::string mounts = testing::ReadWholeFile("/proc/self/mountinfo");
+  EXPECT_EQ(mounts.find(r.task_dir + "/rootfs"), std::string::npos);
 }
 
 TEST_F(OciRuntimeTest, ContainerDiesWithItsShim) {
