@@ -658,12 +658,16 @@ Status ImageStore::Unpack(const ImageInfo& info, const std::string& manifest_byt
     cleanup();
     return st;
   }
-  auto run = RunTool(
-      {.argv = {options_.umoci, "raw", "unpack", "--image", layout + ":img", layout + "/rootfs"},
-       .env = {},
-       .pass_fd = -1,
-       .timeout_ms = options_.tool_timeout_ms,
-       .stdout_fd = -1});
+  // As root (the agent), files keep the image's owners; otherwise (a developer's store) they
+  // belong to the caller.
+  std::vector<std::string> argv = {options_.umoci, "raw",           "unpack",
+                                   "--image",      layout + ":img", layout + "/rootfs"};
+  if (geteuid() != 0) argv.insert(argv.begin() + 3, "--rootless");
+  auto run = RunTool({.argv = argv,
+                      .env = {},
+                      .pass_fd = -1,
+                      .timeout_ms = options_.tool_timeout_ms,
+                      .stdout_fd = -1});
   if (!run.ok() || !run->ok()) {
     std::string why = run.ok() ? run->Describe() : run.status().message();
     // umoci may panic on ENOSPC without saying so on its last line: read all of stderr, and

@@ -180,7 +180,9 @@ Result<std::string> BuildAndPush(const LocalRegistry& registry, const std::strin
   GPUPOOL_RETURN_IF_ERROR(Run({"umoci", "new", "--image", image}));
   for (const TestLayer& layer : layers) {
     fs::remove_all(bundle, ec);
-    GPUPOOL_RETURN_IF_ERROR(Run({"umoci", "unpack", "--image", image, bundle}));
+    std::vector<std::string> unpack = {"umoci", "unpack", "--image", image, bundle};
+    if (geteuid() != 0) unpack.insert(unpack.begin() + 2, "--rootless");
+    GPUPOOL_RETURN_IF_ERROR(Run(unpack));
     std::string rootfs = bundle + "/rootfs";
     for (const auto& [path, content] : layer.files) {
       fs::create_directories(fs::path(rootfs + path).parent_path());
