@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -152,6 +153,8 @@ struct ImageStore::Flight {
   bool done = false;
   Status status;
   std::string manifest_digest;
+  std::atomic<int64_t> bytes_done{0};
+  std::atomic<int64_t> bytes_total{0};
 };
 
 ImageStore::ImageStore(ImageStoreOptions options) : options_(std::move(options)) {}
@@ -302,7 +305,8 @@ Status ImageStore::SaveLocked() {
 // ---- pulling ----
 
 Result<ImageLease> ImageStore::Pull(const std::string& reference,
-                                    const RegistryCredential& credential) {
+                                    const RegistryCredential& credential,
+                                    const Progress& progress) {
   GPUPOOL_ASSIGN_OR_RETURN(Reference ref, ParseReference(reference));
   // Same reference, same credential: one leader. The key holds a hash, never the secret.
   std::string key =
@@ -314,7 +318,24 @@ Result<ImageLease> ImageStore::Pull(const std::string& reference,
     auto it = flights_.find(key);
     if (it != flights_.end()) {
       flight = it->second;
-      changed_.wait(lock, [&] { return flight->done; });
+      // The leader's progress, passed on while waiting.
+      int64_t seen = -1;
+      while (!flight->done) {
+        changed_.wait_for(lock, std::chrono::milliseconds(100));
+        int64_t done = flight->bytes_done;
+        if (progress && done != seen && !flight->done) {
+          seen = done;
+          lock.unlock();
+          progress(done, flight->bytes_total);
+          lock.lock();
+        }
+      }
+      if (progress && flight->status.ok()) {
+        int64_t total = flight->bytes_total;
+        lock.unlock();
+        progress(total, total);
+        lock.lock();
+      }
       if (!flight->status.ok()) return flight->status;
       if (images_.count(flight->manifest_digest)) {
         stats_.pulls++;
@@ -326,7 +347,7 @@ Result<ImageLease> ImageStore::Pull(const std::string& reference,
     flight = std::make_shared<Flight>();
     flights_[key] = flight;
   }
-  Result<ImageLease> result = PullLeader(ref, credential);
+  Result<ImageLease> result = PullLeader(ref, credential, flight.get(), progress);
   std::lock_guard<std::mutex> lock(mu_);
   flight->done = true;
   flight->status = result.status();
@@ -439,7 +460,8 @@ void ImageStore::Unpin(const std::string& manifest_digest) {
 }
 
 Result<ImageLease> ImageStore::PullLeader(const Reference& ref,
-                                          const RegistryCredential& credential) {
+                                          const RegistryCredential& credential, Flight* flight,
+                                          const Progress& progress) {
   const bool need_registry = !ref.digest.size() || !credential.empty();
   std::string digest = ref.digest;
   {
@@ -448,6 +470,7 @@ Result<ImageLease> ImageStore::PullLeader(const Reference& ref,
     if (!need_registry && it != images_.end() && !it->second.with_credential) {
       stats_.pulls++;
       stats_.cache_hits++;
+      if (progress) progress(0, 0);
       return LeaseLocked(digest, true);
     }
   }
@@ -466,6 +489,7 @@ Result<ImageLease> ImageStore::PullLeader(const Reference& ref,
       stats_.cache_hits++;
       ImageLease lease = LeaseLocked(digest, true);
       GPUPOOL_RETURN_IF_ERROR(SaveLocked());
+      if (progress) progress(0, 0);
       return lease;
     }
     unpacking_.insert(digest);
@@ -510,10 +534,15 @@ Result<ImageLease> ImageStore::PullLeader(const Reference& ref,
       }
     }
   }
+  int64_t claimed_bytes = 0;
+  for (const auto& b : claimed) claimed_bytes += b.size;
+  flight->bytes_total = claimed_bytes;
   if (!claimed.empty()) {
-    Status st = FetchBlobs(ref, resolved, credential, claimed);
+    Status st = FetchBlobs(ref, resolved, credential, claimed, flight, progress);
     if (!st.ok()) return finish(st);
   }
+  flight->bytes_done = claimed_bytes;
+  if (progress) progress(claimed_bytes, claimed_bytes);
   // The manifest itself, verified at Resolve.
   Status st = WriteFileAtomic(BlobPath(digest), resolved.manifest_bytes);
   if (!st.ok()) return finish(st);
@@ -560,7 +589,8 @@ Result<ImageLease> ImageStore::PullLeader(const Reference& ref,
 
 Status ImageStore::FetchBlobs(const Reference& ref, const Resolved& resolved,
                               const RegistryCredential& credential,
-                              const std::vector<BlobRef>& missing) {
+                              const std::vector<BlobRef>& missing, Flight* flight,
+                              const Progress& progress) {
   std::string staging = TmpDir("pull-");
   auto cleanup = [&] {
     std::error_code ec;
@@ -586,8 +616,42 @@ Status ImageStore::FetchBlobs(const Reference& ref, const Resolved& resolved,
       return Status::Internal("link " + BlobPath(b.digest) + ": " + strerror(errno));
     }
   }
+  // Bytes done: whatever skopeo has written into the staging layout besides the links.
+  std::set<std::string> linked;
+  for (const auto& b : all) {
+    if (!missing_set.count(b.digest)) linked.insert(Hex(b.digest));
+  }
+  std::atomic<bool> copying{true};
+  std::thread watcher([&] {
+    const int64_t total = flight->bytes_total;
+    int64_t last = 0;
+    while (copying) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      int64_t sum = 0;
+      std::error_code walk;
+      for (auto it = fs::recursive_directory_iterator(staging, walk);
+           !walk && it != fs::recursive_directory_iterator(); it.increment(walk)) {
+        std::error_code stat;
+        if (!it->is_regular_file(stat) || linked.count(it->path().filename().string())) continue;
+        int64_t size = static_cast<int64_t>(it->file_size(stat));
+        if (!stat) sum += size;
+      }
+      sum = std::min(sum, total);
+      if (sum > last && copying) {
+        last = sum;
+        flight->bytes_done = sum;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          changed_.notify_all();
+        }
+        if (progress) progress(sum, total);
+      }
+    }
+  });
   RegistryClient client(options_, credential);
   st = client.CopyToLayout(ref, ref.WithDigest(resolved.manifest_digest), staging, "pull");
+  copying = false;
+  watcher.join();
   if (!st.ok()) {
     cleanup();
     return st;

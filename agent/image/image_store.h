@@ -51,6 +51,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -137,7 +138,14 @@ class ImageStore : public std::enable_shared_from_this<ImageStore> {
   // (tmp/, blobs or rootfs the index does not list) and drops index entries whose files are gone.
   static Result<std::shared_ptr<ImageStore>> Open(ImageStoreOptions options);
 
-  Result<ImageLease> Pull(const std::string& reference, const RegistryCredential& credential);
+  // Progress of a pull, for a PULLING state: bytes of blobs this pull fetches, done and total
+  // (0 and 0 when it fetches nothing). Called from the store's threads, a few times a second
+  // while bytes move and once at the end with done == total; pulls that wait on another pull
+  // of the same reference see that pull's progress.
+  using Progress = std::function<void(int64_t bytes_done, int64_t bytes_total)>;
+
+  Result<ImageLease> Pull(const std::string& reference, const RegistryCredential& credential,
+                          const Progress& progress = nullptr);
 
   // Removes least recently used blobs not in use until the store is within budget minus
   // `headroom`. ResourceExhausted when blobs in use alone exceed it.
@@ -174,11 +182,13 @@ class ImageStore : public std::enable_shared_from_this<ImageStore> {
   // REQUIRES: mu_ held. May throw nlohmann::json::exception (Load() then starts empty).
   void LoadIndexLocked(const nlohmann::json& state);
   void Unpin(const std::string& manifest_digest);
-  Result<ImageLease> PullLeader(const Reference& ref, const RegistryCredential& credential);
+  Result<ImageLease> PullLeader(const Reference& ref, const RegistryCredential& credential,
+                                Flight* flight, const Progress& progress);
   Result<Resolved> Resolve(const Reference& ref, const RegistryCredential& credential);
   Result<Resolved> ResolveManifest(const Reference& ref, const RegistryCredential& credential);
   Status FetchBlobs(const Reference& ref, const Resolved& resolved,
-                    const RegistryCredential& credential, const std::vector<BlobRef>& missing);
+                    const RegistryCredential& credential, const std::vector<BlobRef>& missing,
+                    Flight* flight, const Progress& progress);
   Status Unpack(const ImageInfo& info, const std::string& manifest_bytes);
   Status EnsureSpace(int64_t needed);
   Status CollectLocked(int64_t target_bytes, std::vector<std::string>* removed_paths);

@@ -102,9 +102,17 @@ TEST_F(ImageStoreTest, PullStoresVerifiedBlobsAndUnpacksTheRootfs) {
                              {BusyboxLayer(), RandomLayer("/data/blob", 4096, 1)});
   ASSERT_TRUE(digest.ok()) << digest.status().ToString();
   auto store = Open(Options());
-  auto lease = store->Pull(Ref("test/busybox:1"), {});
+  std::vector<std::pair<int64_t, int64_t>> progress;
+  auto lease = store->Pull(Ref("test/busybox:1"), {}, [&](int64_t done, int64_t total) {
+    progress.emplace_back(done, total);
+  });
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   const ImageInfo& info = lease->image();
+  // Progress ends at the bytes of the blobs fetched (layers and config), never going back.
+  ASSERT_FALSE(progress.empty());
+  const int64_t fetched = info.bytes() - info.manifest_size;
+  EXPECT_EQ(progress.back(), std::make_pair(fetched, fetched));
+  for (size_t i = 1; i < progress.size(); ++i) EXPECT_LE(progress[i - 1].first, progress[i].first);
   EXPECT_EQ(info.manifest_digest, *digest);
   EXPECT_FALSE(lease->cache_hit());
   ASSERT_EQ(info.layers.size(), 2u);
@@ -200,12 +208,30 @@ TEST_F(ImageStoreTest, TwentyConcurrentPullsFetchEachLayerOnce) {
   std::vector<Result<ImageLease>> results;
   results.reserve(22);
   for (int i = 0; i < 22; ++i) results.emplace_back(Status::Internal("not run"));
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> progress(22);
   std::vector<std::thread> threads;
   for (int i = 0; i < 22; ++i) {
-    threads.emplace_back(
-        [&, i] { results[i] = store->Pull(Ref(i < 20 ? "test/many:1" : "test/other:1"), {}); });
+    threads.emplace_back([&, i] {
+      results[i] = store->Pull(
+          Ref(i < 20 ? "test/many:1" : "test/other:1"), {},
+          [&, i](int64_t done, int64_t total) { progress[i].emplace_back(done, total); });
+    });
   }
   for (auto& t : threads) t.join();
+  // Every task of the image saw the one pull's progress to its end (a thread that started only
+  // after that pull had finished would see a cache hit: 0 of 0).
+  std::pair<int64_t, int64_t> fetched{0, 0};
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_FALSE(progress[i].empty()) << i;
+    fetched = std::max(fetched, progress[i].back());
+  }
+  EXPECT_GT(fetched.second, 0);
+  EXPECT_EQ(fetched.first, fetched.second);
+  for (int i = 0; i < 20; ++i) {
+    if (progress[i].back() != std::make_pair(int64_t{0}, int64_t{0})) {
+      EXPECT_EQ(progress[i].back(), fetched) << i;
+    }
+  }
   for (int i = 0; i < 22; ++i) {
     ASSERT_TRUE(results[i].ok()) << i << ": " << results[i].status().ToString();
     EXPECT_EQ(results[i]->image().manifest_digest, i < 20 ? *base : *other);
