@@ -465,19 +465,26 @@ Result<ImageLease> ImageStore::PullLeader(const Reference& ref,
   const bool need_registry = !ref.digest.size() || !credential.empty();
   std::string digest = ref.digest;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = images_.find(digest);
-    if (!need_registry && it != images_.end() && !it->second.with_credential) {
-      stats_.pulls++;
-      stats_.cache_hits++;
+    ImageLease hit;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = images_.find(digest);
+      if (!need_registry && it != images_.end() && !it->second.with_credential) {
+        stats_.pulls++;
+        stats_.cache_hits++;
+        hit = LeaseLocked(digest, true);
+      }
+    }
+    if (hit.store_) {  // callbacks and lease ends run without the lock
       if (progress) progress(0, 0);
-      return LeaseLocked(digest, true);
+      return hit;
     }
   }
   GPUPOOL_ASSIGN_OR_RETURN(Resolved resolved, Resolve(ref, credential));
   digest = resolved.manifest_digest;
   std::vector<BlobRef> wanted = resolved.layers;
   wanted.push_back(resolved.config);
+  ImageLease hit;
   {
     std::unique_lock<std::mutex> lock(mu_);
     changed_.wait(lock, [&] { return !unpacking_.count(digest); });
@@ -487,14 +494,18 @@ Result<ImageLease> ImageStore::PullLeader(const Reference& ref,
       it->second.with_credential = it->second.with_credential || !credential.empty();
       stats_.pulls++;
       stats_.cache_hits++;
-      ImageLease lease = LeaseLocked(digest, true);
-      GPUPOOL_RETURN_IF_ERROR(SaveLocked());
-      if (progress) progress(0, 0);
-      return lease;
+      hit = LeaseLocked(digest, true);
+      Status saved = SaveLocked();  // a new ref; the next save retries if this one fails
+      if (!saved.ok()) LogWarn(kComponent, "index not saved", {{"error", saved.message()}});
+    } else {
+      unpacking_.insert(digest);
+      pins_[digest]++;
+      for (const auto& b : wanted) pulling_blobs_.insert(b.digest);
     }
-    unpacking_.insert(digest);
-    pins_[digest]++;
-    for (const auto& b : wanted) pulling_blobs_.insert(b.digest);
+  }
+  if (hit.store_) {  // callbacks and lease ends run without the lock
+    if (progress) progress(0, 0);
+    return hit;
   }
   std::vector<BlobRef> claimed;
   auto finish = [&](Status st) -> Status {
