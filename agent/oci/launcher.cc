@@ -176,6 +176,10 @@ int ShimMain(int argc, char** argv) {
   for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&mask, s);
   sigprocmask(SIG_BLOCK, &mask, nullptr);
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+  if (sfd < 0) {
+    perror("gpupool-oci-shim: signalfd");
+    return 125;
+  }
 
   ContainerExit result;
   std::string log = bundle + "/runc.log", pid_file = bundle + "/init.pid";
@@ -193,6 +197,15 @@ int ShimMain(int argc, char** argv) {
     return 125;
   }
   pid_t init = static_cast<pid_t>(std::atoll(ReadAll(pid_file).c_str()));
+  if (init <= 1) {  // never signal 0, -1 or 1
+    result.reason = "runc create: no init pid in " + pid_file;
+    WriteResult(bundle, result);
+    fprintf(stderr, "gpupool-oci-shim: %s\n", result.reason.c_str());
+    close(alive[1]);
+    while (waitpid(-1, nullptr, 0) > 0) {
+    }
+    return 125;
+  }
   std::string memory_dir = MemoryCgroupDir(init);
   pid_t start =
       SpawnInherit({runc, "--root", root, "--log", log, "--log-format", "json", "start", id});
@@ -206,6 +219,9 @@ int ShimMain(int argc, char** argv) {
     signalfd_siginfo info{};
     if (read(sfd, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) {
       if (errno == EINTR) continue;
+      // No more signals to read: wait for the init itself (nothing is forwarded any more).
+      while (waitpid(init, &status, 0) < 0 && errno == EINTR) {
+      }
       break;
     }
     if (info.ssi_signo != SIGCHLD) {
