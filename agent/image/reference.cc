@@ -1,27 +1,63 @@
 #include "agent/image/reference.h"
 
-#include <regex>
-
 namespace gpupool::agent::image {
 namespace {
 
+bool LowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+bool Hex(char c) { return (c >= 'a' && c <= 'f') || (c >= '0' && c <= '9'); }
+
+// [a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*  (the distribution spec's path component)
+bool ValidComponent(const std::string& part) {
+  size_t i = 0;
+  const size_t n = part.size();
+  while (true) {
+    if (i >= n || !LowerAlnum(part[i])) return false;
+    while (i < n && LowerAlnum(part[i])) ++i;
+    if (i == n) return true;
+    if (part[i] == '.') {
+      ++i;
+    } else if (part[i] == '_') {
+      ++i;
+      if (i < n && part[i] == '_') ++i;
+    } else if (part[i] == '-') {
+      while (i < n && part[i] == '-') ++i;
+    } else {
+      return false;
+    }
+  }
+}
+
 bool ValidRepository(const std::string& repo) {
-  static const std::regex component("[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*");
   size_t begin = 0;
   while (true) {
     size_t slash = repo.find('/', begin);
     std::string part = repo.substr(begin, slash == std::string::npos ? slash : slash - begin);
-    if (!std::regex_match(part, component)) return false;
+    if (!ValidComponent(part)) return false;
     if (slash == std::string::npos) return true;
     begin = slash + 1;
   }
 }
 
+// [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
+bool ValidTag(const std::string& tag) {
+  if (tag.empty() || tag.size() > 128) return false;
+  for (size_t i = 0; i < tag.size(); ++i) {
+    char c = tag[i];
+    bool word =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    if (!word && (i == 0 || (c != '.' && c != '-'))) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool IsSha256Digest(const std::string& digest) {
-  static const std::regex re("sha256:[a-f0-9]{64}");
-  return std::regex_match(digest, re);
+  if (digest.size() != 71 || digest.compare(0, 7, "sha256:") != 0) return false;
+  for (size_t i = 7; i < digest.size(); ++i) {
+    if (!Hex(digest[i])) return false;
+  }
+  return true;
 }
 
 std::string Reference::Canonical() const {
@@ -61,8 +97,7 @@ Result<Reference> ParseReference(const std::string& text) {
   if (colon != std::string::npos) {
     ref.tag = rest.substr(colon + 1);
     rest = rest.substr(0, colon);
-    static const std::regex tag_re("[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}");
-    if (!std::regex_match(ref.tag, tag_re)) {
+    if (!ValidTag(ref.tag)) {
       return Status::InvalidArgument("image '" + text + "': bad tag '" + ref.tag + "'");
     }
   }

@@ -95,6 +95,15 @@ TEST(ReferenceTest, ParsesAndNamesTheBadPart) {
   EXPECT_NE(bad.status().message().find("digest"), std::string::npos);
   bad = ParseReference("app:-x");
   EXPECT_NE(bad.status().message().find("tag"), std::string::npos);
+  EXPECT_TRUE(ParseReference("reg.io/a__b/c-d--e.f_g:V1_x.y-z").ok());
+  EXPECT_FALSE(ParseReference("reg.io/a___b").ok());
+  EXPECT_FALSE(ParseReference("reg.io/a.-b").ok());
+  EXPECT_FALSE(ParseReference("reg.io/a//b").ok());
+  EXPECT_FALSE(ParseReference("reg.io/ab-").ok());
+  EXPECT_TRUE(ParseReference("app:" + std::string(128, 't')).ok());
+  EXPECT_FALSE(ParseReference("app:" + std::string(129, 't')).ok());
+  EXPECT_FALSE(ParseReference("app@sha256:" + std::string(64, 'A')).ok());
+  EXPECT_FALSE(IsSha256Digest("sha512:" + std::string(64, 'a')));
 }
 
 TEST_F(ImageStoreTest, PullStoresVerifiedBlobsAndUnpacksTheRootfs) {
