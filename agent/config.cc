@@ -423,7 +423,15 @@ Status ParseTop(const Reader& r, const YAML::Node& root, AgentConfig* c) {
     } else if (k == "pool") {
       GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->pool));
     } else if (k == "token") {
+      if (root["token_file"]) return r.Error(v, k, "set token or token_file, not both");
       GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->token));
+    } else if (k == "token_file") {
+      std::string path;
+      GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &path));
+      Result<std::string> token = ReadTokenFile(path);
+      if (!token.ok()) return r.Error(v, k, token.status().message());
+      c->token = std::move(token).value();
+      c->token_file = std::move(path);
     } else if (k == "ca_file") {
       GPUPOOL_RETURN_IF_ERROR(r.String(v, k, &c->ca_file));
     } else if (k == "backend") {
@@ -525,6 +533,24 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml, const std::string&
   Reader r(source);
   GPUPOOL_RETURN_IF_ERROR(ParseTop(r, root, &c));
   return c;
+}
+
+Result<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound(path + ": cannot read the token file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string token = ss.str();
+  const auto space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n'; };
+  while (!token.empty() && space(token.back())) token.pop_back();
+  size_t start = 0;
+  while (start < token.size() && space(token[start])) ++start;
+  token.erase(0, start);
+  if (token.empty()) return Status::InvalidArgument(path + ": the token file is empty");
+  if (token.find('\n') != std::string::npos) {
+    return Status::InvalidArgument(path + ": the token file must hold one line");
+  }
+  return token;
 }
 
 Result<AgentConfig> LoadAgentConfigFile(const std::string& path) {

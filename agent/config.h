@@ -57,7 +57,10 @@ struct AgentConfig {
   std::string node_name;  // empty → the host name
   std::string pool = "default";
   std::map<std::string, std::string> labels;
+  // The join token (secure gpupoold: <data-dir>/node.token, or a token an admin created); from
+  // `token`, or read from `token_file` (one line).
   std::string token;
+  std::string token_file;  // where `token` came from, if from a file (the sandbox hides it)
   // gpupoold's CA certificate (<data-dir>/tls/ca.crt). Set: TLS, and the agent authenticates with
   // its own node certificate, joining with `token` as the join token (agent/enroll.h).
   std::string ca_file;
@@ -91,6 +94,9 @@ struct AgentConfig {
 // Parses YAML text; `source` names it in errors (a file path).
 Result<AgentConfig> ParseAgentConfig(const std::string& yaml, const std::string& source);
 Result<AgentConfig> LoadAgentConfigFile(const std::string& path);
+// The token in `path` (one line, surrounding whitespace dropped). NOT_FOUND naming the file when
+// it cannot be read; INVALID_ARGUMENT when it is empty or holds more than one line.
+Result<std::string> ReadTokenFile(const std::string& path);
 
 // HOST:PORT with a port 1..65535, or empty (off). The error names what is wrong.
 Status CheckListenAddress(const std::string& address);

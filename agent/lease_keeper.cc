@@ -103,9 +103,16 @@ Result<std::shared_ptr<LeaseKeeper>> LeaseKeeper::Start() {
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return Status::Internal(std::string("lease keeper: socketpair: ") + std::strerror(errno));
   }
+  // Every signal stays blocked across the fork, so none can reach the keeper before it ignores
+  // it: a SIGTERM meant for the agent's group that arrives in that window stays pending and is
+  // discarded when the keeper sets SIG_IGN (POSIX: setting SIG_IGN discards a pending signal).
+  sigset_t all, saved;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &saved);
   const pid_t pid = fork();
   if (pid < 0) {
     const int err = errno;
+    pthread_sigmask(SIG_SETMASK, &saved, nullptr);
     close(sv[0]);
     close(sv[1]);
     return Status::Internal(std::string("lease keeper: fork: ") + std::strerror(err));
@@ -129,6 +136,11 @@ Result<std::shared_ptr<LeaseKeeper>> LeaseKeeper::Start() {
     close_range(4, ~0U, 0);
     KeeperMain(3);
   }
+  // Both sides set the group (the classic job-control idiom), so when Start returns the keeper
+  // has left the agent's group whichever of the two ran first; EACCES after the child's exec-free
+  // setpgid or ESRCH are harmless.
+  setpgid(pid, pid);
+  pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   close(sv[0]);
   LogInfo("agent.lease", "lease keeper started", {{"pid", std::to_string(pid)}});
   return std::shared_ptr<LeaseKeeper>(new LeaseKeeper(pid, sv[1]));

@@ -1,6 +1,7 @@
 #include "agent/nvml_backend.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
@@ -71,6 +72,9 @@ struct NvmlBackend::Api {
   nvmlReturn_t (*GetTopologyCommonAncestor)(nvmlDevice_t, nvmlDevice_t, int*);
   nvmlReturn_t (*GetP2PStatus)(nvmlDevice_t, nvmlDevice_t, int, int*);
   nvmlReturn_t (*GetPciInfo)(nvmlDevice_t, NvmlPciInfo*);
+  nvmlReturn_t (*GetMinorNumber)(nvmlDevice_t, unsigned int*);
+  nvmlReturn_t (*GetGpuInstanceId)(nvmlDevice_t, unsigned int*);
+  nvmlReturn_t (*GetComputeInstanceId)(nvmlDevice_t, unsigned int*);
   nvmlReturn_t (*EventSetCreate)(nvmlEventSet_t*);
   nvmlReturn_t (*RegisterEvents)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
   nvmlReturn_t (*EventSetWait)(nvmlEventSet_t, NvmlEventData*, unsigned int);
@@ -109,7 +113,8 @@ std::string Cstr(const char* buf, size_t n) { return std::string(buf, strnlen(bu
 
 }  // namespace
 
-Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(Catalog models, const std::string& library) {
+Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(Catalog models, const std::string& library,
+                                                       NvmlDevicePaths paths) {
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
@@ -146,6 +151,9 @@ Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(Catalog models, const std
   Resolve(handle, "nvmlDeviceGetTopologyCommonAncestor", &api->GetTopologyCommonAncestor, nullptr);
   Resolve(handle, "nvmlDeviceGetP2PStatus", &api->GetP2PStatus, nullptr);
   Resolve(handle, "nvmlDeviceGetPciInfo_v3", &api->GetPciInfo, nullptr);
+  Resolve(handle, "nvmlDeviceGetMinorNumber", &api->GetMinorNumber, nullptr);
+  Resolve(handle, "nvmlDeviceGetGpuInstanceId", &api->GetGpuInstanceId, nullptr);
+  Resolve(handle, "nvmlDeviceGetComputeInstanceId", &api->GetComputeInstanceId, nullptr);
   const nvmlReturn_t r = api->Init();
   if (r != kNvmlSuccess) {
     std::string err = api->Error(r);
@@ -153,11 +161,31 @@ Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(Catalog models, const std
     return Status::Unavailable("backend=nvml unavailable: nvmlInit_v2: " + err +
                                "; use backend: simulated");
   }
-  return std::unique_ptr<NvmlBackend>(new NvmlBackend(handle, std::move(api), std::move(models)));
+  return std::unique_ptr<NvmlBackend>(
+      new NvmlBackend(handle, std::move(api), std::move(models), std::move(paths)));
 }
 
-NvmlBackend::NvmlBackend(void* handle, std::unique_ptr<Api> api, Catalog models)
-    : handle_(handle), api_(std::move(api)), models_(std::move(models)) {}
+NvmlBackend::NvmlBackend(void* handle, std::unique_ptr<Api> api, Catalog models,
+                         NvmlDevicePaths paths)
+    : handle_(handle), api_(std::move(api)), models_(std::move(models)), paths_(std::move(paths)) {}
+
+std::string NvmlBackend::CapabilityFile(const std::string& access) const {
+  // The access file reads "DeviceFileMinor: 21\nDeviceFileMode: 292\nDeviceFileModify: 1".
+  std::ifstream in(access);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string key = "DeviceFileMinor:";
+    if (line.rfind(key, 0) != 0) continue;
+    try {
+      const int minor = std::stoi(line.substr(key.size()));
+      if (minor >= 0) return paths_.dev_dir + "/nvidia-caps/nvidia-cap" + std::to_string(minor);
+    } catch (const std::exception&) {
+    }
+  }
+  LogWarn("agent.nvml", "no MIG capability minor; tasks cannot open this instance",
+          {{"file", access}});
+  return "";
+}
 
 NvmlBackend::~NvmlBackend() {
   if (event_set_ != nullptr && api_->EventSetFree != nullptr) api_->EventSetFree(event_set_);
@@ -203,6 +231,15 @@ Result<Inventory> NvmlBackend::Discover() {
     }
     d.milli_tflops = spec != nullptr ? spec->ComputeMilliTflops() : 0;
     d.numa_node = NumaNodeOf(a, dev);
+    unsigned int minor = 0;
+    const bool has_minor =
+        a.GetMinorNumber != nullptr && a.GetMinorNumber(dev, &minor) == kNvmlSuccess;
+    if (has_minor) {
+      d.device_files = {paths_.dev_dir + "/nvidia" + std::to_string(minor)};
+    } else {
+      LogWarn("agent.nvml", "no minor number for the GPU; sandboxed tasks cannot open it",
+              {{"uuid", d.uuid}, {"index", std::to_string(i)}});
+    }
     inv.devices.push_back(d);
     devices_.emplace_back(d.uuid, dev);
     RegisterEvents(d.uuid, dev);
@@ -231,8 +268,33 @@ Result<Inventory> NvmlBackend::Discover() {
       }
       const MigProfile* prof = spec != nullptr ? spec->FindMig(m.mig_profile) : nullptr;
       m.milli_tflops = prof != nullptr ? prof->milli_tflops : 0;
+      // The parent's node (copied with `d`) plus the instance's two access capabilities.
+      unsigned int gi = 0, ci = 0;
+      if (has_minor && a.GetGpuInstanceId != nullptr && a.GetComputeInstanceId != nullptr &&
+          a.GetGpuInstanceId(mig, &gi) == kNvmlSuccess &&
+          a.GetComputeInstanceId(mig, &ci) == kNvmlSuccess) {
+        const std::string gi_dir = paths_.proc_dir + "/capabilities/gpu" + std::to_string(minor) +
+                                   "/mig/gi" + std::to_string(gi);
+        for (const std::string& access :
+             {gi_dir + "/access", gi_dir + "/ci" + std::to_string(ci) + "/access"}) {
+          if (std::string f = CapabilityFile(access); !f.empty()) m.device_files.push_back(f);
+        }
+      } else {
+        LogWarn("agent.nvml", "no GPU/compute instance id for a MIG device; tasks cannot open it",
+                {{"uuid", m.uuid}});
+      }
       inv.devices.push_back(m);
       devices_.emplace_back(m.uuid, mig);
+    }
+  }
+  for (const char* f : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}) {
+    const std::string path = paths_.dev_dir + "/" + f;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode)) {
+      inv.control_device_files.push_back(path);
+    } else if (!gpus.empty() && std::string(f) != "nvidia-uvm-tools") {
+      LogWarn("agent.nvml", "a control device file is missing; sandboxed CUDA tasks will fail",
+              {{"file", path}});
     }
   }
   for (size_t i = 0; i < gpus.size(); ++i) {

@@ -16,6 +16,18 @@
 // ECC events are refused); PollEvents() drains the event set without blocking
 // (nvmlEventSetWait_v2 with a 0 ms timeout).
 //
+// Device files, so the sandbox's device filter lets a task reach what it was granted: a GPU is
+// `/dev/nvidia<minor>` with the minor from nvmlDeviceGetMinorNumber (NVML reference, "Device
+// Queries": "the Nvidia device node file for each GPU will have the form /dev/nvidia[minor
+// number]" — not the NVML index, which may differ); a MIG instance is its parent's file plus its
+// GPU and compute instances' access capabilities, `/dev/nvidia-caps/nvidia-cap<N>` with N the
+// `DeviceFileMinor` of /proc/driver/nvidia/capabilities/gpu<minor>/mig/gi<G>/access and
+// …/gi<G>/ci<C>/access (NVIDIA's MIG user guide, "Device Nodes and Capabilities"; G and C from
+// nvmlDeviceGetGpuInstanceId / nvmlDeviceGetComputeInstanceId). The control files every CUDA
+// process opens — nvidiactl, nvidia-uvm, nvidia-uvm-tools — are listed where they exist. A file
+// that cannot be determined is left out with a warning: the task then fails to open the device,
+// never gets a broader rule.
+//
 // Thread safety: one thread at a time (see DeviceBackend).
 #pragma once
 
@@ -28,11 +40,19 @@
 
 namespace gpupool::agent {
 
+// Where the driver's device nodes and capability files are (tests point these at a directory of
+// their own).
+struct NvmlDevicePaths {
+  std::string dev_dir = "/dev";
+  std::string proc_dir = "/proc/driver/nvidia";
+};
+
 class NvmlBackend final : public DeviceBackend {
  public:
   // Loads `library` (default "libnvidia-ml.so.1") and calls nvmlInit_v2.
-  static Result<std::unique_ptr<NvmlBackend>> Open(
-      Catalog models, const std::string& library = "libnvidia-ml.so.1");
+  static Result<std::unique_ptr<NvmlBackend>> Open(Catalog models,
+                                                   const std::string& library = "libnvidia-ml.so.1",
+                                                   NvmlDevicePaths paths = {});
   ~NvmlBackend() override;
   NvmlBackend(const NvmlBackend&) = delete;
   NvmlBackend& operator=(const NvmlBackend&) = delete;
@@ -48,12 +68,15 @@ class NvmlBackend final : public DeviceBackend {
   struct Api;  // the resolved entry points (nvml_backend.cc)
 
  private:
-  NvmlBackend(void* handle, std::unique_ptr<Api> api, Catalog models);
+  NvmlBackend(void* handle, std::unique_ptr<Api> api, Catalog models, NvmlDevicePaths paths);
+  // The MIG capability file of `access` (a capabilities access file), or "" with a warning.
+  std::string CapabilityFile(const std::string& access) const;
   void RegisterEvents(const std::string& uuid, void* dev);
 
   void* handle_;
   std::unique_ptr<Api> api_;
   Catalog models_;
+  NvmlDevicePaths paths_;
   std::vector<std::pair<std::string, void*>> devices_;  // uuid → nvmlDevice_t, Discover() order
   void* event_set_ = nullptr;                           // nvmlEventSet_t
   std::set<std::string> events_tried_, watched_;        // GPU uuids

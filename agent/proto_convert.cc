@@ -89,6 +89,7 @@ void ToProto(const TaskStatus& t, int64_t epoch, v1::TaskUpdate* out) {
   out->set_cpu_usage_us(t.usage.cpu_usec);
   out->set_peak_memory_bytes(t.usage.peak_memory_bytes);
   out->set_oom_kills(t.usage.oom_kills);
+  out->set_spill_mib_seconds(t.usage.spill_mib_seconds);
   out->set_device_fault(t.device_fault);
 }
 

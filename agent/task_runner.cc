@@ -519,7 +519,7 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
   }
   if (t->box) {
     const sandbox::CgroupUsage u = t->box->Usage();
-    st.usage = {true, u.cpu_usec, u.peak_memory_bytes, u.oom_kills};
+    st.usage = {true, u.cpu_usec, u.peak_memory_bytes, u.oom_kills, 0};
     t->box->Release();
   }
   const int ws = t->wait_status;

@@ -89,6 +89,7 @@ struct TaskUsage {
   int64_t cpu_usec = 0;
   int64_t peak_memory_bytes = 0;
   int64_t oom_kills = 0;
+  int64_t spill_mib_seconds = 0;  // VRAM served from host memory × time (the interposer's ledger)
 };
 
 enum class TaskPhase { kRunning, kSucceeded, kFailed, kCancelled };

@@ -38,7 +38,7 @@ void AgentAudit::Record(std::string_view verb, std::string resource,
     e.actor.key_id = "cert:" + cert_->serial_hex;
     e.actor.principal = cert_->common_name;
   } else {
-    e.actor.key_id = "node-token";
+    e.actor.key_id = by_token_ ? "node-token" : "none";
     e.actor.principal = claimed_node;
   }
   e.actor.role = "node";

@@ -8,14 +8,19 @@
 //   ReportTask    task/<id>      every task report (RUNNING, SUCCEEDED, FAILED…; the state and
 //                                exit code in the message), malformed ones as INVALID_ARGUMENT
 //
-// The actor is the node: key id "cert:<serial>" for a verified client certificate (principal its
-// common name) or "node-token" (principal the node name it claims); role "node". Records belong
+// The actor is the node, named by how it authenticated: key id "cert:<serial>" for a verified
+// client certificate (principal its common name), "node-token" once a node token was accepted
+// (--insecure daemons with auth.node_tokens; principal the node name it claims), else "none" (no
+// credential at all: refused on a secure daemon, unauthenticated on an --insecure one); role
+// "node". Records belong
 // to no tenant (admins see them). Source is the stream's peer address; one request id per stream.
 // Records are kept but not waited for: an agent's report is never refused for the audit's sake.
 //
-// Thread safety: AgentAudit is immutable after construction; Record may be called from any thread.
+// Thread safety: AgentAudit is immutable after construction but for the atomic token flag; every
+// method may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,6 +41,8 @@ class AgentAudit {
   AgentAudit(AuditSink* sink, std::string source, std::optional<tls::PeerCert> cert);
 
   void Register(const std::string& claimed_node, const Status& outcome) const;
+  // The stream presented an accepted node token: records name "node-token" from now on.
+  void TokenAccepted() const { by_token_ = true; }
   void TaskReport(const std::string& node, const v1::TaskUpdate& update,
                   const Status& outcome) const;
 
@@ -46,6 +53,7 @@ class AgentAudit {
   AuditSink* const sink_;
   const std::string source_;
   const std::optional<tls::PeerCert> cert_;
+  mutable std::atomic<bool> by_token_{false};
   const std::string request_id_;
 };
 

@@ -208,6 +208,7 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
       audit_.Register(reg.node_name(), refused);
       return Close(ToGrpcStatus(refused));
     }
+    if (!by_certificate && !tokens.empty()) audit_.TokenAccepted();
     Result<AgentRegistration> converted = RegistrationFromProto(reg);
     if (!converted.ok()) {
       audit_.Register(reg.node_name(), converted.status());

@@ -271,7 +271,7 @@ void ToProto(const TaskRecord& t, v1::Task* out) {
   if (t.started_us > 0) SetTimestamp(t.started_us, out->mutable_start_time());
   if (t.finished_us > 0) SetTimestamp(t.finished_us, out->mutable_finish_time());
   static_assert(
-      static_cast<int>(PendingCode::kGangRestarting) == v1::PendingReason::GANG_RESTARTING,
+      static_cast<int>(PendingCode::kMissingCapability) == v1::PendingReason::MISSING_CAPABILITY,
       "PendingCode and PendingReason.Code number their values alike");
   if (t.state == TaskState::kPending && t.pending.code != PendingCode::kNone) {
     v1::PendingReason* p = out->mutable_pending();
@@ -291,6 +291,7 @@ void ToProto(const TaskRecord& t, v1::Task* out) {
     u->set_cpu_usage_us(t.usage.cpu_usage_us);
     u->set_peak_memory_bytes(t.usage.peak_memory_bytes);
     u->set_oom_kills(t.usage.oom_kills);
+    u->set_spill_mib_seconds(t.usage.spill_mib_seconds);
   }
 }
 

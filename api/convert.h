@@ -75,6 +75,7 @@ struct PoolPatch {
   std::optional<SharingMode> sharing_mode;
   std::optional<int32_t> time_slice_replicas;
   std::optional<bool> mps_tenant_isolation;
+  std::optional<std::vector<std::string>> required_capabilities;
 };
 // Validates the fields the mask names (empty mask: every mutable field that is set).
 Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req);

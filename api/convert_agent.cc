@@ -159,10 +159,11 @@ Result<TaskReport> TaskReportFromProto(const std::string& node, const v1::TaskUp
   r.oom = in.oom();
   r.reason = in.reason();
   r.device_fault = in.device_fault();
-  if (in.cpu_usage_us() < 0 || in.peak_memory_bytes() < 0 || in.oom_kills() < 0) {
+  if (in.cpu_usage_us() < 0 || in.peak_memory_bytes() < 0 || in.oom_kills() < 0 ||
+      in.spill_mib_seconds() < 0) {
     return Invalid("task_update", "usage figures must not be negative");
   }
-  r.usage = {in.cpu_usage_us(), in.peak_memory_bytes(), in.oom_kills()};
+  r.usage = {in.cpu_usage_us(), in.peak_memory_bytes(), in.oom_kills(), in.spill_mib_seconds()};
   r.lease_expired = in.lease_expired();
   return r;
 }

@@ -7,6 +7,7 @@
 
 #include "api/convert.h"
 #include "placement/strategy.h"
+#include "pool/capabilities.h"
 
 namespace gpupool::api {
 namespace {
@@ -59,6 +60,20 @@ Result<std::vector<std::string>> TenantsFromProto(
     out.push_back(in.Get(i));
   }
   return out;
+}
+
+// Known names only, sorted and without duplicates (the stored form).
+template <typename Names>
+Result<std::vector<std::string>> CapabilitiesFromProto(const Names& in, std::string_view field) {
+  std::set<std::string> names;
+  for (int i = 0; i < in.size(); ++i) {
+    if (CapabilityBit(in.Get(i)) == 0) {
+      return Invalid(std::string(field) + "[" + std::to_string(i) + "]",
+                     CapabilityMaskOf({in.Get(i)}).status().message());
+    }
+    names.insert(in.Get(i));
+  }
+  return std::vector<std::string>(names.begin(), names.end());
 }
 
 Status CheckStrategy(const std::string& name, std::string_view field) {
@@ -152,6 +167,9 @@ Result<PoolRecord> PoolFromProto(const v1::Pool& in, std::string_view field) {
                            SharingFromProto(in.sharing_mode(), FieldPath(field, "sharing_mode")));
   p.time_slice_replicas = in.time_slice_replicas();
   p.mps_tenant_isolation = in.mps_tenant_isolation();
+  GPUPOOL_ASSIGN_OR_RETURN(
+      p.required_capabilities,
+      CapabilitiesFromProto(in.required_capabilities(), FieldPath(field, "required_capabilities")));
   GPUPOOL_RETURN_IF_ERROR(CheckPoolConsistency(p, field));
   return p;
 }
@@ -165,8 +183,9 @@ Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req) {
   for (const std::string& p : req.update_mask().paths()) {
     std::string path = p.starts_with("pool.") ? p.substr(5) : p;
     static const std::set<std::string> kMutable = {
-        "visibility",        "allowed_tenants", "placement_strategy",  "compute_overcommit",
-        "memory_overcommit", "sharing_mode",    "time_slice_replicas", "mps_tenant_isolation"};
+        "visibility",          "allowed_tenants",      "placement_strategy",
+        "compute_overcommit",  "memory_overcommit",    "sharing_mode",
+        "time_slice_replicas", "mps_tenant_isolation", "required_capabilities"};
     if (!kMutable.contains(path)) {
       return Invalid("update_mask", "'" + p + "' is not a mutable pool field");
     }
@@ -206,6 +225,11 @@ Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req) {
   if (want("mps_tenant_isolation", in.mps_tenant_isolation())) {
     patch.mps_tenant_isolation = in.mps_tenant_isolation();
   }
+  if (want("required_capabilities", in.required_capabilities_size() > 0)) {
+    GPUPOOL_ASSIGN_OR_RETURN(
+        patch.required_capabilities,
+        CapabilitiesFromProto(in.required_capabilities(), "pool.required_capabilities"));
+  }
   return patch;
 }
 
@@ -226,6 +250,7 @@ Status ApplyPoolPatch(const PoolPatch& patch, PoolRecord* p) {
   }
   if (patch.time_slice_replicas) p->time_slice_replicas = *patch.time_slice_replicas;
   if (patch.mps_tenant_isolation) p->mps_tenant_isolation = *patch.mps_tenant_isolation;
+  if (patch.required_capabilities) p->required_capabilities = *patch.required_capabilities;
   if (p->visibility == Visibility::kPublic && patch.visibility && !patch.allowed_tenants) {
     p->allowed_tenants.clear();
   }
@@ -250,6 +275,7 @@ void ToProto(const PoolRecord& p, v1::Pool* out) {
   out->set_sharing_mode(ToProto(p.sharing_mode));
   out->set_time_slice_replicas(p.time_slice_replicas);
   out->set_mps_tenant_isolation(p.mps_tenant_isolation);
+  for (const std::string& c : p.required_capabilities) out->add_required_capabilities(c);
   if (p.create_us > 0) SetTimestamp(p.create_us, out->mutable_create_time());
 }
 

@@ -79,7 +79,7 @@ Result<ApiKeySecret> ParseApiKey(std::string_view text) {
   return ApiKeySecret{std::string(text.substr(4, 12)), std::string(text.substr(17))};
 }
 
-Result<std::string> LoadOrCreateAdminToken(const std::string& path) {
+Result<std::string> LoadOrCreateTokenFile(const std::string& path, std::string_view what) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) {
@@ -94,7 +94,8 @@ Result<std::string> LoadOrCreateAdminToken(const std::string& path) {
   if ((st.st_mode & 077) != 0) {
     return Status::FailedPrecondition(path +
                                       ": readable by others than its owner; chmod 600 it (it "
-                                      "is the admin credential)");
+                                      "is " +
+                                      std::string(what) + ")");
   }
   std::ifstream in(path);
   if (!in) return Status::Internal(path + ": cannot read");
@@ -105,9 +106,9 @@ Result<std::string> LoadOrCreateAdminToken(const std::string& path) {
     token.pop_back();
   }
   if (token.size() < 16 || token.find_first_of(" \t\r\n") != std::string::npos) {
-    return Status::FailedPrecondition(path +
-                                      ": not a valid admin token (one line, at least 16 "
-                                      "characters); delete it to have a new one created");
+    return Status::FailedPrecondition(
+        path + ": not a valid token (one line, at least 16 characters) for " + std::string(what) +
+        "; delete it to have a new one created");
   }
   return token;
 }

@@ -39,9 +39,10 @@ Result<ApiKeySecret> NewApiKeySecret();
 Result<ApiKeySecret> ParseApiKey(std::string_view text);
 bool LooksLikeApiKey(std::string_view text);
 
-// Reads `path`, or creates it (0600) holding a fresh token when it does not exist. INTERNAL
+// Reads `path`, or creates it (0600) holding a fresh token when it does not exist: the admin
+// credential (`<data-dir>/admin.token`) and the node join token (`<data-dir>/node.token`). INTERNAL
 // naming the file when it cannot be read or written; FAILED_PRECONDITION when it is readable by
-// others than its owner or empty.
-Result<std::string> LoadOrCreateAdminToken(const std::string& path);
+// others than its owner or empty (`what` names the credential in the message).
+Result<std::string> LoadOrCreateTokenFile(const std::string& path, std::string_view what);
 
 }  // namespace gpupool::api

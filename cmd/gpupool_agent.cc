@@ -51,6 +51,8 @@ constexpr const char* kUsage = R"(usage: gpupool-agent [flags]
   --pool NAME         pool to join (overrides `pool`)
   --ca-file FILE      gpupoold's CA certificate (overrides `ca_file`): TLS, and a node
                       certificate of its own, joined for with `token` (docs/agent.md)
+  --token-file FILE   read the join token from FILE (overrides `token` and `token_file`):
+                      gpupoold writes one on first start, <data-dir>/node.token
   --data-dir DIR      task directories and logs (overrides `data_dir`)
   --backend KIND      simulated | nvml (overrides `backend`)
   --log-level LEVEL   debug | info | warn | error
@@ -87,7 +89,7 @@ Health: XID and ECC events are watched (NVML event API; simulated: lines appende
 
 struct Flags {
   std::string config, scheduler, node_name, pool, data_dir, backend, log_level, metrics_listen,
-      ca_file;
+      ca_file, token_file;
   bool probe = false;
 };
 
@@ -127,6 +129,8 @@ int ParseFlags(int argc, char** argv, Flags* f) {
       ok = take(&f->pool);
     } else if (a == "--ca-file") {
       ok = take(&f->ca_file);
+    } else if (a == "--token-file") {
+      ok = take(&f->token_file);
     } else if (a == "--data-dir") {
       ok = take(&f->data_dir);
     } else if (a == "--backend") {
@@ -201,6 +205,15 @@ int Run(int argc, char** argv) {
   }
   if (!flags.scheduler.empty()) config.scheduler = flags.scheduler;
   if (!flags.ca_file.empty()) config.ca_file = flags.ca_file;
+  if (!flags.token_file.empty()) {
+    Result<std::string> token = ReadTokenFile(flags.token_file);
+    if (!token.ok()) {
+      std::cerr << "gpupool-agent: --token-file: " << token.status().message() << "\n";
+      return 2;
+    }
+    config.token = std::move(token).value();
+    config.token_file = flags.token_file;
+  }
   if (!flags.node_name.empty()) config.node_name = flags.node_name;
   if (!flags.pool.empty()) config.pool = flags.pool;
   if (!flags.data_dir.empty()) config.data_dir = flags.data_dir;
@@ -283,6 +296,9 @@ int Run(int argc, char** argv) {
     // The config file holds the node token: tasks never see it.
     if (!flags.config.empty()) {
       so.hide_paths.push_back(std::filesystem::absolute(flags.config, ec).string());
+    }
+    if (!config.token_file.empty()) {
+      so.hide_paths.push_back(std::filesystem::absolute(config.token_file, ec).string());
     }
     auto box = sandbox::Sandbox::Create(so, config.data_dir);
     if (!box.ok()) {

@@ -75,7 +75,8 @@ Result<std::vector<api::ApiToken>> ApiTokens(const DaemonConfig& c) {
   }
   if (!c.insecure) {
     const std::string path = (std::filesystem::path(c.data_dir) / "admin.token").string();
-    GPUPOOL_ASSIGN_OR_RETURN(std::string admin, api::LoadOrCreateAdminToken(path));
+    GPUPOOL_ASSIGN_OR_RETURN(std::string admin,
+                             api::LoadOrCreateTokenFile(path, "the admin credential"));
     out.push_back({admin, "admin-token", true, api::Role::kAdmin});
   }
   return out;
@@ -303,7 +304,16 @@ int Run(int argc, char** argv) {
   // The node identities the private CA (loaded above) vouches for.
   api::tls::NodeIdentityOptions id_options;
   id_options.join_tokens.insert(config.node_tokens.begin(), config.node_tokens.end());
-  id_options.require_certificates = config.require_node_certificates;
+  // Secure mode: a node registers only with its certificate; the join token written on first
+  // start (like admin.token) buys one. --insecure has no TLS, so no certificates
+  // (docs/security.md).
+  id_options.require_certificates = !config.insecure;
+  if (!config.insecure) {
+    const std::string path = (std::filesystem::path(config.data_dir) / "node.token").string();
+    Result<std::string> join = api::LoadOrCreateTokenFile(path, "the node join token");
+    if (!join.ok()) return Fail(join.status().WithContext("node join token"));
+    id_options.join_tokens.insert(*join);
+  }
   // Enrolments live in PostgreSQL, shared by replicas (docs/ha.md, "Secure replicas").
   Result<std::unique_ptr<PgNodeEnrolments>> enrolments = PgNodeEnrolments::Open(uri);
   if (!enrolments.ok()) return Fail(enrolments.status().WithContext("node enrolments"));

@@ -92,6 +92,8 @@ CompiledRequest EngineImpl::Compile(const Request& r) const {
     c.kind = RequestKind::kWholeGpu;
   if (c.kind == RequestKind::kFractional && policy.sharing == SharingMode::kTimeSliced)
     c.kind = RequestKind::kTimeSlice;
+  if (c.kind == RequestKind::kFractional || c.kind == RequestKind::kTimeSlice)
+    c.needs_caps = policy.shared_requires;
   if (c.kind == RequestKind::kFractional) {
     c.per_device = r.per_device;
     c.share_milli = r.share_milli;
@@ -264,7 +266,7 @@ DeviceState EngineImpl::MakeDevice(const DeviceSpec& spec) {
 int EngineImpl::TypeOf(const NodeSpec& spec) {
   // Everything a score can depend on in an untouched node, as text.
   std::string sig = std::to_string(spec.cpu_milli) + "/" + std::to_string(spec.memory_mib) + "/" +
-                    std::to_string(spec.spill_budget_mib);
+                    std::to_string(spec.spill_budget_mib) + "/" + std::to_string(spec.capabilities);
   for (const DeviceSpec& d : spec.devices)
     sig += "|" + d.model + ":" + std::to_string(d.physical.milli_tflops) + ":" +
            std::to_string(d.physical.vram_mib) + ":" + d.mig_profile + ":" +
@@ -295,6 +297,7 @@ Status EngineImpl::AddNode(const NodeSpec& spec) {
   node.cpu_total = spec.cpu_milli;
   node.mem_total = spec.memory_mib;
   node.spill_budget = spec.spill_budget_mib;
+  node.caps = spec.capabilities;
   for (const DeviceSpec& ds : spec.devices) {
     if (!ds.physical.IsNonNegative())
       return Status::InvalidArgument("node '" + spec.name + "': device '" + ds.id +

@@ -92,6 +92,8 @@ std::string_view RejectName(Reject r) {
       return "mig";
     case Reject::kSlots:
       return "slots";
+    case Reject::kCapability:
+      return "capability";
     case Reject::kCount:
       break;
   }
@@ -131,6 +133,11 @@ Reject FilterNode(const NodeState& node, const CompiledRequest& req, DeviceSet* 
   };
   if (!node.Usable())
     return say(Reject::kUnschedulable, [] { return "unschedulable: node is cordoned"; });
+  if ((req.needs_caps & ~node.caps) != 0)
+    return say(Reject::kCapability, [&] {
+      return "capability: cannot enforce " + CapabilityList(req.needs_caps & ~node.caps) +
+             " (the pool requires it for shared work)";
+    });
   if (req.cpu_milli > node.cpu_free())
     return say(Reject::kCpu, [&] {
       return "cpu: need " + std::to_string(req.cpu_milli) + " milli-cores, free " +

@@ -23,6 +23,7 @@ enum class Reject : uint8_t {
   kDevices,  // too few free devices
   kMig,
   kSlots,
+  kCapability,  // the node cannot enforce what the pool requires for shared work
   kCount,
 };
 std::string_view RejectName(Reject r);

@@ -36,6 +36,7 @@
 
 #include "base/status.h"
 #include "placement/strategy.h"
+#include "pool/capabilities.h"
 #include "pool/inventory.h"
 #include "pool/resources.h"
 
@@ -68,6 +69,9 @@ struct NodeSpec {
   std::vector<DeviceSpec> devices;
   std::vector<Link> links;
   std::vector<std::pair<std::string, std::string>> labels;
+  // What the node's agent enforces (pool/capabilities.h); checked against
+  // PoolPolicy::shared_requires for shared work.
+  CapabilityMask capabilities = 0;
 };
 
 // Exclusive, fractional or time-sliced (pool/inventory.h).
@@ -84,6 +88,10 @@ struct PoolPolicy {
   SharingMode sharing = SharingMode::kFractional;
   int replicas = 1;       // time-slice slots per device under kTimeSliced
   uint64_t tie_seed = 0;  // 0: ties go to the earliest added node; else a seeded order
+  // Capabilities a node must enforce to take shared work (fractional or time-sliced requests):
+  // a slice is only sold where the node can hold a tenant to it. Whole GPUs, MIG instances and
+  // CPU-only requests do not need them.
+  CapabilityMask shared_requires = 0;
 };
 
 enum class RequestKind : uint8_t {

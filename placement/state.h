@@ -49,6 +49,7 @@ struct NodeState {
   std::string name;
   bool live = true;  // false after RemoveNode (the slot is kept so indices stay stable)
   bool schedulable = true;
+  CapabilityMask caps = 0;  // what the node's agent enforces (NodeSpec::capabilities)
   int64_t cpu_total = 0, cpu_used = 0;
   int64_t mem_total = 0, mem_used = 0;
   int64_t spill_budget = 0, spill_used = 0;
@@ -89,6 +90,7 @@ struct CompiledRequest {
   int mig_profile = -1;
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
+  CapabilityMask needs_caps = 0;  // the node must enforce these (shared work: the pool's policy)
   // Per-device demand in milli-GPU, for strategies that reason in GPU shares.
   int32_t gpu_milli = 0;
   uint64_t shape_key = 0;  // equal for requests that score alike (memory excluded)

@@ -31,6 +31,7 @@ enum class VerdictCode : uint8_t {
   kWaitingForVictims,  // it preempted: waits for its victims to stop
   kDisruptionBudget,   // victims exist but their group's disruption budget is spent
   kGangRestarting,     // its gang was preempted whole: waits for every member to stop
+  kMissingCapability,  // shared work, and no node of the pool enforces what it requires
 };
 
 struct Verdict {

@@ -9,8 +9,10 @@ namespace gpupool {
 namespace {
 
 bool SameHardware(const NodeRecord& a, const NodeRecord& b) {
+  // What the agent enforces decides which work the node may take, so a change rebuilds it too.
   return a.devices == b.devices && a.links == b.links && a.cpu_milli == b.cpu_milli &&
-         a.memory_mib == b.memory_mib && a.spill_budget_mib == b.spill_budget_mib;
+         a.memory_mib == b.memory_mib && a.spill_budget_mib == b.spill_budget_mib &&
+         EnforcedCapabilities(a) == EnforcedCapabilities(b);
 }
 
 }  // namespace

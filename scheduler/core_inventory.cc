@@ -49,6 +49,9 @@ Result<std::unique_ptr<placement::Engine>> MakeEngine(const PoolRecord& rec,
   policy.sharing = ToPlacement(rec.sharing_mode);
   policy.replicas =
       rec.sharing_mode == SharingMode::kTimeSliced ? std::max(rec.time_slice_replicas, 1) : 1;
+  Result<CapabilityMask> required = CapabilityMaskOf(rec.required_capabilities);
+  if (!required.ok()) return required.status().WithContext("pool.required_capabilities");
+  policy.shared_requires = *required;
   ConfigureEngine(rec, &policy);
   return std::make_unique<placement::Engine>(policy);
 }
@@ -77,6 +80,7 @@ placement::NodeSpec ToNodeSpec(const NodeRecord& n) {
     spec.links.push_back(placement::Link{a->second, b->second, ToPlacement(l.kind)});
   }
   for (const auto& [k, v] : n.labels) spec.labels.emplace_back(k, v);
+  spec.capabilities = EnforcedCapabilities(n);
   return spec;
 }
 

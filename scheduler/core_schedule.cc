@@ -27,6 +27,28 @@ std::string WhyNotPlaced(const placement::Decision& d) {
   return why;
 }
 
+// When every node of the pool refused `d` for a capability (shared work on nodes that cannot
+// enforce what the pool requires), the missing capabilities, "vram_cap, compute_share"; else "".
+// Those every node lacks are named first; failing that, those some node lacks.
+std::string MissingCapabilities(const placement::Decision& d, const PoolEntry& pool,
+                                const std::map<std::string, NodeEntry>& nodes) {
+  if (d.rejection_counts.empty()) return "";
+  for (const auto& [kind, count] : d.rejection_counts) {
+    if (count > 0 && kind != "capability") return "";
+  }
+  CapabilityMask any = 0, all = ~CapabilityMask{0};
+  for (const std::string& name : pool.nodes) {
+    auto it = nodes.find(name);
+    if (it == nodes.end()) continue;
+    const CapabilityMask caps = EnforcedCapabilities(it->second.rec);
+    any |= caps;
+    all &= caps;
+  }
+  const CapabilityMask required = pool.engine->policy().shared_requires;
+  const CapabilityMask missing = (required & ~any) != 0 ? required & ~any : required & ~all;
+  return CapabilityList(missing);
+}
+
 // A verdict the scheduler gives (quota, reservation, preemption); with `d`, placement's verdict
 // on that decision (its node counts per reason) under `code`.
 PendingVerdict Verdict(PendingCode code, std::string binding = {},
@@ -257,6 +279,11 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
     }
     std::string why = WhyNotPlaced(d);
     task.pending = Verdict(PendingCode::kNoCapacity, "", &d);
+    if (std::string missing = MissingCapabilities(d, *pool, nodes); !missing.empty()) {
+      why = "waiting for a node that enforces " + missing + " (pool " + pool->rec.name +
+            " requires it for shared work)";
+      task.pending = Verdict(PendingCode::kMissingCapability, missing, &d);
+    }
     pass.failed.emplace(shape, std::make_pair(why, task.pending));
     task.reason = why + behind;
   }

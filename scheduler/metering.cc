@@ -35,11 +35,12 @@ UsageTotals RatesOf(const std::vector<Allocation>& allocations, Ratio compute, R
     Resources offered = d != nullptr ? Offered(physical, compute, memory) : a.amount;
     const int64_t phys_tflops =
         PhysicalShare(a.amount.milli_tflops, physical.milli_tflops, offered.milli_tflops);
-    const int64_t phys_vram = PhysicalShare(a.amount.vram_mib, physical.vram_mib, offered.vram_mib);
     r.milli_tflops_seconds += a.amount.milli_tflops;
     r.physical_milli_tflops_seconds += phys_tflops;
     r.vram_mib_seconds += a.amount.vram_mib;
-    r.spill_mib_seconds += std::max<int64_t>(0, a.amount.vram_mib - phys_vram);
+    // No spill here: it is not a share of what is held. A slice spills only when its
+    // allocations outgrow the device's own memory, which the node measures (Split adds the
+    // measured figure at the attempt's end).
     if (d != nullptr && !d->mig_profile.empty()) {
       ++r.mig_instance_seconds;
       profiles.insert(d->mig_profile);
@@ -83,6 +84,7 @@ std::vector<UsageInterval> Split(const UsageInterval& rates, int64_t from_us, in
     last.end = end;
     last.totals.cpu_usage_us = sandbox.cpu_usage_us;
     last.totals.peak_memory_bytes = sandbox.peak_memory_bytes;
+    last.totals.spill_mib_seconds += sandbox.spill_mib_seconds;
   }
   return out;
 }

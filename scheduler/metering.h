@@ -47,15 +47,17 @@ struct MeteredDevice {
 // The rates of an attempt holding `allocations` in a pool with the given overcommit ratios.
 // `device` looks a device id up (nullptr when unknown: its model is "unknown" and its physical
 // share equals what it holds). Physical share of an allocation: what it holds × the device's
-// physical ÷ the device's offered capacity (exact for whole devices); spill: the VRAM it holds
-// beyond that share (memory overcommit only).
+// physical ÷ the device's offered capacity (exact for whole devices). No spill: holding a slice
+// under memory overcommit spills nothing until its allocations outgrow the device, which only
+// the node can measure (TaskUsageRecord::spill_mib_seconds, added by Split).
 UsageTotals RatesOf(const std::vector<Allocation>& allocations, Ratio compute, Ratio memory,
                     const std::function<const MeteredDevice*(const std::string&)>& device,
                     std::string* model, std::string* mig_profile);
 
 // `rates` over [from_us, to_us) cut at multiples of `interval_us`: one row per piece, each with
-// the rates × its whole seconds. With `end` != kNone the last row carries it and `sandbox` (CPU
-// and peak memory), and a zero-length span still gives that one row.
+// the rates × its whole seconds. With `end` != kNone the last row carries it and `sandbox` (CPU,
+// peak memory, and the spill the node measured over the attempt), and a zero-length span still
+// gives that one row.
 // REQUIRES: from_us <= to_us, interval_us > 0.
 std::vector<UsageInterval> Split(const UsageInterval& rates, int64_t from_us, int64_t to_us,
                                  int64_t interval_us, AttemptEnd end = AttemptEnd::kNone,

@@ -70,7 +70,7 @@ constexpr std::array<std::pair<PreemptRule, std::string_view>, 3> kPreemptRules{
     {PreemptRule::kReclaim, "reclaim"},
 }};
 
-constexpr std::array<std::pair<PendingCode, std::string_view>, 9> kPendingCodes{{
+constexpr std::array<std::pair<PendingCode, std::string_view>, 10> kPendingCodes{{
     {PendingCode::kNone, ""},
     {PendingCode::kQueued, "QUEUED"},
     {PendingCode::kNoCapacity, "NO_CAPACITY"},
@@ -80,6 +80,7 @@ constexpr std::array<std::pair<PendingCode, std::string_view>, 9> kPendingCodes{
     {PendingCode::kWaitingForVictims, "WAITING_FOR_VICTIMS"},
     {PendingCode::kDisruptionBudget, "DISRUPTION_BUDGET"},
     {PendingCode::kGangRestarting, "GANG_RESTARTING"},
+    {PendingCode::kMissingCapability, "MISSING_CAPABILITY"},
 }};
 
 }  // namespace
@@ -99,6 +100,14 @@ std::optional<TaskState> ParseTaskState(std::string_view s) { return Parse(kTask
 std::optional<Visibility> ParseVisibility(std::string_view s) { return Parse(kVisibilities, s); }
 std::optional<SharingMode> ParseSharingMode(std::string_view s) { return Parse(kSharingModes, s); }
 std::optional<NodeState> ParseNodeState(std::string_view s) { return Parse(kNodeStates, s); }
+
+CapabilityMask EnforcedCapabilities(const NodeRecord& n) {
+  CapabilityMask mask = 0;
+  for (const NodeCapabilityRecord& c : n.capabilities) {
+    if (c.enforced) mask |= CapabilityBit(c.name);
+  }
+  return mask;
+}
 
 bool IsTerminal(TaskState s) {
   return s == TaskState::kSucceeded || s == TaskState::kFailed || s == TaskState::kCancelled;

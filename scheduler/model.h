@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "placement/verdict.h"
+#include "pool/capabilities.h"
 #include "pool/inventory.h"
 #include "pool/resources.h"
 
@@ -143,6 +144,8 @@ struct TaskUsageRecord {
   int64_t cpu_usage_us = 0;
   int64_t peak_memory_bytes = 0;
   int64_t oom_kills = 0;
+  // Measured by the node (the GPU interposer's ledger): VRAM served from host memory × time.
+  int64_t spill_mib_seconds = 0;
   friend bool operator==(const TaskUsageRecord&, const TaskUsageRecord&) = default;
 };
 
@@ -189,6 +192,9 @@ struct PoolRecord {
   // Shared grants on the pool's nodes use one MPS control daemon per tenant per GPU (an MPS
   // fault stays within its tenant) instead of one per GPU.
   bool mps_tenant_isolation = false;
+  // What a node must enforce to take the pool's shared (fractional or time-sliced) work, by
+  // name (pool/capabilities.h); sorted, no duplicates. Empty: any node.
+  std::vector<std::string> required_capabilities;
   friend bool operator==(const PoolRecord&, const PoolRecord&) = default;
 };
 
@@ -236,6 +242,9 @@ struct NodeRecord {
   std::vector<NodeCapabilityRecord> capabilities;
   friend bool operator==(const NodeRecord&, const NodeRecord&) = default;
 };
+
+// The requirable capabilities (pool/capabilities.h) `n`'s agent said it enforces.
+CapabilityMask EnforcedCapabilities(const NodeRecord& n);
 
 // A fatal fault (XID / uncorrectable ECC) an agent reported on one of its devices. While not
 // cleared the device is out of service, whatever the agent says later, across restarts of the

@@ -505,6 +505,19 @@ CREATE TABLE node_enrolments (
 REVOKE ALL ON node_enrolments FROM PUBLIC;
 )sql";
 
+// Issue 24: what a node must enforce to take a pool's shared work (PoolRecord::
+// required_capabilities; pool/capabilities.h names).
+constexpr std::string_view kV23 = R"sql(
+ALTER TABLE pools
+  ADD COLUMN required_capabilities text[] NOT NULL DEFAULT '{}';
+)sql";
+
+// Issue 24: spill is billed from what the node measured, kept with the task like its CPU time.
+constexpr std::string_view kV24 = R"sql(
+ALTER TABLE tasks
+  ADD COLUMN usage_spill_mib_seconds bigint NOT NULL DEFAULT 0;
+)sql";
+
 // What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.
 constexpr std::string_view kV100 = R"sql(
 CREATE INDEX jobs_pool_submit_idx ON jobs (pool, submit_us);
@@ -522,6 +535,8 @@ constexpr Migration kMigrations[] = {
     {20, "device faults", kV20},
     {21, "task usage", kV21},
     {22, "pool MPS isolation and node capabilities", kV22},
+    {23, "capabilities a pool requires of nodes for shared work", kV23},
+    {24, "measured spill of each task", kV24},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},

@@ -12,12 +12,13 @@
 #define GP_TASK_COLS                                                                     \
   "job_id, idx, state, node, attempt, exit_code, reason, scheduled_us, started_us, "     \
   "finished_us, stop_intent, preempted_by_job, preempted_by_idx, preempt_rule, "         \
-  "preempt_reserved, usage_cpu_us, usage_peak_memory_bytes, usage_oom_kills"
+  "preempt_reserved, usage_cpu_us, usage_peak_memory_bytes, usage_oom_kills, "          \
+  "usage_spill_mib_seconds"
 #define GP_ALLOC_COLS "job_id, idx, pos, device_id, milli_tflops, vram_mib, slots, exclusive"
 #define GP_EVENT_COLS "time_us, kind, subject, message"
 #define GP_POOL_COLS                                                                           \
   "name, visibility, allowed_tenants, placement_strategy, compute_permille, memory_permille, " \
-  "sharing_mode, time_slice_replicas, create_us, mps_tenant_isolation"
+  "sharing_mode, time_slice_replicas, create_us, mps_tenant_isolation, required_capabilities"
 #define GP_NODE_COLS                                                                         \
   "name, pool, state, labels, cpu_milli, memory_mib, spill_budget_mib, last_heartbeat_us, " \
   "capabilities"

@@ -70,6 +70,7 @@ Result<std::vector<PoolRecord>> ReadPools(const pqxx::result& rows) {
     p.time_slice_replicas = r[7].as<int32_t>();
     p.create_us = r[8].as<int64_t>();
     p.mps_tenant_isolation = r[9].as<bool>();
+    p.required_capabilities = TextArray(r[10]);
     out.push_back(std::move(p));
   }
   return out;
@@ -185,7 +186,7 @@ Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::re
     GPUPOOL_ASSIGN_OR_RETURN(t.preempted_by.rule,
                              Enum(r[13], &ParsePreemptRule, "preemption rule"));
     t.preempted_by.reserved = r[14].as<bool>();
-    t.usage = {r[15].as<int64_t>(), r[16].as<int64_t>(), r[17].as<int64_t>()};
+    t.usage = {r[15].as<int64_t>(), r[16].as<int64_t>(), r[17].as<int64_t>(), r[18].as<int64_t>()};
     out[ji].tasks.push_back(std::move(t));
   }
   ji = 0;

@@ -187,7 +187,7 @@ void GroupSql::Insert(const JobRecord& j) {
     N(o, t.scheduled_us), C(o), N(o, t.started_us), C(o), N(o, t.finished_us), C(o);
     AppendStopFacts(o, t);
     C(o), N(o, t.usage.cpu_usage_us), C(o), N(o, t.usage.peak_memory_bytes), C(o);
-    N(o, t.usage.oom_kills);
+    N(o, t.usage.oom_kills), C(o), N(o, t.usage.spill_mib_seconds);
     o->push_back(')');
     AppendAllocations(&allocs_, t);
   }
@@ -250,6 +250,8 @@ void GroupSql::Update(const UpdateTask& m) {
   N(o, t.usage.peak_memory_bytes);
   *o += ", usage_oom_kills=";
   N(o, t.usage.oom_kills);
+  *o += ", usage_spill_mib_seconds=";
+  N(o, t.usage.spill_mib_seconds);
   *o += " WHERE " + key + " RETURNING 1) ";
   Require(o, "EXISTS (SELECT 1 FROM u)", "GPN01", TaskNotFoundMessage(t.job_id, t.index));
   *o += "DELETE FROM allocations WHERE " + key + ";\n";
@@ -263,13 +265,15 @@ void GroupSql::Upsert(const PoolRecord& p) {
   Q(o, p.name), C(o), Q(o, ToString(p.visibility)), C(o), Arr(o, p.allowed_tenants), C(o);
   Q(o, p.placement_strategy), C(o), N(o, p.compute_overcommit.permille), C(o);
   N(o, p.memory_overcommit.permille), C(o), Q(o, ToString(p.sharing_mode)), C(o);
-  N(o, p.time_slice_replicas), C(o), N(o, p.create_us), C(o), B(o, p.mps_tenant_isolation);
+  N(o, p.time_slice_replicas), C(o), N(o, p.create_us), C(o), B(o, p.mps_tenant_isolation), C(o);
+  Arr(o, p.required_capabilities);
   *o +=
       ") ON CONFLICT (name) DO UPDATE SET visibility=EXCLUDED.visibility, "
       "allowed_tenants=EXCLUDED.allowed_tenants, placement_strategy=EXCLUDED.placement_strategy, "
       "compute_permille=EXCLUDED.compute_permille, memory_permille=EXCLUDED.memory_permille, "
       "sharing_mode=EXCLUDED.sharing_mode, time_slice_replicas=EXCLUDED.time_slice_replicas, "
-      "create_us=EXCLUDED.create_us, mps_tenant_isolation=EXCLUDED.mps_tenant_isolation;\n";
+      "create_us=EXCLUDED.create_us, mps_tenant_isolation=EXCLUDED.mps_tenant_isolation, "
+      "required_capabilities=EXCLUDED.required_capabilities;\n";
 }
 
 void GroupSql::Delete(const DeletePool& m) {

@@ -10,8 +10,8 @@
 //    key. Agents renew in the last third of a certificate's life.
 //  * Register: over mutual TLS the node name in Register must be the certificate's CN and its
 //    serial the node's current one (else PERMISSION_DENIED / UNAUTHENTICATED, logged). Without a
-//    certificate, an enrolled name is refused (its certificate must be used); an unenrolled one
-//    falls back to the node token unless `require_certificates` is set.
+//    certificate, an enrolled name is refused (its certificate must be used), and so is every other
+//    one unless `require_certificates` is off (only gpupoold --insecure: plaintext, loopback).
 //  * Revoke (admin): the node's certificate is refused from then on, and a new Join for the name
 //    is allowed (re-enrolment after a reinstall).
 // State — each node's current serial and whether it is revoked — lives in a NodeEnrolmentStore
@@ -54,8 +54,9 @@ struct PeerCert {
 struct NodeIdentityOptions {
   std::set<std::string> join_tokens;
   std::chrono::seconds cert_validity{30 * 86'400};
-  // Refuse agents without a certificate altogether (no node-token registration).
-  bool require_certificates = false;
+  // Refuse agents without a certificate (gpupoold: always, unless --insecure, where plaintext
+  // leaves no certificate to present).
+  bool require_certificates = true;
 };
 
 struct IssuedCert {

@@ -57,6 +57,14 @@ std::string LearnedClass(const v1::LearnedClass& c) {
   return s;
 }
 
+// "a, b" for `items`, or `none` when there are none.
+template <typename Items>
+std::string Joined(const Items& items, const std::string& none) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out.empty() ? none : out;
+}
+
 void PrintPool(std::ostream& out, const v1::Pool& p) {
   const v1::Capacity& c = p.capacity();
   std::string allowed;
@@ -80,6 +88,7 @@ void PrintPool(std::ostream& out, const v1::Pool& p) {
                              Ratio(p.memory_overcommit()) + "x"},
           {"Sharing", Sharing(p)},
           {"MPS isolation", p.mps_tenant_isolation() ? "per tenant per GPU" : "per GPU"},
+          {"Shared work needs", Joined(p.required_capabilities(), "(any node)")},
           {"Nodes", std::to_string(c.nodes())},
           {"Devices", std::to_string(c.devices())},
           {"TFLOPS", FormatUsedOf(c.allocated().milli_tflops(), c.offered().milli_tflops()) +
@@ -198,7 +207,10 @@ std::vector<Command> PoolCommands() {
       "time-sliced (--replicas N tasks per device). --mps-isolation tenant gives every tenant its\n"
       "own MPS control daemon on each shared GPU of the pool's nodes, so an MPS fault reaches "
       "only\n"
-      "that tenant's tasks (agents with mps.enabled; docs/sandbox.md).";
+      "that tenant's tasks (agents with mps.enabled; docs/sandbox.md). --requires lists what a\n"
+      "node must enforce to take the pool's fractional or time-sliced work (vram_cap,\n"
+      "compute_share, spill, sandbox, vram_scrub, mps); such work waits with MISSING_CAPABILITY\n"
+      "until a node that enforces them is in the pool.";
   return {
       {"pools create", "NAME [flags]", "Create a pool (admin)", pool_text, PoolFlags(),
        "  gpupoolctl pools create training --strategy fgd --sharing fractional "
@@ -206,7 +218,9 @@ std::vector<Command> PoolCommands() {
        "  gpupoolctl pools create acme-private --visibility private --allow acme/ml,acme/infra "
        "--sharing exclusive\n"
        "  gpupoolctl pools create notebooks --sharing time-sliced --replicas 4\n"
-       "  gpupoolctl pools create inference --sharing fractional --mps-isolation tenant\n",
+       "  gpupoolctl pools create inference --sharing fractional --mps-isolation tenant\n"
+       "  gpupoolctl pools create slices --sharing fractional --requires vram_cap,compute_share,"
+       "sandbox\n",
        1, 1, Create},
       {"pools get",
        "NAME",

@@ -203,6 +203,9 @@ const std::vector<FlagSpec>& PoolFlags() {
       {"replicas", 0, FlagKind::kValue, "N", "time-sliced replicas per device, 2..64"},
       {"mps-isolation", 0, FlagKind::kValue, "device|tenant",
        "shared GPUs: one MPS control daemon per GPU, or per tenant per GPU (fault isolation)"},
+      {"requires", 0, FlagKind::kRepeated, "CAPABILITY",
+       "what a node must enforce to take shared work (comma-separated: vram_cap, compute_share, "
+       "spill, sandbox, vram_scrub, mps; 'none' clears)"},
   };
   return flags;
 }
@@ -378,6 +381,12 @@ Status ApplyPoolFlags(const ParsedArgs& a, v1::Pool* pool, std::vector<std::stri
     }
     pool->set_mps_tenant_isolation(*v == "tenant");
     mask->push_back("mps_tenant_isolation");
+  }
+  if (a.Has("requires")) {
+    for (const std::string& c : SplitList(a.GetAll("requires"))) {
+      if (c != "none") pool->add_required_capabilities(c);  // the server names an unknown one
+    }
+    mask->push_back("required_capabilities");
   }
   if (pool->visibility() == v1::VISIBILITY_PUBLIC && pool->allowed_tenants_size() > 0) {
     return Status::InvalidArgument("--allow only applies to --visibility private");

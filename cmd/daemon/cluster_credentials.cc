@@ -46,7 +46,8 @@ Status ShareClusterCredentials(const std::string& uri, const std::string& data_d
   GPUPOOL_RETURN_IF_ERROR(
       tls::CertAuthority::LoadOrCreate(tls_dir.string(), server_names).status());
   ClusterCredentials mine;
-  GPUPOOL_ASSIGN_OR_RETURN(mine.admin_token, api::LoadOrCreateAdminToken(token_path.string()));
+  GPUPOOL_ASSIGN_OR_RETURN(mine.admin_token,
+                           api::LoadOrCreateTokenFile(token_path.string(), "the admin credential"));
   GPUPOOL_ASSIGN_OR_RETURN(mine.ca_cert_pem, ReadWhole(ca_crt));
   GPUPOOL_ASSIGN_OR_RETURN(mine.ca_key_pem, ReadWhole(ca_key));
 

@@ -8,6 +8,7 @@
 #include "api/validate.h"
 #include "cmd/daemon/config_metering.h"
 #include "cmd/daemon/price_plans.h"
+#include "pool/capabilities.h"
 #include "pool/yaml_error.h"
 #include "scheduler/tenancy.h"
 
@@ -142,8 +143,14 @@ Status ParseAuth(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   GPUPOOL_RETURN_IF_ERROR(
       doc.CheckKeys(n, p, {"api_tokens", "node_tokens", "require_node_certificates", "oidc"}));
   GPUPOOL_RETURN_IF_ERROR(ParseOidc(doc, n, p, c));
-  GPUPOOL_ASSIGN_OR_RETURN(c->require_node_certificates,
-                           doc.Bool(n, p, "require_node_certificates", false));
+  // Kept so older configs still load: registration always needs a node certificate now.
+  GPUPOOL_ASSIGN_OR_RETURN(const bool require_certs,
+                           doc.Bool(n, p, "require_node_certificates", true));
+  if (!require_certs) {
+    return doc.Error(n["require_node_certificates"], p.Key("require_node_certificates"),
+                     "false is no longer supported: agents always register with a node "
+                     "certificate (they join once with a join token); remove the key");
+  }
   if (YAML::Node t = n["api_tokens"]) {
     YamlPath tp = p.Key("api_tokens");
     GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(t, tp));
@@ -373,7 +380,7 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
     GPUPOOL_RETURN_IF_ERROR(
         doc.CheckKeys(y, ip,
                       {"name", "visibility", "allowed_tenants", "strategy", "compute_overcommit",
-                       "memory_overcommit", "sharing", "replicas", "mps_isolation"}));
+                       "memory_overcommit", "sharing", "replicas", "mps_isolation", "requires"}));
     PoolRecord pool;
     GPUPOOL_ASSIGN_OR_RETURN(pool.name, doc.String(y, ip, "name"));
     // The API addresses a pool by this name (REST paths, gpupoolctl): one the API would refuse
@@ -439,6 +446,19 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
     if (pool.mps_tenant_isolation && pool.sharing_mode == SharingMode::kExclusive) {
       return doc.Error(y, ip.Key("mps_isolation"),
                        "tenant isolation needs sharing fractional or time-sliced");
+    }
+    if (YAML::Node t = y["requires"]) {  // capabilities a node needs for shared work
+      GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(t, ip.Key("requires")));
+      std::set<std::string> caps;
+      for (size_t k = 0; k < t.size(); ++k) {
+        YamlPath kp = ip.Key("requires").Index(k);
+        const std::string name = t[k].IsScalar() ? t[k].Scalar() : "";
+        if (CapabilityBit(name) == 0) {
+          return doc.Error(t[k], kp, CapabilityMaskOf({name}).status().message());
+        }
+        caps.insert(name);
+      }
+      pool.required_capabilities.assign(caps.begin(), caps.end());
     }
     c->origins["pool " + pool.name] = Origin(doc, y, ip);
     c->pools.push_back(std::move(pool));

@@ -49,10 +49,10 @@ struct DaemonConfig {
   // --insecure: plaintext gRPC/HTTP and no authentication unless api_tokens are configured;
   // only with loopback listen addresses (CheckInsecureAllowed).
   bool insecure = false;
-  std::vector<ApiToken> api_tokens;      // empty = no authentication (everyone is admin)
-  std::vector<std::string> node_tokens;  // empty = agents are not authenticated
-  // Agents must register with a node certificate (no node-token registration).
-  bool require_node_certificates = false;
+  std::vector<ApiToken> api_tokens;  // empty = no authentication (everyone is admin)
+  // Extra join tokens beside <data-dir>/node.token (secure mode); with --insecure, the tokens an
+  // agent must present to register (empty: agents are not authenticated).
+  std::vector<std::string> node_tokens;
   // JWT bearer tokens from an external OIDC issuer (`auth.oidc`, api/oidc.h); unset = none.
   struct Oidc {
     std::string issuer;

@@ -87,8 +87,6 @@ std::vector<std::string> RestartOnlyChanges(const DaemonConfig& a, const DaemonC
   check(a.catalog == b.catalog, "catalog");
   check(a.node_tokens == b.node_tokens, "auth.node_tokens");
   check(a.oidc == b.oidc, "auth.oidc");
-  check(a.require_node_certificates == b.require_node_certificates,
-        "auth.require_node_certificates");
   const SchedulerOptions &x = a.scheduler, &y = b.scheduler;
   check(x.default_strategy == y.default_strategy, "scheduler.default_strategy");
   check(std::tie(x.heartbeat_interval_ms, x.heartbeat_timeout_ms, x.stop_grace_period_ms,

@@ -4,9 +4,13 @@
 #include "agent/config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include "agent/nvml_backend.h"
 #include "agent/sim_backend.h"
@@ -146,6 +150,32 @@ gpus: [{model: L4}]
   auto d = ParseAgentConfig("gpus: [{model: L4}]\n", "a.yaml");
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(d->sandbox.enabled);
+}
+
+TEST(AgentConfigTest, ReadsTheJoinTokenFromAFile) {
+  const std::string path = ::testing::TempDir() + "/agent_config_node.token";
+  std::ofstream(path) << "  gpj-0123456789abcdef\n";
+  Result<AgentConfig> c = ParseAgentConfig("token_file: " + path + "\n", "a.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->token, "gpj-0123456789abcdef");
+  EXPECT_EQ(c->token_file, path);
+  // Both at once, a missing file and an empty one are refused, naming the key and the file.
+  Result<AgentConfig> both = ParseAgentConfig("token: abc\ntoken_file: " + path + "\n", "a.yaml");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("set token or token_file, not both"), std::string::npos)
+      << both.status().message();
+  Result<AgentConfig> missing = ParseAgentConfig("token_file: /nonexistent/node.token\n", "a.yaml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("a.yaml:1:13: token_file"), std::string::npos)
+      << missing.status().message();
+  EXPECT_NE(missing.status().message().find("/nonexistent/node.token: cannot read"),
+            std::string::npos)
+      << missing.status().message();
+  std::ofstream(path, std::ios::trunc) << "\n";
+  Result<AgentConfig> empty = ParseAgentConfig("token_file: " + path + "\n", "a.yaml");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("the token file is empty"), std::string::npos);
+  std::remove(path.c_str());
 }
 
 TEST(AgentConfigTest, AnEnabledSandboxNeedsUids) {
@@ -434,6 +464,39 @@ TEST(NvmlBackendTest, DiscoversAndSamplesThroughTheLoadedLibrary) {
   EXPECT_EQ(events[1].uuid, "GPU-fake-0");
   EXPECT_EQ(events[1].kind, DeviceEvent::Kind::kEccCorrected);
   EXPECT_TRUE(b.PollEvents().empty());
+}
+
+// The device files a sandboxed task needs, as the driver lays them out: /dev/nvidia<minor> (the
+// minor from NVML, not the index), a MIG instance's parent node and its two access capabilities
+// from /proc/driver/nvidia/capabilities, and no control file that does not exist.
+TEST(NvmlBackendTest, ListsEachDevicesFilesByMinorNumberAndMigCapability) {
+  const std::string root = ::testing::TempDir() + "/nvml_paths_" + std::to_string(getpid());
+  std::filesystem::remove_all(root);
+  const std::string mig = root + "/proc/capabilities/gpu3/mig";
+  for (const auto& [dir, minor] : std::vector<std::pair<std::string, int>>{
+           {"/gi1", 21}, {"/gi1/ci0", 22}, {"/gi2", 30}, {"/gi2/ci0", 31}}) {
+    std::filesystem::create_directories(mig + dir);
+    std::ofstream(mig + dir + "/access")
+        << "DeviceFileMinor: " << minor << "\nDeviceFileMode: 292\nDeviceFileModify: 1\n";
+  }
+  std::filesystem::create_directories(root + "/dev");
+  auto opened = NvmlBackend::Open(Catalog::Builtin(), GPUPOOL_FAKE_NVML,
+                                  {.dev_dir = root + "/dev", .proc_dir = root + "/proc"});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto inv = (*opened)->Discover();
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  ASSERT_EQ(inv->devices.size(), 4u);
+  const std::string dev = root + "/dev";
+  EXPECT_EQ(inv->devices[0].device_files, std::vector<std::string>{dev + "/nvidia3"});
+  EXPECT_EQ(inv->devices[1].device_files,
+            (std::vector<std::string>{dev + "/nvidia3", dev + "/nvidia-caps/nvidia-cap21",
+                                      dev + "/nvidia-caps/nvidia-cap22"}));
+  EXPECT_EQ(inv->devices[2].device_files,
+            (std::vector<std::string>{dev + "/nvidia3", dev + "/nvidia-caps/nvidia-cap30",
+                                      dev + "/nvidia-caps/nvidia-cap31"}));
+  EXPECT_EQ(inv->devices[3].device_files, std::vector<std::string>{dev + "/nvidia0"});
+  EXPECT_TRUE(inv->control_device_files.empty());  // none exists under this dev dir
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

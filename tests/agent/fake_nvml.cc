@@ -107,6 +107,30 @@ int nvmlDeviceGetMigDeviceHandleByIndex(void* d, unsigned j, void** mig) {
   *mig = m;
   return 0;
 }
+// nvmlDeviceGetMinorNumber (NVML API reference, "Device Queries"): the GPU's node is
+// /dev/nvidia<minor>. Minors need not follow NVML's indices (they follow the driver's probe
+// order; NVML's follow PCI bus ids), so GPU 0 answers 3 and GPU 1 answers 0. A MIG device
+// handle has no node of its own: NOT_SUPPORTED.
+int nvmlDeviceGetMinorNumber(void* d, unsigned* minor) {
+  const Dev* v = static_cast<Dev*>(d);
+  if (v->mig >= 0) return 3;
+  *minor = v->gpu == 0 ? 3 : 0;
+  return 0;
+}
+// nvmlDeviceGetGpuInstanceId / nvmlDeviceGetComputeInstanceId ("MIG Management"): valid on MIG
+// device handles only (INVALID_ARGUMENT otherwise). Instance j of GPU 0 is GPU instance j + 1
+// with compute instance 0, as nvidia-smi numbers two 3g.40gb instances.
+int nvmlDeviceGetGpuInstanceId(void* d, unsigned* id) {
+  const Dev* v = static_cast<Dev*>(d);
+  if (v->mig < 0) return 2;
+  *id = static_cast<unsigned>(v->mig) + 1;
+  return 0;
+}
+int nvmlDeviceGetComputeInstanceId(void* d, unsigned* id) {
+  if (static_cast<Dev*>(d)->mig < 0) return 2;
+  *id = 0;
+  return 0;
+}
 int nvmlDeviceGetP2PStatus(void* /*a*/, void* /*b*/, int caps, int* status) {
   *status = caps == 2 ? 0 : 1;  // NVLink: OK
   return 0;

@@ -19,7 +19,10 @@
 #include <mutex>
 #include <sstream>
 
+#include "agent/nvml_backend.h"
+#include "agent/proto_convert.h"
 #include "agent/task_runner.h"
+#include "gpupool/v1/agent.pb.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool::agent {
@@ -225,6 +228,44 @@ TEST_F(SandboxTest, OpensOnlyTheDeviceFilesItWasGranted) {
   EXPECT_NE(out.find("nvidia0: No such device or address"), std::string::npos) << out;
   EXPECT_NE(out.find("nvidiactl: No such device or address"), std::string::npos) << out;
   EXPECT_NE(out.find("null-ok"), std::string::npos) << out;
+}
+
+// The NVML backend (fake libnvidia-ml with the driver's device numbering) lists the files a task
+// granted one GPU needs, and the sandbox lets it open exactly those: its /dev/nvidia<minor>,
+// nvidiactl and nvidia-uvm, and not the other GPU. Before, the NVML backend listed no device
+// file at all, so every sandboxed GPU task got EPERM on a real node (issue 24).
+TEST_F(SandboxTest, OnTheNvmlBackendATaskOpensItsGpuAndTheControlFilesOnly) {
+  const std::string dev = etc_dir_ + "/dev";
+  std::filesystem::remove(dev + "/nvidia1");
+  MakeDevice("nvidia3", 195, 3);  // fake NVML's GPU 0 has minor 3, GPU 1 minor 0
+  MakeDevice("nvidia-uvm", 234, 0);
+  auto nvml = NvmlBackend::Open(Catalog::Builtin(), GPUPOOL_FAKE_NVML,
+                                {.dev_dir = dev, .proc_dir = etc_dir_ + "/proc"});
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  Result<Inventory> inv = (*nvml)->Discover();
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  v1::StartTask start;
+  start.set_task_id("nvml");
+  start.set_job_id("job-1");
+  start.set_tenant("acme");
+  start.set_attempt(1);
+  for (const char* a : {"/bin/sh", "-c",
+                        "exec 2>&1; cd $DEV; for f in nvidia0 nvidiactl nvidia-uvm nvidia3; do "
+                        "cat $f; echo; done"}) {
+    start.add_argv(a);
+  }
+  (*start.mutable_env())["DEV"] = dev;
+  start.add_devices()->set_uuid("GPU-fake-1");  // minor 0
+  TaskSpec spec = FromProto(start, "node-a", *inv);
+  EXPECT_EQ(spec.device_files,
+            (std::vector<std::string>{dev + "/nvidia0", dev + "/nvidiactl", dev + "/nvidia-uvm"}));
+  TaskStatus st = Run(spec);
+  const std::string& out = st.output_tail;
+  // Granted: the open reaches the (absent) driver, ENXIO. Not granted: the cgroup's EPERM.
+  EXPECT_NE(out.find("nvidia0: No such device or address"), std::string::npos) << out;
+  EXPECT_NE(out.find("nvidiactl: No such device or address"), std::string::npos) << out;
+  EXPECT_NE(out.find("nvidia-uvm: No such device or address"), std::string::npos) << out;
+  EXPECT_NE(out.find("nvidia3: Operation not permitted"), std::string::npos) << out;
 }
 
 TEST_F(SandboxTest, CannotSeeOrSignalAnotherTenantsProcesses) {

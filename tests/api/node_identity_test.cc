@@ -198,13 +198,18 @@ TEST_F(NodeIdentityTest, ANodeJoinsOnceAndRegistersWithItsOwnCertificate) {
   Status by_token = Register(nullptr, Registration("node-a", kNodeToken));
   EXPECT_EQ(by_token.code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(by_token.message(), "node 'node-a' is enrolled: connect with its certificate");
-  // A node that is not enrolled still may, with the node token (migration path).
-  EXPECT_TRUE(Register(nullptr, Registration("node-c", kNodeToken)).ok());
+  // Nor can anyone register a node that is not enrolled without a certificate: not with the
+  // node token, not with the join token, not with nothing (the anonymous-node hole, issue 30).
+  for (const char* token : {kNodeToken, kJoinToken, ""}) {
+    Status anon = Register(nullptr, Registration("node-c", token));
+    EXPECT_EQ(anon.code(), StatusCode::kUnauthenticated) << token;
+    EXPECT_EQ(anon.message(), "agents must connect with a node certificate (join first)");
+  }
 
-  // Every registration is audited, the refused ones with who tried: A's certificate as B, the
-  // node token as A.
+  // Every registration is audited, the refused ones with who tried: A's certificate as B, no
+  // credential as A and as C.
   const std::vector<AuditEntry> regs = audit_.Of("RegisterNode");
-  ASSERT_EQ(regs.size(), 4u);
+  ASSERT_EQ(regs.size(), 6u);
   EXPECT_EQ(regs[0].resource, "node/node-a");
   EXPECT_EQ(regs[0].code, StatusCode::kOk);
   EXPECT_EQ(regs[0].actor.principal, "node-a");
@@ -217,9 +222,12 @@ TEST_F(NodeIdentityTest, ANodeJoinsOnceAndRegistersWithItsOwnCertificate) {
   EXPECT_NE(regs[1].source.find("127.0.0.1"), std::string::npos) << regs[1].source;
   EXPECT_EQ(regs[2].resource, "node/node-a");
   EXPECT_EQ(regs[2].code, StatusCode::kPermissionDenied);
-  EXPECT_EQ(regs[2].actor.key_id, "node-token");
-  EXPECT_EQ(regs[3].resource, "node/node-c");
-  EXPECT_EQ(regs[3].code, StatusCode::kOk);
+  EXPECT_EQ(regs[2].actor.key_id, "none");
+  for (size_t i = 3; i < 6; ++i) {
+    EXPECT_EQ(regs[i].resource, "node/node-c");
+    EXPECT_EQ(regs[i].code, StatusCode::kUnauthenticated);
+    EXPECT_EQ(regs[i].actor.key_id, "none");
+  }
 }
 
 TEST_F(NodeIdentityTest, RenewRetiresTheOldCertificateAndRevokeShutsTheNodeOut) {

@@ -314,7 +314,13 @@ TEST(DaemonConfigTest, TlsListenAndNodeCertificates) {
       "listen: {grpc_tls: 0.0.0.0:7443}\nauth: {require_node_certificates: true}\n", "x.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->grpc_tls_listen, "0.0.0.0:7443");
-  EXPECT_TRUE(c->require_node_certificates);
+  // Token-only registration is gone: the old opt-out is refused, naming the key.
+  Result<DaemonConfig> opt_out =
+      ParseDaemonConfig("auth: {require_node_certificates: false}\n", "x.yaml");
+  ASSERT_FALSE(opt_out.ok());
+  EXPECT_NE(opt_out.status().message().find("x.yaml:1: auth.require_node_certificates"),
+            std::string::npos)
+      << opt_out.status().message();
   EXPECT_TRUE(ParseDaemonConfig("", "x.yaml")->grpc_tls_listen.empty());  // off by default
   EXPECT_EQ(ParseDaemonConfig("", "x.yaml")->http_max_connections_per_client, 256);
   EXPECT_EQ(ParseDaemonConfig("listen: {http_max_connections_per_client: 0}\n", "x.yaml")

@@ -1,17 +1,22 @@
 // End to end: gpupoold's secure default, as a fresh install meets it — the generated CA and admin
 // credential (0600), TLS on the gRPC and REST ports, authentication always on, no detail leaked
-// to a wrong credential — and --insecure refused off loopback.
+// to a wrong credential — the node join token (0600) and agents that register only with a
+// certificate bought with it, and --insecure refused off loopback.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "gpupool/v1/agent.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/api/https_client.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/single_agent.h"
+#include "tests/support/wait_for.h"
 
 namespace gpupool {
 namespace {
@@ -95,6 +100,66 @@ TEST_F(SecureDefault, RestServesHttpsOnlyAndNeedsACredential) {
   } catch (const std::exception&) {
   }
   EXPECT_FALSE(plaintext_answered);
+}
+
+// The anonymous-node hole (issue 30): on a fresh default install nobody registers a node without
+// a node certificate — no credential, the join token itself, a wrong token; any node name, any
+// pool — while a real agent given the join token joins, registers with its certificate and runs a
+// task.
+TEST_F(SecureDefault, RegistrationNeedsANodeCertificateAndTheJoinTokenBuysOne) {
+  const std::string token_path = daemon_->node_token_path();
+  EXPECT_EQ(Mode(token_path), 0600u);
+  std::ifstream token_in(token_path);
+  std::string join_token;
+  std::getline(token_in, join_token);
+  EXPECT_EQ(join_token.size(), 64u);
+  EXPECT_NE(join_token, daemon_->admin_token());
+  ASSERT_TRUE(daemon_->CreatePool("gpu").ok());
+
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs = daemon_->ca_pem();
+  for (const std::string& token : {std::string(), join_token, std::string("wrong-0123456789abc")}) {
+    for (const std::string& node : {std::string("intruder"), std::string("node-a")}) {
+      for (const std::string& pool : {std::string("gpu"), std::string("no-such-pool")}) {
+        auto channel = grpc::CreateChannel(daemon_->grpc_address(), grpc::SslCredentials(tls));
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        auto stream = v1::AgentService::NewStub(channel)->Connect(&ctx);
+        v1::AgentMessage m;
+        v1::Register* r = m.mutable_register_();
+        r->set_node_name(node);
+        r->set_pool(pool);
+        r->set_token(token);
+        r->set_cpu_milli(1000);
+        r->set_memory_mib(1024);
+        stream->Write(m);
+        v1::SchedulerMessage in;
+        EXPECT_FALSE(stream->Read(&in)) << "registered " << node << " without a certificate";
+        grpc::Status st = stream->Finish();
+        EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+            << node << "/" << pool << ": " << st.error_message();
+        EXPECT_EQ(st.error_message().find(join_token), std::string::npos);
+      }
+    }
+  }
+
+  // A real agent with the join token and the CA joins, gets its certificate and runs a task.
+  Result<std::string> dir = testing::MakeTempDir("gpupool-e2e-join");
+  ASSERT_TRUE(dir.ok());
+  testing::SingleAgent::Options o;
+  o.dir = *dir;
+  testing::SingleAgent agent(o);
+  agent.Connect(*daemon_);
+  ASSERT_TRUE(agent.StartAndWaitReady(std::chrono::seconds(60))) << daemon_->LogTail(20);
+  testing::ShellJob shell;
+  shell.script = "echo joined";
+  const std::string job = agent.Submit(shell);
+  ASSERT_FALSE(job.empty());
+  EXPECT_TRUE(testing::WaitFor([&] { return agent.Task(job).state() == v1::TASK_STATE_SUCCEEDED; },
+                               std::chrono::seconds(60), std::chrono::milliseconds(100)))
+      << v1::TaskState_Name(agent.Task(job).state());
+  agent.Stop();
+  if (!HasFailure()) std::filesystem::remove_all(*dir);
 }
 
 TEST(InsecureMode, IsRefusedOffLoopback) {

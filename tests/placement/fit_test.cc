@@ -12,6 +12,7 @@ namespace {
 using testing::Amount;
 using testing::Node;
 using testing::Share;
+using testing::Whole;
 
 DeviceState Device(int64_t tflops_milli, int64_t vram, int64_t alloc_tflops = 0,
                    int64_t alloc_vram = 0) {
@@ -99,6 +100,39 @@ TEST(FitTest, ModelConstraintAndUnknownModel) {
   EXPECT_EQ(d.rejections[0].reason, "model: no node in the pool has an allowed model");
   r.allowed_models = {"A100", "T4"};
   EXPECT_TRUE(e.Place(r).placed);
+}
+
+// Shared work goes only where the node enforces what the pool requires (issue 24): a slice is
+// never sold on a node that cannot hold its tenant to it. Whole GPUs are not held to it, and
+// preemption does not look past it either.
+TEST(FitTest, SharedWorkNeedsTheCapabilitiesThePoolRequires) {
+  PoolPolicy policy;
+  policy.shared_requires = CapabilityBit("vram_cap") | CapabilityBit("sandbox");
+  Engine e(policy);
+  NodeSpec bare = Node("bare", 2);
+  bare.capabilities = CapabilityBit("sandbox");  // no VRAM cap
+  ASSERT_TRUE(e.AddNode(bare).ok());
+  Decision d = e.Place(Share(500));
+  ASSERT_FALSE(d.placed);
+  ASSERT_EQ(d.rejections.size(), 1u);
+  EXPECT_EQ(d.rejections[0].reason,
+            "capability: cannot enforce vram_cap (the pool requires it for shared work)");
+  EXPECT_EQ(d.rejection_counts, (std::vector<std::pair<std::string, int>>{{"capability", 1}}));
+  // A whole GPU needs no slice enforcement.
+  Decision whole = e.Place(Whole(1));
+  ASSERT_TRUE(whole.placed);
+  ASSERT_TRUE(e.Commit(whole.allocation).ok());
+  // Preempting the whole-GPU task would not make the node able to enforce a slice.
+  std::vector<RunningTask> running{{"t1", whole.allocation, 0, 0}};
+  EXPECT_FALSE(e.FindVictims(Share(1000), 10, running).found);
+  // A node that enforces both takes the share; the bare one still does not.
+  NodeSpec enforcing = Node("enforcing", 1);
+  enforcing.capabilities =
+      CapabilityBit("vram_cap") | CapabilityBit("sandbox") | CapabilityBit("compute_share");
+  ASSERT_TRUE(e.AddNode(enforcing).ok());
+  Decision shared = e.Place(Share(500));
+  ASSERT_TRUE(shared.placed);
+  EXPECT_EQ(shared.allocation.node, "enforcing");
 }
 
 TEST(FitTest, RejectionsAreBoundedAndCounted) {

@@ -13,7 +13,9 @@ constexpr int64_t kS = 1'000'000;
 TEST(MeteringRates, FractionalOnAnOvercommittedPool) {
   // An H100 (989 TFLOPS, 81920 MiB) offered at 2× compute and 1.5× memory: 1978 TFLOPS and
   // 122880 MiB. A slice of 300 TFLOPS / 61440 MiB is backed by 300 × 989/1978 = 150 physical
-  // TFLOPS and 61440 × 81920/122880 = 40960 MiB of VRAM; the other 20480 MiB spill to host RAM.
+  // TFLOPS. Holding 60 GiB of an 80 GiB GPU spills nothing: spill is what the node measures when
+  // allocations outgrow the device (Split), never a share of what is held (the old figure here,
+  // 20480 MiB, was physically false).
   MeteredDevice h100{"H100-SXM", "", Resources{989'000, 81'920}};
   std::vector<Allocation> a{{"GPU-0", Resources{300'000, 61'440}, 0, false}};
   std::string model, profile;
@@ -25,7 +27,7 @@ TEST(MeteringRates, FractionalOnAnOvercommittedPool) {
   EXPECT_EQ(r.milli_tflops_seconds, 300'000);
   EXPECT_EQ(r.physical_milli_tflops_seconds, 150'000);
   EXPECT_EQ(r.vram_mib_seconds, 61'440);
-  EXPECT_EQ(r.spill_mib_seconds, 20'480);
+  EXPECT_EQ(r.spill_mib_seconds, 0);
   EXPECT_EQ(r.device_seconds, 0);
 }
 
@@ -88,10 +90,12 @@ TEST(MeteringSplit, TheLastRowSaysHowTheAttemptEnded) {
   UsageInterval rates;
   rates.totals.device_seconds = 2;
   std::vector<UsageInterval> rows =
-      Split(rates, 30 * kS, 70 * kS, 60 * kS, AttemptEnd::kPreempted, {4'000'000, 1 << 30, 0});
+      Split(rates, 30 * kS, 70 * kS, 60 * kS, AttemptEnd::kPreempted, {4'000'000, 1 << 30, 0, 7});
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].end, AttemptEnd::kNone);
   EXPECT_EQ(rows[0].totals.cpu_usage_us, 0);
+  EXPECT_EQ(rows[0].totals.spill_mib_seconds, 0);
+  EXPECT_EQ(rows[1].totals.spill_mib_seconds, 7);  // what the node measured, once
   EXPECT_EQ(rows[1].end, AttemptEnd::kPreempted);
   EXPECT_EQ(rows[1].totals.device_seconds, 20);
   EXPECT_EQ(rows[1].totals.cpu_usage_us, 4'000'000);

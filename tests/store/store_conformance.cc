@@ -99,6 +99,7 @@ TEST_P(StoreConformanceTest, UpsertsReplaceWholeRecords) {
   pool.allowed_tenants.clear();
   pool.compute_overcommit = Ratio{2000};
   pool.mps_tenant_isolation = false;
+  pool.required_capabilities = {"sandbox"};
   node.devices.resize(1);
   node.links.clear();
   node.labels = {{"zone", "eu-2"}};
@@ -279,7 +280,7 @@ TEST_P(StoreConformanceTest, TenantsAndQuotasRoundTrip) {
 // Issue 10: a task's usage (from its cgroup) is stored with the task, on insert and update.
 TEST_P(StoreConformanceTest, TaskUsageRoundTrips) {
   JobRecord j = SampleJob(5, 2);
-  j.tasks[1].usage = {7, 8, 9};
+  j.tasks[1].usage = {7, 8, 9, 10};
   ASSERT_OK(ApplyAndWait(*store_, {UpsertPool{SamplePool(j.spec.pool)}, InsertJob{j}}));
   TaskRecord t = j.tasks[0];
   t.usage = {1'500'000, 33'554'432, 1};
@@ -287,7 +288,7 @@ TEST_P(StoreConformanceTest, TaskUsageRoundTrips) {
   RecoveredState s = MustRecover(*store_);
   ASSERT_EQ(s.jobs.size(), 1u);
   EXPECT_EQ(s.jobs[0].tasks[0].usage, (TaskUsageRecord{1'500'000, 33'554'432, 1}));
-  EXPECT_EQ(s.jobs[0].tasks[1].usage, (TaskUsageRecord{7, 8, 9}));
+  EXPECT_EQ(s.jobs[0].tasks[1].usage, (TaskUsageRecord{7, 8, 9, 10}));  // measured spill too
 }
 
 // Issue 10: a device fault is one row per (node, device); clearing it replaces the row.

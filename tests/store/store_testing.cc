@@ -79,6 +79,7 @@ PoolRecord SamplePool(const std::string& name) {
   p.time_slice_replicas = 4;
   p.create_us = 1'700'000'000'000'001;
   p.mps_tenant_isolation = true;
+  p.required_capabilities = {"compute_share", "sandbox", "vram_cap"};
   return p;
 }
 

@@ -151,6 +151,15 @@ std::shared_ptr<grpc::Channel> DaemonProcess::Channel() const {
   return grpc::CreateChannel(grpc_address(), grpc::SslCredentials(o));
 }
 
+std::shared_ptr<grpc::Channel> DaemonProcess::AdminChannel() const {
+  if (!options_.secure) return Channel();
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = ca_pem();
+  return grpc::CreateChannel(
+      grpc_address(), grpc::CompositeChannelCredentials(
+                          grpc::SslCredentials(o), grpc::AccessTokenCredentials(admin_token())));
+}
+
 Status DaemonProcess::Launch() {
   std::vector<std::string> argv{BinaryPath("gpupoold"),
                                 "--data-dir",

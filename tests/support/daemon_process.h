@@ -88,6 +88,10 @@ class DaemonProcess {
   std::string admin_token() const;
   // A channel to the gRPC port: TLS trusting ca_pem() when secure, else plaintext.
   std::shared_ptr<grpc::Channel> Channel() const;
+  // Channel(), every call carrying the admin credential when secure.
+  std::shared_ptr<grpc::Channel> AdminChannel() const;
+  // Secure daemons: the node join token written on first start (DATA_DIR/node.token).
+  std::string node_token_path() const { return data_dir_ + "/node.token"; }
   std::string log_path() const { return data_dir_ + "/gpupoold.log"; }
   std::string LogTail(int lines) const;
   // One quick API call answered (this replica leads and serves).

@@ -58,7 +58,11 @@ void SingleAgent::Connect(const std::string& grpc_address, std::shared_ptr<grpc:
 }
 
 void SingleAgent::Connect(const DaemonProcess& daemon) {
-  Connect(daemon.grpc_address(), daemon.Channel());
+  Connect(daemon.grpc_address(), daemon.AdminChannel());
+  if (daemon.secure()) {
+    join_config_ =
+        "token_file: " + daemon.node_token_path() + "\nca_file: " + daemon.ca_path() + "\n";
+  }
 }
 
 Status SingleAgent::Start() {
@@ -69,7 +73,7 @@ Status SingleAgent::Start() {
   o.pool = options_.pool;
   o.gpus = options_.gpus;
   o.health_poll_ms = options_.health_poll_ms;
-  o.extra_config = options_.extra_config;
+  o.extra_config = options_.extra_config + join_config_;
   o.extra_args = options_.extra_args;
   GPUPOOL_ASSIGN_OR_RETURN(process_, StartAgentProcess(o));
   return Status::Ok();

@@ -59,7 +59,8 @@ class SingleAgent {
   // Points the agent at gpupoold's gRPC address (HOST:PORT, or a replicas' list) and the lookups
   // at `channel` (null: plaintext to `grpc_address`).
   void Connect(const std::string& grpc_address, std::shared_ptr<grpc::Channel> channel = nullptr);
-  // Connect(daemon's address, daemon.Channel()).
+  // Connect(daemon's address, daemon.AdminChannel()); a secure daemon's agent joins with its
+  // node.token and registers with the certificate it gets (ca_file: the daemon's CA).
   void Connect(const DaemonProcess& daemon);
   // Writes the agent's config and starts it; does not wait for it to register.
   Status Start();
@@ -80,6 +81,7 @@ class SingleAgent {
  private:
   Options options_;
   std::string scheduler_;
+  std::string join_config_;  // token_file and ca_file, for a secure daemon
   std::unique_ptr<ChildProcess> process_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
   std::unique_ptr<v1::NodeService::Stub> nodes_;

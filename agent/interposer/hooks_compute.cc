@@ -1,0 +1,205 @@
+// Compute hooks: the strict cap, charged by measured GPU time.
+//
+// Each launch (plain, Ex, cooperative, graph; legacy and per-thread-stream variants) is
+// bracketed by two events on its stream. When the end event has completed, the time between
+// the two — what the device spent on this context's work — is reported to the task's ledger,
+// which keeps one token bucket for the whole task and answers how long to wait before the next
+// launch. Completed pairs are collected at each launch without blocking; at most kMaxPending
+// pairs are outstanding (the oldest is then waited for). With a 100 % grant nothing is measured.
+#include <time.h>
+
+#include <deque>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "agent/interposer/interposer.h"
+
+namespace gi = gpupool::interposer;
+
+namespace {
+
+constexpr size_t kMaxPending = 64;
+// GPU time is reported to the ledger in batches of at least this much (one round trip per
+// batch, not per launch); the ledger's bucket (20 ms deep) absorbs the batching.
+constexpr uint64_t kReportNs = 4'000'000;
+
+struct Pair {
+  CUcontext ctx;
+  CUevent start, end;
+};
+
+std::mutex g_mu;  // guards everything below
+std::deque<Pair> g_pending;
+std::map<CUcontext, std::vector<CUevent>> g_spare;
+uint64_t g_wait_until_ns = 0;
+uint64_t g_unreported_ns = 0;
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+bool Capped() {
+  gpupool::ledger::LedgerClient* l = gi::Ledger();
+  return l != nullptr && l->hello().compute_percent < 100;
+}
+
+// REQUIRES: g_mu.
+CUevent TakeEvent(CUcontext ctx) {
+  auto& spare = g_spare[ctx];
+  if (!spare.empty()) {
+    CUevent e = spare.back();
+    spare.pop_back();
+    return e;
+  }
+  CUevent e = nullptr;
+  auto create = REAL(cuEventCreate);
+  if (create == nullptr || create(&e, 0) != CUDA_SUCCESS) return nullptr;
+  return e;
+}
+
+// REQUIRES: g_mu. Reports the GPU time of every completed pair (all pairs when `all`).
+void CollectLocked(bool all) {
+  auto query = REAL(cuEventQuery);
+  auto sync = REAL(cuEventSynchronize);
+  auto elapsed = REAL(cuEventElapsedTime);
+  uint64_t ns = 0;
+  while (!g_pending.empty()) {
+    Pair p = g_pending.front();
+    bool must_wait = all || g_pending.size() > kMaxPending;
+    CUresult r = must_wait ? sync(p.end) : query(p.end);
+    if (r == CUDA_ERROR_NOT_READY) break;
+    float ms = 0;
+    if (r == CUDA_SUCCESS && elapsed(&ms, p.start, p.end) == CUDA_SUCCESS && ms > 0)
+      ns += static_cast<uint64_t>(static_cast<double>(ms) * 1e6);
+    g_pending.pop_front();
+    g_spare[p.ctx].push_back(p.start);
+    g_spare[p.ctx].push_back(p.end);
+  }
+  g_unreported_ns += ns;
+  if (g_unreported_ns < kReportNs && !all) return;
+  gpupool::ledger::LedgerClient* l = gi::Ledger();
+  gpupool::ledger::Response resp;
+  if (l != nullptr &&
+      l->Call(gpupool::ledger::Op::kCompute, gpupool::ledger::Kind::kNone, g_unreported_ns,
+              &resp) &&
+      resp.wait_ns != 0)
+    g_wait_until_ns = NowNs() + resp.wait_ns;
+  g_unreported_ns = 0;
+}
+
+void Throttle() {
+  uint64_t until;
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    CollectLocked(false);
+    until = g_wait_until_ns;
+  }
+  uint64_t now = NowNs();
+  if (until <= now) return;
+  uint64_t ns = until - now;
+  timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+template <typename Record, typename Launch>
+CUresult Metered(CUstream stream, Record record, Launch launch) {
+  if (!Capped()) return launch();
+  Throttle();
+  CUcontext ctx = nullptr;
+  auto current = REAL(cuCtxGetCurrent);
+  if (current == nullptr || record == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return launch();  // the driver's error
+  CUevent start = nullptr, end = nullptr;
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    start = TakeEvent(ctx);
+    end = TakeEvent(ctx);
+  }
+  if (start == nullptr || end == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;  // cannot meter: refuse
+  record(start, stream);
+  CUresult r = launch();
+  record(end, stream);
+  std::lock_guard<std::mutex> l(g_mu);
+  g_pending.push_back({ctx, start, end});
+  CollectLocked(false);
+  return r;
+}
+
+}  // namespace
+
+void gi::ForgetContext(CUcontext ctx) {
+  std::lock_guard<std::mutex> l(g_mu);
+  g_spare.erase(ctx);  // destroyed with their context
+  for (auto it = g_pending.begin(); it != g_pending.end();)
+    it = it->ctx == ctx ? g_pending.erase(it) : it + 1;
+}
+
+GPUPOOL_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                       unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                       CUstream s, void** params, void** extra) {
+  auto real = REAL(cuLaunchKernel);
+  if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
+  return Metered(s, REAL(cuEventRecord),
+                 [&] { return real(f, gx, gy, gz, bx, by, bz, shared, s, params, extra); });
+}
+
+GPUPOOL_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                            unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                            CUstream s, void** params, void** extra) {
+  auto real = REAL(cuLaunchKernel_ptsz);
+  if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
+  return Metered(s, REAL(cuEventRecord_ptsz),
+                 [&] { return real(f, gx, gy, gz, bx, by, bz, shared, s, params, extra); });
+}
+
+GPUPOOL_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** params,
+                                         void** extra) {
+  auto real = REAL(cuLaunchKernelEx);
+  if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
+  if (c == nullptr) return real(c, f, params, extra);
+  return Metered(c->hStream, REAL(cuEventRecord), [&] { return real(c, f, params, extra); });
+}
+
+GPUPOOL_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* c, CUfunction f, void** params,
+                                              void** extra) {
+  auto real = REAL(cuLaunchKernelEx_ptsz);
+  if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
+  if (c == nullptr) return real(c, f, params, extra);
+  return Metered(c->hStream, REAL(cuEventRecord_ptsz), [&] { return real(c, f, params, extra); });
+}
+
+GPUPOOL_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy,
+                                                  unsigned gz, unsigned bx, unsigned by,
+                                                  unsigned bz, unsigned shared, CUstream s,
+                                                  void** params) {
+  auto real = REAL(cuLaunchCooperativeKernel);
+  if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
+  return Metered(s, REAL(cuEventRecord),
+                 [&] { return real(f, gx, gy, gz, bx, by, bz, shared, s, params); });
+}
+
+GPUPOOL_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
+                                                       unsigned gz, unsigned bx, unsigned by,
+                                                       unsigned bz, unsigned shared, CUstream s,
+                                                       void** params) {
+  auto real = REAL(cuLaunchCooperativeKernel_ptsz);
+  if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
+  return Metered(s, REAL(cuEventRecord_ptsz),
+                 [&] { return real(f, gx, gy, gz, bx, by, bz, shared, s, params); });
+}
+
+GPUPOOL_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
+  auto real = REAL(cuGraphLaunch);
+  if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
+  return Metered(s, REAL(cuEventRecord), [&] { return real(exec, s); });
+}
+
+GPUPOOL_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) {
+  auto real = REAL(cuGraphLaunch_ptsz);
+  if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
+  return Metered(s, REAL(cuEventRecord_ptsz), [&] { return real(exec, s); });
+}

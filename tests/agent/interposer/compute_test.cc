@@ -1,0 +1,113 @@
+// The strict compute cap on the fake device's clock: kernels of 1 ms run one at a time (a GPU
+// time-slicing contexts without MPS), each tenant's GPU time is what the fake driver accounts to
+// its process, and the shares are measured over a 1.5 s window once both run.
+#include <gtest/gtest.h>
+
+#include "tests/agent/interposer/harness.h"
+
+namespace gpupool::interposer_test {
+namespace {
+
+constexpr uint64_t kDevice = 64 * kMiB;
+
+ledger::Limits Cap(uint32_t percent) {
+  ledger::Limits l;
+  l.vram = 16 * kMiB;
+  l.compute_percent = percent;
+  return l;
+}
+
+// GPU time over wall time, in percent, for each pid over a 1.5 s window after a 0.3 s warm-up.
+std::vector<double> Shares(const Task& device, const std::vector<pid_t>& pids) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::vector<uint64_t> b0;
+  fakecuda::Truth t = device.Truth();
+  auto busy = [](const fakecuda::Truth& tr, pid_t pid) {
+    for (const auto& e : tr.procs)
+      if (e.pid == pid) return e.busy_ns;
+    return uint64_t{0};
+  };
+  for (pid_t p : pids) b0.push_back(busy(t, p));
+  uint64_t t0 = NowMs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  t = device.Truth();
+  uint64_t wall_ms = NowMs() - t0;
+  std::vector<double> shares;
+  for (size_t i = 0; i < pids.size(); ++i)
+    shares.push_back(100.0 * static_cast<double>(busy(t, pids[i]) - b0[i]) / 1e6 /
+                     static_cast<double>(wall_ms));
+  return shares;
+}
+
+class ComputeCap : public ::testing::TestWithParam<const char*> {};
+
+// Two saturating tenants capped 30 and 70 on one device get 30 and 70 (± 5 points).
+TEST_P(ComputeCap, TwoTenantsCapped30And70GetTheirShares) {
+  Task a(kDevice, Cap(30));
+  Task b(kDevice, Cap(70), kMiB, &a);
+  auto pa = a.Start({"compute", GetParam(), "2.1"});
+  auto pb = b.Start({"compute", GetParam(), "2.1"});
+  ASSERT_EQ(pa->ReadLine(), "ready");
+  ASSERT_EQ(pb->ReadLine(), "ready");
+  pa->Write("go\n");
+  pb->Write("go\n");
+  std::vector<double> s = Shares(a, {pa->pid(), pb->pid()});
+  fprintf(stderr, "%s: shares %.1f %.1f\n", GetParam(), s[0], s[1]);
+  EXPECT_NEAR(s[0], 30.0, 5.0);
+  EXPECT_NEAR(s[1], 70.0, 5.0);
+  EXPECT_EQ(pa->ReadUntil("done", 10000).rfind("done launches=", 0), 0u);
+  EXPECT_EQ(pb->ReadUntil("done", 10000).rfind("done launches=", 0), 0u);
+}
+
+// One tenant capped 50 alone on the device gets 50 ± 5 %, not the idle rest.
+TEST_P(ComputeCap, OneTenantCapped50AloneGetsHalf) {
+  Task a(kDevice, Cap(50));
+  auto pa = a.Start({"compute", GetParam(), "2.1"});
+  ASSERT_EQ(pa->ReadLine(), "ready");
+  pa->Write("go\n");
+  std::vector<double> s = Shares(a, {pa->pid()});
+  fprintf(stderr, "%s: share %.1f\n", GetParam(), s[0]);
+  EXPECT_NEAR(s[0], 50.0, 5.0);
+  EXPECT_EQ(pa->ReadUntil("done", 10000).rfind("done launches=", 0), 0u);
+}
+
+// Uncapped, a tenant alone keeps the device busy (the cap, not the harness, sets the shares).
+TEST(ComputeCapBaseline, AnUncappedTenantAloneSaturatesTheDevice) {
+  Task a(kDevice, Cap(100));
+  auto pa = a.Start({"compute", "plain", "2.1"});
+  ASSERT_EQ(pa->ReadLine(), "ready");
+  pa->Write("go\n");
+  std::vector<double> s = Shares(a, {pa->pid()});
+  EXPECT_GT(s[0], 85.0);
+}
+
+// Fair mode: a fair tenant alone bursts into the idle device; once a strict tenant starts, the
+// fair one gives the idle time back within 1 s and both get their shares.
+TEST(ComputeFair, AFairTenantBurstsIntoIdleTimeAndGivesItBackWithinOneSecond) {
+  auto arbiter = std::make_shared<ledger::DeviceArbiter>();
+  ledger::Limits fair = Cap(30);
+  fair.compute_fair = true;
+  Task a(kDevice, fair, kMiB, nullptr, arbiter);
+  Task b(kDevice, Cap(70), kMiB, &a, arbiter);
+  auto pa = a.Start({"compute", "plain", "4.5"});
+  ASSERT_EQ(pa->ReadLine(), "ready");
+  pa->Write("go\n");
+  std::vector<double> alone = Shares(a, {pa->pid()});
+  auto pb = b.Start({"compute", "plain", "3.5"});
+  ASSERT_EQ(pb->ReadLine(), "ready");
+  pb->Write("go\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // + Shares' 300 ms: 1 s
+  std::vector<double> both = Shares(a, {pa->pid(), pb->pid()});
+  fprintf(stderr, "fair: alone %.1f, then %.1f %.1f\n", alone[0], both[0], both[1]);
+  EXPECT_GT(alone[0], 85.0);
+  EXPECT_NEAR(both[0], 30.0, 5.0);
+  EXPECT_NEAR(both[1], 70.0, 5.0);
+  EXPECT_EQ(pa->ReadUntil("done", 10000).rfind("done launches=", 0), 0u);
+  EXPECT_EQ(pb->ReadUntil("done", 10000).rfind("done launches=", 0), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Launches, ComputeCap,
+                         ::testing::Values("plain", "plain-ptsz", "ex", "coop", "graph"));
+
+}  // namespace
+}  // namespace gpupool::interposer_test

@@ -1,0 +1,588 @@
+// cuda_probe — a CUDA program for the interposer's tests, linked against (fake) libcuda.so.1 and
+// run as a child process, with or without the interposer preloaded. It prints one line per
+// result ("rc=<CUresult>", "quiescent", counts…) and, where it holds memory, holds it until its
+// stdin reaches EOF. Modes:
+//   alloc PATH BYTES          one allocation of BYTES on PATH (plain pitch managed array vmm
+//                             pool async graph), then hold
+//   info                      cuMemGetInfo as free=… total=…
+//   storm SEED THREADS ITERS MAXBYTES   random allocate/free on every path, then hold
+//   dlopen LIBPATH BYTES      the driver by absolute path, entry points through dlsym(handle)
+//   getproc NAME FLAGS BYTES  an allocation entry point from cuGetProcAddress_v2(NAME)
+//   runtime BYTES             every entry point from cuGetProcAddress_v2, as the CUDA runtime
+//   fork N BYTES              N children that each allocate BYTES (plain) and hold
+//   forge BYTES               hostile frames to the ledger socket, then cuMemAlloc(BYTES)
+//   ipc-export BYTES / ipc-import HEX   IPC across two probes
+//   spill N BYTES             N plain allocations of BYTES, then hold
+//   nvml-info                 nvmlDeviceGetMemoryInfo through dlopen + dlsym
+//   compute KIND SECONDS      1 ms kernels back to back (plain plain-ptsz ex coop graph)
+//   array3d BYTES             cuArray3DCreate_v2, an allocating entry point left unhooked
+#include <dlfcn.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/interposer/cuda_api.h"
+#include "agent/interposer/ledger/protocol.h"
+
+namespace {
+
+CUcontext g_primary = nullptr;
+std::mutex g_out_mu;
+
+void Say(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void Say(const char* fmt, ...) {
+  std::lock_guard<std::mutex> l(g_out_mu);
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+  printf("\n");
+  fflush(stdout);
+}
+
+void HoldUntilEof() {
+  char buf[64];
+  while (read(0, buf, sizeof buf) > 0) {
+  }
+}
+
+int Setup() {
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return r;
+  r = cuDevicePrimaryCtxRetain(&g_primary, 0);
+  if (r != CUDA_SUCCESS) return r;
+  return cuCtxSetCurrent(g_primary);
+}
+
+CUmemAllocationProp VmmProp() {
+  CUmemAllocationProp p{};
+  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  p.location.id = 0;
+  return p;
+}
+
+CUmemoryPool NewPool(uint64_t threshold) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CUmemoryPool pool = nullptr;
+  if (cuMemPoolCreate(&pool, &props) != CUDA_SUCCESS) return nullptr;
+  cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
+  return pool;
+}
+
+// One live object of any path, and how to free it.
+struct Obj {
+  enum Kind { kPlain, kArray, kVmm, kPool, kGraph } kind;
+  CUdeviceptr ptr = 0;
+  CUarray arr = nullptr;
+  CUmemGenericAllocationHandle h = 0;
+  CUgraphExec exec = nullptr;
+  size_t bytes = 0;
+};
+
+CUresult Free(const Obj& o) {
+  switch (o.kind) {
+    case Obj::kPlain:
+      return cuMemFree_v2(o.ptr);
+    case Obj::kArray:
+      return cuArrayDestroy(o.arr);
+    case Obj::kPool:
+      return cuMemFreeAsync(o.ptr, nullptr);
+    case Obj::kGraph:
+      return cuGraphExecDestroy(o.exec);
+    case Obj::kVmm: {
+      CUresult r = cuMemUnmap(o.ptr, o.bytes);
+      if (r == CUDA_SUCCESS) r = cuMemRelease(o.h);
+      if (r == CUDA_SUCCESS) r = cuMemAddressFree(o.ptr, o.bytes);
+      return r;
+    }
+  }
+  return CUDA_ERROR_UNKNOWN;
+}
+
+const char* const kPaths[] = {"plain", "pitch", "managed", "array",
+                              "vmm",   "pool",  "async",   "graph"};
+constexpr int kNumPaths = 8;
+
+// Allocates `bytes` on path `p`; CUDA_SUCCESS fills `o`.
+CUresult Alloc(int p, size_t bytes, CUmemoryPool pool, Obj* o) {
+  o->bytes = bytes;
+  switch (p) {
+    case 0:
+      o->kind = Obj::kPlain;
+      return cuMemAlloc_v2(&o->ptr, bytes);
+    case 1: {
+      o->kind = Obj::kPlain;
+      size_t pitch = 0;
+      return cuMemAllocPitch_v2(&o->ptr, &pitch, bytes, 1, 4);
+    }
+    case 2:
+      o->kind = Obj::kPlain;
+      return cuMemAllocManaged(&o->ptr, bytes, CU_MEM_ATTACH_GLOBAL);
+    case 3: {
+      o->kind = Obj::kArray;
+      CUDA_ARRAY_DESCRIPTOR d{bytes, 1, CU_AD_FORMAT_UNSIGNED_INT8, 1};
+      return cuArrayCreate_v2(&o->arr, &d);
+    }
+    case 4: {
+      o->kind = Obj::kVmm;
+      CUmemAllocationProp prop = VmmProp();
+      size_t g = 0;
+      cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+      o->bytes = bytes = (bytes + g - 1) / g * g;
+      CUresult r = cuMemCreate(&o->h, bytes, &prop, 0);
+      if (r != CUDA_SUCCESS) return r;
+      r = cuMemAddressReserve(&o->ptr, bytes, 0, 0, 0);
+      if (r == CUDA_SUCCESS) r = cuMemMap(o->ptr, bytes, 0, o->h, 0);
+      if (r != CUDA_SUCCESS) {
+        Say("vmm map failed %d", r);
+        exit(3);
+      }
+      return r;
+    }
+    case 5:
+      o->kind = Obj::kPool;
+      return cuMemAllocFromPoolAsync(&o->ptr, bytes, pool, nullptr);
+    case 6:
+      o->kind = Obj::kPool;
+      return cuMemAllocAsync(&o->ptr, bytes, nullptr);
+    case 7: {
+      o->kind = Obj::kGraph;
+      CUgraph g = nullptr;
+      cuGraphCreate(&g, 0);
+      CUDA_MEM_ALLOC_NODE_PARAMS params{};
+      params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+      params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      params.bytesize = bytes;
+      CUgraphNode node = nullptr;
+      cuGraphAddMemAllocNode(&node, g, nullptr, 0, &params);
+      cuGraphAddMemFreeNode(&node, g, &node, 1, params.dptr);
+      CUresult r = cuGraphInstantiateWithFlags(&o->exec, g, 0);
+      cuGraphDestroy(g);
+      return r;
+    }
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+int PathIndex(const char* name) {
+  for (int i = 0; i < kNumPaths; ++i)
+    if (strcmp(kPaths[i], name) == 0) return i;
+  return -1;
+}
+
+int ModeAlloc(const char* path, size_t bytes) {
+  int p = PathIndex(path);
+  if (p < 0) return 2;
+  CUmemoryPool pool = NewPool(0);
+  Obj o;
+  CUresult r = Alloc(p, bytes, pool, &o);
+  Say("rc=%d", r);
+  HoldUntilEof();
+  if (r == CUDA_SUCCESS) Free(o);
+  return 0;
+}
+
+int ModeStorm(unsigned seed, int threads, int iters, size_t max_bytes) {
+  Say("ready");
+  char go[3];
+  if (read(0, go, sizeof go) <= 0) return 0;
+  CUmemoryPool pool = NewPool(static_cast<uint64_t>(seed % 3) << 20);
+  // Half the storms make it the device's current pool: cuMemAllocAsync then grows it.
+  if (seed % 2 != 0 && cuDeviceSetMemPool(0, pool) != CUDA_SUCCESS) return 3;
+  std::atomic<long> ok[kNumPaths] = {}, oom{0}, bad{0};
+  std::vector<std::vector<Obj>> live(static_cast<size_t>(threads));
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      cuCtxSetCurrent(g_primary);
+      std::mt19937_64 rng(seed * 1000003u + static_cast<unsigned>(t));
+      std::vector<Obj>& mine = live[static_cast<size_t>(t)];
+      for (int i = 0; i < iters; ++i) {
+        int op = static_cast<int>(rng() % 14);
+        if (op < kNumPaths) {
+          size_t bytes = 1 + rng() % max_bytes;
+          if (op == 1) bytes = 1 + rng() % (max_bytes / 2);  // pitch rounds up
+          Obj o;
+          CUresult r = Alloc(op, bytes, pool, &o);
+          if (r == CUDA_SUCCESS) {
+            ++ok[op];
+            mine.push_back(o);
+          } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+            ++oom;
+          } else {
+            Say("error path=%s rc=%d", kPaths[op], r);
+            ++bad;
+          }
+        } else if (op < 11 && !mine.empty()) {
+          size_t k = rng() % mine.size();
+          if (Free(mine[k]) != CUDA_SUCCESS) ++bad;
+          mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(k));
+        } else if (op == 11) {
+          cuStreamSynchronize(nullptr);
+        } else if (op == 12) {
+          cuMemPoolTrimTo(pool, rng() % (2u << 20));
+        } else {
+          CUcontext c = nullptr;  // a context of its own, briefly
+          CUresult r = cuCtxCreate_v2(&c, 0, 0);
+          if (r == CUDA_SUCCESS) {
+            cuCtxDestroy_v2(c);
+          } else if (r != CUDA_ERROR_OUT_OF_MEMORY) {
+            ++bad;
+          }
+          cuCtxSetCurrent(g_primary);
+        }
+      }
+      // Free about half of what is left, so quiescence holds a mix of paths.
+      for (size_t k = 0; k < mine.size(); k += 2)
+        if (Free(mine[k]) != CUDA_SUCCESS) ++bad;
+      std::vector<Obj> keep;
+      for (size_t k = 1; k < mine.size(); k += 2) keep.push_back(mine[k]);
+      mine.swap(keep);
+    });
+  }
+  for (auto& t : ts) t.join();
+  cuCtxSynchronize();  // pools give back what is above their thresholds
+  std::string counts;
+  for (int p = 0; p < kNumPaths; ++p)
+    counts += std::string(" ") + kPaths[p] + "=" + std::to_string(ok[p].load());
+  Say("counts%s oom=%ld bad=%ld", counts.c_str(), oom.load(), bad.load());
+  Say("quiescent");
+  HoldUntilEof();
+  return bad.load() == 0 ? 0 : 3;
+}
+
+int ModeDlopen(const char* lib, size_t bytes) {
+  void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    Say("dlopen failed: %s", dlerror());
+    return 2;
+  }
+  auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(h, "cuInit"));
+  auto retain =
+      reinterpret_cast<CUresult (*)(CUcontext*, CUdevice)>(dlsym(h, "cuDevicePrimaryCtxRetain"));
+  auto set = reinterpret_cast<CUresult (*)(CUcontext)>(dlsym(h, "cuCtxSetCurrent"));
+  auto alloc = reinterpret_cast<CUresult (*)(CUdeviceptr*, size_t)>(dlsym(h, "cuMemAlloc_v2"));
+  CUcontext c = nullptr;
+  CUdeviceptr p = 0;
+  CUresult r = init(0);
+  if (r == CUDA_SUCCESS) r = retain(&c, 0);
+  if (r == CUDA_SUCCESS) r = set(c);
+  if (r == CUDA_SUCCESS) r = alloc(&p, bytes);
+  Say("rc=%d", r);
+  HoldUntilEof();
+  return 0;
+}
+
+int ModeGetproc(const char* name, unsigned long long flags, size_t bytes) {
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+  CUresult r = cuGetProcAddress_v2(name, &fn, 12080, flags, &st);
+  if (r != CUDA_SUCCESS || fn == nullptr) {
+    Say("rc=%d notfound status=%d", r, static_cast<int>(st));
+    HoldUntilEof();
+    return 0;
+  }
+  CUdeviceptr p = 0;
+  r = reinterpret_cast<CUresult (*)(CUdeviceptr*, size_t)>(fn)(&p, bytes);
+  Say("rc=%d", r);
+  HoldUntilEof();
+  return 0;
+}
+
+// Like the CUDA 12 runtime: every entry point from cuGetProcAddress_v2 (version 12.8, the
+// per-thread default stream flag), nothing linked. Prints the results of: the remaining grant
+// `bytes` by cuMemAlloc, one byte more by cuMemAllocAsync, and cuMemGetInfo's total.
+int ModeRuntime(size_t bytes) {
+  auto get = [](const char* name) {
+    void* fn = nullptr;
+    if (cuGetProcAddress_v2(name, &fn, 12080, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                            nullptr) != CUDA_SUCCESS)
+      fn = nullptr;
+    if (fn == nullptr) Say("missing %s", name);
+    return fn;
+  };
+  auto init = reinterpret_cast<decltype(&cuInit)>(get("cuInit"));
+  auto retain =
+      reinterpret_cast<decltype(&cuDevicePrimaryCtxRetain)>(get("cuDevicePrimaryCtxRetain"));
+  auto set = reinterpret_cast<decltype(&cuCtxSetCurrent)>(get("cuCtxSetCurrent"));
+  auto alloc = reinterpret_cast<decltype(&cuMemAlloc_v2)>(get("cuMemAlloc"));
+  auto free_fn = reinterpret_cast<decltype(&cuMemFree_v2)>(get("cuMemFree"));
+  auto alloc_async = reinterpret_cast<decltype(&cuMemAllocAsync)>(get("cuMemAllocAsync"));
+  auto sync = reinterpret_cast<decltype(&cuStreamSynchronize)>(get("cuStreamSynchronize"));
+  auto info = reinterpret_cast<decltype(&cuMemGetInfo_v2)>(get("cuMemGetInfo"));
+  if (!init || !retain || !set || !alloc || !free_fn || !alloc_async || !sync || !info) return 3;
+  CUcontext c = nullptr;
+  if (init(0) != CUDA_SUCCESS || retain(&c, 0) != CUDA_SUCCESS || set(c) != CUDA_SUCCESS) return 4;
+  CUdeviceptr p = 0, q = 0;
+  Say("alloc rc=%d", alloc(&p, bytes));
+  Say("async rc=%d", alloc_async(&q, 1, nullptr));
+  Say("free rc=%d", free_fn(p));
+  Say("async rc=%d", alloc_async(&q, 1, nullptr));
+  sync(nullptr);
+  size_t f = 0, t = 0;
+  info(&f, &t);
+  Say("total=%zu", t);
+  HoldUntilEof();
+  return 0;
+}
+
+int ModeFork(int n, size_t bytes) {
+  // The parent holds a context, memory and its ledger connection; its children (fork, then exec
+  // of a CUDA program, as CUDA requires) each start with an inherited environment.
+  CUdeviceptr mine = 0;
+  if (Setup() != CUDA_SUCCESS || cuMemAlloc_v2(&mine, 4096) != CUDA_SUCCESS) return 4;
+  std::string size = std::to_string(bytes);
+  std::vector<pid_t> kids;
+  for (int i = 0; i < n; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      char self[] = "/proc/self/exe", alloc[] = "alloc", plain[] = "plain";
+      char* argv[] = {self, alloc, plain, size.data(), nullptr};
+      execv(self, argv);
+      _exit(127);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t k : kids) waitpid(k, nullptr, 0);
+  return 0;
+}
+
+int ForgeOne(int fd, uint16_t op, uint32_t kind, uint64_t bytes, size_t len = 24) {
+  gpupool::ledger::Request req{
+      gpupool::ledger::kMagic, gpupool::ledger::kVersion, op, kind, 0, bytes};
+  char buf[64] = {};
+  memcpy(buf, &req, sizeof req);
+  if (send(fd, buf, len, MSG_NOSIGNAL) < 0) return -100;
+  gpupool::ledger::Response resp{};
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, 2000) <= 0) return -101;
+  ssize_t n = recv(fd, &resp, sizeof resp, 0);
+  return n == static_cast<ssize_t>(sizeof resp) ? resp.status : -102;
+}
+
+int ModeForge(size_t bytes) {
+  const char* path = getenv("GPUPOOL_LEDGER_SOCKET");
+  if (path == nullptr) return 2;
+  // The socket file cannot be written as a file.
+  FILE* f = fopen(path, "w");
+  Say("fopen=%s", f == nullptr ? "refused" : "opened");
+  if (f != nullptr) fclose(f);
+  auto conn = [&] {
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    return fd;
+  };
+  using gpupool::ledger::Op;
+  int fd = conn();
+  Say("reserve-before-hello=%d", ForgeOne(fd, 2, 0, 1));
+  close(fd);
+  fd = conn();
+  Say("hello=%d", ForgeOne(fd, 1, 2, 0));
+  Say("release-unheld=%d", ForgeOne(fd, 3, 0, 1ull << 30));
+  Say("reserve-max=%d", ForgeOne(fd, 2, 0, UINT64_MAX));
+  Say("reserve-spill-max=%d", ForgeOne(fd, 2, 1, UINT64_MAX));
+  Say("unknown-op=%d", ForgeOne(fd, 77, 0, 0));
+  close(fd);
+  fd = conn();
+  ForgeOne(fd, 1, 2, 0);
+  Say("bad-kind=%d", ForgeOne(fd, 2, 9, 1));
+  close(fd);
+  fd = conn();
+  ForgeOne(fd, 1, 2, 0);
+  Say("short-frame=%d", ForgeOne(fd, 2, 0, 1, 10));
+  close(fd);
+  fd = conn();
+  ForgeOne(fd, 1, 2, 0);
+  Say("long-frame=%d", ForgeOne(fd, 2, 0, 1, 40));
+  close(fd);
+  // Hold a reservation, drop the connection with a malformed frame, and see it stay charged
+  // (the process lives): the orphan keeps it.
+  fd = conn();
+  ForgeOne(fd, 1, 2, 0);
+  Say("reserve-held=%d", ForgeOne(fd, 2, 0, 4096));
+  ForgeOne(fd, 2, 0, 1, 3);
+  close(fd);
+  // Then the real path: the grant still holds.
+  int r = Setup();
+  CUdeviceptr p = 0;
+  if (r == CUDA_SUCCESS) r = cuMemAlloc_v2(&p, bytes);
+  Say("rc=%d", r);
+  HoldUntilEof();
+  return 0;
+}
+
+// Launches 1 ms kernels back to back for `seconds` through `kind` (plain ex coop graph, with
+// "-ptsz" for the per-thread-stream entry points), after "ready" and a line on stdin.
+int ModeCompute(const std::string& kind, double seconds) {
+  CUmodule mod = nullptr;
+  CUfunction f = nullptr;
+  if (cuModuleLoadData(&mod, "fake") != CUDA_SUCCESS ||
+      cuModuleGetFunction(&f, mod, "spin_1000us") != CUDA_SUCCESS)
+    return 3;
+  CUgraphExec exec = nullptr;
+  if (kind == "graph") {
+    CUgraph g = nullptr;
+    CUDA_KERNEL_NODE_PARAMS p{};
+    p.func = f;
+    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = p.blockDimY = p.blockDimZ = 32;
+    CUgraphNode node = nullptr;
+    if (cuGraphCreate(&g, 0) != CUDA_SUCCESS ||
+        cuGraphAddKernelNode_v2(&node, g, nullptr, 0, &p) != CUDA_SUCCESS ||
+        cuGraphInstantiateWithFlags(&exec, g, 0) != CUDA_SUCCESS)
+      return 3;
+  }
+  Say("ready");
+  char go[3];
+  if (read(0, go, sizeof go) <= 0) return 0;
+  CUlaunchConfig cfg{1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, 0};
+  long launches = 0;
+  auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < t_end) {
+    CUresult r;
+    if (kind == "plain")
+      r = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
+    else if (kind == "plain-ptsz")
+      r = cuLaunchKernel_ptsz(f, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
+    else if (kind == "ex")
+      r = cuLaunchKernelEx(&cfg, f, nullptr, nullptr);
+    else if (kind == "coop")
+      r = cuLaunchCooperativeKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr);
+    else if (kind == "graph")
+      r = cuGraphLaunch(exec, nullptr);
+    else
+      return 2;
+    if (r != CUDA_SUCCESS) {
+      Say("launch rc=%d", r);
+      return 3;
+    }
+    ++launches;
+  }
+  Say("done launches=%ld", launches);
+  HoldUntilEof();
+  return 0;
+}
+
+int ModeIpcExport(size_t bytes) {
+  CUdeviceptr p = 0;
+  CUresult r = cuMemAlloc_v2(&p, bytes);
+  CUipcMemHandle h{};
+  if (r == CUDA_SUCCESS) r = cuIpcGetMemHandle(&h, p);
+  std::string hex;
+  for (unsigned char c : h.reserved) {
+    char b[3];
+    snprintf(b, sizeof b, "%02x", c);
+    hex += b;
+  }
+  Say("rc=%d handle=%s", r, hex.c_str());
+  HoldUntilEof();
+  return 0;
+}
+
+int ModeIpcImport(const char* hex) {
+  CUipcMemHandle h{};
+  for (size_t i = 0; i < sizeof h.reserved && hex[2 * i] != 0; ++i) {
+    unsigned v = 0;
+    sscanf(hex + 2 * i, "%2x", &v);
+    h.reserved[i] = static_cast<char>(v);
+  }
+  CUdeviceptr p = 0;
+  CUresult r = cuIpcOpenMemHandle_v2(&p, h, 1);
+  Say("rc=%d", r);
+  HoldUntilEof();
+  if (r == CUDA_SUCCESS) cuIpcCloseMemHandle(p);
+  return 0;
+}
+
+int ModeSpill(int n, size_t bytes) {
+  std::vector<CUdeviceptr> ps;
+  for (int i = 0; i < n; ++i) {
+    CUdeviceptr p = 0;
+    CUresult r = cuMemAlloc_v2(&p, bytes);
+    Say("rc=%d", r);
+    if (r == CUDA_SUCCESS) ps.push_back(p);
+  }
+  // Spilled memory is real host memory the device can address: write through it.
+  HoldUntilEof();
+  for (CUdeviceptr p : ps)
+    if (cuMemFree_v2(p) != CUDA_SUCCESS) return 3;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  std::string mode = argv[1];
+  auto arg = [&](int i) { return i < argc ? argv[i] : "0"; };
+  auto num = [&](int i) { return static_cast<size_t>(strtoull(arg(i), nullptr, 0)); };
+  if (mode == "dlopen") return ModeDlopen(arg(2), num(3));
+  if (mode == "fork") return ModeFork(static_cast<int>(num(2)), num(3));
+  if (mode == "forge") return ModeForge(num(2));
+  if (mode == "runtime") return ModeRuntime(num(2));
+  int r = Setup();
+  if (r != CUDA_SUCCESS) {
+    Say("setup rc=%d", r);
+    return 4;
+  }
+  if (mode == "alloc") return ModeAlloc(arg(2), num(3));
+  if (mode == "info") {
+    size_t free_b = 0, total = 0;
+    r = cuMemGetInfo_v2(&free_b, &total);
+    Say("rc=%d free=%zu total=%zu", r, free_b, total);
+    return 0;
+  }
+  if (mode == "storm")
+    return ModeStorm(static_cast<unsigned>(num(2)), static_cast<int>(num(3)),
+                     static_cast<int>(num(4)), num(5));
+  if (mode == "getproc") return ModeGetproc(arg(2), num(3), num(4));
+  if (mode == "array3d") {  // an allocating entry point the interposer does not hook
+    CUarray arr = nullptr;
+    CUDA_ARRAY3D_DESCRIPTOR d{num(2), 1, 1, CU_AD_FORMAT_UNSIGNED_INT8, 1, 0};
+    Say("rc=%d", cuArray3DCreate_v2(&arr, &d));
+    HoldUntilEof();
+    return 0;
+  }
+  if (mode == "nvml-info") {  // NVML through dlopen + dlsym, as nvidia-smi-like tools do
+    void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (h == nullptr) return 2;
+    auto init = reinterpret_cast<int (*)()>(dlsym(h, "nvmlInit_v2"));
+    auto handle =
+        reinterpret_cast<int (*)(unsigned, void**)>(dlsym(h, "nvmlDeviceGetHandleByIndex_v2"));
+    auto info =
+        reinterpret_cast<int (*)(void*, unsigned long long*)>(dlsym(h, "nvmlDeviceGetMemoryInfo"));
+    void* dev = nullptr;
+    unsigned long long m[3] = {0, 0, 0};  // total, free, used
+    if (init == nullptr || handle == nullptr || info == nullptr || init() != 0 ||
+        handle(0, &dev) != 0 || info(dev, m) != 0)
+      return 3;
+    Say("total=%llu used=%llu free=%llu", m[0], m[2], m[1]);
+    return 0;
+  }
+  if (mode == "compute") return ModeCompute(arg(2), strtod(arg(3), nullptr));
+  if (mode == "ipc-export") return ModeIpcExport(num(2));
+  if (mode == "ipc-import") return ModeIpcImport(arg(2));
+  if (mode == "spill") return ModeSpill(static_cast<int>(num(2)), num(3));
+  return 2;
+}

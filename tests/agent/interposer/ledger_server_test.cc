@@ -1,0 +1,299 @@
+// The ledger server at the protocol level: limits, refusals, overflow, hostile frames, a
+// connection's charge after it closes, spill metering and the compute cap's arithmetic.
+#include "agent/interposer/ledger/ledger_server.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include <random>
+#include <thread>
+
+#include "agent/interposer/ledger/ledger_client.h"
+#include "tests/agent/interposer/harness.h"
+
+namespace gpupool::ledger {
+namespace {
+
+using interposer_test::Eventually;
+using interposer_test::kMiB;
+
+class Server {
+ public:
+  explicit Server(Limits limits) {
+    char tmpl[] = "/tmp/gpupool-ledger-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    std::string error;
+    server_ = LedgerServer::Create(dir_ + "/s", limits, &error);
+    EXPECT_NE(server_, nullptr) << error;
+    thread_ = std::thread([this] { server_->Run(); });
+  }
+  ~Server() {
+    server_->Stop();
+    thread_.join();
+    server_.reset();
+    rmdir(dir_.c_str());
+  }
+  std::string path() const { return dir_ + "/s"; }
+  LedgerServer& operator*() { return *server_; }
+  LedgerServer* operator->() { return server_.get(); }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<LedgerServer> server_;
+  std::thread thread_;
+};
+
+// Raw frames, for what the client library would never send.
+int Connect(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
+Response Send(int fd, Op op, Kind kind, uint64_t bytes, uint32_t magic = kMagic) {
+  Request r{magic, kVersion, static_cast<uint16_t>(op), static_cast<uint32_t>(kind), 0, bytes};
+  EXPECT_EQ(send(fd, &r, sizeof r, 0), static_cast<ssize_t>(sizeof r));
+  Response resp{};
+  resp.status = -1;
+  EXPECT_EQ(recv(fd, &resp, sizeof resp, 0), static_cast<ssize_t>(sizeof resp));
+  return resp;
+}
+
+TEST(LedgerServer, GrantsUpToTheLimitAndNotOneByteMore) {
+  Limits l;
+  l.vram = 10 * kMiB;
+  Server s(l);
+  LedgerClient c;
+  ASSERT_TRUE(c.Connect(s.path().c_str()));
+  EXPECT_EQ(c.hello().vram_limit, 10 * kMiB);
+  Response r;
+  ASSERT_TRUE(c.Call(Op::kReserve, Kind::kVram, 10 * kMiB - 1, &r));
+  EXPECT_EQ(r.status, 0);
+  ASSERT_TRUE(c.Call(Op::kReserve, Kind::kVram, 2, &r));
+  EXPECT_EQ(r.status, static_cast<int32_t>(Status::kOverLimit));
+  ASSERT_TRUE(c.Call(Op::kReserve, Kind::kVram, 1, &r));
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.vram_used, 10 * kMiB);
+  ASSERT_TRUE(c.Call(Op::kRelease, Kind::kVram, 4 * kMiB, &r));
+  EXPECT_EQ(r.vram_used, 6 * kMiB);
+  Usage u = s->Snapshot();
+  EXPECT_EQ(u.vram, 6 * kMiB);
+  EXPECT_EQ(u.refused, 1u);
+}
+
+TEST(LedgerServer, OverflowAndReleasesOfWhatIsNotHeldChangeNothing) {
+  Limits l;
+  l.vram = 10 * kMiB;
+  l.spill = kMiB;
+  Server s(l);
+  int fd = Connect(s.path());
+  EXPECT_EQ(Send(fd, Op::kHello, Kind::kNone, 0).status, 0);
+  EXPECT_EQ(Send(fd, Op::kReserve, Kind::kVram, kMiB).status, 0);
+  EXPECT_EQ(Send(fd, Op::kReserve, Kind::kVram, UINT64_MAX).status, 1);
+  EXPECT_EQ(Send(fd, Op::kReserve, Kind::kVram, UINT64_MAX - kMiB + 1).status, 1);  // wraps to 0
+  EXPECT_EQ(Send(fd, Op::kReserve, Kind::kSpill, UINT64_MAX).status, 1);
+  EXPECT_EQ(Send(fd, Op::kRelease, Kind::kVram, kMiB + 1).status, 3);
+  EXPECT_EQ(Send(fd, Op::kRelease, Kind::kSpill, 1).status, 3);
+  Response r = Send(fd, Op::kQuery, Kind::kNone, 0);
+  EXPECT_EQ(r.vram_used, kMiB);
+  EXPECT_EQ(r.spill_used, 0u);
+  close(fd);
+}
+
+TEST(LedgerServer, MalformedFramesDropTheConnectionNotTheCharge) {
+  Limits l;
+  l.vram = 10 * kMiB;
+  Server s(l);
+  int fd = Connect(s.path());
+  EXPECT_EQ(Send(fd, Op::kHello, Kind::kNone, 0).status, 0);
+  EXPECT_EQ(Send(fd, Op::kReserve, Kind::kVram, kMiB).status, 0);
+  EXPECT_EQ(Send(fd, Op::kReserve, Kind::kVram, 1, /*magic=*/0xdead).status, 2);
+  char junk[5] = {1, 2, 3, 4, 5};
+  EXPECT_EQ(recv(fd, junk, sizeof junk, 0), 0);  // closed by the server
+  EXPECT_EQ(send(fd, junk, sizeof junk, MSG_NOSIGNAL), -1);
+  close(fd);
+  // This process lives, so the memory its connection reserved may too: the charge stays.
+  Usage u = s->Snapshot();
+  EXPECT_EQ(u.vram, kMiB);
+  ASSERT_EQ(u.processes.size(), 1u);
+  EXPECT_TRUE(u.processes[0].orphan);
+  EXPECT_EQ(u.processes[0].pid, getpid());
+  EXPECT_EQ(u.protocol_errors, 1u);
+}
+
+TEST(LedgerServer, AProcessThatEndsFreesItsChargeWithinOneSecond) {
+  Limits l;
+  l.vram = 10 * kMiB;
+  Server s(l);
+  int up[2], down[2];  // child -> parent: reserved; parent -> child: (never) go on
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  std::string path = s.path();
+  pid_t child = fork();
+  if (child == 0) {
+    close(up[0]);
+    close(down[1]);
+    LedgerClient c;
+    Response r;
+    bool ok = c.Connect(path.c_str()) && c.Call(Op::kReserve, Kind::kVram, 3 * kMiB, &r);
+    char b = ok ? 'y' : 'n';
+    if (write(up[1], &b, 1) != 1 || read(down[0], &b, 1) < 0) _exit(1);
+    _exit(0);
+  }
+  close(up[1]);
+  close(down[0]);
+  char b = 0;
+  ASSERT_EQ(read(up[0], &b, 1), 1);
+  ASSERT_EQ(b, 'y');
+  EXPECT_EQ(s->Snapshot().vram, 3 * kMiB);
+  kill(child, SIGKILL);
+  uint64_t t0 = interposer_test::NowMs();
+  EXPECT_TRUE(Eventually([&] { return s->Snapshot().vram == 0; }, 1000))
+      << interposer_test::NowMs() - t0 << " ms";
+  waitpid(child, nullptr, 0);
+  close(up[0]);
+  close(down[1]);
+}
+
+TEST(LedgerServer, SpillIsMeteredFromTheBytesSpilledOverTime) {
+  Limits l;
+  l.vram = kMiB;
+  l.spill = 8 * kMiB;
+  Server s(l);
+  LedgerClient c;
+  ASSERT_TRUE(c.Connect(s.path().c_str()));
+  Response r;
+  ASSERT_TRUE(c.Call(Op::kReserve, Kind::kSpill, 4 * kMiB, &r));
+  uint64_t t0 = interposer_test::NowMs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(c.Call(Op::kRelease, Kind::kSpill, 4 * kMiB, &r));
+  uint64_t held_ms = interposer_test::NowMs() - t0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // nothing spilled: no charge
+  ASSERT_TRUE(c.Call(Op::kQuery, Kind::kNone, 0, &r));
+  uint64_t metered = s->Snapshot().spill_byte_seconds;
+  // 4 MiB for 0.3 s or a little more (the reserve and release frames' own latency).
+  EXPECT_GE(metered, 4 * kMiB * 300 / 1000 - 4 * kMiB / 100);
+  EXPECT_LE(metered, 4 * kMiB * (held_ms + 20) / 1000);
+}
+
+TEST(LedgerServer, ComputeCapAsksForTheWaitThatKeepsTheShare) {
+  Limits l;
+  l.vram = kMiB;
+  l.compute_percent = 50;
+  Server s(l);
+  LedgerClient c;
+  ASSERT_TRUE(c.Connect(s.path().c_str()));
+  Response r;
+  // 40 ms of GPU time at once against a 20 ms burst: 20 ms in debt, paid back at 50 %: 40 ms.
+  ASSERT_TRUE(c.Call(Op::kCompute, Kind::kNone, 40'000'000, &r));
+  EXPECT_LE(r.wait_ns, 40'000'000u);
+  EXPECT_GE(r.wait_ns, 30'000'000u);
+  EXPECT_EQ(s->Snapshot().gpu_ns, 40'000'000u);
+}
+
+// The arbiter's arithmetic: idle shares go to the active fair tenants in proportion to theirs.
+TEST(DeviceArbiter, SplitsIdleSharesAmongActiveFairTenants) {
+  DeviceArbiter arb;
+  constexpr uint64_t kSec = 1'000'000'000;
+  int a = arb.Join(30, /*fair=*/true);
+  EXPECT_EQ(arb.RateBp(a, 10 * kSec), 10000u);  // alone: the whole device
+  int b = arb.Join(20, /*fair=*/true);
+  int c = arb.Join(50, /*fair=*/false);
+  EXPECT_EQ(arb.RateBp(b, 10 * kSec), 2000u + 5000u * 20 / 50);  // c not active: 50 idle
+  EXPECT_EQ(arb.RateBp(a, 10 * kSec), 3000u + 5000u * 30 / 50);
+  EXPECT_EQ(arb.RateBp(c, 10 * kSec), 5000u);  // strict: its share, now active
+  EXPECT_EQ(arb.RateBp(a, 10 * kSec), 3000u);  // nothing idle
+  // b and c fall silent for longer than kActiveNs: a gets their shares.
+  EXPECT_EQ(arb.RateBp(a, 10 * kSec + DeviceArbiter::kActiveNs + 1), 10000u);
+  arb.Leave(a);
+  EXPECT_EQ(arb.RateBp(a, 11 * kSec), 0u);
+}
+
+// Random frames — random sizes, random bytes, sometimes a valid header with random fields —
+// from many connections: the server stays up, its totals equal the sum of its rows, and no
+// limit is ever passed.
+TEST(LedgerServer, SurvivesRandomFramesWithItsInvariants) {
+  Limits l;
+  l.vram = 10 * kMiB;
+  l.spill = 2 * kMiB;
+  Server s(l);
+  std::mt19937_64 rng(12345);
+  for (int conn = 0; conn < 200; ++conn) {
+    int fd = Connect(s.path());
+    if (rng() % 2) Send(fd, Op::kHello, Kind::kNone, 0);
+    for (int f = 0; f < 20; ++f) {
+      char buf[128];
+      size_t len = rng() % sizeof buf;
+      for (char& c : buf) c = static_cast<char>(rng());
+      if (rng() % 2 && len >= sizeof(Request)) {
+        Request r{kMagic,
+                  kVersion,
+                  static_cast<uint16_t>(rng() % 7),
+                  static_cast<uint32_t>(rng() % 4),
+                  static_cast<uint32_t>(rng() % 2),
+                  rng() % 4 == 0 ? rng() : rng() % (4 * kMiB)};
+        memcpy(buf, &r, sizeof r);
+        if (rng() % 2) len = sizeof r;
+      }
+      if (send(fd, buf, len, MSG_NOSIGNAL) < 0) break;
+      Response resp;
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 1000) <= 0 || recv(fd, &resp, sizeof resp, 0) <= 0) break;
+    }
+    if (rng() % 3) close(fd);  // the others stay open until the end
+    Usage u = s->Snapshot();
+    uint64_t vram = 0, spill = 0;
+    for (const auto& p : u.processes) {
+      vram += p.vram;
+      spill += p.spill;
+    }
+    ASSERT_EQ(u.vram, vram);
+    ASSERT_EQ(u.spill, spill);
+    ASSERT_LE(u.vram, l.vram);
+    ASSERT_LE(u.spill, l.spill);
+  }
+  EXPECT_GT(s->Snapshot().protocol_errors, 0u);
+  // And it still serves.
+  LedgerClient c;
+  EXPECT_TRUE(c.Connect(s.path().c_str()));
+}
+
+// The standalone server: starts, says ready, serves, stops on SIGTERM with a summary.
+TEST(LedgerBinary, ServesUntilSigterm) {
+  char tmpl[] = "/tmp/gpupool-ledger-bin-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::string sock = dir + "/s";
+  interposer_test::Child bin({GPUPOOL_LEDGER_BIN, "--socket", sock, "--vram", "1048576"}, {});
+  ASSERT_EQ(bin.ReadLine(), "ready");
+  LedgerClient c;
+  ASSERT_TRUE(c.Connect(sock.c_str()));
+  EXPECT_EQ(c.hello().vram_limit, 1048576u);
+  Response r;
+  ASSERT_TRUE(c.Call(Op::kReserve, Kind::kVram, 4096, &r));
+  kill(bin.pid(), SIGTERM);
+  EXPECT_EQ(bin.ReadLine(), "vram 4096 spill 0 refused 0 protocol_errors 0");
+  EXPECT_EQ(WEXITSTATUS(bin.Wait()), 0);
+  interposer_test::Child bad({GPUPOOL_LEDGER_BIN, "--vram", "x"}, {});
+  EXPECT_EQ(WEXITSTATUS(bad.Wait()), 2);
+  rmdir(dir.c_str());
+}
+
+TEST(LedgerServer, RefusesABadConfiguration) {
+  Limits l;
+  l.compute_percent = 0;
+  std::string error;
+  EXPECT_EQ(LedgerServer::Create("/tmp/x.sock", l, &error), nullptr);
+  EXPECT_NE(error.find("compute_percent"), std::string::npos);
+  l.compute_percent = 100;
+  EXPECT_EQ(LedgerServer::Create(std::string(200, 'a'), l, &error), nullptr);
+  EXPECT_NE(error.find("socket path"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpupool::ledger

@@ -1,0 +1,150 @@
+// fake_driver.h — the fake CUDA driver's process-local state and helpers, shared by its
+// translation units (fake_core.cc: devices, contexts and the device truth; fake_memory.cc;
+// fake_vmm_pools.cc; fake_launch_graphs.cc; fake_entry_points.cc). Not an API: only the
+// extern "C" entry points (FAKE_API) are exported from libcuda.so.1.
+#ifndef GPUPOOL_TESTS_FAKES_CUDA_FAKE_DRIVER_H_
+#define GPUPOOL_TESTS_FAKES_CUDA_FAKE_DRIVER_H_
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agent/interposer/cuda_api.h"
+#include "tests/fakes/cuda/fake_state.h"
+
+#define FAKE_API extern "C" __attribute__((visibility("default")))
+
+namespace gpupool::fakecuda::driver {
+
+using ::gpupool::fakecuda::DeviceState;
+
+struct Profile {
+  std::string name;
+  uint64_t total;
+  int sms;
+  uint64_t context_bytes;
+};
+
+struct Event {
+  uint64_t recorded_ns;  // when cuEventRecord was called
+  uint64_t stamp_ns;     // when the device processed it; 0: not yet
+};
+
+// A context. Without MPS a GPU runs one context at a time; an event recorded in a context is
+// processed when that context next has the device, so it waits here until the context's next
+// kernel takes the engine (or, if none follows, counts as processed when it was recorded).
+struct Ctx {
+  int dev;
+  bool primary;
+  std::vector<Event*> pending;  // guarded by g_mu
+  bool just_ran = false;        // its last kernel ended and nothing was recorded since
+};
+
+enum class Kind { kPlain, kManaged, kPool, kIpc, kGraph };
+struct Alloc {
+  uint64_t size;
+  int dev;
+  Kind kind;
+  CUmemoryPool pool;
+};
+
+struct Pool {
+  int dev;
+  uint64_t reserved = 0, used = 0, threshold = 0, reserved_high = 0, used_high = 0;
+};
+
+struct VmmHandle {
+  uint64_t size;
+  int dev;
+  int refs;  // the handle itself plus one per mapping
+};
+
+struct HostBlock {
+  uint64_t size;
+  unsigned flags;
+  bool registered;
+};
+
+struct Function {
+  uint64_t duration_ns;
+};
+
+struct Node {
+  enum { kKernel, kAlloc, kFree, kEmpty } type;
+  CUfunction func;
+  uint64_t bytes;
+  CUdeviceptr dptr;
+};
+struct Graph {
+  std::vector<Node*> nodes;
+};
+struct Exec {
+  int dev;
+  std::vector<CUfunction> kernels;
+  uint64_t alloc_bytes;
+};
+
+struct IpcWire {  // what a CUipcMemHandle carries in the fake
+  uint64_t magic;
+  int32_t pid;
+  int32_t dev;
+  uint64_t start_time;
+  CUdeviceptr base;
+  uint64_t size;
+};
+constexpr uint64_t kIpcMagic = 0x6970636861646c65ULL;
+
+extern std::mutex g_mu;  // guards every process-local table below
+extern bool g_init;
+extern std::vector<Profile> g_profiles;
+extern std::vector<DeviceState*> g_devs;
+extern std::map<CUdeviceptr, Alloc> g_allocs;
+extern std::map<CUdeviceptr, uint64_t> g_reserved_va;
+extern std::map<CUdeviceptr, CUmemGenericAllocationHandle> g_mappings;
+extern std::map<CUmemGenericAllocationHandle, VmmHandle> g_handles;
+extern std::map<void*, HostBlock> g_host;
+extern std::map<CUarray, std::pair<uint64_t, int>> g_arrays;
+extern std::vector<Pool*> g_pools;
+extern std::vector<Pool*> g_default_pool;
+extern std::vector<Pool*>
+    g_current_pool;  // cuDeviceSetMemPool's; cuMemAllocAsync allocates from it
+extern std::vector<Ctx*> g_primary;
+extern std::vector<int> g_primary_refs;
+extern std::vector<uint64_t> g_graph_mem;
+extern CUmemGenericAllocationHandle g_next_handle;
+extern CUdeviceptr g_next_va;
+extern thread_local CUcontext t_ctx;
+
+inline constexpr uint64_t kGranularity = 2ull << 20;
+// How long a resident context that queued an event keeps the device for the work after it.
+inline constexpr uint64_t kQueuedWorkNs = 200'000;
+
+uint64_t EnvU64(const char* name, uint64_t def);
+uint64_t NowNs();
+void ParseProfiles();
+// Device memory, charged to (or released from) this process in the shared truth.
+CUresult Charge(int dev, uint64_t bytes);
+void Uncharge(int dev, uint64_t bytes);
+// REQUIRES: g_mu. Fresh device virtual addresses, unique within the process.
+CUdeviceptr NewVa(uint64_t size, uint64_t align = 512);
+int CurrentDev();  // of the calling thread's current context; -1 without one
+// REQUIRES: g_mu. Gives pool memory above the release threshold back (on synchronize).
+void ReleasePoolsLocked();
+uint64_t FormatBytes(int format);
+// Runs one kernel on the calling thread's device (one at a time on a device).
+void RunKernel(CUfunction f);
+CUresult AllocPlain(CUdeviceptr* dptr, uint64_t size, Kind kind);
+CUresult AllocPool(CUdeviceptr* dptr, size_t size, CUmemoryPool hpool);
+CUresult CtxCreate(CUcontext* pctx, CUdevice dev, bool primary);
+void CtxFree(CUcontext ctx);
+
+}  // namespace gpupool::fakecuda::driver
+
+#define REQUIRE_INIT() \
+  if (!::gpupool::fakecuda::driver::g_init) return CUDA_ERROR_NOT_INITIALIZED
+#define REQUIRE_CTX() \
+  REQUIRE_INIT();     \
+  if (::gpupool::fakecuda::driver::CurrentDev() < 0) return CUDA_ERROR_INVALID_CONTEXT
+
+#endif  // GPUPOOL_TESTS_FAKES_CUDA_FAKE_DRIVER_H_

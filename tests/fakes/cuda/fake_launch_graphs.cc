@@ -1,0 +1,375 @@
+// The fake driver: streams, events, modules, launches on the simulated device clock, graphs.
+#include <sys/mman.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "tests/fakes/cuda/fake_driver.h"
+
+using namespace gpupool::fakecuda::driver;  // NOLINT: the fake's own internals
+
+void gpupool::fakecuda::driver::RunKernel(CUfunction f) {
+  uint64_t ns = reinterpret_cast<Function*>(f)->duration_ns;
+  int dev = std::max(CurrentDev(), 0);
+  DeviceState* s = g_devs[dev];
+  auto me = reinterpret_cast<uint64_t>(t_ctx);
+  for (;;) {  // another context's timeslice: wait for it to end (or its owner to idle past it)
+    gpupool::fakecuda::Lock(&s->engine);
+    uint64_t now = NowNs();
+    bool mine = s->engine_pid == getpid() && s->engine_ctx == me;
+    if (mine || now >= s->engine_until_ns) break;
+    uint64_t wait = s->engine_until_ns - now;
+    pthread_mutex_unlock(&s->engine);
+    timespec w{0, static_cast<long>(std::min<uint64_t>(wait, 1000000))};
+    nanosleep(&w, nullptr);
+  }
+  uint64_t t0 = NowNs();
+  s->engine_pid = getpid();
+  s->engine_ctx = reinterpret_cast<uint64_t>(t_ctx);
+  if (auto* c = reinterpret_cast<Ctx*>(t_ctx)) {
+    std::lock_guard<std::mutex> l(g_mu);
+    for (Event* e : c->pending) e->stamp_ns = t0;
+    c->pending.clear();
+  }
+  timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+  while (ns != 0 && nanosleep(&ts, &ts) != 0) {
+  }
+  uint64_t t1 = NowNs();
+  uint64_t took = t1 - t0;
+  s->engine_until_ns = t1;  // idle now: nothing keeps the device for this context
+  if (auto* c = reinterpret_cast<Ctx*>(t_ctx)) c->just_ran = true;
+  pthread_mutex_unlock(&s->engine);
+  gpupool::fakecuda::Lock(&s->mu);
+  if (auto* e = gpupool::fakecuda::FindLocked(s, getpid(), true)) {
+    e->busy_ns += took;
+    ++e->kernels;
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+// ---- streams, events, modules, launches -------------------------------------------------------
+
+FAKE_API CUresult cuStreamCreate(CUstream* s, unsigned) {
+  REQUIRE_CTX();
+  if (s == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *s = reinterpret_cast<CUstream>(new char(0));
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamDestroy_v2(CUstream s) {
+  REQUIRE_INIT();
+  delete reinterpret_cast<char*>(s);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamSynchronize(CUstream) {
+  REQUIRE_INIT();
+  std::lock_guard<std::mutex> l(g_mu);
+  ReleasePoolsLocked();
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamSynchronize_ptsz(CUstream s) { return cuStreamSynchronize(s); }
+FAKE_API CUresult cuStreamQuery(CUstream) {
+  REQUIRE_INIT();
+  return CUDA_SUCCESS;
+}
+
+namespace {
+// REQUIRES: g_mu.
+void ForgetPendingLocked(Event* e) {
+  if (auto* c = reinterpret_cast<Ctx*>(t_ctx))
+    c->pending.erase(std::remove(c->pending.begin(), c->pending.end(), e), c->pending.end());
+}
+// REQUIRES: g_mu. An event still waiting for its context counts as processed when recorded
+// (nothing of its context followed it onto the device).
+uint64_t SettleLocked(CUevent h) {
+  auto* e = reinterpret_cast<Event*>(h);
+  if (e->stamp_ns == 0 && e->recorded_ns != 0) {
+    e->stamp_ns = e->recorded_ns;
+    ForgetPendingLocked(e);
+  }
+  return e->stamp_ns;
+}
+// Whether the current context is the one resident on the device (it ran the last kernel and
+// none runs now): then an event it records is processed at once.
+// An event recorded by the resident context that is not the marker right after its kernel
+// (the "end" of that kernel) precedes more work: the context keeps the device for it.
+bool ResidentNow() {
+  DeviceState* s = g_devs[CurrentDev()];
+  auto* c = reinterpret_cast<Ctx*>(t_ctx);
+  if (pthread_mutex_trylock(&s->engine) != 0) return false;
+  bool mine = s->engine_pid == getpid() && s->engine_ctx == reinterpret_cast<uint64_t>(t_ctx);
+  if (mine && !c->just_ran) s->engine_until_ns = NowNs() + kQueuedWorkNs;
+  c->just_ran = false;
+  pthread_mutex_unlock(&s->engine);
+  return mine;
+}
+}  // namespace
+
+FAKE_API CUresult cuEventCreate(CUevent* e, unsigned) {
+  REQUIRE_CTX();
+  if (e == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *e = reinterpret_cast<CUevent>(new Event{0, 0});
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuEventRecord(CUevent h, CUstream) {
+  REQUIRE_CTX();
+  if (h == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  auto* e = reinterpret_cast<Event*>(h);
+  bool resident = ResidentNow();
+  std::lock_guard<std::mutex> l(g_mu);
+  ForgetPendingLocked(e);
+  e->recorded_ns = NowNs();
+  e->stamp_ns = resident ? e->recorded_ns : 0;
+  if (!resident) reinterpret_cast<Ctx*>(t_ctx)->pending.push_back(e);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return cuEventRecord(e, s); }
+FAKE_API CUresult cuEventSynchronize(CUevent e) {
+  REQUIRE_INIT();
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard<std::mutex> l(g_mu);
+  SettleLocked(e);
+  ReleasePoolsLocked();
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuEventQuery(CUevent e) {
+  REQUIRE_INIT();
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard<std::mutex> l(g_mu);
+  SettleLocked(e);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
+  REQUIRE_INIT();
+  if (ms == nullptr || a == nullptr || b == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> l(g_mu);
+  uint64_t ta = SettleLocked(a), tb = SettleLocked(b);
+  if (ta == 0 || tb == 0) return CUDA_ERROR_INVALID_HANDLE;  // never recorded
+  *ms = static_cast<float>((static_cast<double>(tb) - static_cast<double>(ta)) / 1e6);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuEventDestroy_v2(CUevent e) {
+  REQUIRE_INIT();
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    ForgetPendingLocked(reinterpret_cast<Event*>(e));
+  }
+  delete reinterpret_cast<Event*>(e);
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuModuleLoadData(CUmodule* m, const void* image) {
+  REQUIRE_CTX();
+  if (m == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *m = reinterpret_cast<CUmodule>(new char(0));
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuModuleUnload(CUmodule m) {
+  REQUIRE_INIT();
+  delete reinterpret_cast<char*>(m);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
+  REQUIRE_INIT();
+  if (f == nullptr || m == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t us = EnvU64("GPUPOOL_FAKE_CUDA_KERNEL_US", 50);
+  const char* us_at = strstr(name, "us");
+  const char* underscore = strrchr(name, '_');
+  if (underscore != nullptr && us_at != nullptr && us_at > underscore && us_at[2] == 0)
+    us = strtoull(underscore + 1, nullptr, 10);
+  *f = reinterpret_cast<CUfunction>(new Function{us * 1000});
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                 unsigned by, unsigned bz, unsigned, CUstream, void**, void**) {
+  REQUIRE_CTX();
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (gx * gy * gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024)
+    return CUDA_ERROR_INVALID_VALUE;
+  RunKernel(f);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                      unsigned bx, unsigned by, unsigned bz, unsigned sh,
+                                      CUstream s, void** p, void** e) {
+  return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, sh, s, p, e);
+}
+FAKE_API CUresult cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** p, void** e) {
+  if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return cuLaunchKernel(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                        c->blockDimZ, c->sharedMemBytes, c->hStream, p, e);
+}
+FAKE_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* c, CUfunction f, void** p, void** e) {
+  return cuLaunchKernelEx(c, f, p, e);
+}
+FAKE_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                            unsigned bx, unsigned by, unsigned bz, unsigned sh,
+                                            CUstream s, void** p) {
+  REQUIRE_CTX();
+  // Documented: the grid must fit on the device at once (here: one block per SM at most).
+  if (static_cast<uint64_t>(gx) * gy * gz > static_cast<uint64_t>(g_profiles[CurrentDev()].sms))
+    return 720;  // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+  return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, sh, s, p, nullptr);
+}
+FAKE_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
+                                                 unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                                                 unsigned sh, CUstream s, void** p) {
+  return cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, sh, s, p);
+}
+
+// ---- graphs --------------------------------------------------------------------------------
+
+FAKE_API CUresult cuGraphCreate(CUgraph* g, unsigned flags) {
+  REQUIRE_INIT();
+  if (g == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  *g = reinterpret_cast<CUgraph>(new Graph);
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuGraphDestroy(CUgraph g) {
+  REQUIRE_INIT();
+  auto* graph = reinterpret_cast<Graph*>(g);
+  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (Node* n : graph->nodes) delete n;
+  delete graph;
+  return CUDA_SUCCESS;
+}
+
+namespace {
+CUresult AddNode(CUgraphNode* out, CUgraph g, Node* n) {
+  if (out == nullptr || g == nullptr) {
+    delete n;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  reinterpret_cast<Graph*>(g)->nodes.push_back(n);
+  *out = reinterpret_cast<CUgraphNode>(n);
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+FAKE_API CUresult cuGraphAddKernelNode_v2(CUgraphNode* out, CUgraph g, const CUgraphNode*, size_t,
+                                          const CUDA_KERNEL_NODE_PARAMS* p) {
+  REQUIRE_INIT();
+  if (p == nullptr || p->func == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return AddNode(out, g, new Node{Node::kKernel, p->func, 0, 0});
+}
+
+FAKE_API CUresult cuGraphAddMemAllocNode(CUgraphNode* out, CUgraph g, const CUgraphNode*, size_t,
+                                         CUDA_MEM_ALLOC_NODE_PARAMS* p) {
+  REQUIRE_INIT();
+  if (p == nullptr || p->bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    p->dptr = NewVa(p->bytesize);  // fixed for the graph's lifetime, as documented
+  }
+  return AddNode(out, g, new Node{Node::kAlloc, nullptr, p->bytesize, p->dptr});
+}
+
+FAKE_API CUresult cuGraphAddMemFreeNode(CUgraphNode* out, CUgraph g, const CUgraphNode*, size_t,
+                                        CUdeviceptr dptr) {
+  REQUIRE_INIT();
+  return AddNode(out, g, new Node{Node::kFree, nullptr, 0, dptr});
+}
+
+FAKE_API CUresult cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, size_t* count) {
+  REQUIRE_INIT();
+  if (g == nullptr || count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto& all = reinterpret_cast<Graph*>(g)->nodes;
+  if (nodes != nullptr) {  // documented: at most *count are written, *count becomes the number
+    size_t n = std::min(*count, all.size());
+    for (size_t i = 0; i < n; ++i) nodes[i] = reinterpret_cast<CUgraphNode>(all[i]);
+    *count = n;
+  } else {
+    *count = all.size();
+  }
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuGraphNodeGetType(CUgraphNode node, int* type) {
+  REQUIRE_INIT();
+  if (node == nullptr || type == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  switch (reinterpret_cast<Node*>(node)->type) {
+    case Node::kKernel:
+      *type = CU_GRAPH_NODE_TYPE_KERNEL;
+      break;
+    case Node::kAlloc:
+      *type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+      break;
+    case Node::kFree:
+      *type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+      break;
+    default:
+      *type = CU_GRAPH_NODE_TYPE_EMPTY;
+      break;
+  }
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARAMS* out) {
+  REQUIRE_INIT();
+  auto* n = reinterpret_cast<Node*>(node);
+  if (n == nullptr || out == nullptr || n->type != Node::kAlloc) return CUDA_ERROR_INVALID_VALUE;
+  std::memset(out, 0, sizeof *out);
+  out->bytesize = n->bytes;
+  out->dptr = n->dptr;
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph g, unsigned long long) {
+  REQUIRE_CTX();
+  if (out == nullptr || g == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto* e = new Exec{CurrentDev(), {}, 0};
+  for (Node* n : reinterpret_cast<Graph*>(g)->nodes) {
+    if (n->type == Node::kKernel) e->kernels.push_back(n->func);
+    if (n->type == Node::kAlloc) e->alloc_bytes += n->bytes;
+  }
+  if (e->alloc_bytes != 0) {
+    CUresult r = Charge(e->dev, e->alloc_bytes);
+    if (r != CUDA_SUCCESS) {
+      delete e;
+      return r;
+    }
+    std::lock_guard<std::mutex> l(g_mu);
+    g_graph_mem[e->dev] += e->alloc_bytes;
+  }
+  *out = reinterpret_cast<CUgraphExec>(e);
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuGraphLaunch(CUgraphExec x, CUstream) {
+  REQUIRE_CTX();
+  if (x == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (CUfunction f : reinterpret_cast<Exec*>(x)->kernels) RunKernel(f);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphLaunch_ptsz(CUgraphExec x, CUstream s) { return cuGraphLaunch(x, s); }
+
+FAKE_API CUresult cuGraphExecDestroy(CUgraphExec x) {
+  REQUIRE_INIT();
+  auto* e = reinterpret_cast<Exec*>(x);
+  if (e == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (e->alloc_bytes != 0) {
+    Uncharge(e->dev, e->alloc_bytes);
+    std::lock_guard<std::mutex> l(g_mu);
+    g_graph_mem[e->dev] -= e->alloc_bytes;
+  }
+  delete e;
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuDeviceGraphMemTrim(CUdevice dev) {
+  REQUIRE_INIT();
+  // Memory of live executable graphs stays; the fake keeps no other graph memory.
+  return dev < 0 || dev >= static_cast<int>(g_devs.size()) ? CUDA_ERROR_INVALID_DEVICE
+                                                           : CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, int attr, void* value) {
+  REQUIRE_INIT();
+  if (dev < 0 || dev >= static_cast<int>(g_devs.size())) return CUDA_ERROR_INVALID_DEVICE;
+  if (value == nullptr || attr < 0 || attr > 3) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> l(g_mu);
+  *static_cast<cuuint64_t*>(value) = g_graph_mem[dev];
+  return CUDA_SUCCESS;
+}

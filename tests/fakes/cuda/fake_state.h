@@ -1,0 +1,188 @@
+// fake_state.h — the fake CUDA driver's device truth, shared by every process that loads the fake
+// (a real GPU's memory is one pool for all processes). One file per device under the directory
+// named by GPUPOOL_FAKE_CUDA_STATE, mapped MAP_SHARED; a robust process-shared mutex guards it,
+// so a process killed while holding it does not wedge the device.
+//
+// What a real driver does and this file models:
+//  - every byte of device memory is charged to the process that allocated it (NVML's
+//    per-process "used GPU memory"); `used` is the device's sum, `high_water` its maximum;
+//  - a process's memory is freed when the process ends (the kernel driver drops its contexts
+//    when its file descriptors close). The fake cannot run code at a kill -9, so whoever reads
+//    or allocates first reaps dead owners (pid gone or a zombie, start time checked against pid
+//    reuse) before answering;
+//  - the device runs one kernel at a time (time-slicing between contexts without MPS):
+//    `engine` is held for a kernel's declared duration, and `busy_ns` per process is the GPU
+//    time it got. A resident context that queues more work (an event followed by a kernel)
+//    keeps the device for it (`engine_until_ns`), as a time-sliced GPU keeps a context with
+//    queued work; a context that goes idle gives it up at once.
+// Header-only so the fake NVML and tests read the same truth without linking the fake driver.
+#ifndef GPUPOOL_TESTS_FAKES_CUDA_FAKE_STATE_H_
+#define GPUPOOL_TESTS_FAKES_CUDA_FAKE_STATE_H_
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace gpupool::fakecuda {
+
+inline constexpr uint64_t kMagic = 0x67707570636f6461ULL;  // "gpupcoda"
+inline constexpr int kMaxProcs = 512;
+
+struct ProcEntry {
+  int32_t pid;  // 0: free slot
+  uint32_t pad;
+  uint64_t start_time;  // /proc/<pid>/stat field 22, to tell a reused pid apart
+  uint64_t bytes;       // device memory held now
+  uint64_t busy_ns;     // GPU time its kernels took
+  uint64_t kernels;
+};
+
+struct DeviceState {
+  uint64_t magic;
+  pthread_mutex_t mu;      // guards everything below except the engine's critical section
+  pthread_mutex_t engine;  // held while a kernel "runs"
+  uint64_t total;
+  uint64_t used;
+  uint64_t high_water;
+  uint64_t oom_refusals;
+  int32_t engine_pid;  // the context that ran the last kernel (pid, context id):
+  uint32_t pad;
+  uint64_t engine_ctx;       // it stays resident on the device until another context's kernel runs
+  uint64_t engine_until_ns;  // CLOCK_MONOTONIC: while it has work queued, its kernels go first
+  ProcEntry procs[kMaxProcs];
+};
+
+// The start time of `pid`, 0 if it is gone or a zombie (already exited: its memory is freed).
+inline uint64_t ProcStartTime(int pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')');  // comm may hold spaces and parentheses
+  if (p == nullptr || p[1] != ' ') return 0;
+  p += 2;  // field 3: state
+  if (*p == 'Z' || *p == 'X') return 0;
+  for (int field = 3; field < 22 && p != nullptr; ++field) {
+    p = std::strchr(p, ' ');
+    if (p != nullptr) ++p;
+  }
+  return p == nullptr ? 0 : std::strtoull(p, nullptr, 10);
+}
+
+inline void Lock(pthread_mutex_t* m) {
+  if (pthread_mutex_lock(m) == EOWNERDEAD) pthread_mutex_consistent(m);
+}
+
+// REQUIRES: s->mu held. Frees the memory of processes that have ended.
+inline void ReapLocked(DeviceState* s) {
+  for (ProcEntry& e : s->procs) {
+    if (e.pid == 0) continue;
+    if (ProcStartTime(e.pid) == e.start_time) continue;
+    s->used -= e.bytes;
+    e = ProcEntry{};
+  }
+}
+
+// REQUIRES: s->mu held. The slot of `pid`, created when `create`.
+inline ProcEntry* FindLocked(DeviceState* s, int pid, bool create) {
+  ProcEntry* free_slot = nullptr;
+  for (ProcEntry& e : s->procs) {
+    if (e.pid == pid) return &e;
+    if (e.pid == 0 && free_slot == nullptr) free_slot = &e;
+  }
+  if (!create) return nullptr;
+  if (free_slot == nullptr) {
+    ReapLocked(s);
+    for (ProcEntry& e : s->procs)
+      if (e.pid == 0) free_slot = &e;
+    if (free_slot == nullptr) return nullptr;
+  }
+  *free_slot = ProcEntry{};
+  free_slot->pid = pid;
+  free_slot->start_time = ProcStartTime(pid);
+  return free_slot;
+}
+
+// Maps device `index`'s state under `dir`, creating it with `total` bytes if `total` != 0.
+// Returns nullptr when it does not exist (and total == 0) or cannot be mapped.
+inline DeviceState* MapDevice(const char* dir, int index, uint64_t total) {
+  char path[4096];
+  std::snprintf(path, sizeof path, "%s/device%d", dir, index);
+  int fd = ::open(path, O_RDWR | O_CLOEXEC | (total != 0 ? O_CREAT : 0), 0666);
+  if (fd < 0) return nullptr;
+  ::flock(fd, LOCK_EX);
+  struct stat st {};
+  ::fstat(fd, &st);
+  bool fresh = st.st_size < static_cast<off_t>(sizeof(DeviceState));
+  if (fresh && (total == 0 || ::ftruncate(fd, sizeof(DeviceState)) != 0)) {
+    ::flock(fd, LOCK_UN);
+    ::close(fd);
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, sizeof(DeviceState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    ::flock(fd, LOCK_UN);
+    ::close(fd);
+    return nullptr;
+  }
+  auto* s = static_cast<DeviceState*>(p);
+  if (s->magic != kMagic) {
+    std::memset(s, 0, sizeof *s);
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&s->mu, &a);
+    pthread_mutex_init(&s->engine, &a);
+    pthread_mutexattr_destroy(&a);
+    s->total = total;
+    __atomic_store_n(&s->magic, kMagic, __ATOMIC_RELEASE);
+  }
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
+  return s;
+}
+
+// A consistent copy of the truth after reaping dead processes (for tests and the fake NVML).
+struct Truth {
+  uint64_t total, used, high_water, oom_refusals;
+  ProcEntry procs[kMaxProcs];
+  uint64_t BytesOf(int pid) const {
+    for (const ProcEntry& e : procs)
+      if (e.pid == pid) return e.bytes;
+    return 0;
+  }
+};
+inline bool ReadTruth(const char* dir, int index, Truth* out) {
+  DeviceState* s = MapDevice(dir, index, 0);
+  if (s == nullptr) return false;
+  Lock(&s->mu);
+  ReapLocked(s);
+  out->total = s->total;
+  out->used = s->used;
+  out->high_water = s->high_water;
+  out->oom_refusals = s->oom_refusals;
+  std::memcpy(out->procs, s->procs, sizeof s->procs);
+  pthread_mutex_unlock(&s->mu);
+  ::munmap(s, sizeof *s);
+  return true;
+}
+
+}  // namespace gpupool::fakecuda
+
+#endif  // GPUPOOL_TESTS_FAKES_CUDA_FAKE_STATE_H_
