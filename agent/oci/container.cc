@@ -1,0 +1,98 @@
+#include "agent/oci/container.h"
+
+namespace gpupool::agent::oci {
+
+PreparedContainer::~PreparedContainer() { Release(); }
+
+void PreparedContainer::Release() {
+  if (released_) return;
+  released_ = true;
+  (void)launcher_.Delete(id_);
+  (void)UnmountRootfs(rootfs_);
+  if (has_identity_ && uids_) uids_->Release(identity_);
+  lease_ = image::ImageLease();
+}
+
+ContainerFactory::ContainerFactory(ContainerFactoryOptions options)
+    : options_(std::move(options)) {}
+
+Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Prepare(
+    const ContainerRequest& request) const {
+  if (request.id.empty() || request.task_dir.empty() || request.task_dir[0] != '/') {
+    return Status::InvalidArgument("container: id and an absolute task_dir are required");
+  }
+  if (!options_.uids) return Status::FailedPrecondition("container: no uid map");
+  std::unique_ptr<PreparedContainer> c(new PreparedContainer(options_.launcher));
+  c->id_ = request.id;
+  c->bundle_ = request.task_dir;
+  c->uids_ = options_.uids;
+
+  // 1. The image, held for as long as the task lives.
+  if (!request.image.empty()) {
+    if (!options_.store) return Status::FailedPrecondition("container: no image store");
+    auto lease = options_.store->Pull(request.image, request.credential);
+    if (!lease.ok()) return lease.status().WithContext("image");
+    c->lease_ = std::move(*lease);
+  }
+  // 2. The task's own unprivileged ids.
+  auto identity = options_.uids->Acquire(request.tenant);
+  if (!identity.ok()) return identity.status().WithContext("uid");
+  c->identity_ = *identity;
+  c->has_identity_ = true;
+  // 3. Its root file system.
+  auto rootfs = request.image.empty() ? HostRootfs(request.task_dir, c->identity_.uid,
+                                                   c->identity_.gid, options_.host_dirs)
+                                      : MountImageRootfs(c->lease_.image().rootfs, request.task_dir,
+                                                         c->identity_.uid, c->identity_.gid);
+  if (!rootfs.ok()) return rootfs.status().WithContext("rootfs");
+  c->rootfs_ = *rootfs;
+  // 4. The spec.
+  RuntimeSpecInput& in = c->input_;
+  if (!request.image.empty()) {
+    Status st = ApplyImageConfig(c->lease_.image().config_json, request.args, request.env, &in);
+    if (!st.ok()) return st.WithContext("spec");
+  } else {
+    if (request.args.empty()) return Status::InvalidArgument("spec: a plain command needs args");
+    in.args = request.args;
+    in.env = request.env;
+    bool has_path = false;
+    for (const auto& kv : in.env) has_path = has_path || kv.rfind("PATH=", 0) == 0;
+    if (!has_path) in.env.insert(in.env.begin(), "PATH=/usr/local/bin:/usr/bin:/bin");
+  }
+  in.hostname = "task";
+  in.rootfs = c->rootfs_.path;
+  in.rootfs_readonly = c->rootfs_.readonly;
+  in.mounts = c->rootfs_.mounts;
+  in.mounts.insert(in.mounts.end(), request.volumes.begin(), request.volumes.end());
+  in.hide_paths = options_.hide_paths;
+  in.host_uid = c->identity_.uid;
+  in.host_gid = c->identity_.gid;
+  in.memory_bytes = request.memory_bytes;
+  in.cpu_milli = request.cpu_milli;
+  in.pids_max = request.pids_max;
+  in.cgroup_v2 = options_.cgroup_v2;
+  in.cgroups_path = options_.cgroup_parent + "/" + request.id;
+  for (const auto& path : request.device_files) {
+    auto dev = DeviceNodeFor(path);
+    if (!dev.ok()) return dev.status().WithContext("spec");
+    in.devices.push_back(*dev);
+  }
+  in.driver_files = request.driver_files;
+  in.interposer_library = request.interposer_library;
+  in.interposer_socket = request.interposer_socket;
+  in.network = request.network;
+  in.netns_path = request.netns_path;
+  if (request.seccomp) {
+    auto seccomp =
+        LoadSeccompProfile(options_.seccomp_profile, SeccompTarget::ThisNode(in.capabilities));
+    if (!seccomp.ok()) return seccomp.status().WithContext("seccomp");
+    in.seccomp = *seccomp;
+  }
+  auto spec = BuildRuntimeSpec(in);
+  if (!spec.ok()) return spec.status().WithContext("spec");
+  Status st = WriteBundleConfig(c->bundle_, *spec);
+  if (!st.ok()) return st.WithContext("spec");
+  return c;
+}
+
+}  // namespace gpupool::agent::oci

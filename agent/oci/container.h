@@ -1,0 +1,110 @@
+// Containers: one task as an OCI bundle, from request to a bundle the launcher can run — the seam
+// the task runner calls for a container task.
+//
+// Prepare() does, in order, undoing what it did on any failure:
+//   1. pulls the image into the node's store and holds it (an ImageLease) — or, with no image,
+//      uses the host-root skeleton (rootfs.h) for a plain command;
+//   2. takes the task's unprivileged uid/gid from the agent's UidMap;
+//   3. builds the task's root file system (overlay over the image, or the fallback);
+//   4. writes <task dir>/config.json (spec.h): the image's entrypoint/env with the task's args and
+//      env, the limits, the granted device files, driver files, interposer, volumes, network, the
+//      default seccomp profile converted for the task's capabilities, the cgroup path
+//      <cgroup_parent>/<id> (v2 keys only on a v2 host).
+// The PreparedContainer then gives the shim's argv (what the task runner spawns) and Release()
+// (after the shim ended): delete the container if still there, unmount the rootfs, give the uid
+// back, drop the image lease.
+//
+// Errors name the step ("image: …", "uid: …", "rootfs: …", "spec: …", "seccomp: …"); a task that
+// cannot be confined does not run.
+//
+// Thread safety: ContainerFactory is safe from any thread; a PreparedContainer belongs to one task.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/image/image_store.h"
+#include "agent/oci/launcher.h"
+#include "agent/oci/rootfs.h"
+#include "agent/oci/seccomp.h"
+#include "agent/oci/spec.h"
+#include "agent/sandbox/uids.h"
+#include "base/status.h"
+
+namespace gpupool::agent::oci {
+
+struct ContainerFactoryOptions {
+  std::shared_ptr<image::ImageStore> store;  // REQUIRES: set for image tasks
+  std::shared_ptr<sandbox::UidMap> uids;     // REQUIRES: set
+  LauncherOptions launcher;
+  std::string seccomp_profile = kDefaultSeccompProfile;
+  std::string cgroup_parent = "/gpupool";
+  bool cgroup_v2 = false;               // the node's memory controller is on v2
+  std::vector<std::string> hide_paths;  // masked in every task (the agent's config, its data)
+  std::vector<std::string> host_dirs = {"/usr", "/etc", "/opt"};  // plain commands' root
+};
+
+struct ContainerRequest {
+  std::string id;        // unique per task attempt: the container id and cgroup name
+  std::string tenant;    // for the uid
+  std::string task_dir;  // exists, root-owned: bundle, upper dir, logs
+  std::string image;     // OCI reference; empty = a plain command on the host root
+  image::RegistryCredential credential;
+  std::vector<std::string> args;  // image tasks: replace the image's Cmd (empty = keep it)
+  std::vector<std::string> env;   // "K=V", over the image's
+  int64_t memory_bytes = 0;
+  int64_t cpu_milli = 0;
+  int64_t pids_max = 4096;
+  std::vector<std::string> device_files;  // granted device nodes (host path = container path)
+  std::vector<std::string> driver_files;
+  std::string interposer_library;
+  std::string interposer_socket;
+  std::vector<BindMount> volumes;
+  Network network = Network::kNone;
+  std::string netns_path;
+  bool seccomp = true;  // false only where the caller can say why (tests' control runs)
+};
+
+class PreparedContainer {
+ public:
+  ~PreparedContainer();  // Release()
+  PreparedContainer(const PreparedContainer&) = delete;
+  PreparedContainer& operator=(const PreparedContainer&) = delete;
+
+  const std::string& id() const { return id_; }
+  const std::string& bundle() const { return bundle_; }
+  const sandbox::TaskIdentity& identity() const { return identity_; }
+  const TaskRootfs& rootfs() const { return rootfs_; }
+  const RuntimeSpecInput& spec_input() const { return input_; }
+  // What the task runner spawns; the shim's exit code is the task's (launcher.h).
+  std::vector<std::string> ShimArgv() const { return launcher_.ShimArgv(bundle_, id_); }
+  const Launcher& launcher() const { return launcher_; }
+  void Release();
+
+ private:
+  friend class ContainerFactory;
+  explicit PreparedContainer(LauncherOptions launcher) : launcher_(std::move(launcher)) {}
+  std::string id_, bundle_;
+  Launcher launcher_;
+  std::shared_ptr<sandbox::UidMap> uids_;
+  sandbox::TaskIdentity identity_;
+  bool has_identity_ = false;
+  image::ImageLease lease_;
+  TaskRootfs rootfs_;
+  RuntimeSpecInput input_;
+  bool released_ = false;
+};
+
+class ContainerFactory {
+ public:
+  explicit ContainerFactory(ContainerFactoryOptions options);
+  Result<std::unique_ptr<PreparedContainer>> Prepare(const ContainerRequest& request) const;
+  const ContainerFactoryOptions& options() const { return options_; }
+
+ private:
+  ContainerFactoryOptions options_;
+};
+
+}  // namespace gpupool::agent::oci
