@@ -23,6 +23,7 @@
 #include "agent/proto_convert.h"
 #include "agent/task_runner.h"
 #include "gpupool/v1/agent.pb.h"
+#include "tests/agent/sandbox_fixture.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool::agent {
@@ -79,20 +80,14 @@ class SandboxTest : public ::testing::Test {
     o.default_grace_ms = 300;
     o.sandbox = *box;
     runner_ = std::make_unique<TaskRunner>(o);
-    runner_->SetListener("node-a", [this](const TaskStatus& st) {
-      std::lock_guard lock(mu_);
-      ended_[st.task_id] = st;
-      cv_.notify_all();
-    });
+    ended_.Attach(*runner_);
   }
 
   void TearDown() override {
     runner_.reset();
     if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_);
     if (!etc_dir_.empty()) std::filesystem::remove_all(etc_dir_);
-    const sandbox::CgroupLayout layout = sandbox::CgroupLayout::Detect();
-    for (const auto& [c, mount] : layout.v1) rmdir((mount + "/" + options_.cgroup_parent).c_str());
-    if (!layout.v2.empty()) rmdir((layout.v2 + "/" + options_.cgroup_parent).c_str());
+    testing::RemoveCgroupParent(options_.cgroup_parent);
   }
 
   void MakeDevice(const std::string& name, int maj, int min) {
@@ -118,21 +113,14 @@ class SandboxTest : public ::testing::Test {
     return WaitEnd(spec.task_id);
   }
 
-  TaskStatus WaitEnd(const std::string& id) {
-    std::unique_lock lock(mu_);
-    EXPECT_TRUE(cv_.wait_for(lock, std::chrono::seconds(120), [&] { return ended_.count(id); }))
-        << "task " << id << " did not end";
-    return ended_[id];
-  }
+  TaskStatus WaitEnd(const std::string& id) { return ended_.Wait(id); }
 
   std::string WorkDir(const std::string& id) { return data_dir_ + "/tasks/" + id + ".1/work"; }
 
   sandbox::SandboxOptions options_;
   std::string data_dir_, etc_dir_;
   std::unique_ptr<TaskRunner> runner_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, TaskStatus> ended_;
+  testing::EndedTasks ended_;
 };
 
 TEST_F(SandboxTest, RunsAsAnUnprivilegedUidInItsOwnWorkDir) {

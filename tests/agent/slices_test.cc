@@ -8,15 +8,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
-#include <mutex>
 
 #include "agent/sandbox/cgroup.h"
 #include "agent/slices/slice_ledgers.h"
 #include "agent/task_runner.h"
+#include "tests/agent/sandbox_fixture.h"
 #include "tests/fakes/cuda/fake_state.h"
 
 namespace gpupool::agent {
@@ -59,11 +57,7 @@ class SliceTest : public ::testing::Test {
       cgroup_parent_ = so.cgroup_parent;
     }
     runner_ = std::make_unique<TaskRunner>(o);
-    runner_->SetListener("node-a", [this](const TaskStatus& st) {
-      std::lock_guard lock(mu_);
-      ended_[st.task_id] = st;
-      cv_.notify_all();
-    });
+    ended_.Attach(*runner_);
   }
 
   void TearDown() override {
@@ -71,11 +65,7 @@ class SliceTest : public ::testing::Test {
     std::error_code ec;
     if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_, ec);
     if (!state_dir_.empty()) std::filesystem::remove_all(state_dir_, ec);
-    if (!cgroup_parent_.empty()) {
-      const sandbox::CgroupLayout layout = sandbox::CgroupLayout::Detect();
-      for (const auto& [c, mount] : layout.v1) rmdir((mount + "/" + cgroup_parent_).c_str());
-      if (!layout.v2.empty()) rmdir((layout.v2 + "/" + cgroup_parent_).c_str());
-    }
+    testing::RemoveCgroupParent(cgroup_parent_);
   }
 
   // A task holding `vram_mib` of the 64 MiB device (a slice when below 64) running `argv`.
@@ -106,11 +96,7 @@ class SliceTest : public ::testing::Test {
     EXPECT_TRUE(st.ok()) << st.status().ToString();
     if (!st.ok()) return {};
     if (st->terminal()) return *st;
-    std::unique_lock lock(mu_);
-    EXPECT_TRUE(
-        cv_.wait_for(lock, std::chrono::seconds(60), [&] { return ended_.count(spec.task_id); }))
-        << "task " << spec.task_id << " did not end";
-    return ended_[spec.task_id];
+    return ended_.Wait(spec.task_id, std::chrono::seconds(60));
   }
 
   std::vector<std::string> Probe(std::vector<std::string> args) {
@@ -120,9 +106,7 @@ class SliceTest : public ::testing::Test {
 
   std::string data_dir_, state_dir_, cgroup_parent_;
   std::unique_ptr<TaskRunner> runner_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, TaskStatus> ended_;
+  testing::EndedTasks ended_;
 };
 
 TEST_F(SliceTest, ASliceGetsItsGrantToTheByteAndNotOneByteMore) {

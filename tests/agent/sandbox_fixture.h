@@ -1,0 +1,51 @@
+// Test support for the agent's sandboxed task tests: the terminal statuses a TaskRunner reports
+// (collected for the test thread to wait on), and the removal of a test's cgroup parent.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "agent/sandbox/cgroup.h"
+#include "agent/task_runner.h"
+
+namespace gpupool::agent::testing {
+
+// Collects every terminal status `runner` reports for node "node-a".
+class EndedTasks {
+ public:
+  void Attach(TaskRunner& runner) {
+    runner.SetListener("node-a", [this](const TaskStatus& st) {
+      std::lock_guard lock(mu_);
+      ended_[st.task_id] = st;
+      cv_.notify_all();
+    });
+  }
+  // The status task `id` ended with; a test failure when it does not end within `timeout`.
+  TaskStatus Wait(const std::string& id, std::chrono::seconds timeout = std::chrono::seconds(120)) {
+    std::unique_lock lock(mu_);
+    EXPECT_TRUE(cv_.wait_for(lock, timeout, [&] { return ended_.count(id) != 0; }))
+        << "task " << id << " did not end";
+    return ended_[id];
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, TaskStatus> ended_;
+};
+
+// Removes the (empty) cgroup `parent` a test's sandbox created, on every hierarchy.
+inline void RemoveCgroupParent(const std::string& parent) {
+  if (parent.empty()) return;
+  const sandbox::CgroupLayout layout = sandbox::CgroupLayout::Detect();
+  for (const auto& [c, mount] : layout.v1) rmdir((mount + "/" + parent).c_str());
+  if (!layout.v2.empty()) rmdir((layout.v2 + "/" + parent).c_str());
+}
+
+}  // namespace gpupool::agent::testing
