@@ -399,6 +399,13 @@ void ServiceImpl::ClearDeviceFault(const CallContext& ctx, const v1::ClearDevice
                            ReplyWith<NodeView, v1::Node>(done));
 }
 
+void ServiceImpl::FenceNode(const CallContext& ctx, const v1::NodeActionRequest& req,
+                            Reply<v1::Node> done) {
+  if (Status s = RequireAdmin(ctx, "fence a node"); !s.ok()) return Fail(done, s);
+  if (Status s = ValidateName(req.name(), "name"); !s.ok()) return Fail(done, s);
+  admin_->FenceNode(req.name(), "key " + ctx.key_id, ReplyWith<NodeView, v1::Node>(done));
+}
+
 // ---- Health ----
 
 Status ServiceImpl::Ready() const {

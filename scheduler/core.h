@@ -108,6 +108,10 @@ class Core {
   std::vector<NodeView> ListNodes(const std::string& pool) const;
   Result<NodeView> GetNode(const std::string& name) const;
   void SetNodeState(const std::string& name, NodeState state, Callback<NodeView> done);
+  // An admin's word that a silent (NOT_READY) node is powered off: its tasks are requeued now
+  // instead of after the node lease (scheduler/node_lease.h). FAILED_PRECONDITION for a node
+  // whose agent is connected. `by` is recorded in the node's event.
+  void FenceNode(const std::string& name, const std::string& by, Callback<NodeView> done);
   // Puts a device a fatal fault took out of service back in (core_device_faults.cc); NOT_FOUND
   // when the node, or a fault on that device, does not exist. `by` is recorded.
   void ClearDeviceFault(const std::string& node, const std::string& device, const std::string& by,

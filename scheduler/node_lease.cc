@@ -22,6 +22,52 @@ LeaseAnswer Core::OnLeaseHeartbeat(const std::string& node,
   return answer;
 }
 
+void Core::FenceNode(const std::string& name, const std::string& by, Callback<NodeView> done) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
+  auto it = s_->nodes.find(name);
+  if (it == s_->nodes.end()) {
+    done(Status::NotFound("node '" + name + "' not found"));
+    return;
+  }
+  if (it->second.rec.state != NodeState::kNotReady) {
+    done(Status::FailedPrecondition(
+        "node '" + name + "' is " + std::string(ToString(it->second.rec.state)) +
+        ": its agent is connected, so it is not fenced; fence only a silent (NOT_READY) node you "
+        "know is powered off (cordon or drain a live one)"));
+    return;
+  }
+  // The fence is recorded before anything moves; the requeue is a change of its own (stored
+  // before it is applied, retried until it is).
+  const std::string who = by.empty() ? std::string("an admin") : by;
+  std::vector<Mutation> batch{AppendEvent{s_->Event(
+      "node.fenced", "node/" + name, "fenced by " + who + ": its tasks are requeued now")}};
+  s_->Persist(std::move(batch), [this, name, who, done = std::move(done)](Status st) {
+    if (!st.ok()) {
+      done(st.WithContext("node not fenced"));
+      return;
+    }
+    auto node = s_->nodes.find(name);
+    if (node == s_->nodes.end()) {
+      done(Status::NotFound("node '" + name + "' not found"));
+      return;
+    }
+    std::vector<TaskChange> lost;
+    if (!node->second.tasks_released && node->second.rec.state == NodeState::kNotReady) {
+      node->second.tasks_released = true;
+      for (const auto& [id, i] : s_->jobs.OnNode(name)) {  // SCHEDULED or RUNNING there
+        JobEntry& job = s_->jobs.at(id);
+        if (job.task(i).changing) continue;
+        lost.push_back(s_->PlanRequeueOrFail(job, i, "node " + name + " fenced by " + who));
+      }
+    }
+    LogWarn("core", "node fenced; requeueing its tasks",
+            {{"node", name}, {"by", who}, {"tasks", std::to_string(lost.size())}});
+    if (!lost.empty()) s_->CommitTaskChanges(this, std::move(lost));
+    done(GetNode(name));
+    s_->RequestSchedule(this);
+  });
+}
+
 void Core::ReleaseLapsedNodes() {
   const int64_t now = s_->clock->MonotonicMicros();
   const int64_t after_us = NodeLeaseReleaseAfterUs(s_->options);

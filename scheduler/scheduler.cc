@@ -177,6 +177,11 @@ void Scheduler::ClearDeviceFault(std::string node, std::string device, std::stri
   });
 }
 
+void Scheduler::FenceNode(std::string name, std::string by, SchedulerCallback<NodeView> done) {
+  Post([core = core_.get(), name = std::move(name), by = std::move(by),
+        done = std::move(done)]() mutable { core->FenceNode(name, by, std::move(done)); });
+}
+
 // ---- Tenants and quotas ----
 
 void Scheduler::CreateTenant(TenantRecord tenant, SchedulerCallback<TenantView> done) {

@@ -79,6 +79,8 @@ class AdminPort {
   // `by` is recorded as who cleared it.
   virtual void ClearDeviceFault(std::string node, std::string device, std::string by,
                                 SchedulerCallback<NodeView> done) = 0;
+  // Core::FenceNode: a silent node an admin says is powered off; its tasks are requeued now.
+  virtual void FenceNode(std::string name, std::string by, SchedulerCallback<NodeView> done) = 0;
 
   virtual void CreateTenant(TenantRecord tenant, SchedulerCallback<TenantView> done) = 0;
   virtual void DeleteTenant(std::string path, SchedulerCallback<bool> done) = 0;
@@ -152,6 +154,7 @@ class Scheduler final : public JobsPort, public AdminPort, public AgentEventsPor
   void SetNodeState(std::string name, NodeState state, SchedulerCallback<NodeView> done) override;
   void ClearDeviceFault(std::string node, std::string device, std::string by,
                         SchedulerCallback<NodeView> done) override;
+  void FenceNode(std::string name, std::string by, SchedulerCallback<NodeView> done) override;
   void CreateTenant(TenantRecord tenant, SchedulerCallback<TenantView> done) override;
   void DeleteTenant(std::string path, SchedulerCallback<bool> done) override;
   void GetTenant(std::string path, SchedulerCallback<TenantView> done) override;

@@ -183,6 +183,11 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ClearDeviceFault(grpc::CallbackServer
                                                             v1::Node* resp) {
   return Unary(d_, ctx, req, resp, &ApiService::ClearDeviceFault, "ClearDeviceFault");
 }
+grpc::ServerUnaryReactor* NodeServiceImpl::FenceNode(grpc::CallbackServerContext* ctx,
+                                                     const v1::NodeActionRequest* req,
+                                                     v1::Node* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::FenceNode, "FenceNode");
+}
 
 // CatalogService.
 grpc::ServerUnaryReactor* CatalogServiceImpl::ListGpuModels(grpc::CallbackServerContext* ctx,

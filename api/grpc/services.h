@@ -100,6 +100,8 @@ class NodeServiceImpl final : public v1::NodeService::CallbackService {
   grpc::ServerUnaryReactor* ClearDeviceFault(grpc::CallbackServerContext* ctx,
                                              const v1::ClearDeviceFaultRequest* req,
                                              v1::Node* resp) override;
+  grpc::ServerUnaryReactor* FenceNode(grpc::CallbackServerContext* ctx,
+                                      const v1::NodeActionRequest* req, v1::Node* resp) override;
 
  private:
   Deps d_;

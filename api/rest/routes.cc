@@ -175,6 +175,8 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
                                  "DrainNode");
   Unary<ClearDeviceFaultRequest, Node>("POST", "/v1/nodes/{node}/devices/{device}:clear-fault",
                                        kBody, &S::ClearDeviceFault, "ClearDeviceFault");
+  Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:fence", kBody, &S::FenceNode,
+                                 "FenceNode");
 
   Unary<ListGpuModelsRequest, ListGpuModelsResponse>("GET", "/v1/catalog", kPath, &S::ListGpuModels,
                                                      "ListGpuModels");

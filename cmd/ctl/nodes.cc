@@ -145,6 +145,9 @@ int Uncordon(Ctx& ctx, const ParsedArgs& a) {
 int Drain(Ctx& ctx, const ParsedArgs& a) {
   return Action(ctx, a, &v1::NodeService::Stub::DrainNode, "draining");
 }
+int Fence(Ctx& ctx, const ParsedArgs& a) {
+  return Action(ctx, a, &v1::NodeService::Stub::FenceNode, "fenced: its tasks are requeued");
+}
 
 // An admin puts a device a fatal XID/ECC fault took out of service back into service.
 int ClearDevice(Ctx& ctx, const ParsedArgs& a) {
@@ -289,6 +292,18 @@ std::vector<Command> NodeCommands() {
        2,
        2,
        ClearDevice},
+      {"nodes fence",
+       "NAME",
+       "Say a silent node is powered off (admin): its tasks are requeued now",
+       "A silent node (NOT_READY) keeps its tasks for the node lease (5 minutes by default), so a\n"
+       "control-plane outage kills nothing. When you know the node is down (powered off, its\n"
+       "tasks dead), fence it and its tasks run elsewhere at once. Only a NOT_READY node can be\n"
+       "fenced; a node whose agent is connected is refused. Audited (docs/ha.md, \"Fencing\").",
+       {},
+       "  gpupoolctl nodes fence gpu-07\n",
+       1,
+       1,
+       Fence},
       {"catalog list",
        "[flags]",
        "List the GPU models the server knows and how many the fleet has",

@@ -298,7 +298,7 @@ std::vector<Row> Table() {
     r.set_name("n1");
     return Target{Box(r), "GET", "/v1/nodes/n1", ""};
   });
-  for (const std::string verb : {"Cordon", "Uncordon", "Drain"}) {
+  for (const std::string verb : {"Cordon", "Uncordon", "Drain", "Fence"}) {
     std::string lower = verb;
     lower[0] = static_cast<char>(std::tolower(lower[0]));
     add("NodeService/" + verb + "Node", "POST /v1/nodes/{name}:" + lower, "admin", "DDDA",

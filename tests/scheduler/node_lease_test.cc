@@ -146,3 +146,49 @@ TEST(NodeLeaseTest, ARestartGivesAgentsTheWholeLeaseToReconnect) {
 
 }  // namespace
 }  // namespace gpupool::testing
+
+namespace gpupool::testing {
+namespace {
+
+// Issue 30: with a long node lease L (5 minutes, gpupoold's default) a silent node keeps its
+// tasks; an admin who knows the node is powered off fences it and they run elsewhere at once. A
+// node whose agent is connected cannot be fenced.
+TEST(NodeLeaseTest, ALongLeaseKeepsTheWorkAndAFenceReleasesItAtOnce) {
+  SchedulerOptions o = LeaseOptions();
+  o.node_lease_ms = 300'000;
+  EXPECT_EQ(NodeLeaseMs(o), 300'000);
+  EXPECT_EQ(NodeLeaseReleaseAfterUs(o), 302 * kSecond);
+  CoreHarness h(o);
+  ASSERT_TRUE(h.CreatePool("gpu").ok());
+  ASSERT_TRUE(h.Register("n1", "gpu", 1).ok());
+  Result<JobRecord> j = h.Submit(CoreHarness::Whole("gpu", 1));
+  ASSERT_TRUE(j.ok());
+  h.Report("n1", j->id, 0, TaskState::kRunning);
+  ASSERT_TRUE(h.Register("n2", "gpu", 1).ok());
+  // A connected node is refused, naming why; nothing moves.
+  Result<NodeView> live = h.Sync<NodeView>([&](auto cb) { h.core->FenceNode("n1", "ops", cb); });
+  EXPECT_EQ(live.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(live.status().message().find("its agent is connected"), std::string::npos)
+      << live.status().message();
+  EXPECT_EQ(h.Task(j->id).node, "n1");
+  // Silent for a minute (past T = 3 s, well within L): NOT_READY, and the task stays.
+  Pass(h, 60 * kSecond, "n2");
+  EXPECT_EQ(h.core->GetNode("n1")->node.state, NodeState::kNotReady);
+  EXPECT_EQ(h.Task(j->id).state, TaskState::kRunning);
+  EXPECT_EQ(h.Task(j->id).node, "n1");
+  // Fenced: requeued at once and started on n2, the fence recorded.
+  Result<NodeView> fenced =
+      h.Sync<NodeView>([&](auto cb) { h.core->FenceNode("n1", "key ops", cb); });
+  ASSERT_TRUE(fenced.ok()) << fenced.status().ToString();
+  h.core->Tick();
+  h.Drain();
+  const TaskRecord t = h.Task(j->id);
+  EXPECT_EQ(t.node, "n2");
+  EXPECT_EQ(t.attempt, 1);
+  EXPECT_EQ(
+      h.Sync<NodeView>([&](auto cb) { h.core->FenceNode("nope", "ops", cb); }).status().code(),
+      StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gpupool::testing
