@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -561,11 +562,16 @@ Result<AgentConfig> ParseAgentConfig(const std::string& yaml, const std::string&
 }
 
 Result<std::string> ReadTokenFile(const std::string& path) {
+  // A regular file of at most 4 KiB: never a device or a pipe that reads forever.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return Status::NotFound(path + ": cannot read the token file (not a regular file)");
+  }
   std::ifstream in(path);
   if (!in) return Status::NotFound(path + ": cannot read the token file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string token = ss.str();
+  std::string token(4096, '\0');
+  in.read(token.data(), static_cast<std::streamsize>(token.size()));
+  token.resize(static_cast<size_t>(in.gcount()));
   const auto space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n'; };
   while (!token.empty() && space(token.back())) token.pop_back();
   size_t start = 0;

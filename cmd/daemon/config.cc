@@ -724,7 +724,13 @@ each at most metering.report_timeout_ms.
 Secure by default (docs/security.md): on first start gpupoold creates a private CA in
 DATA_DIR/tls/ (clients trust DATA_DIR/tls/ca.crt) and an admin credential in
 DATA_DIR/admin.token (mode 0600); gRPC and REST serve TLS with a server certificate from that CA,
-and every API call needs a credential (`gpupoolctl login --data-dir DATA_DIR`).
+and every API call needs a credential (`gpupoolctl login --data-dir DATA_DIR`). It also writes the
+node join token, DATA_DIR/node.token (0600): an agent given it (`token_file:` or --token-file) and
+the CA joins once for a certificate of its own, and registers only with that certificate.
+
+A node silent for scheduler.heartbeat_timeout_ms (10 s) gets no new work; its tasks keep running
+for the node lease, scheduler.node_lease_ms (5 minutes), so an outage shorter than that kills
+nothing (docs/ha.md); `gpupoolctl nodes fence NODE` releases a powered-off node's work at once.
 
 Flags (each overrides the config file):
   --config FILE        YAML configuration (see docs/operations.md)

@@ -168,7 +168,7 @@ TEST(AgentConfigTest, ReadsTheJoinTokenFromAFile) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("a.yaml:1:13: token_file"), std::string::npos)
       << missing.status().message();
-  EXPECT_NE(missing.status().message().find("/nonexistent/node.token: cannot read"),
+  EXPECT_NE(missing.status().message().find("/nonexistent/node.token: cannot read the token file"),
             std::string::npos)
       << missing.status().message();
   std::ofstream(path, std::ios::trunc) << "\n";
