@@ -59,7 +59,17 @@ class ServiceImpl::LogStream : public std::enable_shared_from_this<LogStream> {
   void OnProbe() {
     if (!node_.empty()) return Fetch();
     if (terminal_) return SendFinal("");  // ended before it ever ran
-    if (follow_) return PollLater();
+    if (follow_) {
+      // Not placed yet: answer at once with an empty chunk (REST sends its status line and
+      // headers, gRPC its metadata), so a follower knows the stream is open while it waits.
+      if (!announced_) {
+        announced_ = true;
+        v1::TaskLogChunk opened;
+        opened.set_offset(offset_);
+        on_item_(opened);
+      }
+      return PollLater();
+    }
     Finish(Status::FailedPrecondition("task " + task_id_ + " has not been placed on a node yet"));
   }
 
@@ -147,6 +157,7 @@ class ServiceImpl::LogStream : public std::enable_shared_from_this<LogStream> {
   const int32_t index_;
   const bool follow_;
   // Touched by one step at a time (the steps are sequential).
+  bool announced_ = false;  // the empty first chunk of a followed, unplaced task was sent
   int64_t offset_;
   std::string node_;
   bool terminal_ = false;

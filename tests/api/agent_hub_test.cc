@@ -369,6 +369,23 @@ TEST_F(AgentHubTest, TaskLogsRoundTripAndFollowUntilTheTaskEnds) {
   EXPECT_TRUE(finished.items().back().eof());
 }
 
+// Issue 30: following a task that is not placed yet answers at once (an empty chunk: REST's
+// status line and headers go out), then waits; before, nothing was sent until it ran.
+TEST_F(AgentHubTest, FollowingAPendingTasksLogsAnswersAtOnce) {
+  auto [s, sub] = h_.Submit(ServiceHarness::Job("acme/research", "gpu-a"));  // no node: pending
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  v1::GetTaskLogsRequest req;
+  req.set_task_id(sub.job_id() + ".0");
+  req.set_follow(true);
+  Collector<v1::TaskLogChunk> follow;
+  Cancel cancel = h_.service->GetTaskLogs(Admin(), req, follow.OnItem(), follow.OnDone());
+  ASSERT_TRUE(follow.WaitItems(1));
+  EXPECT_TRUE(follow.items()[0].data().empty());
+  EXPECT_FALSE(follow.items()[0].eof());
+  EXPECT_EQ(follow.items()[0].offset(), 0);
+  cancel();
+}
+
 TEST_F(AgentHubTest, TaskLogsFailWhenTheNodeIsGone) {
   auto agent = Connect("n1");
   std::string job_id;
