@@ -315,6 +315,10 @@ struct Core::State {
   };
   std::vector<TaskRecord> PlanDrain(const std::string& name, std::vector<Mutation>* batch) const;
   void ApplyDrain(const std::string& name, const std::vector<TaskRecord>& draining);
+  // A gang fails together (node_lease.cc): for every gang among `lost`, its other members that
+  // still hold room are stopped for requeue (stop intent DRAIN, stored before StopTask goes
+  // out) and the gang is placed again only whole.
+  void StopGangSiblings(const std::vector<TaskChange>& lost);
   void ApplyNodeState(Core* core, const NodeStateChange& change, const Status& st,
                       const Core::Callback<NodeView>& done);
 

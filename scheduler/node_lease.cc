@@ -22,6 +22,48 @@ LeaseAnswer Core::OnLeaseHeartbeat(const std::string& node,
   return answer;
 }
 
+void Core::State::StopGangSiblings(const std::vector<TaskChange>& lost) {
+  std::vector<Mutation> batch;
+  std::vector<TaskRecord> stopping;
+  for (const TaskChange& c : lost) {
+    JobEntry* job = jobs.Find(c.job_id);
+    if (job == nullptr || !job->head.spec.gang) continue;
+    const std::string member = TaskId(c.job_id, c.index);
+    for (int32_t m = 0; m < job->size(); ++m) {
+      const Task& rt = job->task(m);
+      if (m == c.index || !rt.holds || rt.changing || rt.rec.stop != StopIntent::kNone) continue;
+      // Placed again only whole: the lost member waits for its siblings to stop.
+      job->restarting = true;
+      TaskRecord t = rt.rec;
+      t.stop = StopIntent::kDrain;
+      t.reason = "stopping: gang member " + member + " was lost; the gang runs again whole";
+      batch.emplace_back(UpdateTask{t});
+      batch.emplace_back(AppendEvent{Event("task.gang_stopped", "task/" + TaskId(t.job_id, m),
+                                           "gang member " + member + " was lost")});
+      stopping.push_back(std::move(t));
+    }
+  }
+  if (stopping.empty()) return;
+  Persist(std::move(batch), [this, stopping = std::move(stopping)](Status st) {
+    if (!st.ok()) {
+      LogError("core", "gang siblings' stop not stored; they keep running",
+               {{"error", st.ToString()}});
+      return;
+    }
+    for (const TaskRecord& t : stopping) {
+      JobEntry* job = jobs.Find(t.job_id);
+      if (job == nullptr) continue;
+      TaskRecord& cur = job->task(t.index).rec;
+      const Task& rt = job->task(t.index);
+      // Moved on while this was stored (ended, or its end is being stored): leave it.
+      if (cur.attempt != t.attempt || cur.node != t.node || !rt.holds || rt.changing) continue;
+      cur.stop = StopIntent::kDrain;
+      cur.reason = t.reason;
+      dispatcher.Stop(*job, t.index, t.reason);
+    }
+  });
+}
+
 void Core::FenceNode(const std::string& name, const std::string& by, Callback<NodeView> done) {
   GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   auto it = s_->nodes.find(name);
@@ -62,6 +104,7 @@ void Core::FenceNode(const std::string& name, const std::string& by, Callback<No
     }
     LogWarn("core", "node fenced; requeueing its tasks",
             {{"node", name}, {"by", who}, {"tasks", std::to_string(lost.size())}});
+    s_->StopGangSiblings(lost);
     if (!lost.empty()) s_->CommitTaskChanges(this, std::move(lost));
     done(GetNode(name));
     s_->RequestSchedule(this);
@@ -90,6 +133,7 @@ void Core::ReleaseLapsedNodes() {
              {"silent_ms", std::to_string((now - node.last_seen_us) / 1000)},
              {"tasks", std::to_string(released)}});
   }
+  s_->StopGangSiblings(lost);
   if (!lost.empty()) s_->CommitTaskChanges(this, std::move(lost));
 }
 

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "tests/scheduler/core_harness.h"
 
 namespace gpupool::testing {
@@ -188,6 +190,58 @@ TEST(NodeLeaseTest, ALongLeaseKeepsTheWorkAndAFenceReleasesItAtOnce) {
   EXPECT_EQ(
       h.Sync<NodeView>([&](auto cb) { h.core->FenceNode("nope", "ops", cb); }).status().code(),
       StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gpupool::testing
+
+namespace gpupool::testing {
+namespace {
+
+// Issue 30: a gang member lost with its node takes its gang down: the member is requeued, every
+// other member is stopped for requeue (before, it ran on alone while its peers waited forever in
+// their collective), and the gang runs again whole.
+TEST(NodeLeaseTest, AGangMemberLostWithItsNodeRestartsTheWholeGang) {
+  CoreHarness h(LeaseOptions());
+  ASSERT_TRUE(h.CreatePool("gpu").ok());
+  ASSERT_TRUE(h.Register("n1", "gpu", 1).ok());
+  ASSERT_TRUE(h.Register("n2", "gpu", 1).ok());
+  JobSpec gang = CoreHarness::Whole("gpu", 1, 2);
+  gang.gang = true;
+  gang.max_retries = 3;
+  Result<JobRecord> j = h.Submit(gang);
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  h.Report(h.Task(j->id, 0).node, j->id, 0, TaskState::kRunning);
+  h.Report(h.Task(j->id, 1).node, j->id, 1, TaskState::kRunning);
+  const int32_t on_n1 = h.Task(j->id, 0).node == "n1" ? 0 : 1;
+  const int32_t on_n2 = 1 - on_n1;
+  ASSERT_TRUE(h.Register("n3", "gpu", 1).ok());
+  // n1 goes silent past T + G + margin; n2 and n3 keep heartbeating.
+  for (int64_t done = 0; done < 6 * kSecond; done += kSecond / 2) {
+    h.clock.Advance(kSecond / 2);
+    (void)h.core->OnLeaseHeartbeat("n2", {});
+    (void)h.core->OnLeaseHeartbeat("n3", {});
+    h.core->Tick();
+    h.Drain();
+  }
+  // The lost member is requeued; its sibling on n2 was told to stop, and nothing is placed yet.
+  EXPECT_EQ(h.Task(j->id, on_n1).state, TaskState::kPending);
+  ASSERT_FALSE(h.agents.stops.empty());
+  EXPECT_EQ(h.agents.stops.back().first, "n2");
+  EXPECT_EQ(h.agents.stops.back().second.task_id, TaskId(j->id, on_n2));
+  EXPECT_EQ(h.Task(j->id, on_n2).stop, StopIntent::kDrain);
+  // The sibling exits: the whole gang is placed again, on n2 and n3.
+  h.ExitStopped();
+  h.core->Tick();
+  h.Drain();
+  std::set<std::string> nodes;
+  for (int32_t i = 0; i < 2; ++i) {
+    const TaskRecord t = h.Task(j->id, i);
+    EXPECT_EQ(t.state, TaskState::kScheduled) << i;
+    EXPECT_EQ(t.attempt, 1) << i;
+    nodes.insert(t.node);
+  }
+  EXPECT_EQ(nodes, (std::set<std::string>{"n2", "n3"}));
 }
 
 }  // namespace
