@@ -47,6 +47,7 @@ struct TaskRunner::Task {
   int status_fd = -1;                           // sandboxed: the program's wait status
   bool guarded = false;                         // DeviceGuard::Ended() owed
   std::string slice_key;                        // its slice ledger runs (SliceLedgers)
+  std::string slice_dir;                        // that ledger's directory, on the host
   ~Task() {
     if (status_fd >= 0) close(status_fd);
   }
@@ -268,12 +269,14 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
         std::filesystem::absolute(task->dir, ec).lexically_normal().string();
     const std::string key =
         SafeName(spec.owner + "_" + spec.task_id) + "." + std::to_string(spec.attempt);
+    const std::string dir = abs_dir + "/ledger";
     // Sandboxed, the ledger's directory is bound at <work dir>/.gpupool (sandbox/launch.h).
     const std::string in_task =
-        options_.sandbox ? abs_dir + "/work/" + sandbox::kLedgerMount + "/ledger.sock" : "";
-    auto slice_env = options_.slices->Start(key, abs_dir + "/ledger", in_task, spec);
+        options_.sandbox ? sandbox::WorkDirOf(abs_dir) + "/" + sandbox::kLedgerMount : "";
+    auto slice_env = options_.slices->Start(key, dir, in_task, spec);
     if (slice_env.ok()) {
       task->slice_key = key;
+      task->slice_dir = dir;
       for (const auto& [k, v] : *slice_env) env[k] = v;
     } else {
       slice_error = slice_env.status().message();
@@ -447,9 +450,8 @@ Result<int> TaskRunner::LaunchSandboxed(Task* t, const std::map<std::string, std
   if (exec.empty()) {
     return Status::NotFound("exec '" + spec.argv[0] + "': " + std::strerror(ENOENT));
   }
-  const std::string ledger_dir = t->slice_key.empty() ? "" : req.task_dir + "/ledger";
   GPUPOOL_ASSIGN_OR_RETURN(sandbox::Launched launched,
-                           t->box->Launch(exec, spec.argv, envs, log_fd, ledger_dir));
+                           t->box->Launch(exec, spec.argv, envs, log_fd, t->slice_dir));
   t->status_fd = launched.status_fd;
   return static_cast<int>(launched.pid);
 }

@@ -38,6 +38,9 @@ namespace gpupool::agent::sandbox {
 // Where a GPU slice's ledger directory appears in a sandboxed task's work dir.
 inline constexpr const char* kLedgerMount = ".gpupool";
 
+// A sandboxed task's work dir (its cwd and $HOME) inside its task dir.
+inline std::string WorkDirOf(const std::string& task_dir) { return task_dir + "/work"; }
+
 struct LaunchPlan {
   std::string exec_path;  // absolute path of the program (resolved by the caller)
   std::vector<std::string> argv;

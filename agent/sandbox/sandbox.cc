@@ -74,7 +74,7 @@ Result<std::unique_ptr<SandboxedTask>> Sandbox::Prepare(const SandboxRequest& r)
   GPUPOOL_ASSIGN_OR_RETURN(t->id_, uids_.Acquire(r.tenant));
   t->released_ = false;
   // From here on, Release() (via the destructor) undoes whatever was done.
-  t->work_dir_ = r.task_dir + "/work";
+  t->work_dir_ = WorkDirOf(r.task_dir);
   if (mkdir(t->work_dir_.c_str(), 0700) != 0 && errno != EEXIST) {
     return Status::Internal("sandbox: cannot create " + t->work_dir_ + ": " + std::strerror(errno));
   }

@@ -77,7 +77,7 @@ bool SliceLedgers::Shared(const TaskSpec& spec) {
 
 Result<std::map<std::string, std::string>> SliceLedgers::Start(const std::string& key,
                                                                const std::string& dir,
-                                                               const std::string& socket_in_task,
+                                                               const std::string& dir_in_task,
                                                                const TaskSpec& spec) {
   // The grant as the ledger's limits. The ledger is per task: VRAM is the sum of the slices'
   // (each at most its device), compute the largest share; VRAM granted beyond a device's own may
@@ -102,7 +102,8 @@ Result<std::map<std::string, std::string>> SliceLedgers::Start(const std::string
     return Status::FailedPrecondition("gpu slice: cannot create the ledger directory " + dir +
                                       ": " + (ec ? ec.message() : std::strerror(errno)));
   }
-  const std::string socket = dir + "/ledger.sock";
+  constexpr const char* kSocket = "/ledger.sock";
+  const std::string socket = dir + kSocket;
   std::string error;
   std::unique_ptr<ledger::LedgerServer> server =
       ledger::LedgerServer::Create(socket, limits, &error);
@@ -130,7 +131,7 @@ Result<std::map<std::string, std::string>> SliceLedgers::Start(const std::string
            {"compute_percent", std::to_string(limits.compute_percent)}});
   return std::map<std::string, std::string>{
       {"LD_PRELOAD", options_.library},
-      {"GPUPOOL_LEDGER_SOCKET", socket_in_task.empty() ? socket : socket_in_task}};
+      {"GPUPOOL_LEDGER_SOCKET", dir_in_task.empty() ? socket : dir_in_task + kSocket}};
 }
 
 int64_t SliceLedgers::Stop(const std::string& key) {

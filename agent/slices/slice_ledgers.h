@@ -61,10 +61,10 @@ class SliceLedgers {
   static bool Shared(const TaskSpec& spec);
 
   // Starts the ledger of task `key` with `spec`'s grant, its socket in `dir` (created root-owned
-  // 0755); returns the task's environment additions, with the socket named as
-  // `socket_in_task` (empty: its path on the host). FAILED_PRECONDITION naming the cause.
+  // 0755); returns the task's environment additions, naming the socket inside `dir_in_task`,
+  // the same directory as the task sees it (empty: `dir`). FAILED_PRECONDITION naming the cause.
   Result<std::map<std::string, std::string>> Start(const std::string& key, const std::string& dir,
-                                                   const std::string& socket_in_task,
+                                                   const std::string& dir_in_task,
                                                    const TaskSpec& spec);
   // Stops the ledger of `key` (no-op when none) and returns the spill it measured, in MiB·s.
   int64_t Stop(const std::string& key);

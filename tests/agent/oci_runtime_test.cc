@@ -386,6 +386,22 @@ class OciRuntimeTest : public ::testing::Test {
     return exit.ok() ? *exit : ContainerExit{};
   }
 
+  // Starts `t` in the background and waits until its log shows `marker`: its shim's pid, or -1
+  // (with a test failure) when it did not start or never printed it.
+  pid_t StartUntil(const Task& t, const std::string& marker) {
+    const std::string path = t.dir + "/output.log";
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    auto shim = launcher_->Start(t.dir, t.id, fd);
+    close(fd);
+    EXPECT_TRUE(shim.ok()) << shim.status().ToString();
+    if (!shim.ok()) return -1;
+    const bool printed = testing::WaitFor(
+        [&] { return testing::ReadWholeFile(path).find(marker) != std::string::npos; },
+        std::chrono::seconds(20));
+    EXPECT_TRUE(printed) << testing::ReadWholeFile(path);
+    return printed ? *shim : -1;
+  }
+
   static std::string skip_;
   static testing::LocalRegistry* registry_;
   static std::string work_;
@@ -409,15 +425,8 @@ image::ImageLease* OciRuntimeTest::lease_ = nullptr;
 
 TEST_F(OciRuntimeTest, RootInsideIsAnUnprivilegedUidOnTheHost) {
   Task t = Prepare("uid", {"/bin/sh", "-c", "id -u; echo written > /by-task; sleep 30"});
-  std::string path = t.dir + "/output.log";
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  auto shim = launcher_->Start(t.dir, t.id, fd);
-  close(fd);
-  ASSERT_TRUE(shim.ok()) << shim.status().ToString();
-  ASSERT_TRUE(testing::WaitFor(
-      [&] { return testing::ReadWholeFile(path).find("0\n") != std::string::npos; },
-      std::chrono::seconds(20)))
-      << testing::ReadWholeFile(path);
+  const pid_t shim = StartUntil(t, "0\n");
+  ASSERT_GT(shim, 0);
   auto init = launcher_->InitPid(t.id);
   ASSERT_TRUE(init.ok()) << init.status().ToString();
   // The host's view of the same process: the task's pool uid, not 0.
@@ -428,7 +437,7 @@ TEST_F(OciRuntimeTest, RootInsideIsAnUnprivilegedUidOnTheHost) {
   EXPECT_EQ(uid_line, "Uid:\t" + want + "\t" + want + "\t" + want + "\t" + want);
   EXPECT_GE(t.identity.uid, 300000u);
   ASSERT_TRUE(launcher_->Stop(t.id, 200).ok());
-  auto exit = launcher_->Wait(*shim, t.dir);
+  auto exit = launcher_->Wait(shim, t.dir);
   ASSERT_TRUE(exit.ok()) << exit.status().ToString();
   EXPECT_EQ(exit->signal, SIGKILL) << exit->reason;  // sh as init ignores SIGTERM
   EXPECT_FALSE(exit->oom_killed());
@@ -521,14 +530,8 @@ TEST_F(OciRuntimeTest, CgroupLimitsAreTheOnesAskedFor) {
                      in.cpu_milli = 500;
                      in.pids_max = 64;
                    });
-  std::string path = t.dir + "/output.log";
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  auto shim = launcher_->Start(t.dir, t.id, fd);
-  close(fd);
-  ASSERT_TRUE(shim.ok());
-  ASSERT_TRUE(
-      testing::WaitFor([&] { return testing::ReadWholeFile(path).find("up") != std::string::npos; },
-                       std::chrono::seconds(20)));
+  const pid_t shim = StartUntil(t, "up");
+  ASSERT_GT(shim, 0);
   const std::string rel = t.input.cgroups_path;
   auto read = [&](sandbox::Controller c, const std::string& file) {
     std::string dir = layout_.OnV2(c) ? layout_.v2 : layout_.v1.count(c) ? layout_.v1.at(c) : "";
@@ -555,7 +558,7 @@ TEST_F(OciRuntimeTest, CgroupLimitsAreTheOnesAskedFor) {
     EXPECT_EQ(read(sandbox::Controller::kPids, "pids.max"), "64");
   }
   ASSERT_TRUE(launcher_->Stop(t.id, 100).ok());
-  auto exit = launcher_->Wait(*shim, t.dir);
+  auto exit = launcher_->Wait(shim, t.dir);
   ASSERT_TRUE(exit.ok());
 }
 
@@ -708,19 +711,13 @@ TEST_F(OciRuntimeTest, AFailedPrepareNamesItsStepAndKeepsNothing) {
 
 TEST_F(OciRuntimeTest, ContainerDiesWithItsShim) {
   Task t = Prepare("orphan", {"/bin/sh", "-c", "echo up; sleep 60"});
-  std::string path = t.dir + "/output.log";
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  auto shim = launcher_->Start(t.dir, t.id, fd);
-  close(fd);
-  ASSERT_TRUE(shim.ok());
-  ASSERT_TRUE(
-      testing::WaitFor([&] { return testing::ReadWholeFile(path).find("up") != std::string::npos; },
-                       std::chrono::seconds(20)));
+  const pid_t shim = StartUntil(t, "up");
+  ASSERT_GT(shim, 0);
   auto init = launcher_->InitPid(t.id);
   ASSERT_TRUE(init.ok());
   // The task runner's stop escalation: SIGKILL to the shim's process group.
-  kill(-*shim, SIGKILL);
-  auto lost = launcher_->Wait(*shim, t.dir);
+  kill(-shim, SIGKILL);
+  auto lost = launcher_->Wait(shim, t.dir);
   EXPECT_EQ(lost.status().code(), StatusCode::kAborted) << lost.status().ToString();
   // The watchdog deleted the container: its init is gone, runc no longer knows it.
   EXPECT_TRUE(testing::WaitFor(
