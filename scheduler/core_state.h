@@ -319,6 +319,11 @@ struct Core::State {
   // still hold room are stopped for requeue (stop intent DRAIN, stored before StopTask goes
   // out) and the gang is placed again only whole.
   void StopGangSiblings(const std::vector<TaskChange>& lost);
+  // A released node (lease lapsed, or fenced): plans the requeue of every task it holds, once
+  // (NodeEntry::tasks_released), into `lost`; returns how many. CommitNodeRelease stops their
+  // gangs' siblings and stores the requeues.
+  int PlanNodeRelease(NodeEntry& node, const std::string& why, std::vector<TaskChange>* lost);
+  void CommitNodeRelease(Core* core, std::vector<TaskChange> lost);
   void ApplyNodeState(Core* core, const NodeStateChange& change, const Status& st,
                       const Core::Callback<NodeView>& done);
 

@@ -22,6 +22,26 @@ LeaseAnswer Core::OnLeaseHeartbeat(const std::string& node,
   return answer;
 }
 
+int Core::State::PlanNodeRelease(NodeEntry& node, const std::string& why,
+                                 std::vector<TaskChange>* lost) {
+  if (node.tasks_released) return 0;
+  node.tasks_released = true;
+  int released = 0;
+  for (const auto& [id, i] : jobs.OnNode(node.rec.name)) {  // SCHEDULED or RUNNING there
+    JobEntry& job = jobs.at(id);
+    if (job.task(i).changing) continue;
+    lost->push_back(PlanRequeueOrFail(job, i, why));
+    ++released;
+  }
+  return released;
+}
+
+void Core::State::CommitNodeRelease(Core* core, std::vector<TaskChange> lost) {
+  if (lost.empty()) return;
+  StopGangSiblings(lost);
+  CommitTaskChanges(core, std::move(lost));
+}
+
 void Core::State::StopGangSiblings(const std::vector<TaskChange>& lost) {
   std::vector<Mutation> batch;
   std::vector<TaskRecord> stopping;
@@ -94,18 +114,12 @@ void Core::FenceNode(const std::string& name, const std::string& by, Callback<No
       return;
     }
     std::vector<TaskChange> lost;
-    if (!node->second.tasks_released && node->second.rec.state == NodeState::kNotReady) {
-      node->second.tasks_released = true;
-      for (const auto& [id, i] : s_->jobs.OnNode(name)) {  // SCHEDULED or RUNNING there
-        JobEntry& job = s_->jobs.at(id);
-        if (job.task(i).changing) continue;
-        lost.push_back(s_->PlanRequeueOrFail(job, i, "node " + name + " fenced by " + who));
-      }
+    if (node->second.rec.state == NodeState::kNotReady) {
+      s_->PlanNodeRelease(node->second, "node " + name + " fenced by " + who, &lost);
     }
     LogWarn("core", "node fenced; requeueing its tasks",
             {{"node", name}, {"by", who}, {"tasks", std::to_string(lost.size())}});
-    s_->StopGangSiblings(lost);
-    if (!lost.empty()) s_->CommitTaskChanges(this, std::move(lost));
+    s_->CommitNodeRelease(this, std::move(lost));
     done(GetNode(name));
     s_->RequestSchedule(this);
   });
@@ -120,21 +134,13 @@ void Core::ReleaseLapsedNodes() {
         now - node.last_seen_us <= after_us) {
       continue;
     }
-    node.tasks_released = true;
-    int released = 0;
-    for (const auto& [id, i] : s_->jobs.OnNode(name)) {  // SCHEDULED or RUNNING there
-      JobEntry& job = s_->jobs.at(id);
-      if (job.task(i).changing) continue;
-      lost.push_back(s_->PlanRequeueOrFail(job, i, "node " + name + " lost (lease lapsed)"));
-      ++released;
-    }
+    const int released = s_->PlanNodeRelease(node, "node " + name + " lost (lease lapsed)", &lost);
     LogWarn("core", "node lease lapsed; requeueing its tasks",
             {{"node", name},
              {"silent_ms", std::to_string((now - node.last_seen_us) / 1000)},
              {"tasks", std::to_string(released)}});
   }
-  s_->StopGangSiblings(lost);
-  if (!lost.empty()) s_->CommitTaskChanges(this, std::move(lost));
+  s_->CommitNodeRelease(this, std::move(lost));
 }
 
 }  // namespace gpupool
