@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "agent/image/tool.h"
+#include "tests/support/free_port.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool::testing {
@@ -26,18 +27,6 @@ namespace fs = std::filesystem;
 using agent::image::RunTool;
 using agent::image::ToolResult;
 using agent::image::ToolRun;
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 bool Accepts(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

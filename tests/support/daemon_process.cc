@@ -89,20 +89,6 @@ int ChildProcess::Wait(std::chrono::milliseconds timeout) {
   return -1;
 }
 
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
-
 Result<std::string> MakeTempDir(const std::string& prefix) {
   std::string pattern = (fs::temp_directory_path() / (prefix + "-XXXXXX")).string();
   if (::mkdtemp(pattern.data()) == nullptr) return Status::Internal("mkdtemp failed");
@@ -122,9 +108,18 @@ Result<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(Options options) {
   } else {
     d->data_dir_ = d->options_.data_dir;
   }
-  d->grpc_port_ = FreePort();
-  d->http_port_ = FreePort();
-  GPUPOOL_RETURN_IF_ERROR(d->Launch());
+  // A port found free can be taken by another test process before gpupoold binds it; then the
+  // daemon exits naming the address, and a second pair of ports is tried.
+  Status launched;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    d->grpc_port_ = FreePort();
+    d->http_port_ = FreePort();
+    launched = d->Launch();
+    if (launched.ok() || launched.message().find("Address already in use") == std::string::npos) {
+      break;
+    }
+  }
+  GPUPOOL_RETURN_IF_ERROR(launched);
   return d;
 }
 

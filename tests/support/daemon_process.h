@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "tests/support/free_port.h"
 
 namespace grpc {
 class Channel;
@@ -43,9 +44,6 @@ class ChildProcess {
   pid_t pid_ = -1;
   bool reaped_ = false;
 };
-
-// A free TCP port on 127.0.0.1 (bound and released; another process could take it, rarely).
-int FreePort();
 
 // A fresh directory under the system temp dir, readable by the postgres user.
 Result<std::string> MakeTempDir(const std::string& prefix);
