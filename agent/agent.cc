@@ -705,6 +705,9 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
       failed.reason = st.status().message();
       return QueueUpdate(failed);
     }
+    // An image task that is pulling reports when its container starts (the runner's listener)
+    // or when it ends; the heartbeat lists it meanwhile, so it is not taken for lost.
+    if (st->phase == TaskPhase::kPulling) return;
     QueueUpdate(*st);
   }
 

@@ -1,5 +1,6 @@
 #include "agent/capabilities.h"
 
+#include "agent/images.h"
 #include "agent/mps/mps_manager.h"
 #include "agent/scrub/device_guard.h"
 #include "agent/slices/slice_ledgers.h"
@@ -15,6 +16,7 @@ std::vector<sandbox::Capability> NodeCapabilities(const TaskRunnerOptions& runne
                                           : SliceLedgers::DisabledCapabilities(runner.slices_off)) {
     out.push_back(c);
   }
+  out.push_back(ImagesCapability(runner.containers, runner.containers_off));
   if (runner.mps) {
     out.push_back({"mps", true, runner.mps->Describe()});
   } else {

@@ -338,6 +338,43 @@ Status ParseSlices(const Reader& r, const YAML::Node& v, SliceOptions* o) {
   return Status::Ok();
 }
 
+Status ParseImages(const Reader& r, const YAML::Node& v, ImageOptions* o) {
+  const std::string k = "images";
+  GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
+  for (const auto& kv : v) {
+    const std::string sub = kv.first.Scalar();
+    const std::string full = k + "." + sub;
+    const YAML::Node& n = kv.second;
+    std::string* path = nullptr;
+    if (sub == "enabled") {
+      GPUPOOL_RETURN_IF_ERROR(r.Bool(n, full, &o->enabled));
+    } else if (sub == "tls_verify") {
+      GPUPOOL_RETURN_IF_ERROR(r.Bool(n, full, &o->tls_verify));
+    } else if (sub == "budget_mib") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(n, full, 0, &o->budget_mib));
+    } else if (sub == "runc") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &o->runc));
+    } else if (sub == "dir") {
+      path = &o->dir;
+    } else if (sub == "shim") {
+      path = &o->shim;
+    } else if (sub == "seccomp_profile") {
+      path = &o->seccomp_profile;
+    } else {
+      return r.Error(kv.first, full,
+                     "unknown key (expected enabled, dir, budget_mib, tls_verify, runc, shim, "
+                     "seccomp_profile)");
+    }
+    if (path != nullptr) {
+      GPUPOOL_RETURN_IF_ERROR(r.String(n, full, path));
+      if (path->empty() || (*path)[0] != '/') {
+        return r.Error(n, full, "must be an absolute path, got '" + *path + "'");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Status ParseSandbox(const Reader& r, const YAML::Node& v, sandbox::SandboxOptions* o) {
   const std::string k = "sandbox";
   GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
@@ -507,6 +544,8 @@ Status ParseTop(const Reader& r, const YAML::Node& root, AgentConfig* c) {
       GPUPOOL_RETURN_IF_ERROR(ParseMps(r, v, &c->mps));
     } else if (k == "gpu_slices") {
       GPUPOOL_RETURN_IF_ERROR(ParseSlices(r, v, &c->gpu_slices));
+    } else if (k == "images") {
+      GPUPOOL_RETURN_IF_ERROR(ParseImages(r, v, &c->images));
     } else if (k == "reconnect") {
       GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
       for (const auto& rk : v) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent/backend.h"
+#include "agent/images.h"
 #include "agent/mps/mps_manager.h"
 #include "agent/sandbox/sandbox.h"
 #include "agent/slices/slice_ledgers.h"
@@ -92,6 +93,8 @@ struct AgentConfig {
   MpsOptions mps;
   // Fractional slices held by the CUDA interposer and a ledger per task (agent/slices/).
   SliceOptions gpu_slices;
+  // `images:` — OCI image tasks through runc (agent/images.h); needs the sandbox.
+  ImageOptions images;
 };
 
 // Parses YAML text; `source` names it in errors (a file path).

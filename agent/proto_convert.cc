@@ -65,6 +65,10 @@ v1::TaskState ToProto(TaskPhase phase) {
       return v1::TASK_STATE_FAILED;
     case TaskPhase::kCancelled:
       return v1::TASK_STATE_CANCELLED;
+    case TaskPhase::kPulling:
+      // Not sent (the agent reports an image task when its container starts): the scheduler
+      // still holds it SCHEDULED.
+      return v1::TASK_STATE_SCHEDULED;
   }
   return v1::TASK_STATE_UNSPECIFIED;
 }
@@ -106,6 +110,7 @@ TaskSpec FromProto(const v1::StartTask& s, const std::string& owner, const Inven
   spec.cpu_milli = s.cpu_milli();
   spec.memory_mib = s.memory_mib();
   spec.mps_tenant_isolation = s.mps_tenant_isolation();
+  spec.image = s.image();
   for (const v1::DeviceGrant& g : s.devices()) {
     DeviceGrant d;
     d.uuid = g.uuid();

@@ -20,51 +20,21 @@
 
 #include "agent/lease_keeper.h"
 #include "agent/mps/mps_manager.h"
+#include "agent/oci/container.h"
 #include "agent/sandbox/sandbox.h"
 #include "agent/scrub/device_guard.h"
 #include "agent/slices/slice_ledgers.h"
+#include "agent/task_runner_task.h"
+#include "agent/task_spawn.h"
 #include "base/log.h"
 
 extern char** environ;
 
 namespace gpupool::agent {
 
-struct TaskRunner::Task {
-  TaskSpec spec;
-  TaskStatus status;
-  std::string dir;
-  pid_t pid = 0;
-  int pidfd = -1;
-  bool reaped = false;
-  int wait_status = 0;
-  bool stop_requested = false;
-  bool runtime_exceeded = false;
-  std::string fault_reason;  // FailDevices(): reported FAILED with this reason
-  bool sent_kill = false;
-  int64_t runtime_deadline = 0;                 // monotonic µs; 0 = none
-  int64_t kill_deadline = 0;                    // monotonic µs; 0 = none
-  std::unique_ptr<sandbox::SandboxedTask> box;  // set when sandboxed
-  int status_fd = -1;                           // sandboxed: the program's wait status
-  bool guarded = false;                         // DeviceGuard::Ended() owed
-  std::string slice_key;                        // its slice ledger runs (SliceLedgers)
-  std::string slice_dir;                        // that ledger's directory, on the host
-  ~Task() {
-    if (status_fd >= 0) close(status_fd);
-  }
-};
-
 namespace {
 
 constexpr int64_t kPollMicros = 20'000;  // group-empty checks and pidfd-less fallback
-
-std::string SafeName(const std::string& id) {
-  std::string out = id;
-  for (char& c : out) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
-  }
-  if (out.empty() || out[0] == '.') out = "_" + out;
-  return out;
-}
 
 // 247250 → "247.25"; 989000 → "989".
 std::string MilliToDecimal(int64_t milli) {
@@ -133,6 +103,8 @@ const char* TaskPhaseName(TaskPhase phase) {
       return "FAILED";
     case TaskPhase::kCancelled:
       return "CANCELLED";
+    case TaskPhase::kPulling:
+      return "PULLING";
   }
   return "?";
 }
@@ -185,6 +157,13 @@ TaskRunner::~TaskRunner() {
     stopping_ = true;
   }
   Wake();
+  {
+    // A pull in flight runs to its end (the image store's own timeouts bound it); its thread then
+    // sees stopping_ and starts nothing.
+    std::lock_guard start_lock(start_mu_);
+    for (PullThread& p : pulls_) p.thread.join();
+    pulls_.clear();
+  }
   thread_.join();
   for (auto& [id, t] : tasks_) {
     if (t->reaped || t->pid <= 0) continue;
@@ -215,7 +194,8 @@ void TaskRunner::RemoveListener(const std::string& owner) {
 Result<TaskStatus> TaskRunner::Start(const TaskSpec& spec) {
   if (spec.task_id.empty()) return Status::InvalidArgument("StartTask: task_id is empty");
   std::lock_guard start_lock(start_mu_);  // one Start at a time: check-then-spawn is atomic
-  if (spec.argv.empty() || spec.argv[0].empty()) {
+  // An image brings its own entrypoint and Cmd; a plain command must name its program.
+  if (spec.image.empty() && (spec.argv.empty() || spec.argv[0].empty())) {
     return Status::InvalidArgument("StartTask " + spec.task_id + ": argv is empty");
   }
   {
@@ -227,14 +207,15 @@ Result<TaskStatus> TaskRunner::Start(const TaskSpec& spec) {
       if (spec.attempt <= t.status.attempt || !t.status.terminal()) return t.status;
     }
   }
+  if (!spec.image.empty()) return StartContainer(spec);
   return Spawn(spec);
 }
 
 Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   auto task = std::make_unique<Task>();
   task->spec = spec;
-  task->dir =
-      options_.data_dir + "/tasks/" + SafeName(spec.task_id) + "." + std::to_string(spec.attempt);
+  task->dir = options_.data_dir + "/tasks/" + SafeTaskName(spec.task_id) + "." +
+              std::to_string(spec.attempt);
   std::error_code ec;
   std::filesystem::create_directories(task->dir, ec);
   if (ec) {
@@ -268,7 +249,7 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
     const std::string abs_dir =
         std::filesystem::absolute(task->dir, ec).lexically_normal().string();
     const std::string key =
-        SafeName(spec.owner + "_" + spec.task_id) + "." + std::to_string(spec.attempt);
+        SafeTaskName(spec.owner + "_" + spec.task_id) + "." + std::to_string(spec.attempt);
     const std::string dir = abs_dir + "/ledger";
     // Sandboxed, the ledger's directory is bound at <work dir>/.gpupool (sandbox/launch.h).
     const std::string in_task =
@@ -295,12 +276,6 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   std::vector<std::string> env_strings;
   env_strings.reserve(env.size());
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp, argv;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = spec.argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
 
   pid_t pid = 0;
   std::string start_error;
@@ -336,89 +311,32 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
       task->box.reset();  // gives back the uid, removes the cgroup
     }
   } else {
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(
-        &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&attr, 0);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addchdir_np(&fa, task->dir.c_str());
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
-    posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
-    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-    const int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) start_error = "exec '" + spec.argv[0] + "': " + std::strerror(rc);
+    auto spawned = SpawnProcessGroup(spec.argv, env_strings, task->dir, log_fd);
+    if (spawned.ok()) {
+      pid = *spawned;
+    } else {
+      start_error = spawned.status().message();
+    }
   }
 
+  close(log_fd);
   TaskStatus& st = task->status;
   st.owner = spec.owner;
   st.task_id = spec.task_id;
   st.tenant = spec.tenant;
   st.attempt = spec.attempt;
   st.devices = spec.devices;
-  const int64_t now = options_.clock->MonotonicMicros();
-  if (!start_error.empty()) {
-    if (task->guarded) options_.device_guard->Ended(spec.tenant, uuids);
-    task->guarded = false;
-    if (!task->slice_key.empty()) options_.slices->Stop(task->slice_key);
-    task->slice_key.clear();
-    const std::string& msg = start_error;
-    [[maybe_unused]] ssize_t n = write(log_fd, (msg + "\n").data(), msg.size() + 1);
-    close(log_fd);
-    st.phase = TaskPhase::kFailed;
-    st.exit_code = start_exit;
-    st.reason = msg;
-    st.output_tail = msg + "\n";
-    task->reaped = true;
-    LogWarn("agent.runner", "task failed to start", {{"task", spec.task_id}, {"error", msg}});
-    std::lock_guard lock(mu_);
-    TaskStatus out = st;
-    tasks_[spec.task_id] = std::move(task);
-    finished_order_.push_back(spec.task_id);
-    Forget();
-    return out;
-  }
-  close(log_fd);
-  task->pid = pid;
-  if (options_.lease_keeper) options_.lease_keeper->Track(pid);
-  st.pid = pid;
-  st.phase = TaskPhase::kRunning;
-  if (spec.max_runtime_ms > 0) task->runtime_deadline = now + spec.max_runtime_ms * 1000;
-  {
-    std::ofstream state(task->dir + "/state");
-    state << "task_id=" << spec.task_id << "\nattempt=" << spec.attempt << "\npid=" << pid
-          << "\npgid=" << pid << "\n";
-    if (task->box) {
-      state << "uid=" << task->box->identity().uid << "\n";
-      for (const std::string& d : task->box->cgroup_dirs()) state << "cgroup=" << d << "\n";
-    }
-  }
-  task->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  TaskStatus out = st;
+  TaskStatus out;
   {
     std::lock_guard lock(mu_);
-    if (task->pidfd >= 0) {
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      ev.data.u64 = static_cast<uint64_t>(pid);
-      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, task->pidfd, &ev);
+    Task* t = Insert(std::move(task));
+    if (!start_error.empty()) {
+      FinishUnstarted(t, TaskPhase::kFailed, start_exit, start_error, nullptr);
+      Forget();
+      return t->status;
     }
-    auto it = tasks_.find(spec.task_id);
-    if (it != tasks_.end()) {
-      finished_order_.erase(
-          std::remove(finished_order_.begin(), finished_order_.end(), spec.task_id),
-          finished_order_.end());
-    }
-    tasks_[spec.task_id] = std::move(task);
+    Supervise(t, pid);
+    out = t->status;
   }
   Wake();
   LogInfo("agent.runner", "task started",
@@ -429,12 +347,87 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   return out;
 }
 
+TaskRunner::Task* TaskRunner::Insert(std::unique_ptr<Task> task) {
+  const std::string id = task->spec.task_id;
+  auto it = tasks_.find(id);
+  if (it != tasks_.end()) {
+    finished_order_.erase(std::remove(finished_order_.begin(), finished_order_.end(), id),
+                          finished_order_.end());
+  }
+  Task* t = task.get();
+  tasks_[id] = std::move(task);
+  return t;
+}
+
+void TaskRunner::Supervise(Task* t, pid_t pid) {
+  t->pid = pid;
+  if (options_.lease_keeper) options_.lease_keeper->Track(pid);
+  TaskStatus& st = t->status;
+  st.pid = pid;
+  st.phase = TaskPhase::kRunning;
+  if (t->spec.max_runtime_ms > 0) {
+    t->runtime_deadline = options_.clock->MonotonicMicros() + t->spec.max_runtime_ms * 1000;
+  }
+  {
+    std::ofstream state(t->dir + "/state");
+    state << "task_id=" << t->spec.task_id << "\nattempt=" << t->spec.attempt << "\npid=" << pid
+          << "\npgid=" << pid << "\n";
+    if (t->box) {
+      state << "uid=" << t->box->identity().uid << "\n";
+      for (const std::string& d : t->box->cgroup_dirs()) state << "cgroup=" << d << "\n";
+    }
+    if (t->container) {
+      state << "uid=" << t->container->identity().uid << "\ncontainer=" << t->container->id()
+            << "\n";
+    }
+  }
+  t->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (t->pidfd >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = static_cast<uint64_t>(pid);
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, t->pidfd, &ev);
+  }
+}
+
+void TaskRunner::FinishUnstarted(Task* t, TaskPhase phase, int exit_code, const std::string& reason,
+                                 std::vector<std::pair<Listener, TaskStatus>>* out) {
+  const TaskSpec& spec = t->spec;
+  if (t->guarded) {
+    std::vector<std::string> uuids;
+    for (const DeviceGrant& d : spec.devices) uuids.push_back(d.uuid);
+    options_.device_guard->Ended(spec.tenant, uuids);
+    t->guarded = false;
+  }
+  if (!t->slice_key.empty()) options_.slices->Stop(t->slice_key);
+  t->slice_key.clear();
+  if (t->container) to_release_.push_back(std::move(t->container));
+  t->pulling = false;
+  {
+    std::ofstream log(t->dir + "/output.log", std::ios::app);
+    log << reason << "\n";
+  }
+  TaskStatus& st = t->status;
+  st.phase = phase;
+  st.exit_code = exit_code;
+  st.reason = reason;
+  st.output_tail = ReadTail(t->dir + "/output.log", options_.tail_bytes);
+  t->reaped = true;
+  if (phase == TaskPhase::kFailed) {
+    LogWarn("agent.runner", "task failed to start", {{"task", spec.task_id}, {"error", reason}});
+  }
+  finished_order_.push_back(spec.task_id);
+  if (out == nullptr) return;
+  auto l = listeners_.find(st.owner);
+  if (l != listeners_.end()) out->emplace_back(l->second, st);
+}
+
 Result<int> TaskRunner::LaunchSandboxed(Task* t, const std::map<std::string, std::string>& env,
                                         int log_fd) {
   const TaskSpec& spec = t->spec;
   std::error_code ec;
   sandbox::SandboxRequest req;
-  req.name = SafeName(spec.owner + "_" + spec.task_id) + "." + std::to_string(spec.attempt);
+  req.name = SafeTaskName(spec.owner + "_" + spec.task_id) + "." + std::to_string(spec.attempt);
   req.tenant = spec.tenant;
   req.cpu_milli = spec.cpu_milli;
   req.memory_mib = spec.memory_mib;
@@ -518,6 +511,7 @@ void TaskRunner::BeginStop(Task* t, int64_t grace_ms, const std::string& reason,
   t->runtime_exceeded = runtime_exceeded;
   t->status.reason = reason;
   t->kill_deadline = deadline;
+  if (t->pulling) return;  // no process yet: the pull thread ends it when the pull returns
   kill(-t->pid, SIGTERM);
   LogInfo("agent.runner", "stopping task",
           {{"task", t->spec.task_id}, {"reason", reason}, {"grace_ms", std::to_string(grace_ms)}});
@@ -555,6 +549,22 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
     st.usage.spill_mib_seconds = options_.slices->Stop(t->slice_key);
     t->slice_key.clear();
   }
+  std::string runtime_error;  // an image task's runtime could not run its container
+  if (t->container) {
+    // The shim's result file says how the container's init ended and whether the kernel's OOM
+    // killer struck in its memory cgroup (launcher.h); a shim killed by a stop wrote none.
+    auto result = oci::Launcher::ReadResult(t->dir + "/result.json");
+    if (result.ok()) {
+      st.usage.oom_kills = result->oom_kills;
+      if (result->signal != 0) {
+        t->wait_status = result->signal;  // as waitpid reports a death by that signal
+      } else if (result->exit_code >= 0) {
+        t->wait_status = (result->exit_code & 0xff) << 8;
+      }
+      if (result->shim_exit_code() == 125) runtime_error = result->reason;
+    }
+    to_release_.push_back(std::move(t->container));
+  }
   const int ws = t->wait_status;
   st.output_tail = ReadTail(t->dir + "/output.log", options_.tail_bytes);
   if (WIFEXITED(ws)) st.exit_code = WEXITSTATUS(ws);
@@ -570,6 +580,16 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
     st.phase = TaskPhase::kCancelled;
   } else if (WIFEXITED(ws) && st.exit_code == 0) {
     st.phase = TaskPhase::kSucceeded;
+  } else if (!runtime_error.empty()) {
+    st.phase = TaskPhase::kFailed;
+    st.reason = "container runtime: " + runtime_error;
+  } else if (st.usage.oom_kills > 0 && !st.usage.measured) {
+    // A container: its own memory cgroup counted the kill.
+    st.phase = TaskPhase::kFailed;
+    st.oom = true;
+    st.reason = "out of memory: killed by the kernel at the task's memory limit (" +
+                std::to_string(t->spec.memory_mib) + " MiB); killed by signal " +
+                std::to_string(st.signal);
   } else {
     st.phase = TaskPhase::kFailed;
     st.reason = st.signal ? std::string("killed by signal ") + std::to_string(st.signal) + " (SIG" +
@@ -623,7 +643,7 @@ void TaskRunner::Loop() {
       if (stopping_) return;
       const int64_t now = options_.clock->MonotonicMicros();
       for (auto& [id, t] : tasks_) {
-        if (t->status.terminal()) continue;
+        if (t->status.terminal() || t->pulling) continue;
         int64_t next = INT64_MAX;
         if (t->runtime_deadline && !t->stop_requested) next = t->runtime_deadline;
         if (t->kill_deadline && !t->sent_kill) next = std::min(next, t->kill_deadline);
@@ -636,6 +656,7 @@ void TaskRunner::Loop() {
     }
     const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
     std::vector<std::pair<Listener, TaskStatus>> notify;
+    std::vector<std::unique_ptr<oci::PreparedContainer>> released;
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
@@ -648,7 +669,7 @@ void TaskRunner::Loop() {
       const int64_t now = options_.clock->MonotonicMicros();
       for (auto& [id, tp] : tasks_) {
         Task* t = tp.get();
-        if (t->status.terminal()) continue;
+        if (t->status.terminal() || t->pulling) continue;
         if (!t->reaped) {
           int ws = 0;
           const pid_t r = waitpid(t->pid, &ws, WNOHANG);
@@ -675,7 +696,10 @@ void TaskRunner::Loop() {
         Finish(t, &notify);
       }
       Forget();
+      released.swap(to_release_);
     }
+    // runc delete and unmounts take a while: never under mu_.
+    released.clear();
     // Listeners first: whoever waits in StopAll() then finds the final updates already handed on.
     for (auto& [fn, st] : notify) fn(st);
     if (!notify.empty()) {

@@ -28,10 +28,20 @@
 // cannot be set up fails the task (exit code 126, the reason names the step) — it never runs
 // unconfined. The final status carries the cgroup's CPU time, peak memory and OOM kills.
 //
+// Images (options.containers set, TaskSpec.image non-empty; docs/images.md): Start() returns at
+// once with the task PULLING, and a thread of the task's own pulls the image into the node's
+// store (one pull per layer however many tasks want it), builds the bundle and starts the
+// container's shim (agent/oci/launcher.h) as the task's process group, under runc in a user
+// namespace with the default seccomp profile. The listener is told when it starts running; a
+// stop while it pulls ends it CANCELLED once the pull returns, and a pull or bundle that fails
+// fails the task (exit code 126) with the reason ("image: …"). The container's result file gives
+// its OOM kills. Max runtime counts from the container's start.
+//
 // Thread safety: all public methods are safe from any thread. Several agents (a SimFleet) may
 // share one runner; `owner` keeps their tasks apart.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -56,6 +66,10 @@ class DeviceGuard;
 class MpsManager;
 class LeaseKeeper;
 class SliceLedgers;
+namespace oci {
+class ContainerFactory;
+class PreparedContainer;
+}  // namespace oci
 
 struct DeviceGrant {
   std::string uuid;  // GPU or MIG instance UUID
@@ -82,6 +96,9 @@ struct TaskSpec {
   // The task's pool asks for MPS fault isolation between tenants (StartTask): its shared grants
   // use a control daemon of its tenant alone.
   bool mps_tenant_isolation = false;
+  // An OCI image the task runs in (StartTask.image), through the runner's ContainerFactory; argv
+  // then replaces the image's Cmd (empty: the image's own). Empty = a plain command.
+  std::string image;
   // Device files the task may open (granted GPUs, their MIG capabilities, the control devices);
   // the sandbox's device filter allows these and the standard ones only.
   std::vector<std::string> device_files;
@@ -96,7 +113,8 @@ struct TaskUsage {
   int64_t spill_mib_seconds = 0;  // VRAM served from host memory × time (the interposer's ledger)
 };
 
-enum class TaskPhase { kRunning, kSucceeded, kFailed, kCancelled };
+// kPulling: an image task whose image is being pulled and whose container is not started yet.
+enum class TaskPhase { kRunning, kSucceeded, kFailed, kCancelled, kPulling };
 const char* TaskPhaseName(TaskPhase phase);
 
 struct TaskStatus {
@@ -114,7 +132,7 @@ struct TaskStatus {
   std::vector<DeviceGrant> devices;
   TaskUsage usage;
   bool device_fault = false;  // failed by FailDevices(): its device had a fatal fault
-  bool terminal() const { return phase != TaskPhase::kRunning; }
+  bool terminal() const { return phase != TaskPhase::kRunning && phase != TaskPhase::kPulling; }
 };
 
 struct LogSlice {
@@ -144,6 +162,10 @@ struct TaskRunnerOptions {
   std::string slices_off =
       "off (gpu_slices.enabled: false): nothing holds a fractional task to its VRAM or compute "
       "share";
+  // Runs image tasks as OCI containers (agent/oci/container.h). Null: an image task fails
+  // (exit code 126) with `containers_off`.
+  std::shared_ptr<oci::ContainerFactory> containers;
+  std::string containers_off = "images are off on this node (images.enabled: false)";
   // Told every task's process group while it runs (agent/lease_keeper.h): the keeper kills them
   // when the agent dies or its node lease lapses. null = tasks are not bound to the agent.
   std::shared_ptr<LeaseKeeper> lease_keeper;
@@ -159,7 +181,8 @@ class TaskRunner {
   TaskRunner(const TaskRunner&) = delete;
   TaskRunner& operator=(const TaskRunner&) = delete;
 
-  // Terminal statuses of `owner`'s tasks go to `listener` (replacing any earlier one).
+  // Terminal statuses of `owner`'s tasks go to `listener` (replacing any earlier one), and so
+  // does the RUNNING status of an image task whose container has started after its pull.
   void SetListener(const std::string& owner, Listener listener);
   void RemoveListener(const std::string& owner);
 
@@ -217,6 +240,18 @@ class TaskRunner {
   Result<TaskStatus> Spawn(const TaskSpec& spec);
   // Prepares the task's sandbox and launches its program there; returns the init's pid.
   Result<int> LaunchSandboxed(Task* t, const std::map<std::string, std::string>& env, int log_fd);
+  // Image tasks (task_runner_container.cc): registers the task PULLING and starts its pull.
+  Result<TaskStatus> StartContainer(const TaskSpec& spec);
+  // The pull thread of task `id`'s attempt: image, bundle, shim; then RUNNING or a final status.
+  void RunContainer(const std::string& id, int32_t attempt);
+  // REQUIRES: mu_ held. Ends a task that never got a process (its start failed, or it was
+  // stopped while pulling) with `phase`, `exit_code` and `reason`.
+  void FinishUnstarted(Task* t, TaskPhase phase, int exit_code, const std::string& reason,
+                       std::vector<std::pair<Listener, TaskStatus>>* out);
+  // REQUIRES: mu_ held. Puts `task` in tasks_ (replacing an ended attempt); returns it.
+  Task* Insert(std::unique_ptr<Task> task);
+  // REQUIRES: mu_ held. Adds a spawned task's pid to the supervisor and records it RUNNING.
+  void Supervise(Task* t, pid_t pid);
 
   TaskRunnerOptions options_;
   int epoll_fd_ = -1;
@@ -227,6 +262,15 @@ class TaskRunner {
   std::map<std::string, std::unique_ptr<Task>> tasks_;  // by task id
   std::vector<std::string> finished_order_;
   std::map<std::string, Listener> listeners_;
+  // Containers of ended tasks, released (runc delete, unmount) by the supervisor after it lets
+  // go of mu_.
+  std::vector<std::unique_ptr<oci::PreparedContainer>> to_release_;
+  // Pull threads of image tasks; joined when done (next StartContainer) or at destruction.
+  struct PullThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<PullThread> pulls_;  // guarded by start_mu_
   bool stopping_ = false;
   std::thread thread_;
 };

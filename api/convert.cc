@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "pool/image_reference.h"
+
 namespace gpupool::api {
 namespace {
 
@@ -111,9 +113,20 @@ Result<TaskTemplate> TemplateFromProto(const v1::JobSpec& spec, std::string_view
   if (!spec.has_template_()) return Invalid(field, "must be set (command and resources)");
   const v1::TaskTemplate& in = spec.template_();
   TaskTemplate t;
+  if (!in.image().empty()) {
+    // Refused here, naming the part that is wrong, rather than failing on every node later.
+    Result<ImageReference> ref = ParseImageReference(in.image());
+    if (!ref.ok()) return Invalid(FieldPath(field, "image"), ref.status().message());
+    t.image = in.image();
+  }
   std::string cmd_field = FieldPath(field, "command");
-  if (in.command_size() == 0) return Invalid(cmd_field, "must not be empty");
-  if (in.command(0).empty()) return Invalid(cmd_field + "[0]", "the program must not be empty");
+  // An image brings its own entrypoint and Cmd; a plain command must name its program.
+  if (in.command_size() == 0 && t.image.empty()) {
+    return Invalid(cmd_field, "must not be empty (or set image)");
+  }
+  if (in.command_size() > 0 && in.command(0).empty()) {
+    return Invalid(cmd_field + "[0]", "the program must not be empty");
+  }
   if (in.command_size() > 4096) return Invalid(cmd_field, "at most 4096 arguments");
   size_t bytes = 0;
   for (const std::string& arg : in.command()) {
@@ -226,6 +239,7 @@ void ToProto(const JobSpec& s, v1::JobSpec* out) {
   out->set_max_retries(s.max_retries);
   v1::TaskTemplate* t = out->mutable_template_();
   for (const std::string& a : s.task_template.command) t->add_command(a);
+  t->set_image(s.task_template.image);
   t->mutable_env()->insert(s.task_template.env.begin(), s.task_template.env.end());
   // Secret values never leave the server through the API: the names show what was set.
   for (const auto& [k, v] : s.task_template.secret_env) (*t->mutable_secret_env())[k] = kRedacted;

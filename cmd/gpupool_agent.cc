@@ -76,6 +76,14 @@ VRAM is held to the grant on every allocation path and compute to its share; the
 measured spill is reported with the task's end. Without the library the agent runs, and
 Register says vram_cap and compute_share are not enforced (docs/interposer.md).
 
+Images (config `images: {enabled: true, dir: PATH, budget_mib: N, tls_verify: true}`, on by
+default; needs the sandbox): a task whose job names an `image` runs in that OCI image's
+container under runc, in a user namespace (root inside is an unprivileged uid of the sandbox's
+pool outside), with the default seccomp profile and only its granted GPU device files. The node
+pulls each image once with skopeo and umoci into a content-addressed store (default
+DATA_DIR/images) shared by all its tasks. Without the sandbox or the tools the agent runs plain
+commands, and Register says `images` is not enforced (docs/images.md).
+
 VRAM scrub (config `vram_scrub: true`): before a device goes to a task of another tenant, its
 free memory is zeroed and verified (CUDA driver API via libcuda.so.1; simulated: a file per device
 under `sim_device_dir`); a failed scrub keeps the device out of service (reported unhealthy).
@@ -365,12 +373,32 @@ int Run(int argc, char** argv) {
       LogWarn("agent", "fractional slices are not enforced on this node", {{"why", ro.slices_off}});
     }
   }
+  if (!config.images.enabled) {
+    ro.containers_off = "off (images.enabled: false): tasks with an image fail on this node";
+  } else {
+    auto containers = OpenContainers(config.images, ro.sandbox, config.data_dir, SelfPath(argv[0]));
+    if (containers.ok()) {
+      ro.containers = *containers;
+    } else {
+      // Runs plain commands, and says why images cannot run here.
+      ro.containers_off = containers.status().message();
+      LogWarn("agent", "image tasks cannot run on this node", {{"why", ro.containers_off}});
+    }
+  }
   for (const sandbox::Capability& c : NodeCapabilities(ro, backend.get())) {
     LogInfo("agent", "capability",
             {{"name", c.name}, {"enforced", c.enforced ? "true" : "false"}, {"detail", c.detail}});
   }
   TaskRunner runner(ro);
   runner.KillOrphans();  // tasks of a previous agent process (kill -9, crash)
+  if (ro.containers) {
+    // Containers whose shim never ran (a crash between runc create and the shim's start).
+    auto left = oci::Launcher(ro.containers->options().launcher).DeleteAll("");
+    if (left.ok() && *left > 0) {
+      LogInfo("agent", "removed containers of a previous agent",
+              {{"count", std::to_string(*left)}});
+    }
+  }
 
   boost::asio::io_context io;
   auto work = boost::asio::make_work_guard(io);

@@ -84,6 +84,9 @@ struct TaskTemplate {
   std::map<std::string, std::string> env;
   // Delivered like env; never shown by the API nor logged (api/convert.cc redacts it).
   std::map<std::string, std::string> secret_env;
+  // An OCI image reference the task runs in (pool/image_reference.h); empty = a plain command on
+  // the node. With an image, `command` replaces the image's Cmd (empty: the image's own).
+  std::string image;
   ResourceRequest resources;
   friend bool operator==(const TaskTemplate&, const TaskTemplate&) = default;
 };

@@ -518,6 +518,12 @@ ALTER TABLE tasks
   ADD COLUMN usage_spill_mib_seconds bigint NOT NULL DEFAULT 0;
 )sql";
 
+// A task's OCI image (TaskTemplate.image); '' = a plain command.
+constexpr std::string_view kV25 = R"sql(
+ALTER TABLE jobs
+  ADD COLUMN image text NOT NULL DEFAULT '';
+)sql";
+
 // What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.
 constexpr std::string_view kV100 = R"sql(
 CREATE INDEX jobs_pool_submit_idx ON jobs (pool, submit_us);
@@ -537,6 +543,7 @@ constexpr Migration kMigrations[] = {
     {22, "pool MPS isolation and node capabilities", kV22},
     {23, "capabilities a pool requires of nodes for shared work", kV23},
     {24, "measured spill of each task", kV24},
+    {25, "OCI image of a job's tasks", kV25},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},

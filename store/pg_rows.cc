@@ -161,6 +161,7 @@ Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::re
     s.request_digest = r[26].c_str();
     s.task_template.secret_env = PairMap(r[27]);
     s.submitted_by = r[28].c_str();
+    s.task_template.image = r[29].c_str();
     out.push_back(std::move(j));
   }
   // Tasks and allocations come sorted by (job_id, idx[, pos]); walk them alongside the jobs.

@@ -170,7 +170,8 @@ void GroupSql::Insert(const JobRecord& j) {
   Q(o, r.mig_profile), C(o), Q(o, r.sku), C(o), N(o, r.cpu_milli), C(o), N(o, r.memory_mib);
   C(o), Q(o, ToString(j.state)), C(o), Q(o, j.reason), C(o), N(o, j.submit_us), C(o);
   N(o, j.finish_us), C(o), Q(o, s.idempotency_key), C(o), Q(o, s.request_digest), C(o);
-  Pairs(o, s.task_template.secret_env), C(o), Q(o, s.submitted_by);
+  Pairs(o, s.task_template.secret_env), C(o), Q(o, s.submitted_by), C(o);
+  Q(o, s.task_template.image);
   o->push_back(')');
   if (!s.idempotency_key.empty()) {
     if (!idempotency_keys_.empty()) idempotency_keys_ += ',';

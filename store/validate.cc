@@ -72,6 +72,7 @@ void CheckJob(const JobRecord& j, TextChecker& t) {
   t("job.command", j.spec.task_template.command);
   t("job.env", j.spec.task_template.env);
   t("job.secret_env", j.spec.task_template.secret_env);
+  t("job.image", j.spec.task_template.image);
   t("job.idempotency_key", j.spec.idempotency_key);
   t("job.request_digest", j.spec.request_digest);
   t("job.submitted_by", j.spec.submitted_by);

@@ -307,7 +307,7 @@ Status ImageStore::SaveLocked() {
 Result<ImageLease> ImageStore::Pull(const std::string& reference,
                                     const RegistryCredential& credential,
                                     const Progress& progress) {
-  GPUPOOL_ASSIGN_OR_RETURN(Reference ref, ParseReference(reference));
+  GPUPOOL_ASSIGN_OR_RETURN(ImageReference ref, ParseImageReference(reference));
   // Same reference, same credential: one leader. The key holds a hash, never the secret.
   std::string key =
       ref.Canonical() + "#" +
@@ -358,7 +358,7 @@ Result<ImageLease> ImageStore::Pull(const std::string& reference,
   return result;
 }
 
-Result<ImageStore::Resolved> ImageStore::Resolve(const Reference& ref,
+Result<ImageStore::Resolved> ImageStore::Resolve(const ImageReference& ref,
                                                  const RegistryCredential& credential) {
   // What a registry sends is outside input: a JSON type error is a bad manifest, not a crash.
   try {
@@ -368,7 +368,7 @@ Result<ImageStore::Resolved> ImageStore::Resolve(const Reference& ref,
   }
 }
 
-Result<ImageStore::Resolved> ImageStore::ResolveManifest(const Reference& ref,
+Result<ImageStore::Resolved> ImageStore::ResolveManifest(const ImageReference& ref,
                                                          const RegistryCredential& credential) {
   RegistryClient client(options_, credential);
   GPUPOOL_ASSIGN_OR_RETURN(std::string bytes, client.InspectRaw(ref, ref.Canonical()));
@@ -459,7 +459,7 @@ void ImageStore::Unpin(const std::string& manifest_digest) {
   changed_.notify_all();
 }
 
-Result<ImageLease> ImageStore::PullLeader(const Reference& ref,
+Result<ImageLease> ImageStore::PullLeader(const ImageReference& ref,
                                           const RegistryCredential& credential, Flight* flight,
                                           const Progress& progress) {
   const bool need_registry = !ref.digest.size() || !credential.empty();
@@ -598,7 +598,7 @@ Result<ImageLease> ImageStore::PullLeader(const Reference& ref,
   return lease;
 }
 
-Status ImageStore::FetchBlobs(const Reference& ref, const Resolved& resolved,
+Status ImageStore::FetchBlobs(const ImageReference& ref, const Resolved& resolved,
                               const RegistryCredential& credential,
                               const std::vector<BlobRef>& missing, Flight* flight,
                               const Progress& progress) {

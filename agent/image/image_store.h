@@ -60,7 +60,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/image/reference.h"
+#include "pool/image_reference.h"
 #include "base/status.h"
 
 namespace gpupool::agent::image {
@@ -182,11 +182,11 @@ class ImageStore : public std::enable_shared_from_this<ImageStore> {
   // REQUIRES: mu_ held. May throw nlohmann::json::exception (Load() then starts empty).
   void LoadIndexLocked(const nlohmann::json& state);
   void Unpin(const std::string& manifest_digest);
-  Result<ImageLease> PullLeader(const Reference& ref, const RegistryCredential& credential,
+  Result<ImageLease> PullLeader(const ImageReference& ref, const RegistryCredential& credential,
                                 Flight* flight, const Progress& progress);
-  Result<Resolved> Resolve(const Reference& ref, const RegistryCredential& credential);
-  Result<Resolved> ResolveManifest(const Reference& ref, const RegistryCredential& credential);
-  Status FetchBlobs(const Reference& ref, const Resolved& resolved,
+  Result<Resolved> Resolve(const ImageReference& ref, const RegistryCredential& credential);
+  Result<Resolved> ResolveManifest(const ImageReference& ref, const RegistryCredential& credential);
+  Status FetchBlobs(const ImageReference& ref, const Resolved& resolved,
                     const RegistryCredential& credential, const std::vector<BlobRef>& missing,
                     Flight* flight, const Progress& progress);
   Status Unpack(const ImageInfo& info, const std::string& manifest_bytes);

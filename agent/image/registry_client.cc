@@ -66,7 +66,7 @@ Status ClassifySkopeoFailure(const std::string& image, const ToolResult& run) {
   return Status::Internal("image " + image + ": skopeo failed: " + why);
 }
 
-Result<ToolResult> RegistryClient::RunWithRetry(const Reference& ref, std::vector<std::string> args,
+Result<ToolResult> RegistryClient::RunWithRetry(const ImageReference& ref, std::vector<std::string> args,
                                                 const std::string& creds_flag,
                                                 const std::string& no_creds_flag) {
   int secret = -1;
@@ -116,7 +116,7 @@ Result<ToolResult> RegistryClient::RunWithRetry(const Reference& ref, std::vecto
   return last;
 }
 
-Result<std::string> RegistryClient::InspectRaw(const Reference& ref, const std::string& target) {
+Result<std::string> RegistryClient::InspectRaw(const ImageReference& ref, const std::string& target) {
   std::vector<std::string> args = {options_.skopeo, "inspect", "--raw"};
   if (!options_.tls_verify) args.push_back("--tls-verify=false");
   args.push_back("docker://" + target);
@@ -124,7 +124,7 @@ Result<std::string> RegistryClient::InspectRaw(const Reference& ref, const std::
   return run.out;
 }
 
-Status RegistryClient::CopyToLayout(const Reference& ref, const std::string& target,
+Status RegistryClient::CopyToLayout(const ImageReference& ref, const std::string& target,
                                     const std::string& layout, const std::string& tag) {
   std::vector<std::string> args = {options_.skopeo, "copy", "--preserve-digests", "--quiet"};
   if (!options_.tls_verify) args.push_back("--src-tls-verify=false");

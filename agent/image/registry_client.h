@@ -17,7 +17,7 @@
 #include <string>
 
 #include "agent/image/image_store.h"
-#include "agent/image/reference.h"
+#include "pool/image_reference.h"
 #include "agent/image/tool.h"
 #include "base/status.h"
 
@@ -29,12 +29,12 @@ class RegistryClient {
       : options_(options), credential_(credential) {}
 
   // `target` is "registry/repo:tag" or "registry/repo@digest"; `ref` names the image in errors.
-  Result<std::string> InspectRaw(const Reference& ref, const std::string& target);
-  Status CopyToLayout(const Reference& ref, const std::string& target, const std::string& layout,
+  Result<std::string> InspectRaw(const ImageReference& ref, const std::string& target);
+  Status CopyToLayout(const ImageReference& ref, const std::string& target, const std::string& layout,
                       const std::string& tag);
 
  private:
-  Result<ToolResult> RunWithRetry(const Reference& ref, std::vector<std::string> args,
+  Result<ToolResult> RunWithRetry(const ImageReference& ref, std::vector<std::string> args,
                                   const std::string& creds_flag, const std::string& no_creds_flag);
 
   const ImageStoreOptions& options_;

@@ -185,12 +185,11 @@ ledger::LedgerClient* Ledger() {
   if (g_ledger.connected()) return &g_ledger;
   pthread_mutex_lock(&g_ledger_mu);
   if (!g_ledger.connected()) {
-    const char* path = getenv("GPUPOOL_LEDGER_SOCKET");
+    const char* path = getenv(ledger::kSocketEnv);
     if (!g_ledger.Connect(path) && !g_warned) {
       g_warned = true;
-      fprintf(stderr,
-              "gpupool-cuda: no GPU ledger at GPUPOOL_LEDGER_SOCKET=%s: refusing device memory\n",
-              path != nullptr ? path : "(unset)");
+      fprintf(stderr, "gpupool-cuda: no GPU ledger at %s=%s: refusing device memory\n",
+              ledger::kSocketEnv, path != nullptr ? path : "(unset)");
     }
   }
   pthread_mutex_unlock(&g_ledger_mu);

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <map>
 
+#include "agent/interposer/ledger/protocol.h"
+
 namespace gpupool::agent::oci {
 namespace {
 
@@ -190,7 +192,8 @@ Result<json> BuildRuntimeSpec(const RuntimeSpecInput& in) {
     mounts.push_back(Bind(in.interposer_library, in.interposer_library, true));
     std::string socket_dir = in.interposer_socket.substr(0, in.interposer_socket.rfind('/'));
     if (socket_dir.empty()) socket_dir = "/";
-    mounts.push_back(Bind(socket_dir, socket_dir, false));
+    // Read-only: the task reaches the socket but cannot replace it with a ledger of its own.
+    mounts.push_back(Bind(socket_dir, socket_dir, true));
     bool replaced = false;
     for (auto& kv : env) {
       if (EnvName(kv) == "LD_PRELOAD") {
@@ -199,7 +202,7 @@ Result<json> BuildRuntimeSpec(const RuntimeSpecInput& in) {
       }
     }
     if (!replaced) env.push_back("LD_PRELOAD=" + in.interposer_library);
-    env.push_back("GPUPOOL_INTERPOSER_SOCKET=" + in.interposer_socket);
+    env.push_back(std::string(ledger::kSocketEnv) + "=" + in.interposer_socket);
     process["env"] = env;
   }
   for (const auto& m : in.mounts) mounts.push_back(Bind(m.source, m.destination, m.read_only));

@@ -25,8 +25,8 @@
 //  - GPU driver: each of `driver_files` (the host driver's user-space libraries and binaries) is
 //    bind-mounted read-only at the same path — the NVIDIA Container Toolkit's / CDI's way.
 //  - Interposer: when `interposer_library` is set, it is bind-mounted read-only at the same path
-//    and put in LD_PRELOAD, and its socket's directory is bind-mounted at the same path with
-//    GPUPOOL_INTERPOSER_SOCKET pointing at it.
+//    and put in LD_PRELOAD, and its socket's directory is bind-mounted read-only at the same path
+//    with GPUPOOL_LEDGER_SOCKET (ledger::kSocketEnv) pointing at it.
 //
 // Thread safety: pure functions.
 #pragma once

@@ -26,7 +26,8 @@ Status MakeDir(const std::string& path, mode_t mode) {
 Sandbox::Sandbox(SandboxOptions options, std::string data_dir)
     : options_(std::move(options)),
       data_dir_(std::move(data_dir)),
-      uids_(options_.tenant_users, options_.uid_pool_first, options_.uid_pool_count) {}
+      uids_(std::make_shared<UidMap>(options_.tenant_users, options_.uid_pool_first,
+                                     options_.uid_pool_count)) {}
 
 Sandbox::~Sandbox() {
   for (const auto& [c, mount] : layout_.v1) rmdir((mount + "/" + options_.cgroup_parent).c_str());
@@ -71,7 +72,7 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxOptions options,
 Result<std::unique_ptr<SandboxedTask>> Sandbox::Prepare(const SandboxRequest& r) {
   std::unique_ptr<SandboxedTask> t(new SandboxedTask());
   t->owner_ = this;
-  GPUPOOL_ASSIGN_OR_RETURN(t->id_, uids_.Acquire(r.tenant));
+  GPUPOOL_ASSIGN_OR_RETURN(t->id_, uids_->Acquire(r.tenant));
   t->released_ = false;
   // From here on, Release() (via the destructor) undoes whatever was done.
   t->work_dir_ = WorkDirOf(r.task_dir);
@@ -182,7 +183,7 @@ void SandboxedTask::Release() {
   if (released_ || owner_ == nullptr) return;
   released_ = true;
   if (cgroup_) cgroup_->Remove();
-  owner_->uids_.Release(id_);
+  owner_->uids_->Release(id_);
   // A uid handed out again later must not find its way back in.
   if (!work_dir_.empty()) {
     [[maybe_unused]] int rc = chown(work_dir_.c_str(), 0, 0);

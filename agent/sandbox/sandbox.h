@@ -93,6 +93,9 @@ class Sandbox {
   std::vector<Capability> Capabilities() const;
   const CgroupLayout& layout() const { return layout_; }
   const SandboxOptions& options() const { return options_; }
+  // The node's one map of task uids: containers (agent/oci/container.h) take theirs from it too,
+  // so no two tasks ever share a uid.
+  const std::shared_ptr<UidMap>& uids() const { return uids_; }
 
  private:
   friend class SandboxedTask;
@@ -103,7 +106,7 @@ class Sandbox {
   std::string empty_file_;
   std::vector<std::string> hide_files_, hide_dirs_;
   CgroupLayout layout_;
-  UidMap uids_;
+  std::shared_ptr<UidMap> uids_;
 };
 
 }  // namespace gpupool::agent::sandbox

@@ -131,7 +131,7 @@ Result<std::map<std::string, std::string>> SliceLedgers::Start(const std::string
            {"compute_percent", std::to_string(limits.compute_percent)}});
   return std::map<std::string, std::string>{
       {"LD_PRELOAD", options_.library},
-      {"GPUPOOL_LEDGER_SOCKET", dir_in_task.empty() ? socket : dir_in_task + kSocket}};
+      {ledger::kSocketEnv, dir_in_task.empty() ? socket : dir_in_task + kSocket}};
 }
 
 int64_t SliceLedgers::Stop(const std::string& key) {

@@ -342,7 +342,9 @@ std::vector<Command> JobCommands() {
       {"jobs submit", "[flags] -- COMMAND [ARGS...]", "Submit a job",
        "Each of the job's tasks runs COMMAND with one resource shape: a fractional share\n"
        "(--tflops with --vram), whole GPUs (--gpus, optionally --model), a MIG instance (--mig)\n"
-       "or a named SKU (--sku). With -f the spec comes from a file in protobuf JSON or YAML\n"
+       "or a named SKU (--sku). With --image the tasks run in that OCI image's container, pulled\n"
+       "once per node; COMMAND then replaces the image's Cmd and may be left out. With -f the spec "
+       "comes from a file in protobuf JSON or YAML\n"
        "(field names as in the REST API); flags given as well override it. Units: TFLOPS are\n"
        "decimals (12.5), sizes take MiB/GiB/TiB (20GiB), durations ms/s/m/h/d (1h30m).\n"
        "Prints the job id (table) or the SubmitJobResponse (-o json).",
@@ -352,6 +354,8 @@ std::vector<Command> JobCommands() {
        "  gpupoolctl jobs submit --pool training --tasks 8 --gang --gpus 2 --model H100-SXM "
        "--max-runtime 12h -- torchrun train.py\n"
        "  gpupoolctl jobs submit --pool inference --mig 1g.10gb --env MODEL=llama -- serve\n"
+       "  gpupoolctl jobs submit --pool inference --tflops 10 --vram 8GiB --image "
+       "registry.example:5000/team/serve:v3\n"
        "  gpupoolctl jobs submit -f job.yaml --priority high\n"
        "  gpupoolctl jobs submit -f job.yaml --idempotency-key nightly-2026-11-23 "
        "--secret-env HF_TOKEN=hf_xxx\n",

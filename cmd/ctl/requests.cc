@@ -172,6 +172,9 @@ const std::vector<FlagSpec>& SubmitFlags() {
       {"max-runtime", 0, FlagKind::kValue, "DURATION", "longest a task may run, e.g. 1h30m"},
       {"retries", 0, FlagKind::kValue, "N", "requeues of a lost or preempted task"},
       {"label", 0, FlagKind::kRepeated, "KEY=VALUE", "job label"},
+      {"image", 0, FlagKind::kValue, "REF",
+       "OCI image the tasks run in, e.g. registry.example:5000/team/app:v1; the command after "
+       "'--' then replaces the image's Cmd and may be left out"},
       {"env", 0, FlagKind::kRepeated, "KEY=VALUE", "environment variable of each task"},
       {"secret-env", 0, FlagKind::kRepeated, "KEY=VALUE",
        "like --env, but the value is never shown by the API nor logged (e.g. a token)"},
@@ -267,6 +270,7 @@ Status ApplySubmitFlags(const ParsedArgs& a, v1::JobSpec* spec) {
   }
   GPUPOOL_RETURN_IF_ERROR(ParseKeyValues(a.GetAll("label"), "label", spec->mutable_labels()));
   v1::TaskTemplate* tmpl = spec->mutable_template_();
+  if (auto v = a.Find("image")) tmpl->set_image(*v);
   GPUPOOL_RETURN_IF_ERROR(ParseKeyValues(a.GetAll("env"), "env", tmpl->mutable_env()));
   GPUPOOL_RETURN_IF_ERROR(
       ParseKeyValues(a.GetAll("secret-env"), "secret-env", tmpl->mutable_secret_env()));
@@ -321,8 +325,9 @@ Status ApplySubmitFlags(const ParsedArgs& a, v1::JobSpec* spec) {
     tmpl->clear_command();
     for (const std::string& w : a.rest) tmpl->add_command(w);
   }
-  if (tmpl->command_size() == 0) {
-    return Status::InvalidArgument("give the task's command after '--', e.g. -- python train.py");
+  if (tmpl->command_size() == 0 && tmpl->image().empty()) {
+    return Status::InvalidArgument(
+        "give the task's command after '--', e.g. -- python train.py (or an --image)");
   }
   return Status::Ok();
 }

@@ -58,7 +58,7 @@ bool HaveTool(const std::string& name) {
 
 }  // namespace
 
-std::string MakeTempDir(const std::string& prefix) {
+std::string MakeScratchDir(const std::string& prefix) {
   std::string tmpl = prefix + "XXXXXX";
   return mkdtemp(tmpl.data());
 }
@@ -83,7 +83,7 @@ Status LocalRegistry::Start(const std::string& htpasswd_user, const std::string&
                                         " is not installed (scripts/install-deps installs it)");
     }
   }
-  if (dir_.empty()) dir_ = MakeTempDir("/tmp/gpupool-registry-");
+  if (dir_.empty()) dir_ = MakeScratchDir("/tmp/gpupool-registry-");
   if (port_ == 0) port_ = FreePort();
   std::ofstream config(dir_ + "/config.yml");
   config << "version: 0.1\n"
@@ -128,8 +128,11 @@ void LocalRegistry::Stop() {
   pid_ = -1;
 }
 
-int LocalRegistry::BlobGets(const std::string& digest) const {
-  std::istringstream log(ReadWholeFile(dir_ + "/registry.log"));
+size_t LocalRegistry::LogBytes() const { return ReadWholeFile(dir_ + "/registry.log").size(); }
+
+int LocalRegistry::BlobGets(const std::string& digest, size_t since) const {
+  const std::string text = ReadWholeFile(dir_ + "/registry.log");
+  std::istringstream log(since < text.size() ? text.substr(since) : std::string());
   int n = 0;
   for (std::string line; std::getline(log, line);) {
     if (line.find("\"GET ") != std::string::npos &&

@@ -24,8 +24,10 @@ class LocalRegistry {
   void Stop();
   bool running() const { return pid_ > 0; }
   std::string host() const { return "127.0.0.1:" + std::to_string(port_); }
-  // Number of GET requests the registry served for this blob ("sha256:…").
-  int BlobGets(const std::string& digest) const;
+  // Number of GET requests the registry served for this blob ("sha256:…"), counting from byte
+  // `since` of its access log (LogBytes() at some earlier moment).
+  int BlobGets(const std::string& digest, size_t since = 0) const;
+  size_t LogBytes() const;
   // Where the registry keeps a blob's bytes.
   std::string BlobDataPath(const std::string& digest) const;
   const std::string& dir() const { return dir_; }
@@ -56,7 +58,7 @@ Result<std::string> BuildAndPush(const LocalRegistry& registry, const std::strin
 TestLayer BusyboxLayer();
 
 // Directory "<prefix>XXXXXX" made with mkdtemp.
-std::string MakeTempDir(const std::string& prefix);
+std::string MakeScratchDir(const std::string& prefix);
 std::string ReadWholeFile(const std::string& path);
 
 }  // namespace gpupool::testing

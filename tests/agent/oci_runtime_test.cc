@@ -123,19 +123,20 @@ TEST(RuntimeSpecTest, CgroupV2SpecCarriesTheLimitsDevicesAndConfinement) {
   EXPECT_TRUE(Contains(proc["capabilities"]["bounding"], "CAP_CHOWN"));
   EXPECT_TRUE(proc["capabilities"]["ambient"].empty());
   EXPECT_TRUE(Contains(proc["env"], "LD_PRELOAD=/usr/lib/gpupool/libgpupool_interposer.so"));
-  EXPECT_TRUE(
-      Contains(proc["env"], "GPUPOOL_INTERPOSER_SOCKET=/run/gpupool/tasks/t1/interposer.sock"));
-  // The driver library and the interposer: read-only binds at the same path.
+  EXPECT_TRUE(Contains(proc["env"], "GPUPOOL_LEDGER_SOCKET=/run/gpupool/tasks/t1/interposer.sock"));
+  // The driver library, the interposer and its ledger's socket directory (which the task must
+  // not be able to replace): read-only binds at the same path.
   int ro_binds = 0;
   for (const auto& m : (*spec)["mounts"]) {
     if (m["destination"] == "/usr/lib/x86_64-linux-gnu/libcuda.so.1" ||
-        m["destination"] == "/usr/lib/gpupool/libgpupool_interposer.so") {
+        m["destination"] == "/usr/lib/gpupool/libgpupool_interposer.so" ||
+        m["destination"] == "/run/gpupool/tasks/t1") {
       EXPECT_EQ(m["type"], "bind");
       EXPECT_TRUE(Contains(m["options"], "ro"));
       ++ro_binds;
     }
   }
-  EXPECT_EQ(ro_binds, 2);
+  EXPECT_EQ(ro_binds, 3);
 }
 
 TEST(RuntimeSpecTest, CgroupV1SpecHasNoV2OnlyKeysAndBadInputIsRefused) {
@@ -272,7 +273,7 @@ class OciRuntimeTest : public ::testing::Test {
       skip_ = "no local registry: " + st.message();
       return;
     }
-    work_ = testing::MakeTempDir("/tmp/gpupool-ociwork-");
+    work_ = testing::MakeScratchDir("/tmp/gpupool-ociwork-");
     testing::TestLayer probe;
     probe.copy_from_host["/bin/oci_probe"] = GPUPOOL_OCI_PROBE;
     probe.files["/etc/image-release"] = "gpupool test image\n";
@@ -283,7 +284,7 @@ class OciRuntimeTest : public ::testing::Test {
       return;
     }
     image::ImageStoreOptions o;
-    o.root = testing::MakeTempDir("/tmp/gpupool-ocistore-");
+    o.root = testing::MakeScratchDir("/tmp/gpupool-ocistore-");
     o.tls_verify = false;
     auto store = image::ImageStore::Open(o);
     if (!store.ok()) {
@@ -318,7 +319,7 @@ class OciRuntimeTest : public ::testing::Test {
 
   void SetUp() override {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
-    tasks_ = testing::MakeTempDir("/tmp/gpupool-ocitasks-");
+    tasks_ = testing::MakeScratchDir("/tmp/gpupool-ocitasks-");
     chmod(tasks_.c_str(), 0711);
     launcher_options_ = LauncherOptions{"runc", tasks_ + "/runc-state", GPUPOOL_OCI_SHIM};
     launcher_ = std::make_unique<Launcher>(launcher_options_);
@@ -611,7 +612,7 @@ TEST_F(OciRuntimeTest, NetworkNoneCannotReachTheHostsLoopback) {
 TEST_F(OciRuntimeTest, PlainCommandRunsOnTheHostRootReadOnly) {
   // A host directory the task is given read-only, holding a file the agent hides (its node
   // token, say) beside one it may read. Not under /tmp: the task's /tmp is its own.
-  std::string agent_etc = testing::MakeTempDir("/run/gpupool-ocitest-etc-");
+  std::string agent_etc = testing::MakeScratchDir("/run/gpupool-ocitest-etc-");
   std::ofstream(agent_etc + "/agent.yaml") << "token: s3cret-node-token\n";
   std::ofstream(agent_etc + "/public.txt") << "readable\n";
   chmod(agent_etc.c_str(), 0755);

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "agent/sandbox/cgroup.h"
@@ -16,15 +17,24 @@
 
 namespace gpupool::agent::testing {
 
-// Collects every terminal status `runner` reports for node "node-a".
+// Collects every terminal status `runner` reports for node "node-a", and the ids of image tasks
+// it reported started (RUNNING after their pull).
 class EndedTasks {
  public:
   void Attach(TaskRunner& runner) {
     runner.SetListener("node-a", [this](const TaskStatus& st) {
       std::lock_guard lock(mu_);
-      ended_[st.task_id] = st;
+      if (st.terminal()) {
+        ended_[st.task_id] = st;
+      } else {
+        started_.insert(st.task_id);
+      }
       cv_.notify_all();
     });
+  }
+  bool Started(const std::string& id) {
+    std::lock_guard lock(mu_);
+    return started_.count(id) != 0;
   }
   // The status task `id` ended with; a test failure when it does not end within `timeout`.
   TaskStatus Wait(const std::string& id, std::chrono::seconds timeout = std::chrono::seconds(120)) {
@@ -38,6 +48,7 @@ class EndedTasks {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, TaskStatus> ended_;
+  std::set<std::string> started_;
 };
 
 // Removes the (empty) cgroup `parent` a test's sandbox created, on every hierarchy.

@@ -158,7 +158,15 @@ INSTANTIATE_TEST_SUITE_P(
             [](v1::JobSpec* s) { s->mutable_template_()->mutable_resources()->set_cpu_milli(-1); },
             "spec.template.resources.cpu_milli: must be >= 0, got -1"},
         SpecCase{"EmptyCommand", [](v1::JobSpec* s) { s->mutable_template_()->clear_command(); },
-                 "spec.template.command: must not be empty"},
+                 "spec.template.command: must not be empty (or set image)"},
+        SpecCase{"BadImageRepository",
+                 [](v1::JobSpec* s) { s->mutable_template_()->set_image("Team/App:1"); },
+                 "spec.template.image: image 'Team/App:1': bad repository 'Team/App' (lowercase "
+                 "letters, digits and . _ - separators)"},
+        SpecCase{"BadImageDigest",
+                 [](v1::JobSpec* s) { s->mutable_template_()->set_image("app@sha256:1234"); },
+                 "spec.template.image: image 'app@sha256:1234': digest must be "
+                 "sha256:<64 lowercase hex digits>"},
         SpecCase{"EmptyProgram", [](v1::JobSpec* s) { s->mutable_template_()->set_command(0, ""); },
                  "spec.template.command[0]: the program must not be empty"},
         SpecCase{"NoTemplate", [](v1::JobSpec* s) { s->clear_template_(); },

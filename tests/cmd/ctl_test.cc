@@ -220,6 +220,20 @@ TEST(SubmitFlags, BuildsTheSpec) {
   EXPECT_EQ(DescribeResources(r), "12.5 TFLOPS, 20GiB VRAM, 4 CPU, 16GiB RAM");
 }
 
+TEST(SubmitFlags, AnImageNeedsNoCommand) {
+  v1::JobSpec spec;
+  ASSERT_TRUE(ApplySubmitFlags(
+                  SubmitArgs({"--gpus", "1", "--image", "reg.example:5000/team/app:v1"}), &spec)
+                  .ok());
+  EXPECT_EQ(spec.template_().image(), "reg.example:5000/team/app:v1");
+  EXPECT_EQ(spec.template_().command_size(), 0);
+  ASSERT_TRUE(
+      ApplySubmitFlags(
+          SubmitArgs({"--gpus", "1", "--image", "app:1", "--", "serve", "--port", "80"}), &spec)
+          .ok());
+  EXPECT_EQ(spec.template_().command_size(), 3);
+}
+
 TEST(SubmitFlags, Shapes) {
   const struct {
     Words words;
@@ -241,7 +255,9 @@ TEST(SubmitFlags, Shapes) {
        "say what each task needs: --tflops 12.5 --vram 20GiB, --gpus N, --mig PROFILE or --sku "
        "NAME",
        false},
-      {{"--gpus", "2"}, "give the task's command after '--', e.g. -- python train.py", false},
+      {{"--gpus", "2"},
+       "give the task's command after '--', e.g. -- python train.py (or an --image)",
+       false},
       {{"--gpus", "0", "--", "x"}, "--gpus: number '0' is out of range 1..1024", false},
       {{"--tflops", "1", "--vram", "1GB", "--", "x"},
        "--vram: memory size '1GB': use binary units MiB, GiB or TiB (e.g. 20GiB)",

@@ -18,6 +18,8 @@ namespace gpupool::ledger {
 
 inline constexpr uint32_t kMagic = 0x67706c67;  // "gplg"
 inline constexpr uint16_t kVersion = 2;
+// The environment variable that names the ledger's socket to the interposer in a task.
+inline constexpr const char* kSocketEnv = "GPUPOOL_LEDGER_SOCKET";
 
 enum class Op : uint16_t {
   kHello = 1,    // returns the limits; required before anything else

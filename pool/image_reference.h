@@ -1,4 +1,4 @@
-// Reference: an OCI image reference as a tenant writes it, parsed and checked.
+// ImageReference: an OCI image reference as a tenant writes it, parsed and checked.
 //
 //   [registry[:port]/]repository[:tag][@sha256:<64 hex>]
 //
@@ -16,9 +16,9 @@
 
 #include "base/status.h"
 
-namespace gpupool::agent::image {
+namespace gpupool {
 
-struct Reference {
+struct ImageReference {
   std::string registry;    // "docker.io", "127.0.0.1:5000"
   std::string repository;  // "library/busybox"
   std::string tag;         // empty when pinned by digest only
@@ -32,9 +32,9 @@ struct Reference {
   std::string WithDigest(const std::string& digest) const;
 };
 
-Result<Reference> ParseReference(const std::string& text);
+Result<ImageReference> ParseImageReference(const std::string& text);
 
 // true for "sha256:" followed by 64 lowercase hex digits.
 bool IsSha256Digest(const std::string& digest);
 
-}  // namespace gpupool::agent::image
+}  // namespace gpupool

@@ -1,6 +1,6 @@
-#include "agent/image/reference.h"
+#include "pool/image_reference.h"
 
-namespace gpupool::agent::image {
+namespace gpupool {
 namespace {
 
 bool LowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
@@ -60,20 +60,20 @@ bool IsSha256Digest(const std::string& digest) {
   return true;
 }
 
-std::string Reference::Canonical() const {
+std::string ImageReference::Canonical() const {
   std::string base = registry + "/" + repository;
   if (!digest.empty()) return base + "@" + digest;
   return base + ":" + tag;
 }
 
-std::string Reference::WithDigest(const std::string& d) const {
+std::string ImageReference::WithDigest(const std::string& d) const {
   return registry + "/" + repository + "@" + d;
 }
 
-Result<Reference> ParseReference(const std::string& text) {
+Result<ImageReference> ParseImageReference(const std::string& text) {
   if (text.empty()) return Status::InvalidArgument("image: empty reference");
   if (text.size() > 1024) return Status::InvalidArgument("image: reference longer than 1024");
-  Reference ref;
+  ImageReference ref;
   std::string rest = text;
   size_t at = rest.find('@');
   if (at != std::string::npos) {
@@ -113,4 +113,4 @@ Result<Reference> ParseReference(const std::string& text) {
   return ref;
 }
 
-}  // namespace gpupool::agent::image
+}  // namespace gpupool

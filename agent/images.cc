@@ -1,0 +1,104 @@
+#include "agent/images.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace gpupool::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsExecutable(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+// `tool` as execvp would find it on this process's PATH, or "".
+std::string OnPath(const std::string& tool) {
+  if (tool.find('/') != std::string::npos) return IsExecutable(tool) ? tool : "";
+  const char* path = std::getenv("PATH");
+  std::string p = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  p += ":/usr/sbin:/sbin";  // runc is in /usr/sbin on Debian
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find(':', start);
+    if (end == std::string::npos) end = p.size();
+    const std::string candidate = p.substr(start, end - start) + "/" + tool;
+    if (end > start && IsExecutable(candidate)) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string DefaultShim(const std::string& agent_binary) {
+  std::error_code ec;
+  const fs::path dir = fs::path(agent_binary).parent_path();
+  for (const fs::path& p :
+       {dir / "gpupool-oci-shim", dir / "../agent/gpupool-oci-shim",
+        dir / "../lib/gpupool/gpupool-oci-shim", fs::path("/usr/lib/gpupool/gpupool-oci-shim")}) {
+    if (IsExecutable(p.string())) return fs::weakly_canonical(p, ec).string();
+  }
+  return "";
+}
+
+Result<std::shared_ptr<oci::ContainerFactory>> OpenContainers(
+    const ImageOptions& options, const std::shared_ptr<sandbox::Sandbox>& sandbox,
+    const std::string& data_dir, const std::string& agent_binary) {
+  if (!sandbox) {
+    return Status::FailedPrecondition(
+        "images need the sandbox (sandbox.enabled: true): its uid pool gives each container its "
+        "own unprivileged ids");
+  }
+  std::string runc = OnPath(options.runc);
+  const std::string skopeo = OnPath("skopeo"), umoci = OnPath("umoci");
+  for (const auto& [name, found] :
+       {std::pair{options.runc, runc}, std::pair{std::string("skopeo"), skopeo},
+        std::pair{std::string("umoci"), umoci}}) {
+    if (found.empty()) {
+      return Status::FailedPrecondition("images: '" + name +
+                                        "' was not found (scripts/install-deps installs runc, "
+                                        "skopeo and umoci)");
+    }
+  }
+  const std::string shim = options.shim.empty() ? DefaultShim(agent_binary) : options.shim;
+  if (shim.empty() || !IsExecutable(shim)) {
+    return Status::FailedPrecondition(
+        "images: the OCI shim " +
+        (shim.empty() ? std::string("gpupool-oci-shim was not found beside the agent")
+                      : "'" + shim + "' is not an executable file") +
+        " (set images.shim)");
+  }
+  image::ImageStoreOptions so;
+  so.root = options.dir.empty() ? data_dir + "/images" : options.dir;
+  so.budget_bytes = options.budget_mib << 20;
+  so.skopeo = skopeo;
+  so.umoci = umoci;
+  so.tls_verify = options.tls_verify;
+  auto store = image::ImageStore::Open(so);
+  if (!store.ok()) return store.status().WithContext("images");
+  oci::ContainerFactoryOptions fo;
+  fo.store = *store;
+  fo.uids = sandbox->uids();
+  std::error_code ec;
+  fo.launcher = oci::LauncherOptions{runc, fs::absolute(data_dir, ec).string() + "/runc", shim};
+  fo.seccomp_profile = options.seccomp_profile;
+  fo.cgroup_parent = "/" + sandbox->options().cgroup_parent + "-containers";
+  fo.cgroup_v2 = sandbox->layout().OnV2(sandbox::Controller::kMemory);
+  fo.hide_paths = sandbox->options().hide_paths;
+  return std::make_shared<oci::ContainerFactory>(std::move(fo));
+}
+
+sandbox::Capability ImagesCapability(const std::shared_ptr<oci::ContainerFactory>& containers,
+                                     const std::string& why) {
+  if (!containers) return {"images", false, why};
+  const auto& o = containers->options();
+  return {"images", true,
+          "OCI images pulled once per node into " + o.store->options().root + " and run by " +
+              o.launcher.runc + " in a user namespace with the default seccomp profile"};
+}
+
+}  // namespace gpupool::agent

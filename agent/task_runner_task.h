@@ -1,0 +1,45 @@
+// TaskRunner::Task: what the runner keeps of one task attempt. Internal to the runner's own
+// translation units (task_runner.cc, task_runner_container.cc); every field is guarded by the
+// runner's mu_.
+#pragma once
+
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "agent/oci/container.h"
+#include "agent/sandbox/sandbox.h"
+#include "agent/task_runner.h"
+
+namespace gpupool::agent {
+
+struct TaskRunner::Task {
+  TaskSpec spec;
+  TaskStatus status;
+  std::string dir;
+  pid_t pid = 0;
+  int pidfd = -1;
+  bool reaped = false;
+  int wait_status = 0;
+  bool stop_requested = false;
+  bool runtime_exceeded = false;
+  std::string fault_reason;  // FailDevices(): reported FAILED with this reason
+  bool sent_kill = false;
+  int64_t runtime_deadline = 0;                 // monotonic µs; 0 = none
+  int64_t kill_deadline = 0;                    // monotonic µs; 0 = none
+  std::unique_ptr<sandbox::SandboxedTask> box;  // set when sandboxed
+  int status_fd = -1;                           // sandboxed: the program's wait status
+  bool guarded = false;                         // DeviceGuard::Ended() owed
+  std::string slice_key;                        // its slice ledger runs (SliceLedgers)
+  std::string slice_dir;                        // that ledger's directory, on the host
+  bool pulling = false;  // an image task before its container started: no process yet
+  std::unique_ptr<oci::PreparedContainer> container;  // an image task's, once prepared
+  ~Task() {
+    if (status_fd >= 0) close(status_fd);
+  }
+};
+
+}  // namespace gpupool::agent

@@ -1,0 +1,220 @@
+// Image tasks through the TaskRunner, with real parts: a docker-registry on loopback, skopeo and
+// umoci pulling into the node's image store, runc running the container through the agent's
+// shim, the sandbox's uid pool. Root only (user namespaces, mounts, cgroups); skips saying why
+// elsewhere.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/image/image_store.h"
+#include "agent/images.h"
+#include "agent/task_runner.h"
+#include "tests/agent/oci_registry.h"
+#include "tests/agent/sandbox_fixture.h"
+#include "tests/support/wait_for.h"
+
+namespace gpupool::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string StateValue(const std::string& state_file, const std::string& key) {
+  std::ifstream in(state_file);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key + "=", 0) == 0) return line.substr(key.size() + 1);
+  }
+  return "";
+}
+
+class ImageTaskTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (geteuid() != 0) {
+      skip_ = "image tasks need root (user namespaces, mounts, cgroups)";
+      return;
+    }
+    registry_ = new ::gpupool::testing::LocalRegistry();
+    Status st = registry_->Start();
+    if (!st.ok()) {
+      skip_ = "no local registry: " + st.message();
+      return;
+    }
+    work_ = ::gpupool::testing::MakeScratchDir("/tmp/gpupool-imgtask-work-");
+    ::gpupool::testing::TestLayer app;
+    app.files["/etc/app-release"] = "gpupool app 1\n";
+    auto digest = ::gpupool::testing::BuildAndPush(*registry_, work_, "test/app", "1",
+                                                   {::gpupool::testing::BusyboxLayer(), app});
+    if (!digest.ok()) skip_ = "cannot build the test image: " + digest.status().message();
+  }
+  static void TearDownTestSuite() {
+    delete registry_;
+    registry_ = nullptr;
+    std::error_code ec;
+    if (!work_.empty()) fs::remove_all(work_, ec);
+  }
+
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    data_dir_ = ::gpupool::testing::MakeScratchDir("/tmp/gpupool-imgtask-data-");
+    chmod(data_dir_.c_str(), 0711);
+    sandbox::SandboxOptions so;
+    so.enabled = true;
+    so.cgroup_parent = "gpupool-imgtest-" + std::to_string(getpid());
+    so.uid_pool_first = 62000;
+    so.uid_pool_count = 100;
+    auto box = sandbox::Sandbox::Create(so, data_dir_);
+    ASSERT_TRUE(box.ok()) << box.status().ToString();
+    ImageOptions io;
+    io.tls_verify = false;  // the loopback registry speaks plain HTTP
+    io.shim = GPUPOOL_OCI_SHIM;
+    auto containers = OpenContainers(io, *box, data_dir_, "");
+    ASSERT_TRUE(containers.ok()) << containers.status().ToString();
+    containers_ = *containers;
+    TaskRunnerOptions o;
+    o.data_dir = data_dir_;
+    o.default_grace_ms = 300;
+    o.sandbox = *box;
+    o.containers = containers_;
+    runner_ = std::make_unique<TaskRunner>(o);
+    ended_.Attach(*runner_);
+    cgroup_parent_ = so.cgroup_parent;
+  }
+
+  void TearDown() override {
+    runner_.reset();
+    containers_.reset();
+    std::error_code ec;
+    if (!data_dir_.empty()) fs::remove_all(data_dir_, ec);
+    testing::RemoveCgroupParent(cgroup_parent_);
+    testing::RemoveCgroupParent(cgroup_parent_ + "-containers");
+  }
+
+  TaskSpec Spec(const std::string& id, const std::string& image, const std::string& script) {
+    TaskSpec s;
+    s.owner = "node-a";
+    s.task_id = id;
+    s.job_id = "job-1";
+    s.tenant = "acme/ml/alice";
+    s.attempt = 1;
+    s.image = image;
+    if (!script.empty()) s.argv = {"/bin/sh", "-c", script};
+    s.memory_mib = 64;
+    return s;
+  }
+  std::string Ref(const std::string& repo_tag) { return registry_->host() + "/" + repo_tag; }
+
+  static ::gpupool::testing::LocalRegistry* registry_;
+  static std::string work_, skip_;
+  std::string data_dir_, cgroup_parent_;
+  std::shared_ptr<oci::ContainerFactory> containers_;
+  std::unique_ptr<TaskRunner> runner_;
+  testing::EndedTasks ended_;
+};
+
+::gpupool::testing::LocalRegistry* ImageTaskTest::registry_ = nullptr;
+std::string ImageTaskTest::work_;
+std::string ImageTaskTest::skip_;
+
+TEST_F(ImageTaskTest, RunsAsRootInsideItsImageAndAsAnUnprivilegedUidOnTheHost) {
+  // What the task sees: its uid, the image's files, none of the host's (the agent's data dir).
+  const TaskSpec spec = Spec("t1", Ref("test/app:1"),
+                             "id -u; cat /etc/app-release; test -e " + data_dir_ +
+                                 " && echo SEES-HOST || echo NO-HOST; sleep 1");
+  auto st = runner_->Start(spec);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->phase, TaskPhase::kPulling) << "Start() does not wait for the pull";
+  const std::string state = data_dir_ + "/tasks/t1.1/state";
+  // While it runs, the host sees the container's processes under the task's own uid.
+  ASSERT_TRUE(
+      ::gpupool::testing::WaitFor([&] { return ended_.Started("t1"); }, std::chrono::seconds(60)));
+  const std::string uid = StateValue(state, "uid");
+  ASSERT_FALSE(uid.empty());
+  EXPECT_GE(std::stol(uid), 62000);
+  EXPECT_LT(std::stol(uid), 62100);
+  const TaskStatus end = ended_.Wait("t1");
+  EXPECT_EQ(end.phase, TaskPhase::kSucceeded) << end.reason << "\n" << end.output_tail;
+  EXPECT_EQ(end.output_tail, "0\ngpupool app 1\nNO-HOST\n");
+}
+
+TEST_F(ImageTaskTest, TwentyTasksOfOneNewImagePullEachLayerOnce) {
+  ::gpupool::testing::TestLayer many;
+  many.files["/etc/many"] = "many\n";
+  auto pushed = ::gpupool::testing::BuildAndPush(*registry_, work_, "test/many", "1",
+                                                 {::gpupool::testing::BusyboxLayer(), many});
+  ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
+  // From here on: the registry served the busybox layer to an earlier test's store already.
+  const size_t log_from = registry_->LogBytes();
+  constexpr int kTasks = 20;
+  for (int i = 0; i < kTasks; ++i) {
+    auto st = runner_->Start(Spec("m" + std::to_string(i), Ref("test/many:1"), "cat /etc/many"));
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+  }
+  for (int i = 0; i < kTasks; ++i) {
+    const TaskStatus end = ended_.Wait("m" + std::to_string(i));
+    EXPECT_EQ(end.phase, TaskPhase::kSucceeded) << end.task_id << ": " << end.reason;
+    EXPECT_EQ(end.output_tail, "many\n") << end.task_id;
+  }
+  // Every blob of the image (config and layers) was fetched from the registry exactly once.
+  auto lease = containers_->options().store->Pull(Ref("test/many:1"), {});
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  std::vector<image::BlobRef> blobs = lease->image().layers;
+  blobs.push_back(lease->image().config);
+  ASSERT_EQ(blobs.size(), 3u);
+  for (const image::BlobRef& b : blobs) {
+    EXPECT_EQ(registry_->BlobGets(b.digest, log_from), 1) << b.digest;
+  }
+}
+
+TEST_F(ImageTaskTest, AnImageThatDoesNotExistFailsTheTaskNamingIt) {
+  const TaskStatus end = [&] {
+    auto st = runner_->Start(Spec("nope", Ref("test/nope:1"), "true"));
+    EXPECT_TRUE(st.ok());
+    return ended_.Wait("nope");
+  }();
+  EXPECT_EQ(end.phase, TaskPhase::kFailed);
+  EXPECT_EQ(end.exit_code, 126);
+  EXPECT_NE(end.reason.find("image"), std::string::npos) << end.reason;
+  EXPECT_NE(end.reason.find("test/nope"), std::string::npos) << end.reason;
+}
+
+TEST_F(ImageTaskTest, AnImageKeepsItsOwnCommandWhenTheTaskGivesNone) {
+  // The test image's Cmd is /bin/sh with nothing on stdin: it exits 0 at once.
+  const TaskStatus end = [&] {
+    auto st = runner_->Start(Spec("own", Ref("test/app:1"), ""));
+    EXPECT_TRUE(st.ok()) << st.status().ToString();
+    return ended_.Wait("own");
+  }();
+  EXPECT_EQ(end.phase, TaskPhase::kSucceeded) << end.reason << "\n" << end.output_tail;
+}
+
+TEST(ImageTaskWithoutContainersTest, FailsAtOnceSayingWhy) {
+  const std::string dir = ::gpupool::testing::MakeScratchDir("/tmp/gpupool-imgtask-off-");
+  TaskRunnerOptions o;
+  o.data_dir = dir;
+  o.containers_off = "images need the sandbox (sandbox.enabled: true)";
+  {
+    TaskRunner runner(o);
+    TaskSpec s;
+    s.owner = "node-a";
+    s.task_id = "t";
+    s.attempt = 1;
+    s.image = "registry.example/app:1";
+    auto st = runner.Start(s);
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    EXPECT_EQ(st->phase, TaskPhase::kFailed);
+    EXPECT_EQ(st->exit_code, 126);
+    EXPECT_EQ(st->reason, o.containers_off);
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace gpupool::agent

@@ -1,0 +1,156 @@
+// Issue 25 end to end: a job whose tasks name an OCI image. A real gpupoold (embedded
+// PostgreSQL), a real gpupool-agent with its sandbox and images on, a real docker-registry on
+// loopback holding an image the test builds from local files; the agent pulls it with skopeo and
+// umoci and runs the task under runc in a user namespace. Root only (the sandbox and runc need
+// it); skips saying why elsewhere.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "gpupool/v1/jobs.grpc.pb.h"
+#include "gpupool/v1/pools.grpc.pb.h"
+#include "tests/agent/oci_registry.h"
+#include "tests/support/daemon_process.h"
+#include "tests/support/single_agent.h"
+#include "tests/support/wait_for.h"
+
+namespace gpupool {
+namespace {
+
+using testing::DaemonProcess;
+using namespace std::chrono_literals;
+
+bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout = 60s) {
+  return ::gpupool::testing::WaitFor(done, timeout, std::chrono::milliseconds(50));
+}
+
+class ImageE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "image tasks need root (the sandbox and runc)";
+    Status st = registry_.Start();
+    if (!st.ok()) GTEST_SKIP() << "no local registry: " << st.message();
+    Result<std::string> dir = testing::MakeTempDir("gpupool-image-e2e");
+    ASSERT_TRUE(dir.ok());
+    dir_ = *dir;
+    testing::TestLayer app;
+    app.files["/etc/app-release"] = "gpupool app 1\n";
+    auto digest = testing::BuildAndPush(registry_, dir_ + "/build", "test/app", "1",
+                                        {testing::BusyboxLayer(), app});
+    ASSERT_TRUE(digest.ok()) << digest.status().ToString();
+    auto d = DaemonProcess::Start({.data_dir = "", .extra_args = {}, .secure = false});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    daemon_ = std::move(d).value();
+    auto channel = grpc::CreateChannel(daemon_->grpc_address(), grpc::InsecureChannelCredentials());
+    jobs_ = v1::JobService::NewStub(channel);
+    pools_ = v1::PoolService::NewStub(channel);
+    grpc::ClientContext ctx;
+    v1::CreatePoolRequest req;
+    req.mutable_pool()->set_name("gpu");
+    v1::Pool pool;
+    ASSERT_TRUE(pools_->CreatePool(&ctx, req, &pool).ok());
+    agent_ = std::make_unique<testing::SingleAgent>(
+        dir_, "gpu",
+        "sandbox:\n  enabled: true\n  cgroup_parent: gpupool-e2e-" + std::to_string(getpid()) +
+            "\n  uid_pool: {first: 63000, count: 100}\n"
+            // The loopback registry speaks plain HTTP.
+            "images:\n  tls_verify: false\n");
+    agent_->Connect(daemon_->grpc_address());
+    ASSERT_TRUE(agent_->StartAndWaitReady());
+  }
+
+  void TearDown() override {
+    agent_.reset();
+    daemon_.reset();
+    if (!HasFailure() && !dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  v1::SubmitJobRequest ImageJob(const std::string& image, const std::string& script) {
+    v1::SubmitJobRequest req;
+    v1::JobSpec* s = req.mutable_spec();
+    s->set_tenant("acme/e2e/tester");
+    s->set_pool("gpu");
+    s->set_task_count(1);
+    v1::TaskTemplate* t = s->mutable_template_();
+    t->set_image(image);
+    for (const char* a : {"/bin/sh", "-c"}) t->add_command(a);
+    t->add_command(script);
+    t->mutable_resources()->mutable_whole_gpus()->set_count(1);
+    return req;
+  }
+
+  std::string Logs(const std::string& task_id) {
+    grpc::ClientContext ctx;
+    v1::GetTaskLogsRequest req;
+    req.set_task_id(task_id);
+    auto reader = jobs_->GetTaskLogs(&ctx, req);
+    std::string out;
+    v1::TaskLogChunk chunk;
+    while (reader->Read(&chunk)) out += chunk.data();
+    EXPECT_TRUE(reader->Finish().ok());
+    return out;
+  }
+
+  testing::LocalRegistry registry_;
+  std::string dir_;
+  std::unique_ptr<DaemonProcess> daemon_;
+  std::unique_ptr<testing::SingleAgent> agent_;
+  std::unique_ptr<v1::JobService::Stub> jobs_;
+  std::unique_ptr<v1::PoolService::Stub> pools_;
+};
+
+TEST_F(ImageE2eTest, AJobFromAnImageRunsAsRootInItsContainer) {
+  const std::string image = registry_.host() + "/test/app:1";
+  grpc::ClientContext ctx;
+  v1::SubmitJobResponse resp;
+  grpc::Status st = jobs_->SubmitJob(&ctx, ImageJob(image, "id -u; cat /etc/app-release"), &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(resp.job().spec().template_().image(), image) << "the API shows the image back";
+  v1::Task task;
+  ASSERT_TRUE(WaitFor([&] {
+    task = testing::FirstTask(*jobs_, resp.job_id());
+    return task.state() == v1::TASK_STATE_SUCCEEDED || task.state() == v1::TASK_STATE_FAILED;
+  })) << "state "
+      << v1::TaskState_Name(task.state()) << ": " << task.reason();
+  EXPECT_EQ(task.state(), v1::TASK_STATE_SUCCEEDED) << task.reason();
+  EXPECT_EQ(Logs(task.id()), "0\ngpupool app 1\n");
+  // What the node said it enforces.
+  v1::Node node = agent_->Node();
+  bool images = false;
+  for (const auto& c : node.capabilities()) images |= c.name() == "images" && c.enforced();
+  EXPECT_TRUE(images) << node.DebugString();
+}
+
+TEST_F(ImageE2eTest, AnImageTheRegistryLacksFailsTheTaskNamingIt) {
+  grpc::ClientContext ctx;
+  v1::SubmitJobResponse resp;
+  ASSERT_TRUE(
+      jobs_->SubmitJob(&ctx, ImageJob(registry_.host() + "/test/absent:1", "true"), &resp).ok());
+  v1::Task task;
+  ASSERT_TRUE(WaitFor([&] {
+    task = testing::FirstTask(*jobs_, resp.job_id());
+    return task.state() == v1::TASK_STATE_FAILED;
+  })) << "state "
+      << v1::TaskState_Name(task.state()) << ": " << task.reason();
+  EXPECT_NE(task.reason().find("image"), std::string::npos) << task.reason();
+  EXPECT_NE(task.reason().find("test/absent"), std::string::npos) << task.reason();
+}
+
+TEST_F(ImageE2eTest, AMalformedImageIsRefusedAtSubmissionNamingTheField) {
+  for (const char* bad : {"Team/App:1", "app@sha256:1234", "app:-x"}) {
+    grpc::ClientContext ctx;
+    v1::SubmitJobResponse resp;
+    grpc::Status st = jobs_->SubmitJob(&ctx, ImageJob(bad, "true"), &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_NE(st.error_message().find("template.image"), std::string::npos)
+        << bad << ": " << st.error_message();
+  }
+}
+
+}  // namespace
+}  // namespace gpupool
