@@ -64,15 +64,17 @@ Status ShareClusterCredentials(const std::string& uri, const std::string& data_d
   if (shared.admin_token != mine.admin_token && had_token) {
     return Refuse(token_path, "an admin credential");
   }
+  // The admin credential first, the CA last: whoever takes the shared CA on disk as the sign
+  // that this replica adopted the cluster's credentials finds the token adopted too.
+  if (shared.admin_token != mine.admin_token) {
+    GPUPOOL_RETURN_IF_ERROR(tls::WritePrivateFile(token_path.string(), shared.admin_token + "\n"));
+  }
   if (other_ca) {
     GPUPOOL_RETURN_IF_ERROR(tls::WritePrivateFile(ca_key.string(), shared.ca_key_pem));
     GPUPOOL_RETURN_IF_ERROR(tls::WritePrivateFile(ca_crt.string(), shared.ca_cert_pem));
     // Issued by the CA just discarded: the next LoadOrCreate issues one from the shared CA.
     fs::remove(tls_dir / "server.crt", ec);
     fs::remove(tls_dir / "server.key", ec);
-  }
-  if (shared.admin_token != mine.admin_token) {
-    GPUPOOL_RETURN_IF_ERROR(tls::WritePrivateFile(token_path.string(), shared.admin_token + "\n"));
   }
   LogInfo("gpupoold", "secure replicas: adopted the shared CA and admin credential",
           {{"ca", ca_crt.string()}});

@@ -71,8 +71,12 @@ class NodeEnrolmentHaE2eTest : public ::testing::Test {
     }
     ASSERT_TRUE(WaitFor(
         [&] {
+          // The admin token too: the replica that lost the race adopts both (CI saw the test
+          // read a token about to be replaced, and every admin call refused for 90 s).
           return !replicas_[0]->ca_pem().empty() &&
-                 replicas_[0]->ca_pem() == replicas_[1]->ca_pem();
+                 replicas_[0]->ca_pem() == replicas_[1]->ca_pem() &&
+                 !replicas_[0]->admin_token().empty() &&
+                 replicas_[0]->admin_token() == replicas_[1]->admin_token();
         },
         60s, 100ms))
         << replicas_[0]->LogTail(20) << replicas_[1]->LogTail(20);
