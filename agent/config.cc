@@ -331,8 +331,14 @@ Status ParseSlices(const Reader& r, const YAML::Node& v, SliceOptions* o) {
       }
     } else if (sub == "context_mib") {
       GPUPOOL_RETURN_IF_ERROR(r.Int(n, full, 0, &o->context_mib));
+    } else if (sub == "watchdog_nvml") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &o->watchdog_nvml));
+    } else if (sub == "watchdog_interval_ms") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(n, full, 10, &o->watchdog_interval_ms));
     } else {
-      return r.Error(kv.first, full, "unknown key (expected enabled, library, context_mib)");
+      return r.Error(kv.first, full,
+                     "unknown key (expected enabled, library, context_mib, watchdog_nvml, "
+                     "watchdog_interval_ms)");
     }
   }
   return Status::Ok();
@@ -352,6 +358,8 @@ Status ParseImages(const Reader& r, const YAML::Node& v, ImageOptions* o) {
       GPUPOOL_RETURN_IF_ERROR(r.Bool(n, full, &o->tls_verify));
     } else if (sub == "budget_mib") {
       GPUPOOL_RETURN_IF_ERROR(r.Int(n, full, 0, &o->budget_mib));
+    } else if (sub == "tag_ttl_ms") {
+      GPUPOOL_RETURN_IF_ERROR(r.Int(n, full, 0, &o->tag_ttl_ms));
     } else if (sub == "runc") {
       GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &o->runc));
     } else if (sub == "dir") {
@@ -361,9 +369,10 @@ Status ParseImages(const Reader& r, const YAML::Node& v, ImageOptions* o) {
     } else if (sub == "seccomp_profile") {
       path = &o->seccomp_profile;
     } else {
-      return r.Error(kv.first, full,
-                     "unknown key (expected enabled, dir, budget_mib, tls_verify, runc, shim, "
-                     "seccomp_profile)");
+      return r.Error(
+          kv.first, full,
+          "unknown key (expected enabled, dir, budget_mib, tag_ttl_ms, tls_verify, runc, "
+          "shim, seccomp_profile)");
     }
     if (path != nullptr) {
       GPUPOOL_RETURN_IF_ERROR(r.String(n, full, path));

@@ -78,6 +78,7 @@ Result<std::shared_ptr<oci::ContainerFactory>> OpenContainers(
   so.skopeo = skopeo;
   so.umoci = umoci;
   so.tls_verify = options.tls_verify;
+  so.tag_ttl_ms = options.tag_ttl_ms;
   auto store = image::ImageStore::Open(so);
   if (!store.ok()) return store.status().WithContext("images");
   oci::ContainerFactoryOptions fo;

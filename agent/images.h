@@ -23,9 +23,10 @@ namespace gpupool::agent {
 
 struct ImageOptions {
   bool enabled = true;
-  std::string dir;         // the image store; "" = <data_dir>/images
-  int64_t budget_mib = 0;  // blobs kept at most; 0 = no budget (least recently used go first)
-  bool tls_verify = true;  // false: registries may speak plain HTTP (a loopback test registry)
+  std::string dir;              // the image store; "" = <data_dir>/images
+  int64_t budget_mib = 0;       // blobs kept at most; 0 = no budget (least recently used go first)
+  bool tls_verify = true;       // false: registries may speak plain HTTP (a loopback test registry)
+  int64_t tag_ttl_ms = 60'000;  // how long an anonymous tag's resolution is trusted (image_store.h)
   std::string runc = "runc";
   std::string shim;  // gpupool-oci-shim; "" = beside the agent (DefaultShim)
   std::string seccomp_profile = oci::kDefaultSeccompProfile;

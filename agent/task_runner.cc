@@ -149,9 +149,26 @@ TaskRunner::TaskRunner(TaskRunnerOptions options) : options_(std::move(options))
   ev.data.u64 = 0;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
   thread_ = std::thread([this] { Loop(); });
+  if (options_.slices) {
+    options_.slices->SetBypassHandler(
+        [this](const std::string& key, const std::string& reason) { FailSlice(key, reason); });
+  }
+}
+
+void TaskRunner::FailSlice(const std::string& slice_key, const std::string& reason) {
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, t] : tasks_) {
+      if (t->slice_key != slice_key || t->status.terminal()) continue;
+      if (t->violation.empty()) t->violation = reason;
+      BeginStop(t.get(), 0, reason, false);  // the rest of it goes too, at once
+    }
+  }
+  Wake();
 }
 
 TaskRunner::~TaskRunner() {
+  if (options_.slices) options_.slices->SetBypassHandler(nullptr);
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
@@ -381,6 +398,8 @@ void TaskRunner::Supervise(Task* t, pid_t pid) {
             << "\n";
     }
   }
+  // The slice's watchdog follows the task's processes from its leader down.
+  if (!t->slice_key.empty()) options_.slices->Watch(t->slice_key, pid);
   t->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   if (t->pidfd >= 0) {
     epoll_event ev{};
@@ -569,7 +588,10 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
   st.output_tail = ReadTail(t->dir + "/output.log", options_.tail_bytes);
   if (WIFEXITED(ws)) st.exit_code = WEXITSTATUS(ws);
   if (WIFSIGNALED(ws)) st.signal = WTERMSIG(ws);
-  if (!t->fault_reason.empty()) {
+  if (!t->violation.empty()) {
+    st.phase = TaskPhase::kFailed;
+    st.reason = t->violation;
+  } else if (!t->fault_reason.empty()) {
     st.phase = TaskPhase::kFailed;
     st.reason = t->fault_reason;
     st.device_fault = true;

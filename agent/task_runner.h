@@ -244,6 +244,12 @@ class TaskRunner {
   Result<TaskStatus> StartContainer(const TaskSpec& spec);
   // The pull thread of task `id`'s attempt: image, bundle, shim; then RUNNING or a final status.
   void RunContainer(const std::string& id, int32_t attempt);
+  // The slice watchdog killed a process of the task holding `slice_key`: fail the task with
+  // `reason` (SliceLedgers' bypass handler).
+  void FailSlice(const std::string& slice_key, const std::string& reason);
+  // Tells the listener that task `id`'s container runs, once the shim created `marker`; returns
+  // without a word if the task ends first.
+  void ReportWhenStarted(const std::string& id, int32_t attempt, const std::string& marker);
   // REQUIRES: mu_ held. Ends a task that never got a process (its start failed, or it was
   // stopped while pulling) with `phase`, `exit_code` and `reason`.
   void FinishUnstarted(Task* t, TaskPhase phase, int exit_code, const std::string& reason,

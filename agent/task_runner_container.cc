@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "agent/interposer/ledger/protocol.h"
 #include "agent/mps/mps_manager.h"
@@ -141,8 +143,13 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
     }
   }
   std::unique_ptr<oci::PreparedContainer> prepared;
+  double prepare_ms = 0;  // pull (or cache hit), uid, rootfs, bundle: for the log
   if (error.empty()) {
+    const auto prepare_start = std::chrono::steady_clock::now();
     auto p = options_.containers->Prepare(req);
+    prepare_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - prepare_start)
+            .count();
     if (p.ok()) {
       prepared = std::move(p).value();
     } else {
@@ -152,6 +159,7 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
 
   std::vector<std::pair<Listener, TaskStatus>> notify;
   std::unique_ptr<oci::PreparedContainer> unused;
+  pid_t shim = 0;
   {
     std::lock_guard lock(mu_);
     auto it = tasks_.find(id);
@@ -198,13 +206,13 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
           t->pulling = false;
           t->status.reason.clear();
           Supervise(t, *pid);
-          auto l = listeners_.find(t->status.owner);
-          if (l != listeners_.end()) notify.emplace_back(l->second, t->status);
+          shim = *pid;
           LogInfo("agent.runner", "container started",
                   {{"task", id},
                    {"attempt", std::to_string(attempt)},
                    {"image", spec.image},
-                   {"shim_pid", std::to_string(*pid)}});
+                   {"shim_pid", std::to_string(*pid)},
+                   {"prepare_ms", std::to_string(prepare_ms)}});
         }
       }
       Forget();
@@ -216,6 +224,40 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
   if (!notify.empty()) {
     std::lock_guard lock(mu_);
     ended_.notify_all();
+  }
+  if (shim > 0) ReportWhenStarted(id, attempt, dir + "/" + oci::kStartedMarker);
+}
+
+void TaskRunner::ReportWhenStarted(const std::string& id, int32_t attempt,
+                                   const std::string& marker) {
+  // RUNNING means the container's program runs: the shim creates the marker once `runc start`
+  // returned (a few ms after the shim's own start). A task that ends first reports only its end.
+  const auto since = std::chrono::steady_clock::now();
+  for (;;) {
+    const bool started = access(marker.c_str(), F_OK) == 0;
+    std::pair<Listener, TaskStatus> running;
+    {
+      std::lock_guard lock(mu_);
+      auto it = tasks_.find(id);
+      if (stopping_ || it == tasks_.end() || it->second->status.attempt != attempt ||
+          it->second->status.terminal()) {
+        return;
+      }
+      if (started) {
+        auto l = listeners_.find(it->second->status.owner);
+        if (l == listeners_.end()) return;
+        running = {l->second, it->second->status};
+      }
+    }
+    if (started) {
+      LogInfo("agent.runner", "container running",
+              {{"task", id},
+               {"runtime_ms", std::to_string(std::chrono::duration<double, std::milli>(
+                                                 std::chrono::steady_clock::now() - since)
+                                                 .count())}});
+      return running.first(running.second);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 

@@ -27,6 +27,7 @@ struct TaskRunner::Task {
   bool stop_requested = false;
   bool runtime_exceeded = false;
   std::string fault_reason;  // FailDevices(): reported FAILED with this reason
+  std::string violation;     // the slice watchdog killed a process of it: FAILED, this reason
   bool sent_kill = false;
   int64_t runtime_deadline = 0;                 // monotonic µs; 0 = none
   int64_t kill_deadline = 0;                    // monotonic µs; 0 = none

@@ -58,8 +58,22 @@ std::string RandomBytes(size_t n, uint64_t seed) {
   return s;
 }
 
-// submit → RUNNING of one job, in ms; -1 when it did not start within 120 s.
-double SubmitAndWait(v1::JobService::Stub& jobs, const v1::SubmitJobRequest& req) {
+// The value of `key=` in an agent log line, or -1.
+double Field(const std::string& line, const std::string& key) {
+  const size_t at = line.find(" " + key + "=");
+  return at == std::string::npos ? -1 : std::atof(line.c_str() + at + key.size() + 2);
+}
+std::string TextField(const std::string& line, const std::string& key) {
+  const size_t at = line.find(" " + key + "=");
+  if (at == std::string::npos) return "";
+  const size_t from = at + key.size() + 2;
+  return line.substr(from, line.find(' ', from) - from);
+}
+
+// submit → RUNNING of one job, in ms; -1 when it did not start within 120 s. `task` gets its
+// first task's id.
+double SubmitAndWait(v1::JobService::Stub& jobs, const v1::SubmitJobRequest& req,
+                     std::string* task = nullptr) {
   grpc::ClientContext ctx;
   v1::SubmitJobResponse resp;
   grpc::Status st = jobs.SubmitJob(&ctx, req, &resp);
@@ -75,6 +89,7 @@ double SubmitAndWait(v1::JobService::Stub& jobs, const v1::SubmitJobRequest& req
     v1::Job job;
     if (jobs.GetJob(&gctx, get, &job).ok() && job.tasks_size() > 0) {
       const v1::Task& t = job.tasks(0);
+      if (task != nullptr) *task = t.id();
       if (t.has_start_time()) {
         return static_cast<double>(
                    TimeUtil::DurationToMicroseconds(t.start_time() - job.submit_time())) /
@@ -92,6 +107,7 @@ double SubmitAndWait(v1::JobService::Stub& jobs, const v1::SubmitJobRequest& req
 
 int Run(int argc, char** argv) {
   int jobs = 30, payload_mib = 8;
+  int64_t tag_ttl_ms = -1;  // -1: the agent's default
   std::string json;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -100,13 +116,16 @@ int Run(int argc, char** argv) {
       jobs = std::stoi(value());
     } else if (a == "--payload-mib") {
       payload_mib = std::stoi(value());
+    } else if (a == "--tag-ttl-ms") {
+      tag_ttl_ms = std::stoll(value());
     } else if (a == "--json") {
       json = value();
     } else {
       std::printf(
-          "usage: cold_start [--jobs N] [--payload-mib N] [--json FILE]\n"
+          "usage: cold_start [--jobs N] [--payload-mib N] [--tag-ttl-ms N] [--json FILE]\n"
           "  --jobs N         rounds of cold, warm and plain tasks (default 30)\n"
           "  --payload-mib N  random bytes in each test image besides busybox (default 8)\n"
+          "  --tag-ttl-ms N   the agent's images.tag_ttl_ms (0: every pull asks the registry)\n"
           "needs root, runc, skopeo, umoci, docker-registry and busybox-static "
           "(scripts/install-deps)\n");
       return a == "--help" ? 0 : 2;
@@ -161,10 +180,11 @@ int Run(int argc, char** argv) {
          "sandbox:\n  enabled: true\n  cgroup_parent: gpupool-coldstart-"
       << getpid()
       << "\n  uid_pool: {first: 65000, count: 1000}\n"
-         "images:\n  tls_verify: false\n";
+         "images:\n  tls_verify: false\n"
+      << (tag_ttl_ms >= 0 ? "  tag_ttl_ms: " + std::to_string(tag_ttl_ms) + "\n" : "");
   auto agent = ChildProcess::Spawn(
       {testing::BinaryPath("gpupool-agent"), "--config", dir + ".yaml", "--scheduler",
-       daemon.grpc_address(), "--data-dir", dir, "--log-level", "warn"},
+       daemon.grpc_address(), "--data-dir", dir, "--log-level", "info"},
       dir + ".log");
   if (!agent.ok()) return 1;
   for (int i = 0; i < 300; ++i) {
@@ -190,14 +210,17 @@ int Run(int argc, char** argv) {
   if (SubmitAndWait(*stub, job(registry.host() + "/bench/warm:1")) < 0) return 1;  // warm-up
 
   std::map<std::string, std::vector<double>> ms;
+  std::map<std::string, std::string> mode_of;  // task id →
   int failed = 0;
   for (int i = 0; i < jobs; ++i) {
-    for (const std::string& mode : {"cold", "warm", "plain"}) {
+    for (const std::string mode : {"cold", "warm", "plain"}) {
       const std::string image = mode == "cold"
                                     ? registry.host() + "/bench/cold-" + std::to_string(i) + ":1"
                                 : mode == "warm" ? registry.host() + "/bench/warm:1"
                                                  : "";
-      const double t = SubmitAndWait(*stub, job(image));
+      std::string task;
+      const double t = SubmitAndWait(*stub, job(image), &task);
+      mode_of[task] = mode;
       if (t < 0) {
         ++failed;
       } else {
@@ -207,10 +230,25 @@ int Run(int argc, char** argv) {
   }
   std::printf("%-6s %6s %8s %8s %8s %8s\n", "mode", "tasks", "p50 ms", "p90 ms", "p99 ms",
               "max ms");
-  for (const std::string& mode : {"cold", "warm", "plain"}) {
+  for (const std::string mode : {"cold", "warm", "plain"}) {
     const auto& v = ms[mode];
     std::printf("%-6s %6zu %8.1f %8.1f %8.1f %8.1f\n", mode.c_str(), v.size(), Pct(v, 0.5),
                 Pct(v, 0.9), Pct(v, 0.99), Pct(v, 1.0));
+  }
+  // Where an image task's time goes on the node, from the agent's log: prepare (pull or cache
+  // hit, uid, rootfs, bundle) and runtime (shim start to the container's program running).
+  std::map<std::string, std::vector<double>> prepare, runtime;
+  std::ifstream log(dir + ".log");
+  for (std::string line; std::getline(log, line);) {
+    auto mode = mode_of.find(TextField(line, "task"));
+    if (mode == mode_of.end()) continue;
+    if (const double v = Field(line, "prepare_ms"); v >= 0) prepare[mode->second].push_back(v);
+    if (const double v = Field(line, "runtime_ms"); v >= 0) runtime[mode->second].push_back(v);
+  }
+  for (const std::string mode : {"cold", "warm"}) {
+    std::printf(
+        "%-6s on the node: prepare p50 %.1f ms, runtime (runc create + start) p50 %.1f ms\n",
+        mode.c_str(), Pct(prepare[mode], 0.5), Pct(runtime[mode], 0.5));
   }
   const double p50 = Pct(ms["warm"], 0.5) / std::max(1e-9, Pct(ms["plain"], 0.5));
   const double p99 = Pct(ms["warm"], 0.99) / std::max(1e-9, Pct(ms["plain"], 0.99));
@@ -218,7 +256,7 @@ int Run(int argc, char** argv) {
   if (!json.empty()) {
     std::ofstream out(json);
     out << "{\"benchmark\":\"cold_start\",\"payload_mib\":" << payload_mib;
-    for (const std::string& mode : {"cold", "warm", "plain"}) {
+    for (const std::string mode : {"cold", "warm", "plain"}) {
       const auto& v = ms[mode];
       out << ",\"" << mode << "\":{\"tasks\":" << v.size() << ",\"p50_ms\":" << Pct(v, 0.5)
           << ",\"p90_ms\":" << Pct(v, 0.9) << ",\"p99_ms\":" << Pct(v, 0.99)

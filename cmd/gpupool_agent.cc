@@ -74,7 +74,10 @@ default): a task holding a slice of a GPU runs with the CUDA interposer (libgpup
 found beside this binary unless `library` is set) preloaded and its own ledger in the agent, so
 VRAM is held to the grant on every allocation path and compute to its share; the ledger's
 measured spill is reported with the task's end. Without the library the agent runs, and
-Register says vram_cap and compute_share are not enforced (docs/interposer.md).
+Register says vram_cap and compute_share are not enforced (docs/interposer.md). With `backend:
+nvml` (or `gpu_slices.watchdog_nvml: PATH`) a watchdog compares each slice's processes' GPU
+memory from NVML with its ledger every `watchdog_interval_ms` (200) and kills a process that went
+around the interposer, failing its task with the reason.
 
 Images (config `images: {enabled: true, dir: PATH, budget_mib: N, tls_verify: true}`, on by
 default; needs the sandbox): a task whose job names an `image` runs in that OCI image's
@@ -361,6 +364,9 @@ int Run(int argc, char** argv) {
     SliceOptions so = config.gpu_slices;
     const bool configured = !so.library.empty();
     if (!configured) so.library = SliceLedgers::DefaultLibrary(SelfPath(argv[0]));
+    // On a GPU host the watchdog reads each process's GPU memory from the driver's NVML.
+    if (so.watchdog_nvml.empty() && config.backend == "nvml")
+      so.watchdog_nvml = "libnvidia-ml.so.1";
     auto slices = SliceLedgers::Create(so);
     if (slices.ok()) {
       ro.slices = std::move(slices).value();

@@ -468,8 +468,18 @@ Result<ImageLease> ImageStore::PullLeader(const ImageReference& ref,
     ImageLease hit;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      bool trusted = !need_registry;
+      if (ref.digest.empty() && credential.empty()) {
+        // A tag resolved a moment ago (header comment, "Cache hits").
+        auto tag = tags_.find(ref.Canonical());
+        if (tag != tags_.end() && std::chrono::steady_clock::now() - tag->second.at <
+                                      std::chrono::milliseconds(options_.tag_ttl_ms)) {
+          digest = tag->second.manifest_digest;
+          trusted = true;
+        }
+      }
       auto it = images_.find(digest);
-      if (!need_registry && it != images_.end() && !it->second.with_credential) {
+      if (trusted && it != images_.end() && !it->second.with_credential) {
         stats_.pulls++;
         stats_.cache_hits++;
         hit = LeaseLocked(digest, true);
@@ -482,6 +492,10 @@ Result<ImageLease> ImageStore::PullLeader(const ImageReference& ref,
   }
   GPUPOOL_ASSIGN_OR_RETURN(Resolved resolved, Resolve(ref, credential));
   digest = resolved.manifest_digest;
+  if (ref.digest.empty() && credential.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    tags_[ref.Canonical()] = {digest, std::chrono::steady_clock::now()};
+  }
   std::vector<BlobRef> wanted = resolved.layers;
   wanted.push_back(resolved.config);
   ImageLease hit;

@@ -25,7 +25,9 @@
 // store without contacting the registry. A tag, or an image first pulled with a credential, is
 // resolved against the registry with the caller's credential (one manifest request) before the
 // cached layers are used: tags move, and a private image is never handed to a caller the
-// registry would refuse.
+// registry would refuse. One exception, for warm starts: a tag pulled without a credential that
+// was resolved less than `tag_ttl_ms` ago is served from the store as resolved then (a skopeo
+// round trip is most of a warm start); a tag moved since is seen once the TTL has passed.
 //
 // Budget. Blobs are counted against `budget_bytes`; before a pull stores new bytes, the least
 // recently used blobs of images no task holds (no ImageLease alive, no pull in flight) are
@@ -49,6 +51,7 @@
 // runs without the lock held.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -60,8 +63,8 @@
 #include <string>
 #include <vector>
 
-#include "pool/image_reference.h"
 #include "base/status.h"
+#include "pool/image_reference.h"
 
 namespace gpupool::agent::image {
 
@@ -81,6 +84,8 @@ struct ImageStoreOptions {
   int pull_attempts = 4;     // for a registry that is down
   int64_t backoff_ms = 500;  // first retry delay; doubles each attempt
   int64_t tool_timeout_ms = 30 * 60 * 1000;
+  // How long an anonymous tag's resolution is trusted (0: every pull asks the registry).
+  int64_t tag_ttl_ms = 60'000;
   std::string os = "linux";
   std::string arch = "amd64";
 };
@@ -209,6 +214,11 @@ class ImageStore : public std::enable_shared_from_this<ImageStore> {
   std::set<std::string> fetching_;            // blobs claimed by a pull now
   std::set<std::string> unpacking_;           // manifest digests being stored/unpacked
   std::map<std::string, std::shared_ptr<Flight>> flights_;  // ref + credential key → leader
+  struct TagResolution {
+    std::string manifest_digest;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::map<std::string, TagResolution> tags_;  // canonical tag reference → (anonymous pulls)
   ImageStoreStats stats_;
 };
 

@@ -212,6 +212,11 @@ int ShimMain(int argc, char** argv) {
   if (start <= 0 || WaitExit(start) != 0) {
     result.reason = "runc start: " + RuncLogError(log);
     kill(init, SIGKILL);
+  } else {
+    // The task's program runs now: the agent reports RUNNING on seeing this (launcher.h).
+    const int marker = open((bundle + "/" + kStartedMarker).c_str(),
+                            O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+    if (marker >= 0) close(marker);
   }
   int status = 0;
   bool exited = false;

@@ -11,6 +11,8 @@
 //   4. when the init has exited, reads the container's memory cgroup for OOM kills
 //      (memory.events `oom_kill` on v2, memory.oom_control `oom_kill` on v1) before
 //      `runc delete --force ID` removes it;
+//   4a. once `runc start` returned, creates <bundle>/started (kStartedMarker): the container's
+//      program runs, which is when the agent reports the task RUNNING;
 //   5. writes the result file (JSON: exit_code, signal, oom_kills, reason) and exits with the
 //      container's exit code (128 + signal when it was killed; 125 when runc could not start it).
 // A watchdog child of the shim, in a session of its own, holds the read end of a pipe only the
@@ -33,6 +35,9 @@
 #include "base/status.h"
 
 namespace gpupool::agent::oci {
+
+// Created in the bundle by the shim once the container's program was started.
+inline constexpr char kStartedMarker[] = "started";
 
 struct LauncherOptions {
   std::string runc = "runc";

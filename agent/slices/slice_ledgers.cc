@@ -59,10 +59,80 @@ Result<std::unique_ptr<SliceLedgers>> SliceLedgers::Create(SliceOptions options)
   if (options.context_mib < 0) {
     return Status::InvalidArgument("gpu_slices.context_mib must not be negative");
   }
-  return std::unique_ptr<SliceLedgers>(new SliceLedgers(std::move(options)));
+  if (options.watchdog_interval_ms <= 0) {
+    return Status::InvalidArgument("gpu_slices.watchdog_interval_ms must be positive");
+  }
+  std::unique_ptr<SliceLedgers> slices(new SliceLedgers(std::move(options)));
+  if (!slices->options_.watchdog_nvml.empty()) {
+    std::string error;
+    slices->memory_ = watchdog::NvmlProcessMemory::Open(slices->options_.watchdog_nvml, &error);
+    if (slices->memory_ == nullptr) {
+      return Status::FailedPrecondition("gpu_slices: the watchdog cannot read GPU memory through " +
+                                        slices->options_.watchdog_nvml + ": " + error);
+    }
+    SliceLedgers* raw = slices.get();
+    slices->watch_thread_ = std::thread([raw] { raw->WatchLoop(); });
+  }
+  return slices;
+}
+
+void SliceLedgers::Watch(const std::string& key, pid_t root) {
+  if (memory_ == nullptr || root <= 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = running_.find(key);
+  if (it == running_.end()) return;
+  watchdog::Options o;
+  o.vram_grant = it->second.server->limits().vram;  // spill lives in host memory, not here
+  o.in_task = [root](pid_t pid) { return watchdog::IsDescendant(pid, root); };
+  ledger::LedgerServer* server = it->second.server.get();
+  o.ledger = [server] { return server->Snapshot(); };
+  it->second.dog = std::make_unique<watchdog::Watchdog>(memory_.get(), std::move(o));
+}
+
+void SliceLedgers::SetBypassHandler(BypassHandler handler) {
+  std::lock_guard<std::mutex> lock(handler_mu_);
+  handler_ = std::move(handler);
+}
+
+void SliceLedgers::WatchLoop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(stop_mu_);
+      if (stop_cv_.wait_for(lock, std::chrono::milliseconds(options_.watchdog_interval_ms),
+                            [this] { return stopping_; })) {
+        return;
+      }
+    }
+    std::vector<std::pair<std::string, std::string>> killed;  // key, reason
+    {
+      // Ticks under mu_, so a task's watchdog and ledger cannot go away mid-tick (Stop()).
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [key, r] : running_) {
+        if (!r.dog) continue;
+        bool ok = true;
+        std::string error;
+        for (const watchdog::Verdict& v : r.dog->Tick(&ok, &error)) {
+          LogWarn(kComponent, "watchdog killed a process of a slice",
+                  {{"task", key}, {"pid", std::to_string(v.pid)}, {"reason", v.reason}});
+          killed.emplace_back(key, "gpu slice watchdog: " + v.reason);
+        }
+        if (!ok) LogWarn(kComponent, "watchdog cannot read GPU memory", {{"error", error}});
+      }
+    }
+    std::lock_guard<std::mutex> lock(handler_mu_);
+    for (const auto& [key, reason] : killed) {
+      if (handler_) handler_(key, reason);
+    }
+  }
 }
 
 SliceLedgers::~SliceLedgers() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (watch_thread_.joinable()) watch_thread_.join();
   std::vector<std::string> keys;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -154,7 +224,7 @@ int64_t SliceLedgers::Stop(const std::string& key) {
 
 std::vector<sandbox::Capability> SliceLedgers::Capabilities() const {
   const std::string how = "CUDA interposer " + options_.library + ", one ledger per task";
-  return {
+  std::vector<sandbox::Capability> out = {
       {"vram_cap", true,
        how + ": VRAM reserved before every CUDA allocation path, one byte over "
              "the grant is CUDA_ERROR_OUT_OF_MEMORY"},
@@ -165,10 +235,25 @@ std::vector<sandbox::Capability> SliceLedgers::Capabilities() const {
        "per-task only: VRAM granted beyond a device's own is served from host memory and "
        "metered; spill when a shared device is full is not arbitrated yet"},
   };
+  out.push_back(
+      memory_ != nullptr
+          ? sandbox::Capability{"bypass_watchdog", true,
+                                "every " + std::to_string(options_.watchdog_interval_ms) +
+                                    " ms, each slice's processes' GPU memory (NVML, " +
+                                    options_.watchdog_nvml +
+                                    ") against its ledger: a process around the interposer or a "
+                                    "task over its grant is killed and the task failed"}
+          : sandbox::Capability{"bypass_watchdog", false,
+                                "no NVML to read per-process GPU memory from (simulated backend): "
+                                "a process that goes around the interposer is not caught"});
+  return out;
 }
 
 std::vector<sandbox::Capability> SliceLedgers::DisabledCapabilities(const std::string& why) {
-  return {{"vram_cap", false, why}, {"compute_share", false, why}, {"spill", false, why}};
+  return {{"vram_cap", false, why},
+          {"compute_share", false, why},
+          {"spill", false, why},
+          {"bypass_watchdog", false, why}};
 }
 
 }  // namespace gpupool::agent

@@ -15,6 +15,14 @@
 // cannot be pointed at a ledger of its own making. When the task ends, Stop() gives the spill the
 // ledger measured (MiB·s), which the agent reports and gpupoold bills.
 //
+// The watchdog (`watchdog_nvml` set; the agent sets libnvidia-ml.so.1 with `backend: nvml`): a
+// thread reconciles, every `watchdog_interval_ms`, each running slice's processes' GPU memory as
+// the driver reports it through NVML with what the task's ledger charged
+// (agent/interposer/watchdog/watchdog.h). A process holding memory its ledger never charged (it
+// went around the interposer) or a task over its grant is SIGKILLed there and then, and the
+// bypass handler (the task runner) fails the task with the watchdog's reason. Processes are
+// matched to a task by descent from its leader (Watch()), as NVML reports host pids.
+//
 // A task whose ledger cannot start fails before it runs: it never runs unconfined.
 // Create() refuses a library that does not exist, so an agent configured to enforce slices but
 // missing the library says so at start (and reports vram_cap / compute_share not enforced when
@@ -23,7 +31,9 @@
 // Thread safety: every method may be called from any thread.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,6 +42,7 @@
 #include <vector>
 
 #include "agent/interposer/ledger/ledger_server.h"
+#include "agent/interposer/watchdog/watchdog.h"
 #include "agent/sandbox/sandbox.h"
 #include "agent/task_runner.h"
 #include "base/status.h"
@@ -47,6 +58,9 @@ struct SliceOptions {
   // Device memory charged per CUDA context (a real driver's context costs hundreds of MiB; set
   // it from a measurement on the GPU, docs/interposer.md).
   int64_t context_mib = 0;
+  // NVML library the watchdog reads per-process GPU memory from; empty: no watchdog.
+  std::string watchdog_nvml;
+  int64_t watchdog_interval_ms = 200;
 };
 
 class SliceLedgers {
@@ -69,6 +83,14 @@ class SliceLedgers {
   // Stops the ledger of `key` (no-op when none) and returns the spill it measured, in MiB·s.
   int64_t Stop(const std::string& key);
 
+  // The watchdog watches task `key`'s processes — `root` and its descendants — from now on.
+  void Watch(const std::string& key, pid_t root);
+  // Called (from the watchdog's thread, no lock of ours held) with a task's key and the reason
+  // when the watchdog killed a process of it; null: nobody is told.
+  using BypassHandler = std::function<void(const std::string& key, const std::string& reason)>;
+  void SetBypassHandler(BypassHandler handler);
+  bool watchdog() const { return memory_ != nullptr; }
+
   // vram_cap, compute_share and spill, each with how (or why not).
   std::vector<sandbox::Capability> Capabilities() const;
   // The same three, not enforced, with `why` (slices off, or the library missing).
@@ -81,10 +103,20 @@ class SliceLedgers {
     std::unique_ptr<ledger::LedgerServer> server;
     std::thread thread;
     std::string dir;
+    std::unique_ptr<watchdog::Watchdog> dog;  // once Watch() named its processes
   };
+  void WatchLoop();
+
   const SliceOptions options_;
+  std::unique_ptr<watchdog::ProcessMemorySource> memory_;  // null: no watchdog
   std::mutex mu_;
   std::map<std::string, Running> running_;  // guarded by mu_
+  std::mutex handler_mu_;                   // held while the handler runs
+  BypassHandler handler_;                   // guarded by handler_mu_
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // guarded by stop_mu_
+  std::thread watch_thread_;
 };
 
 }  // namespace gpupool::agent

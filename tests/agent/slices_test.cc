@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
@@ -29,7 +31,7 @@ std::string MakeTemp(const std::string& prefix) {
 
 class SliceTest : public ::testing::Test {
  protected:
-  void Start(bool sandboxed) {
+  void Start(bool sandboxed, bool watchdog = false) {
     data_dir_ = MakeTemp("/tmp/gpupool-slice-data-");
     // Not under /tmp: a sandboxed task's private /tmp would hide the fake device's truth.
     state_dir_ = MakeTemp("/run/gpupool-slice-state-");
@@ -39,6 +41,12 @@ class SliceTest : public ::testing::Test {
     chmod((state_dir_ + "/device0").c_str(), 0666);
     SliceOptions options;
     options.library = GPUPOOL_INTERPOSER_LIB;
+    if (watchdog) {
+      // The fake NVML reads the fake driver's truth, found through the agent's environment.
+      setenv("GPUPOOL_FAKE_CUDA_STATE", state_dir_.c_str(), 1);
+      options.watchdog_nvml = GPUPOOL_FAKE_NVML_LIB;
+      options.watchdog_interval_ms = 100;
+    }
     auto slices = SliceLedgers::Create(options);
     ASSERT_TRUE(slices.ok()) << slices.status().ToString();
     TaskRunnerOptions o;
@@ -132,6 +140,36 @@ TEST_F(SliceTest, AWholeGpuRunsWithoutTheInterposer) {
   EXPECT_NE(slice.output_tail.find(std::string("preload=[") + GPUPOOL_INTERPOSER_LIB + "]"),
             std::string::npos)
       << slice.output_tail;
+}
+
+// The agent's watchdog (issue 24): a process of a slice that allocates around the interposer (a
+// child with LD_PRELOAD unset) is killed within a second, and its task fails saying why — not as
+// a device fault (the task's own doing, never requeued as the node's). An honest slice beside it
+// is left alone.
+TEST_F(SliceTest, TheWatchdogKillsAProcessAroundTheInterposerAndFailsItsTask) {
+  Start(/*sandboxed=*/false, /*watchdog=*/true);
+  const std::string twice = std::to_string(32 * kMiB);  // twice the 16 MiB grant
+  const std::string probe = GPUPOOL_PROBE;
+  auto honest = runner_->Start(
+      Spec("honest", 16,
+           {"/bin/sh", "-c", "sleep 3 | " + probe + " alloc plain " + std::to_string(8 * kMiB)}));
+  ASSERT_TRUE(honest.ok()) << honest.status().ToString();
+  const auto start = std::chrono::steady_clock::now();
+  TaskStatus bypass = Run(
+      Spec("bypass", 16,
+           {"/bin/sh", "-c", "sleep 30 | env -u LD_PRELOAD " + probe + " alloc plain " + twice}));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(bypass.phase, TaskPhase::kFailed);
+  EXPECT_NE(bypass.reason.find("gpu slice watchdog"), std::string::npos) << bypass.reason;
+  EXPECT_NE(bypass.reason.find("bypassed the interposer"), std::string::npos) << bypass.reason;
+  EXPECT_FALSE(bypass.device_fault);
+  EXPECT_LT(took, std::chrono::seconds(5)) << "not the 30 s the task would have run";
+  TaskStatus ok = ended_.Wait("honest", std::chrono::seconds(60));
+  EXPECT_EQ(ok.phase, TaskPhase::kSucceeded) << ok.reason << "\n" << ok.output_tail;
+  const auto caps = runner_->options().slices->Capabilities();
+  EXPECT_TRUE(std::any_of(caps.begin(), caps.end(), [](const sandbox::Capability& c) {
+    return c.name == "bypass_watchdog" && c.enforced;
+  }));
 }
 
 TEST(SliceLedgersTest, AMissingLibraryIsRefusedByName) {
