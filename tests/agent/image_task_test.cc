@@ -49,6 +49,8 @@ class ImageTaskTest : public ::testing::Test {
     work_ = ::gpupool::testing::MakeScratchDir("/tmp/gpupool-imgtask-work-");
     ::gpupool::testing::TestLayer app;
     app.files["/etc/app-release"] = "gpupool app 1\n";
+    // A static probe: a system call the default seccomp profile refuses, a memory hog.
+    app.copy_from_host["/bin/oci_probe"] = GPUPOOL_OCI_PROBE;
     auto digest = ::gpupool::testing::BuildAndPush(*registry_, work_, "test/app", "1",
                                                    {::gpupool::testing::BusyboxLayer(), app});
     if (!digest.ok()) skip_ = "cannot build the test image: " + digest.status().message();
@@ -141,6 +143,34 @@ TEST_F(ImageTaskTest, RunsAsRootInsideItsImageAndAsAnUnprivilegedUidOnTheHost) {
   const TaskStatus end = ended_.Wait("t1");
   EXPECT_EQ(end.phase, TaskPhase::kSucceeded) << end.reason << "\n" << end.output_tail;
   EXPECT_EQ(end.output_tail, "0\ngpupool app 1\nNO-HOST\n");
+}
+
+// Past its memory limit the kernel kills the container's program; the task fails saying it was
+// out of memory, from the container cgroup's own count (the shim's result), not a guess.
+TEST_F(ImageTaskTest, TheMemoryLimitOomKillsTheTaskWithTheReason) {
+  TaskSpec spec = Spec("hog", Ref("test/app:1"), "");
+  spec.argv = {"/bin/oci_probe", "hog", "512"};
+  spec.memory_mib = 32;
+  ASSERT_TRUE(runner_->Start(spec).ok());
+  const TaskStatus end = ended_.Wait("hog");
+  EXPECT_EQ(end.phase, TaskPhase::kFailed);
+  EXPECT_TRUE(end.oom) << end.reason;
+  EXPECT_GE(end.usage.oom_kills, 1);
+  EXPECT_NE(end.reason.find("out of memory"), std::string::npos) << end.reason;
+  EXPECT_NE(end.reason.find("32 MiB"), std::string::npos) << end.reason;
+  EXPECT_EQ(end.output_tail.find("allocated"), std::string::npos) << end.output_tail;
+}
+
+// The runtime's default seccomp profile holds in an image task: move_pages, which the kernel
+// allows any process for itself, is refused (EPERM).
+TEST_F(ImageTaskTest, ASystemCallTheDefaultProfileRefusesFails) {
+  TaskSpec spec = Spec("seccomp", Ref("test/app:1"), "");
+  spec.argv = {"/bin/oci_probe", "move_pages"};
+  ASSERT_TRUE(runner_->Start(spec).ok());
+  const TaskStatus end = ended_.Wait("seccomp");
+  EXPECT_EQ(end.phase, TaskPhase::kFailed);
+  EXPECT_EQ(end.exit_code, 1);
+  EXPECT_NE(end.output_tail.find("errno 1 "), std::string::npos) << end.output_tail;
 }
 
 TEST_F(ImageTaskTest, TwentyTasksOfOneNewImagePullEachLayerOnce) {
