@@ -231,14 +231,8 @@ Result<TaskStatus> TaskRunner::Start(const TaskSpec& spec) {
 Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   auto task = std::make_unique<Task>();
   task->spec = spec;
-  task->dir = options_.data_dir + "/tasks/" + SafeTaskName(spec.task_id) + "." +
-              std::to_string(spec.attempt);
+  GPUPOOL_ASSIGN_OR_RETURN(task->dir, CreateTaskDir(options_.data_dir, spec.task_id, spec.attempt));
   std::error_code ec;
-  std::filesystem::create_directories(task->dir, ec);
-  if (ec) {
-    return Status::Internal("task " + spec.task_id + ": cannot create " + task->dir + ": " +
-                            ec.message());
-  }
   const std::string log_path = task->dir + "/output.log";
   const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) {

@@ -43,14 +43,7 @@ Result<TaskStatus> TaskRunner::StartContainer(const TaskSpec& spec) {
   }
   auto task = std::make_unique<Task>();
   task->spec = spec;
-  task->dir = options_.data_dir + "/tasks/" + SafeTaskName(spec.task_id) + "." +
-              std::to_string(spec.attempt);
-  std::error_code ec;
-  std::filesystem::create_directories(task->dir, ec);
-  if (ec) {
-    return Status::Internal("task " + spec.task_id + ": cannot create " + task->dir + ": " +
-                            ec.message());
-  }
+  GPUPOOL_ASSIGN_OR_RETURN(task->dir, CreateTaskDir(options_.data_dir, spec.task_id, spec.attempt));
   TaskStatus& st = task->status;
   st.owner = spec.owner;
   st.task_id = spec.task_id;

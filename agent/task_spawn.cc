@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <cstring>
+#include <filesystem>
 
 namespace gpupool::agent {
 
@@ -16,6 +17,17 @@ std::string SafeTaskName(const std::string& id) {
   }
   if (out.empty() || out[0] == '.') out = "_" + out;
   return out;
+}
+
+Result<std::string> CreateTaskDir(const std::string& data_dir, const std::string& task_id,
+                                  int32_t attempt) {
+  const std::string dir =
+      data_dir + "/tasks/" + SafeTaskName(task_id) + "." + std::to_string(attempt);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return Status::Internal("task " + task_id + ": cannot create " + dir + ": " + ec.message());
+  return dir;
 }
 
 Result<pid_t> SpawnProcessGroup(const std::vector<std::string>& argv,

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,11 @@ namespace gpupool::agent {
 // `id` with every character other than [A-Za-z0-9._-] replaced by '_' and never starting with
 // '.': a directory, cgroup or container name.
 std::string SafeTaskName(const std::string& id);
+
+// Creates <data_dir>/tasks/<task>.<attempt> (SafeTaskName) and returns it; INTERNAL naming the
+// task and the directory when it cannot.
+Result<std::string> CreateTaskDir(const std::string& data_dir, const std::string& task_id,
+                                  int32_t attempt);
 
 // Spawns argv[0] (searched on PATH of the caller when it has no '/') in a new process group
 // whose id is its pid, with the signal mask cleared and every signal at its default, in `dir`,

@@ -102,18 +102,7 @@ class AgentE2eTest : public ::testing::Test {
     return WaitFor([&] { return Task(job_id).state() == state; }, std::chrono::seconds(seconds));
   }
 
-  std::string Logs(const std::string& task_id) {
-    grpc::ClientContext ctx;
-    v1::GetTaskLogsRequest req;
-    req.set_task_id(task_id);
-    auto reader = jobs_->GetTaskLogs(&ctx, req);
-    std::string out;
-    v1::TaskLogChunk chunk;
-    while (reader->Read(&chunk)) out += chunk.data();
-    grpc::Status st = reader->Finish();
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    return out;
-  }
+  std::string Logs(const std::string& task_id) { return testing::TaskLogs(*jobs_, task_id); }
 
   std::string dir_;
   std::unique_ptr<DaemonProcess> daemon_;

@@ -84,17 +84,7 @@ class ImageE2eTest : public ::testing::Test {
     return req;
   }
 
-  std::string Logs(const std::string& task_id) {
-    grpc::ClientContext ctx;
-    v1::GetTaskLogsRequest req;
-    req.set_task_id(task_id);
-    auto reader = jobs_->GetTaskLogs(&ctx, req);
-    std::string out;
-    v1::TaskLogChunk chunk;
-    while (reader->Read(&chunk)) out += chunk.data();
-    EXPECT_TRUE(reader->Finish().ok());
-    return out;
-  }
+  std::string Logs(const std::string& task_id) { return testing::TaskLogs(*jobs_, task_id); }
 
   testing::LocalRegistry registry_;
   std::string dir_;

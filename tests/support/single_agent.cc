@@ -36,6 +36,19 @@ v1::Task FirstTask(v1::JobService::Stub& jobs, const std::string& job_id) {
   return job.tasks(0);
 }
 
+std::string TaskLogs(v1::JobService::Stub& jobs, const std::string& task_id) {
+  grpc::ClientContext ctx;
+  v1::GetTaskLogsRequest req;
+  req.set_task_id(task_id);
+  auto reader = jobs.GetTaskLogs(&ctx, req);
+  std::string out;
+  v1::TaskLogChunk chunk;
+  while (reader->Read(&chunk)) out += chunk.data();
+  grpc::Status st = reader->Finish();
+  EXPECT_TRUE(st.ok()) << "logs of " << task_id << ": " << st.error_message();
+  return out;
+}
+
 SingleAgent::SingleAgent(Options options) : options_(std::move(options)) {}
 
 SingleAgent::SingleAgent(std::string dir, std::string pool, std::string extra_config) {

@@ -39,6 +39,9 @@ struct ShellJob {
 std::string SubmitShellJob(v1::JobService::Stub& jobs, const ShellJob& job);
 // The first task of `job_id`; empty when the call fails or the job has none.
 v1::Task FirstTask(v1::JobService::Stub& jobs, const std::string& job_id);
+// The whole log of task `task_id` (GetTaskLogs, not following); a test failure when the call
+// fails.
+std::string TaskLogs(v1::JobService::Stub& jobs, const std::string& task_id);
 
 class SingleAgent {
  public:
