@@ -446,6 +446,8 @@ Result<int> TaskRunner::LaunchSandboxed(Task* t, const std::map<std::string, std
   req.memory_mib = spec.memory_mib;
   req.task_dir = std::filesystem::absolute(t->dir, ec).lexically_normal().string();
   req.device_files = spec.device_files;
+  // MPS serves one uid per server: a tenant's clients share its uid (mps_manager.h).
+  req.tenant_uid = options_.mps != nullptr && MpsManager::Serves(spec);
   GPUPOOL_ASSIGN_OR_RETURN(t->box, options_.sandbox->Prepare(req));
   std::vector<std::string> envs;
   for (const auto& [k, v] : env) envs.push_back(k + "=" + v);

@@ -93,6 +93,7 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
   req.memory_bytes = spec.memory_mib << 20;
   req.cpu_milli = spec.cpu_milli;
   req.device_files = spec.device_files;
+  req.tenant_uid = options_.mps != nullptr && MpsManager::Serves(spec);
   // The task's env over the image's, then the grant's (GrantEnv): what a plain command gets.
   std::map<std::string, std::string> env = spec.env;
   for (const auto& [k, v] : GrantEnv(spec)) env[k] = v;

@@ -358,7 +358,16 @@ int Run(int argc, char** argv) {
                 << " is under data_dir, which sandboxed tasks cannot see; choose another\n";
       return 2;
     }
-    ro.mps = std::make_shared<MpsManager>(config.mps);
+    MpsOptions mo = config.mps;
+    if (config.sandbox.enabled && !mo.per_tenant) {
+      // MPS serves one uid per server, and sandboxed tenants run as different uids: a daemon
+      // shared by tenants would run them one after another (mps_manager.h).
+      mo.per_tenant = true;
+      LogInfo("agent",
+              "mps: one control daemon per tenant per GPU (the sandbox gives tenants "
+              "different uids, and an MPS server serves one)");
+    }
+    ro.mps = std::make_shared<MpsManager>(mo);
   }
   if (config.gpu_slices.enabled) {
     SliceOptions so = config.gpu_slices;

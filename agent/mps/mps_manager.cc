@@ -198,24 +198,22 @@ Result<std::map<std::string, std::string>> MpsManager::Prepare(const TaskSpec& s
         return Status::Unavailable(who + " did not start: " + st.message());
       }
     }
-    std::string commands =
-        "set_default_active_thread_percentage " + std::to_string(g.thread_percentage) + "\n";
-    if (g.vram_mib > 0) {
-      // Device 0: the daemon sees only its GPU (CUDA_VISIBLE_DEVICES).
-      commands += "set_default_device_pinned_mem_limit 0 " + std::to_string(g.vram_mib) + "M\n";
-    }
-    std::string out;
-    if (Status st = CommandLocked(d, commands, &out); !st.ok()) {
-      return Status::Unavailable(who + " refused the client's limits: " + st.message());
-    }
     for (const auto& [k, v] : EnvOf(d)) {
       if (k != "CUDA_VISIBLE_DEVICES") env[k] = v;  // the grant sets that one
     }
+    // The client's own limits (header comment). Device 0: the daemon sees only its GPU.
     env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(g.thread_percentage);
     if (g.vram_mib > 0)
       env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = "0=" + std::to_string(g.vram_mib) + "M";
   }
   return env;
+}
+
+bool MpsManager::Serves(const TaskSpec& spec) {
+  for (const DeviceGrant& g : spec.devices) {
+    if (g.thread_percentage > 0 && g.thread_percentage < 100) return true;
+  }
+  return false;
 }
 
 std::string MpsManager::DaemonTenant(const TaskSpec& spec) const {
@@ -267,8 +265,8 @@ std::string MpsManager::Describe() const {
                          ? " per tenant (mps.isolation: tenant)"
                          : ", per tenant per GPU where the task's pool asks for isolation") +
          ", started on the first shared grant; each client's active-thread percentage and "
-         "pinned-memory limit set through the control interface and the environment; a daemon "
-         "that exits is restarted and its tasks failed";
+         "pinned-memory limit in its own environment; a daemon that exits is restarted and its "
+         "tasks failed";
 }
 
 }  // namespace gpupool::agent

@@ -9,17 +9,20 @@
 // CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY under `mps.dir`/<key>/.
 //
 // Prepare(spec), before a task whose grant shares a device (thread_percentage < 100) starts:
-// starts the daemon if needed (waits until it answers a command), then sends the client's limits
-// through the control interface — `set_default_active_thread_percentage <pct>` and
-// `set_default_device_pinned_mem_limit 0 <MiB>M` — and returns the environment the task gets
-// (the pipe and log directories, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE,
-// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT). The defaults apply to the MPS server the control daemon
-// starts for the task's uid on its first CUDA call; with the sandbox every task has a uid of its
-// own, so every task gets a server with its own limits (task starts are serialized, so the
-// defaults cannot be overwritten between Prepare and the server's start by another Prepare of
-// the same daemon… except by a task of the same uid, which has the same limits). A daemon that
-// does not start or answer is an error naming it; the task must then fail, never run
-// unconfined.
+// starts the daemon if needed (waits until it answers a command) and returns the environment the
+// task gets: the pipe and log directories, and the client's own limits,
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT — set per client in its
+// environment, as NVIDIA documents for MPS clients, never through the daemon's
+// `set_default_*` commands (those change the defaults of the *next* server only, so concurrent
+// starts raced and a running server's new clients kept its old limits). A daemon that does not
+// start or answer is an error naming it; the task must then fail, never run unconfined.
+//
+// One user per server: a control daemon runs one MPS server at a time, for one uid, and queues a
+// client of another uid until that server's clients are all gone (nvidia-cuda-mps-control(1)).
+// So the clients of one daemon must share a uid: with the sandbox (each task its own uid) the
+// agent runs a daemon per tenant (`per_tenant`, forced on) and the sandbox runs every MPS client
+// of a tenant as that tenant's shared uid (sandbox::UidMap::AcquireShared, Serves() below);
+// without the sandbox every task runs as the agent's user anyway.
 //
 // Supervise() (the agent's health poll): a daemon that exited is started again, and its
 // (device, tenant) is returned so the agent fails the tasks that used it (UsedBy) with a clear
@@ -73,6 +76,8 @@ class MpsManager {
 
   // The environment for the task's shared grants (empty when it has none); see above.
   Result<std::map<std::string, std::string>> Prepare(const TaskSpec& spec);
+  // Whether `spec` is an MPS client (a grant below a whole device's threads).
+  static bool Serves(const TaskSpec& spec);
   std::vector<MpsFailure> Supervise();
   // Whether `spec`'s task was a client of the daemon that `failure` names: a shared grant on its
   // device, through that daemon (the tenant's own, or the device's shared one).

@@ -35,7 +35,8 @@ Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Prepare(
     c->lease_ = std::move(*lease);
   }
   // 2. The task's own unprivileged ids.
-  auto identity = options_.uids->Acquire(request.tenant);
+  auto identity = request.tenant_uid ? options_.uids->AcquireShared(request.tenant)
+                                     : options_.uids->Acquire(request.tenant);
   if (!identity.ok()) return identity.status().WithContext("uid");
   c->identity_ = *identity;
   c->has_identity_ = true;

@@ -64,7 +64,8 @@ struct ContainerRequest {
   std::vector<BindMount> volumes;
   Network network = Network::kNone;
   std::string netns_path;
-  bool seccomp = true;  // false only where the caller can say why (tests' control runs)
+  bool seccomp = true;      // false only where the caller can say why (tests' control runs)
+  bool tenant_uid = false;  // an MPS client: the tenant's shared uid (sandbox::UidMap)
 };
 
 class PreparedContainer {

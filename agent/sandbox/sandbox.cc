@@ -72,7 +72,8 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxOptions options,
 Result<std::unique_ptr<SandboxedTask>> Sandbox::Prepare(const SandboxRequest& r) {
   std::unique_ptr<SandboxedTask> t(new SandboxedTask());
   t->owner_ = this;
-  GPUPOOL_ASSIGN_OR_RETURN(t->id_, uids_->Acquire(r.tenant));
+  GPUPOOL_ASSIGN_OR_RETURN(
+      t->id_, r.tenant_uid ? uids_->AcquireShared(r.tenant) : uids_->Acquire(r.tenant));
   t->released_ = false;
   // From here on, Release() (via the destructor) undoes whatever was done.
   t->work_dir_ = WorkDirOf(r.task_dir);

@@ -54,6 +54,9 @@ struct SandboxRequest {
   int64_t memory_mib = 0;
   std::string task_dir;                   // exists, root-owned
   std::vector<std::string> device_files;  // granted and control device files the task may open
+  // The task is a client of its tenant's MPS daemon: it runs as the tenant's shared uid
+  // (UidMap::AcquireShared), as MPS serves one uid at a time.
+  bool tenant_uid = false;
 };
 
 class SandboxedTask {

@@ -64,9 +64,36 @@ Result<TaskIdentity> UidMap::Acquire(const std::string& tenant) {
                                    ", all in use) for tenant '" + tenant + "'");
 }
 
+Result<TaskIdentity> UidMap::AcquireShared(const std::string& tenant) {
+  if (tenant_users_.count(tenant) != 0) return Acquire(tenant);  // one uid per tenant already
+  {
+    std::lock_guard lock(mu_);
+    auto it = shared_.find(tenant);
+    if (it != shared_.end()) {
+      ++it->second.holders;
+      return it->second.id;
+    }
+  }
+  GPUPOOL_ASSIGN_OR_RETURN(TaskIdentity id, Acquire(tenant));
+  id.shared = true;
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = shared_.try_emplace(tenant, Shared{id, 0});
+  if (!inserted) in_use_.erase(id.uid);  // another thread's came first: use that one
+  ++it->second.holders;
+  return it->second.id;
+}
+
 void UidMap::Release(const TaskIdentity& id) {
   if (!id.from_pool) return;
   std::lock_guard lock(mu_);
+  if (id.shared) {
+    for (auto it = shared_.begin(); it != shared_.end(); ++it) {
+      if (it->second.id.uid != id.uid) continue;
+      if (--it->second.holders > 0) return;
+      shared_.erase(it);
+      break;
+    }
+  }
   in_use_.erase(id.uid);
 }
 

@@ -7,6 +7,10 @@
 //  - uid_pool {first, count}: tenants not in the map get a uid of their own from the pool, one per
 //    running task, handed back when the task ends; gid = uid. Two tasks never share a pool uid,
 //    so they cannot signal, trace or read each other's files.
+// MPS clients (`shared_by_tenant`): NVIDIA's MPS control daemon runs one server at a time for
+// one uid and queues clients of another uid until that server's clients are gone
+// (nvidia-cuda-mps-control(1)), so every task of a tenant that is a client of the tenant's MPS
+// daemon must run as one uid: the tenant's shared pool uid, held while any such task runs.
 // uid 0 is never handed out. A tenant without a mapping and no free pool uid is an error that
 // names the tenant (the task fails; it never runs as root).
 //
@@ -29,6 +33,7 @@ struct TaskIdentity {
   uid_t uid = 0;
   gid_t gid = 0;
   bool from_pool = false;
+  bool shared = false;  // the tenant's shared uid (AcquireShared), counted per holder
 };
 
 class UidMap {
@@ -36,6 +41,9 @@ class UidMap {
   UidMap(std::map<std::string, std::string> tenant_users, int64_t pool_first, int64_t pool_count);
 
   Result<TaskIdentity> Acquire(const std::string& tenant);
+  // The tenant's one uid for its MPS clients: its tenant_users mapping, or a pool uid shared by
+  // every holder until the last gives it back.
+  Result<TaskIdentity> AcquireShared(const std::string& tenant);
   void Release(const TaskIdentity& id);
   int64_t pool_in_use() const;
 
@@ -46,6 +54,11 @@ class UidMap {
   mutable std::mutex mu_;
   std::set<uid_t> in_use_;  // guarded by mu_
   int64_t next_ = 0;        // guarded by mu_: rotates through the pool
+  struct Shared {
+    TaskIdentity id;
+    int holders = 0;
+  };
+  std::map<std::string, Shared> shared_;  // guarded by mu_: tenant → its shared pool uid
 };
 
 }  // namespace gpupool::agent::sandbox

@@ -168,11 +168,8 @@ TEST_F(MpsPoolE2eTest, APoolAskingForIsolationGivesEachTenantItsOwnMpsDaemon) {
   for (const char* t : {".acme_a", ".acme_b"}) {
     const std::string log = ReadFile(mps + kGpu + t + "/pipe/fake-mps.log");
     EXPECT_NE(log.find("daemon start devices=" + std::string(kGpu)), std::string::npos) << log;
-    // 100 of the H100's 989 TFLOPS: 11 % of its SMs, and its 8 GiB.
-    EXPECT_NE(log.find("cmd set_default_active_thread_percentage 11\n"
-                       "cmd set_default_device_pinned_mem_limit 0 8192M\n"),
-              std::string::npos)
-        << log;
+    // The limits are the clients' own, in their environment (mps_test), not the daemon's defaults.
+    EXPECT_EQ(log.find("set_default"), std::string::npos) << log;
   }
   EXPECT_FALSE(std::filesystem::exists(mps + kGpu + "/pipe/fake-mps.log"));
 

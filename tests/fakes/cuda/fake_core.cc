@@ -233,6 +233,7 @@ FAKE_API CUresult cuInit(unsigned flags) {
     g_graph_mem.push_back(0);
   }
   if (g_devs.empty()) return CUDA_ERROR_NO_DEVICE;
+  JoinMpsServer();  // an MPS client waits here while a server of another uid runs (fake_mps.cc)
   g_init = true;
   return CUDA_SUCCESS;
 }

@@ -123,6 +123,8 @@ inline constexpr uint64_t kQueuedWorkNs = 200'000;
 uint64_t EnvU64(const char* name, uint64_t def);
 uint64_t NowNs();
 void ParseProfiles();
+// fake_mps.cc: at cuInit, become a client of a running MPS daemon's server (or wait for it).
+void JoinMpsServer();
 // Device memory, charged to (or released from) this process in the shared truth.
 CUresult Charge(int dev, uint64_t bytes);
 void Uncharge(int dev, uint64_t bytes);
