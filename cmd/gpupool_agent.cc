@@ -94,9 +94,10 @@ under `sim_device_dir`); a failed scrub keeps the device out of service (reporte
 MPS (config `mps: {enabled: true, control: nvidia-cuda-mps-control, dir: /run/gpupool-mps,
 isolation: device|tenant}`): for grants that share a GPU the agent runs one MPS control daemon
 per GPU (per tenant per GPU where the task's pool asks, `pools create --mps-isolation tenant`,
-or for every task with isolation: tenant), sets each client's active-thread percentage
-and pinned-memory limit through it, restarts a daemon that exits and fails its tasks; a daemon
-that will not start fails the task naming it.
+or for every task with isolation: tenant), gives each client its active-thread percentage
+and pinned-memory limit in its own environment, restarts a daemon that exits and fails its
+tasks; a daemon that will not start fails the task naming it. An MPS server serves one uid, so
+with the sandbox on the daemons are always per tenant and a tenant's MPS tasks share its uid.
 
 Health: XID and ECC events are watched (NVML event API; simulated: lines appended to
 <data_dir>/sim-events, "xid <uuid> <code>" or "ecc <uuid> corrected|uncorrected"). A fatal XID
