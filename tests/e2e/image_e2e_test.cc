@@ -29,10 +29,21 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout = 6
   return ::gpupool::testing::WaitFor(done, timeout, std::chrono::milliseconds(50));
 }
 
+// The agent's sandbox needs the memory controller (/proc/cgroups: name, hierarchy, cgroups,
+// enabled).
+bool MemoryCgroupEnabled() {
+  std::ifstream in("/proc/cgroups");
+  for (std::string name, hierarchy, count, enabled; in >> name >> hierarchy >> count >> enabled;) {
+    if (name == "memory") return enabled == "1";
+  }
+  return false;
+}
+
 class ImageE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "image tasks need root (the sandbox and runc)";
+    if (!MemoryCgroupEnabled()) GTEST_SKIP() << "this host has no memory cgroup controller";
     Status st = registry_.Start();
     if (!st.ok()) GTEST_SKIP() << "no local registry: " << st.message();
     Result<std::string> dir = testing::MakeTempDir("gpupool-image-e2e");
