@@ -66,7 +66,8 @@ Status ClassifySkopeoFailure(const std::string& image, const ToolResult& run) {
   return Status::Internal("image " + image + ": skopeo failed: " + why);
 }
 
-Result<ToolResult> RegistryClient::RunWithRetry(const ImageReference& ref, std::vector<std::string> args,
+Result<ToolResult> RegistryClient::RunWithRetry(const ImageReference& ref,
+                                                std::vector<std::string> args,
                                                 const std::string& creds_flag,
                                                 const std::string& no_creds_flag) {
   int secret = -1;
@@ -116,7 +117,8 @@ Result<ToolResult> RegistryClient::RunWithRetry(const ImageReference& ref, std::
   return last;
 }
 
-Result<std::string> RegistryClient::InspectRaw(const ImageReference& ref, const std::string& target) {
+Result<std::string> RegistryClient::InspectRaw(const ImageReference& ref,
+                                               const std::string& target) {
   std::vector<std::string> args = {options_.skopeo, "inspect", "--raw"};
   if (!options_.tls_verify) args.push_back("--tls-verify=false");
   args.push_back("docker://" + target);

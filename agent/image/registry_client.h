@@ -17,9 +17,9 @@
 #include <string>
 
 #include "agent/image/image_store.h"
-#include "pool/image_reference.h"
 #include "agent/image/tool.h"
 #include "base/status.h"
+#include "pool/image_reference.h"
 
 namespace gpupool::agent::image {
 
@@ -30,8 +30,8 @@ class RegistryClient {
 
   // `target` is "registry/repo:tag" or "registry/repo@digest"; `ref` names the image in errors.
   Result<std::string> InspectRaw(const ImageReference& ref, const std::string& target);
-  Status CopyToLayout(const ImageReference& ref, const std::string& target, const std::string& layout,
-                      const std::string& tag);
+  Status CopyToLayout(const ImageReference& ref, const std::string& target,
+                      const std::string& layout, const std::string& tag);
 
  private:
   Result<ToolResult> RunWithRetry(const ImageReference& ref, std::vector<std::string> args,
