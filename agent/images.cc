@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 namespace gpupool::agent {
@@ -71,6 +73,21 @@ Result<std::shared_ptr<oci::ContainerFactory>> OpenContainers(
         (shim.empty() ? std::string("gpupool-oci-shim was not found beside the agent")
                       : "'" + shim + "' is not an executable file") +
         " (set images.shim)");
+  }
+  // runc sets a container's root up from inside its user namespace, where the agent's root is
+  // nobody: the path to <data_dir>/tasks/<task>/rootfs must be searchable by others. Search
+  // only (o+x, not o+r): nothing can be listed, and tasks never see the data dir anyway (their
+  // own root file system; the sandbox hides it from plain commands). A 0700 data dir — systemd's
+  // StateDirectory default — failed every image task with "error preparing rootfs: … permission
+  // denied".
+  for (const std::string& dir : {data_dir, data_dir + "/tasks"}) {
+    std::error_code mk;
+    fs::create_directories(dir, mk);
+    struct stat st {};
+    if (stat(dir.c_str(), &st) != 0 || chmod(dir.c_str(), (st.st_mode & 07777) | 0011) != 0) {
+      return Status::FailedPrecondition("images: cannot make " + dir +
+                                        " searchable for containers: " + std::strerror(errno));
+    }
   }
   image::ImageStoreOptions so;
   so.root = options.dir.empty() ? data_dir + "/images" : options.dir;

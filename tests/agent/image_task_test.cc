@@ -65,7 +65,9 @@ class ImageTaskTest : public ::testing::Test {
   void SetUp() override {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
     data_dir_ = ::gpupool::testing::MakeScratchDir("/tmp/gpupool-imgtask-data-");
-    chmod(data_dir_.c_str(), 0711);
+    // 0700, as systemd's StateDirectory makes it: the agent must make the way to the task's
+    // rootfs searchable for runc's user-namespaced init itself (images.h, OpenContainers).
+    chmod(data_dir_.c_str(), 0700);
     sandbox::SandboxOptions so;
     so.enabled = true;
     so.cgroup_parent = "gpupool-imgtest-" + std::to_string(getpid());
