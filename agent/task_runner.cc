@@ -228,10 +228,21 @@ Result<TaskStatus> TaskRunner::Start(const TaskSpec& spec) {
   return Spawn(spec);
 }
 
-Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
+Result<std::unique_ptr<TaskRunner::Task>> TaskRunner::NewTask(const TaskSpec& spec) const {
   auto task = std::make_unique<Task>();
   task->spec = spec;
   GPUPOOL_ASSIGN_OR_RETURN(task->dir, CreateTaskDir(options_.data_dir, spec.task_id, spec.attempt));
+  TaskStatus& st = task->status;
+  st.owner = spec.owner;
+  st.task_id = spec.task_id;
+  st.tenant = spec.tenant;
+  st.attempt = spec.attempt;
+  st.devices = spec.devices;
+  return task;
+}
+
+Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
+  GPUPOOL_ASSIGN_OR_RETURN(std::unique_ptr<Task> task, NewTask(spec));
   std::error_code ec;
   const std::string log_path = task->dir + "/output.log";
   const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -259,8 +270,7 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
     // The slice is held by the task's ledger and the interposer; none, no task.
     const std::string abs_dir =
         std::filesystem::absolute(task->dir, ec).lexically_normal().string();
-    const std::string key =
-        SafeTaskName(spec.owner + "_" + spec.task_id) + "." + std::to_string(spec.attempt);
+    const std::string key = AttemptName(spec.owner, spec.task_id, spec.attempt);
     const std::string dir = abs_dir + "/ledger";
     // Sandboxed, the ledger's directory is bound at <work dir>/.gpupool (sandbox/launch.h).
     const std::string in_task =
@@ -331,12 +341,6 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   }
 
   close(log_fd);
-  TaskStatus& st = task->status;
-  st.owner = spec.owner;
-  st.task_id = spec.task_id;
-  st.tenant = spec.tenant;
-  st.attempt = spec.attempt;
-  st.devices = spec.devices;
   TaskStatus out;
   {
     std::lock_guard lock(mu_);
@@ -440,7 +444,7 @@ Result<int> TaskRunner::LaunchSandboxed(Task* t, const std::map<std::string, std
   const TaskSpec& spec = t->spec;
   std::error_code ec;
   sandbox::SandboxRequest req;
-  req.name = SafeTaskName(spec.owner + "_" + spec.task_id) + "." + std::to_string(spec.attempt);
+  req.name = AttemptName(spec.owner, spec.task_id, spec.attempt);
   req.tenant = spec.tenant;
   req.cpu_milli = spec.cpu_milli;
   req.memory_mib = spec.memory_mib;

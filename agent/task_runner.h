@@ -254,6 +254,8 @@ class TaskRunner {
   // stopped while pulling) with `phase`, `exit_code` and `reason`.
   void FinishUnstarted(Task* t, TaskPhase phase, int exit_code, const std::string& reason,
                        std::vector<std::pair<Listener, TaskStatus>>* out);
+  // A task record for `spec`: its directory created, its status naming it.
+  Result<std::unique_ptr<Task>> NewTask(const TaskSpec& spec) const;
   // REQUIRES: mu_ held. Puts `task` in tasks_ (replacing an ended attempt); returns it.
   Task* Insert(std::unique_ptr<Task> task);
   // REQUIRES: mu_ held. Adds a spawned task's pid to the supervisor and records it RUNNING.

@@ -21,15 +21,6 @@
 
 namespace gpupool::agent {
 
-namespace {
-
-// The container's id and cgroup name: unique per node, task and attempt.
-std::string ContainerId(const TaskSpec& spec) {
-  return SafeTaskName(spec.owner + "_" + spec.task_id) + "." + std::to_string(spec.attempt);
-}
-
-}  // namespace
-
 Result<TaskStatus> TaskRunner::StartContainer(const TaskSpec& spec) {
   // REQUIRES: start_mu_ held (Start). Threads of pulls that ended are joined here, so they do
   // not pile up on a long-lived agent.
@@ -41,15 +32,8 @@ Result<TaskStatus> TaskRunner::StartContainer(const TaskSpec& spec) {
       ++it;
     }
   }
-  auto task = std::make_unique<Task>();
-  task->spec = spec;
-  GPUPOOL_ASSIGN_OR_RETURN(task->dir, CreateTaskDir(options_.data_dir, spec.task_id, spec.attempt));
+  GPUPOOL_ASSIGN_OR_RETURN(std::unique_ptr<Task> task, NewTask(spec));
   TaskStatus& st = task->status;
-  st.owner = spec.owner;
-  st.task_id = spec.task_id;
-  st.tenant = spec.tenant;
-  st.attempt = spec.attempt;
-  st.devices = spec.devices;
   st.phase = TaskPhase::kPulling;
   st.reason = "pulling image " + spec.image;
   task->pulling = true;
@@ -85,7 +69,7 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
   std::error_code ec;
   const std::string abs_dir = std::filesystem::absolute(dir, ec).lexically_normal().string();
   oci::ContainerRequest req;
-  req.id = ContainerId(spec);
+  req.id = AttemptName(spec.owner, spec.task_id, spec.attempt);
   req.tenant = spec.tenant;
   req.task_dir = abs_dir;
   req.image = spec.image;

@@ -19,6 +19,10 @@ std::string SafeTaskName(const std::string& id) {
   return out;
 }
 
+std::string AttemptName(const std::string& owner, const std::string& task_id, int32_t attempt) {
+  return SafeTaskName(owner + "_" + task_id) + "." + std::to_string(attempt);
+}
+
 Result<std::string> CreateTaskDir(const std::string& data_dir, const std::string& task_id,
                                   int32_t attempt) {
   const std::string dir =

@@ -18,6 +18,10 @@ namespace gpupool::agent {
 // '.': a directory, cgroup or container name.
 std::string SafeTaskName(const std::string& id);
 
+// The name of a node's task attempt, unique on the node: its cgroup, its slice ledger's key and
+// its container's id ("<owner>_<task>.<attempt>", made safe).
+std::string AttemptName(const std::string& owner, const std::string& task_id, int32_t attempt);
+
 // Creates <data_dir>/tasks/<task>.<attempt> (SafeTaskName) and returns it; INTERNAL naming the
 // task and the directory when it cannot.
 Result<std::string> CreateTaskDir(const std::string& data_dir, const std::string& task_id,

@@ -17,7 +17,6 @@
 // writes them.
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,12 +33,12 @@
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/agent/oci_registry.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/single_agent.h"
 
 namespace gpupool {
 namespace {
 
 using google::protobuf::util::TimeUtil;
-using testing::ChildProcess;
 using testing::DaemonProcess;
 
 double Pct(std::vector<double> v, double p) {
@@ -162,37 +161,32 @@ int Run(int argc, char** argv) {
     return 1;
   }
   DaemonProcess& daemon = **started;
-  auto channel = grpc::CreateChannel(daemon.grpc_address(), grpc::InsecureChannelCredentials());
-  auto pools = v1::PoolService::NewStub(channel);
-  auto nodes = v1::NodeService::NewStub(channel);
-  auto stub = v1::JobService::NewStub(channel);
-  {
-    grpc::ClientContext ctx;
-    v1::CreatePoolRequest req;
-    req.mutable_pool()->set_name("bench");
-    v1::Pool out;
-    if (!pools->CreatePool(&ctx, req, &out).ok()) return 1;
+  if (Status st = daemon.CreatePool("bench"); !st.ok()) {
+    std::fprintf(stderr, "%s\n", st.ToString().c_str());
+    return 1;
   }
-  const std::string dir = daemon.data_dir() + "/coldstart-node";
-  std::ofstream(dir + ".yaml")
-      << "node_name: coldstart-node\npool: bench\nbackend: simulated\nheartbeat_interval_ms: 500\n"
-         "gpus:\n  - model: H100-SXM\n    count: 8\n"
-         "sandbox:\n  enabled: true\n  cgroup_parent: gpupool-coldstart-"
-      << getpid()
-      << "\n  uid_pool: {first: 65000, count: 1000}\n"
-         "images:\n  tls_verify: false\n"
-      << (tag_ttl_ms >= 0 ? "  tag_ttl_ms: " + std::to_string(tag_ttl_ms) + "\n" : "");
-  auto agent = ChildProcess::Spawn(
-      {testing::BinaryPath("gpupool-agent"), "--config", dir + ".yaml", "--scheduler",
-       daemon.grpc_address(), "--data-dir", dir, "--log-level", "info"},
-      dir + ".log");
-  if (!agent.ok()) return 1;
-  for (int i = 0; i < 300; ++i) {
-    grpc::ClientContext ctx;
-    v1::ListNodesResponse resp;
-    if (nodes->ListNodes(&ctx, v1::ListNodesRequest{}, &resp).ok() && resp.nodes_size() == 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto stub = v1::JobService::NewStub(
+      grpc::CreateChannel(daemon.grpc_address(), grpc::InsecureChannelCredentials()));
+  // One node, sandboxed, with images on (the loopback registry speaks plain HTTP).
+  testing::SingleAgent agent(
+      {.dir = daemon.data_dir(),
+       .pool = "bench",
+       .node = "coldstart-node",
+       .gpus = 8,
+       .health_poll_ms = 0,
+       .extra_config =
+           "sandbox:\n  enabled: true\n  cgroup_parent: gpupool-coldstart-" +
+           std::to_string(getpid()) +
+           "\n  uid_pool: {first: 65000, count: 1000}\nimages:\n  tls_verify: false\n" +
+           (tag_ttl_ms >= 0 ? "  tag_ttl_ms: " + std::to_string(tag_ttl_ms) + "\n" : ""),
+       .extra_args = {}});
+  agent.Connect(daemon.grpc_address());
+  if (!agent.StartAndWaitReady()) {
+    std::fprintf(stderr, "the agent did not register (log: %s/coldstart-node.log)\n",
+                 daemon.data_dir().c_str());
+    return 1;
   }
+  const std::string log_path = daemon.data_dir() + "/coldstart-node.log";
 
   auto job = [&](const std::string& image) {
     v1::SubmitJobRequest req;
@@ -238,7 +232,7 @@ int Run(int argc, char** argv) {
   // Where an image task's time goes on the node, from the agent's log: prepare (pull or cache
   // hit, uid, rootfs, bundle) and runtime (shim start to the container's program running).
   std::map<std::string, std::vector<double>> prepare, runtime;
-  std::ifstream log(dir + ".log");
+  std::ifstream log(log_path);
   for (std::string line; std::getline(log, line);) {
     auto mode = mode_of.find(TextField(line, "task"));
     if (mode == mode_of.end()) continue;
@@ -265,8 +259,7 @@ int Run(int argc, char** argv) {
     out << ",\"warm_over_plain_p50\":" << p50 << ",\"warm_over_plain_p99\":" << p99
         << ",\"failed\":" << failed << "}\n";
   }
-  (*agent)->Signal(SIGTERM);
-  (*agent)->Wait(std::chrono::seconds(20));
+  agent.Stop();
   std::error_code ec;
   std::filesystem::remove_all(work, ec);
   return failed == 0 ? 0 : 1;

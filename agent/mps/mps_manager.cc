@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +23,11 @@ extern char** environ;
 
 namespace gpupool::agent {
 namespace {
+
+// A grant below all of a device's threads: its task is an MPS client.
+bool SharesDevice(const DeviceGrant& g) {
+  return g.thread_percentage > 0 && g.thread_percentage < 100;
+}
 
 std::string SafeKey(const std::string& s) {
   std::string out = s;
@@ -182,7 +188,7 @@ Result<std::map<std::string, std::string>> MpsManager::Prepare(const TaskSpec& s
   std::map<std::string, std::string> env;
   std::lock_guard lock(mu_);
   for (const DeviceGrant& g : spec.devices) {
-    if (g.thread_percentage <= 0 || g.thread_percentage >= 100) continue;  // whole device
+    if (!SharesDevice(g)) continue;  // a whole device needs no MPS
     const std::string tenant = DaemonTenant(spec);
     const std::string key = tenant.empty() ? g.uuid : g.uuid + "/" + tenant;
     Daemon& d = daemons_[key];
@@ -210,10 +216,7 @@ Result<std::map<std::string, std::string>> MpsManager::Prepare(const TaskSpec& s
 }
 
 bool MpsManager::Serves(const TaskSpec& spec) {
-  for (const DeviceGrant& g : spec.devices) {
-    if (g.thread_percentage > 0 && g.thread_percentage < 100) return true;
-  }
-  return false;
+  return std::any_of(spec.devices.begin(), spec.devices.end(), SharesDevice);
 }
 
 std::string MpsManager::DaemonTenant(const TaskSpec& spec) const {
@@ -223,7 +226,7 @@ std::string MpsManager::DaemonTenant(const TaskSpec& spec) const {
 bool MpsManager::UsedBy(const TaskSpec& spec, const MpsFailure& failure) const {
   if (DaemonTenant(spec) != failure.tenant) return false;
   for (const DeviceGrant& g : spec.devices) {
-    if (g.uuid == failure.uuid && g.thread_percentage > 0 && g.thread_percentage < 100) return true;
+    if (g.uuid == failure.uuid && SharesDevice(g)) return true;
   }
   return false;
 }

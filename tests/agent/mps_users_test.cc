@@ -20,19 +20,14 @@
 #include "agent/sandbox/sandbox.h"
 #include "agent/sandbox/uids.h"
 #include "agent/task_runner.h"
+#include "tests/agent/fake_gpu.h"
 #include "tests/agent/sandbox_fixture.h"
-#include "tests/fakes/cuda/fake_state.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool::agent {
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
-
-std::string MakeTemp(const std::string& prefix) {
-  std::string tmpl = prefix + "XXXXXX";
-  return mkdtemp(tmpl.data());
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -54,15 +49,13 @@ class MpsUsersTest : public ::testing::Test {
     if (!sandbox::CgroupLayout::Detect().Has(sandbox::Controller::kMemory)) {
       GTEST_SKIP() << "this host has no memory cgroup controller";
     }
-    data_dir_ = MakeTemp("/tmp/gpupool-mpsusers-data-");
+    data_dir_ = testing::TempDir("/tmp/gpupool-mpsusers-data-");
     // Under /run, not /tmp: a sandboxed task's private /tmp would hide them.
-    run_dir_ = MakeTemp("/run/gpupool-mpsusers-");
+    run_dir_ = testing::TempDir("/run/gpupool-mpsusers-");
     chmod(run_dir_.c_str(), 0755);
     state_dir_ = run_dir_ + "/cuda";
     std::filesystem::create_directories(state_dir_);
-    chmod(state_dir_.c_str(), 0777);
-    ASSERT_NE(fakecuda::MapDevice(state_dir_.c_str(), 0, 64 * kMiB), nullptr);
-    chmod((state_dir_ + "/device0").c_str(), 0666);
+    ASSERT_TRUE(testing::MakeFakeGpu(state_dir_));
   }
 
   void Start(bool per_tenant) {
@@ -107,17 +100,7 @@ class MpsUsersTest : public ::testing::Test {
     s.argv = {"/bin/sh", "-c",
               "sleep " + std::to_string(hold_s) + " | " + GPUPOOL_PROBE + " alloc plain " +
                   std::to_string(kMiB)};
-    s.env["GPUPOOL_FAKE_CUDA_STATE"] = state_dir_;
-    s.env["GPUPOOL_FAKE_CUDA_DEVICES"] = "fake64," + std::to_string(64 * kMiB) + ",8,0";
-    s.env["LD_LIBRARY_PATH"] = GPUPOOL_FAKE_CUDA_DIR;
-    DeviceGrant g;
-    g.uuid = "GPU-fake-0";
-    g.vram_mib = 16;
-    g.milli_tflops = 10'000 * pct / 10;
-    g.thread_percentage = pct;
-    g.device_vram_mib = 64;
-    g.device_milli_tflops = 100'000;
-    s.devices = {g};
+    testing::OnFakeGpu(&s, state_dir_, GPUPOOL_FAKE_CUDA_DIR, 16, 1'000 * pct, pct);
     return s;
   }
   std::string DaemonLog(const std::string& key) {

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
@@ -16,6 +17,12 @@
 #include "agent/task_runner.h"
 
 namespace gpupool::agent::testing {
+
+// A fresh directory "<prefix>XXXXXX" (mkdtemp).
+inline std::string TempDir(const std::string& prefix) {
+  std::string tmpl = prefix + "XXXXXX";
+  return mkdtemp(tmpl.data());
+}
 
 // Collects every terminal status `runner` reports for node "node-a", and the ids of image tasks
 // it reported started (RUNNING after their pull).

@@ -31,11 +31,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-std::string MakeTemp(const std::string& prefix) {
-  std::string tmpl = prefix + "XXXXXX";
-  return mkdtemp(tmpl.data());
-}
-
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -51,9 +46,9 @@ class SandboxTest : public ::testing::Test {
     if (!layout.Has(sandbox::Controller::kMemory)) {
       GTEST_SKIP() << "this host has no memory cgroup controller";
     }
-    data_dir_ = MakeTemp("/tmp/gpupool-sbx-data-");
+    data_dir_ = testing::TempDir("/tmp/gpupool-sbx-data-");
     // Not under /tmp: the task's private /tmp would hide it by accident, not by design.
-    etc_dir_ = MakeTemp("/run/gpupool-sbx-etc-");
+    etc_dir_ = testing::TempDir("/run/gpupool-sbx-etc-");
     chmod(etc_dir_.c_str(), 0755);  // like /etc and /dev: tasks may pass through
     std::ofstream(etc_dir_ + "/agent.yaml") << "token: s3cret-node-token\n";
     std::filesystem::create_directories(etc_dir_ + "/certs");

@@ -16,29 +16,20 @@
 #include "agent/sandbox/cgroup.h"
 #include "agent/slices/slice_ledgers.h"
 #include "agent/task_runner.h"
+#include "tests/agent/fake_gpu.h"
 #include "tests/agent/sandbox_fixture.h"
-#include "tests/fakes/cuda/fake_state.h"
 
 namespace gpupool::agent {
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-std::string MakeTemp(const std::string& prefix) {
-  std::string tmpl = prefix + "XXXXXX";
-  return mkdtemp(tmpl.data());
-}
-
 class SliceTest : public ::testing::Test {
  protected:
   void Start(bool sandboxed, bool watchdog = false) {
-    data_dir_ = MakeTemp("/tmp/gpupool-slice-data-");
-    // Not under /tmp: a sandboxed task's private /tmp would hide the fake device's truth.
-    state_dir_ = MakeTemp("/run/gpupool-slice-state-");
-    chmod(state_dir_.c_str(), 0777);
-    // A 64 MiB GPU whose contexts cost nothing, so the grant is all allocations.
-    ASSERT_NE(fakecuda::MapDevice(state_dir_.c_str(), 0, 64 * kMiB), nullptr);
-    chmod((state_dir_ + "/device0").c_str(), 0666);
+    data_dir_ = testing::TempDir("/tmp/gpupool-slice-data-");
+    state_dir_ = testing::TempDir("/run/gpupool-slice-state-");
+    ASSERT_TRUE(testing::MakeFakeGpu(state_dir_));
     SliceOptions options;
     options.library = GPUPOOL_INTERPOSER_LIB;
     if (watchdog) {
@@ -85,17 +76,8 @@ class SliceTest : public ::testing::Test {
     s.tenant = "acme";
     s.attempt = 1;
     s.argv = std::move(argv);
-    s.env["GPUPOOL_FAKE_CUDA_STATE"] = state_dir_;
-    s.env["GPUPOOL_FAKE_CUDA_DEVICES"] = "fake64," + std::to_string(64 * kMiB) + ",8,0";
-    s.env["LD_LIBRARY_PATH"] = GPUPOOL_FAKE_CUDA_DIR;
-    DeviceGrant g;
-    g.uuid = "GPU-fake-0";
-    g.vram_mib = vram_mib;
-    g.milli_tflops = vram_mib < 64 ? 50'000 : 100'000;
-    g.thread_percentage = vram_mib < 64 ? 50 : 100;
-    g.device_vram_mib = 64;
-    g.device_milli_tflops = 100'000;
-    s.devices = {g};
+    testing::OnFakeGpu(&s, state_dir_, GPUPOOL_FAKE_CUDA_DIR, vram_mib,
+                       vram_mib < 64 ? 50'000 : 100'000, vram_mib < 64 ? 50 : 100);
     return s;
   }
 

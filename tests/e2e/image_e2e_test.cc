@@ -57,14 +57,9 @@ class ImageE2eTest : public ::testing::Test {
     auto d = DaemonProcess::Start({.data_dir = "", .extra_args = {}, .secure = false});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
-    auto channel = grpc::CreateChannel(daemon_->grpc_address(), grpc::InsecureChannelCredentials());
-    jobs_ = v1::JobService::NewStub(channel);
-    pools_ = v1::PoolService::NewStub(channel);
-    grpc::ClientContext ctx;
-    v1::CreatePoolRequest req;
-    req.mutable_pool()->set_name("gpu");
-    v1::Pool pool;
-    ASSERT_TRUE(pools_->CreatePool(&ctx, req, &pool).ok());
+    jobs_ = v1::JobService::NewStub(
+        grpc::CreateChannel(daemon_->grpc_address(), grpc::InsecureChannelCredentials()));
+    ASSERT_TRUE(daemon_->CreatePool("gpu").ok());
     agent_ = std::make_unique<testing::SingleAgent>(
         dir_, "gpu",
         "sandbox:\n  enabled: true\n  cgroup_parent: gpupool-e2e-" + std::to_string(getpid()) +
@@ -102,7 +97,6 @@ class ImageE2eTest : public ::testing::Test {
   std::unique_ptr<DaemonProcess> daemon_;
   std::unique_ptr<testing::SingleAgent> agent_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
-  std::unique_ptr<v1::PoolService::Stub> pools_;
 };
 
 TEST_F(ImageE2eTest, AJobFromAnImageRunsAsRootInItsContainer) {
