@@ -2,6 +2,7 @@
 
 #include "agent/images.h"
 #include "agent/mps/mps_manager.h"
+#include "agent/networks.h"
 #include "agent/scrub/device_guard.h"
 #include "agent/slices/slice_ledgers.h"
 
@@ -17,6 +18,8 @@ std::vector<sandbox::Capability> NodeCapabilities(const TaskRunnerOptions& runne
     out.push_back(c);
   }
   out.push_back(ImagesCapability(runner.containers, runner.containers_off));
+  out.push_back(NetworkCapability(runner.sandbox != nullptr, runner.containers != nullptr,
+                                  runner.networks, runner.networks_off, runner.default_network));
   if (runner.mps) {
     out.push_back({"mps", true, runner.mps->Describe()});
   } else {

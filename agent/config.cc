@@ -384,6 +384,41 @@ Status ParseImages(const Reader& r, const YAML::Node& v, ImageOptions* o) {
   return Status::Ok();
 }
 
+Status ParseNetwork(const Reader& r, const YAML::Node& v, NetworkConfig* o) {
+  const std::string k = "network";
+  GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
+  for (const auto& kv : v) {
+    const std::string sub = kv.first.Scalar();
+    const std::string full = k + "." + sub;
+    const YAML::Node& n = kv.second;
+    if (sub == "isolated") {
+      GPUPOOL_RETURN_IF_ERROR(r.Bool(n, full, &o->isolated));
+    } else if (sub == "default") {
+      std::string mode;
+      GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &mode));
+      auto m = net::ParseNetworkMode(mode);
+      if (!m.ok()) return r.Error(n, full, m.status().message());
+      o->default_mode = *m;
+    } else if (sub == "subnet") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &o->options.subnet));
+      auto c = net::ParseCidr(o->options.subnet);
+      if (!c.ok()) return r.Error(n, full, c.status().message());
+      if (c->bits < 8 || c->bits > 24) {
+        return r.Error(n, full, "the prefix length must be 8..24 (a /30 per task)");
+      }
+    } else if (sub == "deny") {
+      GPUPOOL_RETURN_IF_ERROR(ParseStringList(r, n, full, &o->options.deny));
+      for (const std::string& d : o->options.deny) {
+        auto c = net::ParseCidr(d);
+        if (!c.ok()) return r.Error(n, full, c.status().message());
+      }
+    } else {
+      return r.Error(kv.first, full, "unknown key (expected isolated, default, subnet, deny)");
+    }
+  }
+  return Status::Ok();
+}
+
 Status ParseSandbox(const Reader& r, const YAML::Node& v, sandbox::SandboxOptions* o) {
   const std::string k = "sandbox";
   GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
@@ -555,6 +590,8 @@ Status ParseTop(const Reader& r, const YAML::Node& root, AgentConfig* c) {
       GPUPOOL_RETURN_IF_ERROR(ParseSlices(r, v, &c->gpu_slices));
     } else if (k == "images") {
       GPUPOOL_RETURN_IF_ERROR(ParseImages(r, v, &c->images));
+    } else if (k == "network") {
+      GPUPOOL_RETURN_IF_ERROR(ParseNetwork(r, v, &c->network));
     } else if (k == "reconnect") {
       GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
       for (const auto& rk : v) {

@@ -16,6 +16,7 @@
 #include "agent/backend.h"
 #include "agent/images.h"
 #include "agent/mps/mps_manager.h"
+#include "agent/networks.h"
 #include "agent/sandbox/sandbox.h"
 #include "agent/slices/slice_ledgers.h"
 #include "base/status.h"
@@ -95,6 +96,8 @@ struct AgentConfig {
   SliceOptions gpu_slices;
   // `images:` — OCI image tasks through runc (agent/images.h); needs the sandbox.
   ImageOptions images;
+  // `network:` — what tasks' networks may reach (agent/networks.h, docs/network.md).
+  NetworkConfig network;
 };
 
 // Parses YAML text; `source` names it in errors (a file path).

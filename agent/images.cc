@@ -49,7 +49,8 @@ std::string DefaultShim(const std::string& agent_binary) {
 
 Result<std::shared_ptr<oci::ContainerFactory>> OpenContainers(
     const ImageOptions& options, const std::shared_ptr<sandbox::Sandbox>& sandbox,
-    const std::string& data_dir, const std::string& agent_binary) {
+    const std::string& data_dir, const std::string& agent_binary,
+    const std::shared_ptr<net::TaskNetworks>& networks) {
   if (!sandbox) {
     return Status::FailedPrecondition(
         "images need the sandbox (sandbox.enabled: true): its uid pool gives each container its "
@@ -107,6 +108,7 @@ Result<std::shared_ptr<oci::ContainerFactory>> OpenContainers(
   fo.cgroup_parent = "/" + sandbox->options().cgroup_parent + "-containers";
   fo.cgroup_v2 = sandbox->layout().OnV2(sandbox::Controller::kMemory);
   fo.hide_paths = sandbox->options().hide_paths;
+  fo.networks = networks;
   return std::make_shared<oci::ContainerFactory>(std::move(fo));
 }
 

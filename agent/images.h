@@ -37,10 +37,12 @@ struct ImageOptions {
 std::string DefaultShim(const std::string& agent_binary);
 
 // The node's container factory: an image store under `options.dir` and runc with its state in
-// <data_dir>/runc. FAILED_PRECONDITION naming what is missing (no sandbox, a tool, the shim).
+// <data_dir>/runc, and isolated networks from `networks` (null: none). FAILED_PRECONDITION naming
+// what is missing (no sandbox, a tool, the shim).
 Result<std::shared_ptr<oci::ContainerFactory>> OpenContainers(
     const ImageOptions& options, const std::shared_ptr<sandbox::Sandbox>& sandbox,
-    const std::string& data_dir, const std::string& agent_binary);
+    const std::string& data_dir, const std::string& agent_binary,
+    const std::shared_ptr<net::TaskNetworks>& networks = nullptr);
 
 // The `images` capability: enforced with how, or not with `why`.
 sandbox::Capability ImagesCapability(const std::shared_ptr<oci::ContainerFactory>& containers,

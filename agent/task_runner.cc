@@ -330,7 +330,13 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
       const StatusCode code = launched.status().code();
       if (code != StatusCode::kNotFound && code != StatusCode::kPermissionDenied) start_exit = 126;
       task->box.reset();  // gives back the uid, removes the cgroup
+      task->network.reset();
     }
+  } else if (spec.network && *spec.network != net::NetworkMode::kHost) {
+    // Unconfined, a task would share the node's network: not what its pool asked for.
+    start_error = std::string("network: ") + net::NetworkModeName(*spec.network) +
+                  ": needs the sandbox (sandbox.enabled is off on this node)";
+    start_exit = 126;
   } else {
     auto spawned = SpawnProcessGroup(spec.argv, env_strings, task->dir, log_fd);
     if (spawned.ok()) {
@@ -452,6 +458,20 @@ Result<int> TaskRunner::LaunchSandboxed(Task* t, const std::map<std::string, std
   req.device_files = spec.device_files;
   // MPS serves one uid per server: a tenant's clients share its uid (mps_manager.h).
   req.tenant_uid = options_.mps != nullptr && MpsManager::Serves(spec);
+  switch (spec.network.value_or(options_.default_network)) {
+    case net::NetworkMode::kNone:
+      req.own_network = true;
+      break;
+    case net::NetworkMode::kIsolated: {
+      if (!options_.networks)
+        return Status::FailedPrecondition("network: " + options_.networks_off);
+      GPUPOOL_ASSIGN_OR_RETURN(t->network, net::NetworkLease::Take(options_.networks, req.name));
+      req.netns_path = t->network->network().netns_path;
+      break;
+    }
+    case net::NetworkMode::kHost:
+      break;
+  }
   GPUPOOL_ASSIGN_OR_RETURN(t->box, options_.sandbox->Prepare(req));
   std::vector<std::string> envs;
   for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
@@ -563,6 +583,7 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
     st.usage = {true, u.cpu_usec, u.peak_memory_bytes, u.oom_kills, 0};
     t->box->Release();
   }
+  if (t->network) networks_to_release_.push_back(std::move(t->network));
   if (!t->slice_key.empty()) {
     // What the task's ledger measured: the spill the ledger bills (docs/billing.md).
     st.usage.spill_mib_seconds = options_.slices->Stop(t->slice_key);
@@ -679,6 +700,7 @@ void TaskRunner::Loop() {
     const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
     std::vector<std::pair<Listener, TaskStatus>> notify;
     std::vector<std::unique_ptr<oci::PreparedContainer>> released;
+    std::vector<std::unique_ptr<net::NetworkLease>> released_networks;
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
@@ -719,9 +741,11 @@ void TaskRunner::Loop() {
       }
       Forget();
       released.swap(to_release_);
+      released_networks.swap(networks_to_release_);
     }
     // runc delete and unmounts take a while: never under mu_.
     released.clear();
+    released_networks.clear();
     // Listeners first: whoever waits in StopAll() then finds the final updates already handed on.
     for (auto& [fn, st] : notify) fn(st);
     if (!notify.empty()) {

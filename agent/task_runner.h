@@ -53,6 +53,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/net/task_network.h"
 #include "base/clock.h"
 #include "base/status.h"
 
@@ -102,6 +103,10 @@ struct TaskSpec {
   // Device files the task may open (granted GPUs, their MIG capabilities, the control devices);
   // the sandbox's device filter allows these and the standard ones only.
   std::vector<std::string> device_files;
+  // The network its pool asks for (StartTask.network); unset = the node's default
+  // (TaskRunnerOptions::default_network). A task never runs less confined than its pool asks: an
+  // isolated or no-network task fails where the node cannot give it that.
+  std::optional<net::NetworkMode> network;
 };
 
 // What a sandboxed task used, read from its cgroup when it ended (zero without a sandbox).
@@ -166,6 +171,13 @@ struct TaskRunnerOptions {
   // (exit code 126) with `containers_off`.
   std::shared_ptr<oci::ContainerFactory> containers;
   std::string containers_off = "images are off on this node (images.enabled: false)";
+  // Isolated task networks (agent/net/task_network.h); null: the node offers none, and a task
+  // whose pool asks for one fails with `networks_off`.
+  std::shared_ptr<net::TaskNetworks> networks;
+  std::string networks_off = "isolated task networks are off on this node (network.isolated)";
+  // For tasks whose pool names no network. A task that is not sandboxed (sandbox off, no image)
+  // runs on the node's network unless its pool asked otherwise.
+  net::NetworkMode default_network = net::NetworkMode::kNone;
   // Told every task's process group while it runs (agent/lease_keeper.h): the keeper kills them
   // when the agent dies or its node lease lapses. null = tasks are not bound to the agent.
   std::shared_ptr<LeaseKeeper> lease_keeper;
@@ -273,6 +285,8 @@ class TaskRunner {
   // Containers of ended tasks, released (runc delete, unmount) by the supervisor after it lets
   // go of mu_.
   std::vector<std::unique_ptr<oci::PreparedContainer>> to_release_;
+  std::vector<std::unique_ptr<net::NetworkLease>>
+      networks_to_release_;  // likewise (`ip netns del`)
   // Pull threads of image tasks; joined when done (next StartContainer) or at destruction.
   struct PullThread {
     std::thread thread;

@@ -78,6 +78,7 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
   req.cpu_milli = spec.cpu_milli;
   req.device_files = spec.device_files;
   req.tenant_uid = options_.mps != nullptr && MpsManager::Serves(spec);
+  req.network = spec.network.value_or(options_.default_network);
   // The task's env over the image's, then the grant's (GrantEnv): what a plain command gets.
   std::map<std::string, std::string> env = spec.env;
   for (const auto& [k, v] : GrantEnv(spec)) env[k] = v;

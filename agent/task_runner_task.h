@@ -38,6 +38,7 @@ struct TaskRunner::Task {
   std::string slice_dir;                        // that ledger's directory, on the host
   bool pulling = false;  // an image task before its container started: no process yet
   std::unique_ptr<oci::PreparedContainer> container;  // an image task's, once prepared
+  std::unique_ptr<net::NetworkLease> network;         // a sandboxed task's isolated network
   ~Task() {
     if (status_fd >= 0) close(status_fd);
   }

@@ -87,6 +87,14 @@ pulls each image once with skopeo and umoci into a content-addressed store (defa
 DATA_DIR/images) shared by all its tasks. Without the sandbox or the tools the agent runs plain
 commands, and Register says `images` is not enforced (docs/images.md).
 
+Task networks (config `network: {isolated: false, default: none, subnet: 10.213.0.0/16, deny:
+[CIDR, ...]}`, docs/network.md): with the sandbox, each task gets the network its pool names
+(Pool.network), else `network.default`: `none` (a namespace of its own, loopback only), `isolated`
+(its own namespace and address, outbound through NAT; the node, other tasks, link-local metadata,
+gpupoold's addresses and `deny` refused; needs `isolated: true`, root, iproute2 and iptables) or
+`host` (the node's network; an admin's choice). A task never runs less confined than its pool
+asks: where the node cannot, it fails with the reason.
+
 VRAM scrub (config `vram_scrub: true`): before a device goes to a task of another tenant, its
 free memory is zeroed and verified (CUDA driver API via libcuda.so.1; simulated: a file per device
 under `sim_device_dir`); a failed scrub keeps the device out of service (reported unhealthy).
@@ -389,10 +397,34 @@ int Run(int argc, char** argv) {
       LogWarn("agent", "fractional slices are not enforced on this node", {{"why", ro.slices_off}});
     }
   }
+  ro.default_network = config.network.default_mode;
+  if (!config.network.isolated) {
+    ro.networks_off = "off (network.isolated: false)";
+  } else if (!ro.sandbox) {
+    ro.networks_off = "isolated networks need the sandbox (sandbox.enabled: true)";
+  } else {
+    auto networks = OpenNetworks(config.network, config.scheduler);
+    if (networks.ok()) {
+      ro.networks = *networks;
+    } else {
+      ro.networks_off = networks.status().message();
+    }
+  }
+  if (!ro.networks && config.network.isolated) {
+    LogWarn("agent", "isolated task networks are not offered on this node",
+            {{"why", ro.networks_off}});
+  }
+  if (!ro.networks && ro.default_network == net::NetworkMode::kIsolated) {
+    LogWarn("agent",
+            "network.default is isolated but isolated networks are off: tasks of pools "
+            "that name no network will fail",
+            {{"why", ro.networks_off}});
+  }
   if (!config.images.enabled) {
     ro.containers_off = "off (images.enabled: false): tasks with an image fail on this node";
   } else {
-    auto containers = OpenContainers(config.images, ro.sandbox, config.data_dir, SelfPath(argv[0]));
+    auto containers =
+        OpenContainers(config.images, ro.sandbox, config.data_dir, SelfPath(argv[0]), ro.networks);
     if (containers.ok()) {
       ro.containers = *containers;
     } else {

@@ -10,6 +10,7 @@ void PreparedContainer::Release() {
   (void)launcher_.Delete(id_);
   (void)UnmountRootfs(rootfs_);
   if (has_identity_ && uids_) uids_->Release(identity_);
+  network_.reset();
   lease_ = image::ImageLease();
 }
 
@@ -83,6 +84,17 @@ Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Prepare(
   in.interposer_socket = request.interposer_socket;
   in.network = request.network;
   in.netns_path = request.netns_path;
+  if (in.network == Network::kIsolated && in.netns_path.empty()) {
+    if (!options_.networks) {
+      return Status::FailedPrecondition(
+          "network: isolated: this node offers no isolated task networks (network.isolated is "
+          "off, or could not be set up: see the agent's log)");
+    }
+    auto lease = net::NetworkLease::Take(options_.networks, request.id);
+    if (!lease.ok()) return lease.status();
+    c->network_ = std::move(lease).value();
+    in.netns_path = c->network_->network().netns_path;
+  }
   if (request.seccomp) {
     auto seccomp =
         LoadSeccompProfile(options_.seccomp_profile, SeccompTarget::ThisNode(in.capabilities));

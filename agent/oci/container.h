@@ -5,14 +5,15 @@
 //   1. pulls the image into the node's store and holds it (an ImageLease) — or, with no image,
 //      uses the host-root skeleton (rootfs.h) for a plain command;
 //   2. takes the task's unprivileged uid/gid from the agent's UidMap;
-//   3. builds the task's root file system (overlay over the image, or the fallback);
+//   3. builds the task's root file system (overlay over the image, or the fallback), and for an
+//      isolated network prepares its namespace (agent/net/task_network.h);
 //   4. writes <task dir>/config.json (spec.h): the image's entrypoint/env with the task's args and
 //      env, the limits, the granted device files, driver files, interposer, volumes, network, the
 //      default seccomp profile converted for the task's capabilities, the cgroup path
 //      <cgroup_parent>/<id> (v2 keys only on a v2 host).
 // The PreparedContainer then gives the shim's argv (what the task runner spawns) and Release()
 // (after the shim ended): delete the container if still there, unmount the rootfs, give the uid
-// back, drop the image lease.
+// back, delete its network namespace, drop the image lease.
 //
 // Errors name the step ("image: …", "uid: …", "rootfs: …", "spec: …", "seccomp: …"); a task that
 // cannot be confined does not run.
@@ -44,6 +45,8 @@ struct ContainerFactoryOptions {
   bool cgroup_v2 = false;               // the node's memory controller is on v2
   std::vector<std::string> hide_paths;  // masked in every task (the agent's config, its data)
   std::vector<std::string> host_dirs = {"/usr", "/etc", "/opt"};  // plain commands' root
+  // Where isolated networks come from (null: the node offers none, and an isolated task fails).
+  std::shared_ptr<net::TaskNetworks> networks;
 };
 
 struct ContainerRequest {
@@ -63,7 +66,7 @@ struct ContainerRequest {
   std::string interposer_socket;
   std::vector<BindMount> volumes;
   Network network = Network::kNone;
-  std::string netns_path;
+  std::string netns_path;   // kIsolated: a prepared namespace; empty = one from the factory's
   bool seccomp = true;      // false only where the caller can say why (tests' control runs)
   bool tenant_uid = false;  // an MPS client: the tenant's shared uid (sandbox::UidMap)
 };
@@ -93,6 +96,7 @@ class PreparedContainer {
   sandbox::TaskIdentity identity_;
   bool has_identity_ = false;
   image::ImageLease lease_;
+  std::unique_ptr<net::NetworkLease> network_;
   TaskRootfs rootfs_;
   RuntimeSpecInput input_;
   bool released_ = false;

@@ -171,6 +171,13 @@ Result<json> BuildRuntimeSpec(const RuntimeSpecInput& in) {
   if (in.network == Network::kHost) {
     // sysfs cannot be mounted from a user namespace that does not own the network namespace.
     mounts.push_back(Mount("/sys", "none", "/sys", {"rbind", "nosuid", "noexec", "nodev", "ro"}));
+  } else if (in.network == Network::kIsolated) {
+    // Likewise for the agent's prepared namespace (the node's user namespace owns it): the node's
+    // sysfs, read-only, as a plain sandboxed task sees it — with the task's own cgroup over the
+    // node's hierarchy, so no other task's cgroup names show.
+    mounts.push_back(Mount("/sys", "none", "/sys", {"rbind", "nosuid", "noexec", "nodev", "ro"}));
+    mounts.push_back(Mount("/sys/fs/cgroup", "cgroup", "cgroup",
+                           {"nosuid", "noexec", "nodev", "relatime", "ro"}));
   } else {
     mounts.push_back(Mount("/sys", "sysfs", "sysfs", {"nosuid", "noexec", "nodev", "ro"}));
     mounts.push_back(Mount("/sys/fs/cgroup", "cgroup", "cgroup",

@@ -36,11 +36,13 @@
 #include <string>
 #include <vector>
 
+#include "agent/net/task_network.h"
 #include "base/status.h"
 
 namespace gpupool::agent::oci {
 
-enum class Network { kNone, kIsolated, kHost };
+// none / isolated / host (agent/net/task_network.h says what each may reach).
+using Network = net::NetworkMode;
 
 struct BindMount {
   std::string source;       // host path

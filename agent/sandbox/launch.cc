@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <net/if.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -28,6 +31,8 @@ enum Step : int32_t {
   kBindWork,
   kBindLedger,
   kProc,
+  kNetwork,
+  kLoopback,
   kFork,
   kSetgroups,
   kSetgid,
@@ -51,6 +56,7 @@ struct ChildArgs {
   int work_fd = -1;          // the descriptor number work_fd_path names
   std::string work_fd_path;  // /proc/self/fd/N of an O_PATH descriptor of the work dir
   int ledger_fd = -1;        // likewise for the GPU slice's ledger directory (optional)
+  int netns_fd = -1;         // the isolated network to join (optional)
   std::string ledger_fd_path;
   std::string ledger_mount;  // <work dir>/.gpupool
   int err_fd = -1;           // write end, O_CLOEXEC
@@ -115,6 +121,20 @@ long RawClone(unsigned long flags) {
   if (oom >= 0) {
     [[maybe_unused]] ssize_t n = write(oom, "-1000", 5);
     close(oom);
+  }
+  if (a.netns_fd >= 0) {
+    // The task's isolated network, prepared by the agent (agent/net/task_network.h).
+    if (setns(a.netns_fd, CLONE_NEWNET) != 0) Fail(a.err_fd, kNetwork, errno);
+    close(a.netns_fd);
+  } else if (p.own_network) {
+    // A namespace of its own (cloned so): loopback only, and up, for the task's own processes.
+    const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ifreq ifr{};
+    std::memcpy(ifr.ifr_name, "lo", 3);
+    if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) != 0) Fail(a.err_fd, kLoopback, errno);
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) Fail(a.err_fd, kLoopback, errno);
+    close(s);
   }
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     Fail(a.err_fd, kMountPrivate, errno);
@@ -216,6 +236,10 @@ std::string Describe(const LaunchPlan& p, const SetupError& e) {
       return "sandbox: cannot mount the GPU slice's ledger " + p.ledger_dir + ": " + why;
     case kProc:
       return "sandbox: cannot mount /proc: " + why;
+    case kNetwork:
+      return "sandbox: cannot join the task's network " + p.netns_path + ": " + why;
+    case kLoopback:
+      return "sandbox: cannot bring up the task's loopback: " + why;
     case kFork:
       return "sandbox: cannot fork the task: " + why;
     case kSetgroups:
@@ -268,9 +292,20 @@ Result<Launched> Launch(const LaunchPlan& plan) {
     a.ledger_fd_path = "/proc/self/fd/" + std::to_string(a.ledger_fd);
     a.ledger_mount = plan.work_dir + "/" + kLedgerMount;
   }
+  if (!plan.netns_path.empty()) {
+    a.netns_fd = open(plan.netns_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (a.netns_fd < 0) {
+      const int err = errno;
+      close(work_fd);
+      if (a.ledger_fd >= 0) close(a.ledger_fd);
+      return Status::FailedPrecondition("sandbox: cannot open the task's network " +
+                                        plan.netns_path + ": " + std::strerror(err));
+    }
+  }
   const auto close_paths = [&] {
     close(work_fd);
     if (a.ledger_fd >= 0) close(a.ledger_fd);
+    if (a.netns_fd >= 0) close(a.netns_fd);
   };
   int err_pipe[2], status_pipe[2];
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
@@ -286,7 +321,8 @@ Result<Launched> Launch(const LaunchPlan& plan) {
   a.err_fd = err_pipe[1];
   a.status_fd = status_pipe[1];
 
-  const long pid = RawClone(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC);
+  const unsigned long net = plan.netns_path.empty() && plan.own_network ? CLONE_NEWNET : 0;
+  const long pid = RawClone(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | net);
   if (pid == 0) RunInit(a);
   const int clone_err = errno;
   close_paths();

@@ -54,6 +54,10 @@ struct LaunchPlan {
   std::vector<std::string> private_tmp;  // tmpfs (1777) over each that exists
   std::string empty_file;                // mode 0000, bound over hide_files
   std::vector<int> cgroup_fds;           // open cgroup.procs descriptors
+  // Network: join the namespace at `netns_path` (a task's isolated network), else a namespace of
+  // the task's own with loopback up (`own_network`), else the node's.
+  bool own_network = false;
+  std::string netns_path;
   uid_t uid = 0;
   gid_t gid = 0;
   int log_fd = -1;

@@ -77,6 +77,8 @@ Result<std::unique_ptr<SandboxedTask>> Sandbox::Prepare(const SandboxRequest& r)
   t->released_ = false;
   // From here on, Release() (via the destructor) undoes whatever was done.
   t->work_dir_ = WorkDirOf(r.task_dir);
+  t->own_network_ = r.own_network;
+  t->netns_path_ = r.netns_path;
   if (mkdir(t->work_dir_.c_str(), 0700) != 0 && errno != EEXIST) {
     return Status::Internal("sandbox: cannot create " + t->work_dir_ + ": " + std::strerror(errno));
   }
@@ -135,7 +137,8 @@ std::vector<Capability> Sandbox::Capabilities() const {
                               std::to_string(options_.uid_pool_count)
                         : std::string("tenant map only");
   out.push_back({"uid", true, uid});
-  out.push_back({"namespaces", true, "mount (private /tmp, agent state hidden), pid, ipc"});
+  out.push_back(
+      {"namespaces", true, "mount (private /tmp, agent state hidden), pid, ipc, network"});
   return out;
 }
 
@@ -172,6 +175,8 @@ Result<Launched> SandboxedTask::Launch(const std::string& exec_path,
   p.uid = id_.uid;
   p.gid = id_.gid;
   p.log_fd = log_fd;
+  p.own_network = own_network_;
+  p.netns_path = netns_path_;
   auto fds = cgroup_->OpenProcsFds();
   if (!fds.ok()) return fds.status().WithContext("sandbox");
   p.cgroup_fds = *fds;

@@ -57,6 +57,11 @@ struct SandboxRequest {
   // The task is a client of its tenant's MPS daemon: it runs as the tenant's shared uid
   // (UidMap::AcquireShared), as MPS serves one uid at a time.
   bool tenant_uid = false;
+  // The task's network (agent/net/task_network.h decides which): its own namespace with only
+  // loopback (`own_network`), the prepared namespace at `netns_path` (isolated), or, with neither,
+  // the node's.
+  bool own_network = false;
+  std::string netns_path;
 };
 
 class SandboxedTask {
@@ -78,6 +83,8 @@ class SandboxedTask {
   class Sandbox* owner_ = nullptr;
   TaskIdentity id_;
   std::string work_dir_;
+  bool own_network_ = false;
+  std::string netns_path_;
   std::unique_ptr<TaskCgroup> cgroup_;
   bool released_ = false;
 };

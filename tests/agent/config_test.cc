@@ -152,6 +152,36 @@ gpus: [{model: L4}]
   EXPECT_FALSE(d->sandbox.enabled);
 }
 
+TEST(AgentConfigTest, ParsesTheNetworkSection) {
+  auto c = ParseAgentConfig(R"(network:
+  isolated: true
+  default: isolated
+  subnet: 10.50.0.0/20
+  deny: [10.0.0.0/8, 192.168.7.9]
+)",
+                            "a.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->network.isolated);
+  EXPECT_EQ(c->network.default_mode, net::NetworkMode::kIsolated);
+  EXPECT_EQ(c->network.options.subnet, "10.50.0.0/20");
+  EXPECT_EQ(c->network.options.deny, (std::vector<std::string>{"10.0.0.0/8", "192.168.7.9"}));
+  // Unset: no isolated networks, and tasks of pools that name none get no network.
+  auto d = ParseAgentConfig("pool: p\n", "a.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->network.isolated);
+  EXPECT_EQ(d->network.default_mode, net::NetworkMode::kNone);
+  // Bad values are refused naming the key.
+  for (const auto& [yaml, want] : std::vector<std::pair<std::string, std::string>>{
+           {"network:\n  default: bridge\n", "network.default: network mode 'bridge'"},
+           {"network:\n  subnet: 10.0.0.0/28\n", "network.subnet: the prefix length must be 8..24"},
+           {"network:\n  deny: [10.0.0.300]\n", "network.deny: '10.0.0.300': not an IPv4"},
+           {"network:\n  bridge: br0\n", "network.bridge: unknown key"}}) {
+    auto bad = ParseAgentConfig(yaml, "a.yaml");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_NE(bad.status().message().find(want), std::string::npos) << bad.status().message();
+  }
+}
+
 TEST(AgentConfigTest, ReadsTheJoinTokenFromAFile) {
   const std::string path = ::testing::TempDir() + "/agent_config_node.token";
   std::ofstream(path) << "  gpj-0123456789abcdef\n";

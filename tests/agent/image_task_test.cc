@@ -16,6 +16,7 @@
 #include "agent/image/image_store.h"
 #include "agent/images.h"
 #include "agent/task_runner.h"
+#include "tests/agent/net_fixture.h"
 #include "tests/agent/oci_registry.h"
 #include "tests/agent/sandbox_fixture.h"
 #include "tests/support/wait_for.h"
@@ -75,20 +76,27 @@ class ImageTaskTest : public ::testing::Test {
     so.uid_pool_count = 100;
     auto box = sandbox::Sandbox::Create(so, data_dir_);
     ASSERT_TRUE(box.ok()) << box.status().ToString();
+    box_ = *box;
+    cgroup_parent_ = so.cgroup_parent;
+    StartRunner();
+  }
+
+  void StartRunner(std::shared_ptr<net::TaskNetworks> networks = nullptr) {
+    runner_.reset();
     ImageOptions io;
     io.tls_verify = false;  // the loopback registry speaks plain HTTP
     io.shim = GPUPOOL_OCI_SHIM;
-    auto containers = OpenContainers(io, *box, data_dir_, "");
+    auto containers = OpenContainers(io, box_, data_dir_, "", networks);
     ASSERT_TRUE(containers.ok()) << containers.status().ToString();
     containers_ = *containers;
     TaskRunnerOptions o;
     o.data_dir = data_dir_;
     o.default_grace_ms = 300;
-    o.sandbox = *box;
+    o.sandbox = box_;
     o.containers = containers_;
+    o.networks = std::move(networks);
     runner_ = std::make_unique<TaskRunner>(o);
     ended_.Attach(*runner_);
-    cgroup_parent_ = so.cgroup_parent;
   }
 
   void TearDown() override {
@@ -117,6 +125,7 @@ class ImageTaskTest : public ::testing::Test {
   static ::gpupool::testing::LocalRegistry* registry_;
   static std::string work_, skip_;
   std::string data_dir_, cgroup_parent_;
+  std::shared_ptr<sandbox::Sandbox> box_;
   std::shared_ptr<oci::ContainerFactory> containers_;
   std::unique_ptr<TaskRunner> runner_;
   testing::EndedTasks ended_;
@@ -249,4 +258,49 @@ TEST(ImageTaskWithoutContainersTest, FailsAtOnceSayingWhy) {
 }
 
 }  // namespace
+TEST_F(ImageTaskTest, UnderIsolatedItCannotReachTheNodeOrAnotherTask) {
+  if (!testing::Have("ip") || !testing::Have("iptables-restore")) {
+    GTEST_SKIP() << "needs iproute2 and iptables";
+  }
+  net::NetworkOptions no;
+  const std::string tag = std::to_string(getpid() % 100000);
+  no.prefix = "gpi" + tag;
+  no.iface = "i" + tag;
+  no.subnet = "10.216.0.0/24";
+  auto opened = net::TaskNetworks::Open(no);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::shared_ptr<net::TaskNetworks> networks = std::move(opened).value();
+  StartRunner(networks);
+  testing::Listener node("");
+  const std::string node_address = testing::NodeAddress(net::Cidr{0, 32});
+  ASSERT_FALSE(node_address.empty());
+
+  // Task b listens first, so it has the first /30 (10.216.0.2); task a gets the second.
+  TaskSpec b = Spec("b", Ref("test/app:1"), "nc -l -p 8080 </dev/null");
+  b.network = net::NetworkMode::kIsolated;
+  ASSERT_TRUE(runner_->Start(b).ok());
+  ASSERT_TRUE(
+      ::gpupool::testing::WaitFor([&] { return ended_.Started("b"); }, std::chrono::seconds(60)));
+  const std::string probe =
+      "probe() { if nc -w 2 $1 $2 </dev/null >/dev/null 2>&1; then echo \"$1 reached\"; "
+      "else echo \"$1 refused\"; fi; }; ip -4 -o addr show dev eth0 | awk '{print $4}'; ";
+  TaskSpec a =
+      Spec("a", Ref("test/app:1"),
+           probe + "probe " + node_address + " " + std::to_string(node.port()) +
+               "; probe 10.216.0.5 " + std::to_string(node.port()) + "; probe 10.216.0.2 8080");
+  a.network = net::NetworkMode::kIsolated;
+  ASSERT_TRUE(runner_->Start(a).ok());
+  const TaskStatus st = ended_.Wait("a");
+  ASSERT_EQ(st.phase, TaskPhase::kSucceeded) << st.reason << st.output_tail;
+  EXPECT_EQ(st.output_tail, "10.216.0.6/30\n" + node_address + " refused\n10.216.0.5 refused\n" +
+                                "10.216.0.2 refused\n");
+  // Control: task b did listen — the node itself may connect to it.
+  EXPECT_EQ(testing::ConnectFrom("", "10.216.0.2", 8080), 0);
+  EXPECT_EQ(ended_.Wait("b").phase, TaskPhase::kSucceeded);
+  runner_.reset();
+  containers_.reset();
+  EXPECT_EQ(networks->in_use(), 0);
+  networks->Uninstall();
+}
+
 }  // namespace gpupool::agent

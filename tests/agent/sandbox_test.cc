@@ -23,6 +23,7 @@
 #include "agent/proto_convert.h"
 #include "agent/task_runner.h"
 #include "gpupool/v1/agent.pb.h"
+#include "tests/agent/net_fixture.h"
 #include "tests/agent/sandbox_fixture.h"
 #include "tests/support/wait_for.h"
 
@@ -66,7 +67,7 @@ class SandboxTest : public ::testing::Test {
     Start();
   }
 
-  void Start() {
+  void Start(std::shared_ptr<net::TaskNetworks> networks = nullptr) {
     runner_.reset();
     auto box = sandbox::Sandbox::Create(options_, data_dir_);
     ASSERT_TRUE(box.ok()) << box.status().ToString();
@@ -74,6 +75,7 @@ class SandboxTest : public ::testing::Test {
     o.data_dir = data_dir_;
     o.default_grace_ms = 300;
     o.sandbox = *box;
+    o.networks = std::move(networks);
     runner_ = std::make_unique<TaskRunner>(o);
     ended_.Attach(*runner_);
   }
@@ -367,6 +369,79 @@ TEST(CgroupLayoutTest, ReadsV1AndV2MountsFromMountinfo) {
   EXPECT_TRUE(v2.OnV2(sandbox::Controller::kPids));
   EXPECT_FALSE(v2.devices_enforced());  // v2 needs an eBPF program: reported, not pretended
   EXPECT_EQ(v2.Describe(), "v2: cpu cpuacct memory pids");
+}
+
+}  // namespace
+}  // namespace gpupool::agent
+
+namespace gpupool::agent {
+namespace {
+
+// bash's /dev/tcp: "reached" when a TCP connection to address:port was accepted.
+std::string ProbeScript(const std::string& address, int port) {
+  return "if timeout 3 bash -c 'echo > /dev/tcp/" + address + "/" + std::to_string(port) +
+         "' 2>/dev/null; then echo reached; else echo refused; fi";
+}
+
+// The interfaces a task sees, one name per line (from /proc/net/dev).
+const char kInterfaces[] = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort; ";
+
+TEST_F(SandboxTest, ByDefaultATaskHasOnlyItsOwnLoopbackAndCannotReachTheNode) {
+  testing::Listener node("");
+  const std::string address = testing::NodeAddress(net::Cidr{0, 32});
+  ASSERT_FALSE(address.empty());
+  TaskSpec spec =
+      Spec("nonet", "acme", std::string(kInterfaces) + ProbeScript(address, node.port()));
+  TaskStatus st = Run(spec);
+  ASSERT_EQ(st.phase, TaskPhase::kSucceeded) << st.reason << st.output_tail;
+  EXPECT_EQ(st.output_tail, "lo\nrefused\n");
+  // Control: a pool that asked for the node's network (an admin's choice) reaches it.
+  TaskSpec host = Spec("hostnet", "acme", ProbeScript(address, node.port()));
+  host.network = net::NetworkMode::kHost;
+  st = Run(host);
+  ASSERT_EQ(st.phase, TaskPhase::kSucceeded) << st.reason << st.output_tail;
+  EXPECT_EQ(st.output_tail, "reached\n");
+}
+
+TEST_F(SandboxTest, AnIsolatedTaskHasItsOwnAddressAndCannotReachTheNode) {
+  if (!testing::Have("ip") || !testing::Have("iptables-restore")) {
+    GTEST_SKIP() << "needs iproute2 and iptables";
+  }
+  net::NetworkOptions no;
+  const std::string tag = std::to_string(getpid() % 100000);
+  no.prefix = "gps" + tag;
+  no.iface = "s" + tag;
+  no.subnet = "10.215.0.0/24";
+  auto nets = net::TaskNetworks::Open(no);
+  ASSERT_TRUE(nets.ok()) << nets.status().ToString();
+  std::shared_ptr<net::TaskNetworks> networks = std::move(nets).value();
+  Start(networks);
+  testing::Listener node("");
+  const std::string address = testing::NodeAddress(net::Cidr{0, 32});
+  TaskSpec spec = Spec("iso", "acme",
+                       std::string(kInterfaces) + "grep -c '^eth0' /proc/net/route; " +
+                           ProbeScript(address, node.port()));
+  spec.network = net::NetworkMode::kIsolated;
+  TaskStatus st = Run(spec);
+  ASSERT_EQ(st.phase, TaskPhase::kSucceeded) << st.reason << st.output_tail;
+  // Its veth and loopback, a route through the node (the /30 and the default), and the node's
+  // own ports refused.
+  EXPECT_EQ(st.output_tail, "eth0\nlo\n2\nrefused\n");
+  // Its namespace went with it.
+  EXPECT_EQ(networks->in_use(), 0);
+  runner_.reset();
+  networks->Uninstall();
+}
+
+TEST_F(SandboxTest, AnIsolatedTaskOnANodeWithoutIsolatedNetworksFailsInsteadOfRunningOpen) {
+  TaskSpec spec = Spec("iso", "acme", "echo ran");
+  spec.network = net::NetworkMode::kIsolated;
+  TaskStatus st = Run(spec);
+  EXPECT_EQ(st.phase, TaskPhase::kFailed);
+  EXPECT_EQ(st.exit_code, 126);
+  EXPECT_NE(st.reason.find("network: isolated task networks are off"), std::string::npos)
+      << st.reason;
+  EXPECT_EQ(st.output_tail.find("ran"), std::string::npos);
 }
 
 }  // namespace

@@ -183,6 +183,21 @@ TEST_F(RunnerTest, ExitCodes) {
   EXPECT_FALSE(three.oom);
 }
 
+TEST_F(RunnerTest, UnconfinedATaskWhosePoolAsksForNoNetworkFailsInsteadOfSharingTheNodes) {
+  TaskSpec spec = Spec("nonet", "echo ran");
+  spec.network = net::NetworkMode::kNone;
+  auto started = runner_->Start(spec);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  const TaskStatus st = started->terminal() ? *started : WaitEnd("nonet");
+  EXPECT_EQ(st.phase, TaskPhase::kFailed);
+  EXPECT_EQ(st.exit_code, 126);
+  EXPECT_EQ(st.reason, "network: none: needs the sandbox (sandbox.enabled is off on this node)");
+  EXPECT_EQ(st.output_tail.find("ran"), std::string::npos);
+  // A pool that names no network: an unconfined node runs it on its own network, as ever.
+  ASSERT_TRUE(runner_->Start(Spec("plain", "echo ran")).ok());
+  EXPECT_EQ(WaitEnd("plain").phase, TaskPhase::kSucceeded);
+}
+
 TEST_F(RunnerTest, SignalDeath) {
   ASSERT_TRUE(runner_->Start(Spec("segv", "kill -SEGV $$")).ok());
   const TaskStatus st = WaitEnd("segv");

@@ -1,0 +1,384 @@
+#include "agent/net/task_network.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "agent/image/tool.h"
+#include "base/log.h"
+
+namespace gpupool::agent::net {
+namespace {
+
+using image::RunTool;
+using image::SecretFd;
+using image::ToolResult;
+using image::ToolRun;
+
+constexpr int64_t kToolTimeoutMs = 10'000;
+constexpr char kNetnsDir[] = "/run/netns";
+
+Status WriteFile(const std::string& path, const std::string& value) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FailedPrecondition(path + ": " + std::strerror(errno));
+  const ssize_t n = write(fd, value.data(), value.size());
+  const int err = errno;
+  close(fd);
+  if (n != static_cast<ssize_t>(value.size())) {
+    return Status::FailedPrecondition(path + ": " + std::strerror(err));
+  }
+  return Status::Ok();
+}
+
+// IPv6 off inside a namespace, before its interfaces come up: no link-local IPv6 address, so no
+// IPv6 route to the node. /proc/sys/net answers for the network namespace of the thread that
+// opens it, and setns(CLONE_NEWNET) is allowed on one thread of a threaded process — so a
+// short-lived thread of our own does it, with no helper program.
+Status DisableIpv6In(const std::string& netns_path) {
+  if (!std::filesystem::exists("/proc/sys/net/ipv6")) return Status::Ok();  // no IPv6 at all
+  Status result = Status::Ok();
+  std::thread worker([&] {
+    const int fd = open(netns_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+      result = Status::FailedPrecondition("setns " + netns_path + ": " + std::strerror(errno));
+      if (fd >= 0) close(fd);
+      return;
+    }
+    close(fd);
+    for (const char* conf : {"all", "default", "eth0", "lo"}) {
+      const Status s =
+          WriteFile(std::string("/proc/sys/net/ipv6/conf/") + conf + "/disable_ipv6", "1");
+      if (!s.ok()) {
+        result = s;
+        return;
+      }
+    }
+  });
+  worker.join();
+  return result;
+}
+
+bool ValidName(const std::string& s, size_t max) {
+  if (s.empty() || s.size() > max) return false;
+  return std::all_of(s.begin(), s.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '-'; });
+}
+
+std::string Upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+Result<ToolResult> Run(const std::vector<std::string>& argv, int pass_fd = -1) {
+  ToolRun run;
+  run.argv = argv;
+  run.pass_fd = pass_fd;
+  run.timeout_ms = kToolTimeoutMs;
+  return RunTool(run);
+}
+
+// Cleanup steps whose failure changes nothing (the thing was already gone).
+void RunBestEffort(const std::vector<std::string>& argv) { [[maybe_unused]] auto r = Run(argv); }
+
+std::string Joined(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) out += (out.empty() ? "" : " ") + a;
+  return out;
+}
+
+}  // namespace
+
+const char* NetworkModeName(NetworkMode mode) {
+  switch (mode) {
+    case NetworkMode::kNone:
+      return "none";
+    case NetworkMode::kIsolated:
+      return "isolated";
+    case NetworkMode::kHost:
+      return "host";
+  }
+  return "?";
+}
+
+Result<NetworkMode> ParseNetworkMode(const std::string& name) {
+  if (name == "none") return NetworkMode::kNone;
+  if (name == "isolated") return NetworkMode::kIsolated;
+  if (name == "host") return NetworkMode::kHost;
+  return Status::InvalidArgument("network mode '" + name + "': want none, isolated or host");
+}
+
+std::string FormatIpv4(uint32_t address) {
+  return std::to_string(address >> 24) + "." + std::to_string((address >> 16) & 0xff) + "." +
+         std::to_string((address >> 8) & 0xff) + "." + std::to_string(address & 0xff);
+}
+
+std::string Cidr::ToString() const { return FormatIpv4(base) + "/" + std::to_string(bits); }
+
+bool Cidr::Contains(uint32_t address) const {
+  const uint32_t mask = bits == 0 ? 0 : ~uint32_t{0} << (32 - bits);
+  return (address & mask) == base;
+}
+
+Result<Cidr> ParseCidr(const std::string& text) {
+  const size_t slash = text.find('/');
+  const std::string addr = text.substr(0, slash);
+  in_addr a{};
+  if (inet_pton(AF_INET, addr.c_str(), &a) != 1) {
+    return Status::InvalidArgument("'" + text + "': not an IPv4 address or CIDR");
+  }
+  Cidr c;
+  c.bits = 32;
+  if (slash != std::string::npos) {
+    const std::string bits = text.substr(slash + 1);
+    if (bits.empty() || bits.size() > 2 ||
+        !std::all_of(bits.begin(), bits.end(), [](unsigned char ch) { return std::isdigit(ch); }) ||
+        std::stoi(bits) > 32) {
+      return Status::InvalidArgument("'" + text + "': the prefix length must be 0..32");
+    }
+    c.bits = std::stoi(bits);
+  }
+  const uint32_t mask = c.bits == 0 ? 0 : ~uint32_t{0} << (32 - c.bits);
+  c.base = ntohl(a.s_addr) & mask;
+  return c;
+}
+
+TaskNetworks::TaskNetworks(NetworkOptions options, Cidr subnet, std::vector<std::string> denied)
+    : options_(std::move(options)),
+      subnet_(subnet),
+      denied_(std::move(denied)),
+      used_(size_t{1} << (32 - subnet.bits - 2), false) {}
+
+std::string TaskNetworks::Chain(const std::string& suffix) const {
+  return Upper(options_.prefix) + "-" + suffix;
+}
+
+Result<std::unique_ptr<TaskNetworks>> TaskNetworks::Open(NetworkOptions options) {
+  if (!ValidName(options.prefix, 16)) {
+    return Status::InvalidArgument("network.prefix '" + options.prefix +
+                                   "': 1..16 letters, digits or '-'");
+  }
+  if (!ValidName(options.iface, 6)) {
+    return Status::InvalidArgument("network.iface '" + options.iface +
+                                   "': 1..6 letters, digits or '-' (Linux names stop at 15)");
+  }
+  auto subnet = ParseCidr(options.subnet);
+  if (!subnet.ok()) return Status::InvalidArgument("network.subnet: " + subnet.status().message());
+  if (subnet->bits < 8 || subnet->bits > 24) {
+    return Status::InvalidArgument("network.subnet '" + options.subnet +
+                                   "': the prefix length must be 8..24 (a /30 per task)");
+  }
+  // Built-in refusals first: link-local (cloud metadata services answer at 169.254.169.254),
+  // then every other task.
+  std::vector<std::string> denied = {"169.254.0.0/16", subnet->ToString()};
+  for (const std::string& d : options.deny) {
+    auto c = ParseCidr(d);
+    if (!c.ok()) return Status::InvalidArgument("network.deny: " + c.status().message());
+    denied.push_back(c->ToString());
+  }
+  if (geteuid() != 0) {
+    return Status::FailedPrecondition(
+        "network: isolated task networks need root (network namespaces, veths, the firewall)");
+  }
+  std::unique_ptr<TaskNetworks> nets(new TaskNetworks(std::move(options), *subnet, denied));
+  nets->RemoveLeftovers();
+  GPUPOOL_RETURN_IF_ERROR(nets->LoadChains());
+  GPUPOOL_RETURN_IF_ERROR(nets->Hook("filter", "INPUT", nets->Chain("INPUT")));
+  GPUPOOL_RETURN_IF_ERROR(nets->Hook("filter", "FORWARD", nets->Chain("FORWARD")));
+  GPUPOOL_RETURN_IF_ERROR(nets->Hook("nat", "POSTROUTING", nets->Chain("POSTROUTING")));
+  // Masquerading needs the node to forward. Only our FORWARD chain accepts anything new; the
+  // operator's own FORWARD policy is left as it was for everything else.
+  const Status fwd = WriteFile("/proc/sys/net/ipv4/ip_forward", "1");
+  if (!fwd.ok())
+    return Status::FailedPrecondition("network: cannot enable forwarding: " + fwd.message());
+  return nets;
+}
+
+Status TaskNetworks::LoadChains() const {
+  const std::string in = Chain("INPUT"), fwd = Chain("FORWARD"), post = Chain("POSTROUTING");
+  const std::string task_if = options_.iface + "+";
+  // REJECT rather than DROP: a refused connection fails at once with "no route to host" instead
+  // of hanging the tenant's program until its own timeout.
+  const std::string reject = " -j REJECT --reject-with icmp-admin-prohibited\n";
+  std::string rules =
+      "*filter\n:" + in + " - [0:0]\n:" + fwd + " - [0:0]\n-F " + in + "\n-F " + fwd + "\n";
+  // Replies to the node's own connections (a readiness probe, a published port) come back in;
+  // nothing a task starts does.
+  rules +=
+      "-A " + in + " -i " + task_if + " -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n";
+  rules += "-A " + in + " -i " + task_if + reject;
+  rules +=
+      "-A " + fwd + " -o " + task_if + " -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n";
+  rules += "-A " + fwd + " -o " + task_if + " -j DROP\n";
+  for (const std::string& d : denied_)
+    rules += "-A " + fwd + " -i " + task_if + " -d " + d + reject;
+  rules += "-A " + fwd + " -i " + task_if + " -j ACCEPT\nCOMMIT\n";
+  rules += "*nat\n:" + post + " - [0:0]\n-F " + post + "\n";
+  rules += "-A " + post + " -s " + subnet_.ToString() + " ! -d " + subnet_.ToString() +
+           " -j MASQUERADE\nCOMMIT\n";
+  GPUPOOL_ASSIGN_OR_RETURN(int fd, SecretFd("gpupool-firewall", rules));
+  const std::vector<std::string> argv = {options_.iptables_restore, "--noflush", "/proc/self/fd/3"};
+  auto r = Run(argv, fd);
+  close(fd);
+  if (!r.ok()) return Status::FailedPrecondition("network: " + r.status().message());
+  if (!r->ok()) {
+    return Status::FailedPrecondition("network: " + Joined(argv) + ": " + r->Describe());
+  }
+  return Status::Ok();
+}
+
+Status TaskNetworks::Hook(const std::string& table, const std::string& chain,
+                          const std::string& target) const {
+  auto check = Run({options_.iptables, "-w", "-t", table, "-C", chain, "-j", target});
+  if (!check.ok()) return Status::FailedPrecondition("network: " + check.status().message());
+  if (check->ok()) return Status::Ok();  // already hooked by an earlier run
+  const std::vector<std::string> argv = {
+      options_.iptables, "-w", "-t", table, "-I", chain, "1", "-j", target};
+  auto r = Run(argv);
+  if (!r.ok()) return Status::FailedPrecondition("network: " + r.status().message());
+  if (!r->ok()) {
+    return Status::FailedPrecondition("network: " + Joined(argv) + ": " + r->Describe());
+  }
+  return Status::Ok();
+}
+
+void TaskNetworks::Unhook(const std::string& table, const std::string& chain,
+                          const std::string& target) const {
+  // A rule inserted twice (two runs racing) is removed as often as it is there.
+  for (int i = 0; i < 8; ++i) {
+    auto r = Run({options_.iptables, "-w", "-t", table, "-D", chain, "-j", target});
+    if (!r.ok() || !r->ok()) break;
+  }
+  RunBestEffort({options_.iptables, "-w", "-t", table, "-F", target});
+  RunBestEffort({options_.iptables, "-w", "-t", table, "-X", target});
+}
+
+void TaskNetworks::RemoveLeftovers() const {
+  std::error_code ec;
+  const std::string ns_prefix = options_.prefix + "-";
+  for (const auto& e : std::filesystem::directory_iterator(kNetnsDir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(ns_prefix, 0) == 0) RunBestEffort({options_.ip, "netns", "del", name});
+  }
+  for (const auto& e : std::filesystem::directory_iterator("/sys/class/net", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(options_.iface, 0) != 0 || name.size() == options_.iface.size()) continue;
+    const std::string rest = name.substr(options_.iface.size());
+    if (std::all_of(rest.begin(), rest.end(), [](unsigned char c) { return std::isdigit(c); })) {
+      RunBestEffort({options_.ip, "link", "del", name});
+    }
+  }
+}
+
+Status TaskNetworks::RunIp(const std::vector<std::string>& args, const std::string& batch) const {
+  std::vector<std::string> argv = {options_.ip};
+  argv.insert(argv.end(), args.begin(), args.end());
+  int fd = -1;
+  if (!batch.empty()) {
+    GPUPOOL_ASSIGN_OR_RETURN(fd, SecretFd("gpupool-ip-batch", batch));
+    argv.push_back("-batch");
+    argv.push_back("/proc/self/fd/3");
+  }
+  auto r = Run(argv, fd);
+  if (fd >= 0) close(fd);
+  if (!r.ok()) return Status::FailedPrecondition("network: " + r.status().message());
+  if (!r->ok()) {
+    std::string what = Joined(argv);
+    if (!batch.empty()) what += " [" + batch.substr(0, batch.find('\n')) + " …]";
+    return Status::FailedPrecondition("network: " + what + ": " + r->Describe());
+  }
+  return Status::Ok();
+}
+
+Result<TaskNetwork> TaskNetworks::Prepare(const std::string& task) {
+  TaskNetwork n;
+  {
+    MutexLock lock(&mu_);
+    const int slots = static_cast<int>(used_.size());
+    for (int i = 0; i < slots; ++i) {
+      const int s = (next_ + i) % slots;
+      if (!used_[s]) {
+        n.slot = s;
+        break;
+      }
+    }
+    if (n.slot < 0) {
+      return Status::ResourceExhausted("network: all " + std::to_string(slots) +
+                                       " task addresses of " + subnet_.ToString() +
+                                       " are in use (network.subnet)");
+    }
+    used_[n.slot] = true;
+    next_ = (n.slot + 1) % slots;
+  }
+  const uint32_t block = subnet_.base + static_cast<uint32_t>(n.slot) * 4;
+  n.netns = options_.prefix + "-" + std::to_string(n.slot);
+  n.netns_path = std::string(kNetnsDir) + "/" + n.netns;
+  n.gateway = FormatIpv4(block + 1);
+  n.address = FormatIpv4(block + 2);
+  n.host_iface = options_.iface + std::to_string(n.slot);
+
+  Status s = RunIp({}, "netns add " + n.netns + "\nlink add " + n.host_iface +
+                           " type veth peer name eth0 netns " + n.netns + "\n");
+  if (s.ok() && std::filesystem::exists("/proc/sys/net/ipv6")) {
+    s = WriteFile("/proc/sys/net/ipv6/conf/" + n.host_iface + "/disable_ipv6", "1");
+  }
+  if (s.ok()) s = DisableIpv6In(n.netns_path);
+  if (s.ok()) {
+    s = RunIp({}, "addr add " + n.gateway + "/30 dev " + n.host_iface + "\nlink set " +
+                      n.host_iface + " up\n");
+  }
+  if (s.ok()) {
+    s = RunIp({"-n", n.netns}, "link set lo up\naddr add " + n.address + "/30 dev eth0\n" +
+                                   "link set eth0 up\nroute add default via " + n.gateway + "\n");
+  }
+  if (!s.ok()) {
+    Release(n);
+    return Status::FailedPrecondition(s.message() + " (task " + task + ")");
+  }
+  LogInfo("agent.network", "isolated network ready",
+          {{"task", task}, {"netns", n.netns}, {"address", n.address}});
+  return n;
+}
+
+void TaskNetworks::Release(const TaskNetwork& network) {
+  if (network.slot < 0) return;
+  // Deleting the namespace destroys its end of the veth and with it the node's; the explicit
+  // link delete covers a namespace that was never made.
+  RunBestEffort({options_.ip, "netns", "del", network.netns});
+  if (std::filesystem::exists("/sys/class/net/" + network.host_iface)) {
+    RunBestEffort({options_.ip, "link", "del", network.host_iface});
+  }
+  MutexLock lock(&mu_);
+  if (static_cast<size_t>(network.slot) < used_.size()) used_[network.slot] = false;
+}
+
+void TaskNetworks::Uninstall() {
+  Unhook("filter", "INPUT", Chain("INPUT"));
+  Unhook("filter", "FORWARD", Chain("FORWARD"));
+  Unhook("nat", "POSTROUTING", Chain("POSTROUTING"));
+  RemoveLeftovers();
+  MutexLock lock(&mu_);
+  std::fill(used_.begin(), used_.end(), false);
+}
+
+Result<std::unique_ptr<NetworkLease>> NetworkLease::Take(std::shared_ptr<TaskNetworks> networks,
+                                                         const std::string& task) {
+  GPUPOOL_ASSIGN_OR_RETURN(TaskNetwork n, networks->Prepare(task));
+  return std::unique_ptr<NetworkLease>(new NetworkLease(std::move(networks), std::move(n)));
+}
+
+NetworkLease::~NetworkLease() { networks_->Release(network_); }
+
+int TaskNetworks::in_use() const {
+  MutexLock lock(&mu_);
+  return static_cast<int>(std::count(used_.begin(), used_.end(), true));
+}
+
+}  // namespace gpupool::agent::net

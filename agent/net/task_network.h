@@ -1,0 +1,133 @@
+// Task networks: what a task's network namespace may reach (docs/network.md).
+//
+// Three modes, chosen per pool (Pool.network) with the node's default for pools that name none:
+//   none      a network namespace of the task's own with only loopback: nothing in, nothing out.
+//   isolated  a network namespace of its own with one veth to the node, an address from
+//             `subnet` (a /30 per task) and a default route through the node, which masquerades
+//             it outbound. The node's firewall (chains of our own, hooked first into INPUT,
+//             FORWARD and nat POSTROUTING) refuses everything a tenant must not reach: the node
+//             itself (every address it owns, so the agent's and any local daemon's ports), other
+//             tasks (the whole subnet), link-local addresses (cloud metadata at 169.254.169.254),
+//             the control plane (gpupoold's addresses, added by the agent) and the operator's
+//             `deny` list (PostgreSQL, internal services). Nothing reaches a task from outside
+//             but the replies to its own connections. IPv6 is off on both ends of the veth, so
+//             no link-local IPv6 route reaches the node either.
+//   host      the node's own network: for pools only an admin makes so (tools, benchmarks).
+//
+// The work is done by the well-kept tools an operator already knows: iproute2's `ip` (netns,
+// veth, addresses, routes) and `iptables-restore` (one atomic load of our chains). A refused
+// step is an error naming the command and its message; Prepare undoes what it did.
+//
+// Names: the netns is <prefix>-<slot> (/run/netns), the node's end of the veth <iface><slot>, the
+// chains <PREFIX>-INPUT, -FORWARD, -POSTROUTING. Open() removes what an earlier run of the same
+// prefix left (its tasks were killed as orphans) and loads the chains afresh.
+//
+// Thread safety: TaskNetworks is safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/mutex.h"
+#include "base/status.h"
+
+namespace gpupool::agent::net {
+
+enum class NetworkMode { kNone, kIsolated, kHost };
+
+const char* NetworkModeName(NetworkMode mode);
+// "none", "isolated", "host"; anything else is InvalidArgument naming the value.
+Result<NetworkMode> ParseNetworkMode(const std::string& name);
+
+// An IPv4 network in CIDR notation, parsed.
+struct Cidr {
+  uint32_t base = 0;  // host order, masked
+  int bits = 0;
+  std::string ToString() const;
+  bool Contains(uint32_t address) const;
+};
+// "10.213.0.0/16"; a bare address is a /32. InvalidArgument names what is wrong.
+Result<Cidr> ParseCidr(const std::string& text);
+std::string FormatIpv4(uint32_t address);  // host order
+
+struct NetworkOptions {
+  std::string subnet = "10.213.0.0/16";  // task addresses: a /30 per isolated task, /24 at least
+  std::vector<std::string> deny;         // CIDRs no task may reach, beyond the built-in ones
+  std::string prefix = "gpupool";        // netns names and (upper-cased) chain names
+  std::string iface = "gpv";             // the node's ends of the veths; 1..6 characters
+  std::string ip = "ip";                 // programs, absolute or looked up in PATH
+  std::string iptables = "iptables";
+  std::string iptables_restore = "iptables-restore";
+};
+
+// One prepared isolated network; Release() it after the task ended.
+struct TaskNetwork {
+  int slot = -1;
+  std::string netns;       // name under /run/netns
+  std::string netns_path;  // /run/netns/<netns>: what runc's spec and the sandbox's setns take
+  std::string address;     // the task's address (eth0)
+  std::string gateway;     // the node's end
+  std::string host_iface;
+};
+
+class TaskNetworks {
+ public:
+  // Validates the options, removes leftovers of an earlier run, loads the firewall chains and
+  // turns IPv4 forwarding on. FailedPrecondition when the node cannot (not root, no `ip` or
+  // `iptables-restore`, the kernel refused): the caller reports `isolated` as not enforced.
+  static Result<std::unique_ptr<TaskNetworks>> Open(NetworkOptions options);
+  ~TaskNetworks() = default;
+
+  // A namespace with the task's veth, address and route; `task` names it in errors and logs.
+  Result<TaskNetwork> Prepare(const std::string& task);
+  // Deletes the namespace (and with it the veth) and frees the slot. Idempotent.
+  void Release(const TaskNetwork& network);
+
+  // Removes the hooks and chains and every namespace of this prefix: for tests, and for an
+  // operator turning `isolated` off (`gpupool-agent --network-cleanup`).
+  void Uninstall();
+
+  const NetworkOptions& options() const { return options_; }
+  // The CIDRs the firewall refuses, built-in ones included, in rule order.
+  const std::vector<std::string>& denied() const { return denied_; }
+  int in_use() const;
+
+ private:
+  explicit TaskNetworks(NetworkOptions options, Cidr subnet, std::vector<std::string> denied);
+  Status RunIp(const std::vector<std::string>& args, const std::string& batch = "") const;
+  Status LoadChains() const;
+  Status Hook(const std::string& table, const std::string& chain, const std::string& target) const;
+  void Unhook(const std::string& table, const std::string& chain, const std::string& target) const;
+  void RemoveLeftovers() const;
+  std::string Chain(const std::string& suffix) const;
+
+  NetworkOptions options_;
+  Cidr subnet_;
+  std::vector<std::string> denied_;
+  mutable Mutex mu_;
+  std::vector<bool> used_ GPUPOOL_GUARDED_BY(mu_);
+  int next_ GPUPOOL_GUARDED_BY(mu_) = 0;  // where the search for a free slot starts
+};
+
+// One task's isolated network, released (the namespace deleted, the slot freed) when destroyed.
+class NetworkLease {
+ public:
+  // Prepares a network from `networks` (REQUIRES: not null) for `task`.
+  static Result<std::unique_ptr<NetworkLease>> Take(std::shared_ptr<TaskNetworks> networks,
+                                                    const std::string& task);
+  ~NetworkLease();
+  NetworkLease(const NetworkLease&) = delete;
+  NetworkLease& operator=(const NetworkLease&) = delete;
+  const TaskNetwork& network() const { return network_; }
+
+ private:
+  NetworkLease(std::shared_ptr<TaskNetworks> networks, TaskNetwork network)
+      : networks_(std::move(networks)), network_(std::move(network)) {}
+  std::shared_ptr<TaskNetworks> networks_;
+  TaskNetwork network_;
+};
+
+}  // namespace gpupool::agent::net

@@ -1,0 +1,167 @@
+// Task networks against the real kernel: namespaces, veths, iptables and routing, as root.
+//
+// The "internet" is a namespace the test makes (198.51.100.2, TEST-NET-2, behind a veth the node
+// routes to) that also answers at 169.254.169.254 (a cloud's metadata address) and at
+// 198.51.100.130 (in the operator's deny list), so each refusal is the firewall's doing and not a
+// missing route. The node listens on all its addresses; a second task listens on its own.
+#include "agent/net/task_network.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <string>
+
+#include "agent/image/tool.h"
+#include "tests/agent/net_fixture.h"
+
+namespace gpupool::agent::net {
+namespace {
+
+using testing::ConnectFrom;
+using testing::Have;
+using testing::Listener;
+using testing::NodeAddress;
+using testing::ReadIn;
+
+void Sh(const std::string& command) {
+  image::ToolRun run;
+  run.argv = {"/bin/sh", "-c", command};
+  run.timeout_ms = 10'000;
+  auto r = image::RunTool(run);
+  ASSERT_TRUE(r.ok() && r->ok()) << command << ": " << (r.ok() ? r->Describe() : "");
+}
+
+class TaskNetworkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root: namespaces, veths, iptables";
+    if (!Have("ip") || !Have("iptables-restore")) GTEST_SKIP() << "needs iproute2 and iptables";
+    const std::string tag = std::to_string(getpid() % 100000);
+    options_.prefix = "gpt" + tag;
+    options_.iface = "t" + tag;
+    options_.subnet = "10.214.0.0/24";
+    options_.deny = {"198.51.100.128/25"};
+    outside_ns_ = "gpo" + tag;
+    outside_if_ = "o" + tag;
+    // The "internet": one namespace the node routes TEST-NET-2, a metadata address and a denied
+    // range to.
+    Sh("ip netns add " + outside_ns_ + " && ip link add " + outside_if_ +
+       " type veth peer name eth0 netns " + outside_ns_ + " && ip addr add 198.51.100.1/30 dev " +
+       outside_if_ + " && ip link set " + outside_if_ + " up && ip -n " + outside_ns_ +
+       " addr add 198.51.100.2/30 dev eth0 && ip -n " + outside_ns_ +
+       " addr add 169.254.169.254/32 dev eth0 && ip -n " + outside_ns_ +
+       " addr add 198.51.100.130/32 dev eth0 && ip -n " + outside_ns_ +
+       " link set eth0 up && ip -n " + outside_ns_ + " link set lo up && ip -n " + outside_ns_ +
+       " route add default via 198.51.100.1 && ip route add 169.254.169.254/32 via 198.51.100.2 && "
+       "ip route add 198.51.100.128/25 via 198.51.100.2");
+  }
+  void TearDown() override {
+    if (nets_) nets_->Uninstall();
+    if (!outside_ns_.empty()) {
+      image::ToolRun run;
+      run.argv = {"/bin/sh", "-c",
+                  "ip route del 169.254.169.254/32; ip route del 198.51.100.128/25; ip netns del " +
+                      outside_ns_ + "; ip link del " + outside_if_ + " 2>/dev/null; true"};
+      [[maybe_unused]] auto r = image::RunTool(run);
+    }
+  }
+
+  NetworkOptions options_;
+  std::string outside_ns_, outside_if_;
+  std::unique_ptr<TaskNetworks> nets_;
+};
+
+TEST_F(TaskNetworkTest, AnIsolatedTaskReachesOutsideOnlyThroughNatAndNothingOfTheNodeOrOthers) {
+  auto nets = TaskNetworks::Open(options_);
+  ASSERT_TRUE(nets.ok()) << nets.status().message();
+  nets_ = std::move(nets).value();
+  auto a = nets_->Prepare("task-a");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  auto b = nets_->Prepare("task-b");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_NE(a->address, b->address);
+  EXPECT_EQ(nets_->in_use(), 2);
+
+  Listener internet("/run/netns/" + outside_ns_);
+  Listener node("");  // the agent's, gpupoold's and PostgreSQL's stand-in: every node address
+  Listener other_task(b->netns_path);
+
+  // Outbound works, masqueraded: the far end sees the node, not the task's private address.
+  EXPECT_EQ(ConnectFrom(a->netns_path, "198.51.100.2", internet.port()), 0);
+  EXPECT_EQ(internet.last_peer(), "198.51.100.1");
+  // The node itself, by the task's gateway and by its own public address: refused.
+  EXPECT_NE(ConnectFrom(a->netns_path, a->gateway, node.port()), 0);
+  const std::string public_address = NodeAddress(*ParseCidr(options_.subnet));
+  ASSERT_FALSE(public_address.empty());
+  EXPECT_EQ(ConnectFrom("", public_address, node.port()), 0) << "control: the node's listener";
+  EXPECT_NE(ConnectFrom(a->netns_path, public_address, node.port()), 0);
+  // The task's own loopback is its own: the node's 127.0.0.1 is not there.
+  EXPECT_NE(ConnectFrom(a->netns_path, "127.0.0.1", node.port()), 0);
+  // Another task: refused, although the node itself can reach it.
+  EXPECT_EQ(ConnectFrom("", b->address, other_task.port()), 0) << "control: task b listens";
+  EXPECT_NE(ConnectFrom(a->netns_path, b->address, other_task.port()), 0);
+  // Link-local metadata and the operator's deny list: refused, though routed and listening.
+  EXPECT_EQ(ConnectFrom("", "169.254.169.254", internet.port()), 0) << "control: metadata";
+  EXPECT_EQ(ConnectFrom(a->netns_path, "169.254.169.254", internet.port()), EHOSTUNREACH);
+  EXPECT_EQ(ConnectFrom("", "198.51.100.130", internet.port()), 0) << "control: denied range";
+  EXPECT_EQ(ConnectFrom(a->netns_path, "198.51.100.130", internet.port()), EHOSTUNREACH);
+  // Nothing from outside reaches a task unasked.
+  EXPECT_NE(ConnectFrom("/run/netns/" + outside_ns_, a->address, other_task.port()), 0);
+  // No IPv6 on either end of the veth.
+  if (std::filesystem::exists("/proc/sys/net/ipv6")) {
+    EXPECT_EQ(ReadIn(a->netns_path, "/proc/sys/net/ipv6/conf/all/disable_ipv6"), "1");
+    EXPECT_EQ(ReadIn("", "/proc/sys/net/ipv6/conf/" + a->host_iface + "/disable_ipv6"), "1");
+  }
+
+  nets_->Release(*a);
+  nets_->Release(*b);
+  EXPECT_EQ(nets_->in_use(), 0);
+  EXPECT_FALSE(std::filesystem::exists(a->netns_path));
+  EXPECT_FALSE(std::filesystem::exists("/sys/class/net/" + a->host_iface));
+}
+
+TEST_F(TaskNetworkTest, OpenRemovesWhatAnEarlierRunLeftAndIsIdempotent) {
+  auto first = TaskNetworks::Open(options_);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  auto left = (*first)->Prepare("crashed");
+  ASSERT_TRUE(left.ok()) << left.status().message();
+  ASSERT_TRUE(std::filesystem::exists(left->netns_path));
+  // A new agent on the same prefix: the namespace of the dead one is gone, the hooks are there
+  // once (a second Open does not add them again).
+  auto second = TaskNetworks::Open(options_);
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  nets_ = std::move(second).value();
+  EXPECT_FALSE(std::filesystem::exists(left->netns_path));
+  image::ToolRun run;
+  run.argv = {
+      "/bin/sh", "-c",
+      "iptables -w -S FORWARD | grep -c -- '-j GPT" + options_.prefix.substr(3) + "-FORWARD'"};
+  auto r = image::RunTool(run);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->out, "1\n");
+}
+
+TEST(TaskNetworkOptionsTest, BadOptionsAreRefusedNamingTheField) {
+  NetworkOptions o;
+  o.subnet = "10.0.0.0/28";
+  auto r = TaskNetworks::Open(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("network.subnet"), std::string::npos);
+  o = NetworkOptions{};
+  o.deny = {"10.1.2.300/8"};
+  r = TaskNetworks::Open(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("network.deny: '10.1.2.300/8'"), std::string::npos);
+  o = NetworkOptions{};
+  o.iface = "toolong1";
+  EXPECT_FALSE(TaskNetworks::Open(o).ok());
+  EXPECT_FALSE(ParseNetworkMode("bridge").ok());
+  EXPECT_EQ(*ParseNetworkMode("isolated"), NetworkMode::kIsolated);
+  EXPECT_EQ(ParseCidr("10.1.2.3/16")->ToString(), "10.1.0.0/16");
+  EXPECT_TRUE(ParseCidr("10.1.0.0/16")->Contains((10u << 24) | (1u << 16) | 77u));
+}
+
+}  // namespace
+}  // namespace gpupool::agent::net
