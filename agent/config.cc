@@ -412,8 +412,14 @@ Status ParseNetwork(const Reader& r, const YAML::Node& v, NetworkConfig* o) {
         auto c = net::ParseCidr(d);
         if (!c.ok()) return r.Error(n, full, c.status().message());
       }
+    } else if (sub == "prefix") {
+      // Several agents on one host (simulated fleets, the demo) each need their own names.
+      GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &o->options.prefix));
+    } else if (sub == "iface") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &o->options.iface));
     } else {
-      return r.Error(kv.first, full, "unknown key (expected isolated, default, subnet, deny)");
+      return r.Error(kv.first, full,
+                     "unknown key (expected isolated, default, subnet, deny, prefix, iface)");
     }
   }
   return Status::Ok();

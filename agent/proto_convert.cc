@@ -111,6 +111,22 @@ TaskSpec FromProto(const v1::StartTask& s, const std::string& owner, const Inven
   spec.memory_mib = s.memory_mib();
   spec.mps_tenant_isolation = s.mps_tenant_isolation();
   spec.image = s.image();
+  switch (s.network()) {
+    case v1::NETWORK_MODE_NONE:
+      spec.network = net::NetworkMode::kNone;
+      break;
+    case v1::NETWORK_MODE_ISOLATED:
+      spec.network = net::NetworkMode::kIsolated;
+      break;
+    case v1::NETWORK_MODE_HOST:
+      spec.network = net::NetworkMode::kHost;
+      break;
+    case v1::NETWORK_MODE_UNSPECIFIED:
+      break;  // the node's default
+    default:  // a mode of a newer server: the most confined one, never a more open one
+      spec.network = net::NetworkMode::kNone;
+      break;
+  }
   for (const v1::DeviceGrant& g : s.devices()) {
     DeviceGrant d;
     d.uuid = g.uuid();

@@ -45,6 +45,7 @@ Result<JobSpec> JobSpecFromProto(const v1::JobSpec& spec, std::string_view field
 Result<JobFilter> JobFilterFromProto(const v1::ListJobsRequest& req);
 
 void ToProto(const ResourceRequest& request, v1::ResourceRequest* out);
+v1::NetworkMode ToProto(TaskNetwork network);
 // What GetJob, ListJobs and watches show for a secret env value (TaskTemplate.secret_env).
 inline constexpr char kRedacted[] = "<redacted>";
 
@@ -76,6 +77,7 @@ struct PoolPatch {
   std::optional<int32_t> time_slice_replicas;
   std::optional<bool> mps_tenant_isolation;
   std::optional<std::vector<std::string>> required_capabilities;
+  std::optional<TaskNetwork> network;
 };
 // Validates the fields the mask names (empty mask: every mutable field that is set).
 Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req);

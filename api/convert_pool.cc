@@ -110,6 +110,23 @@ v1::Visibility ToProto(Visibility v) {
   return v == Visibility::kPrivate ? v1::VISIBILITY_PRIVATE : v1::VISIBILITY_PUBLIC;
 }
 
+Result<TaskNetwork> NetworkFromProto(v1::NetworkMode m, std::string_view field) {
+  switch (m) {
+    case v1::NETWORK_MODE_UNSPECIFIED:
+      return TaskNetwork::kNodeDefault;
+    case v1::NETWORK_MODE_NONE:
+      return TaskNetwork::kNone;
+    case v1::NETWORK_MODE_ISOLATED:
+      return TaskNetwork::kIsolated;
+    case v1::NETWORK_MODE_HOST:
+      return TaskNetwork::kHost;
+    default:
+      return Invalid(field, "unknown value " + std::to_string(static_cast<int>(m)) +
+                                "; use NETWORK_MODE_NONE, NETWORK_MODE_ISOLATED or "
+                                "NETWORK_MODE_HOST");
+  }
+}
+
 v1::SharingMode ToProto(SharingMode m) {
   switch (m) {
     case SharingMode::kExclusive:
@@ -143,6 +160,20 @@ void ToProto(const Resources& r, v1::Resources* out) {
 
 }  // namespace
 
+v1::NetworkMode ToProto(TaskNetwork n) {
+  switch (n) {
+    case TaskNetwork::kNodeDefault:
+      return v1::NETWORK_MODE_UNSPECIFIED;
+    case TaskNetwork::kNone:
+      return v1::NETWORK_MODE_NONE;
+    case TaskNetwork::kIsolated:
+      return v1::NETWORK_MODE_ISOLATED;
+    case TaskNetwork::kHost:
+      return v1::NETWORK_MODE_HOST;
+  }
+  return v1::NETWORK_MODE_UNSPECIFIED;
+}
+
 // ---- Pools ----
 
 Result<PoolRecord> PoolFromProto(const v1::Pool& in, std::string_view field) {
@@ -170,6 +201,7 @@ Result<PoolRecord> PoolFromProto(const v1::Pool& in, std::string_view field) {
   GPUPOOL_ASSIGN_OR_RETURN(
       p.required_capabilities,
       CapabilitiesFromProto(in.required_capabilities(), FieldPath(field, "required_capabilities")));
+  GPUPOOL_ASSIGN_OR_RETURN(p.network, NetworkFromProto(in.network(), FieldPath(field, "network")));
   GPUPOOL_RETURN_IF_ERROR(CheckPoolConsistency(p, field));
   return p;
 }
@@ -182,10 +214,16 @@ Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req) {
   std::set<std::string> paths;
   for (const std::string& p : req.update_mask().paths()) {
     std::string path = p.starts_with("pool.") ? p.substr(5) : p;
-    static const std::set<std::string> kMutable = {
-        "visibility",          "allowed_tenants",      "placement_strategy",
-        "compute_overcommit",  "memory_overcommit",    "sharing_mode",
-        "time_slice_replicas", "mps_tenant_isolation", "required_capabilities"};
+    static const std::set<std::string> kMutable = {"visibility",
+                                                   "allowed_tenants",
+                                                   "placement_strategy",
+                                                   "compute_overcommit",
+                                                   "memory_overcommit",
+                                                   "sharing_mode",
+                                                   "time_slice_replicas",
+                                                   "mps_tenant_isolation",
+                                                   "required_capabilities",
+                                                   "network"};
     if (!kMutable.contains(path)) {
       return Invalid("update_mask", "'" + p + "' is not a mutable pool field");
     }
@@ -230,6 +268,9 @@ Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req) {
         patch.required_capabilities,
         CapabilitiesFromProto(in.required_capabilities(), "pool.required_capabilities"));
   }
+  if (want("network", in.network() != v1::NETWORK_MODE_UNSPECIFIED)) {
+    GPUPOOL_ASSIGN_OR_RETURN(patch.network, NetworkFromProto(in.network(), "pool.network"));
+  }
   return patch;
 }
 
@@ -251,6 +292,7 @@ Status ApplyPoolPatch(const PoolPatch& patch, PoolRecord* p) {
   if (patch.time_slice_replicas) p->time_slice_replicas = *patch.time_slice_replicas;
   if (patch.mps_tenant_isolation) p->mps_tenant_isolation = *patch.mps_tenant_isolation;
   if (patch.required_capabilities) p->required_capabilities = *patch.required_capabilities;
+  if (patch.network) p->network = *patch.network;
   if (p->visibility == Visibility::kPublic && patch.visibility && !patch.allowed_tenants) {
     p->allowed_tenants.clear();
   }
@@ -276,6 +318,7 @@ void ToProto(const PoolRecord& p, v1::Pool* out) {
   out->set_time_slice_replicas(p.time_slice_replicas);
   out->set_mps_tenant_isolation(p.mps_tenant_isolation);
   for (const std::string& c : p.required_capabilities) out->add_required_capabilities(c);
+  out->set_network(ToProto(p.network));
   if (p.create_us > 0) SetTimestamp(p.create_us, out->mutable_create_time());
 }
 

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "scheduler/model.h"
+
 namespace gpupool {
 
 struct DeviceGrantCommand {
@@ -36,6 +38,7 @@ struct StartTaskCommand {
   int64_t memory_mib = 0;  // the task's host memory request: the node sandbox's memory limit
   bool mps_tenant_isolation = false;  // the pool's: shared grants use the tenant's own MPS daemon
   std::string image;                  // the task's OCI image; empty = a plain command
+  TaskNetwork network = TaskNetwork::kNodeDefault;  // the pool's
 };
 
 struct StopTaskCommand {

@@ -70,6 +70,13 @@ constexpr std::array<std::pair<PreemptRule, std::string_view>, 3> kPreemptRules{
     {PreemptRule::kReclaim, "reclaim"},
 }};
 
+constexpr std::array<std::pair<TaskNetwork, std::string_view>, 4> kTaskNetworks{{
+    {TaskNetwork::kNodeDefault, ""},
+    {TaskNetwork::kNone, "none"},
+    {TaskNetwork::kIsolated, "isolated"},
+    {TaskNetwork::kHost, "host"},
+}};
+
 constexpr std::array<std::pair<PendingCode, std::string_view>, 10> kPendingCodes{{
     {PendingCode::kNone, ""},
     {PendingCode::kQueued, "QUEUED"},
@@ -90,6 +97,8 @@ std::string_view ToString(StopIntent s) { return NameOf(kStopIntents, s); }
 std::string_view ToString(PreemptRule r) { return NameOf(kPreemptRules, r); }
 std::optional<StopIntent> ParseStopIntent(std::string_view s) { return Parse(kStopIntents, s); }
 std::optional<PreemptRule> ParsePreemptRule(std::string_view s) { return Parse(kPreemptRules, s); }
+std::string_view ToString(TaskNetwork n) { return NameOf(kTaskNetworks, n); }
+std::optional<TaskNetwork> ParseTaskNetwork(std::string_view s) { return Parse(kTaskNetworks, s); }
 std::string_view ToString(JobState s) { return NameOf(kJobStates, s); }
 std::string_view ToString(TaskState s) { return NameOf(kTaskStates, s); }
 std::string_view ToString(Visibility v) { return NameOf(kVisibilities, v); }

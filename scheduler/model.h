@@ -43,6 +43,9 @@ enum class RequestShape { kFractional = 1, kWholeGpus, kMig, kSku };
 enum class StopIntent { kNone = 0, kCancel, kDrain, kPreempt };
 // The rule a preemption was made under (docs/tenancy.md).
 enum class PreemptRule { kNone = 0, kPriority, kReclaim };
+// What a pool's tasks' networks may reach (docs/network.md); kNodeDefault: each agent's
+// network.default.
+enum class TaskNetwork { kNodeDefault = 0, kNone, kIsolated, kHost };
 
 std::string_view ToString(JobState s);
 std::string_view ToString(TaskState s);
@@ -51,6 +54,7 @@ std::string_view ToString(SharingMode m);
 std::string_view ToString(NodeState s);
 std::string_view ToString(StopIntent s);   // "" for kNone
 std::string_view ToString(PreemptRule r);  // "" for kNone
+std::string_view ToString(TaskNetwork n);  // "" for kNodeDefault; "none", "isolated", "host"
 // Inverse of ToString; nullopt for an unknown name. Used by the store when reading rows.
 std::optional<JobState> ParseJobState(std::string_view s);
 std::optional<TaskState> ParseTaskState(std::string_view s);
@@ -59,6 +63,7 @@ std::optional<SharingMode> ParseSharingMode(std::string_view s);
 std::optional<NodeState> ParseNodeState(std::string_view s);
 std::optional<StopIntent> ParseStopIntent(std::string_view s);
 std::optional<PreemptRule> ParsePreemptRule(std::string_view s);
+std::optional<TaskNetwork> ParseTaskNetwork(std::string_view s);
 
 // Terminal states never change again (a LOST or PREEMPTED task is requeued as a new attempt,
 // which moves it back to PENDING; see scheduler/core.h).
@@ -198,6 +203,8 @@ struct PoolRecord {
   // What a node must enforce to take the pool's shared (fractional or time-sliced) work, by
   // name (pool/capabilities.h); sorted, no duplicates. Empty: any node.
   std::vector<std::string> required_capabilities;
+  // What its tasks' networks may reach (StartTask.network).
+  TaskNetwork network = TaskNetwork::kNodeDefault;
   friend bool operator==(const PoolRecord&, const PoolRecord&) = default;
 };
 

@@ -524,6 +524,14 @@ ALTER TABLE jobs
   ADD COLUMN image text NOT NULL DEFAULT '';
 )sql";
 
+// What a pool's tasks' networks may reach (PoolRecord::network): '' = each node's default,
+// 'none', 'isolated', 'host'.
+constexpr std::string_view kV26 = R"sql(
+ALTER TABLE pools
+  ADD COLUMN network text NOT NULL DEFAULT ''
+    CHECK (network IN ('', 'none', 'isolated', 'host'));
+)sql";
+
 // What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.
 constexpr std::string_view kV100 = R"sql(
 CREATE INDEX jobs_pool_submit_idx ON jobs (pool, submit_us);
@@ -544,6 +552,7 @@ constexpr Migration kMigrations[] = {
     {23, "capabilities a pool requires of nodes for shared work", kV23},
     {24, "measured spill of each task", kV24},
     {25, "OCI image of a job's tasks", kV25},
+    {26, "network of a pool's tasks", kV26},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},

@@ -71,6 +71,7 @@ Result<std::vector<PoolRecord>> ReadPools(const pqxx::result& rows) {
     p.create_us = r[8].as<int64_t>();
     p.mps_tenant_isolation = r[9].as<bool>();
     p.required_capabilities = TextArray(r[10]);
+    GPUPOOL_ASSIGN_OR_RETURN(p.network, Enum(r[11], &ParseTaskNetwork, "network"));
     out.push_back(std::move(p));
   }
   return out;

@@ -23,6 +23,11 @@ std::string Sharing(const v1::Pool& p) {
   return s;
 }
 
+std::string Network(const v1::Pool& p) {
+  if (p.network() == v1::NETWORK_MODE_UNSPECIFIED) return "each node's default";
+  return ShortEnumName(v1::NetworkMode_Name(p.network()), "NETWORK_MODE_");
+}
+
 std::string Ratio(double r) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2g", r == 0 ? 1.0 : r);
@@ -88,6 +93,7 @@ void PrintPool(std::ostream& out, const v1::Pool& p) {
                              Ratio(p.memory_overcommit()) + "x"},
           {"Sharing", Sharing(p)},
           {"MPS isolation", p.mps_tenant_isolation() ? "per tenant per GPU" : "per GPU"},
+          {"Network", Network(p)},
           {"Requires",
            p.required_capabilities().empty()
                ? std::string("- (any node takes shared work)")
@@ -213,7 +219,10 @@ std::vector<Command> PoolCommands() {
       "that tenant's tasks (agents with mps.enabled; docs/sandbox.md). --requires lists what a\n"
       "node must enforce to take the pool's fractional or time-sliced work (vram_cap,\n"
       "compute_share, spill, sandbox, vram_scrub, mps); such work waits with MISSING_CAPABILITY\n"
-      "until a node that enforces them is in the pool.";
+      "until a node that enforces them is in the pool. --network says what the pool's tasks may\n"
+      "reach: none (loopback only), isolated (outbound through NAT; the node, other tasks, the\n"
+      "control plane and link-local metadata refused) or host (the node's network); unset, each\n"
+      "node's default (docs/network.md).";
   return {
       {"pools create", "NAME [flags]", "Create a pool (admin)", pool_text, PoolFlags(),
        "  gpupoolctl pools create training --strategy fgd --sharing fractional "
@@ -223,7 +232,8 @@ std::vector<Command> PoolCommands() {
        "  gpupoolctl pools create notebooks --sharing time-sliced --replicas 4\n"
        "  gpupoolctl pools create inference --sharing fractional --mps-isolation tenant\n"
        "  gpupoolctl pools create slices --sharing fractional --requires vram_cap,compute_share,"
-       "sandbox\n",
+       "sandbox\n"
+       "  gpupoolctl pools create web --network isolated\n",
        1, 1, Create},
       {"pools get",
        "NAME",

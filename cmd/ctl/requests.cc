@@ -209,6 +209,8 @@ const std::vector<FlagSpec>& PoolFlags() {
       {"requires", 0, FlagKind::kRepeated, "CAPABILITY",
        "what a node must enforce to take shared work (comma-separated: vram_cap, compute_share, "
        "spill, sandbox, vram_scrub, mps; 'none' clears)"},
+      {"network", 0, FlagKind::kValue, "MODE",
+       "what its tasks' networks reach: none, isolated (outbound through NAT only) or host"},
   };
   return flags;
 }
@@ -386,6 +388,17 @@ Status ApplyPoolFlags(const ParsedArgs& a, v1::Pool* pool, std::vector<std::stri
     }
     pool->set_mps_tenant_isolation(*v == "tenant");
     mask->push_back("mps_tenant_isolation");
+  }
+  if (auto v = a.Find("network")) {
+    const v1::NetworkMode mode = *v == "none"       ? v1::NETWORK_MODE_NONE
+                                 : *v == "isolated" ? v1::NETWORK_MODE_ISOLATED
+                                 : *v == "host"     ? v1::NETWORK_MODE_HOST
+                                                    : v1::NETWORK_MODE_UNSPECIFIED;
+    if (mode == v1::NETWORK_MODE_UNSPECIFIED) {
+      return Status::InvalidArgument("--network: want none, isolated or host, got '" + *v + "'");
+    }
+    pool->set_network(mode);
+    mask->push_back("network");
   }
   if (a.Has("requires")) {
     for (const std::string& c : SplitList(a.GetAll("requires"))) {

@@ -400,10 +400,10 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
     YamlPath ip = p.Index(i);
     const YAML::Node& y = n[i];
     GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(y, ip));
-    GPUPOOL_RETURN_IF_ERROR(
-        doc.CheckKeys(y, ip,
-                      {"name", "visibility", "allowed_tenants", "strategy", "compute_overcommit",
-                       "memory_overcommit", "sharing", "replicas", "mps_isolation", "requires"}));
+    GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
+        y, ip,
+        {"name", "visibility", "allowed_tenants", "strategy", "compute_overcommit",
+         "memory_overcommit", "sharing", "replicas", "mps_isolation", "requires", "network"}));
     PoolRecord pool;
     GPUPOOL_ASSIGN_OR_RETURN(pool.name, doc.String(y, ip, "name"));
     // The API addresses a pool by this name (REST paths, gpupoolctl): one the API would refuse
@@ -469,6 +469,15 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
     if (pool.mps_tenant_isolation && pool.sharing_mode == SharingMode::kExclusive) {
       return doc.Error(y, ip.Key("mps_isolation"),
                        "tenant isolation needs sharing fractional or time-sliced");
+    }
+    GPUPOOL_ASSIGN_OR_RETURN(auto network, doc.OptionalString(y, ip, "network"));
+    if (network) {
+      const auto mode = ParseTaskNetwork(*network);
+      if (!mode || *network == "") {
+        return doc.Error(y, ip.Key("network"),
+                         "must be none, isolated or host, got '" + *network + "'");
+      }
+      pool.network = *mode;
     }
     if (YAML::Node t = y["requires"]) {  // capabilities a node needs for shared work
       GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(t, ip.Key("requires")));

@@ -182,6 +182,22 @@ TEST(AgentConfigTest, ParsesTheNetworkSection) {
   }
 }
 
+TEST(AgentConfigTest, TheShippedConfigParsesWithEveryTaskConfined) {
+  // Less its token_file line: the token itself lives on the node.
+  std::ifstream in(std::string(GPUPOOL_SOURCE_DIR) + "/deploy/etc/gpupool/agent.yaml");
+  std::string yaml;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("token_file:", 0) != 0) yaml += line + "\n";
+  }
+  auto c = ParseAgentConfig(yaml, "deploy/etc/gpupool/agent.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->sandbox.enabled);
+  EXPECT_TRUE(c->gpu_slices.enabled);
+  EXPECT_TRUE(c->vram_scrub);
+  EXPECT_TRUE(c->network.isolated);
+  EXPECT_EQ(c->network.default_mode, net::NetworkMode::kNone);
+}
+
 TEST(AgentConfigTest, ReadsTheJoinTokenFromAFile) {
   const std::string path = ::testing::TempDir() + "/agent_config_node.token";
   std::ofstream(path) << "  gpj-0123456789abcdef\n";

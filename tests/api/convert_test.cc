@@ -411,6 +411,9 @@ TEST(ConvertPool, RejectsWithAMessageNamingTheField) {
       {[](auto* p) { p->set_sharing_mode(static_cast<v1::SharingMode>(7)); },
        "pool.sharing_mode: unknown value 7; use SHARING_MODE_EXCLUSIVE, SHARING_MODE_FRACTIONAL "
        "or SHARING_MODE_TIME_SLICED"},
+      {[](auto* p) { p->set_network(static_cast<v1::NetworkMode>(9)); },
+       "pool.network: unknown value 9; use NETWORK_MODE_NONE, NETWORK_MODE_ISOLATED or "
+       "NETWORK_MODE_HOST"},
       {[](auto* p) { p->set_visibility(static_cast<v1::Visibility>(5)); },
        "pool.visibility: unknown value 5; use VISIBILITY_PUBLIC or VISIBILITY_PRIVATE"},
       {[](auto* p) { p->set_visibility(v1::VISIBILITY_PUBLIC); },
@@ -486,6 +489,21 @@ TEST(ConvertPool, PatchWithMaskAndWithout) {
   EXPECT_FALSE(q.mps_tenant_isolation);
   ASSERT_TRUE(ApplyPoolPatch(*PoolPatchFromProto(mode), &p).ok());
   EXPECT_FALSE(p.mps_tenant_isolation);
+
+  // Network: set, shown back, and back to each node's default through the mask.
+  v1::UpdatePoolRequest net;
+  net.mutable_pool()->set_name("gpu-a");
+  net.mutable_pool()->set_network(v1::NETWORK_MODE_ISOLATED);
+  ASSERT_TRUE(ApplyPoolPatch(*PoolPatchFromProto(net), &p).ok());
+  EXPECT_EQ(p.network, TaskNetwork::kIsolated);
+  v1::Pool shown;
+  ToProto(p, &shown);
+  EXPECT_EQ(shown.network(), v1::NETWORK_MODE_ISOLATED);
+  v1::UpdatePoolRequest back;
+  back.mutable_pool()->set_name("gpu-a");
+  back.mutable_update_mask()->add_paths("network");
+  ASSERT_TRUE(ApplyPoolPatch(*PoolPatchFromProto(back), &p).ok());
+  EXPECT_EQ(p.network, TaskNetwork::kNodeDefault);
 
   req.mutable_update_mask()->add_paths("name");
   EXPECT_EQ(PoolPatchFromProto(req).status().message(),

@@ -54,7 +54,7 @@ skus:
 pools:
   - {name: shared, strategy: fgd, compute_overcommit: 1.5, sharing: fractional}
   - {name: vip, visibility: private, allowed_tenants: [acme], sharing: time-sliced, replicas: 4,
-     mps_isolation: tenant}
+     mps_isolation: tenant, network: isolated}
 )";
   Result<DaemonConfig> c = ParseDaemonConfig(yaml, "gpupoold.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -72,6 +72,8 @@ pools:
   EXPECT_EQ(c->pools[1].time_slice_replicas, 4);
   EXPECT_FALSE(c->pools[0].mps_tenant_isolation);
   EXPECT_TRUE(c->pools[1].mps_tenant_isolation);
+  EXPECT_EQ(c->pools[0].network, TaskNetwork::kNodeDefault);
+  EXPECT_EQ(c->pools[1].network, TaskNetwork::kIsolated);
 }
 
 TEST(DaemonConfigTest, ErrorsNameFileKeyAndLine) {
@@ -86,6 +88,8 @@ TEST(DaemonConfigTest, ErrorsNameFileKeyAndLine) {
       {"pools:\n  - name: a\n    sharing: magic\n", "pools[0].sharing: must be exclusive"},
       {"scheduler:\n  job_retention_ms: -1\n", "gpupoold.yaml:2: scheduler.job_retention_ms"},
       {"pools:\n  - name: a\n    sharing: time-sliced\n", "pools[0].replicas: required"},
+      {"pools:\n  - name: a\n    network: bridge\n",
+       "pools[0].network: must be none, isolated or host, got 'bridge'"},
       {"pools:\n  - name: a\n    mps_isolation: gpu\n",
        "pools[0].mps_isolation: must be device or tenant, got 'gpu'"},
       {"pools:\n  - name: a\n    sharing: exclusive\n    mps_isolation: tenant\n",

@@ -14,6 +14,7 @@
 
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
+#include "tests/agent/net_fixture.h"
 #include "tests/agent/oci_registry.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/single_agent.h"
@@ -65,7 +66,9 @@ class ImageE2eTest : public ::testing::Test {
         "sandbox:\n  enabled: true\n  cgroup_parent: gpupool-e2e-" + std::to_string(getpid()) +
             "\n  uid_pool: {first: 63000, count: 100}\n"
             // The loopback registry speaks plain HTTP.
-            "images:\n  tls_verify: false\n");
+            "images:\n  tls_verify: false\n"
+            // Isolated networks offered; pools that name none get none.
+            "network:\n  isolated: true\n  subnet: 10.217.0.0/24\n");
     agent_->Connect(daemon_->grpc_address());
     ASSERT_TRUE(agent_->StartAndWaitReady());
   }
@@ -145,6 +148,80 @@ TEST_F(ImageE2eTest, AMalformedImageIsRefusedAtSubmissionNamingTheField) {
     EXPECT_NE(st.error_message().find("template.image"), std::string::npos)
         << bad << ": " << st.error_message();
   }
+}
+
+// Issue 25, network per pool: the pool's network reaches the node's tasks, image and plain alike.
+TEST_F(ImageE2eTest, APoolsNetworkConfinesItsTasksAndAnAdminMayOpenIt) {
+  using agent::testing::Listener;
+  Listener node("");  // a port of the node's own, on all its addresses
+  const std::string address = agent::testing::NodeAddress(agent::net::Cidr{0, 32});
+  ASSERT_FALSE(address.empty());
+  const std::string probe = "if nc -w 2 " + address + " " + std::to_string(node.port()) +
+                            " </dev/null >/dev/null 2>&1; then echo reached; else echo refused; "
+                            "fi";
+  auto pools = v1::PoolService::NewStub(
+      grpc::CreateChannel(daemon_->grpc_address(), grpc::InsecureChannelCredentials()));
+  auto set_network = [&](v1::NetworkMode mode) {
+    grpc::ClientContext ctx;
+    v1::UpdatePoolRequest req;
+    req.mutable_pool()->set_name("gpu");
+    req.mutable_pool()->set_network(mode);
+    req.mutable_update_mask()->add_paths("network");
+    v1::Pool out;
+    grpc::Status st = pools->UpdatePool(&ctx, req, &out);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(out.network(), mode);
+  };
+  auto run = [&](const std::string& image, const std::string& script) {
+    v1::SubmitJobRequest req = ImageJob(image, script);
+    if (image.empty()) {
+      // A plain command: the node's shell, in the sandbox.
+      req.mutable_spec()->mutable_template_()->clear_image();
+      req.mutable_spec()->mutable_template_()->clear_command();
+      for (const char* a : {"/bin/bash", "-c"})
+        req.mutable_spec()->mutable_template_()->add_command(a);
+      req.mutable_spec()->mutable_template_()->add_command(script);
+    }
+    grpc::ClientContext ctx;
+    v1::SubmitJobResponse resp;
+    grpc::Status st = jobs_->SubmitJob(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    v1::Task task;
+    EXPECT_TRUE(WaitFor([&] {
+      task = testing::FirstTask(*jobs_, resp.job_id());
+      return task.state() == v1::TASK_STATE_SUCCEEDED || task.state() == v1::TASK_STATE_FAILED;
+    }));
+    EXPECT_EQ(task.state(), v1::TASK_STATE_SUCCEEDED) << task.reason();
+    return Logs(task.id());
+  };
+  const std::string image = registry_.host() + "/test/app:1";
+
+  // Isolated: its own address from the node's subnet, and the node's port refused.
+  set_network(v1::NETWORK_MODE_ISOLATED);
+  EXPECT_EQ(run(image, "ip -4 -o addr show dev eth0 | awk '{print $4}' | cut -d. -f1-3; " + probe),
+            "10.217.0\nrefused\n");
+  const std::string bash_probe = "if timeout 3 bash -c 'echo > /dev/tcp/" + address + "/" +
+                                 std::to_string(node.port()) +
+                                 "' 2>/dev/null; then echo reached; else echo refused; fi";
+  EXPECT_EQ(run("", "grep -c eth0 /proc/net/dev; " + bash_probe), "1\nrefused\n");
+  // None: loopback only.
+  set_network(v1::NETWORK_MODE_NONE);
+  EXPECT_EQ(run(image, "ls /sys/class/net 2>/dev/null | grep -v lo | wc -l; " + probe),
+            "0\nrefused\n");
+  // Host, an admin's choice: the node's network.
+  set_network(v1::NETWORK_MODE_HOST);
+  EXPECT_EQ(run(image, probe), "reached\n");
+  EXPECT_EQ(run("", bash_probe), "reached\n");
+  // The node says what it enforces.
+  bool network = false;
+  const v1::Node node_info = agent_->Node();
+  for (const auto& c : node_info.capabilities()) {
+    if (c.name() == "network") {
+      network =
+          c.enforced() && c.detail().find("isolated: outbound through NAT") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(network) << node_info.DebugString();
 }
 
 }  // namespace

@@ -78,6 +78,10 @@ TEST(DispatcherTest, BuildsStartFromTheTaskAndStopWithGraceAndEpoch) {
   EXPECT_FALSE(Dispatcher::BuildStart(job, 1, &node, 7, &pool).mps_tenant_isolation);
   pool.mps_tenant_isolation = true;
   EXPECT_TRUE(Dispatcher::BuildStart(job, 1, &node, 7, &pool).mps_tenant_isolation);
+  // So does its network; no pool: each node's default.
+  EXPECT_EQ(s.network, TaskNetwork::kNodeDefault);
+  pool.network = TaskNetwork::kIsolated;
+  EXPECT_EQ(Dispatcher::BuildStart(job, 1, &node, 7, &pool).network, TaskNetwork::kIsolated);
 
   Dispatcher d(nullptr, 10'000, [](const std::string&) { return nullptr; });
   d.set_epoch(9);

@@ -100,6 +100,7 @@ TEST_P(StoreConformanceTest, UpsertsReplaceWholeRecords) {
   pool.compute_overcommit = Ratio{2000};
   pool.mps_tenant_isolation = false;
   pool.required_capabilities = {"sandbox"};
+  pool.network = TaskNetwork::kHost;
   node.devices.resize(1);
   node.links.clear();
   node.labels = {{"zone", "eu-2"}};

@@ -80,6 +80,7 @@ PoolRecord SamplePool(const std::string& name) {
   p.create_us = 1'700'000'000'000'001;
   p.mps_tenant_isolation = true;
   p.required_capabilities = {"compute_share", "sandbox", "vram_cap"};
+  p.network = TaskNetwork::kIsolated;
   return p;
 }
 

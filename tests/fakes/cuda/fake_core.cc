@@ -45,6 +45,7 @@ std::vector<uint64_t> g_graph_mem;
 CUmemGenericAllocationHandle g_next_handle = 1;
 CUdeviceptr g_next_va = 0;
 thread_local CUcontext t_ctx = nullptr;
+std::vector<uint8_t*> g_vram;
 
 uint64_t EnvU64(const char* name, uint64_t def) {
   const char* v = getenv(name);
@@ -55,6 +56,23 @@ uint64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+// The memory of a backed device (fake_state.h): a sparse file every process maps shared.
+uint8_t* MapVram(const char* dir, int index, DeviceState* s) {
+  if (!gpupool::fakecuda::Backed(s)) return nullptr;
+  const std::string path = std::string(dir) + "/device" + std::to_string(index) + ".vram";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return nullptr;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 ||
+      (st.st_size < static_cast<off_t>(s->total) && ::ftruncate(fd, s->total) != 0)) {
+    ::close(fd);
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, s->total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
 }
 
 void ParseProfiles() {
@@ -163,10 +181,43 @@ CUresult AllocPlain(CUdeviceptr* dptr, uint64_t size, Kind kind) {
   int dev = CurrentDev();
   CUresult r = Charge(dev, size);
   if (r != CUDA_SUCCESS) return r;
+  std::vector<uint32_t> pages = TakePages(dev, size);
   std::lock_guard<std::mutex> l(g_mu);
   *dptr = NewVa(size);
-  g_allocs[*dptr] = Alloc{size, dev, kind, nullptr};
+  g_allocs[*dptr] = Alloc{size, dev, kind, nullptr, std::move(pages)};
   return CUDA_SUCCESS;
+}
+
+std::vector<uint32_t> TakePages(int dev, uint64_t size) {
+  std::vector<uint32_t> pages;
+  if (g_vram[dev] == nullptr) return pages;
+  DeviceState* s = g_devs[dev];
+  const uint64_t want = (size + gpupool::fakecuda::kPageBytes - 1) / gpupool::fakecuda::kPageBytes;
+  const uint64_t count = s->total / gpupool::fakecuda::kPageBytes;
+  const int32_t me = getpid();
+  gpupool::fakecuda::Lock(&s->mu);
+  // Lowest free pages first, as an allocator hands back what the last process freed.
+  for (uint64_t i = 0; i < count && pages.size() < want; ++i) {
+    if (s->page_owner[i] == 0) pages.push_back(static_cast<uint32_t>(i));
+  }
+  if (pages.size() < want) {
+    pages.clear();  // too small to back (many tiny allocations): accounted, without contents
+  } else {
+    for (uint32_t p : pages) s->page_owner[p] = me;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return pages;
+}
+
+void GivePages(int dev, const std::vector<uint32_t>& pages) {
+  if (pages.empty()) return;
+  DeviceState* s = g_devs[dev];
+  const int32_t me = getpid();
+  gpupool::fakecuda::Lock(&s->mu);
+  for (uint32_t p : pages) {
+    if (s->page_owner[p] == me) s->page_owner[p] = 0;  // its bytes stay: memory is not cleared
+  }
+  pthread_mutex_unlock(&s->mu);
 }
 
 CUresult AllocPool(CUdeviceptr* dptr, size_t size, CUmemoryPool hpool) {
@@ -224,6 +275,7 @@ FAKE_API CUresult cuInit(unsigned flags) {
     DeviceState* s = gpupool::fakecuda::MapDevice(dir, static_cast<int>(i), g_profiles[i].total);
     if (s == nullptr) return CUDA_ERROR_OPERATING_SYSTEM;
     g_devs.push_back(s);
+    g_vram.push_back(MapVram(dir, static_cast<int>(i), s));
     auto* pool = new Pool{static_cast<int>(i)};
     g_pools.push_back(pool);
     g_default_pool.push_back(pool);

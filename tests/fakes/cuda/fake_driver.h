@@ -47,6 +47,9 @@ struct Alloc {
   int dev;
   Kind kind;
   CUmemoryPool pool;
+  // Plain and managed memory on a backed device: the device pages (fake_state.h) holding its
+  // bytes, in order. Empty: no contents (copies to or from it are refused).
+  std::vector<uint32_t> pages = {};
 };
 
 struct Pool {
@@ -115,6 +118,7 @@ extern std::vector<uint64_t> g_graph_mem;
 extern CUmemGenericAllocationHandle g_next_handle;
 extern CUdeviceptr g_next_va;
 extern thread_local CUcontext t_ctx;
+extern std::vector<uint8_t*> g_vram;  // each backed device's memory, mapped; nullptr: not backed
 
 inline constexpr uint64_t kGranularity = 2ull << 20;
 // How long a resident context that queued an event keeps the device for the work after it.
@@ -137,6 +141,10 @@ uint64_t FormatBytes(int format);
 // Runs one kernel on the calling thread's device (one at a time on a device).
 void RunKernel(CUfunction f);
 CUresult AllocPlain(CUdeviceptr* dptr, uint64_t size, Kind kind);
+// The device pages of a new allocation of `size` bytes on `dev` (empty when the device is not
+// backed or has too few free pages), and their release.
+std::vector<uint32_t> TakePages(int dev, uint64_t size);
+void GivePages(int dev, const std::vector<uint32_t>& pages);
 CUresult AllocPool(CUdeviceptr* dptr, size_t size, CUmemoryPool hpool);
 CUresult CtxCreate(CUcontext* pctx, CUdevice dev, bool primary);
 void CtxFree(CUcontext ctx);

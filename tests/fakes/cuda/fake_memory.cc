@@ -62,7 +62,73 @@ FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
       return CUDA_SUCCESS;
     }
   }
+  GivePages(a.dev, a.pages);
   Uncharge(a.dev, a.size);
+  return CUDA_SUCCESS;
+}
+
+// ---- copies and sets ------------------------------------------------------------------------
+// Synchronous, like every stream of this fake. Only plain and managed memory of a backed device
+// has contents (fake_state.h); anything else is CUDA_ERROR_NOT_SUPPORTED, so a test that needs
+// bytes never passes on memory that holds none.
+
+namespace {
+
+// Calls run(bytes, n, done) over the device bytes of [dptr, dptr + n), page by page.
+template <typename Run>
+CUresult OverDeviceBytes(CUdeviceptr dptr, size_t n, Run run) {
+  std::lock_guard<std::mutex> l(g_mu);
+  auto it = g_allocs.upper_bound(dptr);
+  if (it == g_allocs.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  const Alloc& a = it->second;
+  const uint64_t off = dptr - it->first;
+  if (off >= a.size || n > a.size - off) return CUDA_ERROR_INVALID_VALUE;
+  if (a.pages.empty() || g_vram[a.dev] == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  constexpr uint64_t kPage = gpupool::fakecuda::kPageBytes;
+  for (size_t done = 0; done < n;) {
+    const uint64_t at = off + done;
+    const size_t chunk = std::min<uint64_t>(n - done, kPage - at % kPage);
+    run(g_vram[a.dev] + uint64_t(a.pages[at / kPage]) * kPage + at % kPage, chunk, done);
+    done += chunk;
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+FAKE_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) {
+  REQUIRE_CTX();
+  return OverDeviceBytes(dst, n,
+                         [&](uint8_t* p, size_t len, size_t) { std::memset(p, value, len); });
+}
+
+FAKE_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
+  REQUIRE_CTX();
+  if (src == nullptr && n != 0) return CUDA_ERROR_INVALID_VALUE;
+  const auto* from = static_cast<const uint8_t*>(src);
+  return OverDeviceBytes(
+      dst, n, [&](uint8_t* p, size_t len, size_t done) { std::memcpy(p, from + done, len); });
+}
+
+FAKE_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
+  REQUIRE_CTX();
+  if (dst == nullptr && n != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto* to = static_cast<uint8_t*>(dst);
+  return OverDeviceBytes(
+      src, n, [&](uint8_t* p, size_t len, size_t done) { std::memcpy(to + done, p, len); });
+}
+
+// CUuuid: 16 bytes (cuda.h's CUuuid_st). The fake's UUIDs: fake_state.h, FakeUuid.
+struct FakeCuUuid {
+  unsigned char bytes[16];
+};
+
+FAKE_API CUresult cuDeviceGetUuid(FakeCuUuid* uuid, CUdevice d) {
+  REQUIRE_INIT();
+  if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (d < 0 || d >= static_cast<int>(g_devs.size())) return CUDA_ERROR_INVALID_DEVICE;
+  gpupool::fakecuda::FakeUuidBytes(d, uuid->bytes);
   return CUDA_SUCCESS;
 }
 

@@ -14,7 +14,14 @@
 //    `engine` is held for a kernel's declared duration, and `busy_ns` per process is the GPU
 //    time it got. A resident context that queues more work (an event followed by a kernel)
 //    keeps the device for it (`engine_until_ns`), as a time-sliced GPU keeps a context with
-//    queued work; a context that goes idle gives it up at once.
+//    queued work; a context that goes idle gives it up at once;
+//  - device memory holds what was written to it, and keeps it after it is freed: cuMemAlloc's
+//    reference says "The memory is not cleared", so the next process handed those pages reads
+//    the last owner's bytes until someone zeroes them (what the agent's VRAM scrub is for). The
+//    contents live in a second file per device, `device<N>.vram` (sparse, `total` bytes, mapped
+//    MAP_SHARED by every process), in pages of kPageBytes; `page_owner` says which process
+//    holds each page. Devices up to kMaxPages pages are backed (the tests' small ones); larger
+//    ones are accounted only, and copies to or from them are refused.
 // Header-only so the fake NVML and tests read the same truth without linking the fake driver.
 #ifndef GPUPOOL_TESTS_FAKES_CUDA_FAKE_STATE_H_
 #define GPUPOOL_TESTS_FAKES_CUDA_FAKE_STATE_H_
@@ -32,11 +39,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace gpupool::fakecuda {
 
-inline constexpr uint64_t kMagic = 0x67707570636f6461ULL;  // "gpupcoda"
+inline constexpr uint64_t kMagic = 0x67707570636f6462ULL;  // "gpupcodb": with page owners
 inline constexpr int kMaxProcs = 512;
+inline constexpr uint64_t kPageBytes = 64 << 10;
+inline constexpr int kMaxPages = 16384;  // backs devices of up to 1 GiB
 
 struct ProcEntry {
   int32_t pid;  // 0: free slot
@@ -60,7 +70,29 @@ struct DeviceState {
   uint64_t engine_ctx;       // it stays resident on the device until another context's kernel runs
   uint64_t engine_until_ns;  // CLOCK_MONOTONIC: while it has work queued, its kernels go first
   ProcEntry procs[kMaxProcs];
+  int32_t page_owner[kMaxPages];  // the pid holding each page of a backed device; 0: free
 };
+
+// Whether the device's memory has contents (fits kMaxPages pages).
+inline bool Backed(const DeviceState* s) { return s->total <= kPageBytes * kMaxPages; }
+
+// The UUID the fake gives device `index` (cuDeviceGetUuid):
+// "GPU-67706675-6b65-0000-0000-0000000000NN".
+inline void FakeUuidBytes(int index, unsigned char out[16]) {
+  const unsigned char base[16] = {'g', 'p', 'f', 'u', 'k', 'e', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  std::memcpy(out, base, 16);
+  out[15] = static_cast<unsigned char>(index);
+}
+inline std::string FakeUuid(int index) {
+  unsigned char b[16];
+  FakeUuidBytes(index, b);
+  char s[64];
+  std::snprintf(s, sizeof s,
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
+  return s;
+}
 
 // The start time of `pid`, 0 if it is gone or a zombie (already exited: its memory is freed).
 inline uint64_t ProcStartTime(int pid) {
@@ -94,6 +126,10 @@ inline void ReapLocked(DeviceState* s) {
     if (e.pid == 0) continue;
     if (ProcStartTime(e.pid) == e.start_time) continue;
     s->used -= e.bytes;
+    // Its pages are free again; what it wrote stays in them.
+    for (int32_t& owner : s->page_owner) {
+      if (owner == e.pid) owner = 0;
+    }
     e = ProcEntry{};
   }
 }
