@@ -506,3 +506,41 @@ TEST(PreemptionTest, DisruptionBudgetLimitsVictimsPerWindow) {
 
 }  // namespace
 }  // namespace gpupool
+
+namespace gpupool {
+namespace {
+
+// The demo's preemption act, which showed a high gang waiting: acme's low work holds all 16 GPUs,
+// 12 of them within acme's guarantee. Across tenants even the priority rule takes only what the
+// victim's group can spare above its guarantee (core_reclaim.cc), so a gang of 2 × 4 waits, and
+// one of 2 × 1 preempts acme's borrowed tasks.
+TEST(PreemptionTest, AHighGangFromAnotherTenantTakesOnlyWhatTheVictimsTenantCanSpare) {
+  CoreHarness h;
+  ASSERT_TRUE(h.CreatePool("gpu").ok());
+  for (const char* t : {"acme", "globex"}) {
+    ASSERT_TRUE(h.CreateTenant(t).ok());
+    ASSERT_TRUE(h.SetQuota(t, "gpu", CoreHarness::Tflops(12000), CoreHarness::Tflops(24000)).ok());
+  }
+  ASSERT_TRUE(h.Register("n0", "gpu", 8).ok());
+  ASSERT_TRUE(h.Register("n1", "gpu", 8).ok());
+  Result<JobRecord> low =
+      h.Submit(CoreHarness::As("acme/bob", Of("low", CoreHarness::Whole("gpu", 1, 16))));
+  ASSERT_TRUE(low.ok());
+  h.RunStarted();
+  // 16 × 989 TFLOPS held against a 12000 guarantee: 3 GPUs' worth borrowed.
+  JobSpec big = CoreHarness::As("globex/carol", Of("high", CoreHarness::Whole("gpu", 4, 2)));
+  big.gang = true;
+  Result<JobRecord> g = h.Submit(big);
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(StoppedTasks(h).empty()) << "acme would go below its guarantee";
+  ASSERT_TRUE(h.Sync<JobRecord>([&](auto cb) { h.core->CancelJob(g->id, "too big", cb); }).ok());
+  JobSpec small = CoreHarness::As("globex/dan", Of("high", CoreHarness::Whole("gpu", 1, 2)));
+  small.gang = true;
+  Result<JobRecord> s2 = h.Submit(small);
+  ASSERT_TRUE(s2.ok());
+  EXPECT_EQ(StoppedTasks(h).size(), 2u) << h.Task(s2->id, 0).reason;
+  EXPECT_EQ(h.Task(s2->id, 1).reason, "gang of 2 waiting for 2 preempted task(s) to stop");
+}
+
+}  // namespace
+}  // namespace gpupool
