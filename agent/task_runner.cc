@@ -348,6 +348,7 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
 
   close(log_fd);
   TaskStatus out;
+  std::chrono::steady_clock::time_point accepted;
   {
     std::lock_guard lock(mu_);
     Task* t = Insert(std::move(task));
@@ -358,8 +359,14 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
     }
     Supervise(t, pid);
     out = t->status;
+    accepted = t->accepted;
   }
   Wake();
+  if (options_.on_start) {
+    options_.on_start(
+        {false, false,
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - accepted).count()});
+  }
   LogInfo("agent.runner", "task started",
           {{"task", spec.task_id},
            {"attempt", std::to_string(spec.attempt)},

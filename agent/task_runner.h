@@ -140,6 +140,13 @@ struct TaskStatus {
   bool terminal() const { return phase != TaskPhase::kRunning && phase != TaskPhase::kPulling; }
 };
 
+// How long a task took from Start() to its program running (metrics: agent/image_metrics.h).
+struct TaskStartTiming {
+  bool image = false;      // an image task (pull, rootfs, runc) or a plain command
+  bool cache_hit = false;  // image tasks: the node's store already held the image
+  double seconds = 0;
+};
+
 struct LogSlice {
   int64_t offset = 0;
   std::string data;
@@ -181,6 +188,8 @@ struct TaskRunnerOptions {
   // Told every task's process group while it runs (agent/lease_keeper.h): the keeper kills them
   // when the agent dies or its node lease lapses. null = tasks are not bound to the agent.
   std::shared_ptr<LeaseKeeper> lease_keeper;
+  // Told each task's start latency once it runs (outside the runner's locks); null = nobody.
+  std::function<void(const TaskStartTiming&)> on_start;
 };
 
 class TaskRunner {

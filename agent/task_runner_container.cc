@@ -215,6 +215,7 @@ void TaskRunner::ReportWhenStarted(const std::string& id, int32_t attempt,
   for (;;) {
     const bool started = access(marker.c_str(), F_OK) == 0;
     std::pair<Listener, TaskStatus> running;
+    TaskStartTiming timing{true, false, 0};
     {
       std::lock_guard lock(mu_);
       auto it = tasks_.find(id);
@@ -223,9 +224,13 @@ void TaskRunner::ReportWhenStarted(const std::string& id, int32_t attempt,
         return;
       }
       if (started) {
-        auto l = listeners_.find(it->second->status.owner);
+        const Task& t = *it->second;
+        timing.cache_hit = t.container != nullptr && t.container->image_cache_hit();
+        timing.seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t.accepted).count();
+        auto l = listeners_.find(t.status.owner);
         if (l == listeners_.end()) return;
-        running = {l->second, it->second->status};
+        running = {l->second, t.status};
       }
     }
     if (started) {
@@ -234,6 +239,7 @@ void TaskRunner::ReportWhenStarted(const std::string& id, int32_t attempt,
                {"runtime_ms", std::to_string(std::chrono::duration<double, std::milli>(
                                                  std::chrono::steady_clock::now() - since)
                                                  .count())}});
+      if (options_.on_start) options_.on_start(timing);
       return running.first(running.second);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

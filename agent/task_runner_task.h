@@ -6,6 +6,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,6 +40,8 @@ struct TaskRunner::Task {
   bool pulling = false;  // an image task before its container started: no process yet
   std::unique_ptr<oci::PreparedContainer> container;  // an image task's, once prepared
   std::unique_ptr<net::NetworkLease> network;         // a sandboxed task's isolated network
+  // When Start() accepted it: TaskStartTiming's origin.
+  std::chrono::steady_clock::time_point accepted = std::chrono::steady_clock::now();
   ~Task() {
     if (status_fd >= 0) close(status_fd);
   }

@@ -30,6 +30,7 @@
 #include "agent/config.h"
 #include "agent/device_metrics.h"
 #include "agent/enroll.h"
+#include "agent/image_metrics.h"
 #include "agent/lease_keeper.h"
 #include "agent/nvml_backend.h"
 #include "agent/sandbox/sandbox.h"
@@ -437,6 +438,15 @@ int Run(int argc, char** argv) {
     LogInfo("agent", "capability",
             {{"name", c.name}, {"enforced", c.enforced ? "true" : "false"}, {"detail", c.detail}});
   }
+  // Metrics (metrics_listen): the registry exists before the runner, which feeds the start
+  // latency histogram; the exposer comes up below.
+  std::shared_ptr<prometheus::Registry> registry;
+  std::shared_ptr<StartLatency> start_latency;
+  if (!config.metrics_listen.empty()) {
+    registry = std::make_shared<prometheus::Registry>();
+    start_latency = std::make_shared<StartLatency>(*registry, config.node_name);
+    ro.on_start = [start_latency](const TaskStartTiming& t) { start_latency->Observe(t); };
+  }
   TaskRunner runner(ro);
   runner.KillOrphans();  // tasks of a previous agent process (kill -9, crash)
   if (ro.containers) {
@@ -484,8 +494,7 @@ int Run(int argc, char** argv) {
   int rc = 0;
   std::unique_ptr<prometheus::Exposer> exposer;
   std::unique_ptr<DeviceMetrics> metrics;
-  if (!config.metrics_listen.empty()) {
-    auto registry = std::make_shared<prometheus::Registry>();
+  if (registry) {
     try {
       exposer = std::make_unique<prometheus::Exposer>(config.metrics_listen, 2);
     } catch (const std::exception& e) {
@@ -496,6 +505,10 @@ int Run(int argc, char** argv) {
     if (exposer) {
       exposer->RegisterCollectable(registry);
       metrics = std::make_unique<DeviceMetrics>(registry, config.node_name, config.pool);
+      if (ro.containers) {
+        exposer->RegisterCollectable(std::make_shared<ImageStoreCollector>(
+            ro.containers->options().store, config.node_name));
+      }
       const std::vector<int> ports = exposer->GetListeningPorts();
       LogInfo("agent", "metrics listening",
               {{"address", config.metrics_listen},

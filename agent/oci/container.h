@@ -85,6 +85,8 @@ class PreparedContainer {
   // What the task runner spawns; the shim's exit code is the task's (launcher.h).
   std::vector<std::string> ShimArgv() const { return launcher_.ShimArgv(bundle_, id_); }
   const Launcher& launcher() const { return launcher_; }
+  // The image came from the node's store without fetching a blob (false for plain commands).
+  bool image_cache_hit() const { return lease_.cache_hit(); }
   void Release();
 
  private:

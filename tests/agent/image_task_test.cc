@@ -8,12 +8,16 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "agent/image/image_store.h"
+#include "agent/image_metrics.h"
 #include "agent/images.h"
 #include "agent/task_runner.h"
 #include "tests/agent/net_fixture.h"
@@ -81,7 +85,8 @@ class ImageTaskTest : public ::testing::Test {
     StartRunner();
   }
 
-  void StartRunner(std::shared_ptr<net::TaskNetworks> networks = nullptr) {
+  void StartRunner(std::shared_ptr<net::TaskNetworks> networks = nullptr,
+                   std::function<void(const TaskStartTiming&)> on_start = nullptr) {
     runner_.reset();
     ImageOptions io;
     io.tls_verify = false;  // the loopback registry speaks plain HTTP
@@ -95,6 +100,7 @@ class ImageTaskTest : public ::testing::Test {
     o.sandbox = box_;
     o.containers = containers_;
     o.networks = std::move(networks);
+    o.on_start = std::move(on_start);
     runner_ = std::make_unique<TaskRunner>(o);
     ended_.Attach(*runner_);
   }
@@ -301,6 +307,49 @@ TEST_F(ImageTaskTest, UnderIsolatedItCannotReachTheNodeOrAnotherTask) {
   containers_.reset();
   EXPECT_EQ(networks->in_use(), 0);
   networks->Uninstall();
+}
+
+TEST_F(ImageTaskTest, StartLatencyAndTheStoresPullsAreMeasured) {
+  std::mutex mu;
+  std::vector<TaskStartTiming> timings;
+  StartRunner(nullptr, [&](const TaskStartTiming& t) {
+    std::lock_guard lock(mu);
+    timings.push_back(t);
+  });
+  // A fresh store: the first task pulls, the second finds the image there.
+  for (const char* id : {"first", "second"}) {
+    ASSERT_TRUE(runner_->Start(Spec(id, Ref("test/app:1"), "true")).ok());
+    EXPECT_EQ(ended_.Wait(id).phase, TaskPhase::kSucceeded);
+  }
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(timings.size(), 2u);
+    EXPECT_TRUE(timings[0].image);
+    EXPECT_FALSE(timings[0].cache_hit);
+    EXPECT_TRUE(timings[1].cache_hit);
+    EXPECT_GT(timings[0].seconds, 0);
+    EXPECT_LT(timings[1].seconds, timings[0].seconds + 60);
+  }
+  // What /metrics shows of the store, read as a scrape would.
+  std::map<std::string, double> value;
+  for (const auto& f : ImageStoreCollector(containers_->options().store, "node-a").Collect()) {
+    ASSERT_EQ(f.metric.size(), 1u);
+    value[f.name] = f.type == prometheus::MetricType::Counter ? f.metric[0].counter.value
+                                                              : f.metric[0].gauge.value;
+  }
+  EXPECT_EQ(value["gpupool_agent_image_pulls_total"], 2);
+  EXPECT_EQ(value["gpupool_agent_image_pull_cache_hits_total"], 1);
+  EXPECT_GT(value["gpupool_agent_image_pull_bytes_total"], 0);
+  EXPECT_EQ(value["gpupool_agent_image_store_images"], 1);
+  // And the histogram a registry exports.
+  prometheus::Registry registry;
+  StartLatency latency(registry, "node-a");
+  for (const TaskStartTiming& t : timings) latency.Observe(t);
+  uint64_t image_starts = 0;
+  for (const auto& f : registry.Collect()) {
+    for (const auto& m : f.metric) image_starts += m.histogram.sample_count;
+  }
+  EXPECT_EQ(image_starts, 2u);
 }
 
 }  // namespace gpupool::agent

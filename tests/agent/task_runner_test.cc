@@ -198,6 +198,33 @@ TEST_F(RunnerTest, UnconfinedATaskWhosePoolAsksForNoNetworkFailsInsteadOfSharing
   EXPECT_EQ(WaitEnd("plain").phase, TaskPhase::kSucceeded);
 }
 
+TEST(RunnerStartTimingTest, APlainTaskReportsItsStartLatency) {
+  const std::string dir = TempDir();
+  std::vector<TaskStartTiming> timings;
+  std::mutex mu;
+  TaskRunnerOptions o;
+  o.data_dir = dir;
+  o.on_start = [&](const TaskStartTiming& t) {
+    std::lock_guard lock(mu);
+    timings.push_back(t);
+  };
+  {
+    TaskRunner runner(o);
+    TaskSpec s;
+    s.owner = "node-a";
+    s.task_id = "t";
+    s.attempt = 1;
+    s.argv = {"/bin/true"};
+    ASSERT_TRUE(runner.Start(s).ok());
+  }
+  std::lock_guard lock(mu);
+  ASSERT_EQ(timings.size(), 1u);
+  EXPECT_FALSE(timings[0].image);
+  EXPECT_GT(timings[0].seconds, 0);
+  EXPECT_LT(timings[0].seconds, 5);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(RunnerTest, SignalDeath) {
   ASSERT_TRUE(runner_->Start(Spec("segv", "kill -SEGV $$")).ok());
   const TaskStatus st = WaitEnd("segv");
