@@ -456,6 +456,15 @@ int Run(int argc, char** argv) {
       LogInfo("agent", "removed containers of a previous agent",
               {{"count", std::to_string(*left)}});
     }
+    // And the task root file systems it left mounted (overlays, host-root binds).
+    auto unmounted = oci::UnmountAllUnder(config.data_dir + "/tasks");
+    if (!unmounted.ok()) {
+      LogWarn("agent", "cannot unmount a previous agent's task root file systems",
+              {{"error", unmounted.status().message()}});
+    } else if (*unmounted > 0) {
+      LogInfo("agent", "unmounted task root file systems of a previous agent",
+              {{"count", std::to_string(*unmounted)}});
+    }
   }
 
   boost::asio::io_context io;

@@ -4,9 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
 
 namespace gpupool::agent::oci {
 
@@ -84,6 +88,45 @@ Result<TaskRootfs> HostRootfs(const std::string& task_dir, uint32_t uid, uint32_
     return Status::Internal("chown " + root + ": " + strerror(errno));
   }
   return out;
+}
+
+Result<int> UnmountAllUnder(const std::string& dir) {
+  std::error_code ec;
+  const std::string root = fs::weakly_canonical(dir, ec).string();
+  if (root.empty() || root == "/") {
+    return Status::InvalidArgument("unmount under '" + dir + "': not a task directory");
+  }
+  std::ifstream in("/proc/self/mountinfo");
+  if (!in) return Status::Internal("cannot read /proc/self/mountinfo");
+  std::vector<std::string> points;
+  for (std::string line; std::getline(in, line);) {
+    // Field 5 is the mount point, with spaces and the like escaped as \040 (octal).
+    std::istringstream fields(line);
+    std::string id, parent, devno, fs_root, point;
+    if (!(fields >> id >> parent >> devno >> fs_root >> point)) continue;
+    std::string unescaped;
+    for (size_t i = 0; i < point.size(); ++i) {
+      if (point[i] == '\\' && i + 3 < point.size()) {
+        unescaped += static_cast<char>(std::stoi(point.substr(i + 1, 3), nullptr, 8));
+        i += 3;
+      } else {
+        unescaped += point[i];
+      }
+    }
+    if (unescaped == root || unescaped.rfind(root + "/", 0) == 0) points.push_back(unescaped);
+  }
+  // Deepest first (a volume bound inside a rootfs before the rootfs itself).
+  std::sort(points.begin(), points.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  int count = 0;
+  for (const std::string& p : points) {
+    if (umount2(p.c_str(), MNT_DETACH) != 0) {
+      if (errno == EINVAL || errno == ENOENT) continue;  // gone already (a parent took it)
+      return Status::Internal("umount " + p + ": " + strerror(errno));
+    }
+    ++count;
+  }
+  return count;
 }
 
 Status UnmountRootfs(const TaskRootfs& rootfs) {

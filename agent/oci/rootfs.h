@@ -42,4 +42,9 @@ Result<TaskRootfs> HostRootfs(const std::string& task_dir, uint32_t uid, uint32_
 // Unmounts an overlay made by MountImageRootfs (lazily: a process still inside keeps its view).
 Status UnmountRootfs(const TaskRootfs& rootfs);
 
+// Unmounts (lazily) every mount point at or below `dir`, deepest first, as /proc/self/mountinfo
+// lists them: at agent start, the task root file systems a crashed agent left mounted under
+// <data_dir>/tasks. Returns how many it unmounted; the first error names the mount point.
+Result<int> UnmountAllUnder(const std::string& dir);
+
 }  // namespace gpupool::agent::oci

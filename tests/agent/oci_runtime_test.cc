@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -28,6 +29,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
 
@@ -245,6 +247,38 @@ TEST(SeccompProfileTest, DebiansDefaultProfileConverts) {
 }
 
 // ---- running it ----
+
+// At start the agent unmounts the task root file systems a crashed agent left (overlays, and
+// mounts bound inside them), deepest first, names with spaces included, and nothing outside.
+TEST(UnmountAllUnderTest, UnmountsEveryMountPointBelowTheTasksDirAndNothingElse) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounting needs root";
+  const std::string dir = ::gpupool::testing::MakeScratchDir("/tmp/gpupool-unmount-");
+  const std::string outside = dir + "/elsewhere";
+  std::vector<std::string> points = {dir + "/tasks/a.1/rootfs", dir + "/tasks/a.1/rootfs/data",
+                                     dir + "/tasks/b c.1/rootfs"};
+  for (const std::string& p : points) {
+    std::filesystem::create_directories(p);
+    ASSERT_EQ(mount("tmpfs", p.c_str(), "tmpfs", 0, "size=1m"), 0) << p << ": " << strerror(errno);
+  }
+  std::filesystem::create_directories(outside);
+  ASSERT_EQ(mount("tmpfs", outside.c_str(), "tmpfs", 0, "size=1m"), 0);
+  auto mounted = [](const std::string& p) {
+    std::ifstream in("/proc/self/mountinfo");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string escaped;
+    for (char c : p) escaped += c == ' ' ? std::string("\\040") : std::string(1, c);
+    return text.find(" " + escaped + " ") != std::string::npos;
+  };
+  ASSERT_TRUE(mounted(points[2]));
+  auto n = oci::UnmountAllUnder(dir + "/tasks");
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 3);
+  for (const std::string& p : points) EXPECT_FALSE(mounted(p)) << p;
+  EXPECT_TRUE(mounted(outside));
+  umount2(outside.c_str(), MNT_DETACH);
+  EXPECT_FALSE(oci::UnmountAllUnder("/").ok());
+  std::filesystem::remove_all(dir);
+}
 
 class OciRuntimeTest : public ::testing::Test {
  protected:
