@@ -412,6 +412,14 @@ Status ParseNetwork(const Reader& r, const YAML::Node& v, NetworkConfig* o) {
         auto c = net::ParseCidr(d);
         if (!c.ok()) return r.Error(n, full, c.status().message());
       }
+    } else if (sub == "dns") {
+      GPUPOOL_RETURN_IF_ERROR(ParseStringList(r, n, full, &o->options.dns));
+      for (const std::string& d : o->options.dns) {
+        auto c = net::ParseCidr(d);
+        if (!c.ok() || c->bits != 32 || d.find('/') != std::string::npos) {
+          return r.Error(n, full, "'" + d + "': want an IPv4 address");
+        }
+      }
     } else if (sub == "prefix") {
       // Several agents on one host (simulated fleets, the demo) each need their own names.
       GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &o->options.prefix));
@@ -419,7 +427,7 @@ Status ParseNetwork(const Reader& r, const YAML::Node& v, NetworkConfig* o) {
       GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &o->options.iface));
     } else {
       return r.Error(kv.first, full,
-                     "unknown key (expected isolated, default, subnet, deny, prefix, iface)");
+                     "unknown key (expected isolated, default, subnet, deny, dns, prefix, iface)");
     }
   }
   return Status::Ok();

@@ -42,6 +42,8 @@ Result<std::shared_ptr<net::TaskNetworks>> OpenNetworks(const NetworkConfig& con
   if (!config.isolated) return std::shared_ptr<net::TaskNetworks>();
   net::NetworkOptions o = config.options;
   for (const std::string& c : ControlPlaneCidrs(scheduler)) o.deny.push_back(c);
+  // Unset: the node's upstream resolvers (a loopback stub is not reachable from a task).
+  if (o.dns.empty()) o.dns = net::DefaultNameServers();
   GPUPOOL_ASSIGN_OR_RETURN(std::unique_ptr<net::TaskNetworks> nets, net::TaskNetworks::Open(o));
   return std::shared_ptr<net::TaskNetworks>(std::move(nets));
 }
@@ -60,8 +62,11 @@ sandbox::Capability NetworkCapability(bool sandboxed, bool containers,
   if (networks) {
     std::string denied;
     for (const std::string& d : networks->denied()) denied += (denied.empty() ? "" : ", ") + d;
+    std::string dns;
+    for (const std::string& d : networks->options().dns) dns += (dns.empty() ? "" : ", ") + d;
     detail += "isolated: outbound through NAT from " + networks->options().subnet +
-              ", refused to the node, other tasks and " + denied;
+              ", refused to the node, other tasks and " + denied +
+              (dns.empty() ? "; no name servers" : "; name servers " + dns);
   } else {
     detail += "isolated: not offered (" + networks_off + ")";
   }

@@ -474,6 +474,7 @@ Result<int> TaskRunner::LaunchSandboxed(Task* t, const std::map<std::string, std
         return Status::FailedPrecondition("network: " + options_.networks_off);
       GPUPOOL_ASSIGN_OR_RETURN(t->network, net::NetworkLease::Take(options_.networks, req.name));
       req.netns_path = t->network->network().netns_path;
+      req.resolv_conf = t->network->network().resolv_conf;
       break;
     }
     case net::NetworkMode::kHost:

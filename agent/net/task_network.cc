@@ -3,13 +3,17 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "agent/image/tool.h"
@@ -178,6 +182,12 @@ Result<std::unique_ptr<TaskNetworks>> TaskNetworks::Open(NetworkOptions options)
   // Built-in refusals first: link-local (cloud metadata services answer at 169.254.169.254),
   // then every other task.
   std::vector<std::string> denied = {"169.254.0.0/16", subnet->ToString()};
+  for (const std::string& d : options.dns) {
+    auto c = ParseCidr(d);
+    if (!c.ok() || c->bits != 32) {
+      return Status::InvalidArgument("network.dns: '" + d + "': want an IPv4 address");
+    }
+  }
   for (const std::string& d : options.deny) {
     auto c = ParseCidr(d);
     if (!c.ok()) return Status::InvalidArgument("network.deny: " + c.status().message());
@@ -217,8 +227,16 @@ Status TaskNetworks::LoadChains() const {
   rules +=
       "-A " + fwd + " -o " + task_if + " -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n";
   rules += "-A " + fwd + " -o " + task_if + " -j DROP\n";
-  for (const std::string& d : denied_)
+  // Name servers first: a resolver inside a denied range still answers on port 53.
+  for (const std::string& d : options_.dns) {
+    for (const char* proto : {"udp", "tcp"}) {
+      rules +=
+          "-A " + fwd + " -i " + task_if + " -d " + d + " -p " + proto + " --dport 53 -j ACCEPT\n";
+    }
+  }
+  for (const std::string& d : denied_) {
     rules += "-A " + fwd + " -i " + task_if + " -d " + d + reject;
+  }
   rules += "-A " + fwd + " -i " + task_if + " -j ACCEPT\nCOMMIT\n";
   rules += "*nat\n:" + post + " - [0:0]\n-F " + post + "\n";
   rules += "-A " + post + " -s " + subnet_.ToString() + " ! -d " + subnet_.ToString() +
@@ -338,6 +356,20 @@ Result<TaskNetwork> TaskNetworks::Prepare(const std::string& task) {
     s = RunIp({"-n", n.netns}, "link set lo up\naddr add " + n.address + "/30 dev eth0\n" +
                                    "link set eth0 up\nroute add default via " + n.gateway + "\n");
   }
+  if (s.ok() && !options_.dns.empty()) {
+    const std::string dir = "/run/" + options_.prefix + "-net";
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    n.resolv_conf = dir + "/" + n.netns + ".resolv.conf";
+    std::string text = "# written by gpupool-agent for an isolated task (network.dns)\n";
+    for (const std::string& d : options_.dns) text += "nameserver " + d + "\n";
+    std::ofstream out(n.resolv_conf, std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out || chmod(n.resolv_conf.c_str(), 0644) != 0) {
+      s = Status::FailedPrecondition("network: cannot write " + n.resolv_conf);
+    }
+  }
   if (!s.ok()) {
     Release(n);
     return Status::FailedPrecondition(s.message() + " (task " + task + ")");
@@ -352,6 +384,7 @@ void TaskNetworks::Release(const TaskNetwork& network) {
   // Deleting the namespace destroys its end of the veth and with it the node's; the explicit
   // link delete covers a namespace that was never made.
   RunBestEffort({options_.ip, "netns", "del", network.netns});
+  if (!network.resolv_conf.empty()) std::remove(network.resolv_conf.c_str());
   if (std::filesystem::exists("/sys/class/net/" + network.host_iface)) {
     RunBestEffort({options_.ip, "link", "del", network.host_iface});
   }
@@ -366,6 +399,33 @@ void TaskNetworks::Uninstall() {
   RemoveLeftovers();
   MutexLock lock(&mu_);
   std::fill(used_.begin(), used_.end(), false);
+}
+
+std::vector<std::string> DefaultNameServers(const std::string& resolv_conf) {
+  auto read = [](const std::string& path, bool* loopback_seen) {
+    std::vector<std::string> out;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream words(line);
+      std::string key, address;
+      if (!(words >> key >> address) || key != "nameserver") continue;
+      auto c = ParseCidr(address);
+      if (!c.ok()) continue;  // IPv6: task networks have none
+      if ((c->base >> 24) == 127) {
+        *loopback_seen = true;
+        continue;
+      }
+      if (std::find(out.begin(), out.end(), address) == out.end()) out.push_back(address);
+    }
+    return out;
+  };
+  bool loopback = false;
+  std::vector<std::string> servers = read(resolv_conf, &loopback);
+  if (servers.empty() && loopback) {
+    bool unused = false;
+    servers = read("/run/systemd/resolve/resolv.conf", &unused);
+  }
+  return servers;
 }
 
 Result<std::unique_ptr<NetworkLease>> NetworkLease::Take(std::shared_ptr<TaskNetworks> networks,

@@ -56,9 +56,12 @@ std::string FormatIpv4(uint32_t address);  // host order
 struct NetworkOptions {
   std::string subnet = "10.213.0.0/16";  // task addresses: a /30 per isolated task, /24 at least
   std::vector<std::string> deny;         // CIDRs no task may reach, beyond the built-in ones
-  std::string prefix = "gpupool";        // netns names and (upper-cased) chain names
-  std::string iface = "gpv";             // the node's ends of the veths; 1..6 characters
-  std::string ip = "ip";                 // programs, absolute or looked up in PATH
+  // Name servers an isolated task uses (its /etc/resolv.conf), reachable on port 53 even inside
+  // `deny`; empty: the task keeps the resolv.conf it has (DefaultNameServers() finds the node's).
+  std::vector<std::string> dns;
+  std::string prefix = "gpupool";  // netns names and (upper-cased) chain names
+  std::string iface = "gpv";       // the node's ends of the veths; 1..6 characters
+  std::string ip = "ip";           // programs, absolute or looked up in PATH
   std::string iptables = "iptables";
   std::string iptables_restore = "iptables-restore";
 };
@@ -71,7 +74,13 @@ struct TaskNetwork {
   std::string address;     // the task's address (eth0)
   std::string gateway;     // the node's end
   std::string host_iface;
+  std::string resolv_conf;  // the task's /etc/resolv.conf (`dns`), bound read-only; "" = none
 };
+
+// The node's upstream name servers, for isolated tasks: /etc/resolv.conf's, less loopback ones
+// (a resolver on the node's loopback is not the task's); where only a loopback stub is listed
+// (systemd-resolved), /run/systemd/resolve/resolv.conf's. Empty when none is found.
+std::vector<std::string> DefaultNameServers(const std::string& resolv_conf = "/etc/resolv.conf");
 
 class TaskNetworks {
  public:

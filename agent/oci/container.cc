@@ -1,5 +1,11 @@
 #include "agent/oci/container.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
 namespace gpupool::agent::oci {
 
 PreparedContainer::~PreparedContainer() { Release(); }
@@ -13,6 +19,29 @@ void PreparedContainer::Release() {
   network_.reset();
   lease_ = image::ImageLease();
 }
+
+namespace {
+
+// A regular file at <rootfs>/etc/resolv.conf for the name servers' bind. The container's root
+// cannot create it (the image's /etc belongs to an id its user namespace does not map), so the
+// agent does, in the task's overlay (its upper dir: the image is untouched); a symlink there is
+// replaced the same way. The read-only fallback root takes the bind only where the file exists.
+bool ResolvConfMountPoint(const TaskRootfs& rootfs) {
+  const std::string etc = rootfs.path + "/etc";
+  const std::string file = etc + "/resolv.conf";
+  struct stat st {};
+  if (lstat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return true;
+  if (!rootfs.overlay) return false;
+  std::error_code ec;
+  std::filesystem::create_directories(etc, ec);
+  if (lstat(file.c_str(), &st) == 0) std::filesystem::remove(file, ec);
+  const int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}
+
+}  // namespace
 
 ContainerFactory::ContainerFactory(ContainerFactoryOptions options)
     : options_(std::move(options)) {}
@@ -94,6 +123,10 @@ Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Prepare(
     if (!lease.ok()) return lease.status();
     c->network_ = std::move(lease).value();
     in.netns_path = c->network_->network().netns_path;
+    const std::string& resolv = c->network_->network().resolv_conf;
+    if (!resolv.empty() && ResolvConfMountPoint(c->rootfs_)) {
+      in.mounts.push_back({resolv, "/etc/resolv.conf", true});
+    }
   }
   if (request.seccomp) {
     auto seccomp =

@@ -33,6 +33,7 @@ enum Step : int32_t {
   kProc,
   kNetwork,
   kLoopback,
+  kResolvConf,
   kFork,
   kSetgroups,
   kSetgid,
@@ -154,6 +155,14 @@ long RawClone(unsigned long flags) {
     }
   }
   struct stat st {};
+  // The node's /etc is the task's: a node without /etc/resolv.conf keeps none (nothing is
+  // created on the host for a task).
+  if (!p.resolv_conf.empty() && stat("/etc/resolv.conf", &st) == 0 &&
+      (mount(p.resolv_conf.c_str(), "/etc/resolv.conf", nullptr, MS_BIND, nullptr) != 0 ||
+       mount(nullptr, "/etc/resolv.conf", nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) !=
+           0)) {
+    Fail(a.err_fd, kResolvConf, errno);
+  }
   for (size_t i = 0; i < p.private_tmp.size(); ++i) {
     if (stat(p.private_tmp[i].c_str(), &st) != 0) continue;
     if (mount("tmpfs", p.private_tmp[i].c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) {
@@ -240,6 +249,8 @@ std::string Describe(const LaunchPlan& p, const SetupError& e) {
       return "sandbox: cannot join the task's network " + p.netns_path + ": " + why;
     case kLoopback:
       return "sandbox: cannot bring up the task's loopback: " + why;
+    case kResolvConf:
+      return "sandbox: cannot bind " + p.resolv_conf + " over /etc/resolv.conf: " + why;
     case kFork:
       return "sandbox: cannot fork the task: " + why;
     case kSetgroups:

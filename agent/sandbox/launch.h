@@ -58,6 +58,7 @@ struct LaunchPlan {
   // the task's own with loopback up (`own_network`), else the node's.
   bool own_network = false;
   std::string netns_path;
+  std::string resolv_conf;  // bound read-only over /etc/resolv.conf (an isolated network's)
   uid_t uid = 0;
   gid_t gid = 0;
   int log_fd = -1;

@@ -79,6 +79,7 @@ Result<std::unique_ptr<SandboxedTask>> Sandbox::Prepare(const SandboxRequest& r)
   t->work_dir_ = WorkDirOf(r.task_dir);
   t->own_network_ = r.own_network;
   t->netns_path_ = r.netns_path;
+  t->resolv_conf_ = r.resolv_conf;
   if (mkdir(t->work_dir_.c_str(), 0700) != 0 && errno != EEXIST) {
     return Status::Internal("sandbox: cannot create " + t->work_dir_ + ": " + std::strerror(errno));
   }
@@ -177,6 +178,7 @@ Result<Launched> SandboxedTask::Launch(const std::string& exec_path,
   p.log_fd = log_fd;
   p.own_network = own_network_;
   p.netns_path = netns_path_;
+  p.resolv_conf = resolv_conf_;
   auto fds = cgroup_->OpenProcsFds();
   if (!fds.ok()) return fds.status().WithContext("sandbox");
   p.cgroup_fds = *fds;

@@ -62,6 +62,7 @@ struct SandboxRequest {
   // the node's.
   bool own_network = false;
   std::string netns_path;
+  std::string resolv_conf;  // bound read-only over /etc/resolv.conf when set (isolated networks)
 };
 
 class SandboxedTask {
@@ -85,6 +86,7 @@ class SandboxedTask {
   std::string work_dir_;
   bool own_network_ = false;
   std::string netns_path_;
+  std::string resolv_conf_;
   std::unique_ptr<TaskCgroup> cgroup_;
   bool released_ = false;
 };

@@ -54,13 +54,15 @@ inline void InNetns(const std::string& netns_path, const std::function<void()>& 
 // A TCP listener on 0.0.0.0:<port> in a namespace, accepting and remembering the peer address.
 class Listener {
  public:
-  explicit Listener(const std::string& netns_path) {
+  // `port` 0: any free one.
+  explicit Listener(const std::string& netns_path, int port = 0) {
     InNetns(netns_path, [&] {
       fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       int one = 1;
       setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
       sockaddr_in a{};
       a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<uint16_t>(port));
       ASSERT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
       socklen_t len = sizeof a;
       getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);

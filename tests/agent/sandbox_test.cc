@@ -412,6 +412,7 @@ TEST_F(SandboxTest, AnIsolatedTaskHasItsOwnAddressAndCannotReachTheNode) {
   no.prefix = "gps" + tag;
   no.iface = "s" + tag;
   no.subnet = "10.215.0.0/24";
+  no.dns = {"198.51.100.53"};
   auto nets = net::TaskNetworks::Open(no);
   ASSERT_TRUE(nets.ok()) << nets.status().ToString();
   std::shared_ptr<net::TaskNetworks> networks = std::move(nets).value();
@@ -420,13 +421,17 @@ TEST_F(SandboxTest, AnIsolatedTaskHasItsOwnAddressAndCannotReachTheNode) {
   const std::string address = testing::NodeAddress(net::Cidr{0, 32});
   TaskSpec spec = Spec("iso", "acme",
                        std::string(kInterfaces) + "grep -c '^eth0' /proc/net/route; " +
-                           ProbeScript(address, node.port()));
+                           ProbeScript(address, node.port()) +
+                           "; grep nameserver /etc/resolv.conf 2>/dev/null || echo none");
   spec.network = net::NetworkMode::kIsolated;
   TaskStatus st = Run(spec);
   ASSERT_EQ(st.phase, TaskPhase::kSucceeded) << st.reason << st.output_tail;
   // Its veth and loopback, a route through the node (the /30 and the default), and the node's
   // own ports refused.
-  EXPECT_EQ(st.output_tail, "eth0\nlo\n2\nrefused\n");
+  // Its name server, bound over the node's /etc/resolv.conf (where the node has one).
+  const std::string resolver =
+      std::filesystem::exists("/etc/resolv.conf") ? "nameserver 198.51.100.53\n" : "none\n";
+  EXPECT_EQ(st.output_tail, "eth0\nlo\n2\nrefused\n" + resolver);
   // Its namespace went with it.
   EXPECT_EQ(networks->in_use(), 0);
   runner_.reset();

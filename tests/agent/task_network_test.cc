@@ -11,6 +11,8 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "agent/image/tool.h"
@@ -117,6 +119,7 @@ TEST_F(TaskNetworkTest, AnIsolatedTaskReachesOutsideOnlyThroughNatAndNothingOfTh
 
   nets_->Release(*a);
   nets_->Release(*b);
+  EXPECT_TRUE(a->resolv_conf.empty()) << "no name servers configured";
   EXPECT_EQ(nets_->in_use(), 0);
   EXPECT_FALSE(std::filesystem::exists(a->netns_path));
   EXPECT_FALSE(std::filesystem::exists("/sys/class/net/" + a->host_iface));
@@ -141,6 +144,31 @@ TEST_F(TaskNetworkTest, OpenRemovesWhatAnEarlierRunLeftAndIsIdempotent) {
   auto r = image::RunTool(run);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->out, "1\n");
+}
+
+TEST_F(TaskNetworkTest, ANameServerInADeniedRangeAnswersOnPort53Only) {
+  options_.dns = {"198.51.100.130"};  // inside the deny list (198.51.100.128/25)
+  auto nets = TaskNetworks::Open(options_);
+  ASSERT_TRUE(nets.ok()) << nets.status().message();
+  nets_ = std::move(nets).value();
+  auto a = nets_->Prepare("task-a");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  std::ifstream in(a->resolv_conf);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("nameserver 198.51.100.130\n"), std::string::npos) << text;
+  Listener other("/run/netns/" + outside_ns_);
+  Listener dns("/run/netns/" + outside_ns_, 53);
+  EXPECT_EQ(ConnectFrom(a->netns_path, "198.51.100.130", 53), 0);
+  EXPECT_EQ(ConnectFrom(a->netns_path, "198.51.100.130", other.port()), EHOSTUNREACH);
+  nets_->Release(*a);
+  EXPECT_FALSE(std::filesystem::exists(a->resolv_conf));
+}
+
+TEST(DefaultNameServersTest, LoopbackStubsGiveWayToTheUpstreamOnes) {
+  const std::string path = ::testing::TempDir() + "/resolv.conf";
+  std::ofstream(path) << "# comment\nnameserver 10.0.0.2\nnameserver 127.0.0.53\n"
+                         "nameserver ::1\nsearch example.org\nnameserver 10.0.0.2\n";
+  EXPECT_EQ(DefaultNameServers(path), (std::vector<std::string>{"10.0.0.2"}));
 }
 
 TEST(TaskNetworkOptionsTest, BadOptionsAreRefusedNamingTheField) {

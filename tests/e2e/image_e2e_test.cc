@@ -68,7 +68,7 @@ class ImageE2eTest : public ::testing::Test {
             // The loopback registry speaks plain HTTP.
             "images:\n  tls_verify: false\n"
             // Isolated networks offered; pools that name none get none.
-            "network:\n  isolated: true\n  subnet: 10.217.0.0/24\n");
+            "network:\n  isolated: true\n  subnet: 10.217.0.0/24\n  dns: [198.51.100.53]\n");
     agent_->Connect(daemon_->grpc_address());
     ASSERT_TRUE(agent_->StartAndWaitReady());
   }
@@ -198,8 +198,12 @@ TEST_F(ImageE2eTest, APoolsNetworkConfinesItsTasksAndAnAdminMayOpenIt) {
 
   // Isolated: its own address from the node's subnet, and the node's port refused.
   set_network(v1::NETWORK_MODE_ISOLATED);
-  EXPECT_EQ(run(image, "ip -4 -o addr show dev eth0 | awk '{print $4}' | cut -d. -f1-3; " + probe),
-            "10.217.0\nrefused\n");
+  // Its own address from the node's subnet, the node's name server, the node's port refused.
+  EXPECT_EQ(run(image,
+                "ip -4 -o addr show dev eth0 | awk '{print $4}' | cut -d. -f1-3; "
+                "grep nameserver /etc/resolv.conf; " +
+                    probe),
+            "10.217.0\nnameserver 198.51.100.53\nrefused\n");
   const std::string bash_probe = "if timeout 3 bash -c 'echo > /dev/tcp/" + address + "/" +
                                  std::to_string(node.port()) +
                                  "' 2>/dev/null; then echo reached; else echo refused; fi";
