@@ -16,9 +16,13 @@ Result<PriorityAccess> PriorityAccess::Create(const SchedulerOptions& options,
   PriorityAccess a;
   a.restricted_ = true;
   a.default_class_ = options.default_priority_class;
+  // Classes above the server's default class (high: it preempts other tenants' normal work) are
+  // granted, never a tenant's by default.
+  const auto def = options.priority_classes.find(options.default_priority_class);
+  const int32_t ceiling = def != options.priority_classes.end() ? def->second.value : INT32_MAX;
   for (const auto& [name, cls] : options.priority_classes) {
     a.known_.insert(name);
-    if (defaults.empty() && cls.preemptible) a.defaults_.insert(name);
+    if (defaults.empty() && cls.preemptible && cls.value <= ceiling) a.defaults_.insert(name);
   }
   for (const std::string& name : defaults) {
     if (!a.known_.contains(name)) {

@@ -6,8 +6,10 @@
 //    tenant without a list inherits the list of its nearest ancestor that has one; a tenant with
 //    no such ancestor gets the default list.
 //  * The default list is config `tenant_defaults.priority_classes`, or, when that is not set,
-//    every class that is preemptible: a class whose tasks cannot be preempted (`system` among the
-//    built-ins) is an operator's tool, never a tenant's by default.
+//    every class that is preemptible and no higher than the server's default class (`low` and
+//    `normal` among the built-ins): a class above it (`high`, which may preempt other tenants'
+//    `normal` work) is granted to the tenants that should have it, and a class whose tasks cannot
+//    be preempted (`system`) is an operator's tool.
 //  * A list lies within the list of the nearest ancestor that has one (checked by Add), so a
 //    subtree is never granted more than the tenant above it. A tenant with no list above it may
 //    be granted any class: that is the operator's explicit choice (e.g. `ops: [system]`).

@@ -84,7 +84,8 @@ struct DaemonConfig {
   // `price_plans:` (docs/billing.md), made the stored plans at start-up (cmd/daemon/price_plans.h).
   std::vector<billing::PricePlan> price_plans;
   // Priority classes a tenant without a list of its own may submit at (`tenant_defaults:
-  // priority_classes`); empty = every preemptible class (api/priority_access.h).
+  // priority_classes`); empty = the preemptible classes up to the default one
+  // (api/priority_access.h).
   std::vector<std::string> default_priority_classes;
   // Submissions per second (and burst) of one organisation's non-admin callers
   // (`tenant_defaults: submit_rate_per_second, submit_burst`); 0 = unlimited.

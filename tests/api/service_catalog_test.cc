@@ -58,10 +58,11 @@ TEST(ServiceCatalog, ATenantSeesOnlyTheClassesItMayUse) {
   auto [s2, batch] = h.Call(&ApiService::ListPriorityClasses, req, Tenant("acme/batch"));
   ASSERT_TRUE(s2.ok()) << s2.ToString();
   EXPECT_EQ(Names(batch), (std::vector<std::string>{"low"}));
-  // No list anywhere above: the preemptible classes (system is an operator's tool).
+  // No list anywhere above: the preemptible classes up to the default one (high is granted;
+  // system is an operator's tool).
   auto [s3, globex] = h.Call(&ApiService::ListPriorityClasses, req, Tenant("globex"));
   ASSERT_TRUE(s3.ok()) << s3.ToString();
-  EXPECT_EQ(Names(globex), (std::vector<std::string>{"high", "normal", "low"}));
+  EXPECT_EQ(Names(globex), (std::vector<std::string>{"normal", "low"}));
 
   // A tenant may ask for one below it, never for another; an admin for anyone.
   req.set_tenant("acme/batch");

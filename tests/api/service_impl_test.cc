@@ -165,7 +165,8 @@ TEST(ServiceImpl, TenantsSeeAndActOnlyWithinTheirSubtree) {
 // Issue 16: a tenant submitted at `system` and preempted another tenant's running task.
 TEST(ServiceImpl, TenantsSubmitOnlyAtTheirAllowedPriorityClasses) {
   const SchedulerOptions scheduler = SchedulerOptions::Defaults();
-  Result<PriorityAccess> access = PriorityAccess::Create(scheduler);  // default: preemptible ones
+  // Default: the preemptible classes up to the default one (low, normal).
+  Result<PriorityAccess> access = PriorityAccess::Create(scheduler);
   ASSERT_TRUE(access.ok());
   ASSERT_TRUE(access->Add("ops", {"normal", "system"}).ok());
   ServiceOptions options;
@@ -179,12 +180,15 @@ TEST(ServiceImpl, TenantsSubmitOnlyAtTheirAllowedPriorityClasses) {
   EXPECT_EQ(denied.code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(denied.message(),
             "spec.priority_class: tenant 'acme/alice' may not submit at priority class 'system' "
-            "(allowed: high, low, normal)");
+            "(allowed: low, normal)");
   auto [ls, list] = h.Call(&ApiService::ListJobs, v1::ListJobsRequest{});
   ASSERT_TRUE(ls.ok());
   EXPECT_EQ(list.jobs_size(), 0);  // nothing stored
 
+  // Issue 30: `high` preempts other tenants' normal work, so it is granted, not a default.
   req.mutable_spec()->set_priority_class("high");
+  EXPECT_EQ(h.Submit(req, Tenant("acme")).first.code(), StatusCode::kPermissionDenied);
+  req.mutable_spec()->set_priority_class("normal");
   EXPECT_TRUE(h.Submit(req, Tenant("acme")).first.ok());
   v1::SubmitJobRequest ops = ServiceHarness::Job("ops/oncall", "gpu-a");
   ops.mutable_spec()->set_priority_class("system");

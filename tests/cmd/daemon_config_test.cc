@@ -383,12 +383,13 @@ tenants:
   Status s = a->Check(false, "acme/batch/x", "");              // the default class, normal
   EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
   EXPECT_NE(s.message().find("'normal'"), std::string::npos) << s.message();
-  // Default: every preemptible class — never `system`.
+  // Default: the preemptible classes up to the default one — never `system`, not `high`.
   s = a->Check(false, "globex", "system");
   EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(s.message(),
             "spec.priority_class: tenant 'globex' may not submit at priority class 'system' "
-            "(allowed: high, low, normal)");
+            "(allowed: low, normal)");
+  EXPECT_EQ(a->Check(false, "globex", "high").code(), StatusCode::kPermissionDenied);
 
   struct Case {
     const char* yaml;

@@ -62,7 +62,8 @@ TEST_F(GpupoolctlCatalog, PriorityClassesAreCutToWhatTheCallerMayUse) {
             "normal   100     yes           no            1m            yes\n"
             "low      0       yes           no            -\n");
 
-  // acme/ml inherits acme's list; globex has none, so the defaults (every preemptible class).
+  // acme/ml inherits acme's list; globex has none, so the defaults (the preemptible classes up
+  // to the default one).
   o = Ctl(kAcmeToken, {"-o", "json", "priority-classes", "list"});
   ASSERT_EQ(o.exit, 0) << Dump(o);
   v1::ListPriorityClassesResponse resp;
@@ -75,7 +76,8 @@ TEST_F(GpupoolctlCatalog, PriorityClassesAreCutToWhatTheCallerMayUse) {
   o = Ctl(kGlobexToken, {"priority-classes", "list"});
   ASSERT_EQ(o.exit, 0) << Dump(o);
   EXPECT_EQ(o.out.find("system"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find("high"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("high"), std::string::npos) << o.out;  // granted, not a default
+  EXPECT_NE(o.out.find("normal"), std::string::npos) << o.out;
 
   // An admin may ask for any tenant; a tenant not for another.
   o = Ctl(kAdminToken, {"priority-classes", "list", "--tenant", "acme/ml"});
