@@ -167,6 +167,10 @@ namespace {
 
 using AnyStream = std::variant<beast::tcp_stream, beast::ssl_stream<beast::tcp_stream>>;
 
+// How long a stream that has nothing to send waits before its status line goes out anyway:
+// long enough for a lookup's error (404 for an unknown job) to be a plain error response.
+constexpr std::chrono::milliseconds kStreamHeadDelay{1000};
+
 AnyStream MakeStream(tcp::socket socket, net::ssl::context* tls) {
   if (tls != nullptr) return AnyStream(std::in_place_index<1>, std::move(socket), *tls);
   return AnyStream(std::in_place_index<0>, std::move(socket));
@@ -177,7 +181,8 @@ AnyStream MakeStream(tcp::socket socket, net::ssl::context* tls) {
 HttpSession::HttpSession(tcp::socket socket, SessionEnv env)
     : executor_(socket.get_executor()),
       stream_(MakeStream(std::move(socket), env.tls)),
-      env_(std::move(env)) {
+      env_(std::move(env)),
+      head_timer_(executor_) {
   beast::error_code ec;
   const tcp::endpoint peer = lowest().socket().remote_endpoint(ec);
   if (!ec) peer_ = peer.address().to_string() + ":" + std::to_string(peer.port());
@@ -325,6 +330,15 @@ void HttpSession::RejectRequest(int http_status, const Status& error) {
 
 void HttpSession::DeliverReply(uint64_t id, int status, std::string content_type, std::string body,
                                Headers headers) {
+  if (id == exchange_id_ && mode_ == Mode::kStreaming && !stream_done_ && status >= 400) {
+    // An error of a stream whose status line went out already (kStreamHeadDelay): its last line.
+    cancel_ = nullptr;
+    std::string line = "{\"error\":" + body + "}\n";
+    QueueStreamBytes(version_ >= 11 ? Chunk(line) : std::move(line));
+    if (version_ >= 11) QueueStreamBytes("0\r\n\r\n");
+    stream_done_ = true;
+    return DoStreamWrite();
+  }
   if (id != exchange_id_ || mode_ != Mode::kWaiting) return;
   auto res = std::make_shared<http::response<http::string_body>>();
   res->version(version_);
@@ -396,6 +410,13 @@ void HttpSession::DeliverCancel(uint64_t id, Cancel cancel) {
     return;
   }
   cancel_ = std::move(cancel);
+  if (mode_ != Mode::kWaiting) return;
+  // The stream is open upstream: its status line goes out within kStreamHeadDelay, items or not.
+  head_timer_.expires_after(kStreamHeadDelay);
+  head_timer_.async_wait([self = shared_from_this(), id](beast::error_code ec) {
+    if (ec || id != self->exchange_id_ || self->mode_ != Mode::kWaiting) return;
+    self->StartStream();
+  });
 }
 
 void HttpSession::QueueStreamBytes(std::string bytes) {
@@ -481,6 +502,7 @@ void HttpSession::Linger(size_t discarded) {
 
 void HttpSession::Close() {
   if (mode_ == Mode::kClosed) return;
+  head_timer_.cancel();
   // A request whose answer will never be written counts as 499, like nginx's "client closed".
   FinishExchange(mode_ == Mode::kWaiting || code_ == 0 ? 499 : code_);
   mode_ = Mode::kClosed;

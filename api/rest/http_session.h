@@ -181,6 +181,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool writing_ = false;
   bool stream_done_ = false;  // the last chunk is queued
   char hangup_buf_[512];
+  // A stream with nothing to send yet (logs of a pending task, a quiet watch) answers its status
+  // line when this fires, so a client is never left without one; an error found before it is
+  // still an ordinary error response (404 for an unknown job).
+  net::steady_timer head_timer_;
 };
 
 }  // namespace gpupool::api::rest

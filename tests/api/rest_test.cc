@@ -619,6 +619,21 @@ TEST_F(RestTest, ClientHangingUpCancelsTheStream) {
   EXPECT_TRUE(WaitFor([&] { return fake_.cancels() == 1; }));
 }
 
+// Issue 30: a follow of a pending task's logs sent nothing at all, not even a status line.
+TEST_F(RestTest, AStreamWithNothingToSendYetAnswersItsStatusLineAtOnce) {
+  fake_.SetStream({}, Status::Ok(), /*hold=*/true);
+  HttpClient c(port_);
+  http::request<http::empty_body> req{verb::get, "/v1/jobs/j-1:watch", 11};
+  http::write(c.stream(), req);
+  c.stream().expires_after(std::chrono::seconds(3));
+  http::response_parser<http::empty_body> parser;
+  const auto start = std::chrono::steady_clock::now();
+  http::read_header(c.stream(), c.buffer(), parser);
+  EXPECT_EQ(parser.get().result_int(), 200u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(2500));
+  EXPECT_EQ(parser.get()[http::field::content_type], "application/x-ndjson");
+}
+
 TEST_F(RestTest, ShutdownIsFastAndEndsOpenStreams) {
   fake_.SetStream({Event("task j-1.0: RUNNING", v1::JOB_STATE_RUNNING)}, Status::Ok(),
                   /*hold=*/true);
