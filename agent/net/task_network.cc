@@ -98,6 +98,19 @@ std::string Joined(const std::vector<std::string>& argv) {
   return out;
 }
 
+// Runs a step that must succeed: FAILED_PRECONDITION naming the command (`what`, default argv)
+// and its last line of stderr otherwise. `pass_fd` (optional) is closed here.
+Status RunStep(const std::vector<std::string>& argv, int pass_fd = -1, std::string what = "") {
+  auto r = Run(argv, pass_fd);
+  if (pass_fd >= 0) close(pass_fd);
+  if (!r.ok()) return Status::FailedPrecondition("network: " + r.status().message());
+  if (!r->ok()) {
+    if (what.empty()) what = Joined(argv);
+    return Status::FailedPrecondition("network: " + what + ": " + r->Describe());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* NetworkModeName(NetworkMode mode) {
@@ -243,13 +256,7 @@ Status TaskNetworks::LoadChains() const {
            " -j MASQUERADE\nCOMMIT\n";
   GPUPOOL_ASSIGN_OR_RETURN(int fd, SecretFd("gpupool-firewall", rules));
   const std::vector<std::string> argv = {options_.iptables_restore, "--noflush", "/proc/self/fd/3"};
-  auto r = Run(argv, fd);
-  close(fd);
-  if (!r.ok()) return Status::FailedPrecondition("network: " + r.status().message());
-  if (!r->ok()) {
-    return Status::FailedPrecondition("network: " + Joined(argv) + ": " + r->Describe());
-  }
-  return Status::Ok();
+  return RunStep(argv, fd);
 }
 
 Status TaskNetworks::Hook(const std::string& table, const std::string& chain,
@@ -257,14 +264,7 @@ Status TaskNetworks::Hook(const std::string& table, const std::string& chain,
   auto check = Run({options_.iptables, "-w", "-t", table, "-C", chain, "-j", target});
   if (!check.ok()) return Status::FailedPrecondition("network: " + check.status().message());
   if (check->ok()) return Status::Ok();  // already hooked by an earlier run
-  const std::vector<std::string> argv = {
-      options_.iptables, "-w", "-t", table, "-I", chain, "1", "-j", target};
-  auto r = Run(argv);
-  if (!r.ok()) return Status::FailedPrecondition("network: " + r.status().message());
-  if (!r->ok()) {
-    return Status::FailedPrecondition("network: " + Joined(argv) + ": " + r->Describe());
-  }
-  return Status::Ok();
+  return RunStep({options_.iptables, "-w", "-t", table, "-I", chain, "1", "-j", target});
 }
 
 void TaskNetworks::Unhook(const std::string& table, const std::string& chain,
@@ -304,15 +304,9 @@ Status TaskNetworks::RunIp(const std::vector<std::string>& args, const std::stri
     argv.push_back("-batch");
     argv.push_back("/proc/self/fd/3");
   }
-  auto r = Run(argv, fd);
-  if (fd >= 0) close(fd);
-  if (!r.ok()) return Status::FailedPrecondition("network: " + r.status().message());
-  if (!r->ok()) {
-    std::string what = Joined(argv);
-    if (!batch.empty()) what += " [" + batch.substr(0, batch.find('\n')) + " …]";
-    return Status::FailedPrecondition("network: " + what + ": " + r->Describe());
-  }
-  return Status::Ok();
+  std::string what = Joined(argv);
+  if (!batch.empty()) what += " [" + batch.substr(0, batch.find('\n')) + " …]";
+  return RunStep(argv, fd, what);
 }
 
 Result<TaskNetwork> TaskNetworks::Prepare(const std::string& task) {

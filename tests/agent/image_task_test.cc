@@ -265,15 +265,8 @@ TEST(ImageTaskWithoutContainersTest, FailsAtOnceSayingWhy) {
 
 }  // namespace
 TEST_F(ImageTaskTest, UnderIsolatedItCannotReachTheNodeOrAnotherTask) {
-  if (!testing::Have("ip") || !testing::Have("iptables-restore")) {
-    GTEST_SKIP() << "needs iproute2 and iptables";
-  }
-  net::NetworkOptions no;
-  const std::string tag = std::to_string(getpid() % 100000);
-  no.prefix = "gpi" + tag;
-  no.iface = "i" + tag;
-  no.subnet = "10.216.0.0/24";
-  auto opened = net::TaskNetworks::Open(no);
+  if (const std::string why = testing::CannotBuildNetworks(); !why.empty()) GTEST_SKIP() << why;
+  auto opened = net::TaskNetworks::Open(testing::TestNetworkOptions("i", "10.216.0.0/24"));
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   std::shared_ptr<net::TaskNetworks> networks = std::move(opened).value();
   StartRunner(networks);

@@ -159,4 +159,23 @@ inline std::string NodeAddress(const Cidr& skip) {
   return found;
 }
 
+// Options for a test's own task networks: names from `letter` and the pid (tests running side by
+// side never meet: prefix gp<letter><pid>, veths <letter><pid>), on `subnet`.
+inline net::NetworkOptions TestNetworkOptions(const std::string& letter,
+                                              const std::string& subnet) {
+  const std::string tag = std::to_string(getpid() % 100000);
+  net::NetworkOptions o;
+  o.prefix = "gp" + letter + tag;
+  o.iface = letter + tag;
+  o.subnet = subnet;
+  return o;
+}
+
+// Whether this host can build task networks (root, iproute2, iptables); the reason when not.
+inline std::string CannotBuildNetworks() {
+  if (geteuid() != 0) return "needs root: namespaces, veths, iptables";
+  if (!Have("ip") || !Have("iptables-restore")) return "needs iproute2 and iptables";
+  return "";
+}
+
 }  // namespace gpupool::agent::testing

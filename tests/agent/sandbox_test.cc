@@ -404,14 +404,8 @@ TEST_F(SandboxTest, ByDefaultATaskHasOnlyItsOwnLoopbackAndCannotReachTheNode) {
 }
 
 TEST_F(SandboxTest, AnIsolatedTaskHasItsOwnAddressAndCannotReachTheNode) {
-  if (!testing::Have("ip") || !testing::Have("iptables-restore")) {
-    GTEST_SKIP() << "needs iproute2 and iptables";
-  }
-  net::NetworkOptions no;
-  const std::string tag = std::to_string(getpid() % 100000);
-  no.prefix = "gps" + tag;
-  no.iface = "s" + tag;
-  no.subnet = "10.215.0.0/24";
+  if (const std::string why = testing::CannotBuildNetworks(); !why.empty()) GTEST_SKIP() << why;
+  net::NetworkOptions no = testing::TestNetworkOptions("s", "10.215.0.0/24");
   no.dns = {"198.51.100.53"};
   auto nets = net::TaskNetworks::Open(no);
   ASSERT_TRUE(nets.ok()) << nets.status().ToString();

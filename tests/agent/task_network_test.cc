@@ -22,7 +22,6 @@ namespace gpupool::agent::net {
 namespace {
 
 using testing::ConnectFrom;
-using testing::Have;
 using testing::Listener;
 using testing::NodeAddress;
 using testing::ReadIn;
@@ -38,12 +37,9 @@ void Sh(const std::string& command) {
 class TaskNetworkTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root: namespaces, veths, iptables";
-    if (!Have("ip") || !Have("iptables-restore")) GTEST_SKIP() << "needs iproute2 and iptables";
+    if (const std::string why = testing::CannotBuildNetworks(); !why.empty()) GTEST_SKIP() << why;
     const std::string tag = std::to_string(getpid() % 100000);
-    options_.prefix = "gpt" + tag;
-    options_.iface = "t" + tag;
-    options_.subnet = "10.214.0.0/24";
+    options_ = testing::TestNetworkOptions("t", "10.214.0.0/24");
     options_.deny = {"198.51.100.128/25"};
     outside_ns_ = "gpo" + tag;
     outside_if_ = "o" + tag;
