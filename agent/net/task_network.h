@@ -95,8 +95,8 @@ class TaskNetworks {
   // Deletes the namespace (and with it the veth) and frees the slot. Idempotent.
   void Release(const TaskNetwork& network);
 
-  // Removes the hooks and chains and every namespace of this prefix: for tests, and for an
-  // operator turning `isolated` off (`gpupool-agent --network-cleanup`).
+  // Removes the hooks and chains and every namespace of this prefix (tests; no agent command
+  // runs it yet: the chains of a stopped agent stay, matching only its own veths).
   void Uninstall();
 
   const NetworkOptions& options() const { return options_; }
