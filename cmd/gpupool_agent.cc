@@ -65,7 +65,7 @@ constexpr const char* kUsage = R"(usage: gpupool-agent [flags]
 Task sandbox (config `sandbox:`, docs/sandbox.md): with `sandbox.enabled: true` and the agent
 running as root, every task gets its own cgroup (memory and CPU from its request, a pids limit,
 only its granted GPU device files), an unprivileged uid (`sandbox.uid_pool` or
-`sandbox.tenant_users`), its own mount/PID/IPC namespaces with a private /tmp, and cannot see
+`sandbox.tenant_users`), its own mount/PID/IPC/network namespaces with a private /tmp, and cannot see
 the agent's data dir, this config file (the node token) or `sandbox.hide` paths. A task whose
 sandbox cannot be built fails with the reason; it never runs unconfined. Register reports what
 the node can and cannot enforce.
