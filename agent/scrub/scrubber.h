@@ -5,8 +5,8 @@
 //  - CUDA (OpenCudaScrubber): libcuda.so.1 loaded with dlopen at run time (no toolkit at build
 //    time). In a context on the device it allocates the free memory in chunks (cuMemGetInfo,
 //    cuMemAlloc down to 2 MiB pieces), zeroes them (cuMemsetD8), synchronises, reads every byte
-//    back (cuMemcpyDtoH, 16 MiB at a time) and checks it is zero, and frees them. Memory still held by a
-//    running task is that task's and is not touched. Whole GPUs only: a MIG instance is only
+//    back (cuMemcpyDtoH, 16 MiB at a time) and checks it is zero, and frees them. Memory still held
+//    by a running task is that task's and is not touched. Whole GPUs only: a MIG instance is only
 //    reachable from a process started with CUDA_VISIBLE_DEVICES=<MIG uuid>, so CanScrub() is
 //    false for it and the agent reports that at registration.
 //  - simulated (MakeSimScrubber): each device's "memory" is a file <dir>/vram-<uuid> of a fixed
