@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "agent/image/tool.h"
+#include "base/control_file.h"
 #include "base/log.h"
 
 namespace gpupool::agent::net {
@@ -29,18 +30,6 @@ using image::ToolRun;
 
 constexpr int64_t kToolTimeoutMs = 10'000;
 constexpr char kNetnsDir[] = "/run/netns";
-
-Status WriteFile(const std::string& path, const std::string& value) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FailedPrecondition(path + ": " + std::strerror(errno));
-  const ssize_t n = write(fd, value.data(), value.size());
-  const int err = errno;
-  close(fd);
-  if (n != static_cast<ssize_t>(value.size())) {
-    return Status::FailedPrecondition(path + ": " + std::strerror(err));
-  }
-  return Status::Ok();
-}
 
 // IPv6 off inside a namespace, before its interfaces come up: no link-local IPv6 address, so no
 // IPv6 route to the node. /proc/sys/net answers for the network namespace of the thread that
@@ -59,7 +48,7 @@ Status DisableIpv6In(const std::string& netns_path) {
     close(fd);
     for (const char* conf : {"all", "default", "eth0", "lo"}) {
       const Status s =
-          WriteFile(std::string("/proc/sys/net/ipv6/conf/") + conf + "/disable_ipv6", "1");
+          WriteControlFile(std::string("/proc/sys/net/ipv6/conf/") + conf + "/disable_ipv6", "1");
       if (!s.ok()) {
         result = s;
         return;
@@ -218,7 +207,7 @@ Result<std::unique_ptr<TaskNetworks>> TaskNetworks::Open(NetworkOptions options)
   GPUPOOL_RETURN_IF_ERROR(nets->Hook("nat", "POSTROUTING", nets->Chain("POSTROUTING")));
   // Masquerading needs the node to forward. Only our FORWARD chain accepts anything new; the
   // operator's own FORWARD policy is left as it was for everything else.
-  const Status fwd = WriteFile("/proc/sys/net/ipv4/ip_forward", "1");
+  const Status fwd = WriteControlFile("/proc/sys/net/ipv4/ip_forward", "1");
   if (!fwd.ok())
     return Status::FailedPrecondition("network: cannot enable forwarding: " + fwd.message());
   return nets;
@@ -339,7 +328,7 @@ Result<TaskNetwork> TaskNetworks::Prepare(const std::string& task) {
   Status s = RunIp({}, "netns add " + n.netns + "\nlink add " + n.host_iface +
                            " type veth peer name eth0 netns " + n.netns + "\n");
   if (s.ok() && std::filesystem::exists("/proc/sys/net/ipv6")) {
-    s = WriteFile("/proc/sys/net/ipv6/conf/" + n.host_iface + "/disable_ipv6", "1");
+    s = WriteControlFile("/proc/sys/net/ipv6/conf/" + n.host_iface + "/disable_ipv6", "1");
   }
   if (s.ok()) s = DisableIpv6In(n.netns_path);
   if (s.ok()) {

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "agent/sandbox/bpf_device_filter.h"
+#include "base/control_file.h"
 #include "base/log.h"
 
 namespace gpupool::agent::sandbox {
@@ -36,19 +37,6 @@ std::string ReadText(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// Writes `value` to a control file; the error names the file.
-Status WriteFile(const std::string& path, const std::string& value) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return Status::Internal("cannot open " + path + ": " + std::strerror(errno));
-  const ssize_t n = write(fd, value.data(), value.size());
-  const int err = errno;
-  close(fd);
-  if (n != static_cast<ssize_t>(value.size())) {
-    return Status::Internal("cannot write '" + value + "' to " + path + ": " + std::strerror(err));
-  }
-  return Status::Ok();
 }
 
 // "key value" lines (memory.events, cpu.stat, memory.oom_control) → value of `key`, or -1.
@@ -196,9 +184,9 @@ Result<std::unique_ptr<TaskCgroup>> TaskCgroup::Create(const CgroupLayout& layou
         enable += std::string(enable.empty() ? "+" : " +") + ControllerName(c);
     }
     GPUPOOL_RETURN_IF_ERROR(Mkdir(layout.v2 + "/" + parent));
-    GPUPOOL_RETURN_IF_ERROR(WriteFile(layout.v2 + "/cgroup.subtree_control", enable));
+    GPUPOOL_RETURN_IF_ERROR(WriteControlFile(layout.v2 + "/cgroup.subtree_control", enable));
     GPUPOOL_RETURN_IF_ERROR(
-        WriteFile(layout.v2 + "/" + parent + "/cgroup.subtree_control", enable));
+        WriteControlFile(layout.v2 + "/" + parent + "/cgroup.subtree_control", enable));
     const std::string dir = layout.v2 + "/" + parent + "/" + name;
     GPUPOOL_RETURN_IF_ERROR(add_dir(dir));
     for (Controller c : layout.v2_controllers) g->dir_of_[c] = dir;
@@ -213,39 +201,40 @@ Result<std::unique_ptr<TaskCgroup>> TaskCgroup::Create(const CgroupLayout& layou
   if (limits.memory_bytes > 0 && layout.Has(Controller::kMemory)) {
     const std::string v = std::to_string(limits.memory_bytes);
     if (layout.OnV2(Controller::kMemory)) {
-      GPUPOOL_RETURN_IF_ERROR(WriteFile(dir(Controller::kMemory) + "/memory.max", v));
+      GPUPOOL_RETURN_IF_ERROR(WriteControlFile(dir(Controller::kMemory) + "/memory.max", v));
       // Best effort: a host without swap accounting has no memory.swap.max.
-      (void)WriteFile(dir(Controller::kMemory) + "/memory.swap.max", "0");
+      (void)WriteControlFile(dir(Controller::kMemory) + "/memory.swap.max", "0");
     } else {
-      GPUPOOL_RETURN_IF_ERROR(WriteFile(dir(Controller::kMemory) + "/memory.limit_in_bytes", v));
-      (void)WriteFile(dir(Controller::kMemory) + "/memory.memsw.limit_in_bytes", v);
+      GPUPOOL_RETURN_IF_ERROR(
+          WriteControlFile(dir(Controller::kMemory) + "/memory.limit_in_bytes", v));
+      (void)WriteControlFile(dir(Controller::kMemory) + "/memory.memsw.limit_in_bytes", v);
     }
   }
   if (limits.cpu_milli > 0 && layout.Has(Controller::kCpu)) {
     const int64_t quota = std::max<int64_t>(1000, limits.cpu_milli * kCpuPeriodUs / 1000);
     if (layout.OnV2(Controller::kCpu)) {
       GPUPOOL_RETURN_IF_ERROR(
-          WriteFile(dir(Controller::kCpu) + "/cpu.max",
-                    std::to_string(quota) + " " + std::to_string(kCpuPeriodUs)));
+          WriteControlFile(dir(Controller::kCpu) + "/cpu.max",
+                           std::to_string(quota) + " " + std::to_string(kCpuPeriodUs)));
     } else {
+      GPUPOOL_RETURN_IF_ERROR(WriteControlFile(dir(Controller::kCpu) + "/cpu.cfs_period_us",
+                                               std::to_string(kCpuPeriodUs)));
       GPUPOOL_RETURN_IF_ERROR(
-          WriteFile(dir(Controller::kCpu) + "/cpu.cfs_period_us", std::to_string(kCpuPeriodUs)));
-      GPUPOOL_RETURN_IF_ERROR(
-          WriteFile(dir(Controller::kCpu) + "/cpu.cfs_quota_us", std::to_string(quota)));
+          WriteControlFile(dir(Controller::kCpu) + "/cpu.cfs_quota_us", std::to_string(quota)));
     }
   }
   if (limits.pids_max > 0 && layout.Has(Controller::kPids)) {
     GPUPOOL_RETURN_IF_ERROR(
-        WriteFile(dir(Controller::kPids) + "/pids.max", std::to_string(limits.pids_max)));
+        WriteControlFile(dir(Controller::kPids) + "/pids.max", std::to_string(limits.pids_max)));
   }
   if (limits.filter_devices && layout.devices_by_bpf()) {
     GPUPOOL_RETURN_IF_ERROR(
         AttachDeviceFilter(layout.v2 + "/" + parent + "/" + name, limits.device_rules));
   } else if (limits.filter_devices && layout.devices_enforced()) {
     const std::string d = dir(Controller::kDevices);
-    GPUPOOL_RETURN_IF_ERROR(WriteFile(d + "/devices.deny", "a"));
+    GPUPOOL_RETURN_IF_ERROR(WriteControlFile(d + "/devices.deny", "a"));
     for (const std::string& rule : limits.device_rules) {
-      GPUPOOL_RETURN_IF_ERROR(WriteFile(d + "/devices.allow", rule));
+      GPUPOOL_RETURN_IF_ERROR(WriteControlFile(d + "/devices.allow", rule));
     }
   }
   return g;
