@@ -18,12 +18,16 @@ struct CoreLoop::Impl {
   std::thread thread;
   std::thread::id thread_id;
   bool stopped = false;
+  // Set on the loop's thread by Stop's posted step. A tick whose timer had already fired when
+  // Stop cancelled it still runs its handler with success; it must not arm the timer again,
+  // or run() never runs out of work and Stop's join waits for ever.
+  bool stopping = false;
 
   void Arm() {
     if (!tick) return;
     timer.expires_after(interval);
     timer.async_wait([this](const boost::system::error_code& ec) {
-      if (ec) return;
+      if (ec || stopping) return;
       tick();
       Arm();
     });
@@ -48,6 +52,7 @@ void CoreLoop::Stop() {
   if (impl_->stopped) return;
   impl_->stopped = true;
   asio::post(impl_->io, [this] {
+    impl_->stopping = true;
     impl_->timer.cancel();
     impl_->guard.reset();
   });

@@ -92,10 +92,12 @@ class ServiceHarness {
     service->SetRecovered(true);
   }
 
+  // The order gpupoold stops in: the core's loop first, so no step that calls back into the
+  // service (a log stream's probe, say) runs while the service is being destroyed.
   ~ServiceHarness() {
     StopServer();
-    service.reset();
     scheduler->Stop();
+    service.reset();
   }
 
   // Serves the hub's AgentService on 127.0.0.1 (a free port); returns "127.0.0.1:PORT".
