@@ -133,7 +133,11 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     std::weak_ptr<Impl> weak = shared_from_this();
     runner_->SetListener(config_.node_name, [weak](const TaskStatus& st) {
       if (auto self = weak.lock()) {
-        asio::post(self->strand_, [self, st] { self->QueueUpdate(st); });
+        if (st.phase == TaskPhase::kPulling) {
+          asio::post(self->strand_, [self, st] { self->SendPullProgress(st); });
+        } else {
+          asio::post(self->strand_, [self, st] { self->QueueUpdate(st); });
+        }
       }
     });
     LogInfo("agent", "starting",
@@ -553,6 +557,15 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     Enqueue({std::move(m), st.task_id, p.seq});
     std::lock_guard lock(stats_mu_);
     stats_.pending_updates = static_cast<int64_t>(pending_.size());
+  }
+
+  // A pull's progress goes out on the live stream only: it is not kept in pending_ or sent
+  // again after a reconnect (the next progress, or RUNNING, supersedes it), and it never
+  // replaces the task's reliable updates.
+  void SendPullProgress(const TaskStatus& st) {
+    v1::AgentMessage m;
+    ToProto(st, max_epoch_, m.mutable_task_update());
+    Enqueue({std::move(m), "", 0});
   }
 
   void QueueNotRunning(const std::string& task_id, int32_t attempt, const std::string& reason) {

@@ -66,9 +66,8 @@ v1::TaskState ToProto(TaskPhase phase) {
     case TaskPhase::kCancelled:
       return v1::TASK_STATE_CANCELLED;
     case TaskPhase::kPulling:
-      // Not sent (the agent reports an image task when its container starts): the scheduler
-      // still holds it SCHEDULED.
-      return v1::TASK_STATE_SCHEDULED;
+      // Progress only (with TaskUpdate.pull): the scheduler still holds the task SCHEDULED.
+      return v1::TASK_STATE_PULLING;
   }
   return v1::TASK_STATE_UNSPECIFIED;
 }
@@ -95,6 +94,11 @@ void ToProto(const TaskStatus& t, int64_t epoch, v1::TaskUpdate* out) {
   out->set_oom_kills(t.usage.oom_kills);
   out->set_spill_mib_seconds(t.usage.spill_mib_seconds);
   out->set_device_fault(t.device_fault);
+  if (t.phase == TaskPhase::kPulling) {
+    out->mutable_pull()->set_image(t.pull_image);
+    out->mutable_pull()->set_bytes_done(t.pull_bytes_done);
+    out->mutable_pull()->set_bytes_total(t.pull_bytes_total);
+  }
 }
 
 TaskSpec FromProto(const v1::StartTask& s, const std::string& owner, const Inventory& inventory) {

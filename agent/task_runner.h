@@ -42,6 +42,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -137,6 +138,10 @@ struct TaskStatus {
   std::vector<DeviceGrant> devices;
   TaskUsage usage;
   bool device_fault = false;  // failed by FailDevices(): its device had a fatal fault
+  // kPulling: the bytes of its image's blobs fetched so far, of those this pull must fetch.
+  std::string pull_image;
+  int64_t pull_bytes_done = 0;
+  int64_t pull_bytes_total = 0;
   bool terminal() const { return phase != TaskPhase::kRunning && phase != TaskPhase::kPulling; }
 };
 
@@ -195,6 +200,7 @@ struct TaskRunnerOptions {
 class TaskRunner {
  public:
   using Listener = std::function<void(const TaskStatus&)>;
+  static constexpr std::chrono::milliseconds kPullReportInterval{500};
 
   explicit TaskRunner(TaskRunnerOptions options);
   // SIGKILLs every running group, reaps it and joins the supervisor.
@@ -203,7 +209,8 @@ class TaskRunner {
   TaskRunner& operator=(const TaskRunner&) = delete;
 
   // Terminal statuses of `owner`'s tasks go to `listener` (replacing any earlier one), and so
-  // does the RUNNING status of an image task whose container has started after its pull.
+  // does the RUNNING status of an image task whose container has started after its pull, and
+  // its PULLING status while bytes move (at most every kPullReportInterval, and the last).
   void SetListener(const std::string& owner, Listener listener);
   void RemoveListener(const std::string& owner);
 
@@ -268,6 +275,9 @@ class TaskRunner {
   // The slice watchdog killed a process of the task holding `slice_key`: fail the task with
   // `reason` (SliceLedgers' bypass handler).
   void FailSlice(const std::string& slice_key, const std::string& reason);
+  // Tells the listener how far task `id`'s image pull is (a PULLING status), while it pulls.
+  void ReportPull(const std::string& id, int32_t attempt, const std::string& image, int64_t done,
+                  int64_t total);
   // Tells the listener that task `id`'s container runs, once the shim created `marker`; returns
   // without a word if the task ends first.
   void ReportWhenStarted(const std::string& id, int32_t attempt, const std::string& marker);

@@ -79,6 +79,16 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
   req.device_files = spec.device_files;
   req.tenant_uid = options_.mps != nullptr && MpsManager::Serves(spec);
   req.network = spec.network.value_or(options_.default_network);
+  req.on_pull_progress = [this, id, attempt, image = spec.image,
+                          last = std::chrono::steady_clock::time_point{}](int64_t done,
+                                                                          int64_t total) mutable {
+    // A pull that fetches nothing (every blob cached) has no progress to show.
+    if (total <= 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (done < total && now - last < kPullReportInterval) return;
+    last = now;
+    ReportPull(id, attempt, image, done, total);
+  };
   // The task's env over the image's, then the grant's (GrantEnv): what a plain command gets.
   std::map<std::string, std::string> env = spec.env;
   for (const auto& [k, v] : GrantEnv(spec)) env[k] = v;
@@ -205,6 +215,27 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
     ended_.notify_all();
   }
   if (shim > 0) ReportWhenStarted(id, attempt, dir + "/" + oci::kStartedMarker);
+}
+
+void TaskRunner::ReportPull(const std::string& id, int32_t attempt, const std::string& image,
+                            int64_t done, int64_t total) {
+  std::pair<Listener, TaskStatus> pulling;
+  {
+    std::lock_guard lock(mu_);
+    auto it = tasks_.find(id);
+    if (stopping_ || it == tasks_.end() || it->second->status.attempt != attempt ||
+        !it->second->pulling) {
+      return;
+    }
+    TaskStatus& st = it->second->status;
+    st.pull_image = image;
+    st.pull_bytes_done = done;
+    st.pull_bytes_total = total;
+    auto l = listeners_.find(st.owner);
+    if (l == listeners_.end()) return;
+    pulling = {l->second, st};
+  }
+  pulling.first(pulling.second);
 }
 
 void TaskRunner::ReportWhenStarted(const std::string& id, int32_t attempt,

@@ -19,6 +19,9 @@ void AgentAudit::Register(const std::string& claimed_node, const Status& outcome
 
 void AgentAudit::TaskReport(const std::string& node, const v1::TaskUpdate& u,
                             const Status& outcome) const {
+  // A pull's progress, a few a second while bytes move, changes nothing: the RUNNING or final
+  // report that follows is audited. A malformed one is.
+  if (outcome.ok() && u.state() == v1::TASK_STATE_PULLING) return;
   std::string what = outcome.message();
   if (outcome.ok()) {
     what = "state=" + v1::TaskState_Name(u.state()) + " attempt=" + std::to_string(u.attempt());

@@ -300,6 +300,13 @@ void ToProto(const TaskRecord& t, v1::Task* out) {
         TaskId(t.preempted_by.job_id, t.preempted_by.index));
     out->mutable_last_preemption()->set_rule(std::string(ToString(t.preempted_by.rule)));
   }
+  if (t.Pulling()) {
+    out->set_state(v1::TASK_STATE_PULLING);
+    v1::PullProgress* p = out->mutable_pull();
+    p->set_image(t.pull.image);
+    p->set_bytes_done(t.pull.bytes_done);
+    p->set_bytes_total(t.pull.bytes_total);
+  }
   if (t.usage != TaskUsageRecord{}) {
     v1::TaskUsage* u = out->mutable_usage();
     u->set_cpu_usage_us(t.usage.cpu_usage_us);

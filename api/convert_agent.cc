@@ -135,6 +135,9 @@ std::vector<DeviceHealth> DeviceHealthFromProto(const v1::Heartbeat& hb) {
   return out;
 }
 
+// An image reference as long as ParseImageReference accepts (pool/image_reference.cc).
+constexpr size_t kMaxPullImageBytes = 1024;
+
 Result<TaskReport> TaskReportFromProto(const std::string& node, const v1::TaskUpdate& in) {
   TaskReport r;
   r.node = node;
@@ -149,9 +152,27 @@ Result<TaskReport> TaskReportFromProto(const std::string& node, const v1::TaskUp
     case v1::TASK_STATE_PREEMPTED:
       r.state = *FromProto(in.state());
       break;
+    case v1::TASK_STATE_PULLING: {
+      // Progress, not a transition: the core keeps it in memory for the API (docs/images.md).
+      const v1::PullProgress& p = in.pull();
+      if (p.bytes_done() < 0 || p.bytes_total() < 0 || p.bytes_done() > p.bytes_total()) {
+        return Invalid("task_update.pull", "bytes must satisfy 0 <= done <= total, got " +
+                                               std::to_string(p.bytes_done()) + " of " +
+                                               std::to_string(p.bytes_total()));
+      }
+      if (p.image().size() > kMaxPullImageBytes) {
+        return Invalid("task_update.pull.image",
+                       "must be at most " + std::to_string(kMaxPullImageBytes) + " bytes");
+      }
+      r.state = TaskState::kScheduled;
+      r.pull.image = p.image();
+      r.pull.bytes_done = p.bytes_done();
+      r.pull.bytes_total = p.bytes_total();
+      break;
+    }
     default:
       return Invalid("task_update.state",
-                     "must be RUNNING, SUCCEEDED, FAILED, CANCELLED or PREEMPTED, got " +
+                     "must be RUNNING, SUCCEEDED, FAILED, CANCELLED, PREEMPTED or PULLING, got " +
                          std::to_string(static_cast<int>(in.state())));
   }
   r.exit_code = in.exit_code();

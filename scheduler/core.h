@@ -44,6 +44,7 @@
 namespace gpupool {
 
 class SchedulerMetrics;
+struct JobEntry;
 
 class Core {
  public:
@@ -154,6 +155,8 @@ class Core {
   void ReleaseLapsedNodes();
   // One scheduling pass; full or over the fresh submissions only (see core_state.h).
   void RunPass();
+  // An image pull's progress on a SCHEDULED task (core_agents.cc).
+  void NotePull(JobEntry& job, int32_t index, const TaskReport& r);
 
   struct State;
   std::unique_ptr<State> s_;

@@ -214,6 +214,7 @@ void Core::State::MarkRunning(JobEntry& job, int32_t index, const std::string& t
   if (t.state == TaskState::kRunning) return;
   std::vector<Mutation> batch;
   t.state = TaskState::kRunning;
+  t.pull = {};  // pulled
   t.started_us = clock->NowMicros();
   jobs.Reindex(job, index);
   t.reason = "running on " + t.node;
@@ -253,6 +254,20 @@ TaskChange Core::State::PlanEnd(const JobEntry& job, int32_t index, const TaskRe
   return PlanFinish(job, index, end, why, r.exit_code);
 }
 
+// The node's image pull for a task it has not started (docs/images.md, "Cold start"): kept in
+// memory for the API and told to the job's watchers; nothing is stored, nothing changes state.
+void Core::NotePull(JobEntry& job, int32_t index, const TaskReport& r) {
+  TaskRecord& t = job.task(index).rec;
+  if (t.state != TaskState::kScheduled) return;  // RUNNING already: a late progress report
+  t.pull = r.pull;
+  t.pull.attempt = r.attempt;
+  char mib[64];
+  std::snprintf(mib, sizeof(mib), "%.1f of %.1f MiB",
+                static_cast<double>(r.pull.bytes_done) / (1 << 20),
+                static_cast<double>(r.pull.bytes_total) / (1 << 20));
+  s_->Notify(job, "task " + r.task_id + ": PULLING " + r.pull.image + " on " + t.node + ", " + mib);
+}
+
 void Core::OnTaskReport(const TaskReport& r) {
   GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   int32_t index = 0;
@@ -266,6 +281,7 @@ void Core::OnTaskReport(const TaskReport& r) {
     return;
   }
   if (rt.changing) return;  // its end is being stored already
+  if (r.state == TaskState::kScheduled) return NotePull(*job, index, r);
   if (r.state == TaskState::kRunning) return s_->MarkRunning(*job, index, r.task_id);
   // An end: planned now, applied once stored (core_change.cc).
   TaskChange change = s_->PlanEnd(*job, index, r);

@@ -87,6 +87,7 @@ TaskChange Core::State::PlanRequeue(const JobEntry& job, int32_t index, const st
   t.reason = "requeued (attempt " + std::to_string(t.attempt + 1) + "): " + why;
   t.scheduled_us = t.started_us = t.finished_us = 0;
   t.pending = {PendingCode::kQueued, "", {}};
+  t.pull = {};
   c.transition = std::move(transition);
   return c;
 }

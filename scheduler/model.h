@@ -157,6 +157,17 @@ struct TaskUsageRecord {
   friend bool operator==(const TaskUsageRecord&, const TaskUsageRecord&) = default;
 };
 
+// The image pull a node reported for an attempt it has not started yet (TaskUpdate PULLING).
+// Advisory and in memory only: the API shows a SCHEDULED task as PULLING while `attempt` is the
+// task's attempt.
+struct PullProgress {
+  int32_t attempt = -1;  // the attempt it is for; -1: none reported
+  std::string image;
+  int64_t bytes_done = 0;
+  int64_t bytes_total = 0;
+  friend bool operator==(const PullProgress&, const PullProgress&) = default;
+};
+
 struct TaskRecord {
   int64_t job_id = 0;
   int32_t index = 0;
@@ -173,6 +184,9 @@ struct TaskRecord {
   Preemption preempted_by;              // the last preemption (kept after a requeue)
   PendingVerdict pending;               // not stored: why it waits, while PENDING
   TaskUsageRecord usage;                // of the last attempt that ended (sandboxed tasks)
+  PullProgress pull;                    // not stored: its node's image pull, while SCHEDULED
+  // The pull to show: the current attempt's, while the task waits SCHEDULED for its node.
+  bool Pulling() const { return state == TaskState::kScheduled && pull.attempt == attempt; }
   friend bool operator==(const TaskRecord&, const TaskRecord&) = default;
 };
 

@@ -53,6 +53,8 @@ struct TaskReport {
   bool device_fault = false;   // failed by the agent for a device fault: requeued if retries allow
   TaskUsageRecord usage;       // from the task's cgroup, on a final report
   bool lease_expired = false;  // stopped by its agent because the node lease lapsed
+  // state kScheduled: not an end but the progress of its image pull (pull.attempt unset).
+  PullProgress pull;
 };
 
 // The answer to a heartbeat (scheduler/node_lease.h): the node's lease is renewed, or the node

@@ -87,7 +87,10 @@ class Applier {
     JobRecord job = m.job;
     std::sort(job.tasks.begin(), job.tasks.end(),
               [](const TaskRecord& a, const TaskRecord& b) { return a.index < b.index; });
-    for (TaskRecord& t : job.tasks) t.pending = {};  // not stored, as in PgStore
+    for (TaskRecord& t : job.tasks) {
+      t.pending = {};  // not stored, as in PgStore
+      t.pull = {};
+    }
     db_.jobs.emplace(job.id, std::move(job));
     undo_.push_back([this, id = m.job.id] { db_.jobs.erase(id); });
     return Status::Ok();
@@ -113,6 +116,7 @@ class Applier {
     undo_.push_back([t, old = *t] { *t = old; });
     *t = m.task;
     t->pending = {};  // not stored, as in PgStore
+    t->pull = {};
     return Status::Ok();
   }
   Status operator()(const UpsertPool& m) {

@@ -60,7 +60,7 @@ Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Prepare(
   // 1. The image, held for as long as the task lives.
   if (!request.image.empty()) {
     if (!options_.store) return Status::FailedPrecondition("container: no image store");
-    auto lease = options_.store->Pull(request.image, request.credential);
+    auto lease = options_.store->Pull(request.image, request.credential, request.on_pull_progress);
     if (!lease.ok()) return lease.status().WithContext("image");
     c->lease_ = std::move(*lease);
   }

@@ -55,6 +55,8 @@ struct ContainerRequest {
   std::string task_dir;  // exists, root-owned: bundle, upper dir, logs
   std::string image;     // OCI reference; empty = a plain command on the host root
   image::RegistryCredential credential;
+  // Told the pull's bytes as they move (image::ImageStore::Progress); null = nobody.
+  image::ImageStore::Progress on_pull_progress;
   std::vector<std::string> args;  // image tasks: replace the image's Cmd (empty = keep it)
   std::vector<std::string> env;   // "K=V", over the image's
   int64_t memory_bytes = 0;

@@ -86,6 +86,18 @@ void PrintJob(std::ostream& out, const v1::Job& job) {
       for (const auto& [why, n] : nodes) out << ", " << n << " node(s) short of " << why;
       out << '\n';
     }
+    if (task.state() == v1::TASK_STATE_PULLING && task.has_pull()) {
+      // Its node's image pull (docs/images.md, "Cold start"): bytes fetched of those it must.
+      const v1::PullProgress& p = task.pull();
+      char line[160];
+      std::snprintf(
+          line, sizeof(line), "%.1f of %.1f MiB (%d%%)",
+          static_cast<double>(p.bytes_done()) / (1 << 20),
+          static_cast<double>(p.bytes_total()) / (1 << 20),
+          p.bytes_total() > 0 ? static_cast<int>(100 * p.bytes_done() / p.bytes_total()) : 0);
+      out << "task " << task.id() << " pulling " << p.image() << " on " << task.node() << ": "
+          << line << '\n';
+    }
     if (task.has_last_preemption()) {
       out << "task " << task.id() << " last preempted by task " << task.last_preemption().by_task()
           << " (rule " << task.last_preemption().rule() << ")\n";
@@ -363,7 +375,9 @@ std::vector<Command> JobCommands() {
       {"jobs get",
        "JOB_ID",
        "Show a job and its tasks",
-       "",
+       "Each task's state, node, devices and reason; below the table, why a task waits, who last\n"
+       "preempted it, what its last attempt used, and, while its node pulls its image (state\n"
+       "PULLING), the bytes fetched of those it must.\n",
        {},
        "  gpupoolctl jobs get 42\n  gpupoolctl -o json jobs get 42 | jq -r .state\n",
        1,

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -217,6 +218,42 @@ TEST_F(ImageTaskTest, TwentyTasksOfOneNewImagePullEachLayerOnce) {
   for (const image::BlobRef& b : blobs) {
     EXPECT_EQ(registry_->BlobGets(b.digest, log_from), 1) << b.digest;
   }
+}
+
+// A cold pull reports PULLING with the bytes it fetches, growing to the total, before RUNNING;
+// a warm start (every blob in the store) reports none.
+TEST_F(ImageTaskTest, APullReportsItsBytesUntilTheContainerStarts) {
+  ::gpupool::testing::TestLayer big;
+  std::string noise(4 << 20, '\0');  // random: the layer's blob stays 4 MiB once compressed
+  std::mt19937_64 rng(42);
+  for (char& c : noise) c = static_cast<char>(rng());
+  big.files["/etc/big"] = std::move(noise);
+  auto pushed = ::gpupool::testing::BuildAndPush(*registry_, work_, "test/pulled", "1",
+                                                 {::gpupool::testing::BusyboxLayer(), big});
+  ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
+  auto st = runner_->Start(Spec("p1", Ref("test/pulled:1"), "true"));
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->phase, TaskPhase::kPulling);
+  const TaskStatus end = ended_.Wait("p1");
+  EXPECT_EQ(end.phase, TaskPhase::kSucceeded) << end.reason;
+  const std::vector<TaskStatus> pulls = ended_.Pulls("p1");
+  ASSERT_FALSE(pulls.empty());
+  int64_t last = 0;
+  for (const TaskStatus& p : pulls) {
+    EXPECT_EQ(p.attempt, 1);
+    EXPECT_EQ(p.pull_image, Ref("test/pulled:1"));
+    EXPECT_GT(p.pull_bytes_total, 4 << 20);  // at least the new layer
+    EXPECT_GE(p.pull_bytes_done, last);
+    EXPECT_LE(p.pull_bytes_done, p.pull_bytes_total);
+    last = p.pull_bytes_done;
+  }
+  EXPECT_EQ(pulls.back().pull_bytes_done, pulls.back().pull_bytes_total);  // the last: all of it
+  EXPECT_TRUE(ended_.Started("p1"));
+
+  auto again = runner_->Start(Spec("p2", Ref("test/pulled:1"), "true"));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ended_.Wait("p2").phase, TaskPhase::kSucceeded);
+  EXPECT_TRUE(ended_.Pulls("p2").empty());
 }
 
 TEST_F(ImageTaskTest, AnImageThatDoesNotExistFailsTheTaskNamingIt) {

@@ -24,8 +24,8 @@ inline std::string TempDir(const std::string& prefix) {
   return mkdtemp(tmpl.data());
 }
 
-// Collects every terminal status `runner` reports for node "node-a", and the ids of image tasks
-// it reported started (RUNNING after their pull).
+// Collects every terminal status `runner` reports for node "node-a", the ids of image tasks it
+// reported started (RUNNING after their pull), and their pulls' progress (PULLING).
 class EndedTasks {
  public:
   void Attach(TaskRunner& runner) {
@@ -33,6 +33,8 @@ class EndedTasks {
       std::lock_guard lock(mu_);
       if (st.terminal()) {
         ended_[st.task_id] = st;
+      } else if (st.phase == TaskPhase::kPulling) {
+        pulls_[st.task_id].push_back(st);
       } else {
         started_.insert(st.task_id);
       }
@@ -42,6 +44,11 @@ class EndedTasks {
   bool Started(const std::string& id) {
     std::lock_guard lock(mu_);
     return started_.count(id) != 0;
+  }
+  // The PULLING statuses task `id` reported, in order.
+  std::vector<TaskStatus> Pulls(const std::string& id) {
+    std::lock_guard lock(mu_);
+    return pulls_[id];
   }
   // The status task `id` ended with; a test failure when it does not end within `timeout`.
   TaskStatus Wait(const std::string& id, std::chrono::seconds timeout = std::chrono::seconds(120)) {
@@ -56,6 +63,7 @@ class EndedTasks {
   std::condition_variable cv_;
   std::map<std::string, TaskStatus> ended_;
   std::set<std::string> started_;
+  std::map<std::string, std::vector<TaskStatus>> pulls_;
 };
 
 // Removes the (empty) cgroup `parent` a test's sandbox created, on every hierarchy.

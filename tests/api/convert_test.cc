@@ -270,6 +270,28 @@ TEST(ConvertJob, PendingVerdictAndLastPreemption) {
   EXPECT_TRUE(running.has_last_preemption());
 }
 
+// A SCHEDULED task whose node reported its pull for this attempt shows PULLING with the bytes;
+// one of an earlier attempt shows plain SCHEDULED.
+TEST(ConvertJob, AScheduledTaskWithAPullShowsPulling) {
+  TaskRecord t;
+  t.job_id = 7;
+  t.state = TaskState::kScheduled;
+  t.node = "node-1";
+  t.attempt = 1;
+  t.pull = {1, "registry.local/app:1", 3 << 20, 8 << 20};
+  v1::Task out;
+  ToProto(t, &out);
+  EXPECT_EQ(out.state(), v1::TASK_STATE_PULLING);
+  EXPECT_EQ(out.pull().image(), "registry.local/app:1");
+  EXPECT_EQ(out.pull().bytes_done(), 3 << 20);
+  EXPECT_EQ(out.pull().bytes_total(), 8 << 20);
+  t.pull.attempt = 0;
+  v1::Task stale;
+  ToProto(t, &stale);
+  EXPECT_EQ(stale.state(), v1::TASK_STATE_SCHEDULED);
+  EXPECT_FALSE(stale.has_pull());
+}
+
 TEST(ConvertJob, EnumsMapOneToOne) {
   for (int s = 1; s <= 6; ++s) {
     auto js = static_cast<JobState>(s);
@@ -628,7 +650,28 @@ TEST(ConvertAgent, TaskUpdateAndCommands) {
   EXPECT_TRUE(r->oom);
   u.set_state(v1::TASK_STATE_SCHEDULED);
   EXPECT_EQ(TaskReportFromProto("node-1", u).status().message(),
-            "task_update.state: must be RUNNING, SUCCEEDED, FAILED, CANCELLED or PREEMPTED, got 2");
+            "task_update.state: must be RUNNING, SUCCEEDED, FAILED, CANCELLED, PREEMPTED or "
+            "PULLING, got 2");
+  // PULLING: progress, carried as a SCHEDULED report with its bytes; nonsense bytes refused.
+  u.set_state(v1::TASK_STATE_PULLING);
+  u.mutable_pull()->set_image("registry.local/app:1");
+  u.mutable_pull()->set_bytes_done(10);
+  u.mutable_pull()->set_bytes_total(40);
+  Result<TaskReport> pulling = TaskReportFromProto("node-1", u);
+  ASSERT_TRUE(pulling.ok()) << pulling.status().ToString();
+  EXPECT_EQ(pulling->state, TaskState::kScheduled);
+  EXPECT_EQ(pulling->pull.image, "registry.local/app:1");
+  EXPECT_EQ(pulling->pull.bytes_done, 10);
+  EXPECT_EQ(pulling->pull.bytes_total, 40);
+  u.mutable_pull()->set_bytes_done(41);
+  EXPECT_EQ(TaskReportFromProto("node-1", u).status().message(),
+            "task_update.pull: bytes must satisfy 0 <= done <= total, got 41 of 40");
+  u.mutable_pull()->set_bytes_done(-1);
+  EXPECT_FALSE(TaskReportFromProto("node-1", u).ok());
+  u.mutable_pull()->set_bytes_done(1);
+  u.mutable_pull()->set_image(std::string(1025, 'a'));
+  EXPECT_EQ(TaskReportFromProto("node-1", u).status().message(),
+            "task_update.pull.image: must be at most 1024 bytes");
 
   StartTaskCommand cmd;
   cmd.task_id = "7.2";

@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <random>
 #include <string>
 
 #include "gpupool/v1/jobs.grpc.pb.h"
@@ -122,6 +124,59 @@ TEST_F(ImageE2eTest, AJobFromAnImageRunsAsRootInItsContainer) {
   bool images = false;
   for (const auto& c : node.capabilities()) images |= c.name() == "images" && c.enforced();
   EXPECT_TRUE(images) << node.DebugString();
+}
+
+// A cold start shows PULLING with the bytes to a watcher: the agent reports the store's
+// progress, gpupoold shows it on the SCHEDULED task. The pull of a 16 MiB layer starts after
+// placement and reports first after about 100 ms, well after the watch is open.
+TEST_F(ImageE2eTest, AWatcherSeesTheTaskPullingWithItsBytes) {
+  testing::TestLayer big;
+  std::string noise(16 << 20, '\0');  // random: the blob stays 16 MiB once compressed
+  std::mt19937_64 rng(7);
+  for (char& c : noise) c = static_cast<char>(rng());
+  big.files["/etc/big"] = std::move(noise);
+  auto digest = testing::BuildAndPush(registry_, dir_ + "/build-big", "test/big", "1",
+                                      {testing::BusyboxLayer(), big});
+  ASSERT_TRUE(digest.ok()) << digest.status().ToString();
+  const std::string image = registry_.host() + "/test/big:1";
+  grpc::ClientContext submit;
+  v1::SubmitJobResponse resp;
+  ASSERT_TRUE(jobs_->SubmitJob(&submit, ImageJob(image, "true"), &resp).ok());
+
+  grpc::ClientContext watch;
+  watch.set_deadline(std::chrono::system_clock::now() + 120s);
+  v1::WatchJobRequest req;
+  req.set_job_id(resp.job_id());
+  auto stream = jobs_->WatchJob(&watch, req);
+  std::vector<v1::Task> pulling;
+  std::vector<v1::TaskState> states;
+  for (v1::JobEvent e; stream->Read(&e);) {
+    ASSERT_EQ(e.job().tasks_size(), 1);
+    const v1::Task& t = e.job().tasks(0);
+    if (states.empty() || states.back() != t.state()) states.push_back(t.state());
+    if (t.state() == v1::TASK_STATE_PULLING) pulling.push_back(t);
+    if (e.job().state() == v1::JOB_STATE_SUCCEEDED || e.job().state() == v1::JOB_STATE_FAILED) {
+      break;
+    }
+  }
+  watch.TryCancel();
+  ASSERT_FALSE(pulling.empty()) << "no PULLING seen";
+  for (const v1::Task& t : pulling) {
+    EXPECT_EQ(t.pull().image(), image);
+    EXPECT_GE(t.pull().bytes_total(), 16 << 20);
+    EXPECT_LE(t.pull().bytes_done(), t.pull().bytes_total());
+    EXPECT_EQ(t.node(), pulling.front().node());
+  }
+  EXPECT_EQ(pulling.back().pull().bytes_done(), pulling.back().pull().bytes_total());
+  // PULLING comes between SCHEDULED and RUNNING, and the job succeeds.
+  auto at = [&](v1::TaskState s) { return std::find(states.begin(), states.end(), s); };
+  ASSERT_NE(at(v1::TASK_STATE_RUNNING), states.end());
+  EXPECT_LT(at(v1::TASK_STATE_PULLING), at(v1::TASK_STATE_RUNNING));
+  EXPECT_EQ(states.back(), v1::TASK_STATE_SUCCEEDED);
+  // Once it ran, nothing of the pull is shown.
+  v1::Task done = testing::FirstTask(*jobs_, resp.job_id());
+  EXPECT_EQ(done.state(), v1::TASK_STATE_SUCCEEDED);
+  EXPECT_FALSE(done.has_pull());
 }
 
 TEST_F(ImageE2eTest, AnImageTheRegistryLacksFailsTheTaskNamingIt) {

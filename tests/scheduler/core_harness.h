@@ -79,6 +79,7 @@ inline JobRecord Durable(JobRecord j) {
   for (TaskRecord& t : j.tasks) {
     t.reason.clear();
     t.pending = {};
+    t.pull = {};
   }
   return j;
 }

@@ -29,6 +29,16 @@ function decode(b64) {
   return bytes;
 }
 
+
+// A PULLING task: its node's image pull, bytes fetched of those it must (int64s come as
+// strings in the JSON mapping).
+function pullText(t) {
+  const done = Number(t.pull.bytesDone || 0);
+  const total = Number(t.pull.bytesTotal || 0);
+  const mib = (b) => (b / 1048576).toFixed(1);
+  const pct = total > 0 ? Math.floor((100 * done) / total) : 0;
+  return `pulling ${t.pull.image} on ${t.node}: ${mib(done)} of ${mib(total)} MiB (${pct}%)`;
+}
 export function jobView(jobId) {
   const content = h('div', {});
   const logTitle = h('h2', {}, 'Logs');
@@ -82,7 +92,8 @@ export function jobView(jobId) {
           h('td', { class: 'num' }, String(t.attempt ?? '')),
           h('td', { class: 'num' }, ['TASK_STATE_SUCCEEDED', 'TASK_STATE_FAILED'].includes(t.state)
             ? String(t.exitCode) : ''),
-          h('td', { class: 'reason task-reason' }, t.reason || ''),
+          h('td', { class: 'reason task-reason' },
+            t.state === 'TASK_STATE_PULLING' && t.pull ? pullText(t) : (t.reason || '')),
           h('td', {}, h('button', { type: 'button', onclick: () => showLogs(t) }, 'logs')))))));
   }
 
