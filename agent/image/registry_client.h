@@ -17,7 +17,7 @@
 #include <string>
 
 #include "agent/image/image_store.h"
-#include "agent/image/tool.h"
+#include "base/run_tool.h"
 #include "base/status.h"
 #include "pool/image_reference.h"
 

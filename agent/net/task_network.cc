@@ -16,17 +16,12 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/image/tool.h"
 #include "base/control_file.h"
 #include "base/log.h"
+#include "base/run_tool.h"
 
 namespace gpupool::agent::net {
 namespace {
-
-using image::RunTool;
-using image::SecretFd;
-using image::ToolResult;
-using image::ToolRun;
 
 constexpr int64_t kToolTimeoutMs = 10'000;
 constexpr char kNetnsDir[] = "/run/netns";

@@ -16,14 +16,12 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/image/tool.h"
 #include "agent/sandbox/cgroup.h"
+#include "base/run_tool.h"
 
 namespace gpupool::agent::oci {
 namespace {
 
-using image::RunTool;
-using image::ToolRun;
 using nlohmann::json;
 
 std::string ReadAll(const std::string& path) {
@@ -33,7 +31,7 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
-Result<image::ToolResult> Runc(const LauncherOptions& o, std::vector<std::string> args) {
+Result<ToolResult> Runc(const LauncherOptions& o, std::vector<std::string> args) {
   std::vector<std::string> argv = {o.runc, "--root", o.state_root};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunTool(

@@ -16,7 +16,7 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/image/tool.h"
+#include "base/run_tool.h"
 #include "tests/support/free_port.h"
 #include "tests/support/wait_for.h"
 
@@ -24,9 +24,6 @@ namespace gpupool::testing {
 namespace {
 
 namespace fs = std::filesystem;
-using agent::image::RunTool;
-using agent::image::ToolResult;
-using agent::image::ToolRun;
 
 bool Accepts(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

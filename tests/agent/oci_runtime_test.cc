@@ -34,7 +34,6 @@
 #include <thread>
 
 #include "agent/image/image_store.h"
-#include "agent/image/tool.h"
 #include "agent/oci/container.h"
 #include "agent/oci/launcher.h"
 #include "agent/oci/rootfs.h"
@@ -42,6 +41,7 @@
 #include "agent/oci/spec.h"
 #include "agent/sandbox/cgroup.h"
 #include "agent/sandbox/uids.h"
+#include "base/run_tool.h"
 #include "tests/agent/oci_registry.h"
 #include "tests/support/wait_for.h"
 
@@ -287,11 +287,11 @@ class OciRuntimeTest : public ::testing::Test {
       skip_ = "needs root (runc, overlay mounts, cgroups)";
       return;
     }
-    auto runc = image::RunTool({.argv = {"runc", "--version"},
-                                .env = {},
-                                .pass_fd = -1,
-                                .timeout_ms = 10'000,
-                                .stdout_fd = -1});
+    auto runc = RunTool({.argv = {"runc", "--version"},
+                         .env = {},
+                         .pass_fd = -1,
+                         .timeout_ms = 10'000,
+                         .stdout_fd = -1});
     if (!runc.ok() || !runc->ok()) {
       skip_ = "runc is not installed (scripts/install-deps installs it)";
       return;
@@ -765,15 +765,15 @@ TEST_F(OciRuntimeTest, DeleteAllClearsContainersNoShimRuns) {
   Task t = Prepare("stray", {"/bin/sh", "-c", "sleep 60"});
   // Created but never started, and no shim: what a crash right after `runc create` leaves.
   // (stdio to /dev/null: the container would inherit runc's and hold them open)
-  auto created = image::RunTool({.argv = {"sh", "-c",
-                                          "exec runc --root " + tasks_ +
-                                              "/runc-state create "
-                                              "--bundle " +
-                                              t.dir + " " + t.id + " >/dev/null 2>&1"},
-                                 .env = {},
-                                 .pass_fd = -1,
-                                 .timeout_ms = 30'000,
-                                 .stdout_fd = -1});
+  auto created = RunTool({.argv = {"sh", "-c",
+                                   "exec runc --root " + tasks_ +
+                                       "/runc-state create "
+                                       "--bundle " +
+                                       t.dir + " " + t.id + " >/dev/null 2>&1"},
+                          .env = {},
+                          .pass_fd = -1,
+                          .timeout_ms = 30'000,
+                          .stdout_fd = -1});
   ASSERT_TRUE(created.ok() && created->ok()) << (created.ok() ? created->Describe() : "");
   ASSERT_TRUE(launcher_->InitPid(t.id).ok());
   auto deleted = launcher_->DeleteAll("gpupool-test-stray-");

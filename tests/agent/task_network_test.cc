@@ -15,7 +15,7 @@
 #include <iterator>
 #include <string>
 
-#include "agent/image/tool.h"
+#include "base/run_tool.h"
 #include "tests/agent/net_fixture.h"
 
 namespace gpupool::agent::net {
@@ -27,10 +27,10 @@ using testing::NodeAddress;
 using testing::ReadIn;
 
 void Sh(const std::string& command) {
-  image::ToolRun run;
+  ToolRun run;
   run.argv = {"/bin/sh", "-c", command};
   run.timeout_ms = 10'000;
-  auto r = image::RunTool(run);
+  auto r = RunTool(run);
   ASSERT_TRUE(r.ok() && r->ok()) << command << ": " << (r.ok() ? r->Describe() : "");
 }
 
@@ -58,11 +58,11 @@ class TaskNetworkTest : public ::testing::Test {
   void TearDown() override {
     if (nets_) nets_->Uninstall();
     if (!outside_ns_.empty()) {
-      image::ToolRun run;
+      ToolRun run;
       run.argv = {"/bin/sh", "-c",
                   "ip route del 169.254.169.254/32; ip route del 198.51.100.128/25; ip netns del " +
                       outside_ns_ + "; ip link del " + outside_if_ + " 2>/dev/null; true"};
-      [[maybe_unused]] auto r = image::RunTool(run);
+      [[maybe_unused]] auto r = RunTool(run);
     }
   }
 
@@ -133,11 +133,11 @@ TEST_F(TaskNetworkTest, OpenRemovesWhatAnEarlierRunLeftAndIsIdempotent) {
   ASSERT_TRUE(second.ok()) << second.status().message();
   nets_ = std::move(second).value();
   EXPECT_FALSE(std::filesystem::exists(left->netns_path));
-  image::ToolRun run;
+  ToolRun run;
   run.argv = {
       "/bin/sh", "-c",
       "iptables -w -S FORWARD | grep -c -- '-j GPT" + options_.prefix.substr(3) + "-FORWARD'"};
-  auto r = image::RunTool(run);
+  auto r = RunTool(run);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->out, "1\n");
 }

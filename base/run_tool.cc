@@ -1,4 +1,4 @@
-#include "agent/image/tool.h"
+#include "base/run_tool.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -12,7 +12,7 @@
 #include <chrono>
 #include <cstring>
 
-namespace gpupool::agent::image {
+namespace gpupool {
 namespace {
 
 std::string LastLine(const std::string& text) {
@@ -87,7 +87,11 @@ Result<ToolResult> RunTool(const ToolRun& run) {
   sigfillset(&all);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // A process group of its own, so a timeout kills what the tool started too (a shell script's
+  // children would otherwise outlive it, holding its pipes open).
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
 
   std::vector<std::string> env = run.env;
   bool has_path = false;
@@ -123,7 +127,7 @@ Result<ToolResult> RunTool(const ToolRun& run) {
                       deadline - std::chrono::steady_clock::now())
                       .count();
       if (left <= 0) {
-        kill(pid, SIGKILL);
+        kill(-pid, SIGKILL);  // the whole group (above)
         result.timed_out = true;
         break;
       }
@@ -151,4 +155,4 @@ Result<ToolResult> RunTool(const ToolRun& run) {
   return result;
 }
 
-}  // namespace gpupool::agent::image
+}  // namespace gpupool

@@ -1,12 +1,15 @@
-// Tool: runs one external program (skopeo, umoci, runc) to completion and captures its output.
+// RunTool: runs one external program (skopeo, umoci, runc, ip, a fencing command) to completion
+// and captures its output.
 //
 // The child gets stdin from /dev/null, stdout and stderr on pipes the caller reads back, and a
-// fresh environment (only what `env` lists, plus PATH). Descriptors of the agent never leak: every
-// descriptor the agent opens is close-on-exec, and `pass_fd` (a memfd holding a registry
-// credential, say) is the only one handed on, always as descriptor 3, so the tool can be told
+// fresh environment (only what `env` lists, plus PATH). Descriptors of the caller never leak: every
+// descriptor the agent and gpupoold open is close-on-exec, and `pass_fd` (a memfd holding a
+// registry credential, say) is the only one handed on, always as descriptor 3, so the tool can be
+// told
 // "/proc/self/fd/3" — a secret that way never touches a disk or a command line.
 //
-// A tool that outlives `timeout_ms` is SIGKILLed and the result says so.
+// A tool that outlives `timeout_ms` is SIGKILLed with every process it started (it runs in a
+// process group of its own) and the result says so.
 //
 // Thread safety: RunTool may be called from any thread.
 #pragma once
@@ -17,7 +20,7 @@
 
 #include "base/status.h"
 
-namespace gpupool::agent::image {
+namespace gpupool {
 
 struct ToolRun {
   std::vector<std::string> argv;  // argv[0] is the program: absolute, or looked up in PATH
@@ -44,4 +47,4 @@ Result<ToolResult> RunTool(const ToolRun& run);
 // A memfd (close-on-exec) holding `content`, positioned at 0; -1 with the error on failure.
 Result<int> SecretFd(const std::string& name, const std::string& content);
 
-}  // namespace gpupool::agent::image
+}  // namespace gpupool
