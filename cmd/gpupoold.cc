@@ -28,6 +28,7 @@
 #include "base/log.h"
 #include "cmd/daemon/cluster_credentials.h"
 #include "cmd/daemon/config.h"
+#include "cmd/daemon/fencer.h"
 #include "cmd/daemon/ledger_usage_source.h"
 #include "cmd/daemon/oidc.h"
 #include "cmd/daemon/price_plans.h"
@@ -63,6 +64,23 @@ int WaitForSignal(const sigset_t& set) {
   int sig = 0;
   sigwait(&set, &sig);
   return sig;
+}
+
+// A run of the fencing command in the audit log: who acted (the fencer, on the operator's
+// command), on which node, and whether the node was fenced.
+void AuditFence(api::AuditSink* audit, const std::vector<std::string>& command,
+                const FenceAttempt& a) {
+  api::AuditEntry e;
+  e.time_us = SystemClock::Get()->NowMicros();
+  e.actor.key_id = "fencer";
+  e.actor.principal = command.empty() ? std::string() : command.front();
+  e.actor.role = "admin";
+  e.verb = "FenceNode";
+  e.resource = "node/" + a.node;
+  e.code = a.outcome.code();
+  e.message = a.outcome.ok() ? "fenced by the fencing command" : a.outcome.message();
+  e.source = "gpupoold";
+  audit->Record(std::move(e), /*must_keep=*/true, nullptr);
 }
 
 // The bootstrap credentials: the config's tokens and, unless --insecure, the admin credential
@@ -355,6 +373,12 @@ int Run(int argc, char** argv) {
   auto audit_log = std::make_unique<api::AuditLog>(store.get(), api::AuditLogOptions{registry});
   service_options.audit = audit_log.get();
   hub.AttachAudit(audit_log.get());  // node registrations and task reports (api/agent_audit.h)
+  // `fencing.command` (docs/ha.md, "Fencing"): a silent node that holds tasks is powered off
+  // and fenced without waiting out its lease; every run is audited.
+  NodeFencer fencer(config.fencing, &scheduler, SystemClock::Get(),
+                    [audit = audit_log.get(), command = config.fencing.command](
+                        const FenceAttempt& a) { AuditFence(audit, command, a); });
+  fencer.Start();
   // The usage report (docs/billing.md): an aggregate over the ledger, on the read connection.
   service_options.usage_report = [&store](const UsageQuery& q) { return store->QueryUsage(q); };
   Result<std::unique_ptr<PgApiKeyStore>> opened_keys = PgApiKeyStore::Open(uri);
@@ -465,6 +489,7 @@ int Run(int argc, char** argv) {
   }
   int sig = stopped.get();
   LogInfo("gpupoold", "stopping", {{"signal", std::to_string(sig)}});
+  fencer.Stop();   // before the scheduler: it fences through it
   what_if.Stop();  // a running what-if answers now instead of holding the servers open
   http.Shutdown();
   grpc.Shutdown();

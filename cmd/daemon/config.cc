@@ -58,6 +58,36 @@ Status ParseHa(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   return Status::Ok();
 }
 
+Status ParseFencing(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
+  YAML::Node n = root["fencing"];
+  if (!n) return Status::Ok();
+  YamlPath p = YamlPath{}.Key("fencing");
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p, {"command", "after_ms", "timeout_ms", "retry_ms"}));
+  FencingOptions& f = c->fencing;
+  GPUPOOL_ASSIGN_OR_RETURN(f.command, doc.StringList(n, p, "command"));
+  if (f.command.empty()) {
+    return doc.Error(n, p.Key("command"),
+                     "must name the program that powers a node off (its name is appended)");
+  }
+  if (f.command.front().front() != '/') {
+    // Run with no shell and no PATH search: the program that decides a node is off is named
+    // exactly.
+    return doc.Error(n["command"], p.Key("command"),
+                     "the program must be an absolute path, got '" + f.command.front() + "'");
+  }
+  if (n["after_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(f.after_ms, doc.Int(n, p, "after_ms", 0, 7LL * 86'400'000));
+  }
+  if (n["timeout_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(f.timeout_ms, doc.Int(n, p, "timeout_ms", 100, 3'600'000));
+  }
+  if (n["retry_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(f.retry_ms, doc.Int(n, p, "retry_ms", 100, 86'400'000));
+  }
+  return Status::Ok();
+}
+
 Status ParseListen(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   YAML::Node n = root["listen"];
   if (!n) return Status::Ok();
@@ -664,7 +694,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
       doc.CheckKeys(root, YamlPath{},
                     {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level",
                      "auth", "scheduler", "priority_classes", "skus", "pools", "tenants",
-                     "tenant_defaults", "ha", "price_plans", "metering"}));
+                     "tenant_defaults", "ha", "price_plans", "metering", "fencing"}));
   GPUPOOL_RETURN_IF_ERROR(ParseListen(doc, root, &c));
   GPUPOOL_ASSIGN_OR_RETURN(auto data_dir, doc.OptionalString(root, YamlPath{}, "data_dir"));
   if (data_dir) c.data_dir = *data_dir;
@@ -686,6 +716,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   }
   GPUPOOL_RETURN_IF_ERROR(ParseAuth(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseHa(doc, root, &c));
+  GPUPOOL_RETURN_IF_ERROR(ParseFencing(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseScheduler(doc, root, &c.scheduler));
   GPUPOOL_RETURN_IF_ERROR(ParseMetering(doc, root, &c.scheduler.metering));  // config_metering.cc
   GPUPOOL_RETURN_IF_ERROR(ParseClasses(doc, root, &c.scheduler));
@@ -739,7 +770,9 @@ the CA joins once for a certificate of its own, and registers only with that cer
 
 A node silent for scheduler.heartbeat_timeout_ms (10 s) gets no new work; its tasks keep running
 for the node lease, scheduler.node_lease_ms (5 minutes), so an outage shorter than that kills
-nothing (docs/ha.md); `gpupoolctl nodes fence NODE` releases a powered-off node's work at once.
+nothing (docs/ha.md); `gpupoolctl nodes fence NODE` releases a powered-off node's work at once,
+and the config's `fencing: {command: [/path/to/fence-node, …]}` has gpupoold run that command
+for a node silent for fencing.after_ms (30 s) that holds tasks, fencing it when it exits 0.
 
 Flags (each overrides the config file):
   --config FILE        YAML configuration (see docs/operations.md)

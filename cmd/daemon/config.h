@@ -15,6 +15,7 @@
 
 #include "base/status.h"
 #include "billing/price_plan.h"
+#include "cmd/daemon/fencing_options.h"
 #include "scheduler/model.h"
 #include "scheduler/options.h"
 
@@ -96,6 +97,9 @@ struct DaemonConfig {
   // Where each pool, tenant and quota was written ("gpupoold.yaml:12: pools[1]"), keyed
   // "pool NAME", "tenant PATH" and "quota TENANT POOL": a reload names the entry the core refused.
   std::map<std::string, std::string> origins;
+  // `fencing:` (cmd/daemon/fencer.h): the command that powers a silent node off; none = only
+  // an admin fences (`gpupoolctl nodes fence`).
+  FencingOptions fencing;
   // Replicas (`ha:`, docs/ha.md): several gpupoold on one external PostgreSQL, one leading.
   struct Ha {
     bool enabled = false;  // `ha.enabled` or --replica

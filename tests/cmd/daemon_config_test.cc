@@ -35,6 +35,38 @@ TEST(DaemonConfigTest, TheNodeLeaseIsMinutesAndNeverShorterThanTheHeartbeatTimeo
       << short_lease.status().message();
 }
 
+TEST(DaemonConfigTest, TheFencingCommandIsAnAbsoluteProgramWithBoundedTimes) {
+  Result<DaemonConfig> none = ParseDaemonConfig("", "gpupoold.yaml");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->fencing.command.empty());  // no fencer: only an admin fences
+  Result<DaemonConfig> c = ParseDaemonConfig(
+      "fencing:\n  command: [/usr/local/sbin/fence-node, --power-off]\n  after_ms: 45000\n"
+      "  timeout_ms: 20000\n  retry_ms: 5000\n",
+      "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->fencing.command,
+            (std::vector<std::string>{"/usr/local/sbin/fence-node", "--power-off"}));
+  EXPECT_EQ(c->fencing.after_ms, 45'000);
+  EXPECT_EQ(c->fencing.timeout_ms, 20'000);
+  EXPECT_EQ(c->fencing.retry_ms, 5'000);
+  struct Case {
+    const char* yaml;
+    const char* error;
+  };
+  for (const Case& k : std::vector<Case>{
+           {"fencing:\n  command: [fence-node]\n",
+            "fencing.command: the program must be an absolute path, got 'fence-node'"},
+           {"fencing:\n  after_ms: 10\n",
+            "fencing.command: must name the program that powers a node off"},
+           {"fencing:\n  command: [/bin/true]\n  timeout_ms: 0\n", "fencing.timeout_ms"},
+           {"fencing:\n  command: [/bin/true]\n  shell: yes\n", "fencing.shell"},
+       }) {
+    Result<DaemonConfig> bad = ParseDaemonConfig(k.yaml, "gpupoold.yaml");
+    ASSERT_FALSE(bad.ok()) << k.yaml;
+    EXPECT_NE(bad.status().message().find(k.error), std::string::npos) << bad.status().message();
+  }
+}
+
 TEST(DaemonConfigTest, FullConfigParses) {
   const char* yaml = R"(
 listen: {grpc: "0.0.0.0:9000", http: "0.0.0.0:9001"}
