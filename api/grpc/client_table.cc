@@ -20,11 +20,11 @@ bool Identity(int fd, dev_t* dev, ino_t* ino) {
 }  // namespace
 
 bool ClientTable::Admit(int fd, const std::string& client) {
-  if (limit_ == 0) return true;
+  if (!track_) return true;
   // The kernel handed out this number again, so whatever it named before is closed.
   Forget(fd);
   auto it = by_client_.find(client);
-  if (it != by_client_.end() && it->second.size() >= limit_) {
+  if (limit_ > 0 && it != by_client_.end() && it->second.size() >= limit_) {
     Sweep(client);
     it = by_client_.find(client);
     if (it != by_client_.end() && it->second.size() >= limit_) return false;
@@ -39,6 +39,14 @@ bool ClientTable::Admit(int fd, const std::string& client) {
 size_t ClientTable::Count(const std::string& client) const {
   auto it = by_client_.find(client);
   return it == by_client_.end() ? 0 : it->second.size();
+}
+
+bool ClientTable::AtLeastOpen(size_t n) {
+  if (by_fd_.size() < n) return false;
+  std::vector<std::string> clients;
+  for (const auto& [client, _] : by_client_) clients.push_back(client);
+  for (const std::string& c : clients) Sweep(c);
+  return by_fd_.size() >= n;
 }
 
 void ClientTable::Forget(int fd) {

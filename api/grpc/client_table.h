@@ -28,8 +28,10 @@ namespace gpupool::api::grpcface {
 
 class ClientTable {
  public:
-  // `limit`: the most open connections one client may hold; 0 = no limit (nothing is tracked).
-  explicit ClientTable(size_t limit) : limit_(limit) {}
+  // `limit`: the most open connections one client may hold; 0 = no limit. `track_all`: record
+  // every admitted descriptor even without a per-client limit, for Open().
+  explicit ClientTable(size_t limit, bool track_all = false)
+      : limit_(limit), track_(limit > 0 || track_all) {}
 
   // Records `fd`, just accepted from `client`, and returns true; or returns false (recording
   // nothing) when `client` already holds `limit` connections that are still open.
@@ -37,6 +39,9 @@ class ClientTable {
 
   // Open connections recorded for `client` (stale entries included until checked).
   size_t Count(const std::string& client) const;
+  // Whether at least `n` recorded connections are still open: counts the entries, and checks
+  // them (one fstat each) only when there are `n` or more. Needs tracking (above).
+  bool AtLeastOpen(size_t n);
 
  private:
   struct Entry {
@@ -49,6 +54,7 @@ class ClientTable {
   void Sweep(const std::string& client);
 
   const size_t limit_;
+  const bool track_;
   std::unordered_map<int, Entry> by_fd_;
   std::unordered_map<std::string, std::unordered_set<int>> by_client_;
 };

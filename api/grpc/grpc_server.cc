@@ -92,8 +92,11 @@ Status GrpcServer::Start() {
   // Our own accept loops (api/grpc/listener.h); gRPC gets each connection through an acceptor.
   auto bind = [&](const std::string& address, const char* name) {
     return grpcface::GrpcListener::Bind(
-        address,
-        {.name = name, .max_connections_per_client = s.options.max_connections_per_client});
+        address, {.name = name,
+                  .max_connections_per_client = s.options.max_connections_per_client,
+                  .max_connections = s.options.max_connections,
+                  // Silent that long: closed by the listener before gRPC's own handshake timeout.
+                  .greeting_timeout = s.options.handshake_timeout});
   };
   Result<std::unique_ptr<grpcface::GrpcListener>> main_listener = bind(s.listen_address, "gRPC");
   if (!main_listener.ok()) return main_listener.status();

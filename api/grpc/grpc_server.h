@@ -65,6 +65,9 @@ struct GrpcServerOptions {
   // Open connections one client address may hold on each port; past it a new connection is
   // closed before a byte is read (`listen.grpc_max_connections_per_client`). 0 = no limit.
   size_t max_connections_per_client = 256;
+  // Open connections each port may hold in all; past it a new one closes the connection that has
+  // been silent the longest, or is refused (api/grpc/listener.h). 0 = no limit.
+  size_t max_connections = 0;
   // Also serve on this TLS port; unset = no second port.
   std::optional<GrpcTlsPort> tls;
   // Where audit records go (api/audit.h); null = no audit. Not owned; must outlive the server.

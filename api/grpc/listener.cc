@@ -9,9 +9,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <map>
 
 #include "api/grpc/client_table.h"
 #include "base/log.h"
@@ -162,29 +164,74 @@ void GrpcListener::Stop() {
 
 void GrpcListener::Loop(Handoff handoff) {
   using Clock = std::chrono::steady_clock;
-  ClientTable clients(options_.max_connections_per_client);
+  ClientTable clients(options_.max_connections_per_client, options_.max_connections > 0);
+  // Accepted, admitted, silent so far: descriptor → (its listener, when it was accepted).
+  struct Greeting {
+    int listener = -1;
+    Clock::time_point since;
+  };
+  std::map<int, Greeting> greeting;
   uint64_t exhausted = 0;
   uint64_t refused = 0;
+  uint64_t evicted = 0;
   Clock::time_point paused_until{};
   std::vector<pollfd> polled;
+  auto hand_over = [&](int fd, int listener) {
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    handoff(listener, fd);
+  };
   while (!stop_) {
-    const Clock::time_point now = Clock::now();
+    Clock::time_point now = Clock::now();
+    // Silent past the greeting timeout: closed before gRPC ever sees it.
+    for (auto it = greeting.begin(); it != greeting.end();) {
+      if (now - it->second.since >= options_.greeting_timeout) {
+        close(it->first);
+        it = greeting.erase(it);
+      } else {
+        ++it;
+      }
+    }
     const bool paused = now < paused_until;
     polled.clear();
     polled.push_back({wake_fd_, POLLIN, 0});
+    const size_t first_listener = polled.size();
     if (!paused) {
       for (int fd : fds_) polled.push_back({fd, POLLIN, 0});
     }
+    const size_t first_greeting = polled.size();
+    Clock::time_point wake_at = paused ? paused_until : Clock::time_point::max();
+    for (const auto& [fd, g] : greeting) {
+      polled.push_back({fd, POLLIN, 0});
+      wake_at = std::min(wake_at, g.since + options_.greeting_timeout);
+    }
     const int timeout_ms =
-        paused ? static_cast<int>(
-                     std::chrono::ceil<std::chrono::milliseconds>(paused_until - now).count())
-               : -1;
+        wake_at == Clock::time_point::max()
+            ? -1
+            : static_cast<int>(std::max<int64_t>(
+                  0, std::chrono::ceil<std::chrono::milliseconds>(wake_at - now).count()));
     if (poll(polled.data(), polled.size(), timeout_ms) < 0 && errno != EINTR) {
       LogError("api.grpc", "poll failed", {{"error", std::strerror(errno)}});
       paused_until = Clock::now() + options_.exhausted_retry;
       continue;
     }
-    for (size_t i = 1; i < polled.size() && !stop_; ++i) {
+    // Connections that spoke: gRPC's from now on.
+    for (size_t i = first_greeting; i < polled.size(); ++i) {
+      if (polled[i].revents == 0) continue;
+      auto it = greeting.find(polled[i].fd);
+      if (it == greeting.end()) continue;
+      char first = 0;
+      const ssize_t n = recv(polled[i].fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+      const int listener = it->second.listener;
+      greeting.erase(it);
+      if (n <= 0) {
+        close(polled[i].fd);  // gone before it said a word: nothing for gRPC
+        continue;
+      }
+      hand_over(polled[i].fd, listener);
+    }
+    for (size_t i = first_listener; i < first_greeting && !stop_; ++i) {
       if ((polled[i].revents & POLLIN) == 0) continue;
       const int listener = polled[i].fd;
       while (!stop_) {
@@ -207,6 +254,30 @@ void GrpcListener::Loop(Handoff handoff) {
           break;
         }
         const std::string client = ClientAddress(peer);
+        if (options_.max_connections > 0 && clients.AtLeastOpen(options_.max_connections)) {
+          // The port is full: the connection silent the longest makes room, or none does.
+          auto oldest = std::min_element(
+              greeting.begin(), greeting.end(),
+              [](const auto& a, const auto& b) { return a.second.since < b.second.since; });
+          if (oldest == greeting.end()) {
+            close(fd);
+            if (PowerOfTwo(++refused)) {
+              LogWarn("api.grpc", "port at its connection limit; refusing more",
+                      {{"port", options_.name},
+                       {"limit", std::to_string(options_.max_connections)},
+                       {"refused_total", std::to_string(refused)}});
+            }
+            continue;
+          }
+          close(oldest->first);
+          greeting.erase(oldest);
+          if (PowerOfTwo(++evicted)) {
+            LogWarn("api.grpc", "port at its connection limit; closing silent connections",
+                    {{"port", options_.name},
+                     {"limit", std::to_string(options_.max_connections)},
+                     {"closed_total", std::to_string(evicted)}});
+          }
+        }
         if (!clients.Admit(fd, client)) {
           close(fd);  // over its limit: refused before any byte is read
           if (PowerOfTwo(++refused)) {
@@ -218,13 +289,16 @@ void GrpcListener::Loop(Handoff handoff) {
           }
           continue;
         }
-        const int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        handoff(listener, fd);
+        if (options_.greeting_timeout.count() <= 0) {
+          hand_over(fd, listener);
+        } else {
+          greeting.emplace(fd, Greeting{listener, Clock::now()});
+        }
       }
       if (Clock::now() < paused_until) break;
     }
   }
+  for (const auto& [fd, _] : greeting) close(fd);
 }
 
 }  // namespace gpupool::api::grpcface

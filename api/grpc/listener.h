@@ -15,6 +15,13 @@
 //   as soon as descriptors come back. Logged at the 1st, 2nd, 4th, 8th… occurrence.
 // - A client address holding `max_connections_per_client` open connections has its next one
 //   closed before a byte is read (ClientTable), logged likewise.
+// - A connection is handed to gRPC once it has sent its first bytes (a TLS ClientHello, the
+//   HTTP/2 preface); until then it is the port's own, and closed after `greeting_timeout`.
+// - The port holds at most `max_connections` (greeting and handed over together): past it a new
+//   connection closes the one that has waited longest without a byte, so idle connections cannot
+//   keep a client that speaks out; with none such, the new one is refused. Together with the REST
+//   server's cap this keeps descriptors for PostgreSQL and the other ports (docs/security.md,
+//   "Connection floods").
 //
 // Addresses: "host:port"; a port of 0 picks one. A wildcard host ("", 0.0.0.0, [::]) listens on
 // IPv6 and IPv4 alike, as gRPC does; a name listens on every address it resolves to.
@@ -42,6 +49,11 @@ struct ListenerOptions {
   size_t max_connections_per_client = 256;
   // How long the port pauses when accept() finds no descriptor left.
   std::chrono::milliseconds exhausted_retry{100};
+  // Open connections the port may hold in all; 0 = no limit.
+  size_t max_connections = 0;
+  // How long a connection may stay silent before it is handed over (then closed); 0 = hand
+  // over at once.
+  std::chrono::milliseconds greeting_timeout{10'000};
 };
 
 class GrpcListener {

@@ -91,8 +91,11 @@ Status GrpcStandbyServer::Start() {
   // the recovery from descriptor exhaustion hold on a standby too.
   auto bind = [&](const std::string& address, const char* name) {
     return grpcface::GrpcListener::Bind(
-        address,
-        {.name = name, .max_connections_per_client = s.options.max_connections_per_client});
+        address, {.name = name,
+                  .max_connections_per_client = s.options.max_connections_per_client,
+                  .max_connections = s.options.max_connections,
+                  // Silent that long: closed by the listener before gRPC's own handshake timeout.
+                  .greeting_timeout = s.options.handshake_timeout});
   };
   GPUPOOL_ASSIGN_OR_RETURN(std::unique_ptr<grpcface::GrpcListener> main_listener,
                            bind(s.listen_address, "standby gRPC"));

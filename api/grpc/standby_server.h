@@ -43,6 +43,7 @@ struct GrpcStandbyOptions {
   std::chrono::milliseconds handshake_timeout{10'000};
   std::chrono::milliseconds idle_timeout{15 * 60'000};
   size_t max_connections_per_client = 256;
+  size_t max_connections = 0;
 };
 
 class GrpcStandbyServer {

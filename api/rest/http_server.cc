@@ -2,6 +2,7 @@
 
 #include <prometheus/registry.h>
 
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -34,6 +35,10 @@ struct HttpServer::Impl {
   // A slot in `client`'s connection count, released when the returned pointer dies; null when
   // the client already holds max_connections_per_client.
   std::shared_ptr<void> TakeClientSlot(const std::string& client);
+  // At max_connections: closes the connection that has waited longest for a request, so idle
+  // connections cannot keep out one with a request; false when every one has a request in hand.
+  bool MakeRoom();
+  std::atomic<uint64_t> at_cap{0};
 
   struct ClientCounts {
     std::mutex mu;
@@ -64,36 +69,55 @@ struct HttpServer::Impl {
 };
 
 void HttpServer::Impl::DoAccept() {
-  acceptor->async_accept(
-      net::make_strand(ioc), [this](rest::beast::error_code ec, tcp::socket socket) {
-        if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
-        if (ec) {
-          // Out of file descriptors and the like: back off instead of spinning.
-          LogWarn("api.http", "accept failed", {{"error", ec.message()}});
-          retry_timer->expires_after(std::chrono::milliseconds(100));
-          retry_timer->async_wait([this](rest::beast::error_code wait_ec) {
-            if (!wait_ec && acceptor->is_open()) DoAccept();
-          });
-          return;
-        }
-        std::shared_ptr<void> slot;
-        if (options.max_connections_per_client > 0) {
-          rest::beast::error_code addr_ec;
-          const tcp::endpoint peer = socket.remote_endpoint(addr_ec);
-          slot = TakeClientSlot(addr_ec ? std::string("?") : peer.address().to_string());
-          if (!slot) {
-            socket.close(addr_ec);  // over its limit: refused before any byte is read
-            DoAccept();
-            return;
-          }
-        }
-        auto session = std::make_shared<rest::HttpSession>(
-            std::move(socket), rest::SessionEnv{&api, &options, &metrics, gate, &sessions,
-                                                std::move(slot), tls ? &*tls : nullptr});
-        sessions.Add(session);
-        session->Start();
-        DoAccept();
+  acceptor->async_accept(net::make_strand(ioc), [this](rest::beast::error_code ec,
+                                                       tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
+    if (ec) {
+      // Out of file descriptors and the like: back off instead of spinning.
+      LogWarn("api.http", "accept failed", {{"error", ec.message()}});
+      retry_timer->expires_after(std::chrono::milliseconds(100));
+      retry_timer->async_wait([this](rest::beast::error_code wait_ec) {
+        if (!wait_ec && acceptor->is_open()) DoAccept();
       });
+      return;
+    }
+    std::shared_ptr<void> slot;
+    if (options.max_connections_per_client > 0) {
+      rest::beast::error_code addr_ec;
+      const tcp::endpoint peer = socket.remote_endpoint(addr_ec);
+      slot = TakeClientSlot(addr_ec ? std::string("?") : peer.address().to_string());
+      if (!slot) {
+        socket.close(addr_ec);  // over its limit: refused before any byte is read
+        DoAccept();
+        return;
+      }
+    }
+    if (options.max_connections > 0 && sessions.size() >= options.max_connections && !MakeRoom()) {
+      rest::beast::error_code close_ec;
+      socket.close(close_ec);  // full of connections with requests in hand: refused
+      DoAccept();
+      return;
+    }
+    auto session = std::make_shared<rest::HttpSession>(
+        std::move(socket), rest::SessionEnv{&api, &options, &metrics, gate, &sessions,
+                                            std::move(slot), tls ? &*tls : nullptr});
+    sessions.Add(session);
+    session->Start();
+    DoAccept();
+  });
+}
+
+bool HttpServer::Impl::MakeRoom() {
+  const bool evicted = sessions.EvictLongestWaiting();
+  const uint64_t n = ++at_cap;
+  if ((n & (n - 1)) == 0) {  // the 1st, 2nd, 4th, 8th…: no log flood
+    LogWarn(
+        "api.http",
+        evicted ? "at the connection limit; closing the connection idle the longest"
+                : "at the connection limit and none idle; refusing the new one",
+        {{"limit", std::to_string(options.max_connections)}, {"occurrences", std::to_string(n)}});
+  }
+  return evicted;
 }
 
 std::shared_ptr<void> HttpServer::Impl::TakeClientSlot(const std::string& client) {

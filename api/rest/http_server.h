@@ -48,6 +48,11 @@ struct HttpServerOptions {
   // so one client's idle connections cannot take every descriptor (docs/security.md). 0 = no
   // limit.
   size_t max_connections_per_client = 256;
+  // Open connections in all; past it a new connection closes the one that has waited longest
+  // for a request (idle, or still in its TLS handshake), or is refused when every one has a
+  // request in hand. With the gRPC ports' own caps this keeps descriptors for PostgreSQL and
+  // the other ports however many clients connect (docs/security.md). 0 = no limit.
+  size_t max_connections = 0;
   // Where audit records go (api/audit.h); null = no audit. Not owned; must outlive the server.
   AuditSink* audit = nullptr;
   // How long Shutdown() lets requests already handed to the ApiService get their replies.

@@ -149,6 +149,29 @@ std::vector<std::shared_ptr<HttpSession>> SessionRegistry::Snapshot() {
   return out;
 }
 
+size_t SessionRegistry::size() {
+  std::lock_guard lock(mu_);
+  return live_.size();
+}
+
+bool SessionRegistry::EvictLongestWaiting() {
+  std::shared_ptr<HttpSession> victim;
+  {
+    std::lock_guard lock(mu_);
+    int64_t oldest = 0;
+    for (const auto& [_, s] : live_) {
+      const int64_t since = s->waiting_since_us();
+      if (since != 0 && (oldest == 0 || since < oldest)) {
+        oldest = since;
+        victim = s;
+      }
+    }
+  }
+  if (!victim) return false;
+  victim->Evict();
+  return true;
+}
+
 bool SessionRegistry::WaitEmpty(std::chrono::steady_clock::time_point deadline) {
   std::unique_lock lock(mu_);
   return cv_.wait_until(lock, deadline, [this] { return live_.empty(); });
@@ -171,6 +194,12 @@ using AnyStream = std::variant<beast::tcp_stream, beast::ssl_stream<beast::tcp_s
 // long enough for a lookup's error (404 for an unknown job) to be a plain error response.
 constexpr std::chrono::milliseconds kStreamHeadDelay{1000};
 
+int64_t SteadyMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 AnyStream MakeStream(tcp::socket socket, net::ssl::context* tls) {
   if (tls != nullptr) return AnyStream(std::in_place_index<1>, std::move(socket), *tls);
   return AnyStream(std::in_place_index<0>, std::move(socket));
@@ -186,6 +215,7 @@ HttpSession::HttpSession(tcp::socket socket, SessionEnv env)
   beast::error_code ec;
   const tcp::endpoint peer = lowest().socket().remote_endpoint(ec);
   if (!ec) peer_ = peer.address().to_string() + ":" + std::to_string(peer.port());
+  waiting_since_us_ = SteadyMicros();
 }
 
 beast::tcp_stream& HttpSession::lowest() {
@@ -214,6 +244,13 @@ void HttpSession::OnHandshake(beast::error_code ec) {
   DoRead();
 }
 
+void HttpSession::Evict() {
+  waiting_since_us_ = 0;  // chosen once
+  net::post(executor_, [self = shared_from_this()] {
+    if (self->mode_ == Mode::kReading) self->Close();
+  });
+}
+
 void HttpSession::Drain() {
   net::post(executor_, [self = shared_from_this()] {
     self->draining_ = true;
@@ -223,6 +260,7 @@ void HttpSession::Drain() {
 
 void HttpSession::DoRead() {
   mode_ = Mode::kReading;
+  waiting_since_us_ = SteadyMicros();
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(env_.options->max_header_bytes));
   parser_->body_limit(env_.options->max_body_bytes);
@@ -238,6 +276,7 @@ void HttpSession::DoRead() {
 
 void HttpSession::OnHeader(beast::error_code ec) {
   if (mode_ == Mode::kClosed) return;
+  waiting_since_us_ = 0;  // a request in hand
   if (ec || parser_->is_done()) return OnRead(ec);
   if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
     static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";

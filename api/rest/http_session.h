@@ -13,6 +13,7 @@
 // Thread safety: everything named Deliver*/Do*/On* runs on the session's strand.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
@@ -80,6 +81,9 @@ class SessionRegistry {
   void Add(const std::shared_ptr<HttpSession>& s);
   void Remove(HttpSession* s);
   std::vector<std::shared_ptr<HttpSession>> Snapshot();
+  size_t size();
+  // Closes the session that has waited longest for a request; false when none waits.
+  bool EvictLongestWaiting();
   // Waits until every session closed or `deadline` passed; true when all closed.
   bool WaitEmpty(std::chrono::steady_clock::time_point deadline);
   void Clear();
@@ -112,6 +116,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void Start();
   // For shutdown: closes now unless a reply is awaited; then closes right after that reply.
   void Drain();
+  // Since when (steady clock, µs) the connection has waited for a request without a complete
+  // head, TLS handshake included; 0 while it has a request in hand. For the server's cap.
+  int64_t waiting_since_us() const { return waiting_since_us_.load(std::memory_order_relaxed); }
+  // Closes the connection if it still waits for a request (the server's cap needs its place).
+  void Evict();
 
   const net::any_io_executor& executor() const { return executor_; }
 
@@ -161,6 +170,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<http::request_parser<http::string_body>> parser_;
   Mode mode_ = Mode::kReading;
   bool draining_ = false;
+  std::atomic<int64_t> waiting_since_us_{0};
 
   // The exchange in progress.
   uint64_t exchange_id_ = 0;

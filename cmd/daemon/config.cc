@@ -1,5 +1,8 @@
 #include "cmd/daemon/config.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -93,10 +96,16 @@ Status ParseListen(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) 
   if (!n) return Status::Ok();
   YamlPath p = YamlPath{}.Key("listen");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
-  GPUPOOL_RETURN_IF_ERROR(
-      doc.CheckKeys(n, p,
-                    {"grpc", "http", "grpc_tls", "http_max_connections_per_client",
-                     "grpc_max_connections_per_client"}));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
+      n, p,
+      {"grpc", "http", "grpc_tls", "http_max_connections_per_client",
+       "grpc_max_connections_per_client", "http_max_connections", "grpc_max_connections"}));
+  for (const char* key : {"http_max_connections", "grpc_max_connections"}) {
+    if (!n[key]) continue;
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t v, doc.Int(n, p, key, 0, 10'000'000));
+    (std::string_view(key) == "http_max_connections" ? c->http_max_connections
+                                                     : c->grpc_max_connections) = v;
+  }
   if (n["http_max_connections_per_client"]) {
     GPUPOOL_ASSIGN_OR_RETURN(c->http_max_connections_per_client,
                              doc.Int(n, p, "http_max_connections_per_client", 0, 1'000'000));
@@ -684,6 +693,20 @@ Status ValidateListenAddress(const std::string& address, const std::string& what
   return Status::Ok();
 }
 
+ConnectionCaps ConnectionCapsFor(uint64_t descriptor_limit) {
+  const uint64_t reserve = std::max<uint64_t>(64, descriptor_limit / 8);
+  const uint64_t rest = descriptor_limit > reserve ? descriptor_limit - reserve : 0;
+  return {static_cast<size_t>(std::max<uint64_t>(1, rest / 2)),
+          static_cast<size_t>(std::max<uint64_t>(1, rest / 4))};
+}
+
+ConnectionCaps ConnectionCapsForThisProcess() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return ConnectionCapsFor(1024);
+  if (lim.rlim_cur == RLIM_INFINITY) return ConnectionCapsFor(1 << 20);
+  return ConnectionCapsFor(static_cast<uint64_t>(lim.rlim_cur));
+}
+
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string& source) {
   GPUPOOL_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(yaml, source));
   DaemonConfig c;
@@ -773,6 +796,10 @@ for the node lease, scheduler.node_lease_ms (5 minutes), so an outage shorter th
 nothing (docs/ha.md); `gpupoolctl nodes fence NODE` releases a powered-off node's work at once,
 and the config's `fencing: {command: [/path/to/fence-node, …]}` has gpupoold run that command
 for a node silent for fencing.after_ms (30 s) that holds tasks, fencing it when it exits 0.
+
+Each port holds at most a share of the descriptor limit in connections (listen.http_max_connections,
+listen.grpc_max_connections); at the cap a new connection closes the one silent the longest, so
+an idle-connection flood leaves every port answering (docs/security.md).
 
 Flags (each overrides the config file):
   --config FILE        YAML configuration (see docs/operations.md)

@@ -41,6 +41,11 @@ struct DaemonConfig {
   int64_t http_max_connections_per_client = 256;
   // Likewise on each gRPC port (`listen.grpc_max_connections_per_client`); 0 = no limit.
   int64_t grpc_max_connections_per_client = 256;
+  // Open connections in all on the REST port and on each gRPC port (`listen.http_max_connections`,
+  // `listen.grpc_max_connections`); unset = shares of the descriptor limit (ConnectionCapsFor),
+  // 0 = no limit.
+  std::optional<int64_t> http_max_connections;
+  std::optional<int64_t> grpc_max_connections;
   // gRPC over TLS (the private CA's server certificate; agents' mutual TLS); empty = none.
   std::string grpc_tls_listen;
   std::string data_dir = "gpupool-data";
@@ -114,6 +119,18 @@ struct DaemonConfig {
     bool share_credentials = true;
   } ha;
 };
+
+// The connection caps a descriptor limit allows: a reserve of max(64, limit / 8) for PostgreSQL,
+// the audit log, files and agent-side work; of the rest, half for the REST port and a quarter
+// for each gRPC port (main and TLS), so no set of clients on any port can take the descriptors
+// the others need (docs/security.md, "Connection floods").
+struct ConnectionCaps {
+  size_t http = 0;
+  size_t grpc = 0;  // per port
+};
+ConnectionCaps ConnectionCapsFor(uint64_t descriptor_limit);
+// For this process's soft RLIMIT_NOFILE now (1024 when it cannot be read).
+ConnectionCaps ConnectionCapsForThisProcess();
 
 // "host:port" with a port 0..65535 (0 = any free port); INVALID_ARGUMENT naming `what`
 // otherwise ("--grpc-listen: port 99999 is out of range 0..65535").

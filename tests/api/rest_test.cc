@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <memory>
@@ -429,6 +430,32 @@ TEST_F(RestTest, OneClientCannotHoldMoreThanItsConnections) {
         }
       },
       std::chrono::seconds(30)));
+}
+
+// At its cap in all, the server makes room by closing the connection that has waited longest
+// for a request, so idle connections cannot keep out a client with a request (issue 30).
+TEST_F(RestTest, AtItsCapANewConnectionClosesTheOneIdleTheLongest) {
+  server_->Shutdown();
+  HttpServerOptions options;
+  options.max_connections = 3;
+  StartServer(options);
+  std::vector<std::unique_ptr<HttpClient>> idle;
+  for (int i = 0; i < 3; ++i) {
+    idle.push_back(std::make_unique<HttpClient>(port_));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the first waits longest
+  }
+  HttpClient fresh(port_);
+  EXPECT_EQ(fresh.Send(verb::get, "/healthz").status, 200);
+  // The oldest was closed; the two others still serve.
+  timeval bound{10, 0};  // a bound for a broken server, not the expectation
+  setsockopt(idle[0]->stream().socket().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &bound,
+             sizeof(bound));
+  testing::beast::error_code ec;
+  char byte;
+  idle[0]->stream().socket().read_some(testing::net::buffer(&byte, 1), ec);
+  EXPECT_TRUE(ec == testing::net::error::eof || ec == testing::net::error::connection_reset)
+      << ec.message();
+  EXPECT_EQ(idle[2]->Send(verb::get, "/healthz").status, 200);
 }
 
 TEST_F(RestTest, AsyncRepliesFromOtherThreads) {

@@ -67,6 +67,26 @@ TEST(DaemonConfigTest, TheFencingCommandIsAnAbsoluteProgramWithBoundedTimes) {
   }
 }
 
+TEST(DaemonConfigTest, ConnectionCapsLeaveAReserveAndSplitTheRest) {
+  // 1024 descriptors: 128 kept back; REST half of the rest, each gRPC port a quarter.
+  ConnectionCaps caps = ConnectionCapsFor(1024);
+  EXPECT_EQ(caps.http, 448u);
+  EXPECT_EQ(caps.grpc, 224u);
+  EXPECT_LE(caps.http + 2 * caps.grpc + 128, 1024u);
+  caps = ConnectionCapsFor(256);  // the reserve is at least 64
+  EXPECT_EQ(caps.http, 96u);
+  EXPECT_EQ(caps.grpc, 48u);
+  EXPECT_GE(ConnectionCapsFor(10).http, 1u);  // never 0, which would mean "no limit"
+  Result<DaemonConfig> c = ParseDaemonConfig(
+      "listen:\n  http_max_connections: 5000\n  grpc_max_connections: 0\n", "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->http_max_connections, 5000);
+  EXPECT_EQ(c->grpc_max_connections, 0);  // no limit
+  Result<DaemonConfig> unset = ParseDaemonConfig("", "gpupoold.yaml");
+  EXPECT_FALSE(unset->http_max_connections.has_value());  // a share of the descriptor limit
+  EXPECT_FALSE(ParseDaemonConfig("listen:\n  http_max_connections: -1\n", "x.yaml").ok());
+}
+
 TEST(DaemonConfigTest, FullConfigParses) {
   const char* yaml = R"(
 listen: {grpc: "0.0.0.0:9000", http: "0.0.0.0:9001"}

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "api/client/leader_follow.h"
+#include "cmd/daemon/config.h"
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/api/https_client.h"
 #include "tests/support/daemon_process.h"
@@ -31,10 +32,20 @@ using testing::DaemonProcess;
 using testing::WaitFor;
 namespace http = boost::beast::http;
 
-// A TCP connection to 127.0.0.1:port that sends nothing; -1 when connect() fails.
-int IdleConnection(int port) {
+// A TCP connection to 127.0.0.1:port that sends nothing, from `source` (a loopback address;
+// empty: the kernel's choice); -1 when connect() fails.
+int IdleConnection(int port, const std::string& source = "") {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
+  if (!source.empty()) {
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    ::inet_pton(AF_INET, source.c_str(), &from.sin_addr);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0) {
+      ::close(fd);
+      return -1;
+    }
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -129,8 +140,12 @@ TEST_F(ConnectionFlood, BothPortsServeAgainOnceDescriptorsComeBack) {
   // No per-client limits: the flood stands for many clients. Each port alone gets more idle
   // connections than the daemon has descriptors.
   constexpr int kMaxOpenFiles = 256;
-  StartDaemon("  grpc_max_connections_per_client: 0\n  http_max_connections_per_client: 0\n",
-              kMaxOpenFiles);
+  // Nor the ports' caps in all (ManyClientsIdleConnectionsLeaveEveryPortAnswering has them):
+  // this test is about running out of descriptors and coming back.
+  StartDaemon(
+      "  grpc_max_connections_per_client: 0\n  http_max_connections_per_client: 0\n"
+      "  grpc_max_connections: 0\n  http_max_connections: 0\n",
+      kMaxOpenFiles);
   ASSERT_TRUE(GrpcCall().ok());
   ASSERT_EQ(Rest("/readyz"), 200);
 
@@ -173,6 +188,56 @@ TEST_F(ConnectionFlood, BothPortsServeAgainOnceDescriptorsComeBack) {
       << daemon_->LogTail(30);
 }
 
+// Issue 30: idle connections from five addresses, each below its per-client limit and together
+// far past the daemon's descriptors, took REST, /readyz and gRPC down until the idle timeout.
+// With the ports' caps in all (the defaults: shares of the descriptor limit) the daemon never
+// runs out, and each new connection closes a silent one, so every port answers while the flood
+// is held.
+TEST_F(ConnectionFlood, ManyClientsIdleConnectionsLeaveEveryPortAnswering) {
+  constexpr int kMaxOpenFiles = 256;
+  StartDaemon("  http_max_connections_per_client: 256\n", kMaxOpenFiles);  // the defaults
+  ASSERT_TRUE(GrpcCall().ok());
+  ASSERT_EQ(Rest("/readyz"), 200);
+  rlimit lim{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
+  ASSERT_GT(lim.rlim_max, 4u * kMaxOpenFiles);
+  lim.rlim_cur = lim.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &lim);
+  constexpr int kPerAddressPerPort = 60;  // 5 × 60 × 2 ports = 600 against 256 descriptors
+  for (int port : {daemon_->grpc_port(), daemon_->http_port()}) {
+    for (int a = 2; a <= 6; ++a) {
+      const std::string source = "127.0.0." + std::to_string(a);
+      for (int i = 0; i < kPerAddressPerPort; ++i) {
+        const int fd = IdleConnection(port, source);
+        ASSERT_GE(fd, 0) << "connection " << i << " from " << source << " to port " << port;
+        held_.push_back(fd);
+      }
+    }
+  }
+  // While all of it is held: REST, /readyz and gRPC answer new clients.
+  EXPECT_TRUE(WaitFor([&] { return Rest("/readyz") == 200; }, std::chrono::seconds(10),
+                      std::chrono::milliseconds(100)))
+      << daemon_->LogTail(30);
+  EXPECT_TRUE(WaitFor([&] { return Rest("/v1/pools") == 200; }, std::chrono::seconds(10),
+                      std::chrono::milliseconds(100)))
+      << daemon_->LogTail(30);
+  EXPECT_TRUE(WaitFor([&] { return GrpcCall().ok(); }, std::chrono::seconds(10),
+                      std::chrono::milliseconds(100)))
+      << GrpcCall().error_message() << "\n"
+      << daemon_->LogTail(30);
+  // The daemon never ran out of descriptors, and it said it closed silent connections.
+  const std::string log = ReadFile(daemon_->log_path());
+  EXPECT_EQ(log.find("accept failed"), std::string::npos) << daemon_->LogTail(30);
+  EXPECT_NE(log.find("at the connection limit; closing the connection idle the longest"),
+            std::string::npos);
+  EXPECT_NE(log.find("port at its connection limit; closing silent connections"),
+            std::string::npos);
+  // Each port holds at most its cap (a quarter and a half of what the reserve leaves).
+  const ConnectionCaps caps = ConnectionCapsFor(kMaxOpenFiles);
+  EXPECT_LE(OpenServerSideConnections(daemon_->grpc_port()), static_cast<int>(caps.grpc) + 8);
+  EXPECT_LE(OpenServerSideConnections(daemon_->http_port()), static_cast<int>(caps.http) + 8);
+}
+
 TEST_F(ConnectionFlood, OneClientHoldsAtMostItsLimitOfGrpcConnections) {
   constexpr int kLimit = 8;
   StartDaemon("  grpc_max_connections_per_client: " + std::to_string(kLimit) + "\n", 0);
@@ -204,7 +269,7 @@ TEST_F(ConnectionFlood, OneClientHoldsAtMostItsLimitOfGrpcConnections) {
 
 // A standby's gRPC port has the leader's protection (issue 16): gpupoold's own accept loop
 // pauses when descriptors run out and serves again once they come back. Two replicas on one
-// PostgreSQL; the standby runs with RLIMIT_NOFILE 256 and no per-client limit.
+// PostgreSQL; the standby runs with RLIMIT_NOFILE 256 and no connection limits.
 TEST_F(ConnectionFlood, AStandbysGrpcPortAnswersAgainOnceDescriptorsComeBack) {
   constexpr int kMaxOpenFiles = 256;
   Result<std::string> uri = testing::CreateTestDatabase();
@@ -212,7 +277,9 @@ TEST_F(ConnectionFlood, AStandbysGrpcPortAnswersAgainOnceDescriptorsComeBack) {
   auto dir = testing::MakeTempDir("gpupool-standby-flood");
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
   const std::string config = *dir + "/gpupoold.yaml";
+  // No cap in all either: this test is about running out of descriptors and coming back.
   std::ofstream(config) << "listen:\n  grpc_max_connections_per_client: 0\n"
+                        << "  grpc_max_connections: 0\n"
                         << "ha:\n  enabled: true\n  lease_ms: 1000\n";
   const std::vector<std::string> args = {"--config", config, "--database", *uri};
   auto leader = DaemonProcess::Start({.data_dir = "", .extra_args = args, .secure = true});
