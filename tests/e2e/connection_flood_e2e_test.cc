@@ -128,6 +128,18 @@ class ConnectionFlood : public ::testing::Test {
         .status;
   }
 
+  // /readyz, an authenticated REST call and a gRPC call, each on a new connection, succeed
+  // within `within`.
+  void ExpectEveryPortAnswers(std::chrono::seconds within, std::chrono::milliseconds every) {
+    EXPECT_TRUE(WaitFor([&] { return Rest("/readyz") == 200; }, within, every))
+        << daemon_->LogTail(30);
+    EXPECT_TRUE(WaitFor([&] { return Rest("/v1/pools") == 200; }, within, every))
+        << daemon_->LogTail(30);
+    EXPECT_TRUE(WaitFor([&] { return GrpcCall().ok(); }, within, every))
+        << GrpcCall().error_message() << "\n"
+        << daemon_->LogTail(30);
+  }
+
   void TearDown() override {
     for (int fd : held_) ::close(fd);
   }
@@ -176,16 +188,7 @@ TEST_F(ConnectionFlood, BothPortsServeAgainOnceDescriptorsComeBack) {
   held_.clear();
   // Everything serves again: /readyz, an authenticated REST call and a gRPC call on a new
   // connection, each within the time it takes the daemon to close what the flood left behind.
-  EXPECT_TRUE(WaitFor([&] { return Rest("/readyz") == 200; }, std::chrono::seconds(90),
-                      std::chrono::milliseconds(200)))
-      << daemon_->LogTail(30);
-  EXPECT_TRUE(WaitFor([&] { return Rest("/v1/pools") == 200; }, std::chrono::seconds(90),
-                      std::chrono::milliseconds(200)))
-      << daemon_->LogTail(30);
-  EXPECT_TRUE(WaitFor([&] { return GrpcCall().ok(); }, std::chrono::seconds(90),
-                      std::chrono::milliseconds(200)))
-      << GrpcCall().error_message() << "\n"
-      << daemon_->LogTail(30);
+  ExpectEveryPortAnswers(std::chrono::seconds(90), std::chrono::milliseconds(200));
 }
 
 // Issue 30: idle connections from five addresses, each below its per-client limit and together
@@ -215,16 +218,7 @@ TEST_F(ConnectionFlood, ManyClientsIdleConnectionsLeaveEveryPortAnswering) {
     }
   }
   // While all of it is held: REST, /readyz and gRPC answer new clients.
-  EXPECT_TRUE(WaitFor([&] { return Rest("/readyz") == 200; }, std::chrono::seconds(10),
-                      std::chrono::milliseconds(100)))
-      << daemon_->LogTail(30);
-  EXPECT_TRUE(WaitFor([&] { return Rest("/v1/pools") == 200; }, std::chrono::seconds(10),
-                      std::chrono::milliseconds(100)))
-      << daemon_->LogTail(30);
-  EXPECT_TRUE(WaitFor([&] { return GrpcCall().ok(); }, std::chrono::seconds(10),
-                      std::chrono::milliseconds(100)))
-      << GrpcCall().error_message() << "\n"
-      << daemon_->LogTail(30);
+  ExpectEveryPortAnswers(std::chrono::seconds(10), std::chrono::milliseconds(100));
   // The daemon never ran out of descriptors, and it said it closed silent connections.
   const std::string log = ReadFile(daemon_->log_path());
   EXPECT_EQ(log.find("accept failed"), std::string::npos) << daemon_->LogTail(30);

@@ -23,12 +23,17 @@ TaskReport Pull(const std::string& node, int64_t job, int32_t attempt, int64_t d
   return r;
 }
 
+// A pool "gpu" with one node, n1, and a job of one task placed there.
+Result<JobRecord> OneTaskOnN1(CoreHarness& h) {
+  GPUPOOL_RETURN_IF_ERROR(h.CreatePool("gpu").status());
+  GPUPOOL_RETURN_IF_ERROR(h.Register("n1", "gpu", 1).status());
+  return h.Submit(CoreHarness::Whole("gpu", 1));
+}
+
 TEST(PullProgressTest, AScheduledTaskShowsItsPullAndItsWatchersHearOfIt) {
   CoreHarness h;
-  ASSERT_TRUE(h.CreatePool("gpu").ok());
-  ASSERT_TRUE(h.Register("n1", "gpu", 1).ok());
-  auto job = h.Submit(CoreHarness::Whole("gpu", 1));
-  ASSERT_TRUE(job.ok());
+  Result<JobRecord> job = OneTaskOnN1(h);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
   ASSERT_EQ(h.Task(job->id).state, TaskState::kScheduled);
   EXPECT_FALSE(h.Task(job->id).Pulling());
 
@@ -70,10 +75,8 @@ TEST(PullProgressTest, AScheduledTaskShowsItsPullAndItsWatchersHearOfIt) {
 
 TEST(PullProgressTest, ARequeuedTaskForgetsThePullOfItsLastAttempt) {
   CoreHarness h;
-  ASSERT_TRUE(h.CreatePool("gpu").ok());
-  ASSERT_TRUE(h.Register("n1", "gpu", 1).ok());
-  auto job = h.Submit(CoreHarness::Whole("gpu", 1));
-  ASSERT_TRUE(job.ok());
+  Result<JobRecord> job = OneTaskOnN1(h);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
   h.core->OnTaskReport(Pull("n1", job->id, 0, 1 << 20, 4 << 20));
   h.Drain();
   ASSERT_TRUE(h.Task(job->id).Pulling());
