@@ -440,9 +440,8 @@ int Run(int argc, char** argv) {
   grpc_options.max_connections_per_client =
       static_cast<size_t>(config.grpc_max_connections_per_client);
   // Caps in all per port, from the descriptor limit unless configured (docs/security.md).
-  const ConnectionCaps caps = ConnectionCapsForThisProcess();
-  grpc_options.max_connections =
-      static_cast<size_t>(config.grpc_max_connections.value_or(static_cast<int64_t>(caps.grpc)));
+  const ConnectionCaps caps = ConfiguredConnectionCaps(config);
+  grpc_options.max_connections = caps.grpc;
   grpc_options.metrics = registry;
   grpc_options.audit = audit_log.get();
   api::GrpcServer grpc(service, *auth, config.grpc_listen, grpc_options);
@@ -450,8 +449,7 @@ int Run(int argc, char** argv) {
   if (Status st = grpc.Start(); !st.ok()) return Fail(st);
   api::HttpServerOptions http_options;
   http_options.max_connections_per_client = config.http_max_connections_per_client;
-  http_options.max_connections =
-      static_cast<size_t>(config.http_max_connections.value_or(static_cast<int64_t>(caps.http)));
+  http_options.max_connections = caps.http;
   http_options.audit = audit_log.get();
   if (!config.insecure) {
     http_options.tls_cert_pem = ca->server_cert_pem();

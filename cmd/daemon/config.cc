@@ -700,11 +700,16 @@ ConnectionCaps ConnectionCapsFor(uint64_t descriptor_limit) {
           static_cast<size_t>(std::max<uint64_t>(1, rest / 4))};
 }
 
-ConnectionCaps ConnectionCapsForThisProcess() {
+ConnectionCaps ConfiguredConnectionCaps(const DaemonConfig& config) {
   rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return ConnectionCapsFor(1024);
-  if (lim.rlim_cur == RLIM_INFINITY) return ConnectionCapsFor(1 << 20);
-  return ConnectionCapsFor(static_cast<uint64_t>(lim.rlim_cur));
+  uint64_t limit = 1024;
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    limit = lim.rlim_cur == RLIM_INFINITY ? 1 << 20 : static_cast<uint64_t>(lim.rlim_cur);
+  }
+  ConnectionCaps caps = ConnectionCapsFor(limit);
+  if (config.http_max_connections) caps.http = static_cast<size_t>(*config.http_max_connections);
+  if (config.grpc_max_connections) caps.grpc = static_cast<size_t>(*config.grpc_max_connections);
+  return caps;
 }
 
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string& source) {

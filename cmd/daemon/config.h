@@ -129,8 +129,9 @@ struct ConnectionCaps {
   size_t grpc = 0;  // per port
 };
 ConnectionCaps ConnectionCapsFor(uint64_t descriptor_limit);
-// For this process's soft RLIMIT_NOFILE now (1024 when it cannot be read).
-ConnectionCaps ConnectionCapsForThisProcess();
+// The caps `config` sets, or else this process's soft RLIMIT_NOFILE allows now (1024 when it
+// cannot be read); 0 = no limit.
+ConnectionCaps ConfiguredConnectionCaps(const DaemonConfig& config);
 
 // "host:port" with a port 0..65535 (0 = any free port); INVALID_ARGUMENT naming `what`
 // otherwise ("--grpc-listen: port 99999 is out of range 0..65535").

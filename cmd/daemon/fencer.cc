@@ -1,6 +1,5 @@
 #include "cmd/daemon/fencer.h"
 
-#include <future>
 #include <utility>
 
 #include "base/log.h"
@@ -10,18 +9,6 @@ namespace gpupool {
 namespace {
 
 constexpr char kComponent[] = "fencer";
-
-// The scheduler's answer, waited for on the fencer's thread (the scheduler answers on its own).
-template <typename T, typename Call>
-Result<T> Ask(Call call) {
-  auto promise = std::make_shared<std::promise<Result<T>>>();
-  std::future<Result<T>> answer = promise->get_future();
-  call([promise](Result<T> r) { promise->set_value(std::move(r)); });
-  if (answer.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
-    return Status::Unavailable("the scheduler did not answer within 30 s");
-  }
-  return answer.get();
-}
 
 }  // namespace
 
@@ -59,13 +46,14 @@ void NodeFencer::Loop() {
 }
 
 void NodeFencer::Pass() {
-  auto nodes = std::make_shared<std::promise<std::vector<NodeView>>>();
-  std::future<std::vector<NodeView>> listed = nodes->get_future();
-  admin_->ListNodes("", [nodes](std::vector<NodeView> v) { nodes->set_value(std::move(v)); });
-  if (listed.wait_for(std::chrono::seconds(30)) != std::future_status::ready) return;
+  // The scheduler answers while it runs; the fencer is stopped before it (cmd/gpupoold.cc).
+  Result<std::vector<NodeView>> listed =
+      CallAndGet<std::vector<NodeView>>([&](SchedulerCallback<std::vector<NodeView>> cb) {
+        admin_->ListNodes("", [cb](std::vector<NodeView> v) { cb(std::move(v)); });
+      });
   const int64_t now = clock_->MonotonicMicros();
   std::map<std::string, Silent> still;
-  for (const NodeView& v : listed.get()) {
+  for (const NodeView& v : *listed) {
     // Only a silent node that holds work: fencing one with nothing on it releases nothing.
     if (v.node.state != NodeState::kNotReady || v.running_tasks == 0) continue;
     auto known = silent_.find(v.node.name);
@@ -103,8 +91,8 @@ void NodeFencer::Fence(const NodeView& node, Silent* silent) {
         Status::Unavailable("fencing command " + options_.command.front() + " " + ran->Describe());
   } else {
     const std::string by = "the fencing command " + options_.command.front();
-    Result<NodeView> fenced =
-        Ask<NodeView>([&](SchedulerCallback<NodeView> cb) { admin_->FenceNode(name, by, cb); });
+    Result<NodeView> fenced = CallAndGet<NodeView>(
+        [&](SchedulerCallback<NodeView> cb) { admin_->FenceNode(name, by, cb); });
     outcome = fenced.status();
   }
   if (outcome.ok()) {

@@ -16,13 +16,11 @@ AdvertisedAddresses AdvertisedOf(const DaemonConfig& config) {
 StandbyFace::StandbyFace(const DaemonConfig& config, std::optional<api::GrpcTlsPort> main_tls,
                          std::optional<api::GrpcTlsPort> tls, std::string cert_pem,
                          std::string key_pem)
-    : grpc_(config.grpc_listen,
-            {.main_tls = std::move(main_tls),
-             .tls = std::move(tls),
-             .max_connections_per_client =
-                 static_cast<size_t>(config.grpc_max_connections_per_client),
-             .max_connections = static_cast<size_t>(config.grpc_max_connections.value_or(
-                 static_cast<int64_t>(ConnectionCapsForThisProcess().grpc)))}),
+    : grpc_(config.grpc_listen, {.main_tls = std::move(main_tls),
+                                 .tls = std::move(tls),
+                                 .max_connections_per_client =
+                                     static_cast<size_t>(config.grpc_max_connections_per_client),
+                                 .max_connections = ConfiguredConnectionCaps(config).grpc}),
       http_(config.http_listen, std::move(cert_pem), std::move(key_pem)) {}
 
 Status StandbyFace::Start() {

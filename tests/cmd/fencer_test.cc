@@ -10,7 +10,6 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <mutex>
 #include <thread>
 
@@ -28,13 +27,6 @@ class AcceptingAgents : public AgentGateway {
   bool StopTask(const std::string&, const StopTaskCommand&) override { return true; }
 };
 
-template <typename T, typename Call>
-Result<T> Sync(Call call) {
-  auto p = std::make_shared<std::promise<Result<T>>>();
-  call([p](Result<T> r) { p->set_value(std::move(r)); });
-  return p->get_future().get();
-}
-
 class FencerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -50,7 +42,9 @@ class FencerTest : public ::testing::Test {
     ASSERT_TRUE(scheduler_->Start(*state, *epoch, 20ms).ok());
     PoolRecord pool;
     pool.name = "gpu";
-    ASSERT_TRUE(Sync<PoolView>([&](auto cb) { scheduler_->CreatePool(pool, cb); }).ok());
+    ASSERT_TRUE(CallAndGet<PoolView>([&](SchedulerCallback<PoolView> cb) {
+                  scheduler_->CreatePool(pool, cb);
+                }).ok());
     ASSERT_TRUE(Register("n1").ok());
     JobSpec spec;
     spec.tenant = "acme/research";
@@ -59,7 +53,8 @@ class FencerTest : public ::testing::Test {
     spec.task_template.command = {"/bin/true"};
     spec.task_template.resources.shape = RequestShape::kWholeGpus;
     spec.task_template.resources.gpu_count = 1;
-    Result<JobRecord> job = Sync<JobRecord>([&](auto cb) { scheduler_->SubmitJob(spec, cb); });
+    Result<JobRecord> job = CallAndGet<JobRecord>(
+        [&](SchedulerCallback<JobRecord> cb) { scheduler_->SubmitJob(spec, cb); });
     ASSERT_TRUE(job.ok()) << job.status().ToString();
     job_id_ = job->id;
     scheduler_->Flush();
@@ -84,12 +79,16 @@ class FencerTest : public ::testing::Test {
     d.model = "H100-SXM";
     d.physical = {989'000, 81'920};
     reg.node.devices.push_back(d);
-    return Sync<RegistrationResult>([&](auto cb) { scheduler_->OnAgentRegister(reg, cb); })
+    return CallAndGet<RegistrationResult>([&](SchedulerCallback<RegistrationResult> cb) {
+             scheduler_->OnAgentRegister(reg, cb);
+           })
         .status();
   }
 
   TaskRecord Task() {
-    return Sync<JobRecord>([&](auto cb) { scheduler_->GetJob(job_id_, cb); })->tasks[0];
+    return CallAndGet<JobRecord>(
+               [&](SchedulerCallback<JobRecord> cb) { scheduler_->GetJob(job_id_, cb); })
+        ->tasks[0];
   }
 
   // An executable script in the test's directory.

@@ -32,6 +32,16 @@ using testing::DaemonProcess;
 using testing::WaitFor;
 namespace http = boost::beast::http;
 
+// The test process itself needs a descriptor for each connection it holds: its soft limit up to
+// the hard one, which must be well above the daemon's.
+void RaiseOwnDescriptorLimit(int daemon_limit) {
+  rlimit lim{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
+  ASSERT_GT(lim.rlim_max, 4u * static_cast<rlim_t>(daemon_limit));
+  lim.rlim_cur = lim.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &lim);
+}
+
 // A TCP connection to 127.0.0.1:port that sends nothing, from `source` (a loopback address;
 // empty: the kernel's choice); -1 when connect() fails.
 int IdleConnection(int port, const std::string& source = "") {
@@ -161,12 +171,7 @@ TEST_F(ConnectionFlood, BothPortsServeAgainOnceDescriptorsComeBack) {
   ASSERT_TRUE(GrpcCall().ok());
   ASSERT_EQ(Rest("/readyz"), 200);
 
-  // The test process itself needs a descriptor for each connection it holds.
-  rlimit lim{};
-  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
-  ASSERT_GT(lim.rlim_max, 4u * kMaxOpenFiles);
-  lim.rlim_cur = lim.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &lim);
+  ASSERT_NO_FATAL_FAILURE(RaiseOwnDescriptorLimit(kMaxOpenFiles));
   for (int port : {daemon_->grpc_port(), daemon_->http_port()}) {
     for (int i = 0; i < kMaxOpenFiles + 100; ++i) {
       const int fd = IdleConnection(port);
@@ -201,11 +206,7 @@ TEST_F(ConnectionFlood, ManyClientsIdleConnectionsLeaveEveryPortAnswering) {
   StartDaemon("  http_max_connections_per_client: 256\n", kMaxOpenFiles);  // the defaults
   ASSERT_TRUE(GrpcCall().ok());
   ASSERT_EQ(Rest("/readyz"), 200);
-  rlimit lim{};
-  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
-  ASSERT_GT(lim.rlim_max, 4u * kMaxOpenFiles);
-  lim.rlim_cur = lim.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &lim);
+  ASSERT_NO_FATAL_FAILURE(RaiseOwnDescriptorLimit(kMaxOpenFiles));
   constexpr int kPerAddressPerPort = 60;  // 5 × 60 × 2 ports = 600 against 256 descriptors
   for (int port : {daemon_->grpc_port(), daemon_->http_port()}) {
     for (int a = 2; a <= 6; ++a) {
@@ -305,11 +306,7 @@ TEST_F(ConnectionFlood, AStandbysGrpcPortAnswersAgainOnceDescriptorsComeBack) {
                       std::chrono::milliseconds(100)))
       << s.LogTail(30);
 
-  rlimit lim{};
-  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
-  ASSERT_GT(lim.rlim_max, 4u * kMaxOpenFiles);
-  lim.rlim_cur = lim.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &lim);
+  ASSERT_NO_FATAL_FAILURE(RaiseOwnDescriptorLimit(kMaxOpenFiles));
   for (int i = 0; i < kMaxOpenFiles + 100; ++i) {
     const int fd = IdleConnection(s.grpc_port());
     ASSERT_GE(fd, 0) << "connection " << i;
