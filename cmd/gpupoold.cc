@@ -33,6 +33,7 @@
 #include "cmd/daemon/oidc.h"
 #include "cmd/daemon/price_plans.h"
 #include "cmd/daemon/reload.h"
+#include "cmd/daemon/secrets_key.h"
 #include "cmd/daemon/standby.h"
 #include "pool/catalog.h"
 #include "scheduler/leadership.h"
@@ -79,6 +80,23 @@ void AuditFence(api::AuditSink* audit, const std::vector<std::string>& command,
   e.resource = "node/" + a.node;
   e.code = a.outcome.code();
   e.message = a.outcome.ok() ? "fenced by the fencing command" : a.outcome.message();
+  e.source = "gpupoold";
+  audit->Record(std::move(e), /*must_keep=*/true, nullptr);
+}
+
+// Secrets re-sealed under a new key at start (a rotation, or plaintext from an older version):
+// an operator's security event, kept in the audit log.
+void AuditReseal(api::AuditSink* audit, const PgStore::Reseal& r) {
+  if (r.jobs + r.credentials + r.retired_keys == 0) return;
+  api::AuditEntry e;
+  e.time_us = SystemClock::Get()->NowMicros();
+  e.actor.key_id = "gpupoold";
+  e.actor.role = "admin";
+  e.verb = "ResealSecrets";
+  e.resource = "secrets-key/" + r.key;
+  e.message = "re-sealed the secrets of " + std::to_string(r.jobs) + " jobs and " +
+              std::to_string(r.credentials) + " shared credentials under key " + r.key +
+              "; retired " + std::to_string(r.retired_keys) + " older keys";
   e.source = "gpupoold";
   audit->Record(std::move(e), /*must_keep=*/true, nullptr);
 }
@@ -229,6 +247,10 @@ int Run(int argc, char** argv) {
     catalog = loaded.get();
   }
 
+  // Before the database: a missing or wrong key stops the daemon here, naming it.
+  Result<std::shared_ptr<const SecretKeyring>> keyring = LoadSecretsKey(config);
+  if (!keyring.ok()) return Fail(keyring.status().WithContext("secrets key"));
+
   std::unique_ptr<EmbeddedPostgres> embedded;
   std::unique_ptr<EmbeddedSupervisor> supervisor;
   std::string uri = config.database;
@@ -249,12 +271,13 @@ int Run(int argc, char** argv) {
   store_options.uri = uri;
   store_options.report_connections = config.scheduler.metering.report_concurrency;
   store_options.report_timeout_ms = config.scheduler.metering.report_timeout_ms;
+  store_options.keyring = *keyring;
   Result<std::unique_ptr<PgStore>> opened = PgStore::Open(store_options);
   if (!opened.ok()) return Fail(opened.status().WithContext("open store"));
   std::unique_ptr<PgStore> store = std::move(opened).value();
   // Secure replicas share one CA and admin credential through the database (docs/ha.md).
   if (config.ha.enabled && !config.insecure && config.ha.share_credentials) {
-    Status st = ShareClusterCredentials(uri, config.data_dir, ServerNames(config));
+    Status st = ShareClusterCredentials(uri, config.data_dir, ServerNames(config), **keyring);
     if (!st.ok()) return Fail(st.WithContext("secure replicas"));
   }
   // The private CA (created on first start) and the node identities it vouches for.
@@ -373,6 +396,7 @@ int Run(int argc, char** argv) {
   auto audit_log = std::make_unique<api::AuditLog>(store.get(), api::AuditLogOptions{registry});
   service_options.audit = audit_log.get();
   hub.AttachAudit(audit_log.get());  // node registrations and task reports (api/agent_audit.h)
+  AuditReseal(audit_log.get(), store->last_reseal());
   // `fencing.command` (docs/ha.md, "Fencing"): a silent node that holds tasks is powered off
   // and fenced without waiting out its lease; every run is audited.
   NodeFencer fencer(config.fencing, &scheduler, SystemClock::Get(),

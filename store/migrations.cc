@@ -490,6 +490,17 @@ CREATE TABLE cluster_credentials (
 REVOKE ALL ON cluster_credentials FROM PUBLIC;
 )sql";
 
+// Secrets at rest (store/pg_secrets.h): the keys whose sealed values may still be in the
+// database. Only key ids (fingerprints) are kept, never a key. PUBLIC gets nothing, as for 13.
+constexpr std::string_view kV15 = R"sql(
+CREATE TABLE secret_keys (
+  id            text   PRIMARY KEY CHECK (id ~ '^[0-9a-f]{16}$'),
+  first_used_ms bigint NOT NULL,
+  retired_ms    bigint
+);
+REVOKE ALL ON secret_keys FROM PUBLIC;
+)sql";
+
 // Node enrolments (scheduler/node_enrolments.h; docs/security.md, "Agents"): which certificate
 // serial speaks for which node, and revocations, shared by every replica on the database (they
 // lived in each replica's <tls-dir>/nodes file before). As sensitive as the rest of the trust
@@ -546,6 +557,7 @@ constexpr Migration kMigrations[] = {
     {12, "the submitting principal of each job", kV12},
     {13, "credentials shared by secure replicas", kV13},
     {14, "node enrolments shared by replicas", kV14},
+    {15, "keys of the secrets sealed at rest", kV15},
     {20, "device faults", kV20},
     {21, "task usage", kV21},
     {22, "pool MPS isolation and node capabilities", kV22},

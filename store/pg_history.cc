@@ -44,7 +44,8 @@ Result<PoolHistory> PgStore::QueryPoolHistory(const PoolHistoryQuery& query) {
   return RunWithRetry(*read_conn_, *target_, [&](pqxx::connection& conn) -> Result<PoolHistory> {
     pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(conn);
     Result<std::vector<JobRecord>> jobs =
-        ReadJobs(txn.exec(jobs_sql), txn.exec(tasks_sql), txn.exec(no_allocations));
+        ReadJobs(txn.exec(jobs_sql), txn.exec(tasks_sql), txn.exec(no_allocations), nullptr,
+                 JobSecrets::kOmit);
     txn.commit();
     if (!jobs.ok()) return jobs.status();
     std::vector<PoolHistoryTask> rows;

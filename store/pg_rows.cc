@@ -2,6 +2,7 @@
 #include <pqxx/pqxx>
 
 #include "store/pg_columns.h"
+#include "store/pg_secrets.h"
 #include "store/pg_sql.h"
 
 namespace gpupool {
@@ -20,8 +21,6 @@ const char* const kSelectTasks = "SELECT " GP_TASK_COLS " FROM tasks ORDER BY jo
 const char* const kSelectAllocations =
     "SELECT " GP_ALLOC_COLS " FROM allocations ORDER BY job_id, idx, pos";
 
-namespace {
-
 std::vector<std::string> TextArray(const pqxx::field& f) {
   std::vector<std::string> out;
   if (f.is_null()) return out;
@@ -34,6 +33,8 @@ std::vector<std::string> TextArray(const pqxx::field& f) {
   }
   return out;
 }
+
+namespace {
 
 std::map<std::string, std::string> PairMap(const pqxx::field& f) {
   std::vector<std::string> flat = TextArray(f);
@@ -127,7 +128,8 @@ Result<std::vector<NodeRecord>> ReadNodes(const pqxx::result& nodes, const pqxx:
 }
 
 Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::result& tasks,
-                                        const pqxx::result& allocations) {
+                                        const pqxx::result& allocations, const SecretKeyring* ring,
+                                        JobSecrets secrets) {
   std::vector<JobRecord> out;
   out.reserve(jobs.size());
   for (const auto& r : jobs) {
@@ -160,7 +162,17 @@ Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::re
     j.finish_us = r[24].as<int64_t>();
     s.idempotency_key = r[25].c_str();
     s.request_digest = r[26].c_str();
-    s.task_template.secret_env = PairMap(r[27]);
+    if (secrets == JobSecrets::kOpen) {
+      const std::string job = "job " + std::to_string(j.id);
+      for (auto& [name, value] : PairMap(r[27])) {
+        GPUPOOL_ASSIGN_OR_RETURN(
+            s.task_template.secret_env[name],
+            OpenStored(ring, value, SecretEnvContext(j.id, name), job + " secret env " + name));
+      }
+      GPUPOOL_ASSIGN_OR_RETURN(
+          s.request_digest,
+          OpenStored(ring, s.request_digest, RequestDigestContext(j.id), job + " request digest"));
+    }
     s.submitted_by = r[28].c_str();
     s.task_template.image = r[29].c_str();
     out.push_back(std::move(j));

@@ -5,6 +5,7 @@
 
 #include "store/pg_columns.h"
 #include "store/pg_conn.h"
+#include "store/pg_secrets.h"
 #include "store/pg_usage.h"
 #include "store/validate.h"
 
@@ -85,7 +86,7 @@ void Require(std::string* sql, std::string_view condition, std::string_view code
 
 }  // namespace
 
-GroupSql::GroupSql(int64_t epoch, int64_t lease_us) {
+GroupSql::GroupSql(int64_t epoch, int64_t lease_us, const SecretKeyring* ring) : ring_(ring) {
   sql_.reserve(4096);
   sql_ += "SELECT gp_fence(";
   N(&sql_, epoch);
@@ -114,9 +115,39 @@ void GroupSql::Add(const Mutation& m) {
   Delete(std::get<DeleteQuota>(m));
 }
 
-std::string GroupSql::Finish() {
+Result<std::string> GroupSql::Finish() {
   Flush();
+  if (!status_.ok()) return status_;
   return std::move(sql_);
+}
+
+void GroupSql::SealedSecrets(const JobRecord& j, std::string* digest_sql, std::string* env_sql) {
+  const std::map<std::string, std::string>& env = j.spec.task_template.secret_env;
+  if (env.empty()) {
+    Pairs(env_sql, env);
+    return Q(digest_sql, j.spec.request_digest);
+  }
+  auto fail = [this](Status st) {
+    if (status_.ok()) status_ = std::move(st);
+  };
+  if (ring_ == nullptr) {
+    fail(Status::FailedPrecondition(
+        "store: job " + std::to_string(j.id) +
+        " has secret env, and this store was opened without a secrets key to seal it"));
+    Pairs(env_sql, {});
+    return Q(digest_sql, "");
+  }
+  std::map<std::string, std::string> sealed;
+  for (const auto& [name, value] : env) {
+    Result<std::string> s = ring_->Seal(value, SecretEnvContext(j.id, name));
+    if (!s.ok()) fail(s.status());
+    sealed[name] = s.ok() ? *std::move(s) : std::string();
+  }
+  Pairs(env_sql, sealed);
+  if (j.spec.request_digest.empty()) return Q(digest_sql, "");
+  Result<std::string> d = ring_->Seal(j.spec.request_digest, RequestDigestContext(j.id));
+  if (!d.ok()) fail(d.status());
+  Q(digest_sql, d.ok() ? *d : std::string());
 }
 
 void GroupSql::Flush() {
@@ -169,8 +200,13 @@ void GroupSql::Insert(const JobRecord& j) {
   N(o, r.fractional.vram_mib), C(o), N(o, r.gpu_count), C(o), Arr(o, r.models), C(o);
   Q(o, r.mig_profile), C(o), Q(o, r.sku), C(o), N(o, r.cpu_milli), C(o), N(o, r.memory_mib);
   C(o), Q(o, ToString(j.state)), C(o), Q(o, j.reason), C(o), N(o, j.submit_us), C(o);
-  N(o, j.finish_us), C(o), Q(o, s.idempotency_key), C(o), Q(o, s.request_digest), C(o);
-  Pairs(o, s.task_template.secret_env), C(o), Q(o, s.submitted_by), C(o);
+  N(o, j.finish_us), C(o), Q(o, s.idempotency_key), C(o);
+  std::string digest, secret_env;
+  SealedSecrets(j, &digest, &secret_env);
+  o->append(digest);
+  C(o);
+  o->append(secret_env);
+  C(o), Q(o, s.submitted_by), C(o);
   Q(o, s.task_template.image);
   o->push_back(')');
   if (!s.idempotency_key.empty()) {

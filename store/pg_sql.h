@@ -16,22 +16,25 @@
 #include <string>
 #include <vector>
 
+#include "base/crypto/secret_box.h"
 #include "scheduler/store.h"
 
 namespace pqxx {
+class field;
 class result;
-}
+}  // namespace pqxx
 
 namespace gpupool {
 
 class GroupSql {
  public:
-  // Starts with the fence: renews the lease of `epoch` or raises GPF01.
-  GroupSql(int64_t epoch, int64_t lease_us);
+  // Starts with the fence: renews the lease of `epoch` or raises GPF01. Secret values are sealed
+  // with `ring` (store/pg_secrets.h); a job with secrets and no ring is an error.
+  GroupSql(int64_t epoch, int64_t lease_us, const SecretKeyring* ring);
 
   void Add(const Mutation& m);
-  // The whole text; call once, after the last Add().
-  std::string Finish();
+  // The whole text, or the first error an Add() met (sealing); call once, after the last Add().
+  Result<std::string> Finish();
 
  private:
   void Flush();
@@ -48,10 +51,18 @@ class GroupSql {
   void Set(const QuotaRecord& quota);
   void Delete(const DeleteQuota& m);
 
+  // The job's request digest and secret env as SQL literals, sealed when it has secrets.
+  void SealedSecrets(const JobRecord& job, std::string* digest_sql, std::string* env_sql);
+
+  const SecretKeyring* ring_;
+  Status status_;
   std::string sql_;
   std::string job_ids_, jobs_, tasks_, allocs_, events_;  // rows waiting for Flush()
   std::string idempotency_keys_;  // ("tenant", "key") pairs of the jobs waiting for Flush()
 };
+
+// A text[] column's elements (a NULL element reads as "").
+std::vector<std::string> TextArray(const pqxx::field& f);
 
 // SELECT lists that the readers below expect, in this column order.
 extern const char* const kSelectPools;
@@ -68,8 +79,12 @@ extern const char* const kSelectQuotas;
 Result<std::vector<PoolRecord>> ReadPools(const pqxx::result& pools);
 Result<std::vector<NodeRecord>> ReadNodes(const pqxx::result& nodes, const pqxx::result& devices,
                                           const pqxx::result& links);
+// kOpen: secret env values opened with the ring (store/pg_secrets.h), an error when one does not
+// open; kOmit: left out, for readers that never dispatch (history).
+enum class JobSecrets { kOpen, kOmit };
 Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::result& tasks,
-                                        const pqxx::result& allocations);
+                                        const pqxx::result& allocations, const SecretKeyring* ring,
+                                        JobSecrets secrets);
 std::vector<TenantRecord> ReadTenants(const pqxx::result& tenants);
 std::vector<QuotaRecord> ReadQuotas(const pqxx::result& quotas);
 std::vector<EventRecord> ReadEvents(const pqxx::result& events);

@@ -10,6 +10,7 @@
 #include "store/pg_conn.h"
 #include "store/pg_report_pool.h"
 #include "store/pg_retry.h"
+#include "store/pg_secrets.h"
 #include "store/pg_sql.h"
 #include "store/pg_usage.h"
 #include "store/validate.h"
@@ -48,6 +49,13 @@ Result<std::unique_ptr<PgStore>> PgStore::Open(PgStoreOptions options) {
     std::lock_guard lock(store->read_mu_);
     GPUPOOL_ASSIGN_OR_RETURN(pqxx::connection * conn, store->read_conn_->Get());
     Status st = Migrate(*conn, target.display);
+    if (st.ok() && store->options_.keyring != nullptr) {
+      try {
+        st = AdoptSecretKeys(*conn, *store->options_.keyring, target.display);
+      } catch (const std::exception& e) {
+        st = PgErrorToStatus(e, target).WithContext("secrets at rest");
+      }
+    }
     if (!st.ok()) {
       if (IsConnectionLevel(st)) store->read_conn_->Reset(st);
       return st;
@@ -110,6 +118,20 @@ Result<int64_t> PgStore::AcquireLeadership() {
 Result<RecoveredState> PgStore::Recover() {
   std::lock_guard lock(read_mu_);
   return RunWithRetry(*read_conn_, *target_, [&](pqxx::connection& conn) -> Result<RecoveredState> {
+    const SecretKeyring* ring = options_.keyring.get();
+    if (ring != nullptr) {
+      GPUPOOL_ASSIGN_OR_RETURN(ResealCounts resealed,
+                               ResealSecrets(conn, *ring, clock_->NowMicros() / 1000));
+      last_reseal_ =
+          Reseal{ring->current_id(), resealed.jobs, resealed.credentials, resealed.retired_keys};
+      if (resealed.jobs + resealed.credentials + resealed.retired_keys > 0) {
+        LogInfo("store", "secrets re-sealed under the current key",
+                {{"key", ring->current_id()},
+                 {"jobs", std::to_string(resealed.jobs)},
+                 {"credentials", std::to_string(resealed.credentials)},
+                 {"retired_keys", std::to_string(resealed.retired_keys)}});
+      }
+    }
     // One snapshot for every table, so jobs and tasks agree.
     pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> txn(conn);
     RecoveredState state;
@@ -117,8 +139,9 @@ Result<RecoveredState> PgStore::Recover() {
     GPUPOOL_ASSIGN_OR_RETURN(
         state.nodes,
         ReadNodes(txn.exec(kSelectNodes), txn.exec(kSelectDevices), txn.exec(kSelectLinks)));
-    GPUPOOL_ASSIGN_OR_RETURN(state.jobs, ReadJobs(txn.exec(kSelectJobs), txn.exec(kSelectTasks),
-                                                  txn.exec(kSelectAllocations)));
+    GPUPOOL_ASSIGN_OR_RETURN(state.jobs,
+                             ReadJobs(txn.exec(kSelectJobs), txn.exec(kSelectTasks),
+                                      txn.exec(kSelectAllocations), ring, JobSecrets::kOpen));
     state.tenants = ReadTenants(txn.exec(kSelectTenants));
     state.quotas = ReadQuotas(txn.exec(kSelectQuotas));
     state.device_faults = ReadDeviceFaults(txn.exec(kSelectDeviceFaults));
@@ -127,6 +150,11 @@ Result<RecoveredState> PgStore::Recover() {
     state.max_job_id = state.jobs.empty() ? 0 : state.jobs.back().id;
     return state;
   });
+}
+
+PgStore::Reseal PgStore::last_reseal() const {
+  std::lock_guard lock(read_mu_);
+  return last_reseal_;
 }
 
 Result<std::vector<EventRecord>> PgStore::ListEvents(const std::string& subject_prefix, int limit) {
@@ -226,12 +254,13 @@ void PgStore::WriterLoop() {
 
 Status PgStore::WriteTransaction(const std::vector<Pending*>& group, int64_t epoch) {
   return RunWithRetry(*writer_conn_, *target_, [&](pqxx::connection& conn) -> Status {
-    GroupSql sql(epoch, clock_->NowMicros());
+    GroupSql sql(epoch, clock_->NowMicros(), options_.keyring.get());
     for (const Pending* p : group) {
       for (const Mutation& m : p->batch) sql.Add(m);
     }
+    GPUPOOL_ASSIGN_OR_RETURN(std::string text, sql.Finish());
     pqxx::work txn(conn);
-    txn.exec(sql.Finish());
+    txn.exec(text);
     txn.commit();
     stat_transactions_++;
     return Status::Ok();

@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "base/clock.h"
+#include "base/crypto/secret_box.h"
 #include "scheduler/store.h"
 
 namespace gpupool {
@@ -50,12 +51,16 @@ struct PgStoreOptions {
   // report_timeout_ms (DEADLINE_EXCEEDED).
   int report_connections = 2;
   int64_t report_timeout_ms = 60'000;
+  // Seals secrets at rest (store/pg_secrets.h). gpupoold always gives one; without it a job with
+  // secret env is refused (FAILED_PRECONDITION) and a sealed value read by Recover is an error.
+  std::shared_ptr<const SecretKeyring> keyring;
 };
 
 class PgStore final : public Store {
  public:
   // Connects and migrates. UNAVAILABLE when the database cannot be reached; INVALID_ARGUMENT for
-  // a malformed URI; FAILED_PRECONDITION when the schema is newer than this build.
+  // a malformed URI; FAILED_PRECONDITION when the schema is newer than this build, or when the
+  // database holds secrets sealed with a key that options.keyring lacks (naming it).
   static Result<std::unique_ptr<PgStore>> Open(PgStoreOptions options);
 
   // Finishes every batch already enqueued (committed or failed), then closes the connections.
@@ -65,7 +70,17 @@ class PgStore final : public Store {
   // Replicas: the epoch a PgLeaderLease on the same database took (instead of
   // AcquireLeadership); every write is fenced by it from now on.
   void UseEpoch(int64_t epoch) { epoch_.store(epoch); }
+  // With a keyring, first re-seals every secret under its current key and retires older keys
+  // (store/pg_secrets.h): only the leader recovers, so only the leader writes there.
   Result<RecoveredState> Recover() override;
+  // What the last Recover re-sealed (for the audit log; all zero when nothing was).
+  struct Reseal {
+    std::string key;  // the current key's id
+    int64_t jobs = 0;
+    int64_t credentials = 0;
+    int64_t retired_keys = 0;
+  };
+  Reseal last_reseal() const;
   void Apply(std::vector<Mutation> batch, Done done) override;
   // A cheap round trip ("SELECT 1") on the read connection, for readiness probes: OK, or
   // UNAVAILABLE naming the database while it is down (reconnecting with the usual backoff).
@@ -133,8 +148,9 @@ class PgStore final : public Store {
   bool writer_idle_ = false;   // guarded by queue_mu_: the writer waits for work on queue_cv_
 
   std::unique_ptr<PgConnection> writer_conn_;  // writer thread only
-  std::mutex read_mu_;
+  mutable std::mutex read_mu_;
   std::unique_ptr<PgConnection> read_conn_;  // guarded by read_mu_
+  Reseal last_reseal_;                       // guarded by read_mu_
   std::mutex audit_mu_;
   std::unique_ptr<PgConnection> audit_conn_;   // guarded by audit_mu_
   std::unique_ptr<PgReportPool> report_pool_;  // thread-safe

@@ -34,7 +34,8 @@ Status Refuse(const fs::path& file, const std::string& what) {
 }  // namespace
 
 Status ShareClusterCredentials(const std::string& uri, const std::string& data_dir,
-                               const std::vector<std::string>& server_names) {
+                               const std::vector<std::string>& server_names,
+                               const SecretKeyring& ring) {
   const fs::path tls_dir = fs::path(data_dir) / "tls";
   const fs::path ca_crt = tls_dir / "ca.crt", ca_key = tls_dir / "ca.key";
   const fs::path token_path = fs::path(data_dir) / "admin.token";
@@ -51,7 +52,7 @@ Status ShareClusterCredentials(const std::string& uri, const std::string& data_d
   GPUPOOL_ASSIGN_OR_RETURN(mine.ca_cert_pem, ReadWhole(ca_crt));
   GPUPOOL_ASSIGN_OR_RETURN(mine.ca_key_pem, ReadWhole(ca_key));
 
-  GPUPOOL_ASSIGN_OR_RETURN(ClusterCredentials shared, PublishClusterCredentials(uri, mine));
+  GPUPOOL_ASSIGN_OR_RETURN(ClusterCredentials shared, PublishClusterCredentials(uri, mine, ring));
   if (shared == mine) {
     LogInfo("gpupoold",
             "secure replicas: this replica's CA and admin credential are the shared ones",

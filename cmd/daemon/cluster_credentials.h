@@ -16,13 +16,15 @@
 #include <string>
 #include <vector>
 
+#include "base/crypto/secret_box.h"
 #include "base/status.h"
 
 namespace gpupool {
 
-// `server_names`: as for tls::CertAuthority::LoadOrCreate. REQUIRES: the database's migrations
-// have run (PgStore::Open).
+// `server_names`: as for tls::CertAuthority::LoadOrCreate; `ring` seals what is published (every
+// replica has the same secrets key). REQUIRES: the database's migrations have run (PgStore::Open).
 Status ShareClusterCredentials(const std::string& uri, const std::string& data_dir,
-                               const std::vector<std::string>& server_names);
+                               const std::vector<std::string>& server_names,
+                               const SecretKeyring& ring);
 
 }  // namespace gpupool

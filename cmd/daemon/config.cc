@@ -91,6 +91,41 @@ Status ParseFencing(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c)
   return Status::Ok();
 }
 
+Status ParseSecrets(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
+  YAML::Node n = root["secrets"];
+  if (!n) return Status::Ok();
+  YamlPath p = YamlPath{}.Key("secrets");
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
+  GPUPOOL_RETURN_IF_ERROR(
+      doc.CheckKeys(n, p, {"key_file", "key_command", "key_command_timeout_ms"}));
+  DaemonConfig::Secrets& s = c->secrets;
+  GPUPOOL_ASSIGN_OR_RETURN(auto file, doc.OptionalString(n, p, "key_file"));
+  if (file) {
+    if (file->empty() || file->front() != '/') {
+      return doc.Error(n["key_file"], p.Key("key_file"),
+                       "must be an absolute path, got '" + *file + "'");
+    }
+    s.key_file = *file;
+  }
+  if (n["key_command"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(s.key_command, doc.StringList(n, p, "key_command"));
+    if (s.key_command.empty() || s.key_command.front().empty() ||
+        s.key_command.front().front() != '/') {
+      // No shell and no PATH search: the program that hands out the key is named exactly.
+      return doc.Error(n["key_command"], p.Key("key_command"),
+                       "must start with the absolute path of the program that prints the key");
+    }
+  }
+  if (!s.key_file.empty() && !s.key_command.empty()) {
+    return doc.Error(n, p, "set key_file or key_command, not both");
+  }
+  if (n["key_command_timeout_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(s.key_command_timeout_ms,
+                             doc.Int(n, p, "key_command_timeout_ms", 100, 600'000));
+  }
+  return Status::Ok();
+}
+
 Status ParseListen(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   YAML::Node n = root["listen"];
   if (!n) return Status::Ok();
@@ -722,7 +757,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
       doc.CheckKeys(root, YamlPath{},
                     {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level",
                      "auth", "scheduler", "priority_classes", "skus", "pools", "tenants",
-                     "tenant_defaults", "ha", "price_plans", "metering", "fencing"}));
+                     "tenant_defaults", "ha", "price_plans", "metering", "fencing", "secrets"}));
   GPUPOOL_RETURN_IF_ERROR(ParseListen(doc, root, &c));
   GPUPOOL_ASSIGN_OR_RETURN(auto data_dir, doc.OptionalString(root, YamlPath{}, "data_dir"));
   if (data_dir) c.data_dir = *data_dir;
@@ -745,6 +780,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   GPUPOOL_RETURN_IF_ERROR(ParseAuth(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseHa(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseFencing(doc, root, &c));
+  GPUPOOL_RETURN_IF_ERROR(ParseSecrets(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseScheduler(doc, root, &c.scheduler));
   GPUPOOL_RETURN_IF_ERROR(ParseMetering(doc, root, &c.scheduler.metering));  // config_metering.cc
   GPUPOOL_RETURN_IF_ERROR(ParseClasses(doc, root, &c.scheduler));
@@ -802,6 +838,14 @@ nothing (docs/ha.md); `gpupoolctl nodes fence NODE` releases a powered-off node'
 and the config's `fencing: {command: [/path/to/fence-node, …]}` has gpupoold run that command
 for a node silent for fencing.after_ms (30 s) that holds tasks, fencing it when it exits 0.
 
+Secrets at rest (docs/security.md): tenants' secret env values and the replicas' shared CA key
+are sealed (AES-256-GCM) before they reach PostgreSQL, with a key kept outside it: by default
+DATA_DIR/secrets.key (0600, created on first start; back it up apart from the database), or the
+config's `secrets: {key_file: /path}` or `secrets: {key_command: [/path/to/kms-get, …]}` (its
+stdout is the key file's text). Rotate by putting a new key (openssl rand -base64 32) first in the
+file: the leader re-seals everything under it at start. A missing or wrong key stops gpupoold at
+start naming the key the database needs.
+
 Each port holds at most a share of the descriptor limit in connections (listen.http_max_connections,
 listen.grpc_max_connections); at the cap a new connection closes the one silent the longest, so
 an idle-connection flood leaves every port answering (docs/security.md).
@@ -826,6 +870,9 @@ Flags (each overrides the config file):
   --advertise-http URL the REST base URL this replica is known by (default: https:// or, with
                        --insecure, http:// and --http-listen)
   --catalog FILE       GPU catalog YAML (default: the built-in catalog)
+  --secrets-key-file FILE
+                       the key that seals secrets at rest (absolute path; default
+                       DATA_DIR/secrets.key, created on first start); replicas need the same one
   --strategy NAME      default placement strategy for pools that name none
   --log-level LEVEL    debug, info, warn or error
   --insecure           development only: plaintext gRPC and HTTP, and no authentication unless
@@ -892,7 +939,14 @@ Result<CommandLine> ParseDaemonCommandLine(int argc, const char* const* argv) {
       c.database = value;
     else if (flag == "--catalog")
       c.catalog = value;
-    else if (flag == "--replica") {
+    else if (flag == "--secrets-key-file") {
+      if (value.empty() || value.front() != '/') {
+        return Status::InvalidArgument("--secrets-key-file: must be an absolute path, got '" +
+                                       value + "'");
+      }
+      c.secrets.key_file = value;
+      c.secrets.key_command.clear();
+    } else if (flag == "--replica") {
       if (value != "true" && value != "false") {
         return Status::InvalidArgument("--replica: must be true or false, got '" + value + "'");
       }

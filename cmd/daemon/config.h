@@ -102,6 +102,15 @@ struct DaemonConfig {
   // Where each pool, tenant and quota was written ("gpupoold.yaml:12: pools[1]"), keyed
   // "pool NAME", "tenant PATH" and "quota TENANT POOL": a reload names the entry the core refused.
   std::map<std::string, std::string> origins;
+  // `secrets:` (cmd/daemon/secrets_key.h, docs/security.md "Secrets at rest"): where the key that
+  // seals secrets in PostgreSQL comes from. Neither set: DATA_DIR/secrets.key, created (0600) on
+  // first start. Replicas need the same key: give each the same file or command.
+  struct Secrets {
+    std::string key_file;                  // `secrets.key_file` or --secrets-key-file
+    std::vector<std::string> key_command;  // argv (absolute program); prints the key file's text
+    int64_t key_command_timeout_ms = 30'000;
+    friend bool operator==(const Secrets&, const Secrets&) = default;
+  } secrets;
   // `fencing:` (cmd/daemon/fencer.h): the command that powers a silent node off; none = only
   // an admin fences (`gpupoolctl nodes fence`).
   FencingOptions fencing;

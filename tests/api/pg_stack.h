@@ -19,6 +19,7 @@
 #include "scheduler/scheduler.h"
 #include "store/pg_store.h"
 #include "tests/api/http_client.h"
+#include "tests/support/test_keyring.h"
 
 namespace gpupool::api::testing {
 
@@ -33,6 +34,7 @@ class PgStack {
     std::unique_ptr<PgStack> s(new PgStack());
     PgStoreOptions options;
     options.uri = uri;
+    options.keyring = ::gpupool::testing::TestKeyring();  // as gpupoold: secrets are sealed at rest
     GPUPOOL_ASSIGN_OR_RETURN(s->store, PgStore::Open(options));
     GPUPOOL_ASSIGN_OR_RETURN(int64_t epoch, s->store->AcquireLeadership());
     GPUPOOL_ASSIGN_OR_RETURN(RecoveredState state, s->store->Recover());

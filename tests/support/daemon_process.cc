@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -155,6 +157,30 @@ std::shared_ptr<grpc::Channel> DaemonProcess::AdminChannel() const {
                           grpc::SslCredentials(o), grpc::AccessTokenCredentials(admin_token())));
 }
 
+namespace {
+
+// One secrets key file per test binary (0600, removed at exit), for daemons on one external
+// database: they are replicas of one cluster, and an operator gives replicas the same key.
+const std::string& SharedSecretsKeyFile() {
+  static const std::string path = [] {
+    std::string p = std::filesystem::temp_directory_path() /
+                    ("gpupool-test-secrets-" + std::to_string(::getpid()) + ".key");
+    std::ofstream(p) << "# tests' shared secrets key\n"
+                        "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n";
+    std::filesystem::permissions(
+        p, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    std::atexit([] { std::filesystem::remove(SharedSecretsKeyFile()); });
+    return p;
+  }();
+  return path;
+}
+
+bool Has(const std::vector<std::string>& args, const std::string& flag) {
+  return std::find(args.begin(), args.end(), flag) != args.end();
+}
+
+}  // namespace
+
 Status DaemonProcess::Launch() {
   std::vector<std::string> argv{BinaryPath("gpupoold"),
                                 "--data-dir",
@@ -164,6 +190,9 @@ Status DaemonProcess::Launch() {
                                 "--http-listen",
                                 "127.0.0.1:" + std::to_string(http_port_)};
   if (!options_.secure) argv.push_back("--insecure");
+  if (Has(options_.extra_args, "--database") && !Has(options_.extra_args, "--secrets-key-file")) {
+    argv.insert(argv.end(), {"--secrets-key-file", SharedSecretsKeyFile()});
+  }
   argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
   GPUPOOL_ASSIGN_OR_RETURN(child_, ChildProcess::Spawn(argv, log_path(), options_.max_open_files));
   if (!options_.wait_until_serving) return Status::Ok();

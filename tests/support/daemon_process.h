@@ -5,6 +5,9 @@
 // Start() returns once the gRPC API answers. Kill9() leaves the embedded PostgreSQL running, as
 // a crash would; the next Start() on the same directory must cope. The destructor stops the
 // daemon and any PostgreSQL left behind, and removes the directory unless the test failed.
+// Daemons given `--database` (an external PostgreSQL several may share) get one secrets key file
+// per test binary (--secrets-key-file), as an operator gives replicas the same key; the others
+// create their own DATA_DIR/secrets.key, as a default install does.
 //
 // Thread safety: one test thread.
 #pragma once
