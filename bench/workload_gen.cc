@@ -1,6 +1,6 @@
 // workload_gen: synthetic cluster + workload generators in the Alibaba trace's CSV format, so
-// gpupool-sim and gpupool-twin can replay clusters unlike the trace's (docs/benchmarks.md,
-// "Synthetic clusters"; docs/twin.md, "Synthetic workloads").
+// gpupool-sim and gpupool-twin can replay clusters unlike the trace's
+// (docs/benchmarks-archive.md, "Synthetic clusters"; docs/twin.md, "Synthetic workloads").
 //
 //   workload_gen --out-dir DIR [--generator NAME|all] [--seed N] [--tasks N] [--days D]
 //                [--hours H] [--load X] [--cloud-nodes N]

@@ -55,8 +55,8 @@ Exact ExactVictimsOnNode(const EngineImpl& engine, NodeState& node, const Compil
   const size_t n = cands.size();
   // Most nodes searched cannot make room at all, and proving it by enumeration costs 2^n - 1
   // evaluations (the twin's default replay: 96 % of node searches, 98 % of evaluations; see
-  // docs/benchmarks.md). Releasing tasks only frees resources, so when the request does not fit
-  // with every candidate released, no subset makes it fit: one evaluation answers, and the
+  // docs/benchmarks-archive.md). Releasing tasks only frees resources, so when the request does
+  // not fit with every candidate released, no subset makes it fit: one evaluation answers, and the
   // greedy fallback would end in this same state with the same answer. Skipped when the
   // candidates' grants overlap (not every one can be released), and for fractional requests:
   // a freed device can change which device is chosen and so the spill check.

@@ -56,8 +56,9 @@ struct TenancyOptions {
   // gang — that has found no room for this long gets nodes reserved for it, where nothing new of
   // its class or lower is placed (higher classes only when nothing else fits), so they drain.
   // 0: off — the default: on the cluster twin's workloads the drain (run times are unknown, so
-  // nothing is backfilled onto a draining node) cost more work than it started (benchmarks.md,
-  // "Starvation reservations in the twin"); 600000 (10 min) is the setting measured there.
+  // nothing is backfilled onto a draining node) cost more work than it started
+  // (benchmarks-archive.md, "Starvation reservations in the twin"); 600000 (10 min) is the
+  // setting measured there.
   int64_t starvation_reserve_after_ms = 0;
   // At most this many starvation reservations per pool at once (a gang's counts once), oldest
   // waiting first, so a pool is never drained wholesale. >= 1.

@@ -137,8 +137,8 @@ std::vector<Command> WhatIfCommands();   // whatif
 // `keep_channel` (main() only): the gRPC channel, if one was opened, is handed out instead of
 // closed, so gRPC is still running when Run returns. Closing the last channel shuts gRPC down,
 // which waits for its threads with sleeps of 1, 2, 4… ms — about 10 ms of a 15 ms `jobs get` on
-// the dev box (docs/benchmarks.md). A process that is about to exit skips that: main() flushes
-// its output and calls _exit. Everything was already answered and printed by then.
+// the dev box (docs/benchmarks-archive.md). A process that is about to exit skips that: main()
+// flushes its output and calls _exit. Everything was already answered and printed by then.
 int Run(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
         std::ostream& err, std::shared_ptr<grpc::Channel>* keep_channel = nullptr);
 

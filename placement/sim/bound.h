@@ -154,7 +154,7 @@ struct BoundOptions {
   // scenarios. Each share gives a valid bound; the least is kept. 0.7 binds on most workloads;
   // 0.95 (only the smallest tasks are keys, so forcing every key placed until the first one drops
   // asks the most of the LP) where CPU runs out early: cpu-scarce seed 42 33.69 → 34.53, the
-  // trace's workloads and the other generators within 0.01 (docs/benchmarks.md).
+  // trace's workloads and the other generators within 0.01 (docs/benchmarks-archive.md).
   std::vector<double> key_covers = {0.7, 0.95};
   // Split each bucket of first-drop scenarios by kind of need (CPU-only, share, whole GPUs) and
   // CPU's power of two, one scenario per group (bound.cc, GroupOf): tighter, and as valid. False:

@@ -16,8 +16,8 @@ constexpr double kQuantumPerWeight = 20.0;
 // stranded: the free CPU feeds kCpuLean × the workload's GPU per CPU (a node with 1/1.3 of the
 // typical cores per GPU still feeds all of its idle GPU). On the default trace the term took
 // fgd-pack from 4.41% to 4.07% unallocated (weight 8, leanness 1.4). Tuned jointly over the 24
-// Alibaba workloads and the six generators (online, seeds 42–44; docs/benchmarks.md): 16 and 1.3
-// lowered the summed unallocated % of the 24 by 1.6 points (cpu235 −0.27, cpu300 −0.33,
+// Alibaba workloads and the six generators (online, seeds 42–44; docs/benchmarks-archive.md): 16
+// and 1.3 lowered the summed unallocated % of the 24 by 1.6 points (cpu235 −0.27, cpu300 −0.33,
 // gpuspec25 −0.41, gpuspec33 +0.39) and cloud-inference by 1.6; leanness 1.1–1.2 hurt multigpu.
 constexpr double kStrandedWeight = 16;
 constexpr double kCpuLean = 1.3;
@@ -101,9 +101,9 @@ constexpr double kCpuHoles = 1.0;
 // to the CPU-rich nodes). The 24 Alibaba workloads are at 0.02 or less (their lean nodes are
 // few), cloud-inference at 0.12, cpu-scarce at 0.43; the others at 0. On cloud-inference (online,
 // seeds 42–46) it took fgd-pack from 8.80 to 6.50 % unallocated; S weight 16–128, stranded-CPU
-// weight 16–256 and leanness 0.5–1.0 tried (docs/benchmarks.md). Ungated, the stranded-CPU term
-// cost the multigpu workloads 1–11 points: the trace's 2-GPU T4 nodes with 104 cores can never use
-// their CPU, and the term would keep every light task off them.
+// weight 16–256 and leanness 0.5–1.0 tried (docs/benchmarks-archive.md). Ungated, the
+// stranded-CPU term cost the multigpu workloads 1–11 points: the trace's 2-GPU T4 nodes with 104
+// cores can never use their CPU, and the term would keep every light task off them.
 constexpr double kCpuLeanGate = 0.05;
 constexpr double kLeanStrandedWeight = 64;
 constexpr double kStrandedCpuWeight = 64;
@@ -124,8 +124,8 @@ constexpr double kStrandedCpuLeanQ = 0.8;
 // 5.73 with leanness 0.8 too: the small nodes' CPU goes to CPU-light work, and L4|T4-pinned
 // shares that arrive late find no room (dropped 134 → 166 per replay, first at 76% arrived,
 // was 85%) while every other kind is dropped less. Tried (seeds 42–46, or 42–44 for the
-// variants of the node's ratio; docs/benchmarks.md): weights 10 / 40 / 80 → 6.16 / 6.22 / 6.35
-// (with 0.7); on every GPU task, ln² at 10–25 → 6.18–6.21, |ln| at 3–20 → 6.23–6.40; whole-GPU
+// variants of the node's ratio; docs/benchmarks-archive.md): weights 10 / 40 / 80 → 6.16 / 6.22 /
+// 6.35 (with 0.7); on every GPU task, ln² at 10–25 → 6.18–6.21, |ln| at 3–20 → 6.23–6.40; whole-GPU
 // tasks alone → 6.43; the node's total cores per GPU instead of its free per idle → 6.27–6.32;
 // also (or only) for tasks leaner than the node → 6.27–8.05. On cpu-scarce Q gave 42.27 → 42.24
 // on task list 1 but +0.12 / +0.10 on lists 2 and 3, and leanness 0.8 +0.07, hence the gate.
@@ -139,8 +139,8 @@ constexpr double kShareWasteWeight = 128;
 // that may run on several models takes the one its pinned neighbours need least. Online replays
 // (seeds 42–46) of gpuspec05–33: weights 10–100 and exponents 1–3 tried; the cube at 30 took
 // gpuspec33 from 8.93 to 5.39 % unallocated and cost the lightly pinned variants 0.05–0.35 point
-// (docs/benchmarks.md). The cube keeps a model that pinned tasks need little of (ρ ≈ 0.2) nearly
-// free to use: its share is needed by flexible tasks before the pool is full.
+// (docs/benchmarks-archive.md). The cube keeps a model that pinned tasks need little of (ρ ≈ 0.2)
+// nearly free to use: its share is needed by flexible tasks before the pool is full.
 constexpr double kPressureWeight = 30;
 constexpr double kPressureExponent = 3;
 
@@ -148,13 +148,13 @@ constexpr double kPressureExponent = 3;
 // reach of the CPU-tight gate — no model over-pinned, not partitioned, no other CPU mode. There
 // the stranded-GPU term weighs kPlainStrandedWeight, as in the CPU-lean and CPU-tight modes: a
 // CPU-heavy task kept off a CPU-lean node leaves that node's idle GPU to the CPU-light tasks that
-// can use it. The joint sweep that chose 16 (docs/benchmarks.md) counted gpuspec33 (+0.69 at 32)
-// and the near-tight cpu235/cpu250, which the gate now leaves at 16. Online, seeds 42–51, the 24
-// Alibaba workloads: weight 24 / 32 / 48 / 64 / 96 / 128 / 192 → summed −0.27 / −0.31 / −0.42 /
-// −0.54 / −0.42 / −0.32 / −0.28 against 16 (64 on seeds 52–61: −0.38); 22 of the 24 move down by
-// 0.01–0.06 (multigpu30–50 −0.05 to −0.06, gpuspec05–25 −0.04 to −0.05), gpushare80 +0.01, cpu300
-// +0.08 (its learned scarcity is below the gate early in a replay), the generators within 0.01.
-// Ungated (64 up to the CPU-tight gate): cpu235 +0.16, cpu250 +0.11.
+// can use it. The joint sweep that chose 16 (docs/benchmarks-archive.md) counted gpuspec33 (+0.69
+// at 32) and the near-tight cpu235/cpu250, which the gate now leaves at 16. Online, seeds 42–51,
+// the 24 Alibaba workloads: weight 24 / 32 / 48 / 64 / 96 / 128 / 192 → summed −0.27 / −0.31 /
+// −0.42 / −0.54 / −0.42 / −0.32 / −0.28 against 16 (64 on seeds 52–61: −0.38); 22 of the 24 move
+// down by 0.01–0.06 (multigpu30–50 −0.05 to −0.06, gpuspec05–25 −0.04 to −0.05), gpushare80 +0.01,
+// cpu300 +0.08 (its learned scarcity is below the gate early in a replay), the generators within
+// 0.01. Ungated (64 up to the CPU-tight gate): cpu235 +0.16, cpu250 +0.11.
 constexpr double kCpuAmple = 0.98;
 constexpr double kPlainStrandedWeight = 64;
 
@@ -188,7 +188,7 @@ constexpr double kPartitioned = 1.0 / 3;
 // Routing comes first: a flexible task on a saturated model displaces a pinned task there one for
 // one, so P outweighs the best fit once the two models' ρ³ differ by about 0.3 on a 100-milli
 // share (30,000 × 100 × 0.3 = 1,000 × 900). Weights 100–10,000 (fit) and 30–300,000 (P) tried
-// (docs/benchmarks.md).
+// (docs/benchmarks-archive.md).
 constexpr double kPartitionedBestFit = 1000;
 constexpr double kPartitionedPressure = 30000;
 
