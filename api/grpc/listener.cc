@@ -79,6 +79,21 @@ bool PowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
 
 }  // namespace
 
+size_t OpeningSize(std::string_view head) {
+  static constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  if (head.empty()) return 0;
+  if (static_cast<unsigned char>(head[0]) == 0x16) {  // TLS handshake record: 5-byte header
+    if (head.size() < 5) return 0;
+    const size_t length = (static_cast<size_t>(static_cast<unsigned char>(head[3])) << 8) |
+                          static_cast<unsigned char>(head[4]);
+    // A record longer than TLS allows (2^14 + 2048) is not waited for: the handshake refuses it.
+    return length > (1u << 14) + 2048 ? head.size() : 5 + length;
+  }
+  const size_t n = std::min(head.size(), kPreface.size());
+  if (head.substr(0, n) != kPreface.substr(0, n)) return head.size();  // not gRPC: refused there
+  return kPreface.size();
+}
+
 Result<std::unique_ptr<GrpcListener>> GrpcListener::Bind(const std::string& address,
                                                          ListenerOptions options) {
   const std::string where = options.name + " server: cannot listen on '" + address + "': ";
@@ -165,10 +180,12 @@ void GrpcListener::Stop() {
 void GrpcListener::Loop(Handoff handoff) {
   using Clock = std::chrono::steady_clock;
   ClientTable clients(options_.max_connections_per_client, options_.max_connections > 0);
-  // Accepted, admitted, silent so far: descriptor → (its listener, when it was accepted).
+  // Accepted, admitted, opening not complete yet: descriptor → (its listener, when it was
+  // accepted, the bytes read so far).
   struct Greeting {
     int listener = -1;
     Clock::time_point since;
+    std::string read;
   };
   std::map<int, Greeting> greeting;
   uint64_t exhausted = 0;
@@ -176,14 +193,15 @@ void GrpcListener::Loop(Handoff handoff) {
   uint64_t evicted = 0;
   Clock::time_point paused_until{};
   std::vector<pollfd> polled;
-  auto hand_over = [&](int fd, int listener) {
+  auto hand_over = [&](int fd, int listener, std::string opening) {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    handoff(listener, fd);
+    handoff(listener, fd, std::move(opening));
   };
   while (!stop_) {
     Clock::time_point now = Clock::now();
-    // Silent past the greeting timeout: closed before gRPC ever sees it.
+    // Silent, or its opening still incomplete, past the greeting timeout: closed before gRPC ever
+    // sees it.
     for (auto it = greeting.begin(); it != greeting.end();) {
       if (now - it->second.since >= options_.greeting_timeout) {
         close(it->first);
@@ -215,21 +233,33 @@ void GrpcListener::Loop(Handoff handoff) {
       paused_until = Clock::now() + options_.exhausted_retry;
       continue;
     }
-    // Connections that spoke: gRPC's from now on.
+    // Connections that spoke: read what their opening still lacks (consumed, so a stalled one
+    // does not wake poll again); complete ones are gRPC's from now on, with those bytes.
     for (size_t i = first_greeting; i < polled.size(); ++i) {
       if (polled[i].revents == 0) continue;
       auto it = greeting.find(polled[i].fd);
       if (it == greeting.end()) continue;
-      char first = 0;
-      const ssize_t n = recv(polled[i].fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
+      std::string& read = it->second.read;
+      const size_t want = OpeningSize(read);
+      // Before the size is known, read only up to the TLS header, so no byte past the opening
+      // is taken (it would be handed on all the same, but need not be held here).
+      const size_t chunk = want == 0 ? 5 - read.size() : want - read.size();
+      const size_t had = read.size();
+      read.resize(had + chunk);
+      const ssize_t n = recv(polled[i].fd, read.data() + had, chunk, MSG_DONTWAIT);
+      read.resize(had + static_cast<size_t>(std::max<ssize_t>(n, 0)));
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
-      const int listener = it->second.listener;
-      greeting.erase(it);
-      if (n <= 0) {
-        close(polled[i].fd);  // gone before it said a word: nothing for gRPC
+      if (n <= 0) {  // gone, or failed, before its opening was complete: nothing for gRPC
+        close(polled[i].fd);
+        greeting.erase(it);
         continue;
       }
-      hand_over(polled[i].fd, listener);
+      const size_t need = OpeningSize(read);
+      if (need == 0 || read.size() < need) continue;
+      const int listener = it->second.listener;
+      std::string opening = std::move(read);
+      greeting.erase(it);
+      hand_over(polled[i].fd, listener, std::move(opening));
     }
     for (size_t i = first_listener; i < first_greeting && !stop_; ++i) {
       if ((polled[i].revents & POLLIN) == 0) continue;
@@ -290,9 +320,9 @@ void GrpcListener::Loop(Handoff handoff) {
           continue;
         }
         if (options_.greeting_timeout.count() <= 0) {
-          hand_over(fd, listener);
+          hand_over(fd, listener, std::string());
         } else {
-          greeting.emplace(fd, Greeting{listener, Clock::now()});
+          greeting.emplace(fd, Greeting{listener, Clock::now(), std::string()});
         }
       }
       if (Clock::now() < paused_until) break;

@@ -5,7 +5,7 @@
 // which runs the same TLS and HTTP/2 handshake, timeouts and peer address as its own listener).
 //
 //   auto l = GrpcListener::Bind("0.0.0.0:7070", {.name = "gRPC"});   // l->port() now known
-//   l->Start([&](int listener_fd, int fd) { hand fd to gRPC });       // owns fd from then on
+//   l->Start([&](int listener_fd, int fd, std::string opening) { hand fd to gRPC });  // owns fd
 //   …
 //   l->Stop();                                                        // before the server stops
 //
@@ -15,11 +15,15 @@
 //   as soon as descriptors come back. Logged at the 1st, 2nd, 4th, 8th… occurrence.
 // - A client address holding `max_connections_per_client` open connections has its next one
 //   closed before a byte is read (ClientTable), logged likewise.
-// - A connection is handed to gRPC once it has sent its first bytes (a TLS ClientHello, the
-//   HTTP/2 preface); until then it is the port's own, and closed after `greeting_timeout`.
-// - The port holds at most `max_connections` (greeting and handed over together): past it a new
-//   connection closes the one that has waited longest without a byte, so idle connections cannot
-//   keep a client that speaks out; with none such, the new one is refused. Together with the REST
+// - A connection is handed to gRPC once its opening is complete — the whole first TLS record (the
+//   ClientHello) on a TLS port, the 24-byte HTTP/2 preface on a plaintext one — with the bytes
+//   read so far (OpeningSize); until then it is the port's own, and closed unless complete within
+//   `greeting_timeout` of its accept. So a client that sends one byte and stalls holds no gRPC
+//   handshake slot: it is evicted or timed out here like a silent one.
+// - The port holds at most `max_connections` (opening and handed over together): past it a new
+//   connection closes the one that has waited longest without completing its opening, so
+//   idle or stalled connections cannot keep a client that speaks out; with none such, the new
+//   one is refused. Together with the REST
 //   server's cap this keeps descriptors for PostgreSQL and the other ports (docs/security.md,
 //   "Connection floods").
 //
@@ -36,6 +40,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -56,9 +61,15 @@ struct ListenerOptions {
   std::chrono::milliseconds greeting_timeout{10'000};
 };
 
+// How many bytes the opening of a connection that began with `head` takes: 5 + the record length
+// for a TLS handshake record (0x16), 24 for the HTTP/2 preface; `head.size()` itself when more
+// bytes cannot tell more (anything else is gRPC's to refuse). 0 while `head` is too short to say.
+size_t OpeningSize(std::string_view head);
+
 class GrpcListener {
  public:
-  using Handoff = std::function<void(int listener_fd, int fd)>;
+  // `opening`: the bytes already read from `fd` (its complete opening), for gRPC to go on from.
+  using Handoff = std::function<void(int listener_fd, int fd, std::string opening)>;
 
   // Binds and listens now. UNAVAILABLE naming the address and the OS error when it cannot
   // ("Address already in use"), INVALID_ARGUMENT when `address` is not host:port.

@@ -121,10 +121,14 @@ Status GrpcStandbyServer::Start() {
   if (!server) return Status::Internal("standby gRPC server: could not be started");
   // Handed over between the server's start and its shutdown only (as in GrpcServer).
   auto handoff = [](grpc::experimental::ExternalConnectionAcceptor* acceptor) {
-    return [acceptor](int listener_fd, int fd) {
+    return [acceptor](int listener_fd, int fd, std::string opening) {
       grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters p;
       p.listener_fd = listener_fd;
       p.fd = fd;
+      if (!opening.empty()) {  // the bytes the listener read: the handshake starts from them
+        grpc::Slice slice(opening);
+        p.read_buffer = grpc::ByteBuffer(&slice, 1);
+      }
       acceptor->HandleNewConnection(&p);
     };
   };
