@@ -54,9 +54,10 @@ bool IdChar(char c) {
 
 bool IsMutatingVerb(std::string_view verb) {
   static constexpr std::string_view kMutating[] = {
-      "SubmitJob",    "CancelJob",    "CreatePool",   "UpdatePool",   "DeletePool", "CordonNode",
-      "UncordonNode", "DrainNode",    "CreateTenant", "DeleteTenant", "SetQuota",   "DeleteQuota",
-      "CreateApiKey", "RevokeApiKey", "RevokeNode",   "FenceNode",
+      "SubmitJob",  "CancelJob",       "CreatePool",      "UpdatePool",   "DeletePool",
+      "CordonNode", "UncordonNode",    "DrainNode",       "CreateTenant", "DeleteTenant",
+      "SetQuota",   "DeleteQuota",     "CreateApiKey",    "RevokeApiKey", "RevokeNode",
+      "FenceNode",  "CreateJoinToken", "RevokeJoinToken",
   };
   // Billing (api/service_billing.cc).
   static constexpr std::string_view kBillingMutating[] = {"CreatePricePlan", "UpdatePricePlan"};

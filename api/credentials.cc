@@ -79,6 +79,17 @@ Result<ApiKeySecret> ParseApiKey(std::string_view text) {
   return ApiKeySecret{std::string(text.substr(4, 12)), std::string(text.substr(17))};
 }
 
+Result<ApiKeySecret> NewJoinTokenSecret() { return NewApiKeySecret(); }
+
+bool LooksLikeJoinToken(std::string_view text) { return text.rfind("gpj_", 0) == 0; }
+
+Result<ApiKeySecret> ParseJoinToken(std::string_view text) {
+  if (!LooksLikeJoinToken(text)) return Status::InvalidArgument("malformed join token");
+  Result<ApiKeySecret> k = ParseApiKey("gpk_" + std::string(text.substr(4)));
+  if (!k.ok()) return Status::InvalidArgument("malformed join token");
+  return k;
+}
+
 Result<std::string> LoadOrCreateTokenFile(const std::string& path, std::string_view what) {
   namespace fs = std::filesystem;
   std::error_code ec;

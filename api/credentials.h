@@ -39,6 +39,14 @@ Result<ApiKeySecret> NewApiKeySecret();
 Result<ApiKeySecret> ParseApiKey(std::string_view text);
 bool LooksLikeApiKey(std::string_view text);
 
+// A node join token an admin creates (scheduler/join_tokens.h): `gpj_<12 hex id>_<64 hex>`,
+// the same strength as an API key; only the SHA-256 of the secret part is stored. Parse:
+// INVALID_ARGUMENT (no detail) unless it has that form.
+Result<ApiKeySecret> NewJoinTokenSecret();
+Result<ApiKeySecret> ParseJoinToken(std::string_view text);
+bool LooksLikeJoinToken(std::string_view text);
+inline std::string JoinTokenText(const ApiKeySecret& k) { return "gpj_" + k.id + "_" + k.secret; }
+
 // Reads `path`, or creates it (0600) holding a fresh token when it does not exist: the admin
 // credential (`<data-dir>/admin.token`) and the node join token (`<data-dir>/node.token`). INTERNAL
 // naming the file when it cannot be read or written; FAILED_PRECONDITION when it is readable by

@@ -179,7 +179,8 @@ int Run(int argc, char** argv) {
            std::to_string(getpid()) +
            "\n  uid_pool: {first: 65000, count: 1000}\nimages:\n  tls_verify: false\n" +
            (tag_ttl_ms >= 0 ? "  tag_ttl_ms: " + std::to_string(tag_ttl_ms) + "\n" : ""),
-       .extra_args = {}});
+       .extra_args = {},
+       .token_file = ""});
   agent.Connect(daemon.grpc_address());
   if (!agent.StartAndWaitReady()) {
     std::fprintf(stderr, "the agent did not register (log: %s/coldstart-node.log)\n",

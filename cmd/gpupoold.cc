@@ -42,6 +42,7 @@
 #include "store/embedded_postgres.h"
 #include "store/embedded_supervisor.h"
 #include "store/pg_api_keys.h"
+#include "store/pg_join_tokens.h"
 #include "store/pg_key_feed.h"
 #include "store/pg_leader_lease.h"
 #include "store/pg_node_enrolments.h"
@@ -355,9 +356,13 @@ int Run(int argc, char** argv) {
     if (!join.ok()) return Fail(join.status().WithContext("node join token"));
     id_options.join_tokens.insert(*join);
   }
-  // Enrolments live in PostgreSQL, shared by replicas (docs/ha.md, "Secure replicas").
+  // Enrolments and the join tokens admins create live in PostgreSQL, shared by replicas
+  // (docs/ha.md, "Secure replicas").
   Result<std::unique_ptr<PgNodeEnrolments>> enrolments = PgNodeEnrolments::Open(uri);
   if (!enrolments.ok()) return Fail(enrolments.status().WithContext("node enrolments"));
+  Result<std::unique_ptr<PgJoinTokens>> join_tokens = PgJoinTokens::Open(uri);
+  if (!join_tokens.ok()) return Fail(join_tokens.status().WithContext("join tokens"));
+  id_options.created_tokens = join_tokens->get();
   Result<std::unique_ptr<api::tls::NodeIdentities>> identities =
       api::tls::NodeIdentities::Open(&*ca, enrolments->get(), id_options);
   if (!identities.ok()) return Fail(identities.status().WithContext("node identities"));
@@ -453,9 +458,12 @@ int Run(int argc, char** argv) {
             {{"authentication", auth->enabled() ? "api_tokens" : "off"}});
   }
 
-  api::tls::EnrollService enroll(identities->get(), &*auth, [&hub](const std::string& node) {
-    hub.Disconnect(node, Status::PermissionDenied("node '" + node + "': certificate revoked"));
-  });
+  api::tls::EnrollService enroll(
+      identities->get(), &*auth,
+      [&hub](const std::string& node) {
+        hub.Disconnect(node, Status::PermissionDenied("node '" + node + "': certificate revoked"));
+      },
+      audit_log.get());
   api::GrpcServerOptions grpc_options;
   grpc_options.extra_services.push_back(&hub);
   grpc_options.extra_services.push_back(&enroll);

@@ -501,6 +501,25 @@ CREATE TABLE secret_keys (
 REVOKE ALL ON secret_keys FROM PUBLIC;
 )sql";
 
+// Node join tokens an admin creates (scheduler/join_tokens.h): only the SHA-256 of a secret.
+// PUBLIC gets nothing, as for 13 and 14.
+constexpr std::string_view kV16 = R"sql(
+CREATE TABLE join_tokens (
+  id            text   PRIMARY KEY CHECK (id ~ '^[0-9a-f]{12}$'),
+  secret_sha256 text   NOT NULL CHECK (secret_sha256 ~ '^[0-9a-f]{64}$'),
+  note          text   NOT NULL DEFAULT '',
+  created_by    text   NOT NULL DEFAULT '',
+  create_ms     bigint NOT NULL,
+  expire_ms     bigint NOT NULL DEFAULT 0 CHECK (expire_ms >= 0),
+  max_uses      bigint NOT NULL DEFAULT 0 CHECK (max_uses >= 0),
+  uses          bigint NOT NULL DEFAULT 0 CHECK (uses >= 0),
+  revoke_ms     bigint NOT NULL DEFAULT 0,
+  last_node     text   NOT NULL DEFAULT '',
+  last_use_ms   bigint NOT NULL DEFAULT 0
+);
+REVOKE ALL ON join_tokens FROM PUBLIC;
+)sql";
+
 // Node enrolments (scheduler/node_enrolments.h; docs/security.md, "Agents"): which certificate
 // serial speaks for which node, and revocations, shared by every replica on the database (they
 // lived in each replica's <tls-dir>/nodes file before). As sensitive as the rest of the trust
@@ -558,6 +577,7 @@ constexpr Migration kMigrations[] = {
     {13, "credentials shared by secure replicas", kV13},
     {14, "node enrolments shared by replicas", kV14},
     {15, "keys of the secrets sealed at rest", kV15},
+    {16, "node join tokens", kV16},
     {20, "device faults", kV20},
     {21, "task usage", kV21},
     {22, "pool MPS isolation and node capabilities", kV22},

@@ -406,4 +406,24 @@ Status ValidateNodeEnrolment(const NodeEnrolment& e) {
   return Status::Ok();
 }
 
+Status ValidateJoinToken(const JoinTokenRecord& t) {
+  auto hex = [](const std::string& s, size_t n) {
+    return s.size() == n && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+  };
+  if (!hex(t.id, 12)) return Status::InvalidArgument("join token: the id must be 12 hex digits");
+  if (!hex(t.secret_sha256, 64)) {
+    return Status::InvalidArgument("join token " + t.id + ": the digest must be 64 hex digits");
+  }
+  if (t.expire_ms < 0 || t.max_uses < 0 || t.uses < 0) {
+    return Status::InvalidArgument("join token " + t.id + ": negative expiry or use count");
+  }
+  for (const std::string* s : {&t.note, &t.created_by, &t.last_node}) {
+    if (!ValidUtf8(*s) || s->find('\0') != std::string::npos || s->size() > 1024) {
+      return Status::InvalidArgument("join token " + t.id +
+                                     ": a text field is not UTF-8, holds NUL or is too long");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace gpupool

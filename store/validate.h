@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "scheduler/join_tokens.h"
 #include "scheduler/node_enrolments.h"
 #include "scheduler/store.h"
 
@@ -26,6 +27,8 @@ Status ValidateAuditQuery(const AuditQuery& query);
 Status ValidatePricePlanRecord(const billing::PricePlan& plan);
 // Node enrolments (scheduler/node_enrolments.h): a node name and a serial, both non-empty.
 Status ValidateNodeEnrolment(const NodeEnrolment& e);
+// Join tokens: a 12-hex id, a 64-hex digest, non-negative limits, UTF-8 text without NUL.
+Status ValidateJoinToken(const JoinTokenRecord& t);
 // The version AddPricePlan gives `plan`, given the stored versions of its name (any order):
 // see Store::AddPricePlan for the errors. Both stores use it, so both answer alike.
 Result<int64_t> NextPricePlanVersion(const std::vector<const billing::PricePlan*>& existing,

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <vector>
 
+#include "api/credentials.h"
 #include "api/validate.h"
 #include "base/log.h"
 
@@ -77,12 +78,43 @@ Result<IssuedCert> NodeIdentities::Issue(const std::string& node, std::string_vi
   return IssuedCert{std::move(pem), ca_->ca_pem(), info.not_after_s};
 }
 
-Result<IssuedCert> NodeIdentities::Join(std::string_view token, const std::string& node,
-                                        std::string_view csr_pem) {
-  GPUPOOL_RETURN_IF_ERROR(ValidateName(node, "node_name"));
-  if (token.empty() || !TokenMatches(options_.join_tokens, token)) {
+Result<std::string> NodeIdentities::CheckCreatedToken(std::string_view token,
+                                                      const std::string& node) {
+  const auto not_accepted = [&] {
     LogWarn(kComponent, "join refused: bad token", {{"node", node}});
     return Status::Unauthenticated("the join token is not accepted");
+  };
+  Result<ApiKeySecret> parsed = ParseJoinToken(token);
+  if (!parsed.ok() || options_.created_tokens == nullptr) return not_accepted();
+  GPUPOOL_ASSIGN_OR_RETURN(std::optional<JoinTokenRecord> t,
+                           options_.created_tokens->Get(parsed->id));
+  // Unknown and wrong secret answer alike: a guess learns nothing about which ids exist.
+  if (!t || !ConstantTimeEquals(t->secret_sha256, Sha256Hex(parsed->secret))) {
+    return not_accepted();
+  }
+  if (Status usable = JoinTokenUsable(*t, clock_->NowMicros() / 1000); !usable.ok()) {
+    LogWarn(kComponent, "join refused",
+            {{"node", node}, {"token", parsed->id}, {"reason", usable.message()}});
+    return Status::Unauthenticated(usable.message());
+  }
+  return parsed->id;
+}
+
+Result<IssuedCert> NodeIdentities::Join(std::string_view token, const std::string& node,
+                                        std::string_view csr_pem, JoinCredential* how) {
+  JoinCredential ignored;
+  if (how == nullptr) how = &ignored;
+  GPUPOOL_RETURN_IF_ERROR(ValidateName(node, "node_name"));
+  std::string created_id;  // set when a created token authenticated
+  if (!token.empty() && TokenMatches(options_.join_tokens, token)) {
+    how->key_id = "static-join-token";
+  } else if (LooksLikeJoinToken(token)) {
+    GPUPOOL_ASSIGN_OR_RETURN(created_id, CheckCreatedToken(token, node));
+    how->key_id = "join-token:" + created_id;
+  } else {
+    LogWarn(kComponent, "join refused: bad token", {{"node", node}});
+    return Status::Unauthenticated(token.empty() ? "a join token is required"
+                                                 : "the join token is not accepted");
   }
   const auto already_enrolled = [&] {
     LogWarn(kComponent, "join refused: node already enrolled", {{"node", node}});
@@ -92,11 +124,50 @@ Result<IssuedCert> NodeIdentities::Join(std::string_view token, const std::strin
   };
   GPUPOOL_ASSIGN_OR_RETURN(std::optional<NodeEnrolment> current, store_->Get(node));
   if (current && !current->revoked) return already_enrolled();
+  if (!created_id.empty()) {
+    // Counted before the certificate is signed: a use is never handed out twice, though a
+    // signing that fails after it (a bad CSR) spends it.
+    Status used = options_.created_tokens->Use(created_id, node, clock_->NowMicros() / 1000);
+    if (used.code() == StatusCode::kFailedPrecondition) {
+      return Status::Unauthenticated(used.message());  // used up by a racing join
+    }
+    GPUPOOL_RETURN_IF_ERROR(used);
+  }
   Result<IssuedCert> cert = Issue(node, csr_pem, "");
   if (cert.status().code() == StatusCode::kFailedPrecondition) return already_enrolled();
   if (!cert.ok()) return cert.status();
   LogInfo(kComponent, "node enrolled", {{"node", node}});
   return cert;
+}
+
+Status NodeIdentities::NoTokenStore() const {
+  return Status::FailedPrecondition("this gpupoold keeps no join tokens of its own");
+}
+
+Result<std::string> NodeIdentities::CreateJoinToken(JoinTokenRecord record, int64_t ttl_ms) {
+  if (options_.created_tokens == nullptr) return NoTokenStore();
+  GPUPOOL_ASSIGN_OR_RETURN(ApiKeySecret secret, NewJoinTokenSecret());
+  record.id = secret.id;
+  record.secret_sha256 = Sha256Hex(secret.secret);
+  record.create_ms = NowMs();
+  record.expire_ms = record.create_ms + ttl_ms;
+  record.uses = 0;
+  record.revoke_ms = 0;
+  GPUPOOL_RETURN_IF_ERROR(options_.created_tokens->Create(record));
+  LogInfo(kComponent, "join token created", {{"token", record.id}, {"by", record.created_by}});
+  return JoinTokenText(secret);
+}
+
+Result<std::vector<JoinTokenRecord>> NodeIdentities::ListJoinTokens() {
+  if (options_.created_tokens == nullptr) return std::vector<JoinTokenRecord>();
+  return options_.created_tokens->List();
+}
+
+Status NodeIdentities::RevokeJoinToken(const std::string& id) {
+  if (options_.created_tokens == nullptr) return NoTokenStore();
+  GPUPOOL_RETURN_IF_ERROR(options_.created_tokens->Revoke(id, clock_->NowMicros() / 1000));
+  LogInfo(kComponent, "join token revoked", {{"token", id}});
+  return Status::Ok();
 }
 
 Result<IssuedCert> NodeIdentities::Renew(const PeerCert& peer, std::string_view csr_pem) {

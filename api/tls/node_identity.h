@@ -1,10 +1,12 @@
 // NodeIdentities: which certificate speaks for which node, and how a node gets one.
 //
 // Model (docs/security.md, "Agents"):
-//  * Join: an agent that has no certificate sends a CSR with a join token (auth.node_tokens) for
-//    a node name. A token may enrol a name that no certificate holds yet, never one that is
-//    enrolled: a leaked token cannot take over an existing node. The CA signs the CSR with
-//    CN = the node name (api/tls/pki.h).
+//  * Join: an agent that has no certificate sends a CSR with a join token for a node name: a
+//    static one (DATA_DIR/node.token, auth.node_tokens), or one an admin created
+//    (`gpupoolctl nodes join-tokens create`, scheduler/join_tokens.h) with its own expiry, use
+//    limit and revocation, one use counted per enrolment. A token may enrol a name that no
+//    certificate holds yet, never one that is enrolled: a leaked token cannot take over an
+//    existing node. The CA signs the CSR with CN = the node name (api/tls/pki.h).
 //  * Renew: a node presenting its current, verified certificate (mutual TLS) gets a new one for
 //    the same name; from then on only the newest serial is accepted, so rotation retires the old
 //    key. Agents renew in the last third of a certificate's life.
@@ -32,8 +34,10 @@
 #include <string>
 #include <string_view>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "base/tls/pki.h"
+#include "scheduler/join_tokens.h"
 #include "scheduler/node_enrolments.h"
 
 namespace gpupool::api::tls {
@@ -52,7 +56,10 @@ struct PeerCert {
 };
 
 struct NodeIdentityOptions {
-  std::set<std::string> join_tokens;
+  std::set<std::string> join_tokens;  // static: DATA_DIR/node.token and auth.node_tokens
+  // Tokens an admin creates; null = static tokens only. Not owned; must outlive this.
+  JoinTokenStore* created_tokens = nullptr;
+  const Clock* clock = nullptr;  // expiry and use times; the system clock when null
   std::chrono::seconds cert_validity{30 * 86'400};
   // Refuse agents without a certificate (gpupoold: always, unless --insecure, where plaintext
   // leaves no certificate to present).
@@ -65,6 +72,12 @@ struct IssuedCert {
   int64_t not_after_s = 0;
 };
 
+// How a Join call authenticated, for the audit log: "join-token:<id>", "static-join-token", or
+// "none" (no token, or one not accepted).
+struct JoinCredential {
+  std::string key_id = "none";
+};
+
 class NodeIdentities {
  public:
   // REQUIRES: `ca` and `store` outlive this. Imports `<ca.dir()>/nodes` into `store` when the
@@ -73,8 +86,18 @@ class NodeIdentities {
                                                       NodeEnrolmentStore* store,
                                                       NodeIdentityOptions options);
 
-  Result<IssuedCert> Join(std::string_view token, const std::string& node,
-                          std::string_view csr_pem);
+  // UNAUTHENTICATED when the token is not accepted: unknown or wrong ("the join token is not
+  // accepted"), or known and revoked, expired or used up (saying which); PERMISSION_DENIED when
+  // the node is enrolled. `how` (may be null) is set to the credential that was presented.
+  Result<IssuedCert> Join(std::string_view token, const std::string& node, std::string_view csr_pem,
+                          JoinCredential* how = nullptr);
+  // Join tokens an admin manages (FAILED_PRECONDITION when there is no store): Create, for
+  // `ttl_ms` from now, returns the token's text, shown once; the record never holds it.
+  Result<std::string> CreateJoinToken(JoinTokenRecord record, int64_t ttl_ms);
+  Result<std::vector<JoinTokenRecord>> ListJoinTokens();
+  Status RevokeJoinToken(const std::string& id);
+  // Now on the clock that expiries are judged by (NodeIdentityOptions::clock).
+  int64_t NowMs() const { return clock_->NowMicros() / 1000; }
   Result<IssuedCert> Renew(const PeerCert& peer, std::string_view csr_pem);
   // May a connection with `peer` (null: no client certificate) register as `node`?
   Status CheckRegister(const PeerCert* peer, const std::string& node) const;
@@ -85,7 +108,13 @@ class NodeIdentities {
 
  private:
   NodeIdentities(const CertAuthority* ca, NodeEnrolmentStore* store, NodeIdentityOptions options)
-      : ca_(ca), store_(store), options_(std::move(options)) {}
+      : ca_(ca),
+        store_(store),
+        options_(std::move(options)),
+        clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()) {}
+  // The created token `token` names, checked: its id on success; UNAUTHENTICATED otherwise.
+  Result<std::string> CheckCreatedToken(std::string_view token, const std::string& node);
+  Status NoTokenStore() const;
   // Signs the CSR for `node` and binds the node to it if its binding is still
   // `expected_serial` (NodeEnrolmentStore::Bind); FAILED_PRECONDITION when it is not.
   Result<IssuedCert> Issue(const std::string& node, std::string_view csr_pem,
@@ -95,6 +124,7 @@ class NodeIdentities {
   const CertAuthority* ca_;
   NodeEnrolmentStore* store_;
   const NodeIdentityOptions options_;
+  const Clock* clock_;
 };
 
 }  // namespace gpupool::api::tls

@@ -17,9 +17,11 @@
 #include "api/tls/enroll_service.h"
 #include "base/tls/pki.h"
 #include "gpupool/v1/agent.grpc.pb.h"
+#include "store/memory_join_tokens.h"
 #include "store/memory_node_enrolments.h"
 #include "tests/api/recording_audit.h"
 #include "tests/api/service_harness.h"
+#include "tests/support/status_macros.h"
 
 namespace gpupool::api {
 namespace {
@@ -78,9 +80,12 @@ class NodeIdentityTest : public ::testing::Test {
     Result<Authenticator> auth = Authenticator::Create({{kAdminToken, "ops", true}});
     ASSERT_TRUE(auth.ok());
     auth_ = std::move(auth).value();
-    enroll_ = std::make_unique<tls::EnrollService>(ids_.get(), &auth_, [this](const auto& n) {
-      h_->hub.Disconnect(n, Status::PermissionDenied("node '" + n + "': certificate revoked"));
-    });
+    enroll_ = std::make_unique<tls::EnrollService>(
+        ids_.get(), &auth_,
+        [this](const auto& n) {
+          h_->hub.Disconnect(n, Status::PermissionDenied("node '" + n + "': certificate revoked"));
+        },
+        &audit_);
     grpc::SslServerCredentialsOptions ssl(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
     ssl.pem_root_certs = ca_->ca_pem();
     ssl.pem_key_cert_pairs.push_back({ca_->server_key_pem(), ca_->server_cert_pem()});
@@ -98,6 +103,8 @@ class NodeIdentityTest : public ::testing::Test {
   void OpenIdentities() {
     tls::NodeIdentityOptions o;
     o.join_tokens = {kJoinToken};
+    o.created_tokens = &join_tokens_;
+    o.clock = &clock_;
     Result<std::unique_ptr<tls::NodeIdentities>> ids =
         tls::NodeIdentities::Open(ca_.get(), &enrolments_, o);
     ASSERT_TRUE(ids.ok()) << ids.status().ToString();
@@ -153,7 +160,36 @@ class NodeIdentityTest : public ::testing::Test {
     return Status(static_cast<StatusCode>(s.error_code()), s.error_message());
   }
 
+  // An admin's call to the enrolment service: its status and reply.
+  template <typename Req, typename Resp, typename Fn>
+  Status AdminCall(Fn fn, const Req& req, Resp* resp, const std::string& token = kAdminToken) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    auto stub = v1::NodeEnrollService::NewStub(Channel());
+    grpc::Status s = ((*stub).*fn)(&ctx, req, resp);
+    return s.ok() ? Status::Ok()
+                  : Status(static_cast<StatusCode>(s.error_code()), s.error_message());
+  }
+  Result<v1::CreateJoinTokenResponse> CreateToken(int64_t ttl_s, int64_t uses) {
+    v1::CreateJoinTokenRequest req;
+    req.set_ttl_seconds(ttl_s);
+    req.set_max_uses(uses);
+    req.set_note("rack 12");
+    v1::CreateJoinTokenResponse resp;
+    GPUPOOL_RETURN_IF_ERROR(AdminCall(&v1::NodeEnrollService::Stub::CreateJoinToken, req, &resp));
+    return resp;
+  }
+  std::vector<v1::JoinToken> ListTokens() {
+    v1::ListJoinTokensResponse resp;
+    EXPECT_TRUE(
+        AdminCall(&v1::NodeEnrollService::Stub::ListJoinTokens, v1::ListJoinTokensRequest(), &resp)
+            .ok());
+    return {resp.join_tokens().begin(), resp.join_tokens().end()};
+  }
+
   RecordingAudit audit_;
+  ManualClock clock_{1'700'000'000'000'000};
+  MemoryJoinTokens join_tokens_;
   std::string dir_;
   std::unique_ptr<tls::CertAuthority> ca_;
   MemoryNodeEnrolments enrolments_;  // the replicas' shared table (PostgreSQL in gpupoold)
@@ -322,6 +358,92 @@ TEST(PkiTest, BadCsrsAreRefused) {
   Result<tls::CertInfo> info = tls::ParseCert(*ok);
   ASSERT_TRUE(info.ok());
   EXPECT_NEAR(info->not_after_s - info->not_before_s, 3600 + 300, 5);
+}
+
+TEST_F(NodeIdentityTest, ACreatedJoinTokenEnrolsUpToItsUsesThenIsRefusedSayingWhy) {
+  ASSERT_OK_AND_ASSIGN(v1::CreateJoinTokenResponse created, CreateToken(3600, 2));
+  const std::string token = created.token();
+  EXPECT_EQ(token.rfind("gpj_" + created.join_token().id() + "_", 0), 0u) << token;
+  EXPECT_EQ(created.join_token().state(), "usable");
+  EXPECT_EQ(created.join_token().created_by(), "token:ops");
+  // The store keeps a digest, never the token.
+  ASSERT_OK_AND_ASSIGN(auto stored, join_tokens_.Get(created.join_token().id()));
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(token.find(stored->secret_sha256), std::string::npos);
+
+  Identity a, b;
+  ASSERT_OK(Join("node-a", token, &a));
+  ASSERT_OK(Join("node-b", token, &b));
+  EXPECT_TRUE(Register(&a, Registration("node-a")).ok());
+  Status third = Join("node-c", token, nullptr);
+  EXPECT_EQ(third.code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(third.message().find("has been used 2 of 2 times"), std::string::npos)
+      << third.ToString();
+  std::vector<v1::JoinToken> listed = ListTokens();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].uses(), 2);
+  EXPECT_EQ(listed[0].state(), "used-up");
+  EXPECT_EQ(listed[0].last_node(), "node-b");
+  // The audit log names the token each node joined with, and why one was refused.
+  std::vector<AuditEntry> joins = audit_.Of("Join");
+  ASSERT_EQ(joins.size(), 3u);
+  EXPECT_EQ(joins[0].actor.key_id, "join-token:" + created.join_token().id());
+  EXPECT_EQ(joins[0].resource, "node/node-a");
+  EXPECT_EQ(joins[2].code, StatusCode::kUnauthenticated);
+  EXPECT_NE(joins[2].message.find("used 2 of 2"), std::string::npos);
+  EXPECT_EQ(audit_.Of("CreateJoinToken").size(), 1u);
+}
+
+TEST_F(NodeIdentityTest, AnExpiredRevokedOrForgedJoinTokenIsRefusedAndAudited) {
+  ASSERT_OK_AND_ASSIGN(v1::CreateJoinTokenResponse expiring, CreateToken(60, 0));
+  clock_.Advance(61'000'000);
+  Status expired = Join("node-a", expiring.token(), nullptr);
+  EXPECT_EQ(expired.code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(expired.message().find("expired at"), std::string::npos) << expired.ToString();
+
+  ASSERT_OK_AND_ASSIGN(v1::CreateJoinTokenResponse revoked, CreateToken(0, 0));
+  v1::RevokeJoinTokenRequest rv;
+  rv.set_id(revoked.join_token().id());
+  v1::RevokeJoinTokenResponse rv_out;
+  ASSERT_OK(AdminCall(&v1::NodeEnrollService::Stub::RevokeJoinToken, rv, &rv_out));
+  Status was_revoked = Join("node-a", revoked.token(), nullptr);
+  EXPECT_EQ(was_revoked.code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(was_revoked.message().find("was revoked"), std::string::npos) << was_revoked.ToString();
+
+  // A right id with a wrong secret, or an unknown id: one answer that reveals nothing.
+  std::string forged = revoked.token();
+  forged.back() = forged.back() == '0' ? '1' : '0';
+  for (const std::string& t : {forged, std::string("gpj_000000000000_") + std::string(64, 'a'),
+                               std::string("gpj_short")}) {
+    Status s = Join("node-a", t, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::kUnauthenticated) << t;
+    EXPECT_EQ(s.message(), "the join token is not accepted") << t;
+  }
+  for (const AuditEntry& e : audit_.Of("Join")) {
+    EXPECT_EQ(e.code, StatusCode::kUnauthenticated);
+    EXPECT_EQ(e.message.find("gpj_"), std::string::npos) << "a token reached the audit log";
+  }
+  EXPECT_EQ(audit_.Of("RevokeJoinToken").size(), 1u);
+
+  // Only admins manage tokens; bad limits are refused naming the field.
+  v1::CreateJoinTokenResponse out;
+  v1::CreateJoinTokenRequest too_long;
+  too_long.set_ttl_seconds(400 * 86'400);
+  Status bad = AdminCall(&v1::NodeEnrollService::Stub::CreateJoinToken, too_long, &out);
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("ttl_seconds"), std::string::npos) << bad.ToString();
+  Status anon = AdminCall(&v1::NodeEnrollService::Stub::CreateJoinToken,
+                          v1::CreateJoinTokenRequest(), &out, "nobody-0123456789");
+  EXPECT_EQ(anon.code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(audit_.Of("CreateJoinToken").back().code, StatusCode::kUnauthenticated);
+}
+
+TEST_F(NodeIdentityTest, TheStaticTokenStillJoinsAndIsAuditedAsSuch) {
+  ASSERT_OK(Join("node-a", kJoinToken, nullptr));
+  std::vector<AuditEntry> joins = audit_.Of("Join");
+  ASSERT_EQ(joins.size(), 1u);
+  EXPECT_EQ(joins[0].actor.key_id, "static-join-token");
+  EXPECT_EQ(Join("node-b", "", nullptr).code(), StatusCode::kUnauthenticated);
 }
 
 }  // namespace

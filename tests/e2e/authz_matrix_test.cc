@@ -335,6 +335,21 @@ std::vector<Row> Table() {
     r.set_node_name("n1");
     return Target{Box(r), "", "", ""};
   });
+  // Join tokens: admins only (they buy node certificates).
+  add("NodeEnrollService/CreateJoinToken", "", "admin", "DDDA", [](World&) {
+    v1::CreateJoinTokenRequest r;
+    r.set_ttl_seconds(60);
+    r.set_max_uses(1);
+    return Target{Box(r), "", "", ""};
+  });
+  add("NodeEnrollService/ListJoinTokens", "", "admin", "DDDA", [](World&) {
+    return Target{Box(v1::ListJoinTokensRequest()), "", "", ""};
+  });
+  add("NodeEnrollService/RevokeJoinToken", "", "admin", "DDDA", [](World&) {
+    v1::RevokeJoinTokenRequest r;
+    r.set_id("000000000000");  // unknown: an admin gets NOT_FOUND, which the matrix counts allowed
+    return Target{Box(r), "", "", ""};
+  });
   // ---- TenantService ----
   for (const std::string on : {"own", "other", "root"}) {
     const std::string t = on == "own" ? "acme/team" : on == "other" ? "globex/team" : "acme";

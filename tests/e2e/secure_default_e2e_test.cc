@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "gpupool/v1/agent.grpc.pb.h"
@@ -159,6 +160,75 @@ TEST_F(SecureDefault, RegistrationNeedsANodeCertificateAndTheJoinTokenBuysOne) {
                                std::chrono::seconds(60), std::chrono::milliseconds(100)))
       << v1::TaskState_Name(agent.Task(job).state());
   agent.Stop();
+  if (!HasFailure()) std::filesystem::remove_all(*dir);
+}
+
+// Join tokens an admin creates (issue 30), with the real gpupoolctl and real agents: a token for
+// one node enrols one, the next agent with it is refused saying why, and the list shows it used
+// up with the node it enrolled.
+TEST_F(SecureDefault, AJoinTokenForOneNodeEnrolsOneAndTheListSaysSo) {
+  ASSERT_TRUE(daemon_->CreatePool("gpu").ok());
+  Result<std::string> dir = testing::MakeTempDir("gpupool-e2e-join-token");
+  ASSERT_TRUE(dir.ok());
+  auto ctl = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {testing::BinaryPath("gpupoolctl"),
+                                     "--server",
+                                     daemon_->grpc_address(),
+                                     "--ca",
+                                     daemon_->ca_path(),
+                                     "--token",
+                                     daemon_->admin_token()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const std::string log = *dir + "/ctl.log";
+    std::filesystem::remove(log);
+    auto child = testing::ChildProcess::Spawn(argv, log);
+    EXPECT_TRUE(child.ok());
+    const int status = child.ok() ? (*child)->Wait(std::chrono::seconds(60)) : -1;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    std::ifstream in(log);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string created =
+      ctl({"join-tokens", "create", "--uses", "1", "--expires-in", "1h", "--note", "e2e"});
+  const size_t at = created.find("gpj_");
+  ASSERT_NE(at, std::string::npos) << created;
+  const std::string token = created.substr(at, created.find('\n', at) - at);
+  const std::string token_file = *dir + "/join.token";
+  std::ofstream(token_file) << token << "\n";
+  std::filesystem::permissions(
+      token_file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+
+  testing::SingleAgent::Options a;
+  a.dir = *dir;
+  a.node = "node-a";
+  a.token_file = token_file;
+  testing::SingleAgent first(a);
+  first.Connect(*daemon_);
+  ASSERT_TRUE(first.StartAndWaitReady(std::chrono::seconds(60))) << daemon_->LogTail(20);
+
+  testing::SingleAgent::Options b = a;
+  b.node = "node-b";
+  testing::SingleAgent second(b);
+  second.Connect(*daemon_);
+  ASSERT_TRUE(second.Start().ok());
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        std::ifstream in(*dir + "/node-b.log");
+        const std::string log((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+        return log.find("has been used 1 of 1 times") != std::string::npos;
+      },
+      std::chrono::seconds(60)))
+      << "the second agent was not refused with the reason";
+  EXPECT_NE(second.Node().state(), v1::NODE_STATE_READY);
+
+  const std::string listed = ctl({"join-tokens", "list"});
+  EXPECT_NE(listed.find("used-up"), std::string::npos) << listed;
+  EXPECT_NE(listed.find("1/1"), std::string::npos) << listed;
+  EXPECT_NE(listed.find("node-a"), std::string::npos) << listed;
+  EXPECT_EQ(listed.find(token), std::string::npos) << "the list shows the token";
+  second.Stop();
+  first.Stop();
   if (!HasFailure()) std::filesystem::remove_all(*dir);
 }
 

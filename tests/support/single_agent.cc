@@ -73,8 +73,9 @@ void SingleAgent::Connect(const std::string& grpc_address, std::shared_ptr<grpc:
 void SingleAgent::Connect(const DaemonProcess& daemon) {
   Connect(daemon.grpc_address(), daemon.AdminChannel());
   if (daemon.secure()) {
-    join_config_ =
-        "token_file: " + daemon.node_token_path() + "\nca_file: " + daemon.ca_path() + "\n";
+    const std::string token =
+        options_.token_file.empty() ? daemon.node_token_path() : options_.token_file;
+    join_config_ = "token_file: " + token + "\nca_file: " + daemon.ca_path() + "\n";
   }
 }
 

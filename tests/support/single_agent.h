@@ -53,6 +53,8 @@ class SingleAgent {
     int64_t health_poll_ms = 50;  // 0: the agent's default
     std::string extra_config;     // more agent YAML (e.g. an `mps:` block, `ca_file:`)
     std::vector<std::string> extra_args;
+    // Secure daemons: the join token file the agent joins with; empty = the daemon's node.token.
+    std::string token_file;
   };
   explicit SingleAgent(Options options);
   // `dir`: the test's directory; `pool`: the agent's pool; `extra_config`: more agent YAML.
