@@ -115,6 +115,14 @@ TaskSpec FromProto(const v1::StartTask& s, const std::string& owner, const Inven
   spec.memory_mib = s.memory_mib();
   spec.mps_tenant_isolation = s.mps_tenant_isolation();
   spec.image = s.image();
+  // The pull credential goes to the image store only: out of the task's environment.
+  if (auto cred = spec.env.find(s.registry_credential_env());
+      !s.registry_credential_env().empty() && cred != spec.env.end()) {
+    const size_t colon = cred->second.find(':');
+    spec.registry_username = cred->second.substr(0, colon);
+    spec.registry_password = colon == std::string::npos ? "" : cred->second.substr(colon + 1);
+    spec.env.erase(cred);
+  }
   switch (s.network()) {
     case v1::NETWORK_MODE_NONE:
       spec.network = net::NetworkMode::kNone;

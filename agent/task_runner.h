@@ -101,6 +101,10 @@ struct TaskSpec {
   // An OCI image the task runs in (StartTask.image), through the runner's ContainerFactory; argv
   // then replaces the image's Cmd (empty: the image's own). Empty = a plain command.
   std::string image;
+  // The registry credential `image` is pulled with (StartTask.registry_credential_env, taken out
+  // of `env` by FromProto so the task never sees it); empty = none.
+  std::string registry_username;
+  std::string registry_password;
   // Device files the task may open (granted GPUs, their MIG capabilities, the control devices);
   // the sandbox's device filter allows these and the standard ones only.
   std::vector<std::string> device_files;

@@ -73,6 +73,7 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
   req.tenant = spec.tenant;
   req.task_dir = abs_dir;
   req.image = spec.image;
+  req.credential = {spec.registry_username, spec.registry_password};
   req.args = spec.argv;
   req.memory_bytes = spec.memory_mib << 20;
   req.cpu_milli = spec.cpu_milli;

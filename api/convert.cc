@@ -152,6 +152,22 @@ Result<TaskTemplate> TemplateFromProto(const v1::JobSpec& spec, std::string_view
     t.secret_env.emplace(k, v);
   }
   if (bytes > 1024 * 1024) return Invalid(field, "command and env exceed 1 MiB");
+  if (!in.registry_credential().empty()) {
+    // Only names in messages: the value is a secret.
+    const std::string cred_field = FieldPath(field, "registry_credential");
+    if (t.image.empty()) return Invalid(cred_field, "needs image (a plain command pulls nothing)");
+    auto it = t.secret_env.find(in.registry_credential());
+    if (it == t.secret_env.end()) {
+      return Invalid(cred_field,
+                     "'" + in.registry_credential() + "' is not the name of a secret_env entry");
+    }
+    const size_t colon = it->second.find(':');
+    if (colon == std::string::npos || colon == 0) {
+      return Invalid(cred_field, "the value of secret_env '" + in.registry_credential() +
+                                     "' must be USERNAME:PASSWORD");
+    }
+    t.registry_credential = in.registry_credential();
+  }
   if (!in.has_resources()) {
     return Invalid(FieldPath(field, "resources"),
                    "exactly one of fractional, whole_gpus, mig, sku must be set");
@@ -240,6 +256,7 @@ void ToProto(const JobSpec& s, v1::JobSpec* out) {
   v1::TaskTemplate* t = out->mutable_template_();
   for (const std::string& a : s.task_template.command) t->add_command(a);
   t->set_image(s.task_template.image);
+  t->set_registry_credential(s.task_template.registry_credential);  // a name, not the secret
   t->mutable_env()->insert(s.task_template.env.begin(), s.task_template.env.end());
   // Secret values never leave the server through the API: the names show what was set.
   for (const auto& [k, v] : s.task_template.secret_env) (*t->mutable_secret_env())[k] = kRedacted;

@@ -217,6 +217,7 @@ void ToProto(const StartTaskCommand& c, v1::StartTask* out) {
   out->set_memory_mib(c.memory_mib);
   out->set_mps_tenant_isolation(c.mps_tenant_isolation);
   out->set_image(c.image);
+  out->set_registry_credential_env(c.registry_credential_env);
   out->set_network(ToProto(c.network));
 }
 

@@ -36,8 +36,9 @@ struct StartTaskCommand {
   int64_t epoch = 0;
   int64_t cpu_milli = 0;   // the task's host CPU request: the node sandbox's CPU quota
   int64_t memory_mib = 0;  // the task's host memory request: the node sandbox's memory limit
-  bool mps_tenant_isolation = false;  // the pool's: shared grants use the tenant's own MPS daemon
-  std::string image;                  // the task's OCI image; empty = a plain command
+  bool mps_tenant_isolation = false;    // the pool's: shared grants use the tenant's own MPS daemon
+  std::string image;                    // the task's OCI image; empty = a plain command
+  std::string registry_credential_env;  // the env entry that is the image's pull credential
   TaskNetwork network = TaskNetwork::kNodeDefault;  // the pool's
 };
 

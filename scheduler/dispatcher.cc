@@ -25,6 +25,7 @@ StartTaskCommand Dispatcher::BuildStart(const JobEntry& job, int32_t index, cons
   cmd.attempt = t.attempt;
   cmd.argv = spec.task_template.command;
   cmd.image = spec.task_template.image;
+  cmd.registry_credential_env = spec.task_template.registry_credential;
   cmd.env = spec.task_template.env;
   for (const auto& [k, v] : spec.task_template.secret_env) cmd.env[k] = v;  // only to the agent
   cmd.max_runtime_ms = spec.max_runtime_ms;

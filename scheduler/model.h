@@ -92,6 +92,9 @@ struct TaskTemplate {
   // An OCI image reference the task runs in (pool/image_reference.h); empty = a plain command on
   // the node. With an image, `command` replaces the image's Cmd (empty: the image's own).
   std::string image;
+  // The name of a secret_env entry that is the registry credential for `image`
+  // ("USERNAME:PASSWORD"); the node pulls with it and keeps it out of the task's environment.
+  std::string registry_credential;
   ResourceRequest resources;
   friend bool operator==(const TaskTemplate&, const TaskTemplate&) = default;
 };

@@ -554,6 +554,13 @@ ALTER TABLE jobs
   ADD COLUMN image text NOT NULL DEFAULT '';
 )sql";
 
+// Issue 25: the secret_env entry that is a job's registry credential (its name; the value is in
+// secret_env, sealed).
+constexpr std::string_view kV27 = R"sql(
+ALTER TABLE jobs
+  ADD COLUMN registry_credential text NOT NULL DEFAULT '';
+)sql";
+
 // What a pool's tasks' networks may reach (PoolRecord::network): '' = each node's default,
 // 'none', 'isolated', 'host'.
 constexpr std::string_view kV26 = R"sql(
@@ -585,6 +592,7 @@ constexpr Migration kMigrations[] = {
     {24, "measured spill of each task", kV24},
     {25, "OCI image of a job's tasks", kV25},
     {26, "network of a pool's tasks", kV26},
+    {27, "registry credential of a job's image", kV27},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},

@@ -175,6 +175,7 @@ Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::re
     }
     s.submitted_by = r[28].c_str();
     s.task_template.image = r[29].c_str();
+    s.task_template.registry_credential = r[30].c_str();
     out.push_back(std::move(j));
   }
   // Tasks and allocations come sorted by (job_id, idx[, pos]); walk them alongside the jobs.

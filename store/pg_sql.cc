@@ -207,7 +207,7 @@ void GroupSql::Insert(const JobRecord& j) {
   C(o);
   o->append(secret_env);
   C(o), Q(o, s.submitted_by), C(o);
-  Q(o, s.task_template.image);
+  Q(o, s.task_template.image), C(o), Q(o, s.task_template.registry_credential);
   o->push_back(')');
   if (!s.idempotency_key.empty()) {
     if (!idempotency_keys_.empty()) idempotency_keys_ += ',';

@@ -73,6 +73,7 @@ void CheckJob(const JobRecord& j, TextChecker& t) {
   t("job.env", j.spec.task_template.env);
   t("job.secret_env", j.spec.task_template.secret_env);
   t("job.image", j.spec.task_template.image);
+  t("job.registry_credential", j.spec.task_template.registry_credential);
   t("job.idempotency_key", j.spec.idempotency_key);
   t("job.request_digest", j.spec.request_digest);
   t("job.submitted_by", j.spec.submitted_by);

@@ -368,6 +368,8 @@ std::vector<Command> JobCommands() {
        "  gpupoolctl jobs submit --pool inference --mig 1g.10gb --env MODEL=llama -- serve\n"
        "  gpupoolctl jobs submit --pool inference --tflops 10 --vram 8GiB --image "
        "registry.example:5000/team/serve:v3\n"
+       "  gpupoolctl jobs submit --pool inference --gpus 1 --image registry.example/private/app:v2 "
+       "--secret-env PULL=robot:s3cret --registry-credential PULL\n"
        "  gpupoolctl jobs submit -f job.yaml --priority high\n"
        "  gpupoolctl jobs submit -f job.yaml --idempotency-key nightly-2026-11-23 "
        "--secret-env HF_TOKEN=hf_xxx\n",

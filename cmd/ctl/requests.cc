@@ -175,6 +175,9 @@ const std::vector<FlagSpec>& SubmitFlags() {
       {"image", 0, FlagKind::kValue, "REF",
        "OCI image the tasks run in, e.g. registry.example:5000/team/app:v1; the command after "
        "'--' then replaces the image's Cmd and may be left out"},
+      {"registry-credential", 0, FlagKind::kValue, "NAME",
+       "pull --image with the --secret-env entry NAME, whose value is USERNAME:PASSWORD; it "
+       "reaches the node's image store only, never the task"},
       {"env", 0, FlagKind::kRepeated, "KEY=VALUE", "environment variable of each task"},
       {"secret-env", 0, FlagKind::kRepeated, "KEY=VALUE",
        "like --env, but the value is never shown by the API nor logged (e.g. a token)"},
@@ -273,6 +276,7 @@ Status ApplySubmitFlags(const ParsedArgs& a, v1::JobSpec* spec) {
   GPUPOOL_RETURN_IF_ERROR(ParseKeyValues(a.GetAll("label"), "label", spec->mutable_labels()));
   v1::TaskTemplate* tmpl = spec->mutable_template_();
   if (auto v = a.Find("image")) tmpl->set_image(*v);
+  if (auto v = a.Find("registry-credential")) tmpl->set_registry_credential(*v);
   GPUPOOL_RETURN_IF_ERROR(ParseKeyValues(a.GetAll("env"), "env", tmpl->mutable_env()));
   GPUPOOL_RETURN_IF_ERROR(
       ParseKeyValues(a.GetAll("secret-env"), "secret-env", tmpl->mutable_secret_env()));

@@ -20,10 +20,12 @@
 #include "agent/image/image_store.h"
 #include "agent/image_metrics.h"
 #include "agent/images.h"
+#include "agent/proto_convert.h"
 #include "agent/task_runner.h"
 #include "tests/agent/net_fixture.h"
 #include "tests/agent/oci_registry.h"
 #include "tests/agent/sandbox_fixture.h"
+#include "tests/support/status_macros.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool::agent {
@@ -266,6 +268,50 @@ TEST_F(ImageTaskTest, AnImageThatDoesNotExistFailsTheTaskNamingIt) {
   EXPECT_EQ(end.exit_code, 126);
   EXPECT_NE(end.reason.find("image"), std::string::npos) << end.reason;
   EXPECT_NE(end.reason.find("test/nope"), std::string::npos) << end.reason;
+}
+
+// A private image (issue 25): the scheduler's StartTask names the env entry that is the pull
+// credential; the agent takes it out of the task's environment and pulls with it. The task runs
+// and never sees it; a wrong one fails the task saying the registry refused, never echoing it.
+TEST_F(ImageTaskTest, APrivateImageIsPulledWithTheJobsCredentialWhichTheTaskNeverSees) {
+  // bcrypt (cost 4) of "s3cret" for the registry's htpasswd (as in image_store_test.cc).
+  constexpr char kBcryptS3cret[] = "$2b$04$ax8.W/eQ7R/xmzfReiQmeumJMVzO..JZcrtiCzfUPrgKAaxILgP/q";
+  ::gpupool::testing::LocalRegistry secured;
+  ASSERT_OK(secured.Start("tenant-a", kBcryptS3cret));
+  ::gpupool::testing::TestLayer marker;
+  marker.files["/etc/private-release"] = "private 1\n";
+  ASSERT_OK(::gpupool::testing::BuildAndPush(secured, work_, "private/app", "1",
+                                             {::gpupool::testing::BusyboxLayer(), marker},
+                                             {"/bin/sh"}, "tenant-a", "s3cret")
+                .status());
+  auto start = [&](const std::string& id, const std::string& credential) {
+    v1::StartTask s;
+    s.set_task_id(id);
+    s.set_job_id("job-1");
+    s.set_tenant("acme/ml/alice");
+    s.set_attempt(1);
+    s.set_image(secured.host() + "/private/app:1");
+    for (const char* arg : {"/bin/sh", "-c", "cat /etc/private-release; env"}) s.add_argv(arg);
+    (*s.mutable_env())["PULL"] = credential;
+    (*s.mutable_env())["VISIBLE"] = "yes";
+    s.set_registry_credential_env("PULL");
+    s.set_memory_mib(64);
+    TaskSpec spec = FromProto(s, "node-a", Inventory{});
+    EXPECT_EQ(spec.env.count("PULL"), 0u) << "the credential stayed in the task's environment";
+    EXPECT_TRUE(runner_->Start(spec).ok());
+    return ended_.Wait(id);
+  };
+  const TaskStatus ok = start("priv", "tenant-a:s3cret");
+  EXPECT_EQ(ok.phase, TaskPhase::kSucceeded) << ok.reason << "\n" << ok.output_tail;
+  EXPECT_NE(ok.output_tail.find("private 1"), std::string::npos) << ok.output_tail;
+  EXPECT_NE(ok.output_tail.find("VISIBLE=yes"), std::string::npos) << ok.output_tail;
+  EXPECT_EQ(ok.output_tail.find("s3cret"), std::string::npos) << ok.output_tail;
+  EXPECT_EQ(ok.output_tail.find("PULL="), std::string::npos) << ok.output_tail;
+
+  const TaskStatus refused = start("priv-wrong", "tenant-a:guess-me");
+  EXPECT_EQ(refused.phase, TaskPhase::kFailed);
+  EXPECT_NE(refused.reason.find("refused the credential"), std::string::npos) << refused.reason;
+  EXPECT_EQ(refused.reason.find("guess-me"), std::string::npos) << refused.reason;
 }
 
 TEST_F(ImageTaskTest, AnImageKeepsItsOwnCommandWhenTheTaskGivesNone) {

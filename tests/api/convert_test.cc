@@ -57,6 +57,26 @@ TEST(ConvertJobSpec, ValidSpecConvertsEveryField) {
   EXPECT_EQ(rr.memory_mib, 16384);
 }
 
+TEST(ConvertTest, ARegistryCredentialNamesASecretEnvEntry) {
+  v1::JobSpec s = ValidSpec();
+  s.mutable_template_()->set_image("registry.local/private/app:1");
+  (*s.mutable_template_()->mutable_secret_env())["PULL"] = "robot:s3cret:with:colons";
+  s.mutable_template_()->set_registry_credential("PULL");
+  Result<JobSpec> r = JobSpecFromProto(s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->task_template.registry_credential, "PULL");
+  // Shown back by name; the value stays redacted like every secret.
+  v1::JobSpec back;
+  ToProto(*r, &back);
+  EXPECT_EQ(back.template_().registry_credential(), "PULL");
+  EXPECT_EQ(back.template_().secret_env().at("PULL"), kRedacted);
+  // The error for a bad value names the entry, never its value.
+  (*s.mutable_template_()->mutable_secret_env())["PULL"] = "no-colon-secret";
+  Result<JobSpec> bad = JobSpecFromProto(s);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().find("no-colon-secret"), std::string::npos);
+}
+
 TEST(ConvertJobSpec, RoundTripsEveryShape) {
   std::vector<std::function<void(v1::ResourceRequest*)>> shapes = {
       [](v1::ResourceRequest* r) { r->mutable_fractional()->set_milli_tflops(1); },
@@ -167,6 +187,28 @@ INSTANTIATE_TEST_SUITE_P(
                  [](v1::JobSpec* s) { s->mutable_template_()->set_image("app@sha256:1234"); },
                  "spec.template.image: image 'app@sha256:1234': digest must be "
                  "sha256:<64 lowercase hex digits>"},
+        SpecCase{"CredentialWithoutImage",
+                 [](v1::JobSpec* s) {
+                   (*s->mutable_template_()->mutable_secret_env())["PULL"] = "robot:s3cret";
+                   s->mutable_template_()->set_registry_credential("PULL");
+                 },
+                 "spec.template.registry_credential: needs image (a plain command pulls nothing)"},
+        SpecCase{"CredentialNotASecret",
+                 [](v1::JobSpec* s) {
+                   s->mutable_template_()->set_image("registry.local/app:1");
+                   (*s->mutable_template_()->mutable_env())["PULL"] = "robot:s3cret";
+                   s->mutable_template_()->set_registry_credential("PULL");
+                 },
+                 "spec.template.registry_credential: 'PULL' is not the name of a secret_env "
+                 "entry"},
+        SpecCase{"CredentialNotUserPassword",
+                 [](v1::JobSpec* s) {
+                   s->mutable_template_()->set_image("registry.local/app:1");
+                   (*s->mutable_template_()->mutable_secret_env())["PULL"] = "s3cret-only";
+                   s->mutable_template_()->set_registry_credential("PULL");
+                 },
+                 "spec.template.registry_credential: the value of secret_env 'PULL' must be "
+                 "USERNAME:PASSWORD"},
         SpecCase{"EmptyProgram", [](v1::JobSpec* s) { s->mutable_template_()->set_command(0, ""); },
                  "spec.template.command[0]: the program must not be empty"},
         SpecCase{"NoTemplate", [](v1::JobSpec* s) { s->clear_template_(); },
@@ -683,8 +725,12 @@ TEST(ConvertAgent, TaskUpdateAndCommands) {
   cmd.devices = {{"GPU-0", 500'000, 40'960, 50}};
   cmd.max_runtime_ms = 1000;
   cmd.epoch = 3;
+  cmd.image = "registry.local/private/app:1";
+  cmd.registry_credential_env = "A";
   v1::StartTask st;
   ToProto(cmd, &st);
+  EXPECT_EQ(st.image(), "registry.local/private/app:1");
+  EXPECT_EQ(st.registry_credential_env(), "A");
   EXPECT_EQ(st.job_id(), "7");
   EXPECT_EQ(st.argv_size(), 2);
   EXPECT_EQ(st.env().at("A"), "b");

@@ -32,6 +32,9 @@ TEST(DispatcherTest, BuildsStartFromTheTaskAndStopWithGraceAndEpoch) {
   job.head.spec.max_runtime_ms = 60'000;
   job.head.spec.task_template.command = {"python", "train.py"};
   job.head.spec.task_template.env = {{"EPOCHS", "3"}};
+  job.head.spec.task_template.secret_env = {{"PULL", "robot:s3cret"}};
+  job.head.spec.task_template.image = "registry.local/private/app:1";
+  job.head.spec.task_template.registry_credential = "PULL";
   job.head.spec.task_template.resources.cpu_milli = 2000;
   job.head.spec.task_template.resources.memory_mib = 4096;
   job.tasks.resize(2);
@@ -58,6 +61,10 @@ TEST(DispatcherTest, BuildsStartFromTheTaskAndStopWithGraceAndEpoch) {
   EXPECT_EQ(s.attempt, 2);
   EXPECT_EQ(s.argv, (std::vector<std::string>{"python", "train.py"}));
   EXPECT_EQ(s.env.at("EPOCHS"), "3");
+  // The pull credential travels as a named env entry; the agent takes it out of the task's.
+  EXPECT_EQ(s.env.at("PULL"), "robot:s3cret");
+  EXPECT_EQ(s.image, "registry.local/private/app:1");
+  EXPECT_EQ(s.registry_credential_env, "PULL");
   EXPECT_EQ(s.max_runtime_ms, 60'000);
   EXPECT_EQ(s.epoch, 7);
   EXPECT_EQ(s.cpu_milli, 2000);

@@ -29,6 +29,8 @@ JobRecord SampleJob(int64_t id, int tasks) {
   j.spec.labels = {{"team", "vision"}, {"quote", "it's \"x\" \\ y"}};
   j.spec.task_template.command = {"python3", "-c", "print('héllo, 世界')", ""};
   j.spec.task_template.env = {{"A", "1"}, {"PATH", "/usr/bin:/bin"}};
+  j.spec.task_template.image = "registry.example:5000/team/app:v1";
+  j.spec.task_template.registry_credential = "PULL_TOKEN";
   ResourceRequest& r = j.spec.task_template.resources;
   r.shape = RequestShape::kWholeGpus;
   r.fractional = Resources{12'500, 40'960};
