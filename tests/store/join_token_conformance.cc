@@ -13,55 +13,14 @@
 #include "store/memory_join_tokens.h"
 #include "store/pg_join_tokens.h"
 #include "store/pg_store.h"
+#include "tests/store/port_harness.h"
 #include "tests/support/pg_fixture.h"
 #include "tests/support/status_macros.h"
 
 namespace gpupool::testing {
 namespace {
 
-class TokenHarness {
- public:
-  virtual ~TokenHarness() = default;
-  virtual Status NewTable() = 0;
-  virtual Result<std::unique_ptr<JoinTokenStore>> Open() = 0;
-};
-
-class MemoryHarness : public TokenHarness {
- public:
-  Status NewTable() override {
-    first_ = std::make_unique<MemoryJoinTokens>();
-    return Status::Ok();
-  }
-  Result<std::unique_ptr<JoinTokenStore>> Open() override {
-    return std::unique_ptr<JoinTokenStore>(first_->Share());
-  }
-
- private:
-  std::unique_ptr<MemoryJoinTokens> first_;
-};
-
-class PgHarness : public TokenHarness {
- public:
-  Status NewTable() override {
-    GPUPOOL_ASSIGN_OR_RETURN(uri_, CreateTestDatabase());
-    PgStoreOptions o;
-    o.uri = uri_;
-    return PgStore::Open(o).status();  // runs the migrations
-  }
-  Result<std::unique_ptr<JoinTokenStore>> Open() override {
-    GPUPOOL_ASSIGN_OR_RETURN(std::unique_ptr<PgJoinTokens> s, PgJoinTokens::Open(uri_));
-    return std::unique_ptr<JoinTokenStore>(std::move(s));
-  }
-
- private:
-  std::string uri_;
-};
-
-struct Factory {
-  std::string name;
-  std::function<std::unique_ptr<TokenHarness>()> make;
-  friend void PrintTo(const Factory& f, std::ostream* os) { *os << f.name; }
-};
+using Factory = PortFactory<JoinTokenStore>;
 
 JoinTokenRecord Token(const std::string& id, int64_t max_uses = 0, int64_t expire_ms = 0) {
   JoinTokenRecord t;
@@ -93,7 +52,7 @@ class JoinTokenConformanceTest : public ::testing::TestWithParam<Factory> {
     return r.ok() && r->has_value() ? **r : JoinTokenRecord{};
   }
 
-  std::unique_ptr<TokenHarness> harness_;
+  std::unique_ptr<PortHarness<JoinTokenStore>> harness_;
   std::unique_ptr<JoinTokenStore> store_;
 };
 
@@ -174,11 +133,10 @@ TEST_P(JoinTokenConformanceTest, RacingUsesOfTheLastUseLeaveOneWinner) {
   EXPECT_EQ(Row("aaaaaaaaaaaa").uses, 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, JoinTokenConformanceTest,
-    ::testing::Values(Factory{"memory", [] { return std::make_unique<MemoryHarness>(); }},
-                      Factory{"pg", [] { return std::make_unique<PgHarness>(); }}),
-    [](const ::testing::TestParamInfo<Factory>& i) { return i.param.name; });
+INSTANTIATE_TEST_SUITE_P(All, JoinTokenConformanceTest,
+                         ::testing::Values(MemoryPort<JoinTokenStore, MemoryJoinTokens>("memory"),
+                                           PgPort<JoinTokenStore, PgJoinTokens>("pg")),
+                         PortName<JoinTokenStore>);
 
 }  // namespace
 }  // namespace gpupool::testing

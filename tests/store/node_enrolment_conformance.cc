@@ -13,56 +13,14 @@
 #include "store/memory_node_enrolments.h"
 #include "store/pg_node_enrolments.h"
 #include "store/pg_store.h"
+#include "tests/store/port_harness.h"
 #include "tests/support/pg_fixture.h"
 #include "tests/support/status_macros.h"
 
 namespace gpupool::testing {
 namespace {
 
-// Makes a fresh table; Open() then opens handles on it, like replicas on one database.
-class EnrolmentHarness {
- public:
-  virtual ~EnrolmentHarness() = default;
-  virtual Status NewTable() = 0;
-  virtual Result<std::unique_ptr<NodeEnrolmentStore>> Open() = 0;
-};
-
-class MemoryHarness : public EnrolmentHarness {
- public:
-  Status NewTable() override {
-    first_ = std::make_unique<MemoryNodeEnrolments>();
-    return Status::Ok();
-  }
-  Result<std::unique_ptr<NodeEnrolmentStore>> Open() override {
-    return std::unique_ptr<NodeEnrolmentStore>(first_->Share());
-  }
-
- private:
-  std::unique_ptr<MemoryNodeEnrolments> first_;
-};
-
-class PgHarness : public EnrolmentHarness {
- public:
-  Status NewTable() override {
-    GPUPOOL_ASSIGN_OR_RETURN(uri_, CreateTestDatabase());
-    PgStoreOptions o;
-    o.uri = uri_;
-    return PgStore::Open(o).status();  // runs the migrations
-  }
-  Result<std::unique_ptr<NodeEnrolmentStore>> Open() override {
-    GPUPOOL_ASSIGN_OR_RETURN(std::unique_ptr<PgNodeEnrolments> s, PgNodeEnrolments::Open(uri_));
-    return std::unique_ptr<NodeEnrolmentStore>(std::move(s));
-  }
-
- private:
-  std::string uri_;
-};
-
-struct Factory {
-  std::string name;
-  std::function<std::unique_ptr<EnrolmentHarness>()> make;
-  friend void PrintTo(const Factory& f, std::ostream* os) { *os << f.name; }
-};
+using Factory = PortFactory<NodeEnrolmentStore>;
 
 class NodeEnrolmentConformanceTest : public ::testing::TestWithParam<Factory> {
  protected:
@@ -82,7 +40,7 @@ class NodeEnrolmentConformanceTest : public ::testing::TestWithParam<Factory> {
     return r.ok() ? *r : std::nullopt;
   }
 
-  std::unique_ptr<EnrolmentHarness> harness_;
+  std::unique_ptr<PortHarness<NodeEnrolmentStore>> harness_;
   std::unique_ptr<NodeEnrolmentStore> store_;
 };
 
@@ -163,9 +121,9 @@ TEST_P(NodeEnrolmentConformanceTest, RacingJoinsForOneNameLeaveOneWinner) {
 
 INSTANTIATE_TEST_SUITE_P(
     Stores, NodeEnrolmentConformanceTest,
-    ::testing::Values(Factory{"memory", [] { return std::make_unique<MemoryHarness>(); }},
-                      Factory{"pg", [] { return std::make_unique<PgHarness>(); }}),
-    [](const auto& p) { return p.param.name; });
+    ::testing::Values(MemoryPort<NodeEnrolmentStore, MemoryNodeEnrolments>("memory"),
+                      PgPort<NodeEnrolmentStore, PgNodeEnrolments>("pg")),
+    PortName<NodeEnrolmentStore>);
 
 }  // namespace
 }  // namespace gpupool::testing
