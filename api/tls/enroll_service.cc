@@ -2,7 +2,6 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "api/credentials.h"
 #include "api/status_convert.h"
 #include "base/clock.h"
 
@@ -138,18 +137,11 @@ grpc::ServerUnaryReactor* EnrollService::CreateJoinToken(grpc::CallbackServerCon
   record.created_by = caller->key_id;
   record.max_uses = req->max_uses();
   const int64_t ttl_s = req->ttl_seconds() == 0 ? kDefaultTokenTtlS : req->ttl_seconds();
-  Result<std::string> token = ids_->CreateJoinToken(record, ttl_s * 1000);
+  Result<std::string> token = ids_->CreateJoinToken(&record, ttl_s * 1000);
   if (!token.ok()) return Answer(ctx, actor, "CreateJoinToken", "join-tokens", token.status());
-  Result<ApiKeySecret> parsed = ParseJoinToken(*token);
-  const std::string id = parsed.ok() ? parsed->id : "";
-  Result<std::vector<JoinTokenRecord>> all = ids_->ListJoinTokens();
-  if (all.ok()) {
-    for (const JoinTokenRecord& t : *all) {
-      if (t.id == id) Fill(t, ids_->NowMs(), resp->mutable_join_token());
-    }
-  }
+  Fill(record, ids_->NowMs(), resp->mutable_join_token());
   resp->set_token(*token);
-  return Answer(ctx, actor, "CreateJoinToken", "join-token/" + id, Status::Ok(),
+  return Answer(ctx, actor, "CreateJoinToken", "join-token/" + record.id, Status::Ok(),
                 "expires in " + std::to_string(ttl_s) + " s, " +
                     (record.max_uses == 0 ? std::string("unlimited uses")
                                           : std::to_string(record.max_uses) + " uses"));

@@ -144,9 +144,10 @@ Status NodeIdentities::NoTokenStore() const {
   return Status::FailedPrecondition("this gpupoold keeps no join tokens of its own");
 }
 
-Result<std::string> NodeIdentities::CreateJoinToken(JoinTokenRecord record, int64_t ttl_ms) {
+Result<std::string> NodeIdentities::CreateJoinToken(JoinTokenRecord* out, int64_t ttl_ms) {
   if (options_.created_tokens == nullptr) return NoTokenStore();
   GPUPOOL_ASSIGN_OR_RETURN(ApiKeySecret secret, NewJoinTokenSecret());
+  JoinTokenRecord record = *out;
   record.id = secret.id;
   record.secret_sha256 = Sha256Hex(secret.secret);
   record.create_ms = NowMs();
@@ -155,6 +156,7 @@ Result<std::string> NodeIdentities::CreateJoinToken(JoinTokenRecord record, int6
   record.revoke_ms = 0;
   GPUPOOL_RETURN_IF_ERROR(options_.created_tokens->Create(record));
   LogInfo(kComponent, "join token created", {{"token", record.id}, {"by", record.created_by}});
+  *out = std::move(record);
   return JoinTokenText(secret);
 }
 

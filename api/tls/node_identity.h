@@ -92,8 +92,9 @@ class NodeIdentities {
   Result<IssuedCert> Join(std::string_view token, const std::string& node, std::string_view csr_pem,
                           JoinCredential* how = nullptr);
   // Join tokens an admin manages (FAILED_PRECONDITION when there is no store): Create, for
-  // `ttl_ms` from now, returns the token's text, shown once; the record never holds it.
-  Result<std::string> CreateJoinToken(JoinTokenRecord record, int64_t ttl_ms);
+  // `ttl_ms` from now, fills in `record` (id, digest, times) and returns the token's text, shown
+  // once; the record never holds it.
+  Result<std::string> CreateJoinToken(JoinTokenRecord* record, int64_t ttl_ms);
   Result<std::vector<JoinTokenRecord>> ListJoinTokens();
   Status RevokeJoinToken(const std::string& id);
   // Now on the clock that expiries are judged by (NodeIdentityOptions::clock).
