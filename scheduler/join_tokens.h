@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -41,6 +42,10 @@ struct JoinTokenRecord {
   int64_t last_use_ms = 0;
   friend bool operator==(const JoinTokenRecord&, const JoinTokenRecord&) = default;
 };
+
+// What `t` is at `now_ms`: "usable", "revoked", "expired" or "used-up" (in that order of
+// precedence). The one rule for both JoinTokenUsable and the listing's state.
+std::string_view JoinTokenState(const JoinTokenRecord& t, int64_t now_ms);
 
 // OK when `t` may enrol a node at `now_ms`; else FAILED_PRECONDITION saying why ("join token
 // 0123456789ab was revoked", "… expired at 2026-11-30T10:00:00Z", "… has been used 3 of 3

@@ -34,15 +34,7 @@ void Fill(const JoinTokenRecord& t, int64_t now_ms, v1::JoinToken* out) {
   out->set_revoke_unix_ms(t.revoke_ms);
   out->set_last_node(t.last_node);
   out->set_last_use_unix_ms(t.last_use_ms);
-  const char* state = "usable";
-  if (t.revoke_ms != 0) {
-    state = "revoked";
-  } else if (t.expire_ms != 0 && now_ms >= t.expire_ms) {
-    state = "expired";
-  } else if (t.max_uses != 0 && t.uses >= t.max_uses) {
-    state = "used-up";
-  }
-  out->set_state(state);
+  out->set_state(std::string(JoinTokenState(t, now_ms)));
 }
 
 }  // namespace
