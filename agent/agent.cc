@@ -14,6 +14,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "agent/capabilities.h"
 #include "agent/enroll.h"
@@ -158,8 +159,15 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   void Shutdown(bool stop_tasks) {
     if (shut_down_.exchange(true)) return;
     auto self = shared_from_this();
+    bool stopped_some = stop_tasks;
     if (stop_tasks) {
       runner_->StopAll(config_.node_name, config_.stop_grace_period_ms, "agent shutting down");
+    } else {
+      // Left running for the next agent process, which re-adopts them (TaskRunner::Recover) —
+      // except those it could not rebuild: they stop now, reported, rather than run unguarded.
+      stopped_some = StopUnadoptable();
+    }
+    if (stopped_some) {
       // Let the final updates go out (bounded).
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
       while (std::chrono::steady_clock::now() < until) {
@@ -534,6 +542,31 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
                {"tasks", std::to_string(failed.size())}});
     }
     SendHeartbeat();  // tell gpupoold now, not at the next interval
+  }
+
+  // Stops every running task a restarted agent could not re-adopt and waits (bounded by the stop
+  // grace and a margin) until they have ended. True when there was one.
+  bool StopUnadoptable() {
+    std::vector<std::string> stopping;
+    for (const TaskStatus& t : runner_->Running(config_.node_name)) {
+      const std::string why = runner_->WhyNotAdoptable(t.task_id);
+      if (why.empty()) continue;
+      runner_->Stop(t.task_id, t.attempt, config_.stop_grace_period_ms,
+                    "agent shutting down; this task cannot outlive it: " + why);
+      stopping.push_back(t.task_id);
+    }
+    const bool any = !stopping.empty();
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(config_.stop_grace_period_ms) +
+                       std::chrono::seconds(5);
+    while (!stopping.empty() && std::chrono::steady_clock::now() < until) {
+      std::erase_if(stopping, [&](const std::string& id) {
+        const std::optional<TaskStatus> st = runner_->Get(id);
+        return !st || st->terminal();
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return any;
   }
 
   void QueueUpdate(const TaskStatus& st) {

@@ -74,7 +74,9 @@ struct AgentConfig {
   std::string data_dir = "/var/lib/gpupool-agent";
   int64_t heartbeat_interval_ms = 2000;
   int64_t stop_grace_period_ms = 10'000;  // default grace for StopTask without one and shutdown
-  bool stop_tasks_on_shutdown = true;
+  // false (default): a stopped agent leaves its tasks running under the lease keeper for the next
+  // agent process to re-adopt (a restart or an upgrade kills no task); true: a node going away.
+  bool stop_tasks_on_shutdown = false;
   int64_t output_tail_bytes = 4096;
   int64_t keepalive_ms = 0;  // gRPC keepalive pings; 0 = off (the server must permit them)
   ReconnectOptions reconnect;

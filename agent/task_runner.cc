@@ -1,6 +1,7 @@
 #include "agent/task_runner.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/epoll.h>
@@ -24,6 +25,7 @@
 #include "agent/sandbox/sandbox.h"
 #include "agent/scrub/device_guard.h"
 #include "agent/slices/slice_ledgers.h"
+#include "agent/task_record.h"
 #include "agent/task_runner_task.h"
 #include "agent/task_spawn.h"
 #include "base/log.h"
@@ -183,6 +185,14 @@ TaskRunner::~TaskRunner() {
   }
   thread_.join();
   for (auto& [id, t] : tasks_) {
+    if (leaving_ && !t->status.terminal()) {
+      // Left for the next agent process: not killed, not waited for, its sandbox kept.
+      if (t->pidfd >= 0) close(t->pidfd);
+      if (t->box) t->box->Abandon();
+      if (t->container) t->container->Abandon();
+      (void)t->network.release();  // an isolated network's namespace stays with its task
+      continue;
+    }
     if (t->reaped || t->pid <= 0) continue;
     kill(-t->pid, SIGKILL);
     int st = 0;
@@ -199,8 +209,18 @@ void TaskRunner::Wake() {
 }
 
 void TaskRunner::SetListener(const std::string& owner, Listener listener) {
-  std::lock_guard lock(mu_);
-  listeners_[owner] = std::move(listener);
+  std::vector<TaskStatus> held;
+  {
+    std::lock_guard lock(mu_);
+    listeners_[owner] = listener;
+    auto it = undelivered_.find(owner);
+    if (it != undelivered_.end()) {
+      held = std::move(it->second);
+      undelivered_.erase(it);
+    }
+  }
+  // Final statuses that ended before anyone listened (Recover()), in the order they ended.
+  for (const TaskStatus& st : held) listener(st);
 }
 
 void TaskRunner::RemoveListener(const std::string& owner) {
@@ -338,11 +358,22 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
                   ": needs the sandbox (sandbox.enabled is off on this node)";
     start_exit = 126;
   } else {
-    auto spawned = SpawnProcessGroup(spec.argv, env_strings, task->dir, log_fd);
-    if (spawned.ok()) {
-      pid = *spawned;
+    // Found on the agent's PATH, as posix_spawnp would; a path with a '/' is taken as given
+    // (relative to the task's directory).
+    const char* agent_path = std::getenv("PATH");
+    const std::string exec =
+        ResolveProgram(spec.argv[0], agent_path ? agent_path : "/usr/local/bin:/usr/bin:/bin");
+    if (exec.empty()) {
+      start_error = "exec '" + spec.argv[0] + "': " + std::strerror(ENOENT);
     } else {
-      start_error = spawned.status().message();
+      auto spawned = SpawnRecordedGroup(exec, spec.argv, env_strings, task->dir, log_fd,
+                                        task->dir + "/exit_status");
+      if (spawned.ok()) {
+        pid = *spawned;
+        task->kind = TaskKind::kRecorded;
+      } else {
+        start_error = spawned.status().message();
+      }
     }
   }
 
@@ -396,27 +427,58 @@ void TaskRunner::Supervise(Task* t, pid_t pid) {
   if (t->spec.max_runtime_ms > 0) {
     t->runtime_deadline = options_.clock->MonotonicMicros() + t->spec.max_runtime_ms * 1000;
   }
+  if (t->container) {
+    t->kind = TaskKind::kContainer;
+  } else if (t->box) {
+    t->kind = TaskKind::kSandboxed;
+  }
+  t->leader_start = ProcessStartTicks(pid);
+  t->started_unix_ms = options_.clock->NowMicros() / 1000;
   {
-    std::ofstream state(t->dir + "/state");
-    state << "task_id=" << t->spec.task_id << "\nattempt=" << t->spec.attempt << "\npid=" << pid
-          << "\npgid=" << pid << "\n";
+    TaskRecord r;
+    r.spec = t->spec;
+    r.kind = t->kind;
+    r.pid = pid;
+    r.leader_start = t->leader_start;
+    r.started_unix_ms = t->started_unix_ms;
     if (t->box) {
-      state << "uid=" << t->box->identity().uid << "\n";
-      for (const std::string& d : t->box->cgroup_dirs()) state << "cgroup=" << d << "\n";
+      r.uid = t->box->identity().uid;
+      r.cgroups = t->box->cgroup_dirs();
     }
     if (t->container) {
-      state << "uid=" << t->container->identity().uid << "\ncontainer=" << t->container->id()
-            << "\n";
+      r.uid = t->container->identity().uid;
+      r.container = t->container->id();
+      r.image_digest = t->container->image_digest();
+      r.rootfs_overlay = t->container->rootfs().overlay;
     }
+    r.slice_key = t->slice_key;
+    r.mps = options_.mps != nullptr && MpsManager::Serves(t->spec);
+    r.isolated_network =
+        t->network != nullptr ||
+        t->spec.network.value_or(options_.default_network) == net::NetworkMode::kIsolated;
+    std::ofstream(t->dir + "/state") << FormatTaskRecord(r);
   }
   // The slice's watchdog follows the task's processes from its leader down.
   if (!t->slice_key.empty()) options_.slices->Watch(t->slice_key, pid);
+  WatchPid(t, pid);
+}
+
+void TaskRunner::WatchPid(Task* t, pid_t pid) {
   t->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   if (t->pidfd >= 0) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = static_cast<uint64_t>(pid);
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, t->pidfd, &ev);
+  }
+}
+
+void TaskRunner::Deliver(const TaskStatus& st, std::vector<std::pair<Listener, TaskStatus>>* out) {
+  auto l = listeners_.find(st.owner);
+  if (l != listeners_.end()) {
+    out->emplace_back(l->second, st);
+  } else if (st.terminal()) {
+    undelivered_[st.owner].push_back(st);
   }
 }
 
@@ -448,8 +510,7 @@ void TaskRunner::FinishUnstarted(Task* t, TaskPhase phase, int exit_code, const 
   }
   finished_order_.push_back(spec.task_id);
   if (out == nullptr) return;
-  auto l = listeners_.find(st.owner);
-  if (l != listeners_.end()) out->emplace_back(l->second, st);
+  Deliver(st, out);
 }
 
 Result<int> TaskRunner::LaunchSandboxed(Task* t, const std::map<std::string, std::string>& env,
@@ -573,6 +634,15 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
   kill(-t->pid, SIGKILL);  // whatever is left of the group
   if (options_.lease_keeper) options_.lease_keeper->Untrack(t->pid);
   TaskStatus& st = t->status;
+  if (t->kind == TaskKind::kRecorded || (t->kind == TaskKind::kSandboxed && t->adopted)) {
+    // The recorder's (or the sandbox init's) file says how the program itself ended; without
+    // one (the leader was SIGKILLed with its group) a SIGKILL is what happened.
+    if (std::optional<int> ws = ReadRecordedStatus(t->dir + "/exit_status")) {
+      t->wait_status = *ws;
+    } else if (t->adopted) {
+      t->wait_status = SIGKILL;
+    }
+  }
   if (t->status_fd >= 0) {
     // The sandbox's init reports how the program itself ended; without it (init was killed by
     // a stop) the init's own status stands.
@@ -661,11 +731,8 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
       st.oom = st.signal == SIGKILL || LooksLikeOom(st.output_tail);
     }
   }
-  {
-    std::ofstream state(t->dir + "/state", std::ios::app);
-    state << "phase=" << TaskPhaseName(st.phase) << "\nexit_code=" << st.exit_code
-          << "\nsignal=" << st.signal << "\n";
-  }
+  std::ofstream(t->dir + "/state", std::ios::app)
+      << FormatTaskOutcome(st.phase, st.exit_code, st.signal, st.oom, st.reason);
   LogInfo("agent.runner", "task ended",
           {{"task", st.task_id},
            {"state", TaskPhaseName(st.phase)},
@@ -673,8 +740,7 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
            {"signal", std::to_string(st.signal)},
            {"reason", st.reason}});
   finished_order_.push_back(st.task_id);
-  auto l = listeners_.find(st.owner);
-  if (l != listeners_.end()) out->emplace_back(l->second, st);
+  Deliver(st, out);
 }
 
 void TaskRunner::Forget() {
@@ -722,7 +788,20 @@ void TaskRunner::Loop() {
       for (auto& [id, tp] : tasks_) {
         Task* t = tp.get();
         if (t->status.terminal() || t->pulling) continue;
-        if (!t->reaped) {
+        if (!t->reaped && t->adopted) {
+          // Not our child: its pidfd turns readable when it has exited (its parent reaps it).
+          pollfd p{t->pidfd, POLLIN, 0};
+          const bool gone =
+              t->pidfd >= 0 ? poll(&p, 1, 0) > 0 : ProcessStartTicks(t->pid) != t->leader_start;
+          if (gone) {
+            t->reaped = true;
+            if (t->pidfd >= 0) {
+              epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, t->pidfd, nullptr);
+              close(t->pidfd);
+              t->pidfd = -1;
+            }
+          }
+        } else if (!t->reaped) {
           int ws = 0;
           const pid_t r = waitpid(t->pid, &ws, WNOHANG);
           if (r == t->pid) {
@@ -788,54 +867,223 @@ bool CarriesTask(pid_t pid, const std::string& task_id) {
 
 }  // namespace
 
-int TaskRunner::KillOrphans() {
-  int killed = 0;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(options_.data_dir + "/tasks", ec)) {
-    std::ifstream in(entry.path() / "state");
-    std::map<std::string, std::string> kv;
-    std::vector<std::string> cgroups;
-    std::string line;
-    while (std::getline(in, line)) {
-      const size_t eq = line.find('=');
-      if (eq == std::string::npos) continue;
-      if (line.substr(0, eq) == "cgroup") cgroups.push_back(line.substr(eq + 1));
-      kv[line.substr(0, eq)] = line.substr(eq + 1);
+namespace {
+
+// Why a task of this kind, with these resources, cannot be rebuilt by a restarted agent; "" when
+// it can. Each is a resource the agent holds in memory only (a uid lease, a ledger or daemon
+// process it runs, a network namespace, a mounted root file system).
+std::string NotAdoptable(const TaskRecord& r, bool sandbox_on, bool containers_on) {
+  switch (r.kind) {
+    case TaskKind::kPlain:
+      return "started without a recorder (an older agent)";
+    case TaskKind::kSandboxed:
+      if (!sandbox_on) return "it is sandboxed and the sandbox is off now";
+      break;
+    case TaskKind::kContainer:
+      if (!containers_on) return "it is a container and images are off now";
+      break;
+    case TaskKind::kRecorded:
+      break;
+  }
+  if (!r.slice_key.empty()) return "its GPU slice's ledger ran in the previous agent process";
+  if (r.mps) return "its MPS control daemon ran under the previous agent process";
+  if (r.isolated_network) return "its isolated network is not re-adopted yet";
+  return "";
+}
+
+// Kills a task a previous agent process left running, identified by its record.
+bool KillLeftover(const TaskRecord& r) {
+  if (!r.cgroups.empty()) {
+    // A sandboxed task: its cgroup holds exactly its processes.
+    bool alive = false;
+    for (const std::string& d : r.cgroups) {
+      std::ifstream procs(d + "/cgroup.procs");
+      pid_t p = 0;
+      if (procs >> p) alive = true;
     }
-    if (kv.count("phase") || !kv.count("pgid") || !kv.count("task_id")) continue;
-    const pid_t pgid = static_cast<pid_t>(std::atoi(kv["pgid"].c_str()));
+    sandbox::TaskCgroup::KillAndRemove(r.cgroups);
+    return alive;
+  }
+  const bool same = r.leader_start != 0 ? ProcessStartTicks(r.pid) == r.leader_start
+                                        : CarriesTask(r.pid, r.spec.task_id);
+  return same && kill(-r.pid, SIGKILL) == 0;
+}
+
+}  // namespace
+
+TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t report_within_ms) {
+  Recovery out;
+  std::vector<std::pair<Listener, TaskStatus>> notify;
+  std::error_code ec;
+  const auto now_file = std::filesystem::file_time_type::clock::now();
+  for (const auto& entry : std::filesystem::directory_iterator(options_.data_dir + "/tasks", ec)) {
+    Result<TaskRecord> read = ReadTaskRecord(entry.path().string());
+    if (!read.ok()) continue;
+    TaskRecord& r = *read;
+    if (r.orphan_killed) continue;
+    if (r.spec.owner.empty()) r.spec.owner = owner;  // written by an agent before owners
     {
       std::lock_guard lock(mu_);
-      auto it = tasks_.find(kv["task_id"]);
-      if (it != tasks_.end() && it->second->pid == pgid) continue;  // ours
+      auto it = tasks_.find(r.spec.task_id);
+      if (it != tasks_.end() && it->second->status.attempt >= r.spec.attempt) continue;  // ours
     }
-    if (!cgroups.empty()) {
-      // A sandboxed task: its cgroup holds exactly its processes (its init is a clone of the
-      // agent, so the environment check below would not recognise it).
-      bool alive = false;
-      for (const std::string& d : cgroups) {
-        std::ifstream procs(d + "/cgroup.procs");
-        pid_t p = 0;
-        if (procs >> p) alive = true;
+    const std::string dir = entry.path().string();
+    if (r.phase) {
+      // Recorded as ended by the previous process; report it again while that is recent.
+      const auto age = now_file - std::filesystem::last_write_time(entry.path() / "state", ec);
+      if (ec || r.spec.owner != owner ||
+          std::chrono::duration_cast<std::chrono::milliseconds>(age).count() >= report_within_ms) {
+        continue;
       }
-      sandbox::TaskCgroup::KillAndRemove(cgroups);
-      if (alive) {
-        ++killed;
-        LogWarn("agent.runner", "killed a sandboxed task left running by a previous agent process",
-                {{"task", kv["task_id"]}, {"pgid", kv["pgid"]}});
-        std::ofstream(entry.path() / "state", std::ios::app) << "phase=ORPHAN_KILLED\n";
-      }
+      auto task = std::make_unique<Task>();
+      task->spec = r.spec;
+      task->dir = dir;
+      task->reaped = true;
+      TaskStatus& st = task->status;
+      st.owner = r.spec.owner;
+      st.task_id = r.spec.task_id;
+      st.tenant = r.spec.tenant;
+      st.attempt = r.spec.attempt;
+      st.devices = r.spec.devices;
+      st.pid = r.pid;
+      st.phase = *r.phase;
+      st.exit_code = r.exit_code;
+      st.signal = r.signal;
+      st.oom = r.oom;
+      st.reason = r.reason;
+      st.output_tail = ReadTail(dir + "/output.log", options_.tail_bytes);
+      std::lock_guard lock(mu_);
+      Task* t = Insert(std::move(task));
+      finished_order_.push_back(t->spec.task_id);
+      Deliver(t->status, &notify);
+      ++out.reported;
       continue;
     }
-    if (pgid <= 1 || !CarriesTask(pgid, kv["task_id"])) continue;
-    if (kill(-pgid, SIGKILL) == 0) {
-      ++killed;
-      LogWarn("agent.runner", "killed a task left running by a previous agent process",
-              {{"task", kv["task_id"]}, {"pgid", kv["pgid"]}});
-      std::ofstream(entry.path() / "state", std::ios::app) << "phase=ORPHAN_KILLED\n";
+    const bool alive = r.leader_start != 0 && ProcessStartTicks(r.pid) == r.leader_start;
+    std::string why = r.spec.owner != owner ? "it belongs to node " + r.spec.owner
+                                            : NotAdoptable(r, options_.sandbox != nullptr,
+                                                           options_.containers != nullptr);
+    std::unique_ptr<sandbox::SandboxedTask> box;
+    std::unique_ptr<oci::PreparedContainer> container;
+    if (why.empty() && alive && r.kind == TaskKind::kContainer) {
+      // Its uid reserved again, its image held, its root file system known: released as a
+      // started container's would be once its shim ends.
+      oci::AdoptedContainer a;
+      a.id = r.container;
+      a.tenant = r.spec.tenant;
+      a.task_dir = std::filesystem::absolute(dir, ec).lexically_normal().string();
+      a.manifest_digest = r.image_digest;
+      a.uid = r.uid;
+      a.overlay = r.rootfs_overlay;
+      auto adopted = options_.containers->Adopt(a);
+      if (adopted.ok()) {
+        container = std::move(adopted).value();
+        out.kept_containers.push_back(r.container);
+        out.kept_dirs.push_back(a.task_dir);
+      } else {
+        why = adopted.status().message();
+      }
     }
+    if (why.empty() && alive && r.kind == TaskKind::kSandboxed) {
+      // Its uid is reserved again and its cgroup found: released as a started task's would be.
+      sandbox::SandboxRequest req;
+      req.name = AttemptName(r.spec.owner, r.spec.task_id, r.spec.attempt);
+      req.tenant = r.spec.tenant;
+      req.task_dir = std::filesystem::absolute(dir, ec).lexically_normal().string();
+      auto adopted = options_.sandbox->Adopt(req, r.uid);
+      if (adopted.ok()) {
+        box = std::move(adopted).value();
+      } else {
+        why = adopted.status().message();
+      }
+    }
+    if (!why.empty() && (alive || r.leader_start == 0)) {
+      if (KillLeftover(r)) {
+        ++out.killed;
+        LogWarn("agent.runner", "killed a task left running by a previous agent process",
+                {{"task", r.spec.task_id}, {"pgid", std::to_string(r.pid)}, {"why", why}});
+      }
+      std::ofstream(entry.path() / "state", std::ios::app) << "phase=ORPHAN_KILLED\n";
+      continue;
+    }
+    if (!why.empty()) continue;
+    // Re-adopt: supervised from here on as if started here; a leader already gone is finished
+    // at once from the recorder's file.
+    auto task = std::make_unique<Task>();
+    task->spec = r.spec;
+    task->dir = dir;
+    task->kind = r.kind;
+    task->adopted = true;
+    task->leader_start = r.leader_start;
+    task->started_unix_ms = r.started_unix_ms;
+    task->box = std::move(box);
+    task->container = std::move(container);
+    TaskStatus& st = task->status;
+    st.owner = r.spec.owner;
+    st.task_id = r.spec.task_id;
+    st.tenant = r.spec.tenant;
+    st.attempt = r.spec.attempt;
+    st.devices = r.spec.devices;
+    st.pid = r.pid;
+    st.phase = TaskPhase::kRunning;
+    std::vector<std::string> uuids;
+    for (const DeviceGrant& d : r.spec.devices) uuids.push_back(d.uuid);
+    std::lock_guard lock(mu_);
+    Task* t = Insert(std::move(task));
+    t->pid = r.pid;
+    if (!alive) {
+      t->reaped = true;
+      Finish(t, &notify);
+      ++out.ended;
+      LogInfo("agent.runner", "a task ended while no agent process watched it",
+              {{"task", r.spec.task_id},
+               {"state", TaskPhaseName(t->status.phase)},
+               {"exit_code", std::to_string(t->status.exit_code)}});
+      continue;
+    }
+    if (options_.lease_keeper) options_.lease_keeper->Track(r.pid);
+    if (options_.device_guard && !uuids.empty()) {
+      options_.device_guard->Adopted(r.spec.tenant, uuids);
+      t->guarded = true;
+    }
+    if (r.spec.max_runtime_ms > 0) {
+      const int64_t ran_ms = options_.clock->NowMicros() / 1000 - r.started_unix_ms;
+      t->runtime_deadline =
+          options_.clock->MonotonicMicros() + (r.spec.max_runtime_ms - ran_ms) * 1000;
+    }
+    WatchPid(t, r.pid);
+    ++out.adopted;
+    LogInfo("agent.runner", "re-adopted a task left running by a previous agent process",
+            {{"task", r.spec.task_id},
+             {"attempt", std::to_string(r.spec.attempt)},
+             {"pid", std::to_string(r.pid)}});
   }
-  return killed;
+  {
+    std::lock_guard lock(mu_);
+    Forget();
+  }
+  Wake();
+  for (auto& [fn, st] : notify) fn(st);
+  return out;
+}
+
+void TaskRunner::Leave() {
+  std::lock_guard lock(mu_);
+  leaving_ = true;
+}
+
+std::string TaskRunner::WhyNotAdoptable(const std::string& task_id) const {
+  std::lock_guard lock(mu_);
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return "not on this node";
+  const Task& t = *it->second;
+  if (t.pulling) return "its image is still being pulled";
+  TaskRecord r;
+  r.kind = t.kind;
+  r.slice_key = t.slice_key;
+  r.mps = options_.mps != nullptr && MpsManager::Serves(t.spec);
+  r.isolated_network = t.network != nullptr;
+  return NotAdoptable(r, options_.sandbox != nullptr, options_.containers != nullptr);
 }
 
 std::optional<TaskStatus> TaskRunner::Get(const std::string& task_id) const {

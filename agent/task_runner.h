@@ -1,11 +1,19 @@
 // TaskRunner: supervises the processes of the tasks an agent was told to run.
 //
-// Each task is one child process in its own process group (posix_spawn with SETPGROUP), with
-// its argv, the agent's environment overlaid by the task's env and then by the grant variables
-// (GrantEnv below), a working directory <data_dir>/tasks/<task>.<attempt>/ and stdout+stderr
-// appended to output.log there. A small `state` file beside it records pid, pgid and attempt
-// for operators and for KillOrphans(): a restarted agent kills, never re-adopts, what a previous
-// agent process left running (see docs/agent.md).
+// Each task is one process group of its own, with its argv, the agent's environment overlaid by
+// the task's env and then by the grant variables (GrantEnv below), a working directory
+// <data_dir>/tasks/<task>.<attempt>/ and stdout+stderr appended to output.log there. A plain
+// command's group leader is a small recorder (task_spawn.h) that writes the program's wait status
+// to `exit_status` beside the log, so its end is known even to an agent that is not its parent. A
+// `state` file (task_record.h) records what a restarted agent needs.
+//
+// Agent restarts (issue 30, docs/agent.md): tasks outlive the agent process. Leave() lets them run
+// on (the lease keeper holds them to the node lease); a restarted agent's Recover() re-adopts the
+// ones it can rebuild — it watches their leader through a pidfd and reads the recorded status when
+// it ends — reports those that ended while no agent watched, and kills the rest (a GPU-slice, MPS
+// or isolated-network task; its resources cannot be rebuilt yet), which the scheduler then
+// requeues. A sandboxed task is re-adopted with its uid and cgroups, a container with its uid,
+// image and root file system.
 //
 // Stop: SIGTERM to the group, then after the grace period SIGKILL to the group. The task ends
 // when its leader has exited and, for a stop, the group is empty or has been SIGKILLed; any
@@ -250,11 +258,31 @@ class TaskRunner {
   // Reads up to max_bytes of the task's log from offset (negative: from the end).
   Result<LogSlice> ReadLog(const std::string& task_id, int64_t offset, int64_t max_bytes) const;
 
-  // Kills the process groups of tasks a previous agent process left running in this data dir
-  // (their `state` file has no outcome and the leader still carries GPUPOOL_TASK_ID=<task> in
-  // its environment). A restarted agent does not re-adopt them: the scheduler has requeued or
-  // will requeue them, and running them twice is worse. Returns how many were killed.
-  int KillOrphans();
+  // What Recover() found of a previous agent process's tasks.
+  struct Recovery {
+    int adopted = 0;   // running, now supervised here as if started here
+    int ended = 0;     // ended while no agent watched: their final status goes to the listener
+    int killed = 0;    // running but not re-adoptable (or another node's): killed
+    int reported = 0;  // ended and recorded by the previous process within `report_within_ms`:
+                       // reported again (the scheduler ignores what it already has)
+    // Re-adopted containers' ids and task directories: the agent's clean-up of what a previous
+    // process left (runc containers, mounted root file systems) must spare them.
+    std::vector<std::string> kept_containers;
+    std::vector<std::string> kept_dirs;
+  };
+  // Takes over what a previous agent process left in this data dir, for node `owner`: re-adopts
+  // every task that still runs and can be rebuilt here (a recorded plain command), reports every
+  // task that ended meanwhile, and kills the rest. Tasks whose final status was recorded less
+  // than `report_within_ms` ago are reported again: the previous process may have died before
+  // the scheduler had them. Call it once, before the agent registers; statuses go to `owner`'s
+  // listener, held until one is set.
+  Recovery Recover(const std::string& owner, int64_t report_within_ms = 15 * 60 * 1000);
+
+  // The agent leaves without stopping its tasks (a restart): the destructor then neither kills
+  // nor waits for them, and the lease keeper holds them for the next agent process.
+  void Leave();
+  // Why a running task of `owner` could not be re-adopted by a restarted agent ("" when it can).
+  std::string WhyNotAdoptable(const std::string& task_id) const;
 
   // The grant variables for a spec (CUDA_VISIBLE_DEVICES, CUDA_MPS_*, GPUPOOL_*).
   static std::map<std::string, std::string> GrantEnv(const TaskSpec& spec);
@@ -295,6 +323,10 @@ class TaskRunner {
   Task* Insert(std::unique_ptr<Task> task);
   // REQUIRES: mu_ held. Adds a spawned task's pid to the supervisor and records it RUNNING.
   void Supervise(Task* t, pid_t pid);
+  // REQUIRES: mu_ held. Watches `pid` through a pidfd on the supervisor's epoll.
+  void WatchPid(Task* t, pid_t pid);
+  // REQUIRES: mu_ held. Hands `st` to its owner's listener, or holds it until there is one.
+  void Deliver(const TaskStatus& st, std::vector<std::pair<Listener, TaskStatus>>* out);
 
   TaskRunnerOptions options_;
   int epoll_fd_ = -1;
@@ -317,6 +349,9 @@ class TaskRunner {
   };
   std::vector<PullThread> pulls_;  // guarded by start_mu_
   bool stopping_ = false;
+  bool leaving_ = false;  // Leave(): tasks outlive this runner
+  // Statuses of an owner with no listener yet (Recover() runs before the agent sets one).
+  std::map<std::string, std::vector<TaskStatus>> undelivered_;
   std::thread thread_;
 };
 

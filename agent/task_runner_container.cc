@@ -181,7 +181,7 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
         Result<pid_t> pid =
             Status::Internal("cannot open " + log_path + ": " + std::strerror(errno));
         if (log_fd >= 0) {
-          // The shim's environment names the task, so a restarted agent's KillOrphans finds it.
+          // The shim's environment names the task (GPUPOOL_TASK_ID), for operators.
           pid = SpawnProcessGroup(
               t->container->ShimArgv(),
               {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

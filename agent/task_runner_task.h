@@ -13,6 +13,7 @@
 
 #include "agent/oci/container.h"
 #include "agent/sandbox/sandbox.h"
+#include "agent/task_record.h"
 #include "agent/task_runner.h"
 
 namespace gpupool::agent {
@@ -23,6 +24,12 @@ struct TaskRunner::Task {
   std::string dir;
   pid_t pid = 0;
   int pidfd = -1;
+  TaskKind kind = TaskKind::kPlain;
+  // Re-adopted from a previous agent process (TaskRunner::Recover): not this process's child, so
+  // its end is seen through its pidfd and its status read from the recorder's file.
+  bool adopted = false;
+  int64_t leader_start = 0;     // the leader's start time (task_record.h)
+  int64_t started_unix_ms = 0;  // when its program started
   bool reaped = false;
   int wait_status = 0;
   bool stop_requested = false;

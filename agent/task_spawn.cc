@@ -3,10 +3,17 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+
+#include "agent/sandbox/launch.h"
 
 namespace gpupool::agent {
 
@@ -67,6 +74,153 @@ Result<pid_t> SpawnProcessGroup(const std::vector<std::string>& argv,
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return Status::NotFound("exec '" + argv[0] + "': " + std::strerror(rc));
   return pid;
+}
+
+namespace {
+
+// What went wrong in the program's child before exec; written to the error pipe.
+struct ExecError {
+  int32_t chdir = 0;  // 1: chdir failed, 0: exec failed
+  int32_t err = 0;
+};
+
+// The program's side of the recorder's fork: signals at their defaults, stdio on the log, exec.
+// Async-signal-safe calls only.
+[[noreturn]] void ExecProgram(const char* exec_path, char* const* argv, char* const* envp,
+                              const char* dir, int log_fd, int err_fd) {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  ExecError e;
+  if (chdir(dir) != 0) {
+    e = {1, errno};
+    [[maybe_unused]] ssize_t n = write(err_fd, &e, sizeof(e));
+    _exit(127);
+  }
+  const int null_fd = open("/dev/null", O_RDONLY);
+  if (null_fd >= 0 && null_fd != 0) {
+    dup2(null_fd, 0);
+    close(null_fd);
+  }
+  dup2(log_fd, 1);
+  dup2(log_fd, 2);
+  // Everything else closes at exec; the error pipe stays open until then.
+  close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  execve(exec_path, argv, envp);
+  e = {0, errno};
+  [[maybe_unused]] ssize_t n = write(err_fd, &e, sizeof(e));
+  _exit(127);
+}
+
+// The recorder: the group's leader while the program runs.
+[[noreturn]] void RecordProgram(const char* exec_path, char* const* argv, char* const* envp,
+                                const char* dir, int log_fd, int err_fd, int status_fd) {
+  setpgid(0, 0);
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  // The agent's handlers must not run here (one writes to the agent's signal pipe).
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
+  }
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE}) sigaction(sig, &ign, nullptr);
+  prctl(PR_SET_NAME, "gpupool-task", 0, 0, 0);
+  const pid_t child = fork();
+  if (child == 0) ExecProgram(exec_path, argv, envp, dir, log_fd, err_fd);
+  if (child < 0) _exit(127);
+  // Nor its stdio (a harness reading the agent's output would wait for this process too).
+  const int null_fd = open("/dev/null", O_RDONLY);
+  if (null_fd > 0) dup2(null_fd, 0);
+  dup2(log_fd, 1);
+  dup2(log_fd, 2);
+  // Nothing of the agent's stays open here (its connections, the lease keeper's socket: the
+  // keeper must see the agent's end when the agent dies): only the status file.
+  close_range(3, static_cast<unsigned>(status_fd) - 1, 0);
+  close_range(static_cast<unsigned>(status_fd) + 1, ~0U, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  int ws = 0;
+  while (waitpid(child, &ws, 0) < 0) {
+    if (errno != EINTR) _exit(127);
+  }
+  char buf[32];
+  const size_t len = sandbox::FormatWaitStatus(ws, buf);
+  [[maybe_unused]] ssize_t n = pwrite(status_fd, buf, len, 0);
+  fsync(status_fd);
+  _exit(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
+}
+
+}  // namespace
+
+Result<pid_t> SpawnRecordedGroup(const std::string& exec_path, const std::vector<std::string>& argv,
+                                 const std::vector<std::string>& env, const std::string& dir,
+                                 int log_fd, const std::string& status_path) {
+  if (argv.empty() || exec_path.empty()) return Status::InvalidArgument("spawn: argv is empty");
+  // Everything the children use is made here: after the fork they may not allocate.
+  std::vector<std::string> args = argv, envs = env;
+  std::vector<char*> argp, envp;
+  for (auto& a : args) argp.push_back(a.data());
+  argp.push_back(nullptr);
+  for (auto& e : envs) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const int status_fd = open(status_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (status_fd < 0) {
+    return Status::Internal("spawn: cannot create " + status_path + ": " + std::strerror(errno));
+  }
+  int err_pipe[2];
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    const int err = errno;
+    close(status_fd);
+    return Status::Internal(std::string("spawn: pipe: ") + std::strerror(err));
+  }
+  sigset_t all, saved;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &saved);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(err_pipe[0]);
+    RecordProgram(exec_path.c_str(), argp.data(), envp.data(), dir.c_str(), log_fd, err_pipe[1],
+                  status_fd);
+  }
+  const int fork_err = errno;
+  pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+  close(err_pipe[1]);
+  close(status_fd);
+  if (pid < 0) {
+    close(err_pipe[0]);
+    return Status::Internal(std::string("spawn: fork: ") + std::strerror(fork_err));
+  }
+  setpgid(pid, pid);  // both sides, as job control does: the group exists when we return
+  // End of file once the program has exec'd and the recorder has closed its copy.
+  ExecError e;
+  ssize_t n;
+  do {
+    n = read(err_pipe[0], &e, sizeof(e));
+  } while (n < 0 && errno == EINTR);
+  close(err_pipe[0]);
+  if (n != static_cast<ssize_t>(sizeof(e))) return pid;
+  int ws = 0;
+  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  unlink(status_path.c_str());
+  const std::string what = e.chdir ? "chdir '" + dir + "': " + std::strerror(e.err)
+                                   : "exec '" + argv[0] + "': " + std::strerror(e.err);
+  if (e.err == EACCES || e.err == EPERM) return Status::PermissionDenied(what);
+  return Status::NotFound(what);
+}
+
+std::optional<int> ReadRecordedStatus(const std::string& status_path) {
+  std::ifstream in(status_path);
+  long long ws = 0;
+  if (!(in >> ws) || ws < 0 || ws > 0xffff) return std::nullopt;
+  return static_cast<int>(ws);
 }
 
 }  // namespace gpupool::agent

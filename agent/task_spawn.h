@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,22 @@ Result<std::string> CreateTaskDir(const std::string& data_dir, const std::string
 Result<pid_t> SpawnProcessGroup(const std::vector<std::string>& argv,
                                 const std::vector<std::string>& env, const std::string& dir,
                                 int log_fd);
+
+// A plain command whose end a later agent process can still learn (issue 30: tasks outlive an
+// agent restart). Like SpawnProcessGroup, but the group's leader is a small recorder forked from
+// the caller (no exec; async-signal-safe calls only, so it is safe from a threaded agent) that
+// starts `exec_path` (absolute, or relative to `dir`) as its child, ignores SIGTERM, SIGINT,
+// SIGHUP and SIGQUIT sent to the group (the program gets them), waits for the program, writes its
+// wait status to `status_path` as "<decimal>\n", and exits with its exit code (128 + signal when a
+// signal ended it). A SIGKILL to the group ends the recorder too: then no status is written.
+// An exec or chdir that fails returns NotFound / PermissionDenied naming the program and errno's
+// text, and nothing is left running.
+Result<pid_t> SpawnRecordedGroup(const std::string& exec_path, const std::vector<std::string>& argv,
+                                 const std::vector<std::string>& env, const std::string& dir,
+                                 int log_fd, const std::string& status_path);
+
+// The wait status a recorder wrote to `status_path`; nullopt when there is none (the recorder was
+// killed, or the task is not a recorded one).
+std::optional<int> ReadRecordedStatus(const std::string& status_path);
 
 }  // namespace gpupool::agent

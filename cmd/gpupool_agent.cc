@@ -62,6 +62,13 @@ constexpr const char* kUsage = R"(usage: gpupool-agent [flags]
   --probe             print the discovered devices and one sample as YAML, then exit
   --help              this text
 
+Restarts (docs/agent.md "Agent restarts"): a SIGTERM, a kill -9 or a crash leaves the node's
+tasks running under the lease keeper (<data-dir>/lease-keeper.sock) until the node lease lapses;
+started again on the same data dir, the agent re-adopts plain, sandboxed and image tasks,
+reports those that ended meanwhile and kills those it cannot re-adopt (GPU-slice, MPS and
+isolated-network tasks, which a SIGTERM stops first). `stop_tasks_on_shutdown: true` makes a
+SIGTERM stop every task instead (a node going away).
+
 Task sandbox (config `sandbox:`, docs/sandbox.md): with `sandbox.enabled: true` and the agent
 running as root, every task gets its own cgroup (memory and CPU from its request, a pids limit,
 only its granted GPU device files), an unprivileged uid (`sandbox.uid_pool` or
@@ -315,13 +322,21 @@ int Run(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
 
   TaskRunnerOptions ro;
-  // Tasks are bound to this process and its node lease: the keeper kills them if the agent dies
-  // or stays unable to renew its lease (agent/lease_keeper.h, docs/ha.md).
-  Result<std::shared_ptr<LeaseKeeper>> keeper = LeaseKeeper::Start();
+  // Tasks are bound to the node lease: the keeper kills them when the lease lapses, and holds
+  // them through an agent restart until then (agent/lease_keeper.h, docs/ha.md). A keeper a
+  // previous agent process left is joined, and its tasks re-adopted below.
+  const std::string keeper_socket = config.data_dir + "/lease-keeper.sock";
+  Result<std::shared_ptr<LeaseKeeper>> keeper = LeaseKeeper::Start(keeper_socket);
+  if (!keeper.ok() && keeper.status().code() == StatusCode::kInvalidArgument) {
+    LogWarn("agent", "tasks will not outlive an agent restart on this node",
+            {{"why", keeper.status().message()}});
+    keeper = LeaseKeeper::Start();
+  }
   if (!keeper.ok()) {
     std::cerr << "gpupool-agent: " << keeper.status().message() << "\n";
     return 1;
   }
+  if ((*keeper)->attached()) (*keeper)->Reset();  // the tasks re-adopted below are tracked anew
   ro.lease_keeper = *keeper;
   ro.data_dir = config.data_dir;
   ro.default_grace_ms = config.stop_grace_period_ms;
@@ -448,16 +463,30 @@ int Run(int argc, char** argv) {
     ro.on_start = [start_latency](const TaskStartTiming& t) { start_latency->Observe(t); };
   }
   TaskRunner runner(ro);
-  runner.KillOrphans();  // tasks of a previous agent process (kill -9, crash)
+  TaskRunner::Recovery recovered;
+  {
+    // Tasks of a previous agent process (a restart, kill -9, a crash): re-adopted where they
+    // can be, reported where they ended meanwhile, killed otherwise (docs/agent.md).
+    recovered = runner.Recover(config.node_name);
+    const TaskRunner::Recovery& r = recovered;
+    if (r.adopted + r.ended + r.killed + r.reported > 0) {
+      LogInfo("agent", "took over the tasks of a previous agent process",
+              {{"adopted", std::to_string(r.adopted)},
+               {"ended_meanwhile", std::to_string(r.ended)},
+               {"killed", std::to_string(r.killed)},
+               {"reported_again", std::to_string(r.reported)}});
+    }
+  }
   if (ro.containers) {
     // Containers whose shim never ran (a crash between runc create and the shim's start).
-    auto left = oci::Launcher(ro.containers->options().launcher).DeleteAll("");
+    auto left =
+        oci::Launcher(ro.containers->options().launcher).DeleteAll("", recovered.kept_containers);
     if (left.ok() && *left > 0) {
       LogInfo("agent", "removed containers of a previous agent",
               {{"count", std::to_string(*left)}});
     }
     // And the task root file systems it left mounted (overlays, host-root binds).
-    auto unmounted = oci::UnmountAllUnder(config.data_dir + "/tasks");
+    auto unmounted = oci::UnmountAllUnder(config.data_dir + "/tasks", recovered.kept_dirs);
     if (!unmounted.ok()) {
       LogWarn("agent", "cannot unmount a previous agent's task root file systems",
               {{"error", unmounted.status().message()}});
@@ -550,6 +579,11 @@ int Run(int argc, char** argv) {
               {{"signal", std::to_string(sig)}, {"stop_tasks", stop_tasks ? "true" : "false"}});
       agent.Shutdown(stop_tasks);
     }
+  }
+  if (!stop_tasks || rc != 0) {
+    // The tasks still running stay, held by the lease keeper, for the next agent process.
+    runner.Leave();
+    (*keeper)->Leave();
   }
   if (renew_timer) boost::asio::post(io, [&] { renew_timer->cancel(); });
   work.reset();

@@ -420,6 +420,14 @@ Result<ImageStore::Resolved> ImageStore::ResolveManifest(const ImageReference& r
   return r;
 }
 
+Result<ImageLease> ImageStore::Hold(const std::string& manifest_digest) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (images_.find(manifest_digest) == images_.end()) {
+    return Status::NotFound("image " + manifest_digest + " is no longer in the node's store");
+  }
+  return LeaseLocked(manifest_digest, true);
+}
+
 ImageLease ImageStore::LeaseLocked(const std::string& manifest_digest, bool cache_hit) {
   ImageEntry& e = images_.at(manifest_digest);
   e.last_used = ++tick_;

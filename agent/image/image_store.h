@@ -149,6 +149,11 @@ class ImageStore : public std::enable_shared_from_this<ImageStore> {
   // of the same reference see that pull's progress.
   using Progress = std::function<void(int64_t bytes_done, int64_t bytes_total)>;
 
+  // Holds an image the store already has, by its manifest digest, without asking a registry:
+  // for a task a previous agent process started, re-adopted by a restarted agent. NotFound
+  // naming the digest when the store no longer has it.
+  Result<ImageLease> Hold(const std::string& manifest_digest);
+
   Result<ImageLease> Pull(const std::string& reference, const RegistryCredential& credential,
                           const Progress& progress = nullptr);
 

@@ -46,6 +46,39 @@ bool ResolvConfMountPoint(const TaskRootfs& rootfs) {
 ContainerFactory::ContainerFactory(ContainerFactoryOptions options)
     : options_(std::move(options)) {}
 
+void PreparedContainer::Abandon() {
+  released_ = true;
+  // Its namespace stays for the next agent process; so does the lease's pin (this process's
+  // store goes away with it).
+  (void)network_.release();
+}
+
+Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Adopt(
+    const AdoptedContainer& a) const {
+  if (a.id.empty() || a.task_dir.empty() || a.task_dir[0] != '/') {
+    return Status::InvalidArgument("container: id and an absolute task_dir are required");
+  }
+  if (!options_.uids) return Status::FailedPrecondition("container: no uid map");
+  std::unique_ptr<PreparedContainer> c(new PreparedContainer(options_.launcher));
+  c->id_ = a.id;
+  c->bundle_ = a.task_dir;
+  c->uids_ = options_.uids;
+  c->released_ = false;
+  if (!a.manifest_digest.empty()) {
+    if (!options_.store) return Status::FailedPrecondition("container: no image store");
+    auto lease = options_.store->Hold(a.manifest_digest);
+    if (!lease.ok()) return lease.status().WithContext("image");
+    c->lease_ = std::move(*lease);
+  }
+  auto identity = options_.uids->Reserve(a.tenant, a.uid);
+  if (!identity.ok()) return identity.status().WithContext("uid");
+  c->identity_ = *identity;
+  c->has_identity_ = true;
+  c->rootfs_.overlay = a.overlay;
+  c->rootfs_.path = a.overlay ? a.task_dir + "/rootfs" : c->lease_.image().rootfs;
+  return c;
+}
+
 Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Prepare(
     const ContainerRequest& request) const {
   if (request.id.empty() || request.task_dir.empty() || request.task_dir[0] != '/') {

@@ -73,6 +73,17 @@ struct ContainerRequest {
   bool tenant_uid = false;  // an MPS client: the tenant's shared uid (sandbox::UidMap)
 };
 
+// A container a previous agent process prepared and whose shim still runs, for a restarted agent
+// that re-adopts it (ContainerFactory::Adopt).
+struct AdoptedContainer {
+  std::string id;
+  std::string tenant;
+  std::string task_dir;         // absolute: the bundle
+  std::string manifest_digest;  // its image, held again; empty: a plain command
+  uint32_t uid = 0;             // the task's uid, reserved again
+  bool overlay = false;         // its root file system is an overlay mounted at <task_dir>/rootfs
+};
+
 class PreparedContainer {
  public:
   ~PreparedContainer();  // Release()
@@ -89,7 +100,11 @@ class PreparedContainer {
   const Launcher& launcher() const { return launcher_; }
   // The image came from the node's store without fetching a blob (false for plain commands).
   bool image_cache_hit() const { return lease_.cache_hit(); }
+  const std::string& image_digest() const { return lease_.image().manifest_digest; }
   void Release();
+  // Lets go without releasing anything: the container runs on for the next agent process,
+  // which adopts it. Its uid, mounts, image and network stay.
+  void Abandon();
 
  private:
   friend class ContainerFactory;
@@ -110,6 +125,10 @@ class ContainerFactory {
  public:
   explicit ContainerFactory(ContainerFactoryOptions options);
   Result<std::unique_ptr<PreparedContainer>> Prepare(const ContainerRequest& request) const;
+  // Rebuilds what Prepare() made for a container that still runs (nothing is pulled, mounted or
+  // written): its uid reserved, its image held, its root file system known. Release() then undoes
+  // it as for a prepared one. Errors name what is gone or taken.
+  Result<std::unique_ptr<PreparedContainer>> Adopt(const AdoptedContainer& adopted) const;
   const ContainerFactoryOptions& options() const { return options_; }
 
  private:

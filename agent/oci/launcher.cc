@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -365,13 +366,15 @@ Status Launcher::Delete(const std::string& id) const {
   return Status::Ok();
 }
 
-Result<int> Launcher::DeleteAll(const std::string& prefix) const {
+Result<int> Launcher::DeleteAll(const std::string& prefix,
+                                const std::vector<std::string>& keep) const {
   GPUPOOL_ASSIGN_OR_RETURN(auto run, Runc(options_, {"list", "-q"}));
   if (!run.ok()) return Status::Internal("runc list: " + run.Describe());
   std::istringstream ids(run.out);
   int n = 0;
   for (std::string id; std::getline(ids, id);) {
     if (id.rfind(prefix, 0) != 0) continue;
+    if (std::find(keep.begin(), keep.end(), id) != keep.end()) continue;
     GPUPOOL_RETURN_IF_ERROR(Delete(id));
     ++n;
   }

@@ -79,7 +79,8 @@ class Launcher {
   // Kills what is left and removes the container (runc delete --force); OK when unknown.
   Status Delete(const std::string& id) const;
   // Deletes every container under state_root whose id starts with `prefix`; returns how many.
-  Result<int> DeleteAll(const std::string& prefix) const;
+  // Containers named in `keep` (re-adopted by a restarted agent) stay.
+  Result<int> DeleteAll(const std::string& prefix, const std::vector<std::string>& keep = {}) const;
 
   static Result<ContainerExit> ReadResult(const std::string& path);
 

@@ -90,7 +90,7 @@ Result<TaskRootfs> HostRootfs(const std::string& task_dir, uint32_t uid, uint32_
   return out;
 }
 
-Result<int> UnmountAllUnder(const std::string& dir) {
+Result<int> UnmountAllUnder(const std::string& dir, const std::vector<std::string>& keep) {
   std::error_code ec;
   const std::string root = fs::weakly_canonical(dir, ec).string();
   if (root.empty() || root == "/") {
@@ -113,7 +113,13 @@ Result<int> UnmountAllUnder(const std::string& dir) {
         unescaped += point[i];
       }
     }
-    if (unescaped == root || unescaped.rfind(root + "/", 0) == 0) points.push_back(unescaped);
+    const auto under = [&](const std::string& top) {
+      return unescaped == top || unescaped.rfind(top + "/", 0) == 0;
+    };
+    if (!under(root)) continue;
+    bool kept = false;
+    for (const std::string& k : keep) kept = kept || under(fs::weakly_canonical(k, ec).string());
+    if (!kept) points.push_back(unescaped);
   }
   // Deepest first (a volume bound inside a rootfs before the rootfs itself).
   std::sort(points.begin(), points.end(),

@@ -45,6 +45,7 @@ Status UnmountRootfs(const TaskRootfs& rootfs);
 // Unmounts (lazily) every mount point at or below `dir`, deepest first, as /proc/self/mountinfo
 // lists them: at agent start, the task root file systems a crashed agent left mounted under
 // <data_dir>/tasks. Returns how many it unmounted; the first error names the mount point.
-Result<int> UnmountAllUnder(const std::string& dir);
+// Mount points at or below one of `keep` (a re-adopted task's directory) stay.
+Result<int> UnmountAllUnder(const std::string& dir, const std::vector<std::string>& keep = {});
 
 }  // namespace gpupool::agent::oci

@@ -301,6 +301,34 @@ void TaskCgroup::KillAndRemove(const std::vector<std::string>& dirs) {
   }
 }
 
+Result<std::unique_ptr<TaskCgroup>> TaskCgroup::Adopt(const CgroupLayout& layout,
+                                                      const std::string& parent,
+                                                      const std::string& name) {
+  std::unique_ptr<TaskCgroup> g(new TaskCgroup());
+  g->layout_ = &layout;
+  auto add_dir = [&](const std::string& dir) -> Status {
+    if (std::find(g->dirs_.begin(), g->dirs_.end(), dir) != g->dirs_.end()) return Status::Ok();
+    struct stat st {};
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return Status::NotFound("cgroup " + dir + " is gone");
+    }
+    g->dirs_.push_back(dir);
+    return Status::Ok();
+  };
+  // The same directories, in the same order, as Create().
+  if (!layout.v2_controllers.empty()) {
+    const std::string dir = layout.v2 + "/" + parent + "/" + name;
+    GPUPOOL_RETURN_IF_ERROR(add_dir(dir));
+    for (Controller c : layout.v2_controllers) g->dir_of_[c] = dir;
+  }
+  for (const auto& [c, mount] : layout.v1) {
+    const std::string dir = mount + "/" + parent + "/" + name;
+    GPUPOOL_RETURN_IF_ERROR(add_dir(dir));
+    g->dir_of_[c] = dir;
+  }
+  return g;
+}
+
 bool TaskCgroup::Remove() {
   if (removed_) return true;
   KillAndRemove(dirs_);

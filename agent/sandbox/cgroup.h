@@ -92,9 +92,17 @@ class TaskCgroup {
   // SIGKILLs whatever is still inside, then removes the directories (retrying while the kernel
   // finishes tearing the processes down). Returns false if a directory is still busy.
   bool Remove();
+  // Keeps the group as it is when this object goes (its task outlives the agent process).
+  void Abandon() { removed_ = true; }
 
   // Kills and removes a group left by a previous agent process (its dirs from the state file).
   static void KillAndRemove(const std::vector<std::string>& dirs);
+  // The group Create() made for <parent>/<name> under a previous agent process, whose task a
+  // restarted agent re-adopts: nothing is created or written. NotFound naming the directory when
+  // one is gone.
+  static Result<std::unique_ptr<TaskCgroup>> Adopt(const CgroupLayout& layout,
+                                                   const std::string& parent,
+                                                   const std::string& name);
 
  private:
   TaskCgroup() = default;

@@ -62,6 +62,7 @@ struct ChildArgs {
   std::string ledger_mount;  // <work dir>/.gpupool
   int err_fd = -1;           // write end, O_CLOEXEC
   int status_fd = -1;        // write end
+  int status_file_fd = -1;   // LaunchPlan::status_file, open for writing (optional)
 };
 
 [[noreturn]] void Fail(int err_fd, Step step, int err, int index = 0) {
@@ -201,7 +202,7 @@ long RawClone(unsigned long flags) {
   close(a.err_fd);
   // Only the status pipe stays open while the task runs.
   for (int fd = 3; fd < 1024; ++fd) {
-    if (fd != a.status_fd) close(fd);
+    if (fd != a.status_fd && fd != a.status_file_fd) close(fd);
   }
   while (true) {
     siginfo_t info{};
@@ -216,6 +217,12 @@ long RawClone(unsigned long flags) {
     while ((r = waitpid(-1, &ws, WNOHANG)) > 0) {
       if (r == child) {
         [[maybe_unused]] ssize_t n = write(a.status_fd, &ws, sizeof(ws));
+        if (a.status_file_fd >= 0) {
+          // For an agent process that is not this init's parent (a restart, issue 30).
+          char buf[32];
+          n = pwrite(a.status_file_fd, buf, FormatWaitStatus(ws, buf), 0);
+          fsync(a.status_file_fd);
+        }
         _exit(0);
       }
     }
@@ -331,6 +338,17 @@ Result<Launched> Launch(const LaunchPlan& plan) {
   }
   a.err_fd = err_pipe[1];
   a.status_fd = status_pipe[1];
+  if (!plan.status_file.empty()) {
+    a.status_file_fd =
+        open(plan.status_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (a.status_file_fd < 0) {
+      const int err = errno;
+      close_paths();
+      for (int fd : {err_pipe[0], err_pipe[1], status_pipe[0], status_pipe[1]}) close(fd);
+      return Status::Internal("sandbox: cannot create " + plan.status_file + ": " +
+                              std::strerror(err));
+    }
+  }
 
   const unsigned long net = plan.netns_path.empty() && plan.own_network ? CLONE_NEWNET : 0;
   const long pid = RawClone(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | net);
@@ -339,6 +357,7 @@ Result<Launched> Launch(const LaunchPlan& plan) {
   close_paths();
   close(err_pipe[1]);
   close(status_pipe[1]);
+  if (a.status_file_fd >= 0) close(a.status_file_fd);
   if (pid < 0) {
     close(err_pipe[0]);
     close(status_pipe[0]);
@@ -367,6 +386,19 @@ Result<Launched> Launch(const LaunchPlan& plan) {
   }
   fcntl(status_pipe[0], F_SETFL, O_NONBLOCK);
   return Launched{static_cast<pid_t>(pid), status_pipe[0]};
+}
+
+size_t FormatWaitStatus(int wait_status, char* buf) {
+  char digits[16];
+  size_t n = 0;
+  unsigned v = static_cast<unsigned>(wait_status);
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  for (size_t i = 0; i < n; ++i) buf[i] = digits[n - 1 - i];
+  buf[n] = '\n';
+  return n + 1;
 }
 
 bool ReadExitStatus(int status_fd, int* wait_status) {

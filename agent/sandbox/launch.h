@@ -62,6 +62,9 @@ struct LaunchPlan {
   uid_t uid = 0;
   gid_t gid = 0;
   int log_fd = -1;
+  // Where init also writes the program's wait status (FormatWaitStatus), for an agent process
+  // that is not init's parent (a restarted agent re-adopting the task); empty: the pipe only.
+  std::string status_file;
 };
 
 struct Launched {
@@ -72,6 +75,10 @@ struct Launched {
 // Errors: NotFound / PermissionDenied for an exec failure ("exec '/bin/x': No such file or
 // directory"); FailedPrecondition naming the sandbox step otherwise.
 Result<Launched> Launch(const LaunchPlan& plan);
+
+// "<decimal wait status>\n" into `buf` (at least 12 bytes); returns its length. Async-signal-safe:
+// the status file's format, shared with plain commands' recorder (agent/task_spawn.h).
+size_t FormatWaitStatus(int wait_status, char* buf);
 
 // Reads the program's wait status from a status pipe; false when init died without writing one.
 bool ReadExitStatus(int status_fd, int* wait_status);

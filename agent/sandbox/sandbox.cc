@@ -76,6 +76,7 @@ Result<std::unique_ptr<SandboxedTask>> Sandbox::Prepare(const SandboxRequest& r)
       t->id_, r.tenant_uid ? uids_->AcquireShared(r.tenant) : uids_->Acquire(r.tenant));
   t->released_ = false;
   // From here on, Release() (via the destructor) undoes whatever was done.
+  t->task_dir_ = r.task_dir;
   t->work_dir_ = WorkDirOf(r.task_dir);
   t->own_network_ = r.own_network;
   t->netns_path_ = r.netns_path;
@@ -104,6 +105,21 @@ Result<std::unique_ptr<SandboxedTask>> Sandbox::Prepare(const SandboxRequest& r)
   }
   auto cg = TaskCgroup::Create(layout_, options_.cgroup_parent, r.name, limits);
   if (!cg.ok()) return cg.status().WithContext("sandbox");
+  t->cgroup_ = std::move(cg).value();
+  return t;
+}
+
+Result<std::unique_ptr<SandboxedTask>> Sandbox::Adopt(const SandboxRequest& r, uid_t uid) {
+  GPUPOOL_ASSIGN_OR_RETURN(TaskIdentity id, uids_->Reserve(r.tenant, uid));
+  std::unique_ptr<SandboxedTask> t(new SandboxedTask());
+  t->owner_ = this;
+  t->id_ = id;
+  t->released_ = false;
+  t->task_dir_ = r.task_dir;
+  t->work_dir_ = WorkDirOf(r.task_dir);
+  t->own_network_ = r.own_network;
+  auto cg = TaskCgroup::Adopt(layout_, options_.cgroup_parent, r.name);
+  if (!cg.ok()) return cg.status().WithContext("sandbox");  // the destructor gives the uid back
   t->cgroup_ = std::move(cg).value();
   return t;
 }
@@ -176,6 +192,7 @@ Result<Launched> SandboxedTask::Launch(const std::string& exec_path,
   p.uid = id_.uid;
   p.gid = id_.gid;
   p.log_fd = log_fd;
+  if (!task_dir_.empty()) p.status_file = task_dir_ + "/exit_status";
   p.own_network = own_network_;
   p.netns_path = netns_path_;
   p.resolv_conf = resolv_conf_;

@@ -74,6 +74,12 @@ class SandboxedTask {
                           const std::string& ledger_dir = "");
   CgroupUsage Usage() const { return cgroup_->Usage(); }
   void Release();
+  // Lets go without releasing anything: the task runs on for the next agent process, which
+  // adopts it (Sandbox::Adopt). Its cgroup and uid stay.
+  void Abandon() {
+    released_ = true;
+    if (cgroup_) cgroup_->Abandon();
+  }
   const std::string& work_dir() const { return work_dir_; }
   const TaskIdentity& identity() const { return id_; }
   const std::vector<std::string>& cgroup_dirs() const { return cgroup_->dirs(); }
@@ -83,6 +89,7 @@ class SandboxedTask {
   SandboxedTask() = default;
   class Sandbox* owner_ = nullptr;
   TaskIdentity id_;
+  std::string task_dir_;  // init writes the program's wait status to <task_dir_>/exit_status
   std::string work_dir_;
   bool own_network_ = false;
   std::string netns_path_;
@@ -102,6 +109,10 @@ class Sandbox {
   ~Sandbox();
 
   Result<std::unique_ptr<SandboxedTask>> Prepare(const SandboxRequest& request);
+  // The sandbox of a task a previous agent process launched, running as `uid`, for a restarted
+  // agent that re-adopts it (its uid reserved again, its cgroup found, nothing created); released
+  // like a prepared one. Errors name what is gone or taken.
+  Result<std::unique_ptr<SandboxedTask>> Adopt(const SandboxRequest& request, uid_t uid);
   std::vector<Capability> Capabilities() const;
   const CgroupLayout& layout() const { return layout_; }
   const SandboxOptions& options() const { return options_; }

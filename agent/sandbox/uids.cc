@@ -97,6 +97,27 @@ void UidMap::Release(const TaskIdentity& id) {
   in_use_.erase(id.uid);
 }
 
+Result<TaskIdentity> UidMap::Reserve(const std::string& tenant, uid_t uid) {
+  if (tenant_users_.count(tenant) != 0) {
+    GPUPOOL_ASSIGN_OR_RETURN(TaskIdentity id, Acquire(tenant));
+    if (id.uid != uid) {
+      return Status::FailedPrecondition("sandbox: tenant '" + tenant + "' now maps to uid " +
+                                        std::to_string(id.uid) + ", not " + std::to_string(uid));
+    }
+    return id;
+  }
+  if (uid == 0 || static_cast<int64_t>(uid) < pool_first_ ||
+      static_cast<int64_t>(uid) >= pool_first_ + pool_count_) {
+    return Status::FailedPrecondition("sandbox: uid " + std::to_string(uid) +
+                                      " is not in the uid pool");
+  }
+  std::lock_guard lock(mu_);
+  if (!in_use_.insert(uid).second) {
+    return Status::FailedPrecondition("sandbox: uid " + std::to_string(uid) + " is in use");
+  }
+  return TaskIdentity{uid, static_cast<gid_t>(uid), true};
+}
+
 int64_t UidMap::pool_in_use() const {
   std::lock_guard lock(mu_);
   return static_cast<int64_t>(in_use_.size());

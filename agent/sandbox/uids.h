@@ -45,6 +45,10 @@ class UidMap {
   // every holder until the last gives it back.
   Result<TaskIdentity> AcquireShared(const std::string& tenant);
   void Release(const TaskIdentity& id);
+  // The identity a task a previous agent process started runs as, for a restarted agent that
+  // re-adopts it: a pool uid is marked in use again (FailedPrecondition when it already is, or
+  // lies outside the pool); a tenant_users uid must still be the tenant's. Released as usual.
+  Result<TaskIdentity> Reserve(const std::string& tenant, uid_t uid);
   int64_t pool_in_use() const;
 
  private:

@@ -49,6 +49,15 @@ Status DeviceGuard::BeforeStart(const std::string& tenant, const std::vector<std
   return Status::Ok();
 }
 
+void DeviceGuard::Adopted(const std::string& tenant, const std::vector<std::string>& uuids) {
+  std::lock_guard lock(mu_);
+  for (const std::string& uuid : uuids) {
+    State& s = devices_[uuid];
+    s.since_scrub.insert(tenant);
+    ++s.running[tenant];
+  }
+}
+
 void DeviceGuard::Ended(const std::string& tenant, const std::vector<std::string>& uuids) {
   std::lock_guard lock(mu_);
   for (const std::string& uuid : uuids) {

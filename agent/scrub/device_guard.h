@@ -43,6 +43,10 @@ class DeviceGuard {
   // REQUIRES: called once per launch, paired with Ended() for tasks that started.
   Status BeforeStart(const std::string& tenant, const std::vector<std::string>& uuids);
   void Ended(const std::string& tenant, const std::vector<std::string>& uuids);
+  // A task a previous agent process started and this one re-adopted (TaskRunner::Recover): it
+  // runs on `uuids` already; counted as BeforeStart would, with no scrub (its memory is live).
+  // Paired with Ended() like a started task.
+  void Adopted(const std::string& tenant, const std::vector<std::string>& uuids);
 
   // Reason the device is out of service, or nullopt.
   std::optional<std::string> OutOfService(const std::string& uuid) const;

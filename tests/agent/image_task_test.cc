@@ -20,6 +20,8 @@
 #include "agent/image/image_store.h"
 #include "agent/image_metrics.h"
 #include "agent/images.h"
+#include "agent/oci/launcher.h"
+#include "agent/oci/rootfs.h"
 #include "agent/proto_convert.h"
 #include "agent/task_runner.h"
 #include "tests/agent/net_fixture.h"
@@ -84,6 +86,7 @@ class ImageTaskTest : public ::testing::Test {
     auto box = sandbox::Sandbox::Create(so, data_dir_);
     ASSERT_TRUE(box.ok()) << box.status().ToString();
     box_ = *box;
+    sandbox_options_ = so;
     cgroup_parent_ = so.cgroup_parent;
     StartRunner();
   }
@@ -135,6 +138,7 @@ class ImageTaskTest : public ::testing::Test {
   static std::string work_, skip_;
   std::string data_dir_, cgroup_parent_;
   std::shared_ptr<sandbox::Sandbox> box_;
+  sandbox::SandboxOptions sandbox_options_;
   std::shared_ptr<oci::ContainerFactory> containers_;
   std::unique_ptr<TaskRunner> runner_;
   testing::EndedTasks ended_;
@@ -256,6 +260,48 @@ TEST_F(ImageTaskTest, APullReportsItsBytesUntilTheContainerStarts) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(ended_.Wait("p2").phase, TaskPhase::kSucceeded);
   EXPECT_TRUE(ended_.Pulls("p2").empty());
+}
+
+// Issue 30: a container outlives an agent restart. The runner leaves it running; a new runner
+// with a new image store and container factory on the same data dir (a restarted agent)
+// re-adopts it — its uid reserved again, its image held without a registry, its root file system
+// spared by the start-up clean-up — and reports how it ended from the shim's result file; then
+// everything it held is released.
+TEST_F(ImageTaskTest, ARestartedRunnerReadoptsARunningContainer) {
+  TaskSpec spec = Spec("keep", Ref("test/app:1"),
+                       "i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; exit 6");
+  ASSERT_TRUE(runner_->Start(spec).ok());
+  ASSERT_TRUE(::gpupool::testing::WaitFor(
+      [&] {
+        const std::optional<TaskStatus> st = runner_->Get("keep");
+        return st && st->phase == TaskPhase::kRunning;
+      },
+      std::chrono::seconds(60)));
+  runner_->Leave();
+  // The restarted agent: nothing of the previous process's memory (its uid map) survives.
+  runner_.reset();
+  containers_.reset();
+  auto box = sandbox::Sandbox::Create(sandbox_options_, data_dir_);
+  ASSERT_TRUE(box.ok()) << box.status().ToString();
+  box_ = *box;
+  StartRunner();
+  const TaskRunner::Recovery r = runner_->Recover("node-a");
+  EXPECT_EQ(r.adopted, 1);
+  EXPECT_EQ(r.killed, 0);
+  ASSERT_EQ(r.kept_containers.size(), 1u);
+  ASSERT_EQ(r.kept_dirs.size(), 1u);
+  // What the agent's start-up clean-up does next leaves the adopted container alone.
+  auto deleted = oci::Launcher(containers_->options().launcher).DeleteAll("", r.kept_containers);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_EQ(*deleted, 0);
+  auto unmounted = oci::UnmountAllUnder(data_dir_ + "/tasks", r.kept_dirs);
+  ASSERT_TRUE(unmounted.ok()) << unmounted.status().ToString();
+  EXPECT_EQ(*unmounted, 0);
+  EXPECT_EQ(box_->uids()->pool_in_use(), 1);
+  const TaskStatus end = ended_.Wait("keep");
+  EXPECT_EQ(end.phase, TaskPhase::kFailed) << end.reason << end.output_tail;
+  EXPECT_EQ(end.exit_code, 6);
+  EXPECT_EQ(box_->uids()->pool_in_use(), 0);
 }
 
 TEST_F(ImageTaskTest, AnImageThatDoesNotExistFailsTheTaskNamingIt) {

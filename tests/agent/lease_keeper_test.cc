@@ -1,6 +1,8 @@
 // LeaseKeeper with real processes: a tracked process group is SIGKILLed when the lease deadline
 // passes without a renewal and when the agent side goes away; renewals keep it alive; an
-// untracked group is left alone; a stopped (SIGSTOP) owner does not stop the keeper.
+// untracked group is left alone; a stopped (SIGSTOP) owner does not stop the keeper. With a
+// socket path (issue 30), the keeper holds its groups through an agent restart: a later agent
+// joins it, and with no agent back by the deadline it kills them and exits.
 #include "agent/lease_keeper.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "tests/support/wait_for.h"
@@ -103,6 +106,78 @@ TEST(LeaseKeeperTest, IgnoresSignalsMeantForTheAgent) {
   kill((*keeper)->pid(), SIGTERM);
   (*keeper)->Renew(LeaseKeeper::MonotonicNowUs() + 200'000);
   EXPECT_TRUE(testing::WaitFor([&] { return Dead(pid); }, 30s));
+}
+
+// A keeper with a socket in a fresh directory.
+std::string SocketDir() {
+  char tmpl[] = "/tmp/gpupool-keeper-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+TEST(LeaseKeeperTest, HoldsTasksThroughAnAgentRestartUnderTheLease) {
+  const std::string dir = SocketDir();
+  const std::string path = dir + "/lease-keeper.sock";
+  auto first = LeaseKeeper::Start(path);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE((*first)->attached());
+  const pid_t keeper_pid = (*first)->pid();
+  const pid_t task = SpawnGroup();
+  ASSERT_TRUE((*first)->Track(task));
+  (*first)->Renew(LeaseKeeper::MonotonicNowUs() + 60'000'000);
+  (*first)->Leave();  // as a dying agent's end of the socket closes
+  first->reset();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(Dead(task)) << "the keeper killed a task whose lease still held";
+  // The next agent process joins the same keeper and takes the task over.
+  auto second = LeaseKeeper::Start(path);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_TRUE((*second)->attached());
+  EXPECT_EQ((*second)->pid(), keeper_pid);
+  (*second)->Reset();
+  ASSERT_TRUE((*second)->Track(task));
+  // Its word counts: a lapse it sets kills the task.
+  (*second)->Renew(LeaseKeeper::MonotonicNowUs() + 200'000);
+  EXPECT_TRUE(testing::WaitFor([&] { return Dead(task); }, 30s));
+  second->reset();  // shutdown: the keeper exits
+  EXPECT_TRUE(testing::WaitFor([&] { return Dead(keeper_pid); }, 30s));
+  EXPECT_FALSE(std::filesystem::exists(path));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(LeaseKeeperTest, WithNoAgentBackByTheDeadlineItKillsAndExits) {
+  const std::string dir = SocketDir();
+  const std::string path = dir + "/lease-keeper.sock";
+  auto keeper = LeaseKeeper::Start(path);
+  ASSERT_TRUE(keeper.ok());
+  const pid_t keeper_pid = (*keeper)->pid();
+  const pid_t task = SpawnGroup();
+  ASSERT_TRUE((*keeper)->Track(task));
+  (*keeper)->Renew(LeaseKeeper::MonotonicNowUs() + 500'000);
+  (*keeper)->Leave();
+  EXPECT_TRUE(testing::WaitFor([&] { return Dead(task); }, 30s));
+  EXPECT_TRUE(testing::WaitFor([&] { return Dead(keeper_pid); }, 30s));
+  std::filesystem::remove_all(dir);
+}
+
+// Before any lease was granted nothing bounds the tasks: an agent's death kills them at once.
+TEST(LeaseKeeperTest, WithoutALeaseTheAgentsDeathKillsAtOnce) {
+  const std::string dir = SocketDir();
+  auto keeper = LeaseKeeper::Start(dir + "/lease-keeper.sock");
+  ASSERT_TRUE(keeper.ok());
+  const pid_t task = SpawnGroup();
+  ASSERT_TRUE((*keeper)->Track(task));
+  (*keeper)->Leave();
+  EXPECT_TRUE(testing::WaitFor([&] { return Dead(task); }, 30s));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(LeaseKeeperTest, ASocketPathTooLongIsRefusedNamingIt) {
+  const std::string path = "/tmp/" + std::string(120, 'k') + "/lease-keeper.sock";
+  auto keeper = LeaseKeeper::Start(path);
+  ASSERT_FALSE(keeper.ok());
+  EXPECT_EQ(keeper.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(keeper.status().message().find("longer than 107 bytes"), std::string::npos)
+      << keeper.status().message();
 }
 
 }  // namespace

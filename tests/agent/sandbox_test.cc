@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "agent/nvml_backend.h"
 #include "agent/proto_convert.h"
@@ -300,6 +301,39 @@ TEST_F(SandboxTest, ReportsCpuTimeAndPeakMemoryAndAppliesTheCpuQuota) {
   if (sandbox::CgroupLayout::Detect().v1.count(sandbox::Controller::kCpu)) {
     EXPECT_NE(st.output_tail.find("50000"), std::string::npos) << st.output_tail;  // 0.5 CPU
   }
+}
+
+// Issue 30: a sandboxed task outlives an agent restart. The runner leaves it running; a new
+// sandbox and runner on the same data dir (a restarted agent) re-adopt it with its uid reserved
+// again (a task started meanwhile gets another) and its cgroup found (its usage is measured),
+// and report how its program ended, read from the status file its init wrote.
+TEST_F(SandboxTest, ARestartedRunnerReadoptsASandboxedTaskWithItsUidAndCgroup) {
+  TaskSpec spec = Spec("stay", "acme",
+                       "id -u > uid; i=0; while [ $i -lt 20 ]; do sleep 0.1; "
+                       "i=$((i+1)); done; exit 5");
+  spec.memory_mib = 128;
+  auto st = runner_->Start(spec);
+  ASSERT_TRUE(st.ok() && st->phase == TaskPhase::kRunning) << st.status().ToString();
+  const std::string uid_file = WorkDir("stay") + "/uid";
+  for (int i = 0; i < 3000 && ReadFile(uid_file).empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const std::string uid = ReadFile(uid_file);
+  ASSERT_FALSE(uid.empty());
+  runner_->Leave();
+  Start();  // the restarted agent: a new sandbox and runner, the same data dir
+  const TaskRunner::Recovery r = runner_->Recover("node-a");
+  EXPECT_EQ(r.adopted, 1) << ReadFile(data_dir_ + "/tasks/stay.1/state");
+  EXPECT_EQ(r.killed, 0);
+  // The adopted task's uid is taken: a task started now runs as another.
+  const TaskStatus other = Run(Spec("other", "acme", "id -u"));
+  ASSERT_EQ(other.phase, TaskPhase::kSucceeded) << other.reason;
+  EXPECT_NE(other.output_tail, uid);
+  const TaskStatus end = WaitEnd("stay");
+  EXPECT_EQ(end.phase, TaskPhase::kFailed);
+  EXPECT_EQ(end.exit_code, 5);
+  EXPECT_TRUE(end.usage.measured);
+  EXPECT_GT(end.usage.peak_memory_bytes, 0);
+  EXPECT_EQ(runner_->options().sandbox->uids()->pool_in_use(), 0);
 }
 
 TEST_F(SandboxTest, AnUnknownUserFailsTheTaskInsteadOfRunningItUnconfined) {

@@ -14,7 +14,9 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "agent/proto_convert.h"
 
@@ -430,41 +432,200 @@ TEST_F(RunnerTest, NoZombiesAfterManyTasks) {
 namespace gpupool::agent {
 namespace {
 
-// A task left running by a previous agent process (its runner is gone without stopping it) is
-// killed by the next runner on the same data dir; an unrelated process is left alone.
-TEST(TaskRunnerOrphanTest, KillsTasksOfAPreviousAgentProcess) {
-  char tmpl[] = "/tmp/gpupool-agent-orphan-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+TaskSpec RecoverSpec(const std::string& owner, const std::string& id, const std::string& script) {
+  TaskSpec s;
+  s.owner = owner;
+  s.task_id = id;
+  s.job_id = "job-r";
+  s.tenant = "acme/ml";
+  s.attempt = 2;
+  s.argv = {"/bin/sh", "-c", script};
+  s.devices = {{"GPU-r0", 50'000, 40'960, 50, 989'000, 81'920}};
+  return s;
+}
+
+// Statuses a runner hands to owner "n"'s listener, for a test to wait on.
+struct Collected {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, TaskStatus> ended;
+  TaskRunner::Listener Listener() {
+    return [this](const TaskStatus& st) {
+      std::lock_guard lock(mu);
+      ended[st.task_id] = st;
+      cv.notify_all();
+    };
+  }
+  std::optional<TaskStatus> Wait(const std::string& id) {
+    std::unique_lock lock(mu);
+    if (!cv.wait_for(lock, std::chrono::seconds(30), [&] { return ended.count(id) > 0; }))
+      return std::nullopt;
+    return ended[id];
+  }
+};
+
+// The runners here live in the test process, so a re-adopted task's recorder is this process's
+// child: the test reaps it, as init reaps it for a real agent that exited.
+bool GroupGone(pid_t pgid) {
+  while (waitpid(-pgid, nullptr, WNOHANG) > 0) {
+  }
+  return kill(-pgid, 0) != 0;
+}
+
+bool WaitGroupGone(pid_t pgid) {
+  for (int i = 0; i < 3000 && !GroupGone(pgid); ++i) std::this_thread::sleep_for(milliseconds(10));
+  return GroupGone(pgid);
+}
+
+// Issue 30: an agent that leaves (a restart) does not kill its tasks; the next runner on the same
+// data dir re-adopts a running one — same pid, its grant and attempt — stops it when told, and
+// reports it CANCELLED; nothing ran twice.
+TEST(TaskRunnerRecoverTest, ARestartedRunnerReadoptsARunningTaskAndCanStopIt) {
+  const std::string dir = TempDir();
   TaskRunnerOptions o;
   o.data_dir = dir;
-  // A stand-in for the previous agent: spawn the task, then forget it without stopping it. The
-  // runner's destructor would kill it, so the "previous agent" runs in a child process that
-  // exits without cleanup.
-  const pid_t agent = fork();
-  if (agent == 0) {
+  o.default_grace_ms = 300;
+  pid_t pid = 0;
+  {
     TaskRunner previous(o);
-    TaskSpec s;
-    s.owner = "n";
-    s.task_id = "orphan-1";
-    s.attempt = 1;
-    s.argv = {"/bin/sh", "-c", "exec sleep 30"};
-    auto st = previous.Start(s);
-    _exit(st.ok() && st->phase == TaskPhase::kRunning ? 0 : 1);
+    auto st = previous.Start(RecoverSpec("n", "keep", "echo started >> runs; exec sleep 60"));
+    ASSERT_TRUE(st.ok() && st->phase == TaskPhase::kRunning);
+    pid = static_cast<pid_t>(st->pid);
+    for (int i = 0; i < 3000 && ReadFile(dir + "/tasks/keep.2/runs").empty(); ++i)
+      std::this_thread::sleep_for(milliseconds(10));
+    previous.Leave();
   }
-  int ws = 0;
-  ASSERT_EQ(waitpid(agent, &ws, 0), agent);
-  ASSERT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
-  const std::string state = ReadFile(dir + "/tasks/orphan-1.1/state");
-  const size_t at = state.find("pgid=");
-  ASSERT_NE(at, std::string::npos);
-  const pid_t pgid = std::stoi(state.substr(at + 5));
-  ASSERT_FALSE(ProcessGone(pgid));
-
+  ASSERT_FALSE(GroupGone(pid)) << "a runner that left killed its task";
   TaskRunner next(o);
-  EXPECT_EQ(next.KillOrphans(), 1);
-  for (int i = 0; i < 100 && !ProcessGone(pgid); ++i) std::this_thread::sleep_for(milliseconds(10));
-  EXPECT_TRUE(ProcessGone(pgid));
-  EXPECT_EQ(next.KillOrphans(), 0);  // recorded: not again
+  const TaskRunner::Recovery r = next.Recover("n");
+  EXPECT_EQ(r.adopted, 1);
+  EXPECT_EQ(r.killed + r.ended + r.reported, 0);
+  const std::optional<TaskStatus> now = next.Get("keep");
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(now->phase, TaskPhase::kRunning);
+  EXPECT_EQ(now->pid, pid);
+  EXPECT_EQ(now->attempt, 2);
+  ASSERT_EQ(now->devices.size(), 1u);
+  EXPECT_EQ(now->devices[0].uuid, "GPU-r0");
+  EXPECT_EQ(now->devices[0].vram_mib, 40'960);
+  ASSERT_EQ(next.Running("n").size(), 1u);
+  // Start() of the same attempt is idempotent against the adopted copy.
+  auto again = next.Start(RecoverSpec("n", "keep", "echo started >> runs; exec sleep 60"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->pid, pid);
+  Collected c;
+  next.SetListener("n", c.Listener());
+  ASSERT_TRUE(next.Stop("keep", 2, 300, "told to").has_value());
+  const std::optional<TaskStatus> end = c.Wait("keep");
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->phase, TaskPhase::kCancelled);
+  EXPECT_EQ(end->signal, SIGTERM);
+  EXPECT_TRUE(WaitGroupGone(pid));
+  EXPECT_EQ(ReadFile(dir + "/tasks/keep.2/runs"), "started\n");
+  std::filesystem::remove_all(dir);
+}
+
+// The program's own exit code reaches the next runner through the recorder's file, whether it
+// ends after the re-adoption or while no runner watched.
+TEST(TaskRunnerRecoverTest, ExitCodesSurviveTheRestartWhetherTheTaskEndsBeforeOrAfter) {
+  const std::string dir = TempDir();
+  TaskRunnerOptions o;
+  o.data_dir = dir;
+  pid_t during = 0, after = 0;
+  {
+    TaskRunner previous(o);
+    auto a = previous.Start(RecoverSpec("n", "ends-meanwhile", "exit 4"));
+    auto b = previous.Start(RecoverSpec("n", "ends-later", "sleep 1; exit 3"));
+    ASSERT_TRUE(a.ok() && b.ok());
+    during = static_cast<pid_t>(a->pid);
+    after = static_cast<pid_t>(b->pid);
+    previous.Leave();
+  }
+  ASSERT_TRUE(WaitGroupGone(during));
+  TaskRunner next(o);
+  const TaskRunner::Recovery r = next.Recover("n");
+  // "ends-meanwhile" either ended under the previous runner (recorded: reported again) or after
+  // it left (ended meanwhile): reported either way.
+  EXPECT_EQ(r.ended + r.reported, 1);
+  EXPECT_EQ(r.adopted, 1);
+  Collected c;
+  next.SetListener("n", c.Listener());  // held statuses are delivered now
+  const std::optional<TaskStatus> first = c.Wait("ends-meanwhile");
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->phase, TaskPhase::kFailed);
+  EXPECT_EQ(first->exit_code, 4);
+  EXPECT_EQ(first->signal, 0);
+  const std::optional<TaskStatus> second = c.Wait("ends-later");
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->phase, TaskPhase::kFailed);
+  EXPECT_EQ(second->exit_code, 3);
+  EXPECT_EQ(second->reason, "exit code 3");
+  EXPECT_TRUE(GroupGone(after));
+  std::filesystem::remove_all(dir);
+}
+
+// What cannot be re-adopted is killed (here: another node's task, and a record from an agent
+// before recorders, identified by its environment), once; an unrelated process is left alone.
+TEST(TaskRunnerRecoverTest, KillsWhatItCannotReadoptAndLeavesOthersAlone) {
+  const std::string dir = TempDir();
+  TaskRunnerOptions o;
+  o.data_dir = dir;
+  pid_t foreign = 0;
+  {
+    TaskRunner previous(o);
+    auto st = previous.Start(RecoverSpec("other-node", "foreign", "exec sleep 60"));
+    ASSERT_TRUE(st.ok());
+    foreign = static_cast<pid_t>(st->pid);
+    previous.Leave();
+  }
+  const pid_t bystander = fork();
+  if (bystander == 0) {
+    setpgid(0, 0);
+    execl("/bin/sleep", "sleep", "60", nullptr);
+    _exit(127);
+  }
+  setpgid(bystander, bystander);
+  TaskRunner next(o);
+  const TaskRunner::Recovery r = next.Recover("n");
+  EXPECT_EQ(r.killed, 1);
+  EXPECT_EQ(r.adopted, 0);
+  EXPECT_TRUE(WaitGroupGone(foreign));
+  EXPECT_NE(ReadFile(dir + "/tasks/foreign.2/state").find("phase=ORPHAN_KILLED"),
+            std::string::npos);
+  EXPECT_EQ(next.Recover("n").killed, 0);  // recorded: not again
+  EXPECT_FALSE(GroupGone(bystander));
+  kill(bystander, SIGKILL);
+  waitpid(bystander, nullptr, 0);
+  std::filesystem::remove_all(dir);
+}
+
+// A task whose end the previous runner recorded is reported again by the next (the previous
+// process may have died before the scheduler had the report); older ones are not.
+TEST(TaskRunnerRecoverTest, RecentlyRecordedEndsAreReportedAgain) {
+  const std::string dir = TempDir();
+  TaskRunnerOptions o;
+  o.data_dir = dir;
+  {
+    TaskRunner previous(o);
+    Collected c;
+    previous.SetListener("n", c.Listener());
+    ASSERT_TRUE(previous.Start(RecoverSpec("n", "done", "echo ok")).ok());
+    ASSERT_TRUE(c.Wait("done").has_value());
+  }
+  {
+    TaskRunner next(o);
+    const TaskRunner::Recovery r = next.Recover("n");
+    EXPECT_EQ(r.reported, 1);
+    Collected c;
+    next.SetListener("n", c.Listener());
+    const std::optional<TaskStatus> st = c.Wait("done");
+    ASSERT_TRUE(st.has_value());
+    EXPECT_EQ(st->phase, TaskPhase::kSucceeded);
+    EXPECT_EQ(st->attempt, 2);
+    EXPECT_NE(st->output_tail.find("ok"), std::string::npos);
+  }
+  TaskRunner later(o);
+  EXPECT_EQ(later.Recover("n", /*report_within_ms=*/0).reported, 0);
   std::filesystem::remove_all(dir);
 }
 

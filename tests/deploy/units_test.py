@@ -16,7 +16,7 @@ REQUIRED = {
                          "PrivateDevices=yes", "CapabilityBoundingSet=", "StateDirectory=gpupool",
                          "SystemCallFilter=@system-service", "KillMode=mixed"],
     "gpupool-agent.service": ["NoNewPrivileges=yes", "ProtectSystem=full", "Delegate=yes",
-                              "KillMode=control-group", "StateDirectory=gpupool-agent"],
+                              "KillMode=process", "StateDirectory=gpupool-agent"],
 }
 
 

@@ -87,6 +87,8 @@ class HaE2eTest : public ::testing::Test {
   }
 
   virtual const char* DaemonConfig() const { return kDaemonConfig; }
+  // The agents' stop_tasks_on_shutdown is the opposite (a SIGTERM leaves the tasks running).
+  virtual bool KeepTasksOnShutdown() const { return false; }
   static std::string Node(int i) { return "node-" + std::to_string(i); }
 
   void Connect() {
@@ -102,6 +104,7 @@ class HaE2eTest : public ::testing::Test {
     o.node = node;
     o.scheduler = daemon_->grpc_address();
     o.gpus = kGpusPerAgent;
+    o.stop_tasks_on_shutdown = !KeepTasksOnShutdown();
     auto child = testing::StartAgentProcess(o);
     ASSERT_TRUE(child.ok()) << child.status().ToString();
     agents_[node] = std::move(child).value();
@@ -199,9 +202,9 @@ class HaE2eTest : public ::testing::Test {
   int executions_ = 0;
 };
 
-// kill -9 of an agent: its keeper kills the tasks at once (end of file on its socket); gpupoold
-// starts them elsewhere only after the lease, grace and margin; the agent restarted later finds
-// nothing of its own to run and is READY.
+// kill -9 of an agent: its keeper kills the tasks at the lease deadline (no agent came back);
+// gpupoold starts them elsewhere only after the lease, grace and margin; the agent restarted later
+// finds nothing of its own to run and is READY.
 TEST_F(HaE2eTest, AgentKilledWithMinus9) {
   const std::string job = Submit(8, 50);  // ~10 s each
   std::map<std::string, std::string> where = WaitAllRunning(job);
@@ -304,6 +307,7 @@ scheduler:
 class RideOutE2eTest : public HaE2eTest {
  protected:
   const char* DaemonConfig() const override { return kRideOutConfig; }
+  bool KeepTasksOnShutdown() const override { return true; }
 
   // Every task ran exactly once, start to end, on its first attempt: none was killed.
   void ExpectEachRanOnceOnItsFirstAttempt(const std::string& job, int tasks) {
@@ -350,6 +354,32 @@ TEST_F(RideOutE2eTest, ANodeSilentPastTheHeartbeatTimeoutKeepsItsTasks) {
   ExpectEachRanOnceOnItsFirstAttempt(job, 8);
   const v1::Job done = Job(job);
   for (const v1::Task& t : done.tasks()) EXPECT_EQ(t.node(), where[t.id()]) << t.id();
+}
+
+// Issue 30: an agent restart kills no task. The agent is killed with -9 (a crash) while its
+// tasks run, then started again: its lease keeper held the tasks, the new agent process joins
+// the keeper, re-adopts them and lists them in its Register, and gpupoold sees no change — every
+// task ran once, start to end, on its first attempt.
+TEST_F(RideOutE2eTest, AnAgentKilledWithMinus9AndStartedAgainKeepsItsTasks) {
+  const std::string job = Submit(8, 60);  // ~12 s each
+  std::map<std::string, std::string> where = WaitAllRunning(job);
+  const std::string victim = where.begin()->second;
+  agents_[victim]->Signal(SIGKILL);
+  agents_[victim]->Wait(10s);
+  StartAgent(victim);
+  ExpectEachRanOnceOnItsFirstAttempt(job, 8);
+}
+
+// The same through an orderly restart (SIGTERM, as systemd or an upgrade stops it): with
+// stop_tasks_on_shutdown off (the default) the agent leaves its tasks to the keeper.
+TEST_F(RideOutE2eTest, AnAgentStoppedWithSigtermAndStartedAgainKeepsItsTasks) {
+  const std::string job = Submit(8, 60);
+  std::map<std::string, std::string> where = WaitAllRunning(job);
+  const std::string victim = where.begin()->second;
+  agents_[victim]->Signal(SIGTERM);
+  agents_[victim]->Wait(30s);
+  StartAgent(victim);
+  ExpectEachRanOnceOnItsFirstAttempt(job, 8);
 }
 
 }  // namespace

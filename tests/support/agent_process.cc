@@ -13,6 +13,7 @@ Result<std::unique_ptr<ChildProcess>> StartAgentProcess(const AgentProcessOption
         << "heartbeat_interval_ms: " << o.heartbeat_interval_ms
         << "\nstop_grace_period_ms: " << o.stop_grace_period_ms
         << "\nreconnect: {initial_ms: 100, max_ms: 500}\n"
+        << "stop_tasks_on_shutdown: " << (o.stop_tasks_on_shutdown ? "true" : "false") << "\n"
         << "gpus:\n  - model: H100-SXM\n    count: " << o.gpus << "\n";
     if (o.health_poll_ms > 0) out << "health_poll_ms: " << o.health_poll_ms << "\n";
     out << o.extra_config;

@@ -27,7 +27,9 @@ struct AgentProcessOptions {
   int64_t heartbeat_interval_ms = 200;
   int64_t stop_grace_period_ms = 1000;
   int64_t health_poll_ms = 0;  // > 0: the agent's health_poll_ms
-  std::string extra_config;    // more agent YAML, appended (e.g. an `mps:` block)
+  // A test's SIGTERM ends its agent's tasks too, unless it tests a restart that keeps them.
+  bool stop_tasks_on_shutdown = true;
+  std::string extra_config;  // more agent YAML, appended (e.g. an `mps:` block)
   std::vector<std::string> extra_args;
 };
 
