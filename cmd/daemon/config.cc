@@ -859,7 +859,10 @@ Flags (each overrides the config file):
                        DATA_DIR/tls/, created on first start); agents join and connect here
                        with their own node certificates (docs/security.md)
   --data-dir DIR       state directory; the embedded PostgreSQL lives in DIR/pg
-  --database URI       use an external PostgreSQL (postgresql://user@host:port/db)
+  --database URI       use an external PostgreSQL (postgresql://user@host:port/db); for a
+                       cluster with failover (pg_auto_failover) list every node and add
+                       target_session_attrs=read-write: postgresql://u@a:5432,b:5432/db?
+                       target_session_attrs=read-write (docs/ha.md)
   --embedded-port N    port of the embedded PostgreSQL (default: a free one)
   --replica BOOL       true: one of several gpupoold on one --database: a standby until this
                        one holds the leader lease, then serve; exit at once if the lease is
