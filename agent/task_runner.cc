@@ -248,16 +248,26 @@ Result<TaskStatus> TaskRunner::Start(const TaskSpec& spec) {
   return Spawn(spec);
 }
 
-Result<std::unique_ptr<TaskRunner::Task>> TaskRunner::NewTask(const TaskSpec& spec) const {
-  auto task = std::make_unique<Task>();
-  task->spec = spec;
-  GPUPOOL_ASSIGN_OR_RETURN(task->dir, CreateTaskDir(options_.data_dir, spec.task_id, spec.attempt));
-  TaskStatus& st = task->status;
+namespace {
+
+// A status naming the task attempt `spec` is, with its grant.
+TaskStatus StatusOf(const TaskSpec& spec) {
+  TaskStatus st;
   st.owner = spec.owner;
   st.task_id = spec.task_id;
   st.tenant = spec.tenant;
   st.attempt = spec.attempt;
   st.devices = spec.devices;
+  return st;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TaskRunner::Task>> TaskRunner::NewTask(const TaskSpec& spec) const {
+  auto task = std::make_unique<Task>();
+  task->spec = spec;
+  GPUPOOL_ASSIGN_OR_RETURN(task->dir, CreateTaskDir(options_.data_dir, spec.task_id, spec.attempt));
+  task->status = StatusOf(spec);
   return task;
 }
 
@@ -940,11 +950,7 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
       task->dir = dir;
       task->reaped = true;
       TaskStatus& st = task->status;
-      st.owner = r.spec.owner;
-      st.task_id = r.spec.task_id;
-      st.tenant = r.spec.tenant;
-      st.attempt = r.spec.attempt;
-      st.devices = r.spec.devices;
+      st = StatusOf(r.spec);
       st.pid = r.pid;
       st.phase = *r.phase;
       st.exit_code = r.exit_code;
@@ -1019,11 +1025,7 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
     task->box = std::move(box);
     task->container = std::move(container);
     TaskStatus& st = task->status;
-    st.owner = r.spec.owner;
-    st.task_id = r.spec.task_id;
-    st.tenant = r.spec.tenant;
-    st.attempt = r.spec.attempt;
-    st.devices = r.spec.devices;
+    st = StatusOf(r.spec);
     st.pid = r.pid;
     st.phase = TaskPhase::kRunning;
     std::vector<std::string> uuids;

@@ -41,16 +41,30 @@ Result<std::string> CreateTaskDir(const std::string& data_dir, const std::string
   return dir;
 }
 
+namespace {
+
+// argv and envp as execve wants them, built before a fork (the child may not allocate).
+struct ExecArrays {
+  ExecArrays(const std::vector<std::string>& argv, const std::vector<std::string>& env)
+      : args(argv), envs(env) {
+    for (auto& a : args) argp.push_back(a.data());
+    argp.push_back(nullptr);
+    for (auto& e : envs) envp.push_back(e.data());
+    envp.push_back(nullptr);
+  }
+  ExecArrays(const ExecArrays&) = delete;
+  ExecArrays& operator=(const ExecArrays&) = delete;
+  std::vector<std::string> args, envs;
+  std::vector<char*> argp, envp;
+};
+
+}  // namespace
+
 Result<pid_t> SpawnProcessGroup(const std::vector<std::string>& argv,
                                 const std::vector<std::string>& env, const std::string& dir,
                                 int log_fd) {
   if (argv.empty() || argv[0].empty()) return Status::InvalidArgument("spawn: argv is empty");
-  std::vector<std::string> args = argv, envs = env;
-  std::vector<char*> argp, envp;
-  for (auto& a : args) argp.push_back(a.data());
-  argp.push_back(nullptr);
-  for (auto& e : envs) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  ExecArrays exec(argv, env);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr,
@@ -69,7 +83,7 @@ Result<pid_t> SpawnProcessGroup(const std::vector<std::string>& argv,
   posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
   posix_spawn_file_actions_addclosefrom_np(&fa, 3);
   pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, argp[0], &fa, &attr, argp.data(), envp.data());
+  const int rc = posix_spawnp(&pid, exec.argp[0], &fa, &attr, exec.argp.data(), exec.envp.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return Status::NotFound("exec '" + argv[0] + "': " + std::strerror(rc));
@@ -164,12 +178,7 @@ Result<pid_t> SpawnRecordedGroup(const std::string& exec_path, const std::vector
                                  int log_fd, const std::string& status_path) {
   if (argv.empty() || exec_path.empty()) return Status::InvalidArgument("spawn: argv is empty");
   // Everything the children use is made here: after the fork they may not allocate.
-  std::vector<std::string> args = argv, envs = env;
-  std::vector<char*> argp, envp;
-  for (auto& a : args) argp.push_back(a.data());
-  argp.push_back(nullptr);
-  for (auto& e : envs) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  ExecArrays exec(argv, env);
   const int status_fd = open(status_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (status_fd < 0) {
     return Status::Internal("spawn: cannot create " + status_path + ": " + std::strerror(errno));
@@ -186,8 +195,8 @@ Result<pid_t> SpawnRecordedGroup(const std::string& exec_path, const std::vector
   const pid_t pid = fork();
   if (pid == 0) {
     close(err_pipe[0]);
-    RecordProgram(exec_path.c_str(), argp.data(), envp.data(), dir.c_str(), log_fd, err_pipe[1],
-                  status_fd);
+    RecordProgram(exec_path.c_str(), exec.argp.data(), exec.envp.data(), dir.c_str(), log_fd,
+                  err_pipe[1], status_fd);
   }
   const int fork_err = errno;
   pthread_sigmask(SIG_SETMASK, &saved, nullptr);

@@ -51,7 +51,7 @@ int RunAsPostgres(const std::string& dir, const std::string& command, std::strin
   const std::string script = dir + "/run.sh";
   std::ofstream(script) << command;
   chmod(script.c_str(), 0755);
-  const std::string as = geteuid() == 0 ? "runuser -u postgres -- " : "";
+  const std::string as = geteuid() == 0 ? "/usr/sbin/runuser -u postgres -- " : "";
   const std::string line = as + "bash " + script + " 2>&1";
   FILE* p = popen(line.c_str(), "r");
   if (p == nullptr) return -1;
