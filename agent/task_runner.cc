@@ -644,13 +644,16 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
   kill(-t->pid, SIGKILL);  // whatever is left of the group
   if (options_.lease_keeper) options_.lease_keeper->Untrack(t->pid);
   TaskStatus& st = t->status;
+  // An adopted task's leader ended without a word: it was SIGKILLed with its group (the lease
+  // keeper at the lease deadline, or a person), and nothing recorded how its program ended.
+  bool unrecorded = false;
   if (t->kind == TaskKind::kRecorded || (t->kind == TaskKind::kSandboxed && t->adopted)) {
-    // The recorder's (or the sandbox init's) file says how the program itself ended; without
-    // one (the leader was SIGKILLed with its group) a SIGKILL is what happened.
+    // The recorder's (or the sandbox init's) file says how the program itself ended.
     if (std::optional<int> ws = ReadRecordedStatus(t->dir + "/exit_status")) {
       t->wait_status = *ws;
     } else if (t->adopted) {
       t->wait_status = SIGKILL;
+      unrecorded = true;
     }
   }
   if (t->status_fd >= 0) {
@@ -714,6 +717,11 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
   } else if (!runtime_error.empty()) {
     st.phase = TaskPhase::kFailed;
     st.reason = "container runtime: " + runtime_error;
+  } else if (unrecorded) {
+    st.phase = TaskPhase::kFailed;
+    st.reason =
+        "killed by signal 9 (SIGKILL) while no agent process watched it; how its program ended "
+        "was not recorded";
   } else if (st.usage.oom_kills > 0 && !st.usage.measured) {
     // A container: its own memory cgroup counted the kill.
     st.phase = TaskPhase::kFailed;

@@ -564,6 +564,35 @@ TEST(TaskRunnerRecoverTest, ExitCodesSurviveTheRestartWhetherTheTaskEndsBeforeOr
   std::filesystem::remove_all(dir);
 }
 
+// A re-adopted task whose group is SIGKILLed (the lease keeper at the lease deadline) ends with no
+// recorded status: reported FAILED by SIGKILL with a reason that says so, not guessed an OOM.
+TEST(TaskRunnerRecoverTest, AGroupKilledWithoutARecordIsReportedAsSuch) {
+  const std::string dir = TempDir();
+  TaskRunnerOptions o;
+  o.data_dir = dir;
+  pid_t pid = 0;
+  {
+    TaskRunner previous(o);
+    auto st = previous.Start(RecoverSpec("n", "killed", "exec sleep 60"));
+    ASSERT_TRUE(st.ok());
+    pid = static_cast<pid_t>(st->pid);
+    previous.Leave();
+  }
+  TaskRunner next(o);
+  Collected c;
+  next.SetListener("n", c.Listener());
+  ASSERT_EQ(next.Recover("n").adopted, 1);
+  kill(-pid, SIGKILL);
+  const std::optional<TaskStatus> end = c.Wait("killed");
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->phase, TaskPhase::kFailed);
+  EXPECT_EQ(end->signal, SIGKILL);
+  EXPECT_FALSE(end->oom);
+  EXPECT_NE(end->reason.find("not recorded"), std::string::npos) << end->reason;
+  EXPECT_TRUE(WaitGroupGone(pid));
+  std::filesystem::remove_all(dir);
+}
+
 // What cannot be re-adopted is killed (here: another node's task, and a record from an agent
 // before recorders, identified by its environment), once; an unrelated process is left alone.
 TEST(TaskRunnerRecoverTest, KillsWhatItCannotReadoptAndLeavesOthersAlone) {
