@@ -279,7 +279,8 @@ class TaskRunner {
   Recovery Recover(const std::string& owner, int64_t report_within_ms = 15 * 60 * 1000);
 
   // The agent leaves without stopping its tasks (a restart): the destructor then neither kills
-  // nor waits for them, and the lease keeper holds them for the next agent process.
+  // nor waits for them, and the lease keeper holds them for the next agent process. May be called
+  // at any time before the destructor (the agent calls it at start).
   void Leave();
   // Why a running task of `owner` could not be re-adopted by a restarted agent ("" when it can).
   std::string WhyNotAdoptable(const std::string& task_id) const;

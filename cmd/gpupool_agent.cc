@@ -336,7 +336,13 @@ int Run(int argc, char** argv) {
     std::cerr << "gpupool-agent: " << keeper.status().message() << "\n";
     return 1;
   }
-  if ((*keeper)->attached()) (*keeper)->Reset();  // the tasks re-adopted below are tracked anew
+  // However this process ends — a config error below, a crash, SIGTERM — the keeper holds what it
+  // tracks until the lease deadline, or exits when it tracks nothing; it is never told to drop
+  // tasks that would then run unbounded. A shutdown that stops tasks does so before (Shutdown).
+  struct LeaveKeeper {
+    std::shared_ptr<LeaseKeeper> keeper;
+    ~LeaveKeeper() { keeper->Leave(); }
+  } leave_keeper{*keeper};
   ro.lease_keeper = *keeper;
   ro.data_dir = config.data_dir;
   ro.default_grace_ms = config.stop_grace_period_ms;
@@ -463,6 +469,8 @@ int Run(int argc, char** argv) {
     ro.on_start = [start_latency](const TaskStartTiming& t) { start_latency->Observe(t); };
   }
   TaskRunner runner(ro);
+  // Likewise the runner leaves running tasks when this process ends (no kill on the way out).
+  runner.Leave();
   TaskRunner::Recovery recovered;
   {
     // Tasks of a previous agent process (a restart, kill -9, a crash): re-adopted where they
@@ -475,6 +483,15 @@ int Run(int argc, char** argv) {
                {"ended_meanwhile", std::to_string(r.ended)},
                {"killed", std::to_string(r.killed)},
                {"reported_again", std::to_string(r.reported)}});
+    }
+    if ((*keeper)->attached()) {
+      // The keeper still lists the previous process's groups, some of them ended (their numbers
+      // may be reused): it keeps exactly the re-adopted ones. A Track the keeper reads after its
+      // deadline passed kills that group at once, so nothing slips through between the two.
+      (*keeper)->Reset();
+      for (const TaskStatus& t : runner.Running(config.node_name)) {
+        (*keeper)->Track(static_cast<pid_t>(t.pid));
+      }
     }
   }
   if (ro.containers) {
@@ -579,11 +596,6 @@ int Run(int argc, char** argv) {
               {{"signal", std::to_string(sig)}, {"stop_tasks", stop_tasks ? "true" : "false"}});
       agent.Shutdown(stop_tasks);
     }
-  }
-  if (!stop_tasks || rc != 0) {
-    // The tasks still running stay, held by the lease keeper, for the next agent process.
-    runner.Leave();
-    (*keeper)->Leave();
   }
   if (renew_timer) boost::asio::post(io, [&] { renew_timer->cancel(); });
   work.reset();
