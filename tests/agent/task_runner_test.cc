@@ -466,6 +466,16 @@ struct Collected {
 
 // The runners here live in the test process, so a re-adopted task's recorder is this process's
 // child: the test reaps it, as init reaps it for a real agent that exited.
+// A previous agent process: a runner on `o` starts `spec` and leaves it running. Its pid, or 0
+// when it did not start.
+pid_t StartAndLeave(const TaskRunnerOptions& o, const TaskSpec& spec) {
+  TaskRunner previous(o);
+  auto st = previous.Start(spec);
+  if (!st.ok() || st->phase != TaskPhase::kRunning) return 0;
+  previous.Leave();
+  return static_cast<pid_t>(st->pid);
+}
+
 bool GroupGone(pid_t pgid) {
   while (waitpid(-pgid, nullptr, WNOHANG) > 0) {
   }
@@ -570,14 +580,8 @@ TEST(TaskRunnerRecoverTest, AGroupKilledWithoutARecordIsReportedAsSuch) {
   const std::string dir = TempDir();
   TaskRunnerOptions o;
   o.data_dir = dir;
-  pid_t pid = 0;
-  {
-    TaskRunner previous(o);
-    auto st = previous.Start(RecoverSpec("n", "killed", "exec sleep 60"));
-    ASSERT_TRUE(st.ok());
-    pid = static_cast<pid_t>(st->pid);
-    previous.Leave();
-  }
+  const pid_t pid = StartAndLeave(o, RecoverSpec("n", "killed", "exec sleep 60"));
+  ASSERT_NE(pid, 0);
   TaskRunner next(o);
   Collected c;
   next.SetListener("n", c.Listener());
@@ -593,20 +597,14 @@ TEST(TaskRunnerRecoverTest, AGroupKilledWithoutARecordIsReportedAsSuch) {
   std::filesystem::remove_all(dir);
 }
 
-// What cannot be re-adopted is killed (here: another node's task, and a record from an agent
-// before recorders, identified by its environment), once; an unrelated process is left alone.
+// What cannot be re-adopted is killed (here: another node's task), once, by its pid and start
+// time; an unrelated process is left alone.
 TEST(TaskRunnerRecoverTest, KillsWhatItCannotReadoptAndLeavesOthersAlone) {
   const std::string dir = TempDir();
   TaskRunnerOptions o;
   o.data_dir = dir;
-  pid_t foreign = 0;
-  {
-    TaskRunner previous(o);
-    auto st = previous.Start(RecoverSpec("other-node", "foreign", "exec sleep 60"));
-    ASSERT_TRUE(st.ok());
-    foreign = static_cast<pid_t>(st->pid);
-    previous.Leave();
-  }
+  const pid_t foreign = StartAndLeave(o, RecoverSpec("other-node", "foreign", "exec sleep 60"));
+  ASSERT_NE(foreign, 0);
   const pid_t bystander = fork();
   if (bystander == 0) {
     setpgid(0, 0);
