@@ -6,17 +6,23 @@ namespace gpupool::agent {
 
 DeviceGuard::DeviceGuard(std::unique_ptr<VramScrubber> scrubber) : scrubber_(std::move(scrubber)) {}
 
+DeviceGuard::State& DeviceGuard::DeviceLocked(const std::string& uuid) {
+  auto [it, made] = devices_.try_emplace(uuid);
+  if (made) it->second.since_scrub.insert(kBeforeThisProcess);
+  return it->second;
+}
+
 Status DeviceGuard::BeforeStart(const std::string& tenant, const std::vector<std::string>& uuids) {
   std::lock_guard lock(mu_);
   for (const std::string& uuid : uuids) {
-    const State& s = devices_[uuid];
+    const State& s = DeviceLocked(uuid);
     if (!s.out_of_service.empty()) {
       return Status::FailedPrecondition("device " + uuid +
                                         " is out of service: " + s.out_of_service);
     }
   }
   for (const std::string& uuid : uuids) {
-    State& s = devices_[uuid];
+    State& s = DeviceLocked(uuid);
     std::string others;
     for (const std::string& t : s.since_scrub) {
       if (t != tenant) others += (others.empty() ? "" : ",") + t;
@@ -52,7 +58,7 @@ Status DeviceGuard::BeforeStart(const std::string& tenant, const std::vector<std
 void DeviceGuard::Adopted(const std::string& tenant, const std::vector<std::string>& uuids) {
   std::lock_guard lock(mu_);
   for (const std::string& uuid : uuids) {
-    State& s = devices_[uuid];
+    State& s = DeviceLocked(uuid);
     s.since_scrub.insert(tenant);
     ++s.running[tenant];
   }
@@ -61,7 +67,7 @@ void DeviceGuard::Adopted(const std::string& tenant, const std::vector<std::stri
 void DeviceGuard::Ended(const std::string& tenant, const std::vector<std::string>& uuids) {
   std::lock_guard lock(mu_);
   for (const std::string& uuid : uuids) {
-    State& s = devices_[uuid];
+    State& s = DeviceLocked(uuid);
     if (--s.running[tenant] <= 0) s.running.erase(tenant);
   }
 }

@@ -7,6 +7,10 @@
 // LastScrub). Memory held by a task still running on the device belongs to that task and is not
 // touched (fractional sharing); its tenant stays on the list until the next scrub after it.
 //
+// A device this process has not seen yet counts as used by an unknown tenant
+// (kBeforeThisProcess): the guard keeps nothing on disk, so after an agent restart it cannot know
+// who used the device last, and the first task there gets a scrub whatever its tenant.
+//
 // A failed scrub puts the device out of service: BeforeStart() fails every later task on it
 // with the reason, and the agent reports it unhealthy in Register and Heartbeat, until the agent
 // restarts. A device the scrubber cannot handle (a MIG instance under CUDA) is not scrubbed;
@@ -38,6 +42,9 @@ struct ScrubRecord {
 
 class DeviceGuard {
  public:
+  // Who used a device before this agent process started (ScrubRecord::from_tenants names it).
+  static constexpr const char* kBeforeThisProcess = "(unknown: before this agent process)";
+
   explicit DeviceGuard(std::unique_ptr<VramScrubber> scrubber);
 
   // REQUIRES: called once per launch, paired with Ended() for tasks that started.
@@ -62,6 +69,8 @@ class DeviceGuard {
     std::string out_of_service;
     std::optional<ScrubRecord> last;
   };
+  // REQUIRES: mu_ held. The device's state, made on first sight (used by kBeforeThisProcess).
+  State& DeviceLocked(const std::string& uuid);
   std::unique_ptr<VramScrubber> scrubber_;
   mutable std::mutex mu_;
   std::map<std::string, State> devices_;  // guarded by mu_
