@@ -38,13 +38,15 @@ std::vector<std::string> ControlPlaneCidrs(const std::string& scheduler) {
 }
 
 Result<std::shared_ptr<net::TaskNetworks>> OpenNetworks(const NetworkConfig& config,
-                                                        const std::string& scheduler) {
+                                                        const std::string& scheduler,
+                                                        bool remove_leftovers) {
   if (!config.isolated) return std::shared_ptr<net::TaskNetworks>();
   net::NetworkOptions o = config.options;
   for (const std::string& c : ControlPlaneCidrs(scheduler)) o.deny.push_back(c);
   // Unset: the node's upstream resolvers (a loopback stub is not reachable from a task).
   if (o.dns.empty()) o.dns = net::DefaultNameServers();
-  GPUPOOL_ASSIGN_OR_RETURN(std::unique_ptr<net::TaskNetworks> nets, net::TaskNetworks::Open(o));
+  GPUPOOL_ASSIGN_OR_RETURN(std::unique_ptr<net::TaskNetworks> nets,
+                           net::TaskNetworks::Open(o, remove_leftovers));
   return std::shared_ptr<net::TaskNetworks>(std::move(nets));
 }
 

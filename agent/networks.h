@@ -32,8 +32,11 @@ std::vector<std::string> ControlPlaneCidrs(const std::string& scheduler);
 
 // Opens the node's isolated networks when `config.isolated` (FAILED_PRECONDITION naming why it
 // cannot); null when off.
+// `remove_leftovers`: see net::TaskNetworks::Open (the agent keeps a previous process's
+// namespaces until it has re-adopted the tasks that use them).
 Result<std::shared_ptr<net::TaskNetworks>> OpenNetworks(const NetworkConfig& config,
-                                                        const std::string& scheduler);
+                                                        const std::string& scheduler,
+                                                        bool remove_leftovers = true);
 
 // The `network` capability: which modes this node enforces, and which it cannot and why.
 sandbox::Capability NetworkCapability(bool sandboxed, bool containers,

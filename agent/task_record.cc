@@ -91,6 +91,7 @@ std::string FormatTaskRecord(const TaskRecord& r) {
   if (!r.slice_key.empty()) out << "slice=" << OneLine(r.slice_key) << "\n";
   if (r.mps) out << "mps=1\n";
   if (r.isolated_network) out << "isolated_network=1\n";
+  if (r.network_slot >= 0) out << "network_slot=" << r.network_slot << "\n";
   return out.str();
 }
 
@@ -167,6 +168,8 @@ Result<TaskRecord> ReadTaskRecord(const std::string& dir) {
       r.mps = v == "1";
     } else if (k == "isolated_network") {
       r.isolated_network = v == "1";
+    } else if (k == "network_slot") {
+      r.network_slot = v.empty() ? -1 : static_cast<int>(ToInt(v));
     } else if (k == "phase") {
       if (v == "ORPHAN_KILLED") {
         r.orphan_killed = true;

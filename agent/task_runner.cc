@@ -466,6 +466,8 @@ void TaskRunner::Supervise(Task* t, pid_t pid) {
     r.isolated_network =
         t->network != nullptr ||
         t->spec.network.value_or(options_.default_network) == net::NetworkMode::kIsolated;
+    if (t->network) r.network_slot = t->network->network().slot;
+    if (t->container) r.network_slot = t->container->network_slot();
     std::ofstream(t->dir + "/state") << FormatTaskRecord(r);
   }
   // The slice's watchdog follows the task's processes from its leader down.
@@ -905,7 +907,7 @@ std::string NotAdoptable(const TaskRecord& r, bool sandbox_on, bool containers_o
   }
   if (!r.slice_key.empty()) return "its GPU slice's ledger ran in the previous agent process";
   if (r.mps) return "its MPS control daemon ran under the previous agent process";
-  if (r.isolated_network) return "its isolated network is not re-adopted yet";
+  if (r.isolated_network && r.network_slot < 0) return "its isolated network was not recorded";
   return "";
 }
 
@@ -979,6 +981,7 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
                                                            options_.containers != nullptr);
     std::unique_ptr<sandbox::SandboxedTask> box;
     std::unique_ptr<oci::PreparedContainer> container;
+    std::unique_ptr<net::NetworkLease> network;
     if (why.empty() && alive && r.kind == TaskKind::kContainer) {
       // Its uid reserved again, its image held, its root file system known: released as a
       // started container's would be once its shim ends.
@@ -989,11 +992,13 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
       a.manifest_digest = r.image_digest;
       a.uid = r.uid;
       a.overlay = r.rootfs_overlay;
+      a.network_slot = r.network_slot;
       auto adopted = options_.containers->Adopt(a);
       if (adopted.ok()) {
         container = std::move(adopted).value();
         out.kept_containers.push_back(r.container);
         out.kept_dirs.push_back(a.task_dir);
+        if (r.network_slot >= 0) out.kept_network_slots.push_back(r.network_slot);
       } else {
         why = adopted.status().message();
       }
@@ -1009,6 +1014,20 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
         box = std::move(adopted).value();
       } else {
         why = adopted.status().message();
+      }
+      if (why.empty() && r.network_slot >= 0) {
+        // Its isolated network: the slot taken again, the namespace kept.
+        if (!options_.networks) {
+          why = "it has an isolated network and isolated networks are off now";
+        } else if (auto lease =
+                       net::NetworkLease::Adopt(options_.networks, r.network_slot, req.name);
+                   lease.ok()) {
+          network = std::move(lease).value();
+          out.kept_network_slots.push_back(r.network_slot);
+        } else {
+          why = lease.status().message();
+        }
+        if (!why.empty()) box.reset();
       }
     }
     if (!why.empty() && (alive || r.leader_start == 0)) {
@@ -1032,6 +1051,7 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
     task->started_unix_ms = r.started_unix_ms;
     task->box = std::move(box);
     task->container = std::move(container);
+    task->network = std::move(network);
     TaskStatus& st = task->status;
     st = StatusOf(r.spec);
     st.pid = r.pid;
@@ -1093,6 +1113,8 @@ std::string TaskRunner::WhyNotAdoptable(const std::string& task_id) const {
   r.slice_key = t.slice_key;
   r.mps = options_.mps != nullptr && MpsManager::Serves(t.spec);
   r.isolated_network = t.network != nullptr;
+  if (t.network) r.network_slot = t.network->network().slot;
+  if (t.container) r.network_slot = t.container->network_slot();
   return NotAdoptable(r, options_.sandbox != nullptr, options_.containers != nullptr);
 }
 

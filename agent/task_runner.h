@@ -10,10 +10,10 @@
 // Agent restarts (issue 30, docs/agent.md): tasks outlive the agent process. Leave() lets them run
 // on (the lease keeper holds them to the node lease); a restarted agent's Recover() re-adopts the
 // ones it can rebuild — it watches their leader through a pidfd and reads the recorded status when
-// it ends — reports those that ended while no agent watched, and kills the rest (a GPU-slice, MPS
-// or isolated-network task; its resources cannot be rebuilt yet), which the scheduler then
-// requeues. A sandboxed task is re-adopted with its uid and cgroups, a container with its uid,
-// image and root file system.
+// it ends — reports those that ended while no agent watched, and kills the rest (a GPU-slice or
+// MPS task; its resources cannot be rebuilt yet), which the scheduler then requeues. A sandboxed
+// task is re-adopted with its uid, cgroups and isolated network, a container with its uid, image,
+// root file system and isolated network.
 //
 // Stop: SIGTERM to the group, then after the grace period SIGKILL to the group. The task ends
 // when its leader has exited and, for a stop, the group is empty or has been SIGKILLed; any
@@ -269,6 +269,7 @@ class TaskRunner {
     // process left (runc containers, mounted root file systems) must spare them.
     std::vector<std::string> kept_containers;
     std::vector<std::string> kept_dirs;
+    std::vector<int> kept_network_slots;  // likewise their isolated networks' namespaces
   };
   // Takes over what a previous agent process left in this data dir, for node `owner`: re-adopts
   // every task that still runs and can be rebuilt here (a recorded plain command), reports every

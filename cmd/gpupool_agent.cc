@@ -65,8 +65,8 @@ constexpr const char* kUsage = R"(usage: gpupool-agent [flags]
 Restarts (docs/agent.md "Agent restarts"): a SIGTERM, a kill -9 or a crash leaves the node's
 tasks running under the lease keeper (<data-dir>/lease-keeper.sock) until the node lease lapses;
 started again on the same data dir, the agent re-adopts plain, sandboxed and image tasks,
-reports those that ended meanwhile and kills those it cannot re-adopt (GPU-slice, MPS and
-isolated-network tasks, which a SIGTERM stops first). `stop_tasks_on_shutdown: true` makes a
+reports those that ended meanwhile and kills those it cannot re-adopt (GPU-slice and MPS tasks,
+which a SIGTERM stops first). `stop_tasks_on_shutdown: true` makes a
 SIGTERM stop every task instead (a node going away).
 
 Task sandbox (config `sandbox:`, docs/sandbox.md): with `sandbox.enabled: true` and the agent
@@ -425,7 +425,8 @@ int Run(int argc, char** argv) {
   } else if (!ro.sandbox) {
     ro.networks_off = "isolated networks need the sandbox (sandbox.enabled: true)";
   } else {
-    auto networks = OpenNetworks(config.network, config.scheduler);
+    // The namespaces a previous agent process left stay until its tasks are re-adopted (below).
+    auto networks = OpenNetworks(config.network, config.scheduler, /*remove_leftovers=*/false);
     if (networks.ok()) {
       ro.networks = *networks;
     } else {
@@ -484,6 +485,8 @@ int Run(int argc, char** argv) {
                {"killed", std::to_string(r.killed)},
                {"reported_again", std::to_string(r.reported)}});
     }
+    // Isolated networks no re-adopted task uses: what a previous agent process left.
+    if (ro.networks) ro.networks->RemoveLeftovers(recovered.kept_network_slots);
     if ((*keeper)->attached()) {
       // The keeper still lists the previous process's groups, some of them ended (their numbers
       // may be reused): it keeps exactly the re-adopted ones. A Track the keeper reads after its

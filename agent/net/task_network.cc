@@ -161,7 +161,8 @@ std::string TaskNetworks::Chain(const std::string& suffix) const {
   return Upper(options_.prefix) + "-" + suffix;
 }
 
-Result<std::unique_ptr<TaskNetworks>> TaskNetworks::Open(NetworkOptions options) {
+Result<std::unique_ptr<TaskNetworks>> TaskNetworks::Open(NetworkOptions options,
+                                                         bool remove_leftovers) {
   if (!ValidName(options.prefix, 16)) {
     return Status::InvalidArgument("network.prefix '" + options.prefix +
                                    "': 1..16 letters, digits or '-'");
@@ -195,7 +196,7 @@ Result<std::unique_ptr<TaskNetworks>> TaskNetworks::Open(NetworkOptions options)
         "network: isolated task networks need root (network namespaces, veths, the firewall)");
   }
   std::unique_ptr<TaskNetworks> nets(new TaskNetworks(std::move(options), *subnet, denied));
-  nets->RemoveLeftovers();
+  if (remove_leftovers) nets->RemoveLeftovers({});
   GPUPOOL_RETURN_IF_ERROR(nets->LoadChains());
   GPUPOOL_RETURN_IF_ERROR(nets->Hook("filter", "INPUT", nets->Chain("INPUT")));
   GPUPOOL_RETURN_IF_ERROR(nets->Hook("filter", "FORWARD", nets->Chain("FORWARD")));
@@ -262,21 +263,54 @@ void TaskNetworks::Unhook(const std::string& table, const std::string& chain,
   RunBestEffort({options_.iptables, "-w", "-t", table, "-X", target});
 }
 
-void TaskNetworks::RemoveLeftovers() const {
+void TaskNetworks::RemoveLeftovers(const std::vector<int>& keep) const {
   std::error_code ec;
+  const auto kept = [&](const std::string& slot) {
+    return std::find(keep.begin(), keep.end(), std::atoi(slot.c_str())) != keep.end();
+  };
   const std::string ns_prefix = options_.prefix + "-";
   for (const auto& e : std::filesystem::directory_iterator(kNetnsDir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(ns_prefix, 0) == 0) RunBestEffort({options_.ip, "netns", "del", name});
+    if (name.rfind(ns_prefix, 0) != 0 || kept(name.substr(ns_prefix.size()))) continue;
+    RunBestEffort({options_.ip, "netns", "del", name});
   }
   for (const auto& e : std::filesystem::directory_iterator("/sys/class/net", ec)) {
     const std::string name = e.path().filename().string();
     if (name.rfind(options_.iface, 0) != 0 || name.size() == options_.iface.size()) continue;
     const std::string rest = name.substr(options_.iface.size());
-    if (std::all_of(rest.begin(), rest.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    if (std::all_of(rest.begin(), rest.end(), [](unsigned char c) { return std::isdigit(c); }) &&
+        !kept(rest)) {
       RunBestEffort({options_.ip, "link", "del", name});
     }
   }
+}
+
+Result<TaskNetwork> TaskNetworks::Adopt(int slot, const std::string& task) {
+  TaskNetwork n;
+  {
+    MutexLock lock(&mu_);
+    if (slot < 0 || static_cast<size_t>(slot) >= used_.size() || used_[slot]) {
+      return Status::FailedPrecondition("network: slot " + std::to_string(slot) +
+                                        " is out of range or taken (task " + task + ")");
+    }
+    used_[slot] = true;
+  }
+  n.slot = slot;
+  const uint32_t block = subnet_.base + static_cast<uint32_t>(slot) * 4;
+  n.netns = options_.prefix + "-" + std::to_string(slot);
+  n.netns_path = std::string(kNetnsDir) + "/" + n.netns;
+  n.gateway = FormatIpv4(block + 1);
+  n.address = FormatIpv4(block + 2);
+  n.host_iface = options_.iface + std::to_string(slot);
+  if (!options_.dns.empty()) {
+    n.resolv_conf = "/run/" + options_.prefix + "-net/" + n.netns + ".resolv.conf";
+  }
+  if (!std::filesystem::exists(n.netns_path)) {
+    MutexLock lock(&mu_);
+    used_[slot] = false;
+    return Status::FailedPrecondition("network: " + n.netns_path + " is gone (task " + task + ")");
+  }
+  return n;
 }
 
 Status TaskNetworks::RunIp(const std::vector<std::string>& args, const std::string& batch) const {
@@ -374,7 +408,7 @@ void TaskNetworks::Uninstall() {
   Unhook("filter", "INPUT", Chain("INPUT"));
   Unhook("filter", "FORWARD", Chain("FORWARD"));
   Unhook("nat", "POSTROUTING", Chain("POSTROUTING"));
-  RemoveLeftovers();
+  RemoveLeftovers({});
   MutexLock lock(&mu_);
   std::fill(used_.begin(), used_.end(), false);
 }
@@ -409,6 +443,12 @@ std::vector<std::string> DefaultNameServers(const std::string& resolv_conf) {
 Result<std::unique_ptr<NetworkLease>> NetworkLease::Take(std::shared_ptr<TaskNetworks> networks,
                                                          const std::string& task) {
   GPUPOOL_ASSIGN_OR_RETURN(TaskNetwork n, networks->Prepare(task));
+  return std::unique_ptr<NetworkLease>(new NetworkLease(std::move(networks), std::move(n)));
+}
+
+Result<std::unique_ptr<NetworkLease>> NetworkLease::Adopt(std::shared_ptr<TaskNetworks> networks,
+                                                          int slot, const std::string& task) {
+  GPUPOOL_ASSIGN_OR_RETURN(TaskNetwork n, networks->Adopt(slot, task));
   return std::unique_ptr<NetworkLease>(new NetworkLease(std::move(networks), std::move(n)));
 }
 

@@ -87,13 +87,22 @@ class TaskNetworks {
   // Validates the options, removes leftovers of an earlier run, loads the firewall chains and
   // turns IPv4 forwarding on. FailedPrecondition when the node cannot (not root, no `ip` or
   // `iptables-restore`, the kernel refused): the caller reports `isolated` as not enforced.
-  static Result<std::unique_ptr<TaskNetworks>> Open(NetworkOptions options);
+  // `remove_leftovers` false: an agent that re-adopts the tasks of a previous process keeps
+  // their namespaces, and calls RemoveLeftovers() once it knows which those are.
+  static Result<std::unique_ptr<TaskNetworks>> Open(NetworkOptions options,
+                                                    bool remove_leftovers = true);
   ~TaskNetworks() = default;
 
   // A namespace with the task's veth, address and route; `task` names it in errors and logs.
   Result<TaskNetwork> Prepare(const std::string& task);
   // Deletes the namespace (and with it the veth) and frees the slot. Idempotent.
   void Release(const TaskNetwork& network);
+  // The network a previous agent process prepared in `slot` for a task that still runs, for a
+  // restarted agent that re-adopts it: the slot is taken again and nothing is changed.
+  // FailedPrecondition when the slot is out of range or taken, or its namespace is gone.
+  Result<TaskNetwork> Adopt(int slot, const std::string& task);
+  // Deletes every namespace and node-side veth of this prefix but those of `keep` (slots).
+  void RemoveLeftovers(const std::vector<int>& keep) const;
 
   // Removes the hooks and chains and every namespace of this prefix (tests; no agent command
   // runs it yet: the chains of a stopped agent stay, matching only its own veths).
@@ -110,7 +119,6 @@ class TaskNetworks {
   Status LoadChains() const;
   Status Hook(const std::string& table, const std::string& chain, const std::string& target) const;
   void Unhook(const std::string& table, const std::string& chain, const std::string& target) const;
-  void RemoveLeftovers() const;
   std::string Chain(const std::string& suffix) const;
 
   NetworkOptions options_;
@@ -127,6 +135,9 @@ class NetworkLease {
   // Prepares a network from `networks` (REQUIRES: not null) for `task`.
   static Result<std::unique_ptr<NetworkLease>> Take(std::shared_ptr<TaskNetworks> networks,
                                                     const std::string& task);
+  // The network of a re-adopted task (TaskNetworks::Adopt).
+  static Result<std::unique_ptr<NetworkLease>> Adopt(std::shared_ptr<TaskNetworks> networks,
+                                                     int slot, const std::string& task);
   ~NetworkLease();
   NetworkLease(const NetworkLease&) = delete;
   NetworkLease& operator=(const NetworkLease&) = delete;

@@ -76,6 +76,11 @@ Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Adopt(
   c->has_identity_ = true;
   c->rootfs_.overlay = a.overlay;
   c->rootfs_.path = a.overlay ? a.task_dir + "/rootfs" : c->lease_.image().rootfs;
+  if (a.network_slot >= 0) {
+    if (!options_.networks) return Status::FailedPrecondition("network: isolated networks are off");
+    GPUPOOL_ASSIGN_OR_RETURN(c->network_,
+                             net::NetworkLease::Adopt(options_.networks, a.network_slot, a.id));
+  }
   return c;
 }
 

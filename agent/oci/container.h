@@ -82,6 +82,7 @@ struct AdoptedContainer {
   std::string manifest_digest;  // its image, held again; empty: a plain command
   uint32_t uid = 0;             // the task's uid, reserved again
   bool overlay = false;         // its root file system is an overlay mounted at <task_dir>/rootfs
+  int network_slot = -1;        // isolated: its network's slot, taken again (-1: none)
 };
 
 class PreparedContainer {
@@ -101,6 +102,8 @@ class PreparedContainer {
   // The image came from the node's store without fetching a blob (false for plain commands).
   bool image_cache_hit() const { return lease_.cache_hit(); }
   const std::string& image_digest() const { return lease_.image().manifest_digest; }
+  // Its isolated network's slot, -1 without one.
+  int network_slot() const { return network_ ? network_->network().slot : -1; }
   void Release();
   // Lets go without releasing anything: the container runs on for the next agent process,
   // which adopts it. Its uid, mounts, image and network stay.

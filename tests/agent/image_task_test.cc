@@ -304,6 +304,46 @@ TEST_F(ImageTaskTest, ARestartedRunnerReadoptsARunningContainer) {
   EXPECT_EQ(box_->uids()->pool_in_use(), 0);
 }
 
+// The same for a container on an isolated network: its namespace is kept through the restart
+// and taken again with its slot; the container still has its veth and routes when it ends.
+TEST_F(ImageTaskTest, ARestartedRunnerReadoptsAnIsolatedContainerWithItsNetwork) {
+  if (const std::string why = testing::CannotBuildNetworks(); !why.empty()) GTEST_SKIP() << why;
+  const net::NetworkOptions no = testing::TestNetworkOptions("k", "10.218.0.0/24");
+  auto opened = net::TaskNetworks::Open(no);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  StartRunner(std::move(opened).value());
+  TaskSpec spec = Spec("net", Ref("test/app:1"),
+                       "i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; "
+                       "grep -c '^eth0' /proc/net/route; exit 8");
+  spec.network = net::NetworkMode::kIsolated;
+  ASSERT_TRUE(runner_->Start(spec).ok());
+  ASSERT_TRUE(
+      ::gpupool::testing::WaitFor([&] { return ended_.Started("net"); }, std::chrono::seconds(60)));
+  runner_->Leave();
+  runner_.reset();
+  containers_.reset();
+  auto box = sandbox::Sandbox::Create(sandbox_options_, data_dir_);
+  ASSERT_TRUE(box.ok()) << box.status().ToString();
+  box_ = *box;
+  auto reopened = net::TaskNetworks::Open(no, /*remove_leftovers=*/false);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  std::shared_ptr<net::TaskNetworks> networks = std::move(reopened).value();
+  StartRunner(networks);
+  const TaskRunner::Recovery r = runner_->Recover("node-a");
+  EXPECT_EQ(r.adopted, 1);
+  EXPECT_EQ(r.killed, 0);
+  ASSERT_EQ(r.kept_network_slots.size(), 1u);
+  networks->RemoveLeftovers(r.kept_network_slots);
+  EXPECT_EQ(networks->in_use(), 1);
+  const TaskStatus end = ended_.Wait("net");
+  EXPECT_EQ(end.phase, TaskPhase::kFailed) << end.reason << end.output_tail;
+  EXPECT_EQ(end.exit_code, 8);
+  EXPECT_EQ(end.output_tail, "2\n");  // its veth survived the restart: the /30 and the default
+  EXPECT_EQ(networks->in_use(), 0);
+  runner_.reset();
+  networks->Uninstall();
+}
+
 TEST_F(ImageTaskTest, AnImageThatDoesNotExistFailsTheTaskNamingIt) {
   const TaskStatus end = [&] {
     auto st = runner_->Start(Spec("nope", Ref("test/nope:1"), "true"));

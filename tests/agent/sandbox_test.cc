@@ -466,6 +466,53 @@ TEST_F(SandboxTest, AnIsolatedTaskHasItsOwnAddressAndCannotReachTheNode) {
   networks->Uninstall();
 }
 
+// An isolated task outlives an agent restart with its network: the restarted agent opens its
+// networks without removing the previous process's namespaces, re-adopts the task with its slot
+// (a task started meanwhile gets another address), removes only the leftovers no task uses, and
+// the task keeps its veth and routes; its namespace goes when it ends.
+TEST_F(SandboxTest, ARestartedRunnerReadoptsAnIsolatedTaskWithItsNetwork) {
+  if (const std::string why = testing::CannotBuildNetworks(); !why.empty()) GTEST_SKIP() << why;
+  const net::NetworkOptions no = testing::TestNetworkOptions("r", "10.217.0.0/24");
+  auto nets = net::TaskNetworks::Open(no);
+  ASSERT_TRUE(nets.ok()) << nets.status().ToString();
+  Start(std::move(nets).value());
+  TaskSpec spec = Spec("iso", "acme",
+                       "grep -c '^eth0' /proc/net/route > addr; "
+                       "i=0; while [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; "
+                       "grep -c '^eth0' /proc/net/route; exit 7");
+  spec.network = net::NetworkMode::kIsolated;
+  auto st = runner_->Start(spec);
+  ASSERT_TRUE(st.ok() && st->phase == TaskPhase::kRunning) << st.status().ToString();
+  for (int i = 0; i < 3000 && ReadFile(WorkDir("iso") + "/addr").empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  runner_->Leave();
+  runner_.reset();
+  // The restarted agent.
+  auto reopened = net::TaskNetworks::Open(no, /*remove_leftovers=*/false);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  std::shared_ptr<net::TaskNetworks> networks = std::move(reopened).value();
+  Start(networks);
+  const TaskRunner::Recovery r = runner_->Recover("node-a");
+  EXPECT_EQ(r.adopted, 1);
+  EXPECT_EQ(r.killed, 0);
+  ASSERT_EQ(r.kept_network_slots.size(), 1u);
+  networks->RemoveLeftovers(r.kept_network_slots);
+  EXPECT_EQ(networks->in_use(), 1);
+  TaskSpec other = Spec("other", "acme", "grep -c '^eth0' /proc/net/route");
+  other.network = net::NetworkMode::kIsolated;
+  const TaskStatus second = Run(other);
+  EXPECT_EQ(second.phase, TaskPhase::kSucceeded) << second.reason << second.output_tail;
+  EXPECT_EQ(second.output_tail, "2\n");
+  const TaskStatus end = WaitEnd("iso");
+  EXPECT_EQ(end.phase, TaskPhase::kFailed) << end.reason << end.output_tail;
+  EXPECT_EQ(end.exit_code, 7);
+  // Its veth survived the restart: its two routes (the /30 and the default) are still there.
+  EXPECT_EQ(end.output_tail, "2\n");
+  EXPECT_EQ(networks->in_use(), 0);
+  runner_.reset();
+  networks->Uninstall();
+}
+
 TEST_F(SandboxTest, AnIsolatedTaskOnANodeWithoutIsolatedNetworksFailsInsteadOfRunningOpen) {
   TaskSpec spec = Spec("iso", "acme", "echo ran");
   spec.network = net::NetworkMode::kIsolated;
