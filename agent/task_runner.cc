@@ -190,7 +190,7 @@ TaskRunner::~TaskRunner() {
       if (t->pidfd >= 0) close(t->pidfd);
       if (t->box) t->box->Abandon();
       if (t->container) t->container->Abandon();
-      (void)t->network.release();  // an isolated network's namespace stays with its task
+      if (t->network) t->network->Abandon();  // its namespace stays with its task
       continue;
     }
     if (t->reaped || t->pid <= 0) continue;

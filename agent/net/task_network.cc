@@ -452,7 +452,9 @@ Result<std::unique_ptr<NetworkLease>> NetworkLease::Adopt(std::shared_ptr<TaskNe
   return std::unique_ptr<NetworkLease>(new NetworkLease(std::move(networks), std::move(n)));
 }
 
-NetworkLease::~NetworkLease() { networks_->Release(network_); }
+NetworkLease::~NetworkLease() {
+  if (networks_) networks_->Release(network_);
+}
 
 int TaskNetworks::in_use() const {
   MutexLock lock(&mu_);

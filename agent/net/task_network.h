@@ -142,6 +142,9 @@ class NetworkLease {
   NetworkLease(const NetworkLease&) = delete;
   NetworkLease& operator=(const NetworkLease&) = delete;
   const TaskNetwork& network() const { return network_; }
+  // Keeps the namespace and the slot when this goes: its task outlives the agent process, and
+  // the next one adopts the network (Adopt).
+  void Abandon() { networks_.reset(); }
 
  private:
   NetworkLease(std::shared_ptr<TaskNetworks> networks, TaskNetwork network)

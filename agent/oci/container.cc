@@ -50,7 +50,7 @@ void PreparedContainer::Abandon() {
   released_ = true;
   // Its namespace stays for the next agent process; so does the lease's pin (this process's
   // store goes away with it).
-  (void)network_.release();
+  if (network_) network_->Abandon();
 }
 
 Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Adopt(
