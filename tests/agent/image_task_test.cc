@@ -111,6 +111,18 @@ class ImageTaskTest : public ::testing::Test {
     ended_.Attach(*runner_);
   }
 
+  // The agent restarts: its runner leaves the running tasks, and nothing of its memory (the uid
+  // map, the image store's pins) survives into the new sandbox, store and runner.
+  void RestartAgent(std::shared_ptr<net::TaskNetworks> networks = nullptr) {
+    runner_->Leave();
+    runner_.reset();
+    containers_.reset();
+    auto box = sandbox::Sandbox::Create(sandbox_options_, data_dir_);
+    ASSERT_TRUE(box.ok()) << box.status().ToString();
+    box_ = *box;
+    StartRunner(std::move(networks));
+  }
+
   void TearDown() override {
     runner_.reset();
     containers_.reset();
@@ -277,14 +289,7 @@ TEST_F(ImageTaskTest, ARestartedRunnerReadoptsARunningContainer) {
         return st && st->phase == TaskPhase::kRunning;
       },
       std::chrono::seconds(60)));
-  runner_->Leave();
-  // The restarted agent: nothing of the previous process's memory (its uid map) survives.
-  runner_.reset();
-  containers_.reset();
-  auto box = sandbox::Sandbox::Create(sandbox_options_, data_dir_);
-  ASSERT_TRUE(box.ok()) << box.status().ToString();
-  box_ = *box;
-  StartRunner();
+  ASSERT_NO_FATAL_FAILURE(RestartAgent());
   const TaskRunner::Recovery r = runner_->Recover("node-a");
   EXPECT_EQ(r.adopted, 1);
   EXPECT_EQ(r.killed, 0);
@@ -319,16 +324,10 @@ TEST_F(ImageTaskTest, ARestartedRunnerReadoptsAnIsolatedContainerWithItsNetwork)
   ASSERT_TRUE(runner_->Start(spec).ok());
   ASSERT_TRUE(
       ::gpupool::testing::WaitFor([&] { return ended_.Started("net"); }, std::chrono::seconds(60)));
-  runner_->Leave();
-  runner_.reset();
-  containers_.reset();
-  auto box = sandbox::Sandbox::Create(sandbox_options_, data_dir_);
-  ASSERT_TRUE(box.ok()) << box.status().ToString();
-  box_ = *box;
   auto reopened = net::TaskNetworks::Open(no, /*remove_leftovers=*/false);
   ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
   std::shared_ptr<net::TaskNetworks> networks = std::move(reopened).value();
-  StartRunner(networks);
+  ASSERT_NO_FATAL_FAILURE(RestartAgent(networks));
   const TaskRunner::Recovery r = runner_->Recover("node-a");
   EXPECT_EQ(r.adopted, 1);
   EXPECT_EQ(r.killed, 0);
