@@ -444,35 +444,36 @@ void TaskRunner::Supervise(Task* t, pid_t pid) {
   }
   t->leader_start = ProcessStartTicks(pid);
   t->started_unix_ms = options_.clock->NowMicros() / 1000;
-  {
-    TaskRecord r;
-    r.spec = t->spec;
-    r.kind = t->kind;
-    r.pid = pid;
-    r.leader_start = t->leader_start;
-    r.started_unix_ms = t->started_unix_ms;
-    if (t->box) {
-      r.uid = t->box->identity().uid;
-      r.cgroups = t->box->cgroup_dirs();
-    }
-    if (t->container) {
-      r.uid = t->container->identity().uid;
-      r.container = t->container->id();
-      r.image_digest = t->container->image_digest();
-      r.rootfs_overlay = t->container->rootfs().overlay;
-    }
-    r.slice_key = t->slice_key;
-    r.mps = options_.mps != nullptr && MpsManager::Serves(t->spec);
-    r.isolated_network =
-        t->network != nullptr ||
-        t->spec.network.value_or(options_.default_network) == net::NetworkMode::kIsolated;
-    if (t->network) r.network_slot = t->network->network().slot;
-    if (t->container) r.network_slot = t->container->network_slot();
-    std::ofstream(t->dir + "/state") << FormatTaskRecord(r);
-  }
+  std::ofstream(t->dir + "/state") << FormatTaskRecord(RecordOf(*t));
   // The slice's watchdog follows the task's processes from its leader down.
   if (!t->slice_key.empty()) options_.slices->Watch(t->slice_key, pid);
   WatchPid(t, pid);
+}
+
+TaskRecord TaskRunner::RecordOf(const Task& t) const {
+  TaskRecord r;
+  r.spec = t.spec;
+  r.kind = t.kind;
+  r.pid = t.pid;
+  r.leader_start = t.leader_start;
+  r.started_unix_ms = t.started_unix_ms;
+  if (t.box) {
+    r.uid = t.box->identity().uid;
+    r.cgroups = t.box->cgroup_dirs();
+  }
+  if (t.container) {
+    r.uid = t.container->identity().uid;
+    r.container = t.container->id();
+    r.image_digest = t.container->image_digest();
+    r.rootfs_overlay = t.container->rootfs().overlay;
+  }
+  r.slice_key = t.slice_key;
+  r.mps = options_.mps != nullptr && MpsManager::Serves(t.spec);
+  r.isolated_network = t.network != nullptr || t.spec.network.value_or(options_.default_network) ==
+                                                   net::NetworkMode::kIsolated;
+  if (t.network) r.network_slot = t.network->network().slot;
+  if (t.container) r.network_slot = t.container->network_slot();
+  return r;
 }
 
 void TaskRunner::WatchPid(Task* t, pid_t pid) {
@@ -1108,14 +1109,7 @@ std::string TaskRunner::WhyNotAdoptable(const std::string& task_id) const {
   if (it == tasks_.end()) return "not on this node";
   const Task& t = *it->second;
   if (t.pulling) return "its image is still being pulled";
-  TaskRecord r;
-  r.kind = t.kind;
-  r.slice_key = t.slice_key;
-  r.mps = options_.mps != nullptr && MpsManager::Serves(t.spec);
-  r.isolated_network = t.network != nullptr;
-  if (t.network) r.network_slot = t.network->network().slot;
-  if (t.container) r.network_slot = t.container->network_slot();
-  return NotAdoptable(r, options_.sandbox != nullptr, options_.containers != nullptr);
+  return NotAdoptable(RecordOf(t), options_.sandbox != nullptr, options_.containers != nullptr);
 }
 
 std::optional<TaskStatus> TaskRunner::Get(const std::string& task_id) const {

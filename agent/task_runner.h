@@ -76,6 +76,7 @@ class DeviceGuard;
 class MpsManager;
 class LeaseKeeper;
 class SliceLedgers;
+struct TaskRecord;
 namespace oci {
 class ContainerFactory;
 class PreparedContainer;
@@ -325,6 +326,9 @@ class TaskRunner {
   Task* Insert(std::unique_ptr<Task> task);
   // REQUIRES: mu_ held. Adds a spawned task's pid to the supervisor and records it RUNNING.
   void Supervise(Task* t, pid_t pid);
+  // REQUIRES: mu_ held. What the task's `state` file records of it (task_record.h); also what
+  // decides whether a restarted agent could re-adopt it.
+  TaskRecord RecordOf(const Task& t) const;
   // REQUIRES: mu_ held. Watches `pid` through a pidfd on the supervisor's epoll.
   void WatchPid(Task* t, pid_t pid);
   // REQUIRES: mu_ held. Hands `st` to its owner's listener, or holds it until there is one.
