@@ -893,7 +893,7 @@ namespace {
 // Why a task of this kind, with these resources, cannot be rebuilt by a restarted agent; "" when
 // it can. Each is a resource the agent holds in memory only (a uid lease, a ledger or daemon
 // process it runs, a network namespace, a mounted root file system).
-std::string NotAdoptable(const TaskRecord& r, bool sandbox_on, bool containers_on) {
+std::string NotAdoptable(const TaskRecord& r, bool sandbox_on, bool containers_on, bool slices_on) {
   switch (r.kind) {
     case TaskKind::kPlain:
       return "started without a recorder (an older agent)";
@@ -906,7 +906,7 @@ std::string NotAdoptable(const TaskRecord& r, bool sandbox_on, bool containers_o
     case TaskKind::kRecorded:
       break;
   }
-  if (!r.slice_key.empty()) return "its GPU slice's ledger ran in the previous agent process";
+  if (!r.slice_key.empty() && !slices_on) return "it has a GPU slice and slices are off now";
   if (r.mps) return "its MPS control daemon ran under the previous agent process";
   if (r.isolated_network && r.network_slot < 0) return "its isolated network was not recorded";
   return "";
@@ -979,7 +979,8 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
     const bool alive = r.leader_start != 0 && ProcessStartTicks(r.pid) == r.leader_start;
     std::string why = r.spec.owner != owner ? "it belongs to node " + r.spec.owner
                                             : NotAdoptable(r, options_.sandbox != nullptr,
-                                                           options_.containers != nullptr);
+                                                           options_.containers != nullptr,
+                                                           options_.slices != nullptr);
     std::unique_ptr<sandbox::SandboxedTask> box;
     std::unique_ptr<oci::PreparedContainer> container;
     std::unique_ptr<net::NetworkLease> network;
@@ -1031,6 +1032,20 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
         if (!why.empty()) box.reset();
       }
     }
+    std::string slice_dir;
+    if (why.empty() && alive && !r.slice_key.empty()) {
+      // Its ledger listens again where its processes reconnect, from the same grant, and takes
+      // back what they held (docs/interposer.md, "Agent restarts").
+      const std::string abs_dir = std::filesystem::absolute(dir, ec).lexically_normal().string();
+      slice_dir = abs_dir + "/ledger";
+      auto started = options_.slices->Start(r.slice_key, slice_dir, "", r.spec);
+      if (!started.ok()) {
+        why = started.status().message();
+        box.reset();
+        container.reset();
+        network.reset();
+      }
+    }
     if (!why.empty() && (alive || r.leader_start == 0)) {
       if (KillLeftover(r)) {
         ++out.killed;
@@ -1053,6 +1068,10 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
     task->box = std::move(box);
     task->container = std::move(container);
     task->network = std::move(network);
+    if (!slice_dir.empty()) {
+      task->slice_key = r.slice_key;
+      task->slice_dir = slice_dir;
+    }
     TaskStatus& st = task->status;
     st = StatusOf(r.spec);
     st.pid = r.pid;
@@ -1083,6 +1102,7 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
           options_.clock->MonotonicMicros() + (r.spec.max_runtime_ms - ran_ms) * 1000;
     }
     WatchPid(t, r.pid);
+    if (!t->slice_key.empty()) options_.slices->Watch(t->slice_key, r.pid);
     ++out.adopted;
     LogInfo("agent.runner", "re-adopted a task left running by a previous agent process",
             {{"task", r.spec.task_id},
@@ -1109,7 +1129,8 @@ std::string TaskRunner::WhyNotAdoptable(const std::string& task_id) const {
   if (it == tasks_.end()) return "not on this node";
   const Task& t = *it->second;
   if (t.pulling) return "its image is still being pulled";
-  return NotAdoptable(RecordOf(t), options_.sandbox != nullptr, options_.containers != nullptr);
+  return NotAdoptable(RecordOf(t), options_.sandbox != nullptr, options_.containers != nullptr,
+                      options_.slices != nullptr);
 }
 
 std::optional<TaskStatus> TaskRunner::Get(const std::string& task_id) const {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "agent/interposer/ledger/ledger_server.h"
 #include "base/log.h"
@@ -17,6 +18,9 @@ namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr const char* kComponent = "agent.slices";
+// How often each ledger's spill so far is written beside it, for the next agent process if this
+// one dies (at most this much spill goes unbilled).
+constexpr int64_t kSpillCheckpointMs = 5000;
 
 bool IsFile(const std::string& path) {
   struct stat st {};
@@ -70,9 +74,9 @@ Result<std::unique_ptr<SliceLedgers>> SliceLedgers::Create(SliceOptions options)
       return Status::FailedPrecondition("gpu_slices: the watchdog cannot read GPU memory through " +
                                         slices->options_.watchdog_nvml + ": " + error);
     }
-    SliceLedgers* raw = slices.get();
-    slices->watch_thread_ = std::thread([raw] { raw->WatchLoop(); });
   }
+  SliceLedgers* raw = slices.get();
+  slices->watch_thread_ = std::thread([raw] { raw->WatchLoop(); });
   return slices;
 }
 
@@ -95,19 +99,26 @@ void SliceLedgers::SetBypassHandler(BypassHandler handler) {
 }
 
 void SliceLedgers::WatchLoop() {
+  const int64_t interval_ms =
+      memory_ != nullptr ? options_.watchdog_interval_ms : kSpillCheckpointMs;
+  auto last_checkpoint = std::chrono::steady_clock::now();
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(stop_mu_);
-      if (stop_cv_.wait_for(lock, std::chrono::milliseconds(options_.watchdog_interval_ms),
+      if (stop_cv_.wait_for(lock, std::chrono::milliseconds(interval_ms),
                             [this] { return stopping_; })) {
         return;
       }
     }
+    const auto now = std::chrono::steady_clock::now();
+    const bool checkpoint = now - last_checkpoint >= std::chrono::milliseconds(kSpillCheckpointMs);
+    if (checkpoint) last_checkpoint = now;
     std::vector<std::pair<std::string, std::string>> killed;  // key, reason
     {
       // Ticks under mu_, so a task's watchdog and ledger cannot go away mid-tick (Stop()).
       std::lock_guard<std::mutex> lock(mu_);
       for (auto& [key, r] : running_) {
+        if (checkpoint) WriteSpillCheckpoint(r);
         if (!r.dog) continue;
         bool ok = true;
         std::string error;
@@ -133,12 +144,33 @@ SliceLedgers::~SliceLedgers() {
   }
   stop_cv_.notify_all();
   if (watch_thread_.joinable()) watch_thread_.join();
-  std::vector<std::string> keys;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [key, r] : running_) keys.push_back(key);
+  // Tasks still running here outlive this agent process (docs/agent.md, "Agent restarts"): their
+  // ledgers stop, but their directories stay (a sandboxed task has the directory bound in; the
+  // next agent's ledger listens there again) with the spill metered so far.
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [key, r] : running_) {
+    r.server->Stop();
+    if (r.thread.joinable()) r.thread.join();
+    WriteSpillCheckpoint(r);
+    r.server.reset();
   }
-  for (const std::string& k : keys) Stop(k);
+  running_.clear();
+}
+
+std::string SliceLedgers::SpillCheckpointOf(const std::string& dir) { return dir + ".spill"; }
+
+void SliceLedgers::WriteSpillCheckpoint(const Running& r) {
+  const uint64_t byte_seconds =
+      r.carried_spill_byte_seconds + r.server->Snapshot().spill_byte_seconds;
+  const std::string path = SpillCheckpointOf(r.dir);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << byte_seconds << "\n";
+    if (!out.flush()) return;  // the last checkpoint stays
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
 }
 
 bool SliceLedgers::Shared(const TaskSpec& spec) {
@@ -183,6 +215,9 @@ Result<std::map<std::string, std::string>> SliceLedgers::Start(const std::string
   }
   // Any uid may connect (the task's is not the agent's); only root may replace it (the dir).
   ::chmod(socket.c_str(), 0666);
+  // The spill a previous agent process's ledger metered for this task (none for a new task).
+  uint64_t carried = 0;
+  std::ifstream(SpillCheckpointOf(dir)) >> carried;
   ledger::LedgerServer* raw = server.get();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -192,6 +227,7 @@ Result<std::map<std::string, std::string>> SliceLedgers::Start(const std::string
     Running& r = running_[key];
     r.server = std::move(server);
     r.dir = dir;
+    r.carried_spill_byte_seconds = carried;
     r.thread = std::thread([raw] { raw->Run(); });
   }
   LogInfo(kComponent, "slice ledger started",
@@ -219,7 +255,8 @@ int64_t SliceLedgers::Stop(const std::string& key) {
   r.server.reset();  // closes the socket
   std::error_code ec;
   std::filesystem::remove_all(r.dir, ec);
-  return static_cast<int64_t>(usage.spill_byte_seconds / kMiB);
+  std::filesystem::remove(SpillCheckpointOf(r.dir), ec);
+  return static_cast<int64_t>((r.carried_spill_byte_seconds + usage.spill_byte_seconds) / kMiB);
 }
 
 std::vector<sandbox::Capability> SliceLedgers::Capabilities() const {

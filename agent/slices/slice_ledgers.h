@@ -23,6 +23,12 @@
 // bypass handler (the task runner) fails the task with the watchdog's reason. Processes are
 // matched to a task by descent from its leader (Watch()), as NVML reports host pids.
 //
+// Agent restarts (docs/agent.md): a task keeps running when the agent process leaves. Its ledger
+// stops with the process, but its directory stays, and the spill metered so far is kept beside it
+// (written every few seconds and at exit); the restarted agent's Start() for the same directory
+// listens there again and carries that spill on. The task's processes wait for it and reclaim
+// what they held (agent/interposer/ledger/ledger_client.h).
+//
 // A task whose ledger cannot start fails before it runs: it never runs unconfined.
 // Create() refuses a library that does not exist, so an agent configured to enforce slices but
 // missing the library says so at start (and reports vram_cap / compute_share not enforced when
@@ -75,12 +81,14 @@ class SliceLedgers {
   static bool Shared(const TaskSpec& spec);
 
   // Starts the ledger of task `key` with `spec`'s grant, its socket in `dir` (created root-owned
-  // 0755); returns the task's environment additions, naming the socket inside `dir_in_task`,
+  // 0755; for a task re-adopted after an agent restart, the directory its previous ledger used);
+  // returns the task's environment additions, naming the socket inside `dir_in_task`,
   // the same directory as the task sees it (empty: `dir`). FAILED_PRECONDITION naming the cause.
   Result<std::map<std::string, std::string>> Start(const std::string& key, const std::string& dir,
                                                    const std::string& dir_in_task,
                                                    const TaskSpec& spec);
-  // Stops the ledger of `key` (no-op when none) and returns the spill it measured, in MiB·s.
+  // Stops the ledger of `key` (no-op when none) and returns the spill it measured, with what
+  // earlier agent processes' ledgers measured for the task, in MiB·s.
   int64_t Stop(const std::string& key);
 
   // The watchdog watches task `key`'s processes — `root` and its descendants — from now on.
@@ -104,8 +112,14 @@ class SliceLedgers {
     std::thread thread;
     std::string dir;
     std::unique_ptr<watchdog::Watchdog> dog;  // once Watch() named its processes
+    uint64_t carried_spill_byte_seconds = 0;  // metered by a previous agent process's ledger
   };
+  // Every watchdog interval (without a watchdog, every spill checkpoint): the watchdogs' ticks
+  // and, every few seconds, each ledger's spill so far written beside it.
   void WatchLoop();
+  // <dir>.spill: the task's spill so far, in byte·seconds.
+  static std::string SpillCheckpointOf(const std::string& dir);
+  void WriteSpillCheckpoint(const Running& r);
 
   const SliceOptions options_;
   std::unique_ptr<watchdog::ProcessMemorySource> memory_;  // null: no watchdog

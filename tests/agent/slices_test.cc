@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include "agent/sandbox/cgroup.h"
 #include "agent/slices/slice_ledgers.h"
@@ -30,37 +32,53 @@ class SliceTest : public ::testing::Test {
     data_dir_ = testing::TempDir("/tmp/gpupool-slice-data-");
     state_dir_ = testing::TempDir("/run/gpupool-slice-state-");
     ASSERT_TRUE(testing::MakeFakeGpu(state_dir_));
-    SliceOptions options;
-    options.library = GPUPOOL_INTERPOSER_LIB;
+    slice_options_.library = GPUPOOL_INTERPOSER_LIB;
     if (watchdog) {
       // The fake NVML reads the fake driver's truth, found through the agent's environment.
       setenv("GPUPOOL_FAKE_CUDA_STATE", state_dir_.c_str(), 1);
-      options.watchdog_nvml = GPUPOOL_FAKE_NVML_LIB;
-      options.watchdog_interval_ms = 100;
+      slice_options_.watchdog_nvml = GPUPOOL_FAKE_NVML_LIB;
+      slice_options_.watchdog_interval_ms = 100;
     }
-    auto slices = SliceLedgers::Create(options);
-    ASSERT_TRUE(slices.ok()) << slices.status().ToString();
-    TaskRunnerOptions o;
-    o.data_dir = data_dir_;
-    o.default_grace_ms = 300;
-    o.slices = std::move(slices).value();
+    options_.data_dir = data_dir_;
+    options_.default_grace_ms = 300;
     if (sandboxed) {
-      sandbox::SandboxOptions so;
-      so.enabled = true;
-      so.cgroup_parent = "gpupool-slice-test-" + std::to_string(getpid());
-      so.uid_pool_first = 62000;
-      so.uid_pool_count = 50;
-      auto box = sandbox::Sandbox::Create(so, data_dir_);
-      ASSERT_TRUE(box.ok()) << box.status().ToString();
-      o.sandbox = *box;
-      cgroup_parent_ = so.cgroup_parent;
+      sandbox_options_.enabled = true;
+      sandbox_options_.cgroup_parent = "gpupool-slice-test-" + std::to_string(getpid());
+      sandbox_options_.uid_pool_first = 62000;
+      sandbox_options_.uid_pool_count = 50;
+      cgroup_parent_ = sandbox_options_.cgroup_parent;
     }
-    runner_ = std::make_unique<TaskRunner>(o);
+    NewRunner();
+  }
+
+  // A runner as a freshly started agent builds it: its own ledgers (and sandbox).
+  void NewRunner() {
+    auto slices = SliceLedgers::Create(slice_options_);
+    ASSERT_TRUE(slices.ok()) << slices.status().ToString();
+    options_.slices = std::move(slices).value();
+    if (sandbox_options_.enabled) {
+      auto box = sandbox::Sandbox::Create(sandbox_options_, data_dir_);
+      ASSERT_TRUE(box.ok()) << box.status().ToString();
+      options_.sandbox = *box;
+    }
+    runner_ = std::make_unique<TaskRunner>(options_);
     ended_.Attach(*runner_);
+  }
+
+  // The agent restarts: the runner leaves its tasks running and goes, its ledgers with it; the
+  // next one re-adopts what it left.
+  TaskRunner::Recovery Restart() {
+    runner_->Leave();
+    runner_.reset();
+    options_.slices.reset();
+    options_.sandbox.reset();
+    NewRunner();
+    return runner_->Recover("node-a");
   }
 
   void TearDown() override {
     runner_.reset();
+    options_ = {};
     std::error_code ec;
     if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_, ec);
     if (!state_dir_.empty()) std::filesystem::remove_all(state_dir_, ec);
@@ -89,12 +107,17 @@ class SliceTest : public ::testing::Test {
     return ended_.Wait(spec.task_id, std::chrono::seconds(60));
   }
 
+  void ReadoptAcrossARestart();
+
   std::vector<std::string> Probe(std::vector<std::string> args) {
     args.insert(args.begin(), GPUPOOL_PROBE);
     return args;
   }
 
   std::string data_dir_, state_dir_, cgroup_parent_;
+  SliceOptions slice_options_;
+  sandbox::SandboxOptions sandbox_options_;
+  TaskRunnerOptions options_;
   std::unique_ptr<TaskRunner> runner_;
   testing::EndedTasks ended_;
 };
@@ -190,6 +213,53 @@ TEST_F(SliceTest, SandboxedTheTaskCannotReplaceItsLedger) {
   EXPECT_NE(over.output_tail.find("rc=2"), std::string::npos) << over.output_tail;
   TaskStatus fits = Run(Spec("fits", 32, Probe({"alloc", "plain", std::to_string(32 * kMiB)})));
   EXPECT_NE(fits.output_tail.find("rc=0"), std::string::npos) << fits.output_tail;
+}
+
+// Issue 30 with issue 24: an agent restart keeps a slice task running and held to its grant.
+// The task holds 20 of its 32 MiB when the agent leaves; the next agent re-adopts it with a new
+// ledger in the same directory, where the task's process reclaims its 20 MiB: 10 MiB more fit,
+// 3 MiB more do not, and the task succeeds, having run once.
+void SliceTest::ReadoptAcrossARestart() {
+  const std::string task_dir = data_dir_ + "/tasks/across.1";
+  // The task's working directory: its task dir, or the sandbox's work dir in it.
+  const std::string go = task_dir + (sandbox_options_.enabled ? "/work/go" : "/go");
+  auto started = runner_->Start(Spec("across", 32,
+                                     Probe({"alloc-across", "go", std::to_string(20 * kMiB),
+                                            std::to_string(10 * kMiB), std::to_string(3 * kMiB)})));
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  ASSERT_EQ(started->phase, TaskPhase::kRunning);
+  auto output = [&] {
+    std::ifstream in(task_dir + "/output.log");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  for (int i = 0; i < 1000 && output().find("rc=0") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(output(), "rc=0\n");
+
+  const TaskRunner::Recovery r = Restart();
+  EXPECT_EQ(r.adopted, 1);
+  EXPECT_EQ(r.killed, 0);
+  const std::optional<TaskStatus> adopted = runner_->Get("across");
+  ASSERT_TRUE(adopted.has_value());
+  EXPECT_EQ(adopted->pid, started->pid) << "the same process, not a second run";
+  std::ofstream(go) << "go\n";
+  TaskStatus end = ended_.Wait("across", std::chrono::seconds(60));
+  EXPECT_EQ(end.phase, TaskPhase::kSucceeded) << end.reason << end.output_tail;
+  EXPECT_EQ(output(), "rc=0\nrc=0\nrc=2\n") << "20 MiB kept, 10 more fit, 3 more are refused";
+}
+
+TEST_F(SliceTest, ARestartedAgentReadoptsASliceTaskThatStaysHeldToItsGrant) {
+  Start(/*sandboxed=*/false);
+  ReadoptAcrossARestart();
+}
+
+TEST_F(SliceTest, SandboxedARestartedAgentReadoptsASliceTaskThroughItsMountedLedger) {
+  if (geteuid() != 0) GTEST_SKIP() << "the sandbox needs root (cgroups, mounts, uid switching)";
+  if (!sandbox::CgroupLayout::Detect().Has(sandbox::Controller::kMemory)) {
+    GTEST_SKIP() << "this host has no memory cgroup controller";
+  }
+  Start(/*sandboxed=*/true);
+  ReadoptAcrossARestart();
 }
 
 }  // namespace

@@ -57,6 +57,9 @@ struct LedgerServer::Conn {
   pid_t pid;
   int pidfd;
   bool hello = false;
+  bool charged = false;      // a reservation or release was served
+  bool reclaimed[2] = {};    // kReclaim served, per kind
+  bool took_orphan = false;  // its reclaim took its process's orphan charge
   uint64_t vram = 0, spill = 0;
 };
 
@@ -267,8 +270,9 @@ Response LedgerServer::Handle(Conn* c, const Request& req) {
       break;
     case Op::kReserve:
       if (req.kind == static_cast<uint32_t>(Kind::kNone)) return bad();
-      // Written so that nothing can overflow: task_bytes <= limit always holds.
-      if (req.bytes > limit - task_bytes) {
+      c->charged = true;
+      // Written so that nothing can overflow; task_bytes passes the limit only by reclaims.
+      if (task_bytes > limit || req.bytes > limit - task_bytes) {
         ++totals_.refused;
         r.status = static_cast<int32_t>(Status::kOverLimit);
         break;
@@ -278,6 +282,7 @@ Response LedgerServer::Handle(Conn* c, const Request& req) {
       break;
     case Op::kRelease:
       if (req.kind == static_cast<uint32_t>(Kind::kNone)) return bad();
+      c->charged = true;
       if (req.bytes > conn_bytes) {
         r.status = static_cast<int32_t>(Status::kNotHeld);
         break;
@@ -285,6 +290,28 @@ Response LedgerServer::Handle(Conn* c, const Request& req) {
       conn_bytes -= req.bytes;
       task_bytes -= req.bytes;
       break;
+    case Op::kReclaim: {
+      if (req.kind == static_cast<uint32_t>(Kind::kNone) || c->charged || c->reclaimed[spill] ||
+          req.bytes > limit || req.bytes > UINT64_MAX - task_bytes)
+        return bad();  // no process held more than the grant under the previous ledger
+      c->reclaimed[spill] = true;
+      if (!c->took_orphan) {
+        auto o = std::find_if(orphans_.begin(), orphans_.end(),
+                              [&](const Orphan& x) { return x.pid == c->pid; });
+        if (o != orphans_.end()) {
+          // The process's earlier connection to this very ledger: its charge moves over whole.
+          c->took_orphan = true;
+          c->vram += o->vram;
+          c->spill += o->spill;
+          if (o->pidfd >= 0) close(o->pidfd);
+          orphans_.erase(o);
+        }
+      }
+      if (c->took_orphan) break;
+      task_bytes += req.bytes;
+      conn_bytes += req.bytes;
+      break;
+    }
     case Op::kCompute: {
       if (req.bytes > 60'000'000'000ull) return bad();  // a minute of GPU time in one kernel
       uint64_t now = NowNs();

@@ -4,7 +4,9 @@
 // Invariants (under mu_):
 //   - vram_used == sum of every connection's and orphan's vram; likewise spill;
 //   - vram_used <= limits.vram and spill_used <= limits.spill: a reservation that would pass
-//     either is refused, never granted in part;
+//     either is refused, never granted in part. Only reclaims (protocol.h, kReclaim: what a
+//     process held under a previous ledger, after an agent restart) may take a task past them,
+//     and then every reservation is refused until enough is released;
 //   - a connection's charge is released only when its process has ended (pidfd readable or the
 //     pid gone): a dropped connection of a live process becomes an orphan charge, so a client
 //     cannot shed its usage by misbehaving;

@@ -27,6 +27,14 @@ enum class Op : uint16_t {
   kRelease = 3,  // give back `bytes` of `kind` this connection holds
   kQuery = 4,    // the task's usage and limits
   kCompute = 5,  // report `bytes` nanoseconds of GPU time used; answers how long to wait
+  // After its ledger restarted (the agent restarted, docs/agent.md "Agent restarts"): `bytes` of
+  // `kind` this process held under the previous ledger (at most the limit). Charged as held,
+  // even when the task's total passes the limit (the memory exists), so that what follows is
+  // measured against it. Allowed once per kind and only before the connection's first
+  // reservation or release. When the same process left an
+  // orphan charge on this ledger, that charge is taken instead: the server's word over the
+  // client's.
+  kReclaim = 6,
 };
 
 enum class Kind : uint32_t { kVram = 0, kSpill = 1, kNone = 2 };

@@ -16,6 +16,8 @@
 //   nvml-info                 nvmlDeviceGetMemoryInfo through dlopen + dlsym
 //   compute KIND SECONDS      1 ms kernels back to back (plain plain-ptsz ex coop graph)
 //   array3d BYTES             cuArray3DCreate_v2, an allocating entry point left unhooked
+//   alloc-across FILE A B C   plain allocations: A, then (once FILE exists) B and C; one rc
+//                             line each, then exit (an agent restarts while it waits)
 #include <dlfcn.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -197,6 +199,21 @@ int ModeAlloc(const char* path, size_t bytes) {
   Say("rc=%d", r);
   HoldUntilEof();
   if (r == CUDA_SUCCESS) Free(o);
+  return 0;
+}
+
+int ModeAllocAcross(const char* file, const std::vector<size_t>& sizes) {
+  std::vector<Obj> held;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i == 1) {
+      while (access(file, F_OK) != 0) usleep(20'000);
+    }
+    Obj o;
+    CUresult r = Alloc(PathIndex("plain"), sizes[i], nullptr, &o);
+    Say("rc=%d", r);
+    if (r == CUDA_SUCCESS) held.push_back(o);
+  }
+  for (Obj& o : held) Free(o);
   return 0;
 }
 
@@ -547,6 +564,7 @@ int main(int argc, char** argv) {
     return 4;
   }
   if (mode == "alloc") return ModeAlloc(arg(2), num(3));
+  if (mode == "alloc-across") return ModeAllocAcross(arg(2), {num(3), num(4), num(5)});
   if (mode == "info") {
     size_t free_b = 0, total = 0;
     r = cuMemGetInfo_v2(&free_b, &total);

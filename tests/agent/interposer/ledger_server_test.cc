@@ -161,6 +161,111 @@ TEST(LedgerServer, AProcessThatEndsFreesItsChargeWithinOneSecond) {
   close(down[1]);
 }
 
+// An agent restart (docs/agent.md, "Agent restarts"): the task's ledger goes away with the old
+// agent and a new one serves the same socket. A client's request waits for it, reclaims what
+// its process held, and is answered there: the charge carries over and the grant still binds.
+TEST(LedgerServer, AClientReclaimsItsChargeFromARestartedLedgerAndTheGrantStillBinds) {
+  Limits l;
+  l.vram = 10 * kMiB;
+  l.spill = 4 * kMiB;
+  char tmpl[] = "/tmp/gpupool-ledger-XXXXXX";
+  const std::string path = std::string(mkdtemp(tmpl)) + "/s";
+  std::string error;
+  auto first = LedgerServer::Create(path, l, &error);
+  ASSERT_NE(first, nullptr) << error;
+  std::thread serving([&] { first->Run(); });
+  LedgerClient c;
+  ASSERT_TRUE(c.Connect(path.c_str()));
+  Response r;
+  ASSERT_TRUE(c.Call(Op::kReserve, Kind::kVram, 6 * kMiB, &r));
+  ASSERT_TRUE(c.Call(Op::kReserve, Kind::kSpill, kMiB, &r));
+  first->Stop();
+  serving.join();
+  first.reset();  // the old agent is gone, and its ledger with it
+
+  std::unique_ptr<LedgerServer> second;
+  std::thread restart([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the agent starting again
+    second = LedgerServer::Create(path, l, &error);
+    if (second != nullptr) second->Run();
+  });
+  ASSERT_TRUE(c.Call(Op::kReserve, Kind::kVram, 3 * kMiB, &r, /*reconnect_wait_ms=*/10'000));
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.vram_used, 9 * kMiB);
+  EXPECT_EQ(r.conn_vram, 9 * kMiB);
+  EXPECT_EQ(r.spill_used, kMiB);
+  EXPECT_EQ(c.reconnects(), 1u);
+  ASSERT_TRUE(c.Call(Op::kReserve, Kind::kVram, 2 * kMiB, &r));
+  EXPECT_EQ(r.status, static_cast<int32_t>(Status::kOverLimit)) << "the old charge must count";
+  ASSERT_TRUE(c.Call(Op::kRelease, Kind::kVram, 9 * kMiB, &r));
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.vram_used, 0u);
+  Usage u = second->Snapshot();
+  EXPECT_EQ(u.vram, 0u);
+  EXPECT_EQ(u.spill, kMiB);
+  second->Stop();
+  restart.join();
+}
+
+TEST(LedgerServer, AClientWhoseLedgerNeverComesBackFailsClosedAfterTheWait) {
+  Limits l;
+  l.vram = 10 * kMiB;
+  auto s = std::make_unique<Server>(l);
+  LedgerClient c;
+  ASSERT_TRUE(c.Connect(s->path().c_str()));
+  Response r;
+  ASSERT_TRUE(c.Call(Op::kReserve, Kind::kVram, kMiB, &r));
+  s.reset();
+  const uint64_t t0 = interposer_test::NowMs();
+  EXPECT_FALSE(c.Call(Op::kReserve, Kind::kVram, kMiB, &r, /*reconnect_wait_ms=*/500));
+  EXPECT_GE(interposer_test::NowMs() - t0, 500u);
+  EXPECT_FALSE(c.connected());
+}
+
+TEST(LedgerServer, ReclaimsAreChargedPastTheLimitOncePerKindAndOnlyFirst) {
+  Limits l;
+  l.vram = 10 * kMiB;
+  l.spill = 2 * kMiB;
+  Server s(l);
+  // Two processes' reclaims past the grant between them: the memory exists, so it is charged,
+  // and nothing more is granted until enough is released.
+  int other = Connect(s.path());
+  EXPECT_EQ(Send(other, Op::kHello, Kind::kNone, 0).status, 0);
+  EXPECT_EQ(Send(other, Op::kReclaim, Kind::kVram, 6 * kMiB).status, 0);
+  int fd = Connect(s.path());
+  EXPECT_EQ(Send(fd, Op::kHello, Kind::kNone, 0).status, 0);
+  Response r = Send(fd, Op::kReclaim, Kind::kVram, 6 * kMiB);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.vram_used, 12 * kMiB);
+  EXPECT_EQ(Send(fd, Op::kReserve, Kind::kVram, 1).status, 1);
+  EXPECT_EQ(Send(other, Op::kRelease, Kind::kVram, 6 * kMiB).status, 0);
+  EXPECT_EQ(Send(fd, Op::kReserve, Kind::kVram, 4 * kMiB).status, 0);
+  // A reclaim after the connection's first reservation or release is malformed.
+  EXPECT_EQ(Send(fd, Op::kReclaim, Kind::kSpill, kMiB).status, 2);
+  close(fd);
+  close(other);
+
+  int again = Connect(s.path());
+  EXPECT_EQ(Send(again, Op::kHello, Kind::kNone, 0).status, 0);
+  EXPECT_EQ(Send(again, Op::kReclaim, Kind::kNone, kMiB).status, 2);
+  close(again);
+  int twice = Connect(s.path());
+  EXPECT_EQ(Send(twice, Op::kHello, Kind::kNone, 0).status, 0);
+  EXPECT_EQ(Send(twice, Op::kReclaim, Kind::kSpill, 2 * kMiB + 1).status, 2)
+      << "no process held more than the grant";
+  close(twice);
+  int once = Connect(s.path());
+  EXPECT_EQ(Send(once, Op::kHello, Kind::kNone, 0).status, 0);
+  // This process's dropped connections left orphan charges: its reclaim takes those, whatever
+  // it states.
+  r = Send(once, Op::kReclaim, Kind::kVram, 1);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.conn_vram, 10 * kMiB);
+  EXPECT_EQ(r.vram_used, 10 * kMiB);
+  EXPECT_EQ(Send(once, Op::kReclaim, Kind::kVram, 1).status, 2) << "twice for one kind";
+  close(once);
+}
+
 TEST(LedgerServer, SpillIsMeteredFromTheBytesSpilledOverTime) {
   Limits l;
   l.vram = kMiB;
@@ -224,6 +329,7 @@ TEST(LedgerServer, SurvivesRandomFramesWithItsInvariants) {
   l.spill = 2 * kMiB;
   Server s(l);
   std::mt19937_64 rng(12345);
+  uint64_t reclaims = 0;  // each may take the task past its grant by up to the grant
   for (int conn = 0; conn < 200; ++conn) {
     int fd = Connect(s.path());
     if (rng() % 2) Send(fd, Op::kHello, Kind::kNone, 0);
@@ -234,12 +340,13 @@ TEST(LedgerServer, SurvivesRandomFramesWithItsInvariants) {
       if (rng() % 2 && len >= sizeof(Request)) {
         Request r{kMagic,
                   kVersion,
-                  static_cast<uint16_t>(rng() % 7),
+                  static_cast<uint16_t>(rng() % 8),
                   static_cast<uint32_t>(rng() % 4),
                   static_cast<uint32_t>(rng() % 2),
                   rng() % 4 == 0 ? rng() : rng() % (4 * kMiB)};
         memcpy(buf, &r, sizeof r);
         if (rng() % 2) len = sizeof r;
+        if (r.op == static_cast<uint16_t>(Op::kReclaim)) ++reclaims;
       }
       if (send(fd, buf, len, MSG_NOSIGNAL) < 0) break;
       Response resp;
@@ -255,8 +362,8 @@ TEST(LedgerServer, SurvivesRandomFramesWithItsInvariants) {
     }
     ASSERT_EQ(u.vram, vram);
     ASSERT_EQ(u.spill, spill);
-    ASSERT_LE(u.vram, l.vram);
-    ASSERT_LE(u.spill, l.spill);
+    ASSERT_LE(u.vram, l.vram * (1 + reclaims));
+    ASSERT_LE(u.spill, l.spill * (1 + reclaims));
   }
   EXPECT_GT(s->Snapshot().protocol_errors, 0u);
   // And it still serves.
