@@ -62,16 +62,22 @@ Result<std::vector<std::string>> TenantsFromProto(
   return out;
 }
 
-// Known names only, sorted and without duplicates (the stored form).
+// Known names only, sorted and without duplicates (the stored form). `empty_is_default`: a new
+// pool, whose empty list is the default requirement ("none" is none; docs/sandbox.md).
 template <typename Names>
-Result<std::vector<std::string>> CapabilitiesFromProto(const Names& in, std::string_view field) {
+Result<std::vector<std::string>> CapabilitiesFromProto(const Names& in, std::string_view field,
+                                                       bool empty_is_default) {
+  Result<std::vector<std::string>> written =
+      RequirementAsWritten(std::vector<std::string>(in.begin(), in.end()), empty_is_default);
+  if (!written.ok()) return Invalid(field, written.status().message());
   std::set<std::string> names;
-  for (int i = 0; i < in.size(); ++i) {
-    if (CapabilityBit(in.Get(i)) == 0) {
+  for (size_t i = 0; i < written->size(); ++i) {
+    const std::string& name = (*written)[i];
+    if (CapabilityBit(name) == 0) {
       return Invalid(std::string(field) + "[" + std::to_string(i) + "]",
-                     CapabilityMaskOf({in.Get(i)}).status().message());
+                     CapabilityMaskOf({name}).status().message());
     }
-    names.insert(in.Get(i));
+    names.insert(name);
   }
   return std::vector<std::string>(names.begin(), names.end());
 }
@@ -200,7 +206,8 @@ Result<PoolRecord> PoolFromProto(const v1::Pool& in, std::string_view field) {
   p.mps_tenant_isolation = in.mps_tenant_isolation();
   GPUPOOL_ASSIGN_OR_RETURN(
       p.required_capabilities,
-      CapabilitiesFromProto(in.required_capabilities(), FieldPath(field, "required_capabilities")));
+      CapabilitiesFromProto(in.required_capabilities(), FieldPath(field, "required_capabilities"),
+                            /*empty_is_default=*/true));
   GPUPOOL_ASSIGN_OR_RETURN(p.network, NetworkFromProto(in.network(), FieldPath(field, "network")));
   GPUPOOL_RETURN_IF_ERROR(CheckPoolConsistency(p, field));
   return p;
@@ -266,7 +273,8 @@ Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req) {
   if (want("required_capabilities", in.required_capabilities_size() > 0)) {
     GPUPOOL_ASSIGN_OR_RETURN(
         patch.required_capabilities,
-        CapabilitiesFromProto(in.required_capabilities(), "pool.required_capabilities"));
+        CapabilitiesFromProto(in.required_capabilities(), "pool.required_capabilities",
+                              /*empty_is_default=*/false));
   }
   if (want("network", in.network() != v1::NETWORK_MODE_UNSPECIFIED)) {
     GPUPOOL_ASSIGN_OR_RETURN(patch.network, NetworkFromProto(in.network(), "pool.network"));

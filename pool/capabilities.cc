@@ -48,4 +48,24 @@ std::string CapabilityList(CapabilityMask mask) {
   return out;
 }
 
+CapabilityMask DefaultRequiredCapabilities() {
+  return CapabilityBit("vram_cap") | CapabilityBit("compute_share") | CapabilityBit("sandbox");
+}
+
+Result<std::vector<std::string>> RequirementAsWritten(std::vector<std::string> names,
+                                                      bool empty_is_default) {
+  if (names.empty()) {
+    return empty_is_default ? CapabilityNames(DefaultRequiredCapabilities())
+                            : std::vector<std::string>{};
+  }
+  for (const std::string& n : names) {
+    if (n != kNoRequirement) continue;
+    if (names.size() > 1) {
+      return Status::InvalidArgument("'none' stands alone: it means no requirement");
+    }
+    return std::vector<std::string>{};
+  }
+  return names;
+}
+
 }  // namespace gpupool

@@ -42,4 +42,19 @@ std::vector<std::string> CapabilityNames(CapabilityMask mask);
 // "vram_cap, compute_share" for the names in `mask`; "" for 0.
 std::string CapabilityList(CapabilityMask mask);
 
+// What a new pool requires of nodes for shared work when its creator names nothing (API, CLI,
+// config): tenants who share a GPU do not trust each other, so their work goes only to nodes
+// that hold each to its slice and confine it — vram_cap, compute_share and sandbox.
+CapabilityMask DefaultRequiredCapabilities();
+
+// The word an operator writes for "no requirement" where an empty list means the default.
+inline constexpr std::string_view kNoRequirement = "none";
+
+// The requirement as written: exactly {"none"} is no requirement; an empty list is the default
+// when `empty_is_default` (a new pool), else no requirement (an update that clears it). "none"
+// beside other names is INVALID_ARGUMENT; other names are returned as given (CapabilityMaskOf
+// checks them).
+Result<std::vector<std::string>> RequirementAsWritten(std::vector<std::string> names,
+                                                      bool empty_is_default);
+
 }  // namespace gpupool

@@ -219,7 +219,9 @@ std::vector<Command> PoolCommands() {
       "that tenant's tasks (agents with mps.enabled; docs/sandbox.md). --requires lists what a\n"
       "node must enforce to take the pool's fractional or time-sliced work (vram_cap,\n"
       "compute_share, spill, sandbox, vram_scrub, mps); such work waits with MISSING_CAPABILITY\n"
-      "until a node that enforces them is in the pool. --network says what the pool's tasks may\n"
+      "until a node that enforces them is in the pool. A new pool requires vram_cap,\n"
+      "compute_share and sandbox unless told otherwise; --requires none requires nothing (for\n"
+      "tenants who trust each other). --network says what the pool's tasks may\n"
       "reach: none (loopback only), isolated (outbound through NAT; the node, other tasks, the\n"
       "control plane and link-local metadata refused) or host (the node's network); unset, each\n"
       "node's default (docs/network.md).";
@@ -232,7 +234,8 @@ std::vector<Command> PoolCommands() {
        "  gpupoolctl pools create notebooks --sharing time-sliced --replicas 4\n"
        "  gpupoolctl pools create inference --sharing fractional --mps-isolation tenant\n"
        "  gpupoolctl pools create slices --sharing fractional --requires vram_cap,compute_share,"
-       "sandbox\n"
+       "sandbox,vram_scrub\n"
+       "  gpupoolctl pools create lab --sharing fractional --requires none\n"
        "  gpupoolctl pools create web --network isolated\n",
        1, 1, Create},
       {"pools get",

@@ -406,7 +406,7 @@ Status ApplyPoolFlags(const ParsedArgs& a, v1::Pool* pool, std::vector<std::stri
   }
   if (a.Has("requires")) {
     for (const std::string& c : SplitList(a.GetAll("requires"))) {
-      if (c != "none") pool->add_required_capabilities(c);  // the server names an unknown one
+      pool->add_required_capabilities(c);  // "none" included; the server names an unknown one
     }
     mask->push_back("required_capabilities");
   }

@@ -553,14 +553,22 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
       }
       pool.network = *mode;
     }
-    if (YAML::Node t = y["requires"]) {  // capabilities a node needs for shared work
+    // Capabilities a node needs for the pool's shared work: absent, the default; [] or [none],
+    // none (docs/sandbox.md, "Capabilities a pool requires").
+    pool.required_capabilities = CapabilityNames(DefaultRequiredCapabilities());
+    std::sort(pool.required_capabilities.begin(), pool.required_capabilities.end());  // stored
+    if (YAML::Node t = y["requires"]) {
       GPUPOOL_RETURN_IF_ERROR(doc.RequireSequence(t, ip.Key("requires")));
       std::set<std::string> caps;
       for (size_t k = 0; k < t.size(); ++k) {
         YamlPath kp = ip.Key("requires").Index(k);
         const std::string name = t[k].IsScalar() ? t[k].Scalar() : "";
+        if (name == kNoRequirement && t.size() == 1) continue;
         if (CapabilityBit(name) == 0) {
-          return doc.Error(t[k], kp, CapabilityMaskOf({name}).status().message());
+          return doc.Error(t[k], kp,
+                           name == kNoRequirement
+                               ? std::string("'none' stands alone: it means no requirement")
+                               : CapabilityMaskOf({name}).status().message());
         }
         caps.insert(name);
       }

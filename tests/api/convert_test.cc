@@ -420,7 +420,45 @@ v1::Pool ValidPool() {
   p.set_memory_overcommit(2.0);
   p.set_sharing_mode(v1::SHARING_MODE_TIME_SLICED);
   p.set_time_slice_replicas(4);
+  p.add_required_capabilities("sandbox");
+  p.add_required_capabilities("vram_scrub");
   return p;
+}
+
+// A new pool requires vram_cap, compute_share and sandbox unless its creator names a requirement;
+// "none" alone is no requirement; an update's empty list or "none" clears it.
+TEST(ConvertPool, ANewPoolGetsTheDefaultRequirementAndNoneMeansNone) {
+  v1::Pool p;
+  p.set_name("p");
+  Result<PoolRecord> r = PoolFromProto(p);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->required_capabilities,
+            (std::vector<std::string>{"compute_share", "sandbox", "vram_cap"}));
+  p.add_required_capabilities("none");
+  r = PoolFromProto(p);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->required_capabilities.empty());
+  p.add_required_capabilities("sandbox");
+  r = PoolFromProto(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("required_capabilities"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("'none' stands alone"), std::string::npos)
+      << r.status().message();
+
+  v1::UpdatePoolRequest u;
+  u.mutable_pool()->set_name("p");
+  u.mutable_pool()->add_required_capabilities("none");
+  u.mutable_update_mask()->add_paths("required_capabilities");
+  Result<PoolPatch> patch = PoolPatchFromProto(u);
+  ASSERT_TRUE(patch.ok()) << patch.status().ToString();
+  ASSERT_TRUE(patch->required_capabilities.has_value());
+  EXPECT_TRUE(patch->required_capabilities->empty());
+  u.mutable_pool()->clear_required_capabilities();
+  patch = PoolPatchFromProto(u);
+  ASSERT_TRUE(patch.ok()) << patch.status().ToString();
+  ASSERT_TRUE(patch->required_capabilities.has_value());
+  EXPECT_TRUE(patch->required_capabilities->empty());
 }
 
 TEST(ConvertPool, RoundTrip) {

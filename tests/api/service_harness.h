@@ -131,12 +131,16 @@ class ServiceHarness {
     return f.get();
   }
 
+  // A pool that requires nothing of nodes for shared work ("none"): the harness's nodes are
+  // registered straight with the core and enforce nothing. The default requirement has its own
+  // test (ServiceImpl.ANewPoolRequiresSliceEnforcementAndTheSandboxUnlessToldOtherwise).
   std::pair<Status, v1::Pool> CreatePool(const std::string& name,
                                          v1::Visibility vis = v1::VISIBILITY_PUBLIC,
                                          std::vector<std::string> allowed = {}) {
     v1::CreatePoolRequest req;
     req.mutable_pool()->set_name(name);
     req.mutable_pool()->set_visibility(vis);
+    req.mutable_pool()->add_required_capabilities("none");
     for (const std::string& t : allowed) req.mutable_pool()->add_allowed_tenants(t);
     return Call(&ApiService::CreatePool, req);
   }

@@ -64,6 +64,38 @@ TEST(ServiceImpl, SubmitGetListPaginateCancel) {
 }
 
 // The submitter is recorded and shown; a member cancels only what it submitted (issue 16).
+// A pool created with no requirement named gets the default (vram_cap, compute_share, sandbox):
+// a fractional job on it waits with MISSING_CAPABILITY while its only node enforces nothing,
+// and runs once the pool is told "none".
+TEST(ServiceImpl, ANewPoolRequiresSliceEnforcementAndTheSandboxUnlessToldOtherwise) {
+  ServiceHarness h;
+  v1::CreatePoolRequest create;
+  create.mutable_pool()->set_name("slices");
+  auto [cs, created] = h.Call(&ApiService::CreatePool, create);
+  ASSERT_TRUE(cs.ok()) << cs.ToString();
+  EXPECT_THAT(created.required_capabilities(),
+              ::testing::ElementsAre("compute_share", "sandbox", "vram_cap"));
+  ASSERT_TRUE(h.RegisterNode("n1", "slices").ok());
+  auto [s, sub] = h.Submit(ServiceHarness::Job("acme", "slices"));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  v1::Job waiting = h.WaitJob(sub.job_id(), [](const v1::Job& j) {
+    return j.tasks(0).pending().code() == v1::PendingReason::MISSING_CAPABILITY;
+  });
+  EXPECT_EQ(waiting.tasks(0).pending().binding(), "vram_cap, compute_share, sandbox");
+  EXPECT_TRUE(waiting.tasks(0).node().empty());
+
+  v1::UpdatePoolRequest update;
+  update.mutable_pool()->set_name("slices");
+  update.mutable_pool()->add_required_capabilities("none");
+  update.mutable_update_mask()->add_paths("required_capabilities");
+  auto [us, updated] = h.Call(&ApiService::UpdatePool, update);
+  ASSERT_TRUE(us.ok()) << us.ToString();
+  EXPECT_TRUE(updated.required_capabilities().empty());
+  v1::Job placed =
+      h.WaitJob(sub.job_id(), [](const v1::Job& j) { return !j.tasks(0).node().empty(); });
+  EXPECT_EQ(placed.tasks(0).node(), "n1");
+}
+
 TEST(ServiceImpl, AMemberCancelsOnlyTheJobsItSubmitted) {
   ServiceHarness h;
   ASSERT_TRUE(h.CreatePool("gpu-a").first.ok());

@@ -87,6 +87,28 @@ TEST(DaemonConfigTest, ConnectionCapsLeaveAReserveAndSplitTheRest) {
   EXPECT_FALSE(ParseDaemonConfig("listen:\n  http_max_connections: -1\n", "x.yaml").ok());
 }
 
+// A pool with no `requires:` gets the default requirement; [none] and [] require nothing;
+// "none" beside a name is refused, naming the line.
+TEST(DaemonConfigTest, APoolRequiresSliceEnforcementAndTheSandboxUnlessItSaysOtherwise) {
+  Result<DaemonConfig> c = ParseDaemonConfig(
+      "pools:\n  - {name: a}\n  - {name: b, requires: [none]}\n  - {name: c, requires: []}\n"
+      "  - {name: d, requires: [vram_scrub, sandbox]}\n",
+      "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->pools.size(), 4u);
+  EXPECT_EQ(c->pools[0].required_capabilities,
+            (std::vector<std::string>{"compute_share", "sandbox", "vram_cap"}));
+  EXPECT_TRUE(c->pools[1].required_capabilities.empty());
+  EXPECT_TRUE(c->pools[2].required_capabilities.empty());
+  EXPECT_EQ(c->pools[3].required_capabilities, (std::vector<std::string>{"sandbox", "vram_scrub"}));
+  c = ParseDaemonConfig("pools:\n  - {name: e, requires: [none, sandbox]}\n", "gpupoold.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("gpupoold.yaml:2"), std::string::npos)
+      << c.status().message();
+  EXPECT_NE(c.status().message().find("'none' stands alone"), std::string::npos)
+      << c.status().message();
+}
+
 TEST(DaemonConfigTest, FullConfigParses) {
   const char* yaml = R"(
 listen: {grpc: "0.0.0.0:9000", http: "0.0.0.0:9001"}

@@ -58,7 +58,8 @@ class ConsoleE2eTest : public ::testing::Test {
               200);
     ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/pools",
                    R"({"pool": {"name": "shared", "visibility": "VISIBILITY_PUBLIC",
-                                "sharingMode": "SHARING_MODE_FRACTIONAL"}})")
+                                "sharingMode": "SHARING_MODE_FRACTIONAL",
+                                "requiredCapabilities": ["none"]}})")
                   .status,
               200);
     for (const char* t : {"acme", "acme/research", "globex"}) {

@@ -84,6 +84,8 @@ class MpsPoolE2eTest : public ::testing::Test {
     req.mutable_pool()->set_name("shared");
     req.mutable_pool()->set_sharing_mode(v1::SHARING_MODE_FRACTIONAL);
     req.mutable_pool()->set_mps_tenant_isolation(isolation);
+    // The agents here run without the sandbox: no requirement of nodes (this test is MPS's).
+    req.mutable_pool()->add_required_capabilities("none");
     grpc::ClientContext ctx;
     return pools_->CreatePool(&ctx, req, out);
   }

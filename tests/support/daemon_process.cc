@@ -254,6 +254,9 @@ Status DaemonProcess::CreatePool(const std::string& name) {
   if (options_.secure) ctx.AddMetadata("authorization", "Bearer " + admin_token());
   v1::CreatePoolRequest req;
   req.mutable_pool()->set_name(name);
+  // No requirement of nodes for shared work: the tests' agents run without the sandbox (the
+  // default requirement's own tests name it).
+  req.mutable_pool()->add_required_capabilities("none");
   v1::Pool pool;
   grpc::Status st = stub->CreatePool(&ctx, req, &pool);
   if (!st.ok()) return Status::Internal("create pool '" + name + "': " + st.error_message());
