@@ -796,6 +796,7 @@ void TaskRunner::Loop() {
     std::vector<std::pair<Listener, TaskStatus>> notify;
     std::vector<std::unique_ptr<oci::PreparedContainer>> released;
     std::vector<std::unique_ptr<net::NetworkLease>> released_networks;
+    bool finished = false;  // StopAll() waits for ends, listened to or not
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
@@ -846,6 +847,7 @@ void TaskRunner::Loop() {
         // The leader is gone. A stopping task waits for its group until the grace ends.
         if (t->stop_requested && !t->sent_kill && GroupAlive(t->pid)) continue;
         Finish(t, &notify);
+        finished = true;
       }
       Forget();
       released.swap(to_release_);
@@ -856,7 +858,7 @@ void TaskRunner::Loop() {
     released_networks.clear();
     // Listeners first: whoever waits in StopAll() then finds the final updates already handed on.
     for (auto& [fn, st] : notify) fn(st);
-    if (!notify.empty()) {
+    if (finished || !notify.empty()) {
       std::lock_guard lock(mu_);
       ended_.notify_all();
     }
@@ -893,7 +895,8 @@ namespace {
 // Why a task of this kind, with these resources, cannot be rebuilt by a restarted agent; "" when
 // it can. Each is a resource the agent holds in memory only (a uid lease, a ledger or daemon
 // process it runs, a network namespace, a mounted root file system).
-std::string NotAdoptable(const TaskRecord& r, bool sandbox_on, bool containers_on, bool slices_on) {
+std::string NotAdoptable(const TaskRecord& r, bool sandbox_on, bool containers_on, bool slices_on,
+                         bool mps_on) {
   switch (r.kind) {
     case TaskKind::kPlain:
       return "started without a recorder (an older agent)";
@@ -907,7 +910,7 @@ std::string NotAdoptable(const TaskRecord& r, bool sandbox_on, bool containers_o
       break;
   }
   if (!r.slice_key.empty() && !slices_on) return "it has a GPU slice and slices are off now";
-  if (r.mps) return "its MPS control daemon ran under the previous agent process";
+  if (r.mps && !mps_on) return "it is an MPS client and MPS is off now";
   if (r.isolated_network && r.network_slot < 0) return "its isolated network was not recorded";
   return "";
 }
@@ -977,10 +980,11 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
       continue;
     }
     const bool alive = r.leader_start != 0 && ProcessStartTicks(r.pid) == r.leader_start;
-    std::string why = r.spec.owner != owner ? "it belongs to node " + r.spec.owner
-                                            : NotAdoptable(r, options_.sandbox != nullptr,
-                                                           options_.containers != nullptr,
-                                                           options_.slices != nullptr);
+    std::string why =
+        r.spec.owner != owner
+            ? "it belongs to node " + r.spec.owner
+            : NotAdoptable(r, options_.sandbox != nullptr, options_.containers != nullptr,
+                           options_.slices != nullptr, options_.mps != nullptr);
     std::unique_ptr<sandbox::SandboxedTask> box;
     std::unique_ptr<oci::PreparedContainer> container;
     std::unique_ptr<net::NetworkLease> network;
@@ -993,6 +997,7 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
       a.task_dir = std::filesystem::absolute(dir, ec).lexically_normal().string();
       a.manifest_digest = r.image_digest;
       a.uid = r.uid;
+      a.tenant_uid = r.mps;
       a.overlay = r.rootfs_overlay;
       a.network_slot = r.network_slot;
       auto adopted = options_.containers->Adopt(a);
@@ -1005,11 +1010,16 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
         why = adopted.status().message();
       }
     }
+    if (why.empty() && alive && r.mps) {
+      // Its clients' daemons, left running by the previous agent process.
+      if (Status st = options_.mps->Adopt(r.spec); !st.ok()) why = st.message();
+    }
     if (why.empty() && alive && r.kind == TaskKind::kSandboxed) {
       // Its uid is reserved again and its cgroup found: released as a started task's would be.
       sandbox::SandboxRequest req;
       req.name = AttemptName(r.spec.owner, r.spec.task_id, r.spec.attempt);
       req.tenant = r.spec.tenant;
+      req.tenant_uid = r.mps;  // an MPS client runs as its tenant's shared uid
       req.task_dir = std::filesystem::absolute(dir, ec).lexically_normal().string();
       auto adopted = options_.sandbox->Adopt(req, r.uid);
       if (adopted.ok()) {
@@ -1121,6 +1131,13 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
 void TaskRunner::Leave() {
   std::lock_guard lock(mu_);
   leaving_ = true;
+  // MPS clients left running keep their control daemons (MpsManager::Leave).
+  for (const auto& [id, t] : tasks_) {
+    if (options_.mps && !t->status.terminal() && MpsManager::Serves(t->spec)) {
+      options_.mps->Leave();
+      break;
+    }
+  }
 }
 
 std::string TaskRunner::WhyNotAdoptable(const std::string& task_id) const {
@@ -1130,7 +1147,7 @@ std::string TaskRunner::WhyNotAdoptable(const std::string& task_id) const {
   const Task& t = *it->second;
   if (t.pulling) return "its image is still being pulled";
   return NotAdoptable(RecordOf(t), options_.sandbox != nullptr, options_.containers != nullptr,
-                      options_.slices != nullptr);
+                      options_.slices != nullptr, options_.mps != nullptr);
 }
 
 std::optional<TaskStatus> TaskRunner::Get(const std::string& task_id) const {

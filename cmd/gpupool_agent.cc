@@ -64,9 +64,10 @@ constexpr const char* kUsage = R"(usage: gpupool-agent [flags]
 
 Restarts (docs/agent.md "Agent restarts"): a SIGTERM, a kill -9 or a crash leaves the node's
 tasks running under the lease keeper (<data-dir>/lease-keeper.sock) until the node lease lapses;
-started again on the same data dir, the agent re-adopts plain, sandboxed, image and GPU-slice
-tasks (a slice's processes reclaim their VRAM from its new ledger), reports those that ended
-meanwhile and kills those it cannot re-adopt (MPS tasks, which a SIGTERM stops first). `stop_tasks_on_shutdown: true` makes a
+started again on the same data dir, the agent re-adopts plain, sandboxed, image, GPU-slice and
+MPS tasks (a slice's processes reclaim their VRAM from its new ledger; MPS clients keep their
+control daemon), reports those that ended meanwhile and kills those it cannot re-adopt (an MPS
+client whose daemon died meanwhile, a sandboxed task whose uid is taken). `stop_tasks_on_shutdown: true` makes a
 SIGTERM stop every task instead (a node going away).
 
 Task sandbox (config `sandbox:`, docs/sandbox.md): with `sandbox.enabled: true` and the agent

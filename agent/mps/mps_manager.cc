@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/task_record.h"
 #include "agent/task_runner.h"
 #include "base/log.h"
 #include "base/pipe_write.h"
@@ -106,13 +107,77 @@ MpsManager::MpsManager(MpsOptions options) : options_(std::move(options)) {}
 
 MpsManager::~MpsManager() {
   std::lock_guard lock(mu_);
+  if (leaving_) return;  // their clients run on; the next agent process re-adopts them
   for (auto& [key, d] : daemons_) {
     if (d.pid <= 0) continue;
     std::string out;
     (void)CommandLocked(d, "quit\n", &out);
-    if (WaitTimed(d.pid, 2000) < 0) LogWarn("agent.mps", "control daemon killed", {{"key", key}});
+    bool gone = false;
+    if (d.adopted) {
+      int ws = 0;
+      for (int i = 0; i < 400 && !(gone = EndedLocked(d, &ws)); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (!gone) kill(-d.pid, SIGKILL);
+    } else {
+      gone = WaitTimed(d.pid, 2000) >= 0;
+    }
+    if (!gone) LogWarn("agent.mps", "control daemon killed", {{"key", key}});
+    std::error_code ec;
+    std::filesystem::remove(d.dir + "/daemon.pid", ec);
     d.pid = 0;
   }
+}
+
+void MpsManager::Leave() {
+  std::lock_guard lock(mu_);
+  leaving_ = true;
+}
+
+bool MpsManager::EndedLocked(const Daemon& d, int* ws) const {
+  if (d.adopted) return ProcessStartTicks(d.pid) != d.start_ticks;
+  return waitpid(d.pid, ws, WNOHANG) == d.pid;
+}
+
+bool MpsManager::AdoptLocked(Daemon* d) {
+  pid_t pid = 0;
+  int64_t ticks = 0;
+  std::ifstream(d->dir + "/daemon.pid") >> pid >> ticks;
+  if (pid <= 0 || ticks == 0 || ProcessStartTicks(pid) != ticks) return false;
+  Daemon candidate = *d;
+  candidate.pid = pid;
+  candidate.adopted = true;
+  candidate.start_ticks = ticks;
+  std::string out;
+  if (!CommandLocked(candidate, "get_default_active_thread_percentage\n", &out).ok()) return false;
+  *d = candidate;
+  LogInfo("agent.mps", "re-adopted a control daemon of a previous agent process",
+          {{"device", d->uuid}, {"tenant", d->tenant}, {"pid", std::to_string(pid)}});
+  return true;
+}
+
+MpsManager::Daemon& MpsManager::DaemonOfLocked(const TaskSpec& spec, const std::string& uuid) {
+  const std::string tenant = DaemonTenant(spec);
+  const std::string key = tenant.empty() ? uuid : uuid + "/" + tenant;
+  Daemon& d = daemons_[key];
+  if (d.uuid.empty()) {
+    d.uuid = uuid;
+    d.tenant = tenant;
+    d.dir = options_.dir + "/" + SafeKey(uuid) + (tenant.empty() ? "" : "." + SafeKey(tenant));
+  }
+  return d;
+}
+
+Status MpsManager::Adopt(const TaskSpec& spec) {
+  std::lock_guard lock(mu_);
+  for (const DeviceGrant& g : spec.devices) {
+    if (!SharesDevice(g)) continue;
+    Daemon& d = DaemonOfLocked(spec, g.uuid);
+    if (d.pid > 0 || AdoptLocked(&d)) continue;
+    return Status::Unavailable("its MPS control daemon for " + g.uuid +
+                               (d.tenant.empty() ? "" : " (tenant " + d.tenant + ")") +
+                               " is gone, and its clients with it");
+  }
+  return Status::Ok();
 }
 
 std::map<std::string, std::string> MpsManager::EnvOf(const Daemon& d) const {
@@ -156,6 +221,13 @@ Status MpsManager::StartLocked(Daemon* d) {
   Result<pid_t> pid = Spawn({options_.control, "-f"}, EnvOf(*d), -1, d->dir + "/daemon.out");
   if (!pid.ok()) return pid.status();
   d->pid = *pid;
+  d->adopted = false;
+  {
+    // Its name for the next agent process (header comment), written whole or not at all.
+    const std::string tmp = d->dir + "/daemon.pid.tmp";
+    std::ofstream(tmp) << *pid << " " << ProcessStartTicks(*pid) << "\n";
+    std::filesystem::rename(tmp, d->dir + "/daemon.pid", ec);
+  }
   // Ready when it answers a command; a daemon that exits first is refused with its output.
   const auto end =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.start_timeout_ms);
@@ -163,7 +235,7 @@ Status MpsManager::StartLocked(Daemon* d) {
   Status last = Status::Unavailable("did not answer");
   while (std::chrono::steady_clock::now() < end) {
     int ws = 0;
-    if (waitpid(d->pid, &ws, WNOHANG) == d->pid) {
+    if (EndedLocked(*d, &ws)) {
       d->pid = 0;
       const std::string said = ReadAll(d->dir + "/daemon.out");
       return Status::Unavailable("exited at start (status " + std::to_string(ws) + ")" +
@@ -189,17 +261,12 @@ Result<std::map<std::string, std::string>> MpsManager::Prepare(const TaskSpec& s
   std::lock_guard lock(mu_);
   for (const DeviceGrant& g : spec.devices) {
     if (!SharesDevice(g)) continue;  // a whole device needs no MPS
-    const std::string tenant = DaemonTenant(spec);
-    const std::string key = tenant.empty() ? g.uuid : g.uuid + "/" + tenant;
-    Daemon& d = daemons_[key];
-    if (d.uuid.empty()) {
-      d.uuid = g.uuid;
-      d.tenant = tenant;
-      d.dir = options_.dir + "/" + SafeKey(g.uuid) + (tenant.empty() ? "" : "." + SafeKey(tenant));
-    }
+    Daemon& d = DaemonOfLocked(spec, g.uuid);
     const std::string who = "mps: control daemon " + options_.control + " for " + g.uuid +
-                            (tenant.empty() ? "" : " (tenant " + tenant + ")");
-    if (d.pid <= 0) {
+                            (d.tenant.empty() ? "" : " (tenant " + d.tenant + ")");
+    // One a previous agent process left running serves again (a second daemon on the same
+    // pipes would not work).
+    if (d.pid <= 0 && !AdoptLocked(&d)) {
       if (Status st = StartLocked(&d); !st.ok()) {
         return Status::Unavailable(who + " did not start: " + st.message());
       }
@@ -237,14 +304,16 @@ std::vector<MpsFailure> MpsManager::Supervise() {
   for (auto& [key, d] : daemons_) {
     if (d.pid <= 0) continue;
     int ws = 0;
-    if (waitpid(d.pid, &ws, WNOHANG) != d.pid) continue;
+    if (!EndedLocked(d, &ws)) continue;
+    const bool known = !d.adopted;  // an adopted daemon's wait status went to its parent
     d.pid = 0;
     ++d.restarts;
     std::string reason = "MPS control daemon for " + d.uuid +
-                         (d.tenant.empty() ? "" : " (tenant " + d.tenant + ")") + " exited (" +
-                         (WIFSIGNALED(ws) ? "signal " + std::to_string(WTERMSIG(ws))
-                                          : "status " + std::to_string(WEXITSTATUS(ws))) +
-                         "); its clients lost their GPU context";
+                         (d.tenant.empty() ? "" : " (tenant " + d.tenant + ")") + " exited" +
+                         (!known            ? std::string()
+                          : WIFSIGNALED(ws) ? " (signal " + std::to_string(WTERMSIG(ws)) + ")"
+                                            : " (status " + std::to_string(WEXITSTATUS(ws)) + ")") +
+                         "; its clients lost their GPU context";
     const Status restarted = StartLocked(&d);
     reason += restarted.ok() ? "; daemon restarted" : "; restart failed: " + restarted.message();
     LogWarn("agent.mps", "control daemon exited", {{"key", key}, {"reason", reason}});

@@ -28,6 +28,14 @@
 // (device, tenant) is returned so the agent fails the tasks that used it (UsedBy) with a clear
 // reason.
 //
+// Agent restarts (docs/agent.md, "Agent restarts"): a daemon runs in a process group of its own
+// and records "<pid> <start ticks>" in <dir>/daemon.pid. An agent that leaves its tasks running
+// (Leave()) leaves their daemons running too; the next agent process re-adopts a daemon (Adopt()
+// for a re-adopted client, or Prepare() for a new one) when that pid still names the same process
+// and it answers a command, and watches it from then on by pid and start time (it is not its
+// child). A daemon that is gone cannot be given back to its clients: Adopt() says so, and the
+// restarted agent kills those tasks.
+//
 // Thread safety: all public methods are safe from any thread (one mutex).
 #pragma once
 
@@ -78,6 +86,11 @@ class MpsManager {
   Result<std::map<std::string, std::string>> Prepare(const TaskSpec& spec);
   // Whether `spec` is an MPS client (a grant below a whole device's threads).
   static bool Serves(const TaskSpec& spec);
+  // A re-adopted client's daemons (a restarted agent): each of `spec`'s shared grants' daemons,
+  // re-adopted from the previous agent process; UNAVAILABLE naming one that is gone.
+  Status Adopt(const TaskSpec& spec);
+  // This agent process leaves its tasks running: the destructor leaves the daemons running too.
+  void Leave();
   std::vector<MpsFailure> Supervise();
   // Whether `spec`'s task was a client of the daemon that `failure` names: a shared grant on its
   // device, through that daemon (the tenant's own, or the device's shared one).
@@ -92,16 +105,25 @@ class MpsManager {
     std::string uuid, tenant, dir;
     pid_t pid = 0;
     int64_t restarts = 0;
+    bool adopted = false;     // started by a previous agent process: not our child
+    int64_t start_ticks = 0;  // adopted: the process's start time, with pid its name
   };
   // REQUIRES: mu_ held.
   Status StartLocked(Daemon* d);
+  // The daemon a previous agent process left in d->dir, if it still runs and answers.
+  bool AdoptLocked(Daemon* d);
+  // The daemon of `spec`'s grant `g`, created unstarted when new.
+  Daemon& DaemonOfLocked(const TaskSpec& spec, const std::string& uuid);
+  // Whether d's process has ended (reaped, for a child); `ws` its wait status when known.
+  bool EndedLocked(const Daemon& d, int* ws) const;
   Status CommandLocked(const Daemon& d, const std::string& commands, std::string* out) const;
   std::map<std::string, std::string> EnvOf(const Daemon& d) const;
   // The tenant whose daemon serves `spec`'s shared grants; empty: the device's shared daemon.
   std::string DaemonTenant(const TaskSpec& spec) const;
 
   MpsOptions options_;
-  mutable std::mutex mu_;                  // guards daemons_
+  mutable std::mutex mu_;  // guards daemons_ and leaving_
+  bool leaving_ = false;
   std::map<std::string, Daemon> daemons_;  // by key: uuid or uuid/tenant
 };
 

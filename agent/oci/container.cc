@@ -70,7 +70,7 @@ Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Adopt(
     if (!lease.ok()) return lease.status().WithContext("image");
     c->lease_ = std::move(*lease);
   }
-  auto identity = options_.uids->Reserve(a.tenant, a.uid);
+  auto identity = options_.uids->Reserve(a.tenant, a.uid, a.tenant_uid);
   if (!identity.ok()) return identity.status().WithContext("uid");
   c->identity_ = *identity;
   c->has_identity_ = true;

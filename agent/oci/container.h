@@ -81,6 +81,7 @@ struct AdoptedContainer {
   std::string task_dir;         // absolute: the bundle
   std::string manifest_digest;  // its image, held again; empty: a plain command
   uint32_t uid = 0;             // the task's uid, reserved again
+  bool tenant_uid = false;      // … its tenant's shared uid (an MPS client)
   bool overlay = false;         // its root file system is an overlay mounted at <task_dir>/rootfs
   int network_slot = -1;        // isolated: its network's slot, taken again (-1: none)
 };

@@ -110,7 +110,7 @@ Result<std::unique_ptr<SandboxedTask>> Sandbox::Prepare(const SandboxRequest& r)
 }
 
 Result<std::unique_ptr<SandboxedTask>> Sandbox::Adopt(const SandboxRequest& r, uid_t uid) {
-  GPUPOOL_ASSIGN_OR_RETURN(TaskIdentity id, uids_->Reserve(r.tenant, uid));
+  GPUPOOL_ASSIGN_OR_RETURN(TaskIdentity id, uids_->Reserve(r.tenant, uid, r.tenant_uid));
   std::unique_ptr<SandboxedTask> t(new SandboxedTask());
   t->owner_ = this;
   t->id_ = id;

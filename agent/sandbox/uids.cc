@@ -97,9 +97,9 @@ void UidMap::Release(const TaskIdentity& id) {
   in_use_.erase(id.uid);
 }
 
-Result<TaskIdentity> UidMap::Reserve(const std::string& tenant, uid_t uid) {
+Result<TaskIdentity> UidMap::Reserve(const std::string& tenant, uid_t uid, bool shared) {
   if (tenant_users_.count(tenant) != 0) {
-    GPUPOOL_ASSIGN_OR_RETURN(TaskIdentity id, Acquire(tenant));
+    GPUPOOL_ASSIGN_OR_RETURN(TaskIdentity id, shared ? AcquireShared(tenant) : Acquire(tenant));
     if (id.uid != uid) {
       return Status::FailedPrecondition("sandbox: tenant '" + tenant + "' now maps to uid " +
                                         std::to_string(id.uid) + ", not " + std::to_string(uid));
@@ -112,10 +112,24 @@ Result<TaskIdentity> UidMap::Reserve(const std::string& tenant, uid_t uid) {
                                       " is not in the uid pool");
   }
   std::lock_guard lock(mu_);
+  if (shared) {
+    auto it = shared_.find(tenant);
+    if (it != shared_.end()) {
+      if (it->second.id.uid != uid) {
+        return Status::FailedPrecondition("sandbox: tenant '" + tenant + "' shares uid " +
+                                          std::to_string(it->second.id.uid) + " now, not " +
+                                          std::to_string(uid));
+      }
+      ++it->second.holders;
+      return it->second.id;
+    }
+  }
   if (!in_use_.insert(uid).second) {
     return Status::FailedPrecondition("sandbox: uid " + std::to_string(uid) + " is in use");
   }
-  return TaskIdentity{uid, static_cast<gid_t>(uid), true};
+  TaskIdentity id{uid, static_cast<gid_t>(uid), true, shared};
+  if (shared) shared_[tenant] = {id, 1};
+  return id;
 }
 
 int64_t UidMap::pool_in_use() const {

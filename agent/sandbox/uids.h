@@ -48,7 +48,9 @@ class UidMap {
   // The identity a task a previous agent process started runs as, for a restarted agent that
   // re-adopts it: a pool uid is marked in use again (FailedPrecondition when it already is, or
   // lies outside the pool); a tenant_users uid must still be the tenant's. Released as usual.
-  Result<TaskIdentity> Reserve(const std::string& tenant, uid_t uid);
+  // `shared`: the tenant's shared uid (an MPS client's): held once more, by every re-adopted
+  // client of the tenant, and refused when the tenant's shared uid is now another.
+  Result<TaskIdentity> Reserve(const std::string& tenant, uid_t uid, bool shared = false);
   int64_t pool_in_use() const;
 
  private:

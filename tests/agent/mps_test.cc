@@ -4,6 +4,7 @@
 // (never running it unconfined), and a daemon that dies restarted with its tasks failed.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -297,6 +298,85 @@ TEST_F(MpsTest, ADeadDaemonIsRestartedAndItsTasksFail) {
   }
   EXPECT_TRUE(managed);
   runner.StopAll("n1", 0, "test over");
+}
+
+// Issue 30: an agent restart keeps an MPS client running, and its daemon with it. The runner
+// and the manager leave; the next ones re-adopt the task and the very daemon (same pid, not
+// restarted, nothing failed); a new client of the same tenant and GPU joins that daemon; an
+// agent that then stops for good quits it.
+TEST_F(MpsTest, ARestartedAgentReadoptsAnMpsClientAndItsDaemon) {
+  TaskRunnerOptions o;
+  o.data_dir = dir_ + "/data";
+  o.mps = std::make_shared<MpsManager>(options_);
+  pid_t daemon = 0, task = 0;
+  {
+    TaskRunner previous(o);
+    auto st = previous.Start(Spec("1.0", "acme", "GPU-0", 40, 2048));
+    ASSERT_TRUE(st.ok());
+    ASSERT_EQ(st->phase, TaskPhase::kRunning) << st->reason;
+    task = static_cast<pid_t>(st->pid);
+    ASSERT_EQ(o.mps->States().size(), 1u);
+    daemon = o.mps->States()[0].pid;
+    previous.Leave();
+  }
+  o.mps.reset();  // the old agent process is gone
+  ASSERT_EQ(kill(daemon, 0), 0) << "the daemon went with the agent";
+  EXPECT_EQ(Log("GPU-0").find("daemon quit"), std::string::npos);
+
+  o.mps = std::make_shared<MpsManager>(options_);
+  TaskRunner next(o);
+  const TaskRunner::Recovery r = next.Recover("n1");
+  EXPECT_EQ(r.adopted, 1);
+  EXPECT_EQ(r.killed, 0);
+  ASSERT_TRUE(next.Get("1.0").has_value());
+  EXPECT_EQ(next.Get("1.0")->pid, task);
+  ASSERT_EQ(o.mps->States().size(), 1u);
+  EXPECT_EQ(o.mps->States()[0].pid, daemon);
+  EXPECT_TRUE(o.mps->States()[0].up);
+  EXPECT_TRUE(o.mps->Supervise().empty());
+  // A new client joins the same daemon: no second one starts on its pipes.
+  auto joined = next.Start(Spec("3.0", "acme", "GPU-0", 30, 1024));
+  ASSERT_TRUE(joined.ok());
+  EXPECT_EQ(joined->phase, TaskPhase::kRunning) << joined->reason;
+  EXPECT_EQ(o.mps->States()[0].pid, daemon);
+  const std::string log = Log("GPU-0");
+  size_t starts = 0;
+  for (size_t at = 0; (at = log.find("daemon start", at)) != std::string::npos; ++at) ++starts;
+  EXPECT_EQ(starts, 1u) << log;
+  next.StopAll("n1", 0, "test over");
+}
+
+// A daemon that died while no agent ran took its clients' GPU contexts: the restarted agent
+// cannot give it back, so it kills the client (gpupoold requeues it) and says why.
+TEST_F(MpsTest, AClientWhoseDaemonDiedWhileNoAgentRanIsKilled) {
+  TaskRunnerOptions o;
+  o.data_dir = dir_ + "/data";
+  o.mps = std::make_shared<MpsManager>(options_);
+  pid_t daemon = 0, task = 0;
+  {
+    TaskRunner previous(o);
+    auto st = previous.Start(Spec("1.0", "acme", "GPU-0", 40, 2048));
+    ASSERT_TRUE(st.ok() && st->phase == TaskPhase::kRunning);
+    task = static_cast<pid_t>(st->pid);
+    daemon = o.mps->States()[0].pid;
+    previous.Leave();
+  }
+  o.mps.reset();
+  ASSERT_EQ(kill(daemon, SIGKILL), 0);
+  waitpid(daemon, nullptr, 0);  // reaped, as init would reap an orphan
+  o.mps = std::make_shared<MpsManager>(options_);
+  TaskRunner next(o);
+  const TaskRunner::Recovery r = next.Recover("n1");
+  EXPECT_EQ(r.adopted, 0);
+  EXPECT_EQ(r.killed, 1);
+  EXPECT_FALSE(next.Get("1.0").has_value());
+  EXPECT_TRUE(::gpupool::testing::WaitFor(
+      [&] {
+        while (waitpid(-task, nullptr, WNOHANG) > 0) {
+        }
+        return kill(-task, 0) != 0;
+      },
+      std::chrono::seconds(30)));
 }
 
 }  // namespace

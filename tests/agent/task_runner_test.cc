@@ -464,6 +464,28 @@ struct Collected {
   }
 };
 
+// StopAll() returns once the owner's tasks have ended, whether or not anyone listens for their
+// ends (it waited forever without a listener: the runner woke it only when it had listeners to
+// call).
+TEST(TaskRunnerStopAllTest, ReturnsWithoutAListener) {
+  const std::string dir = TempDir();
+  TaskRunnerOptions o;
+  o.data_dir = dir;
+  TaskRunner runner(o);
+  auto st = runner.Start(RecoverSpec("n", "unheard", "exec sleep 30"));
+  ASSERT_TRUE(st.ok() && st->phase == TaskPhase::kRunning);
+  std::thread stopper([&] { runner.StopAll("n", 0, "node going away"); });
+  bool returned = false;
+  for (int i = 0; i < 1000 && !returned; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+    returned = runner.Running("n").empty();
+  }
+  stopper.join();  // hung here before the fix
+  EXPECT_TRUE(returned);
+  EXPECT_EQ(runner.Get("unheard")->phase, TaskPhase::kCancelled);
+  std::filesystem::remove_all(dir);
+}
+
 // The runners here live in the test process, so a re-adopted task's recorder is this process's
 // child: the test reaps it, as init reaps it for a real agent that exited.
 // A previous agent process: a runner on `o` starts `spec` and leaves it running. Its pid, or 0
