@@ -21,8 +21,7 @@
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
-#include "tests/support/leader_client.h"
-#include "tests/support/pg_fixture.h"
+#include "tests/support/replica_set.h"
 #include "tests/support/side_effects.h"
 #include "tests/support/wait_for.h"
 
@@ -56,38 +55,17 @@ constexpr int kTicksPastTheOutage = 450;
 class ControlPlaneOutageE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto pg = testing::TestPostgres::Start({.fsync = true});
-    ASSERT_TRUE(pg.ok()) << pg.status().ToString();
-    pg_ = std::move(pg).value();
-    Result<std::string> uri = pg_->CreateDatabase();
-    ASSERT_TRUE(uri.ok()) << uri.status().ToString();
-    Result<std::string> dir = testing::MakeTempDir("gpupool-control-plane-outage");
-    ASSERT_TRUE(dir.ok());
-    dir_ = *dir;
-    side_ = dir_ + "/side-effects";
-    std::ofstream(dir_ + "/gpupoold.yaml") << kConfig;
-    auto started = DaemonProcess::StartReplicas(
-        kReplicas, {"--config", dir_ + "/gpupoold.yaml", "--database", *uri});
-    ASSERT_TRUE(started.ok()) << started.status().ToString();
-    replicas_ = std::move(started).value();
-    std::string targets;
-    for (size_t i = 0; i < replicas_.size(); ++i) {
-      targets += (i ? "," : "") + replicas_[i]->grpc_address();
-    }
-    client_ = std::make_unique<testing::LeaderClient>(targets);
-    ASSERT_GE(Leader(60s), 0) << "no replica took the lead";
-    v1::CreatePoolRequest req;
-    req.mutable_pool()->set_name("gpu");
-    v1::Pool pool;
-    grpc::Status st = client_->Call([&](auto ch, grpc::ClientContext* ctx) {
-      return v1::PoolService::NewStub(ch)->CreatePool(ctx, req, &pool);
-    });
-    ASSERT_TRUE(st.ok()) << st.error_message();
+    auto set = testing::ReplicaSet::Start(
+        {.name = "control-plane-outage", .config = kConfig, .replicas = kReplicas, .fsync = true});
+    ASSERT_TRUE(set.ok()) << set.status().ToString();
+    set_ = std::move(set).value();
+    side_ = set_->dir() + "/side-effects";
+    ASSERT_TRUE(set_->CreatePool("gpu").ok());
     for (int i = 0; i < kAgents; ++i) {
       testing::AgentProcessOptions o;
-      o.dir = dir_;
+      o.dir = set_->dir();
       o.node = "node-" + std::to_string(i);
-      o.scheduler = targets;
+      o.scheduler = set_->targets();
       o.gpus = kGpusPerAgent;
       auto a = testing::StartAgentProcess(o);
       ASSERT_TRUE(a.ok()) << a.status().ToString();
@@ -101,24 +79,12 @@ class ControlPlaneOutageE2eTest : public ::testing::Test {
       a->Wait(10s);
     }
     agents_.clear();
-    replicas_.clear();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    if (set_ && !HasFailure()) set_->RemoveDir();
+    set_.reset();
   }
 
-  DaemonProcess& Replica(int i) { return *replicas_[static_cast<size_t>(i)]; }
-
-  int Leader(std::chrono::seconds timeout) {
-    int found = -1;
-    testing::WaitFor(
-        [&] {
-          for (int i = 0; i < kReplicas; ++i) {
-            if (Replica(i).Serving()) found = i;
-          }
-          return found >= 0;
-        },
-        timeout, 50ms);
-    return found;
-  }
+  DaemonProcess& Replica(int i) { return set_->Replica(i); }
+  int Leader(std::chrono::seconds timeout) { return set_->Leader(timeout); }
 
   // kTasks one-GPU tasks that tick `ticks` times; returns the job id.
   std::string Submit(int ticks) {
@@ -133,7 +99,7 @@ class ControlPlaneOutageE2eTest : public ::testing::Test {
     s->mutable_template_()->add_command(testing::TickingScript(side_, ticks));
     s->mutable_template_()->mutable_resources()->mutable_whole_gpus()->set_count(1);
     v1::SubmitJobResponse resp;
-    grpc::Status st = client_->Call([&](auto ch, grpc::ClientContext* ctx) {
+    grpc::Status st = set_->client().Call([&](auto ch, grpc::ClientContext* ctx) {
       return v1::JobService::NewStub(ch)->SubmitJob(ctx, req, &resp);
     });
     EXPECT_TRUE(st.ok()) << st.error_message();
@@ -144,7 +110,7 @@ class ControlPlaneOutageE2eTest : public ::testing::Test {
     v1::GetJobRequest req;
     req.set_job_id(id);
     v1::Job job;
-    grpc::Status st = client_->Call([&](auto ch, grpc::ClientContext* ctx) {
+    grpc::Status st = set_->client().Call([&](auto ch, grpc::ClientContext* ctx) {
       return v1::JobService::NewStub(ch)->GetJob(ctx, req, &job);
     });
     return st.ok() ? job : v1::Job{};
@@ -179,11 +145,9 @@ class ControlPlaneOutageE2eTest : public ::testing::Test {
     for (const v1::Task& t : done.tasks()) EXPECT_EQ(t.attempt(), 0) << t.id();
   }
 
-  std::unique_ptr<testing::TestPostgres> pg_;
-  std::string dir_, side_;
-  std::vector<std::unique_ptr<DaemonProcess>> replicas_;
+  std::unique_ptr<testing::ReplicaSet> set_;
+  std::string side_;
   std::vector<std::unique_ptr<ChildProcess>> agents_;
-  std::unique_ptr<testing::LeaderClient> client_;
 };
 
 TEST_F(ControlPlaneOutageE2eTest, EveryReplicaKilledAndStartedAgain60sLaterKillsNoTask) {
@@ -214,13 +178,13 @@ TEST_F(ControlPlaneOutageE2eTest, PostgresStoppedFor60sKillsNoTask) {
   WaitAllRunning(job);
   const int leader = Leader(10s);
   ASSERT_GE(leader, 0);
-  ASSERT_TRUE(pg_->server().Stop().ok());
+  ASSERT_TRUE(set_->postgres().server().Stop().ok());
   const auto down_since = std::chrono::steady_clock::now();
   // Unable to prove its lease, the leader stops acting and exits.
   ASSERT_TRUE(testing::WaitFor([&] { return !Replica(leader).Serving(); }, 30s, 100ms))
       << Replica(leader).LogTail(20);
   std::this_thread::sleep_for(kOutage - (std::chrono::steady_clock::now() - down_since));
-  ASSERT_TRUE(pg_->server().Restart().ok());
+  ASSERT_TRUE(set_->postgres().server().Restart().ok());
   ASSERT_TRUE(Replica(leader).Restart().ok());  // its supervisor starts it again
   ASSERT_GE(Leader(60s), 0) << "no replica leads after the database came back";
   ExpectNothingKilledOrRunTwice(job);

@@ -15,8 +15,7 @@
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
-#include "tests/support/leader_client.h"
-#include "tests/support/pg_fixture.h"
+#include "tests/support/replica_set.h"
 #include "tests/support/side_effects.h"
 #include "tests/support/wait_for.h"
 
@@ -50,42 +49,17 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout) {
 class FailoverE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto pg = testing::TestPostgres::Start();
-    ASSERT_TRUE(pg.ok()) << pg.status().ToString();
-    pg_ = std::move(pg).value();
-    Result<std::string> uri = pg_->CreateDatabase();
-    ASSERT_TRUE(uri.ok()) << uri.status().ToString();
-    Result<std::string> dir = testing::MakeTempDir("gpupool-failover-e2e");
-    ASSERT_TRUE(dir.ok());
-    dir_ = *dir;
-    side_ = dir_ + "/side-effects";
-    std::ofstream(dir_ + "/gpupoold.yaml") << kConfig;
-    auto started = DaemonProcess::StartReplicas(
-        kReplicas, {"--config", dir_ + "/gpupoold.yaml", "--database", *uri});
-    ASSERT_TRUE(started.ok()) << started.status().ToString();
-    replicas_ = std::move(started).value();
-    for (size_t i = 0; i < replicas_.size(); ++i) {
-      targets_ += (i ? "," : "") + replicas_[i]->grpc_address();
-    }
-    client_ = std::make_unique<testing::LeaderClient>(targets_);
-    ASSERT_GE(Leader(60s), 0) << "no replica took the lead";
-    ASSERT_TRUE(WaitFor(
-        [&] {
-          v1::CreatePoolRequest req;
-          req.mutable_pool()->set_name("gpu");
-          v1::Pool pool;
-          return client_
-              ->Call([&](auto ch, grpc::ClientContext* ctx) {
-                return v1::PoolService::NewStub(ch)->CreatePool(ctx, req, &pool);
-              })
-              .ok();
-        },
-        60s));
+    auto set = testing::ReplicaSet::Start(
+        {.name = "failover-e2e", .config = kConfig, .replicas = kReplicas});
+    ASSERT_TRUE(set.ok()) << set.status().ToString();
+    set_ = std::move(set).value();
+    side_ = set_->dir() + "/side-effects";
+    ASSERT_TRUE(set_->CreatePool("gpu").ok());
     for (int i = 0; i < 2; ++i) {
       testing::AgentProcessOptions o;
-      o.dir = dir_;
+      o.dir = set_->dir();
       o.node = "node-" + std::to_string(i);
-      o.scheduler = targets_;
+      o.scheduler = set_->targets();
       o.gpus = 2;
       auto a = testing::StartAgentProcess(o);
       ASSERT_TRUE(a.ok()) << a.status().ToString();
@@ -100,16 +74,16 @@ class FailoverE2eTest : public ::testing::Test {
       a->Wait(10s);
     }
     agents_.clear();
-    replicas_.clear();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    if (set_ && !HasFailure()) set_->RemoveDir();
+    set_.reset();
   }
 
   // The index of the replica that serves, waiting up to `timeout`; -1 if none.
-  int Leader(std::chrono::seconds timeout) { return testing::ServingReplica(replicas_, timeout); }
+  int Leader(std::chrono::seconds timeout) { return set_->Leader(timeout); }
 
   int ReadyNodes() {
     v1::ListNodesResponse resp;
-    grpc::Status st = client_->Call([&](auto ch, grpc::ClientContext* ctx) {
+    grpc::Status st = set_->client().Call([&](auto ch, grpc::ClientContext* ctx) {
       return v1::NodeService::NewStub(ch)->ListNodes(ctx, v1::ListNodesRequest{}, &resp);
     });
     if (!st.ok()) return -1;
@@ -131,7 +105,7 @@ class FailoverE2eTest : public ::testing::Test {
     s->mutable_template_()->add_command(testing::TickingScript(side_, 10));
     s->mutable_template_()->mutable_resources()->mutable_whole_gpus()->set_count(1);
     v1::SubmitJobResponse resp;
-    grpc::Status st = client_->Call(
+    grpc::Status st = set_->client().Call(
         [&](auto ch, grpc::ClientContext* ctx) {
           return v1::JobService::NewStub(ch)->SubmitJob(ctx, req, &resp);
         },
@@ -143,19 +117,16 @@ class FailoverE2eTest : public ::testing::Test {
     v1::GetJobRequest req;
     req.set_job_id(id);
     v1::Job job;
-    grpc::Status st = client_->Call([&](auto ch, grpc::ClientContext* ctx) {
+    grpc::Status st = set_->client().Call([&](auto ch, grpc::ClientContext* ctx) {
       return v1::JobService::NewStub(ch)->GetJob(ctx, req, &job);
     });
     if (!st.ok()) return false;
     return job.state() == v1::JOB_STATE_SUCCEEDED;
   }
 
-  std::unique_ptr<testing::TestPostgres> pg_;
-  std::string dir_, side_, targets_;
-  std::vector<std::unique_ptr<DaemonProcess>> replicas_;
+  std::unique_ptr<testing::ReplicaSet> set_;  // its client follows the leader, as gpupoolctl does
+  std::string side_;
   std::vector<std::unique_ptr<ChildProcess>> agents_;
-  // Follows the leader as gpupoolctl does (standbys answer NotLeader).
-  std::unique_ptr<testing::LeaderClient> client_;
 };
 
 TEST_F(FailoverE2eTest, KillingTheLeaderLosesNoAcknowledgedJobAndRunsNoTaskTwice) {
@@ -168,7 +139,7 @@ TEST_F(FailoverE2eTest, KillingTheLeaderLosesNoAcknowledgedJobAndRunsNoTaskTwice
     const int leader = Leader(60s);
     ASSERT_GE(leader, 0);
     const auto killed_at = std::chrono::steady_clock::now();
-    replicas_[static_cast<size_t>(leader)]->Kill9();
+    set_->Replica(leader).Kill9();
     const int next = Leader(60s);
     ASSERT_GE(next, 0) << "no standby took over";
     EXPECT_NE(next, leader);
@@ -177,7 +148,7 @@ TEST_F(FailoverE2eTest, KillingTheLeaderLosesNoAcknowledgedJobAndRunsNoTaskTwice
                                            std::chrono::steady_clock::now() - killed_at)
                                            .count()),
                 leader, next);
-    ASSERT_TRUE(replicas_[static_cast<size_t>(leader)]->Restart().ok());  // a standby again
+    ASSERT_TRUE(set_->Replica(leader).Restart().ok());  // a standby again
   }
   ASSERT_FALSE(acknowledged.empty());
   for (const std::string& id : acknowledged) {

@@ -17,8 +17,7 @@
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
-#include "tests/support/leader_client.h"
-#include "tests/support/pg_fixture.h"
+#include "tests/support/replica_set.h"
 #include "tests/support/side_effects.h"
 #include "tests/support/wait_for.h"
 
@@ -47,36 +46,16 @@ constexpr int kReplicas = 3;
 class HaPgOutageE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto pg = testing::TestPostgres::Start({.fsync = true});
-    ASSERT_TRUE(pg.ok()) << pg.status().ToString();
-    pg_ = std::move(pg).value();
-    Result<std::string> uri = pg_->CreateDatabase();
-    ASSERT_TRUE(uri.ok()) << uri.status().ToString();
-    Result<std::string> dir = testing::MakeTempDir("gpupool-ha-pg-outage");
-    ASSERT_TRUE(dir.ok());
-    dir_ = *dir;
-    side_ = dir_ + "/side-effects";
-    std::ofstream(dir_ + "/gpupoold.yaml") << kConfig;
-    auto started = DaemonProcess::StartReplicas(
-        kReplicas, {"--config", dir_ + "/gpupoold.yaml", "--database", *uri});
-    ASSERT_TRUE(started.ok()) << started.status().ToString();
-    replicas_ = std::move(started).value();
-    for (size_t i = 0; i < replicas_.size(); ++i) {
-      targets_ += (i ? "," : "") + replicas_[i]->grpc_address();
-    }
-    client_ = std::make_unique<testing::LeaderClient>(targets_);
-    ASSERT_GE(Leader(60s), 0) << "no replica took the lead";
-    v1::CreatePoolRequest req;
-    req.mutable_pool()->set_name("gpu");
-    v1::Pool pool;
-    grpc::Status st = client_->Call([&](auto ch, grpc::ClientContext* ctx) {
-      return v1::PoolService::NewStub(ch)->CreatePool(ctx, req, &pool);
-    });
-    ASSERT_TRUE(st.ok()) << st.error_message();
+    auto set = testing::ReplicaSet::Start(
+        {.name = "ha-pg-outage", .config = kConfig, .replicas = kReplicas, .fsync = true});
+    ASSERT_TRUE(set.ok()) << set.status().ToString();
+    set_ = std::move(set).value();
+    side_ = set_->dir() + "/side-effects";
+    ASSERT_TRUE(set_->CreatePool("gpu").ok());
     testing::AgentProcessOptions o;
-    o.dir = dir_;
+    o.dir = set_->dir();
     o.node = "node-0";
-    o.scheduler = targets_;
+    o.scheduler = set_->targets();
     o.gpus = 4;
     auto a = testing::StartAgentProcess(o);
     ASSERT_TRUE(a.ok()) << a.status().ToString();
@@ -88,24 +67,12 @@ class HaPgOutageE2eTest : public ::testing::Test {
       agent_->Signal(SIGTERM);
       agent_->Wait(10s);
     }
-    replicas_.clear();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    if (set_ && !HasFailure()) set_->RemoveDir();
+    set_.reset();
   }
 
-  DaemonProcess& Replica(int i) { return *replicas_[static_cast<size_t>(i)]; }
-
-  int Leader(std::chrono::seconds timeout) {
-    int found = -1;
-    testing::WaitFor(
-        [&] {
-          for (int i = 0; i < kReplicas; ++i) {
-            if (Replica(i).Serving()) found = i;
-          }
-          return found >= 0;
-        },
-        timeout, 20ms);
-    return found;
-  }
+  DaemonProcess& Replica(int i) { return set_->Replica(i); }
+  int Leader(std::chrono::seconds timeout) { return set_->Leader(timeout); }
 
   // The epoch a standby reports (its NotLeader), 0 if none answers as a standby.
   int64_t EpochSeenByStandbys() {
@@ -133,7 +100,7 @@ class HaPgOutageE2eTest : public ::testing::Test {
     s->mutable_template_()->add_command(testing::TickingScript(side_, 10));
     s->mutable_template_()->mutable_resources()->mutable_whole_gpus()->set_count(1);
     v1::SubmitJobResponse resp;
-    grpc::Status st = client_->Call(
+    grpc::Status st = set_->client().Call(
         [&](auto ch, grpc::ClientContext* ctx) {
           return v1::JobService::NewStub(ch)->SubmitJob(ctx, req, &resp);
         },
@@ -146,17 +113,15 @@ class HaPgOutageE2eTest : public ::testing::Test {
     v1::GetJobRequest req;
     req.set_job_id(id);
     v1::Job job;
-    grpc::Status st = client_->Call([&](auto ch, grpc::ClientContext* ctx) {
+    grpc::Status st = set_->client().Call([&](auto ch, grpc::ClientContext* ctx) {
       return v1::JobService::NewStub(ch)->GetJob(ctx, req, &job);
     });
     return st.ok() && job.state() == v1::JOB_STATE_SUCCEEDED;
   }
 
-  std::unique_ptr<testing::TestPostgres> pg_;
-  std::string dir_, side_, targets_;
-  std::vector<std::unique_ptr<DaemonProcess>> replicas_;
+  std::unique_ptr<testing::ReplicaSet> set_;
+  std::string side_;
   std::unique_ptr<ChildProcess> agent_;
-  std::unique_ptr<testing::LeaderClient> client_;
 };
 
 TEST_F(HaPgOutageE2eTest, RefusedDuringTheOutageThenANewEpochLeadsAndNothingAcknowledgedIsLost) {
@@ -172,7 +137,7 @@ TEST_F(HaPgOutageE2eTest, RefusedDuringTheOutageThenANewEpochLeadsAndNothingAckn
   int64_t epoch_before = 0;
   ASSERT_TRUE(testing::WaitFor([&] { return (epoch_before = EpochSeenByStandbys()) > 0; }, 30s));
 
-  ASSERT_TRUE(pg_->server().Stop().ok());
+  ASSERT_TRUE(set_->postgres().server().Stop().ok());
   // A submission now is refused, never acknowledged: the leader cannot commit it, and once it
   // has stopped acting the standbys name no leader that could.
   {
@@ -193,7 +158,7 @@ TEST_F(HaPgOutageE2eTest, RefusedDuringTheOutageThenANewEpochLeadsAndNothingAckn
   // No replica serves while the database is down.
   for (int i = 0; i < kReplicas; ++i) EXPECT_FALSE(Replica(i).Serving()) << "replica " << i;
 
-  ASSERT_TRUE(pg_->server().Restart().ok());
+  ASSERT_TRUE(set_->postgres().server().Restart().ok());
   // Its supervisor starts the old leader again, as a standby.
   ASSERT_TRUE(Replica(leader).Restart().ok());
 
