@@ -52,6 +52,25 @@ class MpsTest : public ::testing::Test {
     return ReadFile(dir_ + "/mps/" + key + "/pipe/fake-mps.log");
   }
 
+  // A previous agent process: a runner and a manager on `o` start MPS client 1.0 (GPU-0, 40 %)
+  // and leave it running, then go. Sets the task's and its daemon's pids.
+  void StartAClientAndLeave(TaskRunnerOptions* o, pid_t* task, pid_t* daemon) {
+    o->data_dir = dir_ + "/data";
+    o->mps = std::make_shared<MpsManager>(options_);
+    {
+      TaskRunner previous(*o);
+      auto st = previous.Start(Spec("1.0", "acme", "GPU-0", 40, 2048));
+      ASSERT_TRUE(st.ok());
+      ASSERT_EQ(st->phase, TaskPhase::kRunning) << st->reason;
+      *task = static_cast<pid_t>(st->pid);
+      ASSERT_EQ(o->mps->States().size(), 1u);
+      *daemon = o->mps->States()[0].pid;
+      previous.Leave();
+    }
+    o->mps.reset();                                   // the old agent process is gone
+    o->mps = std::make_shared<MpsManager>(options_);  // the next one's
+  }
+
   std::string dir_;
   MpsOptions options_;
 };
@@ -306,24 +325,10 @@ TEST_F(MpsTest, ADeadDaemonIsRestartedAndItsTasksFail) {
 // agent that then stops for good quits it.
 TEST_F(MpsTest, ARestartedAgentReadoptsAnMpsClientAndItsDaemon) {
   TaskRunnerOptions o;
-  o.data_dir = dir_ + "/data";
-  o.mps = std::make_shared<MpsManager>(options_);
   pid_t daemon = 0, task = 0;
-  {
-    TaskRunner previous(o);
-    auto st = previous.Start(Spec("1.0", "acme", "GPU-0", 40, 2048));
-    ASSERT_TRUE(st.ok());
-    ASSERT_EQ(st->phase, TaskPhase::kRunning) << st->reason;
-    task = static_cast<pid_t>(st->pid);
-    ASSERT_EQ(o.mps->States().size(), 1u);
-    daemon = o.mps->States()[0].pid;
-    previous.Leave();
-  }
-  o.mps.reset();  // the old agent process is gone
+  ASSERT_NO_FATAL_FAILURE(StartAClientAndLeave(&o, &task, &daemon));
   ASSERT_EQ(kill(daemon, 0), 0) << "the daemon went with the agent";
   EXPECT_EQ(Log("GPU-0").find("daemon quit"), std::string::npos);
-
-  o.mps = std::make_shared<MpsManager>(options_);
   TaskRunner next(o);
   const TaskRunner::Recovery r = next.Recover("n1");
   EXPECT_EQ(r.adopted, 1);
@@ -350,21 +355,10 @@ TEST_F(MpsTest, ARestartedAgentReadoptsAnMpsClientAndItsDaemon) {
 // cannot give it back, so it kills the client (gpupoold requeues it) and says why.
 TEST_F(MpsTest, AClientWhoseDaemonDiedWhileNoAgentRanIsKilled) {
   TaskRunnerOptions o;
-  o.data_dir = dir_ + "/data";
-  o.mps = std::make_shared<MpsManager>(options_);
   pid_t daemon = 0, task = 0;
-  {
-    TaskRunner previous(o);
-    auto st = previous.Start(Spec("1.0", "acme", "GPU-0", 40, 2048));
-    ASSERT_TRUE(st.ok() && st->phase == TaskPhase::kRunning);
-    task = static_cast<pid_t>(st->pid);
-    daemon = o.mps->States()[0].pid;
-    previous.Leave();
-  }
-  o.mps.reset();
+  ASSERT_NO_FATAL_FAILURE(StartAClientAndLeave(&o, &task, &daemon));
   ASSERT_EQ(kill(daemon, SIGKILL), 0);
   waitpid(daemon, nullptr, 0);  // reaped, as init would reap an orphan
-  o.mps = std::make_shared<MpsManager>(options_);
   TaskRunner next(o);
   const TaskRunner::Recovery r = next.Recover("n1");
   EXPECT_EQ(r.adopted, 0);
