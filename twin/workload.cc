@@ -1,93 +1,18 @@
-// Workload (workload.h): the openb CSV readers and the load and tenant shaping.
+// Workload (workload.h): the openb CSV readers (rows through placement/sim/csv.h) and the load
+// and tenant shaping.
 #include "twin/workload.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <map>
 
+#include "placement/sim/csv.h"
 #include "pool/yaml_error.h"
 
 namespace gpupool::twin {
 namespace {
 
-std::vector<std::string_view> Split(std::string_view line, char sep) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  while (true) {
-    size_t at = line.find(sep, start);
-    out.push_back(
-        line.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
-    if (at == std::string_view::npos) break;
-    start = at + 1;
-  }
-  return out;
-}
-
-// Rows of a CSV with a header, as column name → cell, with the line number for messages.
-class Csv {
- public:
-  Csv(std::string_view text, std::string source) : text_(text), source_(std::move(source)) {}
-
-  Status ReadHeader(std::initializer_list<std::string_view> required) {
-    std::string_view header;
-    if (!NextLine(&header)) return Status::InvalidArgument(source_ + ": empty file (no header)");
-    auto cols = Split(header, ',');
-    for (size_t i = 0; i < cols.size(); ++i) columns_[std::string(cols[i])] = i;
-    for (std::string_view r : required) {
-      if (!columns_.contains(std::string(r)))
-        return Status::InvalidArgument(source_ + ":1: missing column '" + std::string(r) + "'");
-    }
-    return Status::Ok();
-  }
-  // False at the end. Blank lines are skipped.
-  bool Next() {
-    std::string_view line;
-    do {
-      if (!NextLine(&line)) return false;
-    } while (line.empty());
-    cells_ = Split(line, ',');
-    return true;
-  }
-  std::string_view Cell(const std::string& col) const {
-    auto it = columns_.find(col);
-    if (it == columns_.end() || it->second >= cells_.size()) return {};
-    return cells_[it->second];
-  }
-  Result<int64_t> Int(const std::string& col, bool required = true) const {
-    std::string_view c = Cell(col);
-    if (c.empty() && !required) return int64_t{0};
-    int64_t v = 0;
-    auto [p, ec] = std::from_chars(c.data(), c.data() + c.size(), v);
-    if (ec != std::errc() || p != c.data() + c.size()) {
-      return Status::InvalidArgument(source_ + ":" + std::to_string(line_) + ": " + col +
-                                     ": expected an integer, got '" + std::string(c) + "'");
-    }
-    return v;
-  }
-  Status Error(const std::string& col, const std::string& msg) const {
-    return Status::InvalidArgument(source_ + ":" + std::to_string(line_) + ": " + col + ": " + msg);
-  }
-
- private:
-  bool NextLine(std::string_view* line) {
-    if (pos_ >= text_.size()) return false;
-    size_t end = text_.find('\n', pos_);
-    if (end == std::string_view::npos) end = text_.size();
-    *line = text_.substr(pos_, end - pos_);
-    if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
-    pos_ = end + 1;
-    ++line_;
-    return true;
-  }
-
-  std::string_view text_;
-  std::string source_;
-  size_t pos_ = 0;
-  int64_t line_ = 0;
-  std::map<std::string, size_t> columns_;
-  std::vector<std::string_view> cells_;
-};
+using placement::sim::CsvRows;
 
 // FNV-1a, then splitmix64's finalizer: a pod's copy draw, unrelated to its tenant's hash.
 uint64_t CopyHash(std::string_view s) {
@@ -154,7 +79,7 @@ int64_t Workload::GpuCount() const {
 }
 
 Result<std::vector<TwinTask>> ParsePods(std::string_view text, const std::string& source) {
-  Csv csv(text, source);
+  CsvRows csv(text, source);
   GPUPOOL_RETURN_IF_ERROR(
       csv.ReadHeader({"name", "num_gpu", "gpu_milli", "creation_time", "deletion_time"}));
   std::vector<TwinTask> out;
@@ -180,7 +105,7 @@ Result<std::vector<TwinTask>> ParsePods(std::string_view text, const std::string
     t.arrival_us = created * 1'000'000;
     t.duration_us = std::max<int64_t>(1, deleted - created) * 1'000'000;
     t.qos = std::string(csv.Cell("qos"));
-    for (std::string_view m : Split(csv.Cell("gpu_spec"), '|'))
+    for (std::string_view m : placement::sim::SplitFields(csv.Cell("gpu_spec"), '|'))
       if (!m.empty()) t.models.emplace_back(m);
     t.owner = std::string(csv.Cell("owner"));
     t.gang = std::string(csv.Cell("gang"));
@@ -198,7 +123,7 @@ Result<std::vector<TwinTask>> ParsePods(std::string_view text, const std::string
 }
 
 Result<std::vector<TwinNode>> ParseNodeList(std::string_view text, const std::string& source) {
-  Csv csv(text, source);
+  CsvRows csv(text, source);
   GPUPOOL_RETURN_IF_ERROR(csv.ReadHeader({"sn", "gpu"}));
   std::vector<TwinNode> out;
   while (csv.Next()) {

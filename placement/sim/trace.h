@@ -43,8 +43,11 @@ struct TraceTask {
 // Whether a gpu_spec ("V100M16|V100M32"; empty: any) lets a task run on a GPU of `model`.
 bool SpecAllowsModel(const std::string& spec, const std::string& model);
 
-Result<std::vector<TraceNode>> ParseNodes(std::string_view csv);
-Result<std::vector<TraceTask>> ParseTasks(std::string_view csv);
+// The node and task lists (placement/sim/csv.h); errors name `source` and the line.
+Result<std::vector<TraceNode>> ParseNodes(std::string_view csv,
+                                          const std::string& source = "node list");
+Result<std::vector<TraceTask>> ParseTasks(std::string_view csv,
+                                          const std::string& source = "task list");
 Result<std::string> LoadFile(const std::string& path);
 
 // Nominal physical capacity of a trace GPU model (integral TFLOPS, so shares are exact).

@@ -38,10 +38,10 @@ TEST(TraceTest, ParsesBothTaskLayouts) {
 TEST(TraceTest, BadRowsSayWhere) {
   auto bad = ParseTasks("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,8x,1,1,1000\n");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "row 2, column cpu_milli: not an integer: '8x'");
+  EXPECT_EQ(bad.status().message(), "task list:2: cpu_milli: expected an integer, got '8x'");
   auto missing = ParseNodes("sn,cpu_milli,gpu\n");
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.status().message(), "missing column 'memory_mib'");
+  EXPECT_EQ(missing.status().message(), "node list:1: missing column 'memory_mib'");
 }
 
 TEST(ReplayTest, ArrivalsShuffleThenResampleToTune) {
