@@ -263,6 +263,8 @@ Status DaemonProcess::CreatePool(const std::string& name) {
   return Status::Ok();
 }
 
+bool DaemonProcess::Exited() { return !child_ || !child_->Running(); }
+
 bool DaemonProcess::Serving() {
   if (!child_ || !child_->Running()) return false;
   if (options_.secure && ca_pem().empty()) return false;

@@ -73,6 +73,9 @@ class DaemonProcess {
 
   // Starts the binary again on the same data dir and ports (after Kill9 or Stop).
   Status Restart();
+  // Whether the process has ended (killed, stopped, or exited by itself, as a leader that lost
+  // its lease does).
+  bool Exited();
   void Kill9();
   // SIGTERM and wait for a clean exit; returns the exit code (or -1).
   int Stop();

@@ -53,6 +53,14 @@ Status ReplicaSet::CreatePool(const std::string& name) {
   return Status::Unavailable("create pool '" + name + "': " + last.error_message());
 }
 
+int ReplicaSet::Supervise() {
+  int restarted = 0;
+  for (auto& r : replicas_) {
+    if (r->Exited() && r->Restart().ok()) ++restarted;
+  }
+  return restarted;
+}
+
 void ReplicaSet::RemoveDir() {
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);

@@ -43,6 +43,10 @@ class ReplicaSet {
   // Creates pool `name` through the leader, requiring nothing of nodes for shared work (the
   // tests' agents run without the sandbox); retried for up to a minute across leader changes.
   Status CreatePool(const std::string& name);
+  // What a service manager (systemd's Restart=always) does: starts again every replica whose
+  // process has ended — a leader that could not prove its lease exits, by design (docs/ha.md).
+  // Returns how many it restarted.
+  int Supervise();
   // Removes the directory (call when the test passed; a failed one keeps it to read).
   void RemoveDir();
 
