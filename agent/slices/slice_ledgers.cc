@@ -162,6 +162,7 @@ std::string SliceLedgers::SpillCheckpointOf(const std::string& dir) { return dir
 void SliceLedgers::WriteSpillCheckpoint(const Running& r) {
   const uint64_t byte_seconds =
       r.carried_spill_byte_seconds + r.server->Snapshot().spill_byte_seconds;
+  if (byte_seconds == 0) return;  // nothing spilled yet: nothing to carry over
   const std::string path = SpillCheckpointOf(r.dir);
   const std::string tmp = path + ".tmp";
   {

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <thread>
 
+#include "agent/interposer/ledger/ledger_client.h"
 #include "agent/sandbox/cgroup.h"
 #include "agent/slices/slice_ledgers.h"
 #include "agent/task_runner.h"
@@ -175,6 +176,41 @@ TEST_F(SliceTest, TheWatchdogKillsAProcessAroundTheInterposerAndFailsItsTask) {
   EXPECT_TRUE(std::any_of(caps.begin(), caps.end(), [](const sandbox::Capability& c) {
     return c.name == "bypass_watchdog" && c.enforced;
   }));
+}
+
+// The spill a ledger metered before an agent restart is billed with what the next agent's
+// ledger meters: the leaving agent writes it beside the ledger's directory (kept), and Start()
+// for the same directory carries it on.
+TEST(SliceLedgersTest, SpillMeteredBeforeARestartIsCarriedOn) {
+  SliceOptions options;
+  options.library = GPUPOOL_INTERPOSER_LIB;
+  const std::string task_dir = testing::TempDir("/tmp/gpupool-slice-spill-");
+  const std::string dir = task_dir + "/ledger";
+  TaskSpec spec;
+  spec.task_id = "t";
+  spec.devices = {{"GPU-0", 0, /*vram_mib=*/96, /*thread_percentage=*/50, 0, /*device=*/64}};
+  {
+    auto slices = SliceLedgers::Create(options);
+    ASSERT_TRUE(slices.ok()) << slices.status().ToString();
+    auto env = (*slices)->Start("t.1", dir, "", spec);
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    ledger::LedgerClient c;
+    ASSERT_TRUE(c.Connect((dir + "/ledger.sock").c_str()));
+    ledger::Response r;
+    ASSERT_TRUE(c.Call(ledger::Op::kReserve, ledger::Kind::kSpill, 32 * kMiB, &r));
+    ASSERT_EQ(r.status, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  }  // the agent leaves: ledgers stop, directories and spill stay
+  ASSERT_TRUE(std::filesystem::exists(dir));
+  auto next = SliceLedgers::Create(options);
+  ASSERT_TRUE(next.ok());
+  ASSERT_TRUE((*next)->Start("t.1", dir, "", spec).ok());
+  const int64_t mib_s = (*next)->Stop("t.1");
+  EXPECT_GE(mib_s, 64) << "32 MiB spilled for 2 s before the restart";
+  EXPECT_LT(mib_s, 96);
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "a task's end removes its ledger directory";
+  EXPECT_FALSE(std::filesystem::exists(dir + ".spill"));
+  std::filesystem::remove_all(task_dir);
 }
 
 TEST(SliceLedgersTest, AMissingLibraryIsRefusedByName) {
