@@ -111,9 +111,21 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
   const int64_t retained_since = s_->options.job_retention_ms > 0
                                      ? s_->clock->NowMicros() - s_->options.job_retention_ms * 1000
                                      : std::numeric_limits<int64_t>::min();
+  std::vector<Mutation> job_repairs;
   for (const JobRecord& j : state.jobs) {
     if (PastRetention(j, retained_since)) continue;  // its rows stay in the database
     JobEntry& job = s_->RecoverJob(j);
+    // A job's state follows its tasks' in a later commit than theirs (core_change.cc): a restart
+    // between the two leaves the tasks durably ended and the job row behind. The tasks say what
+    // it is.
+    if (s_->RefreshJobState(job)) {
+      LogInfo("core", "job state repaired from its tasks on recovery",
+              {{"job", std::to_string(job.id())},
+               {"stored", std::string(ToString(j.state))},
+               {"state", std::string(ToString(job.head.state))}});
+      job_repairs.emplace_back(
+          UpdateJob{job.id(), job.head.state, job.head.reason, job.head.finish_us});
+    }
     for (int32_t i = 0; i < job.size(); ++i) {
       TaskRecord& t = job.task(i).rec;
       if (t.state == TaskState::kPending && !IsTerminal(job.head.state)) {
@@ -126,6 +138,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
   }
   for (const auto& [name, node] : s_->nodes) ApplyDeviceFaults(name);  // after tasks re-commit
   s_->RebuildReservations(s_->clock->NowMicros());
+  if (!job_repairs.empty()) s_->PersistOrRetry(std::move(job_repairs));
   if (!repairs.empty()) s_->CommitTaskChanges(this, std::move(repairs));
   LogInfo("core", "state recovered",
           {{"pools", std::to_string(s_->pools.size())},

@@ -27,14 +27,16 @@ TaskRecord Stored(CoreHarness& h, int64_t job, int index = 0) {
   return {};
 }
 
-JobState StoredJobState(CoreHarness& h, int64_t job) {
-  Result<RecoveredState> s = h.store->Recover();
+JobState StoredJobStateIn(MemoryStore& store, int64_t job) {
+  Result<RecoveredState> s = store.Recover();
   if (!s.ok()) return JobState::kPending;
   for (const JobRecord& j : s->jobs) {
     if (j.id == job) return j.state;
   }
   return JobState::kPending;
 }
+
+JobState StoredJobState(CoreHarness& h, int64_t job) { return StoredJobStateIn(*h.store, job); }
 
 Result<NodeView> SetState(CoreHarness& h, const std::string& node, NodeState state) {
   return h.Sync<NodeView>([&](auto cb) { h.core->SetNodeState(node, state, cb); });
@@ -226,6 +228,36 @@ TEST(ChangePathTest, EndsTheStoreRefusedAreKeptAndStoredLater) {
   h.Drain();
   EXPECT_EQ(h.core->GetJob(job)->state, JobState::kSucceeded);
   EXPECT_TRUE(h.agents.starts.empty()) << "nothing runs a second time";
+}
+
+// A job's state is stored in a later commit than its tasks' ends when those were kept and
+// stored late (the store was down). A daemon restart between the two left every task SUCCEEDED
+// and the job RUNNING for good (seen in a fresh-clone run of OutageE2eTest under load). Recovery
+// now takes the job's state from its tasks and stores it.
+TEST(ChangePathTest, AJobRowBehindItsTasksIsRepairedOnRecovery) {
+  std::shared_ptr<MemoryDatabase> db = MemoryStore().database();
+  int64_t job = 0;
+  {
+    CoreHarness h(SchedulerOptions::Defaults(), db);
+    ASSERT_TRUE(h.CreatePool("gpu").ok());
+    ASSERT_TRUE(h.Register("n1", "gpu", 2).ok());
+    job = h.Submit(CoreHarness::Whole("gpu", 1, 2))->id;
+    h.RunStarted();
+    h.Report("n1", job, 0, TaskState::kSucceeded);
+    h.Report("n1", job, 1, TaskState::kSucceeded);
+    h.Drain();
+    ASSERT_EQ(StoredJobState(h, job), JobState::kSucceeded);
+  }
+  // The torn state: the tasks' ends stored, the job's own row not yet.
+  MemoryStore torn(db);
+  ASSERT_TRUE(torn.AcquireLeadership().ok());
+  torn.Apply({UpdateJob{job, JobState::kRunning, "", 0}}, [](Status st) { ASSERT_TRUE(st.ok()); });
+  ASSERT_EQ(StoredJobStateIn(torn, job), JobState::kRunning);
+  CoreHarness h(SchedulerOptions::Defaults(), db);
+  h.Drain();
+  EXPECT_EQ(h.core->GetJob(job)->state, JobState::kSucceeded);
+  EXPECT_EQ(StoredJobState(h, job), JobState::kSucceeded);
+  EXPECT_NE(h.core->GetJob(job)->finish_us, 0);
 }
 
 // UpdatePool with live work and a reservation: running tasks keep their devices in the new
