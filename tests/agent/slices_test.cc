@@ -17,6 +17,7 @@
 
 #include "agent/interposer/ledger/ledger_client.h"
 #include "agent/sandbox/cgroup.h"
+#include "agent/sandbox/launch.h"
 #include "agent/slices/slice_ledgers.h"
 #include "agent/task_runner.h"
 #include "tests/agent/fake_gpu.h"
@@ -258,7 +259,8 @@ TEST_F(SliceTest, SandboxedTheTaskCannotReplaceItsLedger) {
 void SliceTest::ReadoptAcrossARestart() {
   const std::string task_dir = data_dir_ + "/tasks/across.1";
   // The task's working directory: its task dir, or the sandbox's work dir in it.
-  const std::string go = task_dir + (sandbox_options_.enabled ? "/work/go" : "/go");
+  const std::string go =
+      (sandbox_options_.enabled ? sandbox::WorkDirOf(task_dir) : task_dir) + "/go";
   auto started = runner_->Start(Spec("across", 32,
                                      Probe({"alloc-across", "go", std::to_string(20 * kMiB),
                                             std::to_string(10 * kMiB), std::to_string(3 * kMiB)})));
