@@ -9,6 +9,8 @@
 #include <sstream>
 #include <thread>
 
+#include "pool/volumes.h"
+
 namespace gpupool::agent {
 namespace {
 
@@ -368,11 +370,24 @@ Status ParseImages(const Reader& r, const YAML::Node& v, ImageOptions* o) {
       path = &o->shim;
     } else if (sub == "seccomp_profile") {
       path = &o->seccomp_profile;
+    } else if (sub == "datasets") {
+      GPUPOOL_RETURN_IF_ERROR(r.Map(n, full));
+      for (const auto& d : n) {
+        const std::string name = d.first.Scalar();
+        const std::string at = full + "." + name;
+        if (Status st = CheckDatasetName(name); !st.ok()) return r.Error(d.first, at, st.message());
+        std::string dir;
+        GPUPOOL_RETURN_IF_ERROR(r.String(d.second, at, &dir));
+        if (dir.empty() || dir[0] != '/') {
+          return r.Error(d.second, at, "must be an absolute path, got '" + dir + "'");
+        }
+        o->datasets[name] = dir;
+      }
     } else {
       return r.Error(
           kv.first, full,
           "unknown key (expected enabled, dir, budget_mib, tag_ttl_ms, tls_verify, runc, "
-          "shim, seccomp_profile)");
+          "shim, seccomp_profile, datasets)");
     }
     if (path != nullptr) {
       GPUPOOL_RETURN_IF_ERROR(r.String(n, full, path));

@@ -109,6 +109,7 @@ Result<std::shared_ptr<oci::ContainerFactory>> OpenContainers(
   fo.cgroup_v2 = sandbox->layout().OnV2(sandbox::Controller::kMemory);
   fo.hide_paths = sandbox->options().hide_paths;
   fo.networks = networks;
+  fo.datasets = options.datasets;
   return std::make_shared<oci::ContainerFactory>(std::move(fo));
 }
 

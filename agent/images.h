@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,8 @@ struct ImageOptions {
   std::string runc = "runc";
   std::string shim;  // gpupool-oci-shim; "" = beside the agent (DefaultShim)
   std::string seccomp_profile = oci::kDefaultSeccompProfile;
+  // Datasets tasks may mount read-only as volumes (TaskTemplate.volumes), name → host directory.
+  std::map<std::string, std::string> datasets;
 };
 
 // gpupool-oci-shim beside `agent_binary`, in the build tree (agent/ beside cmd/) or packaged

@@ -115,6 +115,9 @@ TaskSpec FromProto(const v1::StartTask& s, const std::string& owner, const Inven
   spec.memory_mib = s.memory_mib();
   spec.mps_tenant_isolation = s.mps_tenant_isolation();
   spec.image = s.image();
+  spec.entrypoint.assign(s.entrypoint().begin(), s.entrypoint().end());
+  spec.working_dir = s.working_dir();
+  for (const v1::Volume& v : s.volumes()) spec.volumes[v.mount_path()] = v.dataset();
   // The pull credential goes to the image store only: out of the task's environment.
   if (auto cred = spec.env.find(s.registry_credential_env());
       !s.registry_credential_env().empty() && cred != spec.env.end()) {

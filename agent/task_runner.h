@@ -114,6 +114,11 @@ struct TaskSpec {
   // of `env` by FromProto so the task never sees it); empty = none.
   std::string registry_username;
   std::string registry_password;
+  // With an image (StartTask): its Entrypoint replaced (empty = the image's), the directory the
+  // task starts in (empty = the image's), and its volumes, mount path → dataset ("" = scratch).
+  std::vector<std::string> entrypoint;
+  std::string working_dir;
+  std::map<std::string, std::string> volumes;
   // Device files the task may open (granted GPUs, their MIG capabilities, the control devices);
   // the sandbox's device filter allows these and the standard ones only.
   std::vector<std::string> device_files;

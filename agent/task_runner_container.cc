@@ -75,6 +75,9 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
   req.image = spec.image;
   req.credential = {spec.registry_username, spec.registry_password};
   req.args = spec.argv;
+  req.entrypoint = spec.entrypoint;
+  req.working_dir = spec.working_dir;
+  req.task_volumes = spec.volumes;
   req.memory_bytes = spec.memory_mib << 20;
   req.cpu_milli = spec.cpu_milli;
   req.device_files = spec.device_files;

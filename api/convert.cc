@@ -3,6 +3,7 @@
 #include <string>
 
 #include "pool/image_reference.h"
+#include "pool/volumes.h"
 
 namespace gpupool::api {
 namespace {
@@ -109,6 +110,64 @@ Result<ResourceRequest> RequestFromProto(const v1::ResourceRequest& in, std::str
   return r;
 }
 
+// entrypoint, working_dir and volumes: what only a container has, so each requires `image`.
+Status ContainerFieldsFromProto(const v1::TaskTemplate& in, std::string_view field,
+                                TaskTemplate* t) {
+  const auto needs_image = [&](std::string_view name) {
+    return Invalid(FieldPath(field, name), "needs image (a plain command runs on the node's root)");
+  };
+  if (in.entrypoint_size() > 0) {
+    const std::string ep_field = FieldPath(field, "entrypoint");
+    if (t->image.empty()) return needs_image("entrypoint");
+    if (in.entrypoint(0).empty()) return Invalid(ep_field + "[0]", "the program must not be empty");
+    if (in.entrypoint_size() + in.command_size() > 4096) {
+      return Invalid(ep_field, "at most 4096 arguments with command");
+    }
+    size_t bytes = 0;
+    for (const std::string& arg : in.entrypoint()) bytes += arg.size();
+    if (bytes > 256 * 1024) return Invalid(ep_field, "exceeds 256 KiB");
+    t->entrypoint.assign(in.entrypoint().begin(), in.entrypoint().end());
+  }
+  if (!in.working_dir().empty()) {
+    const std::string& wd = in.working_dir();
+    if (t->image.empty()) return needs_image("working_dir");
+    if (wd != "/") {
+      Status st = CheckVolumeMountPath(wd);
+      if (!st.ok()) return Invalid(FieldPath(field, "working_dir"), st.message());
+    }
+    t->working_dir = wd;
+  }
+  if (in.volumes_size() > 0) {
+    const std::string vol_field = FieldPath(field, "volumes");
+    if (t->image.empty()) return needs_image("volumes");
+    if (in.volumes_size() > kMaxVolumes) {
+      return Invalid(vol_field, "at most " + std::to_string(kMaxVolumes) + " volumes");
+    }
+    for (int i = 0; i < in.volumes_size(); ++i) {
+      const v1::Volume& v = in.volumes(i);
+      const std::string at = vol_field + "[" + std::to_string(i) + "]";
+      Status st = CheckVolumeMountPath(v.mount_path());
+      if (!st.ok()) return Invalid(at + ".mount_path", st.message());
+      if (!v.dataset().empty()) {
+        st = CheckDatasetName(v.dataset());
+        if (!st.ok()) return Invalid(at + ".dataset", st.message());
+      }
+      if (!t->volumes.emplace(v.mount_path(), v.dataset()).second) {
+        return Invalid(at + ".mount_path", "'" + v.mount_path() + "' is mounted twice");
+      }
+    }
+    // One inside another would be hidden by it, or need a mount point in a read-only dataset.
+    for (const auto& [outer, unused] : t->volumes) {
+      for (const auto& [path, dataset] : t->volumes) {
+        if (path.size() > outer.size() && path.compare(0, outer.size() + 1, outer + "/") == 0) {
+          return Invalid(vol_field, "'" + path + "' is inside volume '" + outer + "'");
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Result<TaskTemplate> TemplateFromProto(const v1::JobSpec& spec, std::string_view field) {
   if (!spec.has_template_()) return Invalid(field, "must be set (command and resources)");
   const v1::TaskTemplate& in = spec.template_();
@@ -168,6 +227,7 @@ Result<TaskTemplate> TemplateFromProto(const v1::JobSpec& spec, std::string_view
     }
     t.registry_credential = in.registry_credential();
   }
+  GPUPOOL_RETURN_IF_ERROR(ContainerFieldsFromProto(in, field, &t));
   if (!in.has_resources()) {
     return Invalid(FieldPath(field, "resources"),
                    "exactly one of fractional, whole_gpus, mig, sku must be set");
@@ -257,6 +317,13 @@ void ToProto(const JobSpec& s, v1::JobSpec* out) {
   for (const std::string& a : s.task_template.command) t->add_command(a);
   t->set_image(s.task_template.image);
   t->set_registry_credential(s.task_template.registry_credential);  // a name, not the secret
+  for (const std::string& a : s.task_template.entrypoint) t->add_entrypoint(a);
+  t->set_working_dir(s.task_template.working_dir);
+  for (const auto& [path, dataset] : s.task_template.volumes) {
+    v1::Volume* v = t->add_volumes();
+    v->set_mount_path(path);
+    v->set_dataset(dataset);
+  }
   t->mutable_env()->insert(s.task_template.env.begin(), s.task_template.env.end());
   // Secret values never leave the server through the API: the names show what was set.
   for (const auto& [k, v] : s.task_template.secret_env) (*t->mutable_secret_env())[k] = kRedacted;

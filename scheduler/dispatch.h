@@ -39,6 +39,9 @@ struct StartTaskCommand {
   bool mps_tenant_isolation = false;    // the pool's: shared grants use the tenant's own MPS daemon
   std::string image;                    // the task's OCI image; empty = a plain command
   std::string registry_credential_env;  // the env entry that is the image's pull credential
+  std::vector<std::string> entrypoint;  // replaces the image's (empty = the image's)
+  std::string working_dir;              // empty = the image's
+  std::map<std::string, std::string> volumes;       // mount path → dataset ("" = scratch)
   TaskNetwork network = TaskNetwork::kNodeDefault;  // the pool's
 };
 

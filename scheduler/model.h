@@ -95,6 +95,12 @@ struct TaskTemplate {
   // The name of a secret_env entry that is the registry credential for `image`
   // ("USERNAME:PASSWORD"); the node pulls with it and keeps it out of the task's environment.
   std::string registry_credential;
+  // With an image: its Entrypoint replaced (empty = the image's), the directory the task starts
+  // in (empty = the image's), and its volumes, mount path → dataset name ("" = a scratch
+  // directory); pool/volumes.h checks both.
+  std::vector<std::string> entrypoint;
+  std::string working_dir;
+  std::map<std::string, std::string> volumes;
   ResourceRequest resources;
   friend bool operator==(const TaskTemplate&, const TaskTemplate&) = default;
 };

@@ -561,6 +561,15 @@ ALTER TABLE jobs
   ADD COLUMN registry_credential text NOT NULL DEFAULT '';
 )sql";
 
+// Issue 25: what a job's image task overrides of its image and the volumes it mounts
+// (TaskTemplate.entrypoint, working_dir, volumes as mount path, dataset pairs; '' = scratch).
+constexpr std::string_view kV28 = R"sql(
+ALTER TABLE jobs
+  ADD COLUMN entrypoint text[] NOT NULL DEFAULT '{}',
+  ADD COLUMN working_dir text NOT NULL DEFAULT '',
+  ADD COLUMN volumes text[] NOT NULL DEFAULT '{}';
+)sql";
+
 // What a pool's tasks' networks may reach (PoolRecord::network): '' = each node's default,
 // 'none', 'isolated', 'host'.
 constexpr std::string_view kV26 = R"sql(
@@ -593,6 +602,7 @@ constexpr Migration kMigrations[] = {
     {25, "OCI image of a job's tasks", kV25},
     {26, "network of a pool's tasks", kV26},
     {27, "registry credential of a job's image", kV27},
+    {28, "entrypoint, working directory and volumes of a job's image", kV28},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},

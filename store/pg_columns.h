@@ -8,7 +8,7 @@
   "max_retries, labels, command, env, req_shape, req_milli_tflops, req_vram_mib, "       \
   "req_gpu_count, req_models, req_mig_profile, req_sku, req_cpu_milli, req_memory_mib, " \
   "state, reason, submit_us, finish_us, idempotency_key, request_digest, secret_env, "   \
-  "submitted_by, image, registry_credential"
+  "submitted_by, image, registry_credential, entrypoint, working_dir, volumes"
 #define GP_TASK_COLS                                                                     \
   "job_id, idx, state, node, attempt, exit_code, reason, scheduled_us, started_us, "     \
   "finished_us, stop_intent, preempted_by_job, preempted_by_idx, preempt_rule, "         \

@@ -176,6 +176,9 @@ Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::re
     s.submitted_by = r[28].c_str();
     s.task_template.image = r[29].c_str();
     s.task_template.registry_credential = r[30].c_str();
+    s.task_template.entrypoint = TextArray(r[31]);
+    s.task_template.working_dir = r[32].c_str();
+    s.task_template.volumes = PairMap(r[33]);
     out.push_back(std::move(j));
   }
   // Tasks and allocations come sorted by (job_id, idx[, pos]); walk them alongside the jobs.

@@ -207,7 +207,9 @@ void GroupSql::Insert(const JobRecord& j) {
   C(o);
   o->append(secret_env);
   C(o), Q(o, s.submitted_by), C(o);
-  Q(o, s.task_template.image), C(o), Q(o, s.task_template.registry_credential);
+  Q(o, s.task_template.image), C(o), Q(o, s.task_template.registry_credential), C(o);
+  Arr(o, s.task_template.entrypoint), C(o), Q(o, s.task_template.working_dir), C(o);
+  Pairs(o, s.task_template.volumes);
   o->push_back(')');
   if (!s.idempotency_key.empty()) {
     if (!idempotency_keys_.empty()) idempotency_keys_ += ',';

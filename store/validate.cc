@@ -74,6 +74,9 @@ void CheckJob(const JobRecord& j, TextChecker& t) {
   t("job.secret_env", j.spec.task_template.secret_env);
   t("job.image", j.spec.task_template.image);
   t("job.registry_credential", j.spec.task_template.registry_credential);
+  t("job.entrypoint", j.spec.task_template.entrypoint);
+  t("job.working_dir", j.spec.task_template.working_dir);
+  t("job.volumes", j.spec.task_template.volumes);
   t("job.idempotency_key", j.spec.idempotency_key);
   t("job.request_digest", j.spec.request_digest);
   t("job.submitted_by", j.spec.submitted_by);

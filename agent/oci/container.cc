@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 namespace gpupool::agent::oci {
@@ -41,7 +43,84 @@ bool ResolvConfMountPoint(const TaskRootfs& rootfs) {
   return true;
 }
 
+// Makes `path` (absolute in the container) a directory in the task's root file system, as the
+// node's root: the container's root cannot (the image's directories belong to an id its user
+// namespace does not map). Only in an overlay, whose upper dir is the task's own; the read-only
+// fallback root takes a volume only where the image has the directory. Each component is
+// checked with lstat: a symlink in the image is refused, never followed (it could point the
+// node's root anywhere on the host).
+Status VolumeMountPoint(const TaskRootfs& rootfs, const std::string& path) {
+  std::string at = rootfs.path;
+  size_t start = 1;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    at += "/" + path.substr(start, end - start);
+    const std::string shown = path.substr(0, end);
+    struct stat st {};
+    if (lstat(at.c_str(), &st) == 0) {
+      if (S_ISLNK(st.st_mode)) {
+        return Status::FailedPrecondition("'" + shown + "' is a symlink in the image");
+      }
+      if (!S_ISDIR(st.st_mode)) {
+        return Status::FailedPrecondition("'" + shown + "' is not a directory in the image");
+      }
+    } else if (!rootfs.overlay) {
+      return Status::FailedPrecondition(
+          "the image has no directory '" + shown +
+          "' and this node's task root file systems are not overlays (" + rootfs.detail + ")");
+    } else if (mkdir(at.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Status::Internal("cannot make '" + shown + "': " + std::strerror(errno));
+    }
+    start = end + 1;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Result<std::vector<BindMount>> ContainerFactory::Volumes(const ContainerRequest& request,
+                                                         const TaskRootfs& rootfs,
+                                                         const sandbox::TaskIdentity& who) const {
+  std::vector<BindMount> out;
+  int scratch = 0;
+  // In path order, so a volume inside another is mounted after it.
+  for (const auto& [path, dataset] : request.task_volumes) {
+    const std::string what = "volume " + path;
+    std::string source;
+    if (!dataset.empty()) {
+      auto it = options_.datasets.find(dataset);
+      if (it == options_.datasets.end()) {
+        std::string offered;
+        for (const auto& [name, dir] : options_.datasets) {
+          offered += (offered.empty() ? "" : ", ") + name;
+        }
+        return Status::FailedPrecondition(what + ": dataset '" + dataset +
+                                          "' is not offered by this node (datasets: " +
+                                          (offered.empty() ? "none" : offered) + ")");
+      }
+      struct stat st {};
+      if (stat(it->second.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        return Status::FailedPrecondition(what + ": dataset '" + dataset + "' (" + it->second +
+                                          ") is not a directory on this node");
+      }
+      source = it->second;
+    } else {
+      // Owned by the task's uid (root in its container), nobody else's: 0700.
+      const std::string volumes = request.task_dir + "/volumes";
+      source = volumes + "/" + std::to_string(scratch++);
+      if ((mkdir(volumes.c_str(), 0755) != 0 && errno != EEXIST) ||
+          (mkdir(source.c_str(), 0700) != 0 && errno != EEXIST) ||
+          chown(source.c_str(), who.uid, who.gid) != 0) {
+        return Status::Internal(what + ": cannot make " + source + ": " + std::strerror(errno));
+      }
+    }
+    Status st = VolumeMountPoint(rootfs, path);
+    if (!st.ok()) return st.WithContext(what);
+    out.push_back(BindMount{source, path, !dataset.empty()});
+  }
+  return out;
+}
 
 ContainerFactory::ContainerFactory(ContainerFactoryOptions options)
     : options_(std::move(options)) {}
@@ -115,10 +194,17 @@ Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Prepare(
                                                          c->identity_.uid, c->identity_.gid);
   if (!rootfs.ok()) return rootfs.status().WithContext("rootfs");
   c->rootfs_ = *rootfs;
+  if (!request.task_volumes.empty() && request.image.empty()) {
+    return Status::InvalidArgument("volume: a plain command takes no volumes");
+  }
+  auto volumes = Volumes(request, c->rootfs_, c->identity_);
+  if (!volumes.ok()) return volumes.status();
   // 4. The spec.
   RuntimeSpecInput& in = c->input_;
   if (!request.image.empty()) {
-    Status st = ApplyImageConfig(c->lease_.image().config_json, request.args, request.env, &in);
+    Status st =
+        ApplyImageConfig(c->lease_.image().config_json,
+                         {request.args, request.entrypoint, request.working_dir, request.env}, &in);
     if (!st.ok()) return st.WithContext("spec");
   } else {
     if (request.args.empty()) return Status::InvalidArgument("spec: a plain command needs args");
@@ -133,6 +219,7 @@ Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Prepare(
   in.rootfs_readonly = c->rootfs_.readonly;
   in.mounts = c->rootfs_.mounts;
   in.mounts.insert(in.mounts.end(), request.volumes.begin(), request.volumes.end());
+  in.mounts.insert(in.mounts.end(), volumes->begin(), volumes->end());
   in.hide_paths = options_.hide_paths;
   in.host_uid = c->identity_.uid;
   in.host_gid = c->identity_.gid;

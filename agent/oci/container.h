@@ -5,8 +5,9 @@
 //   1. pulls the image into the node's store and holds it (an ImageLease) — or, with no image,
 //      uses the host-root skeleton (rootfs.h) for a plain command;
 //   2. takes the task's unprivileged uid/gid from the agent's UidMap;
-//   3. builds the task's root file system (overlay over the image, or the fallback), and for an
-//      isolated network prepares its namespace (agent/net/task_network.h);
+//   3. builds the task's root file system (overlay over the image, or the fallback), makes its
+//      declared volumes (a dataset of the node's, or a scratch directory) and their mount points,
+//      and for an isolated network prepares its namespace (agent/net/task_network.h);
 //   4. writes <task dir>/config.json (spec.h): the image's entrypoint/env with the task's args and
 //      env, the limits, the granted device files, driver files, interposer, volumes, network, the
 //      default seccomp profile converted for the task's capabilities, the cgroup path
@@ -15,13 +16,14 @@
 // (after the shim ended): delete the container if still there, unmount the rootfs, give the uid
 // back, delete its network namespace, drop the image lease.
 //
-// Errors name the step ("image: …", "uid: …", "rootfs: …", "spec: …", "seccomp: …"); a task that
-// cannot be confined does not run.
+// Errors name the step ("image: …", "uid: …", "rootfs: …", "volume /data: …", "spec: …",
+// "seccomp: …"); a task that cannot be confined does not run.
 //
 // Thread safety: ContainerFactory is safe from any thread; a PreparedContainer belongs to one task.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +49,9 @@ struct ContainerFactoryOptions {
   std::vector<std::string> host_dirs = {"/usr", "/etc", "/opt"};  // plain commands' root
   // Where isolated networks come from (null: the node offers none, and an isolated task fails).
   std::shared_ptr<net::TaskNetworks> networks;
+  // The datasets this node offers tasks' volumes, name → host directory (the agent's
+  // `datasets:`), mounted read-only.
+  std::map<std::string, std::string> datasets;
 };
 
 struct ContainerRequest {
@@ -57,8 +62,13 @@ struct ContainerRequest {
   image::RegistryCredential credential;
   // Told the pull's bytes as they move (image::ImageStore::Progress); null = nobody.
   image::ImageStore::Progress on_pull_progress;
-  std::vector<std::string> args;  // image tasks: replace the image's Cmd (empty = keep it)
-  std::vector<std::string> env;   // "K=V", over the image's
+  std::vector<std::string> args;        // image tasks: replace the image's Cmd (empty = keep it)
+  std::vector<std::string> env;         // "K=V", over the image's
+  std::vector<std::string> entrypoint;  // image tasks: replaces the image's (and its Cmd)
+  std::string working_dir;              // image tasks: replaces the image's WorkingDir
+  // The task's declared volumes (TaskTemplate.volumes), mount path → dataset name ("" = a scratch
+  // directory, <task dir>/volumes/<n>, owned by the task). Image tasks only.
+  std::map<std::string, std::string> task_volumes;
   int64_t memory_bytes = 0;
   int64_t cpu_milli = 0;
   int64_t pids_max = 4096;
@@ -136,6 +146,10 @@ class ContainerFactory {
   const ContainerFactoryOptions& options() const { return options_; }
 
  private:
+  // The binds of request.task_volumes: each dataset checked against options_.datasets, each
+  // scratch directory made, each mount point made in `rootfs`. Errors name the volume.
+  Result<std::vector<BindMount>> Volumes(const ContainerRequest& request, const TaskRootfs& rootfs,
+                                         const sandbox::TaskIdentity& who) const;
   ContainerFactoryOptions options_;
 };
 

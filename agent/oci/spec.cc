@@ -31,8 +31,8 @@ std::string EnvName(const std::string& kv) { return kv.substr(0, kv.find('=')); 
 
 bool Absolute(const std::string& p) { return !p.empty() && p[0] == '/'; }
 
-Status ApplyConfig(const std::string& image_config_json, const std::vector<std::string>& task_args,
-                   const std::vector<std::string>& task_env, RuntimeSpecInput* input);
+Status ApplyConfig(const std::string& image_config_json, const ImageTaskOverrides& task,
+                   RuntimeSpecInput* input);
 
 }  // namespace
 
@@ -59,12 +59,11 @@ Result<DeviceNode> DeviceNodeFor(const std::string& path) {
   return d;
 }
 
-Status ApplyImageConfig(const std::string& image_config_json,
-                        const std::vector<std::string>& task_args,
-                        const std::vector<std::string>& task_env, RuntimeSpecInput* input) {
+Status ApplyImageConfig(const std::string& image_config_json, const ImageTaskOverrides& task,
+                        RuntimeSpecInput* input) {
   // The image config comes from the tenant: a JSON type error is a bad image, not a crash.
   try {
-    return ApplyConfig(image_config_json, task_args, task_env, input);
+    return ApplyConfig(image_config_json, task, input);
   } catch (const json::exception& e) {
     return Status::InvalidArgument(std::string("image config: ") + e.what());
   }
@@ -72,8 +71,8 @@ Status ApplyImageConfig(const std::string& image_config_json,
 
 namespace {
 
-Status ApplyConfig(const std::string& image_config_json, const std::vector<std::string>& task_args,
-                   const std::vector<std::string>& task_env, RuntimeSpecInput* input) {
+Status ApplyConfig(const std::string& image_config_json, const ImageTaskOverrides& task,
+                   RuntimeSpecInput* input) {
   json config = json::parse(image_config_json, nullptr, false);
   if (!config.is_object()) return Status::InvalidArgument("image config: not JSON");
   json c = config.value("config", json::object());
@@ -87,8 +86,12 @@ Status ApplyConfig(const std::string& image_config_json, const std::vector<std::
       if (v.is_string()) into.push_back(v.get<std::string>());
     }
   }
+  if (!task.entrypoint.empty()) {
+    entrypoint = task.entrypoint;
+    cmd.clear();
+  }
   std::vector<std::string> args = entrypoint;
-  const auto& tail = task_args.empty() ? cmd : task_args;
+  const auto& tail = task.args.empty() ? cmd : task.args;
   args.insert(args.end(), tail.begin(), tail.end());
   if (args.empty()) {
     return Status::InvalidArgument("image has no Entrypoint or Cmd and the task gives no args");
@@ -96,7 +99,7 @@ Status ApplyConfig(const std::string& image_config_json, const std::vector<std::
   std::map<std::string, std::string> merged;
   std::vector<std::string> order;
   const std::vector<std::string>& image_env = env;
-  for (const std::vector<std::string>* list : {&image_env, &task_env}) {
+  for (const std::vector<std::string>* list : {&image_env, &task.env}) {
     for (const auto& kv : *list) {
       std::string name = EnvName(kv);
       if (!merged.count(name)) order.push_back(name);
@@ -113,6 +116,7 @@ Status ApplyConfig(const std::string& image_config_json, const std::vector<std::
   std::string wd = c.contains("WorkingDir") && c["WorkingDir"].is_string()
                        ? c["WorkingDir"].get<std::string>()
                        : "";
+  if (!task.working_dir.empty()) wd = task.working_dir;
   input->cwd = wd.empty() ? "/" : wd;
   return Status::Ok();
 }

@@ -104,12 +104,20 @@ Status WriteBundleConfig(const std::string& bundle, const nlohmann::json& spec);
 
 namespace gpupool::agent::oci {
 
+// What a task sets over its image's config (TaskTemplate: command, entrypoint, working_dir, env).
+struct ImageTaskOverrides {
+  std::vector<std::string> args;        // replace the image's Cmd (empty: keep it)
+  std::vector<std::string> entrypoint;  // replaces Entrypoint and drops the image's Cmd
+  std::string working_dir;              // replaces WorkingDir (empty: keep it)
+  std::vector<std::string> env;         // "K=V", each over the image's of the same name
+};
+
 // Fills args, env and cwd from an image config (the config blob's "config": Entrypoint, Cmd,
-// Env, WorkingDir) the way container engines do: `args` given by the task replace Cmd; a task
-// env entry overrides the image's of the same name. InvalidArgument when neither names a
-// program.
-Status ApplyImageConfig(const std::string& image_config_json,
-                        const std::vector<std::string>& task_args,
-                        const std::vector<std::string>& task_env, RuntimeSpecInput* input);
+// Env, WorkingDir) the way container engines do: the task's args replace Cmd; its entrypoint
+// replaces Entrypoint and, as with Docker's --entrypoint and a Kubernetes container's command,
+// the image's Cmd with it; a task env entry overrides the image's of the same name.
+// InvalidArgument when nothing names a program.
+Status ApplyImageConfig(const std::string& image_config_json, const ImageTaskOverrides& task,
+                        RuntimeSpecInput* input);
 
 }  // namespace gpupool::agent::oci

@@ -178,6 +178,14 @@ const std::vector<FlagSpec>& SubmitFlags() {
       {"registry-credential", 0, FlagKind::kValue, "NAME",
        "pull --image with the --secret-env entry NAME, whose value is USERNAME:PASSWORD; it "
        "reaches the node's image store only, never the task"},
+      {"entrypoint", 0, FlagKind::kRepeated, "ARG",
+       "with --image: replaces the image's Entrypoint (and drops its Cmd), one argument per flag; "
+       "the command after '--' follows it"},
+      {"workdir", 0, FlagKind::kValue, "DIR",
+       "with --image: the directory the tasks start in (absolute)"},
+      {"volume", 0, FlagKind::kRepeated, "PATH[=DATASET]",
+       "with --image: mount the node's dataset DATASET read-only at PATH, or without =DATASET a "
+       "scratch directory, writable and removed with the task"},
       {"env", 0, FlagKind::kRepeated, "KEY=VALUE", "environment variable of each task"},
       {"secret-env", 0, FlagKind::kRepeated, "KEY=VALUE",
        "like --env, but the value is never shown by the API nor logged (e.g. a token)"},
@@ -277,6 +285,18 @@ Status ApplySubmitFlags(const ParsedArgs& a, v1::JobSpec* spec) {
   v1::TaskTemplate* tmpl = spec->mutable_template_();
   if (auto v = a.Find("image")) tmpl->set_image(*v);
   if (auto v = a.Find("registry-credential")) tmpl->set_registry_credential(*v);
+  for (const std::string& arg : a.GetAll("entrypoint")) tmpl->add_entrypoint(arg);
+  if (auto v = a.Find("workdir")) tmpl->set_working_dir(*v);
+  for (const std::string& v : a.GetAll("volume")) {
+    // The server checks the path and the name; here only the shape.
+    const size_t eq = v.find('=');
+    if (v.empty() || eq == 0 || (eq != std::string::npos && eq + 1 == v.size())) {
+      return Status::InvalidArgument("--volume: expected PATH or PATH=DATASET, got '" + v + "'");
+    }
+    v1::Volume* vol = tmpl->add_volumes();
+    vol->set_mount_path(v.substr(0, eq));
+    if (eq != std::string::npos) vol->set_dataset(v.substr(eq + 1));
+  }
   GPUPOOL_RETURN_IF_ERROR(ParseKeyValues(a.GetAll("env"), "env", tmpl->mutable_env()));
   GPUPOOL_RETURN_IF_ERROR(
       ParseKeyValues(a.GetAll("secret-env"), "secret-env", tmpl->mutable_secret_env()));

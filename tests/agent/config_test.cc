@@ -117,7 +117,25 @@ INSTANTIATE_TEST_SUITE_P(
                 "agent.yaml:2:9: sandbox.hide: 'etc/certs' is not absolute"},
         BadCase{"sim_device_dir: dev\n",
                 "agent.yaml:1:17: sim_device_dir: must be an absolute path, got 'dev'"},
+        BadCase{"images:\n  datasets: {ImageNet: /srv/imagenet}\n",
+                "agent.yaml:2:14: images.datasets.ImageNet: 'ImageNet' is not "
+                "[a-z0-9][a-z0-9._-]* (lowercase letters, digits, and '.', '_', '-' after the "
+                "first)"},
+        BadCase{"images:\n  datasets: {imagenet: srv/imagenet}\n",
+                "agent.yaml:2:24: images.datasets.imagenet: must be an absolute path, got "
+                "'srv/imagenet'"},
         BadCase{"pool: a\n  bad indent: [\n", "agent.yaml:2:13: illegal map value"}));
+
+TEST(AgentConfigTest, ParsesTheImagesDatasets) {
+  auto c = ParseAgentConfig(
+      "images:\n  datasets:\n    imagenet-1k: /srv/data/imagenet\n"
+      "    coco: /srv/data/coco\n",
+      "agent.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->images.datasets,
+            (std::map<std::string, std::string>{{"coco", "/srv/data/coco"},
+                                                {"imagenet-1k", "/srv/data/imagenet"}}));
+}
 
 TEST(AgentConfigTest, ParsesTheSandboxSection) {
   auto c = ParseAgentConfig(R"(sandbox:

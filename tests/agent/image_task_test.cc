@@ -97,6 +97,7 @@ class ImageTaskTest : public ::testing::Test {
     ImageOptions io;
     io.tls_verify = false;  // the loopback registry speaks plain HTTP
     io.shim = GPUPOOL_OCI_SHIM;
+    io.datasets = datasets_;
     auto containers = OpenContainers(io, box_, data_dir_, "", networks);
     ASSERT_TRUE(containers.ok()) << containers.status().ToString();
     containers_ = *containers;
@@ -152,6 +153,7 @@ class ImageTaskTest : public ::testing::Test {
   std::shared_ptr<sandbox::Sandbox> box_;
   sandbox::SandboxOptions sandbox_options_;
   std::shared_ptr<oci::ContainerFactory> containers_;
+  std::map<std::string, std::string> datasets_;  // the node's `images.datasets`
   std::unique_ptr<TaskRunner> runner_;
   testing::EndedTasks ended_;
 };
@@ -407,6 +409,55 @@ TEST_F(ImageTaskTest, AnImageKeepsItsOwnCommandWhenTheTaskGivesNone) {
     return ended_.Wait("own");
   }();
   EXPECT_EQ(end.phase, TaskPhase::kSucceeded) << end.reason << "\n" << end.output_tail;
+}
+
+// The template's entrypoint, working directory and volumes: a dataset of the node's, read-only,
+// and a scratch directory the task owns, each at a path the image does not have.
+TEST_F(ImageTaskTest, VolumesEntrypointAndWorkingDirAreTheTemplates) {
+  const std::string corpus = data_dir_ + "-corpus";
+  fs::create_directories(corpus);
+  chmod(corpus.c_str(), 0755);
+  std::ofstream(corpus + "/hello") << "hello from the dataset\n";
+  datasets_ = {{"corpus", corpus}};
+  StartRunner();
+  // As gpupoold sends it (StartTask), through the agent's conversion.
+  v1::StartTask s;
+  s.set_task_id("vol");
+  s.set_job_id("job-1");
+  s.set_tenant("acme/ml/alice");
+  s.set_attempt(1);
+  s.set_image(Ref("test/app:1"));
+  s.add_entrypoint("/bin/sh");
+  s.add_entrypoint("-c");
+  s.add_argv(
+      "pwd; cat /data/hello; echo mine > /scratch/f && cat /scratch/f; "
+      "(echo x > /data/new) 2>/dev/null && echo DATA-WRITABLE || echo DATA-READ-ONLY");
+  s.set_working_dir("/scratch");
+  v1::Volume* data = s.add_volumes();
+  data->set_mount_path("/data");
+  data->set_dataset("corpus");
+  s.add_volumes()->set_mount_path("/scratch");
+  s.set_memory_mib(64);
+  ASSERT_TRUE(runner_->Start(FromProto(s, "node-a", Inventory{})).ok());
+  const TaskStatus end = ended_.Wait("vol");
+  EXPECT_EQ(end.phase, TaskPhase::kSucceeded) << end.reason << "\n" << end.output_tail;
+  EXPECT_EQ(end.output_tail, "/scratch\nhello from the dataset\nmine\nDATA-READ-ONLY\n");
+  EXPECT_FALSE(fs::exists(corpus + "/new"));
+  // The scratch directory is the task's, on the node, in its task directory.
+  EXPECT_TRUE(fs::exists(data_dir_ + "/tasks/vol.1/volumes/0/f"));
+
+  // A dataset this node does not offer fails the task naming the volume and what is offered.
+  TaskSpec missing = Spec("novol", Ref("test/app:1"), "true");
+  missing.volumes = {{"/data", "imagenet"}};
+  ASSERT_TRUE(runner_->Start(missing).ok());
+  const TaskStatus failed = ended_.Wait("novol");
+  EXPECT_EQ(failed.phase, TaskPhase::kFailed);
+  EXPECT_NE(failed.reason.find(
+                "volume /data: dataset 'imagenet' is not offered by this node (datasets: corpus)"),
+            std::string::npos)
+      << failed.reason;
+  std::error_code ec;
+  fs::remove_all(corpus, ec);
 }
 
 TEST(ImageTaskWithoutContainersTest, FailsAtOnceSayingWhy) {

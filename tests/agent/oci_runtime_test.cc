@@ -169,24 +169,40 @@ TEST(RuntimeSpecTest, CgroupV1SpecHasNoV2OnlyKeysAndBadInputIsRefused) {
   for (const auto& ns : (*host_spec)["linux"]["namespaces"]) EXPECT_NE(ns["type"], "network");
 }
 
+ImageTaskOverrides Task(std::vector<std::string> args, std::vector<std::string> entrypoint = {},
+                        std::string working_dir = "", std::vector<std::string> env = {}) {
+  ImageTaskOverrides t;
+  t.args = std::move(args);
+  t.entrypoint = std::move(entrypoint);
+  t.working_dir = std::move(working_dir);
+  t.env = std::move(env);
+  return t;
+}
+
 TEST(RuntimeSpecTest, ImageConfigGivesArgsEnvAndWorkingDir) {
   std::string config = R"({"config":{"Entrypoint":["/bin/app"],"Cmd":["--serve"],
       "Env":["PATH=/opt/bin","MODE=image"],"WorkingDir":"/srv"}})";
   RuntimeSpecInput in;
-  ASSERT_TRUE(ApplyImageConfig(config, {}, {"MODE=task", "EXTRA=1"}, &in).ok());
+  ASSERT_TRUE(ApplyImageConfig(config, Task({}, {}, "", {"MODE=task", "EXTRA=1"}), &in).ok());
   EXPECT_EQ(in.args, (std::vector<std::string>{"/bin/app", "--serve"}));
   EXPECT_EQ(in.env, (std::vector<std::string>{"PATH=/opt/bin", "MODE=task", "EXTRA=1"}));
   EXPECT_EQ(in.cwd, "/srv");
-  ASSERT_TRUE(ApplyImageConfig(config, {"--once"}, {}, &in).ok());
+  ASSERT_TRUE(ApplyImageConfig(config, Task({"--once"}), &in).ok());
   EXPECT_EQ(in.args, (std::vector<std::string>{"/bin/app", "--once"}));
-  EXPECT_EQ(ApplyImageConfig(R"({"config":{}})", {}, {}, &in).code(), StatusCode::kInvalidArgument);
+  // The task's entrypoint replaces the image's and drops its Cmd; its args still follow.
+  ASSERT_TRUE(ApplyImageConfig(config, Task({}, {"/bin/sh", "-c"}), &in).ok());
+  EXPECT_EQ(in.args, (std::vector<std::string>{"/bin/sh", "-c"}));
+  ASSERT_TRUE(ApplyImageConfig(config, Task({"id -u"}, {"/bin/sh", "-c"}), &in).ok());
+  EXPECT_EQ(in.args, (std::vector<std::string>{"/bin/sh", "-c", "id -u"}));
+  ASSERT_TRUE(ApplyImageConfig(config, Task({}, {}, "/data"), &in).ok());
+  EXPECT_EQ(in.cwd, "/data");
+  EXPECT_EQ(ApplyImageConfig(R"({"config":{}})", {}, &in).code(), StatusCode::kInvalidArgument);
   // A tenant's malformed config is refused or ignored field by field, never thrown.
-  EXPECT_EQ(ApplyImageConfig("[1,2]", {}, {}, &in).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApplyImageConfig("[1,2]", {}, &in).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(
-      ApplyImageConfig(R"({"config":{"Cmd":["/x"],"Env":"A=1","WorkingDir":5}})", {}, {}, &in)
-          .ok());
+      ApplyImageConfig(R"({"config":{"Cmd":["/x"],"Env":"A=1","WorkingDir":5}})", {}, &in).ok());
   EXPECT_EQ(in.cwd, "/");
-  EXPECT_EQ(ApplyImageConfig(R"({"config":"nope"})", {"/x"}, {}, &in).code(),
+  EXPECT_EQ(ApplyImageConfig(R"({"config":"nope"})", Task({"/x"}), &in).code(),
             StatusCode::kInvalidArgument);
 }
 

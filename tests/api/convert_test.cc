@@ -77,6 +77,28 @@ TEST(ConvertTest, ARegistryCredentialNamesASecretEnvEntry) {
   EXPECT_EQ(bad.status().message().find("no-colon-secret"), std::string::npos);
 }
 
+TEST(ConvertTest, AnImagesEntrypointWorkingDirAndVolumesRoundTrip) {
+  v1::JobSpec s = ValidSpec();
+  v1::TaskTemplate* t = s.mutable_template_();
+  t->set_image("registry.local/app:1");
+  t->add_entrypoint("/bin/sh");
+  t->add_entrypoint("-c");
+  t->set_working_dir("/scratch");
+  v1::Volume* data = t->add_volumes();
+  data->set_mount_path("/data");
+  data->set_dataset("imagenet-1k");
+  t->add_volumes()->set_mount_path("/scratch");
+  Result<JobSpec> r = JobSpecFromProto(s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->task_template.entrypoint, (std::vector<std::string>{"/bin/sh", "-c"}));
+  EXPECT_EQ(r->task_template.working_dir, "/scratch");
+  EXPECT_EQ(r->task_template.volumes,
+            (std::map<std::string, std::string>{{"/data", "imagenet-1k"}, {"/scratch", ""}}));
+  v1::JobSpec back;
+  ToProto(*r, &back);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(s, back)) << back.DebugString();
+}
+
 TEST(ConvertJobSpec, RoundTripsEveryShape) {
   std::vector<std::function<void(v1::ResourceRequest*)>> shapes = {
       [](v1::ResourceRequest* r) { r->mutable_fractional()->set_milli_tflops(1); },
@@ -209,6 +231,83 @@ INSTANTIATE_TEST_SUITE_P(
                  },
                  "spec.template.registry_credential: the value of secret_env 'PULL' must be "
                  "USERNAME:PASSWORD"},
+        SpecCase{"EntrypointWithoutImage",
+                 [](v1::JobSpec* s) { s->mutable_template_()->add_entrypoint("/bin/sh"); },
+                 "spec.template.entrypoint: needs image (a plain command runs on the node's "
+                 "root)"},
+        SpecCase{"EmptyEntrypointProgram",
+                 [](v1::JobSpec* s) {
+                   s->mutable_template_()->set_image("registry.local/app:1");
+                   s->mutable_template_()->add_entrypoint("");
+                 },
+                 "spec.template.entrypoint[0]: the program must not be empty"},
+        SpecCase{"RelativeWorkingDir",
+                 [](v1::JobSpec* s) {
+                   s->mutable_template_()->set_image("registry.local/app:1");
+                   s->mutable_template_()->set_working_dir("work");
+                 },
+                 "spec.template.working_dir: 'work' is not an absolute path"},
+        SpecCase{"VolumesWithoutImage",
+                 [](v1::JobSpec* s) {
+                   s->mutable_template_()->add_volumes()->set_mount_path("/data");
+                 },
+                 "spec.template.volumes: needs image (a plain command runs on the node's root)"},
+        SpecCase{"VolumeNotNormalised",
+                 [](v1::JobSpec* s) {
+                   s->mutable_template_()->set_image("registry.local/app:1");
+                   s->mutable_template_()->add_volumes()->set_mount_path("/data");
+                   s->mutable_template_()->add_volumes()->set_mount_path("/a/../etc");
+                 },
+                 "spec.template.volumes[1].mount_path: '/a/../etc' is not normalised (empty, '.' "
+                 "or '..' part)"},
+        SpecCase{"VolumeOverTheRuntimesMounts",
+                 [](v1::JobSpec* s) {
+                   s->mutable_template_()->set_image("registry.local/app:1");
+                   s->mutable_template_()->add_volumes()->set_mount_path("/proc/sys");
+                 },
+                 "spec.template.volumes[0].mount_path: '/proc/sys' is under /proc, which the "
+                 "runtime mounts"},
+        SpecCase{"VolumeAtTheRoot",
+                 [](v1::JobSpec* s) {
+                   s->mutable_template_()->set_image("registry.local/app:1");
+                   s->mutable_template_()->add_volumes()->set_mount_path("/");
+                 },
+                 "spec.template.volumes[0].mount_path: '/' is the image's root"},
+        SpecCase{"VolumeTwice",
+                 [](v1::JobSpec* s) {
+                   s->mutable_template_()->set_image("registry.local/app:1");
+                   s->mutable_template_()->add_volumes()->set_mount_path("/data");
+                   auto* v = s->mutable_template_()->add_volumes();
+                   v->set_mount_path("/data");
+                   v->set_dataset("imagenet");
+                 },
+                 "spec.template.volumes[1].mount_path: '/data' is mounted twice"},
+        SpecCase{"VolumeInsideAnother",
+                 [](v1::JobSpec* s) {
+                   s->mutable_template_()->set_image("registry.local/app:1");
+                   s->mutable_template_()->add_volumes()->set_mount_path("/data/cache");
+                   s->mutable_template_()->add_volumes()->set_mount_path("/data-x");
+                   s->mutable_template_()->add_volumes()->set_mount_path("/data");
+                 },
+                 "spec.template.volumes: '/data/cache' is inside volume '/data'"},
+        SpecCase{"BadDatasetName",
+                 [](v1::JobSpec* s) {
+                   s->mutable_template_()->set_image("registry.local/app:1");
+                   auto* v = s->mutable_template_()->add_volumes();
+                   v->set_mount_path("/data");
+                   v->set_dataset("../etc");
+                 },
+                 "spec.template.volumes[0].dataset: '../etc' is not [a-z0-9][a-z0-9._-]* "
+                 "(lowercase letters, digits, and '.', '_', '-' after the first)"},
+        SpecCase{"TooManyVolumes",
+                 [](v1::JobSpec* s) {
+                   s->mutable_template_()->set_image("registry.local/app:1");
+                   for (int i = 0; i < 17; ++i) {
+                     s->mutable_template_()->add_volumes()->set_mount_path("/v" +
+                                                                          std::to_string(i));
+                   }
+                 },
+                 "spec.template.volumes: at most 16 volumes"},
         SpecCase{"EmptyProgram", [](v1::JobSpec* s) { s->mutable_template_()->set_command(0, ""); },
                  "spec.template.command[0]: the program must not be empty"},
         SpecCase{"NoTemplate", [](v1::JobSpec* s) { s->clear_template_(); },
@@ -765,8 +864,18 @@ TEST(ConvertAgent, TaskUpdateAndCommands) {
   cmd.epoch = 3;
   cmd.image = "registry.local/private/app:1";
   cmd.registry_credential_env = "A";
+  cmd.entrypoint = {"/bin/sh", "-c"};
+  cmd.working_dir = "/scratch";
+  cmd.volumes = {{"/data", "imagenet"}, {"/scratch", ""}};
   v1::StartTask st;
   ToProto(cmd, &st);
+  EXPECT_EQ(st.entrypoint_size(), 2);
+  EXPECT_EQ(st.working_dir(), "/scratch");
+  ASSERT_EQ(st.volumes_size(), 2);
+  EXPECT_EQ(st.volumes(0).mount_path(), "/data");
+  EXPECT_EQ(st.volumes(0).dataset(), "imagenet");
+  EXPECT_EQ(st.volumes(1).mount_path(), "/scratch");
+  EXPECT_EQ(st.volumes(1).dataset(), "");
   EXPECT_EQ(st.image(), "registry.local/private/app:1");
   EXPECT_EQ(st.registry_credential_env(), "A");
   EXPECT_EQ(st.job_id(), "7");

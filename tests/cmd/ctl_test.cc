@@ -234,6 +234,32 @@ TEST(SubmitFlags, AnImageNeedsNoCommand) {
   EXPECT_EQ(spec.template_().command_size(), 3);
 }
 
+TEST(SubmitFlags, EntrypointWorkdirAndVolumes) {
+  v1::JobSpec spec;
+  ASSERT_TRUE(
+      ApplySubmitFlags(SubmitArgs({"--gpus", "1", "--image", "app:1", "--entrypoint", "/bin/sh",
+                                   "--entrypoint", "-c", "--workdir", "/scratch", "--volume",
+                                   "/data=imagenet-1k", "--volume", "/scratch", "--", "make test"}),
+                       &spec)
+          .ok());
+  const v1::TaskTemplate& t = spec.template_();
+  ASSERT_EQ(t.entrypoint_size(), 2);
+  EXPECT_EQ(t.entrypoint(1), "-c");
+  EXPECT_EQ(t.working_dir(), "/scratch");
+  ASSERT_EQ(t.volumes_size(), 2);
+  EXPECT_EQ(t.volumes(0).mount_path(), "/data");
+  EXPECT_EQ(t.volumes(0).dataset(), "imagenet-1k");
+  EXPECT_EQ(t.volumes(1).mount_path(), "/scratch");
+  EXPECT_EQ(t.volumes(1).dataset(), "");
+  for (const char* bad : {"=imagenet", "/data="}) {
+    v1::JobSpec other;
+    const Status st =
+        ApplySubmitFlags(SubmitArgs({"--gpus", "1", "--image", "app:1", "--volume", bad}), &other);
+    EXPECT_EQ(st.message(),
+              std::string("--volume: expected PATH or PATH=DATASET, got '") + bad + "'");
+  }
+}
+
 TEST(SubmitFlags, Shapes) {
   const struct {
     Words words;

@@ -35,6 +35,9 @@ TEST(DispatcherTest, BuildsStartFromTheTaskAndStopWithGraceAndEpoch) {
   job.head.spec.task_template.secret_env = {{"PULL", "robot:s3cret"}};
   job.head.spec.task_template.image = "registry.local/private/app:1";
   job.head.spec.task_template.registry_credential = "PULL";
+  job.head.spec.task_template.entrypoint = {"/bin/sh", "-c"};
+  job.head.spec.task_template.working_dir = "/scratch";
+  job.head.spec.task_template.volumes = {{"/data", "imagenet"}, {"/scratch", ""}};
   job.head.spec.task_template.resources.cpu_milli = 2000;
   job.head.spec.task_template.resources.memory_mib = 4096;
   job.tasks.resize(2);
@@ -65,6 +68,9 @@ TEST(DispatcherTest, BuildsStartFromTheTaskAndStopWithGraceAndEpoch) {
   EXPECT_EQ(s.env.at("PULL"), "robot:s3cret");
   EXPECT_EQ(s.image, "registry.local/private/app:1");
   EXPECT_EQ(s.registry_credential_env, "PULL");
+  EXPECT_EQ(s.entrypoint, (std::vector<std::string>{"/bin/sh", "-c"}));
+  EXPECT_EQ(s.working_dir, "/scratch");
+  EXPECT_EQ(s.volumes, job.head.spec.task_template.volumes);
   EXPECT_EQ(s.max_runtime_ms, 60'000);
   EXPECT_EQ(s.epoch, 7);
   EXPECT_EQ(s.cpu_milli, 2000);

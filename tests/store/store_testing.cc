@@ -31,6 +31,9 @@ JobRecord SampleJob(int64_t id, int tasks) {
   j.spec.task_template.env = {{"A", "1"}, {"PATH", "/usr/bin:/bin"}};
   j.spec.task_template.image = "registry.example:5000/team/app:v1";
   j.spec.task_template.registry_credential = "PULL_TOKEN";
+  j.spec.task_template.entrypoint = {"/bin/sh", "-c"};
+  j.spec.task_template.working_dir = "/work space/o'brien";
+  j.spec.task_template.volumes = {{"/data", "imagenet-1k"}, {"/scratch", ""}};
   ResourceRequest& r = j.spec.task_template.resources;
   r.shape = RequestShape::kWholeGpus;
   r.fractional = Resources{12'500, 40'960};
