@@ -19,6 +19,7 @@
 #include "agent/capabilities.h"
 #include "agent/enroll.h"
 #include "agent/health/health_monitor.h"
+#include "agent/image_cache_report.h"
 #include "agent/lease_keeper.h"
 #include "agent/mps/mps_manager.h"
 #include "agent/proto_convert.h"
@@ -116,7 +117,10 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
         clock_(clock),
         rng_(std::hash<std::string>{}(config_.node_name) ^
              static_cast<uint64_t>(clock->NowMicros())),
-        interval_ms_(config_.heartbeat_interval_ms) {
+        interval_ms_(config_.heartbeat_interval_ms),
+        image_cache_(
+            runner->options().containers ? runner->options().containers->options().store : nullptr,
+            kImageCacheRefreshMs / std::max<int64_t>(interval_ms_, 1)) {
     stats_.heartbeat_interval_ms = interval_ms_;
   }
 
@@ -429,6 +433,8 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
       pc->set_enforced(c.enforced);
       pc->set_detail(c.detail);
     }
+    v1::ImageCache cache;
+    if (image_cache_.FillRegister(&cache)) *r->mutable_image_cache() = std::move(cache);
     return m;
   }
 
@@ -488,6 +494,8 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
       }
     }
     for (const TaskStatus& t : running) ToProto(t, hb->add_running_tasks());
+    v1::ImageCache cache;
+    if (image_cache_.FillHeartbeat(&cache)) *hb->mutable_image_cache() = std::move(cache);
     hb->set_seq(++hb_seq_);
     hb_sent_.emplace_back(hb_seq_, clock_->MonotonicMicros());
     while (hb_sent_.size() > 256) hb_sent_.pop_front();
@@ -828,6 +836,9 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   bool lease_lapsed_ = false;      // until the next RegisterAck
   int64_t register_sent_us_ = 0;
   uint64_t hb_seq_ = 0;
+  // The node's images, for placement: sent on change, and at least once a minute.
+  static constexpr int64_t kImageCacheRefreshMs = 60'000;
+  ImageCacheReport image_cache_;
   std::deque<std::pair<uint64_t, int64_t>> hb_sent_;         // heartbeat seq → sent (monotonic)
   std::set<std::pair<std::string, int32_t>> lease_stopped_;  // (task, attempt) stopped by lapse
   // Confirmed final reports, re-sent after every Register while retained (kFinishedRetention*).

@@ -140,6 +140,9 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
           std::lock_guard<std::mutex> lock(mu_);
           if (!acked_) return;
         }
+        if (in_.heartbeat().has_image_cache()) {
+          events->OnNodeImages(node_, CachedImages(in_.heartbeat().image_cache()));
+        }
         events->OnLeaseHeartbeat(
             node_, DeviceHealthFromProto(in_.heartbeat()),
             [self = shared_from_this(), seq = in_.heartbeat().seq()](LeaseAnswer a) {
@@ -243,16 +246,30 @@ class AgentHub::Conn final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
       }
       events->OnTaskReport(std::move(report).value());
     }
-    events->OnAgentRegister(std::move(converted).value(), [self](Result<RegistrationResult> r) {
-      self->audit_.Register(self->node_, r.status());
-      if (!r.ok()) {
-        self->hub_->Forget(self.get(), self->node_);
-        return self->Close(ToGrpcStatus(r.status()));
-      }
-      v1::SchedulerMessage ack;
-      ToProto(*r, ack.mutable_register_ack());
-      self->SendAck(std::move(ack));
-    });
+    std::vector<NodeImage> images = CachedImages(reg.image_cache());
+    events->OnAgentRegister(std::move(converted).value(),
+                            [self, images = std::move(images)](Result<RegistrationResult> r) {
+                              self->audit_.Register(self->node_, r.status());
+                              if (!r.ok()) {
+                                self->hub_->Forget(self.get(), self->node_);
+                                return self->Close(ToGrpcStatus(r.status()));
+                              }
+                              // Once the core knows the node (placement by cached layers).
+                              self->hub_->events_.load()->OnNodeImages(self->node_, images);
+                              v1::SchedulerMessage ack;
+                              ToProto(*r, ack.mutable_register_ack());
+                              self->SendAck(std::move(ack));
+                            });
+  }
+
+  // A node's image cache; one that breaks the protocol's bounds is logged and read as empty
+  // (advisory: it only steers placement among equals).
+  std::vector<NodeImage> CachedImages(const v1::ImageCache& cache) const {
+    Result<std::vector<NodeImage>> images = NodeImagesFromProto(cache);
+    if (images.ok()) return std::move(images).value();
+    LogWarn(kComponent, "ignoring a malformed image cache",
+            {{"node", node_}, {"error", images.status().message()}});
+    return {};
   }
 
   Status CheckDevicesAgainstCatalog(const AgentRegistration& reg) const {

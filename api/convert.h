@@ -120,6 +120,10 @@ void ToProto(const TenantView& tenant, v1::Tenant* out);
 Result<AgentRegistration> RegistrationFromProto(const v1::Register& reg);
 std::vector<DeviceHealth> DeviceHealthFromProto(const v1::Heartbeat& hb);
 Result<TaskReport> TaskReportFromProto(const std::string& node, const v1::TaskUpdate& update);
+// A node's image cache (Register/Heartbeat.image_cache), within bounds: at most 4096 images of
+// at most 1024 layers and 64 references each, sha256 digests, sizes >= 0, references that parse.
+// InvalidArgument naming the first field that breaks them.
+Result<std::vector<NodeImage>> NodeImagesFromProto(const v1::ImageCache& cache);
 void ToProto(const RegistrationResult& r, v1::RegisterAck* out);
 void ToProto(const StartTaskCommand& cmd, v1::StartTask* out);
 void ToProto(const StopTaskCommand& cmd, v1::StopTask* out);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "api/convert.h"
+#include "pool/image_reference.h"
 
 namespace gpupool::api {
 namespace {
@@ -137,6 +138,42 @@ std::vector<DeviceHealth> DeviceHealthFromProto(const v1::Heartbeat& hb) {
 
 // An image reference as long as ParseImageReference accepts (pool/image_reference.cc).
 constexpr size_t kMaxPullImageBytes = 1024;
+
+Result<std::vector<NodeImage>> NodeImagesFromProto(const v1::ImageCache& cache) {
+  constexpr int kMaxImages = 4096, kMaxLayers = 1024, kMaxReferences = 64;
+  if (cache.images_size() > kMaxImages) {
+    return Invalid("image_cache.images", "at most " + std::to_string(kMaxImages));
+  }
+  std::vector<NodeImage> out;
+  out.reserve(static_cast<size_t>(cache.images_size()));
+  for (int i = 0; i < cache.images_size(); ++i) {
+    const v1::CachedImage& in = cache.images(i);
+    const std::string at = "image_cache.images[" + std::to_string(i) + "]";
+    if (!IsSha256Digest(in.manifest_digest())) {
+      return Invalid(at + ".manifest_digest", "must be sha256:<64 lowercase hex digits>");
+    }
+    if (in.references_size() > kMaxReferences || in.layers_size() > kMaxLayers) {
+      return Invalid(at, "at most " + std::to_string(kMaxReferences) + " references and " +
+                             std::to_string(kMaxLayers) + " layers");
+    }
+    NodeImage image;
+    image.manifest_digest = in.manifest_digest();
+    for (const std::string& ref : in.references()) {
+      if (ref.size() > kMaxPullImageBytes || !ParseImageReference(ref).ok()) {
+        return Invalid(at + ".references", "not an image reference");
+      }
+      image.references.push_back(ref);
+    }
+    for (const v1::CachedLayer& l : in.layers()) {
+      if (!IsSha256Digest(l.digest()) || l.size() < 0) {
+        return Invalid(at + ".layers", "a layer needs a sha256 digest and a size >= 0");
+      }
+      image.layers.emplace_back(l.digest(), l.size());
+    }
+    out.push_back(std::move(image));
+  }
+  return out;
+}
 
 Result<TaskReport> TaskReportFromProto(const std::string& node, const v1::TaskUpdate& in) {
   TaskReport r;

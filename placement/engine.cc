@@ -139,16 +139,36 @@ std::vector<char> EngineImpl::AvoidSlots(const std::vector<std::string>& names) 
   return avoid;
 }
 
-int EngineImpl::Select(const CompiledRequest& req, Scored* scored,
-                       const std::vector<char>& avoid) const {
+// Missing bytes per slot for Request::warm (absent: the node misses everything).
+std::map<int, int64_t> EngineImpl::WarmSlots(const std::vector<WarmNode>& warm) const {
+  std::map<int, int64_t> out;
+  for (const WarmNode& w : warm) {
+    const NodeState* n = FindNode(w.node);
+    if (n == nullptr) continue;
+    auto [it, added] = out.emplace(n->slot, w.missing_bytes);
+    if (!added) it->second = std::min(it->second, w.missing_bytes);
+  }
+  return out;
+}
+
+int EngineImpl::Select(const CompiledRequest& req, Scored* scored, const std::vector<char>& avoid,
+                       const std::vector<WarmNode>& warm) const {
   if (req.gpu_count > kMaxDevicesPerNode || (req.kind == RequestKind::kMig && req.mig_profile < 0))
     return -1;
+  const std::map<int, int64_t> warm_slots = WarmSlots(warm);
+  const auto missing = [&](int slot) {
+    auto it = warm_slots.find(slot);
+    return it == warm_slots.end() ? INT64_MAX : it->second;
+  };
   if (!plugin_->Cacheable()) {
     int best = -1;
     Scored s;
     for (const NodeState& n : nodes) {
       if (Avoided(avoid, n.slot) || !Evaluate(n, req, &s)) continue;
-      if (best < 0 || s.score > scored->score) best = n.slot, *scored = s;
+      if (best < 0 || s.score > scored->score ||
+          (s.score == scored->score && missing(n.slot) < missing(best))) {
+        best = n.slot, *scored = s;
+      }
     }
     return best;
   }
@@ -190,10 +210,26 @@ int EngineImpl::Select(const CompiledRequest& req, Scored* scored,
         return feasible;
       },
       kStaleRefreshPerDecision);
-  const int slot = index.Best([&](int s) {
+  const auto accept = [&](int s) {
     return !Avoided(avoid, s) && req.memory_mib <= nodes[static_cast<size_t>(s)].mem_free();
-  });
+  };
+  const int slot = index.Best(accept);
   if (slot < 0) return -1;
+  // A warm node that scores exactly as the best one does: packing cannot tell them apart, so
+  // the one with the fewest bytes to fetch goes first (then the tie key). O(warm nodes).
+  int warmest = slot;
+  const int64_t best_score = index.ScoreOf(slot);
+  for (const auto& [w, bytes] : warm_slots) {
+    if (w == slot || index.ScoreOf(w) != best_score || !accept(w)) continue;
+    const int64_t current = missing(warmest);
+    if (bytes < current || (bytes == current && nodes[static_cast<size_t>(w)].tie_key <
+                                                    nodes[static_cast<size_t>(warmest)].tie_key)) {
+      warmest = w;
+    }
+  }
+  if (warmest != slot && Evaluate(nodes[static_cast<size_t>(warmest)], req, scored)) {
+    return warmest;
+  }
   if (!Evaluate(nodes[static_cast<size_t>(slot)], req, scored)) return -1;
   return slot;
 }
@@ -203,7 +239,7 @@ Decision EngineImpl::Place(const Request& request, PlaceOptions options,
   Decision d;
   const CompiledRequest req = Compile(request);
   Scored scored;
-  const int slot = Select(req, &scored, avoid);
+  const int slot = Select(req, &scored, avoid, request.warm);
   if (slot >= 0) {
     d.placed = true;
     d.score = scored.score;

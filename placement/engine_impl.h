@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -45,9 +46,11 @@ class EngineImpl {
                  const std::vector<char>& avoid = {}) const;
   // The best node for a compiled request: slot and scored devices, or -1.
   // `avoid`: per slot, 1 when PlaceOptions::avoid names the node (empty: none).
-  int Select(const CompiledRequest& req, Scored* scored, const std::vector<char>& avoid = {}) const;
+  int Select(const CompiledRequest& req, Scored* scored, const std::vector<char>& avoid = {},
+             const std::vector<WarmNode>& warm = {}) const;
   void Explain(const CompiledRequest& req, Decision* d, const std::vector<char>& avoid) const;
   std::vector<char> AvoidSlots(const std::vector<std::string>& names) const;
+  std::map<int, int64_t> WarmSlots(const std::vector<WarmNode>& warm) const;
 
   Status AddNode(const NodeSpec& spec);
   Status RemoveNode(std::string_view name);

@@ -9,9 +9,10 @@
 //
 // Pipeline per request: compile (strings → typed ids, once) → filter (per node, a reason per
 // rejection) → score (the pool's Strategy plugin; higher wins) → select (best score; ties go to
-// the node with the smallest tie key — insertion order, or a seeded permutation when
-// PoolPolicy::tie_seed != 0). Scores are cached per node and request shape and recomputed only
-// for nodes touched since the last query, so a decision does not scan every node.
+// the node with the fewest bytes still to fetch (Request::warm), then to the node with the
+// smallest tie key — insertion order, or a seeded permutation when PoolPolicy::tie_seed != 0).
+// Scores are cached per node and request shape and recomputed only for nodes touched since the last
+// query, so a decision does not scan every node.
 //
 // Invariants (checked by tests/placement property tests):
 //  * a device is never granted more than it offers: Σ granted ≤ physical × ratio / 1000 on each of
@@ -102,6 +103,13 @@ enum class RequestKind : uint8_t {
   kTimeSlice,   // one time-slice slot
 };
 
+// A node that already holds some of what a task must fetch before it starts (its image's
+// layers), and how many bytes it would still fetch.
+struct WarmNode {
+  std::string node;
+  int64_t missing_bytes = 0;
+};
+
 struct Request {
   RequestKind kind = RequestKind::kFractional;
   // Per-device need. When share_milli > 0 it wins: the need is that share of the chosen device's
@@ -113,6 +121,11 @@ struct Request {
   std::string mig_profile;
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
+  // Cold-start locality: among the nodes that score exactly as well as the best (packing is
+  // indifferent between them), the one with the fewest missing bytes wins; a node not listed
+  // misses everything. Never trades a better score for a warmer node. Single placements only
+  // (Place, PlaceAvoiding); gangs ignore it.
+  std::vector<WarmNode> warm;
 };
 
 struct Grant {

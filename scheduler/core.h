@@ -124,6 +124,9 @@ class Core {
   // OnHeartbeat, then whether the node's lease is renewed (scheduler/node_lease.cc).
   LeaseAnswer OnLeaseHeartbeat(const std::string& node, const std::vector<DeviceHealth>& devices);
   void OnTaskReport(const TaskReport& report);
+  // The images a node's store holds (scheduler/image_locality.h): kept for placement only, for
+  // nodes this core knows.
+  void OnNodeImages(const std::string& node, const std::vector<NodeImage>& images);
 
   // Periodic work: heartbeat timeouts, retries, a scheduling pass if anything is pending.
   void Tick();

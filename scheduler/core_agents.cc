@@ -177,6 +177,12 @@ void Core::Reconcile(const AgentRegistration& reg, std::vector<std::string>* sto
   if (!repairs.empty()) s_->CommitTaskChanges(this, std::move(repairs));
 }
 
+void Core::OnNodeImages(const std::string& node, const std::vector<NodeImage>& images) {
+  GPUPOOL_DCHECK_ON_THREAD(s_->thread);
+  if (!s_->nodes.contains(node)) return;
+  s_->images.Report(node, images);
+}
+
 void Core::OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>& devices) {
   GPUPOOL_DCHECK_ON_THREAD(s_->thread);
   auto it = s_->nodes.find(node);

@@ -257,6 +257,10 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
   if (WaitsForVictims(job, index) || BacksOff(pass, job, index)) return;
   ShapeKey shape{job.head.spec.pool, job.request};
   placement::Request req = ToPlacement(job.request);
+  // Cold start: among placements packing cannot tell apart, a node holding more of the image.
+  if (!job.head.spec.gang && !job.head.spec.task_template.image.empty()) {
+    req.warm = images.WarmFor(job.head.spec.task_template.image);
+  }
   FeedEngine(*pool);
   if (job.head.spec.gang) {
     if (pass.gangs_tried.insert(job.head.id).second) PlaceGang(pass, job, *pool, req, behind);

@@ -23,6 +23,7 @@
 #include "scheduler/core.h"
 #include "scheduler/device_faults.h"
 #include "scheduler/dispatcher.h"
+#include "scheduler/image_locality.h"
 #include "scheduler/job_table.h"
 #include "scheduler/metering.h"
 #include "scheduler/metrics.h"
@@ -229,6 +230,7 @@ struct Core::State {
   DeviceFaultBook faults;  // devices out of service until an admin clears them
   ReservationBook reservations;
   StarvationBook starvation;  // nodes drained for starving tasks (core_starvation.cc)
+  ImageLocality images;       // which nodes hold which images' layers (advisory, in memory only)
   std::map<std::string, std::deque<int64_t>> disruptions;  // share group → preemption times
   std::map<int64_t, Watcher> watchers;
   std::multimap<int64_t, int64_t> watchers_by_job;

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "placement/verdict.h"
@@ -164,6 +165,14 @@ struct TaskUsageRecord {
   // Measured by the node (the GPU interposer's ledger): VRAM served from host memory × time.
   int64_t spill_mib_seconds = 0;
   friend bool operator==(const TaskUsageRecord&, const TaskUsageRecord&) = default;
+};
+
+// An image a node's store holds, as its agent reports it (Register/Heartbeat.image_cache), for
+// placement by cached layers (scheduler/image_locality.h). Not stored.
+struct NodeImage {
+  std::string manifest_digest;
+  std::vector<std::string> references;                  // canonical (pool/image_reference.h)
+  std::vector<std::pair<std::string, int64_t>> layers;  // digest, bytes
 };
 
 // The image pull a node reported for an attempt it has not started yet (TaskUpdate PULLING).

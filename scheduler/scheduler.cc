@@ -262,4 +262,10 @@ void Scheduler::OnTaskReport(TaskReport report) {
   Post([core = core_.get(), r = std::move(report)] { core->OnTaskReport(r); });
 }
 
+void Scheduler::OnNodeImages(std::string node, std::vector<NodeImage> images) {
+  Post([core = core_.get(), node = std::move(node), images = std::move(images)] {
+    core->OnNodeImages(node, images);
+  });
+}
+
 }  // namespace gpupool

@@ -108,6 +108,8 @@ class AgentEventsPort {
   virtual void OnLeaseHeartbeat(std::string node, std::vector<DeviceHealth> devices,
                                 std::function<void(LeaseAnswer)> done) = 0;
   virtual void OnTaskReport(TaskReport report) = 0;
+  // The images the node's store holds, for placement (scheduler/image_locality.h).
+  virtual void OnNodeImages(std::string node, std::vector<NodeImage> images) = 0;
 };
 
 class Scheduler final : public JobsPort, public AdminPort, public AgentEventsPort {
@@ -172,6 +174,7 @@ class Scheduler final : public JobsPort, public AdminPort, public AgentEventsPor
   void OnLeaseHeartbeat(std::string node, std::vector<DeviceHealth> devices,
                         std::function<void(LeaseAnswer)> done) override;
   void OnTaskReport(TaskReport report) override;
+  void OnNodeImages(std::string node, std::vector<NodeImage> images) override;
 
  private:
   void Post(std::function<void()> fn);

@@ -973,6 +973,15 @@ std::vector<std::string> ImageStore::BlobDigests() const {
   return out;
 }
 
+std::vector<CachedImage> ImageStore::Images() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<CachedImage> out;
+  for (const auto& [digest, e] : images_) {
+    out.push_back({digest, {e.refs.begin(), e.refs.end()}, e.info.layers});
+  }
+  return out;
+}
+
 bool ImageStore::HasImage(const std::string& manifest_digest) const {
   std::lock_guard<std::mutex> lock(mu_);
   return images_.count(manifest_digest) > 0;

@@ -93,6 +93,16 @@ struct ImageStoreOptions {
 struct BlobRef {
   std::string digest;
   int64_t size = 0;
+  friend bool operator==(const BlobRef&, const BlobRef&) = default;
+};
+
+// An image the store holds, as the node reports it to gpupoold, whose placement prefers nodes
+// that hold more of a task's image (docs/images.md, "Placement by cached layers").
+struct CachedImage {
+  std::string manifest_digest;
+  std::vector<std::string> references;  // canonical (ImageReference::Canonical), as pulled
+  std::vector<BlobRef> layers;
+  friend bool operator==(const CachedImage&, const CachedImage&) = default;
 };
 
 struct ImageInfo {
@@ -167,6 +177,8 @@ class ImageStore : public std::enable_shared_from_this<ImageStore> {
 
   ImageStoreStats stats() const;
   std::vector<std::string> BlobDigests() const;
+  // Every image held, by manifest digest.
+  std::vector<CachedImage> Images() const;
   bool HasImage(const std::string& manifest_digest) const;
   std::string BlobPath(const std::string& digest) const;
   const ImageStoreOptions& options() const { return options_; }

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "agent/image/image_store.h"
+#include "agent/image_cache_report.h"
 #include "agent/image_metrics.h"
 #include "agent/images.h"
 #include "agent/oci/launcher.h"
@@ -458,6 +460,33 @@ TEST_F(ImageTaskTest, VolumesEntrypointAndWorkingDirAreTheTemplates) {
       << failed.reason;
   std::error_code ec;
   fs::remove_all(corpus, ec);
+}
+
+// What the node reports for placement by cached layers: every image with its canonical
+// references and layers, with Register always, in a heartbeat when it changed or a refresh is due.
+TEST_F(ImageTaskTest, TheNodeReportsItsImagesForPlacement) {
+  const std::shared_ptr<image::ImageStore>& store = containers_->options().store;
+  ImageCacheReport report(store, 3);
+  v1::ImageCache cache;
+  ASSERT_TRUE(report.FillRegister(&cache));
+  EXPECT_FALSE(report.FillHeartbeat(&cache));
+  ASSERT_TRUE(runner_->Start(Spec("cached", Ref("test/app:1"), "true")).ok());
+  EXPECT_EQ(ended_.Wait("cached").phase, TaskPhase::kSucceeded);
+  ASSERT_TRUE(report.FillHeartbeat(&cache)) << "the store changed: the heartbeat carries it";
+  const auto held = std::find_if(cache.images().begin(), cache.images().end(), [&](const auto& i) {
+    return std::find(i.references().begin(), i.references().end(), Ref("test/app:1")) !=
+           i.references().end();
+  });
+  ASSERT_NE(held, cache.images().end()) << cache.DebugString();
+  EXPECT_EQ(held->layers_size(), 2);  // busybox and the app layer
+  for (const auto& l : held->layers()) EXPECT_GT(l.size(), 0);
+  EXPECT_FALSE(report.FillHeartbeat(&cache));
+  EXPECT_FALSE(report.FillHeartbeat(&cache));
+  EXPECT_TRUE(report.FillHeartbeat(&cache)) << "a refresh every 3 heartbeats";
+  // A node without images reports none.
+  ImageCacheReport none(nullptr, 1);
+  EXPECT_FALSE(none.FillRegister(&cache));
+  EXPECT_FALSE(none.FillHeartbeat(&cache));
 }
 
 TEST(ImageTaskWithoutContainersTest, FailsAtOnceSayingWhy) {

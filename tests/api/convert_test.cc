@@ -99,6 +99,34 @@ TEST(ConvertTest, AnImagesEntrypointWorkingDirAndVolumesRoundTrip) {
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(s, back)) << back.DebugString();
 }
 
+TEST(ConvertTest, ANodesImageCacheIsReadWithinBounds) {
+  v1::ImageCache cache;
+  v1::CachedImage* image = cache.add_images();
+  image->set_manifest_digest("sha256:" + std::string(64, 'e'));
+  image->add_references("registry.local:5000/team/app:1");
+  v1::CachedLayer* layer = image->add_layers();
+  layer->set_digest("sha256:" + std::string(64, 'a'));
+  layer->set_size(1234);
+  Result<std::vector<NodeImage>> ok = NodeImagesFromProto(cache);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->size(), 1u);
+  EXPECT_EQ((*ok)[0].references, (std::vector<std::string>{"registry.local:5000/team/app:1"}));
+  EXPECT_EQ((*ok)[0].layers[0], (std::pair<std::string, int64_t>{layer->digest(), 1234}));
+
+  v1::ImageCache bad = cache;
+  bad.mutable_images(0)->set_manifest_digest("md5:x");
+  EXPECT_EQ(NodeImagesFromProto(bad).status().message(),
+            "image_cache.images[0].manifest_digest: must be sha256:<64 lowercase hex digits>");
+  bad = cache;
+  bad.mutable_images(0)->mutable_layers(0)->set_size(-1);
+  EXPECT_EQ(NodeImagesFromProto(bad).status().message(),
+            "image_cache.images[0].layers: a layer needs a sha256 digest and a size >= 0");
+  bad = cache;
+  bad.mutable_images(0)->add_references("Not A Reference");
+  EXPECT_EQ(NodeImagesFromProto(bad).status().message(),
+            "image_cache.images[0].references: not an image reference");
+}
+
 TEST(ConvertJobSpec, RoundTripsEveryShape) {
   std::vector<std::function<void(v1::ResourceRequest*)>> shapes = {
       [](v1::ResourceRequest* r) { r->mutable_fractional()->set_milli_tflops(1); },

@@ -63,6 +63,56 @@ TEST(EngineTest, PlaceAvoidingPassesOverTheNamedNodes) {
   }
 }
 
+// Cold-start locality (Request::warm): among nodes packing cannot tell apart, the one holding
+// more of the image goes first; a better-packed node always beats a warmer one. Every strategy,
+// the cached index (fgd-pack, best-fit …) and the uncached path (random) alike.
+TEST(EngineTest, AWarmNodeIsChosenWhenPackingAllows) {
+  for (Strategy s : AllStrategies()) {
+    SCOPED_TRACE(StrategyName(s));
+    PoolPolicy policy;
+    policy.strategy = s;
+    policy.tie_seed = s == Strategy::kRandom ? 7 : 0;
+    Engine e(policy);
+    for (const char* n : {"a", "b", "c"}) ASSERT_TRUE(e.AddNode(Node(n, 2)).ok());
+    // Three identical idle nodes: the one with the fewest bytes to fetch wins.
+    Request r = Share(500);
+    r.warm = {{"c", 4096}, {"b", 1024}};
+    if (s != Strategy::kRandom) {
+      Decision d = e.Place(r);
+      ASSERT_TRUE(d.placed);
+      EXPECT_EQ(d.allocation.node, "b");
+      r.warm = {{"c", 0}, {"b", 1024}, {"unknown", 0}};
+      EXPECT_EQ(e.Place(r).allocation.node, "c");
+    }
+    // A node that cannot take the task is passed over however warm.
+    ASSERT_TRUE(e.SetSchedulable("c", false).ok());
+    Decision d = e.Place(r);
+    ASSERT_TRUE(d.placed);
+    if (s != Strategy::kRandom) {
+      EXPECT_EQ(d.allocation.node, "b");
+    }
+    ASSERT_TRUE(e.SetSchedulable("c", true).ok());
+  }
+  // Packing first: best-fit and fgd-pack fill the used node before a warm empty one.
+  for (Strategy s : {Strategy::kBestFit, Strategy::kFgdPack, Strategy::kGpuPacking}) {
+    SCOPED_TRACE(StrategyName(s));
+    PoolPolicy policy;
+    policy.strategy = s;
+    Engine e(policy);
+    ASSERT_TRUE(e.AddNode(Node("a", 2)).ok());
+    ASSERT_TRUE(e.AddNode(Node("b", 2)).ok());
+    Request first = Share(500);
+    first.warm = {{"a", 0}};
+    Decision used = e.Place(first);
+    ASSERT_TRUE(used.placed);
+    ASSERT_EQ(used.allocation.node, "a");
+    ASSERT_TRUE(e.Commit(used.allocation).ok());
+    Request r = Share(500);
+    r.warm = {{"b", 0}};
+    EXPECT_EQ(e.Place(r).allocation.node, "a") << "a warm node must not undo packing";
+  }
+}
+
 TEST(EngineTest, WholeGpusNeedFullyFreeDevices) {
   Engine e = FirstFit();
   ASSERT_TRUE(e.AddNode(Node("a", 2)).ok());
