@@ -293,6 +293,61 @@ TEST_F(AgentHubTest, StartTaskReachesTheAgentAndTaskUpdatesReachTheCore) {
   EXPECT_EQ(stop->stop_task().task_id(), start2.task_id());
 }
 
+// Placement by cached layers over the real protocol: a node's image cache reaches the core with
+// its Register (n1) or a heartbeat (n2), and an image task starts on the node holding its image.
+TEST_F(AgentHubTest, ANodesImageCacheSteersItsImagesTasksToIt) {
+  const auto cache = [](const std::string& ref, char fill) {
+    v1::ImageCache c;
+    v1::CachedImage* i = c.add_images();
+    i->set_manifest_digest("sha256:" + std::string(64, fill));
+    i->add_references(ref);
+    v1::CachedLayer* l = i->add_layers();
+    l->set_digest("sha256:" + std::string(64, static_cast<char>(fill + 1)));
+    l->set_size(512 << 20);
+    return c;
+  };
+  const std::string a = "registry.local:5000/team/a:1", b = "registry.local:5000/team/b:1";
+  auto n1 = std::make_unique<TestAgent>(address_);
+  v1::Register r1 = TestAgent::Registration("n1", "gpu-a");
+  *r1.mutable_image_cache() = cache(b, 'a');
+  ASSERT_TRUE(n1->Register(r1));
+  ASSERT_TRUE(n1->NextOf(v1::SchedulerMessage::kRegisterAck).has_value());
+  auto n2 = Connect("n2");
+  v1::AgentMessage hb;
+  *hb.mutable_heartbeat()->mutable_image_cache() = cache(a, 'c');
+  v1::DeviceMetrics* d = hb.mutable_heartbeat()->add_devices();
+  d->set_uuid("GPU-n2-0");
+  d->set_healthy(true);
+  d->set_utilization_pct(1);
+  ASSERT_TRUE(n2->Send(hb));
+  // The core ran the heartbeat (its sample shows), so the image cache before it too.
+  ASSERT_TRUE(WaitFor([&] {
+    auto [s, nodes] = h_.Call(&ApiService::ListNodes, v1::ListNodesRequest{});
+    for (const v1::Node& n : nodes.nodes()) {
+      if (n.name() == "n2" && n.devices(0).has_sample()) return true;
+    }
+    return false;
+  }));
+  const auto submit = [&](const std::string& image) {
+    v1::SubmitJobRequest req = ServiceHarness::Job("acme/research", "gpu-a");
+    req.mutable_spec()->mutable_template_()->set_image(image);
+    auto [s, sub] = h_.Submit(req);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return sub.job_id();
+  };
+  const std::string first = submit(a);
+  auto start = n2->NextOf(v1::SchedulerMessage::kStartTask);
+  ASSERT_TRUE(start.has_value()) << "image a's task did not start on n2, which holds it";
+  n2->Update(start->start_task().task_id(), start->start_task().attempt(),
+             v1::TASK_STATE_SUCCEEDED);
+  // Both nodes idle again (a busy n2 would win on packing, as it should).
+  h_.WaitJob(first, [](const v1::Job& j) { return j.state() == v1::JOB_STATE_SUCCEEDED; });
+  submit(b);
+  start = n1->NextOf(v1::SchedulerMessage::kStartTask);
+  ASSERT_TRUE(start.has_value()) << "image b's task did not start on n1, which holds it";
+  EXPECT_EQ(start->start_task().image(), b);
+}
+
 TEST_F(AgentHubTest, GatewayReportsNodesWithoutAConnection) {
   StartTaskCommand cmd;
   cmd.task_id = "1.0";
