@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "pool/volumes.h"
+
 namespace gpupool::agent::oci {
 
 PreparedContainer::~PreparedContainer() { Release(); }
@@ -87,6 +89,12 @@ Result<std::vector<BindMount>> ContainerFactory::Volumes(const ContainerRequest&
   // In path order, so a volume inside another is mounted after it.
   for (const auto& [path, dataset] : request.task_volumes) {
     const std::string what = "volume " + path;
+    // gpupoold checked both at submission; checked again here, before the node's root walks the
+    // path (a ".." would lead it out of the task's root file system).
+    if (Status st = CheckVolumeMountPath(path); !st.ok()) return st.WithContext(what);
+    if (Status st = dataset.empty() ? Status::Ok() : CheckDatasetName(dataset); !st.ok()) {
+      return st.WithContext(what + ": dataset");
+    }
     std::string source;
     if (!dataset.empty()) {
       auto it = options_.datasets.find(dataset);

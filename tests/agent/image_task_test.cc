@@ -458,6 +458,20 @@ TEST_F(ImageTaskTest, VolumesEntrypointAndWorkingDirAreTheTemplates) {
                 "volume /data: dataset 'imagenet' is not offered by this node (datasets: corpus)"),
             std::string::npos)
       << failed.reason;
+  // A path that would lead the node's root out of the task's root file system is refused on the
+  // node too, whatever gpupoold sent.
+  TaskSpec escape = Spec("escape", Ref("test/app:1"), "true");
+  const std::string outside = "/tmp/gpupool-escape-" + std::to_string(getpid());
+  const std::string up = "/../../../../../../../../../..";  // past the host's root, from rootfs
+  escape.volumes = {{up + outside, ""}};
+  ASSERT_TRUE(runner_->Start(escape).ok());
+  const TaskStatus refused = ended_.Wait("escape");
+  EXPECT_EQ(refused.phase, TaskPhase::kFailed);
+  EXPECT_NE(
+      refused.reason.find("volume " + up + outside + ": '" + up + outside + "' is not normalised"),
+      std::string::npos)
+      << refused.reason;
+  EXPECT_FALSE(fs::exists(outside)) << "the node's root made a directory outside the task";
   std::error_code ec;
   fs::remove_all(corpus, ec);
 }
