@@ -53,6 +53,22 @@ void PrintJob(std::ostream& out, const v1::Job& job) {
       {"Submitter", OrDash(job.submitted_by())},
       {"Finished", FormatTime(job.finish_time())},
   };
+  // What an image task runs in; a plain command shows none of these.
+  const v1::TaskTemplate& tmpl = s.template_();
+  if (!tmpl.image().empty()) {
+    fields.emplace_back("Image", tmpl.image() + (tmpl.registry_credential().empty()
+                                                     ? ""
+                                                     : " (pulled with secret_env " +
+                                                           tmpl.registry_credential() + ")"));
+  }
+  if (tmpl.entrypoint_size() > 0) fields.emplace_back("Entrypoint", Join(tmpl.entrypoint()));
+  if (!tmpl.working_dir().empty()) fields.emplace_back("Workdir", tmpl.working_dir());
+  std::string volumes;
+  for (const v1::Volume& v : tmpl.volumes()) {
+    volumes += (volumes.empty() ? "" : ", ") + v.mount_path() +
+               (v.dataset().empty() ? " (scratch)" : "=" + v.dataset() + " (read-only)");
+  }
+  if (!volumes.empty()) fields.emplace_back("Volumes", volumes);
   if (s.has_max_runtime()) {
     fields.emplace_back("Max runtime", FormatDurationMs(s.max_runtime().seconds() * 1000 +
                                                         s.max_runtime().nanos() / 1'000'000));

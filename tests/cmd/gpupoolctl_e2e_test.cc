@@ -141,6 +141,26 @@ TEST_F(GpupoolctlE2E, PoolsLifecycle) {
   EXPECT_EQ(o.err, "gpupoolctl: NOT_FOUND: pool 'training' not found\n");
 }
 
+TEST_F(GpupoolctlE2E, AnImageJobShowsWhatItRunsIn) {
+  CreatePool("training");
+  Outcome o = Ctl({"jobs",         "submit",   "--pool",       "training",
+                   "--gpus",       "1",        "--image",      "registry.local:5000/team/train:3",
+                   "--entrypoint", "/bin/sh",  "--entrypoint", "-c",
+                   "--workdir",    "/scratch", "--volume",     "/data=imagenet-1k",
+                   "--volume",     "/scratch", "--",           "make test"});
+  ASSERT_EQ(o.exit, 0) << Dump(o);
+  EXPECT_EQ(o.out, "job 1 submitted: 1 task in pool training\n");
+  o = Ctl({"jobs", "get", "1"});
+  ASSERT_EQ(o.exit, 0) << Dump(o);
+  EXPECT_NE(o.out.find("Image:        registry.local:5000/team/train:3\n"), std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("Entrypoint:   /bin/sh -c\n"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("Workdir:      /scratch\n"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("Volumes:      /data=imagenet-1k (read-only), /scratch (scratch)\n"),
+            std::string::npos)
+      << o.out;
+}
+
 TEST_F(GpupoolctlE2E, SubmitGetListCancel) {
   CreatePool("training");
   Outcome o = Ctl(
