@@ -93,7 +93,10 @@ default; needs the sandbox): a task whose job names an `image` runs in that OCI 
 container under runc, in a user namespace (root inside is an unprivileged uid of the sandbox's
 pool outside), with the default seccomp profile and only its granted GPU device files. The node
 pulls each image once with skopeo and umoci into a content-addressed store (default
-DATA_DIR/images) shared by all its tasks. Without the sandbox or the tools the agent runs plain
+DATA_DIR/images) shared by all its tasks, and tells gpupoold what it holds, so an image's tasks
+go to nodes that have its layers when packing allows. `images.datasets: {NAME: /host/dir}` lists
+the directories tasks may mount read-only by name (a job's `--volume /data=NAME`); a scratch
+volume is a directory of the task's own. Without the sandbox or the tools the agent runs plain
 commands, and Register says `images` is not enforced (docs/images.md).
 
 Task networks (config `network: {isolated: false, default: none, subnet: 10.213.0.0/16, deny:
