@@ -125,7 +125,8 @@ Result<std::vector<BindMount>> ContainerFactory::Volumes(const ContainerRequest&
     }
     Status st = VolumeMountPoint(rootfs, path);
     if (!st.ok()) return st.WithContext(what);
-    out.push_back(BindMount{source, path, !dataset.empty()});
+    // A dataset is read-only with every mount below it (spec.h, BindMount).
+    out.push_back(BindMount{source, path, !dataset.empty(), !dataset.empty()});
   }
   return out;
 }

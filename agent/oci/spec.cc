@@ -21,9 +21,11 @@ json Mount(const std::string& dest, const std::string& type, const std::string& 
   return json{{"destination", dest}, {"type", type}, {"source", source}, {"options", options}};
 }
 
-json Bind(const std::string& source, const std::string& dest, bool read_only) {
+json Bind(const std::string& source, const std::string& dest, bool read_only,
+          bool recursive_read_only = false) {
   std::vector<std::string> options = {"rbind", "nosuid", "nodev", "rprivate"};
   options.push_back(read_only ? "ro" : "rw");
+  if (read_only && recursive_read_only) options.push_back("rro");
   return Mount(dest, "bind", source, options);
 }
 
@@ -216,7 +218,9 @@ Result<json> BuildRuntimeSpec(const RuntimeSpecInput& in) {
     env.push_back(std::string(ledger::kSocketEnv) + "=" + in.interposer_socket);
     process["env"] = env;
   }
-  for (const auto& m : in.mounts) mounts.push_back(Bind(m.source, m.destination, m.read_only));
+  for (const auto& m : in.mounts) {
+    mounts.push_back(Bind(m.source, m.destination, m.read_only, m.recursive_read_only));
+  }
 
   json namespaces = json::array();
   for (const char* ns : {"pid", "ipc", "uts", "mount", "cgroup", "user"}) {

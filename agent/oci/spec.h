@@ -48,6 +48,11 @@ struct BindMount {
   std::string source;       // host path
   std::string destination;  // path in the container
   bool read_only = true;
+  // Read-only all the way down ("rro", runc 1.1 on Linux ≥ 5.12): "ro" alone makes a bind
+  // read-only at its top, and a mount below `source` (an operator's dataset may hold some) would
+  // stay writable. A non-recursive bind is no way out: in the task's user namespace the kernel
+  // refuses one over locked child mounts (EINVAL).
+  bool recursive_read_only = false;
 };
 
 struct DeviceNode {

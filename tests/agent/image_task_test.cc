@@ -3,10 +3,13 @@
 // shim, the sandbox's uid pool. Root only (user namespaces, mounts, cgroups); skips saying why
 // elsewhere.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -420,6 +423,11 @@ TEST_F(ImageTaskTest, VolumesEntrypointAndWorkingDirAreTheTemplates) {
   fs::create_directories(corpus);
   chmod(corpus.c_str(), 0755);
   std::ofstream(corpus + "/hello") << "hello from the dataset\n";
+  // A writable mount inside the dataset (an operator's NFS export, say): the task must not be
+  // able to write it through /data either.
+  fs::create_directories(corpus + "/nested");
+  ASSERT_EQ(mount("tmpfs", (corpus + "/nested").c_str(), "tmpfs", 0, "mode=0777"), 0)
+      << std::strerror(errno);
   datasets_ = {{"corpus", corpus}};
   StartRunner();
   // As gpupoold sends it (StartTask), through the agent's conversion.
@@ -433,7 +441,8 @@ TEST_F(ImageTaskTest, VolumesEntrypointAndWorkingDirAreTheTemplates) {
   s.add_entrypoint("-c");
   s.add_argv(
       "pwd; cat /data/hello; echo mine > /scratch/f && cat /scratch/f; "
-      "(echo x > /data/new) 2>/dev/null && echo DATA-WRITABLE || echo DATA-READ-ONLY");
+      "(echo x > /data/new) 2>/dev/null && echo DATA-WRITABLE || echo DATA-READ-ONLY; "
+      "(echo x > /data/nested/new) 2>/dev/null && echo NESTED-WRITABLE || echo NESTED-READ-ONLY");
   s.set_working_dir("/scratch");
   v1::Volume* data = s.add_volumes();
   data->set_mount_path("/data");
@@ -443,8 +452,10 @@ TEST_F(ImageTaskTest, VolumesEntrypointAndWorkingDirAreTheTemplates) {
   ASSERT_TRUE(runner_->Start(FromProto(s, "node-a", Inventory{})).ok());
   const TaskStatus end = ended_.Wait("vol");
   EXPECT_EQ(end.phase, TaskPhase::kSucceeded) << end.reason << "\n" << end.output_tail;
-  EXPECT_EQ(end.output_tail, "/scratch\nhello from the dataset\nmine\nDATA-READ-ONLY\n");
+  EXPECT_EQ(end.output_tail,
+            "/scratch\nhello from the dataset\nmine\nDATA-READ-ONLY\nNESTED-READ-ONLY\n");
   EXPECT_FALSE(fs::exists(corpus + "/new"));
+  EXPECT_FALSE(fs::exists(corpus + "/nested/new"));
   // The scratch directory is the task's, on the node, in its task directory.
   EXPECT_TRUE(fs::exists(data_dir_ + "/tasks/vol.1/volumes/0/f"));
 
@@ -472,6 +483,7 @@ TEST_F(ImageTaskTest, VolumesEntrypointAndWorkingDirAreTheTemplates) {
       std::string::npos)
       << refused.reason;
   EXPECT_FALSE(fs::exists(outside)) << "the node's root made a directory outside the task";
+  umount2((corpus + "/nested").c_str(), MNT_DETACH);
   std::error_code ec;
   fs::remove_all(corpus, ec);
 }

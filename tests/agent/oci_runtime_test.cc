@@ -141,6 +141,32 @@ TEST(RuntimeSpecTest, CgroupV2SpecCarriesTheLimitsDevicesAndConfinement) {
   EXPECT_EQ(ro_binds, 3);
 }
 
+// A dataset volume is read-only with every mount below it ("rro"): runc 1.1 makes a bind
+// read-only at its top only with "ro". A scratch volume is writable, and the other read-only
+// binds (driver files, the interposer) do not need Linux 5.12.
+TEST(RuntimeSpecTest, ADatasetIsReadOnlyWithEveryMountBelowIt) {
+  RuntimeSpecInput in = SampleInput(true);
+  in.mounts = {BindMount{"/srv/datasets/imagenet", "/data", true, true},
+               BindMount{"/var/lib/gpupool/tasks/t1/volumes/0", "/scratch", false, false}};
+  auto spec = BuildRuntimeSpec(in);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  int seen = 0;
+  for (const auto& m : (*spec)["mounts"]) {
+    if (m["destination"] == "/data") {
+      EXPECT_TRUE(Contains(m["options"], "ro")) << m.dump();
+      EXPECT_TRUE(Contains(m["options"], "rro")) << m.dump();
+      ++seen;
+    } else if (m["destination"] == "/scratch") {
+      EXPECT_TRUE(Contains(m["options"], "rw")) << m.dump();
+      EXPECT_FALSE(Contains(m["options"], "rro")) << m.dump();
+      ++seen;
+    } else {
+      EXPECT_FALSE(Contains(m["options"], "rro")) << m.dump();
+    }
+  }
+  EXPECT_EQ(seen, 2);
+}
+
 TEST(RuntimeSpecTest, CgroupV1SpecHasNoV2OnlyKeysAndBadInputIsRefused) {
   auto v1 = BuildRuntimeSpec(SampleInput(false));
   ASSERT_TRUE(v1.ok());
