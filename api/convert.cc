@@ -319,11 +319,7 @@ void ToProto(const JobSpec& s, v1::JobSpec* out) {
   t->set_registry_credential(s.task_template.registry_credential);  // a name, not the secret
   for (const std::string& a : s.task_template.entrypoint) t->add_entrypoint(a);
   t->set_working_dir(s.task_template.working_dir);
-  for (const auto& [path, dataset] : s.task_template.volumes) {
-    v1::Volume* v = t->add_volumes();
-    v->set_mount_path(path);
-    v->set_dataset(dataset);
-  }
+  VolumesToProto(s.task_template.volumes, t->mutable_volumes());
   t->mutable_env()->insert(s.task_template.env.begin(), s.task_template.env.end());
   // Secret values never leave the server through the API: the names show what was set.
   for (const auto& [k, v] : s.task_template.secret_env) (*t->mutable_secret_env())[k] = kRedacted;
@@ -469,6 +465,15 @@ std::optional<TaskState> FromProto(v1::TaskState s) {
     return static_cast<TaskState>(static_cast<int>(s));
   }
   return std::nullopt;
+}
+
+void VolumesToProto(const std::map<std::string, std::string>& volumes,
+                    google::protobuf::RepeatedPtrField<v1::Volume>* out) {
+  for (const auto& [path, dataset] : volumes) {
+    v1::Volume* v = out->Add();
+    v->set_mount_path(path);
+    v->set_dataset(dataset);
+  }
 }
 
 }  // namespace gpupool::api

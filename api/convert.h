@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -124,6 +125,9 @@ Result<TaskReport> TaskReportFromProto(const std::string& node, const v1::TaskUp
 // at most 1024 layers and 64 references each, sha256 digests, sizes >= 0, references that parse.
 // InvalidArgument naming the first field that breaks them.
 Result<std::vector<NodeImage>> NodeImagesFromProto(const v1::ImageCache& cache);
+// A task's volumes (mount path → dataset, "" = scratch), as TaskTemplate and StartTask carry them.
+void VolumesToProto(const std::map<std::string, std::string>& volumes,
+                    google::protobuf::RepeatedPtrField<v1::Volume>* out);
 void ToProto(const RegistrationResult& r, v1::RegisterAck* out);
 void ToProto(const StartTaskCommand& cmd, v1::StartTask* out);
 void ToProto(const StopTaskCommand& cmd, v1::StopTask* out);

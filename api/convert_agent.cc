@@ -257,11 +257,7 @@ void ToProto(const StartTaskCommand& c, v1::StartTask* out) {
   out->set_registry_credential_env(c.registry_credential_env);
   for (const std::string& a : c.entrypoint) out->add_entrypoint(a);
   out->set_working_dir(c.working_dir);
-  for (const auto& [path, dataset] : c.volumes) {
-    v1::Volume* v = out->add_volumes();
-    v->set_mount_path(path);
-    v->set_dataset(dataset);
-  }
+  VolumesToProto(c.volumes, out->mutable_volumes());
   out->set_network(ToProto(c.network));
 }
 
