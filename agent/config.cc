@@ -497,15 +497,25 @@ Status ParseSandbox(const Reader& r, const YAML::Node& v, sandbox::SandboxOption
       GPUPOOL_RETURN_IF_ERROR(ParseStringList(r, n, full, &o->hide_paths));
     } else if (sub == "private_tmp") {
       GPUPOOL_RETURN_IF_ERROR(ParseStringList(r, n, full, &o->private_tmp));
+    } else if (sub == "host_dirs") {
+      GPUPOOL_RETURN_IF_ERROR(ParseStringList(r, n, full, &o->host_dirs));
     } else {
       return r.Error(kv.first, full,
                      "unknown key (expected enabled, cgroup_parent, uid_pool, tenant_users, "
-                     "pids_max, default_memory_mib, hide, private_tmp)");
+                     "pids_max, default_memory_mib, hide, private_tmp, host_dirs)");
     }
   }
   for (const std::string& p : o->hide_paths) {
     if (p.empty() || p[0] != '/')
       return r.Error(v["hide"], k + ".hide", "'" + p + "' is not absolute");
+  }
+  for (const std::string& p : o->host_dirs) {
+    // The whole host root would undo the point of the skeleton root (oci/rootfs.h).
+    if (p.empty() || p[0] != '/' || p == "/" ||
+        std::filesystem::path(p).lexically_normal().string() != p) {
+      return r.Error(v["host_dirs"], k + ".host_dirs",
+                     "'" + p + "' must be an absolute, normalised directory other than /");
+    }
   }
   return Status::Ok();
 }

@@ -34,6 +34,12 @@ std::string OnPath(const std::string& tool) {
   return "";
 }
 
+std::string Joined(const std::vector<std::string>& dirs) {
+  std::string out;
+  for (const std::string& d : dirs) out += (out.empty() ? "" : ", ") + d;
+  return out.empty() ? "nothing of the host" : out;
+}
+
 }  // namespace
 
 std::string DefaultShim(const std::string& agent_binary) {
@@ -108,6 +114,7 @@ Result<std::shared_ptr<oci::ContainerFactory>> OpenContainers(
   fo.cgroup_parent = "/" + sandbox->options().cgroup_parent + "-containers";
   fo.cgroup_v2 = sandbox->layout().OnV2(sandbox::Controller::kMemory);
   fo.hide_paths = sandbox->options().hide_paths;
+  fo.host_dirs = sandbox->options().host_dirs;
   fo.networks = networks;
   fo.datasets = options.datasets;
   return std::make_shared<oci::ContainerFactory>(std::move(fo));
@@ -119,7 +126,10 @@ sandbox::Capability ImagesCapability(const std::shared_ptr<oci::ContainerFactory
   const auto& o = containers->options();
   return {"images", true,
           "OCI images pulled once per node into " + o.store->options().root + " and run by " +
-              o.launcher.runc + " in a user namespace with the default seccomp profile"};
+              o.launcher.runc +
+              " in a user namespace with the default seccomp profile; plain commands run the "
+              "same way on a read-only view of " +
+              Joined(o.host_dirs)};
 }
 
 }  // namespace gpupool::agent

@@ -244,7 +244,9 @@ Result<TaskStatus> TaskRunner::Start(const TaskSpec& spec) {
       if (spec.attempt <= t.status.attempt || !t.status.terminal()) return t.status;
     }
   }
-  if (!spec.image.empty()) return StartContainer(spec);
+  // One sandbox path: where the node runs containers, a plain command runs in one too, on a
+  // read-only view of the host's directories (docs/sandbox.md, "Plain commands under runc").
+  if (!spec.image.empty() || options_.containers) return StartContainer(spec);
   return Spawn(spec);
 }
 
@@ -689,7 +691,10 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
     // killer struck in its memory cgroup (launcher.h); a shim killed by a stop wrote none.
     auto result = oci::Launcher::ReadResult(t->dir + "/result.json");
     if (result.ok()) {
+      st.usage.measured = true;
       st.usage.oom_kills = result->oom_kills;
+      st.usage.cpu_usec = result->cpu_usec;
+      st.usage.peak_memory_bytes = result->peak_memory_bytes;
       if (result->signal != 0) {
         t->wait_status = result->signal;  // as waitpid reports a death by that signal
       } else if (result->exit_code >= 0) {
@@ -725,24 +730,17 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
     st.reason =
         "killed by signal 9 (SIGKILL) while no agent process watched it; how its program ended "
         "was not recorded";
-  } else if (st.usage.oom_kills > 0 && !st.usage.measured) {
-    // A container: its own memory cgroup counted the kill.
-    st.phase = TaskPhase::kFailed;
-    st.oom = true;
-    st.reason = "out of memory: killed by the kernel at the task's memory limit (" +
-                std::to_string(t->spec.memory_mib) + " MiB); killed by signal " +
-                std::to_string(st.signal);
   } else {
     st.phase = TaskPhase::kFailed;
     st.reason = st.signal ? std::string("killed by signal ") + std::to_string(st.signal) + " (SIG" +
                                 sigabbrev_np(st.signal) + ")"
                           : "exit code " + std::to_string(st.exit_code);
     if (st.usage.measured) {
-      // The cgroup knows: no guessing.
+      // The cgroup knows (the sandbox's, or a container's through its shim): no guessing.
       st.oom = st.usage.oom_kills > 0 || LooksLikeOom(st.output_tail);
       if (st.usage.oom_kills > 0) {
         st.reason = "out of memory: killed by the kernel at the task's memory limit (" +
-                    std::to_string(t->spec.memory_mib > 0
+                    std::to_string(t->spec.memory_mib > 0 || !options_.sandbox
                                        ? t->spec.memory_mib
                                        : options_.sandbox->options().default_memory_mib) +
                     " MiB); " + st.reason;

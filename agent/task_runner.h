@@ -137,7 +137,8 @@ struct TaskUsage {
   int64_t spill_mib_seconds = 0;  // VRAM served from host memory × time (the interposer's ledger)
 };
 
-// kPulling: an image task whose image is being pulled and whose container is not started yet.
+// kPulling: a container task not started yet: its image is being pulled, or (a plain command) its
+// container is being made.
 enum class TaskPhase { kRunning, kSucceeded, kFailed, kCancelled, kPulling };
 const char* TaskPhaseName(TaskPhase phase);
 

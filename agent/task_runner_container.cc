@@ -12,6 +12,7 @@
 #include "agent/interposer/ledger/protocol.h"
 #include "agent/mps/mps_manager.h"
 #include "agent/oci/container.h"
+#include "agent/sandbox/sandbox.h"
 #include "agent/scrub/device_guard.h"
 #include "agent/slices/slice_ledgers.h"
 #include "agent/task_runner.h"
@@ -34,8 +35,10 @@ Result<TaskStatus> TaskRunner::StartContainer(const TaskSpec& spec) {
   }
   GPUPOOL_ASSIGN_OR_RETURN(std::unique_ptr<Task> task, NewTask(spec));
   TaskStatus& st = task->status;
+  // Not started until the container's program runs (ReportWhenStarted): held as "pulling", which
+  // gpupoold shows as SCHEDULED; a plain command has nothing to pull and reports no progress.
   st.phase = TaskPhase::kPulling;
-  st.reason = "pulling image " + spec.image;
+  st.reason = spec.image.empty() ? "starting" : "pulling image " + spec.image;
   task->pulling = true;
   std::lock_guard lock(mu_);
   Task* t = Insert(std::move(task));
@@ -50,9 +53,11 @@ Result<TaskStatus> TaskRunner::StartContainer(const TaskSpec& spec) {
                       done->store(true);
                     }),
                     done});
-  LogInfo(
-      "agent.runner", "pulling image",
-      {{"task", spec.task_id}, {"attempt", std::to_string(spec.attempt)}, {"image", spec.image}});
+  if (!spec.image.empty()) {
+    LogInfo(
+        "agent.runner", "pulling image",
+        {{"task", spec.task_id}, {"attempt", std::to_string(spec.attempt)}, {"image", spec.image}});
+  }
   return t->status;
 }
 
@@ -78,7 +83,11 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
   req.entrypoint = spec.entrypoint;
   req.working_dir = spec.working_dir;
   req.task_volumes = spec.volumes;
-  req.memory_bytes = spec.memory_mib << 20;
+  // The sandbox's defaults, as for a task it launches itself (sandbox.h).
+  const sandbox::SandboxOptions box =
+      options_.sandbox ? options_.sandbox->options() : sandbox::SandboxOptions{};
+  req.memory_bytes = (spec.memory_mib > 0 ? spec.memory_mib : box.default_memory_mib) << 20;
+  req.pids_max = box.pids_max;
   req.cpu_milli = spec.cpu_milli;
   req.device_files = spec.device_files;
   req.tenant_uid = options_.mps != nullptr && MpsManager::Serves(spec);

@@ -96,8 +96,11 @@ pulls each image once with skopeo and umoci into a content-addressed store (defa
 DATA_DIR/images) shared by all its tasks, and tells gpupoold what it holds, so an image's tasks
 go to nodes that have its layers when packing allows. `images.datasets: {NAME: /host/dir}` lists
 the directories tasks may mount read-only by name (a job's `--volume /data=NAME`); a scratch
-volume is a directory of the task's own. Without the sandbox or the tools the agent runs plain
-commands, and Register says `images` is not enforced (docs/images.md).
+volume is a directory of the task's own. With images on, a plain command runs under runc too,
+on a read-only view of the host's `sandbox.host_dirs` (default /usr, /etc, /opt) with a writable
+work dir of its own: one sandbox path (docs/sandbox.md). Without the sandbox or the tools the agent
+runs plain commands in its own sandbox, and Register says `images` is not enforced
+(docs/images.md).
 
 Task networks (config `network: {isolated: false, default: none, subnet: 10.213.0.0/16, deny:
 [CIDR, ...]}`, docs/network.md): with the sandbox, each task gets the network its pool names

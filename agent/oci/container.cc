@@ -26,6 +26,18 @@ void PreparedContainer::Release() {
 
 namespace {
 
+// <task dir>/work, made (0700, owned by the task) if missing: a plain command's working directory.
+Result<std::string> PlainWorkDir(const std::string& task_dir, const sandbox::TaskIdentity& who) {
+  const std::string work = task_dir + "/work";
+  if (mkdir(work.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::Internal("mkdir " + work + ": " + std::strerror(errno));
+  }
+  if (chown(work.c_str(), who.uid, who.gid) != 0 || chmod(work.c_str(), 0700) != 0) {
+    return Status::Internal("chown " + work + ": " + std::strerror(errno));
+  }
+  return work;
+}
+
 // A regular file at <rootfs>/etc/resolv.conf for the name servers' bind. The container's root
 // cannot create it (the image's /etc belongs to an id its user namespace does not map), so the
 // agent does, in the task's overlay (its upper dir: the image is untouched); a symlink there is
@@ -219,9 +231,19 @@ Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Prepare(
     if (request.args.empty()) return Status::InvalidArgument("spec: a plain command needs args");
     in.args = request.args;
     in.env = request.env;
-    bool has_path = false;
-    for (const auto& kv : in.env) has_path = has_path || kv.rfind("PATH=", 0) == 0;
+    bool has_path = false, has_home = false;
+    for (const auto& kv : in.env) {
+      has_path = has_path || kv.rfind("PATH=", 0) == 0;
+      has_home = has_home || kv.rfind("HOME=", 0) == 0;
+    }
     if (!has_path) in.env.insert(in.env.begin(), "PATH=/usr/local/bin:/usr/bin:/bin");
+    // Its one writable directory (besides /tmp), its cwd and $HOME, at the same path as under
+    // the hand-written sandbox: <task dir>/work, the task's own, 0700.
+    auto work = PlainWorkDir(request.task_dir, c->identity_);
+    if (!work.ok()) return work.status().WithContext("rootfs");
+    c->rootfs_.mounts.push_back({*work, *work, false});
+    in.cwd = *work;
+    if (!has_home) in.env.push_back("HOME=" + *work);
   }
   in.hostname = "task";
   in.rootfs = c->rootfs_.path;

@@ -68,39 +68,6 @@ int WaitExit(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// The container's memory cgroup directory, from its init's /proc/<pid>/cgroup.
-std::string MemoryCgroupDir(pid_t pid) {
-  sandbox::CgroupLayout layout = sandbox::CgroupLayout::Detect();
-  std::istringstream lines(ReadAll("/proc/" + std::to_string(pid) + "/cgroup"));
-  for (std::string line; std::getline(lines, line);) {
-    size_t a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    if (layout.OnV2(sandbox::Controller::kMemory) && line.substr(0, a) == "0" &&
-        controllers.empty()) {
-      return layout.v2 + path;
-    }
-    std::istringstream names(controllers);
-    for (std::string n; std::getline(names, n, ',');) {
-      if (n == "memory" && layout.v1.count(sandbox::Controller::kMemory)) {
-        return layout.v1.at(sandbox::Controller::kMemory) + path;
-      }
-    }
-  }
-  return "";
-}
-
-int64_t OomKills(const std::string& dir) {
-  if (dir.empty()) return 0;
-  for (const char* file : {"/memory.events", "/memory.oom_control"}) {
-    std::istringstream lines(ReadAll(dir + file));
-    for (std::string line; std::getline(lines, line);) {
-      if (line.rfind("oom_kill ", 0) == 0) return std::stoll(line.substr(9));
-    }
-  }
-  return 0;
-}
-
 std::string RuncLogError(const std::string& path) {
   std::istringstream lines(ReadAll(path));
   std::string last;
@@ -118,6 +85,8 @@ void WriteResult(const std::string& bundle, const ContainerExit& exit) {
   json j{{"exit_code", exit.exit_code},
          {"signal", exit.signal},
          {"oom_kills", exit.oom_kills},
+         {"cpu_usec", exit.cpu_usec},
+         {"peak_memory_bytes", exit.peak_memory_bytes},
          {"reason", exit.reason}};
   std::string tmp = bundle + "/result.json.tmp";
   std::ofstream(tmp) << j.dump();
@@ -205,7 +174,9 @@ int ShimMain(int argc, char** argv) {
     }
     return 125;
   }
-  std::string memory_dir = MemoryCgroupDir(init);
+  // Its groups (runc made them), read once the init has exited and before runc deletes them.
+  const sandbox::CgroupLayout layout = sandbox::CgroupLayout::Detect();
+  const std::map<sandbox::Controller, std::string> groups = sandbox::CgroupDirsOf(layout, init);
   pid_t start =
       SpawnInherit({runc, "--root", root, "--log", log, "--log-format", "json", "start", id});
   if (start <= 0 || WaitExit(start) != 0) {
@@ -244,7 +215,10 @@ int ShimMain(int argc, char** argv) {
   } else if (WIFSIGNALED(status)) {
     result.signal = WTERMSIG(status);
   }
-  result.oom_kills = OomKills(memory_dir);
+  const sandbox::CgroupUsage used = sandbox::ReadCgroupUsage(layout, groups);
+  result.oom_kills = used.oom_kills;
+  result.cpu_usec = used.cpu_usec;
+  result.peak_memory_bytes = used.peak_memory_bytes;
   if (result.reason.empty()) {
     result.reason = result.exit_code >= 0 ? "exit " + std::to_string(result.exit_code)
                                           : "killed by signal " + std::to_string(result.signal);
@@ -321,6 +295,8 @@ Result<ContainerExit> Launcher::ReadResult(const std::string& path) {
     e.exit_code = j.value("exit_code", -1);
     e.signal = j.value("signal", 0);
     e.oom_kills = j.value("oom_kills", int64_t{0});
+    e.cpu_usec = j.value("cpu_usec", int64_t{0});
+    e.peak_memory_bytes = j.value("peak_memory_bytes", int64_t{0});
     e.reason = j.value("reason", "");
   } catch (const json::exception& ex) {
     return Status::Internal("shim result " + path + ": " + ex.what());

@@ -8,12 +8,13 @@
 //      stdout and stderr: the task's log), then `runc start ID`;
 //   3. forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to the init (note: an init
 //      that installed no handler ignores them — Stop() escalates to SIGKILL after the grace);
-//   4. when the init has exited, reads the container's memory cgroup for OOM kills
-//      (memory.events `oom_kill` on v2, memory.oom_control `oom_kill` on v1) before
-//      `runc delete --force ID` removes it;
+//   4. when the init has exited, reads the container's cgroups for OOM kills (memory.events
+//      `oom_kill` on v2, memory.oom_control `oom_kill` on v1), peak memory and CPU time before
+//      `runc delete --force ID` removes them;
 //   4a. once `runc start` returned, creates <bundle>/started (kStartedMarker): the container's
 //      program runs, which is when the agent reports the task RUNNING;
-//   5. writes the result file (JSON: exit_code, signal, oom_kills, reason) and exits with the
+//   5. writes the result file (JSON: exit_code, signal, oom_kills, cpu_usec, peak_memory_bytes,
+//      reason) and exits with the
 //      container's exit code (128 + signal when it was killed; 125 when runc could not start it).
 // A watchdog child of the shim, in a session of its own, holds the read end of a pipe only the
 // shim writes to; when the shim is gone — exited, or SIGKILLed with the task's process group by
@@ -49,6 +50,10 @@ struct ContainerExit {
   int exit_code = -1;  // the init's exit status; -1 when killed by a signal
   int signal = 0;
   int64_t oom_kills = 0;  // OOM kills in the container's memory cgroup
+  // What its groups used (sandbox::ReadCgroupUsage): CPU time and peak memory, for the usage a
+  // task reports like a sandboxed one's.
+  int64_t cpu_usec = 0;
+  int64_t peak_memory_bytes = 0;
   bool oom_killed() const { return oom_kills > 0; }
   std::string reason;  // "exit 3", "killed by signal 9 (OOM: memory limit)", "runc create: …"
   // What the shim exits with: exit_code, 128 + signal, or 125 when the runtime failed.

@@ -257,11 +257,12 @@ Result<std::vector<int>> TaskCgroup::OpenProcsFds() const {
   return fds;
 }
 
-CgroupUsage TaskCgroup::Usage() const {
+CgroupUsage ReadCgroupUsage(const CgroupLayout& layout,
+                            const std::map<Controller, std::string>& dir_of) {
   CgroupUsage u;
-  auto it = dir_of_.find(Controller::kMemory);
-  if (it != dir_of_.end()) {
-    if (layout_->OnV2(Controller::kMemory)) {
+  auto it = dir_of.find(Controller::kMemory);
+  if (it != dir_of.end()) {
+    if (layout.OnV2(Controller::kMemory)) {
       u.peak_memory_bytes = std::max<int64_t>(0, NumberIn(it->second + "/memory.peak"));
       u.oom_kills =
           std::max<int64_t>(0, KeyedValue(ReadText(it->second + "/memory.events"), "oom_kill"));
@@ -272,9 +273,9 @@ CgroupUsage TaskCgroup::Usage() const {
           0, KeyedValue(ReadText(it->second + "/memory.oom_control"), "oom_kill"));
     }
   }
-  it = dir_of_.find(Controller::kCpuacct);
-  if (it != dir_of_.end()) {
-    if (layout_->OnV2(Controller::kCpuacct)) {
+  it = dir_of.find(Controller::kCpuacct);
+  if (it != dir_of.end()) {
+    if (layout.OnV2(Controller::kCpuacct)) {
       u.cpu_usec =
           std::max<int64_t>(0, KeyedValue(ReadText(it->second + "/cpu.stat"), "usage_usec"));
     } else {
@@ -283,6 +284,32 @@ CgroupUsage TaskCgroup::Usage() const {
   }
   return u;
 }
+
+std::map<Controller, std::string> CgroupDirsOf(const CgroupLayout& layout, pid_t pid) {
+  std::map<Controller, std::string> out;
+  std::istringstream lines(ReadText("/proc/" + std::to_string(pid) + "/cgroup"));
+  for (std::string line; std::getline(lines, line);) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string hierarchy = line.substr(0, a);
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    for (Controller c : {Controller::kMemory, Controller::kCpuacct}) {
+      if (layout.OnV2(c)) {
+        if (hierarchy == "0" && controllers.empty()) out[c] = layout.v2 + path;
+        continue;
+      }
+      auto mount = layout.v1.find(c);
+      if (mount == layout.v1.end()) continue;
+      std::istringstream names(controllers);
+      for (std::string n; std::getline(names, n, ',');) {
+        if (n == ControllerName(c)) out[c] = mount->second + path;
+      }
+    }
+  }
+  return out;
+}
+
+CgroupUsage TaskCgroup::Usage() const { return ReadCgroupUsage(*layout_, dir_of_); }
 
 void TaskCgroup::KillAndRemove(const std::vector<std::string>& dirs) {
   using std::chrono::milliseconds;

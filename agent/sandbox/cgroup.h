@@ -74,6 +74,14 @@ struct CgroupUsage {
   int64_t oom_kills = 0;
 };
 
+// What a group used, from its controllers' directories (`dir_of`: controller → its directory):
+// peak memory and OOM kills from the memory controller, CPU time from cpuacct (cpu.stat on v2).
+CgroupUsage ReadCgroupUsage(const CgroupLayout& layout,
+                            const std::map<Controller, std::string>& dir_of);
+// The directories process `pid` is in, for the memory and cpuacct controllers, from
+// /proc/<pid>/cgroup (a container's group, which runc made): empty when the process is gone.
+std::map<Controller, std::string> CgroupDirsOf(const CgroupLayout& layout, pid_t pid);
+
 class TaskCgroup {
  public:
   // Creates <parent>/<name> in every available controller and writes the limits. On any failure

@@ -37,6 +37,9 @@ struct SandboxOptions {
   int64_t default_memory_mib = 0;       // for a task whose request names no host memory; 0 = none
   std::vector<std::string> hide_paths;  // files or directories tasks must not see
   std::vector<std::string> private_tmp = {"/tmp", "/var/tmp", "/dev/shm"};
+  // What of the host a plain command sees where it runs under the OCI runtime (docs/sandbox.md,
+  // "Plain commands under runc"): these directories, read-only; nothing else of the host.
+  std::vector<std::string> host_dirs = {"/usr", "/etc", "/opt"};
 };
 
 // One thing a node can (or cannot) enforce, as reported at registration.

@@ -104,9 +104,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"heartbeat_interval_ms: 1\n",
                 "agent.yaml:1:24: heartbeat_interval_ms: must be ≥ 10, got 1"},
         BadCase{"pool: [a, b]\n", "agent.yaml:1:7: pool: must be a string, got a list"},
-        BadCase{"sandbox: {enabled: true, uids: 5}\n",
-                "agent.yaml:1:26: sandbox.uids: unknown key (expected enabled, cgroup_parent, "
-                "uid_pool, tenant_users, pids_max, default_memory_mib, hide, private_tmp)"},
+        BadCase{
+            "sandbox: {enabled: true, uids: 5}\n",
+            "agent.yaml:1:26: sandbox.uids: unknown key (expected enabled, cgroup_parent, "
+            "uid_pool, tenant_users, pids_max, default_memory_mib, hide, private_tmp, host_dirs)"},
         BadCase{"sandbox:\n  uid_pool: {first: 200000}\n",
                 "agent.yaml:2:13: sandbox.uid_pool: needs first and count, e.g. {first: 200000, "
                 "count: 1000}"},
@@ -115,6 +116,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "'..', got '/sys/fs/cgroup/x'"},
         BadCase{"sandbox:\n  hide: [etc/certs]\n",
                 "agent.yaml:2:9: sandbox.hide: 'etc/certs' is not absolute"},
+        BadCase{"sandbox:\n  host_dirs: [/usr, /]\n",
+                "agent.yaml:2:14: sandbox.host_dirs: '/' must be an absolute, normalised "
+                "directory other than /"},
+        BadCase{"sandbox:\n  host_dirs: [/opt/../home]\n",
+                "agent.yaml:2:14: sandbox.host_dirs: '/opt/../home' must be an absolute, "
+                "normalised directory other than /"},
         BadCase{"sim_device_dir: dev\n",
                 "agent.yaml:1:17: sim_device_dir: must be an absolute path, got 'dev'"},
         BadCase{"images:\n  datasets: {ImageNet: /srv/imagenet}\n",
@@ -147,6 +154,7 @@ TEST(AgentConfigTest, ParsesTheSandboxSection) {
   default_memory_mib: 2048
   hide: [/etc/gpupool/certs]
   private_tmp: [/tmp]
+  host_dirs: [/usr, /etc, /opt, /srv/tools]
 sim_device_dir: /run/gpupool-sim/dev
 gpus: [{model: L4}]
 )",
@@ -163,11 +171,13 @@ gpus: [{model: L4}]
   EXPECT_EQ(o.default_memory_mib, 2048);
   EXPECT_EQ(o.hide_paths, std::vector<std::string>{"/etc/gpupool/certs"});
   EXPECT_EQ(o.private_tmp, std::vector<std::string>{"/tmp"});
+  EXPECT_EQ(o.host_dirs, (std::vector<std::string>{"/usr", "/etc", "/opt", "/srv/tools"}));
   EXPECT_EQ(c->sim.device_dir, "/run/gpupool-sim/dev");
   // Off unless asked for.
   auto d = ParseAgentConfig("gpus: [{model: L4}]\n", "a.yaml");
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(d->sandbox.enabled);
+  EXPECT_EQ(d->sandbox.host_dirs, (std::vector<std::string>{"/usr", "/etc", "/opt"}));
 }
 
 TEST(AgentConfigTest, ParsesTheNetworkSection) {

@@ -88,6 +88,8 @@ class ImageTaskTest : public ::testing::Test {
     so.cgroup_parent = "gpupool-imgtest-" + std::to_string(getpid());
     so.uid_pool_first = 62000;
     so.uid_pool_count = 100;
+    // Plain commands see these of the host, read-only: the defaults and the probe's directory.
+    so.host_dirs.push_back(fs::path(GPUPOOL_OCI_PROBE).parent_path().string());
     auto box = sandbox::Sandbox::Create(so, data_dir_);
     ASSERT_TRUE(box.ok()) << box.status().ToString();
     box_ = *box;
@@ -186,6 +188,63 @@ TEST_F(ImageTaskTest, RunsAsRootInsideItsImageAndAsAnUnprivilegedUidOnTheHost) {
   const TaskStatus end = ended_.Wait("t1");
   EXPECT_EQ(end.phase, TaskPhase::kSucceeded) << end.reason << "\n" << end.output_tail;
   EXPECT_EQ(end.output_tail, "0\ngpupool app 1\nNO-HOST\n");
+}
+
+// One sandbox path (issue 25): where the node runs containers, a plain command runs in one too,
+// under runc, on the host's directories read-only — root inside, an unprivileged uid outside, its
+// own writable work directory, none of the agent's data, the default seccomp profile — and its
+// usage is read from the container's cgroups.
+TEST_F(ImageTaskTest, APlainCommandRunsUnderTheRuntimeOnTheHostsDirectoriesReadOnly) {
+  TaskSpec spec = Spec("plain", "", "");
+  const std::string work = data_dir_ + "/tasks/plain.1/work";
+  spec.argv = {"/bin/sh", "-c",
+               "id -u; pwd; echo $HOME; echo kept > note && cat note; "
+               "touch /usr/gpupool-probe 2>/dev/null && echo WROTE-USR || echo READ-ONLY; "
+               "test -e " +
+                   data_dir_ + "/images && echo SEES-STORE || echo NO-STORE; " +
+                   std::string(GPUPOOL_OCI_PROBE) + " move_pages; echo probe=$?; sleep 1"};
+  auto st = runner_->Start(spec);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->phase, TaskPhase::kPulling) << "RUNNING only once the container's program runs";
+  EXPECT_EQ(st->reason, "starting");
+  ASSERT_TRUE(::gpupool::testing::WaitFor([&] { return ended_.Started("plain"); },
+                                          std::chrono::seconds(60)));
+  const std::string uid = StateValue(data_dir_ + "/tasks/plain.1/state", "uid");
+  ASSERT_FALSE(uid.empty());
+  EXPECT_GE(std::stol(uid), 62000);
+  EXPECT_LT(std::stol(uid), 62100);
+  const TaskStatus end = ended_.Wait("plain");
+  EXPECT_EQ(end.phase, TaskPhase::kSucceeded) << end.reason << "\n" << end.output_tail;
+  const std::string lines = "0\n" + work + "\n" + work + "\nkept\nREAD-ONLY\nNO-STORE\n";
+  EXPECT_EQ(end.output_tail.substr(0, lines.size()), lines) << end.output_tail;
+  EXPECT_NE(end.output_tail.find("errno 1 "), std::string::npos) << end.output_tail;
+  EXPECT_NE(end.output_tail.find("probe=1"), std::string::npos) << end.output_tail;
+  EXPECT_FALSE(fs::exists("/usr/gpupool-probe"));
+  // What it used, from the container's own cgroups (the shim's result), as a sandboxed task's.
+  EXPECT_TRUE(end.usage.measured);
+  EXPECT_GT(end.usage.peak_memory_bytes, 0);
+  EXPECT_GT(end.usage.cpu_usec, 0);
+}
+
+// A plain command under the runtime keeps the sandbox's limits: no memory asked, the sandbox's
+// default_memory_mib holds it, and the kernel's OOM kill is reported with that figure.
+TEST_F(ImageTaskTest, APlainCommandWithoutAMemoryRequestGetsTheSandboxsDefault) {
+  runner_.reset();
+  containers_.reset();
+  sandbox_options_.default_memory_mib = 32;
+  auto box = sandbox::Sandbox::Create(sandbox_options_, data_dir_);
+  ASSERT_TRUE(box.ok()) << box.status().ToString();
+  box_ = *box;
+  StartRunner();
+  TaskSpec spec = Spec("plainhog", "", "");
+  spec.argv = {GPUPOOL_OCI_PROBE, "hog", "512"};
+  spec.memory_mib = 0;
+  ASSERT_TRUE(runner_->Start(spec).ok());
+  const TaskStatus end = ended_.Wait("plainhog");
+  EXPECT_EQ(end.phase, TaskPhase::kFailed);
+  EXPECT_TRUE(end.oom) << end.reason;
+  EXPECT_NE(end.reason.find("out of memory"), std::string::npos) << end.reason;
+  EXPECT_NE(end.reason.find("32 MiB"), std::string::npos) << end.reason;
 }
 
 // Past its memory limit the kernel kills the container's program; the task fails saying it was
