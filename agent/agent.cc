@@ -19,6 +19,7 @@
 #include "agent/capabilities.h"
 #include "agent/enroll.h"
 #include "agent/health/health_monitor.h"
+#include "agent/image/image_pins.h"
 #include "agent/image_cache_report.h"
 #include "agent/lease_keeper.h"
 #include "agent/mps/mps_manager.h"
@@ -122,6 +123,9 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
             runner->options().containers ? runner->options().containers->options().store : nullptr,
             kImageCacheRefreshMs / std::max<int64_t>(interval_ms_, 1)) {
     stats_.heartbeat_interval_ms = interval_ms_;
+    if (runner->options().containers) {
+      pins_ = std::make_unique<image::ImagePins>(runner->options().containers->options().store);
+    }
   }
 
   void SetSampleObserver(Agent::SampleObserver observer) { sample_observer_ = std::move(observer); }
@@ -654,6 +658,9 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
         return HandleFetchLogs(m.fetch_logs());
       case v1::SchedulerMessage::kLeaseRenewal:
         return HandleRenewal(m.lease_renewal());
+      case v1::SchedulerMessage::kPinnedImages:
+        if (Stale(m.pinned_images().epoch(), "PinnedImages", "")) return;
+        return SetPins(m.pinned_images().images());
       default:
         break;
     }
@@ -689,6 +696,20 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
       lease_lapsed_ = false;
       RenewLease(register_sent_us_);
     }
+    SetPins(ack.pinned_images());
+  }
+
+  // The pool's pinned images (docs/images.md, "Prepull and pins"); a node without images
+  // ignores them.
+  void SetPins(const google::protobuf::RepeatedPtrField<std::string>& images) {
+    if (!pins_) return;
+    std::vector<std::string> list(images.begin(), images.end());
+    if (list != pinned_) {
+      LogInfo("agent", "pinned images",
+              {{"node", config_.node_name}, {"count", std::to_string(list.size())}});
+    }
+    pinned_ = list;
+    pins_->Set(std::move(list));
   }
 
   // --- node lease (docs/ha.md) ------------------------------------------------------------
@@ -839,6 +860,8 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   // The node's images, for placement: sent on change, and at least once a minute.
   static constexpr int64_t kImageCacheRefreshMs = 60'000;
   ImageCacheReport image_cache_;
+  std::unique_ptr<image::ImagePins> pins_;                   // null: the node runs no images
+  std::vector<std::string> pinned_;                          // the list last set
   std::deque<std::pair<uint64_t, int64_t>> hb_sent_;         // heartbeat seq → sent (monotonic)
   std::set<std::pair<std::string, int32_t>> lease_stopped_;  // (task, attempt) stopped by lapse
   // Confirmed final reports, re-sent after every Register while retained (kFinishedRetention*).

@@ -98,6 +98,22 @@ Result<std::shared_ptr<oci::ContainerFactory>> OpenContainers(
   }
   image::ImageStoreOptions so;
   so.root = options.dir.empty() ? data_dir + "/images" : options.dir;
+  // A plain command sees the host_dirs read-only: none may hold the agent's data (its node key,
+  // other tasks' directories) or the image store (other tenants' private images).
+  for (const std::string& host_dir : sandbox->options().host_dirs) {
+    for (const auto& [what, dir] :
+         {std::pair{"data dir", data_dir}, std::pair{"image store", so.root}}) {
+      std::error_code abs_ec;
+      const fs::path inside = fs::absolute(dir, abs_ec).lexically_normal();
+      const fs::path rel = inside.lexically_relative(fs::path(host_dir));
+      if (!rel.empty() && *rel.begin() != "..") {
+        return Status::FailedPrecondition("sandbox.host_dirs: " + host_dir + " holds the agent's " +
+                                          what + " " + inside.string() +
+                                          "; plain commands would see it (move it, or drop " +
+                                          host_dir + " from host_dirs)");
+      }
+    }
+  }
   so.budget_bytes = options.budget_mib << 20;
   so.skopeo = skopeo;
   so.umoci = umoci;

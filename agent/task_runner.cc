@@ -581,8 +581,13 @@ std::optional<TaskStatus> TaskRunner::Stop(const std::string& task_id, int32_t a
     if (it == tasks_.end()) return std::nullopt;
     Task& t = *it->second;
     if (attempt != 0 && attempt != t.status.attempt) return std::nullopt;
-    if (!t.status.terminal())
-      BeginStop(&t, grace_ms < 0 ? options_.default_grace_ms : grace_ms, reason, false);
+    if (!t.status.terminal()) {
+      if (EndPulling(&t, reason)) {
+        ended_.notify_all();
+      } else {
+        BeginStop(&t, grace_ms < 0 ? options_.default_grace_ms : grace_ms, reason, false);
+      }
+    }
     out = t.status;
   }
   Wake();
@@ -621,6 +626,19 @@ std::vector<std::string> TaskRunner::FailIf(const std::string& owner,
   }
   Wake();
   return failed;
+}
+
+bool TaskRunner::EndPulling(Task* t, const std::string& reason) {
+  // REQUIRES: mu_ held. Nothing of the task runs yet: it ends now, and its GPU with it, rather
+  // than when the pull returns (a slow registry can take minutes). The pull thread, finding the
+  // task no longer pulling, gives back what it prepared (RunContainer); the pull itself runs on
+  // for the store, bounded by the store's tool timeouts, and leaves the image cached.
+  if (!t->pulling) return false;
+  t->stop_requested = true;
+  FinishUnstarted(t, TaskPhase::kCancelled, 0, reason, nullptr);
+  LogInfo("agent.runner", "stopped while its image was pulling",
+          {{"task", t->spec.task_id}, {"reason", reason}});
+  return true;
 }
 
 void TaskRunner::BeginStop(Task* t, int64_t grace_ms, const std::string& reason,
@@ -1166,9 +1184,20 @@ std::vector<TaskStatus> TaskRunner::Running(const std::string& owner) const {
 
 void TaskRunner::StopAll(const std::string& owner, int64_t grace_ms, const std::string& reason) {
   std::unique_lock lock(mu_);
+  std::vector<TaskStatus> ended;  // stopped while pulling: told to the listener below
   for (auto& [id, t] : tasks_) {
-    if (t->status.owner == owner && !t->status.terminal())
+    if (t->status.owner != owner || t->status.terminal()) continue;
+    if (EndPulling(t.get(), reason)) {
+      ended.push_back(t->status);
+    } else {
       BeginStop(t.get(), grace_ms, reason, false);
+    }
+  }
+  if (auto l = listeners_.find(owner); l != listeners_.end() && !ended.empty()) {
+    const Listener listener = l->second;
+    lock.unlock();
+    for (const TaskStatus& st : ended) listener(st);
+    lock.lock();
   }
   Wake();
   ended_.wait(lock, [&] {

@@ -239,7 +239,8 @@ class TaskRunner {
   Result<TaskStatus> Start(const TaskSpec& spec);
 
   // Asks the task to stop (attempt 0 = whichever runs). Returns its status now (RUNNING while it
-  // winds down, or the final one), or nullopt when the task/attempt is unknown.
+  // winds down, or the final one), or nullopt when the task/attempt is unknown. A container task
+  // still pulling its image (or making its container) ends CANCELLED at once.
   std::optional<TaskStatus> Stop(const std::string& task_id, int32_t attempt, int64_t grace_ms,
                                  const std::string& reason);
 
@@ -304,6 +305,9 @@ class TaskRunner {
   void Wake();
   // REQUIRES: mu_ held.
   void BeginStop(Task* t, int64_t grace_ms, const std::string& reason, bool runtime_exceeded);
+  // A task whose image is still pulling ends CANCELLED at once (true); false when it is not
+  // pulling. REQUIRES: mu_ held. The caller tells whoever must hear of it.
+  bool EndPulling(Task* t, const std::string& reason);
   void Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* out);
   void Forget();
   Result<TaskStatus> Spawn(const TaskSpec& spec);

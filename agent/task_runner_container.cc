@@ -269,7 +269,8 @@ void TaskRunner::ReportWhenStarted(const std::string& id, int32_t attempt,
       }
       if (started) {
         const Task& t = *it->second;
-        timing.cache_hit = t.container != nullptr && t.container->image_cache_hit();
+        timing.image = !t.spec.image.empty();  // a plain command runs in a container too
+        timing.cache_hit = timing.image && t.container != nullptr && t.container->image_cache_hit();
         timing.seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t.accepted).count();
         auto l = listeners_.find(t.status.owner);

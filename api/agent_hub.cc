@@ -363,6 +363,12 @@ bool AgentHub::StopTask(const std::string& node, const StopTaskCommand& cmd) {
   return Send(node, std::move(msg));
 }
 
+bool AgentHub::PinImages(const std::string& node, const PinImagesCommand& cmd) {
+  v1::SchedulerMessage msg;
+  ToProto(cmd, msg.mutable_pinned_images());
+  return Send(node, std::move(msg));
+}
+
 std::function<void()> AgentHub::FetchLogs(const std::string& node, const std::string& task_id,
                                           int64_t offset, int64_t max_bytes, Done done) {
   std::shared_ptr<Conn> conn;

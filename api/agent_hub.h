@@ -91,6 +91,7 @@ class AgentHub final : public v1::AgentService::CallbackService,
   // AgentGateway: false when the node has no connection.
   bool StartTask(const std::string& node, const StartTaskCommand& cmd) override;
   bool StopTask(const std::string& node, const StopTaskCommand& cmd) override;
+  bool PinImages(const std::string& node, const PinImagesCommand& cmd) override;
 
   // LogFetcher: sends FetchLogs to the node's agent and routes its LogChunk back.
   std::function<void()> FetchLogs(const std::string& node, const std::string& task_id,

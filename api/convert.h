@@ -79,7 +79,10 @@ struct PoolPatch {
   std::optional<bool> mps_tenant_isolation;
   std::optional<std::vector<std::string>> required_capabilities;
   std::optional<TaskNetwork> network;
+  std::optional<std::vector<std::string>> pinned_images;
 };
+// Images a pool may pin (Pool.pinned_images).
+inline constexpr int kMaxPinnedImages = 16;
 // Validates the fields the mask names (empty mask: every mutable field that is set).
 Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req);
 // Applies `patch` to `pool` and checks the result is consistent (replicas vs. sharing mode,
@@ -131,5 +134,6 @@ void VolumesToProto(const std::map<std::string, std::string>& volumes,
 void ToProto(const RegistrationResult& r, v1::RegisterAck* out);
 void ToProto(const StartTaskCommand& cmd, v1::StartTask* out);
 void ToProto(const StopTaskCommand& cmd, v1::StopTask* out);
+void ToProto(const PinImagesCommand& cmd, v1::PinnedImages* out);
 
 }  // namespace gpupool::api

@@ -232,6 +232,12 @@ void ToProto(const RegistrationResult& r, v1::RegisterAck* out) {
   for (const std::string& id : r.stop_task_ids) out->add_stop_task_ids(id);
   out->set_lease_ms(r.lease_ms);
   out->set_lease_stop_grace_ms(r.lease_stop_grace_ms);
+  for (const std::string& image : r.pinned_images) out->add_pinned_images(image);
+}
+
+void ToProto(const PinImagesCommand& c, v1::PinnedImages* out) {
+  for (const std::string& image : c.images) out->add_images(image);
+  out->set_epoch(c.epoch);
 }
 
 void ToProto(const StartTaskCommand& c, v1::StartTask* out) {

@@ -1,5 +1,6 @@
 // The pool and inventory half of api/convert.h: pools (with update masks), capacity, nodes,
 // devices and the GPU catalog.
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include "api/convert.h"
 #include "placement/strategy.h"
 #include "pool/capabilities.h"
+#include "pool/image_reference.h"
 
 namespace gpupool::api {
 namespace {
@@ -80,6 +82,28 @@ Result<std::vector<std::string>> CapabilitiesFromProto(const Names& in, std::str
     names.insert(name);
   }
   return std::vector<std::string>(names.begin(), names.end());
+}
+
+// Each a valid OCI reference, stored canonical ("busybox" → "docker.io/library/busybox:latest"),
+// in the order given, without duplicates, at most kMaxPinnedImages.
+template <typename Refs>
+Result<std::vector<std::string>> PinnedImagesFromProto(const Refs& in, std::string_view field) {
+  if (in.size() > kMaxPinnedImages) {
+    return Invalid(field, std::to_string(in.size()) + " images; a pool pins at most " +
+                              std::to_string(kMaxPinnedImages));
+  }
+  std::vector<std::string> out;
+  for (int i = 0; i < in.size(); ++i) {
+    const std::string at = std::string(field) + "[" + std::to_string(i) + "]";
+    Result<ImageReference> ref = ParseImageReference(in.Get(i));
+    if (!ref.ok()) return Invalid(at, ref.status().message());
+    const std::string canonical = ref->Canonical();
+    if (std::find(out.begin(), out.end(), canonical) != out.end()) {
+      return Invalid(at, "'" + in.Get(i) + "' is pinned twice");
+    }
+    out.push_back(canonical);
+  }
+  return out;
 }
 
 Status CheckStrategy(const std::string& name, std::string_view field) {
@@ -209,6 +233,9 @@ Result<PoolRecord> PoolFromProto(const v1::Pool& in, std::string_view field) {
       CapabilitiesFromProto(in.required_capabilities(), FieldPath(field, "required_capabilities"),
                             /*empty_is_default=*/true));
   GPUPOOL_ASSIGN_OR_RETURN(p.network, NetworkFromProto(in.network(), FieldPath(field, "network")));
+  GPUPOOL_ASSIGN_OR_RETURN(
+      p.pinned_images,
+      PinnedImagesFromProto(in.pinned_images(), FieldPath(field, "pinned_images")));
   GPUPOOL_RETURN_IF_ERROR(CheckPoolConsistency(p, field));
   return p;
 }
@@ -230,7 +257,8 @@ Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req) {
                                                    "time_slice_replicas",
                                                    "mps_tenant_isolation",
                                                    "required_capabilities",
-                                                   "network"};
+                                                   "network",
+                                                   "pinned_images"};
     if (!kMutable.contains(path)) {
       return Invalid("update_mask", "'" + p + "' is not a mutable pool field");
     }
@@ -279,6 +307,11 @@ Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req) {
   if (want("network", in.network() != v1::NETWORK_MODE_UNSPECIFIED)) {
     GPUPOOL_ASSIGN_OR_RETURN(patch.network, NetworkFromProto(in.network(), "pool.network"));
   }
+  // An empty list unpins everything: only when the mask names the field.
+  if (want("pinned_images", in.pinned_images_size() > 0)) {
+    GPUPOOL_ASSIGN_OR_RETURN(patch.pinned_images,
+                             PinnedImagesFromProto(in.pinned_images(), "pool.pinned_images"));
+  }
   return patch;
 }
 
@@ -301,6 +334,7 @@ Status ApplyPoolPatch(const PoolPatch& patch, PoolRecord* p) {
   if (patch.mps_tenant_isolation) p->mps_tenant_isolation = *patch.mps_tenant_isolation;
   if (patch.required_capabilities) p->required_capabilities = *patch.required_capabilities;
   if (patch.network) p->network = *patch.network;
+  if (patch.pinned_images) p->pinned_images = *patch.pinned_images;
   if (p->visibility == Visibility::kPublic && patch.visibility && !patch.allowed_tenants) {
     p->allowed_tenants.clear();
   }
@@ -327,6 +361,7 @@ void ToProto(const PoolRecord& p, v1::Pool* out) {
   out->set_mps_tenant_isolation(p.mps_tenant_isolation);
   for (const std::string& c : p.required_capabilities) out->add_required_capabilities(c);
   out->set_network(ToProto(p.network));
+  for (const std::string& image : p.pinned_images) out->add_pinned_images(image);
   if (p.create_us > 0) SetTimestamp(p.create_us, out->mutable_create_time());
 }
 
@@ -410,6 +445,7 @@ void ToProto(const NodeView& v, v1::Node* out) {
     pc->set_enforced(c.enforced);
     pc->set_detail(c.detail);
   }
+  for (const std::string& image : v.cached_images) out->add_cached_images(image);
 }
 
 void ToProto(const GpuModel& m, v1::GpuModel* out) {

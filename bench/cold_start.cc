@@ -9,7 +9,8 @@
 //   cold   a task of an image the node has never seen (every cold image is unique: its one layer
 //          holds a distinct payload), so the pull from the registry is on the path;
 //   warm   a task of one image the node pulled in a warm-up job before the rounds;
-//   plain  the same program as a plain command in the sandbox.
+//   plain  the same program as a plain command: on this node, which runs containers, under runc
+//          too, on the host's directories (one sandbox path, docs/sandbox.md).
 // Modes alternate within each round so all three see the same load. A task's latency is its
 // start_time − its job's submit_time, both stamped by gpupoold (submission's durable commit,
 // placement, durable allocation, StartTask, on the node: pull or not, bundle, runc, and the

@@ -160,6 +160,8 @@ class Core {
   void RunPass();
   // An image pull's progress on a SCHEDULED task (core_agents.cc).
   void NotePull(JobEntry& job, int32_t index, const TaskReport& r);
+  // UpdatePool when only the pinned images change (core_inventory.cc).
+  void UpdatePoolPins(PoolRecord pool, Callback<PoolView> done);
 
   struct State;
   std::unique_ptr<State> s_;

@@ -52,6 +52,9 @@ void Core::AnswerRegistration(const AgentRegistration& reg,
   result.heartbeat_interval_ms = s_->options.heartbeat_interval_ms;
   result.lease_ms = NodeLeaseMs(s_->options);
   result.lease_stop_grace_ms = s_->options.node_lease_stop_grace_ms;
+  if (const PoolEntry* pool = s_->FindPool(reg.node.pool); pool != nullptr) {
+    result.pinned_images = pool->rec.pinned_images;
+  }
   std::vector<std::pair<int64_t, int32_t>> resend;
   Reconcile(reg, &result.stop_task_ids, &resend);
   done(result);

@@ -155,6 +155,7 @@ NodeView Core::State::ViewOf(const NodeEntry& node) const {
     v.devices.push_back(std::move(dv));
   }
   v.capabilities = node.rec.capabilities;
+  v.cached_images = images.ReferencesOn(node.rec.name);
   v.running_tasks = static_cast<int32_t>(jobs.OnNode(node.rec.name).size());
   return v;
 }
@@ -240,6 +241,9 @@ void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
     return;
   }
   pool.create_us = cur->rec.create_us;
+  PoolRecord with_new_pins = cur->rec;
+  with_new_pins.pinned_images = pool.pinned_images;
+  if (with_new_pins == pool) return UpdatePoolPins(std::move(pool), std::move(done));
   Result<std::unique_ptr<placement::Engine>> engine = s_->ReplayedEngine(pool, *cur);
   if (!engine.ok()) {
     done(engine.status());
@@ -255,9 +259,33 @@ void Core::UpdatePool(PoolRecord pool, Callback<PoolView> done) {
       done(st.ok() ? Status::NotFound("pool '" + pool.name + "' was deleted") : st);
       return;
     }
+    const bool pins_changed = e->rec.pinned_images != pool.pinned_images;
     s_->SwapEngine(*e, pool, std::move(*shared));
+    // Stored first; a node that misses the list gets it with its next registration.
+    if (pins_changed) s_->dispatcher.PinImages(pool, e->nodes);
     done(PoolView{pool, s_->PoolCapacity(*e), LearnedOf(*e)});
     s_->RequestSchedule(this);
+  });
+}
+
+// Only the pinned images change: placement's policy is as it was, so the engine and the room held
+// for reservations stay; the pool's nodes are told once the list is stored.
+void Core::UpdatePoolPins(PoolRecord pool, Callback<PoolView> done) {
+  const std::string what = pool.pinned_images.empty()
+                               ? std::string("no image pinned")
+                               : std::to_string(pool.pinned_images.size()) + " image(s) pinned";
+  std::vector<Mutation> batch{UpsertPool{pool},
+                              AppendEvent{s_->Event("pool.updated", "pool/" + pool.name, what)}};
+  s_->Persist(std::move(batch), [this, pool, done = std::move(done)](Status st) {
+    PoolEntry* e = s_->FindPool(pool.name);
+    if (!st.ok() || e == nullptr) {
+      done(st.ok() ? Status::NotFound("pool '" + pool.name + "' was deleted") : st);
+      return;
+    }
+    const bool changed = e->rec.pinned_images != pool.pinned_images;
+    e->rec.pinned_images = pool.pinned_images;
+    if (changed) s_->dispatcher.PinImages(e->rec, e->nodes);
+    done(PoolView{e->rec, s_->PoolCapacity(*e), LearnedOf(*e)});
   });
 }
 

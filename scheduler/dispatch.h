@@ -53,6 +53,13 @@ struct StopTaskCommand {
   int64_t epoch = 0;
 };
 
+// The images a node's pool pins (PoolRecord::pinned_images): the whole list, which replaces the
+// one the node holds.
+struct PinImagesCommand {
+  std::vector<std::string> images;
+  int64_t epoch = 0;
+};
+
 class AgentGateway {
  public:
   virtual ~AgentGateway() = default;
@@ -60,6 +67,12 @@ class AgentGateway {
   // on reconnect repairs the difference).
   virtual bool StartTask(const std::string& node, const StartTaskCommand& cmd) = 0;
   virtual bool StopTask(const std::string& node, const StopTaskCommand& cmd) = 0;
+  // Advisory: a node that misses it gets the list again with its next registration
+  // (RegistrationResult::pinned_images). Gateways without image-running nodes (the twin's
+  // simulated agents) drop it.
+  virtual bool PinImages(const std::string& /*node*/, const PinImagesCommand& /*cmd*/) {
+    return false;
+  }
 };
 
 // Runs a closure on the core's thread, later. The daemon posts to an Asio strand; tests queue.

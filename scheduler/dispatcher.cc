@@ -71,4 +71,11 @@ void Dispatcher::Stop(const JobEntry& job, int32_t index, const std::string& rea
   agents_->StopTask(job.task(index).rec.node, BuildStop(job, index, reason));
 }
 
+int Dispatcher::PinImages(const PoolRecord& pool, const std::set<std::string>& nodes) {
+  const PinImagesCommand cmd{pool.pinned_images, epoch_};
+  int sent = 0;
+  for (const std::string& node : nodes) sent += agents_->PinImages(node, cmd) ? 1 : 0;
+  return sent;
+}
+
 }  // namespace gpupool

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 
 #include "scheduler/dispatch.h"
@@ -51,6 +52,9 @@ class Dispatcher {
 
   void Start(const JobEntry& job, int32_t index);
   void Stop(const JobEntry& job, int32_t index, const std::string& reason);
+  // Sends `pool`'s pinned images to each of `nodes` (its nodes); returns how many took them.
+  // REQUIRES: the pool record is stored.
+  int PinImages(const PoolRecord& pool, const std::set<std::string>& nodes);
 
  private:
   AgentGateway* agents_ = nullptr;

@@ -35,6 +35,14 @@ void ImageLocality::Report(const std::string& node, const std::vector<NodeImage>
   }
 }
 
+std::vector<std::string> ImageLocality::ReferencesOn(const std::string& node) const {
+  std::vector<std::string> out;
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return out;
+  for (const auto& [ref, layers] : it->second.layers_by_ref) out.push_back(ref);
+  return out;
+}
+
 std::vector<placement::WarmNode> ImageLocality::WarmFor(const std::string& reference) const {
   Result<ImageReference> ref = ParseImageReference(reference);
   if (!ref.ok()) return {};

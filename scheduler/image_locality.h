@@ -33,6 +33,9 @@ class ImageLocality {
   // (0 = it has them all). Empty when no node reports the image or the reference does not parse.
   std::vector<placement::WarmNode> WarmFor(const std::string& reference) const;
 
+  // The references `node` last reported holding, sorted (canonical form).
+  std::vector<std::string> ReferencesOn(const std::string& node) const;
+
   size_t nodes() const { return nodes_.size(); }
 
  private:

@@ -237,6 +237,9 @@ struct PoolRecord {
   std::vector<std::string> required_capabilities;
   // What its tasks' networks may reach (StartTask.network).
   TaskNetwork network = TaskNetwork::kNodeDefault;
+  // Images every node of the pool pulls and keeps (Pool.pinned_images): canonical references,
+  // in the order they were pinned, no duplicates.
+  std::vector<std::string> pinned_images;
   friend bool operator==(const PoolRecord&, const PoolRecord&) = default;
 };
 

@@ -38,6 +38,7 @@ struct RegistrationResult {
   std::vector<std::string> stop_task_ids;  // running on the agent, unknown to the scheduler
   int64_t lease_ms = 0;                    // the node lease (scheduler/node_lease.h)
   int64_t lease_stop_grace_ms = 0;         // SIGTERM → SIGKILL when the lease lapses
+  std::vector<std::string> pinned_images;  // its pool's (PoolRecord::pinned_images)
 };
 
 // A task transition reported by an agent.
@@ -92,6 +93,7 @@ struct NodeView {
   CapacityView capacity;
   int32_t running_tasks = 0;
   std::vector<NodeCapabilityRecord> capabilities;  // from the agent's last registration
+  std::vector<std::string> cached_images;          // canonical references its agent last reported
 };
 
 // What a pool's placement has learned of its workload (scheduler/pool_workload.h).

@@ -578,6 +578,12 @@ ALTER TABLE pools
     CHECK (network IN ('', 'none', 'isolated', 'host'));
 )sql";
 
+// Issue 25: images every node of a pool pulls and keeps (PoolRecord::pinned_images).
+constexpr std::string_view kV29 = R"sql(
+ALTER TABLE pools
+  ADD COLUMN pinned_images text[] NOT NULL DEFAULT '{}';
+)sql";
+
 // What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.
 constexpr std::string_view kV100 = R"sql(
 CREATE INDEX jobs_pool_submit_idx ON jobs (pool, submit_us);
@@ -603,6 +609,7 @@ constexpr Migration kMigrations[] = {
     {26, "network of a pool's tasks", kV26},
     {27, "registry credential of a job's image", kV27},
     {28, "entrypoint, working directory and volumes of a job's image", kV28},
+    {29, "images pinned to a pool's nodes", kV29},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},

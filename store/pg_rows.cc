@@ -73,6 +73,7 @@ Result<std::vector<PoolRecord>> ReadPools(const pqxx::result& rows) {
     p.mps_tenant_isolation = r[9].as<bool>();
     p.required_capabilities = TextArray(r[10]);
     GPUPOOL_ASSIGN_OR_RETURN(p.network, Enum(r[11], &ParseTaskNetwork, "network"));
+    p.pinned_images = TextArray(r[12]);
     out.push_back(std::move(p));
   }
   return out;

@@ -176,6 +176,7 @@ Status CheckOne(const Mutation& m, TextChecker& t) {
     t("pool.name", up->pool.name);
     t("pool.allowed_tenants", up->pool.allowed_tenants);
     t("pool.placement_strategy", up->pool.placement_strategy);
+    t("pool.pinned_images", up->pool.pinned_images);
     return Status::Ok();
   }
   if (const auto* dp = std::get_if<DeletePool>(&m)) {

@@ -48,6 +48,7 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command> all = [] {
     std::vector<Command> v = JobCommands();
     for (auto&& c : PoolCommands()) v.push_back(std::move(c));
+    for (auto&& c : ImageCommands()) v.push_back(std::move(c));
     for (auto&& c : NodeCommands()) v.push_back(std::move(c));
     for (auto&& c : TenantCommands()) v.push_back(std::move(c));
     for (auto&& c : QuotaCommands()) v.push_back(std::move(c));

@@ -27,6 +27,8 @@ std::string Vram(const v1::Capacity& c) {
 void PrintNode(std::ostream& out, const v1::Node& n) {
   std::string labels;
   for (const auto& [k, v] : n.labels()) labels += (labels.empty() ? "" : ",") + k + "=" + v;
+  std::string images;  // what its store holds, as its agent last said
+  for (const std::string& i : n.cached_images()) images += (images.empty() ? "" : ", ") + i;
   PrintFields(out, {
                        {"Name", n.name()},
                        {"Pool", n.pool()},
@@ -38,6 +40,7 @@ void PrintNode(std::ostream& out, const v1::Node& n) {
                        {"VRAM", Vram(n.capacity()) + " allocated/offered"},
                        {"Running tasks", std::to_string(n.running_tasks())},
                        {"Last heartbeat", FormatTime(n.last_heartbeat_time())},
+                       {"Images", images.empty() ? "-" : images},
                    });
   if (n.devices_size() == 0) return;
   out << '\n';

@@ -94,6 +94,7 @@ void PrintPool(std::ostream& out, const v1::Pool& p) {
           {"Sharing", Sharing(p)},
           {"MPS isolation", p.mps_tenant_isolation() ? "per tenant per GPU" : "per GPU"},
           {"Network", Network(p)},
+          {"Pinned images", Joined(p.pinned_images(), "-")},
           {"Requires",
            p.required_capabilities().empty()
                ? std::string("- (any node takes shared work)")

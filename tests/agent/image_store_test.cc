@@ -18,7 +18,9 @@
 #include <thread>
 
 #include "agent/image/digest.h"
+#include "agent/image/image_pins.h"
 #include "tests/agent/oci_registry.h"
+#include "tests/support/wait_for.h"
 
 namespace gpupool::agent::image {
 namespace {
@@ -277,6 +279,69 @@ TEST_F(ImageStoreTest, BudgetCollectsLeastRecentlyUsedLayersButNeverOneInUse) {
   EXPECT_NE(refused.status().message().find("in use"), std::string::npos);
   EXPECT_TRUE(store->HasImage(digests[0]));
   EXPECT_TRUE(store->HasImage(digests[2]));
+  EXPECT_TRUE(TmpEmpty());
+}
+
+// A pool's pinned images (docs/images.md, "Prepull and pins"): pulled ahead of any task, held out
+// of the budget's collection while pinned (where an unpinned image of the same age goes), and
+// let go when unpinned; one the registry lacks is retried with back-off and says why.
+TEST_F(ImageStoreTest, PinnedImagesArePulledAheadAndNeverCollectedWhilePinned) {
+  std::vector<std::string> digests;
+  for (int i = 0; i < 3; ++i) {
+    auto d = BuildAndPush(registry_, work_, "test/pin" + std::to_string(i), "1",
+                          {RandomLayer("/payload", 100 * 1024, 40 + i)});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    digests.push_back(*d);
+  }
+  int64_t one = 0;
+  {
+    auto o = Options();
+    o.root = testing::MakeScratchDir("/tmp/gpupool-imgmeasure-");
+    auto s = Open(o);
+    auto l = s->Pull(Ref("test/pin0:1"), {});
+    ASSERT_TRUE(l.ok());
+    one = l->image().bytes();
+    l = ImageLease();
+    fs::remove_all(o.root);
+  }
+  auto o = Options();
+  o.budget_bytes = one * 2 + one / 2;  // room for two of the three
+  auto store = Open(o);
+  const size_t log_from = registry_.LogBytes();
+  ImagePins pins(store, /*retry_scale=*/0.01);
+  pins.Set({Ref("test/pin0:1"), Ref("test/missing:1")});
+  // The pinned image arrives with no task asking for it; the missing one keeps failing.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        auto s = pins.State();
+        return s.size() == 2 && s[0].held && s[1].failures >= 2;
+      },
+      std::chrono::seconds(60)));
+  std::vector<ImagePins::Pin> state = pins.State();
+  EXPECT_EQ(state[0].manifest_digest, digests[0]);
+  EXPECT_TRUE(store->HasImage(digests[0]));
+  EXPECT_GE(registry_.BlobGets(store->Images()[0].layers[0].digest, log_from), 1);
+  EXPECT_FALSE(state[1].held);
+  EXPECT_NE(state[1].error.find("unknown image"), std::string::npos) << state[1].error;
+  EXPECT_FALSE(pins.WaitAllHeld(std::chrono::milliseconds(10)));
+
+  // Two more images through tasks: the budget collects the older of them, never the pinned one
+  // (least recently used of all).
+  { ASSERT_TRUE(store->Pull(Ref("test/pin1:1"), {}).ok()); }
+  { ASSERT_TRUE(store->Pull(Ref("test/pin2:1"), {}).ok()); }
+  EXPECT_TRUE(store->HasImage(digests[0])) << "pinned: kept although least recently used";
+  EXPECT_FALSE(store->HasImage(digests[1])) << "unpinned and least recently used: collected";
+  EXPECT_TRUE(store->HasImage(digests[2]));
+
+  // Not even a collection down to nothing takes a pinned image; unpinned, it goes like any other.
+  EXPECT_EQ(store->Collect(o.budget_bytes).code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(store->HasImage(digests[0]));
+  EXPECT_FALSE(store->HasImage(digests[2]));
+  pins.Set({});
+  EXPECT_TRUE(pins.State().empty());
+  EXPECT_TRUE(pins.WaitAllHeld(std::chrono::milliseconds(10)));
+  EXPECT_TRUE(store->Collect(o.budget_bytes).ok());
+  EXPECT_FALSE(store->HasImage(digests[0])) << "unpinned: collected";
   EXPECT_TRUE(TmpEmpty());
 }
 

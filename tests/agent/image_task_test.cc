@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -226,6 +227,26 @@ TEST_F(ImageTaskTest, APlainCommandRunsUnderTheRuntimeOnTheHostsDirectoriesReadO
   EXPECT_GT(end.usage.cpu_usec, 0);
 }
 
+// A host directory that holds the agent's data dir (its node key, other tasks' directories) would
+// show it to every plain command: the node refuses to run containers so configured, saying why.
+TEST_F(ImageTaskTest, AHostDirHoldingTheAgentsDataIsRefused) {
+  sandbox::SandboxOptions so = sandbox_options_;
+  so.host_dirs = {"/usr", fs::path(data_dir_).parent_path().string()};
+  auto box = sandbox::Sandbox::Create(so, data_dir_);
+  ASSERT_TRUE(box.ok()) << box.status().ToString();
+  ImageOptions io;
+  io.tls_verify = false;
+  io.shim = GPUPOOL_OCI_SHIM;
+  auto containers = OpenContainers(io, *box, data_dir_, "");
+  ASSERT_FALSE(containers.ok());
+  EXPECT_EQ(containers.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(containers.status().message().find(
+                "sandbox.host_dirs: " + fs::path(data_dir_).parent_path().string() +
+                " holds the agent's data dir"),
+            std::string::npos)
+      << containers.status().message();
+}
+
 // A plain command under the runtime keeps the sandbox's limits: no memory asked, the sandbox's
 // default_memory_mib holds it, and the kernel's OOM kill is reported with that figure.
 TEST_F(ImageTaskTest, APlainCommandWithoutAMemoryRequestGetsTheSandboxsDefault) {
@@ -407,6 +428,34 @@ TEST_F(ImageTaskTest, ARestartedRunnerReadoptsAnIsolatedContainerWithItsNetwork)
   EXPECT_EQ(networks->in_use(), 0);
   runner_.reset();
   networks->Uninstall();
+}
+
+// A stop while the image is still being pulled ends the task CANCELLED at once (its GPU free for
+// the scheduler), not when the pull gives up: here a registry that is down, which the store tries
+// four times with back-off (≈ 3.5 s). When the pull returns, the task stays as it ended.
+TEST_F(ImageTaskTest, AStopWhilePullingEndsTheTaskAtOnce) {
+  auto st = runner_->Start(Spec("slow", "127.0.0.1:1/test/nowhere:1", "true"));
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  ASSERT_EQ(st->phase, TaskPhase::kPulling);
+  const auto asked = std::chrono::steady_clock::now();
+  std::optional<TaskStatus> stopped = runner_->Stop("slow", 0, 5000, "cancelled by the tenant");
+  ASSERT_TRUE(stopped.has_value());
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::milliseconds(500));
+  EXPECT_EQ(stopped->phase, TaskPhase::kCancelled);
+  EXPECT_EQ(stopped->reason, "cancelled by the tenant");
+  // The pull gives up later; nothing of it changes how the task ended.
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  std::optional<TaskStatus> after = runner_->Stop("slow", 0, 0, "again");
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->phase, TaskPhase::kCancelled);
+  EXPECT_EQ(after->reason, "cancelled by the tenant");
+  // A new attempt of the same task starts as usual.
+  TaskSpec again = Spec("slow", Ref("test/app:1"), "cat /etc/app-release");
+  again.attempt = 2;
+  ASSERT_TRUE(runner_->Start(again).ok());
+  const TaskStatus end = ended_.Wait("slow");
+  EXPECT_EQ(end.phase, TaskPhase::kSucceeded) << end.reason;
+  EXPECT_EQ(end.attempt, 2);
 }
 
 TEST_F(ImageTaskTest, AnImageThatDoesNotExistFailsTheTaskNamingIt) {

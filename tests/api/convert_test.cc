@@ -660,6 +660,59 @@ TEST(ConvertPool, RejectsWithAMessageNamingTheField) {
   }
 }
 
+// Pinned images (docs/images.md, "Prepull and pins"): stored canonical in the order given, shown
+// back, cleared only through the mask; a bad reference, a duplicate (in any spelling) or too many
+// are refused naming the entry.
+TEST(ConvertPool, PinnedImagesAreCanonicalAndCheckedEntryByEntry) {
+  v1::Pool in = ValidPool();
+  in.add_pinned_images("busybox");
+  in.add_pinned_images("127.0.0.1:5000/ml/app:2");
+  Result<PoolRecord> r = PoolFromProto(in);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->pinned_images, (std::vector<std::string>{"docker.io/library/busybox:latest",
+                                                        "127.0.0.1:5000/ml/app:2"}));
+  v1::Pool shown;
+  ToProto(*r, &shown);
+  ASSERT_EQ(shown.pinned_images_size(), 2);
+  EXPECT_EQ(shown.pinned_images(0), "docker.io/library/busybox:latest");
+
+  v1::Pool bad = ValidPool();
+  bad.add_pinned_images("busybox");
+  bad.add_pinned_images("Not An Image");
+  EXPECT_THAT(PoolFromProto(bad).status().message(), HasSubstr("pool.pinned_images[1]: "));
+  v1::Pool twice = ValidPool();
+  twice.add_pinned_images("busybox:latest");
+  twice.add_pinned_images("docker.io/library/busybox");
+  EXPECT_EQ(PoolFromProto(twice).status().message(),
+            "pool.pinned_images[1]: 'docker.io/library/busybox' is pinned twice");
+  v1::Pool many = ValidPool();
+  for (int i = 0; i <= kMaxPinnedImages; ++i) many.add_pinned_images("img" + std::to_string(i));
+  EXPECT_EQ(PoolFromProto(many).status().message(),
+            "pool.pinned_images: 17 images; a pool pins at most 16");
+
+  // Update: set without a mask; an empty list clears them only when the mask names the field.
+  PoolRecord p = *r;
+  v1::UpdatePoolRequest set;
+  set.mutable_pool()->set_name("gpu-a");
+  set.mutable_pool()->add_pinned_images("alpine:3.20");
+  ASSERT_TRUE(ApplyPoolPatch(*PoolPatchFromProto(set), &p).ok());
+  EXPECT_EQ(p.pinned_images, std::vector<std::string>{"docker.io/library/alpine:3.20"});
+  v1::UpdatePoolRequest other;
+  other.mutable_pool()->set_name("gpu-a");
+  other.mutable_pool()->set_compute_overcommit(2.0);
+  ASSERT_TRUE(ApplyPoolPatch(*PoolPatchFromProto(other), &p).ok());
+  EXPECT_EQ(p.pinned_images.size(), 1u) << "not given, not changed";
+  v1::UpdatePoolRequest clear;
+  clear.mutable_pool()->set_name("gpu-a");
+  clear.mutable_update_mask()->add_paths("pinned_images");
+  ASSERT_TRUE(ApplyPoolPatch(*PoolPatchFromProto(clear), &p).ok());
+  EXPECT_TRUE(p.pinned_images.empty());
+  v1::UpdatePoolRequest wrong;
+  wrong.mutable_pool()->set_name("gpu-a");
+  wrong.mutable_pool()->add_pinned_images("UPPER/case");
+  EXPECT_THAT(PoolPatchFromProto(wrong).status().message(), HasSubstr("pool.pinned_images[0]: "));
+}
+
 TEST(ConvertPool, UnknownStrategyListsTheKnownOnes) {
   v1::Pool p = ValidPool();
   p.set_placement_strategy("tetris");

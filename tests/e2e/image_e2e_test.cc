@@ -5,13 +5,16 @@
 // it); skips saying why elsewhere.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include "gpupool/v1/jobs.grpc.pb.h"
@@ -97,6 +100,19 @@ class ImageE2eTest : public ::testing::Test {
 
   std::string Logs(const std::string& task_id) { return testing::TaskLogs(*jobs_, task_id); }
 
+  // Runs gpupoolctl against the daemon; returns its exit code and fills `out`.
+  int Ctl(const std::vector<std::string>& args, std::string* out) {
+    std::vector<std::string> argv = {testing::BinaryPath("gpupoolctl"), "--server",
+                                     daemon_->grpc_address()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto ctl = testing::ChildProcess::Spawn(argv, dir_ + "/ctl.log");
+    if (!ctl.ok()) return -1;
+    const int status = (*ctl)->Wait(120s);
+    std::ifstream in(dir_ + "/ctl.log");
+    out->assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
   testing::LocalRegistry registry_;
   std::string dir_;
   std::unique_ptr<DaemonProcess> daemon_;
@@ -177,6 +193,67 @@ TEST_F(ImageE2eTest, AWatcherSeesTheTaskPullingWithItsBytes) {
   v1::Task done = testing::FirstTask(*jobs_, resp.job_id());
   EXPECT_EQ(done.state(), v1::TASK_STATE_SUCCEEDED);
   EXPECT_FALSE(done.has_pull());
+}
+
+// Prepull and pins (docs/images.md): `gpupoolctl images prepull --wait` returns once the pool's
+// node holds the image, fetched before any task asked for it; a task of it then starts without
+// PULLING and fetches nothing; the node shows the image; unpinning empties the pool's list.
+TEST_F(ImageE2eTest, APrepulledImageIsOnTheNodeBeforeItsFirstTask) {
+  testing::TestLayer data;
+  data.files["/etc/prepulled"] = "prepulled\n";
+  auto digest = testing::BuildAndPush(registry_, dir_ + "/build-pre", "test/pre", "1",
+                                      {testing::BusyboxLayer(), data});
+  ASSERT_TRUE(digest.ok()) << digest.status().ToString();
+  const std::string image = registry_.host() + "/test/pre:1";
+  std::string out;
+  ASSERT_EQ(Ctl({"images", "prepull", "--pool", "gpu", "--wait", image}, &out), 0) << out;
+  EXPECT_NE(out.find("pinned " + image + " to pool gpu"), std::string::npos) << out;
+  EXPECT_NE(out.find(image + " is on 1 of 1 ready node(s)"), std::string::npos) << out;
+  ASSERT_EQ(Ctl({"images", "list", "--pool", "gpu"}, &out), 0) << out;
+  EXPECT_NE(out.find(image), std::string::npos) << out;
+  EXPECT_NE(out.find("1/1"), std::string::npos) << out;
+  // Pinned again: nothing changes.
+  ASSERT_EQ(Ctl({"images", "prepull", "--pool", "gpu", image}, &out), 0) << out;
+  EXPECT_NE(out.find("already pinned"), std::string::npos) << out;
+
+  // Its first task starts warm: no PULLING, nothing fetched from the registry.
+  const size_t log_from = registry_.LogBytes();
+  grpc::ClientContext submit;
+  v1::SubmitJobResponse resp;
+  ASSERT_TRUE(jobs_->SubmitJob(&submit, ImageJob(image, "cat /etc/prepulled"), &resp).ok());
+  grpc::ClientContext watch;
+  watch.set_deadline(std::chrono::system_clock::now() + 120s);
+  v1::WatchJobRequest req;
+  req.set_job_id(resp.job_id());
+  auto stream = jobs_->WatchJob(&watch, req);
+  bool pulled = false;
+  v1::JobState end = v1::JOB_STATE_UNSPECIFIED;
+  for (v1::JobEvent e; stream->Read(&e);) {
+    if (e.job().tasks_size() == 1 && e.job().tasks(0).state() == v1::TASK_STATE_PULLING) {
+      pulled = true;
+    }
+    end = e.job().state();
+    if (end == v1::JOB_STATE_SUCCEEDED || end == v1::JOB_STATE_FAILED) break;
+  }
+  watch.TryCancel();
+  EXPECT_EQ(end, v1::JOB_STATE_SUCCEEDED);
+  EXPECT_FALSE(pulled) << "a prepulled image's task showed PULLING";
+  const v1::Task task = testing::FirstTask(*jobs_, resp.job_id());
+  EXPECT_EQ(Logs(task.id()), "prepulled\n");
+  std::ifstream access(registry_.dir() + "/registry.log");
+  const std::string log((std::istreambuf_iterator<char>(access)), std::istreambuf_iterator<char>());
+  const std::string since = log.size() > log_from ? log.substr(log_from) : "";
+  for (std::istringstream lines(since); std::getline(lines, out);) {
+    EXPECT_FALSE(out.find("\"GET ") != std::string::npos &&
+                 out.find("/blobs/") != std::string::npos)
+        << "a blob fetched after the prepull: " << out;
+  }
+
+  ASSERT_EQ(Ctl({"images", "unpin", "--pool", "gpu", image}, &out), 0) << out;
+  ASSERT_EQ(Ctl({"-o", "json", "pools", "get", "gpu"}, &out), 0) << out;
+  EXPECT_EQ(out.find("pinnedImages"), std::string::npos) << out;
+  EXPECT_NE(Ctl({"images", "unpin", "--pool", "gpu", image}, &out), 0);
+  EXPECT_NE(out.find("does not pin"), std::string::npos) << out;
 }
 
 TEST_F(ImageE2eTest, AnImageTheRegistryLacksFailsTheTaskNamingIt) {

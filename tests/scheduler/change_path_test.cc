@@ -299,5 +299,54 @@ TEST(ChangePathTest, UpdatePoolWithLiveWorkAndAReservation) {
   EXPECT_EQ(h.agents.stops.size(), 1u) << "nobody else was preempted";
 }
 
+// Pins (docs/images.md, "Prepull and pins"): a change of only a pool's pinned images is stored,
+// then sent to each of the pool's nodes, and leaves placement's policy and the room held for a
+// preemptor as they were; a node that registers later gets the list with its RegisterAck.
+TEST(ChangePathTest, PinnedImagesAreStoredThenSentAndLeavePlacementAlone) {
+  CoreHarness h;
+  ASSERT_TRUE(h.CreatePool("gpu").ok());
+  ASSERT_TRUE(h.CreatePool("other").ok());
+  ASSERT_TRUE(h.Register("n0", "gpu", 1).ok());
+  ASSERT_TRUE(h.Register("n1", "gpu", 1).ok());
+  ASSERT_TRUE(h.Register("x0", "other", 1).ok());
+  h.agents.connected = {"n0", "n1", "x0"};
+  ASSERT_TRUE(h.Submit(Of("low", CoreHarness::Whole("gpu", 1))).ok());
+  ASSERT_TRUE(h.Submit(Of("low", CoreHarness::Whole("gpu", 1))).ok());
+  h.RunStarted();
+  h.clock.Advance(10 * kSecond);
+  const int64_t high = h.Submit(Of("high", CoreHarness::Whole("gpu", 1)))->id;
+  ASSERT_EQ(h.Task(high).pending.code, PendingCode::kWaitingForVictims);
+  const size_t stops = h.agents.stops.size();
+
+  PoolRecord p = h.core->GetPool("gpu")->pool;
+  p.pinned_images = {"registry.example:5000/ml/pytorch:2.4"};
+  Result<PoolView> updated = h.Sync<PoolView>([&](auto cb) { h.core->UpdatePool(p, cb); });
+  ASSERT_TRUE(updated.ok()) << updated.status().ToString();
+  EXPECT_EQ(updated->pool.pinned_images, p.pinned_images);
+  // Stored before it was sent (ExpectDurable after each Drain), to the pool's nodes only.
+  std::set<std::string> told;
+  for (const auto& [node, cmd] : h.agents.pins) {
+    told.insert(node);
+    EXPECT_EQ(cmd.images, p.pinned_images);
+  }
+  EXPECT_EQ(told, (std::set<std::string>{"n0", "n1"}));
+  // The preemptor still waits on the room held for it; nothing else was stopped.
+  EXPECT_EQ(h.Task(high).pending.code, PendingCode::kWaitingForVictims);
+  EXPECT_EQ(h.agents.stops.size(), stops);
+  // Unchanged: nothing sent again.
+  h.agents.pins.clear();
+  ASSERT_TRUE(h.Sync<PoolView>([&](auto cb) { h.core->UpdatePool(p, cb); }).ok());
+  EXPECT_TRUE(h.agents.pins.empty());
+  // A node (re-)registering gets its pool's list.
+  Result<RegistrationResult> reg = h.Register("n2", "gpu", 1);
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  EXPECT_EQ(reg->pinned_images, p.pinned_images);
+  Result<RegistrationResult> other = h.Register("x0", "other", 1);
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(other->pinned_images.empty());
+  // Recovered from the store as stored.
+  EXPECT_EQ(h.core->GetPool("gpu")->pool.pinned_images, p.pinned_images);
+}
+
 }  // namespace
 }  // namespace gpupool

@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,13 @@ class RecordingAgents : public AgentGateway {
     stops.push_back({node, cmd});
     return connected.contains(node);
   }
+  bool PinImages(const std::string& node, const PinImagesCommand& cmd) override {
+    pins.push_back({node, cmd});
+    return connected.contains(node);
+  }
   std::vector<std::pair<std::string, StartTaskCommand>> starts;
   std::vector<std::pair<std::string, StopTaskCommand>> stops;
+  std::vector<std::pair<std::string, PinImagesCommand>> pins;
   std::set<std::string> connected;
 };
 

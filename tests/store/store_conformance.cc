@@ -101,6 +101,7 @@ TEST_P(StoreConformanceTest, UpsertsReplaceWholeRecords) {
   pool.mps_tenant_isolation = false;
   pool.required_capabilities = {"sandbox"};
   pool.network = TaskNetwork::kHost;
+  pool.pinned_images = {"docker.io/library/busybox:1.36"};  // one unpinned
   node.devices.resize(1);
   node.links.clear();
   node.labels = {{"zone", "eu-2"}};

@@ -86,6 +86,7 @@ PoolRecord SamplePool(const std::string& name) {
   p.mps_tenant_isolation = true;
   p.required_capabilities = {"compute_share", "sandbox", "vram_cap"};
   p.network = TaskNetwork::kIsolated;
+  p.pinned_images = {"registry.example:5000/ml/pytorch:2.4", "docker.io/library/busybox:1.36"};
   return p;
 }
 
