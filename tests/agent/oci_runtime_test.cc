@@ -699,9 +699,11 @@ TEST_F(OciRuntimeTest, PlainCommandRunsOnTheHostRootReadOnly) {
       {"/bin/sh", "-c",
        "cat /etc/debian_version >/dev/null && echo ETC-READABLE; "
        "touch /usr/gpupool-write-test 2>/dev/null && echo USR-WRITABLE; "
-       "for d in /root /home /var /srv /work " +
-           tasks_ +
-           "; do test -e $d && echo VISIBLE:$d; done; "
+       "for d in /root /home /var /srv /work; do test -e $d && echo VISIBLE:$d; done; "
+       // Of the agent's task directories only the way to its own work dir (its cwd) exists.
+       "echo TASKS:$(ls -A " +
+           tasks_ + ") OWN:$(ls -A " + tasks_ +
+           "/plain) CWD:$(pwd); "
            "cat " +
            agent_etc + "/public.txt " + agent_etc +
            "/agent.yaml; "
@@ -720,6 +722,8 @@ TEST_F(OciRuntimeTest, PlainCommandRunsOnTheHostRootReadOnly) {
   EXPECT_NE(log.find("TMP-WRITABLE"), std::string::npos) << log;
   EXPECT_EQ(log.find("USR-WRITABLE"), std::string::npos) << log;
   EXPECT_EQ(log.find("VISIBLE:"), std::string::npos) << log;
+  EXPECT_NE(log.find("TASKS:plain OWN:work CWD:" + tasks_ + "/plain/work\n"), std::string::npos)
+      << log;
   EXPECT_NE(log.find("readable"), std::string::npos) << log;
   EXPECT_EQ(log.find("s3cret-node-token"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists("/usr/gpupool-write-test"));
