@@ -154,6 +154,9 @@ class ImageTaskTest : public ::testing::Test {
     return s;
   }
   std::string Ref(const std::string& repo_tag) { return registry_->host() + "/" + repo_tag; }
+  // Starts `spec` (a task that exits 6 after ≈ 3 s), restarts the agent while it runs, and checks
+  // the new runner re-adopts its container and reports its end.
+  void ReadoptsAcrossARestart(const TaskSpec& spec);
 
   static ::gpupool::testing::LocalRegistry* registry_;
   static std::string work_, skip_;
@@ -366,13 +369,12 @@ TEST_F(ImageTaskTest, APullReportsItsBytesUntilTheContainerStarts) {
 // re-adopts it — its uid reserved again, its image held without a registry, its root file system
 // spared by the start-up clean-up — and reports how it ended from the shim's result file; then
 // everything it held is released.
-TEST_F(ImageTaskTest, ARestartedRunnerReadoptsARunningContainer) {
-  TaskSpec spec = Spec("keep", Ref("test/app:1"),
-                       "i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; exit 6");
+void ImageTaskTest::ReadoptsAcrossARestart(const TaskSpec& spec) {
+  const std::string& id = spec.task_id;
   ASSERT_TRUE(runner_->Start(spec).ok());
   ASSERT_TRUE(::gpupool::testing::WaitFor(
       [&] {
-        const std::optional<TaskStatus> st = runner_->Get("keep");
+        const std::optional<TaskStatus> st = runner_->Get(id);
         return st && st->phase == TaskPhase::kRunning;
       },
       std::chrono::seconds(60)));
@@ -390,10 +392,21 @@ TEST_F(ImageTaskTest, ARestartedRunnerReadoptsARunningContainer) {
   ASSERT_TRUE(unmounted.ok()) << unmounted.status().ToString();
   EXPECT_EQ(*unmounted, 0);
   EXPECT_EQ(box_->uids()->pool_in_use(), 1);
-  const TaskStatus end = ended_.Wait("keep");
+  const TaskStatus end = ended_.Wait(id);
   EXPECT_EQ(end.phase, TaskPhase::kFailed) << end.reason << end.output_tail;
   EXPECT_EQ(end.exit_code, 6);
   EXPECT_EQ(box_->uids()->pool_in_use(), 0);
+}
+
+TEST_F(ImageTaskTest, ARestartedRunnerReadoptsARunningContainer) {
+  ReadoptsAcrossARestart(Spec("keep", Ref("test/app:1"),
+                              "i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; exit 6"));
+}
+
+// A plain command runs in a container too (one sandbox path), and is re-adopted the same way.
+TEST_F(ImageTaskTest, ARestartedRunnerReadoptsAPlainCommandsContainer) {
+  ReadoptsAcrossARestart(
+      Spec("keepplain", "", "i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; exit 6"));
 }
 
 // The same for a container on an isolated network: its namespace is kept through the restart
