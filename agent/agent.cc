@@ -702,14 +702,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   // The pool's pinned images (docs/images.md, "Prepull and pins"); a node without images
   // ignores them.
   void SetPins(const google::protobuf::RepeatedPtrField<std::string>& images) {
-    if (!pins_) return;
-    std::vector<std::string> list(images.begin(), images.end());
-    if (list != pinned_) {
-      LogInfo("agent", "pinned images",
-              {{"node", config_.node_name}, {"count", std::to_string(list.size())}});
-    }
-    pinned_ = list;
-    pins_->Set(std::move(list));
+    if (pins_) pins_->Set({images.begin(), images.end()});
   }
 
   // --- node lease (docs/ha.md) ------------------------------------------------------------
@@ -861,7 +854,6 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   static constexpr int64_t kImageCacheRefreshMs = 60'000;
   ImageCacheReport image_cache_;
   std::unique_ptr<image::ImagePins> pins_;                   // null: the node runs no images
-  std::vector<std::string> pinned_;                          // the list last set
   std::deque<std::pair<uint64_t, int64_t>> hb_sent_;         // heartbeat seq → sent (monotonic)
   std::set<std::pair<std::string, int32_t>> lease_stopped_;  // (task, attempt) stopped by lapse
   // Confirmed final reports, re-sent after every Register while retained (kFinishedRetention*).

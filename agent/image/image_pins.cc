@@ -64,7 +64,9 @@ void ImagePins::Set(std::vector<std::string> images) {
       }
     }
     for (const std::string& image : images) {
-      if (!shared_->entries.contains(image)) shared_->entries[image].pin.image = image;
+      if (shared_->entries.contains(image)) continue;
+      shared_->entries[image].pin.image = image;
+      LogInfo("agent.images", "image pinned", {{"image", image}});
     }
     shared_->order = std::move(images);
   }

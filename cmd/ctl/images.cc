@@ -39,9 +39,9 @@ grpc::Status ListNodes(Ctx& ctx, const std::string& pool, v1::ListNodesResponse*
   return v1::NodeService::NewStub(ctx.channel())->ListNodes(call.get(), req, out);
 }
 
-bool Holds(const v1::Node& n, const std::string& image) {
-  return std::find(n.cached_images().begin(), n.cached_images().end(), image) !=
-         n.cached_images().end();
+template <typename Strings>
+bool Contains(const Strings& list, const std::string& s) {
+  return std::find(list.begin(), list.end(), s) != list.end();
 }
 
 // Ready nodes of the pool holding `image`, and ready nodes in all.
@@ -50,7 +50,7 @@ std::pair<int, int> Holders(const v1::ListNodesResponse& nodes, const std::strin
   for (const v1::Node& n : nodes.nodes()) {
     if (n.state() != v1::NODE_STATE_READY) continue;
     ++ready;
-    holding += Holds(n, image) ? 1 : 0;
+    holding += Contains(n.cached_images(), image) ? 1 : 0;
   }
   return {holding, ready};
 }
@@ -62,47 +62,55 @@ Result<std::string> Canonical(const std::string& image) {
   return ref->Canonical();
 }
 
-bool Pinned(const v1::Pool& pool, const std::string& image) {
-  return std::find(pool.pinned_images().begin(), pool.pinned_images().end(), image) !=
-         pool.pinned_images().end();
+// What prepull and unpin act on: --pool, IMAGE in its stored form, and the pool as it is.
+struct PinTarget {
+  std::string pool;
+  std::string image;
+  v1::Pool current;
+};
+
+// kExitOk with `t` filled, or the exit code of what went wrong (already reported).
+int LoadTarget(Ctx& ctx, const ParsedArgs& a, PinTarget* t) {
+  t->pool = a.Get("pool");
+  if (t->pool.empty()) return ctx.Usage("--pool is required");
+  Result<std::string> image = Canonical(a.positional[0]);
+  if (!image.ok()) return ctx.Usage(image.status().message());
+  t->image = *image;
+  grpc::Status s = GetPool(ctx, t->pool, &t->current);
+  return s.ok() ? kExitOk : ctx.Fail(s);
 }
 
 int Prepull(Ctx& ctx, const ParsedArgs& a) {
-  const std::string pool = a.Get("pool");
-  if (pool.empty()) return ctx.Usage("--pool is required");
-  Result<std::string> image = Canonical(a.positional[0]);
-  if (!image.ok()) return ctx.Usage(image.status().message());
-  v1::Pool current;
-  grpc::Status s = GetPool(ctx, pool, &current);
-  if (!s.ok()) return ctx.Fail(s);
-  v1::Pool updated = current;
-  if (!Pinned(current, *image)) {
-    std::vector<std::string> images(current.pinned_images().begin(), current.pinned_images().end());
-    images.push_back(*image);
-    s = SetPins(ctx, pool, images, &updated);
-    if (!s.ok()) return ctx.Fail(s);
+  PinTarget t;
+  if (int rc = LoadTarget(ctx, a, &t); rc != kExitOk) return rc;
+  const bool already = Contains(t.current.pinned_images(), t.image);
+  v1::Pool updated = t.current;
+  if (!already) {
+    std::vector<std::string> images(t.current.pinned_images().begin(),
+                                    t.current.pinned_images().end());
+    images.push_back(t.image);
+    if (grpc::Status s = SetPins(ctx, t.pool, images, &updated); !s.ok()) return ctx.Fail(s);
   }
   if (ctx.format != OutputFormat::kTable && !a.Has("wait")) {
     PrintMessage(ctx.out, updated, ctx.format);
     return kExitOk;
   }
-  ctx.out << (Pinned(current, *image) ? "already pinned: " : "pinned ") << *image << " to pool "
-          << pool << ": its nodes pull it now and keep it (gpupoolctl images unpin to let it go)\n";
+  ctx.out << (already ? "already pinned: " : "pinned ") << t.image << " to pool " << t.pool
+          << ": its nodes pull it now and keep it (gpupoolctl images unpin to let it go)\n";
   if (!a.Has("wait")) return kExitOk;
   // Until every ready node of the pool reports holding it, or the --timeout.
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(ctx.timeout_ms);
   for (;;) {
     v1::ListNodesResponse nodes;
-    s = ListNodes(ctx, pool, &nodes);
-    if (!s.ok()) return ctx.Fail(s);
-    const auto [holding, ready] = Holders(nodes, *image);
+    if (grpc::Status s = ListNodes(ctx, t.pool, &nodes); !s.ok()) return ctx.Fail(s);
+    const auto [holding, ready] = Holders(nodes, t.image);
     if (holding == ready) {
-      ctx.out << *image << " is on " << holding << " of " << ready << " ready node(s)\n";
+      ctx.out << t.image << " is on " << holding << " of " << ready << " ready node(s)\n";
       return kExitOk;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      ctx.err << "timed out: " << *image << " is on " << holding << " of " << ready
+      ctx.err << "timed out: " << t.image << " is on " << holding << " of " << ready
               << " ready node(s); the others keep pulling (their agents' logs say why not)\n";
       return kExitUnavailable;
     }
@@ -111,17 +119,12 @@ int Prepull(Ctx& ctx, const ParsedArgs& a) {
 }
 
 int Unpin(Ctx& ctx, const ParsedArgs& a) {
-  const std::string pool = a.Get("pool");
-  if (pool.empty()) return ctx.Usage("--pool is required");
-  Result<std::string> image = Canonical(a.positional[0]);
-  if (!image.ok()) return ctx.Usage(image.status().message());
-  v1::Pool current;
-  grpc::Status s = GetPool(ctx, pool, &current);
-  if (!s.ok()) return ctx.Fail(s);
+  PinTarget t;
+  if (int rc = LoadTarget(ctx, a, &t); rc != kExitOk) return rc;
   std::vector<std::string> images;
   bool found = false;
-  for (const std::string& i : current.pinned_images()) {
-    if (i == *image) {
+  for (const std::string& i : t.current.pinned_images()) {
+    if (i == t.image) {
       found = true;
     } else {
       images.push_back(i);
@@ -129,19 +132,18 @@ int Unpin(Ctx& ctx, const ParsedArgs& a) {
   }
   if (!found) {
     std::string listed;
-    for (const std::string& i : current.pinned_images()) listed += "\n  " + i;
-    ctx.err << "pool " << pool << " does not pin '" << a.positional[0] << "'"
+    for (const std::string& i : t.current.pinned_images()) listed += "\n  " + i;
+    ctx.err << "pool " << t.pool << " does not pin '" << a.positional[0] << "'"
             << (listed.empty() ? std::string(" (it pins none)") : "; it pins:" + listed) << "\n";
     return kExitNotFound;
   }
   v1::Pool updated;
-  s = SetPins(ctx, pool, images, &updated);
-  if (!s.ok()) return ctx.Fail(s);
+  if (grpc::Status s = SetPins(ctx, t.pool, images, &updated); !s.ok()) return ctx.Fail(s);
   if (ctx.format != OutputFormat::kTable) {
     PrintMessage(ctx.out, updated, ctx.format);
     return kExitOk;
   }
-  ctx.out << "unpinned " << *image << " from pool " << pool
+  ctx.out << "unpinned " << t.image << " from pool " << t.pool
           << ": its nodes keep it until their stores need the room\n";
   return kExitOk;
 }

@@ -71,6 +71,20 @@ class ImageStoreTest : public ::testing::Test {
     return store.ok() ? *store : nullptr;
   }
   std::string Ref(const std::string& repo_tag) { return registry_.host() + "/" + repo_tag; }
+  // The bytes one image of `repo_tag` takes in a store, measured in a scratch store of its own.
+  int64_t ImageBytes(const std::string& repo_tag) {
+    auto o = Options();
+    o.root = testing::MakeScratchDir("/tmp/gpupool-imgmeasure-");
+    int64_t bytes = 0;
+    {
+      auto s = Open(o);
+      auto l = s->Pull(Ref(repo_tag), {});
+      EXPECT_TRUE(l.ok()) << l.status().ToString();
+      if (l.ok()) bytes = l->image().bytes();
+    }
+    fs::remove_all(o.root);
+    return bytes;
+  }
   bool TmpEmpty() { return fs::is_empty(root_ + "/tmp"); }
 
   LocalRegistry registry_;
@@ -241,17 +255,8 @@ TEST_F(ImageStoreTest, BudgetCollectsLeastRecentlyUsedLayersButNeverOneInUse) {
     digests.push_back(*d);
   }
   // Measure one image, then allow a little over two of them.
-  int64_t one = 0;
-  {
-    auto o = Options();
-    o.root = testing::MakeScratchDir("/tmp/gpupool-imgmeasure-");
-    auto s = Open(o);
-    auto l = s->Pull(Ref("test/gc0:1"), {});
-    ASSERT_TRUE(l.ok());
-    one = l->image().bytes();
-    l = ImageLease();
-    fs::remove_all(o.root);
-  }
+  const int64_t one = ImageBytes("test/gc0:1");
+  ASSERT_GT(one, 0);
   auto o = Options();
   o.budget_bytes = one * 2 + one / 2;
   auto store = Open(o);
@@ -293,17 +298,8 @@ TEST_F(ImageStoreTest, PinnedImagesArePulledAheadAndNeverCollectedWhilePinned) {
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     digests.push_back(*d);
   }
-  int64_t one = 0;
-  {
-    auto o = Options();
-    o.root = testing::MakeScratchDir("/tmp/gpupool-imgmeasure-");
-    auto s = Open(o);
-    auto l = s->Pull(Ref("test/pin0:1"), {});
-    ASSERT_TRUE(l.ok());
-    one = l->image().bytes();
-    l = ImageLease();
-    fs::remove_all(o.root);
-  }
+  const int64_t one = ImageBytes("test/pin0:1");
+  ASSERT_GT(one, 0);
   auto o = Options();
   o.budget_bytes = one * 2 + one / 2;  // room for two of the three
   auto store = Open(o);
