@@ -7,9 +7,10 @@
 //                              (what an MPS pinned-memory limit does past the task's slice)
 //   gpu_probe busy SECONDS     runs a spinning kernel on every SM for SECONDS; prints
 //                              "kernels_per_s X" (compare alone vs. under an MPS thread %)
-//   gpu_probe write TAG        fills all free memory with TAG repeated, then exits (tenant A)
-//   gpu_probe read TAG         allocates all free memory and counts 4 KiB blocks holding TAG;
-//                              prints "found N" and exits 4 when N > 0 (tenant B after A)
+//   gpu_probe write TAG [MIB]  fills all free memory (at most MIB) with TAG repeated, then exits
+//                              (tenant A)
+//   gpu_probe read TAG [MIB]   allocates all free memory (at most MIB) and counts 4 KiB blocks
+//                              holding TAG; prints "found N" and exits 4 when N > 0 (tenant B)
 //
 // Exit 2 on bad usage, 5 when libcuda or a call fails (the message names it).
 #include <dlfcn.h>
@@ -95,13 +96,16 @@ CUdevice Open() {
   return dev;
 }
 
-// Allocates free memory in chunks (1 GiB down to 2 MiB) until the driver refuses.
-std::vector<std::pair<CUdeviceptr, size_t>> GrabAll() {
+// Allocates free memory in chunks (1 GiB down to 2 MiB) until the driver refuses or `limit`
+// bytes are held.
+std::vector<std::pair<CUdeviceptr, size_t>> GrabAll(size_t limit) {
   std::vector<std::pair<CUdeviceptr, size_t>> out;
+  size_t held = 0;
   for (size_t chunk = size_t{1} << 30; chunk >= (size_t{2} << 20);) {
     CUdeviceptr p = 0;
-    if (d.MemAlloc(&p, chunk) == 0) {
+    if (held + chunk <= limit && d.MemAlloc(&p, chunk) == 0) {
       out.emplace_back(p, chunk);
+      held += chunk;
     } else {
       chunk /= 2;
     }
@@ -188,11 +192,11 @@ std::vector<char> Pattern(const std::string& tag, size_t n) {
   return buf;
 }
 
-int Write(const std::string& tag) {
+int Write(const std::string& tag, size_t limit) {
   Open();
   const std::vector<char> pattern = Pattern(tag, size_t{2} << 20);
   size_t bytes = 0;
-  for (const auto& [p, n] : GrabAll()) {
+  for (const auto& [p, n] : GrabAll(limit)) {
     for (size_t off = 0; off < n; off += pattern.size()) {
       Check("cuMemcpyHtoD", d.MemcpyHtoD(p + off, pattern.data(), pattern.size()));
     }
@@ -203,11 +207,11 @@ int Write(const std::string& tag) {
   return 0;
 }
 
-int Read(const std::string& tag) {
+int Read(const std::string& tag, size_t limit) {
   Open();
   std::vector<char> block(size_t{2} << 20);
   size_t bytes = 0, found = 0;
-  for (const auto& [p, n] : GrabAll()) {
+  for (const auto& [p, n] : GrabAll(limit)) {
     for (size_t off = 0; off < n; off += block.size()) {
       Check("cuMemcpyDtoH", d.MemcpyDtoH(block.data(), p + off, block.size()));
       for (size_t b = 0; b < block.size(); b += 4096) {
@@ -226,10 +230,11 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (argc == 3 && mode == "alloc") return Alloc(std::atol(argv[2]));
   if (argc == 3 && mode == "busy") return Busy(std::atof(argv[2]));
-  if (argc == 3 && mode == "write") return Write(argv[2]);
-  if (argc == 3 && mode == "read") return Read(argv[2]);
+  const size_t limit = argc == 4 ? static_cast<size_t>(std::atol(argv[3])) << 20 : SIZE_MAX;
+  if ((argc == 3 || argc == 4) && mode == "write") return Write(argv[2], limit);
+  if ((argc == 3 || argc == 4) && mode == "read") return Read(argv[2], limit);
   std::fprintf(stderr,
-               "usage: gpu_probe alloc MIB | busy SECONDS | write TAG | read TAG "
+               "usage: gpu_probe alloc MIB | busy SECONDS | write TAG [MIB] | read TAG [MIB] "
                "(see scripts/gpu-verify)\n");
   return 2;
 }

@@ -18,6 +18,15 @@
 //   array3d BYTES             cuArray3DCreate_v2, an allocating entry point left unhooked
 //   alloc-across FILE A B C   plain allocations: A, then (once FILE exists) B and C; one rc
 //                             line each, then exit (an agent restarts while it waits)
+//   launches N                N empty kernels back to back, then a synchronize; prints the
+//                             mean cost of one launch (the interposer's overhead, native vs hooked)
+//   fault                     a kernel that stores to an illegal address; prints the rc of the
+//                             synchronize after it (a real GPU: 700, CUDA_ERROR_ILLEGAL_ADDRESS)
+//
+// The kernels are real PTX (kProbePtx), so the same probe runs on the fake driver (which accepts
+// any image and times a kernel named "…_<N>us" at N µs) and on a real GPU (scripts/gpu-verify).
+// GPUPOOL_PROBE_BLOCKS sets the grid of the compute kernels (default 1; on a real GPU, enough
+// blocks to cover every SM make each launch hold the whole device for its 1 ms).
 #include <dlfcn.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -44,6 +53,49 @@ namespace {
 
 CUcontext g_primary = nullptr;
 std::mutex g_out_mu;
+
+// spin_1000us holds each of its blocks for 1 ms of the device's clock (%globaltimer, ns);
+// spin_0us returns at once; fault_0us stores to address 16, which no allocation ever holds.
+constexpr char kProbePtx[] = R"(
+.version 6.0
+.target sm_50
+.address_size 64
+.visible .entry spin_1000us() {
+  .reg .pred %p;
+  .reg .u64 %t<3>;
+  mov.u64 %t0, %globaltimer;
+SPIN:
+  mov.u64 %t1, %globaltimer;
+  sub.u64 %t2, %t1, %t0;
+  setp.lt.u64 %p, %t2, 1000000;
+  @%p bra SPIN;
+  ret;
+}
+.visible .entry spin_0us() {
+  ret;
+}
+.visible .entry fault_0us() {
+  .reg .u64 %a;
+  .reg .u32 %v;
+  mov.u64 %a, 16;
+  mov.u32 %v, 1;
+  st.global.u32 [%a], %v;
+  ret;
+}
+)";
+
+CUfunction ProbeKernel(const char* name) {
+  static CUmodule mod = nullptr;
+  if (mod == nullptr && cuModuleLoadData(&mod, kProbePtx) != CUDA_SUCCESS) return nullptr;
+  CUfunction f = nullptr;
+  return cuModuleGetFunction(&f, mod, name) == CUDA_SUCCESS ? f : nullptr;
+}
+
+unsigned ProbeBlocks() {
+  const char* v = getenv("GPUPOOL_PROBE_BLOCKS");
+  unsigned n = v != nullptr ? static_cast<unsigned>(strtoul(v, nullptr, 10)) : 1;
+  return n == 0 ? 1 : n;
+}
 
 void Say(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void Say(const char* fmt, ...) {
@@ -139,8 +191,13 @@ CUresult Alloc(int p, size_t bytes, CUmemoryPool pool, Obj* o) {
       o->kind = Obj::kPlain;
       return cuMemAllocManaged(&o->ptr, bytes, CU_MEM_ATTACH_GLOBAL);
     case 3: {
+      // Rows of at most 64 KiB (a real GPU limits an array's width): `bytes` rounded up to whole
+      // rows past that.
       o->kind = Obj::kArray;
-      CUDA_ARRAY_DESCRIPTOR d{bytes, 1, CU_AD_FORMAT_UNSIGNED_INT8, 1};
+      size_t width = bytes < 65536 ? bytes : 65536;
+      size_t height = (bytes + width - 1) / width;
+      o->bytes = width * height;
+      CUDA_ARRAY_DESCRIPTOR d{width, height, CU_AD_FORMAT_UNSIGNED_INT8, 1};
       return cuArrayCreate_v2(&o->arr, &d);
     }
     case 4: {
@@ -452,17 +509,16 @@ int ModeForge(size_t bytes) {
 // Launches 1 ms kernels back to back for `seconds` through `kind` (plain ex coop graph, with
 // "-ptsz" for the per-thread-stream entry points), after "ready" and a line on stdin.
 int ModeCompute(const std::string& kind, double seconds) {
-  CUmodule mod = nullptr;
-  CUfunction f = nullptr;
-  if (cuModuleLoadData(&mod, "fake") != CUDA_SUCCESS ||
-      cuModuleGetFunction(&f, mod, "spin_1000us") != CUDA_SUCCESS)
-    return 3;
+  CUfunction f = ProbeKernel("spin_1000us");
+  if (f == nullptr) return 3;
+  const unsigned blocks = ProbeBlocks();
   CUgraphExec exec = nullptr;
   if (kind == "graph") {
     CUgraph g = nullptr;
     CUDA_KERNEL_NODE_PARAMS p{};
     p.func = f;
-    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.gridDimX = blocks;
+    p.gridDimY = p.gridDimZ = 1;
     p.blockDimX = p.blockDimY = p.blockDimZ = 32;
     CUgraphNode node = nullptr;
     if (cuGraphCreate(&g, 0) != CUDA_SUCCESS ||
@@ -473,19 +529,19 @@ int ModeCompute(const std::string& kind, double seconds) {
   Say("ready");
   char go[3];
   if (read(0, go, sizeof go) <= 0) return 0;
-  CUlaunchConfig cfg{1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, 0};
+  CUlaunchConfig cfg{blocks, 1, 1, 32, 1, 1, 0, nullptr, nullptr, 0};
   long launches = 0;
   auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < t_end) {
     CUresult r;
     if (kind == "plain")
-      r = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
+      r = cuLaunchKernel(f, blocks, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
     else if (kind == "plain-ptsz")
-      r = cuLaunchKernel_ptsz(f, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
+      r = cuLaunchKernel_ptsz(f, blocks, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
     else if (kind == "ex")
       r = cuLaunchKernelEx(&cfg, f, nullptr, nullptr);
     else if (kind == "coop")
-      r = cuLaunchCooperativeKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr);
+      r = cuLaunchCooperativeKernel(f, blocks, 1, 1, 32, 1, 1, 0, nullptr, nullptr);
     else if (kind == "graph")
       r = cuGraphLaunch(exec, nullptr);
     else
@@ -498,6 +554,36 @@ int ModeCompute(const std::string& kind, double seconds) {
   }
   Say("done launches=%ld", launches);
   HoldUntilEof();
+  return 0;
+}
+
+int ModeLaunches(long n) {
+  CUfunction f = ProbeKernel("spin_0us");
+  if (f == nullptr || n <= 0) return 3;
+  // One launch first: module loading and the first launch's set-up are not what is measured.
+  if (cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS ||
+      cuCtxSynchronize() != CUDA_SUCCESS)
+    return 3;
+  auto t0 = std::chrono::steady_clock::now();
+  for (long i = 0; i < n; ++i) {
+    CUresult r = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
+    if (r != CUDA_SUCCESS) {
+      Say("launch rc=%d", r);
+      return 3;
+    }
+  }
+  CUresult r = cuCtxSynchronize();
+  double ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  Say("launches=%ld rc=%d ns_per_launch=%.1f", n, r, ns / static_cast<double>(n));
+  return r == CUDA_SUCCESS ? 0 : 3;
+}
+
+int ModeFault() {
+  CUfunction f = ProbeKernel("fault_0us");
+  if (f == nullptr) return 3;
+  CUresult launch = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+  Say("launch rc=%d sync rc=%d", launch, cuCtxSynchronize());
   return 0;
 }
 
@@ -540,7 +626,18 @@ int ModeSpill(int n, size_t bytes) {
     Say("rc=%d", r);
     if (r == CUDA_SUCCESS) ps.push_back(p);
   }
-  // Spilled memory is real host memory the device can address: write through it.
+  // Spilled memory is real host memory the device can address: write through all of it from the
+  // device (cuMemsetD8 where the driver has it: a real one does, the fake does not).
+  using MemsetFn = CUresult (*)(CUdeviceptr, unsigned char, size_t);
+  auto memset_d8 = reinterpret_cast<MemsetFn>(dlsym(RTLD_DEFAULT, "cuMemsetD8_v2"));
+  if (memset_d8 != nullptr) {
+    CUresult w = CUDA_SUCCESS;
+    for (CUdeviceptr p : ps)
+      if (w == CUDA_SUCCESS) w = memset_d8(p, 0x5a, bytes);
+    if (w == CUDA_SUCCESS) w = cuCtxSynchronize();
+    Say("write rc=%d", w);
+  }
+  Say("holding");
   HoldUntilEof();
   for (CUdeviceptr p : ps)
     if (cuMemFree_v2(p) != CUDA_SUCCESS) return 3;
@@ -602,5 +699,7 @@ int main(int argc, char** argv) {
   if (mode == "ipc-export") return ModeIpcExport(num(2));
   if (mode == "ipc-import") return ModeIpcImport(arg(2));
   if (mode == "spill") return ModeSpill(static_cast<int>(num(2)), num(3));
+  if (mode == "launches") return ModeLaunches(static_cast<long>(num(2)));
+  if (mode == "fault") return ModeFault();
   return 2;
 }

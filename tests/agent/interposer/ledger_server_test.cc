@@ -384,10 +384,43 @@ TEST(LedgerBinary, ServesUntilSigterm) {
   Response r;
   ASSERT_TRUE(c.Call(Op::kReserve, Kind::kVram, 4096, &r));
   kill(bin.pid(), SIGTERM);
-  EXPECT_EQ(bin.ReadLine(), "vram 4096 spill 0 refused 0 protocol_errors 0");
+  EXPECT_EQ(bin.ReadLine(), "final " + sock +
+                                " vram=4096 spill=0 refused=0 protocol_errors=0 gpu_ns=0 "
+                                "spill_byte_seconds=0 processes=1");
   EXPECT_EQ(WEXITSTATUS(bin.Wait()), 0);
   interposer_test::Child bad({GPUPOOL_LEDGER_BIN, "--vram", "x"}, {});
   EXPECT_EQ(WEXITSTATUS(bad.Wait()), 2);
+  rmdir(dir.c_str());
+}
+
+// Two tenants of one device in one process (--next): each socket serves its own limits, and
+// --status-ms reports both while they run.
+TEST(LedgerBinary, ServesTenantsOfOneDeviceSideBySide) {
+  char tmpl[] = "/tmp/gpupool-ledger-bin-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::string a = dir + "/a", b = dir + "/b";
+  interposer_test::Child bin(
+      {GPUPOOL_LEDGER_BIN, "--socket", a, "--vram", "4096", "--compute-percent", "30", "--next",
+       "--socket", b, "--vram", "8192", "--compute-percent", "70", "--status-ms", "50"},
+      {});
+  ASSERT_EQ(bin.ReadLine(), "ready");
+  LedgerClient ca, cb;
+  ASSERT_TRUE(ca.Connect(a.c_str()));
+  ASSERT_TRUE(cb.Connect(b.c_str()));
+  EXPECT_EQ(ca.hello().vram_limit, 4096u);
+  EXPECT_EQ(ca.hello().compute_percent, 30u);
+  EXPECT_EQ(cb.hello().vram_limit, 8192u);
+  EXPECT_EQ(cb.hello().compute_percent, 70u);
+  EXPECT_EQ(bin.ReadLine().rfind("usage " + a + " vram=0 ", 0), 0u);
+  EXPECT_EQ(bin.ReadLine().rfind("usage " + b + " vram=0 ", 0), 0u);
+  kill(bin.pid(), SIGTERM);
+  EXPECT_EQ(WEXITSTATUS(bin.Wait()), 0);
+  // A second ledger without its own --vram is refused, naming which one.
+  interposer_test::Child bad(
+      {GPUPOOL_LEDGER_BIN, "--socket", a, "--vram", "1", "--next", "--socket", b}, {});
+  EXPECT_EQ(WEXITSTATUS(bad.Wait()), 2);
+  unlink(a.c_str());
+  unlink(b.c_str());
   rmdir(dir.c_str());
 }
 

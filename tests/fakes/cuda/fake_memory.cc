@@ -75,9 +75,23 @@ FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
 namespace {
 
 // Calls run(bytes, n, done) over the device bytes of [dptr, dptr + n), page by page.
+// Mapped pinned host memory is addressable by the device too: with unified addressing its device
+// pointer is its host address and any entry point that takes a device pointer accepts it
+// (CUDA Driver API, "Unified Addressing": https://docs.nvidia.com/cuda/cuda-driver-api/
+// group__CUDA__UNIFIED.html). That is how a spilled allocation is written and read.
 template <typename Run>
 CUresult OverDeviceBytes(CUdeviceptr dptr, size_t n, Run run) {
   std::lock_guard<std::mutex> l(g_mu);
+  auto host = g_host.upper_bound(reinterpret_cast<void*>(dptr));
+  if (host != g_host.begin()) {
+    --host;
+    const uint64_t off = dptr - reinterpret_cast<CUdeviceptr>(host->first);
+    if (off < host->second.size && (host->second.flags & CU_MEMHOSTALLOC_DEVICEMAP) != 0) {
+      if (n > host->second.size - off) return CUDA_ERROR_INVALID_VALUE;
+      run(static_cast<uint8_t*>(host->first) + off, n, 0);
+      return CUDA_SUCCESS;
+    }
+  }
   auto it = g_allocs.upper_bound(dptr);
   if (it == g_allocs.begin()) return CUDA_ERROR_INVALID_VALUE;
   --it;
