@@ -310,17 +310,35 @@ GPUPOOL_EXPORT void* dlsym(void* handle, const char* name) {
 }
 
 namespace {
-CUresult Resolve(const char* symbol, void** pfn, CUresult r, CUdriverProcAddressQueryResult* st) {
+// GPUPOOL_CUDA_TRACE=1 logs every cuGetProcAddress answer to stderr (which ABI was hooked).
+bool Tracing() {
+  static const bool on = getenv("GPUPOOL_CUDA_TRACE") != nullptr;
+  return on;
+}
+
+CUresult Resolve(const char* symbol, int version, cuuint64_t flags, void** pfn, CUresult r,
+                 CUdriverProcAddressQueryResult* st) {
   if (r != CUDA_SUCCESS || pfn == nullptr || *pfn == nullptr) return r;
   if (void* hook = HookFor(*pfn); hook != nullptr) {
+    if (Tracing())
+      fprintf(stderr, "gpupool-cuda: cuGetProcAddress %s %d %llu: hooked\n", symbol, version,
+              static_cast<unsigned long long>(flags));
     *pfn = hook;
     return r;
   }
   if (Denied(symbol)) {  // an allocating entry point we do not recognise: not handed out
+    // Said every time: a program that then fails ("requires a newer driver") shows why.
+    fprintf(stderr,
+            "gpupool-cuda: refused cuGetProcAddress(%s, version %d, flags %llu): the driver's "
+            "entry point is not one this library hooks\n",
+            symbol, version, static_cast<unsigned long long>(flags));
     *pfn = nullptr;
     if (st != nullptr) *st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_ERROR_NOT_FOUND;
   }
+  if (Tracing())
+    fprintf(stderr, "gpupool-cuda: cuGetProcAddress %s %d %llu: passed\n", symbol, version,
+            static_cast<unsigned long long>(flags));
   return r;
 }
 }  // namespace
@@ -331,7 +349,7 @@ GPUPOOL_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int ver
                                          cuuint64_t flags) {
   auto real = REAL(cuGetProcAddress);
   if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
-  return Resolve(symbol, pfn, real(symbol, pfn, version, flags), nullptr);
+  return Resolve(symbol, version, flags, pfn, real(symbol, pfn, version, flags), nullptr);
 }
 
 GPUPOOL_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
@@ -345,7 +363,7 @@ GPUPOOL_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int 
           r == CUDA_SUCCESS ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return r;
   }
-  return Resolve(symbol, pfn, real(symbol, pfn, version, flags, status), status);
+  return Resolve(symbol, version, flags, pfn, real(symbol, pfn, version, flags, status), status);
 }
 
 // The driver versions whose ABI this library was written against: 11.4 (the stream-ordered

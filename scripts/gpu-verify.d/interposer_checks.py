@@ -8,9 +8,11 @@ Writes <out>/gpu-verify.json (every check, its figures) and <out>/gpu-verify.md 
 docs/benchmarks.md). Exit 1 when a check failed.
 """
 import argparse
+import ctypes
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -19,6 +21,7 @@ import tempfile
 import threading
 import time
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MIB = 1 << 20
 GIB = 1 << 30
 PATHS = ["plain", "pitch", "managed", "array", "vmm", "pool", "async", "graph"]
@@ -148,6 +151,7 @@ class Verify:
         self.unit = MIB if self.sim else GIB  # sizes scale down on the fake device
         self.context_bytes = 0
         self.base_env = dict(os.environ)
+        self.fake_cuda_dir = args.fake_cuda_dir
         if self.sim:
             self.fake_state = os.path.join(self.work, "fake-state")
             os.makedirs(self.fake_state)
@@ -209,6 +213,52 @@ class Verify:
         print("gpu-verify: (%s took %.1f s)" % (name, time.time() - t0), flush=True)
 
     # ---- the checks ----
+    def check_entry_points(self):
+        """What the driver's cuGetProcAddress answers for every entry point the interposer hooks,
+        at the driver's own version and CUDA 12.8's, legacy and per-thread stream: each answer
+        must be an exported variant the interposer hooks (else the interposer refuses it)."""
+        src = open(os.path.join(ROOT, "agent/interposer/core.cc")).read()
+        block = src[src.index("kHooked[] = {"):]
+        hooked = re.findall(r'"(cu\w+)"', block[:block.index("};")])
+        bases = sorted({re.sub(r"(_v\d)?(_pt[sd]z)?$", "", h) for h in hooked} - {"cuGetProcAddress"})
+        env_lib = os.path.join(self.fake_cuda_dir, "libcuda.so.1") if self.sim else "libcuda.so.1"
+        if self.sim:
+            os.environ["GPUPOOL_FAKE_CUDA_STATE"] = self.fake_state
+        lib = ctypes.CDLL(env_lib)
+        lib.cuInit(0)
+        ver = ctypes.c_int(0)
+        lib.cuDriverGetVersion(ctypes.byref(ver))
+        exported = {}
+        for b in bases:
+            for v in ("", "_v2", "_v3", "_v4", "_v5"):
+                for t in ("", "_ptsz", "_ptds"):
+                    try:
+                        fn = getattr(lib, b + v + t)
+                    except AttributeError:
+                        continue
+                    exported[ctypes.cast(fn, ctypes.c_void_p).value] = b + v + t
+        get = lib.cuGetProcAddress_v2
+        get.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
+                        ctypes.c_uint64, ctypes.POINTER(ctypes.c_int)]
+        unknown, answers = [], {}
+        for b in bases:
+            for version in sorted({ver.value, 12080}):
+                for flags in (1, 2):  # legacy default stream, per-thread default stream
+                    p = ctypes.c_void_p()
+                    st = ctypes.c_int(0)
+                    r = get(b.encode(), ctypes.byref(p), version, flags, ctypes.byref(st))
+                    if r != 0 or not p.value:
+                        answers["%s@%d/%d" % (b, version, flags)] = "none (rc %d)" % r
+                        continue
+                    name = exported.get(p.value, "internal 0x%x" % p.value)
+                    answers["%s@%d/%d" % (b, version, flags)] = name
+                    if name not in hooked:
+                        unknown.append("%s@%d/%d→%s" % (b, version, flags, name))
+        self.record("entry points", not unknown,
+                    "driver %d: %d hooked base names × 2 versions × 2 stream modes; %s" %
+                    (ver.value, len(bases), "every answer hooked" if not unknown else
+                     "not hooked: " + ", ".join(unknown)), answers=answers)
+
     def check_context(self):
         """What one CUDA context costs on this device (NVML), to charge per context."""
         p = self.probe(["alloc", "plain", 1], preload=False)
@@ -412,6 +462,9 @@ class Verify:
             finally:
                 led.stop()
             lines = (r.stdout + r.stderr).strip().splitlines()
+            refused = sorted({l for l in lines if l.startswith("gpupool-cuda:")})
+            for l in refused[:40] + ([] if r.returncode == 0 else lines[-30:]):
+                print("    torch %s: %s" % (mode, l), flush=True)
             result = next((json.loads(l[7:]) for l in lines if l.startswith("RESULT ")), None)
             ok = r.returncode == 0 and result is not None and result.get("ok")
             self.record("PyTorch under a cap: %s" % (conf or "default allocator, compute 50 %"),
@@ -490,7 +543,7 @@ class Verify:
             subprocess.run([ctl], input="quit\n", text=True, env=env, timeout=30)
 
     def run(self, only):
-        checks = [("context", self.check_context), ("paths", self.check_paths),
+        checks = [("entry", self.check_entry_points), ("context", self.check_context), ("paths", self.check_paths),
                   ("info", self.check_info), ("launches", self.check_launches),
                   ("compute", self.check_compute), ("spill", self.check_spill),
                   ("fault", self.check_fault), ("torch", self.check_torch),
