@@ -79,6 +79,7 @@ const char* const kHooked[] = {"cuInit",
                                "cuStreamSynchronize",
                                "cuStreamSynchronize_ptsz",
                                "cuCtxSynchronize",
+                               "cuCtxSynchronize_v2",
                                "cuEventSynchronize",
                                "cuIpcOpenMemHandle_v2",
                                "cuIpcCloseMemHandle",
@@ -367,9 +368,12 @@ GPUPOOL_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int 
 }
 
 // The driver versions whose ABI this library was written against: 11.4 (the stream-ordered
-// allocator, graph memory nodes and cuGetProcAddress all present) up to the last 13.x.
+// allocator, graph memory nodes and cuGetProcAddress all present) up to 13.0, the newest whose
+// answers for every hooked name were checked on a real driver (scripts/gpu-verify, "entry
+// points", driver 580.159.04: 13.0 had added cuCtxSynchronize_v2). A minor release can add such a
+// variant too, so a newer driver is refused until that check has passed on it.
 constexpr int kOldestDriver = 11040;
-constexpr int kNewestDriver = 13999;
+constexpr int kNewestDriver = 13000;
 
 GPUPOOL_EXPORT CUresult cuInit(unsigned flags) {
   auto real = REAL(cuInit);

@@ -151,13 +151,18 @@ typedef struct CUlaunchConfig_st {
 } CUlaunchConfig;
 
 // Graphs.
-typedef struct CUDA_KERNEL_NODE_PARAMS_st {  // the v1 layout; v2 only appends fields.
+// CUDA_KERNEL_NODE_PARAMS_v2, what cuGraphAddKernelNode_v2 reads: the v1 fields, then a kernel
+// and a context (both NULL when `func` is given). A v1-sized struct passed to a real driver makes
+// it read past the end (seen on driver 580: a crash).
+typedef struct CUDA_KERNEL_NODE_PARAMS_st {
   CUfunction func;
   unsigned int gridDimX, gridDimY, gridDimZ;
   unsigned int blockDimX, blockDimY, blockDimZ;
   unsigned int sharedMemBytes;
   void** kernelParams;
   void** extra;
+  void* kern;  // CUkernel
+  CUcontext ctx;
 } CUDA_KERNEL_NODE_PARAMS;
 typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_st {  // CUDA_MEM_ALLOC_NODE_PARAMS_v1
   CUmemPoolProps poolProps;

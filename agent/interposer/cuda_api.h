@@ -24,6 +24,7 @@ CUresult cuCtxSetCurrent(CUcontext ctx);
 CUresult cuCtxGetCurrent(CUcontext* ctx);
 CUresult cuCtxGetDevice(CUdevice* dev);
 CUresult cuCtxSynchronize();
+CUresult cuCtxSynchronize_v2(CUcontext ctx);  // CUDA 13.0: the named context (NULL: current)
 CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev);
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);

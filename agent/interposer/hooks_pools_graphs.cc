@@ -188,6 +188,14 @@ GPUPOOL_EXPORT CUresult cuCtxSynchronize() {
   return r;
 }
 
+// CUDA 13's runtime resolves "cuCtxSynchronize" to this variant (seen on driver 580).
+GPUPOOL_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  REAL_OR_FAIL(cuCtxSynchronize_v2);
+  CUresult r = real(ctx);
+  gi::ResyncPools();
+  return r;
+}
+
 GPUPOOL_EXPORT CUresult cuEventSynchronize(CUevent e) {
   REAL_OR_FAIL(cuEventSynchronize);
   CUresult r = real(e);

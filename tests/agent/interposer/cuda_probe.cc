@@ -381,13 +381,16 @@ int ModeGetproc(const char* name, unsigned long long flags, size_t bytes) {
   return 0;
 }
 
-// Like the CUDA 12 runtime: every entry point from cuGetProcAddress_v2 (version 12.8, the
-// per-thread default stream flag), nothing linked. Prints the results of: the remaining grant
-// `bytes` by cuMemAlloc, one byte more by cuMemAllocAsync, and cuMemGetInfo's total.
+// Like the CUDA runtime: every entry point from cuGetProcAddress_v2 (at the runtime version
+// GPUPOOL_PROBE_CUDA_VERSION, default 12080; the per-thread default stream flag), nothing
+// linked. Prints the results of: the remaining grant `bytes` by cuMemAlloc, one byte more by
+// cuMemAllocAsync, a context synchronize, and cuMemGetInfo's total.
 int ModeRuntime(size_t bytes) {
-  auto get = [](const char* name) {
+  const char* v = getenv("GPUPOOL_PROBE_CUDA_VERSION");
+  const int version = v != nullptr ? atoi(v) : 12080;
+  auto get = [version](const char* name) {
     void* fn = nullptr;
-    if (cuGetProcAddress_v2(name, &fn, 12080, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+    if (cuGetProcAddress_v2(name, &fn, version, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
                             nullptr) != CUDA_SUCCESS)
       fn = nullptr;
     if (fn == nullptr) Say("missing %s", name);
@@ -402,7 +405,9 @@ int ModeRuntime(size_t bytes) {
   auto alloc_async = reinterpret_cast<decltype(&cuMemAllocAsync)>(get("cuMemAllocAsync"));
   auto sync = reinterpret_cast<decltype(&cuStreamSynchronize)>(get("cuStreamSynchronize"));
   auto info = reinterpret_cast<decltype(&cuMemGetInfo_v2)>(get("cuMemGetInfo"));
-  if (!init || !retain || !set || !alloc || !free_fn || !alloc_async || !sync || !info) return 3;
+  void* ctx_sync = get("cuCtxSynchronize");  // () before CUDA 13, (CUcontext) from 13.0
+  if (!init || !retain || !set || !alloc || !free_fn || !alloc_async || !sync || !info || !ctx_sync)
+    return 3;
   CUcontext c = nullptr;
   if (init(0) != CUDA_SUCCESS || retain(&c, 0) != CUDA_SUCCESS || set(c) != CUDA_SUCCESS) return 4;
   CUdeviceptr p = 0, q = 0;
@@ -411,6 +416,10 @@ int ModeRuntime(size_t bytes) {
   Say("free rc=%d", free_fn(p));
   Say("async rc=%d", alloc_async(&q, 1, nullptr));
   sync(nullptr);
+  CUresult synced = version >= 13000
+                        ? reinterpret_cast<decltype(&cuCtxSynchronize_v2)>(ctx_sync)(nullptr)
+                        : reinterpret_cast<decltype(&cuCtxSynchronize)>(ctx_sync)();
+  Say("ctx-sync rc=%d", synced);
   size_t f = 0, t = 0;
   info(&f, &t);
   Say("total=%zu", t);
@@ -515,7 +524,7 @@ int ModeCompute(const std::string& kind, double seconds) {
   CUgraphExec exec = nullptr;
   if (kind == "graph") {
     CUgraph g = nullptr;
-    CUDA_KERNEL_NODE_PARAMS p{};
+    CUDA_KERNEL_NODE_PARAMS p{};  // the v2 layout: kern and ctx stay NULL
     p.func = f;
     p.gridDimX = blocks;
     p.gridDimY = p.gridDimZ = 1;

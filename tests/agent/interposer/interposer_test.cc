@@ -45,19 +45,29 @@ TEST(InterposerPaths, EveryPathHonoursTheGrantToTheByte) {
   }
 }
 
-// A program that finds every entry point through cuGetProcAddress_v2 (the CUDA 12 runtime's way,
-// with the per-thread default stream) is held to the grant on each of them.
+// A program that finds every entry point through cuGetProcAddress_v2 (the CUDA runtime's way,
+// with the per-thread default stream) is held to the grant on each of them: as a CUDA 12.8
+// runtime on a 12.8 driver, and as a CUDA 13 runtime on a 13.0 driver, which answers
+// "cuCtxSynchronize" with its (CUcontext) variant (seen on driver 580: refused, every CUDA 13
+// program failed at its first synchronize).
 TEST(InterposerPaths, RuntimeStyleResolutionGetsEveryHook) {
-  Task task(kDevice, Grant(17 * kMiB));
-  auto p = task.Start({"runtime", std::to_string(16 * kMiB)});
-  EXPECT_EQ(p->ReadLine(), "alloc rc=0");
-  EXPECT_EQ(p->ReadLine(), "async rc=2");  // one byte past the grant, from a pool
-  EXPECT_EQ(p->ReadLine(), "free rc=0");
-  EXPECT_EQ(p->ReadLine(), "async rc=0");
-  EXPECT_EQ(p->ReadLine(), "total=" + std::to_string(17 * kMiB));
-  EXPECT_EQ(LedgerVram(task.ledger().Snapshot(), p->pid()), task.Truth().BytesOf(p->pid()));
-  p->CloseStdin();
-  EXPECT_EQ(p->Wait(), 0);
+  for (const char* version : {"12080", "13000"}) {
+    SCOPED_TRACE(version);
+    Task task(kDevice, Grant(17 * kMiB));
+    std::vector<std::string> env = task.Env();
+    env.push_back(std::string("GPUPOOL_FAKE_CUDA_DRIVER_VERSION=") + version);
+    env.push_back(std::string("GPUPOOL_PROBE_CUDA_VERSION=") + version);
+    Child p({GPUPOOL_PROBE, "runtime", std::to_string(16 * kMiB)}, env);
+    EXPECT_EQ(p.ReadLine(), "alloc rc=0");
+    EXPECT_EQ(p.ReadLine(), "async rc=2");  // one byte past the grant, from a pool
+    EXPECT_EQ(p.ReadLine(), "free rc=0");
+    EXPECT_EQ(p.ReadLine(), "async rc=0");
+    EXPECT_EQ(p.ReadLine(), "ctx-sync rc=0");
+    EXPECT_EQ(p.ReadLine(), "total=" + std::to_string(17 * kMiB));
+    EXPECT_EQ(LedgerVram(task.ledger().Snapshot(), p.pid()), task.Truth().BytesOf(p.pid()));
+    p.CloseStdin();
+    EXPECT_EQ(p.Wait(), 0);
+  }
 }
 
 TEST(InterposerPaths, MemGetInfoShowsTheSlice) {
@@ -97,7 +107,7 @@ TEST(InterposerPaths, WithoutALedgerNothingRuns) {
 
 TEST(InterposerPaths, AnUnknownDriverVersionIsRefused) {
   Task task(kDevice, Grant(24 * kMiB));
-  for (const char* v : {"11020", "14000"}) {
+  for (const char* v : {"11020", "13010", "14000"}) {
     std::vector<std::string> env = task.Env();
     env.push_back(std::string("GPUPOOL_FAKE_CUDA_DRIVER_VERSION=") + v);
     Child c({GPUPOOL_PROBE, "info"}, env);

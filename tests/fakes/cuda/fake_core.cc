@@ -380,6 +380,19 @@ FAKE_API CUresult cuCtxSynchronize() {
   return CUDA_SUCCESS;
 }
 
+// CUDA 13.0 (https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html): synchronizes the
+// named context, the current one when `ctx` is NULL. Every stream of this fake is synchronous, so
+// either way it only releases pool memory, as cuCtxSynchronize does.
+FAKE_API CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  if (ctx != nullptr) {
+    REQUIRE_INIT();
+    std::lock_guard<std::mutex> l(g_mu);
+    ReleasePoolsLocked();
+    return CUDA_SUCCESS;
+  }
+  return cuCtxSynchronize();
+}
+
 FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   REQUIRE_INIT();
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;

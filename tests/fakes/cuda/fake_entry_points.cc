@@ -43,6 +43,7 @@ const Entry kEntries[] = {
     E(cuCtxGetCurrent, 4000),
     E(cuCtxGetDevice, 2000),
     E(cuCtxSynchronize, 2000),
+    EV(cuCtxSynchronize, cuCtxSynchronize_v2, 13000),  // a second ABI under one name
     E(cuDevicePrimaryCtxRetain, 7000),
     EV(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, 11000),
     E(cuDevicePrimaryCtxGetState, 7000),
@@ -135,16 +136,24 @@ FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int versio
                                       CUdriverProcAddressQueryResult* status) {
   if (symbol == nullptr || pfn == nullptr || flags > 2) return CUDA_ERROR_INVALID_VALUE;
   *pfn = nullptr;
+  // The newest variant the caller's version knows: a name may carry several ABIs over time
+  // (cuCtxSynchronize: () until 12.x, (CUcontext) from 13.0).
+  const Entry* found = nullptr;
+  bool named = false;
   for (const Entry& e : kEntries) {
     if (strcmp(e.name, symbol) != 0) continue;
-    if (version < e.since) {
-      if (status != nullptr) *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
-      return CUDA_ERROR_NOT_FOUND;
-    }
-    *pfn = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0 && e.ptds != nullptr
-               ? e.ptds
-               : e.fn;
-    if (e.fn == reinterpret_cast<void*>(&cuMemAlloc_v2) &&
+    named = true;
+    if (e.since <= version && (found == nullptr || e.since > found->since)) found = &e;
+  }
+  if (named && found == nullptr) {
+    if (status != nullptr) *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  if (found != nullptr) {
+    *pfn = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0 && found->ptds != nullptr
+               ? found->ptds
+               : found->fn;
+    if (found->fn == reinterpret_cast<void*>(&cuMemAlloc_v2) &&
         EnvU64("GPUPOOL_FAKE_CUDA_PROC_THUNKS", 0) != 0)
       *pfn = reinterpret_cast<void*>(&ThunkMemAlloc);
     if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;
