@@ -303,7 +303,13 @@ GPUPOOL_EXPORT void* dlsym(void* handle, const char* name) {
   if (name[0] != 'c' || name[1] != 'u') return real;
   if (void* hook = HookByName(name); hook != nullptr) return hook;
   if (void* hook = HookFor(real); hook != nullptr) return hook;
-  if (Denied(name)) return nullptr;
+  if (Denied(name)) {
+    fprintf(stderr,
+            "gpupool-cuda: refused dlsym(%s): an entry point of the driver this library does "
+            "not hook\n",
+            name);
+    return nullptr;
+  }
   // A second copy of the driver (another path, same code) would be a second, uninitialised
   // driver: every entry point is answered by the one driver the hooks call.
   void* canonical = gpupool::interposer::RealSym(name);

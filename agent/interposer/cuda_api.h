@@ -81,6 +81,8 @@ CUresult cuStreamQuery(CUstream s);
 CUresult cuEventCreate(CUevent* e, unsigned flags);
 CUresult cuEventRecord(CUevent e, CUstream s);
 CUresult cuEventRecord_ptsz(CUevent e, CUstream s);
+CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status);
+CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus* status);
 CUresult cuEventSynchronize(CUevent e);
 CUresult cuEventQuery(CUevent e);
 CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end);

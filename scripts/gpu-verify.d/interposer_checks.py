@@ -147,6 +147,7 @@ class Verify:
         self.out = args.out
         self.work = tempfile.mkdtemp(prefix="gpupool-gv-")
         self.results = []
+        self.charged = {}  # launch kind -> [(percent, µs charged per kernel)]
         self.header = args.header.replace("\\n", "\n")
         self.unit = MIB if self.sim else GIB  # sizes scale down on the fake device
         self.context_bytes = 0
@@ -367,14 +368,21 @@ class Verify:
                     raise RuntimeError("compute probe not ready: %s" % p.all)
             for p in ps:
                 p.write("go\n")
-            out = []
+            out, launches = [], []
             for p in ps:
                 f = fields(p.read_until("done", seconds + 60))
+                launches.append(int(f["launches"]))
                 out.append(100.0 * int(f["launches"]) * 1e-3 / seconds)
                 p.finish()
-            return out
         finally:
             led.stop()
+        # What the interposer charged per kernel (its events), for the record.
+        for i, sock in enumerate(led.sockets):
+            gpu_ns = led.usage.get(sock, {}).get("gpu_ns", 0)
+            if i < len(launches) and launches[i] and gpu_ns:
+                self.charged.setdefault(kind, []).append(
+                    (percents[i], round(gpu_ns / launches[i] / 1e3, 1)))
+        return out
 
     def check_compute(self):
         # A share is the tenant's kernels against what the device delivers to one uncapped
@@ -396,7 +404,12 @@ class Verify:
             figures[kind] = [a, b]
             detail.append("%s 30/70 → %.1f/%.1f" % (kind, a, b))
             ok &= abs(a - 30) <= 5 and abs(b - 70) <= 5
-        self.record("compute shares (1 ms kernels, %g s)" % secs, ok, "; ".join(detail), **figures)
+        kernel_us = 1e6 * secs / (alone / 100.0 * secs / 1e-3)  # wall µs per kernel alone
+        detail.append("a kernel takes %.0f µs alone; charged per kernel (cap: µs) %s" % (
+            kernel_us, "; ".join("%s %s" % (k, ", ".join("%d: %.0f" % c for c in v))
+                                 for k, v in self.charged.items())))
+        self.record("compute shares (1 ms kernels, %g s)" % secs, ok, "; ".join(detail),
+                    charged=self.charged, kernel_us=kernel_us, **figures)
 
     def check_spill(self):
         u = self.unit
@@ -472,6 +485,8 @@ class Verify:
             finally:
                 led.stop()
             lines = (r.stdout + r.stderr).strip().splitlines()
+            with open(os.path.join(self.out, "torch-%s.log" % mode), "w") as f:
+                f.write(r.stdout + r.stderr)
             refused = sorted({l for l in lines if l.startswith("gpupool-cuda:")})
             for l in refused[:40] + ([] if r.returncode == 0 else lines[-30:]):
                 print("    torch %s: %s" % (mode, l), flush=True)

@@ -530,10 +530,13 @@ int ModeCompute(const std::string& kind, double seconds) {
     p.gridDimY = p.gridDimZ = 1;
     p.blockDimX = p.blockDimY = p.blockDimZ = 32;
     CUgraphNode node = nullptr;
-    if (cuGraphCreate(&g, 0) != CUDA_SUCCESS ||
-        cuGraphAddKernelNode_v2(&node, g, nullptr, 0, &p) != CUDA_SUCCESS ||
-        cuGraphInstantiateWithFlags(&exec, g, 0) != CUDA_SUCCESS)
+    CUresult r = cuGraphCreate(&g, 0);
+    if (r == CUDA_SUCCESS) r = cuGraphAddKernelNode_v2(&node, g, nullptr, 0, &p);
+    if (r == CUDA_SUCCESS) r = cuGraphInstantiateWithFlags(&exec, g, 0);
+    if (r != CUDA_SUCCESS) {
+      Say("graph rc=%d", r);
       return 3;
+    }
   }
   Say("ready");
   char go[3];
