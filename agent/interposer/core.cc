@@ -81,6 +81,7 @@ const char* const kHooked[] = {"cuInit",
                                "cuCtxSynchronize",
                                "cuCtxSynchronize_v2",
                                "cuEventSynchronize",
+                               "cuIpcOpenMemHandle",
                                "cuIpcOpenMemHandle_v2",
                                "cuIpcCloseMemHandle",
                                "cuCtxCreate_v2",
@@ -88,8 +89,12 @@ const char* const kHooked[] = {"cuInit",
                                "cuCtxCreate_v4",
                                "cuCtxDestroy_v2",
                                "cuDevicePrimaryCtxRetain",
+                               "cuDevicePrimaryCtxRelease",
                                "cuDevicePrimaryCtxRelease_v2",
+                               "cuDevicePrimaryCtxReset",
                                "cuDevicePrimaryCtxReset_v2",
+                               "cuGraphInstantiate",
+                               "cuGraphInstantiate_v2",
                                "cuGraphInstantiateWithFlags",
                                "cuGraphInstantiateWithParams",
                                "cuGraphInstantiateWithParams_ptsz",
@@ -108,9 +113,8 @@ const char* const kHooked[] = {"cuInit",
 // another process allocated (cuMemImportFromShareableHandle, cuMemPoolImportPointer) allocate
 // nothing and pass; host allocations (cuMemAllocHost, cuMemHostAlloc) are not device memory.
 const char* const kDenied[] = {
-    "cuMemAlloc",         "cuMemAllocPitch",        "cuArrayCreate",      "cuArray3DCreate",
-    "cuArray3DCreate_v2", "cuMipmappedArrayCreate", "cuIpcOpenMemHandle", "cuCtxCreate",
-    "cuGraphInstantiate", "cuGraphInstantiate_v2",
+    "cuMemAlloc",         "cuMemAllocPitch",        "cuArrayCreate", "cuArray3DCreate",
+    "cuArray3DCreate_v2", "cuMipmappedArrayCreate", "cuCtxCreate",
 };
 
 struct HookPair {

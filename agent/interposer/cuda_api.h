@@ -26,7 +26,9 @@ CUresult cuCtxGetDevice(CUdevice* dev);
 CUresult cuCtxSynchronize();
 CUresult cuCtxSynchronize_v2(CUcontext ctx);  // CUDA 13.0: the named context (NULL: current)
 CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev);
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev);  // v1 (CUDA 7.0–10.x ABI, still exported)
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+CUresult cuDevicePrimaryCtxReset(CUdevice dev);  // v1
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned* flags, int* active);
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total);
@@ -71,6 +73,7 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t size, CUstream s);
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s);
 CUresult cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr dptr);
+CUresult cuIpcOpenMemHandle(CUdeviceptr* dptr, CUipcMemHandle h, unsigned flags);  // v1
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle h, unsigned flags);
 CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
 CUresult cuStreamCreate(CUstream* s, unsigned flags);
@@ -116,6 +119,11 @@ CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph g, const CUgraphNode* 
 CUresult cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, size_t* count);
 CUresult cuGraphNodeGetType(CUgraphNode node, int* type);
 CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARAMS* out);
+// The CUDA 10/11 ABIs of "cuGraphInstantiate" (an error node and a log buffer).
+CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph g, CUgraphNode* error_node, char* log,
+                            size_t log_size);
+CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph g, CUgraphNode* error_node, char* log,
+                               size_t log_size);
 CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph g, unsigned long long flags);
 CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph g,
                                       CUDA_GRAPH_INSTANTIATE_PARAMS* params);

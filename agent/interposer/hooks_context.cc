@@ -120,6 +120,25 @@ GPUPOOL_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   return r;
 }
 
+// The v1 ABIs, which CUDA 13's runtime and libraries still ask for by name (seen on driver
+// 580: refused, cuBLAS could not start): the same accounting, whatever the variant's semantics,
+// since SyncPrimary reads the context's state back from the driver.
+GPUPOOL_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  REAL_OR_FAIL(cuDevicePrimaryCtxRelease);
+  std::lock_guard<std::mutex> pl(g_primary_mu);
+  CUresult r = real(dev);
+  if (r == CUDA_SUCCESS) SyncPrimary(dev);
+  return r;
+}
+
+GPUPOOL_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
+  REAL_OR_FAIL(cuDevicePrimaryCtxReset);
+  std::lock_guard<std::mutex> pl(g_primary_mu);
+  CUresult r = real(dev);
+  if (r == CUDA_SUCCESS) SyncPrimary(dev);
+  return r;
+}
+
 GPUPOOL_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   REAL_OR_FAIL(cuDevicePrimaryCtxReset_v2);
   std::lock_guard<std::mutex> pl(g_primary_mu);

@@ -211,6 +211,21 @@ GPUPOOL_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph g
   return GraphInstantiate(exec, graph, [&] { return real(exec, graph, flags); });
 }
 
+// The CUDA 10 and 11 ABIs of "cuGraphInstantiate", still exported and asked for by name.
+GPUPOOL_EXPORT CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph,
+                                           CUgraphNode* error_node, char* log, size_t log_size) {
+  REAL_OR_FAIL(cuGraphInstantiate);
+  return GraphInstantiate(exec, graph,
+                          [&] { return real(exec, graph, error_node, log, log_size); });
+}
+
+GPUPOOL_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph,
+                                              CUgraphNode* error_node, char* log, size_t log_size) {
+  REAL_OR_FAIL(cuGraphInstantiate_v2);
+  return GraphInstantiate(exec, graph,
+                          [&] { return real(exec, graph, error_node, log, log_size); });
+}
+
 GPUPOOL_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph,
                                                      CUDA_GRAPH_INSTANTIATE_PARAMS* p) {
   REAL_OR_FAIL(cuGraphInstantiateWithParams);

@@ -96,8 +96,10 @@ GPUPOOL_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 
 // An import maps memory another process allocated; it is charged to this task (its grant bounds
 // what it can reach), at the size the driver reports, before the pointer is returned.
-GPUPOOL_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle h, unsigned flags) {
-  REAL_OR_FAIL(cuIpcOpenMemHandle_v2);
+namespace {
+// An import maps memory another process allocated; it is charged here too, for its size.
+template <typename Open>
+CUresult IpcOpen(Open real, CUdeviceptr* dptr, CUipcMemHandle h, unsigned flags) {
   auto range = REAL(cuMemGetAddressRange_v2);
   auto close = REAL(cuIpcCloseMemHandle);
   if (range == nullptr || close == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
@@ -111,6 +113,18 @@ GPUPOOL_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle 
   std::lock_guard<std::mutex> l(g_mu);
   g_ipc[*dptr] = size;
   return r;
+}
+}  // namespace
+
+GPUPOOL_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle h, unsigned flags) {
+  REAL_OR_FAIL(cuIpcOpenMemHandle_v2);
+  return IpcOpen(real, dptr, h, flags);
+}
+
+// The v1 ABI (same arguments), which the CUDA runtime asks for by name.
+GPUPOOL_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr* dptr, CUipcMemHandle h, unsigned flags) {
+  REAL_OR_FAIL(cuIpcOpenMemHandle);
+  return IpcOpen(real, dptr, h, flags);
 }
 
 GPUPOOL_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {

@@ -388,6 +388,9 @@ class Verify:
         # A share is the tenant's kernels against what the device delivers to one uncapped
         # tenant of the same launch kind (launch gaps are not the cap's doing).
         secs = 3.0
+        clock = self.probe(["clock", 500], preload=False)
+        clock_line = clock.readline(60)
+        clock.finish()
         alone = self.shares("plain", [100], secs)[0]
         half = 100 * self.shares("plain", [50], secs)[0] / alone
         detail = ["uncapped alone %.1f %% busy; capped 50 alone %.1f" % (alone, half)]
@@ -405,6 +408,7 @@ class Verify:
             detail.append("%s 30/70 → %.1f/%.1f" % (kind, a, b))
             ok &= abs(a - 30) <= 5 and abs(b - 70) <= 5
         kernel_us = 1e6 * secs / (alone / 100.0 * secs / 1e-3)  # wall µs per kernel alone
+        detail.append("clocks: %s" % clock_line)
         detail.append("a kernel takes %.0f µs alone; charged per kernel (cap: µs) %s" % (
             kernel_us, "; ".join("%s %s" % (k, ", ".join("%d: %.0f" % c for c in v))
                                  for k, v in self.charged.items())))
@@ -568,11 +572,13 @@ class Verify:
             subprocess.run([ctl], input="quit\n", text=True, env=env, timeout=30)
 
     def run(self, only):
-        checks = [("entry", self.check_entry_points), ("context", self.check_context), ("paths", self.check_paths),
-                  ("info", self.check_info), ("launches", self.check_launches),
-                  ("compute", self.check_compute), ("spill", self.check_spill),
-                  ("fault", self.check_fault), ("torch", self.check_torch),
-                  ("mps", self.check_mps), ("scrub", self.check_scrub)]
+        # PyTorch early: a run cut short keeps what matters most to tenants.
+        checks = [("entry", self.check_entry_points), ("context", self.check_context),
+                  ("torch", self.check_torch), ("paths", self.check_paths),
+                  ("info", self.check_info), ("compute", self.check_compute),
+                  ("launches", self.check_launches), ("spill", self.check_spill),
+                  ("fault", self.check_fault), ("mps", self.check_mps),
+                  ("scrub", self.check_scrub)]
         for name, fn in checks:
             if not only or name in only or name == "context":
                 self.run_check(name, fn)

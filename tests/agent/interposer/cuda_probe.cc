@@ -20,6 +20,13 @@
 //                             line each, then exit (an agent restarts while it waits)
 //   launches N                N empty kernels back to back, then a synchronize; prints the
 //                             mean cost of one launch (the interposer's overhead, native vs hooked)
+//   legacy BYTES              the v1 ABIs a CUDA 13 runtime still asks for by name: a graph with
+//                             a BYTES memory node instantiated through "cuGraphInstantiate" from
+//                             cuGetProcAddress (version 11.0) and from dlsym, then the primary
+//                             context released through "cuDevicePrimaryCtxRelease" (7.0); one rc
+//                             line each, then hold
+//   clock MS                  two events MS ms apart on the host's clock: prints the device's
+//                             elapsed time beside the host's (do the two clocks agree?)
 //   fault                     a kernel that stores to an illegal address; prints the rc of the
 //                             synchronize after it (a real GPU: 700, CUDA_ERROR_ILLEGAL_ADDRESS)
 //
@@ -531,10 +538,17 @@ int ModeCompute(const std::string& kind, double seconds) {
     p.blockDimX = p.blockDimY = p.blockDimZ = 32;
     CUgraphNode node = nullptr;
     CUresult r = cuGraphCreate(&g, 0);
-    if (r == CUDA_SUCCESS) r = cuGraphAddKernelNode_v2(&node, g, nullptr, 0, &p);
-    if (r == CUDA_SUCCESS) r = cuGraphInstantiateWithFlags(&exec, g, 0);
+    const char* step = "create";
+    if (r == CUDA_SUCCESS) {
+      step = "add-kernel-node";
+      r = cuGraphAddKernelNode_v2(&node, g, nullptr, 0, &p);
+    }
+    if (r == CUDA_SUCCESS) {
+      step = "instantiate";
+      r = cuGraphInstantiateWithFlags(&exec, g, 0);
+    }
     if (r != CUDA_SUCCESS) {
-      Say("graph rc=%d", r);
+      Say("graph %s rc=%d", step, r);
       return 3;
     }
   }
@@ -589,6 +603,57 @@ int ModeLaunches(long n) {
       std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
   Say("launches=%ld rc=%d ns_per_launch=%.1f", n, r, ns / static_cast<double>(n));
   return r == CUDA_SUCCESS ? 0 : 3;
+}
+
+int ModeLegacy(size_t bytes) {
+  using InstantiateFn = CUresult (*)(CUgraphExec*, CUgraph, CUgraphNode*, char*, size_t);
+  void* by_proc = nullptr;
+  cuGetProcAddress_v2("cuGraphInstantiate", &by_proc, 11000, 0, nullptr);
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  void* by_dlsym = lib != nullptr ? dlsym(lib, "cuGraphInstantiate") : nullptr;
+  for (void* fn : {by_proc, by_dlsym}) {
+    if (fn == nullptr) {
+      Say("instantiate missing");
+      continue;
+    }
+    CUgraph g = nullptr;
+    cuGraphCreate(&g, 0);
+    CUDA_MEM_ALLOC_NODE_PARAMS params{};
+    params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    params.bytesize = bytes;
+    CUgraphNode node = nullptr;
+    cuGraphAddMemAllocNode(&node, g, nullptr, 0, &params);
+    cuGraphAddMemFreeNode(&node, g, &node, 1, params.dptr);
+    CUgraphExec exec = nullptr;
+    CUresult r = reinterpret_cast<InstantiateFn>(fn)(&exec, g, nullptr, nullptr, 0);
+    Say("instantiate rc=%d", r);
+    if (r == CUDA_SUCCESS) cuGraphExecDestroy(exec);
+    cuGraphDestroy(g);
+  }
+  void* release = nullptr;
+  cuGetProcAddress_v2("cuDevicePrimaryCtxRelease", &release, 7000, 0, nullptr);
+  Say("release rc=%d",
+      release != nullptr ? reinterpret_cast<CUresult (*)(CUdevice)>(release)(0) : -1);
+  HoldUntilEof();
+  return 0;
+}
+
+int ModeClock(unsigned ms) {
+  CUevent a = nullptr, b = nullptr;
+  if (cuEventCreate(&a, 0) != CUDA_SUCCESS || cuEventCreate(&b, 0) != CUDA_SUCCESS) return 3;
+  cuEventRecord(a, nullptr);
+  cuEventSynchronize(a);
+  auto t0 = std::chrono::steady_clock::now();
+  usleep(ms * 1000);
+  cuEventRecord(b, nullptr);
+  cuEventSynchronize(b);
+  double host =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  float dev = 0;
+  CUresult r = cuEventElapsedTime(&dev, a, b);
+  Say("rc=%d device_ms=%.2f host_ms=%.2f", r, static_cast<double>(dev), host);
+  return 0;
 }
 
 int ModeFault() {
@@ -713,5 +778,7 @@ int main(int argc, char** argv) {
   if (mode == "spill") return ModeSpill(static_cast<int>(num(2)), num(3));
   if (mode == "launches") return ModeLaunches(static_cast<long>(num(2)));
   if (mode == "fault") return ModeFault();
+  if (mode == "legacy") return ModeLegacy(num(2));
+  if (mode == "clock") return ModeClock(static_cast<unsigned>(num(2)));
   return 2;
 }

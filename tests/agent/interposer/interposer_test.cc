@@ -70,6 +70,30 @@ TEST(InterposerPaths, RuntimeStyleResolutionGetsEveryHook) {
   }
 }
 
+// The v1 ABIs a CUDA 13 runtime and its libraries still ask for by name (cuBLAS did not start
+// on driver 580 while they were refused): graph memory instantiated through "cuGraphInstantiate"
+// (cuGetProcAddress at 11.0, and dlsym) is held to the grant, and releasing the primary context
+// through "cuDevicePrimaryCtxRelease" (7.0) gives its charge back.
+TEST(InterposerPaths, LegacyEntryPointsAreHookedNotRefused) {
+  Task task(kDevice, Grant(17 * kMiB));
+  auto over = task.Start({"legacy", std::to_string(16 * kMiB + 1)});
+  EXPECT_EQ(over->ReadLine(), "instantiate rc=2");
+  EXPECT_EQ(over->ReadLine(), "instantiate rc=2");
+  EXPECT_EQ(over->ReadLine(), "release rc=0");
+  over->CloseStdin();
+  EXPECT_EQ(over->Wait(), 0);
+  auto fits = task.Start({"legacy", std::to_string(16 * kMiB)});
+  EXPECT_EQ(fits->ReadLine(), "instantiate rc=0");
+  EXPECT_EQ(fits->ReadLine(), "instantiate rc=0");
+  EXPECT_EQ(fits->ReadLine(), "release rc=0");
+  // The last reference to the primary context is gone, and with it its 1 MiB charge.
+  EXPECT_TRUE(
+      Eventually([&] { return LedgerVram(task.ledger().Snapshot(), fits->pid()) == 0; }, 1000));
+  EXPECT_LE(task.Truth().high_water, 17 * kMiB);
+  fits->CloseStdin();
+  EXPECT_EQ(fits->Wait(), 0);
+}
+
 TEST(InterposerPaths, MemGetInfoShowsTheSlice) {
   Task task(kDevice, Grant(24 * kMiB));
   auto p = task.Start({"info"});

@@ -421,6 +421,11 @@ FAKE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+// The v1 ABI (CUDA 7.0): the same call for this fake (v2 changed only which errors it returns).
+FAKE_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
 FAKE_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned* flags, int* active) {
   REQUIRE_INIT();
   if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;

@@ -316,6 +316,19 @@ FAKE_API CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_
   return CUDA_SUCCESS;
 }
 
+FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph g, unsigned long long);
+// The CUDA 10 (v1) and 11 (_v2) ABIs: an error node and a log buffer, no flags.
+FAKE_API CUresult cuGraphInstantiate(CUgraphExec* out, CUgraph g, CUgraphNode* error_node,
+                                     char* log, size_t log_size) {
+  if (error_node != nullptr) *error_node = nullptr;
+  if (log != nullptr && log_size > 0) log[0] = 0;
+  return cuGraphInstantiateWithFlags(out, g, 0);
+}
+FAKE_API CUresult cuGraphInstantiate_v2(CUgraphExec* out, CUgraph g, CUgraphNode* error_node,
+                                        char* log, size_t log_size) {
+  return cuGraphInstantiate(out, g, error_node, log, log_size);
+}
+
 FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph g, unsigned long long) {
   REQUIRE_CTX();
   if (out == nullptr || g == nullptr) return CUDA_ERROR_INVALID_VALUE;

@@ -275,6 +275,12 @@ FAKE_API CUresult cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr dptr) {
   return CUDA_SUCCESS;
 }
 
+FAKE_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle h, unsigned flags);
+// The v1 ABI (CUDA 4.1), the same arguments.
+FAKE_API CUresult cuIpcOpenMemHandle(CUdeviceptr* dptr, CUipcMemHandle h, unsigned flags) {
+  return cuIpcOpenMemHandle_v2(dptr, h, flags);
+}
+
 FAKE_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle h, unsigned flags) {
   REQUIRE_CTX();
   if (dptr == nullptr || flags > 1) return CUDA_ERROR_INVALID_VALUE;
