@@ -90,6 +90,9 @@ void SliceLedgers::Watch(const std::string& key, pid_t root) {
   o.in_task = [root](pid_t pid) { return watchdog::IsDescendant(pid, root); };
   ledger::LedgerServer* server = it->second.server.get();
   o.ledger = [server] { return server->Snapshot(); };
+  o.reconcile = [server](pid_t pid, uint64_t bytes) {
+    return server->ReconcileDriverMemory(pid, bytes);
+  };
   it->second.dog = std::make_unique<watchdog::Watchdog>(memory_.get(), std::move(o));
 }
 

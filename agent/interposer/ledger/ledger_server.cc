@@ -142,7 +142,25 @@ Usage LedgerServer::Snapshot() const {
   Usage u = totals_;
   for (const auto& c : conns_) u.processes.push_back({c->pid, c->vram, c->spill, false});
   for (const Orphan& o : orphans_) u.processes.push_back({o.pid, o.vram, o.spill, true});
+  for (const auto& [pid, bytes] : driver_) u.processes.push_back({pid, bytes, 0, false});
   return u;
+}
+
+bool LedgerServer::ReconcileDriverMemory(pid_t pid, uint64_t nvml_bytes) {
+  std::lock_guard<std::mutex> l(mu_);
+  bool known = false;
+  uint64_t reserved = 0;
+  for (const auto& c : conns_)
+    if (c->pid == pid) known = true, reserved += c->vram;
+  for (const Orphan& o : orphans_)
+    if (o.pid == pid) known = true, reserved += o.vram;
+  if (!known) return false;
+  uint64_t want = nvml_bytes > reserved ? nvml_bytes - reserved : 0;
+  uint64_t& have = driver_[pid];
+  totals_.vram = totals_.vram - have + want;
+  have = want;
+  if (want == 0) driver_.erase(pid);
+  return true;
 }
 
 void LedgerServer::Run() {
@@ -351,6 +369,19 @@ void LedgerServer::Drop(size_t index) {
 }
 
 void LedgerServer::ReapOrphans() {
+  // Driver memory ends with its process: once the ledger knows it no more (no connection, no
+  // orphan), its charge goes.
+  for (auto it = driver_.begin(); it != driver_.end();) {
+    bool known = false;
+    for (const auto& c : conns_) known |= c->pid == it->first;
+    for (const Orphan& o : orphans_) known |= o.pid == it->first;
+    if (known) {
+      ++it;
+      continue;
+    }
+    totals_.vram -= it->second;
+    it = driver_.erase(it);
+  }
   for (size_t i = orphans_.size(); i-- > 0;) {
     Orphan& o = orphans_[i];
     if (!Ended(o.pid, o.pidfd)) continue;

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -71,6 +72,13 @@ class LedgerServer {
   void Run();   // serves until Stop()
   void Stop();  // thread-safe; Run() returns soon after
   Usage Snapshot() const;
+  // Charges `pid` for the device memory the driver holds for it beyond what its connections
+  // reserved (`nvml_bytes` is NVML's figure for the process): its contexts and the code and data
+  // of the modules it loaded, which no allocation call names (520 MiB per context, ~150 MiB of
+  // PyTorch's modules on an H200, driver 580). The charge is absolute (it follows NVML down as
+  // well as up), counts against the grant, and ends with the process. False, and nothing
+  // charged, for a pid the ledger does not know (it never connected: the watchdog's bypass).
+  bool ReconcileDriverMemory(pid_t pid, uint64_t nvml_bytes);
   const Limits& limits() const { return limits_; }
 
  private:
@@ -94,7 +102,8 @@ class LedgerServer {
   mutable std::mutex mu_;  // guards everything below
   std::vector<std::unique_ptr<Conn>> conns_;
   std::vector<Orphan> orphans_;
-  Usage totals_;  // processes left empty; filled by Snapshot()
+  std::map<pid_t, uint64_t> driver_;  // ReconcileDriverMemory's charges, included in totals_
+  Usage totals_;                      // processes left empty; filled by Snapshot()
   uint64_t last_accrual_ns_ = 0;
   uint64_t spill_byte_ns_rem_ = 0;
   // Strict compute cap: a token bucket of GPU time refilled at compute_percent of wall time.

@@ -68,6 +68,7 @@ std::vector<Verdict> Watchdog::Tick(bool* ok, std::string* error) {
   for (const auto& [pid, bytes] : gpu) {
     total += bytes;
     uint64_t charge = std::max(before[pid], after[pid]);
+    if (options_.reconcile && options_.reconcile(pid, bytes)) continue;  // charged, not killed
     if (bytes <= charge + options_.slack_bytes) continue;
     int s = strikes_[pid] + 1;
     strikes[pid] = s;

@@ -2,8 +2,11 @@
 // in-process (a process started without it, an entry point reached around it, a forged ledger
 // connection). Every Tick() reconciles the driver's per-process memory (through a
 // ProcessMemorySource, NVML on a GPU host) with the task's ledger:
-//   - a process of the task holding more device memory than the ledger charges it (plus
-//     `slack_bytes`, the driver's rounding) is a bypass: it is killed;
+//   - a process the ledger knows (it connected through the interposer) is charged what the
+//     driver holds for it beyond its reservations (`reconcile`: its contexts and module code,
+//     which no allocation call names); that charge counts against the grant;
+//   - a process the ledger does not know holding device memory (more than `slack_bytes`, the
+//     driver's rounding) bypassed the interposer: it is killed;
 //   - a task holding more than its grant (plus slack) in total: every process of it holding
 //     device memory is killed.
 // An honest process never trips either: it reserves before the driver allocates and releases
@@ -34,7 +37,10 @@ struct Options {
   int strikes = 2;
   std::function<bool(pid_t)> in_task;     // whether a pid belongs to the task
   std::function<ledger::Usage()> ledger;  // the task ledger's snapshot
-  std::function<void(pid_t)> kill;        // default: SIGKILL
+  // Charges a known process its driver memory (LedgerServer::ReconcileDriverMemory); false for
+  // a process the ledger does not know. Unset: every excess is a bypass.
+  std::function<bool(pid_t, uint64_t)> reconcile;
+  std::function<void(pid_t)> kill;  // default: SIGKILL
 };
 
 struct Verdict {

@@ -33,6 +33,9 @@ class WatchdogRunner {
     pid_t self = getpid();
     o.in_task = [self](pid_t pid) { return pid != self && watchdog::IsDescendant(pid, self); };
     o.ledger = [task] { return task->ledger().Snapshot(); };
+    o.reconcile = [task](pid_t pid, uint64_t bytes) {
+      return task->ledger().ReconcileDriverMemory(pid, bytes);
+    };
     dog_ = std::make_unique<watchdog::Watchdog>(nvml_.get(), o);
     thread_ = std::thread([this] {
       while (!stop_) {
@@ -132,6 +135,33 @@ TEST(Bypass, UncountedMemoryWithinTheGrantIsKilledToo) {
   int st = c->Wait();
   ASSERT_TRUE(WIFSIGNALED(st));
   EXPECT_EQ(WTERMSIG(st), SIGKILL);
+}
+
+// Memory the driver holds for a process of the task that no allocation call named — its context
+// here, which the ledger was not told to charge (gpu_slices.context_mib: 0; a real context held
+// 520 MiB on driver 580, and the watchdog read every task's context as a bypass and killed it):
+// the watchdog charges it to the process instead of killing it, and what is left of the grant
+// for allocations shrinks by it, to the byte.
+TEST(Bypass, DriverMemoryTheLedgerWasNotToldOfIsChargedNotKilled) {
+  Task task(kDevice, Grant(), kMiB, nullptr, nullptr, /*charge_contexts=*/false);
+  WatchdogRunner dog(&task);
+  std::string go = task.dir() + "/go";
+  auto p = task.Start({"alloc-across", go, std::to_string(kGrant - 2 * kMiB),
+                       std::to_string(kMiB + 1), std::to_string(kMiB)});
+  EXPECT_EQ(p->ReadLine(), "rc=0");
+  // The fake holds its 1 MiB context too; the watchdog adds it to the ledger's charge.
+  EXPECT_TRUE(Eventually(
+      [&] { return LedgerVram(task.ledger().Snapshot(), p->pid()) == kGrant - kMiB; }, 2000));
+  FILE* f = fopen(go.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fclose(f);
+  EXPECT_EQ(p->ReadLine(), "rc=2");  // would have fitted without the context's charge
+  EXPECT_EQ(p->ReadLine(), "rc=0");  // the grant's last MiB
+  EXPECT_EQ(WEXITSTATUS(p->Wait()), 0);
+  EXPECT_TRUE(dog.verdicts().empty());
+  EXPECT_LE(task.Truth().high_water, kGrant);
+  // The charge ends with the process.
+  EXPECT_TRUE(Eventually([&] { return task.ledger().Snapshot().vram == 0; }, 2000));
 }
 
 // An allocating entry point the interposer does not hook, linked directly: the driver allocates,

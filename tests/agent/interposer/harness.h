@@ -127,15 +127,17 @@ class Task {
   // `device_bytes`: the fake device; `limits`: the task's grant; `context_bytes` goes to both
   // the fake (what a context costs) and the ledger (what the interposer reserves for one).
   // With `same_device`, the task shares that task's fake device (another tenant on one GPU).
-  // With `arbiter`, its ledger joins that device arbiter (fair compute shares).
+  // With `arbiter`, its ledger joins that device arbiter (fair compute shares). Without
+  // `charge_contexts` the ledger charges nothing per context (gpu_slices.context_mib: 0) while
+  // the fake's contexts still cost `context_bytes`.
   Task(uint64_t device_bytes, ledger::Limits limits, uint64_t context_bytes = kMiB,
-       const Task* same_device = nullptr,
-       std::shared_ptr<ledger::DeviceArbiter> arbiter = nullptr) {
+       const Task* same_device = nullptr, std::shared_ptr<ledger::DeviceArbiter> arbiter = nullptr,
+       bool charge_contexts = true) {
     char tmpl[] = "/tmp/gpupool-interposer-XXXXXX";
     dir_ = mkdtemp(tmpl);
     state_dir_ = same_device != nullptr ? same_device->state_dir_ : dir_;
     devices_ = "fake64," + std::to_string(device_bytes) + ",8," + std::to_string(context_bytes);
-    limits.context_bytes = context_bytes;
+    limits.context_bytes = charge_contexts ? context_bytes : 0;
     std::string error;
     server_ = ledger::LedgerServer::Create(dir_ + "/ledger.sock", limits, &error, arbiter);
     if (server_ == nullptr) abort();
