@@ -376,7 +376,8 @@ int Run(int argc, char** argv) {
   if (config.vram_scrub) {
     std::unique_ptr<VramScrubber> scrubber;
     if (config.backend == "nvml") {
-      auto cuda = OpenCudaScrubber();
+      // MIG instances are scrubbed by gpupool-scrub in a process of their own.
+      auto cuda = OpenCudaScrubber(DefaultScrubHelper(SelfPath(argv[0])));
       if (!cuda.ok()) {
         std::cerr << "gpupool-agent: vram_scrub: " << cuda.status().message() << "\n";
         return 3;

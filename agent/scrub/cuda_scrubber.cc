@@ -1,10 +1,19 @@
 // The CUDA driver API through dlopen: only the handful of entry points a scrub needs, declared
 // here with the driver's C ABI (no CUDA headers at build time).
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "agent/scrub/scrubber.h"
@@ -21,6 +30,7 @@ struct CUuuid {
 };
 constexpr CUresult kSuccess = 0;
 constexpr CUresult kOutOfMemory = 2;
+constexpr CUresult kNoDevice = 100;  // CUDA_ERROR_NO_DEVICE
 constexpr int64_t kMinChunk = 2ll << 20;
 constexpr int64_t kMaxChunk = 1ll << 30;
 constexpr size_t kVerifyPiece = 16u << 20;
@@ -31,6 +41,7 @@ struct Driver {
   CUresult (*DeviceGetCount)(int*) = nullptr;
   CUresult (*DeviceGet)(CUdevice*, int) = nullptr;
   CUresult (*DeviceGetUuid)(CUuuid*, CUdevice) = nullptr;
+  CUresult (*DeviceGetUuidV2)(CUuuid*, CUdevice) = nullptr;  // CUDA 11.4+: a MIG instance's own
   CUresult (*CtxCreate)(CUcontext*, unsigned, CUdevice) = nullptr;
   CUresult (*CtxDestroy)(CUcontext) = nullptr;
   CUresult (*CtxSynchronize)() = nullptr;
@@ -47,9 +58,11 @@ bool Load(void* lib, const char* name, F* out) {
   return *out != nullptr;
 }
 
-// "GPU-8c0a2f6e-1b2c-..." → the 16 bytes cuDeviceGetUuid returns.
+bool IsMig(const std::string& uuid) { return uuid.rfind("MIG-", 0) == 0; }
+
+// "GPU-8c0a2f6e-1b2c-..." (or "MIG-…") → the 16 bytes cuDeviceGetUuid(_v2) returns.
 bool ParseUuid(const std::string& uuid, CUuuid* out) {
-  if (uuid.rfind("GPU-", 0) != 0) return false;
+  if (uuid.rfind("GPU-", 0) != 0 && !IsMig(uuid)) return false;
   std::string hex;
   for (char c : uuid.substr(4)) {
     if (c != '-') hex += c;
@@ -61,14 +74,85 @@ bool ParseUuid(const std::string& uuid, CUuuid* out) {
   return true;
 }
 
+// Whether this process was started to scrub MIG instance `uuid` (the helper, below): CUDA then
+// enumerates that instance, and only it.
+bool HelperFor(const std::string& uuid) {
+  const char* visible = getenv("CUDA_VISIBLE_DEVICES");
+  return visible != nullptr && uuid == visible;
+}
+
+// A MIG instance is reachable only from a process started with CUDA_VISIBLE_DEVICES naming it
+// (NVIDIA's MIG User Guide, "CUDA Device Enumeration": one MIG instance per CUDA process), so the
+// agent scrubs one in a process of its own: `helper MIG-<uuid>` (gpupool-scrub), which prints
+// "scrubbed bytes=N us=M" and exits 0, or names what failed on stderr.
+Result<ScrubResult> RunHelper(const std::string& helper, const std::string& uuid) {
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env_s.push_back(*e);
+  env_s.push_back("CUDA_VISIBLE_DEVICES=" + uuid);
+  std::vector<char*> env,
+      argv = {const_cast<char*>(helper.c_str()), const_cast<char*>(uuid.c_str()), nullptr};
+  for (auto& s : env_s) env.push_back(s.data());
+  env.push_back(nullptr);
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return Status::Internal("vram scrub of " + uuid + ": pipe");
+  const pid_t pid = fork();  // then only exec: this process has threads
+  if (pid < 0) {
+    close(out[0]);
+    close(out[1]);
+    return Status::Internal("vram scrub of " + uuid + ": fork failed");
+  }
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(out[1], 2);
+    execve(argv[0], argv.data(), env.data());
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text;
+  char buf[512];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(out[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  long long bytes = 0, us = 0;
+  const size_t at = text.find("scrubbed bytes=");
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && at != std::string::npos &&
+      std::sscanf(text.c_str() + at, "scrubbed bytes=%lld us=%lld", &bytes, &us) == 2) {
+    return ScrubResult{bytes, us};
+  }
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  if (text.rfind("gpupool-scrub: ", 0) == 0) text = text.substr(15);
+  return Status::Internal("vram scrub of " + uuid + " (helper " + helper + ", exit " +
+                          std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                          "): " + (text.empty() ? std::string("no output") : text));
+}
+
 class CudaScrubber final : public VramScrubber {
  public:
-  explicit CudaScrubber(Driver d) : d_(d) {}
+  CudaScrubber(Driver d, std::string helper) : d_(d), helper_(std::move(helper)) {}
   ~CudaScrubber() override { dlclose(d_.lib); }
   std::string Name() const override { return "cuda"; }
-  bool CanScrub(const std::string& uuid) const override { return uuid.rfind("GPU-", 0) == 0; }
+  bool ScrubsMig() const override { return !helper_.empty(); }
+  bool CanScrub(const std::string& uuid) const override {
+    if (uuid.rfind("GPU-", 0) == 0) return true;
+    return IsMig(uuid) && (!helper_.empty() || HelperFor(uuid));
+  }
 
   Result<ScrubResult> Scrub(const std::string& uuid) override {
+    if (IsMig(uuid) && !HelperFor(uuid)) {
+      if (helper_.empty()) {
+        return Status::FailedPrecondition("vram scrub of " + uuid +
+                                          ": a MIG instance is scrubbed by gpupool-scrub in a "
+                                          "process of its own, and none was found");
+      }
+      return RunHelper(helper_, uuid);
+    }
     const auto start = std::chrono::steady_clock::now();
     auto fail = [&](const char* call, CUresult rc) {
       return Status::Internal("vram scrub of " + uuid + ": " + call + " failed (CUresult " +
@@ -78,15 +162,26 @@ class CudaScrubber final : public VramScrubber {
     if (!ParseUuid(uuid, &want)) {
       return Status::InvalidArgument("vram scrub: '" + uuid + "' is not a GPU UUID");
     }
-    if (CUresult rc = d_.Init(0); rc != kSuccess) return fail("cuInit", rc);
+    if (CUresult rc = d_.Init(0); rc != kSuccess) {
+      // CUDA_VISIBLE_DEVICES naming an instance the node lacks leaves CUDA no device at all.
+      if (rc == kNoDevice && HelperFor(uuid))
+        return Status::NotFound("vram scrub: no CUDA device with UUID " + uuid);
+      return fail("cuInit", rc);
+    }
     int count = 0;
     if (CUresult rc = d_.DeviceGetCount(&count); rc != kSuccess)
       return fail("cuDeviceGetCount", rc);
     CUdevice dev = -1;
+    // A MIG instance's own UUID comes from cuDeviceGetUuid_v2; cuDeviceGetUuid names its GPU.
+    auto get_uuid = IsMig(uuid) ? d_.DeviceGetUuidV2 : d_.DeviceGetUuid;
+    if (get_uuid == nullptr) {
+      return Status::FailedPrecondition("vram scrub of " + uuid +
+                                        ": the driver has no cuDeviceGetUuid_v2 (CUDA 11.4+)");
+    }
     for (int i = 0; i < count && dev < 0; ++i) {
       CUdevice d = 0;
       CUuuid u{};
-      if (d_.DeviceGet(&d, i) == kSuccess && d_.DeviceGetUuid(&u, d) == kSuccess &&
+      if (d_.DeviceGet(&d, i) == kSuccess && get_uuid(&u, d) == kSuccess &&
           std::memcmp(u.bytes, want.bytes, 16) == 0) {
         dev = d;
       }
@@ -149,11 +244,12 @@ class CudaScrubber final : public VramScrubber {
 
  private:
   Driver d_;
+  const std::string helper_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<VramScrubber>> OpenCudaScrubber() {
+Result<std::unique_ptr<VramScrubber>> OpenCudaScrubber(std::string mig_helper) {
   Driver d;
   d.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (d.lib == nullptr) {
@@ -177,7 +273,23 @@ Result<std::unique_ptr<VramScrubber>> OpenCudaScrubber() {
     return Status::Unavailable(std::string("vram scrub: libcuda.so.1 lacks an entry point: ") +
                                (err ? err : "?"));
   }
-  return std::unique_ptr<VramScrubber>(new CudaScrubber(d));
+  // Optional: drivers before CUDA 11.4 lack it, and then MIG instances cannot be told apart.
+  d.DeviceGetUuidV2 =
+      reinterpret_cast<decltype(d.DeviceGetUuidV2)>(dlsym(d.lib, "cuDeviceGetUuid_v2"));
+  return std::unique_ptr<VramScrubber>(new CudaScrubber(d, std::move(mig_helper)));
+}
+
+std::string DefaultScrubHelper(const std::string& agent_binary) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = fs::path(agent_binary).parent_path();
+  for (const fs::path& p :
+       {dir / "gpupool-scrub", dir / "../gpu-tools/gpupool-scrub",
+        dir / "../lib/gpupool/gpupool-scrub", fs::path("/usr/lib/gpupool/gpupool-scrub")}) {
+    if (fs::is_regular_file(p, ec) && access(p.c_str(), X_OK) == 0)
+      return fs::weakly_canonical(p, ec).string();
+  }
+  return "";
 }
 
 }  // namespace gpupool::agent

@@ -93,8 +93,11 @@ int64_t DeviceGuard::scrubs() const {
 
 std::string DeviceGuard::CapabilityDetail() const {
   if (scrubber_->Name() == "cuda") {
-    return "free VRAM zeroed (CUDA driver API) before a device changes tenant; whole GPUs only, "
-           "MIG instances are not scrubbed";
+    return scrubber_->ScrubsMig()
+               ? "free VRAM zeroed (CUDA driver API) before a device changes tenant; MIG "
+                 "instances through gpupool-scrub"
+               : "free VRAM zeroed (CUDA driver API) before a device changes tenant; whole GPUs "
+                 "only, MIG instances are not scrubbed (gpupool-scrub not found beside the agent)";
   }
   return "free VRAM zeroed before a device changes tenant (" + scrubber_->Name() + ")";
 }

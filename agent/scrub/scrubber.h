@@ -6,9 +6,10 @@
 //    time). In a context on the device it allocates the free memory in chunks (cuMemGetInfo,
 //    cuMemAlloc down to 2 MiB pieces), zeroes them (cuMemsetD8), synchronises, reads every byte
 //    back (cuMemcpyDtoH, 16 MiB at a time) and checks it is zero, and frees them. Memory still held
-//    by a running task is that task's and is not touched. Whole GPUs only: a MIG instance is only
-//    reachable from a process started with CUDA_VISIBLE_DEVICES=<MIG uuid>, so CanScrub() is
-//    false for it and the agent reports that at registration.
+//    by a running task is that task's and is not touched. A MIG instance is only reachable from
+//    a process started with CUDA_VISIBLE_DEVICES=<MIG uuid>: it is scrubbed the same way by the
+//    helper gpupool-scrub, run with that variable (OpenCudaScrubber's `mig_helper`); without a
+//    helper CanScrub() is false for it and the agent reports that at registration.
 //  - simulated (MakeSimScrubber): each device's "memory" is a file <dir>/vram-<uuid> of a fixed
 //    size that tasks may write; a scrub overwrites it with zeros and reads it back to verify.
 //    InjectFailure() makes the next scrub of a device fail, for tests.
@@ -35,6 +36,8 @@ class VramScrubber {
   virtual ~VramScrubber() = default;
   virtual std::string Name() const = 0;  // "cuda" | "simulated"
   virtual bool CanScrub(const std::string& uuid) const = 0;
+  // Whether MIG instances are scrubbed too (the capability's detail says so).
+  virtual bool ScrubsMig() const { return true; }
   // Zeroes and verifies the device's free memory. An error means the device must not be handed
   // to another tenant.
   virtual Result<ScrubResult> Scrub(const std::string& uuid) = 0;
@@ -59,7 +62,11 @@ class SimScrubber final : public VramScrubber {
   std::set<std::string> fail_next_;
 };
 
-// Loads libcuda.so.1; an error names the library and dlerror().
-Result<std::unique_ptr<VramScrubber>> OpenCudaScrubber();
+// Loads libcuda.so.1; an error names the library and dlerror(). `mig_helper`: the gpupool-scrub
+// program MIG instances are scrubbed with (empty: they cannot be).
+Result<std::unique_ptr<VramScrubber>> OpenCudaScrubber(std::string mig_helper = "");
+
+// gpupool-scrub beside the agent binary, in the build tree, or where packages put it; "" if none.
+std::string DefaultScrubHelper(const std::string& agent_binary);
 
 }  // namespace gpupool::agent

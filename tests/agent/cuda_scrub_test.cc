@@ -145,5 +145,74 @@ TEST_F(CudaScrubTest, AfterTheScrubEveryFreeByteReadsZero) {
   EXPECT_NE(missing.status().message().find("no CUDA device with UUID"), std::string::npos);
 }
 
+// A program run as a MIG instance's tenant would be: `CUDA_VISIBLE_DEVICES` names the instance.
+// Returns its exit code and output.
+std::pair<int, std::string> RunOn(const std::string& visible, std::vector<std::string> args) {
+  int out[2];
+  if (pipe(out) != 0) return {-1, "pipe"};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1);
+    dup2(out[1], 1);
+    dup2(out[1], 2);
+    close(out[0]);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text;
+  char buf[256];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
+}
+
+// A MIG instance is reachable only from a process whose CUDA_VISIBLE_DEVICES names it (the fake
+// models NVIDIA's enumeration rule), so the agent's own process cannot scrub one: the scrubber
+// runs gpupool-scrub with that variable. Tenant A's secret in the instance's memory is read by
+// the next tenant without a scrub and gone after one; the whole GPU is untouched by it.
+TEST_F(CudaScrubTest, AMigInstanceIsScrubbedInAHelperProcess) {
+  setenv("GPUPOOL_FAKE_CUDA_DEVICES",
+         ("scrub 16MiB," + std::to_string(kDevice) + ",8,1048576;mig:1g.8mb,8388608,2,1048576")
+             .c_str(),
+         1);
+  const std::string mig = fakecuda::FakeUuid(fakecuda::kMigBase);
+  ASSERT_EQ(mig.rfind("MIG-", 0), 0u);
+  auto [wrote, w] = RunOn(mig, {GPUPOOL_GPU_PROBE, "write", "TENANT-A-MIG-SECRET"});
+  ASSERT_EQ(wrote, 0) << w;
+  EXPECT_NE(w.find("wrote 6 MiB"), std::string::npos) << w;  // 8 MiB less its context, in chunks
+  auto [leaked, l] = RunOn(mig, {GPUPOOL_GPU_PROBE, "read", "TENANT-A-MIG-SECRET"});
+  EXPECT_EQ(leaked, 4) << "without a scrub the next tenant reads it: " << l;
+
+  auto without = OpenCudaScrubber();
+  ASSERT_TRUE(without.ok());
+  EXPECT_FALSE((*without)->CanScrub(mig));  // no helper: said at registration, not attempted
+  auto refused = (*without)->Scrub(mig);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("gpupool-scrub"), std::string::npos);
+
+  auto scrubber = OpenCudaScrubber(GPUPOOL_SCRUB_HELPER);
+  ASSERT_TRUE(scrubber.ok());
+  ASSERT_TRUE((*scrubber)->CanScrub(mig));
+  auto scrubbed = (*scrubber)->Scrub(mig);
+  ASSERT_TRUE(scrubbed.ok()) << scrubbed.status().ToString();
+  EXPECT_GE(scrubbed->bytes, int64_t{6} << 20);
+  EXPECT_LE(scrubbed->bytes, int64_t{8} << 20);
+  auto [clean, c] = RunOn(mig, {GPUPOOL_GPU_PROBE, "read", "TENANT-A-MIG-SECRET"});
+  EXPECT_EQ(clean, 0) << c;
+  EXPECT_NE(c.find("found 0 block"), std::string::npos) << c;
+  // An instance the driver does not have: the helper's reason comes back.
+  auto missing = (*scrubber)->Scrub("MIG-00000000-0000-0000-0000-000000000000");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("no CUDA device with UUID"), std::string::npos)
+      << missing.status().message();
+}
+
 }  // namespace
 }  // namespace gpupool::agent

@@ -75,9 +75,18 @@ uint8_t* MapVram(const char* dir, int index, DeviceState* s) {
   return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
 }
 
+// The devices this process enumerates, in ordinal order. GPUPOOL_FAKE_CUDA_DEVICES lists the
+// node's devices; an item "mig:<name>,<bytes>,<sms>,<context bytes>[,<parent GPU>]" is a MIG
+// instance of that GPU (default 0), with memory of its own. Which of them
+// a process sees follows CUDA_VISIBLE_DEVICES as NVIDIA documents it (CUDA C++ Programming
+// Guide, "CUDA Environment Variables"; MIG User Guide, "CUDA Device Enumeration",
+// https://docs.nvidia.com/datacenter/tesla/mig-user-guide/): unset, every whole GPU and no MIG
+// instance; set, the listed devices in that order — indices or GPU-<uuid>, and MIG-<uuid> — up to
+// the first entry that names none, and at most one MIG instance per process.
 void ParseProfiles() {
   const char* spec = getenv("GPUPOOL_FAKE_CUDA_DEVICES");
   std::string s = spec != nullptr && *spec != 0 ? spec : "gpupool fake 64MiB,67108864,8,1048576";
+  std::vector<Profile> gpus, migs;
   size_t pos = 0;
   while (pos <= s.size()) {
     size_t end = s.find(';', pos);
@@ -85,6 +94,8 @@ void ParseProfiles() {
     std::string item = s.substr(pos, end - pos);
     pos = end + 1;
     if (item.empty()) continue;
+    const bool mig = item.rfind("mig:", 0) == 0;
+    if (mig) item = item.substr(4);
     Profile p{"", 0, 1, 0};
     size_t c1 = item.find(','), c2 = item.find(',', c1 + 1), c3 = item.find(',', c2 + 1);
     if (c1 == std::string::npos || c2 == std::string::npos || c3 == std::string::npos) continue;
@@ -92,7 +103,41 @@ void ParseProfiles() {
     p.total = strtoull(item.c_str() + c1 + 1, nullptr, 10);
     p.sms = atoi(item.c_str() + c2 + 1);
     p.context_bytes = strtoull(item.c_str() + c3 + 1, nullptr, 10);
-    g_profiles.push_back(p);
+    if (mig) {
+      size_t c4 = item.find(',', c3 + 1);
+      p.parent = c4 == std::string::npos ? 0 : atoi(item.c_str() + c4 + 1);
+    }
+    p.global = mig ? gpupool::fakecuda::kMigBase + static_cast<int>(migs.size())
+                   : static_cast<int>(gpus.size());
+    (mig ? migs : gpus).push_back(p);
+  }
+  const char* visible = getenv("CUDA_VISIBLE_DEVICES");
+  if (visible == nullptr) {
+    g_profiles = gpus;
+    return;
+  }
+  std::string list = visible;
+  bool have_mig = false;
+  for (size_t at = 0; at <= list.size();) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    std::string token = list.substr(at, comma - at);
+    at = comma + 1;
+    const Profile* found = nullptr;
+    for (const auto* set : {&gpus, &migs})
+      for (const Profile& p : *set)
+        if (token == gpupool::fakecuda::FakeUuid(p.global)) found = &p;
+    if (found == nullptr && !token.empty() &&
+        token.find_first_not_of("0123456789") == std::string::npos) {
+      size_t i = strtoul(token.c_str(), nullptr, 10);
+      if (i < gpus.size()) found = &gpus[i];
+    }
+    if (found == nullptr) return;  // enumeration stops at the first entry that names no device
+    if (gpupool::fakecuda::IsMig(found->global)) {
+      if (have_mig) continue;  // one MIG instance per process
+      have_mig = true;
+    }
+    g_profiles.push_back(*found);
   }
 }
 
@@ -272,10 +317,11 @@ FAKE_API CUresult cuInit(unsigned flags) {
   if (dir == nullptr || *dir == 0) return CUDA_ERROR_NO_DEVICE;
   ParseProfiles();
   for (size_t i = 0; i < g_profiles.size(); ++i) {
-    DeviceState* s = gpupool::fakecuda::MapDevice(dir, static_cast<int>(i), g_profiles[i].total);
+    const int global = g_profiles[i].global;  // ordinals are this process's; truth is shared
+    DeviceState* s = gpupool::fakecuda::MapDevice(dir, global, g_profiles[i].total);
     if (s == nullptr) return CUDA_ERROR_OPERATING_SYSTEM;
     g_devs.push_back(s);
-    g_vram.push_back(MapVram(dir, static_cast<int>(i), s));
+    g_vram.push_back(MapVram(dir, global, s));
     auto* pool = new Pool{static_cast<int>(i)};
     g_pools.push_back(pool);
     g_default_pool.push_back(pool);

@@ -24,6 +24,8 @@ struct Profile {
   uint64_t total;
   int sms;
   uint64_t context_bytes;
+  int global = 0;  // the device's index in the shared truth (fake_state.h; MIG: kMigBase + k)
+  int parent = -1;  // a MIG instance's GPU (its index among the whole GPUs)
 };
 
 struct Event {

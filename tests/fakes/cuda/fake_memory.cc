@@ -138,12 +138,22 @@ struct FakeCuUuid {
   unsigned char bytes[16];
 };
 
-FAKE_API CUresult cuDeviceGetUuid(FakeCuUuid* uuid, CUdevice d) {
+// For a MIG instance, cuDeviceGetUuid names its GPU and cuDeviceGetUuid_v2 (CUDA 11.4) the
+// instance itself (CUDA Driver API, "Device Management": "returns the MIG UUID" for v2).
+FAKE_API CUresult cuDeviceGetUuid_v2(FakeCuUuid* uuid, CUdevice d) {
   REQUIRE_INIT();
   if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (d < 0 || d >= static_cast<int>(g_devs.size())) return CUDA_ERROR_INVALID_DEVICE;
-  gpupool::fakecuda::FakeUuidBytes(d, uuid->bytes);
+  gpupool::fakecuda::FakeUuidBytes(g_profiles[static_cast<size_t>(d)].global, uuid->bytes);
   return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuDeviceGetUuid(FakeCuUuid* uuid, CUdevice d) {
+  CUresult r = cuDeviceGetUuid_v2(uuid, d);
+  if (r != CUDA_SUCCESS) return r;
+  const Profile& p = g_profiles[static_cast<size_t>(d)];
+  if (p.parent >= 0) gpupool::fakecuda::FakeUuidBytes(p.parent, uuid->bytes);
+  return r;
 }
 
 FAKE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr dptr) {

@@ -78,9 +78,16 @@ inline bool Backed(const DeviceState* s) { return s->total <= kPageBytes * kMaxP
 
 // The UUID the fake gives device `index` (cuDeviceGetUuid):
 // "GPU-67706675-6b65-0000-0000-0000000000NN".
+// MIG instances (GPUPOOL_FAKE_CUDA_DEVICES items "mig:…") keep their truth at kMigBase + k, out
+// of the whole GPUs' contiguous range that the fake NVML counts, and have "MIG-" UUIDs.
+constexpr int kMigBase = 1000;
+inline bool IsMig(int index) { return index >= kMigBase; }
+
 inline void FakeUuidBytes(int index, unsigned char out[16]) {
   const unsigned char base[16] = {'g', 'p', 'f', 'u', 'k', 'e', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   std::memcpy(out, base, 16);
+  if (IsMig(index)) out[6] = 'm';
+  out[14] = static_cast<unsigned char>(index >> 8);
   out[15] = static_cast<unsigned char>(index);
 }
 inline std::string FakeUuid(int index) {
@@ -88,7 +95,8 @@ inline std::string FakeUuid(int index) {
   FakeUuidBytes(index, b);
   char s[64];
   std::snprintf(s, sizeof s,
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                IsMig(index) ? "MIG" : "GPU", b[0],
                 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
                 b[14], b[15]);
   return s;
