@@ -54,10 +54,10 @@ bool IdChar(char c) {
 
 bool IsMutatingVerb(std::string_view verb) {
   static constexpr std::string_view kMutating[] = {
-      "SubmitJob",  "CancelJob",       "CreatePool",      "UpdatePool",   "DeletePool",
-      "CordonNode", "UncordonNode",    "DrainNode",       "CreateTenant", "DeleteTenant",
-      "SetQuota",   "DeleteQuota",     "CreateApiKey",    "RevokeApiKey", "RevokeNode",
-      "FenceNode",  "CreateJoinToken", "RevokeJoinToken",
+      "SubmitJob",  "CancelJob",       "CreatePool",      "UpdatePool",       "DeletePool",
+      "CordonNode", "UncordonNode",    "DrainNode",       "CreateTenant",     "DeleteTenant",
+      "SetQuota",   "DeleteQuota",     "CreateApiKey",    "RevokeApiKey",     "RevokeNode",
+      "FenceNode",  "CreateJoinToken", "RevokeJoinToken", "ClearDeviceFault",
   };
   // Billing (api/service_billing.cc).
   static constexpr std::string_view kBillingMutating[] = {"CreatePricePlan", "UpdatePricePlan"};
