@@ -145,7 +145,14 @@ FAKE_API CUresult cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
   std::lock_guard<std::mutex> l(g_mu);
   uint64_t ta = SettleLocked(a), tb = SettleLocked(b);
   if (ta == 0 || tb == 0) return CUDA_ERROR_INVALID_HANDLE;  // never recorded
-  *ms = static_cast<float>((static_cast<double>(tb) - static_cast<double>(ta)) / 1e6);
+  // GPUPOOL_FAKE_CUDA_CLOCK_RATE: the device's timer ticks this many ns per host ns (1.34 on the
+  // H200 VM of docs/benchmarks.md, "GPU runs"; 1 by default).
+  static const double rate = [] {
+    const char* v = getenv("GPUPOOL_FAKE_CUDA_CLOCK_RATE");
+    double r = v != nullptr ? strtod(v, nullptr) : 1.0;
+    return r > 0 ? r : 1.0;
+  }();
+  *ms = static_cast<float>((static_cast<double>(tb) - static_cast<double>(ta)) * rate / 1e6);
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuEventDestroy_v2(CUevent e) {
