@@ -112,37 +112,33 @@ GPUPOOL_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) 
   return r;
 }
 
+namespace {
+// A release or reset of a device's primary context, whichever ABI: the charge follows the
+// context's state as the driver reports it after the call (SyncPrimary).
+template <typename Fn>
+CUresult PrimaryCall(Fn real, CUdevice dev) {
+  if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
+  std::lock_guard<std::mutex> pl(g_primary_mu);
+  CUresult r = real(dev);
+  if (r == CUDA_SUCCESS) SyncPrimary(dev);
+  return r;
+}
+}  // namespace
+
 GPUPOOL_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  REAL_OR_FAIL(cuDevicePrimaryCtxRelease_v2);
-  std::lock_guard<std::mutex> pl(g_primary_mu);
-  CUresult r = real(dev);
-  if (r == CUDA_SUCCESS) SyncPrimary(dev);
-  return r;
-}
-
-// The v1 ABIs, which CUDA 13's runtime and libraries still ask for by name (seen on driver
-// 580: refused, cuBLAS could not start): the same accounting, whatever the variant's semantics,
-// since SyncPrimary reads the context's state back from the driver.
-GPUPOOL_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
-  REAL_OR_FAIL(cuDevicePrimaryCtxRelease);
-  std::lock_guard<std::mutex> pl(g_primary_mu);
-  CUresult r = real(dev);
-  if (r == CUDA_SUCCESS) SyncPrimary(dev);
-  return r;
-}
-
-GPUPOOL_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
-  REAL_OR_FAIL(cuDevicePrimaryCtxReset);
-  std::lock_guard<std::mutex> pl(g_primary_mu);
-  CUresult r = real(dev);
-  if (r == CUDA_SUCCESS) SyncPrimary(dev);
-  return r;
+  return PrimaryCall(REAL(cuDevicePrimaryCtxRelease_v2), dev);
 }
 
 GPUPOOL_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  REAL_OR_FAIL(cuDevicePrimaryCtxReset_v2);
-  std::lock_guard<std::mutex> pl(g_primary_mu);
-  CUresult r = real(dev);
-  if (r == CUDA_SUCCESS) SyncPrimary(dev);
-  return r;
+  return PrimaryCall(REAL(cuDevicePrimaryCtxReset_v2), dev);
+}
+
+// The v1 ABIs, which CUDA 13's runtime and libraries still ask for by name (seen on driver
+// 580: refused, cuBLAS could not start): the same accounting, whatever the variant's semantics.
+GPUPOOL_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  return PrimaryCall(REAL(cuDevicePrimaryCtxRelease), dev);
+}
+
+GPUPOOL_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
+  return PrimaryCall(REAL(cuDevicePrimaryCtxReset), dev);
 }

@@ -148,6 +148,20 @@ CUmemoryPool NewPool(uint64_t threshold) {
   return pool;
 }
 
+// A graph that allocates `bytes` of device memory (a memory node) and frees it again.
+CUgraph AllocGraph(size_t bytes) {
+  CUgraph g = nullptr;
+  cuGraphCreate(&g, 0);
+  CUDA_MEM_ALLOC_NODE_PARAMS params{};
+  params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  params.bytesize = bytes;
+  CUgraphNode node = nullptr;
+  cuGraphAddMemAllocNode(&node, g, nullptr, 0, &params);
+  cuGraphAddMemFreeNode(&node, g, &node, 1, params.dptr);
+  return g;
+}
+
 // One live object of any path, and how to free it.
 struct Obj {
   enum Kind { kPlain, kArray, kVmm, kPool, kGraph } kind;
@@ -231,15 +245,7 @@ CUresult Alloc(int p, size_t bytes, CUmemoryPool pool, Obj* o) {
       return cuMemAllocAsync(&o->ptr, bytes, nullptr);
     case 7: {
       o->kind = Obj::kGraph;
-      CUgraph g = nullptr;
-      cuGraphCreate(&g, 0);
-      CUDA_MEM_ALLOC_NODE_PARAMS params{};
-      params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-      params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-      params.bytesize = bytes;
-      CUgraphNode node = nullptr;
-      cuGraphAddMemAllocNode(&node, g, nullptr, 0, &params);
-      cuGraphAddMemFreeNode(&node, g, &node, 1, params.dptr);
+      CUgraph g = AllocGraph(bytes);
       CUresult r = cuGraphInstantiateWithFlags(&o->exec, g, 0);
       cuGraphDestroy(g);
       return r;
@@ -616,15 +622,7 @@ int ModeLegacy(size_t bytes) {
       Say("instantiate missing");
       continue;
     }
-    CUgraph g = nullptr;
-    cuGraphCreate(&g, 0);
-    CUDA_MEM_ALLOC_NODE_PARAMS params{};
-    params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    params.bytesize = bytes;
-    CUgraphNode node = nullptr;
-    cuGraphAddMemAllocNode(&node, g, nullptr, 0, &params);
-    cuGraphAddMemFreeNode(&node, g, &node, 1, params.dptr);
+    CUgraph g = AllocGraph(bytes);
     CUgraphExec exec = nullptr;
     CUresult r = reinterpret_cast<InstantiateFn>(fn)(&exec, g, nullptr, nullptr, 0);
     Say("instantiate rc=%d", r);
