@@ -541,7 +541,8 @@ int ModeCompute(const std::string& kind, double seconds) {
     p.func = f;
     p.gridDimX = blocks;
     p.gridDimY = p.gridDimZ = 1;
-    p.blockDimX = p.blockDimY = p.blockDimZ = 32;
+    p.blockDimX = 32;  // 32 × 1 × 1, as the other kinds launch (32³ threads: refused on a GPU)
+    p.blockDimY = p.blockDimZ = 1;
     CUgraphNode node = nullptr;
     CUresult r = cuGraphCreate(&g, 0);
     const char* step = "create";

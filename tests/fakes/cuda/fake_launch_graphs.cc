@@ -165,6 +165,17 @@ FAKE_API CUresult cuEventDestroy_v2(CUevent e) {
   return CUDA_SUCCESS;
 }
 
+namespace {
+// A launch's shape within compute capability 9.0's limits (CUDA C++ Programming Guide, "Compute
+// Capabilities", table "Technical Specifications"): at most 1024 threads per block, block
+// dimensions up to 1024 × 1024 × 64, grid dimensions up to (2³¹−1) × 65535 × 65535.
+bool ValidShape(uint64_t gx, uint64_t gy, uint64_t gz, uint64_t bx, uint64_t by, uint64_t bz) {
+  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0) return false;
+  if (bx > 1024 || by > 1024 || bz > 64 || bx * by * bz > 1024) return false;
+  return gx <= 0x7fffffffu && gy <= 65535 && gz <= 65535;
+}
+}  // namespace
+
 FAKE_API CUresult cuModuleLoadData(CUmodule* m, const void* image) {
   REQUIRE_CTX();
   if (m == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -192,8 +203,7 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
                                  unsigned by, unsigned bz, unsigned, CUstream, void**, void**) {
   REQUIRE_CTX();
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (gx * gy * gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024)
-    return CUDA_ERROR_INVALID_VALUE;
+  if (!ValidShape(gx, gy, gz, bx, by, bz)) return CUDA_ERROR_INVALID_VALUE;
   RunKernel(f);
   return CUDA_SUCCESS;
 }
@@ -258,7 +268,9 @@ CUresult AddNode(CUgraphNode* out, CUgraph g, Node* n) {
 FAKE_API CUresult cuGraphAddKernelNode_v2(CUgraphNode* out, CUgraph g, const CUgraphNode*, size_t,
                                           const CUDA_KERNEL_NODE_PARAMS* p) {
   REQUIRE_INIT();
-  if (p == nullptr || p->func == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (p == nullptr || p->func == nullptr ||
+      !ValidShape(p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ))
+    return CUDA_ERROR_INVALID_VALUE;  // checked when the node is added (driver 580 did so too)
   return AddNode(out, g, new Node{Node::kKernel, p->func, 0, 0});
 }
 
