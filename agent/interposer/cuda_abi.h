@@ -157,8 +157,8 @@ typedef struct CUlaunchConfig_st {
 
 // Graphs.
 // CUDA_KERNEL_NODE_PARAMS_v2, what cuGraphAddKernelNode_v2 reads: the v1 fields, then a kernel
-// and a context (both NULL when `func` is given). A v1-sized struct passed to a real driver makes
-// it read past the end (seen on driver 580: a crash).
+// and a context (both NULL when `func` is given). With a v1-sized struct the driver would read
+// `kern` and `ctx` past its end.
 typedef struct CUDA_KERNEL_NODE_PARAMS_st {
   CUfunction func;
   unsigned int gridDimX, gridDimY, gridDimZ;
