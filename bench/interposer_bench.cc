@@ -3,11 +3,14 @@
 // ledger on a thread of this process), three times each alternating, and prints the least time
 // per operation of each (medians of 5 batches inside each run); --json FILE writes the table.
 //   interposer_bench [--iters N] [--json FILE]
-// Workloads: an uncapped kernel launch of a 0 µs kernel, cuCtxSynchronize, cuGetProcAddress,
+// Workloads: a kernel launch of a 0 µs kernel uncapped and capped at 99 % (two events and a
+// collection per launch), cuCtxSynchronize, cuGetProcAddress,
 // cuMemGetInfo, cuMemAlloc+cuMemFree of 4 KiB (exact reservations, and with a 2 MiB lease);
 // then spin-up (cuInit + primary context) of a lone
 // process (30 runs) and of 100 processes started at once.
 // Standalone: depends only on the fake driver and the ledger library.
+// GPUPOOL_BENCH_INTERPOSER=PATH preloads another build of libgpupool-cuda.so (an older commit's,
+// for a before/after comparison of a hot path on one machine in one sitting).
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -201,6 +204,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::thread serve_lease([&] { lease_server->Run(); });
+  // A third with a compute cap: every launch is metered.
+  gpupool::ledger::Limits capped = limits;
+  capped.compute_percent = 99;
+  auto capped_server = gpupool::ledger::LedgerServer::Create(dir + "/capped.sock", capped, &error);
+  if (capped_server == nullptr) {
+    fprintf(stderr, "%s\n", error.c_str());
+    return 1;
+  }
+  std::thread serve_capped([&] { capped_server->Run(); });
+  const char* other_lib = getenv("GPUPOOL_BENCH_INTERPOSER");
+  const std::string lib =
+      other_lib != nullptr && *other_lib != 0 ? other_lib : GPUPOOL_INTERPOSER_LIB;
   std::vector<std::string> native = {
       "GPUPOOL_FAKE_CUDA_STATE=" + dir,
       "GPUPOOL_FAKE_CUDA_DEVICES=bench,1073741824,8,1048576",
@@ -208,9 +223,11 @@ int main(int argc, char** argv) {
       std::string("LD_LIBRARY_PATH=") + GPUPOOL_FAKE_CUDA_DIR,
   };
   std::vector<std::string> interposed = native;
-  interposed.push_back(std::string("LD_PRELOAD=") + GPUPOOL_INTERPOSER_LIB);
+  interposed.push_back("LD_PRELOAD=" + lib);
   std::vector<std::string> interposed_lease = interposed;
   interposed_lease[2] = "GPUPOOL_LEDGER_SOCKET=" + dir + "/lease.sock";
+  std::vector<std::string> interposed_capped = interposed;
+  interposed_capped[2] = "GPUPOOL_LEDGER_SOCKET=" + dir + "/capped.sock";
   std::string self = "/proc/self/exe";
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -224,6 +241,7 @@ int main(int argc, char** argv) {
     const std::vector<std::string>* env;
   } works[] = {
       {"launch", "launch", &interposed},
+      {"launch_capped", "launch", &interposed_capped},
       {"ctxsync", "ctxsync", &interposed},
       {"getproc", "getproc", &interposed},
       {"meminfo", "meminfo", &interposed},
@@ -263,6 +281,8 @@ int main(int argc, char** argv) {
   serve.join();
   lease_server->Stop();
   serve_lease.join();
+  capped_server->Stop();
+  serve_capped.join();
   if (!json.empty()) {
     FILE* f = fopen(json.c_str(), "w");
     if (f != nullptr) {
