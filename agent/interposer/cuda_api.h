@@ -85,6 +85,8 @@ CUresult cuEventCreate(CUevent* e, unsigned flags);
 CUresult cuEventRecord(CUevent e, CUstream s);
 CUresult cuEventRecord_ptsz(CUevent e, CUstream s);
 CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status);
+CUresult cuStreamBeginCapture_v2(CUstream s, int mode);  // mode 0: CU_STREAM_CAPTURE_MODE_GLOBAL
+CUresult cuStreamEndCapture(CUstream s, CUgraph* graph);
 CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus* status);
 CUresult cuEventSynchronize(CUevent e);
 CUresult cuEventQuery(CUevent e);

@@ -14,6 +14,7 @@
 namespace gpupool::agent::testing {
 
 inline constexpr int64_t kFakeGpuMib = 64;
+inline std::string FakeGpuUuid() { return fakecuda::FakeUuid(0); }
 
 // The device's truth in `dir` (which exists): readable and chargeable by every task's uid. Keep
 // it out of /tmp: a sandboxed task's private /tmp would hide it.
@@ -34,7 +35,9 @@ inline void OnFakeGpu(TaskSpec* spec, const std::string& state_dir,
   spec->env["GPUPOOL_FAKE_CUDA_DEVICES"] = "fake64," + std::to_string(kFakeGpuMib << 20) + ",8,0";
   spec->env["LD_LIBRARY_PATH"] = fake_cuda_dir;
   DeviceGrant g;
-  g.uuid = "GPU-fake-0";
+  // The fake's own UUID for the device: the agent sets CUDA_VISIBLE_DEVICES to it, and the fake,
+  // like CUDA, enumerates nothing for a UUID it does not have.
+  g.uuid = FakeGpuUuid();
   g.vram_mib = vram_mib;
   g.milli_tflops = milli_tflops;
   g.thread_percentage = pct;

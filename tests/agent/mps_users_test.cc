@@ -127,7 +127,8 @@ TEST_F(MpsUsersTest, TwoTenantsAndASecondTaskOfOneRunAtOnceEachWithItsOwnLimits)
   }
   // All three held the GPU together: one after another would take 9 s.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(7500));
-  const std::string acme = DaemonLog("GPU-fake-0.acme"), globex = DaemonLog("GPU-fake-0.globex");
+  const std::string acme = DaemonLog(testing::FakeGpuUuid() + ".acme"),
+                    globex = DaemonLog(testing::FakeGpuUuid() + ".globex");
   EXPECT_EQ(Count(acme, "queued"), 0) << acme;
   EXPECT_EQ(Count(globex, "queued"), 0) << globex;
   // acme's two clients: one server, so one uid, each with its own percentage.
@@ -151,14 +152,14 @@ TEST_F(MpsUsersTest, OnADaemonSharedByTwoUsersTheSecondWaitsForTheFirst) {
   Start(/*per_tenant=*/false);
   ASSERT_TRUE(runner_->Start(Spec("first", "acme", 30, 2)).ok());
   ASSERT_TRUE(::gpupool::testing::WaitFor(
-      [&] { return DaemonLog("GPU-fake-0").find("client pid=") != std::string::npos; },
+      [&] { return DaemonLog(testing::FakeGpuUuid()).find("client pid=") != std::string::npos; },
       std::chrono::seconds(20)));
   ASSERT_TRUE(runner_->Start(Spec("second", "globex", 30, 0)).ok());
   const TaskStatus first = ended_.Wait("first");
   const TaskStatus second = ended_.Wait("second");
   EXPECT_EQ(first.phase, TaskPhase::kSucceeded) << first.output_tail;
   EXPECT_EQ(second.phase, TaskPhase::kSucceeded) << second.output_tail;
-  const std::string log = DaemonLog("GPU-fake-0");
+  const std::string log = DaemonLog(testing::FakeGpuUuid());
   const size_t queued = log.find("queued");
   ASSERT_NE(queued, std::string::npos) << log;
   EXPECT_LT(queued, log.rfind("client pid=")) << "served once the first uid's server was done";

@@ -25,6 +25,10 @@
 //                             cuGetProcAddress (version 11.0) and from dlsym, then the primary
 //                             context released through "cuDevicePrimaryCtxRelease" (7.0); one rc
 //                             line each, then hold
+//   capture N                 N kernels captured from a stream into a graph, then replayed;
+//                             then a second capture in which an event recorded into it is
+//                             queried (prohibited: the capture is invalidated). Prints
+//                             "capture rc=… end rc=…", "replay rc=…", "query rc=… end rc=…"
 //   clock MS                  two events MS ms apart on the host's clock: prints the device's
 //                             elapsed time beside the host's (do the two clocks agree?)
 //   fault                     a kernel that stores to an illegal address; prints the rc of the
@@ -638,6 +642,36 @@ int ModeLegacy(size_t bytes) {
   return 0;
 }
 
+int ModeCapture(int n) {
+  CUfunction f = ProbeKernel("spin_1000us");
+  CUstream s = nullptr;
+  if (f == nullptr || cuStreamCreate(&s, 0) != CUDA_SUCCESS) return 3;
+  CUresult r = cuStreamBeginCapture_v2(s, 0);
+  for (int i = 0; i < n && r == CUDA_SUCCESS; ++i)
+    r = cuLaunchKernel(f, ProbeBlocks(), 1, 1, 32, 1, 1, 0, s, nullptr, nullptr);
+  CUgraph g = nullptr;
+  CUresult end = cuStreamEndCapture(s, &g);
+  Say("capture rc=%d end rc=%d", r, end);
+  if (end == CUDA_SUCCESS) {
+    CUgraphExec exec = nullptr;
+    CUresult rr = cuGraphInstantiateWithFlags(&exec, g, 0);
+    if (rr == CUDA_SUCCESS) rr = cuGraphLaunch(exec, s);
+    if (rr == CUDA_SUCCESS) rr = cuStreamSynchronize(s);
+    Say("replay rc=%d", rr);
+    if (exec != nullptr) cuGraphExecDestroy(exec);
+    cuGraphDestroy(g);
+  }
+  CUevent e = nullptr;
+  cuEventCreate(&e, 0);
+  cuStreamBeginCapture_v2(s, 0);
+  cuEventRecord(e, s);
+  CUresult q = cuEventQuery(e);
+  g = nullptr;
+  end = cuStreamEndCapture(s, &g);
+  Say("query rc=%d end rc=%d", q, end);
+  return 0;
+}
+
 int ModeClock(unsigned ms) {
   CUevent a = nullptr, b = nullptr;
   if (cuEventCreate(&a, 0) != CUDA_SUCCESS || cuEventCreate(&b, 0) != CUDA_SUCCESS) return 3;
@@ -779,5 +813,6 @@ int main(int argc, char** argv) {
   if (mode == "fault") return ModeFault();
   if (mode == "legacy") return ModeLegacy(num(2));
   if (mode == "clock") return ModeClock(static_cast<unsigned>(num(2)));
+  if (mode == "capture") return ModeCapture(static_cast<int>(num(2)));
   return 2;
 }

@@ -94,6 +94,25 @@ TEST(InterposerPaths, LegacyEntryPointsAreHookedNotRefused) {
   EXPECT_EQ(fits->Wait(), 0);
 }
 
+// Stream capture under a compute cap: a launch into a capturing stream is recorded, not run, and
+// the meter must leave it alone. It used to record its events into the capture and query them,
+// which the driver prohibits: PyTorch's torch.cuda.graph under a cap failed on driver 580 with
+// "operation failed due to a previous error during capture". The fake models the rule (the
+// second capture, whose event is queried, is invalidated), natively and interposed alike.
+TEST(InterposerCompute, GraphCaptureUnderACapIsNotInvalidated) {
+  ledger::Limits l = Grant(16 * kMiB);
+  l.compute_percent = 50;
+  Task task(kDevice, l);
+  for (bool preload : {false, true}) {
+    SCOPED_TRACE(preload ? "interposed" : "native");
+    auto p = task.Start({"capture", "3"}, preload);
+    EXPECT_EQ(p->ReadLine(), "capture rc=0 end rc=0");
+    EXPECT_EQ(p->ReadLine(), "replay rc=0");
+    EXPECT_EQ(p->ReadLine(), "query rc=900 end rc=901");  // the documented rule, modelled
+    EXPECT_EQ(p->Wait(), 0);
+  }
+}
+
 TEST(InterposerPaths, MemGetInfoShowsTheSlice) {
   Task task(kDevice, Grant(24 * kMiB));
   auto p = task.Start({"info"});

@@ -422,6 +422,7 @@ FAKE_API CUresult cuCtxGetDevice(CUdevice* d) {
 FAKE_API CUresult cuCtxSynchronize() {
   REQUIRE_CTX();
   std::lock_guard<std::mutex> l(g_mu);
+  if (CUresult r = CaptureProhibitsContextSyncLocked(); r != CUDA_SUCCESS) return r;
   ReleasePoolsLocked();
   return CUDA_SUCCESS;
 }
@@ -433,6 +434,7 @@ FAKE_API CUresult cuCtxSynchronize_v2(CUcontext ctx) {
   if (ctx != nullptr) {
     REQUIRE_INIT();
     std::lock_guard<std::mutex> l(g_mu);
+    if (CUresult r = CaptureProhibitsContextSyncLocked(); r != CUDA_SUCCESS) return r;
     ReleasePoolsLocked();
     return CUDA_SUCCESS;
   }

@@ -24,13 +24,14 @@ struct Profile {
   uint64_t total;
   int sms;
   uint64_t context_bytes;
-  int global = 0;  // the device's index in the shared truth (fake_state.h; MIG: kMigBase + k)
+  int global = 0;   // the device's index in the shared truth (fake_state.h; MIG: kMigBase + k)
   int parent = -1;  // a MIG instance's GPU (its index among the whole GPUs)
 };
 
 struct Event {
-  uint64_t recorded_ns;  // when cuEventRecord was called
-  uint64_t stamp_ns;     // when the device processed it; 0: not yet
+  uint64_t recorded_ns;         // when cuEventRecord was called
+  uint64_t stamp_ns;            // when the device processed it; 0: not yet
+  void* captured_in = nullptr;  // the Stream whose capture it was last recorded into
 };
 
 // A context. Without MPS a GPU runs one context at a time; an event recorded in a context is
@@ -83,6 +84,13 @@ struct Node {
 };
 struct Graph {
   std::vector<Node*> nodes;
+};
+
+// A stream (cuStreamCreate). While it captures, work sent to it becomes nodes of `capture`
+// instead of running; an operation the documentation prohibits during capture invalidates it.
+struct Stream {
+  Graph* capture = nullptr;
+  bool invalidated = false;
 };
 struct Exec {
   int dev;
@@ -139,6 +147,9 @@ CUdeviceptr NewVa(uint64_t size, uint64_t align = 512);
 int CurrentDev();  // of the calling thread's current context; -1 without one
 // REQUIRES: g_mu. Gives pool memory above the release threshold back (on synchronize).
 void ReleasePoolsLocked();
+// REQUIRES: g_mu. While a stream captures, a context synchronize is prohibited: it invalidates
+// every capture and is CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (fake_launch_graphs.cc).
+CUresult CaptureProhibitsContextSyncLocked();
 uint64_t FormatBytes(int format);
 // Runs one kernel on the calling thread's device (one at a time on a device).
 void RunKernel(CUfunction f);

@@ -50,26 +50,104 @@ void gpupool::fakecuda::driver::RunKernel(CUfunction f) {
 
 // ---- streams, events, modules, launches -------------------------------------------------------
 
+// Stream capture, as the CUDA C++ Programming Guide ("CUDA Graphs", "Stream Capture") describes
+// it: work sent to a capturing stream is recorded, not run; synchronizing or querying a stream
+// being captured or an event recorded into a capture is prohibited, as is synchronizing the
+// context while a capture is under way, and such a call invalidates the capture ("any associated
+// capture graphs are invalidated"), which cuStreamEndCapture then reports. The legacy stream
+// cannot be captured. Capture modes are not told apart (every capture acts as "global").
+namespace {
+Stream* AsStream(CUstream s) { return reinterpret_cast<Stream*>(s); }
+std::vector<Stream*> g_capturing;  // guarded by g_mu
+
+// REQUIRES: g_mu. Invalidates `s`'s capture; the prohibited call's error.
+CUresult ProhibitedLocked(Stream* s) {
+  if (s != nullptr && s->capture != nullptr) s->invalidated = true;
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+Stream* CapturingLocked(CUstream s) {
+  Stream* st = AsStream(s);
+  return st != nullptr && st->capture != nullptr ? st : nullptr;
+}
+}  // namespace
+
+namespace gpupool::fakecuda::driver {
+CUresult CaptureProhibitsContextSyncLocked() {
+  if (g_capturing.empty()) return CUDA_SUCCESS;
+  for (Stream* st : g_capturing) st->invalidated = true;
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+}  // namespace gpupool::fakecuda::driver
+
 FAKE_API CUresult cuStreamCreate(CUstream* s, unsigned) {
   REQUIRE_CTX();
   if (s == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *s = reinterpret_cast<CUstream>(new char(0));
+  *s = reinterpret_cast<CUstream>(new Stream);
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuStreamDestroy_v2(CUstream s) {
   REQUIRE_INIT();
-  delete reinterpret_cast<char*>(s);
+  std::lock_guard<std::mutex> l(g_mu);
+  g_capturing.erase(std::remove(g_capturing.begin(), g_capturing.end(), AsStream(s)),
+                    g_capturing.end());
+  delete AsStream(s);
   return CUDA_SUCCESS;
 }
-FAKE_API CUresult cuStreamSynchronize(CUstream) {
+FAKE_API CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
+  REQUIRE_CTX();
+  if (mode < 0 || mode > 2) return CUDA_ERROR_INVALID_VALUE;
+  if (s == nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // the legacy stream
+  std::lock_guard<std::mutex> l(g_mu);
+  Stream* st = AsStream(s);
+  if (st->capture != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  st->capture = new Graph;
+  st->invalidated = false;
+  g_capturing.push_back(st);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamEndCapture(CUstream s, CUgraph* graph) {
+  REQUIRE_INIT();
+  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> l(g_mu);
+  Stream* st = CapturingLocked(s);
+  if (st == nullptr) return CUDA_ERROR_INVALID_VALUE;  // not capturing
+  g_capturing.erase(std::remove(g_capturing.begin(), g_capturing.end(), st), g_capturing.end());
+  Graph* g = st->capture;
+  st->capture = nullptr;
+  if (st->invalidated) {
+    for (Node* n : g->nodes) delete n;
+    delete g;
+    *graph = nullptr;
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  *graph = reinterpret_cast<CUgraph>(g);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
+  REQUIRE_INIT();
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> l(g_mu);
+  Stream* st = CapturingLocked(s);
+  *status = st == nullptr     ? CU_STREAM_CAPTURE_STATUS_NONE
+            : st->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                              : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus* status) {
+  return cuStreamIsCapturing(s, status);
+}
+FAKE_API CUresult cuStreamSynchronize(CUstream s) {
   REQUIRE_INIT();
   std::lock_guard<std::mutex> l(g_mu);
+  if (Stream* st = CapturingLocked(s)) return ProhibitedLocked(st);
   ReleasePoolsLocked();
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuStreamSynchronize_ptsz(CUstream s) { return cuStreamSynchronize(s); }
-FAKE_API CUresult cuStreamQuery(CUstream) {
+FAKE_API CUresult cuStreamQuery(CUstream s) {
   REQUIRE_INIT();
+  std::lock_guard<std::mutex> l(g_mu);
+  if (Stream* st = CapturingLocked(s)) return ProhibitedLocked(st);
   return CUDA_SUCCESS;
 }
 
@@ -111,13 +189,23 @@ FAKE_API CUresult cuEventCreate(CUevent* e, unsigned) {
   *e = reinterpret_cast<CUevent>(new Event{0, 0});
   return CUDA_SUCCESS;
 }
-FAKE_API CUresult cuEventRecord(CUevent h, CUstream) {
+FAKE_API CUresult cuEventRecord(CUevent h, CUstream s) {
   REQUIRE_CTX();
   if (h == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   auto* e = reinterpret_cast<Event*>(h);
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    if (Stream* st = CapturingLocked(s)) {  // an event record node of the capture
+      ForgetPendingLocked(e);
+      e->captured_in = st;
+      e->recorded_ns = e->stamp_ns = 0;
+      return CUDA_SUCCESS;
+    }
+  }
   bool resident = ResidentNow();
   std::lock_guard<std::mutex> l(g_mu);
   ForgetPendingLocked(e);
+  e->captured_in = nullptr;
   e->recorded_ns = NowNs();
   e->stamp_ns = resident ? e->recorded_ns : 0;
   if (!resident) reinterpret_cast<Ctx*>(t_ctx)->pending.push_back(e);
@@ -128,6 +216,8 @@ FAKE_API CUresult cuEventSynchronize(CUevent e) {
   REQUIRE_INIT();
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   std::lock_guard<std::mutex> l(g_mu);
+  if (auto* in = reinterpret_cast<Event*>(e)->captured_in)
+    return ProhibitedLocked(static_cast<Stream*>(in));
   SettleLocked(e);
   ReleasePoolsLocked();
   return CUDA_SUCCESS;
@@ -136,6 +226,8 @@ FAKE_API CUresult cuEventQuery(CUevent e) {
   REQUIRE_INIT();
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   std::lock_guard<std::mutex> l(g_mu);
+  if (auto* in = reinterpret_cast<Event*>(e)->captured_in)
+    return ProhibitedLocked(static_cast<Stream*>(in));
   SettleLocked(e);
   return CUDA_SUCCESS;
 }
@@ -143,6 +235,9 @@ FAKE_API CUresult cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
   REQUIRE_INIT();
   if (ms == nullptr || a == nullptr || b == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> l(g_mu);
+  for (CUevent h : {a, b})
+    if (auto* in = reinterpret_cast<Event*>(h)->captured_in)
+      return ProhibitedLocked(static_cast<Stream*>(in));
   uint64_t ta = SettleLocked(a), tb = SettleLocked(b);
   if (ta == 0 || tb == 0) return CUDA_ERROR_INVALID_HANDLE;  // never recorded
   // GPUPOOL_FAKE_CUDA_CLOCK_RATE: the device's timer ticks this many ns per host ns (1.34 on the
@@ -200,10 +295,17 @@ FAKE_API CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* nam
 }
 
 FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                 unsigned by, unsigned bz, unsigned, CUstream, void**, void**) {
+                                 unsigned by, unsigned bz, unsigned, CUstream s, void**, void**) {
   REQUIRE_CTX();
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (!ValidShape(gx, gy, gz, bx, by, bz)) return CUDA_ERROR_INVALID_VALUE;
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    if (Stream* st = CapturingLocked(s)) {  // a kernel node of the capture, run at replay
+      st->capture->nodes.push_back(new Node{Node::kKernel, f, 0, 0});
+      return CUDA_SUCCESS;
+    }
+  }
   RunKernel(f);
   return CUDA_SUCCESS;
 }
@@ -369,9 +471,17 @@ FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph g, unsig
   return CUDA_SUCCESS;
 }
 
-FAKE_API CUresult cuGraphLaunch(CUgraphExec x, CUstream) {
+FAKE_API CUresult cuGraphLaunch(CUgraphExec x, CUstream s) {
   REQUIRE_CTX();
   if (x == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    if (Stream* st = CapturingLocked(s)) {  // captured as its kernels
+      for (CUfunction f : reinterpret_cast<Exec*>(x)->kernels)
+        st->capture->nodes.push_back(new Node{Node::kKernel, f, 0, 0});
+      return CUDA_SUCCESS;
+    }
+  }
   for (CUfunction f : reinterpret_cast<Exec*>(x)->kernels) RunKernel(f);
   return CUDA_SUCCESS;
 }

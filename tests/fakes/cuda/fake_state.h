@@ -96,9 +96,8 @@ inline std::string FakeUuid(int index) {
   char s[64];
   std::snprintf(s, sizeof s,
                 "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-                IsMig(index) ? "MIG" : "GPU", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                b[14], b[15]);
+                IsMig(index) ? "MIG" : "GPU", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8],
+                b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
   return s;
 }
 
