@@ -97,11 +97,15 @@ def fields(line):
 class Ledgers:
     """gpupool-ledger with one or more tenants of the device (--next between them)."""
 
-    def __init__(self, v, tenants):
+    def __init__(self, v, tenants, watch=False):
         self.v = v
         self.dir = tempfile.mkdtemp(prefix="gv-ledger-", dir=v.work)
         self.sockets = []
         argv = [v.ledger_bin, "--status-ms", "200"]
+        if watch:  # the agent's watchdog over this script's children (NVML per process)
+            argv += ["--watch-root", str(os.getpid()), "--watch-ms", "200"]
+            if v.sim:
+                argv += ["--nvml", os.path.join(v.fake_nvml_dir, "libnvidia-ml.so.1")]
         for i, t in enumerate(tenants):
             sock = os.path.join(self.dir, "t%d.sock" % i)
             self.sockets.append(sock)
@@ -113,7 +117,7 @@ class Ledgers:
             if t.get("spill"):
                 argv += ["--spill", str(t["spill"])]
         self.usage = {}
-        self.proc = Proc(argv, dict(os.environ), stdin=False)
+        self.proc = Proc(argv, dict(v.base_env), stdin=False)  # the fakes' state too, in --sim
         if self.proc.readline(10) != "ready":
             raise RuntimeError("gpupool-ledger did not start: %s" % self.proc.all)
         threading.Thread(target=self._watch, daemon=True).start()
@@ -153,6 +157,7 @@ class Verify:
         self.context_bytes = 0
         self.base_env = dict(os.environ)
         self.fake_cuda_dir = args.fake_cuda_dir
+        self.fake_nvml_dir = args.fake_nvml_dir
         if self.sim:
             self.fake_state = os.path.join(self.work, "fake-state")
             os.makedirs(self.fake_state)
@@ -313,6 +318,37 @@ class Verify:
             for r in rows)
         self.record("allocation paths at grant -1/+1", ok_all,
                     detail + ("" if ok_all else " — wrong: " + ", ".join(bad)), rows=rows)
+
+    def check_watchdog(self):
+        """The agent's watchdog on NVML's real per-process figures: a process through the
+        interposer is charged the driver's own memory (its context) that the ledger was not told
+        of, and left alone; one started without it is killed within about 0.6 s."""
+        u = self.unit
+        led = Ledgers(self, [{"vram": 2 * u + 1024 * MIB, "context": 0}], watch=True)
+        try:
+            honest = self.probe(["alloc", "plain", u], led.sockets[0])
+            rc = fields(honest.readline(60)).get("rc")
+            time.sleep(1.0)
+            charged = led.latest().get("vram", 0)
+            nvml = self.nvml_used(honest.pid)
+            t0 = time.time()
+            around = self.probe(["alloc", "plain", u // 4], preload=False)
+            around.readline(60)
+            around_code = around.p.wait(timeout=10)
+            killed_after = time.time() - t0
+            honest_code = honest.finish()
+            verdicts = [l for l in led.proc.all if l.startswith("killed ")]
+        finally:
+            led.stop()
+        ok = rc == "0" and honest_code == 0 and around_code == -9 and \
+            any("pid=%d " % around.pid in l for l in verdicts) and \
+            not any("pid=%d " % honest.pid in l for l in verdicts) and charged > u
+        self.record("watchdog on NVML", ok,
+                    "through the interposer: %s MiB allocated, ledger charge %d MiB after the "
+                    "watchdog (NVML %s MiB), exit %d; without it: killed after %.2f s (exit %s); "
+                    "%s" % (u // MIB, charged // MIB, "-" if nvml is None else nvml // MIB,
+                            honest_code, killed_after, around_code,
+                            verdicts[0] if verdicts else "no verdict"))
 
     def check_info(self):
         grant = self.context_bytes + 1 * self.unit
@@ -575,7 +611,8 @@ class Verify:
         # PyTorch early: a run cut short keeps what matters most to tenants.
         checks = [("entry", self.check_entry_points), ("context", self.check_context),
                   ("torch", self.check_torch), ("paths", self.check_paths),
-                  ("info", self.check_info), ("compute", self.check_compute),
+                  ("info", self.check_info), ("watchdog", self.check_watchdog),
+                  ("compute", self.check_compute),
                   ("launches", self.check_launches), ("spill", self.check_spill),
                   ("fault", self.check_fault), ("mps", self.check_mps),
                   ("scrub", self.check_scrub)]

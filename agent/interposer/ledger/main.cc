@@ -4,9 +4,14 @@
 //   gpupool-ledger --socket PATH --vram BYTES [--spill BYTES] [--context-bytes BYTES]
 //                  [--lease-bytes BYTES] [--compute-percent 1..100] [--fair]
 //                  [--next --socket PATH2 …] [--status-ms N]
+//                  [--watch-root PID [--nvml LIB] [--watch-ms N]]
 // Ledgers separated by --next are tenants of one device: they share its compute arbiter, as the
 // agent's ledgers of one GPU do (scripts/gpu-verify runs two capped tenants side by side so).
 // --status-ms N prints every ledger's usage every N ms ("usage <socket> vram=… spill=…").
+// --watch-root PID runs the agent's watchdog over one ledger (no --next): the descendants of PID
+// are the task, their GPU memory is read from NVML (--nvml, default libnvidia-ml.so.1) every
+// --watch-ms (default 200), the driver's own memory of a known process is charged to it, and a
+// bypass is killed and printed ("killed pid=… <reason>").
 #include <errno.h>
 #include <signal.h>
 #include <unistd.h>
@@ -22,6 +27,8 @@
 
 #include "agent/interposer/ledger/device_arbiter.h"
 #include "agent/interposer/ledger/ledger_server.h"
+#include "agent/interposer/watchdog/process_memory.h"
+#include "agent/interposer/watchdog/watchdog.h"
 
 namespace {
 
@@ -43,7 +50,8 @@ int Usage(const std::string& why) {
   fprintf(stderr,
           "gpupool-ledger: %s\nusage: gpupool-ledger --socket PATH --vram BYTES [--spill BYTES] "
           "[--context-bytes BYTES] [--lease-bytes BYTES] [--compute-percent 1..100] [--fair] "
-          "[--next --socket PATH2 …] [--status-ms N]\n",
+          "[--next --socket PATH2 …] [--status-ms N] [--watch-root PID [--nvml LIB] "
+          "[--watch-ms N]]\n",
           why.c_str());
   return 2;
 }
@@ -70,7 +78,8 @@ void PrintUsage(const char* what, const std::string& socket,
 
 int main(int argc, char** argv) {
   std::vector<Spec> specs(1);
-  uint64_t status_ms = 0;
+  uint64_t status_ms = 0, watch_root = 0, watch_ms = 200;
+  std::string nvml = "libnvidia-ml.so.1";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -103,6 +112,12 @@ int main(int argc, char** argv) {
       limits.compute_percent = static_cast<uint32_t>(n);
     } else if (a == "--status-ms" && ParseU64(v, &n) && n > 0) {
       status_ms = n;
+    } else if (a == "--watch-root" && ParseU64(v, &n) && n > 1) {
+      watch_root = n;
+    } else if (a == "--watch-ms" && ParseU64(v, &n) && n >= 10) {
+      watch_ms = n;
+    } else if (a == "--nvml" && v != nullptr) {
+      nvml = v;
     } else {
       return Usage("bad or incomplete option: " + a);
     }
@@ -112,6 +127,7 @@ int main(int argc, char** argv) {
     if (specs[k].socket.empty() || !specs[k].have_vram)
       return Usage("ledger " + std::to_string(k + 1) + ": --socket and --vram are required");
   }
+  if (watch_root != 0 && specs.size() > 1) return Usage("--watch-root watches one ledger");
   // One arbiter for all of them: tenants of one device. A lone strict ledger needs none.
   auto arbiter = specs.size() > 1 || specs[0].limits.compute_fair
                      ? std::make_shared<gpupool::ledger::DeviceArbiter>()
@@ -132,11 +148,41 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   std::vector<std::thread> threads;
   for (auto& s : servers) threads.emplace_back([&s] { s->Run(); });
+  std::unique_ptr<gpupool::watchdog::NvmlProcessMemory> memory;
+  std::unique_ptr<gpupool::watchdog::Watchdog> dog;
+  if (watch_root != 0) {
+    std::string error;
+    memory = gpupool::watchdog::NvmlProcessMemory::Open(nvml, &error);
+    if (memory == nullptr) {
+      fprintf(stderr, "gpupool-ledger: --watch-root: %s\n", error.c_str());
+      for (auto& s : servers) s->Stop();
+      for (auto& t : threads) t.join();
+      return 1;
+    }
+    gpupool::watchdog::Options o;
+    gpupool::ledger::LedgerServer* server = servers[0].get();
+    o.vram_grant = server->limits().vram;
+    const pid_t root = static_cast<pid_t>(watch_root), self = getpid();
+    o.in_task = [root, self](pid_t pid) {
+      return pid != self && gpupool::watchdog::IsDescendant(pid, root);
+    };
+    o.ledger = [server] { return server->Snapshot(); };
+    o.reconcile = [server](pid_t pid, uint64_t bytes) {
+      return server->ReconcileDriverMemory(pid, bytes);
+    };
+    dog = std::make_unique<gpupool::watchdog::Watchdog>(memory.get(), std::move(o));
+  }
   printf("ready\n");
   fflush(stdout);
   auto next_status = std::chrono::steady_clock::now();
+  auto next_watch = next_status;
   while (g_stop == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (dog != nullptr && std::chrono::steady_clock::now() >= next_watch) {
+      next_watch += std::chrono::milliseconds(watch_ms);
+      for (const auto& v : dog->Tick()) printf("killed pid=%d %s\n", v.pid, v.reason.c_str());
+      fflush(stdout);
+    }
     if (status_ms > 0 && std::chrono::steady_clock::now() >= next_status) {
       next_status += std::chrono::milliseconds(status_ms);
       for (size_t k = 0; k < servers.size(); ++k) PrintUsage("usage", specs[k].socket, *servers[k]);

@@ -424,6 +424,48 @@ TEST(LedgerBinary, ServesTenantsOfOneDeviceSideBySide) {
   rmdir(dir.c_str());
 }
 
+// The standalone ledger with the agent's watchdog (--watch-root, as scripts/gpu-verify runs it
+// on a GPU): a process of the task that went around the interposer is killed and named; one
+// that went through it is charged its context, which the ledger was not told to charge, and
+// left alone.
+TEST(LedgerBinary, WatchesTheTaskWithTheAgentsWatchdog) {
+  char tmpl[] = "/tmp/gpupool-ledger-watch-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  ASSERT_NE(fakecuda::MapDevice(dir.c_str(), 0, 64 * kMiB), nullptr);
+  setenv("GPUPOOL_FAKE_CUDA_STATE", dir.c_str(), 1);  // for the fake NVML the binary loads
+  std::string sock = dir + "/s";
+  interposer_test::Child bin(
+      {GPUPOOL_LEDGER_BIN, "--socket", sock, "--vram", std::to_string(16 * kMiB), "--watch-root",
+       std::to_string(getpid()), "--nvml", GPUPOOL_FAKE_NVML_LIB, "--watch-ms", "50"},
+      {"GPUPOOL_FAKE_CUDA_STATE=" + dir});
+  ASSERT_EQ(bin.ReadLine(), "ready");
+  std::vector<std::string> env = {
+      "GPUPOOL_FAKE_CUDA_STATE=" + dir,
+      "GPUPOOL_FAKE_CUDA_DEVICES=fake64," + std::to_string(64 * kMiB) + ",8," +
+          std::to_string(kMiB),
+      "GPUPOOL_LEDGER_SOCKET=" + sock,
+      std::string("LD_LIBRARY_PATH=") + GPUPOOL_FAKE_CUDA_DIR,
+  };
+  std::vector<std::string> preloaded = env;
+  preloaded.push_back(std::string("LD_PRELOAD=") + GPUPOOL_INTERPOSER_LIB);
+  interposer_test::Child honest({GPUPOOL_PROBE, "alloc", "plain", std::to_string(4 * kMiB)},
+                                preloaded);
+  ASSERT_EQ(honest.ReadLine(), "rc=0");
+  interposer_test::Child around({GPUPOOL_PROBE, "alloc", "plain", std::to_string(2 * kMiB)}, env);
+  ASSERT_EQ(around.ReadLine(), "rc=0");
+  const std::string killed = bin.ReadUntil("killed pid=", 5000);
+  EXPECT_EQ(killed.rfind("killed pid=" + std::to_string(around.pid()) + " ", 0), 0u) << killed;
+  EXPECT_NE(killed.find("bypassed the interposer"), std::string::npos) << killed;
+  int st = around.Wait();
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  honest.CloseStdin();
+  EXPECT_EQ(honest.Wait(), 0);
+  kill(bin.pid(), SIGTERM);
+  EXPECT_EQ(WEXITSTATUS(bin.Wait()), 0);
+  std::string cmd = "rm -rf " + dir;
+  EXPECT_EQ(system(cmd.c_str()), 0);
+}
+
 TEST(LedgerServer, RefusesABadConfiguration) {
   Limits l;
   l.compute_percent = 0;
