@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "agent/companion.h"
+
 namespace gpupool::agent {
 namespace {
 
@@ -43,14 +45,7 @@ std::string Joined(const std::vector<std::string>& dirs) {
 }  // namespace
 
 std::string DefaultShim(const std::string& agent_binary) {
-  std::error_code ec;
-  const fs::path dir = fs::path(agent_binary).parent_path();
-  for (const fs::path& p :
-       {dir / "gpupool-oci-shim", dir / "../agent/gpupool-oci-shim",
-        dir / "../lib/gpupool/gpupool-oci-shim", fs::path("/usr/lib/gpupool/gpupool-oci-shim")}) {
-    if (IsExecutable(p.string())) return fs::weakly_canonical(p, ec).string();
-  }
-  return "";
+  return FindCompanion(agent_binary, "gpupool-oci-shim", "agent", /*executable=*/true);
 }
 
 Result<std::shared_ptr<oci::ContainerFactory>> OpenContainers(

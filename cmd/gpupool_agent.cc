@@ -27,6 +27,7 @@
 
 #include "agent/agent.h"
 #include "agent/capabilities.h"
+#include "agent/companion.h"
 #include "agent/config.h"
 #include "agent/device_metrics.h"
 #include "agent/enroll.h"
@@ -377,7 +378,8 @@ int Run(int argc, char** argv) {
     std::unique_ptr<VramScrubber> scrubber;
     if (config.backend == "nvml") {
       // MIG instances are scrubbed by gpupool-scrub in a process of their own.
-      auto cuda = OpenCudaScrubber(DefaultScrubHelper(SelfPath(argv[0])));
+      auto cuda = OpenCudaScrubber(
+          FindCompanion(SelfPath(argv[0]), "gpupool-scrub", "gpu-tools", /*executable=*/true));
       if (!cuda.ok()) {
         std::cerr << "gpupool-agent: vram_scrub: " << cuda.status().message() << "\n";
         return 3;

@@ -1,22 +1,17 @@
 // The CUDA driver API through dlopen: only the handful of entry points a scrub needs, declared
 // here with the driver's C ABI (no CUDA headers at build time).
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <vector>
 
 #include "agent/scrub/scrubber.h"
+#include "base/run_tool.h"
 
 namespace gpupool::agent {
 namespace {
@@ -86,51 +81,23 @@ bool HelperFor(const std::string& uuid) {
 // agent scrubs one in a process of its own: `helper MIG-<uuid>` (gpupool-scrub), which prints
 // "scrubbed bytes=N us=M" and exits 0, or names what failed on stderr.
 Result<ScrubResult> RunHelper(const std::string& helper, const std::string& uuid) {
-  std::vector<std::string> env_s;
+  ToolRun run;
+  run.argv = {helper, uuid};
+  // The agent's own environment (how it finds the driver), with the instance made visible.
   for (char** e = environ; *e != nullptr; ++e)
-    if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env_s.push_back(*e);
-  env_s.push_back("CUDA_VISIBLE_DEVICES=" + uuid);
-  std::vector<char*> env,
-      argv = {const_cast<char*>(helper.c_str()), const_cast<char*>(uuid.c_str()), nullptr};
-  for (auto& s : env_s) env.push_back(s.data());
-  env.push_back(nullptr);
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return Status::Internal("vram scrub of " + uuid + ": pipe");
-  const pid_t pid = fork();  // then only exec: this process has threads
-  if (pid < 0) {
-    close(out[0]);
-    close(out[1]);
-    return Status::Internal("vram scrub of " + uuid + ": fork failed");
-  }
-  if (pid == 0) {
-    dup2(out[1], 1);
-    dup2(out[1], 2);
-    execve(argv[0], argv.data(), env.data());
-    _exit(127);
-  }
-  close(out[1]);
-  std::string text;
-  char buf[512];
-  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  close(out[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+    if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) run.env.push_back(*e);
+  run.env.push_back("CUDA_VISIBLE_DEVICES=" + uuid);
+  auto r = RunTool(run);
+  if (!r.ok()) return Status::Internal("vram scrub of " + uuid + ": " + r.status().message());
   long long bytes = 0, us = 0;
-  const size_t at = text.find("scrubbed bytes=");
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && at != std::string::npos &&
-      std::sscanf(text.c_str() + at, "scrubbed bytes=%lld us=%lld", &bytes, &us) == 2) {
+  const size_t at = r->out.find("scrubbed bytes=");
+  if (r->ok() && at != std::string::npos &&
+      std::sscanf(r->out.c_str() + at, "scrubbed bytes=%lld us=%lld", &bytes, &us) == 2) {
     return ScrubResult{bytes, us};
   }
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  if (text.rfind("gpupool-scrub: ", 0) == 0) text = text.substr(15);
-  return Status::Internal("vram scrub of " + uuid + " (helper " + helper + ", exit " +
-                          std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                          "): " + (text.empty() ? std::string("no output") : text));
+  std::string why = r->Describe();
+  if (const size_t p = why.find("gpupool-scrub: "); p != std::string::npos) why.erase(p, 15);
+  return Status::Internal("vram scrub of " + uuid + " (helper " + helper + ", " + why + ")");
 }
 
 class CudaScrubber final : public VramScrubber {
@@ -277,19 +244,6 @@ Result<std::unique_ptr<VramScrubber>> OpenCudaScrubber(std::string mig_helper) {
   d.DeviceGetUuidV2 =
       reinterpret_cast<decltype(d.DeviceGetUuidV2)>(dlsym(d.lib, "cuDeviceGetUuid_v2"));
   return std::unique_ptr<VramScrubber>(new CudaScrubber(d, std::move(mig_helper)));
-}
-
-std::string DefaultScrubHelper(const std::string& agent_binary) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path dir = fs::path(agent_binary).parent_path();
-  for (const fs::path& p :
-       {dir / "gpupool-scrub", dir / "../gpu-tools/gpupool-scrub",
-        dir / "../lib/gpupool/gpupool-scrub", fs::path("/usr/lib/gpupool/gpupool-scrub")}) {
-    if (fs::is_regular_file(p, ec) && access(p.c_str(), X_OK) == 0)
-      return fs::weakly_canonical(p, ec).string();
-  }
-  return "";
 }
 
 }  // namespace gpupool::agent

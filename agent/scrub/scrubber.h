@@ -66,7 +66,4 @@ class SimScrubber final : public VramScrubber {
 // program MIG instances are scrubbed with (empty: they cannot be).
 Result<std::unique_ptr<VramScrubber>> OpenCudaScrubber(std::string mig_helper = "");
 
-// gpupool-scrub beside the agent binary, in the build tree, or where packages put it; "" if none.
-std::string DefaultScrubHelper(const std::string& agent_binary);
-
 }  // namespace gpupool::agent

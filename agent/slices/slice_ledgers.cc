@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent/companion.h"
 #include "agent/interposer/ledger/ledger_server.h"
 #include "base/log.h"
 
@@ -38,18 +39,9 @@ bool IsSlice(const DeviceGrant& g) {
 }  // namespace
 
 std::string SliceLedgers::DefaultLibrary(const std::string& agent_binary) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path dir = fs::path(agent_binary).parent_path();
-  // Installed beside the agent; the build tree (cmd/ and agent/interposer/ under one build dir);
-  // the packaged location.
-  for (const fs::path& p :
-       {dir / "libgpupool-cuda.so", dir / "../agent/interposer/libgpupool-cuda.so",
-        dir / "../lib/gpupool/libgpupool-cuda.so",
-        fs::path("/usr/lib/gpupool/libgpupool-cuda.so")}) {
-    if (IsFile(p.string())) return fs::weakly_canonical(p, ec).string();
-  }
-  return "";
+  // In the build tree cmd/ and agent/interposer/ sit under one build dir.
+  return FindCompanion(agent_binary, "libgpupool-cuda.so", "agent/interposer",
+                       /*executable=*/false);
 }
 
 Result<std::unique_ptr<SliceLedgers>> SliceLedgers::Create(SliceOptions options) {

@@ -146,15 +146,21 @@ Usage LedgerServer::Snapshot() const {
   return u;
 }
 
+bool LedgerServer::KnownLocked(pid_t pid, uint64_t* reserved) const {
+  bool known = false;
+  uint64_t vram = 0;
+  for (const auto& c : conns_)
+    if (c->pid == pid) known = true, vram += c->vram;
+  for (const Orphan& o : orphans_)
+    if (o.pid == pid) known = true, vram += o.vram;
+  if (reserved != nullptr) *reserved = vram;
+  return known;
+}
+
 bool LedgerServer::ReconcileDriverMemory(pid_t pid, uint64_t nvml_bytes) {
   std::lock_guard<std::mutex> l(mu_);
-  bool known = false;
   uint64_t reserved = 0;
-  for (const auto& c : conns_)
-    if (c->pid == pid) known = true, reserved += c->vram;
-  for (const Orphan& o : orphans_)
-    if (o.pid == pid) known = true, reserved += o.vram;
-  if (!known) return false;
+  if (!KnownLocked(pid, &reserved)) return false;
   uint64_t want = nvml_bytes > reserved ? nvml_bytes - reserved : 0;
   uint64_t& have = driver_[pid];
   totals_.vram = totals_.vram - have + want;
@@ -372,10 +378,7 @@ void LedgerServer::ReapOrphans() {
   // Driver memory ends with its process: once the ledger knows it no more (no connection, no
   // orphan), its charge goes.
   for (auto it = driver_.begin(); it != driver_.end();) {
-    bool known = false;
-    for (const auto& c : conns_) known |= c->pid == it->first;
-    for (const Orphan& o : orphans_) known |= o.pid == it->first;
-    if (known) {
+    if (KnownLocked(it->first, nullptr)) {
       ++it;
       continue;
     }

@@ -91,6 +91,9 @@ class LedgerServer {
   Response Handle(Conn* c, const Request& req);
   void Drop(size_t index);
   void ReapOrphans();
+  // REQUIRES: mu_. Whether `pid` has a connection or an orphan here; `*reserved` (if not null)
+  // what they reserved of VRAM.
+  bool KnownLocked(pid_t pid, uint64_t* reserved) const;
   void AccrueSpill();
 
   const int listen_fd_;
