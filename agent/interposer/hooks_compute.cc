@@ -6,12 +6,15 @@
 // which keeps one token bucket for the whole task and answers how long to wait before the next
 // launch. Completed pairs are collected at each launch without blocking; at most kMaxPending
 // pairs are outstanding (the oldest is then waited for). With a 100 % grant nothing is measured.
+#include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "agent/interposer/interposer.h"
@@ -28,6 +31,7 @@ constexpr uint64_t kReportNs = 4'000'000;
 struct Pair {
   CUcontext ctx;
   CUevent start, end;
+  uint64_t recorded_ns;  // host time just before the start event was recorded
 };
 
 // The device's timer (what events measure) and the host's clock (on which the ledger refills GPU
@@ -43,6 +47,19 @@ struct Clock {
   double rate = 1.0;  // device ns per host ns
 };
 constexpr uint64_t kCalibrateNs = 200'000'000;
+
+// GPUPOOL_CUDA_SPANS=PATH: every metered pair is appended to PATH.<pid> as "recorded_ns
+// anchor_host_ns start_us end_us" (device µs since the context's anchor), the raw material for
+// studying how time-sliced contexts overlap on a real GPU (scripts/gpu-verify records it).
+FILE* SpanFile() {
+  static FILE* f = []() -> FILE* {
+    const char* p = getenv("GPUPOOL_CUDA_SPANS");
+    if (p == nullptr || *p == 0) return nullptr;
+    std::string path = std::string(p) + "." + std::to_string(getpid());
+    return fopen(path.c_str(), "we");
+  }();
+  return f;
+}
 
 std::mutex g_mu;  // guards everything below
 std::map<CUcontext, Clock> g_clock;
@@ -97,6 +114,13 @@ void CollectLocked(bool all) {
         const double sample = static_cast<double>(since_ms) * 1e6 / static_cast<double>(host_since);
         clock.rate = std::max(clock.rate, std::min(sample, 4.0));
       }
+      float a_ms = 0, b_ms = 0;
+      if (FILE* f = SpanFile(); f != nullptr && clock.anchor != nullptr &&
+                                elapsed(&a_ms, clock.anchor, p.start) == CUDA_SUCCESS &&
+                                elapsed(&b_ms, clock.anchor, p.end) == CUDA_SUCCESS)
+        fprintf(f, "%llu %llu %.1f %.1f\n", static_cast<unsigned long long>(p.recorded_ns),
+                static_cast<unsigned long long>(clock.host_ns), static_cast<double>(a_ms) * 1e3,
+                static_cast<double>(b_ms) * 1e3);
       ns += static_cast<uint64_t>(static_cast<double>(ms) * 1e6 / clock.rate);
     }
     g_pending.pop_front();
@@ -163,11 +187,12 @@ CUresult Metered(CUstream stream, Record record, IsCapturingFn capturing, Launch
     g_clock[ctx].host_ns = NowNs();
   }
   if (start == nullptr || end == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;  // cannot meter: refuse
+  const uint64_t recorded_ns = NowNs();
   record(start, stream);
   CUresult r = launch();
   record(end, stream);
   std::lock_guard<std::mutex> l(g_mu);
-  g_pending.push_back({ctx, start, end});
+  g_pending.push_back({ctx, start, end, recorded_ns});
   CollectLocked(false);
   return r;
 }

@@ -392,13 +392,16 @@ class Verify:
                      "/".join("%.0f" % x for x in runs["interposed"]), added, best["capped"]),
                     runs=runs, added_ns=added)
 
-    def shares(self, kind, percents, seconds):
+    def shares(self, kind, percents, seconds, spans=None):
         """Runs one saturating probe per tenant at once; returns each one's share of GPU time
-        (1 ms kernels × launches / wall seconds), in percent."""
+        (1 ms kernels × launches / wall seconds), in percent. With `spans`, each tenant's metered
+        event pairs are kept in $OUT/spans-<spans>-<i>.<pid> (GPUPOOL_CUDA_SPANS)."""
         led = Ledgers(self, [{"vram": self.context_bytes + self.unit, "compute": c}
                              for c in percents])
         try:
-            ps = [self.probe(["compute", kind, seconds], s) for s in led.sockets]
+            ps = [self.probe(["compute", kind, seconds], s, env=None if spans is None else {
+                "GPUPOOL_CUDA_SPANS": os.path.join(self.out, "spans-%s-%d" % (spans, i))})
+                  for i, s in enumerate(led.sockets)]
             for p in ps:
                 if p.readline(120) != "ready":
                     raise RuntimeError("compute probe not ready: %s" % p.all)
@@ -435,7 +438,8 @@ class Verify:
         for kind in ("plain", "ex", "coop", "graph"):
             try:  # one launch kind's failure keeps the others' figures
                 full = alone if kind == "plain" else self.shares(kind, [100], secs)[0]
-                a, b = (100 * x / full for x in self.shares(kind, [30, 70], secs))
+                a, b = (100 * x / full for x in self.shares(
+                    kind, [30, 70], secs, spans="30-70" if kind == "plain" else None))
             except Exception as ex:
                 detail.append("%s: %s" % (kind, ex))
                 ok = False
@@ -443,6 +447,11 @@ class Verify:
             figures[kind] = [a, b]
             detail.append("%s 30/70 → %.1f/%.1f" % (kind, a, b))
             ok &= abs(a - 30) <= 5 and abs(b - 70) <= 5
+        try:  # two tenants capped at 99 (metered, barely throttled): how their spans overlap
+            both = self.shares("plain", [99, 99], secs, spans="99-99")
+            detail.append("99/99 → %.1f/%.1f" % tuple(100 * x / alone for x in both))
+        except Exception as ex:
+            detail.append("99/99: %s" % ex)
         kernel_us = 1e6 * secs / (alone / 100.0 * secs / 1e-3)  # wall µs per kernel alone
         detail.append("clocks: %s" % clock_line)
         detail.append("a kernel takes %.0f µs alone; charged per kernel (cap: µs) %s" % (
