@@ -1,11 +1,14 @@
 // Compute hooks: the strict cap, charged by measured GPU time.
 //
 // Each launch (plain, Ex, cooperative, graph; legacy and per-thread-stream variants) is
-// bracketed by two events on its stream. When the end event has completed, the time between
-// the two — what the device spent on this context's work — is reported to the task's ledger,
-// which keeps one token bucket for the whole task and answers how long to wait before the next
-// launch. Completed pairs are collected at each launch without blocking; at most kMaxPending
-// pairs are outstanding (the oldest is then waited for). With a 100 % grant nothing is measured.
+// bracketed by two events on its stream. When the end event has completed, the pair is placed
+// on the host's clock and merged with the pairs back to back with it into a busy span; spans
+// are reported to the task's ledger, which charges each as the device's tenants shared it (a
+// time-sliced device runs one context at a time, so a pair also holds the slices other tenants
+// ran meanwhile: ledger/device_arbiter.h), keeps one token bucket for the whole task and
+// answers how long to wait before the next launch. Completed pairs are collected at each launch
+// without blocking; at most kMaxPending pairs are outstanding (the oldest is then waited for). With
+// a 100 % grant nothing is measured.
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,9 +50,14 @@ struct Clock {
   double rate = 1.0;  // device ns per host ns
 };
 constexpr uint64_t kCalibrateNs = 200'000'000;
+// A float holds milliseconds to ~1 µs up to 16 s; the anchor moves forward well before.
+constexpr float kReanchorMs = 8000;
+// Pairs this close on the host's clock are one span (the gap is the host's launch overhead).
+constexpr uint64_t kMergeGapNs = 20'000;
 
-// GPUPOOL_CUDA_SPANS=PATH: every metered pair is appended to PATH.<pid> as "recorded_ns
-// anchor_host_ns start_us end_us" (device µs since the context's anchor), the raw material for
+// GPUPOOL_CUDA_SPANS=PATH: every metered pair is appended to PATH.<pid> as "recorded_ns start_ns
+// end_ns" (host CLOCK_MONOTONIC: when the start event was recorded, and the pair's span as mapped
+// onto the host's clock), the raw material for
 // studying how time-sliced contexts overlap on a real GPU (scripts/gpu-verify records it).
 FILE* SpanFile() {
   static FILE* f = []() -> FILE* {
@@ -66,7 +74,16 @@ std::map<CUcontext, Clock> g_clock;
 std::deque<Pair> g_pending;
 std::map<CUcontext, std::vector<CUevent>> g_spare;
 uint64_t g_wait_until_ns = 0;
-uint64_t g_unreported_ns = 0;
+uint64_t g_unreported_ns = 0;  // GPU time measured since the last report
+// Busy spans on the host's clock (CLOCK_MONOTONIC), not yet reported: the ledger charges each
+// as the device's tenants shared it (ledger/device_arbiter.h). `g_span` is the latest, still
+// growing while work follows back to back.
+struct Span {
+  uint64_t start = 0, end = 0;
+};
+Span g_span;
+std::vector<Span> g_spans;
+uint64_t g_unplaced_ns = 0;  // GPU time of pairs that could not be placed on the host's clock
 
 uint64_t NowNs() {
   timespec ts;
@@ -93,49 +110,90 @@ CUevent TakeEvent(CUcontext ctx) {
   return e;
 }
 
-// REQUIRES: g_mu. Reports the GPU time of every completed pair (all pairs when `all`).
+// REQUIRES: g_mu. Maps `ev` (completed) onto the host's clock through its context's anchor;
+// false when it cannot. Recalibrates the rate, and moves the anchor forward to `ev` once the
+// float milliseconds cuEventElapsedTime gives would lose precision (every kReanchorMs).
+bool HostTimeLocked(CUcontext ctx, CUevent ev, bool may_reanchor, uint64_t* host_ns) {
+  Clock& clock = g_clock[ctx];
+  auto elapsed = REAL(cuEventElapsedTime);
+  float since_ms = 0;
+  if (clock.anchor == nullptr || elapsed(&since_ms, clock.anchor, ev) != CUDA_SUCCESS) return false;
+  const uint64_t now = NowNs();
+  const uint64_t host_since = now > clock.host_ns ? now - clock.host_ns : 0;
+  if (host_since >= kCalibrateNs) {
+    const double sample = static_cast<double>(since_ms) * 1e6 / static_cast<double>(host_since);
+    clock.rate = std::max(clock.rate, std::min(sample, 4.0));
+  }
+  const double since_ns = std::max(0.0, static_cast<double>(since_ms) * 1e6 / clock.rate);
+  *host_ns = clock.host_ns + static_cast<uint64_t>(since_ns);
+  if (may_reanchor && since_ms > kReanchorMs) {
+    g_spare[ctx].push_back(clock.anchor);
+    clock.anchor = ev;
+    clock.host_ns = *host_ns;
+  }
+  return true;
+}
+
+// REQUIRES: g_mu. Reports the spans of every completed pair (all pairs when `all`).
 void CollectLocked(bool all) {
   auto query = REAL(cuEventQuery);
   auto sync = REAL(cuEventSynchronize);
   auto elapsed = REAL(cuEventElapsedTime);
-  uint64_t ns = 0;
   while (!g_pending.empty()) {
     Pair p = g_pending.front();
     bool must_wait = all || g_pending.size() > kMaxPending;
     CUresult r = must_wait ? sync(p.end) : query(p.end);
     if (r == CUDA_ERROR_NOT_READY) break;
-    float ms = 0;
-    if (r == CUDA_SUCCESS && elapsed(&ms, p.start, p.end) == CUDA_SUCCESS && ms > 0) {
-      Clock& clock = g_clock[p.ctx];
-      float since_ms = 0;
-      const uint64_t host_since = NowNs() - clock.host_ns;
-      if (clock.anchor != nullptr && host_since >= kCalibrateNs &&
-          elapsed(&since_ms, clock.anchor, p.end) == CUDA_SUCCESS) {
-        const double sample = static_cast<double>(since_ms) * 1e6 / static_cast<double>(host_since);
-        clock.rate = std::max(clock.rate, std::min(sample, 4.0));
-      }
-      float a_ms = 0, b_ms = 0;
-      if (FILE* f = SpanFile(); f != nullptr && clock.anchor != nullptr &&
-                                elapsed(&a_ms, clock.anchor, p.start) == CUDA_SUCCESS &&
-                                elapsed(&b_ms, clock.anchor, p.end) == CUDA_SUCCESS)
-        fprintf(f, "%llu %llu %.1f %.1f\n", static_cast<unsigned long long>(p.recorded_ns),
-                static_cast<unsigned long long>(clock.host_ns), static_cast<double>(a_ms) * 1e3,
-                static_cast<double>(b_ms) * 1e3);
-      ns += static_cast<uint64_t>(static_cast<double>(ms) * 1e6 / clock.rate);
-    }
     g_pending.pop_front();
+    float ms = 0;
+    bool anchored = false;
+    if (r == CUDA_SUCCESS && elapsed(&ms, p.start, p.end) == CUDA_SUCCESS && ms > 0) {
+      const uint64_t ns =
+          static_cast<uint64_t>(static_cast<double>(ms) * 1e6 / g_clock[p.ctx].rate);
+      uint64_t end_ns = 0;
+      if (HostTimeLocked(p.ctx, p.end, true, &end_ns)) {
+        anchored = g_clock[p.ctx].anchor == p.end;
+        const uint64_t start_ns = end_ns > ns ? end_ns - ns : 0;
+        if (FILE* f = SpanFile())
+          fprintf(f, "%llu %llu %llu\n", static_cast<unsigned long long>(p.recorded_ns),
+                  static_cast<unsigned long long>(start_ns),
+                  static_cast<unsigned long long>(end_ns));
+        // One span for work back to back (or overlapping, from several streams).
+        if (g_span.end != 0 && start_ns <= g_span.end + kMergeGapNs &&
+            end_ns + kMergeGapNs >= g_span.start) {
+          g_span.start = std::min(g_span.start, start_ns);
+          g_span.end = std::max(g_span.end, end_ns);
+        } else {
+          if (g_span.end > g_span.start) g_spans.push_back(g_span);
+          g_span = {start_ns, end_ns};
+        }
+      } else {
+        g_unplaced_ns += ns;
+      }
+      g_unreported_ns += ns;
+    }
     g_spare[p.ctx].push_back(p.start);
-    g_spare[p.ctx].push_back(p.end);
+    if (!anchored) g_spare[p.ctx].push_back(p.end);
   }
-  g_unreported_ns += ns;
   if (g_unreported_ns < kReportNs && !all) return;
   gpupool::ledger::LedgerClient* l = gi::Ledger();
   gpupool::ledger::Response resp;
-  if (l != nullptr &&
-      l->Call(gpupool::ledger::Op::kCompute, gpupool::ledger::Kind::kNone, g_unreported_ns,
-              &resp) &&
-      resp.wait_ns != 0)
-    g_wait_until_ns = NowNs() + resp.wait_ns;
+  if (g_span.end > g_span.start) g_spans.push_back(g_span);
+  g_span.start = g_span.end;  // the rest of it, if work follows back to back, comes next time
+  uint64_t wait_ns = 0;
+  bool answered = false;
+  auto report = [&](uint64_t ns, uint64_t start_ns) {
+    if (l == nullptr || !l->Call(gpupool::ledger::Op::kCompute, gpupool::ledger::Kind::kNone, ns,
+                                 &resp, gpupool::ledger::kReconnectWaitMs, start_ns))
+      return;
+    answered = true;
+    wait_ns = resp.wait_ns;
+  };
+  for (const Span& sp : g_spans) report(sp.end - sp.start, sp.start);
+  if (g_unplaced_ns != 0) report(g_unplaced_ns, 0);
+  if (answered && wait_ns != 0) g_wait_until_ns = NowNs() + wait_ns;
+  g_spans.clear();
+  g_unplaced_ns = 0;
   g_unreported_ns = 0;
 }
 

@@ -192,6 +192,18 @@ Result<std::map<std::string, std::string>> SliceLedgers::Start(const std::string
         std::max(pct, g.thread_percentage <= 0 ? 100 : std::min<int32_t>(100, g.thread_percentage));
   }
   limits.compute_percent = static_cast<uint32_t>(pct > 0 ? pct : 100);
+  // The tenants of one device share its arbiter, which splits time-sliced moments among them
+  // (agent/interposer/ledger/device_arbiter.h). A task's ledger joins the arbiter of the device
+  // it holds the largest share of (a slice is almost always one device).
+  std::string device;
+  int32_t best = -1;
+  for (const DeviceGrant& g : spec.devices) {
+    const int32_t share = g.thread_percentage <= 0 ? 100 : g.thread_percentage;
+    if (share > best) {
+      best = share;
+      device = g.uuid;
+    }
+  }
   limits.context_bytes = static_cast<uint64_t>(options_.context_mib) * kMiB;
 
   std::error_code ec;
@@ -203,8 +215,15 @@ Result<std::map<std::string, std::string>> SliceLedgers::Start(const std::string
   constexpr const char* kSocket = "/ledger.sock";
   const std::string socket = dir + kSocket;
   std::string error;
+  std::shared_ptr<ledger::DeviceArbiter> arbiter;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::shared_ptr<ledger::DeviceArbiter>& a = arbiters_[device];
+    if (a == nullptr) a = std::make_shared<ledger::DeviceArbiter>();
+    arbiter = a;
+  }
   std::unique_ptr<ledger::LedgerServer> server =
-      ledger::LedgerServer::Create(socket, limits, &error);
+      ledger::LedgerServer::Create(socket, limits, &error, arbiter);
   if (server == nullptr) {
     return Status::FailedPrecondition("gpu slice: cannot start the task's ledger at " + socket +
                                       ": " + error);

@@ -9,7 +9,8 @@
 //
 // The limits live only in the ledger (the task's environment names the socket, nothing else), so
 // a task cannot raise them; VRAM is held to the grant on every CUDA allocation path, compute to
-// the grant's share of the GPU (a strict cap by measured GPU time). The socket sits in a
+// the grant's share of the GPU (a strict cap by measured GPU time, each time-sliced moment split
+// among the device's tenants by the device's arbiter). The socket sits in a
 // root-owned directory (`<task dir>/ledger`, 0755; the socket 0666): a sandboxed task sees it
 // bound at `<work dir>/.gpupool`, a mount point it cannot rename or replace, so its processes
 // cannot be pointed at a ledger of its own making. When the task ends, Stop() gives the spill the
@@ -47,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/interposer/ledger/device_arbiter.h"
 #include "agent/interposer/ledger/ledger_server.h"
 #include "agent/interposer/watchdog/watchdog.h"
 #include "agent/sandbox/sandbox.h"
@@ -125,8 +127,11 @@ class SliceLedgers {
   std::unique_ptr<watchdog::ProcessMemorySource> memory_;  // null: no watchdog
   std::mutex mu_;
   std::map<std::string, Running> running_;  // guarded by mu_
-  std::mutex handler_mu_;                   // held while the handler runs
-  BypassHandler handler_;                   // guarded by handler_mu_
+  // One per device UUID, shared by the ledgers of its tenants (kept while the agent runs: a
+  // device's arbiter holds its recent busy spans, which outlive any one task).
+  std::map<std::string, std::shared_ptr<ledger::DeviceArbiter>> arbiters_;  // guarded by mu_
+  std::mutex handler_mu_;  // held while the handler runs
+  BypassHandler handler_;  // guarded by handler_mu_
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;  // guarded by stop_mu_

@@ -6,6 +6,7 @@
 // reached through a mount point in the task's work dir that the task cannot move or replace.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -212,6 +213,43 @@ TEST(SliceLedgersTest, SpillMeteredBeforeARestartIsCarriedOn) {
   EXPECT_FALSE(std::filesystem::exists(dir)) << "a task's end removes its ledger directory";
   EXPECT_FALSE(std::filesystem::exists(dir + ".spill"));
   std::filesystem::remove_all(task_dir);
+}
+
+// Two slices of one device are charged as they shared it: the second tenant's report of a span
+// the first was busy over too costs it half, through the device's arbiter. A tenant of another
+// device pays its span in full.
+TEST(SliceLedgersTest, TenantsOfOneDeviceShareItsTimeSlicedMoments) {
+  SliceOptions options;
+  options.library = GPUPOOL_INTERPOSER_LIB;
+  const std::string root = testing::TempDir("/tmp/gpupool-slice-arbiter-");
+  auto slices = SliceLedgers::Create(options);
+  ASSERT_TRUE(slices.ok()) << slices.status().ToString();
+  auto spec = [](const std::string& gpu) {
+    TaskSpec t;
+    t.devices = {{gpu, 0, /*vram_mib=*/16, /*thread_percentage=*/50, 0, /*device=*/64}};
+    return t;
+  };
+  // Each tenant reports 30 ms of work over the same moments, at a 50 % cap with a full 20 ms
+  // bucket: charged in full it owes 10 ms (a 20 ms wait); charged half, nothing.
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const uint64_t now =
+      static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+  auto report = [&](const std::string& key, const std::string& gpu) {
+    const std::string dir = root + "/" + key;
+    EXPECT_TRUE((*slices)->Start(key, dir, "", spec(gpu)).ok());
+    ledger::LedgerClient c;
+    EXPECT_TRUE(c.Connect((dir + "/ledger.sock").c_str()));
+    ledger::Response r{};
+    EXPECT_TRUE(c.Call(ledger::Op::kCompute, ledger::Kind::kNone, 30'000'000, &r,
+                       ledger::kReconnectWaitMs, now - 40'000'000));
+    return r.wait_ns;
+  };
+  EXPECT_GE(report("a", "GPU-0"), 19'000'000u) << "alone so far: all of it";
+  EXPECT_EQ(report("b", "GPU-0"), 0u) << "the same moments as a: half of them";
+  EXPECT_GE(report("c", "GPU-1"), 19'000'000u) << "another device: all of it";
+  for (const char* key : {"a", "b", "c"}) (*slices)->Stop(key);
+  std::filesystem::remove_all(root);
 }
 
 TEST(SliceLedgersTest, AMissingLibraryIsRefusedByName) {

@@ -21,9 +21,9 @@ bool RoundTrip(int fd, const Request& req, Response* out) {
   return n == static_cast<ssize_t>(sizeof *out);
 }
 
-Request Frame(Op op, Kind kind, uint64_t bytes) {
-  return Request{kMagic, kVersion, static_cast<uint16_t>(op), static_cast<uint32_t>(kind),
-                 0,      bytes};
+Request Frame(Op op, Kind kind, uint64_t bytes, uint64_t start_ns = 0) {
+  return Request{kMagic, kVersion, static_cast<uint16_t>(op), static_cast<uint32_t>(kind), 0,
+                 bytes,  start_ns};
 }
 
 int64_t NowMs() {
@@ -122,8 +122,9 @@ bool LedgerClient::ReconnectLocked(int wait_ms) {
   }
 }
 
-bool LedgerClient::Call(Op op, Kind kind, uint64_t bytes, Response* out, int reconnect_wait_ms) {
-  const Request req = Frame(op, kind, bytes);
+bool LedgerClient::Call(Op op, Kind kind, uint64_t bytes, Response* out, int reconnect_wait_ms,
+                        uint64_t start_ns) {
+  const Request req = Frame(op, kind, bytes, start_ns);
   pthread_mutex_lock(&mu_);
   bool ok = Exchange(fd_.load(std::memory_order_acquire), req, out);
   if (!ok && fd_.load(std::memory_order_acquire) >= 0) {

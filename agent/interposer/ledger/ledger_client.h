@@ -33,9 +33,9 @@ class LedgerClient {
   // Connects to `socket_path` and says hello; false (and no connection) when it cannot.
   bool Connect(const char* socket_path);
   // One request; false when the connection failed and no restarted ledger answered within
-  // `reconnect_wait_ms` (the caller fails closed).
+  // `reconnect_wait_ms` (the caller fails closed). `start_ns`: Op::kCompute's span start.
   bool Call(Op op, Kind kind, uint64_t bytes, Response* out,
-            int reconnect_wait_ms = kReconnectWaitMs);
+            int reconnect_wait_ms = kReconnectWaitMs, uint64_t start_ns = 0);
   // Forgets the connection without a round trip (the child side of fork()).
   void Reset();
   // Once true, hello() is complete (it is written before the connection is published).

@@ -280,6 +280,7 @@ Response LedgerServer::Handle(Conn* c, const Request& req) {
   };
   if (req.magic != kMagic || req.version != kVersion || req.reserved != 0) return bad();
   auto op = static_cast<Op>(req.op);
+  if (op != Op::kCompute && req.start_ns != 0) return bad();
   if (op != Op::kHello && !c->hello) return bad();
   bool spill = req.kind == static_cast<uint32_t>(Kind::kSpill);
   if (req.kind > static_cast<uint32_t>(Kind::kNone)) return bad();
@@ -339,6 +340,14 @@ Response LedgerServer::Handle(Conn* c, const Request& req) {
     case Op::kCompute: {
       if (req.bytes > 60'000'000'000ull) return bad();  // a minute of GPU time in one kernel
       uint64_t now = NowNs();
+      // A span on this host's clock, charged as the device's tenants shared it; without an
+      // arbiter (one tenant) or a start, all of it.
+      int64_t charge = static_cast<int64_t>(req.bytes);
+      if (req.start_ns != 0) {
+        if (req.start_ns + req.bytes > now + kComputeAheadNs) return bad();
+        if (arbiter_ != nullptr)
+          charge = arbiter_->Charge(arbiter_id_, req.start_ns, req.start_ns + req.bytes);
+      }
       uint64_t rate_bp = arbiter_ != nullptr ? arbiter_->RateBp(arbiter_id_, now)
                                              : limits_.compute_percent * 100ull;
       if (rate_bp == 0) rate_bp = 1;
@@ -346,8 +355,13 @@ Response LedgerServer::Handle(Conn* c, const Request& req) {
       int64_t refill = static_cast<int64_t>(elapsed * rate_bp / 10000);
       compute_refill_ns_ = now;
       compute_credit_ns_ = std::min(compute_credit_ns_ + refill, kComputeBurstNs);
-      compute_credit_ns_ -= static_cast<int64_t>(req.bytes);
-      totals_.gpu_ns += req.bytes;
+      // A refund (a negative charge) fills the bucket no further than a refill could.
+      compute_credit_ns_ = std::min(compute_credit_ns_ - charge, kComputeBurstNs);
+      if (charge >= 0) {
+        totals_.gpu_ns += static_cast<uint64_t>(charge);
+      } else {
+        totals_.gpu_ns -= std::min(totals_.gpu_ns, static_cast<uint64_t>(-charge));
+      }
       if (compute_credit_ns_ < 0)
         r.wait_ns = static_cast<uint64_t>(-compute_credit_ns_) * 10000 / rate_bp;
       break;

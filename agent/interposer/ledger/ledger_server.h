@@ -49,9 +49,9 @@ struct ProcessUsage {
 
 struct Usage {
   uint64_t vram = 0, spill = 0;
-  uint64_t refused = 0;                 // reservations refused for the grant
-  uint64_t protocol_errors = 0;         // malformed frames (their connections were dropped)
-  uint64_t gpu_ns = 0;                  // GPU time reported over kCompute
+  uint64_t refused = 0;          // reservations refused for the grant
+  uint64_t protocol_errors = 0;  // malformed frames (their connections were dropped)
+  uint64_t gpu_ns = 0;           // GPU time charged over kCompute (its share of time-sliced spans)
   uint64_t spill_byte_seconds = 0;      // integral of spill_used over time, for metering
   std::vector<ProcessUsage> processes;  // one row per connection or orphan
 };

@@ -17,7 +17,7 @@
 namespace gpupool::ledger {
 
 inline constexpr uint32_t kMagic = 0x67706c67;  // "gplg"
-inline constexpr uint16_t kVersion = 2;
+inline constexpr uint16_t kVersion = 3;
 // The environment variable that names the ledger's socket to the interposer in a task.
 inline constexpr const char* kSocketEnv = "GPUPOOL_LEDGER_SOCKET";
 
@@ -26,7 +26,11 @@ enum class Op : uint16_t {
   kReserve = 2,  // charge `bytes` of `kind`; refused past the limit
   kRelease = 3,  // give back `bytes` of `kind` this connection holds
   kQuery = 4,    // the task's usage and limits
-  kCompute = 5,  // report `bytes` nanoseconds of GPU time used; answers how long to wait
+  // Report a span of `bytes` ns in which the process had work on the device, from `start_ns`
+  // (CLOCK_MONOTONIC; 0: unknown, charged in full); answers how long to wait. On an agent's
+  // ledger the span is charged as the device's arbiter splits it among its tenants
+  // (device_arbiter.h); it ends at most kComputeAheadNs past the server's clock.
+  kCompute = 5,
   // After its ledger restarted (the agent restarted, docs/agent.md "Agent restarts"): `bytes` of
   // `kind` this process held under the previous ledger (at most the limit). Charged as held,
   // even when the task's total passes the limit (the memory exists), so that what follows is
@@ -53,8 +57,12 @@ struct Request {
   uint32_t kind;      // Kind
   uint32_t reserved;  // must be 0
   uint64_t bytes;
+  uint64_t start_ns;  // kCompute only (else 0)
 };
-static_assert(sizeof(Request) == 24);
+static_assert(sizeof(Request) == 32);
+// How far past the server's clock a reported span may end (the two clocks are one; this covers
+// the mapping of the device's timer onto it).
+inline constexpr uint64_t kComputeAheadNs = 100'000'000;
 
 struct Response {
   int32_t status;            // Status

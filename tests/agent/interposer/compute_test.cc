@@ -41,10 +41,12 @@ std::vector<double> Shares(const Task& device, const std::vector<pid_t>& pids) {
 
 class ComputeCap : public ::testing::TestWithParam<const char*> {};
 
-// Two saturating tenants capped 30 and 70 on one device get 30 and 70 (± 5 points).
+// Two saturating tenants capped 30 and 70 on one device get 30 and 70 (± 5 points). Their
+// ledgers share the device's arbiter, as the agent's do.
 TEST_P(ComputeCap, TwoTenantsCapped30And70GetTheirShares) {
-  Task a(kDevice, Cap(30));
-  Task b(kDevice, Cap(70), kMiB, &a);
+  auto arbiter = std::make_shared<ledger::DeviceArbiter>();
+  Task a(kDevice, Cap(30), kMiB, nullptr, arbiter);
+  Task b(kDevice, Cap(70), kMiB, &a, arbiter);
   auto pa = a.Start({"compute", GetParam(), "2.1"});
   auto pb = b.Start({"compute", GetParam(), "2.1"});
   ASSERT_EQ(pa->ReadLine(), "ready");

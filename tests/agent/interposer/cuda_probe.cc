@@ -465,9 +465,10 @@ int ModeFork(int n, size_t bytes) {
   return 0;
 }
 
-int ForgeOne(int fd, uint16_t op, uint32_t kind, uint64_t bytes, size_t len = 24) {
+int ForgeOne(int fd, uint16_t op, uint32_t kind, uint64_t bytes,
+             size_t len = sizeof(gpupool::ledger::Request)) {
   gpupool::ledger::Request req{
-      gpupool::ledger::kMagic, gpupool::ledger::kVersion, op, kind, 0, bytes};
+      gpupool::ledger::kMagic, gpupool::ledger::kVersion, op, kind, 0, bytes, 0};
   char buf[64] = {};
   memcpy(buf, &req, sizeof req);
   if (send(fd, buf, len, MSG_NOSIGNAL) < 0) return -100;
