@@ -537,12 +537,15 @@ class Verify:
             with open(os.path.join(self.out, "torch-%s.log" % mode), "w") as f:
                 f.write(r.stdout + r.stderr)
             refused = sorted({l for l in lines if l.startswith("gpupool-cuda:")})
-            for l in refused[:40] + ([] if r.returncode == 0 else lines[-30:]):
+            # A C++ error ends in a stack trace: what it says comes before the frames (run 5 lost
+            # it to the frames), and the interposer's own complaints say which call it refused.
+            said = [l for l in lines if not l.lstrip().startswith("frame #")]
+            for l in refused[:40] + ([] if r.returncode == 0 else said[-30:]):
                 print("    torch %s: %s" % (mode, l), flush=True)
             result = next((json.loads(l[7:]) for l in lines if l.startswith("RESULT ")), None)
             ok = r.returncode == 0 and result is not None and result.get("ok")
             self.record("PyTorch under a cap: %s" % (conf or "default allocator, compute 50 %"),
-                        ok, json.dumps(result) if result else " | ".join(lines[-6:]),
+                        ok, json.dumps(result) if result else " | ".join(said[-8:]),
                         result=result, ledger_after=usage)
 
     def check_scrub(self):
