@@ -395,7 +395,8 @@ class Verify:
     def shares(self, kind, percents, seconds, spans=None):
         """Runs one saturating probe per tenant at once; returns each one's share of GPU time
         (1 ms kernels × launches / wall seconds), in percent. With `spans`, each tenant's metered
-        event pairs are kept in $OUT/spans-<spans>-<i>.<pid> (GPUPOOL_CUDA_SPANS)."""
+        event pairs are kept in $OUT/spans.txt (GPUPOOL_CUDA_SPANS), one line per pair:
+        "<spans>/<cap> recorded_ns start_ns end_ns"."""
         led = Ledgers(self, [{"vram": self.context_bytes + self.unit, "compute": c}
                              for c in percents])
         try:
@@ -415,6 +416,15 @@ class Verify:
                 p.finish()
         finally:
             led.stop()
+        if spans is not None:  # one file for all (the device returns a limited number of files)
+            with open(os.path.join(self.out, "spans.txt"), "a") as kept:
+                for i in range(len(percents)):
+                    prefix = "spans-%s-%d." % (spans, i)
+                    for name in sorted(os.listdir(self.out)):
+                        if name.startswith(prefix):
+                            with open(os.path.join(self.out, name)) as f:
+                                kept.writelines("%s/%d %s" % (spans, percents[i], l) for l in f)
+                            os.remove(os.path.join(self.out, name))
         # What the interposer charged per kernel (its events), for the record.
         for i, sock in enumerate(led.sockets):
             gpu_ns = led.usage.get(sock, {}).get("gpu_ns", 0)
