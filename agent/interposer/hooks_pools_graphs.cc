@@ -55,6 +55,17 @@ CUresult PoolAlloc(CUmemoryPool pool, size_t size, Alloc alloc) {
   return r;
 }
 
+// Whether `s` is being captured. A stream-ordered allocation into a capture allocates nothing
+// now: it becomes a memory-allocation node of the graph (CUDA C++ Programming Guide, "Graph
+// Memory Nodes": "stream-ordered allocation APIs called during stream capture create memory
+// allocation nodes"), which instantiation charges (GraphInstantiate below). So the allocation
+// passes through without the ledger or the pool queries, which must not run inside a capture.
+bool Capturing(CUstream s, bool per_thread) {
+  auto is = per_thread ? REAL(cuStreamIsCapturing_ptsz) : REAL(cuStreamIsCapturing);
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  return is != nullptr && is(s, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 // The pool cuMemAllocAsync allocates from: the device's current pool (cuDeviceSetMemPool's).
 CUmemoryPool CurrentPool() {
   CUdevice dev = 0;
@@ -117,20 +128,22 @@ void gi::ResyncPools() {
 GPUPOOL_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t size, CUmemoryPool pool,
                                                 CUstream s) {
   REAL_OR_FAIL(cuMemAllocFromPoolAsync);
-  if (dptr == nullptr || size == 0 || pool == nullptr) return real(dptr, size, pool, s);
+  if (dptr == nullptr || size == 0 || pool == nullptr || Capturing(s, false))
+    return real(dptr, size, pool, s);
   return PoolAlloc(pool, size, [&] { return real(dptr, size, pool, s); });
 }
 
 GPUPOOL_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t size,
                                                      CUmemoryPool pool, CUstream s) {
   REAL_OR_FAIL(cuMemAllocFromPoolAsync_ptsz);
-  if (dptr == nullptr || size == 0 || pool == nullptr) return real(dptr, size, pool, s);
+  if (dptr == nullptr || size == 0 || pool == nullptr || Capturing(s, true))
+    return real(dptr, size, pool, s);
   return PoolAlloc(pool, size, [&] { return real(dptr, size, pool, s); });
 }
 
 GPUPOOL_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t size, CUstream s) {
   REAL_OR_FAIL(cuMemAllocAsync);
-  if (dptr == nullptr || size == 0) return real(dptr, size, s);
+  if (dptr == nullptr || size == 0 || Capturing(s, false)) return real(dptr, size, s);
   CUmemoryPool pool = CurrentPool();
   if (pool == nullptr) return CUDA_ERROR_NOT_SUPPORTED;  // cannot tell which pool grows: refuse
   return PoolAlloc(pool, size, [&] { return real(dptr, size, s); });
@@ -138,7 +151,7 @@ GPUPOOL_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t size, CUstream
 
 GPUPOOL_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t size, CUstream s) {
   REAL_OR_FAIL(cuMemAllocAsync_ptsz);
-  if (dptr == nullptr || size == 0) return real(dptr, size, s);
+  if (dptr == nullptr || size == 0 || Capturing(s, true)) return real(dptr, size, s);
   CUmemoryPool pool = CurrentPool();
   if (pool == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   return PoolAlloc(pool, size, [&] { return real(dptr, size, s); });
