@@ -15,6 +15,9 @@
 //   spill N BYTES             N plain allocations of BYTES, then hold
 //   nvml-info                 nvmlDeviceGetMemoryInfo through dlopen + dlsym
 //   compute KIND SECONDS      1 ms kernels back to back (plain plain-ptsz ex coop graph)
+//   slices SECONDS            1 ms kernels back to back, an event pair around each; prints
+//                             "done launches=N pair_us_mean=… pair_us_max=…" (with another
+//                             context busy on the device, its timeslices fall inside the pairs)
 //   array3d BYTES             cuArray3DCreate_v2, an allocating entry point left unhooked
 //   alloc-across FILE A B C   plain allocations: A, then (once FILE exists) B and C; one rc
 //                             line each, then exit (an agent restarts while it waits)
@@ -45,6 +48,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdarg>
@@ -594,6 +598,57 @@ int ModeCompute(const std::string& kind, double seconds) {
   return 0;
 }
 
+// Launches 1 ms kernels (spin_1000us) back to back for `seconds`, after "ready" and a line on
+// stdin, each between a start and an end event, and prints the mean and the largest time between
+// the two. The pairs are read 64 launches behind, so that a real driver keeps work queued (a
+// context waiting for each kernel would leave the device idle between them, and give it up).
+int ModeSlices(double seconds) {
+  CUfunction f = ProbeKernel("spin_1000us");
+  if (f == nullptr) return 3;
+  const unsigned blocks = ProbeBlocks();
+  constexpr long kBehind = 64;
+  std::vector<CUevent> events(2 * kBehind);
+  for (CUevent& e : events)
+    if (cuEventCreate(&e, 0) != CUDA_SUCCESS) return 3;
+  Say("ready");
+  char go[3];
+  if (read(0, go, sizeof go) <= 0) return 0;
+  long launches = 0, pairs = 0;
+  double sum_us = 0, max_us = 0;
+  auto read_pair = [&](long i) {
+    const size_t k = static_cast<size_t>(2 * (i % kBehind));
+    float ms = 0;
+    if (cuEventSynchronize(events[k + 1]) != CUDA_SUCCESS ||
+        cuEventElapsedTime(&ms, events[k], events[k + 1]) != CUDA_SUCCESS)
+      return false;
+    const double us = static_cast<double>(ms) * 1e3;
+    sum_us += us;
+    max_us = std::max(max_us, us);
+    ++pairs;
+    return true;
+  };
+  const auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < t_end) {
+    if (launches >= kBehind && !read_pair(launches - kBehind)) return 3;
+    const size_t k = static_cast<size_t>(2 * (launches % kBehind));
+    CUresult r = cuEventRecord(events[k], nullptr);
+    if (r == CUDA_SUCCESS)
+      r = cuLaunchKernel(f, blocks, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
+    if (r == CUDA_SUCCESS) r = cuEventRecord(events[k + 1], nullptr);
+    if (r != CUDA_SUCCESS) {
+      Say("launch rc=%d", r);
+      return 3;
+    }
+    ++launches;
+  }
+  for (long i = std::max(0L, launches - kBehind); i < launches; ++i)
+    if (!read_pair(i)) return 3;
+  Say("done launches=%ld pair_us_mean=%.1f pair_us_max=%.1f", launches,
+      pairs != 0 ? sum_us / static_cast<double>(pairs) : 0.0, max_us);
+  HoldUntilEof();
+  return 0;
+}
+
 int ModeLaunches(long n) {
   CUfunction f = ProbeKernel("spin_0us");
   if (f == nullptr || n <= 0) return 3;
@@ -806,6 +861,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "compute") return ModeCompute(arg(2), strtod(arg(3), nullptr));
+  if (mode == "slices") return ModeSlices(strtod(arg(2), nullptr));
   if (mode == "ipc-export") return ModeIpcExport(num(2));
   if (mode == "ipc-import") return ModeIpcImport(arg(2));
   if (mode == "spill") return ModeSpill(static_cast<int>(num(2)), num(3));
