@@ -14,7 +14,12 @@
 //   ipc-export BYTES / ipc-import HEX   IPC across two probes
 //   spill N BYTES             N plain allocations of BYTES, then hold
 //   nvml-info                 nvmlDeviceGetMemoryInfo through dlopen + dlsym
-//   compute KIND SECONDS      1 ms kernels back to back (plain plain-ptsz ex coop graph)
+//   compute KIND SECONDS      ~1 ms kernels of work back to back (plain plain-ptsz ex coop
+//                             graph), calibrated before "ready"; prints
+//                             "done launches=N kernel_us=K wall_us=W" once they have all run
+//   slices SECONDS            1 ms kernels back to back, an event pair around each; prints
+//                             "done launches=N pair_us_mean=… pair_us_max=…" (with another
+//                             context busy on the device, its timeslices fall inside the pairs)
 //   array3d BYTES             cuArray3DCreate_v2, an allocating entry point left unhooked
 //   alloc-across FILE A B C   plain allocations: A, then (once FILE exists) B and C; one rc
 //                             line each, then exit (an agent restarts while it waits)
@@ -45,6 +50,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdarg>
@@ -65,12 +71,39 @@ namespace {
 CUcontext g_primary = nullptr;
 std::mutex g_out_mu;
 
-// spin_1000us holds each of its blocks for 1 ms of the device's clock (%globaltimer, ns);
-// spin_0us returns at once; fault_0us stores to address 16, which no allocation ever holds.
+// spin_1000us holds each of its blocks for 1 ms of the device's clock (%globaltimer, ns): a
+// context preempted while it spins does less work in that ms. work_1000us does a fixed amount of
+// work, so it takes as much GPU time however the device is shared: `iterations` dependent LCG
+// steps per thread (the compute mode calibrates the count to ~1 ms), the result stored only where
+// `out` is non-zero (it never is, but the compiler cannot drop the loop). The fake driver times
+// both by their names. spin_0us returns at once; fault_0us stores to address 16, which no
+// allocation ever holds.
 constexpr char kProbePtx[] = R"(
 .version 6.0
 .target sm_50
 .address_size 64
+.visible .entry work_1000us(.param .u64 iterations, .param .u64 out) {
+  .reg .pred %p;
+  .reg .u64 %n, %i, %o;
+  .reg .u32 %x;
+  ld.param.u64 %n, [iterations];
+  ld.param.u64 %o, [out];
+  mov.u32 %x, %tid.x;
+  mov.u64 %i, 0;
+  setp.eq.u64 %p, %n, 0;
+  @%p bra WORK_DONE;
+WORK:
+  mad.lo.u32 %x, %x, 1664525, 1013904223;
+  add.u64 %i, %i, 1;
+  setp.lt.u64 %p, %i, %n;
+  @%p bra WORK;
+WORK_DONE:
+  setp.eq.u64 %p, %o, 0;
+  @%p bra WORK_END;
+  st.global.u32 [%o], %x;
+WORK_END:
+  ret;
+}
 .visible .entry spin_1000us() {
   .reg .pred %p;
   .reg .u64 %t<3>;
@@ -533,64 +566,187 @@ int ModeForge(size_t bytes) {
   return 0;
 }
 
-// Launches 1 ms kernels back to back for `seconds` through `kind` (plain ex coop graph, with
-// "-ptsz" for the per-thread-stream entry points), after "ready" and a line on stdin.
+// One launch of `f` with the kernel parameters `params` through `kind` (plain ex coop graph, with
+// "-ptsz" for the per-thread-stream entry points); `exec` is the graph of the "graph" kind, whose
+// kernel node holds its parameters.
+CUresult LaunchAs(const std::string& kind, CUfunction f, unsigned blocks, void** params,
+                  CUgraphExec exec) {
+  if (kind == "plain")
+    return cuLaunchKernel(f, blocks, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr);
+  if (kind == "plain-ptsz")
+    return cuLaunchKernel_ptsz(f, blocks, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr);
+  CUlaunchConfig cfg{blocks, 1, 1, 32, 1, 1, 0, nullptr, nullptr, 0};
+  if (kind == "ex") return cuLaunchKernelEx(&cfg, f, params, nullptr);
+  if (kind == "ex-ptsz") return cuLaunchKernelEx_ptsz(&cfg, f, params, nullptr);
+  if (kind == "coop")
+    return cuLaunchCooperativeKernel(f, blocks, 1, 1, 32, 1, 1, 0, nullptr, params);
+  if (kind == "coop-ptsz")
+    return cuLaunchCooperativeKernel_ptsz(f, blocks, 1, 1, 32, 1, 1, 0, nullptr, params);
+  if (kind == "graph") return cuGraphLaunch(exec, nullptr);
+  if (kind == "graph-ptsz") return cuGraphLaunch_ptsz(exec, nullptr);
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+// A graph of one kernel node: `f` with `params` on `blocks` blocks of 32 threads.
+CUresult KernelGraph(CUfunction f, unsigned blocks, void** params, CUgraphExec* exec) {
+  CUgraph g = nullptr;
+  CUDA_KERNEL_NODE_PARAMS p{};  // the v2 layout: kern and ctx stay NULL
+  p.func = f;
+  p.gridDimX = blocks;
+  p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = 32;  // 32 × 1 × 1, as the other kinds launch (32³ threads: refused on a GPU)
+  p.blockDimY = p.blockDimZ = 1;
+  p.kernelParams = params;  // copied into the node when it is added
+  CUgraphNode node = nullptr;
+  CUresult r = cuGraphCreate(&g, 0);
+  const char* step = "create";
+  if (r == CUDA_SUCCESS) {
+    step = "add-kernel-node";
+    r = cuGraphAddKernelNode_v2(&node, g, nullptr, 0, &p);
+  }
+  if (r == CUDA_SUCCESS) {
+    step = "instantiate";
+    r = cuGraphInstantiateWithFlags(exec, g, 0);
+  }
+  if (g != nullptr) cuGraphDestroy(g);
+  if (r != CUDA_SUCCESS) Say("graph %s rc=%d", step, r);
+  return r;
+}
+
+// The device time of one launch, in µs: the least of `n` launches, each between two events (a
+// launch that another context's timeslice interrupted measures longer than its own time).
+double TimeLaunch(const std::string& kind, CUfunction f, unsigned blocks, void** params,
+                  CUgraphExec exec, int n) {
+  CUevent a = nullptr, b = nullptr;
+  if (cuEventCreate(&a, 0) != CUDA_SUCCESS || cuEventCreate(&b, 0) != CUDA_SUCCESS) return -1;
+  double best = -1;
+  for (int i = 0; i < n; ++i) {
+    float ms = 0;
+    if (cuEventRecord(a, nullptr) != CUDA_SUCCESS ||
+        LaunchAs(kind, f, blocks, params, exec) != CUDA_SUCCESS ||
+        cuEventRecord(b, nullptr) != CUDA_SUCCESS || cuEventSynchronize(b) != CUDA_SUCCESS ||
+        cuEventElapsedTime(&ms, a, b) != CUDA_SUCCESS)
+      return -1;
+    const double us = static_cast<double>(ms) * 1e3;
+    if (best < 0 || us < best) best = us;
+  }
+  cuEventDestroy_v2(a);
+  cuEventDestroy_v2(b);
+  return best;
+}
+
+// Launches ~1 ms kernels of work back to back for `seconds` through `kind` (see LaunchAs), after
+// "ready" and a line on stdin, then waits for them all. A real driver queues many launches ahead
+// (~1000), and a time-sliced kernel that spins on the clock does less work when preempted, so
+// neither the launches issued nor a clock-bound kernel tell a tenant's GPU time: each kernel here
+// does a fixed amount of work, timed before "ready" (kernel_us: the least of five launches, so
+// that another context's timeslice falling inside one is left out), and all of them have run by
+// the end of wall_us. A tenant's share of the device is launches × kernel_us / wall_us.
 int ModeCompute(const std::string& kind, double seconds) {
-  CUfunction f = ProbeKernel("spin_1000us");
+  CUfunction f = ProbeKernel("work_1000us");
   if (f == nullptr) return 3;
   const unsigned blocks = ProbeBlocks();
+  uint64_t iterations = 1 << 16;
+  CUdeviceptr out = 0;  // never written: see kProbePtx
+  void* params[] = {&iterations, &out};
+  const bool graph = kind.rfind("graph", 0) == 0;
   CUgraphExec exec = nullptr;
-  if (kind == "graph") {
-    CUgraph g = nullptr;
-    CUDA_KERNEL_NODE_PARAMS p{};  // the v2 layout: kern and ctx stay NULL
-    p.func = f;
-    p.gridDimX = blocks;
-    p.gridDimY = p.gridDimZ = 1;
-    p.blockDimX = 32;  // 32 × 1 × 1, as the other kinds launch (32³ threads: refused on a GPU)
-    p.blockDimY = p.blockDimZ = 1;
-    CUgraphNode node = nullptr;
-    CUresult r = cuGraphCreate(&g, 0);
-    const char* step = "create";
-    if (r == CUDA_SUCCESS) {
-      step = "add-kernel-node";
-      r = cuGraphAddKernelNode_v2(&node, g, nullptr, 0, &p);
+  // A graph's kernel node keeps the parameters it was given: a new graph for each count.
+  auto time = [&](int n) -> double {
+    if (graph) {
+      if (exec != nullptr) cuGraphExecDestroy(exec);
+      exec = nullptr;
+      if (KernelGraph(f, blocks, params, &exec) != CUDA_SUCCESS) return -1;
     }
-    if (r == CUDA_SUCCESS) {
-      step = "instantiate";
-      r = cuGraphInstantiateWithFlags(&exec, g, 0);
-    }
-    if (r != CUDA_SUCCESS) {
-      Say("graph %s rc=%d", step, r);
-      return 3;
-    }
+    return TimeLaunch(kind, f, blocks, params, exec, n);
+  };
+  // A warm-up launch (module loading, the first launch's set-up), then the time of 2¹⁶
+  // iterations, scaled to ~1 ms, and that timed again.
+  const double first = time(1) < 0 ? -1 : time(3);
+  if (first <= 0) {
+    Say("calibrate rc=failed");
+    return 3;
+  }
+  iterations = std::max<uint64_t>(
+      1, static_cast<uint64_t>(static_cast<double>(iterations) * 1000.0 / first));
+  const double kernel_us = time(5);
+  if (kernel_us <= 0) {
+    Say("calibrate rc=failed");
+    return 3;
   }
   Say("ready");
   char go[3];
   if (read(0, go, sizeof go) <= 0) return 0;
-  CUlaunchConfig cfg{blocks, 1, 1, 32, 1, 1, 0, nullptr, nullptr, 0};
+  const auto t0 = std::chrono::steady_clock::now();
   long launches = 0;
-  auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  const auto t_end = t0 + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < t_end) {
-    CUresult r;
-    if (kind == "plain")
-      r = cuLaunchKernel(f, blocks, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
-    else if (kind == "plain-ptsz")
-      r = cuLaunchKernel_ptsz(f, blocks, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
-    else if (kind == "ex")
-      r = cuLaunchKernelEx(&cfg, f, nullptr, nullptr);
-    else if (kind == "coop")
-      r = cuLaunchCooperativeKernel(f, blocks, 1, 1, 32, 1, 1, 0, nullptr, nullptr);
-    else if (kind == "graph")
-      r = cuGraphLaunch(exec, nullptr);
-    else
-      return 2;
+    CUresult r = LaunchAs(kind, f, blocks, params, exec);
     if (r != CUDA_SUCCESS) {
       Say("launch rc=%d", r);
       return 3;
     }
     ++launches;
   }
-  Say("done launches=%ld", launches);
+  CUresult r = cuCtxSynchronize();
+  const double wall_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  if (r != CUDA_SUCCESS) {
+    Say("synchronize rc=%d", r);
+    return 3;
+  }
+  Say("done launches=%ld kernel_us=%.1f wall_us=%.0f", launches, kernel_us, wall_us);
+  HoldUntilEof();
+  return 0;
+}
+
+// Launches 1 ms kernels (spin_1000us) back to back for `seconds`, after "ready" and a line on
+// stdin, each between a start and an end event, and prints the mean and the largest time between
+// the two. The pairs are read 64 launches behind, so that a real driver keeps work queued (a
+// context waiting for each kernel would leave the device idle between them, and give it up).
+int ModeSlices(double seconds) {
+  CUfunction f = ProbeKernel("spin_1000us");
+  if (f == nullptr) return 3;
+  const unsigned blocks = ProbeBlocks();
+  constexpr long kBehind = 64;
+  std::vector<CUevent> events(2 * kBehind);
+  for (CUevent& e : events)
+    if (cuEventCreate(&e, 0) != CUDA_SUCCESS) return 3;
+  Say("ready");
+  char go[3];
+  if (read(0, go, sizeof go) <= 0) return 0;
+  long launches = 0, pairs = 0;
+  double sum_us = 0, max_us = 0;
+  auto read_pair = [&](long i) {
+    const size_t k = static_cast<size_t>(2 * (i % kBehind));
+    float ms = 0;
+    if (cuEventSynchronize(events[k + 1]) != CUDA_SUCCESS ||
+        cuEventElapsedTime(&ms, events[k], events[k + 1]) != CUDA_SUCCESS)
+      return false;
+    const double us = static_cast<double>(ms) * 1e3;
+    sum_us += us;
+    max_us = std::max(max_us, us);
+    ++pairs;
+    return true;
+  };
+  const auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < t_end) {
+    if (launches >= kBehind && !read_pair(launches - kBehind)) return 3;
+    const size_t k = static_cast<size_t>(2 * (launches % kBehind));
+    CUresult r = cuEventRecord(events[k], nullptr);
+    if (r == CUDA_SUCCESS)
+      r = cuLaunchKernel(f, blocks, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
+    if (r == CUDA_SUCCESS) r = cuEventRecord(events[k + 1], nullptr);
+    if (r != CUDA_SUCCESS) {
+      Say("launch rc=%d", r);
+      return 3;
+    }
+    ++launches;
+  }
+  for (long i = std::max(0L, launches - kBehind); i < launches; ++i)
+    if (!read_pair(i)) return 3;
+  Say("done launches=%ld pair_us_mean=%.1f pair_us_max=%.1f", launches,
+      pairs != 0 ? sum_us / static_cast<double>(pairs) : 0.0, max_us);
   HoldUntilEof();
   return 0;
 }
@@ -807,6 +963,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "compute") return ModeCompute(arg(2), strtod(arg(3), nullptr));
+  if (mode == "slices") return ModeSlices(strtod(arg(2), nullptr));
   if (mode == "ipc-export") return ModeIpcExport(num(2));
   if (mode == "ipc-import") return ModeIpcImport(arg(2));
   if (mode == "spill") return ModeSpill(static_cast<int>(num(2)), num(3));

@@ -5,8 +5,16 @@
 // Devices: GPUPOOL_FAKE_CUDA_DEVICES = "name,total_bytes,sm_count,context_bytes[;…]" (default one
 // 64 MiB device, 8 SMs, 1 MiB per context). Device memory truth lives in shared memory under
 // GPUPOOL_FAKE_CUDA_STATE (fake_state.h), charged per process, freed when the process ends.
-// Kernels: cuModuleGetFunction accepts any name; a name ending in "_<N>us" runs N µs of device
-// time, any other GPUPOOL_FAKE_CUDA_KERNEL_US (default 50). The device runs one kernel at a time.
+// Kernels: cuModuleGetFunction accepts any name (and a launch any parameters); a name ending in
+// "_<N>us" runs N µs of device time, any other GPUPOOL_FAKE_CUDA_KERNEL_US (default 50). The
+// device runs one context's kernels at a time and time-slices between the contexts of all
+// processes (fake_engine.cc), as an H200 with driver 580 and no MPS did: a context keeps the device
+// while no other waits; once another waits and it has had the device for a timeslice
+// (GPUPOOL_FAKE_CUDA_TIMESLICE_US, default 2000; the H200's was ~2.26 ms) it is preempted, in the
+// middle of a kernel if need be, and that kernel's remaining time runs at the context's next turn.
+// An event is stamped when its context has the device, so the events around a preempted kernel
+// span the other context's slice too (as they did on the H200), while the per-process GPU time in
+// the truth is only the time the process's own kernels ran.
 //
 // Deliberate simplifications: every stream is synchronous (a launch returns when its kernel has
 // run, so cuStreamSynchronize only releases pool memory); managed memory is resident on the

@@ -35,8 +35,8 @@ struct Event {
 };
 
 // A context. Without MPS a GPU runs one context at a time; an event recorded in a context is
-// processed when that context next has the device, so it waits here until the context's next
-// kernel takes the engine (or, if none follows, counts as processed when it was recorded).
+// processed when that context next has the device, so it waits here until the context gets the
+// engine for its next kernel (or, if none follows, counts as processed when it was recorded).
 struct Ctx {
   int dev;
   bool primary;
@@ -131,7 +131,8 @@ extern thread_local CUcontext t_ctx;
 extern std::vector<uint8_t*> g_vram;  // each backed device's memory, mapped; nullptr: not backed
 
 inline constexpr uint64_t kGranularity = 2ull << 20;
-// How long a resident context that queued an event keeps the device for the work after it.
+// How long the resident context keeps the device for its next work when it runs none: after
+// its kernel ends, or after it queues an event (the host queuing the next kernel meanwhile).
 inline constexpr uint64_t kQueuedWorkNs = 200'000;
 
 uint64_t EnvU64(const char* name, uint64_t def);
@@ -151,8 +152,12 @@ void ReleasePoolsLocked();
 // every capture and is CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (fake_launch_graphs.cc).
 CUresult CaptureProhibitsContextSyncLocked();
 uint64_t FormatBytes(int format);
-// Runs one kernel on the calling thread's device (one at a time on a device).
+// fake_engine.cc: runs one kernel of the current context on its device, in turn with other
+// contexts (time-sliced, preemptible); returns when it has had its whole duration on the device.
 void RunKernel(CUfunction f);
+// fake_engine.cc: whether the current context has the device and runs no kernel now (an event it
+// records is then processed at once).
+bool ResidentNow();
 CUresult AllocPlain(CUdeviceptr* dptr, uint64_t size, Kind kind);
 // The device pages of a new allocation of `size` bytes on `dev` (empty when the device is not
 // backed or has too few free pages), and their release.

@@ -1,4 +1,4 @@
-// The fake driver: streams, events, modules, launches on the simulated device clock, graphs.
+// The fake driver: streams, events, modules, launches (run by the engine, fake_engine.cc), graphs.
 #include <sys/mman.h>
 #include <time.h>
 
@@ -8,45 +8,6 @@
 #include "tests/fakes/cuda/fake_driver.h"
 
 using namespace gpupool::fakecuda::driver;  // NOLINT: the fake's own internals
-
-void gpupool::fakecuda::driver::RunKernel(CUfunction f) {
-  uint64_t ns = reinterpret_cast<Function*>(f)->duration_ns;
-  int dev = std::max(CurrentDev(), 0);
-  DeviceState* s = g_devs[dev];
-  auto me = reinterpret_cast<uint64_t>(t_ctx);
-  for (;;) {  // another context's timeslice: wait for it to end (or its owner to idle past it)
-    gpupool::fakecuda::Lock(&s->engine);
-    uint64_t now = NowNs();
-    bool mine = s->engine_pid == getpid() && s->engine_ctx == me;
-    if (mine || now >= s->engine_until_ns) break;
-    uint64_t wait = s->engine_until_ns - now;
-    pthread_mutex_unlock(&s->engine);
-    timespec w{0, static_cast<long>(std::min<uint64_t>(wait, 1000000))};
-    nanosleep(&w, nullptr);
-  }
-  uint64_t t0 = NowNs();
-  s->engine_pid = getpid();
-  s->engine_ctx = reinterpret_cast<uint64_t>(t_ctx);
-  if (auto* c = reinterpret_cast<Ctx*>(t_ctx)) {
-    std::lock_guard<std::mutex> l(g_mu);
-    for (Event* e : c->pending) e->stamp_ns = t0;
-    c->pending.clear();
-  }
-  timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
-  while (ns != 0 && nanosleep(&ts, &ts) != 0) {
-  }
-  uint64_t t1 = NowNs();
-  uint64_t took = t1 - t0;
-  s->engine_until_ns = t1;  // idle now: nothing keeps the device for this context
-  if (auto* c = reinterpret_cast<Ctx*>(t_ctx)) c->just_ran = true;
-  pthread_mutex_unlock(&s->engine);
-  gpupool::fakecuda::Lock(&s->mu);
-  if (auto* e = gpupool::fakecuda::FindLocked(s, getpid(), true)) {
-    e->busy_ns += took;
-    ++e->kernels;
-  }
-  pthread_mutex_unlock(&s->mu);
-}
 
 // ---- streams, events, modules, launches -------------------------------------------------------
 
@@ -166,20 +127,6 @@ uint64_t SettleLocked(CUevent h) {
     ForgetPendingLocked(e);
   }
   return e->stamp_ns;
-}
-// Whether the current context is the one resident on the device (it ran the last kernel and
-// none runs now): then an event it records is processed at once.
-// An event recorded by the resident context that is not the marker right after its kernel
-// (the "end" of that kernel) precedes more work: the context keeps the device for it.
-bool ResidentNow() {
-  DeviceState* s = g_devs[CurrentDev()];
-  auto* c = reinterpret_cast<Ctx*>(t_ctx);
-  if (pthread_mutex_trylock(&s->engine) != 0) return false;
-  bool mine = s->engine_pid == getpid() && s->engine_ctx == reinterpret_cast<uint64_t>(t_ctx);
-  if (mine && !c->just_ran) s->engine_until_ns = NowNs() + kQueuedWorkNs;
-  c->just_ran = false;
-  pthread_mutex_unlock(&s->engine);
-  return mine;
 }
 }  // namespace
 

@@ -10,11 +10,17 @@
 //    when its file descriptors close). The fake cannot run code at a kill -9, so whoever reads
 //    or allocates first reaps dead owners (pid gone or a zombie, start time checked against pid
 //    reuse) before answering;
-//  - the device runs one kernel at a time (time-slicing between contexts without MPS):
-//    `engine` is held for a kernel's declared duration, and `busy_ns` per process is the GPU
-//    time it got. A resident context that queues more work (an event followed by a kernel)
-//    keeps the device for it (`engine_until_ns`), as a time-sliced GPU keeps a context with
-//    queued work; a context that goes idle gives it up at once;
+//  - the device runs one context's kernels at a time and time-slices between the contexts of
+//    all processes, as a GPU without MPS does (the engine_* fields and `waiters`; fake_engine.cc).
+//    The resident context keeps the device while no other context waits; once one waits and the
+//    resident one has had the device for a timeslice, it is preempted, in the middle of a kernel
+//    if one runs, and the rest of that kernel runs at its context's next turn. Waiting contexts
+//    take turns in order of arrival (`ticket`), a preempted one behind those already waiting. An
+//    H200 with driver 580 did so with a ~2.26 ms timeslice (docs/interposer.md, "The fakes").
+//    Between its kernels the resident context keeps the device for a short while
+//    (`engine_until_ns`), as a GPU keeps a context whose next work is already queued; a context
+//    that stays idle loses it then. `busy_ns` per process is the time its kernels ran, not the
+//    time they waited preempted;
 //  - device memory holds what was written to it, and keeps it after it is freed: cuMemAlloc's
 //    reference says "The memory is not cleared", so the next process handed those pages reads
 //    the last owner's bytes until someone zeroes them (what the agent's VRAM scrub is for). The
@@ -43,8 +49,9 @@
 
 namespace gpupool::fakecuda {
 
-inline constexpr uint64_t kMagic = 0x67707570636f6462ULL;  // "gpupcodb": with page owners
+inline constexpr uint64_t kMagic = 0x67707570636f6463ULL;  // "gpupcodc": with the engine's queue
 inline constexpr int kMaxProcs = 512;
+inline constexpr int kMaxWaiters = 256;  // threads waiting for the engine, all processes together
 inline constexpr uint64_t kPageBytes = 64 << 10;
 inline constexpr int kMaxPages = 16384;  // backs devices of up to 1 GiB
 
@@ -53,22 +60,39 @@ struct ProcEntry {
   uint32_t pad;
   uint64_t start_time;  // /proc/<pid>/stat field 22, to tell a reused pid apart
   uint64_t bytes;       // device memory held now
-  uint64_t busy_ns;     // GPU time its kernels took
+  uint64_t busy_ns;     // GPU time its kernels ran (not the time they spent preempted)
   uint64_t kernels;
+};
+
+// A thread waiting for the engine on behalf of its context.
+struct Waiter {
+  int32_t pid;  // 0: free slot
+  uint32_t pad;
+  uint64_t ctx;
+  uint64_t ticket;  // order of arrival: the smallest goes next
 };
 
 struct DeviceState {
   uint64_t magic;
-  pthread_mutex_t mu;      // guards everything below except the engine's critical section
-  pthread_mutex_t engine;  // held while a kernel "runs"
+  pthread_mutex_t mu;      // guards the memory and per-process figures
+  pthread_mutex_t engine;  // guards the engine_* fields and waiters; held briefly, never while a
+                           // kernel runs (its thread sleeps on engine_seq)
   uint64_t total;
   uint64_t used;
   uint64_t high_water;
   uint64_t oom_refusals;
-  int32_t engine_pid;  // the context that ran the last kernel (pid, context id):
-  uint32_t pad;
-  uint64_t engine_ctx;       // it stays resident on the device until another context's kernel runs
-  uint64_t engine_until_ns;  // CLOCK_MONOTONIC: while it has work queued, its kernels go first
+  int32_t engine_pid;       // the resident context (pid, context id); 0: none
+  uint32_t engine_running;  // 1 while the resident context's kernel runs
+  uint64_t engine_ctx;
+  uint64_t engine_until_ns;  // CLOCK_MONOTONIC: until then the resident context's next kernel
+                             // goes first, though it runs none now
+  uint64_t engine_slice_ns;  // when the resident context got the device
+  uint32_t engine_seq;       // a futex word, bumped when the engine changes hands or is wanted
+  uint32_t engine_sleepers;  // threads sleeping on engine_seq
+  uint32_t engine_waiting;   // waiters in use
+  uint32_t pad2;
+  uint64_t engine_next_ticket;
+  Waiter waiters[kMaxWaiters];
   ProcEntry procs[kMaxProcs];
   int32_t page_owner[kMaxPages];  // the pid holding each page of a backed device; 0: free
 };
