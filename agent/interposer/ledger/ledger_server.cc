@@ -355,8 +355,9 @@ Response LedgerServer::Handle(Conn* c, const Request& req) {
       int64_t refill = static_cast<int64_t>(elapsed * rate_bp / 10000);
       compute_refill_ns_ = now;
       compute_credit_ns_ = std::min(compute_credit_ns_ + refill, kComputeBurstNs);
-      // A refund (a negative charge) fills the bucket no further than a refill could.
-      compute_credit_ns_ = std::min(compute_credit_ns_ - charge, kComputeBurstNs);
+      // A refund (a negative charge) may fill the bucket past its depth: it is time the task was
+      // charged for and did not get (it already slept for it), so it is owed in full.
+      compute_credit_ns_ -= charge;
       if (charge >= 0) {
         totals_.gpu_ns += static_cast<uint64_t>(charge);
       } else {

@@ -90,17 +90,22 @@ void ReapEngineLocked(DeviceState* s) {
     s->engine_pid = 0;
     s->engine_ctx = 0;
     s->engine_running = 0;
+    s->engine_free_ns = NowNs();
   }
 }
 
 // REQUIRES: s->engine (released while it waits). Returns when the calling context may run its
-// kernel: it is then the resident context and the engine is marked running. The context's
-// events that wait for the device are stamped then.
-void TakeEngineLocked(DeviceState* s, int32_t pid, uint64_t ctx) {
+// kernel: it is then the resident context and the engine is marked running. Returns the moment
+// its kernel starts on the device: now for the resident context; for one that waited, when the
+// device became free for it (engine_free_ns) or it began to wait, whichever is later — the
+// device switches at once, and the time its thread took to wake is the host's. The context's
+// events that waited for the device are stamped then.
+uint64_t TakeEngineLocked(DeviceState* s, int32_t pid, uint64_t ctx) {
   const uint64_t slice = TimesliceNs();
   Waiter* queued = nullptr;
   uint64_t quiet_since = NowNs();
   uint64_t now = quiet_since;
+  uint64_t start = 0;  // 0: now (it did not wait for another context)
   for (;;) {
     now = NowNs();
     const bool slice_over = now >= s->engine_slice_ns + slice;
@@ -109,13 +114,14 @@ void TakeEngineLocked(DeviceState* s, int32_t pid, uint64_t ctx) {
       // Its timeslice is over and another context waits: to the back of the queue.
       s->engine_pid = 0;
       s->engine_ctx = 0;
+      s->engine_free_ns = now;
       ChangedLocked(s);
     }
     if (!IsResident(s, pid, ctx)) {
       for (Waiter& w : s->waiters) {
         if (queued != nullptr) break;
         if (w.pid != 0) continue;
-        w = Waiter{pid, 0, ctx, s->engine_next_ticket++};
+        w = Waiter{pid, 0, ctx, s->engine_next_ticket++, now};
         ++s->engine_waiting;
         queued = &w;
         ChangedLocked(s);  // the resident context's kernel now has a slice to end
@@ -125,12 +131,13 @@ void TakeEngineLocked(DeviceState* s, int32_t pid, uint64_t ctx) {
       const bool free = s->engine_pid == 0 ||
                         (s->engine_running == 0 && (now >= s->engine_until_ns || slice_over));
       if (free && queued != nullptr && HeadLocked(s) == queued) {
+        start = std::min(now, std::max(s->engine_free_ns, queued->since_ns));
         *queued = Waiter{};
         --s->engine_waiting;
         queued = nullptr;
         s->engine_pid = pid;
         s->engine_ctx = ctx;
-        s->engine_slice_ns = now;
+        s->engine_slice_ns = start;
         break;
       }
     }
@@ -152,11 +159,13 @@ void TakeEngineLocked(DeviceState* s, int32_t pid, uint64_t ctx) {
     --s->engine_waiting;
   }
   s->engine_running = 1;
+  if (start == 0) start = now;
   if (auto* c = reinterpret_cast<Ctx*>(ctx)) {  // its events recorded while it lacked the device
     std::lock_guard<std::mutex> l(g_mu);
-    for (Event* e : c->pending) e->stamp_ns = now;
+    for (Event* e : c->pending) e->stamp_ns = std::max(start, e->recorded_ns);
     c->pending.clear();
   }
+  return start;
 }
 
 // The time a kernel ran on the device, for the process's truth; `done`: it ended.
@@ -179,9 +188,8 @@ void gpupool::fakecuda::driver::RunKernel(CUfunction f) {
   const uint64_t slice = TimesliceNs();
   for (;;) {
     gpupool::fakecuda::Lock(&s->engine);
-    TakeEngineLocked(s, pid, ctx);
-    const uint64_t t0 = NowNs();
-    uint64_t now = t0;
+    const uint64_t t0 = TakeEngineLocked(s, pid, ctx);
+    uint64_t now = NowNs();
     bool preempted = false;
     for (;;) {
       if (now - t0 >= remaining) break;
@@ -198,11 +206,12 @@ void gpupool::fakecuda::driver::RunKernel(CUfunction f) {
     }
     const uint64_t ran = now - t0;
     s->engine_running = 0;
+    s->engine_free_ns = now;
     if (preempted) {
       // The device goes to the next waiting context; the rest of this kernel waits its turn.
       s->engine_pid = 0;
       s->engine_ctx = 0;
-      remaining -= ran;
+      remaining -= std::min(ran, remaining);
     } else {
       // Its next kernel (a synchronous stream: the host is about to queue it) goes first for a
       // while; if none comes, a waiting context takes the device then.

@@ -49,7 +49,7 @@
 
 namespace gpupool::fakecuda {
 
-inline constexpr uint64_t kMagic = 0x67707570636f6463ULL;  // "gpupcodc": with the engine's queue
+inline constexpr uint64_t kMagic = 0x67707570636f6464ULL;  // "gpupcodc": with the engine's queue
 inline constexpr int kMaxProcs = 512;
 inline constexpr int kMaxWaiters = 256;  // threads waiting for the engine, all processes together
 inline constexpr uint64_t kPageBytes = 64 << 10;
@@ -69,7 +69,8 @@ struct Waiter {
   int32_t pid;  // 0: free slot
   uint32_t pad;
   uint64_t ctx;
-  uint64_t ticket;  // order of arrival: the smallest goes next
+  uint64_t ticket;    // order of arrival: the smallest goes next
+  uint64_t since_ns;  // CLOCK_MONOTONIC: when it began to wait
 };
 
 struct DeviceState {
@@ -87,6 +88,10 @@ struct DeviceState {
   uint64_t engine_until_ns;  // CLOCK_MONOTONIC: until then the resident context's next kernel
                              // goes first, though it runs none now
   uint64_t engine_slice_ns;  // when the resident context got the device
+  // When the device was last free for the next context: the end of the resident context's last
+  // kernel, or its preemption. A real GPU switches then; the fake's next context starts as of
+  // then too (its thread's wake-up latency is the host's, not device time).
+  uint64_t engine_free_ns;
   uint32_t engine_seq;       // a futex word, bumped when the engine changes hands or is wanted
   uint32_t engine_sleepers;  // threads sleeping on engine_seq
   uint32_t engine_waiting;   // waiters in use
