@@ -34,6 +34,8 @@
 //                             then a second capture in which an event recorded into it is
 //                             queried (prohibited: the capture is invalidated). Prints
 //                             "capture rc=… end rc=…", "replay rc=…", "query rc=… end rc=…"
+//   capture-alloc BYTES       a stream-ordered alloc, a kernel and a free captured into a graph;
+//                             prints what was charged after the capture and after instantiation
 //   clock MS                  two events MS ms apart on the host's clock: prints the device's
 //                             elapsed time beside the host's (do the two clocks agree?)
 //   fault                     a kernel that stores to an illegal address; prints the rc of the
@@ -829,6 +831,38 @@ int ModeCapture(int n) {
   return 0;
 }
 
+// A stream-ordered allocation and free inside a capture (PyTorch's cudaMallocAsync backend under
+// torch.cuda.graph): nothing is allocated until the graph is instantiated.
+int ModeCaptureAlloc(uint64_t bytes) {
+  CUfunction f = ProbeKernel("spin_0us");
+  CUstream s = nullptr;
+  if (f == nullptr || cuStreamCreate(&s, 0x1 /* CU_STREAM_NON_BLOCKING */) != CUDA_SUCCESS)
+    return 3;
+  size_t free0 = 0, free1 = 0, free2 = 0, total = 0;
+  cuMemGetInfo_v2(&free0, &total);
+  CUdeviceptr p = 0;
+  CUresult r = cuStreamBeginCapture_v2(s, 0);
+  if (r == CUDA_SUCCESS) r = cuMemAllocAsync(&p, bytes, s);
+  if (r == CUDA_SUCCESS) r = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, nullptr, nullptr);
+  if (r == CUDA_SUCCESS) r = cuMemFreeAsync(p, s);
+  CUgraph g = nullptr;
+  CUresult end = cuStreamEndCapture(s, &g);
+  cuMemGetInfo_v2(&free1, &total);
+  Say("capture rc=%d end rc=%d charged=%lld", r, end,
+      static_cast<long long>(free0) - static_cast<long long>(free1));
+  if (end != CUDA_SUCCESS) return 0;
+  CUgraphExec exec = nullptr;
+  CUresult rr = cuGraphInstantiateWithFlags(&exec, g, 0);
+  cuMemGetInfo_v2(&free2, &total);
+  if (rr == CUDA_SUCCESS) rr = cuGraphLaunch(exec, s);
+  if (rr == CUDA_SUCCESS) rr = cuStreamSynchronize(s);
+  Say("replay rc=%d charged=%lld", rr,
+      static_cast<long long>(free0) - static_cast<long long>(free2));
+  if (exec != nullptr) cuGraphExecDestroy(exec);
+  cuGraphDestroy(g);
+  return 0;
+}
+
 int ModeClock(unsigned ms) {
   CUevent a = nullptr, b = nullptr;
   if (cuEventCreate(&a, 0) != CUDA_SUCCESS || cuEventCreate(&b, 0) != CUDA_SUCCESS) return 3;
@@ -972,5 +1006,6 @@ int main(int argc, char** argv) {
   if (mode == "legacy") return ModeLegacy(num(2));
   if (mode == "clock") return ModeClock(static_cast<unsigned>(num(2)));
   if (mode == "capture") return ModeCapture(static_cast<int>(num(2)));
+  if (mode == "capture-alloc") return ModeCaptureAlloc(num(2));
   return 2;
 }

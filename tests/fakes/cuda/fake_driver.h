@@ -151,6 +151,8 @@ void ReleasePoolsLocked();
 // REQUIRES: g_mu. While a stream captures, a context synchronize is prohibited: it invalidates
 // every capture and is CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (fake_launch_graphs.cc).
 CUresult CaptureProhibitsContextSyncLocked();
+// REQUIRES: g_mu. The graph `s` is capturing into, or null.
+Graph* CaptureOfLocked(CUstream s);
 uint64_t FormatBytes(int format);
 // fake_engine.cc: runs one kernel of the current context on its device, in turn with other
 // contexts (time-sliced, preemptible); returns when it has had its whole duration on the device.

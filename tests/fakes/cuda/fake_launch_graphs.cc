@@ -33,6 +33,10 @@ Stream* CapturingLocked(CUstream s) {
 }  // namespace
 
 namespace gpupool::fakecuda::driver {
+Graph* CaptureOfLocked(CUstream s) {
+  Stream* st = CapturingLocked(s);
+  return st != nullptr ? st->capture : nullptr;
+}
 CUresult CaptureProhibitsContextSyncLocked() {
   if (g_capturing.empty()) return CUDA_SUCCESS;
   for (Stream* st : g_capturing) st->invalidated = true;

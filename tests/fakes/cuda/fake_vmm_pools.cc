@@ -236,9 +236,29 @@ FAKE_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
   return CUDA_SUCCESS;
 }
 
+// Stream-ordered allocation into a stream being captured, as the CUDA C++ Programming Guide
+// ("Graph Memory Nodes") describes it: it allocates nothing now and takes nothing from the pool;
+// it adds a memory-allocation node to the graph, whose address is fixed at once and whose memory
+// exists from instantiation (cuGraphInstantiate charges it). A free in the capture adds a
+// memory-free node. True when `s` is capturing (and the node was added).
+namespace {
+bool CapturedAllocLocked(CUstream s, CUdeviceptr* dptr, size_t size) {
+  Graph* g = CaptureOfLocked(s);
+  if (g == nullptr) return false;
+  *dptr = NewVa(size);
+  g->nodes.push_back(new Node{Node::kAlloc, nullptr, size, *dptr});
+  return true;
+}
+}  // namespace
+
 FAKE_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t size, CUmemoryPool pool,
-                                          CUstream) {
+                                          CUstream s) {
   REQUIRE_CTX();
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    if (dptr != nullptr && size != 0 && pool != nullptr && CapturedAllocLocked(s, dptr, size))
+      return CUDA_SUCCESS;
+  }
   return AllocPool(dptr, size, pool);
 }
 FAKE_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t size, CUmemoryPool pool,
@@ -246,11 +266,12 @@ FAKE_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t size, C
   return cuMemAllocFromPoolAsync(dptr, size, pool, s);
 }
 
-FAKE_API CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t size, CUstream) {
+FAKE_API CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t size, CUstream s) {
   REQUIRE_CTX();
   CUmemoryPool pool;
   {
     std::lock_guard<std::mutex> l(g_mu);
+    if (dptr != nullptr && size != 0 && CapturedAllocLocked(s, dptr, size)) return CUDA_SUCCESS;
     pool = reinterpret_cast<CUmemoryPool>(g_current_pool[CurrentDev()]);
   }
   return AllocPool(dptr, size, pool);
@@ -259,9 +280,13 @@ FAKE_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t size, CUstream 
   return cuMemAllocAsync(dptr, size, s);
 }
 
-FAKE_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) {
+FAKE_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
   REQUIRE_INIT();
   std::lock_guard<std::mutex> l(g_mu);
+  if (Graph* g = CaptureOfLocked(s)) {  // a memory-free node; nothing is freed now
+    g->nodes.push_back(new Node{Node::kFree, nullptr, 0, dptr});
+    return CUDA_SUCCESS;
+  }
   auto it = g_allocs.find(dptr);
   if (it == g_allocs.end() || it->second.kind == Kind::kIpc || it->second.kind == Kind::kGraph)
     return CUDA_ERROR_INVALID_VALUE;
