@@ -5,6 +5,9 @@
 // --help` (start-up alone), `gpupoolctl jobs get 1` (start-up + channel + one read RPC) and
 // `gpupoolctl jobs submit …` (the same + a durable commit in PostgreSQL). Wall time from spawn to
 // exit, as a shell sees it. --ctl PATH times another gpupoolctl build (e.g. one linked shared).
+// The daemon runs in its secure default: TLS with its own CA, and every call carries a member API
+// key of the submitting tenant (made with the admin token, as an operator would) — what a user's
+// script pays. --insecure measures a plaintext daemon without credentials instead.
 // Prints p50/p99 per command; --json FILE writes them.
 #include <fcntl.h>
 #include <spawn.h>
@@ -13,7 +16,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -54,6 +59,7 @@ struct Row {
 
 int Run(int argc, char** argv) {
   int runs = 200;
+  bool secure = true;
   std::string json, ctl = testing::BinaryPath("gpupoolctl");
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -64,35 +70,69 @@ int Run(int argc, char** argv) {
       json = value();
     } else if (a == "--ctl") {
       ctl = value();
+    } else if (a == "--insecure") {
+      secure = false;
     } else {
-      std::printf("usage: cli_latency [--runs N] [--ctl PATH] [--json FILE]\n");
+      std::printf("usage: cli_latency [--runs N] [--ctl PATH] [--insecure] [--json FILE]\n");
       return a == "--help" ? 0 : 2;
     }
   }
-  auto started = DaemonProcess::Start({});
+  DaemonProcess::Options options;
+  options.secure = secure;
+  auto started = DaemonProcess::Start(options);
   if (!started.ok()) {
     std::fprintf(stderr, "cannot start gpupoold: %s\n", started.status().ToString().c_str());
     return 1;
   }
   std::unique_ptr<DaemonProcess> daemon = std::move(started).value();
   const std::string server = daemon->grpc_address();
-  if (TimeRun({ctl, "--server", server, "pools", "create", "bench"}) < 0) {
-    std::fprintf(stderr, "cannot create the pool with %s\n", ctl.c_str());
+  // The admin's flags (set-up) and the user's (what is timed).
+  std::vector<std::string> admin = {ctl, "--server", server}, user = admin;
+  if (secure) {
+    admin.insert(admin.end(), {"--ca", daemon->ca_path(), "--token", daemon->admin_token()});
+    user.insert(user.end(), {"--ca", daemon->ca_path()});
+  }
+  auto with = [](std::vector<std::string> base, const std::vector<std::string>& more) {
+    base.insert(base.end(), more.begin(), more.end());
+    return base;
+  };
+  if (TimeRun(with(admin, {"pools", "create", "bench"})) < 0 ||
+      (secure && TimeRun(with(admin, {"tenants", "create", "acme"})) < 0)) {
+    std::fprintf(stderr, "cannot create the pool or the tenant with %s\n", ctl.c_str());
     return 1;
+  }
+  if (secure) {  // a member key of the tenant: the credential a user's script holds
+    const std::string out = daemon->data_dir() + "/bench-key.txt";
+    std::string cmd;
+    for (const std::string& a : with(admin, {"-o", "json", "keys", "create", "--name", "bench",
+                                             "--tenant", "acme", "--role", "member"}))
+      cmd += "'" + a + "' ";
+    if (std::system((cmd + "> '" + out + "'").c_str()) != 0) {
+      std::fprintf(stderr, "cannot create an API key\n");
+      return 1;
+    }
+    std::ifstream in(out);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("gpk_");
+    if (at == std::string::npos) {
+      std::fprintf(stderr, "no API key in: %s\n", text.c_str());
+      return 1;
+    }
+    user.insert(user.end(), {"--token", text.substr(at, text.find('"', at) - at)});
   }
   const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
       {"/bin/true", {"/bin/true"}},
       {"gpupoolctl --help", {ctl, "--help"}},
-      {"gpupoolctl jobs get", {ctl, "--server", server, "jobs", "get", "1"}},
+      {"gpupoolctl jobs get", with(user, {"jobs", "get", "1"})},
       {"gpupoolctl jobs submit",
-       {ctl, "--server", server, "jobs", "submit", "--tenant", "acme/bench/u", "--pool", "bench",
-        "--tflops", "1", "--vram", "1GiB", "--", "/bin/true"}},
+       with(user, {"jobs", "submit", "--tenant", "acme/bench/u", "--pool", "bench", "--tflops", "1",
+                   "--vram", "1GiB", "--", "/bin/true"})},
   };
   // The first submission creates job 1, which `jobs get` then reads.
   TimeRun(commands[3].second);
   std::vector<Row> rows;
-  std::printf("%-24s %10s %10s   (%d runs each, %s)\n", "command", "p50 ms", "p99 ms", runs,
-              ctl.c_str());
+  std::printf("%-24s %10s %10s   (%d runs each, %s, %s)\n", "command", "p50 ms", "p99 ms", runs,
+              ctl.c_str(), secure ? "TLS + API key" : "insecure");
   for (const auto& [name, cmd] : commands) {
     std::vector<double> ms;
     for (int i = 0; i < runs; ++i) {
@@ -110,7 +150,8 @@ int Run(int argc, char** argv) {
   }
   if (!json.empty()) {
     std::ofstream out(json);
-    out << "{\"runs\": " << runs << ", \"ctl\": \"" << ctl << "\", \"commands\": [";
+    out << "{\"runs\": " << runs << ", \"secure\": " << (secure ? "true" : "false")
+        << ", \"ctl\": \"" << ctl << "\", \"commands\": [";
     for (size_t i = 0; i < rows.size(); ++i) {
       out << (i ? ", " : "") << "{\"command\": \"" << rows[i].name
           << "\", \"p50_ms\": " << rows[i].p50 << ", \"p99_ms\": " << rows[i].p99 << "}";

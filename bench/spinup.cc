@@ -8,6 +8,8 @@
 // allocation, StartTask over the agent stream, fork/exec on the node, to the RUNNING report.
 // Prints p50/p90/p99/max; --json FILE writes them. --sandbox runs the agents with the task
 // sandbox on (agent/sandbox/: cgroup, uid, namespaces; needs root), the same jobs otherwise.
+// The daemon runs in its secure default (TLS on both ports; the agents join with its node token
+// and speak mTLS; every call carries a credential); --insecure measures plaintext instead.
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -17,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "gpupool/v1/jobs.grpc.pb.h"
@@ -30,11 +33,14 @@ using google::protobuf::util::TimeUtil;
 using testing::ChildProcess;
 using testing::DaemonProcess;
 
-std::string AgentConfig(const std::string& node, bool sandboxed, int index) {
+std::string AgentConfig(const std::string& node, bool sandboxed, int index,
+                        const DaemonProcess& daemon) {
   std::string c = "node_name: " + node +
                   "\npool: bench\ncpu_milli: 192000\nmemory_mib: 1048576\nbackend: simulated\n"
                   "heartbeat_interval_ms: 500\ngpus:\n  - model: H100-SXM\n    count: 8\n"
                   "topology: nvlink-all\n";
+  if (daemon.secure())
+    c += "token_file: " + daemon.node_token_path() + "\nca_file: " + daemon.ca_path() + "\n";
   if (sandboxed) {
     c += "sandbox:\n  enabled: true\n  cgroup_parent: gpupool-spinup-" + std::to_string(getpid()) +
          "-" + std::to_string(index) +
@@ -45,7 +51,7 @@ std::string AgentConfig(const std::string& node, bool sandboxed, int index) {
 
 int Run(int argc, char** argv) {
   int agents = 2, jobs = 200, gap_ms = 20;
-  bool sandboxed = false;
+  bool sandboxed = false, secure = true;
   std::string json, daemon_config;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -62,17 +68,21 @@ int Run(int argc, char** argv) {
       sandboxed = true;
     else if (a == "--daemon-config")
       daemon_config = value();
+    else if (a == "--insecure")
+      secure = false;
     else {
       std::printf(
           "usage: spinup [--agents N] [--jobs N] [--gap-ms MS] [--sandbox] [--daemon-config FILE] "
-          "[--json FILE]\n"
+          "[--insecure] [--json FILE]\n"
           "  --sandbox  agents run every task in its sandbox (cgroup, uid, namespaces; root)\n"
+          "  --insecure  a plaintext daemon and agents, no credentials (default: TLS, tokens)\n"
           "  --daemon-config FILE  the gpupoold.yaml to start it with (e.g. metering: {enabled: "
           "false})\n");
       return a == "--help" ? 0 : 2;
     }
   }
   DaemonProcess::Options daemon_options;
+  daemon_options.secure = secure;
   if (!daemon_config.empty()) daemon_options.extra_args = {"--config", daemon_config};
   auto started = DaemonProcess::Start(daemon_options);
   if (!started.ok()) {
@@ -80,7 +90,7 @@ int Run(int argc, char** argv) {
     return 1;
   }
   DaemonProcess& daemon = **started;
-  auto channel = grpc::CreateChannel(daemon.grpc_address(), grpc::InsecureChannelCredentials());
+  auto channel = daemon.AdminChannel();
   auto pools = v1::PoolService::NewStub(channel);
   auto nodes = v1::NodeService::NewStub(channel);
   auto stub = v1::JobService::NewStub(channel);
@@ -89,6 +99,11 @@ int Run(int argc, char** argv) {
     v1::CreatePoolRequest req;
     req.mutable_pool()->set_name("bench");
     req.mutable_pool()->set_placement_strategy("first-fit");
+    // Shared work needs a node that enforces the slice; the sandbox only where it is measured
+    // (a pool requires it for shared work by default).
+    req.mutable_pool()->add_required_capabilities("vram_cap");
+    req.mutable_pool()->add_required_capabilities("compute_share");
+    if (sandboxed) req.mutable_pool()->add_required_capabilities("sandbox");
     v1::Pool out;
     grpc::Status st = pools->CreatePool(&ctx, req, &out);
     if (!st.ok()) {
@@ -101,7 +116,7 @@ int Run(int argc, char** argv) {
     std::string node = "spinup-" + std::to_string(i);
     std::string dir = daemon.data_dir() + "/" + node;
     std::string config = dir + ".yaml";
-    std::ofstream(config) << AgentConfig(node, sandboxed, i);
+    std::ofstream(config) << AgentConfig(node, sandboxed, i, daemon);
     auto child = ChildProcess::Spawn(
         {testing::BinaryPath("gpupool-agent"), "--config", config, "--scheduler",
          daemon.grpc_address(), "--data-dir", dir, "--log-level", "warn"},
@@ -109,13 +124,19 @@ int Run(int argc, char** argv) {
     if (!child.ok()) return 1;
     children.push_back(std::move(child).value());
   }
-  for (int i = 0; i < 300; ++i) {
+  bool registered = false;
+  for (int i = 0; i < 300 && !registered; ++i) {
     grpc::ClientContext ctx;
     v1::ListNodesResponse resp;
-    if (nodes->ListNodes(&ctx, v1::ListNodesRequest{}, &resp).ok() && resp.nodes_size() == agents) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    registered =
+        nodes->ListNodes(&ctx, v1::ListNodesRequest{}, &resp).ok() && resp.nodes_size() == agents;
+    if (!registered) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!registered) {
+    std::ifstream log(daemon.data_dir() + "/spinup-0.log");
+    std::fprintf(stderr, "the agents did not register within 30 s; the first one's log:\n%s\n",
+                 std::string(std::istreambuf_iterator<char>(log), {}).c_str());
+    return 1;
   }
 
   v1::SubmitJobRequest req;
@@ -135,7 +156,11 @@ int Run(int argc, char** argv) {
     grpc::ClientContext ctx;
     v1::SubmitJobResponse resp;
     grpc::Status st = stub->SubmitJob(&ctx, req, &resp);
-    if (st.ok()) ids.push_back(resp.job_id());
+    if (st.ok()) {
+      ids.push_back(resp.job_id());
+    } else if (i == 0) {
+      std::fprintf(stderr, "submit: %s\n", st.error_message().c_str());
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
   }
   std::this_thread::sleep_for(std::chrono::seconds(2));
@@ -148,7 +173,8 @@ int Run(int argc, char** argv) {
     v1::Job job;
     if (!stub->GetJob(&ctx, get, &job).ok() || job.tasks_size() == 0 ||
         !job.tasks(0).has_start_time()) {
-      ++not_started;
+      if (not_started++ == 0)  // why, once
+        std::fprintf(stderr, "job %s not started: %s\n", id.c_str(), job.DebugString().c_str());
       continue;
     }
     ms.push_back(static_cast<double>(TimeUtil::DurationToMicroseconds(job.tasks(0).start_time() -
