@@ -114,6 +114,7 @@ TaskSpec FromProto(const v1::StartTask& s, const std::string& owner, const Inven
   spec.cpu_milli = s.cpu_milli();
   spec.memory_mib = s.memory_mib();
   spec.mps_tenant_isolation = s.mps_tenant_isolation();
+  spec.compute_fair = s.compute_fair();
   spec.image = s.image();
   spec.entrypoint.assign(s.entrypoint().begin(), s.entrypoint().end());
   spec.working_dir = s.working_dir();

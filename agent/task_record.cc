@@ -83,6 +83,7 @@ std::string FormatTaskRecord(const TaskRecord& r) {
   if (!s.image.empty()) out << "image=" << OneLine(s.image) << "\n";
   if (s.network) out << "network=" << net::NetworkModeName(*s.network) << "\n";
   if (s.mps_tenant_isolation) out << "mps_tenant_isolation=1\n";
+  if (s.compute_fair) out << "compute_fair=1\n";
   if (r.uid != 0) out << "uid=" << r.uid << "\n";
   for (const std::string& d : r.cgroups) out << "cgroup=" << OneLine(d) << "\n";
   if (!r.container.empty()) out << "container=" << OneLine(r.container) << "\n";
@@ -152,6 +153,8 @@ Result<TaskRecord> ReadTaskRecord(const std::string& dir) {
       }
     } else if (k == "mps_tenant_isolation") {
       r.spec.mps_tenant_isolation = v == "1";
+    } else if (k == "compute_fair") {
+      r.spec.compute_fair = v == "1";
     } else if (k == "uid") {
       r.uid = static_cast<uid_t>(ToInt(v));
     } else if (k == "cgroup") {

@@ -107,6 +107,9 @@ struct TaskSpec {
   // The task's pool asks for MPS fault isolation between tenants (StartTask): its shared grants
   // use a control daemon of its tenant alone.
   bool mps_tenant_isolation = false;
+  // The task's pool shares compute fairly (StartTask.compute_fair): its slices' ledgers burst
+  // into their devices' idle time instead of holding a strict cap.
+  bool compute_fair = false;
   // An OCI image the task runs in (StartTask.image), through the runner's ContainerFactory; argv
   // then replaces the image's Cmd (empty: the image's own). Empty = a plain command.
   std::string image;

@@ -77,6 +77,7 @@ struct PoolPatch {
   std::optional<SharingMode> sharing_mode;
   std::optional<int32_t> time_slice_replicas;
   std::optional<bool> mps_tenant_isolation;
+  std::optional<bool> compute_fair;
   std::optional<std::vector<std::string>> required_capabilities;
   std::optional<TaskNetwork> network;
   std::optional<std::vector<std::string>> pinned_images;

@@ -259,6 +259,7 @@ void ToProto(const StartTaskCommand& c, v1::StartTask* out) {
   out->set_cpu_milli(c.cpu_milli);
   out->set_memory_mib(c.memory_mib);
   out->set_mps_tenant_isolation(c.mps_tenant_isolation);
+  out->set_compute_fair(c.compute_fair);
   out->set_image(c.image);
   out->set_registry_credential_env(c.registry_credential_env);
   for (const std::string& a : c.entrypoint) out->add_entrypoint(a);

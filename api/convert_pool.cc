@@ -133,6 +133,12 @@ Status CheckPoolConsistency(const PoolRecord& p, std::string_view field) {
                    "only allowed with sharing_mode SHARING_MODE_FRACTIONAL or "
                    "SHARING_MODE_TIME_SLICED");
   }
+  if (p.compute_fair && p.sharing_mode == SharingMode::kExclusive) {
+    // Whole GPUs have no share to burst past.
+    return Invalid(FieldPath(field, "compute_fair"),
+                   "only allowed with sharing_mode SHARING_MODE_FRACTIONAL or "
+                   "SHARING_MODE_TIME_SLICED");
+  }
   return Status::Ok();
 }
 
@@ -228,6 +234,7 @@ Result<PoolRecord> PoolFromProto(const v1::Pool& in, std::string_view field) {
                            SharingFromProto(in.sharing_mode(), FieldPath(field, "sharing_mode")));
   p.time_slice_replicas = in.time_slice_replicas();
   p.mps_tenant_isolation = in.mps_tenant_isolation();
+  p.compute_fair = in.compute_fair();
   GPUPOOL_ASSIGN_OR_RETURN(
       p.required_capabilities,
       CapabilitiesFromProto(in.required_capabilities(), FieldPath(field, "required_capabilities"),
@@ -256,6 +263,7 @@ Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req) {
                                                    "sharing_mode",
                                                    "time_slice_replicas",
                                                    "mps_tenant_isolation",
+                                                   "compute_fair",
                                                    "required_capabilities",
                                                    "network",
                                                    "pinned_images"};
@@ -298,6 +306,7 @@ Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req) {
   if (want("mps_tenant_isolation", in.mps_tenant_isolation())) {
     patch.mps_tenant_isolation = in.mps_tenant_isolation();
   }
+  if (want("compute_fair", in.compute_fair())) patch.compute_fair = in.compute_fair();
   if (want("required_capabilities", in.required_capabilities_size() > 0)) {
     GPUPOOL_ASSIGN_OR_RETURN(
         patch.required_capabilities,
@@ -329,9 +338,13 @@ Status ApplyPoolPatch(const PoolPatch& patch, PoolRecord* p) {
     if (p->sharing_mode == SharingMode::kExclusive && !patch.mps_tenant_isolation) {
       p->mps_tenant_isolation = false;
     }
+    if (p->sharing_mode == SharingMode::kExclusive && !patch.compute_fair) {
+      p->compute_fair = false;
+    }
   }
   if (patch.time_slice_replicas) p->time_slice_replicas = *patch.time_slice_replicas;
   if (patch.mps_tenant_isolation) p->mps_tenant_isolation = *patch.mps_tenant_isolation;
+  if (patch.compute_fair) p->compute_fair = *patch.compute_fair;
   if (patch.required_capabilities) p->required_capabilities = *patch.required_capabilities;
   if (patch.network) p->network = *patch.network;
   if (patch.pinned_images) p->pinned_images = *patch.pinned_images;
@@ -359,6 +372,7 @@ void ToProto(const PoolRecord& p, v1::Pool* out) {
   out->set_sharing_mode(ToProto(p.sharing_mode));
   out->set_time_slice_replicas(p.time_slice_replicas);
   out->set_mps_tenant_isolation(p.mps_tenant_isolation);
+  out->set_compute_fair(p.compute_fair);
   for (const std::string& c : p.required_capabilities) out->add_required_capabilities(c);
   out->set_network(ToProto(p.network));
   for (const std::string& image : p.pinned_images) out->add_pinned_images(image);

@@ -37,6 +37,7 @@ struct StartTaskCommand {
   int64_t cpu_milli = 0;   // the task's host CPU request: the node sandbox's CPU quota
   int64_t memory_mib = 0;  // the task's host memory request: the node sandbox's memory limit
   bool mps_tenant_isolation = false;    // the pool's: shared grants use the tenant's own MPS daemon
+  bool compute_fair = false;            // the pool's: slices burst into idle time, not strict caps
   std::string image;                    // the task's OCI image; empty = a plain command
   std::string registry_credential_env;  // the env entry that is the image's pull credential
   std::vector<std::string> entrypoint;  // replaces the image's (empty = the image's)

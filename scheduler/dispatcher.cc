@@ -36,6 +36,7 @@ StartTaskCommand Dispatcher::BuildStart(const JobEntry& job, int32_t index, cons
   cmd.cpu_milli = spec.task_template.resources.cpu_milli;
   cmd.memory_mib = spec.task_template.resources.memory_mib;
   cmd.mps_tenant_isolation = pool != nullptr && pool->mps_tenant_isolation;
+  cmd.compute_fair = pool != nullptr && pool->compute_fair;
   if (pool != nullptr) cmd.network = pool->network;
   for (const Allocation& a : t.allocations) {
     int64_t device_tflops = 0;

@@ -232,6 +232,8 @@ struct PoolRecord {
   // Shared grants on the pool's nodes use one MPS control daemon per tenant per GPU (an MPS
   // fault stays within its tenant) instead of one per GPU.
   bool mps_tenant_isolation = false;
+  // Slices' compute shares burst into their GPUs' idle time (fair) instead of being strict caps.
+  bool compute_fair = false;
   // What a node must enforce to take the pool's shared (fractional or time-sliced) work, by
   // name (pool/capabilities.h); sorted, no duplicates. Empty: any node.
   std::vector<std::string> required_capabilities;

@@ -584,6 +584,13 @@ ALTER TABLE pools
   ADD COLUMN pinned_images text[] NOT NULL DEFAULT '{}';
 )sql";
 
+// Issue 24: how slices' compute shares hold on a pool's GPUs (PoolRecord::compute_fair):
+// false, strict caps; true, fair (burst into idle time, give it back).
+constexpr std::string_view kV30 = R"sql(
+ALTER TABLE pools
+  ADD COLUMN compute_fair boolean NOT NULL DEFAULT false;
+)sql";
+
 // What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.
 constexpr std::string_view kV100 = R"sql(
 CREATE INDEX jobs_pool_submit_idx ON jobs (pool, submit_us);
@@ -610,6 +617,7 @@ constexpr Migration kMigrations[] = {
     {27, "registry credential of a job's image", kV27},
     {28, "entrypoint, working directory and volumes of a job's image", kV28},
     {29, "images pinned to a pool's nodes", kV29},
+    {30, "fair compute sharing of a pool's slices", kV30},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},

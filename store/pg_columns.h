@@ -19,7 +19,7 @@
 #define GP_POOL_COLS                                                                           \
   "name, visibility, allowed_tenants, placement_strategy, compute_permille, memory_permille, " \
   "sharing_mode, time_slice_replicas, create_us, mps_tenant_isolation, required_capabilities, "  \
-  "network, pinned_images"
+  "network, pinned_images, compute_fair"
 #define GP_NODE_COLS                                                                         \
   "name, pool, state, labels, cpu_milli, memory_mib, spill_budget_mib, last_heartbeat_us, " \
   "capabilities"

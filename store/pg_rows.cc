@@ -74,6 +74,7 @@ Result<std::vector<PoolRecord>> ReadPools(const pqxx::result& rows) {
     p.required_capabilities = TextArray(r[10]);
     GPUPOOL_ASSIGN_OR_RETURN(p.network, Enum(r[11], &ParseTaskNetwork, "network"));
     p.pinned_images = TextArray(r[12]);
+    p.compute_fair = r[13].as<bool>();
     out.push_back(std::move(p));
   }
   return out;

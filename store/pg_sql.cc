@@ -306,7 +306,7 @@ void GroupSql::Upsert(const PoolRecord& p) {
   N(o, p.memory_overcommit.permille), C(o), Q(o, ToString(p.sharing_mode)), C(o);
   N(o, p.time_slice_replicas), C(o), N(o, p.create_us), C(o), B(o, p.mps_tenant_isolation), C(o);
   Arr(o, p.required_capabilities), C(o), Q(o, ToString(p.network)), C(o);
-  Arr(o, p.pinned_images);
+  Arr(o, p.pinned_images), C(o), B(o, p.compute_fair);
   *o +=
       ") ON CONFLICT (name) DO UPDATE SET visibility=EXCLUDED.visibility, "
       "allowed_tenants=EXCLUDED.allowed_tenants, placement_strategy=EXCLUDED.placement_strategy, "
@@ -314,7 +314,7 @@ void GroupSql::Upsert(const PoolRecord& p) {
       "sharing_mode=EXCLUDED.sharing_mode, time_slice_replicas=EXCLUDED.time_slice_replicas, "
       "create_us=EXCLUDED.create_us, mps_tenant_isolation=EXCLUDED.mps_tenant_isolation, "
       "required_capabilities=EXCLUDED.required_capabilities, network=EXCLUDED.network, "
-      "pinned_images=EXCLUDED.pinned_images;\n";
+      "pinned_images=EXCLUDED.pinned_images, compute_fair=EXCLUDED.compute_fair;\n";
 }
 
 void GroupSql::Delete(const DeletePool& m) {

@@ -192,6 +192,7 @@ Result<std::map<std::string, std::string>> SliceLedgers::Start(const std::string
         std::max(pct, g.thread_percentage <= 0 ? 100 : std::min<int32_t>(100, g.thread_percentage));
   }
   limits.compute_percent = static_cast<uint32_t>(pct > 0 ? pct : 100);
+  limits.compute_fair = spec.compute_fair && limits.compute_percent < 100;
   // The tenants of one device share its arbiter, which splits time-sliced moments among them
   // (agent/interposer/ledger/device_arbiter.h). A task's ledger joins the arbiter of the device
   // it holds the largest share of (a slice is almost always one device).

@@ -93,6 +93,7 @@ void PrintPool(std::ostream& out, const v1::Pool& p) {
                              Ratio(p.memory_overcommit()) + "x"},
           {"Sharing", Sharing(p)},
           {"MPS isolation", p.mps_tenant_isolation() ? "per tenant per GPU" : "per GPU"},
+          {"Compute share", p.compute_fair() ? "fair (bursts into idle GPU time)" : "strict cap"},
           {"Network", Network(p)},
           {"Pinned images", Joined(p.pinned_images(), "-")},
           {"Requires",
@@ -217,7 +218,10 @@ std::vector<Command> PoolCommands() {
       "time-sliced (--replicas N tasks per device). --mps-isolation tenant gives every tenant its\n"
       "own MPS control daemon on each shared GPU of the pool's nodes, so an MPS fault reaches "
       "only\n"
-      "that tenant's tasks (agents with mps.enabled; docs/sandbox.md). --requires lists what a\n"
+      "that tenant's tasks (agents with mps.enabled; docs/sandbox.md). --compute-share fair lets\n"
+      "a slice burst into the time its GPU's other tenants leave idle and give it back within\n"
+      "1 s of their return; strict (the default) holds it to its share (docs/interposer.md).\n"
+      "--requires lists what a\n"
       "node must enforce to take the pool's fractional or time-sliced work (vram_cap,\n"
       "compute_share, spill, sandbox, vram_scrub, mps); such work waits with MISSING_CAPABILITY\n"
       "until a node that enforces them is in the pool. A new pool requires vram_cap,\n"
@@ -234,6 +238,7 @@ std::vector<Command> PoolCommands() {
        "--sharing exclusive\n"
        "  gpupoolctl pools create notebooks --sharing time-sliced --replicas 4\n"
        "  gpupoolctl pools create inference --sharing fractional --mps-isolation tenant\n"
+       "  gpupoolctl pools create notebooks-burst --sharing fractional --compute-share fair\n"
        "  gpupoolctl pools create slices --sharing fractional --requires vram_cap,compute_share,"
        "sandbox,vram_scrub\n"
        "  gpupoolctl pools create lab --sharing fractional --requires none\n"

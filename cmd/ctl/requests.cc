@@ -217,6 +217,9 @@ const std::vector<FlagSpec>& PoolFlags() {
       {"replicas", 0, FlagKind::kValue, "N", "time-sliced replicas per device, 2..64"},
       {"mps-isolation", 0, FlagKind::kValue, "device|tenant",
        "shared GPUs: one MPS control daemon per GPU, or per tenant per GPU (fault isolation)"},
+      {"compute-share", 0, FlagKind::kValue, "strict|fair",
+       "a slice's compute share: a strict cap, or fair (bursts into idle GPU time, gives it back "
+       "within 1 s)"},
       {"requires", 0, FlagKind::kRepeated, "CAPABILITY",
        "what a node must enforce to take shared work (comma-separated: vram_cap, compute_share, "
        "spill, sandbox, vram_scrub, mps; 'none' clears)"},
@@ -412,6 +415,13 @@ Status ApplyPoolFlags(const ParsedArgs& a, v1::Pool* pool, std::vector<std::stri
     }
     pool->set_mps_tenant_isolation(*v == "tenant");
     mask->push_back("mps_tenant_isolation");
+  }
+  if (auto v = a.Find("compute-share")) {
+    if (*v != "strict" && *v != "fair") {
+      return Status::InvalidArgument("--compute-share: want strict or fair, got '" + *v + "'");
+    }
+    pool->set_compute_fair(*v == "fair");
+    mask->push_back("compute_fair");
   }
   if (auto v = a.Find("network")) {
     const v1::NetworkMode mode = *v == "none"       ? v1::NETWORK_MODE_NONE

@@ -474,10 +474,11 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
     YamlPath ip = p.Index(i);
     const YAML::Node& y = n[i];
     GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(y, ip));
-    GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
-        y, ip,
-        {"name", "visibility", "allowed_tenants", "strategy", "compute_overcommit",
-         "memory_overcommit", "sharing", "replicas", "mps_isolation", "requires", "network"}));
+    GPUPOOL_RETURN_IF_ERROR(
+        doc.CheckKeys(y, ip,
+                      {"name", "visibility", "allowed_tenants", "strategy", "compute_overcommit",
+                       "memory_overcommit", "sharing", "replicas", "mps_isolation", "compute_share",
+                       "requires", "network"}));
     PoolRecord pool;
     GPUPOOL_ASSIGN_OR_RETURN(pool.name, doc.String(y, ip, "name"));
     // The API addresses a pool by this name (REST paths, gpupoolctl): one the API would refuse
@@ -543,6 +544,15 @@ Status ParsePools(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
     if (pool.mps_tenant_isolation && pool.sharing_mode == SharingMode::kExclusive) {
       return doc.Error(y, ip.Key("mps_isolation"),
                        "tenant isolation needs sharing fractional or time-sliced");
+    }
+    GPUPOOL_ASSIGN_OR_RETURN(auto share, doc.OptionalString(y, ip, "compute_share"));
+    if (share && *share != "strict" && *share != "fair") {
+      return doc.Error(y, ip.Key("compute_share"), "must be strict or fair, got '" + *share + "'");
+    }
+    pool.compute_fair = share && *share == "fair";
+    if (pool.compute_fair && pool.sharing_mode == SharingMode::kExclusive) {
+      return doc.Error(y, ip.Key("compute_share"),
+                       "fair sharing needs sharing fractional or time-sliced");
     }
     GPUPOOL_ASSIGN_OR_RETURN(auto network, doc.OptionalString(y, ip, "network"));
     if (network) {

@@ -252,6 +252,37 @@ TEST(SliceLedgersTest, TenantsOfOneDeviceShareItsTimeSlicedMoments) {
   std::filesystem::remove_all(root);
 }
 
+// A pool that shares compute fairly (StartTask.compute_fair) gives its slices fair ledgers: a
+// slice alone on its device bursts into the idle rest (its bucket refills at the whole device),
+// where a strict one is held to its share.
+TEST(SliceLedgersTest, AFairPoolsSliceBurstsIntoItsIdleDevice) {
+  SliceOptions options;
+  options.library = GPUPOOL_INTERPOSER_LIB;
+  const std::string root = testing::TempDir("/tmp/gpupool-slice-fair-");
+  auto slices = SliceLedgers::Create(options);
+  ASSERT_TRUE(slices.ok()) << slices.status().ToString();
+  auto wait_after_30ms = [&](const std::string& key, const std::string& gpu, bool fair) {
+    TaskSpec t;
+    t.devices = {{gpu, 0, /*vram_mib=*/16, /*thread_percentage=*/50, 0, /*device=*/64}};
+    t.compute_fair = fair;
+    const std::string dir = root + "/" + key;
+    EXPECT_TRUE((*slices)->Start(key, dir, "", t).ok());
+    ledger::LedgerClient c;
+    EXPECT_TRUE(c.Connect((dir + "/ledger.sock").c_str()));
+    ledger::Response r{};
+    EXPECT_TRUE(c.Call(ledger::Op::kCompute, ledger::Kind::kNone, 30'000'000, &r));
+    return r.wait_ns;
+  };
+  // 30 ms against a full 20 ms bucket: 10 ms owed, paid back at 50 % (20 ms) or 100 % (10 ms).
+  const uint64_t strict = wait_after_30ms("strict", "GPU-0", false);
+  const uint64_t fair = wait_after_30ms("fair", "GPU-1", true);
+  EXPECT_GE(strict, 19'000'000u);
+  EXPECT_LE(fair, 11'000'000u);
+  EXPECT_GE(fair, 9'000'000u);
+  for (const char* key : {"strict", "fair"}) (*slices)->Stop(key);
+  std::filesystem::remove_all(root);
+}
+
 TEST(SliceLedgersTest, AMissingLibraryIsRefusedByName) {
   SliceOptions options;
   options.library = "/nonexistent/libgpupool-cuda.so";

@@ -637,6 +637,13 @@ TEST(ConvertPool, RejectsWithAMessageNamingTheField) {
        },
        "pool.mps_tenant_isolation: only allowed with sharing_mode SHARING_MODE_FRACTIONAL or "
        "SHARING_MODE_TIME_SLICED"},
+      {[](auto* p) {
+         p->set_sharing_mode(v1::SHARING_MODE_EXCLUSIVE);
+         p->set_time_slice_replicas(0);
+         p->set_compute_fair(true);
+       },
+       "pool.compute_fair: only allowed with sharing_mode SHARING_MODE_FRACTIONAL or "
+       "SHARING_MODE_TIME_SLICED"},
       {[](auto* p) { p->set_sharing_mode(static_cast<v1::SharingMode>(7)); },
        "pool.sharing_mode: unknown value 7; use SHARING_MODE_EXCLUSIVE, SHARING_MODE_FRACTIONAL "
        "or SHARING_MODE_TIME_SLICED"},
@@ -771,6 +778,25 @@ TEST(ConvertPool, PatchWithMaskAndWithout) {
   EXPECT_FALSE(q.mps_tenant_isolation);
   ASSERT_TRUE(ApplyPoolPatch(*PoolPatchFromProto(mode), &p).ok());
   EXPECT_FALSE(p.mps_tenant_isolation);
+
+  // Fair compute sharing: the same rules, and shown back.
+  v1::UpdatePoolRequest fair;
+  fair.mutable_pool()->set_name("gpu-a");
+  fair.mutable_pool()->set_compute_fair(true);
+  p = current;
+  ASSERT_TRUE(ApplyPoolPatch(*PoolPatchFromProto(fair), &p).ok());
+  EXPECT_TRUE(p.compute_fair);
+  v1::Pool fair_shown;
+  ToProto(p, &fair_shown);
+  EXPECT_TRUE(fair_shown.compute_fair());
+  v1::UpdatePoolRequest strict;
+  strict.mutable_pool()->set_name("gpu-a");
+  strict.mutable_update_mask()->add_paths("compute_fair");
+  q = p;
+  ASSERT_TRUE(ApplyPoolPatch(*PoolPatchFromProto(strict), &q).ok());
+  EXPECT_FALSE(q.compute_fair);
+  ASSERT_TRUE(ApplyPoolPatch(*PoolPatchFromProto(mode), &p).ok());
+  EXPECT_FALSE(p.compute_fair);
 
   // Network: set, shown back, and back to each node's default through the mask.
   v1::UpdatePoolRequest net;

@@ -126,7 +126,8 @@ skus:
   - {name: tiny, tflops: 12.5, vram_mib: 4096}
   - {name: big, gpus: 2, cpu_milli: 16000}
 pools:
-  - {name: shared, strategy: fgd, compute_overcommit: 1.5, sharing: fractional}
+  - {name: shared, strategy: fgd, compute_overcommit: 1.5, sharing: fractional,
+     compute_share: fair}
   - {name: vip, visibility: private, allowed_tenants: [acme], sharing: time-sliced, replicas: 4,
      mps_isolation: tenant, network: isolated}
 )";
@@ -146,6 +147,8 @@ pools:
   EXPECT_EQ(c->pools[1].time_slice_replicas, 4);
   EXPECT_FALSE(c->pools[0].mps_tenant_isolation);
   EXPECT_TRUE(c->pools[1].mps_tenant_isolation);
+  EXPECT_TRUE(c->pools[0].compute_fair);
+  EXPECT_FALSE(c->pools[1].compute_fair);
   EXPECT_EQ(c->pools[0].network, TaskNetwork::kNodeDefault);
   EXPECT_EQ(c->pools[1].network, TaskNetwork::kIsolated);
 }

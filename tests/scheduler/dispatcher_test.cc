@@ -91,6 +91,10 @@ TEST(DispatcherTest, BuildsStartFromTheTaskAndStopWithGraceAndEpoch) {
   EXPECT_FALSE(Dispatcher::BuildStart(job, 1, &node, 7, &pool).mps_tenant_isolation);
   pool.mps_tenant_isolation = true;
   EXPECT_TRUE(Dispatcher::BuildStart(job, 1, &node, 7, &pool).mps_tenant_isolation);
+  // So does its compute sharing.
+  EXPECT_FALSE(s.compute_fair);
+  pool.compute_fair = true;
+  EXPECT_TRUE(Dispatcher::BuildStart(job, 1, &node, 7, &pool).compute_fair);
   // So does its network; no pool: each node's default.
   EXPECT_EQ(s.network, TaskNetwork::kNodeDefault);
   pool.network = TaskNetwork::kIsolated;

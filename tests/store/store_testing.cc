@@ -84,6 +84,7 @@ PoolRecord SamplePool(const std::string& name) {
   p.time_slice_replicas = 4;
   p.create_us = 1'700'000'000'000'001;
   p.mps_tenant_isolation = true;
+  p.compute_fair = true;
   p.required_capabilities = {"compute_share", "sandbox", "vram_cap"};
   p.network = TaskNetwork::kIsolated;
   p.pinned_images = {"registry.example:5000/ml/pytorch:2.4", "docker.io/library/busybox:1.36"};
