@@ -83,7 +83,8 @@ struct Span {
 };
 Span g_span;
 std::vector<Span> g_spans;
-uint64_t g_unplaced_ns = 0;  // GPU time of pairs that could not be placed on the host's clock
+uint64_t g_reported_until = 0;  // the end of the last span reported: nothing before it again
+uint64_t g_unplaced_ns = 0;     // GPU time of pairs that could not be placed on the host's clock
 
 uint64_t NowNs() {
   timespec ts;
@@ -189,7 +190,14 @@ void CollectLocked(bool all) {
     answered = true;
     wait_ns = resp.wait_ns;
   };
-  for (const Span& sp : g_spans) report(sp.end - sp.start, sp.start);
+  for (Span sp : g_spans) {
+    // Overlapping work of several streams can reach back into what was reported; a ledger
+    // without an arbiter would charge that twice.
+    sp.start = std::max(sp.start, g_reported_until);
+    if (sp.end <= sp.start) continue;
+    report(sp.end - sp.start, sp.start);
+    g_reported_until = sp.end;
+  }
   if (g_unplaced_ns != 0) report(g_unplaced_ns, 0);
   if (answered && wait_ns != 0) g_wait_until_ns = NowNs() + wait_ns;
   g_spans.clear();

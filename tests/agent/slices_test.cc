@@ -215,6 +215,25 @@ TEST(SliceLedgersTest, SpillMeteredBeforeARestartIsCarriedOn) {
   std::filesystem::remove_all(task_dir);
 }
 
+// Starts the ledger of task `key` for a 50 % slice of `gpu` (a fair pool's when `fair`) and
+// reports 30 ms of GPU time on it, from `start_ns` (0: no position); returns the wait the ledger
+// asks for. At a 50 % cap with a full 20 ms bucket, 30 ms charged in full owe 10 ms: a 20 ms
+// wait (10 ms where the slice may use the whole device); charged half, nothing.
+uint64_t WaitAfter30ms(SliceLedgers& slices, const std::string& root, const std::string& key,
+                       const std::string& gpu, bool fair, uint64_t start_ns) {
+  TaskSpec t;
+  t.devices = {{gpu, 0, /*vram_mib=*/16, /*thread_percentage=*/50, 0, /*device=*/64}};
+  t.compute_fair = fair;
+  const std::string dir = root + "/" + key;
+  EXPECT_TRUE(slices.Start(key, dir, "", t).ok());
+  ledger::LedgerClient c;
+  EXPECT_TRUE(c.Connect((dir + "/ledger.sock").c_str()));
+  ledger::Response r{};
+  EXPECT_TRUE(c.Call(ledger::Op::kCompute, ledger::Kind::kNone, 30'000'000, &r,
+                     ledger::kReconnectWaitMs, start_ns));
+  return r.wait_ns;
+}
+
 // Two slices of one device are charged as they shared it: the second tenant's report of a span
 // the first was busy over too costs it half, through the device's arbiter. A tenant of another
 // device pays its span in full.
@@ -224,30 +243,17 @@ TEST(SliceLedgersTest, TenantsOfOneDeviceShareItsTimeSlicedMoments) {
   const std::string root = testing::TempDir("/tmp/gpupool-slice-arbiter-");
   auto slices = SliceLedgers::Create(options);
   ASSERT_TRUE(slices.ok()) << slices.status().ToString();
-  auto spec = [](const std::string& gpu) {
-    TaskSpec t;
-    t.devices = {{gpu, 0, /*vram_mib=*/16, /*thread_percentage=*/50, 0, /*device=*/64}};
-    return t;
-  };
-  // Each tenant reports 30 ms of work over the same moments, at a 50 % cap with a full 20 ms
-  // bucket: charged in full it owes 10 ms (a 20 ms wait); charged half, nothing.
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  const uint64_t now =
-      static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-  auto report = [&](const std::string& key, const std::string& gpu) {
-    const std::string dir = root + "/" + key;
-    EXPECT_TRUE((*slices)->Start(key, dir, "", spec(gpu)).ok());
-    ledger::LedgerClient c;
-    EXPECT_TRUE(c.Connect((dir + "/ledger.sock").c_str()));
-    ledger::Response r{};
-    EXPECT_TRUE(c.Call(ledger::Op::kCompute, ledger::Kind::kNone, 30'000'000, &r,
-                       ledger::kReconnectWaitMs, now - 40'000'000));
-    return r.wait_ns;
-  };
-  EXPECT_GE(report("a", "GPU-0"), 19'000'000u) << "alone so far: all of it";
-  EXPECT_EQ(report("b", "GPU-0"), 0u) << "the same moments as a: half of them";
-  EXPECT_GE(report("c", "GPU-1"), 19'000'000u) << "another device: all of it";
+  const uint64_t start = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+                         static_cast<uint64_t>(ts.tv_nsec) -
+                         40'000'000;  // the same 30 ms for every tenant
+  EXPECT_GE(WaitAfter30ms(**slices, root, "a", "GPU-0", false, start), 19'000'000u)
+      << "alone so far: all of it";
+  EXPECT_EQ(WaitAfter30ms(**slices, root, "b", "GPU-0", false, start), 0u)
+      << "the same moments as a: half of them";
+  EXPECT_GE(WaitAfter30ms(**slices, root, "c", "GPU-1", false, start), 19'000'000u)
+      << "another device: all of it";
   for (const char* key : {"a", "b", "c"}) (*slices)->Stop(key);
   std::filesystem::remove_all(root);
 }
@@ -261,21 +267,8 @@ TEST(SliceLedgersTest, AFairPoolsSliceBurstsIntoItsIdleDevice) {
   const std::string root = testing::TempDir("/tmp/gpupool-slice-fair-");
   auto slices = SliceLedgers::Create(options);
   ASSERT_TRUE(slices.ok()) << slices.status().ToString();
-  auto wait_after_30ms = [&](const std::string& key, const std::string& gpu, bool fair) {
-    TaskSpec t;
-    t.devices = {{gpu, 0, /*vram_mib=*/16, /*thread_percentage=*/50, 0, /*device=*/64}};
-    t.compute_fair = fair;
-    const std::string dir = root + "/" + key;
-    EXPECT_TRUE((*slices)->Start(key, dir, "", t).ok());
-    ledger::LedgerClient c;
-    EXPECT_TRUE(c.Connect((dir + "/ledger.sock").c_str()));
-    ledger::Response r{};
-    EXPECT_TRUE(c.Call(ledger::Op::kCompute, ledger::Kind::kNone, 30'000'000, &r));
-    return r.wait_ns;
-  };
-  // 30 ms against a full 20 ms bucket: 10 ms owed, paid back at 50 % (20 ms) or 100 % (10 ms).
-  const uint64_t strict = wait_after_30ms("strict", "GPU-0", false);
-  const uint64_t fair = wait_after_30ms("fair", "GPU-1", true);
+  const uint64_t strict = WaitAfter30ms(**slices, root, "strict", "GPU-0", false, 0);
+  const uint64_t fair = WaitAfter30ms(**slices, root, "fair", "GPU-1", true, 0);
   EXPECT_GE(strict, 19'000'000u);
   EXPECT_LE(fair, 11'000'000u);
   EXPECT_GE(fair, 9'000'000u);

@@ -287,14 +287,25 @@ TEST(LedgerServer, SpillIsMeteredFromTheBytesSpilledOverTime) {
   EXPECT_LE(metered, 4 * kMiB * (held_ms + 20) / 1000);
 }
 
-TEST(LedgerServer, ComputeCapAsksForTheWaitThatKeepsTheShare) {
-  Limits l;
-  l.vram = kMiB;
-  l.compute_percent = 50;
-  Server s(l);
+// A ledger whose compute share is 50 %, and a client connected to it.
+struct HalfCapLedger {
+  static Limits HalfCap() {
+    Limits l;
+    l.vram = kMiB;
+    l.compute_percent = 50;
+    return l;
+  }
+  HalfCapLedger() : s(HalfCap()) { EXPECT_TRUE(c.Connect(s.path().c_str())); }
+  Server s;
   LedgerClient c;
-  ASSERT_TRUE(c.Connect(s.path().c_str()));
   Response r;
+};
+
+TEST(LedgerServer, ComputeCapAsksForTheWaitThatKeepsTheShare) {
+  HalfCapLedger ledger;
+  LedgerClient& c = ledger.c;
+  Response& r = ledger.r;
+  Server& s = ledger.s;
   // 40 ms of GPU time at once against a 20 ms burst: 20 ms in debt, paid back at 50 %: 40 ms.
   ASSERT_TRUE(c.Call(Op::kCompute, Kind::kNone, 40'000'000, &r));
   EXPECT_LE(r.wait_ns, 40'000'000u);
@@ -305,13 +316,10 @@ TEST(LedgerServer, ComputeCapAsksForTheWaitThatKeepsTheShare) {
 // A span from a lone tenant of the arbiter is all its own; on a ledger without an arbiter a span
 // is charged in full. A span that ends far in the server's future is refused.
 TEST(LedgerServer, ComputeSpansAreChargedAndCheckedAgainstTheServersClock) {
-  Limits l;
-  l.vram = kMiB;
-  l.compute_percent = 50;
-  Server s(l);
-  LedgerClient c;
-  ASSERT_TRUE(c.Connect(s.path().c_str()));
-  Response r;
+  HalfCapLedger ledger;
+  LedgerClient& c = ledger.c;
+  Response& r = ledger.r;
+  Server& s = ledger.s;
   const uint64_t now = interposer_test::NowMs() * 1'000'000;
   ASSERT_TRUE(c.Call(Op::kCompute, Kind::kNone, 5'000'000, &r, kReconnectWaitMs, now - 10'000'000));
   EXPECT_EQ(r.status, 0);
