@@ -344,7 +344,8 @@ Response LedgerServer::Handle(Conn* c, const Request& req) {
       // arbiter (one tenant) or a start, all of it.
       int64_t charge = static_cast<int64_t>(req.bytes);
       if (req.start_ns != 0) {
-        if (req.start_ns + req.bytes > now + kComputeAheadNs) return bad();
+        // (start_ns first: a start near 2^64 would wrap the sum past the check.)
+        if (req.start_ns > now || req.start_ns + req.bytes > now + kComputeAheadNs) return bad();
         if (arbiter_ != nullptr)
           charge = arbiter_->Charge(arbiter_id_, req.start_ns, req.start_ns + req.bytes);
       }

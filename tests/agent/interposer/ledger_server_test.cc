@@ -327,6 +327,12 @@ TEST(LedgerServer, ComputeSpansAreChargedAndCheckedAgainstTheServersClock) {
   ASSERT_TRUE(
       c.Call(Op::kCompute, Kind::kNone, 1'000'000, &r, kReconnectWaitMs, now + 10'000'000'000ull));
   EXPECT_EQ(r.status, static_cast<int32_t>(Status::kBadRequest));
+  // A start so late that start + length wraps around is refused too (it is not work done).
+  LedgerClient c2;
+  ASSERT_TRUE(c2.Connect(s.path().c_str()));
+  ASSERT_TRUE(
+      c2.Call(Op::kCompute, Kind::kNone, 1'000'000, &r, kReconnectWaitMs, UINT64_MAX - 100));
+  EXPECT_EQ(r.status, static_cast<int32_t>(Status::kBadRequest));
 }
 
 constexpr uint64_t kMs = 1'000'000;
