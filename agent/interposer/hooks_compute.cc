@@ -220,19 +220,14 @@ void Throttle() {
   }
 }
 
-using IsCapturingFn = CUresult (*)(CUstream, CUstreamCaptureStatus*);
-
 template <typename Record, typename Launch>
-CUresult Metered(CUstream stream, Record record, IsCapturingFn capturing, Launch launch) {
+CUresult Metered(CUstream stream, Record record, bool per_thread, Launch launch) {
   if (!Capped()) return launch();
   // A launch into a stream being captured runs nothing now: the graph's launches are metered.
   // Events recorded into the capture and then queried would invalidate it (CUDA C++ Programming
   // Guide, "Stream Capture": querying or synchronizing a captured event is prohibited), as
   // PyTorch's graph capture under a cap showed on driver 580.
-  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (capturing != nullptr && capturing(stream, &cs) == CUDA_SUCCESS &&
-      cs != CU_STREAM_CAPTURE_STATUS_NONE)
-    return launch();
+  if (gi::StreamCapturing(stream, per_thread)) return launch();
   Throttle();
   CUcontext ctx = nullptr;
   auto current = REAL(cuCtxGetCurrent);
@@ -278,7 +273,7 @@ GPUPOOL_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, u
                                        CUstream s, void** params, void** extra) {
   auto real = REAL(cuLaunchKernel);
   if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
-  return Metered(s, REAL(cuEventRecord), REAL(cuStreamIsCapturing),
+  return Metered(s, REAL(cuEventRecord), false,
                  [&] { return real(f, gx, gy, gz, bx, by, bz, shared, s, params, extra); });
 }
 
@@ -287,7 +282,7 @@ GPUPOOL_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned 
                                             CUstream s, void** params, void** extra) {
   auto real = REAL(cuLaunchKernel_ptsz);
   if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
-  return Metered(s, REAL(cuEventRecord_ptsz), REAL(cuStreamIsCapturing_ptsz),
+  return Metered(s, REAL(cuEventRecord_ptsz), true,
                  [&] { return real(f, gx, gy, gz, bx, by, bz, shared, s, params, extra); });
 }
 
@@ -296,8 +291,7 @@ GPUPOOL_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, 
   auto real = REAL(cuLaunchKernelEx);
   if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
   if (c == nullptr) return real(c, f, params, extra);
-  return Metered(c->hStream, REAL(cuEventRecord), REAL(cuStreamIsCapturing),
-                 [&] { return real(c, f, params, extra); });
+  return Metered(c->hStream, REAL(cuEventRecord), false, [&] { return real(c, f, params, extra); });
 }
 
 GPUPOOL_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* c, CUfunction f, void** params,
@@ -305,7 +299,7 @@ GPUPOOL_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* c, CUfunctio
   auto real = REAL(cuLaunchKernelEx_ptsz);
   if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
   if (c == nullptr) return real(c, f, params, extra);
-  return Metered(c->hStream, REAL(cuEventRecord_ptsz), REAL(cuStreamIsCapturing_ptsz),
+  return Metered(c->hStream, REAL(cuEventRecord_ptsz), true,
                  [&] { return real(c, f, params, extra); });
 }
 
@@ -315,7 +309,7 @@ GPUPOOL_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, uns
                                                   void** params) {
   auto real = REAL(cuLaunchCooperativeKernel);
   if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
-  return Metered(s, REAL(cuEventRecord), REAL(cuStreamIsCapturing),
+  return Metered(s, REAL(cuEventRecord), false,
                  [&] { return real(f, gx, gy, gz, bx, by, bz, shared, s, params); });
 }
 
@@ -325,19 +319,18 @@ GPUPOOL_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx
                                                        void** params) {
   auto real = REAL(cuLaunchCooperativeKernel_ptsz);
   if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
-  return Metered(s, REAL(cuEventRecord_ptsz), REAL(cuStreamIsCapturing_ptsz),
+  return Metered(s, REAL(cuEventRecord_ptsz), true,
                  [&] { return real(f, gx, gy, gz, bx, by, bz, shared, s, params); });
 }
 
 GPUPOOL_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
   auto real = REAL(cuGraphLaunch);
   if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
-  return Metered(s, REAL(cuEventRecord), REAL(cuStreamIsCapturing), [&] { return real(exec, s); });
+  return Metered(s, REAL(cuEventRecord), false, [&] { return real(exec, s); });
 }
 
 GPUPOOL_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) {
   auto real = REAL(cuGraphLaunch_ptsz);
   if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
-  return Metered(s, REAL(cuEventRecord_ptsz), REAL(cuStreamIsCapturing_ptsz),
-                 [&] { return real(exec, s); });
+  return Metered(s, REAL(cuEventRecord_ptsz), true, [&] { return real(exec, s); });
 }

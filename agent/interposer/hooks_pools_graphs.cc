@@ -55,16 +55,11 @@ CUresult PoolAlloc(CUmemoryPool pool, size_t size, Alloc alloc) {
   return r;
 }
 
-// Whether `s` is being captured. A stream-ordered allocation into a capture allocates nothing
+// A stream-ordered allocation into a capturing stream (gi::StreamCapturing) allocates nothing
 // now: it becomes a memory-allocation node of the graph (CUDA C++ Programming Guide, "Graph
 // Memory Nodes": "stream-ordered allocation APIs called during stream capture create memory
 // allocation nodes"), which instantiation charges (GraphInstantiate below). So the allocation
 // passes through without the ledger or the pool queries, which must not run inside a capture.
-bool Capturing(CUstream s, bool per_thread) {
-  auto is = per_thread ? REAL(cuStreamIsCapturing_ptsz) : REAL(cuStreamIsCapturing);
-  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-  return is != nullptr && is(s, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
-}
 
 // The pool cuMemAllocAsync allocates from: the device's current pool (cuDeviceSetMemPool's).
 CUmemoryPool CurrentPool() {
@@ -118,6 +113,12 @@ CUresult GraphInstantiate(CUgraphExec* exec, CUgraph graph, Instantiate inst) {
 
 }  // namespace
 
+bool gi::StreamCapturing(CUstream s, bool per_thread) {
+  auto is = per_thread ? REAL(cuStreamIsCapturing_ptsz) : REAL(cuStreamIsCapturing);
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  return is != nullptr && is(s, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 void gi::ResyncPools() {
   std::lock_guard<std::mutex> l(g_pool_mu);
   for (auto& [pool, charged] : g_pools) ResyncLocked(pool, &charged);
@@ -128,7 +129,7 @@ void gi::ResyncPools() {
 GPUPOOL_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t size, CUmemoryPool pool,
                                                 CUstream s) {
   REAL_OR_FAIL(cuMemAllocFromPoolAsync);
-  if (dptr == nullptr || size == 0 || pool == nullptr || Capturing(s, false))
+  if (dptr == nullptr || size == 0 || pool == nullptr || gi::StreamCapturing(s, false))
     return real(dptr, size, pool, s);
   return PoolAlloc(pool, size, [&] { return real(dptr, size, pool, s); });
 }
@@ -136,14 +137,14 @@ GPUPOOL_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t size, 
 GPUPOOL_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t size,
                                                      CUmemoryPool pool, CUstream s) {
   REAL_OR_FAIL(cuMemAllocFromPoolAsync_ptsz);
-  if (dptr == nullptr || size == 0 || pool == nullptr || Capturing(s, true))
+  if (dptr == nullptr || size == 0 || pool == nullptr || gi::StreamCapturing(s, true))
     return real(dptr, size, pool, s);
   return PoolAlloc(pool, size, [&] { return real(dptr, size, pool, s); });
 }
 
 GPUPOOL_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t size, CUstream s) {
   REAL_OR_FAIL(cuMemAllocAsync);
-  if (dptr == nullptr || size == 0 || Capturing(s, false)) return real(dptr, size, s);
+  if (dptr == nullptr || size == 0 || gi::StreamCapturing(s, false)) return real(dptr, size, s);
   CUmemoryPool pool = CurrentPool();
   if (pool == nullptr) return CUDA_ERROR_NOT_SUPPORTED;  // cannot tell which pool grows: refuse
   return PoolAlloc(pool, size, [&] { return real(dptr, size, s); });
@@ -151,7 +152,7 @@ GPUPOOL_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t size, CUstream
 
 GPUPOOL_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t size, CUstream s) {
   REAL_OR_FAIL(cuMemAllocAsync_ptsz);
-  if (dptr == nullptr || size == 0 || Capturing(s, true)) return real(dptr, size, s);
+  if (dptr == nullptr || size == 0 || gi::StreamCapturing(s, true)) return real(dptr, size, s);
   CUmemoryPool pool = CurrentPool();
   if (pool == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   return PoolAlloc(pool, size, [&] { return real(dptr, size, s); });

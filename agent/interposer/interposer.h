@@ -46,6 +46,11 @@ void ForgetContext(CUcontext ctx);
 // synchronize or a trim, when the driver may have released memory).
 void ResyncPools();
 
+// Whether stream `s` is being captured into a graph (cuStreamIsCapturing, or its per-thread
+// stream variant): work sent to it then runs nothing, and querying its events or the pools'
+// state inside the capture is not what the hooks may do.
+bool StreamCapturing(CUstream s, bool per_thread);
+
 }  // namespace gpupool::interposer
 
 #define GPUPOOL_EXPORT extern "C" __attribute__((visibility("default")))
