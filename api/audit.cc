@@ -7,6 +7,7 @@
 #include "gpupool/v1/audit.pb.h"
 #include "gpupool/v1/billing.pb.h"
 #include "gpupool/v1/jobs.pb.h"
+#include "gpupool/v1/keys.pb.h"
 #include "gpupool/v1/pools.pb.h"
 #include "gpupool/v1/tenants.pb.h"
 #include "gpupool/v1/whatif.pb.h"
@@ -31,6 +32,8 @@ std::string TargetTenant(const google::protobuf::Message* req,
   if (auto* r = As<v1::SetQuotaRequest>(req)) return r->quota().tenant();
   if (auto* r = As<v1::GetQuotaRequest>(req)) return r->tenant();
   if (auto* r = As<v1::DeleteQuotaRequest>(req)) return r->tenant();
+  if (auto* r = As<v1::CreateRegistryCredentialRequest>(req)) return r->credential().tenant();
+  if (auto* r = As<v1::DeleteRegistryCredentialRequest>(req)) return r->tenant();
   if (auto* j = As<v1::Job>(reply)) return j->spec().tenant();
   return "";
 }
@@ -54,10 +57,27 @@ bool IdChar(char c) {
 
 bool IsMutatingVerb(std::string_view verb) {
   static constexpr std::string_view kMutating[] = {
-      "SubmitJob",  "CancelJob",       "CreatePool",      "UpdatePool",       "DeletePool",
-      "CordonNode", "UncordonNode",    "DrainNode",       "CreateTenant",     "DeleteTenant",
-      "SetQuota",   "DeleteQuota",     "CreateApiKey",    "RevokeApiKey",     "RevokeNode",
-      "FenceNode",  "CreateJoinToken", "RevokeJoinToken", "ClearDeviceFault",
+      "SubmitJob",
+      "CancelJob",
+      "CreatePool",
+      "UpdatePool",
+      "DeletePool",
+      "CordonNode",
+      "UncordonNode",
+      "DrainNode",
+      "CreateTenant",
+      "DeleteTenant",
+      "SetQuota",
+      "DeleteQuota",
+      "CreateApiKey",
+      "RevokeApiKey",
+      "RevokeNode",
+      "FenceNode",
+      "CreateJoinToken",
+      "RevokeJoinToken",
+      "ClearDeviceFault",
+      "CreateRegistryCredential",
+      "DeleteRegistryCredential",
   };
   // Billing (api/service_billing.cc).
   static constexpr std::string_view kBillingMutating[] = {"CreatePricePlan", "UpdatePricePlan"};
@@ -122,6 +142,14 @@ std::string ResourceOf(const google::protobuf::Message& req,
   if (auto* r = As<v1::DeleteQuotaRequest>(m)) return "quota/" + r->tenant() + "/" + r->pool();
   if (As<v1::ListQuotasRequest>(m)) return "quotas";
   if (As<v1::ListAuditRecordsRequest>(m)) return "audit";
+  // Names only: a credential's secret never reaches the audit log.
+  if (auto* r = As<v1::CreateRegistryCredentialRequest>(m)) {
+    return "registry-credential/" + r->credential().tenant() + "/" + r->credential().name();
+  }
+  if (auto* r = As<v1::DeleteRegistryCredentialRequest>(m)) {
+    return "registry-credential/" + r->tenant() + "/" + r->name();
+  }
+  if (As<v1::ListRegistryCredentialsRequest>(m)) return "registry-credentials";
   if (auto* r = As<v1::CreatePricePlanRequest>(m)) return "priceplan/" + r->plan().name();
   if (auto* r = As<v1::UpdatePricePlanRequest>(m)) return "priceplan/" + r->plan().name();
   if (As<v1::ListPricePlansRequest>(m)) return "priceplans";

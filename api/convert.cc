@@ -4,6 +4,7 @@
 
 #include "pool/image_reference.h"
 #include "pool/volumes.h"
+#include "scheduler/registry_credentials.h"
 
 namespace gpupool::api {
 namespace {
@@ -217,11 +218,15 @@ Result<TaskTemplate> TemplateFromProto(const v1::JobSpec& spec, std::string_view
     if (t.image.empty()) return Invalid(cred_field, "needs image (a plain command pulls nothing)");
     auto it = t.secret_env.find(in.registry_credential());
     if (it == t.secret_env.end()) {
-      return Invalid(cred_field,
-                     "'" + in.registry_credential() + "' is not the name of a secret_env entry");
-    }
-    const size_t colon = it->second.find(':');
-    if (colon == std::string::npos || colon == 0) {
+      // Else the name of a credential the tenant keeps (scheduler/registry_credentials.h); the
+      // service checks that it has one.
+      if (!CheckRegistryCredentialName(in.registry_credential(), cred_field).ok()) {
+        return Invalid(cred_field, "'" + in.registry_credential() +
+                                       "' is not the name of a secret_env entry, nor a registry "
+                                       "credential's name ([a-z0-9._-])");
+      }
+    } else if (const size_t colon = it->second.find(':');
+               colon == std::string::npos || colon == 0) {
       return Invalid(cred_field, "the value of secret_env '" + in.registry_credential() +
                                      "' must be USERNAME:PASSWORD");
     }

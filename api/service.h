@@ -129,6 +129,15 @@ class ApiService {
                            Reply<v1::ListApiKeysResponse> done);
   virtual void RevokeApiKey(const CallContext& ctx, const v1::RevokeApiKeyRequest& req,
                             Reply<v1::ApiKey> done);
+  virtual void CreateRegistryCredential(const CallContext& ctx,
+                                        const v1::CreateRegistryCredentialRequest& req,
+                                        Reply<v1::RegistryCredential> done);
+  virtual void ListRegistryCredentials(const CallContext& ctx,
+                                       const v1::ListRegistryCredentialsRequest& req,
+                                       Reply<v1::ListRegistryCredentialsResponse> done);
+  virtual void DeleteRegistryCredential(const CallContext& ctx,
+                                        const v1::DeleteRegistryCredentialRequest& req,
+                                        Reply<v1::DeleteRegistryCredentialResponse> done);
 
   // Billing (docs/billing.md): price plans (mutations: admin), invoices, their CSV export and
   // the billing-engine usage feed (admin, or tenant-admin within its subtree). Default:
@@ -183,6 +192,12 @@ inline void ApiService::ListAuditRecords(const CallContext&, const v1::ListAudit
 GPUPOOL_API_UNIMPLEMENTED(CreateApiKey, CreateApiKeyRequest, CreateApiKeyResponse)
 GPUPOOL_API_UNIMPLEMENTED(ListApiKeys, ListApiKeysRequest, ListApiKeysResponse)
 GPUPOOL_API_UNIMPLEMENTED(RevokeApiKey, RevokeApiKeyRequest, ApiKey)
+GPUPOOL_API_UNIMPLEMENTED(CreateRegistryCredential, CreateRegistryCredentialRequest,
+                          RegistryCredential)
+GPUPOOL_API_UNIMPLEMENTED(ListRegistryCredentials, ListRegistryCredentialsRequest,
+                          ListRegistryCredentialsResponse)
+GPUPOOL_API_UNIMPLEMENTED(DeleteRegistryCredential, DeleteRegistryCredentialRequest,
+                          DeleteRegistryCredentialResponse)
 inline void ApiService::GetUsage(const CallContext&, const v1::GetUsageRequest&,
                                  Reply<v1::GetUsageResponse> done) {
   done(Status::Unimplemented("GetUsage: this server keeps no usage ledger"),

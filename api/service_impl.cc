@@ -156,6 +156,8 @@ void ServiceImpl::SubmitJob(const CallContext& ctx, const v1::SubmitJobRequest& 
   if (Status s = policy()->access.Check(ctx.admin(), spec->tenant, spec->priority_class); !s.ok()) {
     return refuse("denied", s);
   }
+  // After the tenant check: a caller learns nothing of another tenant's credentials.
+  if (Status s = CheckStoredRegistryCredential(*spec); !s.ok()) return refuse("invalid", s);
   if (options_.submit_limiter != nullptr && !ctx.admin()) {  // last: a refused call takes no token
     if (Status s = options_.submit_limiter->Admit(spec->tenant); !s.ok()) {
       return refuse("throttled", s);

@@ -48,6 +48,7 @@
 
 namespace gpupool {
 class ApiKeyStore;
+class RegistryCredentialStore;
 class Store;
 namespace twin {
 class PreflightRunner;
@@ -89,6 +90,9 @@ struct ServiceOptions {
   AuditLog* audit = nullptr;
   // Where API keys live (scheduler/api_keys.h); null = KeyService answers UNIMPLEMENTED.
   ApiKeyStore* api_keys = nullptr;
+  // Where tenants' registry credentials live (scheduler/registry_credentials.h); null = their
+  // RPCs answer UNIMPLEMENTED and a job may name only its own secret_env entry.
+  RegistryCredentialStore* registry_credentials = nullptr;
   // Billing (api/service_billing.cc): where price plans live (the Store's AddPricePlan /
   // ListPricePlans) and the usage ledger invoices are rated from. price_plans null =
   // BillingService answers UNIMPLEMENTED; usage null = invoices and the feed answer
@@ -202,6 +206,16 @@ class ServiceImpl final : public ApiService {
                    Reply<v1::ListApiKeysResponse> done) override;
   void RevokeApiKey(const CallContext& ctx, const v1::RevokeApiKeyRequest& req,
                     Reply<v1::ApiKey> done) override;
+  // api/service_registry_credentials.cc
+  void CreateRegistryCredential(const CallContext& ctx,
+                                const v1::CreateRegistryCredentialRequest& req,
+                                Reply<v1::RegistryCredential> done) override;
+  void ListRegistryCredentials(const CallContext& ctx,
+                               const v1::ListRegistryCredentialsRequest& req,
+                               Reply<v1::ListRegistryCredentialsResponse> done) override;
+  void DeleteRegistryCredential(const CallContext& ctx,
+                                const v1::DeleteRegistryCredentialRequest& req,
+                                Reply<v1::DeleteRegistryCredentialResponse> done) override;
 
   void CreatePricePlan(const CallContext& ctx, const v1::CreatePricePlanRequest& req,
                        Reply<v1::PricePlan> done) override;
@@ -221,6 +235,10 @@ class ServiceImpl final : public ApiService {
   Status Ready() const override;
 
  private:
+  // INVALID_ARGUMENT naming the field when the job names a registry credential that is not its
+  // own secret_env entry and its tenant keeps none of that name for the image's registry
+  // (api/service_registry_credentials.cc).
+  Status CheckStoredRegistryCredential(const JobSpec& spec) const;
   // Billing helpers (api/service_billing.cc).
   Status CheckBilling(const CallContext& ctx, std::string_view what) const;
   void AddPricePlan(const CallContext& ctx, const v1::PricePlan& in, bool create,

@@ -38,6 +38,7 @@
 #include "pool/catalog.h"
 #include "scheduler/leadership.h"
 #include "scheduler/metrics.h"
+#include "scheduler/registry_credentials.h"
 #include "scheduler/scheduler.h"
 #include "store/embedded_postgres.h"
 #include "store/embedded_supervisor.h"
@@ -46,6 +47,7 @@
 #include "store/pg_key_feed.h"
 #include "store/pg_leader_lease.h"
 #include "store/pg_node_enrolments.h"
+#include "store/pg_registry_credentials.h"
 #include "store/pg_store.h"
 #include "twin/preflight.h"
 
@@ -88,7 +90,7 @@ void AuditFence(api::AuditSink* audit, const std::vector<std::string>& command,
 // Secrets re-sealed under a new key at start (a rotation, or plaintext from an older version):
 // an operator's security event, kept in the audit log.
 void AuditReseal(api::AuditSink* audit, const PgStore::Reseal& r) {
-  if (r.jobs + r.credentials + r.retired_keys == 0) return;
+  if (r.jobs + r.credentials + r.registry_credentials + r.retired_keys == 0) return;
   api::AuditEntry e;
   e.time_us = SystemClock::Get()->NowMicros();
   e.actor.key_id = "gpupoold";
@@ -96,7 +98,8 @@ void AuditReseal(api::AuditSink* audit, const PgStore::Reseal& r) {
   e.verb = "ResealSecrets";
   e.resource = "secrets-key/" + r.key;
   e.message = "re-sealed the secrets of " + std::to_string(r.jobs) + " jobs and " +
-              std::to_string(r.credentials) + " shared credentials under key " + r.key +
+              std::to_string(r.credentials) + " shared credentials and " +
+              std::to_string(r.registry_credentials) + " registry credentials under key " + r.key +
               "; retired " + std::to_string(r.retired_keys) + " older keys";
   e.source = "gpupoold";
   audit->Record(std::move(e), /*must_keep=*/true, nullptr);
@@ -371,7 +374,15 @@ int Run(int argc, char** argv) {
   hub_options.catalog = catalog;  // a device that contradicts the catalog is refused
   hub_options.identities = identities->get();
   api::AgentHub hub(hub_options);
-  Scheduler scheduler(config.scheduler, SystemClock::Get(), store.get(), &hub, &metrics);
+  // Tenants' registry credentials (docs/images.md, "Private registries"): kept sealed in the
+  // database, read when a task that names one starts.
+  Result<std::unique_ptr<PgRegistryCredentials>> registry_credentials =
+      PgRegistryCredentials::Open(uri, *keyring);
+  if (!registry_credentials.ok()) {
+    return Fail(registry_credentials.status().WithContext("registry credentials"));
+  }
+  CredentialInjectingGateway gateway(&hub, registry_credentials->get());
+  Scheduler scheduler(config.scheduler, SystemClock::Get(), store.get(), &gateway, &metrics);
   hub.Attach(&scheduler);
   if (Status st = scheduler.Start(*state, *epoch); !st.ok()) return Fail(st);
   if (Status st = CreateConfiguredPools(scheduler, config.pools); !st.ok()) return Fail(st);
@@ -426,6 +437,7 @@ int Run(int argc, char** argv) {
       });
   api::CacheInvalidatingKeyStore keys_for_api(api_keys.get(), &key_cache);
   service_options.api_keys = &keys_for_api;
+  service_options.registry_credentials = registry_credentials->get();
   // Billing (docs/billing.md): price plans in the store; invoices rated from the usage ledger.
   service_options.price_plans = store.get();
   LedgerUsageSource ledger_usage(store.get());

@@ -591,6 +591,22 @@ ALTER TABLE pools
   ADD COLUMN compute_fair boolean NOT NULL DEFAULT false;
 )sql";
 
+// Registry credentials kept once per tenant (scheduler/registry_credentials.h); the secret is
+// sealed at rest (store/pg_secrets.h).
+constexpr std::string_view kV31 = R"sql(
+CREATE TABLE registry_credentials (
+  tenant      text NOT NULL,
+  name        text NOT NULL,
+  registry    text NOT NULL,
+  username    text NOT NULL,
+  password    text NOT NULL,
+  created_by  text NOT NULL,
+  create_ms   bigint NOT NULL,
+  update_ms   bigint NOT NULL,
+  PRIMARY KEY (tenant, name)
+);
+)sql";
+
 // What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.
 constexpr std::string_view kV100 = R"sql(
 CREATE INDEX jobs_pool_submit_idx ON jobs (pool, submit_us);
@@ -618,6 +634,7 @@ constexpr Migration kMigrations[] = {
     {28, "entrypoint, working directory and volumes of a job's image", kV28},
     {29, "images pinned to a pool's nodes", kV29},
     {30, "fair compute sharing of a pool's slices", kV30},
+    {31, "registry credentials kept per tenant", kV31},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},

@@ -45,6 +45,11 @@ std::string RequestDigestContext(int64_t job_id) {
   return "jobs.request_digest/" + std::to_string(job_id);
 }
 
+std::string RegistryCredentialContext(const std::string& tenant, const std::string& name) {
+  // A name holds no '/', so the pair is unambiguous.
+  return "registry_credentials/" + tenant + "/" + name;
+}
+
 std::string ClusterCredentialContext(const std::string& column) {
   return "cluster_credentials." + column;
 }
@@ -145,6 +150,25 @@ Result<ResealCounts> ResealSecrets(pqxx::connection& conn, const SecretKeyring& 
       ++counts.credentials;
     }
     if (!set.empty()) updates += "UPDATE cluster_credentials SET " + set + " WHERE id = 1;\n";
+  }
+  for (const auto& row : txn.exec("SELECT tenant, name, password FROM registry_credentials "
+                                  "WHERE password NOT LIKE " +
+                                  current + " ORDER BY tenant, name FOR UPDATE")) {
+    const std::string tenant = row[0].c_str(), name = row[1].c_str();
+    bool changed = false;
+    GPUPOOL_ASSIGN_OR_RETURN(
+        std::string v,
+        Reseal(ring, row[2].c_str(), RegistryCredentialContext(tenant, name),
+               "registry credential '" + name + "' of tenant '" + tenant + "'", &changed));
+    if (!changed) continue;
+    updates += "UPDATE registry_credentials SET password = ";
+    AppendQuoted(&updates, v);
+    updates += " WHERE tenant = ";
+    AppendQuoted(&updates, tenant);
+    updates += " AND name = ";
+    AppendQuoted(&updates, name);
+    updates += ";\n";
+    ++counts.registry_credentials;
   }
   if (!updates.empty()) txn.exec(updates);
   std::string id_literal;

@@ -122,13 +122,16 @@ Result<RecoveredState> PgStore::Recover() {
     if (ring != nullptr) {
       GPUPOOL_ASSIGN_OR_RETURN(ResealCounts resealed,
                                ResealSecrets(conn, *ring, clock_->NowMicros() / 1000));
-      last_reseal_ =
-          Reseal{ring->current_id(), resealed.jobs, resealed.credentials, resealed.retired_keys};
-      if (resealed.jobs + resealed.credentials + resealed.retired_keys > 0) {
+      last_reseal_ = Reseal{ring->current_id(), resealed.jobs, resealed.credentials,
+                            resealed.registry_credentials, resealed.retired_keys};
+      if (resealed.jobs + resealed.credentials + resealed.registry_credentials +
+              resealed.retired_keys >
+          0) {
         LogInfo("store", "secrets re-sealed under the current key",
                 {{"key", ring->current_id()},
                  {"jobs", std::to_string(resealed.jobs)},
                  {"credentials", std::to_string(resealed.credentials)},
+                 {"registry_credentials", std::to_string(resealed.registry_credentials)},
                  {"retired_keys", std::to_string(resealed.retired_keys)}});
       }
     }

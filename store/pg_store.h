@@ -78,6 +78,7 @@ class PgStore final : public Store {
     std::string key;  // the current key's id
     int64_t jobs = 0;
     int64_t credentials = 0;
+    int64_t registry_credentials = 0;
     int64_t retired_keys = 0;
   };
   Reseal last_reseal() const;

@@ -431,4 +431,19 @@ Status ValidateJoinToken(const JoinTokenRecord& t) {
   return Status::Ok();
 }
 
+Status ValidateRegistryCredential(const RegistryCredentialRecord& c) {
+  const std::string what = "registry credential " + c.tenant + "/" + c.name;
+  if (c.tenant.empty()) return Status::InvalidArgument(what + ": no tenant");
+  GPUPOOL_RETURN_IF_ERROR(CheckRegistryCredentialName(c.name, what + ": name"));
+  if (c.registry.empty() || c.username.empty() || c.password.empty()) {
+    return Status::InvalidArgument(what + ": registry, user name and secret are required");
+  }
+  for (const std::string* s : {&c.tenant, &c.registry, &c.username, &c.password, &c.created_by}) {
+    if (!ValidUtf8(*s) || s->find('\0') != std::string::npos || s->size() > 4096) {
+      return Status::InvalidArgument(what + ": a field is not UTF-8, holds NUL or is too long");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace gpupool

@@ -15,6 +15,7 @@
 #include "base/status.h"
 #include "scheduler/join_tokens.h"
 #include "scheduler/node_enrolments.h"
+#include "scheduler/registry_credentials.h"
 #include "scheduler/store.h"
 
 namespace gpupool {
@@ -29,6 +30,9 @@ Status ValidatePricePlanRecord(const billing::PricePlan& plan);
 Status ValidateNodeEnrolment(const NodeEnrolment& e);
 // Join tokens: a 12-hex id, a 64-hex digest, non-negative limits, UTF-8 text without NUL.
 Status ValidateJoinToken(const JoinTokenRecord& t);
+// Registry credentials: a tenant, a valid name, a registry, a user name and a secret, all UTF-8
+// without NUL; no secret in the message.
+Status ValidateRegistryCredential(const RegistryCredentialRecord& c);
 // The version AddPricePlan gives `plan`, given the stored versions of its name (any order):
 // see Store::AddPricePlan for the errors. Both stores use it, so both answer alike.
 Result<int64_t> NextPricePlanVersion(const std::vector<const billing::PricePlan*>& existing,

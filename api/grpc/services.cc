@@ -285,6 +285,23 @@ grpc::ServerUnaryReactor* KeyServiceImpl::RevokeApiKey(grpc::CallbackServerConte
                                                        v1::ApiKey* resp) {
   return Unary(d_, ctx, req, resp, &ApiService::RevokeApiKey, "RevokeApiKey");
 }
+grpc::ServerUnaryReactor* KeyServiceImpl::CreateRegistryCredential(
+    grpc::CallbackServerContext* ctx, const v1::CreateRegistryCredentialRequest* req,
+    v1::RegistryCredential* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::CreateRegistryCredential,
+               "CreateRegistryCredential");
+}
+grpc::ServerUnaryReactor* KeyServiceImpl::ListRegistryCredentials(
+    grpc::CallbackServerContext* ctx, const v1::ListRegistryCredentialsRequest* req,
+    v1::ListRegistryCredentialsResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::ListRegistryCredentials, "ListRegistryCredentials");
+}
+grpc::ServerUnaryReactor* KeyServiceImpl::DeleteRegistryCredential(
+    grpc::CallbackServerContext* ctx, const v1::DeleteRegistryCredentialRequest* req,
+    v1::DeleteRegistryCredentialResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::DeleteRegistryCredential,
+               "DeleteRegistryCredential");
+}
 
 // StreamTracker (declared in stream_writer.h).
 void StreamTracker::Add(const std::shared_ptr<Abortable>& s) {

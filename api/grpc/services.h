@@ -204,6 +204,15 @@ class KeyServiceImpl final : public v1::KeyService::CallbackService {
   grpc::ServerUnaryReactor* RevokeApiKey(grpc::CallbackServerContext* ctx,
                                          const v1::RevokeApiKeyRequest* req,
                                          v1::ApiKey* resp) override;
+  grpc::ServerUnaryReactor* CreateRegistryCredential(grpc::CallbackServerContext* ctx,
+                                                     const v1::CreateRegistryCredentialRequest* req,
+                                                     v1::RegistryCredential* resp) override;
+  grpc::ServerUnaryReactor* ListRegistryCredentials(
+      grpc::CallbackServerContext* ctx, const v1::ListRegistryCredentialsRequest* req,
+      v1::ListRegistryCredentialsResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteRegistryCredential(
+      grpc::CallbackServerContext* ctx, const v1::DeleteRegistryCredentialRequest* req,
+      v1::DeleteRegistryCredentialResponse* resp) override;
 
  private:
   Deps d_;

@@ -54,7 +54,10 @@ Status BuildRequest(const RestApi::Call& call, int inputs, google::protobuf::Mes
 
 // The likeliest reason a tenant or quota URL matched nothing: a tenant path sent with raw '/'.
 std::string TenantPathHint(std::string_view path) {
-  if (!path.starts_with("/v1/tenants/") && !path.starts_with("/v1/quotas/")) return "";
+  if (!path.starts_with("/v1/tenants/") && !path.starts_with("/v1/quotas/") &&
+      !path.starts_with("/v1/registrycredentials/")) {
+    return "";
+  }
   return " (send a tenant path as one segment with '/' encoded as %2F, e.g. "
          "/v1/tenants/acme%2Fresearch)";
 }
@@ -204,13 +207,22 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
   Unary<ListAuditRecordsRequest, ListAuditRecordsResponse>(
       "GET", "/v1/audit", kQuery, &S::ListAuditRecords, "ListAuditRecords");
   Unary<GetUsageRequest, GetUsageResponse>("GET", "/v1/usage", kQuery, &S::GetUsage, "GetUsage");
-  // API keys: the secret is in the creation response only.
+  // API keys: the secret is in the creation response only. Registry credentials: never returned.
   Unary<CreateApiKeyRequest, CreateApiKeyResponse>("POST", "/v1/apikeys", kBody, &S::CreateApiKey,
                                                    "CreateApiKey");
   Unary<ListApiKeysRequest, ListApiKeysResponse>("GET", "/v1/apikeys", kQuery, &S::ListApiKeys,
                                                  "ListApiKeys");
   Unary<RevokeApiKeyRequest, ApiKey>("POST", "/v1/apikeys/{id}:revoke", kBody, &S::RevokeApiKey,
                                      "RevokeApiKey");
+  Unary<CreateRegistryCredentialRequest, RegistryCredential>("POST", "/v1/registrycredentials",
+                                                             kBody, &S::CreateRegistryCredential,
+                                                             "CreateRegistryCredential");
+  Unary<ListRegistryCredentialsRequest, ListRegistryCredentialsResponse>(
+      "GET", "/v1/registrycredentials", kQuery, &S::ListRegistryCredentials,
+      "ListRegistryCredentials");
+  Unary<DeleteRegistryCredentialRequest, DeleteRegistryCredentialResponse>(
+      "DELETE", "/v1/registrycredentials/{tenant}/{name}", kPath, &S::DeleteRegistryCredential,
+      "DeleteRegistryCredential");
   // Billing (docs/billing.md): price plans, invoices as JSON and CSV, the billing-engine feed.
   Unary<CreatePricePlanRequest, PricePlan>("POST", "/v1/priceplans", kBody, &S::CreatePricePlan,
                                            "CreatePricePlan");

@@ -176,7 +176,8 @@ const std::vector<FlagSpec>& SubmitFlags() {
        "OCI image the tasks run in, e.g. registry.example:5000/team/app:v1; the command after "
        "'--' then replaces the image's Cmd and may be left out"},
       {"registry-credential", 0, FlagKind::kValue, "NAME",
-       "pull --image with the --secret-env entry NAME, whose value is USERNAME:PASSWORD; it "
+       "pull --image with the credential NAME: a --secret-env entry whose value is "
+       "USERNAME:PASSWORD, or else one the tenant keeps (registry-credentials create); it "
        "reaches the node's image store only, never the task"},
       {"entrypoint", 0, FlagKind::kRepeated, "ARG",
        "with --image: replaces the image's Entrypoint (and drops its Cmd), one argument per flag; "

@@ -77,6 +77,18 @@ TEST(ConvertTest, ARegistryCredentialNamesASecretEnvEntry) {
   EXPECT_EQ(bad.status().message().find("no-colon-secret"), std::string::npos);
 }
 
+TEST(ConvertTest, ARegistryCredentialMayNameOneTheTenantKeeps) {
+  // Not a secret_env entry: the name of a stored credential, whose existence the service checks
+  // (tests/api/service_registry_credentials_test.cc).
+  v1::JobSpec s = ValidSpec();
+  s.mutable_template_()->set_image("registry.local/private/app:1");
+  s.mutable_template_()->set_registry_credential("acme-hub");
+  Result<JobSpec> r = JobSpecFromProto(s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->task_template.registry_credential, "acme-hub");
+  EXPECT_TRUE(r->task_template.secret_env.empty());
+}
+
 TEST(ConvertTest, AnImagesEntrypointWorkingDirAndVolumesRoundTrip) {
   v1::JobSpec s = ValidSpec();
   v1::TaskTemplate* t = s.mutable_template_();
@@ -250,7 +262,7 @@ INSTANTIATE_TEST_SUITE_P(
                    s->mutable_template_()->set_registry_credential("PULL");
                  },
                  "spec.template.registry_credential: 'PULL' is not the name of a secret_env "
-                 "entry"},
+                 "entry, nor a registry credential's name ([a-z0-9._-])"},
         SpecCase{"CredentialNotUserPassword",
                  [](v1::JobSpec* s) {
                    s->mutable_template_()->set_image("registry.local/app:1");

@@ -25,8 +25,10 @@ namespace gpupool::api::testing {
 using namespace std::chrono_literals;
 
 inline CallContext Admin() { return CallContext::Admin("test-admin"); }
-inline CallContext Tenant(std::string path, Role role = Role::kMember) {
-  return CallContext::Of("test:" + path, std::move(path), role);
+inline CallContext Tenant(const std::string& path, Role role = Role::kMember) {
+  // Not `std::move(path)` beside "test:" + path: argument order is unspecified, and a moved-from
+  // path left the key id "test:".
+  return CallContext::Of("test:" + path, path, role);
 }
 
 // What a stream delivered, gathered for assertions.

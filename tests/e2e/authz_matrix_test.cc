@@ -189,6 +189,21 @@ struct World {
     grpc::Status st = v1::BillingService::NewStub(channel)->CreatePricePlan(c.get(), req, &resp);
     ASSERT_TRUE(st.ok()) << st.error_message();
   }
+  // A new registry credential of `tenant`; returns its name.
+  std::string CreateRegistryCredential(const std::string& tenant) {
+    v1::CreateRegistryCredentialRequest req;
+    req.mutable_credential()->set_name(Fresh("cred"));
+    req.mutable_credential()->set_tenant(tenant);
+    req.mutable_credential()->set_registry("registry.acme.example");
+    req.mutable_credential()->set_username("robot");
+    req.mutable_credential()->set_secret("s3cret");
+    v1::RegistryCredential resp;
+    auto c = AdminCall();
+    grpc::Status st =
+        v1::KeyService::NewStub(channel)->CreateRegistryCredential(c.get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.name();
+  }
   // A new key; returns {id, secret}.
   std::pair<std::string, std::string> CreateKey(const std::string& tenant,
                                                 const std::string& role) {
@@ -447,6 +462,38 @@ std::vector<Row> Table() {
           v1::RevokeApiKeyRequest r;
           r.set_id(id);
           return Target{Box(r), "POST", "/v1/apikeys/" + id + ":revoke", "{}"};
+        },
+        /*hidden=*/true);
+  }
+  // Registry credentials: kept by a tenant-admin for its subtree; names listed to its users.
+  for (const std::string on : {"own", "other"}) {
+    const bool own = on == "own";
+    add("KeyService/CreateRegistryCredential", "POST /v1/registrycredentials", on,
+        own ? "DDAA" : "DDDA", [on](World& w) {
+          v1::CreateRegistryCredentialRequest r;
+          r.mutable_credential()->set_name(w.Fresh("cred"));
+          r.mutable_credential()->set_tenant(w.Tenant(on));
+          r.mutable_credential()->set_registry("registry.acme.example");
+          r.mutable_credential()->set_username("robot");
+          r.mutable_credential()->set_secret("s3cret");
+          return Target{Box(r), "POST", "/v1/registrycredentials", Json(r)};
+        });
+    // Another subtree's are filtered out of the answer rather than refused.
+    add("KeyService/ListRegistryCredentials", "GET /v1/registrycredentials", on, "AAAA",
+        [on](World& w) {
+          v1::ListRegistryCredentialsRequest r;
+          r.set_tenant(w.Tenant(on));
+          return Target{Box(r), "GET", "/v1/registrycredentials?tenant=" + Enc(w.Tenant(on)), ""};
+        });
+    add(
+        "KeyService/DeleteRegistryCredential", "DELETE /v1/registrycredentials/{tenant}/{name}", on,
+        own ? "DDAA" : "DDDA",
+        [on](World& w) {
+          v1::DeleteRegistryCredentialRequest r;
+          r.set_tenant(w.Tenant(on));
+          r.set_name(w.CreateRegistryCredential(r.tenant()));
+          return Target{Box(r), "DELETE",
+                        "/v1/registrycredentials/" + Enc(r.tenant()) + "/" + r.name(), ""};
         },
         /*hidden=*/true);
   }
