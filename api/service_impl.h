@@ -239,6 +239,8 @@ class ServiceImpl final : public ApiService {
   // own secret_env entry and its tenant keeps none of that name for the image's registry
   // (api/service_registry_credentials.cc).
   Status CheckStoredRegistryCredential(const JobSpec& spec) const;
+  // Deletes the registry credentials of `tenant` and its subtree (DeleteTenant).
+  Status PurgeRegistryCredentials(const std::string& tenant) const;
   // Billing helpers (api/service_billing.cc).
   Status CheckBilling(const CallContext& ctx, std::string_view what) const;
   void AddPricePlan(const CallContext& ctx, const v1::PricePlan& in, bool create,

@@ -147,6 +147,16 @@ void ServiceImpl::DeleteRegistryCredential(const CallContext& ctx,
   done(Status::Ok(), v1::DeleteRegistryCredentialResponse{});
 }
 
+Status ServiceImpl::PurgeRegistryCredentials(const std::string& tenant) const {
+  GPUPOOL_ASSIGN_OR_RETURN(std::vector<RegistryCredentialRecord> kept,
+                           options_.registry_credentials->List(tenant));
+  for (const RegistryCredentialRecord& c : kept) {
+    Status s = options_.registry_credentials->Delete(c.tenant, c.name);
+    if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
+  }
+  return Status::Ok();
+}
+
 Status ServiceImpl::CheckStoredRegistryCredential(const JobSpec& spec) const {
   const TaskTemplate& t = spec.task_template;
   if (t.registry_credential.empty() || t.secret_env.contains(t.registry_credential)) {

@@ -79,7 +79,23 @@ void ServiceImpl::DeleteTenant(const CallContext& ctx, const v1::DeleteTenantReq
   if (Status s = RequireTenantAdminBelow(ctx, req.path(), "delete tenant"); !s.ok()) {
     return Fail(done, s);
   }
-  admin_->DeleteTenant(req.path(), ReplyEmpty(done));
+  if (options_.registry_credentials == nullptr) {
+    return admin_->DeleteTenant(req.path(), ReplyEmpty(done));
+  }
+  // Its registry credentials go with it, or a tenant made later at the same path would inherit
+  // them. After the core's answer (a refused deletion keeps them), off the core's thread; also
+  // when the tenant is already gone, so that a retry after a failed purge finishes it.
+  admin_->DeleteTenant(req.path(), [this, path = req.path(), done](Result<bool> r) {
+    if (!r.ok() && r.status().code() != StatusCode::kNotFound) return Fail(done, r.status());
+    timers_->After(std::chrono::milliseconds(0), [this, path, done, r = std::move(r)]() mutable {
+      if (Status s = PurgeRegistryCredentials(path); !s.ok()) {
+        return Fail(done, s.WithContext("tenant '" + path +
+                                        "': its registry credentials were not all deleted (retry "
+                                        "the deletion)"));
+      }
+      ReplyEmpty(done)(std::move(r));
+    });
+  });
 }
 
 // ---- Quotas ----

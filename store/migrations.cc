@@ -605,6 +605,7 @@ CREATE TABLE registry_credentials (
   update_ms   bigint NOT NULL,
   PRIMARY KEY (tenant, name)
 );
+REVOKE ALL ON registry_credentials FROM PUBLIC;
 )sql";
 
 // What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.

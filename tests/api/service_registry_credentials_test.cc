@@ -164,6 +164,22 @@ TEST_F(RegistryCredentialServiceTest, AJobNamesAStoredCredentialItsTenantMayUseF
                         "is from 'registry.other.example'"));
 }
 
+TEST_F(RegistryCredentialServiceTest, ADeletedTenantsCredentialsGoWithIt) {
+  // A tenant made later at the same path must not inherit them.
+  for (const char* t : {"acme", "acme/research"}) {
+    v1::CreateTenantRequest req;
+    req.mutable_tenant()->set_path(t);
+    ASSERT_TRUE(h_.Call(&ApiService::CreateTenant, req, Admin()).first.ok()) << t;
+    ASSERT_TRUE(Create(t, "hub", Admin()).first.ok()) << t;
+  }
+  v1::DeleteTenantRequest del;
+  del.set_path("acme/research");
+  ASSERT_TRUE(h_.Call(&ApiService::DeleteTenant, del, Admin()).first.ok());
+  EXPECT_EQ(List(Admin()), (std::vector<std::string>{"acme/hub"}));
+  // Deleting it again answers NOT_FOUND, as before.
+  EXPECT_EQ(h_.Call(&ApiService::DeleteTenant, del, Admin()).first.code(), StatusCode::kNotFound);
+}
+
 TEST(RegistryCredentialServiceWithoutStoreTest, OnlyAJobsOwnSecretEnvEntryCanBeNamed) {
   ServiceHarness h;
   ASSERT_TRUE(h.CreatePool("gpu").first.ok());

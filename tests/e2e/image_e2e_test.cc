@@ -271,6 +271,80 @@ TEST_F(ImageE2eTest, AnImageTheRegistryLacksFailsTheTaskNamingIt) {
   EXPECT_NE(task.reason().find("test/absent"), std::string::npos) << task.reason();
 }
 
+// Registry credentials kept once per tenant (issue 25): an operator of tenant "acme" stores the
+// credential of its private registry with gpupoolctl (the secret from a file, never argv); a job
+// of a tenant below it names the credential and its task runs from the private image without
+// ever seeing the secret; a rotation to a wrong secret is used by the next start, whose task
+// fails saying the registry refused it — never echoing it.
+TEST_F(ImageE2eTest, ATenantsStoredRegistryCredentialPullsItsPrivateImage) {
+  // bcrypt (cost 4) of "s3cret" for the registry's htpasswd (as in image_store_test.cc).
+  constexpr char kBcryptS3cret[] = "$2b$04$ax8.W/eQ7R/xmzfReiQmeumJMVzO..JZcrtiCzfUPrgKAaxILgP/q";
+  testing::LocalRegistry secured;
+  ASSERT_TRUE(secured.Start("tenant-a", kBcryptS3cret).ok());
+  testing::TestLayer marker;
+  marker.files["/etc/private-release"] = "private 1\n";
+  ASSERT_TRUE(testing::BuildAndPush(secured, dir_ + "/private", "private/app", "1",
+                                    {testing::BusyboxLayer(), marker}, {"/bin/sh"}, "tenant-a",
+                                    "s3cret")
+                  .ok());
+  const std::string secret_file = dir_ + "/pull.secret";
+  std::ofstream(secret_file) << "s3cret\n";
+  std::string out;
+  ASSERT_EQ(Ctl({"registry-credentials", "create", "acme-hub", "--tenant", "acme", "--registry",
+                 secured.host(), "--username", "tenant-a", "--secret-file", secret_file},
+                &out),
+            0)
+      << out;
+  ASSERT_EQ(Ctl({"registry-credentials", "list", "--tenant", "acme"}, &out), 0) << out;
+  EXPECT_NE(out.find("acme-hub"), std::string::npos) << out;
+  EXPECT_EQ(out.find("s3cret"), std::string::npos) << out;
+
+  auto run = [&](const std::string& script) {
+    v1::SubmitJobRequest req = ImageJob(secured.host() + "/private/app:1", script);
+    req.mutable_spec()->mutable_template_()->set_registry_credential("acme-hub");
+    grpc::ClientContext ctx;
+    v1::SubmitJobResponse resp;
+    grpc::Status st = jobs_->SubmitJob(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    v1::Task task;
+    EXPECT_TRUE(WaitFor([&] {
+      task = testing::FirstTask(*jobs_, resp.job_id());
+      return task.state() == v1::TASK_STATE_SUCCEEDED || task.state() == v1::TASK_STATE_FAILED;
+    })) << "state "
+        << v1::TaskState_Name(task.state()) << ": " << task.reason();
+    return task;
+  };
+  const v1::Task ok = run("cat /etc/private-release; env");
+  EXPECT_EQ(ok.state(), v1::TASK_STATE_SUCCEEDED) << ok.reason();
+  const std::string logs = Logs(ok.id());
+  EXPECT_NE(logs.find("private 1"), std::string::npos) << logs;
+  EXPECT_EQ(logs.find("s3cret"), std::string::npos) << logs;
+  EXPECT_EQ(logs.find("GPUPOOL_REGISTRY_CREDENTIAL"), std::string::npos) << logs;
+
+  // Rotated to a wrong secret: the next start pulls with it and the registry refuses.
+  std::ofstream(secret_file) << "wrong-secret\n";
+  ASSERT_EQ(
+      Ctl({"registry-credentials", "create", "acme-hub", "--tenant", "acme", "--registry",
+           secured.host(), "--username", "tenant-a", "--secret-file", secret_file, "--replace"},
+          &out),
+      0)
+      << out;
+  const v1::Task refused = run("true");
+  EXPECT_EQ(refused.state(), v1::TASK_STATE_FAILED);
+  EXPECT_NE(refused.reason().find("refused"), std::string::npos) << refused.reason();
+  EXPECT_EQ(refused.reason().find("wrong-secret"), std::string::npos) << refused.reason();
+
+  // A name the tenant does not keep is refused at submission, naming the field.
+  v1::SubmitJobRequest unknown = ImageJob(secured.host() + "/private/app:1", "true");
+  unknown.mutable_spec()->mutable_template_()->set_registry_credential("nope");
+  grpc::ClientContext ctx;
+  v1::SubmitJobResponse resp;
+  grpc::Status st = jobs_->SubmitJob(&ctx, unknown, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("template.registry_credential"), std::string::npos)
+      << st.error_message();
+}
+
 TEST_F(ImageE2eTest, AMalformedImageIsRefusedAtSubmissionNamingTheField) {
   for (const char* bad : {"Team/App:1", "app@sha256:1234", "app:-x"}) {
     grpc::ClientContext ctx;
