@@ -20,12 +20,6 @@
 namespace gpupool::api {
 namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // Is `path` on the caller's branch: the scope itself, above it or below it?
 bool OnBranch(const CallContext& ctx, const std::string& path) {
   return ctx.admin() || TenantWithin(path, ctx.scope) || TenantWithin(ctx.scope, path);

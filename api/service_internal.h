@@ -19,6 +19,13 @@ struct JobRecord;
 
 namespace gpupool::api {
 
+// The wall clock in milliseconds since the epoch (records' create and expiry times).
+inline int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 // Answers `done` with an error and an empty reply.
 template <typename T>
 void Fail(const Reply<T>& done, Status s) {

@@ -16,12 +16,6 @@
 namespace gpupool::api {
 namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 v1::ApiKey KeyProto(const ApiKeyRecord& k) {
   v1::ApiKey out;
   out.set_id(k.id);

@@ -16,12 +16,6 @@
 namespace gpupool::api {
 namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 v1::RegistryCredential CredentialProto(const RegistryCredentialRecord& c) {
   v1::RegistryCredential out;
   out.set_name(c.name);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "base/address_list.h"
@@ -155,6 +157,13 @@ bool PrintHelpTopic(std::ostream& out, const std::string& topic) {
 }
 
 }  // namespace
+
+Result<std::string> ReadFileOrStdin(const std::string& path) {
+  if (path != "-") return ReadTextFile(path);
+  std::ostringstream ss;
+  ss << std::cin.rdbuf();
+  return ss.str();
+}
 
 int ExitCodeFor(grpc::StatusCode code) {
   switch (code) {

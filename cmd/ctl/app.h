@@ -135,6 +135,9 @@ std::vector<Command> BillingCommands();             // priceplans …, invoices,
 std::vector<Command> WhatIfCommands();              // whatif
 std::vector<Command> ImageCommands();               // images …
 
+// The text of FILE, or of stdin for "-" (`--file -`, `--secret-file -`).
+Result<std::string> ReadFileOrStdin(const std::string& path);
+
 // Runs one invocation; `args` excludes the program name. Returns the exit code.
 //
 // `keep_channel` (main() only): the gRPC channel, if one was opened, is handed out instead of

@@ -89,14 +89,7 @@ int ShowPlan(Ctx& ctx, const ParsedArgs& a) {
 }
 
 Status ReadPlanFile(const std::string& path, v1::PricePlan* plan) {
-  std::string text;
-  if (path == "-") {
-    std::ostringstream ss;
-    ss << std::cin.rdbuf();
-    text = ss.str();
-  } else {
-    GPUPOOL_ASSIGN_OR_RETURN(text, ReadTextFile(path));
-  }
+  GPUPOOL_ASSIGN_OR_RETURN(std::string text, ReadFileOrStdin(path));
   const std::string source = path == "-" ? "stdin" : path;
   GPUPOOL_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(text, source));
   return api::PricePlanFromYaml(YamlDoc(source), root, YamlPath{}, plan);

@@ -130,19 +130,10 @@ void PrintJob(std::ostream& out, const v1::Job& job) {
   }
 }
 
-Result<std::string> ReadSpecFile(const std::string& path) {
-  if (path == "-") {
-    std::ostringstream ss;
-    ss << std::cin.rdbuf();
-    return ss.str();
-  }
-  return ReadTextFile(path);
-}
-
 int Submit(Ctx& ctx, const ParsedArgs& a) {
   v1::SubmitJobRequest req;
   if (auto file = a.Find("file")) {
-    Result<std::string> text = ReadSpecFile(*file);
+    Result<std::string> text = ReadFileOrStdin(*file);
     if (!text.ok()) return ctx.Usage("--file: " + text.status().message());
     Status st = ParseJobSpecText(*text, *file == "-" ? "stdin" : *file, req.mutable_spec());
     if (!st.ok()) return ctx.Usage(st.message());

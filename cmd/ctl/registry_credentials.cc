@@ -1,12 +1,8 @@
 // registry-credentials create|list|delete: registry credentials a tenant keeps once for its
 // private images (docs/images.md, "Private registries"). The secret is read from stdin or a file,
 // never from the command line (where `ps` and shell history would show it), and never printed.
-#include <iostream>
-#include <sstream>
-
 #include "cmd/ctl/app.h"
 #include "gpupool/v1/keys.grpc.pb.h"
-#include "pool/yaml_error.h"
 
 namespace gpupool::ctl {
 namespace {
@@ -17,14 +13,7 @@ std::unique_ptr<v1::KeyService::Stub> Stub(Ctx& ctx) {
 
 // The secret from FILE ('-' = stdin), without the line end a shell or editor leaves.
 Result<std::string> ReadSecret(const std::string& path) {
-  std::string text;
-  if (path == "-") {
-    std::ostringstream ss;
-    ss << std::cin.rdbuf();
-    text = ss.str();
-  } else {
-    GPUPOOL_ASSIGN_OR_RETURN(text, ReadTextFile(path));
-  }
+  GPUPOOL_ASSIGN_OR_RETURN(std::string text, ReadFileOrStdin(path));
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   if (text.empty()) {
     return Status::InvalidArgument("--secret-file: " + (path == "-" ? "stdin" : path) +
