@@ -98,7 +98,7 @@ void AuditReseal(api::AuditSink* audit, const PgStore::Reseal& r) {
   e.actor.role = "admin";
   e.verb = "ResealSecrets";
   e.resource = "secrets-key/" + r.key;
-  e.message = "re-sealed the secrets of " + std::to_string(r.jobs) + " jobs and " +
+  e.message = "re-sealed the secrets of " + std::to_string(r.jobs) + " jobs, " +
               std::to_string(r.credentials) + " shared credentials and " +
               std::to_string(r.registry_credentials) + " registry credentials under key " + r.key +
               "; retired " + std::to_string(r.retired_keys) + " older keys";
