@@ -6,8 +6,6 @@
 // Anyone within a tenant may list the credentials it may use (its own subtree's and its
 // ancestors'), names and registries only. A credential outside the caller's reach is NOT_FOUND,
 // as if it did not exist. The secret is never returned, logged or audited.
-#include <chrono>
-
 #include "api/service_internal.h"
 #include "api/utf8.h"
 #include "pool/image_reference.h"

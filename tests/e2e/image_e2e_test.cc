@@ -100,6 +100,21 @@ class ImageE2eTest : public ::testing::Test {
 
   std::string Logs(const std::string& task_id) { return testing::TaskLogs(*jobs_, task_id); }
 
+  // Submits `req` and waits for its first task to end; returns that task as it ended.
+  v1::Task RunToEnd(const v1::SubmitJobRequest& req) {
+    grpc::ClientContext ctx;
+    v1::SubmitJobResponse resp;
+    grpc::Status st = jobs_->SubmitJob(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    v1::Task task;
+    EXPECT_TRUE(WaitFor([&] {
+      task = testing::FirstTask(*jobs_, resp.job_id());
+      return task.state() == v1::TASK_STATE_SUCCEEDED || task.state() == v1::TASK_STATE_FAILED;
+    })) << "state "
+        << v1::TaskState_Name(task.state()) << ": " << task.reason();
+    return task;
+  }
+
   // Runs gpupoolctl against the daemon; returns its exit code and fills `out`.
   int Ctl(const std::vector<std::string>& args, std::string* out) {
     std::vector<std::string> argv = {testing::BinaryPath("gpupoolctl"), "--server",
@@ -302,17 +317,7 @@ TEST_F(ImageE2eTest, ATenantsStoredRegistryCredentialPullsItsPrivateImage) {
   auto run = [&](const std::string& script) {
     v1::SubmitJobRequest req = ImageJob(secured.host() + "/private/app:1", script);
     req.mutable_spec()->mutable_template_()->set_registry_credential("acme-hub");
-    grpc::ClientContext ctx;
-    v1::SubmitJobResponse resp;
-    grpc::Status st = jobs_->SubmitJob(&ctx, req, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    v1::Task task;
-    EXPECT_TRUE(WaitFor([&] {
-      task = testing::FirstTask(*jobs_, resp.job_id());
-      return task.state() == v1::TASK_STATE_SUCCEEDED || task.state() == v1::TASK_STATE_FAILED;
-    })) << "state "
-        << v1::TaskState_Name(task.state()) << ": " << task.reason();
-    return task;
+    return RunToEnd(req);
   };
   const v1::Task ok = run("cat /etc/private-release; env");
   EXPECT_EQ(ok.state(), v1::TASK_STATE_SUCCEEDED) << ok.reason();
@@ -388,15 +393,7 @@ TEST_F(ImageE2eTest, APoolsNetworkConfinesItsTasksAndAnAdminMayOpenIt) {
         req.mutable_spec()->mutable_template_()->add_command(a);
       req.mutable_spec()->mutable_template_()->add_command(script);
     }
-    grpc::ClientContext ctx;
-    v1::SubmitJobResponse resp;
-    grpc::Status st = jobs_->SubmitJob(&ctx, req, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    v1::Task task;
-    EXPECT_TRUE(WaitFor([&] {
-      task = testing::FirstTask(*jobs_, resp.job_id());
-      return task.state() == v1::TASK_STATE_SUCCEEDED || task.state() == v1::TASK_STATE_FAILED;
-    }));
+    const v1::Task task = RunToEnd(req);
     EXPECT_EQ(task.state(), v1::TASK_STATE_SUCCEEDED) << task.reason();
     return Logs(task.id());
   };
