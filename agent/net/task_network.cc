@@ -95,7 +95,86 @@ Status RunStep(const std::vector<std::string>& argv, int pass_fd = -1, std::stri
   return Status::Ok();
 }
 
+bool ValidPortName(const std::string& s) {
+  if (s.empty() || s.size() > 15 || !std::islower(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::islower(c) || std::isdigit(c) || c == '-';
+  });
+}
+
+bool AllDigits(const std::string& s) {
+  return !s.empty() && s.size() <= 5 &&
+         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
 }  // namespace
+
+Status CheckPorts(const std::vector<PortSpec>& ports) {
+  if (ports.size() > static_cast<size_t>(kMaxPortsPerTask)) {
+    return Status::InvalidArgument("ports: at most " + std::to_string(kMaxPortsPerTask) +
+                                   " per task, got " + std::to_string(ports.size()));
+  }
+  for (size_t i = 0; i < ports.size(); ++i) {
+    const PortSpec& p = ports[i];
+    const std::string field = "ports[" + std::to_string(i) + "]";
+    if (p.port < 1 || p.port > 65535) {
+      return Status::InvalidArgument(field + ".port: must be 1..65535, got " +
+                                     std::to_string(p.port));
+    }
+    if (p.protocol != "tcp" && p.protocol != "udp") {
+      return Status::InvalidArgument(field + ".protocol: want tcp or udp, got '" + p.protocol +
+                                     "'");
+    }
+    if (!p.name.empty() && !ValidPortName(p.name)) {
+      return Status::InvalidArgument(field + ".name '" + p.name +
+                                     "': want [a-z][a-z0-9-]*, at most 15 characters");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (ports[j].port == p.port && ports[j].protocol == p.protocol) {
+        return Status::InvalidArgument(field + ": " + std::to_string(p.port) + "/" + p.protocol +
+                                       " is declared twice");
+      }
+      if (!p.name.empty() && ports[j].name == p.name) {
+        return Status::InvalidArgument(field + ".name '" + p.name + "' is used twice");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+std::string FormatPublishedPort(const PublishedPort& p) {
+  std::string out = std::to_string(p.spec.port) + "/" + p.spec.protocol;
+  if (!p.spec.name.empty()) out += ":" + p.spec.name;
+  if (p.host_port > 0) out += "=" + std::to_string(p.host_port);
+  return out;
+}
+
+Result<PublishedPort> ParsePublishedPort(const std::string& text) {
+  const auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("port '" + text + "': " + why);
+  };
+  PublishedPort p;
+  std::string rest = text;
+  if (const size_t eq = rest.find('='); eq != std::string::npos) {
+    const std::string host = rest.substr(eq + 1);
+    if (!AllDigits(host) || std::stoi(host) < 1 || std::stoi(host) > 65535) {
+      return bad("the node's port must be 1..65535");
+    }
+    p.host_port = std::stoi(host);
+    rest = rest.substr(0, eq);
+  }
+  if (const size_t colon = rest.find(':'); colon != std::string::npos) {
+    p.spec.name = rest.substr(colon + 1);
+    rest = rest.substr(0, colon);
+  }
+  const size_t slash = rest.find('/');
+  const std::string port = rest.substr(0, slash);
+  if (!AllDigits(port)) return bad("want PORT[/PROTOCOL][:NAME]");
+  p.spec.port = std::stoi(port);
+  p.spec.protocol = slash == std::string::npos ? "tcp" : rest.substr(slash + 1);
+  GPUPOOL_RETURN_IF_ERROR(CheckPorts({p.spec}));
+  return p;
+}
 
 const char* NetworkModeName(NetworkMode mode) {
   switch (mode) {
@@ -155,7 +234,8 @@ TaskNetworks::TaskNetworks(NetworkOptions options, Cidr subnet, std::vector<std:
     : options_(std::move(options)),
       subnet_(subnet),
       denied_(std::move(denied)),
-      used_(size_t{1} << (32 - subnet.bits - 2), false) {}
+      used_(size_t{1} << (32 - subnet.bits - 2), false),
+      host_ports_used_(static_cast<size_t>(options_.published_count), false) {}
 
 std::string TaskNetworks::Chain(const std::string& suffix) const {
   return Upper(options_.prefix) + "-" + suffix;
@@ -191,6 +271,12 @@ Result<std::unique_ptr<TaskNetworks>> TaskNetworks::Open(NetworkOptions options,
     if (!c.ok()) return Status::InvalidArgument("network.deny: " + c.status().message());
     denied.push_back(c->ToString());
   }
+  if (options.published_first < 1 || options.published_count < 0 ||
+      options.published_first + options.published_count - 1 > 65535) {
+    return Status::InvalidArgument(
+        "network.published_ports: " + std::to_string(options.published_first) + " + " +
+        std::to_string(options.published_count) + " ports do not fit in 1..65535");
+  }
   if (geteuid() != 0) {
     return Status::FailedPrecondition(
         "network: isolated task networks need root (network namespaces, veths, the firewall)");
@@ -201,6 +287,8 @@ Result<std::unique_ptr<TaskNetworks>> TaskNetworks::Open(NetworkOptions options,
   GPUPOOL_RETURN_IF_ERROR(nets->Hook("filter", "INPUT", nets->Chain("INPUT")));
   GPUPOOL_RETURN_IF_ERROR(nets->Hook("filter", "FORWARD", nets->Chain("FORWARD")));
   GPUPOOL_RETURN_IF_ERROR(nets->Hook("nat", "POSTROUTING", nets->Chain("POSTROUTING")));
+  GPUPOOL_RETURN_IF_ERROR(nets->Hook("nat", "PREROUTING", nets->Chain("PREROUTING")));
+  GPUPOOL_RETURN_IF_ERROR(nets->Hook("nat", "OUTPUT", nets->Chain("OUTPUT")));
   // Masquerading needs the node to forward. Only our FORWARD chain accepts anything new; the
   // operator's own FORWARD policy is left as it was for everything else.
   const Status fwd = WriteControlFile("/proc/sys/net/ipv4/ip_forward", "1");
@@ -224,7 +312,13 @@ Status TaskNetworks::LoadChains() const {
   rules += "-A " + in + " -i " + task_if + reject;
   rules +=
       "-A " + fwd + " -o " + task_if + " -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n";
+  // A published port: only the nat chains below DNAT to a task, and never for a task's packets.
+  rules += "-A " + fwd + " -o " + task_if + " -m conntrack --ctstate DNAT -j ACCEPT\n";
   rules += "-A " + fwd + " -o " + task_if + " -j DROP\n";
+  // Replies to connections made to a task (a published port) go back, also to a caller in a
+  // denied range; a connection a task starts to one was refused at its first packet.
+  rules +=
+      "-A " + fwd + " -i " + task_if + " -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n";
   // Name servers first: a resolver inside a denied range still answers on port 53.
   for (const std::string& d : options_.dns) {
     for (const char* proto : {"udp", "tcp"}) {
@@ -236,9 +330,18 @@ Status TaskNetworks::LoadChains() const {
     rules += "-A " + fwd + " -i " + task_if + " -d " + d + reject;
   }
   rules += "-A " + fwd + " -i " + task_if + " -j ACCEPT\nCOMMIT\n";
-  rules += "*nat\n:" + post + " - [0:0]\n-F " + post + "\n";
+  const std::string pre = Chain("PREROUTING"), out = Chain("OUTPUT"), ports = Chain("PORTS");
+  rules += "*nat\n:" + post + " - [0:0]\n:" + pre + " - [0:0]\n:" + out + " - [0:0]\n:" + ports +
+           " - [0:0]\n-F " + post + "\n-F " + pre + "\n-F " + out + "\n-F " + ports + "\n";
   rules += "-A " + post + " -s " + subnet_.ToString() + " ! -d " + subnet_.ToString() +
-           " -j MASQUERADE\nCOMMIT\n";
+           " -j MASQUERADE\n";
+  // Published ports answer on the node's own addresses, to anything but a task (a task's
+  // packets are never DNATed, so the node refuses them as any other) and but loopback (a
+  // loopback source cannot be routed to a task).
+  rules += "-A " + pre + " -i " + task_if + " -j RETURN\n";
+  rules += "-A " + pre + " -m addrtype --dst-type LOCAL -j " + ports + "\n";
+  rules += "-A " + out + " ! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j " + ports + "\n";
+  rules += "COMMIT\n";
   GPUPOOL_ASSIGN_OR_RETURN(int fd, SecretFd("gpupool-firewall", rules));
   const std::vector<std::string> argv = {options_.iptables_restore, "--noflush", "/proc/self/fd/3"};
   return RunStep(argv, fd);
@@ -268,6 +371,21 @@ void TaskNetworks::RemoveLeftovers(const std::vector<int>& keep) const {
   const auto kept = [&](const std::string& slot) {
     return std::find(keep.begin(), keep.end(), std::atoi(slot.c_str())) != keep.end();
   };
+  // Published ports of tasks that are gone: their slots' nat chains.
+  if (auto listed = Run({options_.iptables, "-w", "-t", "nat", "-S"});
+      listed.ok() && listed->ok()) {
+    const std::string declared = "-N " + Chain("S");
+    std::istringstream lines(listed->out);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(declared, 0) != 0) continue;
+      const std::string slot = line.substr(declared.size());
+      if (!slot.empty() &&
+          std::all_of(slot.begin(), slot.end(), [](unsigned char c) { return std::isdigit(c); }) &&
+          !kept(slot)) {
+        Unpublish(std::atoi(slot.c_str()));
+      }
+    }
+  }
   const std::string ns_prefix = options_.prefix + "-";
   for (const auto& e : std::filesystem::directory_iterator(kNetnsDir, ec)) {
     const std::string name = e.path().filename().string();
@@ -285,7 +403,8 @@ void TaskNetworks::RemoveLeftovers(const std::vector<int>& keep) const {
   }
 }
 
-Result<TaskNetwork> TaskNetworks::Adopt(int slot, const std::string& task) {
+Result<TaskNetwork> TaskNetworks::Adopt(int slot, const std::string& task,
+                                        const std::vector<PublishedPort>& published) {
   TaskNetwork n;
   {
     MutexLock lock(&mu_);
@@ -293,8 +412,20 @@ Result<TaskNetwork> TaskNetworks::Adopt(int slot, const std::string& task) {
       return Status::FailedPrecondition("network: slot " + std::to_string(slot) +
                                         " is out of range or taken (task " + task + ")");
     }
+    for (size_t i = 0; i < published.size(); ++i) {
+      const int at = published[i].host_port - options_.published_first;
+      if (at < 0 || at >= options_.published_count || host_ports_used_[at]) {
+        std::vector<PublishedPort> taken(published.begin(), published.begin() + i);
+        FreeHostPorts(taken);
+        return Status::FailedPrecondition(
+            "network: the node's port " + std::to_string(published[i].host_port) +
+            " is outside network.published_ports or taken (task " + task + ")");
+      }
+      host_ports_used_[at] = true;
+    }
     used_[slot] = true;
   }
+  n.published = published;
   n.slot = slot;
   const uint32_t block = subnet_.base + static_cast<uint32_t>(slot) * 4;
   n.netns = options_.prefix + "-" + std::to_string(slot);
@@ -305,12 +436,71 @@ Result<TaskNetwork> TaskNetworks::Adopt(int slot, const std::string& task) {
   if (!options_.dns.empty()) {
     n.resolv_conf = "/run/" + options_.prefix + "-net/" + n.netns + ".resolv.conf";
   }
+  Status s = Status::Ok();
   if (!std::filesystem::exists(n.netns_path)) {
+    s = Status::FailedPrecondition("network: " + n.netns_path + " is gone (task " + task + ")");
+  } else if (!n.published.empty()) {
+    s = Publish(n);
+  }
+  if (!s.ok()) {
     MutexLock lock(&mu_);
     used_[slot] = false;
-    return Status::FailedPrecondition("network: " + n.netns_path + " is gone (task " + task + ")");
+    FreeHostPorts(n.published);
+    return s;
   }
   return n;
+}
+
+Result<std::vector<PublishedPort>> TaskNetworks::TakeHostPorts(const std::vector<PortSpec>& ports) {
+  std::vector<PublishedPort> out;
+  const int count = options_.published_count;
+  for (int i = 0; i < count && out.size() < ports.size(); ++i) {
+    const int at = (next_host_port_ + i) % count;
+    if (host_ports_used_[at]) continue;
+    host_ports_used_[at] = true;
+    out.push_back({ports[out.size()], options_.published_first + at});
+  }
+  if (out.size() < ports.size()) {
+    FreeHostPorts(out);
+    return Status::ResourceExhausted(
+        "network: too few of the node's ports to publish on are free (" +
+        std::to_string(ports.size()) + " wanted; network.published_ports " +
+        std::to_string(options_.published_first) + "-" +
+        std::to_string(options_.published_first + count - 1) + ")");
+  }
+  next_host_port_ = (out.back().host_port - options_.published_first + 1) % count;
+  return out;
+}
+
+void TaskNetworks::FreeHostPorts(const std::vector<PublishedPort>& ports) {
+  for (const PublishedPort& p : ports) {
+    const int at = p.host_port - options_.published_first;
+    if (at >= 0 && at < options_.published_count) host_ports_used_[at] = false;
+  }
+}
+
+Status TaskNetworks::Publish(const TaskNetwork& n) const {
+  const std::string slot_chain = Chain("S") + std::to_string(n.slot);
+  std::string rules = "*nat\n:" + slot_chain + " - [0:0]\n-F " + slot_chain + "\n";
+  for (const PublishedPort& p : n.published) {
+    rules += "-A " + slot_chain + " -p " + p.spec.protocol + " --dport " +
+             std::to_string(p.host_port) + " -j DNAT --to-destination " + n.address + ":" +
+             std::to_string(p.spec.port) + "\n";
+  }
+  rules += "-A " + Chain("PORTS") + " -j " + slot_chain + "\nCOMMIT\n";
+  GPUPOOL_ASSIGN_OR_RETURN(int fd, SecretFd("gpupool-publish", rules));
+  return RunStep({options_.iptables_restore, "--noflush", "/proc/self/fd/3"}, fd,
+                 "iptables-restore (publishing the ports of " + n.netns + ")");
+}
+
+void TaskNetworks::Unpublish(int slot) const {
+  const std::string slot_chain = Chain("S") + std::to_string(slot);
+  for (int i = 0; i < 8; ++i) {
+    auto r = Run({options_.iptables, "-w", "-t", "nat", "-D", Chain("PORTS"), "-j", slot_chain});
+    if (!r.ok() || !r->ok()) break;
+  }
+  RunBestEffort({options_.iptables, "-w", "-t", "nat", "-F", slot_chain});
+  RunBestEffort({options_.iptables, "-w", "-t", "nat", "-X", slot_chain});
 }
 
 Status TaskNetworks::RunIp(const std::vector<std::string>& args, const std::string& batch) const {
@@ -327,10 +517,15 @@ Status TaskNetworks::RunIp(const std::vector<std::string>& args, const std::stri
   return RunStep(argv, fd, what);
 }
 
-Result<TaskNetwork> TaskNetworks::Prepare(const std::string& task) {
+Result<TaskNetwork> TaskNetworks::Prepare(const std::string& task,
+                                          const std::vector<PortSpec>& ports) {
+  GPUPOOL_RETURN_IF_ERROR(CheckPorts(ports));
   TaskNetwork n;
   {
     MutexLock lock(&mu_);
+    if (!ports.empty()) {
+      GPUPOOL_ASSIGN_OR_RETURN(n.published, TakeHostPorts(ports));
+    }
     const int slots = static_cast<int>(used_.size());
     for (int i = 0; i < slots; ++i) {
       const int s = (next_ + i) % slots;
@@ -340,6 +535,7 @@ Result<TaskNetwork> TaskNetworks::Prepare(const std::string& task) {
       }
     }
     if (n.slot < 0) {
+      FreeHostPorts(n.published);
       return Status::ResourceExhausted("network: all " + std::to_string(slots) +
                                        " task addresses of " + subnet_.ToString() +
                                        " are in use (network.subnet)");
@@ -382,17 +578,23 @@ Result<TaskNetwork> TaskNetworks::Prepare(const std::string& task) {
       s = Status::FailedPrecondition("network: cannot write " + n.resolv_conf);
     }
   }
+  if (s.ok() && !n.published.empty()) s = Publish(n);
   if (!s.ok()) {
     Release(n);
     return Status::FailedPrecondition(s.message() + " (task " + task + ")");
   }
+  std::string published;
+  for (const PublishedPort& p : n.published) {
+    published += (published.empty() ? "" : " ") + FormatPublishedPort(p);
+  }
   LogInfo("agent.network", "isolated network ready",
-          {{"task", task}, {"netns", n.netns}, {"address", n.address}});
+          {{"task", task}, {"netns", n.netns}, {"address", n.address}, {"published", published}});
   return n;
 }
 
 void TaskNetworks::Release(const TaskNetwork& network) {
   if (network.slot < 0) return;
+  if (!network.published.empty()) Unpublish(network.slot);
   // Deleting the namespace destroys its end of the veth and with it the node's; the explicit
   // link delete covers a namespace that was never made.
   RunBestEffort({options_.ip, "netns", "del", network.netns});
@@ -402,6 +604,7 @@ void TaskNetworks::Release(const TaskNetwork& network) {
   }
   MutexLock lock(&mu_);
   if (static_cast<size_t>(network.slot) < used_.size()) used_[network.slot] = false;
+  FreeHostPorts(network.published);
 }
 
 void TaskNetworks::Uninstall() {
@@ -409,8 +612,12 @@ void TaskNetworks::Uninstall() {
   Unhook("filter", "FORWARD", Chain("FORWARD"));
   Unhook("nat", "POSTROUTING", Chain("POSTROUTING"));
   RemoveLeftovers({});
+  Unhook("nat", "PREROUTING", Chain("PREROUTING"));
+  Unhook("nat", "OUTPUT", Chain("OUTPUT"));
+  RunBestEffort({options_.iptables, "-w", "-t", "nat", "-X", Chain("PORTS")});
   MutexLock lock(&mu_);
   std::fill(used_.begin(), used_.end(), false);
+  std::fill(host_ports_used_.begin(), host_ports_used_.end(), false);
 }
 
 std::vector<std::string> DefaultNameServers(const std::string& resolv_conf) {
@@ -441,14 +648,16 @@ std::vector<std::string> DefaultNameServers(const std::string& resolv_conf) {
 }
 
 Result<std::unique_ptr<NetworkLease>> NetworkLease::Take(std::shared_ptr<TaskNetworks> networks,
-                                                         const std::string& task) {
-  GPUPOOL_ASSIGN_OR_RETURN(TaskNetwork n, networks->Prepare(task));
+                                                         const std::string& task,
+                                                         const std::vector<PortSpec>& ports) {
+  GPUPOOL_ASSIGN_OR_RETURN(TaskNetwork n, networks->Prepare(task, ports));
   return std::unique_ptr<NetworkLease>(new NetworkLease(std::move(networks), std::move(n)));
 }
 
-Result<std::unique_ptr<NetworkLease>> NetworkLease::Adopt(std::shared_ptr<TaskNetworks> networks,
-                                                          int slot, const std::string& task) {
-  GPUPOOL_ASSIGN_OR_RETURN(TaskNetwork n, networks->Adopt(slot, task));
+Result<std::unique_ptr<NetworkLease>> NetworkLease::Adopt(
+    std::shared_ptr<TaskNetworks> networks, int slot, const std::string& task,
+    const std::vector<PublishedPort>& published) {
+  GPUPOOL_ASSIGN_OR_RETURN(TaskNetwork n, networks->Adopt(slot, task, published));
   return std::unique_ptr<NetworkLease>(new NetworkLease(std::move(networks), std::move(n)));
 }
 

@@ -14,13 +14,21 @@
 //             no link-local IPv6 route reaches the node either.
 //   host      the node's own network: for pools only an admin makes so (tools, benchmarks).
 //
+// Published ports (TaskTemplate.ports): an isolated task's declared port is reachable at a port
+// of the node's own taken from `published_ports`, on every address the node owns but loopback,
+// by anything that is not a task (a nat chain DNATs it; our FORWARD chain lets the DNATed
+// connection in). Another task is still refused: a connection from a task's veth is never DNATed
+// and the node refuses it as before. The task sees the caller's own address.
+//
 // The work is done by the well-kept tools an operator already knows: iproute2's `ip` (netns,
 // veth, addresses, routes) and `iptables-restore` (one atomic load of our chains). A refused
 // step is an error naming the command and its message; Prepare undoes what it did.
 //
 // Names: the netns is <prefix>-<slot> (/run/netns), the node's end of the veth <iface><slot>, the
-// chains <PREFIX>-INPUT, -FORWARD, -POSTROUTING. Open() removes what an earlier run of the same
-// prefix left (its tasks were killed as orphans) and loads the chains afresh.
+// chains <PREFIX>-INPUT, -FORWARD, -POSTROUTING, and for published ports <PREFIX>-PREROUTING,
+// -OUTPUT, -PORTS and one <PREFIX>-S<slot> per task that publishes any. Open() removes what an
+// earlier run of the same prefix left (its tasks were killed as orphans) and loads the chains
+// afresh.
 //
 // Thread safety: TaskNetworks is safe from any thread.
 #pragma once
@@ -53,12 +61,39 @@ struct Cidr {
 Result<Cidr> ParseCidr(const std::string& text);
 std::string FormatIpv4(uint32_t address);  // host order
 
+// A port a task declares (TaskTemplate.ports).
+struct PortSpec {
+  std::string name;              // optional, for people and services: [a-z][a-z0-9-]*, at most 15
+  int port = 0;                  // 1..65535, in the task's network namespace
+  std::string protocol = "tcp";  // "tcp" or "udp"
+  friend bool operator==(const PortSpec&, const PortSpec&) = default;
+};
+
+// A declared port and the node's port it is published on.
+struct PublishedPort {
+  PortSpec spec;
+  int host_port = 0;
+  friend bool operator==(const PublishedPort&, const PublishedPort&) = default;
+};
+
+// At most this many ports per task; InvalidArgument naming the port otherwise.
+inline constexpr int kMaxPortsPerTask = 16;
+Status CheckPorts(const std::vector<PortSpec>& ports);
+// "8080/tcp" or "8080/tcp=30001", with ":name" before the '=' when named ("8080/tcp:http=30001")
+// and back (task records).
+std::string FormatPublishedPort(const PublishedPort& p);
+Result<PublishedPort> ParsePublishedPort(const std::string& text);
+
 struct NetworkOptions {
   std::string subnet = "10.213.0.0/16";  // task addresses: a /30 per isolated task, /24 at least
   std::vector<std::string> deny;         // CIDRs no task may reach, beyond the built-in ones
   // Name servers an isolated task uses (its /etc/resolv.conf), reachable on port 53 even inside
   // `deny`; empty: the task keeps the resolv.conf it has (DefaultNameServers() finds the node's).
   std::vector<std::string> dns;
+  // The node's ports isolated tasks' declared ports are published on: [first, first + count).
+  // The default stays below Linux's ephemeral range (32768..60999), as Kubernetes' NodePorts do.
+  int published_first = 30000;
+  int published_count = 2768;
   std::string prefix = "gpupool";  // netns names and (upper-cased) chain names
   std::string iface = "gpv";       // the node's ends of the veths; 1..6 characters
   std::string ip = "ip";           // programs, absolute or looked up in PATH
@@ -75,6 +110,7 @@ struct TaskNetwork {
   std::string gateway;     // the node's end
   std::string host_iface;
   std::string resolv_conf;  // the task's /etc/resolv.conf (`dns`), bound read-only; "" = none
+  std::vector<PublishedPort> published;  // its declared ports and the node's ports they are on
 };
 
 // The node's upstream name servers, for isolated tasks: /etc/resolv.conf's, less loopback ones
@@ -93,14 +129,19 @@ class TaskNetworks {
                                                     bool remove_leftovers = true);
   ~TaskNetworks() = default;
 
-  // A namespace with the task's veth, address and route; `task` names it in errors and logs.
-  Result<TaskNetwork> Prepare(const std::string& task);
-  // Deletes the namespace (and with it the veth) and frees the slot. Idempotent.
+  // A namespace with the task's veth, address and route, and `ports` published on ports of the
+  // node's (InvalidArgument for a bad port, ResourceExhausted when `published_ports` has too
+  // few free); `task` names it in errors and logs.
+  Result<TaskNetwork> Prepare(const std::string& task, const std::vector<PortSpec>& ports = {});
+  // Deletes the namespace (and with it the veth), unpublishes its ports and frees the slot and
+  // the node's ports. Idempotent.
   void Release(const TaskNetwork& network);
   // The network a previous agent process prepared in `slot` for a task that still runs, for a
-  // restarted agent that re-adopts it: the slot is taken again and nothing is changed.
-  // FailedPrecondition when the slot is out of range or taken, or its namespace is gone.
-  Result<TaskNetwork> Adopt(int slot, const std::string& task);
+  // restarted agent that re-adopts it: the slot and the node's ports of `published` are taken
+  // again and their rules loaded afresh (Open flushed them). FailedPrecondition when the slot or
+  // a port is out of range or taken, or its namespace is gone.
+  Result<TaskNetwork> Adopt(int slot, const std::string& task,
+                            const std::vector<PublishedPort>& published = {});
   // Deletes every namespace and node-side veth of this prefix but those of `keep` (slots).
   void RemoveLeftovers(const std::vector<int>& keep) const;
 
@@ -118,6 +159,13 @@ class TaskNetworks {
   Status RunIp(const std::vector<std::string>& args, const std::string& batch = "") const;
   Status LoadChains() const;
   Status Hook(const std::string& table, const std::string& chain, const std::string& target) const;
+  // Loads the slot's chain of DNAT rules and its jump from -PORTS; removes both.
+  Status Publish(const TaskNetwork& network) const;
+  void Unpublish(int slot) const;
+  // Takes free node ports for `ports` (REQUIRES: mu_); ResourceExhausted when too few are free.
+  Result<std::vector<PublishedPort>> TakeHostPorts(const std::vector<PortSpec>& ports)
+      GPUPOOL_REQUIRES(mu_);
+  void FreeHostPorts(const std::vector<PublishedPort>& ports) GPUPOOL_REQUIRES(mu_);
   void Unhook(const std::string& table, const std::string& chain, const std::string& target) const;
   std::string Chain(const std::string& suffix) const;
 
@@ -127,17 +175,21 @@ class TaskNetworks {
   mutable Mutex mu_;
   std::vector<bool> used_ GPUPOOL_GUARDED_BY(mu_);
   int next_ GPUPOOL_GUARDED_BY(mu_) = 0;  // where the search for a free slot starts
+  std::vector<bool> host_ports_used_ GPUPOOL_GUARDED_BY(mu_);  // [published_first + i]
+  int next_host_port_ GPUPOOL_GUARDED_BY(mu_) = 0;
 };
 
 // One task's isolated network, released (the namespace deleted, the slot freed) when destroyed.
 class NetworkLease {
  public:
-  // Prepares a network from `networks` (REQUIRES: not null) for `task`.
+  // Prepares a network from `networks` (REQUIRES: not null) for `task`, publishing `ports`.
   static Result<std::unique_ptr<NetworkLease>> Take(std::shared_ptr<TaskNetworks> networks,
-                                                    const std::string& task);
+                                                    const std::string& task,
+                                                    const std::vector<PortSpec>& ports = {});
   // The network of a re-adopted task (TaskNetworks::Adopt).
-  static Result<std::unique_ptr<NetworkLease>> Adopt(std::shared_ptr<TaskNetworks> networks,
-                                                     int slot, const std::string& task);
+  static Result<std::unique_ptr<NetworkLease>> Adopt(
+      std::shared_ptr<TaskNetworks> networks, int slot, const std::string& task,
+      const std::vector<PublishedPort>& published = {});
   ~NetworkLease();
   NetworkLease(const NetworkLease&) = delete;
   NetworkLease& operator=(const NetworkLease&) = delete;

@@ -160,6 +160,87 @@ TEST_F(TaskNetworkTest, ANameServerInADeniedRangeAnswersOnPort53Only) {
   EXPECT_FALSE(std::filesystem::exists(a->resolv_conf));
 }
 
+TEST_F(TaskNetworkTest, APublishedPortIsReachedOnTheNodeByAnyoneButATask) {
+  options_.published_first = 31000 + getpid() % 1000;
+  options_.published_count = 3;
+  auto nets = TaskNetworks::Open(options_);
+  ASSERT_TRUE(nets.ok()) << nets.status().message();
+  nets_ = std::move(nets).value();
+  Listener placeholder("");  // a port of the task's own, free in its namespace as well
+  const int task_port = placeholder.port();
+  auto a = nets_->Prepare("task-a", {{"http", task_port, "tcp"}, {"", 9, "udp"}});
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_EQ(a->published.size(), 2u);
+  const int host_port = a->published[0].host_port;
+  EXPECT_EQ(host_port, options_.published_first);
+  EXPECT_EQ(a->published[1].host_port, options_.published_first + 1);
+  EXPECT_EQ(a->published[0].spec.name, "http");
+  auto b = nets_->Prepare("task-b");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  Listener in_task(a->netns_path, task_port);
+
+  // From outside, on the node's address: the task's listener, which sees the caller's address.
+  const std::string outside = "/run/netns/" + outside_ns_;
+  EXPECT_EQ(ConnectFrom(outside, "198.51.100.1", host_port), 0);
+  EXPECT_EQ(in_task.last_peer(), "198.51.100.2");
+  // From the node itself, on its public address.
+  const std::string public_address = NodeAddress(*ParseCidr(options_.subnet));
+  EXPECT_EQ(ConnectFrom("", public_address, host_port), 0);
+  // Another task: refused on the node's addresses as before, and the task's address is not
+  // reachable from outside on the declared port either (only the published one is).
+  EXPECT_NE(ConnectFrom(b->netns_path, public_address, host_port), 0);
+  EXPECT_NE(ConnectFrom(b->netns_path, b->gateway, host_port), 0);
+  EXPECT_NE(ConnectFrom(outside, a->address, task_port), 0);
+
+  // The range holds 3 ports: two are taken, so two more do not fit, and nothing is half-taken.
+  auto c = nets_->Prepare("task-c", {{"", 80, "tcp"}, {"", 81, "tcp"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(c.status().message().find("network.published_ports"), std::string::npos)
+      << c.status().message();
+  EXPECT_EQ(nets_->in_use(), 2);
+  // Bad ports are refused naming the port.
+  auto d = nets_->Prepare("task-d", {{"", 80, "sctp"}});
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("ports[0].protocol"), std::string::npos);
+
+  // A restarted agent: Open flushes the published ports, Adopt loads them again.
+  auto reopened = TaskNetworks::Open(options_, /*remove_leftovers=*/false);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().message();
+  nets_ = std::move(reopened).value();
+  EXPECT_NE(ConnectFrom(outside, "198.51.100.1", host_port), 0) << "flushed until adopted";
+  auto adopted = nets_->Adopt(a->slot, "task-a", a->published);
+  ASSERT_TRUE(adopted.ok()) << adopted.status().message();
+  EXPECT_EQ(adopted->published, a->published);
+  EXPECT_EQ(ConnectFrom(outside, "198.51.100.1", host_port), 0);
+  EXPECT_FALSE(nets_->Adopt(b->slot + 1, "task-x", a->published).ok()) << "its ports are taken";
+
+  // Released: the node's port answers no more, and is free for the next task.
+  nets_->Release(*adopted);
+  EXPECT_NE(ConnectFrom(outside, "198.51.100.1", host_port), 0);
+  auto e = nets_->Prepare("task-e", {{"", 80, "tcp"}});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  nets_->Release(*e);
+}
+
+TEST(PublishedPortTest, FormatsAndParsesAndRefusesNamingWhatIsWrong) {
+  const PublishedPort p{{"http", 8080, "tcp"}, 30001};
+  EXPECT_EQ(FormatPublishedPort(p), "8080/tcp:http=30001");
+  EXPECT_EQ(*ParsePublishedPort("8080/tcp:http=30001"), p);
+  EXPECT_EQ(ParsePublishedPort("53/udp")->spec.protocol, "udp");
+  EXPECT_EQ(ParsePublishedPort("80")->spec.protocol, "tcp");
+  EXPECT_FALSE(ParsePublishedPort("0/tcp").ok());
+  EXPECT_FALSE(ParsePublishedPort("80/tcp=70000").ok());
+  EXPECT_FALSE(ParsePublishedPort("http").ok());
+  EXPECT_FALSE(ParsePublishedPort("80/tcp:Bad").ok());
+  std::vector<PortSpec> twice = {{"a", 80, "tcp"}, {"b", 80, "tcp"}};
+  EXPECT_NE(CheckPorts(twice).message().find("ports[1]: 80/tcp is declared twice"),
+            std::string::npos);
+  twice[1].protocol = "udp";
+  EXPECT_TRUE(CheckPorts(twice).ok()) << "the same number over another protocol";
+  EXPECT_FALSE(CheckPorts(std::vector<PortSpec>(17, PortSpec{"", 1, "tcp"})).ok());
+}
+
 TEST(DefaultNameServersTest, LoopbackStubsGiveWayToTheUpstreamOnes) {
   const std::string path = ::testing::TempDir() + "/resolv.conf";
   std::ofstream(path) << "# comment\nnameserver 10.0.0.2\nnameserver 127.0.0.53\n"
