@@ -3,6 +3,8 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -440,9 +442,34 @@ Status ParseNetwork(const Reader& r, const YAML::Node& v, NetworkConfig* o) {
       GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &o->options.prefix));
     } else if (sub == "iface") {
       GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &o->options.iface));
+    } else if (sub == "published_ports") {
+      // "FIRST-LAST": the node's ports isolated tasks' declared ports are published on.
+      std::string range;
+      GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &range));
+      const size_t dash = range.find('-');
+      const auto number = [](const std::string& s) {
+        return !s.empty() && s.size() <= 5 &&
+                       std::all_of(s.begin(), s.end(),
+                                   [](unsigned char c) { return std::isdigit(c); })
+                   ? std::stoi(s)
+                   : -1;
+      };
+      const int first = dash == std::string::npos ? -1 : number(range.substr(0, dash));
+      const int last = dash == std::string::npos ? -1 : number(range.substr(dash + 1));
+      if (first < 1 || last > 65535 || last < first) {
+        return r.Error(n, full, "'" + range + "': want FIRST-LAST within 1..65535");
+      }
+      o->options.published_first = first;
+      o->options.published_count = last - first + 1;
+    } else if (sub == "advertise") {
+      GPUPOOL_RETURN_IF_ERROR(r.String(n, full, &o->advertise));
+      if (o->advertise.find_first_of(" \t@/") != std::string::npos || o->advertise.size() > 253) {
+        return r.Error(n, full, "'" + o->advertise + "': want a host name or address");
+      }
     } else {
       return r.Error(kv.first, full,
-                     "unknown key (expected isolated, default, subnet, deny, dns, prefix, iface)");
+                     "unknown key (expected isolated, default, subnet, deny, dns, prefix, iface, "
+                     "published_ports, advertise)");
     }
   }
   return Status::Ok();

@@ -23,6 +23,9 @@ struct NetworkConfig {
   // has none, not the node's.
   net::NetworkMode default_mode = net::NetworkMode::kNone;
   net::NetworkOptions options;
+  // The host name or address a task's published ports are reached on, as reported in its
+  // endpoints (Task.endpoints); empty = the node's name.
+  std::string advertise;
 };
 
 // The IPv4 addresses `scheduler` ("host:port" or a comma-separated list) resolves to, as /32

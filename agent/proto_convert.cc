@@ -99,6 +99,16 @@ void ToProto(const TaskStatus& t, int64_t epoch, v1::TaskUpdate* out) {
     out->mutable_pull()->set_bytes_done(t.pull_bytes_done);
     out->mutable_pull()->set_bytes_total(t.pull_bytes_total);
   }
+  if (t.phase == TaskPhase::kRunning) {
+    for (const TaskEndpoint& e : t.endpoints) {
+      v1::Endpoint* o = out->add_endpoints();
+      o->set_name(e.port.name);
+      o->set_port(static_cast<uint32_t>(e.port.port));
+      o->set_protocol(e.port.protocol);
+      o->set_host(e.host);
+      o->set_host_port(static_cast<uint32_t>(e.host_port));
+    }
+  }
 }
 
 TaskSpec FromProto(const v1::StartTask& s, const std::string& owner, const Inventory& inventory) {
@@ -119,6 +129,11 @@ TaskSpec FromProto(const v1::StartTask& s, const std::string& owner, const Inven
   spec.entrypoint.assign(s.entrypoint().begin(), s.entrypoint().end());
   spec.working_dir = s.working_dir();
   for (const v1::Volume& v : s.volumes()) spec.volumes[v.mount_path()] = v.dataset();
+  // Checked where they are published (net::TaskNetworks::Prepare); gpupoold checked them first.
+  for (const v1::Port& p : s.ports()) {
+    spec.ports.push_back({p.name(), p.port() > 65536 ? 65536 : static_cast<int>(p.port()),
+                          p.protocol().empty() ? "tcp" : p.protocol()});
+  }
   // The pull credential goes to the image store only: out of the task's environment.
   if (auto cred = spec.env.find(s.registry_credential_env());
       !s.registry_credential_env().empty() && cred != spec.env.end()) {

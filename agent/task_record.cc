@@ -93,6 +93,9 @@ std::string FormatTaskRecord(const TaskRecord& r) {
   if (r.mps) out << "mps=1\n";
   if (r.isolated_network) out << "isolated_network=1\n";
   if (r.network_slot >= 0) out << "network_slot=" << r.network_slot << "\n";
+  for (const net::PublishedPort& p : r.published) {
+    out << "published=" << net::FormatPublishedPort(p) << "\n";
+  }
   return out.str();
 }
 
@@ -173,6 +176,10 @@ Result<TaskRecord> ReadTaskRecord(const std::string& dir) {
       r.isolated_network = v == "1";
     } else if (k == "network_slot") {
       r.network_slot = v.empty() ? -1 : static_cast<int>(ToInt(v));
+    } else if (k == "published") {
+      // A line this agent cannot read leaves the port out: the task is adopted without it and
+      // its tenant reaches it no more, which its endpoints then say.
+      if (auto p = net::ParsePublishedPort(v); p.ok()) r.published.push_back(*p);
     } else if (k == "phase") {
       if (v == "ORPHAN_KILLED") {
         r.orphan_killed = true;

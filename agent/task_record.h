@@ -45,7 +45,8 @@ struct TaskRecord {
   std::string slice_key;        // a GPU slice's ledger ran for it
   bool mps = false;             // its grant was served by an MPS control daemon the agent ran
   bool isolated_network = false;
-  int network_slot = -1;  // isolated: its network's slot (net::TaskNetworks)
+  int network_slot = -1;                      // isolated: its network's slot (net::TaskNetworks)
+  std::vector<net::PublishedPort> published;  // … its declared ports and the node's they are on
   // Once it ended.
   std::optional<TaskPhase> phase;  // unset while it runs (or was never seen to end)
   int32_t exit_code = 0;

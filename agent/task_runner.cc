@@ -353,6 +353,9 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   }
   if (!start_error.empty()) {
     // Not started: nothing to launch.
+  } else if (const std::string why = PortsRefused(spec); !why.empty()) {
+    start_error = why;
+    start_exit = 126;
   } else if (options_.sandbox) {
     auto launched = LaunchSandboxed(task.get(), env, log_fd);
     if (launched.ok()) {
@@ -436,6 +439,7 @@ void TaskRunner::Supervise(Task* t, pid_t pid) {
   TaskStatus& st = t->status;
   st.pid = pid;
   st.phase = TaskPhase::kRunning;
+  st.endpoints = EndpointsOf(*t);
   if (t->spec.max_runtime_ms > 0) {
     t->runtime_deadline = options_.clock->MonotonicMicros() + t->spec.max_runtime_ms * 1000;
   }
@@ -473,9 +477,46 @@ TaskRecord TaskRunner::RecordOf(const Task& t) const {
   r.mps = options_.mps != nullptr && MpsManager::Serves(t.spec);
   r.isolated_network = t.network != nullptr || t.spec.network.value_or(options_.default_network) ==
                                                    net::NetworkMode::kIsolated;
-  if (t.network) r.network_slot = t.network->network().slot;
-  if (t.container) r.network_slot = t.container->network_slot();
+  if (t.network) {
+    r.network_slot = t.network->network().slot;
+    r.published = t.network->network().published;
+  }
+  if (t.container) {
+    r.network_slot = t.container->network_slot();
+    r.published = t.container->published();
+  }
   return r;
+}
+
+net::NetworkMode TaskRunner::NetworkFor(const TaskSpec& spec) const {
+  // Unconfined (no sandbox, no runtime) a task shares the node's network unless its pool asked
+  // for another, which then fails it (Spawn).
+  if (spec.image.empty() && !options_.containers && !options_.sandbox) {
+    return spec.network.value_or(net::NetworkMode::kHost);
+  }
+  return spec.network.value_or(options_.default_network);
+}
+
+std::string TaskRunner::PortsRefused(const TaskSpec& spec) const {
+  if (spec.ports.empty() || NetworkFor(spec) != net::NetworkMode::kNone) return "";
+  return "network: the task declares ports, and its network is none (nothing can reach it): "
+         "its pool needs network isolated or host (Pool.network; else the node's "
+         "network.default)";
+}
+
+std::vector<TaskEndpoint> TaskRunner::EndpointsOf(const Task& t) const {
+  const std::string& host =
+      options_.advertise_host.empty() ? t.spec.owner : options_.advertise_host;
+  std::vector<TaskEndpoint> out;
+  std::vector<net::PublishedPort> published;
+  if (t.network) published = t.network->network().published;
+  if (t.container) published = t.container->published();
+  for (const net::PublishedPort& p : published) out.push_back({p.spec, host, p.host_port});
+  if (out.empty() && NetworkFor(t.spec) == net::NetworkMode::kHost) {
+    // The node's own network: the task listens on the node's port itself.
+    for (const TaskPort& p : t.spec.ports) out.push_back({p, host, p.port});
+  }
+  return out;
 }
 
 void TaskRunner::WatchPid(Task* t, pid_t pid) {
@@ -548,7 +589,8 @@ Result<int> TaskRunner::LaunchSandboxed(Task* t, const std::map<std::string, std
     case net::NetworkMode::kIsolated: {
       if (!options_.networks)
         return Status::FailedPrecondition("network: " + options_.networks_off);
-      GPUPOOL_ASSIGN_OR_RETURN(t->network, net::NetworkLease::Take(options_.networks, req.name));
+      GPUPOOL_ASSIGN_OR_RETURN(t->network,
+                               net::NetworkLease::Take(options_.networks, req.name, spec.ports));
       req.netns_path = t->network->network().netns_path;
       req.resolv_conf = t->network->network().resolv_conf;
       break;
@@ -1016,6 +1058,7 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
       a.tenant_uid = r.mps;
       a.overlay = r.rootfs_overlay;
       a.network_slot = r.network_slot;
+      a.published = r.published;
       auto adopted = options_.containers->Adopt(a);
       if (adopted.ok()) {
         container = std::move(adopted).value();
@@ -1047,8 +1090,8 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
         // Its isolated network: the slot taken again, the namespace kept.
         if (!options_.networks) {
           why = "it has an isolated network and isolated networks are off now";
-        } else if (auto lease =
-                       net::NetworkLease::Adopt(options_.networks, r.network_slot, req.name);
+        } else if (auto lease = net::NetworkLease::Adopt(options_.networks, r.network_slot,
+                                                         req.name, r.published);
                    lease.ok()) {
           network = std::move(lease).value();
           out.kept_network_slots.push_back(r.network_slot);
@@ -1102,6 +1145,7 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
     st = StatusOf(r.spec);
     st.pid = r.pid;
     st.phase = TaskPhase::kRunning;
+    st.endpoints = EndpointsOf(*task);
     std::vector<std::string> uuids;
     for (const DeviceGrant& d : r.spec.devices) uuids.push_back(d.uuid);
     std::lock_guard lock(mu_);

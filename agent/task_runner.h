@@ -129,6 +129,9 @@ struct TaskSpec {
   // (TaskRunnerOptions::default_network). A task never runs less confined than its pool asks: an
   // isolated or no-network task fails where the node cannot give it that.
   std::optional<net::NetworkMode> network;
+  // The ports the task listens on (StartTask.ports): published in an isolated network, the
+  // node's own in the host network; a task in no network with ports fails.
+  std::vector<TaskPort> ports;
 };
 
 // What a sandboxed task used, read from its cgroup when it ended (zero without a sandbox).
@@ -164,6 +167,8 @@ struct TaskStatus {
   std::string pull_image;
   int64_t pull_bytes_done = 0;
   int64_t pull_bytes_total = 0;
+  // kRunning: where its declared ports are reached (TaskSpec.ports).
+  std::vector<TaskEndpoint> endpoints;
   bool terminal() const { return phase != TaskPhase::kRunning && phase != TaskPhase::kPulling; }
 };
 
@@ -212,6 +217,9 @@ struct TaskRunnerOptions {
   // For tasks whose pool names no network. A task that is not sandboxed (sandbox off, no image)
   // runs on the node's network unless its pool asked otherwise.
   net::NetworkMode default_network = net::NetworkMode::kNone;
+  // The node's address its tasks' published ports are reached on (network.advertise), in the
+  // endpoints it reports; empty = the node's name.
+  std::string advertise_host;
   // Told every task's process group while it runs (agent/lease_keeper.h): the keeper kills them
   // when the agent dies or its node lease lapses. null = tasks are not bound to the agent.
   std::shared_ptr<LeaseKeeper> lease_keeper;
@@ -342,6 +350,13 @@ class TaskRunner {
   // REQUIRES: mu_ held. What the task's `state` file records of it (task_record.h); also what
   // decides whether a restarted agent could re-adopt it.
   TaskRecord RecordOf(const Task& t) const;
+  // The network a task of `spec` runs in here: its pool's, else the node's default (a task with
+  // no sandbox and no runtime: the node's own).
+  net::NetworkMode NetworkFor(const TaskSpec& spec) const;
+  // Why a task of `spec` cannot publish its ports here (its network is none); "" when it can.
+  std::string PortsRefused(const TaskSpec& spec) const;
+  // Where a started task's declared ports are reached (TaskStatus::endpoints).
+  std::vector<TaskEndpoint> EndpointsOf(const Task& t) const;
   // REQUIRES: mu_ held. Watches `pid` through a pidfd on the supervisor's epoll.
   void WatchPid(Task* t, pid_t pid);
   // REQUIRES: mu_ held. Hands `st` to its owner's listener, or holds it until there is one.

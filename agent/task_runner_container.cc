@@ -92,6 +92,7 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
   req.device_files = spec.device_files;
   req.tenant_uid = options_.mps != nullptr && MpsManager::Serves(spec);
   req.network = spec.network.value_or(options_.default_network);
+  req.ports = spec.ports;
   req.on_pull_progress = [this, id, attempt, image = spec.image,
                           last = std::chrono::steady_clock::time_point{}](int64_t done,
                                                                           int64_t total) mutable {
@@ -106,12 +107,12 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
   std::map<std::string, std::string> env = spec.env;
   for (const auto& [k, v] : GrantEnv(spec)) env[k] = v;
 
-  std::string error;
+  std::string error = PortsRefused(spec);
   std::string slice_key;
   bool guarded = false;
   std::vector<std::string> uuids;
   for (const DeviceGrant& d : spec.devices) uuids.push_back(d.uuid);
-  if (options_.slices && SliceLedgers::Shared(spec)) {
+  if (error.empty() && options_.slices && SliceLedgers::Shared(spec)) {
     // The slice's ledger, its socket directory bound read-only at the same path in the container
     // and the interposer preloaded there (agent/oci/spec.h).
     auto slice_env = options_.slices->Start(req.id, abs_dir + "/ledger", "", spec);

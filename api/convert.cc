@@ -233,6 +233,7 @@ Result<TaskTemplate> TemplateFromProto(const v1::JobSpec& spec, std::string_view
     t.registry_credential = in.registry_credential();
   }
   GPUPOOL_RETURN_IF_ERROR(ContainerFieldsFromProto(in, field, &t));
+  GPUPOOL_ASSIGN_OR_RETURN(t.ports, PortsFromProto(in.ports(), FieldPath(field, "ports")));
   if (!in.has_resources()) {
     return Invalid(FieldPath(field, "resources"),
                    "exactly one of fractional, whole_gpus, mig, sku must be set");
@@ -325,6 +326,7 @@ void ToProto(const JobSpec& s, v1::JobSpec* out) {
   for (const std::string& a : s.task_template.entrypoint) t->add_entrypoint(a);
   t->set_working_dir(s.task_template.working_dir);
   VolumesToProto(s.task_template.volumes, t->mutable_volumes());
+  PortsToProto(s.task_template.ports, t->mutable_ports());
   t->mutable_env()->insert(s.task_template.env.begin(), s.task_template.env.end());
   // Secret values never leave the server through the API: the names show what was set.
   for (const auto& [k, v] : s.task_template.secret_env) (*t->mutable_secret_env())[k] = kRedacted;
@@ -392,6 +394,7 @@ void ToProto(const TaskRecord& t, v1::Task* out) {
     p->set_bytes_done(t.pull.bytes_done);
     p->set_bytes_total(t.pull.bytes_total);
   }
+  if (t.state == TaskState::kRunning) EndpointsToProto(t.endpoints, out->mutable_endpoints());
   if (t.usage != TaskUsageRecord{}) {
     v1::TaskUsage* u = out->mutable_usage();
     u->set_cpu_usage_us(t.usage.cpu_usage_us);
@@ -470,6 +473,51 @@ std::optional<TaskState> FromProto(v1::TaskState s) {
     return static_cast<TaskState>(static_cast<int>(s));
   }
   return std::nullopt;
+}
+
+Result<std::vector<TaskPort>> PortsFromProto(const google::protobuf::RepeatedPtrField<v1::Port>& in,
+                                             std::string_view field) {
+  std::vector<TaskPort> ports;
+  if (in.size() > kMaxTaskPorts) {
+    return Invalid(field, "at most " + std::to_string(kMaxTaskPorts) + " ports, got " +
+                              std::to_string(in.size()));
+  }
+  for (int i = 0; i < in.size(); ++i) {
+    const v1::Port& p = in.Get(i);
+    if (p.port() < 1 || p.port() > 65535) {
+      return Invalid(std::string(field) + "[" + std::to_string(i) + "].port",
+                     "must be 1..65535, got " + std::to_string(p.port()));
+    }
+    TaskPort port;
+    port.name = p.name();
+    port.port = static_cast<int>(p.port());
+    port.protocol = p.protocol().empty() ? "tcp" : p.protocol();
+    ports.push_back(std::move(port));
+  }
+  GPUPOOL_RETURN_IF_ERROR(CheckTaskPorts(ports, std::string(field)));
+  return ports;
+}
+
+void PortsToProto(const std::vector<TaskPort>& ports,
+                  google::protobuf::RepeatedPtrField<v1::Port>* out) {
+  for (const TaskPort& p : ports) {
+    v1::Port* o = out->Add();
+    o->set_port(static_cast<uint32_t>(p.port));
+    o->set_protocol(p.protocol);
+    o->set_name(p.name);
+  }
+}
+
+void EndpointsToProto(const std::vector<TaskEndpoint>& endpoints,
+                      google::protobuf::RepeatedPtrField<v1::Endpoint>* out) {
+  for (const TaskEndpoint& e : endpoints) {
+    v1::Endpoint* o = out->Add();
+    o->set_name(e.port.name);
+    o->set_port(static_cast<uint32_t>(e.port.port));
+    o->set_protocol(e.port.protocol);
+    o->set_host(e.host);
+    o->set_host_port(static_cast<uint32_t>(e.host_port));
+  }
 }
 
 void VolumesToProto(const std::map<std::string, std::string>& volumes,

@@ -132,6 +132,14 @@ Result<std::vector<NodeImage>> NodeImagesFromProto(const v1::ImageCache& cache);
 // A task's volumes (mount path → dataset, "" = scratch), as TaskTemplate and StartTask carry them.
 void VolumesToProto(const std::map<std::string, std::string>& volumes,
                     google::protobuf::RepeatedPtrField<v1::Volume>* out);
+// A task's ports (TaskTemplate.ports, StartTask.ports): an empty protocol is "tcp"; each is
+// checked (pool/ports.h), InvalidArgument naming `field`[i]. And back.
+Result<std::vector<TaskPort>> PortsFromProto(const google::protobuf::RepeatedPtrField<v1::Port>& in,
+                                             std::string_view field);
+void PortsToProto(const std::vector<TaskPort>& ports,
+                  google::protobuf::RepeatedPtrField<v1::Port>* out);
+void EndpointsToProto(const std::vector<TaskEndpoint>& endpoints,
+                      google::protobuf::RepeatedPtrField<v1::Endpoint>* out);
 void ToProto(const RegistrationResult& r, v1::RegisterAck* out);
 void ToProto(const StartTaskCommand& cmd, v1::StartTask* out);
 void ToProto(const StopTaskCommand& cmd, v1::StopTask* out);

@@ -223,6 +223,35 @@ Result<TaskReport> TaskReportFromProto(const std::string& node, const v1::TaskUp
   }
   r.usage = {in.cpu_usage_us(), in.peak_memory_bytes(), in.oom_kills(), in.spill_mib_seconds()};
   r.lease_expired = in.lease_expired();
+  if (in.endpoints_size() > 0) {
+    // Where a task's ports are published: shown to its tenant and stored with the task.
+    if (r.state != TaskState::kRunning)
+      return Invalid("task_update.endpoints", "only with RUNNING");
+    if (in.endpoints_size() > kMaxTaskPorts) {
+      return Invalid("task_update.endpoints", "at most " + std::to_string(kMaxTaskPorts));
+    }
+    std::vector<TaskPort> ports;
+    for (int i = 0; i < in.endpoints_size(); ++i) {
+      const v1::Endpoint& e = in.endpoints(i);
+      const std::string at = Index("task_update.endpoints", i);
+      if (e.host().empty() || e.host().size() > 253 ||
+          e.host().find_first_of(" @\t\n") != std::string::npos) {
+        return Invalid(FieldPath(at, "host"), "want a host name or address of 1..253 bytes");
+      }
+      if (e.host_port() < 1 || e.host_port() > 65535) {
+        return Invalid(FieldPath(at, "host_port"), "must be 1..65535");
+      }
+      TaskEndpoint endpoint;
+      endpoint.port.name = e.name();
+      endpoint.port.port = e.port() > 65536 ? 65536 : static_cast<int>(e.port());
+      endpoint.port.protocol = e.protocol();
+      endpoint.host = e.host();
+      endpoint.host_port = static_cast<int>(e.host_port());
+      ports.push_back(endpoint.port);
+      r.endpoints.push_back(std::move(endpoint));
+    }
+    GPUPOOL_RETURN_IF_ERROR(CheckTaskPorts(ports, "task_update.endpoints"));
+  }
   return r;
 }
 
@@ -265,6 +294,7 @@ void ToProto(const StartTaskCommand& c, v1::StartTask* out) {
   for (const std::string& a : c.entrypoint) out->add_entrypoint(a);
   out->set_working_dir(c.working_dir);
   VolumesToProto(c.volumes, out->mutable_volumes());
+  PortsToProto(c.ports, out->mutable_ports());
   out->set_network(ToProto(c.network));
 }
 

@@ -109,7 +109,10 @@ Task networks (config `network: {isolated: false, default: none, subnet: 10.213.
 (its own namespace and address, outbound through NAT; the node, other tasks, link-local metadata,
 gpupoold's addresses and `deny` refused; needs `isolated: true`, root, iproute2 and iptables) or
 `host` (the node's network; an admin's choice). A task never runs less confined than its pool
-asks: where the node cannot, it fails with the reason.
+asks: where the node cannot, it fails with the reason. A task's declared ports (TaskTemplate.ports)
+are published on ports of the node's from `network.published_ports` (default 30000-32767), for
+anything but another task, and reported as endpoints at `network.advertise` (default: the node's
+name).
 
 VRAM scrub (config `vram_scrub: true`): before a device goes to a task of another tenant, its
 free memory is zeroed and verified (CUDA driver API via libcuda.so.1; simulated: a file per device
@@ -430,6 +433,7 @@ int Run(int argc, char** argv) {
     }
   }
   ro.default_network = config.network.default_mode;
+  ro.advertise_host = config.network.advertise;
   if (!config.network.isolated) {
     ro.networks_off = "off (network.isolated: false)";
   } else if (!ro.sandbox) {

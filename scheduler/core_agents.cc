@@ -218,12 +218,14 @@ void Core::OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>&
 
 // RUNNING is not an end: memory moves on at once and the row follows (written again from memory
 // if the store refuses it). Nothing is acknowledged to a client by it.
-void Core::State::MarkRunning(JobEntry& job, int32_t index, const std::string& task_id) {
+void Core::State::MarkRunning(JobEntry& job, int32_t index, const std::string& task_id,
+                              const std::vector<TaskEndpoint>& endpoints) {
   TaskRecord& t = job.task(index).rec;
   if (t.state == TaskState::kRunning) return;
   std::vector<Mutation> batch;
   t.state = TaskState::kRunning;
-  t.pull = {};  // pulled
+  t.pull = {};              // pulled
+  t.endpoints = endpoints;  // stored with RUNNING
   t.started_us = clock->NowMicros();
   jobs.Reindex(job, index);
   t.reason = "running on " + t.node;
@@ -291,7 +293,9 @@ void Core::OnTaskReport(const TaskReport& r) {
   }
   if (rt.changing) return;  // its end is being stored already
   if (r.state == TaskState::kScheduled) return NotePull(*job, index, r);
-  if (r.state == TaskState::kRunning) return s_->MarkRunning(*job, index, r.task_id);
+  if (r.state == TaskState::kRunning) {
+    return s_->MarkRunning(*job, index, r.task_id, r.endpoints);
+  }
   // An end: planned now, applied once stored (core_change.cc).
   TaskChange change = s_->PlanEnd(*job, index, r);
   change.after.usage = r.usage;  // the ended attempt's, kept with the task (also when requeued)

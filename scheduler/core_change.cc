@@ -88,6 +88,7 @@ TaskChange Core::State::PlanRequeue(const JobEntry& job, int32_t index, const st
   t.scheduled_us = t.started_us = t.finished_us = 0;
   t.pending = {PendingCode::kQueued, "", {}};
   t.pull = {};
+  t.endpoints.clear();
   c.transition = std::move(transition);
   return c;
 }

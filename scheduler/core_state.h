@@ -305,7 +305,8 @@ struct Core::State {
   Status PrepareRegistration(NodeRecord& n) const;
   Status ForgetNodeRoom(PoolEntry& pool, const std::string& name);
   void RecommitTasks(Core* core, PoolEntry& pool, const std::string& name);
-  void MarkRunning(JobEntry& job, int32_t index, const std::string& task_id);
+  void MarkRunning(JobEntry& job, int32_t index, const std::string& task_id,
+                   const std::vector<TaskEndpoint>& endpoints = {});
   TaskChange PlanEnd(const JobEntry& job, int32_t index, const TaskReport& r) const;
 
   // Node states (core_nodes.cc): a drain planned, the stored change applied.

@@ -43,6 +43,7 @@ struct StartTaskCommand {
   std::vector<std::string> entrypoint;  // replaces the image's (empty = the image's)
   std::string working_dir;              // empty = the image's
   std::map<std::string, std::string> volumes;       // mount path → dataset ("" = scratch)
+  std::vector<TaskPort> ports;                      // published by the node
   TaskNetwork network = TaskNetwork::kNodeDefault;  // the pool's
 };
 

@@ -29,6 +29,7 @@ StartTaskCommand Dispatcher::BuildStart(const JobEntry& job, int32_t index, cons
   cmd.entrypoint = spec.task_template.entrypoint;
   cmd.working_dir = spec.task_template.working_dir;
   cmd.volumes = spec.task_template.volumes;
+  cmd.ports = spec.task_template.ports;
   cmd.env = spec.task_template.env;
   for (const auto& [k, v] : spec.task_template.secret_env) cmd.env[k] = v;  // only to the agent
   cmd.max_runtime_ms = spec.max_runtime_ms;

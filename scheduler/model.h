@@ -18,6 +18,7 @@
 #include "placement/verdict.h"
 #include "pool/capabilities.h"
 #include "pool/inventory.h"
+#include "pool/ports.h"
 #include "pool/resources.h"
 
 namespace gpupool {
@@ -102,6 +103,8 @@ struct TaskTemplate {
   std::vector<std::string> entrypoint;
   std::string working_dir;
   std::map<std::string, std::string> volumes;
+  // The ports the task listens on (pool/ports.h checks them); published by its node.
+  std::vector<TaskPort> ports;
   ResourceRequest resources;
   friend bool operator==(const TaskTemplate&, const TaskTemplate&) = default;
 };
@@ -203,6 +206,9 @@ struct TaskRecord {
   PendingVerdict pending;               // not stored: why it waits, while PENDING
   TaskUsageRecord usage;                // of the last attempt that ended (sandboxed tasks)
   PullProgress pull;                    // not stored: its node's image pull, while SCHEDULED
+  // Where its declared ports are reached, as its node reported them with RUNNING (stored; the
+  // API shows them while RUNNING; cleared when it is requeued).
+  std::vector<TaskEndpoint> endpoints;
   // The pull to show: the current attempt's, while the task waits SCHEDULED for its node.
   bool Pulling() const { return state == TaskState::kScheduled && pull.attempt == attempt; }
   friend bool operator==(const TaskRecord&, const TaskRecord&) = default;

@@ -56,6 +56,8 @@ struct TaskReport {
   bool lease_expired = false;  // stopped by its agent because the node lease lapsed
   // state kScheduled: not an end but the progress of its image pull (pull.attempt unset).
   PullProgress pull;
+  // state kRunning: where its declared ports are reached.
+  std::vector<TaskEndpoint> endpoints;
 };
 
 // The answer to a heartbeat (scheduler/node_lease.h): the node's lease is renewed, or the node

@@ -591,6 +591,15 @@ ALTER TABLE pools
   ADD COLUMN compute_fair boolean NOT NULL DEFAULT false;
 )sql";
 
+// Issue 25: the ports a job's tasks listen on (TaskTemplate.ports, "8080/tcp:http") and where
+// a running task's are published ("8080/tcp:http=30001@node-3", pool/ports.h).
+constexpr std::string_view kV32 = R"sql(
+ALTER TABLE jobs
+  ADD COLUMN ports text[] NOT NULL DEFAULT '{}';
+ALTER TABLE tasks
+  ADD COLUMN endpoints text[] NOT NULL DEFAULT '{}';
+)sql";
+
 // Registry credentials kept once per tenant (scheduler/registry_credentials.h); the secret is
 // sealed at rest (store/pg_secrets.h).
 constexpr std::string_view kV31 = R"sql(
@@ -636,6 +645,7 @@ constexpr Migration kMigrations[] = {
     {29, "images pinned to a pool's nodes", kV29},
     {30, "fair compute sharing of a pool's slices", kV30},
     {31, "registry credentials kept per tenant", kV31},
+    {32, "a task's declared ports and where they are published", kV32},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},

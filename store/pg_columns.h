@@ -8,12 +8,12 @@
   "max_retries, labels, command, env, req_shape, req_milli_tflops, req_vram_mib, "       \
   "req_gpu_count, req_models, req_mig_profile, req_sku, req_cpu_milli, req_memory_mib, " \
   "state, reason, submit_us, finish_us, idempotency_key, request_digest, secret_env, "   \
-  "submitted_by, image, registry_credential, entrypoint, working_dir, volumes"
+  "submitted_by, image, registry_credential, entrypoint, working_dir, volumes, ports"
 #define GP_TASK_COLS                                                                     \
   "job_id, idx, state, node, attempt, exit_code, reason, scheduled_us, started_us, "     \
   "finished_us, stop_intent, preempted_by_job, preempted_by_idx, preempt_rule, "         \
   "preempt_reserved, usage_cpu_us, usage_peak_memory_bytes, usage_oom_kills, "          \
-  "usage_spill_mib_seconds"
+  "usage_spill_mib_seconds, endpoints"
 #define GP_ALLOC_COLS "job_id, idx, pos, device_id, milli_tflops, vram_mib, slots, exclusive"
 #define GP_EVENT_COLS "time_us, kind, subject, message"
 #define GP_POOL_COLS                                                                           \

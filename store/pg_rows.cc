@@ -181,6 +181,13 @@ Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::re
     s.task_template.entrypoint = TextArray(r[31]);
     s.task_template.working_dir = r[32].c_str();
     s.task_template.volumes = PairMap(r[33]);
+    for (const std::string& text : TextArray(r[34])) {
+      auto port = ParseTaskPort(text);
+      if (!port.ok()) {
+        return Status::Internal("job " + std::to_string(j.id) + ": " + port.status().message());
+      }
+      s.task_template.ports.push_back(*port);
+    }
     out.push_back(std::move(j));
   }
   // Tasks and allocations come sorted by (job_id, idx[, pos]); walk them alongside the jobs.
@@ -207,6 +214,14 @@ Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::re
                              Enum(r[13], &ParsePreemptRule, "preemption rule"));
     t.preempted_by.reserved = r[14].as<bool>();
     t.usage = {r[15].as<int64_t>(), r[16].as<int64_t>(), r[17].as<int64_t>(), r[18].as<int64_t>()};
+    for (const std::string& text : TextArray(r[19])) {
+      auto endpoint = ParseTaskEndpoint(text);
+      if (!endpoint.ok()) {
+        return Status::Internal("task " + std::to_string(job_id) + "." + std::to_string(t.index) +
+                                ": " + endpoint.status().message());
+      }
+      t.endpoints.push_back(*endpoint);
+    }
     out[ji].tasks.push_back(std::move(t));
   }
   ji = 0;

@@ -66,6 +66,12 @@ void AppendAllocations(std::string* rows, const TaskRecord& t) {
   }
 }
 
+std::vector<std::string> EndpointTexts(const TaskRecord& t) {
+  std::vector<std::string> out;
+  for (const TaskEndpoint& e : t.endpoints) out.push_back(FormatTaskEndpoint(e));
+  return out;
+}
+
 // The typed stop and preemption facts of a task, in GP_TASK_COLS order after finished_us.
 void AppendStopFacts(std::string* o, const TaskRecord& t) {
   Q(o, ToString(t.stop)), C(o), N(o, t.preempted_by.job_id), C(o);
@@ -209,7 +215,10 @@ void GroupSql::Insert(const JobRecord& j) {
   C(o), Q(o, s.submitted_by), C(o);
   Q(o, s.task_template.image), C(o), Q(o, s.task_template.registry_credential), C(o);
   Arr(o, s.task_template.entrypoint), C(o), Q(o, s.task_template.working_dir), C(o);
-  Pairs(o, s.task_template.volumes);
+  Pairs(o, s.task_template.volumes), C(o);
+  std::vector<std::string> ports;
+  for (const TaskPort& p : s.task_template.ports) ports.push_back(FormatTaskPort(p));
+  Arr(o, ports);
   o->push_back(')');
   if (!s.idempotency_key.empty()) {
     if (!idempotency_keys_.empty()) idempotency_keys_ += ',';
@@ -226,7 +235,8 @@ void GroupSql::Insert(const JobRecord& j) {
     N(o, t.scheduled_us), C(o), N(o, t.started_us), C(o), N(o, t.finished_us), C(o);
     AppendStopFacts(o, t);
     C(o), N(o, t.usage.cpu_usage_us), C(o), N(o, t.usage.peak_memory_bytes), C(o);
-    N(o, t.usage.oom_kills), C(o), N(o, t.usage.spill_mib_seconds);
+    N(o, t.usage.oom_kills), C(o), N(o, t.usage.spill_mib_seconds), C(o);
+    Arr(o, EndpointTexts(t));
     o->push_back(')');
     AppendAllocations(&allocs_, t);
   }
@@ -291,6 +301,8 @@ void GroupSql::Update(const UpdateTask& m) {
   N(o, t.usage.oom_kills);
   *o += ", usage_spill_mib_seconds=";
   N(o, t.usage.spill_mib_seconds);
+  *o += ", endpoints=";
+  Arr(o, EndpointTexts(t));
   *o += " WHERE " + key + " RETURNING 1) ";
   Require(o, "EXISTS (SELECT 1 FROM u)", "GPN01", TaskNotFoundMessage(t.job_id, t.index));
   *o += "DELETE FROM allocations WHERE " + key + ";\n";

@@ -90,6 +90,7 @@ void CheckTask(const TaskRecord& task, TextChecker& t) {
   t("task.node", task.node);
   t("task.reason", task.reason);
   for (const auto& a : task.allocations) t("allocation.device_id", a.device_id);
+  for (const auto& e : task.endpoints) t("task.endpoints", e.host);
 }
 
 Status CheckInsertJob(const JobRecord& j, TextChecker& t) {
@@ -108,6 +109,7 @@ Status CheckInsertJob(const JobRecord& j, TextChecker& t) {
     CheckTask(task, t);
   }
   CheckJob(j, t);
+  GPUPOOL_RETURN_IF_ERROR(CheckTaskPorts(j.spec.task_template.ports, "job.ports"));
   return Status::Ok();
 }
 

@@ -95,84 +95,28 @@ Status RunStep(const std::vector<std::string>& argv, int pass_fd = -1, std::stri
   return Status::Ok();
 }
 
-bool ValidPortName(const std::string& s) {
-  if (s.empty() || s.size() > 15 || !std::islower(static_cast<unsigned char>(s[0]))) return false;
-  return std::all_of(s.begin(), s.end(), [](unsigned char c) {
-    return std::islower(c) || std::isdigit(c) || c == '-';
-  });
-}
-
-bool AllDigits(const std::string& s) {
-  return !s.empty() && s.size() <= 5 &&
-         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
-}
-
 }  // namespace
 
-Status CheckPorts(const std::vector<PortSpec>& ports) {
-  if (ports.size() > static_cast<size_t>(kMaxPortsPerTask)) {
-    return Status::InvalidArgument("ports: at most " + std::to_string(kMaxPortsPerTask) +
-                                   " per task, got " + std::to_string(ports.size()));
-  }
-  for (size_t i = 0; i < ports.size(); ++i) {
-    const PortSpec& p = ports[i];
-    const std::string field = "ports[" + std::to_string(i) + "]";
-    if (p.port < 1 || p.port > 65535) {
-      return Status::InvalidArgument(field + ".port: must be 1..65535, got " +
-                                     std::to_string(p.port));
-    }
-    if (p.protocol != "tcp" && p.protocol != "udp") {
-      return Status::InvalidArgument(field + ".protocol: want tcp or udp, got '" + p.protocol +
-                                     "'");
-    }
-    if (!p.name.empty() && !ValidPortName(p.name)) {
-      return Status::InvalidArgument(field + ".name '" + p.name +
-                                     "': want [a-z][a-z0-9-]*, at most 15 characters");
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if (ports[j].port == p.port && ports[j].protocol == p.protocol) {
-        return Status::InvalidArgument(field + ": " + std::to_string(p.port) + "/" + p.protocol +
-                                       " is declared twice");
-      }
-      if (!p.name.empty() && ports[j].name == p.name) {
-        return Status::InvalidArgument(field + ".name '" + p.name + "' is used twice");
-      }
-    }
-  }
-  return Status::Ok();
-}
-
 std::string FormatPublishedPort(const PublishedPort& p) {
-  std::string out = std::to_string(p.spec.port) + "/" + p.spec.protocol;
-  if (!p.spec.name.empty()) out += ":" + p.spec.name;
+  std::string out = FormatTaskPort(p.spec);
   if (p.host_port > 0) out += "=" + std::to_string(p.host_port);
   return out;
 }
 
 Result<PublishedPort> ParsePublishedPort(const std::string& text) {
-  const auto bad = [&](const std::string& why) {
-    return Status::InvalidArgument("port '" + text + "': " + why);
-  };
   PublishedPort p;
-  std::string rest = text;
-  if (const size_t eq = rest.find('='); eq != std::string::npos) {
-    const std::string host = rest.substr(eq + 1);
-    if (!AllDigits(host) || std::stoi(host) < 1 || std::stoi(host) > 65535) {
-      return bad("the node's port must be 1..65535");
+  const size_t eq = text.find('=');
+  if (eq != std::string::npos) {
+    const std::string host = text.substr(eq + 1);
+    const bool digits =
+        !host.empty() && host.size() <= 5 &&
+        std::all_of(host.begin(), host.end(), [](unsigned char c) { return std::isdigit(c); });
+    if (!digits || std::stoi(host) < 1 || std::stoi(host) > 65535) {
+      return Status::InvalidArgument("port '" + text + "': the node's port must be 1..65535");
     }
     p.host_port = std::stoi(host);
-    rest = rest.substr(0, eq);
   }
-  if (const size_t colon = rest.find(':'); colon != std::string::npos) {
-    p.spec.name = rest.substr(colon + 1);
-    rest = rest.substr(0, colon);
-  }
-  const size_t slash = rest.find('/');
-  const std::string port = rest.substr(0, slash);
-  if (!AllDigits(port)) return bad("want PORT[/PROTOCOL][:NAME]");
-  p.spec.port = std::stoi(port);
-  p.spec.protocol = slash == std::string::npos ? "tcp" : rest.substr(slash + 1);
-  GPUPOOL_RETURN_IF_ERROR(CheckPorts({p.spec}));
+  GPUPOOL_ASSIGN_OR_RETURN(p.spec, ParseTaskPort(text.substr(0, eq)));
   return p;
 }
 
@@ -519,7 +463,7 @@ Status TaskNetworks::RunIp(const std::vector<std::string>& args, const std::stri
 
 Result<TaskNetwork> TaskNetworks::Prepare(const std::string& task,
                                           const std::vector<PortSpec>& ports) {
-  GPUPOOL_RETURN_IF_ERROR(CheckPorts(ports));
+  GPUPOOL_RETURN_IF_ERROR(CheckTaskPorts(ports));
   TaskNetwork n;
   {
     MutexLock lock(&mu_);

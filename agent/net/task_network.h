@@ -41,6 +41,7 @@
 
 #include "base/mutex.h"
 #include "base/status.h"
+#include "pool/ports.h"
 
 namespace gpupool::agent::net {
 
@@ -61,13 +62,8 @@ struct Cidr {
 Result<Cidr> ParseCidr(const std::string& text);
 std::string FormatIpv4(uint32_t address);  // host order
 
-// A port a task declares (TaskTemplate.ports).
-struct PortSpec {
-  std::string name;              // optional, for people and services: [a-z][a-z0-9-]*, at most 15
-  int port = 0;                  // 1..65535, in the task's network namespace
-  std::string protocol = "tcp";  // "tcp" or "udp"
-  friend bool operator==(const PortSpec&, const PortSpec&) = default;
-};
+// A port a task declares (TaskTemplate.ports; pool/ports.h checks it).
+using PortSpec = TaskPort;
 
 // A declared port and the node's port it is published on.
 struct PublishedPort {
@@ -76,11 +72,7 @@ struct PublishedPort {
   friend bool operator==(const PublishedPort&, const PublishedPort&) = default;
 };
 
-// At most this many ports per task; InvalidArgument naming the port otherwise.
-inline constexpr int kMaxPortsPerTask = 16;
-Status CheckPorts(const std::vector<PortSpec>& ports);
-// "8080/tcp" or "8080/tcp=30001", with ":name" before the '=' when named ("8080/tcp:http=30001")
-// and back (task records).
+// FormatTaskPort's "8080/tcp:http" with "=<node's port>" (task records), and back.
 std::string FormatPublishedPort(const PublishedPort& p);
 Result<PublishedPort> ParsePublishedPort(const std::string& text);
 

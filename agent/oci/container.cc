@@ -178,8 +178,9 @@ Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Adopt(
   c->rootfs_.path = a.overlay ? a.task_dir + "/rootfs" : c->lease_.image().rootfs;
   if (a.network_slot >= 0) {
     if (!options_.networks) return Status::FailedPrecondition("network: isolated networks are off");
-    GPUPOOL_ASSIGN_OR_RETURN(c->network_,
-                             net::NetworkLease::Adopt(options_.networks, a.network_slot, a.id));
+    GPUPOOL_ASSIGN_OR_RETURN(
+        c->network_,
+        net::NetworkLease::Adopt(options_.networks, a.network_slot, a.id, a.published));
   }
   return c;
 }
@@ -275,7 +276,7 @@ Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Prepare(
           "network: isolated: this node offers no isolated task networks (network.isolated is "
           "off, or could not be set up: see the agent's log)");
     }
-    auto lease = net::NetworkLease::Take(options_.networks, request.id);
+    auto lease = net::NetworkLease::Take(options_.networks, request.id, request.ports);
     if (!lease.ok()) return lease.status();
     c->network_ = std::move(lease).value();
     in.netns_path = c->network_->network().netns_path;

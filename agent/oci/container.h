@@ -78,9 +78,10 @@ struct ContainerRequest {
   std::string interposer_socket;
   std::vector<BindMount> volumes;
   Network network = Network::kNone;
-  std::string netns_path;   // kIsolated: a prepared namespace; empty = one from the factory's
-  bool seccomp = true;      // false only where the caller can say why (tests' control runs)
-  bool tenant_uid = false;  // an MPS client: the tenant's shared uid (sandbox::UidMap)
+  std::string netns_path;       // kIsolated: a prepared namespace; empty = one from the factory's
+  std::vector<TaskPort> ports;  // kIsolated with a namespace of the factory's: published
+  bool seccomp = true;          // false only where the caller can say why (tests' control runs)
+  bool tenant_uid = false;      // an MPS client: the tenant's shared uid (sandbox::UidMap)
 };
 
 // A container a previous agent process prepared and whose shim still runs, for a restarted agent
@@ -94,6 +95,7 @@ struct AdoptedContainer {
   bool tenant_uid = false;      // … its tenant's shared uid (an MPS client)
   bool overlay = false;         // its root file system is an overlay mounted at <task_dir>/rootfs
   int network_slot = -1;        // isolated: its network's slot, taken again (-1: none)
+  std::vector<net::PublishedPort> published;  // … and its published ports, published again
 };
 
 class PreparedContainer {
@@ -115,6 +117,10 @@ class PreparedContainer {
   const std::string& image_digest() const { return lease_.image().manifest_digest; }
   // Its isolated network's slot, -1 without one.
   int network_slot() const { return network_ ? network_->network().slot : -1; }
+  // Its declared ports and the node's ports they are published on (isolated networks).
+  std::vector<net::PublishedPort> published() const {
+    return network_ ? network_->network().published : std::vector<net::PublishedPort>{};
+  }
   void Release();
   // Lets go without releasing anything: the container runs on for the next agent process,
   // which adopts it. Its uid, mounts, image and network stay.

@@ -69,6 +69,12 @@ void PrintJob(std::ostream& out, const v1::Job& job) {
                (v.dataset().empty() ? " (scratch)" : "=" + v.dataset() + " (read-only)");
   }
   if (!volumes.empty()) fields.emplace_back("Volumes", volumes);
+  std::string ports;
+  for (const v1::Port& p : tmpl.ports()) {
+    ports += (ports.empty() ? "" : ", ") + std::to_string(p.port()) + "/" + p.protocol() +
+             (p.name().empty() ? "" : " (" + p.name() + ")");
+  }
+  if (!ports.empty()) fields.emplace_back("Ports", ports);
   if (s.has_max_runtime()) {
     fields.emplace_back("Max runtime", FormatDurationMs(s.max_runtime().seconds() * 1000 +
                                                         s.max_runtime().nanos() / 1'000'000));
@@ -113,6 +119,12 @@ void PrintJob(std::ostream& out, const v1::Job& job) {
           p.bytes_total() > 0 ? static_cast<int>(100 * p.bytes_done() / p.bytes_total()) : 0);
       out << "task " << task.id() << " pulling " << p.image() << " on " << task.node() << ": "
           << line << '\n';
+    }
+    for (const v1::Endpoint& e : task.endpoints()) {
+      // Where its node publishes a declared port (docs/network.md, "Published ports").
+      out << "task " << task.id() << " port " << e.port() << "/" << e.protocol()
+          << (e.name().empty() ? "" : " (" + e.name() + ")") << " at " << e.host() << ":"
+          << e.host_port() << '\n';
     }
     if (task.has_last_preemption()) {
       out << "task " << task.id() << " last preempted by task " << task.last_preemption().by_task()

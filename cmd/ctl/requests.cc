@@ -7,6 +7,7 @@
 
 #include "cmd/ctl/format.h"
 #include "cmd/ctl/units.h"
+#include "pool/ports.h"
 #include "pool/resources.h"
 
 namespace gpupool::ctl {
@@ -187,6 +188,9 @@ const std::vector<FlagSpec>& SubmitFlags() {
       {"volume", 0, FlagKind::kRepeated, "PATH[=DATASET]",
        "with --image: mount the node's dataset DATASET read-only at PATH, or without =DATASET a "
        "scratch directory, writable and removed with the task"},
+      {"port", 0, FlagKind::kRepeated, "PORT[/PROTOCOL][:NAME]",
+       "a port each task listens on (tcp unless /udp), published on a port of its node's in an "
+       "isolated network; `jobs get` shows where (docs/network.md, \"Published ports\")"},
       {"env", 0, FlagKind::kRepeated, "KEY=VALUE", "environment variable of each task"},
       {"secret-env", 0, FlagKind::kRepeated, "KEY=VALUE",
        "like --env, but the value is never shown by the API nor logged (e.g. a token)"},
@@ -300,6 +304,14 @@ Status ApplySubmitFlags(const ParsedArgs& a, v1::JobSpec* spec) {
     v1::Volume* vol = tmpl->add_volumes();
     vol->set_mount_path(v.substr(0, eq));
     if (eq != std::string::npos) vol->set_dataset(v.substr(eq + 1));
+  }
+  for (const std::string& text : a.GetAll("port")) {
+    auto port = ParseTaskPort(text);
+    if (!port.ok()) return Status::InvalidArgument("--port: " + port.status().message());
+    v1::Port* p = tmpl->add_ports();
+    p->set_port(static_cast<uint32_t>(port->port));
+    p->set_protocol(port->protocol);
+    p->set_name(port->name);
   }
   GPUPOOL_RETURN_IF_ERROR(ParseKeyValues(a.GetAll("env"), "env", tmpl->mutable_env()));
   GPUPOOL_RETURN_IF_ERROR(

@@ -186,6 +186,8 @@ TEST(AgentConfigTest, ParsesTheNetworkSection) {
   default: isolated
   subnet: 10.50.0.0/20
   deny: [10.0.0.0/8, 192.168.7.9]
+  published_ports: 40000-40099
+  advertise: gpu-7.example.net
 )",
                             "a.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -193,16 +195,27 @@ TEST(AgentConfigTest, ParsesTheNetworkSection) {
   EXPECT_EQ(c->network.default_mode, net::NetworkMode::kIsolated);
   EXPECT_EQ(c->network.options.subnet, "10.50.0.0/20");
   EXPECT_EQ(c->network.options.deny, (std::vector<std::string>{"10.0.0.0/8", "192.168.7.9"}));
+  EXPECT_EQ(c->network.options.published_first, 40000);
+  EXPECT_EQ(c->network.options.published_count, 100);
+  EXPECT_EQ(c->network.advertise, "gpu-7.example.net");
   // Unset: no isolated networks, and tasks of pools that name none get no network.
   auto d = ParseAgentConfig("pool: p\n", "a.yaml");
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(d->network.isolated);
   EXPECT_EQ(d->network.default_mode, net::NetworkMode::kNone);
+  EXPECT_EQ(d->network.options.published_first, 30000);
+  EXPECT_EQ(d->network.options.published_count, 2768);
+  EXPECT_EQ(d->network.advertise, "");
   // Bad values are refused naming the key.
   for (const auto& [yaml, want] : std::vector<std::pair<std::string, std::string>>{
            {"network:\n  default: bridge\n", "network.default: network mode 'bridge'"},
            {"network:\n  subnet: 10.0.0.0/28\n", "network.subnet: the prefix length must be 8..24"},
            {"network:\n  deny: [10.0.0.300]\n", "network.deny: '10.0.0.300': not an IPv4"},
+           {"network:\n  published_ports: 40000\n",
+            "network.published_ports: '40000': want FIRST-LAST within 1..65535"},
+           {"network:\n  published_ports: 40100-40000\n", "want FIRST-LAST"},
+           {"network:\n  published_ports: 65000-70000\n", "want FIRST-LAST"},
+           {"network:\n  advertise: a b\n", "network.advertise: 'a b': want a host name"},
            {"network:\n  bridge: br0\n", "network.bridge: unknown key"}}) {
     auto bad = ParseAgentConfig(yaml, "a.yaml");
     ASSERT_FALSE(bad.ok()) << yaml;

@@ -233,12 +233,6 @@ TEST(PublishedPortTest, FormatsAndParsesAndRefusesNamingWhatIsWrong) {
   EXPECT_FALSE(ParsePublishedPort("80/tcp=70000").ok());
   EXPECT_FALSE(ParsePublishedPort("http").ok());
   EXPECT_FALSE(ParsePublishedPort("80/tcp:Bad").ok());
-  std::vector<PortSpec> twice = {{"a", 80, "tcp"}, {"b", 80, "tcp"}};
-  EXPECT_NE(CheckPorts(twice).message().find("ports[1]: 80/tcp is declared twice"),
-            std::string::npos);
-  twice[1].protocol = "udp";
-  EXPECT_TRUE(CheckPorts(twice).ok()) << "the same number over another protocol";
-  EXPECT_FALSE(CheckPorts(std::vector<PortSpec>(17, PortSpec{"", 1, "tcp"})).ok());
 }
 
 TEST(DefaultNameServersTest, LoopbackStubsGiveWayToTheUpstreamOnes) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <tuple>
 
 namespace gpupool::api {
 namespace {
@@ -109,6 +110,41 @@ TEST(ConvertTest, AnImagesEntrypointWorkingDirAndVolumesRoundTrip) {
   v1::JobSpec back;
   ToProto(*r, &back);
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(s, back)) << back.DebugString();
+}
+
+TEST(ConvertTest, PortsRoundTripAndABadOneIsRefusedNamingTheEntry) {
+  v1::JobSpec s = ValidSpec();
+  v1::Port* http = s.mutable_template_()->add_ports();
+  http->set_port(8080);
+  http->set_protocol("tcp");
+  http->set_name("http");
+  v1::Port* dns = s.mutable_template_()->add_ports();
+  dns->set_port(53);
+  dns->set_protocol("udp");
+  Result<JobSpec> r = JobSpecFromProto(s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->task_template.ports,
+            (std::vector<TaskPort>{{"http", 8080, "tcp"}, {"", 53, "udp"}}));
+  v1::JobSpec back;
+  ToProto(*r, &back);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(s, back)) << back.DebugString();
+  // An empty protocol is tcp.
+  dns->clear_protocol();
+  dns->set_port(9090);
+  ASSERT_TRUE(JobSpecFromProto(s).ok());
+  EXPECT_EQ(JobSpecFromProto(s)->task_template.ports[1].protocol, "tcp");
+  for (const auto& [port, protocol, want] :
+       std::vector<std::tuple<uint32_t, std::string, std::string>>{
+           {0, "tcp", "spec.template.ports[1].port: must be 1..65535, got 0"},
+           {70000, "tcp", "spec.template.ports[1].port: must be 1..65535, got 70000"},
+           {8080, "tcp", "spec.template.ports[1]: 8080/tcp is declared twice"},
+           {81, "sctp", "spec.template.ports[1].protocol: want tcp or udp, got 'sctp'"}}) {
+    dns->set_port(port);
+    dns->set_protocol(protocol);
+    Result<JobSpec> bad = JobSpecFromProto(s);
+    ASSERT_FALSE(bad.ok()) << port;
+    EXPECT_EQ(bad.status().message(), want);
+  }
 }
 
 TEST(ConvertTest, ANodesImageCacheIsReadWithinBounds) {

@@ -3,8 +3,11 @@
 // loopback holding an image the test builds from local files; the agent pulls it with skopeo and
 // umoci and runs the task under runc in a user namespace. Root only (the sandbox and runc need
 // it); skips saying why elsewhere.
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -429,6 +432,116 @@ TEST_F(ImageE2eTest, APoolsNetworkConfinesItsTasksAndAnAdminMayOpenIt) {
     }
   }
   EXPECT_TRUE(network) << node_info.DebugString();
+}
+
+// What an HTTP/1.0 GET of "/" at address:port answers, "" when nothing does (3 s at most).
+std::string HttpGet(const std::string& address, int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval timeout{3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, address.c_str(), &a.sin_addr);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const std::string request = "GET / HTTP/1.0\r\n\r\n";
+    if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+        static_cast<ssize_t>(request.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, n);
+    }
+  }
+  close(fd);
+  return out;
+}
+
+TEST_F(ImageE2eTest, ATasksDeclaredPortIsPublishedOnItsNodeAndItsEndpointReported) {
+  auto pools = v1::PoolService::NewStub(
+      grpc::CreateChannel(daemon_->grpc_address(), grpc::InsecureChannelCredentials()));
+  auto set_network = [&](v1::NetworkMode mode) {
+    grpc::ClientContext ctx;
+    v1::UpdatePoolRequest req;
+    req.mutable_pool()->set_name("gpu");
+    req.mutable_pool()->set_network(mode);
+    req.mutable_update_mask()->add_paths("network");
+    v1::Pool out;
+    ASSERT_TRUE(pools->UpdatePool(&ctx, req, &out).ok());
+  };
+  set_network(v1::NETWORK_MODE_ISOLATED);
+  const std::string image = registry_.host() + "/test/app:1";
+  // A web server in the task, submitted with gpupoolctl's --port.
+  std::string out;
+  ASSERT_EQ(Ctl({"jobs", "submit", "--tenant", "acme/e2e/tester", "--pool", "gpu", "--gpus", "1",
+                 "--image", image, "--port", "8080/tcp:http", "--", "/bin/sh", "-c",
+                 "mkdir -p /tmp/www && echo served-by-task > /tmp/www/index.html && "
+                 "exec busybox httpd -f -p 8080 -h /tmp/www"},
+                &out),
+            0)
+      << out;
+  const size_t at = out.find_first_of("0123456789");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string job_id = out.substr(at, out.find_first_not_of("0123456789", at) - at);
+  v1::Task task;
+  ASSERT_TRUE(WaitFor([&] {
+    task = testing::FirstTask(*jobs_, job_id);
+    return task.state() == v1::TASK_STATE_RUNNING || task.state() == v1::TASK_STATE_FAILED;
+  })) << v1::TaskState_Name(task.state());
+  ASSERT_EQ(task.state(), v1::TASK_STATE_RUNNING) << task.reason();
+  ASSERT_EQ(task.endpoints_size(), 1) << task.DebugString();
+  const v1::Endpoint& e = task.endpoints(0);
+  EXPECT_EQ(e.name(), "http");
+  EXPECT_EQ(e.port(), 8080u);
+  EXPECT_EQ(e.protocol(), "tcp");
+  EXPECT_EQ(e.host(), task.node()) << "no network.advertise: the node's name";
+  EXPECT_GE(e.host_port(), 30000u);
+  EXPECT_LE(e.host_port(), 32767u);
+
+  // Reached on the node's address at the published port, once the server listens.
+  const std::string address = agent::testing::NodeAddress(agent::net::Cidr{0, 32});
+  ASSERT_FALSE(address.empty());
+  std::string page;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        page = HttpGet(address, static_cast<int>(e.host_port()));
+        return page.find("served-by-task") != std::string::npos;
+      },
+      30s))
+      << page;
+  // The CLI shows where.
+  ASSERT_EQ(Ctl({"jobs", "get", job_id}, &out), 0) << out;
+  EXPECT_NE(out.find("Ports:"), std::string::npos) << out;
+  EXPECT_NE(out.find(" 8080/tcp (http)\n"), std::string::npos) << out;
+  EXPECT_NE(
+      out.find("port 8080/tcp (http) at " + task.node() + ":" + std::to_string(e.host_port())),
+      std::string::npos)
+      << out;
+
+  // Cancelled: the node's port answers no more.
+  ASSERT_EQ(Ctl({"jobs", "cancel", job_id}, &out), 0) << out;
+  ASSERT_TRUE(WaitFor(
+      [&] { return testing::FirstTask(*jobs_, job_id).state() == v1::TASK_STATE_CANCELLED; }));
+  EXPECT_TRUE(
+      WaitFor([&] { return HttpGet(address, static_cast<int>(e.host_port())).empty(); }, 10s));
+
+  // A pool whose tasks get no network cannot publish: the task fails saying so.
+  set_network(v1::NETWORK_MODE_NONE);
+  v1::SubmitJobRequest req = ImageJob(image, "true");
+  v1::Port* port = req.mutable_spec()->mutable_template_()->add_ports();
+  port->set_port(8080);
+  const v1::Task refused = RunToEnd(req);
+  EXPECT_EQ(refused.state(), v1::TASK_STATE_FAILED);
+  EXPECT_NE(refused.reason().find("declares ports, and its network is none"), std::string::npos)
+      << refused.reason();
+  // A bad port is refused at submission naming the field.
+  port->set_protocol("sctp");
+  grpc::ClientContext ctx;
+  v1::SubmitJobResponse resp;
+  const grpc::Status st = jobs_->SubmitJob(&ctx, req, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("template.ports[0].protocol"), std::string::npos)
+      << st.error_message();
 }
 
 }  // namespace

@@ -293,6 +293,33 @@ TEST_P(StoreConformanceTest, TaskUsageRoundTrips) {
   EXPECT_EQ(s.jobs[0].tasks[1].usage, (TaskUsageRecord{7, 8, 9, 10}));  // measured spill too
 }
 
+// Issue 25: where a running task's declared ports are published is stored with the task (and
+// emptied again with it); a port the store cannot have come from the API is refused.
+TEST_P(StoreConformanceTest, TaskEndpointsRoundTripAndBadPortsAreRefused) {
+  JobRecord j = SampleJob(6, 2);
+  j.tasks[1].endpoints = {{{"", 53, "udp"}, "node-1", 30002}};
+  ASSERT_OK(ApplyAndWait(*store_, {UpsertPool{SamplePool(j.spec.pool)}, InsertJob{j}}));
+  TaskRecord t = j.tasks[0];
+  t.state = TaskState::kRunning;
+  t.endpoints = {{{"http", 8080, "tcp"}, "node-0.example", 30001},
+                 {{"", 53, "udp"}, "fd00::1", 53}};
+  ASSERT_OK(ApplyAndWait(*store_, {UpdateTask{t}}));
+  RecoveredState s = MustRecover(*store_);
+  ASSERT_EQ(s.jobs.size(), 1u);
+  EXPECT_EQ(s.jobs[0].spec.task_template.ports, j.spec.task_template.ports);
+  EXPECT_EQ(s.jobs[0].tasks[0].endpoints, t.endpoints);
+  EXPECT_EQ(s.jobs[0].tasks[1].endpoints, j.tasks[1].endpoints);
+  t.endpoints.clear();
+  ASSERT_OK(ApplyAndWait(*store_, {UpdateTask{t}}));
+  EXPECT_TRUE(MustRecover(*store_).jobs[0].tasks[0].endpoints.empty());
+
+  JobRecord bad = SampleJob(7, 1);
+  bad.spec.task_template.ports = {{"", 80, "sctp"}};
+  Status st = ApplyAndWait(*store_, {InsertJob{bad}});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("job.ports[0].protocol"), std::string::npos) << st.ToString();
+}
+
 // Issue 10: a device fault is one row per (node, device); clearing it replaces the row.
 TEST_P(StoreConformanceTest, DeviceFaultsRoundTripAndAreReplacedByTheirKey) {
   DeviceFaultRecord f{"n1", "GPU-1", "XID 79 (GPU has fallen off the bus)", 1000, 2000, false,

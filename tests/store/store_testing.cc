@@ -34,6 +34,7 @@ JobRecord SampleJob(int64_t id, int tasks) {
   j.spec.task_template.entrypoint = {"/bin/sh", "-c"};
   j.spec.task_template.working_dir = "/work space/o'brien";
   j.spec.task_template.volumes = {{"/data", "imagenet-1k"}, {"/scratch", ""}};
+  j.spec.task_template.ports = {{"http", 8080, "tcp"}, {"", 53, "udp"}};
   ResourceRequest& r = j.spec.task_template.resources;
   r.shape = RequestShape::kWholeGpus;
   r.fractional = Resources{12'500, 40'960};

@@ -39,6 +39,12 @@ function pullText(t) {
   const pct = total > 0 ? Math.floor((100 * done) / total) : 0;
   return `pulling ${t.pull.image} on ${t.node}: ${mib(done)} of ${mib(total)} MiB (${pct}%)`;
 }
+// A RUNNING task's published ports (docs/network.md, "Published ports"): where each is reached.
+function endpointsOf(t) {
+  return (t.endpoints || []).map((e) => h('div', { class: 'mono endpoint' },
+    `${e.port}/${e.protocol}${e.name ? ` (${e.name})` : ''} → ${e.host}:${e.hostPort}`));
+}
+
 export function jobView(jobId) {
   const content = h('div', {});
   const logTitle = h('h2', {}, 'Logs');
@@ -93,7 +99,8 @@ export function jobView(jobId) {
           h('td', { class: 'num' }, ['TASK_STATE_SUCCEEDED', 'TASK_STATE_FAILED'].includes(t.state)
             ? String(t.exitCode) : ''),
           h('td', { class: 'reason task-reason' },
-            t.state === 'TASK_STATE_PULLING' && t.pull ? pullText(t) : (t.reason || '')),
+            t.state === 'TASK_STATE_PULLING' && t.pull ? pullText(t) : (t.reason || ''),
+            endpointsOf(t)),
           h('td', {}, h('button', { type: 'button', onclick: () => showLogs(t) }, 'logs')))))));
   }
 
