@@ -118,6 +118,21 @@ class ImageE2eTest : public ::testing::Test {
     return task;
   }
 
+  // An admin sets the pool's network (UpdatePool, mask `network`).
+  void SetPoolNetwork(v1::NetworkMode mode) {
+    auto pools = v1::PoolService::NewStub(
+        grpc::CreateChannel(daemon_->grpc_address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    v1::UpdatePoolRequest req;
+    req.mutable_pool()->set_name("gpu");
+    req.mutable_pool()->set_network(mode);
+    req.mutable_update_mask()->add_paths("network");
+    v1::Pool out;
+    grpc::Status st = pools->UpdatePool(&ctx, req, &out);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(out.network(), mode);
+  }
+
   // Runs gpupoolctl against the daemon; returns its exit code and fills `out`.
   int Ctl(const std::vector<std::string>& args, std::string* out) {
     std::vector<std::string> argv = {testing::BinaryPath("gpupoolctl"), "--server",
@@ -373,19 +388,6 @@ TEST_F(ImageE2eTest, APoolsNetworkConfinesItsTasksAndAnAdminMayOpenIt) {
   const std::string probe = "if nc -w 2 " + address + " " + std::to_string(node.port()) +
                             " </dev/null >/dev/null 2>&1; then echo reached; else echo refused; "
                             "fi";
-  auto pools = v1::PoolService::NewStub(
-      grpc::CreateChannel(daemon_->grpc_address(), grpc::InsecureChannelCredentials()));
-  auto set_network = [&](v1::NetworkMode mode) {
-    grpc::ClientContext ctx;
-    v1::UpdatePoolRequest req;
-    req.mutable_pool()->set_name("gpu");
-    req.mutable_pool()->set_network(mode);
-    req.mutable_update_mask()->add_paths("network");
-    v1::Pool out;
-    grpc::Status st = pools->UpdatePool(&ctx, req, &out);
-    ASSERT_TRUE(st.ok()) << st.error_message();
-    EXPECT_EQ(out.network(), mode);
-  };
   auto run = [&](const std::string& image, const std::string& script) {
     v1::SubmitJobRequest req = ImageJob(image, script);
     if (image.empty()) {
@@ -403,7 +405,7 @@ TEST_F(ImageE2eTest, APoolsNetworkConfinesItsTasksAndAnAdminMayOpenIt) {
   const std::string image = registry_.host() + "/test/app:1";
 
   // Isolated: its own address from the node's subnet, and the node's port refused.
-  set_network(v1::NETWORK_MODE_ISOLATED);
+  SetPoolNetwork(v1::NETWORK_MODE_ISOLATED);
   // Its own address from the node's subnet, the node's name server, the node's port refused.
   EXPECT_EQ(run(image,
                 "ip -4 -o addr show dev eth0 | awk '{print $4}' | cut -d. -f1-3; "
@@ -415,11 +417,11 @@ TEST_F(ImageE2eTest, APoolsNetworkConfinesItsTasksAndAnAdminMayOpenIt) {
                                  "' 2>/dev/null; then echo reached; else echo refused; fi";
   EXPECT_EQ(run("", "grep -c eth0 /proc/net/dev; " + bash_probe), "1\nrefused\n");
   // None: loopback only.
-  set_network(v1::NETWORK_MODE_NONE);
+  SetPoolNetwork(v1::NETWORK_MODE_NONE);
   EXPECT_EQ(run(image, "ls /sys/class/net 2>/dev/null | grep -v lo | wc -l; " + probe),
             "0\nrefused\n");
   // Host, an admin's choice: the node's network.
-  set_network(v1::NETWORK_MODE_HOST);
+  SetPoolNetwork(v1::NETWORK_MODE_HOST);
   EXPECT_EQ(run(image, probe), "reached\n");
   EXPECT_EQ(run("", bash_probe), "reached\n");
   // The node says what it enforces.
@@ -458,18 +460,7 @@ std::string HttpGet(const std::string& address, int port) {
 }
 
 TEST_F(ImageE2eTest, ATasksDeclaredPortIsPublishedOnItsNodeAndItsEndpointReported) {
-  auto pools = v1::PoolService::NewStub(
-      grpc::CreateChannel(daemon_->grpc_address(), grpc::InsecureChannelCredentials()));
-  auto set_network = [&](v1::NetworkMode mode) {
-    grpc::ClientContext ctx;
-    v1::UpdatePoolRequest req;
-    req.mutable_pool()->set_name("gpu");
-    req.mutable_pool()->set_network(mode);
-    req.mutable_update_mask()->add_paths("network");
-    v1::Pool out;
-    ASSERT_TRUE(pools->UpdatePool(&ctx, req, &out).ok());
-  };
-  set_network(v1::NETWORK_MODE_ISOLATED);
+  SetPoolNetwork(v1::NETWORK_MODE_ISOLATED);
   const std::string image = registry_.host() + "/test/app:1";
   // A web server in the task, submitted with gpupoolctl's --port.
   std::string out;
@@ -526,7 +517,7 @@ TEST_F(ImageE2eTest, ATasksDeclaredPortIsPublishedOnItsNodeAndItsEndpointReporte
       WaitFor([&] { return HttpGet(address, static_cast<int>(e.host_port())).empty(); }, 10s));
 
   // A pool whose tasks get no network cannot publish: the task fails saying so.
-  set_network(v1::NETWORK_MODE_NONE);
+  SetPoolNetwork(v1::NETWORK_MODE_NONE);
   v1::SubmitJobRequest req = ImageJob(image, "true");
   v1::Port* port = req.mutable_spec()->mutable_template_()->add_ports();
   port->set_port(8080);
