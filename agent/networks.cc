@@ -68,7 +68,11 @@ sandbox::Capability NetworkCapability(bool sandboxed, bool containers,
     for (const std::string& d : networks->options().dns) dns += (dns.empty() ? "" : ", ") + d;
     detail += "isolated: outbound through NAT from " + networks->options().subnet +
               ", refused to the node, other tasks and " + denied +
-              (dns.empty() ? "; no name servers" : "; name servers " + dns);
+              (dns.empty() ? "; no name servers" : "; name servers " + dns) +
+              "; declared ports published on " +
+              std::to_string(networks->options().published_first) + "-" +
+              std::to_string(networks->options().published_first +
+                             networks->options().published_count - 1);
   } else {
     detail += "isolated: not offered (" + networks_off + ")";
   }

@@ -488,6 +488,15 @@ TEST_F(ImageE2eTest, ATasksDeclaredPortIsPublishedOnItsNodeAndItsEndpointReporte
   EXPECT_EQ(e.host(), task.node()) << "no network.advertise: the node's name";
   EXPECT_GE(e.host_port(), 30000u);
   EXPECT_LE(e.host_port(), 32767u);
+  // The node says where it publishes.
+  bool said = false;
+  const v1::Node node_info = agent_->Node();
+  for (const auto& c : node_info.capabilities()) {
+    said =
+        said || (c.name() == "network" &&
+                 c.detail().find("declared ports published on 30000-32767") != std::string::npos);
+  }
+  EXPECT_TRUE(said) << node_info.DebugString();
 
   // Reached on the node's address at the published port, once the server listens.
   const std::string address = agent::testing::NodeAddress(agent::net::Cidr{0, 32});
