@@ -54,6 +54,12 @@ generators:
                      1-4 whole nodes for 2-48 h in bursts (35%), office-hours notebooks (10%);
                      demand 0.85 x --load of the GPUs on average, above them at the daily peak
 
+held-out fleets (each seed draws its own fleet of T4, L4, L40S, A100 and H100 nodes of 1-8
+GPUs, and its own mix of shares, whole GPUs, 2-8 GPU training and CPU-only work):
+  fleet-cloud        about 1,200 GPUs; a fifth of the shares and whole GPUs pinned to models
+  fleet-small-nodes  about 1,000 GPUs, mostly in nodes of 1 or 2; inference-heavy
+  fleet-pinned       about 1,200 GPUs; half of the shares and whole GPUs pinned, more training
+
 The six placement generators' tasks get times from a separate stream (the placement columns do
 not change): GPU shares LS with diurnal arrivals and 10 min-12 h lifetimes, one whole GPU
 Burstable in office hours for 30 min-8 h, 2+ GPUs and CPU-only BE, uniform, 1-48 h / 5 min-2 h;
@@ -246,6 +252,99 @@ void MigHeavy(Rng& r, int n, std::vector<Node>* nodes, std::vector<Task>* tasks)
   }
 }
 
+// Held-out fleets (issue 31, docs/placement.md "Tuning and held-out fleets"): unlike the six
+// above, each seed draws its own fleet as well as its work, so a seed never used while tuning is
+// a fleet placement has never seen. Five models from T4 to H100 in nodes of 1 to 8 GPUs; the host
+// per GPU grows with the model, with the node's size varying around it.
+struct FleetModel {
+  const char* name;
+  std::vector<int> shapes;  // GPUs per node this model comes in
+  int64_t cores_per_gpu, mem_gib_per_gpu;
+};
+
+const std::vector<FleetModel>& FleetModels() {
+  static const std::vector<FleetModel> m = {
+      {"T4", {1, 2, 4}, 8, 48},        {"L4", {1, 2, 4, 8}, 12, 64},    {"L40S", {2, 4, 8}, 16, 96},
+      {"A100", {1, 2, 4, 8}, 16, 128}, {"H100", {1, 2, 4, 8}, 24, 256},
+  };
+  return m;
+}
+
+// Nodes of every model and shape, `small_bias` percent more likely to take a shape of 1 or 2
+// GPUs; about `gpus` GPUs in all. A node's cores are the model's per GPU × 0.75–1.5.
+void DrawFleet(Rng& r, int gpus, int small_bias, std::vector<Node>* nodes) {
+  std::vector<int> weight;  // per model, how much of the fleet it is
+  for (size_t m = 0; m < FleetModels().size(); ++m)
+    weight.push_back(static_cast<int>(r.Between(1, 6)));
+  int total = 0;
+  while (total < gpus) {
+    const FleetModel& m = FleetModels()[r.Pick(weight)];
+    std::vector<int> shape_weight;
+    for (int s : m.shapes) shape_weight.push_back(s <= 2 ? 10 + small_bias : 10);
+    const int g = m.shapes[r.Pick(shape_weight)];
+    const int64_t cores = g * m.cores_per_gpu * r.Between(3, 6) / 4;
+    nodes->push_back(Node{cores * 1000, g * m.mem_gib_per_gpu * kGiB, g, m.name});
+    total += g;
+  }
+}
+
+// A model pin: one model, or a group of neighbours (small cards, big cards).
+std::string DrawPin(Rng& r) {
+  static const std::vector<std::string> pins = {"T4",    "L4",      "L40S",      "A100",     "H100",
+                                                "T4|L4", "L4|L40S", "A100|H100", "L40S|A100"};
+  return pins[r.Below(pins.size())];
+}
+
+// The work: weights of shares, one whole GPU, 2–8 GPUs and CPU-only, drawn per seed inside the
+// given ranges; `pinned` percent of the shares (and of whole-GPU work) name models.
+struct FleetMix {
+  int share_lo, share_hi, whole_lo, whole_hi, multi_lo, multi_hi, cpu_lo, cpu_hi, pinned;
+};
+
+void FleetWork(Rng& r, int n, const FleetMix& x, std::vector<Task>* tasks) {
+  const std::vector<int> mix = {
+      static_cast<int>(r.Between(x.share_lo, x.share_hi)),
+      static_cast<int>(r.Between(x.whole_lo, x.whole_hi)),
+      static_cast<int>(r.Between(x.multi_lo, x.multi_hi)),
+      static_cast<int>(r.Between(x.cpu_lo, x.cpu_hi)),
+  };
+  for (int i = 0; i < n; ++i) {
+    switch (r.Pick(mix)) {
+      case 0:
+        tasks->push_back(Share(r, 50, 700, 1, 8, r.Chance(x.pinned) ? DrawPin(r) : ""));
+        break;
+      case 1:
+        tasks->push_back(Whole(r, 1, r.Between(4, 12), r.Chance(x.pinned) ? DrawPin(r) : ""));
+        break;
+      case 2: {  // training: big ones on the big cards
+        const int g = static_cast<int>(2 << r.Pick({50, 35, 15}));  // 2, 4 or 8
+        tasks->push_back(Whole(r, g, 12, r.Chance(50) ? "A100|H100" : ""));
+        break;
+      }
+      default:
+        tasks->push_back(Task{r.Between(1, 16) * 1000, r.Between(2, 64) * kGiB, 0, 0, ""});
+    }
+  }
+}
+
+// The issue's shape: a general GPU cloud, a fifth of the shares pinned.
+void FleetCloud(Rng& r, int n, std::vector<Node>* nodes, std::vector<Task>* tasks) {
+  DrawFleet(r, 1200, 0, nodes);
+  FleetWork(r, n, {40, 60, 15, 25, 5, 15, 5, 15, 20}, tasks);
+}
+
+// Cloud-VM shapes: most nodes hold 1 or 2 GPUs, inference-heavy.
+void FleetSmallNodes(Rng& r, int n, std::vector<Node>* nodes, std::vector<Task>* tasks) {
+  DrawFleet(r, 1000, 40, nodes);
+  FleetWork(r, n, {50, 70, 15, 25, 3, 8, 5, 15, 20}, tasks);
+}
+
+// Tenants who care which card they get: half of the GPU work pinned, more training.
+void FleetPinned(Rng& r, int n, std::vector<Node>* nodes, std::vector<Task>* tasks) {
+  DrawFleet(r, 1200, 0, nodes);
+  FleetWork(r, n, {30, 50, 15, 30, 10, 20, 3, 10, 50}, tasks);
+}
+
 struct Generator {
   const char* name;
   std::function<void(Rng&, int, std::vector<Node>*, std::vector<Task>*)> make;
@@ -256,6 +355,8 @@ const std::vector<Generator>& Generators() {
       {"cloud-inference", CloudInference}, {"training-multigpu", TrainingMultiGpu},
       {"mixed-vendor", MixedVendor},       {"cpu-scarce", CpuScarce},
       {"model-strict", ModelStrict},       {"mig-heavy", MigHeavy},
+      {"fleet-cloud", FleetCloud},         {"fleet-small-nodes", FleetSmallNodes},
+      {"fleet-pinned", FleetPinned},
   };
   return g;
 }

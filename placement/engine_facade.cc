@@ -161,6 +161,21 @@ void EngineImpl::SetWorkload(const std::vector<WorkloadClass>& classes) {
     pool_shape_.cpu_milli += n.cpu_total;
     pool_shape_.gpu_milli += int64_t{1000} * n.gpu_count;
     if (n.gpu_count > 0) ++kinds[{n.cpu_total, int64_t{1000} * n.gpu_count}];
+    const auto t = static_cast<size_t>(n.type);
+    if (pool_shape_.types.size() <= t) pool_shape_.types.resize(t + 1);
+    PoolShape::Type& type = pool_shape_.types[t];
+    if (type.count++ > 0) continue;
+    type.cpu_milli = n.cpu_total, type.memory_mib = n.mem_total;
+    for (const DeviceState& d : n.devices) {
+      if (d.mig_profile >= 0) continue;
+      auto it = std::find_if(type.gpus.begin(), type.gpus.end(), [&](const std::pair<int, int>& g) {
+        return g.first == (d.model & 63);
+      });
+      if (it == type.gpus.end())
+        type.gpus.emplace_back(d.model & 63, 1);
+      else
+        ++it->second;
+    }
   }
   for (const auto& [shape, count] : kinds)
     pool_shape_.kinds.push_back(PoolShape::Kind{shape.first, shape.second, count});

@@ -190,9 +190,10 @@ FragModel::Deltas FragModel::Delta(const NodeState& node, const FragChange* chan
   }
   if (!waste_.empty())
     for (int i = 0; i < n; ++i) out.waste += Waste(after[i]) - Waste(before[i]);
-  if (!pressure_.empty())
+  const auto type = static_cast<size_t>(node.type);
+  if (type < pressure_.size() && !pressure_[type].empty())
     for (int i = 0; i < n; ++i)
-      out.pressure += (before[i] - after[i]) * pressure_[static_cast<size_t>(model[i])];
+      out.pressure += (before[i] - after[i]) * pressure_[type][static_cast<size_t>(model[i])];
   return out;
 }
 

@@ -49,7 +49,7 @@ class FragModel {
     double h = 0;         // ΔH
     double s = 0;         // Δ stranded GPU (set_cpu_per_gpu)
     double waste = 0;     // Δ expected share waste (set_share_waste)
-    double pressure = 0;  // pressured share consumed (set_model_pressure)
+    double pressure = 0;  // pressured share consumed (set_pinned_pressure)
   };
 
   // Optional terms, off until set. Stranded GPU: of the node's idle share, what its free CPU
@@ -58,10 +58,13 @@ class FragModel {
   // waste[free after] − waste[free before] (share_patterns.h; a free share ≥ 1000 counts 0).
   void set_gpu_per_cpu(double gpu_per_cpu) { gpu_per_cpu_ = gpu_per_cpu; }
   void set_share_waste(std::vector<double> waste) { waste_ = std::move(waste); }
-  // Model pressure: per model id (0..63), what a milli-GPU of that model's free share costs
-  // because pinned classes lean on it (fgd_pack.h). Delta's `pressure` is Σ over the changed
-  // devices of (free before − free after) · pressure[model]. Empty: off.
-  void set_model_pressure(std::vector<double> pressure) { pressure_ = std::move(pressure); }
+  // Pinned pressure: per node type (NodeState::type) and model id (0..63), what a milli-GPU of
+  // such a device costs because pinned classes lean on it (fgd_pack.h, PinnedLoad). Delta's
+  // `pressure` is Σ over the changed devices of (free before − free after) · that. Empty (or a
+  // type beyond the table): 0.
+  void set_pinned_pressure(std::vector<std::vector<double>> by_type) {
+    pressure_ = std::move(by_type);
+  }
 
   const Agg& Of(const NodeState& node) const;
   // F (and H) after the changes minus now.
@@ -107,7 +110,7 @@ class FragModel {
   mutable std::vector<int32_t> scratch_count_, scratch_sliver_, scratch_units_;
   double gpu_per_cpu_ = 0;
   std::vector<double> waste_;
-  std::vector<double> pressure_;
+  std::vector<std::vector<double>> pressure_;  // by node type, then model id
 };
 
 // FGD's quantised score: int(100 · sigmoid(−ΔF / 1000)), ΔF in milli-GPU.

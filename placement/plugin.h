@@ -54,6 +54,14 @@ struct PoolShape {
     int64_t count = 0;
   };
   std::vector<Kind> kinds = {};
+  // Live nodes by hardware type (index = NodeState::type; count 0 where no live node has it):
+  // how many, and one node's cores, memory and whole GPUs per model.
+  struct Type {
+    int64_t count = 0;
+    int64_t cpu_milli = 0, memory_mib = 0;
+    std::vector<std::pair<int, int>> gpus = {};  // (model id, devices), MIG instances excluded
+  };
+  std::vector<Type> types = {};
 };
 
 struct PluginEnv {

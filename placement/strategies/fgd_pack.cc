@@ -135,7 +135,8 @@ constexpr double kShareCpuRatioWeight = 20;
 // the pattern it completes first; flat for 64–1000 in the replays.
 constexpr double kShareWasteWeight = 128;
 
-// Weight of the pressured share a placement consumes (ModelPressure, cubed): large, so a task
+// Weight of the pressured share a placement consumes (PinnedLoad, cubed; ModelPressure's per-model
+// ρ until 1 Dec 2026, docs/placement.md "P, pinned pressure"): large, so a task
 // that may run on several models takes the one its pinned neighbours need least. Online replays
 // (seeds 42–46) of gpuspec05–33: weights 10–100 and exponents 1–3 tried; the cube at 30 took
 // gpuspec33 from 8.93 to 5.39 % unallocated and cost the lightly pinned variants 0.05–0.35 point
@@ -263,14 +264,18 @@ class FgdPack final : public StrategyPlugin {
     fgd_weight_ = FgdPackWeight(*workload_);
     model_.set_gpu_per_cpu(kCpuLean * GpuPerCpu(*workload_));
     model_.set_share_waste(ShareWaste(*workload_));
-    std::vector<double> pressure = ModelPressure(*workload_);
+    const std::vector<double> pressure = ModelPressure(*workload_);
     bool any = false;
     double max_pressure = 0;
     for (double x : pressure) {
       any |= x > 0;
       max_pressure = std::max(max_pressure, x);
     }
-    model_.set_model_pressure(any ? std::move(pressure) : std::vector<double>{});
+    std::vector<std::vector<double>> load;
+    if (any && pool_ != nullptr) load = PinnedLoad(*workload_, *pool_);
+    for (std::vector<double>& row : load)
+      for (double& x : row) x = std::pow(x, kPressureExponent);
+    model_.set_pinned_pressure(std::move(load));
     partitioned_ = ModelPartition(*workload_) <= kPartitioned;
     const double scarcity = pool_ != nullptr ? CpuScarcity(*workload_, *pool_) : 0;
     cpu_fit_ = scarcity >= kCpuScarce ? kCpuFitWeight : 0;
@@ -374,6 +379,83 @@ std::vector<double> ModelPressure(const std::vector<FragClass>& workload) {
   if (total <= 0) return std::vector<double>(64, 0.0);
   for (double& x : pressure) x = std::pow(x / total, kPressureExponent);
   return pressure;
+}
+
+std::vector<std::vector<double>> PinnedLoad(const std::vector<FragClass>& workload,
+                                            const PoolShape& pool) {
+  // The pool's GPUs as cells of (node type, model), each with its capacity in GPUs.
+  struct Cell {
+    size_t type;
+    int model;
+    double capacity;
+    double filled = 0;  // water-filled pinned demand, GPUs
+    double spread = 0;  // proportional pinned load of the classes it can host
+  };
+  std::vector<Cell> cells;
+  double gpus = 0;
+  for (size_t t = 0; t < pool.types.size(); ++t) {
+    const PoolShape::Type& type = pool.types[t];
+    if (type.count <= 0) continue;
+    for (const auto& [model, devices] : type.gpus) {
+      const double capacity = static_cast<double>(type.count) * devices;
+      cells.push_back(Cell{t, model, capacity});
+      gpus += capacity;
+    }
+  }
+  double demand = 0;  // Σ p·g·k of every GPU class
+  for (const FragClass& c : workload)
+    if (c.gpu_count > 0) demand += c.p * c.gpu_milli * c.gpu_count;
+  std::vector<std::vector<double>> out(pool.types.size());
+  if (cells.empty() || demand <= 0) return out;
+  // Each pinned class, its demand in GPUs (the workload scaled to the pool's GPUs), and the cells
+  // it can use: of its models, on a type with the cores, memory and allowed devices to host it
+  // when empty.
+  struct Pinned {
+    double gpus;
+    std::vector<size_t> cells;
+    double capacity = 0;
+  };
+  std::vector<Pinned> pinned;
+  for (const FragClass& c : workload) {
+    if (c.gpu_count <= 0 || c.model_mask == 0 || c.model_share >= 1) continue;
+    Pinned p{c.p * c.gpu_milli * c.gpu_count / demand * gpus, {}};
+    for (size_t i = 0; i < cells.size(); ++i) {
+      const PoolShape::Type& type = pool.types[cells[i].type];
+      if (((c.model_mask >> cells[i].model) & 1) == 0 || type.cpu_milli < c.cpu_milli ||
+          type.memory_mib < c.memory_mib)
+        continue;
+      int allowed = 0;
+      for (const auto& [model, devices] : type.gpus)
+        if ((c.model_mask >> model) & 1) allowed += devices;
+      if (allowed < c.gpu_count) continue;
+      p.cells.push_back(i);
+      p.capacity += cells[i].capacity;
+      // Proportional: the class over the GPUs of its models, as ModelPressure spreads it.
+      cells[i].spread += p.gpus / (c.model_share * gpus);
+    }
+    if (!p.cells.empty()) pinned.push_back(std::move(p));
+  }
+  // Water-filled: the most constrained classes first, each into the room the earlier ones left,
+  // in proportion to it; what finds no room goes over its cells in proportion to their capacity.
+  std::stable_sort(pinned.begin(), pinned.end(),
+                   [](const Pinned& a, const Pinned& b) { return a.capacity < b.capacity; });
+  for (const Pinned& p : pinned) {
+    double room = 0;
+    for (size_t i : p.cells) room += std::max(0.0, cells[i].capacity - cells[i].filled);
+    const double placed = std::min(room, p.gpus);
+    const double over = p.gpus - placed;
+    for (size_t i : p.cells) {
+      Cell& cell = cells[i];
+      if (room > 0) cell.filled += placed * std::max(0.0, cell.capacity - cell.filled) / room;
+      cell.filled += over * cell.capacity / p.capacity;
+    }
+  }
+  for (const Cell& cell : cells) {
+    std::vector<double>& row = out[cell.type];
+    if (row.empty()) row.assign(64, 0.0);
+    row[static_cast<size_t>(cell.model)] = std::max(cell.spread, cell.filled / cell.capacity);
+  }
+  return out;
 }
 
 double ModelPartition(const std::vector<FragClass>& workload) {

@@ -10,9 +10,10 @@
 // cannot feed at 1.3 × the workload's GPU per CPU (CPU-only tasks included), which keeps CPU-heavy
 // tasks off CPU-lean nodes; ΔW is the change of the changed devices' expected final waste
 // (share_patterns.h), which puts a share where it completes a typical pattern (a 320 next to a 650,
-// not next to a 470); P is the share the placement takes times its devices' model pressure
-// (ModelPressure), which keeps tasks that may run anywhere off the models that tasks pinned to them
-// will need (a third of gpuspec33's tasks want T4s, and T4s are an eighth of the pool); where the
+// not next to a 470); P is the share the placement takes times the pinned pressure on its devices
+// (PinnedLoad, cubed: per node type and model, how much of those GPUs pinned tasks will take),
+// which keeps tasks that may run anywhere off the GPUs that tasks pinned to them will need (a
+// third of gpuspec33's tasks want T4s, and T4s are an eighth of the pool); where the
 // tasks pinned to some model ask more than its GPUs (ρ ≥ 1.1, ModelPressure) P weighs 150: routing
 // before patterns, since a flexible task there displaces a pinned one that has nowhere else. C,
 // only where the pool's CPU cannot feed its GPUs (CpuScarcity ≥ 1.3), is 1000 × the node's free CPU
@@ -64,6 +65,15 @@ double GpuPerCpu(const std::vector<FragClass>& workload);
 // over Σ p·g·k of every GPU class. ρ = 1: the pinned tasks alone would fill the model's GPUs
 // by the time the pool is full. 0 everywhere when no class is pinned.
 std::vector<double> ModelPressure(const std::vector<FragClass>& workload);
+// How much of each (node type, model)'s GPUs the pinned classes will take by the time the pool is
+// full: the workload scaled to the pool's GPUs, each pinned GPU class (model_share < 1) spread over
+// the GPUs of its models on the node types that could host it when empty, the classes with the
+// least such capacity first, each in proportion to the room the earlier ones left (what finds no
+// room, in proportion to capacity). Indexed by PoolShape::types, then model id (64 entries; a
+// type without live nodes or GPUs has an empty row). 1 = that model's GPUs there are all needed
+// by pinned tasks; a 1-GPU H100 node stays low where only 8-GPU jobs are pinned to H100s.
+std::vector<std::vector<double>> PinnedLoad(const std::vector<FragClass>& workload,
+                                            const PoolShape& pool);
 // How partitioned the pool is by model pins: the share of the pool's GPUs a GPU class may use
 // (FragClass::model_share), averaged over the classes weighted by GPU demand (p·g·k). 1: every
 // class may use every GPU (also without GPU classes); 1/6: the demand is split into slices of a

@@ -239,6 +239,60 @@ TEST(FgdPackTest, ModelPartition) {
   EXPECT_EQ(ModelPartition({w[2]}), 1);
 }
 
+// A node type of PoolShape: `count` nodes, each with `devices` GPUs of `model` and `cores`.
+PoolShape::Type TypeOf(int64_t count, int model, int devices, int64_t cores) {
+  PoolShape::Type t;
+  t.count = count, t.cpu_milli = cores * 1000, t.memory_mib = 1 << 20;
+  t.gpus = {{model, devices}};
+  return t;
+}
+
+TEST(FgdPackTest, PinnedLoadCountsOnlyTheNodesAClassFits) {
+  // 64 GPUs: two 8-GPU H100 nodes (type 0, model 1), sixteen 1-GPU H100 nodes (type 1), 32 1-GPU
+  // T4 nodes (type 2, model 2). The workload's GPU demand, Σ p·g·k = 1000: flexible whole GPUs
+  // 500, 8-GPU jobs pinned to H100 400 (96 cores: only type 0 hosts them), T4-pinned 500-milli
+  // shares 100. Scaled to the pool: 25.6 GPUs of 8-GPU jobs, 6.4 of T4 shares.
+  PoolShape pool;
+  pool.types = {TypeOf(2, 1, 8, 192), TypeOf(16, 1, 1, 24), TypeOf(32, 2, 1, 8)};
+  std::vector<FragClass> w = {Class(0.5, 1000, 1, 4000), Class(0.05, 1000, 8, 96000),
+                              Class(0.2, 500, 1, 2000)};
+  w[1].model_mask = 0b10, w[1].model_share = 0.5;   // H100: 32 of the 64 GPUs
+  w[2].model_mask = 0b100, w[2].model_share = 0.5;  // T4: 32 of 64
+  const std::vector<std::vector<double>> load = PinnedLoad(w, pool);
+  ASSERT_EQ(load.size(), 3u);
+  // Type 0: proportionally 25.6 / 32 = 0.8 (per model, as ModelPressure would say of every
+  // H100); water-filled, the 25.6 GPUs have 16 to go to: 1.6, the larger.
+  EXPECT_NEAR(load[0][1], 1.6, 1e-12);
+  // Type 1: no pinned class fits a 1-GPU node, so flexible work loses nothing there. Per model
+  // it carried the 8-GPU jobs' 0.8 and looked as pressed as the big nodes.
+  EXPECT_DOUBLE_EQ(load[1][1], 0);
+  // Type 2: 6.4 of 32 T4s, both ways.
+  EXPECT_NEAR(load[2][2], 0.2, 1e-12);
+  EXPECT_DOUBLE_EQ(load[2][1], 0);
+  // Nothing pinned: every cell 0.
+  for (const auto& row : PinnedLoad({w[0]}, pool))
+    for (double x : row) EXPECT_EQ(x, 0);
+}
+
+TEST(FgdPackTest, PinnedLoadPushesAClassOntoTheRoomOthersLeave) {
+  // 32 GPUs: one 8-GPU node of model 3 (type 0, 128 cores), eight 1-GPU model-3 nodes (type 1,
+  // 16 cores), sixteen 1-GPU model-4 nodes (type 2). Demand 1000: 8-GPU jobs pinned to model 3
+  // (250, 64 cores: type 0 only), whole GPUs pinned to model 3 (125), flexible (625). Scaled:
+  // 8 and 4 GPUs.
+  PoolShape pool;
+  pool.types = {TypeOf(1, 3, 8, 128), TypeOf(8, 3, 1, 16), TypeOf(16, 4, 1, 16)};
+  std::vector<FragClass> w = {Class(0.03125, 1000, 8, 64000), Class(0.125, 1000, 1, 4000),
+                              Class(0.625, 1000, 1, 4000)};
+  for (int i : {0, 1}) w[i].model_mask = 0b1000, w[i].model_share = 0.5;
+  const std::vector<std::vector<double>> load = PinnedLoad(w, pool);
+  // Proportionally the 8-GPU node carries 8 / 16 + 4 / 16 = 0.75 and the small ones 0.25. But
+  // the 8-GPU jobs, which fit nowhere else, fill the big node (water-filled first: 8 of 8), so
+  // the pinned whole GPUs all land on the small nodes: 4 of 8 = 0.5 there, and 1.0 on the big.
+  EXPECT_DOUBLE_EQ(load[0][3], 1.0);
+  EXPECT_DOUBLE_EQ(load[1][3], 0.5);
+  EXPECT_DOUBLE_EQ(load[2][4], 0);
+}
+
 Request Pinned(int32_t milli, const char* model) {
   Request r = Share(milli);
   r.allowed_models = {model};

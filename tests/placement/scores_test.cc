@@ -131,15 +131,25 @@ TEST(ScoresTest, ModelPressureOfPinnedClasses) {
   w.resize(1);
   for (double x : ModelPressure(w)) EXPECT_EQ(x, 0);
 
-  // The term: a placement taking 600 of a model-1 device and 1000 of a model-0 one.
+  // The term: a placement taking 600 of a model-1 device and 1000 of a model-0 one, on a node of
+  // type 2 (the table is per node type, then model).
   FragModel model(&w);
-  std::vector<double> per_model(64, 0.0);
-  per_model[1] = 3.375;
-  model.set_model_pressure(per_model);
+  std::vector<std::vector<double>> by_type(3);
+  by_type[2].assign(64, 0.0);
+  by_type[2][1] = 3.375;
+  by_type[0].assign(64, 0.0);
+  by_type[0][1] = 99;  // another type's figure is not read
+  model.set_pinned_pressure(by_type);
   NodeState n = MakeNode({1000, 1000});
+  n.type = 2;
   n.devices[0].model = 1;
   FragChange c[2] = {{0, 400}, {1, 0}};
   EXPECT_DOUBLE_EQ(model.Delta(n, c, 2, 64000, 1 << 20).pressure, 600 * 3.375);
+  // A type beyond the table (added since the workload was set) or with no row: no pressure.
+  n.type = 1;
+  EXPECT_DOUBLE_EQ(model.Delta(n, c, 2, 64000, 1 << 20).pressure, 0);
+  n.type = 7;
+  EXPECT_DOUBLE_EQ(model.Delta(n, c, 2, 64000, 1 << 20).pressure, 0);
 }
 
 TEST(ScoresTest, CpuOnlyClassesCountAllIdle) {
