@@ -8,10 +8,16 @@
 // The daemon runs in its secure default: TLS with its own CA, and every call carries a member API
 // key of the submitting tenant (made with the admin token, as an operator would) — what a user's
 // script pays. --insecure measures a plaintext daemon without credentials instead.
+// --session also starts a session helper (`gpupoolctl session start`, under a private
+// XDG_RUNTIME_DIR) and times every command twice in the same run: direct (GPUPOOL_SESSION=off:
+// the thin front runs gpupoolctl-full) and through the helper.
 // Prints p50/p99 per command; --json FILE writes them.
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -59,7 +65,7 @@ struct Row {
 
 int Run(int argc, char** argv) {
   int runs = 200;
-  bool secure = true;
+  bool secure = true, use_session = false;
   std::string json, ctl = testing::BinaryPath("gpupoolctl");
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -72,8 +78,11 @@ int Run(int argc, char** argv) {
       ctl = value();
     } else if (a == "--insecure") {
       secure = false;
+    } else if (a == "--session") {
+      use_session = true;
     } else {
-      std::printf("usage: cli_latency [--runs N] [--ctl PATH] [--insecure] [--json FILE]\n");
+      std::printf(
+          "usage: cli_latency [--runs N] [--ctl PATH] [--insecure] [--session] [--json FILE]\n");
       return a == "--help" ? 0 : 2;
     }
   }
@@ -129,25 +138,41 @@ int Run(int argc, char** argv) {
                    "--vram", "1GiB", "--", "/bin/true"})},
   };
   // The first submission creates job 1, which `jobs get` then reads.
+  ::setenv("GPUPOOL_SESSION", "off", 1);
   TimeRun(commands[3].second);
+  if (use_session) {  // a helper of this run only, in a private runtime directory
+    const std::string runtime = daemon->data_dir() + "/runtime";
+    ::mkdir(runtime.c_str(), 0700);
+    ::setenv("XDG_RUNTIME_DIR", runtime.c_str(), 1);
+    if (TimeRun({ctl, "session", "start"}) < 0) {
+      std::fprintf(stderr, "cannot start a session helper with %s\n", ctl.c_str());
+      return 1;
+    }
+  }
   std::vector<Row> rows;
-  std::printf("%-24s %10s %10s   (%d runs each, %s, %s)\n", "command", "p50 ms", "p99 ms", runs,
+  std::printf("%-34s %10s %10s   (%d runs each, %s, %s)\n", "command", "p50 ms", "p99 ms", runs,
               ctl.c_str(), secure ? "TLS + API key" : "insecure");
   for (const auto& [name, cmd] : commands) {
-    std::vector<double> ms;
-    for (int i = 0; i < runs; ++i) {
-      const double t = TimeRun(cmd);
-      if (t < 0) {
-        std::fprintf(stderr, "%s failed\n", name.c_str());
-        return 1;
+    for (const bool through_session : {false, true}) {
+      if (through_session && !use_session) continue;
+      ::setenv("GPUPOOL_SESSION", through_session ? "on" : "off", 1);
+      std::vector<double> ms;
+      for (int i = 0; i < runs; ++i) {
+        const double t = TimeRun(cmd);
+        if (t < 0) {
+          std::fprintf(stderr, "%s failed\n", name.c_str());
+          return 1;
+        }
+        ms.push_back(t);
       }
-      ms.push_back(t);
+      std::sort(ms.begin(), ms.end());
+      Row r{name + (use_session ? (through_session ? " (session)" : " (direct)") : ""),
+            ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 99 / 100)]};
+      std::printf("%-34s %10.2f %10.2f\n", r.name.c_str(), r.p50, r.p99);
+      rows.push_back(r);
     }
-    std::sort(ms.begin(), ms.end());
-    Row r{name, ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 99 / 100)]};
-    std::printf("%-24s %10.2f %10.2f\n", r.name.c_str(), r.p50, r.p99);
-    rows.push_back(r);
   }
+  if (use_session) TimeRun({ctl, "session", "stop"});
   if (!json.empty()) {
     std::ofstream out(json);
     out << "{\"runs\": " << runs << ", \"secure\": " << (secure ? "true" : "false")

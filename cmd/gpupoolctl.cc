@@ -1,37 +1,120 @@
-// gpupoolctl: the command line for gpupool tenants and admins (a gRPC client). Wiring only; the
-// commands live in cmd/ctl/.
+// gpupoolctl: the command gpupool's users type. A thin front that starts in about a millisecond:
+// when the user runs a session helper (`gpupoolctl session start`, cmd/ctl/session.cc) it hands
+// the invocation over the helper's Unix socket and prints what comes back; otherwise — no
+// helper, GPUPOOL_SESSION=off, or a command the helper does not serve — it runs the full CLI,
+// gpupoolctl-full beside it, with the same arguments. Links only the standard library and
+// session_wire/process_env, which is the point: the full CLI spends ~30 ms starting gRPC and
+// OpenSSL before it sends a byte (docs/benchmarks.md, "CLI latency").
+//
+// Never twice: once a request has reached the helper, a lost reply is an error (exit 5), not a
+// reason to run the command again directly — a `jobs submit` must not become two jobs.
+#include <errno.h>
+#include <limits.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
-#include <iostream>
+#include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "cmd/ctl/app.h"
-#include "cmd/ctl/client_config.h"
+#include "cmd/ctl/process_env.h"
+#include "cmd/ctl/session_wire.h"
+
+namespace {
+
+namespace session = gpupool::ctl::session;
+
+constexpr size_t kMaxReplyBytes = size_t{256} << 20;
+constexpr int kExitUnavailable = 5;  // cmd/ctl/app.h
+
+void WriteOut(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+// A connection to this user's session helper, or -1.
+int ConnectToSession() {
+  std::string why;
+  const std::string dir = session::SessionDir(::getuid(), /*create=*/false, &why);
+  if (dir.empty()) return -1;
+  const std::string path = session::SocketPath(dir);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return -1;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+      session::PeerUid(fd) != static_cast<long>(::getuid())) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Runs the invocation through the session helper. nullopt: nothing reached it, or it does not
+// serve this command — run it directly. Otherwise the exit code (output already written).
+std::optional<int> ThroughSession(const std::vector<std::string>& args) {
+  const char* mode = std::getenv("GPUPOOL_SESSION");
+  if (args.empty() || (mode != nullptr && std::strcmp(mode, "off") == 0)) return std::nullopt;
+  const int fd = ConnectToSession();
+  if (fd < 0) return std::nullopt;
+  const gpupool::ctl::ProcessEnv env = gpupool::ctl::ReadProcessEnv();
+  session::Request req;
+  char cwd[PATH_MAX];
+  if (::getcwd(cwd, sizeof cwd) == nullptr) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  req.cwd = cwd;
+  req.server = env.server, req.token = env.token, req.ca = env.ca;
+  req.config_path = env.config_path;
+  req.args = args;
+  // The helper acts only on a whole frame, so a failed write means it ran nothing.
+  if (!session::WriteAll(fd, session::EncodeRequest(req))) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  const std::optional<std::string> frame = session::ReadFrame(fd, kMaxReplyBytes);
+  ::close(fd);
+  const std::optional<session::Reply> reply = frame ? session::DecodeReply(*frame) : std::nullopt;
+  if (!reply) {
+    WriteOut(2,
+             "gpupoolctl: UNAVAILABLE: the session helper took the command and did not answer; "
+             "it may or may not have run (check before retrying; GPUPOOL_SESSION=off bypasses "
+             "the helper)\n");
+    return kExitUnavailable;
+  }
+  if (!reply->served) return std::nullopt;
+  WriteOut(1, reply->out);
+  WriteOut(2, reply->err);
+  return reply->exit_code;
+}
+
+// The full CLI: gpupoolctl-full in this binary's directory.
+std::string FullCli() {
+  char self[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "gpupoolctl-full";
+  std::string path(self, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/') + 1) + "gpupoolctl-full";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  gpupool::ctl::Environment env;
-  if (const char* s = std::getenv("GPUPOOL_SERVER")) env.server = s;
-  if (const char* t = std::getenv("GPUPOOL_TOKEN")) env.token = t;
-  if (const char* c = std::getenv("GPUPOOL_CA")) env.ca = c;
-  if (const char* p = std::getenv("GPUPOOL_CONFIG")) {
-    env.config_path = p;
-  } else {
-    const char* xdg = std::getenv("XDG_CONFIG_HOME");
-    const char* home = std::getenv("HOME");
-    env.config_path = gpupool::ctl::DefaultClientConfigPath(xdg != nullptr ? xdg : "",
-                                                            home != nullptr ? home : "");
-  }
-  std::ios::sync_with_stdio(false);
-  // The channel outlives Run so that gRPC is never shut down: _exit skips its ~10 ms wait for
-  // its own threads (cmd/ctl/app.h). Output is flushed first; nothing else needs a destructor.
-  std::shared_ptr<grpc::Channel> channel;
-  const int code = gpupool::ctl::Run(args, env, std::cout, std::cerr, &channel);
-  std::cout.flush();
-  std::cerr.flush();
-  std::fflush(nullptr);
-  _exit(code);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (const std::optional<int> code = ThroughSession(args)) return *code;
+  const std::string full = FullCli();
+  ::execv(full.c_str(), argv);
+  WriteOut(2, "gpupoolctl: cannot run " + full + ": " + std::strerror(errno) + "\n");
+  return 1;
 }

@@ -51,6 +51,7 @@ const std::vector<Command>& Commands() {
     std::vector<Command> v = JobCommands();
     for (auto&& c : PoolCommands()) v.push_back(std::move(c));
     for (auto&& c : ImageCommands()) v.push_back(std::move(c));
+    for (auto&& c : SessionCommands()) v.push_back(std::move(c));
     for (auto&& c : NodeCommands()) v.push_back(std::move(c));
     for (auto&& c : TenantCommands()) v.push_back(std::move(c));
     for (auto&& c : QuotaCommands()) v.push_back(std::move(c));
@@ -194,21 +195,38 @@ std::shared_ptr<grpc::Channel> Ctx::channel() {
   // Several replicas ("a:7070,b:7070"): a standby answers NotLeader naming the leader, and Fail()
   // has Run() send the command again there (docs/ha.md).
   if (!follower_) {
-    follower_ =
-        std::make_unique<api::LeaderFollower>(server, [pem = ca_pem](const std::string& target) {
-          if (pem.empty()) {
-            return grpc::CreateChannel(GrpcTargetOf(target), grpc::InsecureChannelCredentials());
-          }
-          grpc::SslCredentialsOptions o;
-          o.pem_root_certs = pem;
-          grpc::ChannelArguments args;
-          const std::string name = TlsTargetNameOf(target);
-          if (!name.empty()) args.SetSslTargetNameOverride(name);
-          return grpc::CreateCustomChannel(GrpcTargetOf(target), grpc::SslCredentials(o), args);
+    follower_ = std::make_unique<api::LeaderFollower>(
+        server, [pem = ca_pem, cache = channels](const std::string& target) {
+          auto make = [&] {
+            if (pem.empty()) {
+              return grpc::CreateChannel(GrpcTargetOf(target), grpc::InsecureChannelCredentials());
+            }
+            grpc::SslCredentialsOptions o;
+            o.pem_root_certs = pem;
+            grpc::ChannelArguments args;
+            const std::string name = TlsTargetNameOf(target);
+            if (!name.empty()) args.SetSslTargetNameOverride(name);
+            return grpc::CreateCustomChannel(GrpcTargetOf(target), grpc::SslCredentials(o), args);
+          };
+          return cache != nullptr ? cache->Get(target, pem, make) : make();
         });
   }
   channel_ = follower_->channel();
   return channel_;
+}
+
+std::shared_ptr<grpc::Channel> ChannelCache::Get(
+    const std::string& target, const std::string& ca_pem,
+    const std::function<std::shared_ptr<grpc::Channel>()>& make) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<grpc::Channel>& c = channels_[{target, ca_pem}];
+  if (c == nullptr) c = make();
+  return c;
+}
+
+size_t ChannelCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return channels_.size();
 }
 
 std::optional<std::chrono::milliseconds> Ctx::TakeRetry() const {
@@ -315,6 +333,7 @@ Result<Resolved> Resolve(const std::vector<std::string>& args) {
 int ApplyGlobalFlags(Ctx& ctx, const ParsedArgs& a, const Environment& env) {
   // Flag, then environment, then the settings file (`gpupoolctl login`), then the default.
   ctx.config_path = env.config_path;
+  ctx.channels = env.channels;
   Result<ClientConfig> saved = LoadClientConfig(env.config_path);
   if (!saved.ok()) return ctx.Usage(saved.status().message());
   auto pick = [](const std::string& env_value, const std::string& file_value) {
@@ -357,6 +376,11 @@ int CheckArguments(const Ctx& ctx, const Command& cmd, const ParsedArgs& a) {
 }
 
 }  // namespace
+
+std::string CommandPathOf(const std::vector<std::string>& args) {
+  Result<Resolved> r = Resolve(args);
+  return r.ok() && r->cmd != nullptr && !r->help_topic ? r->path : "";
+}
 
 int Run(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
         std::ostream& err, std::shared_ptr<grpc::Channel>* keep_channel) {

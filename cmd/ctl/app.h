@@ -19,10 +19,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/client/leader_follow.h"
@@ -47,13 +51,29 @@ int ExitCodeFor(grpc::StatusCode code);
 // The exit-code table as printed by --help.
 extern const char kExitCodeHelp[];
 
-// Defaults taken from the process environment.
+// Channels kept open across invocations by a session helper (session.cc), one per gpupoold
+// address and CA, so a command finds its TLS connection already up.
+// Thread safety: internally synchronized.
+class ChannelCache {
+ public:
+  std::shared_ptr<grpc::Channel> Get(const std::string& target, const std::string& ca_pem,
+                                     const std::function<std::shared_ptr<grpc::Channel>()>& make);
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<grpc::Channel>> channels_;
+};
+
+// Defaults taken from the process environment (process_env.h).
 struct Environment {
   std::string server;  // GPUPOOL_SERVER
   std::string token;   // GPUPOOL_TOKEN
   std::string ca;      // GPUPOOL_CA
   // The settings file (client_config.h): GPUPOOL_CONFIG, else under XDG_CONFIG_HOME or HOME.
   std::string config_path;
+  // A session helper's open channels; null: each invocation opens its own.
+  ChannelCache* channels = nullptr;
 };
 
 inline constexpr char kDefaultServer[] = "127.0.0.1:7070";
@@ -73,8 +93,9 @@ class Ctx {
   std::string ca_path;      // where ca_pem came from
   std::string config_path;  // the settings file (Environment::config_path)
   int64_t timeout_ms = kDefaultTimeoutMs;
-  bool timeout_set = false;  // --timeout given: streams get a deadline too
-  std::string command_path;  // "jobs submit", for hints
+  bool timeout_set = false;          // --timeout given: streams get a deadline too
+  std::string command_path;          // "jobs submit", for hints
+  ChannelCache* channels = nullptr;  // Environment::channels
 
   // The channel to the leader: the --server list at first; after a standby's NotLeader, the
   // address it named (api/client/leader_follow.h).
@@ -134,6 +155,10 @@ std::vector<Command> JoinTokenCommands();           // join-tokens …
 std::vector<Command> BillingCommands();             // priceplans …, invoices, usage-feed
 std::vector<Command> WhatIfCommands();              // whatif
 std::vector<Command> ImageCommands();               // images …
+std::vector<Command> SessionCommands();             // session … (session.cc)
+
+// The command `args` name ("jobs submit"), or "" when they name none (help, a group, unknown).
+std::string CommandPathOf(const std::vector<std::string>& args);
 
 // The text of FILE, or of stdin for "-" (`--file -`, `--secret-file -`).
 Result<std::string> ReadFileOrStdin(const std::string& path);

@@ -19,12 +19,6 @@ std::string Trim(std::string s) {
 
 }  // namespace
 
-std::string DefaultClientConfigPath(const std::string& xdg_config_home, const std::string& home) {
-  if (!xdg_config_home.empty()) return xdg_config_home + "/gpupool/config";
-  if (!home.empty()) return home + "/.config/gpupool/config";
-  return "";
-}
-
 Result<ClientConfig> LoadClientConfig(const std::string& path) {
   ClientConfig c;
   if (path.empty()) return c;

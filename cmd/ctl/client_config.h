@@ -1,6 +1,7 @@
 // ClientConfig: gpupoolctl's saved connection settings — where gpupoold is, which CA to trust and
 // which credential to send — in `$XDG_CONFIG_HOME/gpupool/config` (default
-// `~/.config/gpupool/config`), written by `gpupoolctl login` and `gpupoolctl config set`.
+// `~/.config/gpupool/config`; process_env.h has the path), written by `gpupoolctl login` and
+// `gpupoolctl config set`.
 //
 // The file is lines of `key = value` (`server`, `ca`, `token`); `#` starts a comment. It holds a
 // secret, so it is written with mode 0600 in a 0700 directory, through a temporary file and a
@@ -21,10 +22,6 @@ struct ClientConfig {
   std::string ca;  // path of a PEM CA certificate; set = TLS
   std::string token;
 };
-
-// The file's path: `xdg_config_home`/gpupool/config when that is set, else
-// `home`/.config/gpupool/config; empty when neither is set.
-std::string DefaultClientConfigPath(const std::string& xdg_config_home, const std::string& home);
 
 // A missing file is an empty config; a malformed line is INVALID_ARGUMENT naming the file and line.
 Result<ClientConfig> LoadClientConfig(const std::string& path);

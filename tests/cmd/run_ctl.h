@@ -61,6 +61,11 @@ inline Outcome RunCtl(const std::vector<std::string>& args,
                    [](const std::string& e) { return e.rfind("HOME=", 0) == 0; })) {
     env_s.emplace_back("HOME=/nonexistent/gpupoolctl-test-home");
   }
+  // No session helper unless the test asks for one (a developer's own must not serve tests).
+  if (std::none_of(env.begin(), env.end(),
+                   [](const std::string& e) { return e.rfind("GPUPOOL_SESSION=", 0) == 0; })) {
+    env_s.emplace_back("GPUPOOL_SESSION=off");
+  }
   env_s.insert(env_s.end(), env.begin(), env.end());
   std::vector<char*> envp;
   for (auto& e : env_s) envp.push_back(e.data());
