@@ -231,6 +231,15 @@ Result<std::vector<std::unique_ptr<ChildProcess>>> StartSlurm(const std::string&
   return Status::Unavailable("slurm's nodes did not come up within 30 s; see " + dir + "/log");
 }
 
+// A directory removed when the run ends, whichever way it ends; empty: nothing to remove.
+struct RemovedAtExit {
+  std::string path;
+  ~RemovedAtExit() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+};
+
 int Run(int argc, char** argv) {
   int nodes = 4, jobs = 200, ack_runs = 50, parallel = 8, gap_ms = 50;
   bool slurm = true;
@@ -274,6 +283,7 @@ int Run(int argc, char** argv) {
   // Submissions unlimited, as Slurm's are by default: the per-tenant rate limit (50/s, burst 100)
   // is an operator's policy, not the system's speed.
   const std::string config_dir = *testing::MakeTempDir("gpupool-peer-config");
+  const RemovedAtExit config_guard{config_dir};
   std::ofstream(config_dir + "/gpupoold.yaml") << "tenant_defaults:\n  submit_rate_per_second: 0\n";
   options.extra_args = {"--config", config_dir + "/gpupoold.yaml"};
   auto started = DaemonProcess::Start(options);
@@ -395,6 +405,7 @@ int Run(int argc, char** argv) {
   };
 
   // Slurm.
+  RemovedAtExit slurm_guard;  // set once Slurm is up; outlives its processes (declared first)
   std::vector<std::unique_ptr<ChildProcess>> slurm_children;
   System sl;
   sl.name = "slurm";
@@ -408,6 +419,7 @@ int Run(int argc, char** argv) {
       return 1;
     }
     slurm_children = std::move(s).value();
+    slurm_guard.path = *slurm_dir;
     sl.cli_submit = [](const std::string& script) {
       return RunQuiet(
           {"sbatch", "-Q", "-p", "bench", "-o", "/dev/null", "-e", "/dev/null", "--wrap", script});

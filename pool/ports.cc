@@ -18,7 +18,32 @@ bool Digits(const std::string& s) {
          std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
+// One port's own rules; messages read `at` + `sep` + "protocol: …" ("ports[1].protocol: …" in a
+// list, "port '8080/sctp': protocol: …" for a parsed one).
+Status CheckTaskPort(const TaskPort& p, const std::string& at, const std::string& sep) {
+  if (p.port < 1 || p.port > 65535) {
+    return Status::InvalidArgument(at + sep + "port: must be 1..65535, got " +
+                                   std::to_string(p.port));
+  }
+  if (p.protocol != "tcp" && p.protocol != "udp") {
+    return Status::InvalidArgument(at + sep + "protocol: want tcp or udp, got '" + p.protocol +
+                                   "'");
+  }
+  if (!p.name.empty() && !ValidName(p.name)) {
+    return Status::InvalidArgument(at + sep + "name '" + p.name +
+                                   "': want [a-z][a-z0-9-]*, at most 15 characters");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Result<int> ParsePortNumber(const std::string& text) {
+  if (!Digits(text) || std::stoi(text) < 1 || std::stoi(text) > 65535) {
+    return Status::InvalidArgument("want a port number 1..65535, got '" + text + "'");
+  }
+  return std::stoi(text);
+}
 
 Status CheckTaskPorts(const std::vector<TaskPort>& ports, const std::string& field) {
   if (ports.size() > static_cast<size_t>(kMaxTaskPorts)) {
@@ -28,16 +53,7 @@ Status CheckTaskPorts(const std::vector<TaskPort>& ports, const std::string& fie
   for (size_t i = 0; i < ports.size(); ++i) {
     const TaskPort& p = ports[i];
     const std::string at = field + "[" + std::to_string(i) + "]";
-    if (p.port < 1 || p.port > 65535) {
-      return Status::InvalidArgument(at + ".port: must be 1..65535, got " + std::to_string(p.port));
-    }
-    if (p.protocol != "tcp" && p.protocol != "udp") {
-      return Status::InvalidArgument(at + ".protocol: want tcp or udp, got '" + p.protocol + "'");
-    }
-    if (!p.name.empty() && !ValidName(p.name)) {
-      return Status::InvalidArgument(at + ".name '" + p.name +
-                                     "': want [a-z][a-z0-9-]*, at most 15 characters");
-    }
+    GPUPOOL_RETURN_IF_ERROR(CheckTaskPort(p, at, "."));
     for (size_t j = 0; j < i; ++j) {
       if (ports[j].port == p.port && ports[j].protocol == p.protocol) {
         return Status::InvalidArgument(at + ": " + std::to_string(p.port) + "/" + p.protocol +
@@ -71,9 +87,7 @@ Result<TaskPort> ParseTaskPort(const std::string& text) {
   }
   p.port = std::stoi(number);
   if (slash != std::string::npos) p.protocol = rest.substr(slash + 1);
-  if (Status s = CheckTaskPorts({p}, "port"); !s.ok()) {
-    return Status::InvalidArgument("port '" + text + "': " + s.message().substr(8));
-  }
+  GPUPOOL_RETURN_IF_ERROR(CheckTaskPort(p, "port '" + text + "'", ": "));
   return p;
 }
 
@@ -90,11 +104,11 @@ Result<TaskEndpoint> ParseTaskEndpoint(const std::string& text) {
   }
   TaskEndpoint e;
   GPUPOOL_ASSIGN_OR_RETURN(e.port, ParseTaskPort(text.substr(0, eq)));
-  const std::string host_port = text.substr(eq + 1, at - eq - 1);
-  if (!Digits(host_port) || std::stoi(host_port) < 1 || std::stoi(host_port) > 65535) {
+  Result<int> host_port = ParsePortNumber(text.substr(eq + 1, at - eq - 1));
+  if (!host_port.ok()) {
     return Status::InvalidArgument("endpoint '" + text + "': the node's port must be 1..65535");
   }
-  e.host_port = std::stoi(host_port);
+  e.host_port = *host_port;
   e.host = text.substr(at + 1);
   return e;
 }

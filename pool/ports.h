@@ -34,6 +34,8 @@ Status CheckTaskPorts(const std::vector<TaskPort>& ports, const std::string& fie
 // "PORT[/PROTOCOL][:NAME]" ("8080", "53/udp", "8080/tcp:http") and back (the protocol always
 // written). InvalidArgument naming the text and what is wrong.
 std::string FormatTaskPort(const TaskPort& port);
+// "8080" → 8080: digits only, 1..65535.
+Result<int> ParsePortNumber(const std::string& text);
 Result<TaskPort> ParseTaskPort(const std::string& text);
 
 // "8080/tcp:http=30001@node-3" (the store's form) and back. InvalidArgument naming the text.

@@ -107,14 +107,11 @@ Result<PublishedPort> ParsePublishedPort(const std::string& text) {
   PublishedPort p;
   const size_t eq = text.find('=');
   if (eq != std::string::npos) {
-    const std::string host = text.substr(eq + 1);
-    const bool digits =
-        !host.empty() && host.size() <= 5 &&
-        std::all_of(host.begin(), host.end(), [](unsigned char c) { return std::isdigit(c); });
-    if (!digits || std::stoi(host) < 1 || std::stoi(host) > 65535) {
+    Result<int> host = ParsePortNumber(text.substr(eq + 1));
+    if (!host.ok()) {
       return Status::InvalidArgument("port '" + text + "': the node's port must be 1..65535");
     }
-    p.host_port = std::stoi(host);
+    p.host_port = *host;
   }
   GPUPOOL_ASSIGN_OR_RETURN(p.spec, ParseTaskPort(text.substr(0, eq)));
   return p;
