@@ -88,6 +88,13 @@ int Run(int argc, char** argv) {
   }
   DaemonProcess::Options options;
   options.secure = secure;
+  // Submissions unlimited: through a session they outrun the default per-tenant rate limit
+  // (50/s, burst 100), an operator's policy rather than the system's speed.
+  Result<std::string> config_dir = testing::MakeTempDir("gpupool-cli-latency");
+  if (!config_dir.ok()) return 1;
+  std::ofstream(*config_dir + "/gpupoold.yaml")
+      << "tenant_defaults:\n  submit_rate_per_second: 0\n";
+  options.extra_args = {"--config", *config_dir + "/gpupoold.yaml"};
   auto started = DaemonProcess::Start(options);
   if (!started.ok()) {
     std::fprintf(stderr, "cannot start gpupoold: %s\n", started.status().ToString().c_str());
