@@ -10,8 +10,6 @@
 // reason to run the command again directly — a `jobs submit` must not become two jobs.
 #include <errno.h>
 #include <limits.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -40,32 +38,13 @@ void WriteOut(int fd, const std::string& s) {
   }
 }
 
-// A connection to this user's session helper, or -1.
-int ConnectToSession() {
-  std::string why;
-  const std::string dir = session::SessionDir(::getuid(), /*create=*/false, &why);
-  if (dir.empty()) return -1;
-  const std::string path = session::SocketPath(dir);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return -1;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
-      session::PeerUid(fd) != static_cast<long>(::getuid())) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // Runs the invocation through the session helper. nullopt: nothing reached it, or it does not
 // serve this command — run it directly. Otherwise the exit code (output already written).
 std::optional<int> ThroughSession(const std::vector<std::string>& args) {
   const char* mode = std::getenv("GPUPOOL_SESSION");
   if (args.empty() || (mode != nullptr && std::strcmp(mode, "off") == 0)) return std::nullopt;
-  const int fd = ConnectToSession();
+  std::string why;
+  const int fd = session::ConnectToSession(&why);
   if (fd < 0) return std::nullopt;
   const gpupool::ctl::ProcessEnv env = gpupool::ctl::ReadProcessEnv();
   session::Request req;

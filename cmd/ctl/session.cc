@@ -16,7 +16,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
+#include <sys/un.h>  // sockaddr_un, for the listener
 #include <unistd.h>
 
 #include <chrono>
@@ -48,42 +48,9 @@ bool Servable(const std::vector<std::string>& args) {
   return false;
 }
 
-// A connection to the running helper, or -1 (with `why`) when none answers.
-int Connect(std::string* why) {
-  const std::string dir = session::SessionDir(::getuid(), /*create=*/false, why);
-  if (dir.empty()) {
-    *why = "no session: " + *why;
-    return -1;
-  }
-  const std::string path = session::SocketPath(dir);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) {
-    *why = path + ": path too long for a Unix socket";
-    return -1;
-  }
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    *why = std::strerror(errno);
-    return -1;
-  }
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    *why = "no session at " + path + " (" + std::strerror(errno) + ")";
-    ::close(fd);
-    return -1;
-  }
-  if (session::PeerUid(fd) != static_cast<long>(::getuid())) {
-    *why = path + ": answered by another user; refusing it";
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // Sends the helper a control request ("session stop" / "session status") and returns its reply.
 std::optional<session::Reply> Control(const std::string& verb, std::string* why) {
-  const int fd = Connect(why);
+  const int fd = session::ConnectToSession(why);
   if (fd < 0) return std::nullopt;
   session::Request req;
   req.args = {"session", verb};
@@ -244,21 +211,16 @@ int Start(Ctx& ctx, const ParsedArgs& a) {
                   kExitUnavailable);
 }
 
-int Stop(Ctx& ctx, const ParsedArgs&) {
+// `session stop` / `session status`: the helper's answer, or NOT_FOUND when none runs.
+int AskHelper(Ctx& ctx, const std::string& verb) {
   std::string why;
-  std::optional<session::Reply> r = Control("stop", &why);
+  std::optional<session::Reply> r = Control(verb, &why);
   if (!r) return ctx.Fail(Status::NotFound(why), kExitNotFound);
   ctx.out << r->out;
   return kExitOk;
 }
-
-int StatusOf(Ctx& ctx, const ParsedArgs&) {
-  std::string why;
-  std::optional<session::Reply> r = Control("status", &why);
-  if (!r) return ctx.Fail(Status::NotFound(why), kExitNotFound);
-  ctx.out << r->out;
-  return kExitOk;
-}
+int Stop(Ctx& ctx, const ParsedArgs&) { return AskHelper(ctx, "stop"); }
+int StatusOf(Ctx& ctx, const ParsedArgs&) { return AskHelper(ctx, "status"); }
 
 }  // namespace
 

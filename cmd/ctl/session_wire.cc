@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -163,6 +164,38 @@ long PeerUid(int fd) {
   socklen_t len = sizeof cred;
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
   return static_cast<long>(cred.uid);
+}
+
+int ConnectToSession(std::string* why) {
+  const std::string dir = SessionDir(::getuid(), /*create=*/false, why);
+  if (dir.empty()) {
+    *why = "no session: " + *why;
+    return -1;
+  }
+  const std::string path = SocketPath(dir);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) {
+    *why = path + ": path too long for a Unix socket";
+    return -1;
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *why = std::strerror(errno);
+    return -1;
+  }
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    *why = "no session at " + path + " (" + std::strerror(errno) + ")";
+    ::close(fd);
+    return -1;
+  }
+  if (PeerUid(fd) != static_cast<long>(::getuid())) {
+    *why = path + ": answered by another user; refusing it";
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 }  // namespace gpupool::ctl::session

@@ -56,4 +56,8 @@ std::string SocketPath(const std::string& dir);  // dir + "/ctl.sock"
 // The uid at the other end of a connected Unix socket, or -1.
 long PeerUid(int fd);
 
+// A connection to this user's helper (SessionDir without creating it, its socket, the peer's uid
+// checked), or -1 with `why` ("no session: …", or what was refused).
+int ConnectToSession(std::string* why);
+
 }  // namespace gpupool::ctl::session
