@@ -71,6 +71,7 @@ struct Helper {
   int64_t idle_ms = kDefaultIdleMs;
   ChannelCache channels;
   int64_t served = 0;
+  bool unlinked = false;  // the socket is gone already (stopped): never unlink a successor's
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
   // Runs one request; `stop` set for "session stop".
@@ -78,6 +79,10 @@ struct Helper {
     session::Reply reply;
     if (req.args == std::vector<std::string>{"session", "stop"}) {
       *stop = true;
+      // Gone before the reply: whoever reads "stopped" finds no socket, and a helper started
+      // right after binds its own, which this one must then not remove on its way out.
+      ::unlink(socket_path.c_str());
+      unlinked = true;
       reply.served = true;
       reply.out = "gpupoolctl: session stopped (" + socket_path + ")\n";
       return reply;
@@ -170,7 +175,7 @@ int Serve(Ctx& ctx, const ParsedArgs& a) {
   ::signal(SIGPIPE, SIG_IGN);
   const int code = h.Loop(listener);
   ::close(listener);
-  ::unlink(h.socket_path.c_str());
+  if (!h.unlinked) ::unlink(h.socket_path.c_str());
   return code;
 }
 
