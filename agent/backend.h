@@ -34,7 +34,7 @@ struct Device {
   bool healthy = true;
   int32_t numa_node = 0;
   // Device files a task granted this device may open (/dev/nvidiaN; a MIG instance adds its
-  // capability files). The sandbox's device filter allows these and nothing else of the GPU's.
+  // capability files). Only these become device nodes in the task's container.
   std::vector<std::string> device_files;
 };
 
@@ -50,6 +50,9 @@ struct Inventory {
   std::vector<Link> links;
   // Control devices every GPU task needs (nvidiactl, nvidia-uvm, nvidia-uvm-tools).
   std::vector<std::string> control_device_files;
+  // The driver's user-space files (agent/driver_files.h) a GPU task from an image gets bound
+  // read-only: an image carries no driver. Empty on the simulated backend.
+  std::vector<std::string> driver_files;
 };
 
 // What the agent's tasks hold on one device, for backends that synthesize metrics.

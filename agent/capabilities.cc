@@ -11,7 +11,10 @@ namespace gpupool::agent {
 std::vector<sandbox::Capability> NodeCapabilities(const TaskRunnerOptions& runner,
                                                   const DeviceBackend* backend) {
   std::vector<sandbox::Capability> out =
-      runner.sandbox ? runner.sandbox->Capabilities() : sandbox::Sandbox::DisabledCapabilities();
+      runner.sandbox ? runner.sandbox->Capabilities(
+                           runner.containers ? runner.containers->options().launcher.runc : "",
+                           runner.containers_off)
+                     : sandbox::Sandbox::DisabledCapabilities();
   for (const sandbox::Capability& c : runner.slices
                                           ? runner.slices->Capabilities()
                                           : SliceLedgers::DisabledCapabilities(runner.slices_off)) {

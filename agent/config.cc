@@ -523,13 +523,16 @@ Status ParseSandbox(const Reader& r, const YAML::Node& v, sandbox::SandboxOption
     } else if (sub == "hide") {
       GPUPOOL_RETURN_IF_ERROR(ParseStringList(r, n, full, &o->hide_paths));
     } else if (sub == "private_tmp") {
-      GPUPOOL_RETURN_IF_ERROR(ParseStringList(r, n, full, &o->private_tmp));
+      // The hand-written launcher's key (issue 25): the OCI runtime gives every task a fresh /tmp.
+      return r.Error(kv.first, full,
+                     "is no longer used: every task gets a fresh /tmp from the OCI runtime "
+                     "(remove the key; docs/sandbox.md)");
     } else if (sub == "host_dirs") {
       GPUPOOL_RETURN_IF_ERROR(ParseStringList(r, n, full, &o->host_dirs));
     } else {
       return r.Error(kv.first, full,
                      "unknown key (expected enabled, cgroup_parent, uid_pool, tenant_users, "
-                     "pids_max, default_memory_mib, hide, private_tmp, host_dirs)");
+                     "pids_max, default_memory_mib, hide, host_dirs)");
     }
   }
   for (const std::string& p : o->hide_paths) {
@@ -803,6 +806,12 @@ Status ValidateAgentConfig(AgentConfig* c) {
     return bad("sandbox",
                "enabled needs sandbox.uid_pool (e.g. {first: 200000, count: 1000}) or "
                "sandbox.tenant_users");
+  }
+  if (c->sandbox.enabled && !c->images.enabled) {
+    // One sandbox path (issue 25): tasks are confined by the OCI runtime the images section runs.
+    return bad("images.enabled",
+               "false leaves the sandbox nothing to confine tasks with: sandbox.enabled needs "
+               "images.enabled (the OCI runtime is the sandbox; docs/sandbox.md)");
   }
   if (c->vram_scrub && c->backend == "simulated" && c->sim.device_dir.empty()) {
     return bad("vram_scrub",

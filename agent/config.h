@@ -41,7 +41,7 @@ struct SimLayout {
   std::vector<Link> links;  // explicit links, added over (and replacing) the topology's
   uint64_t seed = 1;
   // When set, the backend makes fake device files here (mknod, NVIDIA major 195), so the
-  // sandbox's device filter is exercised exactly as with /dev/nvidia*. Needs root.
+  // sandbox's device rules is exercised exactly as with /dev/nvidia*. Needs root.
   std::string device_dir;
   // When set, health events are read from this file as lines are appended to it (the agent
   // sets <data_dir>/sim-events): "xid <uuid> <code>" or "ecc <uuid> corrected|uncorrected".

@@ -128,6 +128,7 @@ Result<std::shared_ptr<oci::ContainerFactory>> OpenContainers(
   fo.host_dirs = sandbox->options().host_dirs;
   fo.networks = networks;
   fo.datasets = options.datasets;
+  fo.simulated_gpu_state = options.simulated_gpu_state;
   return std::make_shared<oci::ContainerFactory>(std::move(fo));
 }
 

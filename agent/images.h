@@ -33,6 +33,8 @@ struct ImageOptions {
   std::string seccomp_profile = oci::kDefaultSeccompProfile;
   // Datasets tasks may mount read-only as volumes (TaskTemplate.volumes), name → host directory.
   std::map<std::string, std::string> datasets;
+  // Tests only (fake GPU hardware): ContainerFactoryOptions::simulated_gpu_state.
+  std::string simulated_gpu_state;
 };
 
 // gpupool-oci-shim beside `agent_binary`, in the build tree (agent/ beside cmd/) or packaged

@@ -54,10 +54,12 @@ sandbox::Capability NetworkCapability(bool sandboxed, bool containers,
                                       const std::shared_ptr<net::TaskNetworks>& networks,
                                       const std::string& networks_off,
                                       net::NetworkMode default_mode) {
-  if (!sandboxed && !containers) {
+  if (!containers) {
+    // Without the runtime nothing builds a task a namespace: sandboxed, no task runs at all.
     return {"network", false,
-            "tasks share the node's network (no sandbox): a pool asking for none or isolated "
-            "cannot run here"};
+            sandboxed ? "no task runs here: the sandbox needs the OCI runtime"
+                      : "tasks share the node's network (no sandbox): a pool asking for none or "
+                        "isolated cannot run here"};
   }
   std::string detail = std::string("default ") + net::NetworkModeName(default_mode) +
                        "; none: a namespace of the task's own, loopback only; ";

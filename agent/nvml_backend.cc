@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "agent/driver_files.h"
 #include "base/log.h"
 
 namespace gpupool::agent {
@@ -167,7 +168,18 @@ Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(Catalog models, const std
 
 NvmlBackend::NvmlBackend(void* handle, std::unique_ptr<Api> api, Catalog models,
                          NvmlDevicePaths paths)
-    : handle_(handle), api_(std::move(api)), models_(std::move(models)), paths_(std::move(paths)) {}
+    : handle_(handle), api_(std::move(api)), models_(std::move(models)), paths_(std::move(paths)) {
+  std::vector<std::string> dirs = paths_.driver_dirs;
+  if (dirs.empty()) {
+    if (std::string dir = LoadedLibraryDir(handle_); !dir.empty()) dirs.push_back(dir);
+  }
+  driver_files_ = FindDriverFiles(dirs, paths_.bin_dirs);
+  if (driver_files_.empty()) {
+    LogWarn("agent.nvml",
+            "no driver library found next to NVML; GPU tasks from images will not find libcuda",
+            {{"dirs", dirs.empty() ? std::string("(unknown)") : dirs.front()}});
+  }
+}
 
 std::string NvmlBackend::CapabilityFile(const std::string& access) const {
   // The access file reads "DeviceFileMinor: 21\nDeviceFileMode: 292\nDeviceFileModify: 1".
@@ -287,6 +299,7 @@ Result<Inventory> NvmlBackend::Discover() {
       devices_.emplace_back(m.uuid, mig);
     }
   }
+  inv.driver_files = driver_files_;
   for (const char* f : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}) {
     const std::string path = paths_.dev_dir + "/" + f;
     struct stat st {};

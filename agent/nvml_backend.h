@@ -16,7 +16,7 @@
 // ECC events are refused); PollEvents() drains the event set without blocking
 // (nvmlEventSetWait_v2 with a 0 ms timeout).
 //
-// Device files, so the sandbox's device filter lets a task reach what it was granted: a GPU is
+// Device files, so the sandbox's device rules let a task reach what it was granted: a GPU is
 // `/dev/nvidia<minor>` with the minor from nvmlDeviceGetMinorNumber (NVML reference, "Device
 // Queries": "the Nvidia device node file for each GPU will have the form /dev/nvidia[minor
 // number]" — not the NVML index, which may differ); a MIG instance is its parent's file plus its
@@ -28,12 +28,16 @@
 // that cannot be determined is left out with a warning: the task then fails to open the device,
 // never gets a broader rule.
 //
+// Driver files (Inventory::driver_files): the driver's compute and utility libraries and its
+// binaries (agent/driver_files.h), found once at Open(), for image tasks' containers.
+//
 // Thread safety: one thread at a time (see DeviceBackend).
 #pragma once
 
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "agent/backend.h"
 #include "pool/catalog.h"
@@ -45,6 +49,10 @@ namespace gpupool::agent {
 struct NvmlDevicePaths {
   std::string dev_dir = "/dev";
   std::string proc_dir = "/proc/driver/nvidia";
+  // Where the driver's user-space libraries are (agent/driver_files.h); empty: the directory of
+  // the libnvidia-ml.so.1 loaded, where the driver's installer puts them all.
+  std::vector<std::string> driver_dirs;
+  std::vector<std::string> bin_dirs = {"/usr/bin"};  // … and its binaries (nvidia-smi, MPS)
 };
 
 class NvmlBackend final : public DeviceBackend {
@@ -77,6 +85,7 @@ class NvmlBackend final : public DeviceBackend {
   std::unique_ptr<Api> api_;
   Catalog models_;
   NvmlDevicePaths paths_;
+  std::vector<std::string> driver_files_;  // found once: the driver does not move under us
   std::vector<std::pair<std::string, void*>> devices_;  // uuid → nvmlDevice_t, Discover() order
   void* event_set_ = nullptr;                           // nvmlEventSet_t
   std::set<std::string> events_tried_, watched_;        // GPU uuids

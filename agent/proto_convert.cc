@@ -188,6 +188,7 @@ TaskSpec FromProto(const v1::StartTask& s, const std::string& owner, const Inven
   if (!spec.devices.empty()) {
     spec.device_files.insert(spec.device_files.end(), inventory.control_device_files.begin(),
                              inventory.control_device_files.end());
+    spec.driver_files = inventory.driver_files;
   }
   return spec;
 }

@@ -14,7 +14,7 @@
 //
 // With layout.device_dir set, Discover() creates fake device files there (nvidiaN as 195:N,
 // nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-caps/nvidia-capK per MIG instance) and lists
-// them in the inventory, so the sandbox's device filter applies to them as to /dev/nvidia*.
+// them in the inventory, so the sandbox's device rules apply to them as to /dev/nvidia*.
 //
 // Health events (PollEvents): lines appended to layout.event_file — "xid <uuid> <code>" or
 // "ecc <uuid> corrected|uncorrected"; a line is consumed once it ends with a newline; a malformed

@@ -188,9 +188,7 @@ TaskRunner::~TaskRunner() {
     if (leaving_ && !t->status.terminal()) {
       // Left for the next agent process: not killed, not waited for, its sandbox kept.
       if (t->pidfd >= 0) close(t->pidfd);
-      if (t->box) t->box->Abandon();
       if (t->container) t->container->Abandon();
-      if (t->network) t->network->Abandon();  // its namespace stays with its task
       continue;
     }
     if (t->reaped || t->pid <= 0) continue;
@@ -275,6 +273,18 @@ Result<std::unique_ptr<TaskRunner::Task>> TaskRunner::NewTask(const TaskSpec& sp
 
 Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   GPUPOOL_ASSIGN_OR_RETURN(std::unique_ptr<Task> task, NewTask(spec));
+  if (options_.sandbox) {
+    // One sandbox path (issue 25): where the sandbox is on, the OCI runtime confines every task;
+    // without it nothing runs, never a task unconfined (docs/sandbox.md).
+    std::lock_guard lock(mu_);
+    Task* t = Insert(std::move(task));
+    FinishUnstarted(t, TaskPhase::kFailed, 126,
+                    "sandbox: tasks run confined by the OCI runtime, which this node cannot use (" +
+                        options_.containers_off + ")",
+                    nullptr);
+    Forget();
+    return t->status;
+  }
   std::error_code ec;
   const std::string log_path = task->dir + "/output.log";
   const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -285,11 +295,7 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
 
   // Environment: agent's (optional) < task's < grant.
   std::map<std::string, std::string> env;
-  if (options_.sandbox) {
-    // A sandboxed task gets nothing of the agent's environment (it may hold secrets).
-    const char* path = std::getenv("PATH");
-    env["PATH"] = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  } else if (options_.inherit_env) {
+  if (options_.inherit_env) {
     for (char** e = environ; e && *e; ++e) {
       const char* eq = std::strchr(*e, '=');
       if (eq) env[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
@@ -304,10 +310,7 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
         std::filesystem::absolute(task->dir, ec).lexically_normal().string();
     const std::string key = AttemptName(spec.owner, spec.task_id, spec.attempt);
     const std::string dir = abs_dir + "/ledger";
-    // Sandboxed, the ledger's directory is bound at <work dir>/.gpupool (sandbox/launch.h).
-    const std::string in_task =
-        options_.sandbox ? sandbox::WorkDirOf(abs_dir) + "/" + sandbox::kLedgerMount : "";
-    auto slice_env = options_.slices->Start(key, dir, in_task, spec);
+    auto slice_env = options_.slices->Start(key, dir, spec);
     if (slice_env.ok()) {
       task->slice_key = key;
       task->slice_dir = dir;
@@ -356,17 +359,6 @@ Result<TaskStatus> TaskRunner::Spawn(const TaskSpec& spec) {
   } else if (const std::string why = PortsRefused(spec); !why.empty()) {
     start_error = why;
     start_exit = 126;
-  } else if (options_.sandbox) {
-    auto launched = LaunchSandboxed(task.get(), env, log_fd);
-    if (launched.ok()) {
-      pid = *launched;
-    } else {
-      start_error = launched.status().message();
-      const StatusCode code = launched.status().code();
-      if (code != StatusCode::kNotFound && code != StatusCode::kPermissionDenied) start_exit = 126;
-      task->box.reset();  // gives back the uid, removes the cgroup
-      task->network.reset();
-    }
   } else if (spec.network && *spec.network != net::NetworkMode::kHost) {
     // Unconfined, a task would share the node's network: not what its pool asked for.
     start_error = std::string("network: ") + net::NetworkModeName(*spec.network) +
@@ -443,11 +435,7 @@ void TaskRunner::Supervise(Task* t, pid_t pid) {
   if (t->spec.max_runtime_ms > 0) {
     t->runtime_deadline = options_.clock->MonotonicMicros() + t->spec.max_runtime_ms * 1000;
   }
-  if (t->container) {
-    t->kind = TaskKind::kContainer;
-  } else if (t->box) {
-    t->kind = TaskKind::kSandboxed;
-  }
+  if (t->container) t->kind = TaskKind::kContainer;
   t->leader_start = ProcessStartTicks(pid);
   t->started_unix_ms = options_.clock->NowMicros() / 1000;
   std::ofstream(t->dir + "/state") << FormatTaskRecord(RecordOf(*t));
@@ -463,10 +451,6 @@ TaskRecord TaskRunner::RecordOf(const Task& t) const {
   r.pid = t.pid;
   r.leader_start = t.leader_start;
   r.started_unix_ms = t.started_unix_ms;
-  if (t.box) {
-    r.uid = t.box->identity().uid;
-    r.cgroups = t.box->cgroup_dirs();
-  }
   if (t.container) {
     r.uid = t.container->identity().uid;
     r.container = t.container->id();
@@ -475,12 +459,8 @@ TaskRecord TaskRunner::RecordOf(const Task& t) const {
   }
   r.slice_key = t.slice_key;
   r.mps = options_.mps != nullptr && MpsManager::Serves(t.spec);
-  r.isolated_network = t.network != nullptr || t.spec.network.value_or(options_.default_network) ==
-                                                   net::NetworkMode::kIsolated;
-  if (t.network) {
-    r.network_slot = t.network->network().slot;
-    r.published = t.network->network().published;
-  }
+  r.isolated_network =
+      t.spec.network.value_or(options_.default_network) == net::NetworkMode::kIsolated;
   if (t.container) {
     r.network_slot = t.container->network_slot();
     r.published = t.container->published();
@@ -509,7 +489,6 @@ std::vector<TaskEndpoint> TaskRunner::EndpointsOf(const Task& t) const {
       options_.advertise_host.empty() ? t.spec.owner : options_.advertise_host;
   std::vector<TaskEndpoint> out;
   std::vector<net::PublishedPort> published;
-  if (t.network) published = t.network->network().published;
   if (t.container) published = t.container->published();
   for (const net::PublishedPort& p : published) out.push_back({p.spec, host, p.host_port});
   if (out.empty() && NetworkFor(t.spec) == net::NetworkMode::kHost) {
@@ -567,51 +546,6 @@ void TaskRunner::FinishUnstarted(Task* t, TaskPhase phase, int exit_code, const 
   finished_order_.push_back(spec.task_id);
   if (out == nullptr) return;
   Deliver(st, out);
-}
-
-Result<int> TaskRunner::LaunchSandboxed(Task* t, const std::map<std::string, std::string>& env,
-                                        int log_fd) {
-  const TaskSpec& spec = t->spec;
-  std::error_code ec;
-  sandbox::SandboxRequest req;
-  req.name = AttemptName(spec.owner, spec.task_id, spec.attempt);
-  req.tenant = spec.tenant;
-  req.cpu_milli = spec.cpu_milli;
-  req.memory_mib = spec.memory_mib;
-  req.task_dir = std::filesystem::absolute(t->dir, ec).lexically_normal().string();
-  req.device_files = spec.device_files;
-  // MPS serves one uid per server: a tenant's clients share its uid (mps_manager.h).
-  req.tenant_uid = options_.mps != nullptr && MpsManager::Serves(spec);
-  switch (spec.network.value_or(options_.default_network)) {
-    case net::NetworkMode::kNone:
-      req.own_network = true;
-      break;
-    case net::NetworkMode::kIsolated: {
-      if (!options_.networks)
-        return Status::FailedPrecondition("network: " + options_.networks_off);
-      GPUPOOL_ASSIGN_OR_RETURN(t->network,
-                               net::NetworkLease::Take(options_.networks, req.name, spec.ports));
-      req.netns_path = t->network->network().netns_path;
-      req.resolv_conf = t->network->network().resolv_conf;
-      break;
-    }
-    case net::NetworkMode::kHost:
-      break;
-  }
-  GPUPOOL_ASSIGN_OR_RETURN(t->box, options_.sandbox->Prepare(req));
-  std::vector<std::string> envs;
-  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
-  if (!env.count("HOME")) envs.push_back("HOME=" + t->box->work_dir());
-  const auto path = env.find("PATH");
-  const std::string exec =
-      ResolveProgram(spec.argv[0], path == env.end() ? std::string() : path->second);
-  if (exec.empty()) {
-    return Status::NotFound("exec '" + spec.argv[0] + "': " + std::strerror(ENOENT));
-  }
-  GPUPOOL_ASSIGN_OR_RETURN(sandbox::Launched launched,
-                           t->box->Launch(exec, spec.argv, envs, log_fd, t->slice_dir));
-  t->status_fd = launched.status_fd;
-  return static_cast<int>(launched.pid);
 }
 
 std::optional<TaskStatus> TaskRunner::Stop(const std::string& task_id, int32_t attempt,
@@ -712,8 +646,8 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
   // An adopted task's leader ended without a word: it was SIGKILLed with its group (the lease
   // keeper at the lease deadline, or a person), and nothing recorded how its program ended.
   bool unrecorded = false;
-  if (t->kind == TaskKind::kRecorded || (t->kind == TaskKind::kSandboxed && t->adopted)) {
-    // The recorder's (or the sandbox init's) file says how the program itself ended.
+  if (t->kind == TaskKind::kRecorded) {
+    // The recorder's file says how the program itself ended.
     if (std::optional<int> ws = ReadRecordedStatus(t->dir + "/exit_status")) {
       t->wait_status = *ws;
     } else if (t->adopted) {
@@ -721,25 +655,12 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
       unrecorded = true;
     }
   }
-  if (t->status_fd >= 0) {
-    // The sandbox's init reports how the program itself ended; without it (init was killed by
-    // a stop) the init's own status stands.
-    sandbox::ReadExitStatus(t->status_fd, &t->wait_status);
-    close(t->status_fd);
-    t->status_fd = -1;
-  }
   if (t->guarded) {
     std::vector<std::string> uuids;
     for (const DeviceGrant& d : t->spec.devices) uuids.push_back(d.uuid);
     options_.device_guard->Ended(t->spec.tenant, uuids);
     t->guarded = false;
   }
-  if (t->box) {
-    const sandbox::CgroupUsage u = t->box->Usage();
-    st.usage = {true, u.cpu_usec, u.peak_memory_bytes, u.oom_kills, 0};
-    t->box->Release();
-  }
-  if (t->network) networks_to_release_.push_back(std::move(t->network));
   if (!t->slice_key.empty()) {
     // What the task's ledger measured: the spill the ledger bills (docs/billing.md).
     st.usage.spill_mib_seconds = options_.slices->Stop(t->slice_key);
@@ -785,6 +706,12 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
   } else if (!runtime_error.empty()) {
     st.phase = TaskPhase::kFailed;
     st.reason = "container runtime: " + runtime_error;
+    // A program that does not exist is 127, as a shell (and every launcher before) reports it.
+    if (runtime_error.find("exec: ") != std::string::npos &&
+        (runtime_error.find("executable file not found") != std::string::npos ||
+         runtime_error.find("no such file or directory") != std::string::npos)) {
+      st.exit_code = 127;
+    }
   } else if (unrecorded) {
     st.phase = TaskPhase::kFailed;
     st.reason =
@@ -796,7 +723,7 @@ void TaskRunner::Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* o
                                 sigabbrev_np(st.signal) + ")"
                           : "exit code " + std::to_string(st.exit_code);
     if (st.usage.measured) {
-      // The cgroup knows (the sandbox's, or a container's through its shim): no guessing.
+      // The container's cgroup knows (read by its shim): no guessing.
       st.oom = st.usage.oom_kills > 0 || LooksLikeOom(st.output_tail);
       if (st.usage.oom_kills > 0) {
         st.reason = "out of memory: killed by the kernel at the task's memory limit (" +
@@ -853,7 +780,6 @@ void TaskRunner::Loop() {
     const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
     std::vector<std::pair<Listener, TaskStatus>> notify;
     std::vector<std::unique_ptr<oci::PreparedContainer>> released;
-    std::vector<std::unique_ptr<net::NetworkLease>> released_networks;
     bool finished = false;  // StopAll() waits for ends, listened to or not
     {
       std::lock_guard lock(mu_);
@@ -909,11 +835,9 @@ void TaskRunner::Loop() {
       }
       Forget();
       released.swap(to_release_);
-      released_networks.swap(networks_to_release_);
     }
     // runc delete and unmounts take a while: never under mu_.
     released.clear();
-    released_networks.clear();
     // Listeners first: whoever waits in StopAll() then finds the final updates already handed on.
     for (auto& [fn, st] : notify) fn(st);
     if (finished || !notify.empty()) {
@@ -953,14 +877,13 @@ namespace {
 // Why a task of this kind, with these resources, cannot be rebuilt by a restarted agent; "" when
 // it can. Each is a resource the agent holds in memory only (a uid lease, a ledger or daemon
 // process it runs, a network namespace, a mounted root file system).
-std::string NotAdoptable(const TaskRecord& r, bool sandbox_on, bool containers_on, bool slices_on,
-                         bool mps_on) {
+std::string NotAdoptable(const TaskRecord& r, bool containers_on, bool slices_on, bool mps_on) {
   switch (r.kind) {
     case TaskKind::kPlain:
       return "started without a recorder (an older agent)";
     case TaskKind::kSandboxed:
-      if (!sandbox_on) return "it is sandboxed and the sandbox is off now";
-      break;
+      return "it runs in the hand-written sandbox of an older agent, which this one replaced with "
+             "the OCI runtime";
     case TaskKind::kContainer:
       if (!containers_on) return "it is a container and images are off now";
       break;
@@ -976,14 +899,14 @@ std::string NotAdoptable(const TaskRecord& r, bool sandbox_on, bool containers_o
 // Kills a task a previous agent process left running, identified by its record.
 bool KillLeftover(const TaskRecord& r) {
   if (!r.cgroups.empty()) {
-    // A sandboxed task: its cgroup holds exactly its processes.
+    // An older agent's sandboxed task: its cgroup holds exactly its processes.
     bool alive = false;
     for (const std::string& d : r.cgroups) {
       std::ifstream procs(d + "/cgroup.procs");
       pid_t p = 0;
       if (procs >> p) alive = true;
     }
-    sandbox::TaskCgroup::KillAndRemove(r.cgroups);
+    sandbox::KillAndRemoveGroups(r.cgroups);
     return alive;
   }
   const bool same = r.leader_start != 0 ? ProcessStartTicks(r.pid) == r.leader_start
@@ -1038,14 +961,11 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
       continue;
     }
     const bool alive = r.leader_start != 0 && ProcessStartTicks(r.pid) == r.leader_start;
-    std::string why =
-        r.spec.owner != owner
-            ? "it belongs to node " + r.spec.owner
-            : NotAdoptable(r, options_.sandbox != nullptr, options_.containers != nullptr,
-                           options_.slices != nullptr, options_.mps != nullptr);
-    std::unique_ptr<sandbox::SandboxedTask> box;
+    std::string why = r.spec.owner != owner
+                          ? "it belongs to node " + r.spec.owner
+                          : NotAdoptable(r, options_.containers != nullptr,
+                                         options_.slices != nullptr, options_.mps != nullptr);
     std::unique_ptr<oci::PreparedContainer> container;
-    std::unique_ptr<net::NetworkLease> network;
     if (why.empty() && alive && r.kind == TaskKind::kContainer) {
       // Its uid reserved again, its image held, its root file system known: released as a
       // started container's would be once its shim ends.
@@ -1073,46 +993,16 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
       // Its clients' daemons, left running by the previous agent process.
       if (Status st = options_.mps->Adopt(r.spec); !st.ok()) why = st.message();
     }
-    if (why.empty() && alive && r.kind == TaskKind::kSandboxed) {
-      // Its uid is reserved again and its cgroup found: released as a started task's would be.
-      sandbox::SandboxRequest req;
-      req.name = AttemptName(r.spec.owner, r.spec.task_id, r.spec.attempt);
-      req.tenant = r.spec.tenant;
-      req.tenant_uid = r.mps;  // an MPS client runs as its tenant's shared uid
-      req.task_dir = std::filesystem::absolute(dir, ec).lexically_normal().string();
-      auto adopted = options_.sandbox->Adopt(req, r.uid);
-      if (adopted.ok()) {
-        box = std::move(adopted).value();
-      } else {
-        why = adopted.status().message();
-      }
-      if (why.empty() && r.network_slot >= 0) {
-        // Its isolated network: the slot taken again, the namespace kept.
-        if (!options_.networks) {
-          why = "it has an isolated network and isolated networks are off now";
-        } else if (auto lease = net::NetworkLease::Adopt(options_.networks, r.network_slot,
-                                                         req.name, r.published);
-                   lease.ok()) {
-          network = std::move(lease).value();
-          out.kept_network_slots.push_back(r.network_slot);
-        } else {
-          why = lease.status().message();
-        }
-        if (!why.empty()) box.reset();
-      }
-    }
     std::string slice_dir;
     if (why.empty() && alive && !r.slice_key.empty()) {
       // Its ledger listens again where its processes reconnect, from the same grant, and takes
       // back what they held (docs/interposer.md, "Agent restarts").
       const std::string abs_dir = std::filesystem::absolute(dir, ec).lexically_normal().string();
       slice_dir = abs_dir + "/ledger";
-      auto started = options_.slices->Start(r.slice_key, slice_dir, "", r.spec);
+      auto started = options_.slices->Start(r.slice_key, slice_dir, r.spec);
       if (!started.ok()) {
         why = started.status().message();
-        box.reset();
         container.reset();
-        network.reset();
       }
     }
     if (!why.empty() && (alive || r.leader_start == 0)) {
@@ -1134,9 +1024,7 @@ TaskRunner::Recovery TaskRunner::Recover(const std::string& owner, int64_t repor
     task->adopted = true;
     task->leader_start = r.leader_start;
     task->started_unix_ms = r.started_unix_ms;
-    task->box = std::move(box);
     task->container = std::move(container);
-    task->network = std::move(network);
     if (!slice_dir.empty()) {
       task->slice_key = r.slice_key;
       task->slice_dir = slice_dir;
@@ -1206,8 +1094,8 @@ std::string TaskRunner::WhyNotAdoptable(const std::string& task_id) const {
   if (it == tasks_.end()) return "not on this node";
   const Task& t = *it->second;
   if (t.pulling) return "its image is still being pulled";
-  return NotAdoptable(RecordOf(t), options_.sandbox != nullptr, options_.containers != nullptr,
-                      options_.slices != nullptr, options_.mps != nullptr);
+  return NotAdoptable(RecordOf(t), options_.containers != nullptr, options_.slices != nullptr,
+                      options_.mps != nullptr);
 }
 
 std::optional<TaskStatus> TaskRunner::Get(const std::string& task_id) const {

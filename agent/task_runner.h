@@ -11,9 +11,8 @@
 // on (the lease keeper holds them to the node lease); a restarted agent's Recover() re-adopts the
 // ones it can rebuild — it watches their leader through a pidfd and reads the recorded status when
 // it ends — reports those that ended while no agent watched, and kills the rest (a GPU-slice or
-// MPS task; its resources cannot be rebuilt yet), which the scheduler then requeues. A sandboxed
-// task is re-adopted with its uid, cgroups and isolated network, a container with its uid, image,
-// root file system and isolated network.
+// MPS task; its resources cannot be rebuilt yet), which the scheduler then requeues. A container
+// is re-adopted with its uid, image, root file system and isolated network.
 //
 // Stop: SIGTERM to the group, then after the grace period SIGKILL to the group. The task ends
 // when its leader has exited and, for a stop, the group is empty or has been SIGKILLed; any
@@ -30,11 +29,11 @@
 // waitpid for its own children only, so it never steals another component's child. Listeners
 // are called on that thread, without locks held, for every terminal status.
 //
-// Sandbox (options.sandbox set, see agent/sandbox/sandbox.h): each task gets its own cgroup
-// (memory and CPU from the spec, pids, device filter), uid, namespaces and a work directory
-// <task dir>/work; the environment starts from PATH and HOME only, not the agent's. A sandbox that
-// cannot be set up fails the task (exit code 126, the reason names the step) — it never runs
-// unconfined. The final status carries the cgroup's CPU time, peak memory and OOM kills.
+// Sandbox (options.sandbox set, see agent/sandbox/sandbox.h): every task runs in a container
+// under the OCI runtime (options.containers; a plain command on a read-only view of the host's
+// directories) — one sandbox path (issue 25). Where the node cannot run containers, a task fails
+// (exit code 126, the reason says why) — it never runs unconfined. The final status carries the
+// container cgroup's CPU time, peak memory and OOM kills.
 //
 // Images (options.containers set, TaskSpec.image non-empty; docs/images.md): Start() returns at
 // once with the task PULLING, and a thread of the task's own pulls the image into the node's
@@ -70,7 +69,6 @@ namespace gpupool::agent {
 
 namespace sandbox {
 class Sandbox;
-class SandboxedTask;
 }  // namespace sandbox
 class DeviceGuard;
 class MpsManager;
@@ -123,8 +121,11 @@ struct TaskSpec {
   std::string working_dir;
   std::map<std::string, std::string> volumes;
   // Device files the task may open (granted GPUs, their MIG capabilities, the control devices);
-  // the sandbox's device filter allows these and the standard ones only.
+  // the runtime makes these device nodes in its container, and no other of the GPUs'.
   std::vector<std::string> device_files;
+  // The node driver's user-space files (Inventory::driver_files), bound read-only into a GPU task
+  // from an image; a plain command sees them where they lie on the host.
+  std::vector<std::string> driver_files;
   // The network its pool asks for (StartTask.network); unset = the node's default
   // (TaskRunnerOptions::default_network). A task never runs less confined than its pool asks: an
   // isolated or no-network task fails where the node cannot give it that.
@@ -134,7 +135,7 @@ struct TaskSpec {
   std::vector<TaskPort> ports;
 };
 
-// What a sandboxed task used, read from its cgroup when it ended (zero without a sandbox).
+// What a container task used, read from its cgroups when it ended (zero for an unconfined one).
 struct TaskUsage {
   bool measured = false;
   int64_t cpu_usec = 0;
@@ -322,8 +323,6 @@ class TaskRunner {
   void Finish(Task* t, std::vector<std::pair<Listener, TaskStatus>>* out);
   void Forget();
   Result<TaskStatus> Spawn(const TaskSpec& spec);
-  // Prepares the task's sandbox and launches its program there; returns the init's pid.
-  Result<int> LaunchSandboxed(Task* t, const std::map<std::string, std::string>& env, int log_fd);
   // Image tasks (task_runner_container.cc): registers the task PULLING and starts its pull.
   Result<TaskStatus> StartContainer(const TaskSpec& spec);
   // The pull thread of task `id`'s attempt: image, bundle, shim; then RUNNING or a final status.
@@ -374,8 +373,6 @@ class TaskRunner {
   // Containers of ended tasks, released (runc delete, unmount) by the supervisor after it lets
   // go of mu_.
   std::vector<std::unique_ptr<oci::PreparedContainer>> to_release_;
-  std::vector<std::unique_ptr<net::NetworkLease>>
-      networks_to_release_;  // likewise (`ip netns del`)
   // Pull threads of image tasks; joined when done (next StartContainer) or at destruction.
   struct PullThread {
     std::thread thread;

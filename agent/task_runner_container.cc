@@ -90,6 +90,9 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
   req.pids_max = box.pids_max;
   req.cpu_milli = spec.cpu_milli;
   req.device_files = spec.device_files;
+  req.gpu = !spec.devices.empty();
+  // An image brings no driver; a plain command's host directories already hold it.
+  if (!spec.image.empty()) req.driver_files = spec.driver_files;
   req.tenant_uid = options_.mps != nullptr && MpsManager::Serves(spec);
   req.network = spec.network.value_or(options_.default_network);
   req.ports = spec.ports;
@@ -115,7 +118,7 @@ void TaskRunner::RunContainer(const std::string& id, int32_t attempt) {
   if (error.empty() && options_.slices && SliceLedgers::Shared(spec)) {
     // The slice's ledger, its socket directory bound read-only at the same path in the container
     // and the interposer preloaded there (agent/oci/spec.h).
-    auto slice_env = options_.slices->Start(req.id, abs_dir + "/ledger", "", spec);
+    auto slice_env = options_.slices->Start(req.id, abs_dir + "/ledger", spec);
     if (slice_env.ok()) {
       slice_key = req.id;
       req.interposer_library = options_.slices->library();

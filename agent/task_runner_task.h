@@ -12,7 +12,6 @@
 #include <string>
 
 #include "agent/oci/container.h"
-#include "agent/sandbox/sandbox.h"
 #include "agent/task_record.h"
 #include "agent/task_runner.h"
 
@@ -37,21 +36,15 @@ struct TaskRunner::Task {
   std::string fault_reason;  // FailDevices(): reported FAILED with this reason
   std::string violation;     // the slice watchdog killed a process of it: FAILED, this reason
   bool sent_kill = false;
-  int64_t runtime_deadline = 0;                 // monotonic µs; 0 = none
-  int64_t kill_deadline = 0;                    // monotonic µs; 0 = none
-  std::unique_ptr<sandbox::SandboxedTask> box;  // set when sandboxed
-  int status_fd = -1;                           // sandboxed: the program's wait status
-  bool guarded = false;                         // DeviceGuard::Ended() owed
-  std::string slice_key;                        // its slice ledger runs (SliceLedgers)
-  std::string slice_dir;                        // that ledger's directory, on the host
-  bool pulling = false;  // an image task before its container started: no process yet
+  int64_t runtime_deadline = 0;  // monotonic µs; 0 = none
+  int64_t kill_deadline = 0;     // monotonic µs; 0 = none
+  bool guarded = false;          // DeviceGuard::Ended() owed
+  std::string slice_key;         // its slice ledger runs (SliceLedgers)
+  std::string slice_dir;         // that ledger's directory, on the host
+  bool pulling = false;          // an image task before its container started: no process yet
   std::unique_ptr<oci::PreparedContainer> container;  // an image task's, once prepared
-  std::unique_ptr<net::NetworkLease> network;         // a sandboxed task's isolated network
   // When Start() accepted it: TaskStartTiming's origin.
   std::chrono::steady_clock::time_point accepted = std::chrono::steady_clock::now();
-  ~Task() {
-    if (status_fd >= 0) close(status_fd);
-  }
 };
 
 }  // namespace gpupool::agent

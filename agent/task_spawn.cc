@@ -13,8 +13,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "agent/sandbox/launch.h"
-
 namespace gpupool::agent {
 
 std::string SafeTaskName(const std::string& id) {
@@ -42,6 +40,21 @@ Result<std::string> CreateTaskDir(const std::string& data_dir, const std::string
 }
 
 namespace {
+
+// "<wait status>\n" into `buf` (at least 12 bytes) without allocating: the recorder calls it
+// between fork and exit.
+size_t FormatWaitStatus(int wait_status, char* buf) {
+  char digits[16];
+  size_t n = 0;
+  unsigned v = static_cast<unsigned>(wait_status);
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  for (size_t i = 0; i < n; ++i) buf[i] = digits[n - 1 - i];
+  buf[n] = '\n';
+  return n + 1;
+}
 
 // argv and envp as execve wants them, built before a fork (the child may not allocate).
 struct ExecArrays {
@@ -165,7 +178,7 @@ struct ExecError {
     if (errno != EINTR) _exit(127);
   }
   char buf[32];
-  const size_t len = sandbox::FormatWaitStatus(ws, buf);
+  const size_t len = FormatWaitStatus(ws, buf);
   [[maybe_unused]] ssize_t n = pwrite(status_fd, buf, len, 0);
   fsync(status_fd);
   _exit(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));

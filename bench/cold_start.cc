@@ -11,9 +11,10 @@
 //   warm   a task of one image the node pulled in a warm-up job before the rounds;
 //   plain  the same program as a plain command: on this node, which runs containers, under runc
 //          too, on the host's directories (one sandbox path, docs/sandbox.md);
-//   native the same plain command on a second node of another pool whose images are off, so it
-//          runs in the hand-written sandbox (the path plain commands took before they moved
-//          under runc): the before of that change, from the same run.
+//   unconfined the same plain command on a second node of another pool without the sandbox
+//          (images and sandbox off: a bare process group), so the difference is what the
+//          sandbox costs a start. (Before the one sandbox path this mode was "native", the
+//          hand-written sandbox, which is gone.)
 // Modes alternate within each round so all four see the same load. A task's latency is its
 // start_time − its job's submit_time, both stamped by gpupoold (submission's durable commit,
 // placement, durable allocation, StartTask, on the node: pull or not, bundle, runc, and the
@@ -126,7 +127,7 @@ int Run(int argc, char** argv) {
     } else {
       std::printf(
           "usage: cold_start [--jobs N] [--payload-mib N] [--tag-ttl-ms N] [--json FILE]\n"
-          "  --jobs N         rounds of cold, warm, plain and native tasks (default 30)\n"
+          "  --jobs N         rounds of cold, warm, plain and unconfined tasks (default 30)\n"
           "  --payload-mib N  random bytes in each test image besides busybox (default 8)\n"
           "  --tag-ttl-ms N   the agent's images.tag_ttl_ms (0: every pull asks the registry)\n"
           "needs root, runc, skopeo, umoci, docker-registry and busybox-static "
@@ -165,7 +166,7 @@ int Run(int argc, char** argv) {
     return 1;
   }
   DaemonProcess& daemon = **started;
-  if (Status st = daemon.CreatePool("bench-native"); !st.ok()) {
+  if (Status st = daemon.CreatePool("bench-unconfined"); !st.ok()) {
     std::fprintf(stderr, "%s\n", st.ToString().c_str());
     return 1;
   }
@@ -196,21 +197,18 @@ int Run(int argc, char** argv) {
     return 1;
   }
   const std::string log_path = daemon.data_dir() + "/coldstart-node.log";
-  // The node without images: plain commands in the hand-written sandbox.
-  testing::SingleAgent native(
-      {.dir = daemon.data_dir(),
-       .pool = "bench-native",
-       .node = "native-node",
-       .gpus = 8,
-       .health_poll_ms = 0,
-       .extra_config = "sandbox:\n  enabled: true\n  cgroup_parent: gpupool-coldstart-native-" +
-                       std::to_string(getpid()) +
-                       "\n  uid_pool: {first: 66000, count: 1000}\nimages:\n  enabled: false\n",
-       .extra_args = {},
-       .token_file = ""});
-  native.Connect(daemon.grpc_address());
-  if (!native.StartAndWaitReady()) {
-    std::fprintf(stderr, "the native agent did not register (log: %s/native-node.log)\n",
+  // The node without the sandbox: plain commands as bare process groups.
+  testing::SingleAgent unconfined({.dir = daemon.data_dir(),
+                                   .pool = "bench-unconfined",
+                                   .node = "unconfined-node",
+                                   .gpus = 8,
+                                   .health_poll_ms = 0,
+                                   .extra_config = "images:\n  enabled: false\n",
+                                   .extra_args = {},
+                                   .token_file = ""});
+  unconfined.Connect(daemon.grpc_address());
+  if (!unconfined.StartAndWaitReady()) {
+    std::fprintf(stderr, "the unconfined agent did not register (log: %s/unconfined-node.log)\n",
                  daemon.data_dir().c_str());
     return 1;
   }
@@ -234,14 +232,14 @@ int Run(int argc, char** argv) {
   std::map<std::string, std::string> mode_of;  // task id →
   int failed = 0;
   for (int i = 0; i < jobs; ++i) {
-    for (const std::string mode : {"cold", "warm", "plain", "native"}) {
+    for (const std::string mode : {"cold", "warm", "plain", "unconfined"}) {
       const std::string image = mode == "cold"
                                     ? registry.host() + "/bench/cold-" + std::to_string(i) + ":1"
                                 : mode == "warm" ? registry.host() + "/bench/warm:1"
                                                  : "";
       std::string task;
-      const double t =
-          SubmitAndWait(*stub, job(image, mode == "native" ? "bench-native" : "bench"), &task);
+      const double t = SubmitAndWait(
+          *stub, job(image, mode == "unconfined" ? "bench-unconfined" : "bench"), &task);
       mode_of[task] = mode;
       if (t < 0) {
         ++failed;
@@ -252,7 +250,7 @@ int Run(int argc, char** argv) {
   }
   std::printf("%-6s %6s %8s %8s %8s %8s\n", "mode", "tasks", "p50 ms", "p90 ms", "p99 ms",
               "max ms");
-  for (const std::string mode : {"cold", "warm", "plain", "native"}) {
+  for (const std::string mode : {"cold", "warm", "plain", "unconfined"}) {
     const auto& v = ms[mode];
     std::printf("%-6s %6zu %8.1f %8.1f %8.1f %8.1f\n", mode.c_str(), v.size(), Pct(v, 0.5),
                 Pct(v, 0.9), Pct(v, 0.99), Pct(v, 1.0));
@@ -275,13 +273,13 @@ int Run(int argc, char** argv) {
   const double p50 = Pct(ms["warm"], 0.5) / std::max(1e-9, Pct(ms["plain"], 0.5));
   const double p99 = Pct(ms["warm"], 0.99) / std::max(1e-9, Pct(ms["plain"], 0.99));
   std::printf("warm / plain: p50 %.2fx, p99 %.2fx; failed %d\n", p50, p99, failed);
-  std::printf("warm / native: p50 %.2fx, p99 %.2fx\n",
-              Pct(ms["warm"], 0.5) / std::max(1e-9, Pct(ms["native"], 0.5)),
-              Pct(ms["warm"], 0.99) / std::max(1e-9, Pct(ms["native"], 0.99)));
+  std::printf("warm / unconfined: p50 %.2fx, p99 %.2fx\n",
+              Pct(ms["warm"], 0.5) / std::max(1e-9, Pct(ms["unconfined"], 0.5)),
+              Pct(ms["warm"], 0.99) / std::max(1e-9, Pct(ms["unconfined"], 0.99)));
   if (!json.empty()) {
     std::ofstream out(json);
     out << "{\"benchmark\":\"cold_start\",\"payload_mib\":" << payload_mib;
-    for (const std::string mode : {"cold", "warm", "plain", "native"}) {
+    for (const std::string mode : {"cold", "warm", "plain", "unconfined"}) {
       const auto& v = ms[mode];
       out << ",\"" << mode << "\":{\"tasks\":" << v.size() << ",\"p50_ms\":" << Pct(v, 0.5)
           << ",\"p90_ms\":" << Pct(v, 0.9) << ",\"p99_ms\":" << Pct(v, 0.99)
@@ -291,7 +289,7 @@ int Run(int argc, char** argv) {
         << ",\"failed\":" << failed << "}\n";
   }
   agent.Stop();
-  native.Stop();
+  unconfined.Stop();
   std::error_code ec;
   std::filesystem::remove_all(work, ec);
   return failed == 0 ? 0 : 1;

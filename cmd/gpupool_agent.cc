@@ -65,19 +65,21 @@ constexpr const char* kUsage = R"(usage: gpupool-agent [flags]
 
 Restarts (docs/agent.md "Agent restarts"): a SIGTERM, a kill -9 or a crash leaves the node's
 tasks running under the lease keeper (<data-dir>/lease-keeper.sock) until the node lease lapses;
-started again on the same data dir, the agent re-adopts plain, sandboxed, image, GPU-slice and
-MPS tasks (a slice's processes reclaim their VRAM from its new ledger; MPS clients keep their
-control daemon), reports those that ended meanwhile and kills those it cannot re-adopt (an MPS
-client whose daemon died meanwhile, a sandboxed task whose uid is taken). `stop_tasks_on_shutdown: true` makes a
-SIGTERM stop every task instead (a node going away).
+started again on the same data dir, the agent re-adopts plain, container (image or sandboxed
+plain), GPU-slice and MPS tasks (a slice's processes reclaim their VRAM from its new ledger; MPS
+clients keep their control daemon), reports those that ended meanwhile and kills those it cannot
+re-adopt (an MPS client whose daemon died meanwhile, a container whose uid is taken).
+`stop_tasks_on_shutdown: true` makes a SIGTERM stop every task instead (a node going away).
 
 Task sandbox (config `sandbox:`, docs/sandbox.md): with `sandbox.enabled: true` and the agent
-running as root, every task gets its own cgroup (memory and CPU from its request, a pids limit,
-only its granted GPU device files), an unprivileged uid (`sandbox.uid_pool` or
-`sandbox.tenant_users`), its own mount/PID/IPC/network namespaces with a private /tmp, and cannot see
-the agent's data dir, this config file (the node token) or `sandbox.hide` paths. A task whose
-sandbox cannot be built fails with the reason; it never runs unconfined. Register reports what
-the node can and cannot enforce.
+running as root, every task runs in a container under the OCI runtime (runc; the `images`
+section's tools): its own cgroups (memory and CPU from its request, a pids limit, only its
+granted GPU device nodes), a user namespace whose root is an unprivileged uid of
+`sandbox.uid_pool` (or `sandbox.tenant_users`) on the node, its own mount/PID/IPC/UTS/network
+namespaces with a fresh /tmp, the default seccomp profile, and none of the agent's data dir, this
+config file (the node token) or `sandbox.hide` paths. One sandbox path: where the runtime cannot
+run, every task fails with the reason; none runs unconfined. Register reports what the node can
+and cannot enforce.
 
 GPU slices (config `gpu_slices: {enabled: true, library: PATH, context_mib: N}`, on by
 default): a task holding a slice of a GPU runs with the CUDA interposer (libgpupool-cuda.so,
@@ -90,7 +92,7 @@ memory from NVML with its ledger every `watchdog_interval_ms` (200) and kills a 
 around the interposer, failing its task with the reason.
 
 Images (config `images: {enabled: true, dir: PATH, budget_mib: N, tls_verify: true}`, on by
-default; needs the sandbox): a task whose job names an `image` runs in that OCI image's
+default; needs the sandbox, and the sandbox needs it): a task whose job names an `image` runs in that OCI image's
 container under runc, in a user namespace (root inside is an unprivileged uid of the sandbox's
 pool outside), with the default seccomp profile and only its granted GPU device files. The node
 pulls each image once with skopeo and umoci into a content-addressed store (default
@@ -99,9 +101,8 @@ go to nodes that have its layers when packing allows. `images.datasets: {NAME: /
 the directories tasks may mount read-only by name (a job's `--volume /data=NAME`); a scratch
 volume is a directory of the task's own. With images on, a plain command runs under runc too,
 on a read-only view of the host's `sandbox.host_dirs` (default /usr, /etc, /opt) with a writable
-work dir of its own: one sandbox path (docs/sandbox.md). Without the sandbox or the tools the agent
-runs plain commands in its own sandbox, and Register says `images` is not enforced
-(docs/images.md).
+work dir of its own: one sandbox path (docs/sandbox.md). Without the tools nothing runs, and
+Register says `images` and `sandbox` are not enforced, with why (docs/images.md).
 
 Task networks (config `network: {isolated: false, default: none, subnet: 10.213.0.0/16, deny:
 [CIDR, ...]}`, docs/network.md): with the sandbox, each task gets the network its pool names
@@ -367,7 +368,7 @@ int Run(int argc, char** argv) {
     if (!config.token_file.empty()) {
       so.hide_paths.push_back(std::filesystem::absolute(config.token_file, ec).string());
     }
-    auto box = sandbox::Sandbox::Create(so, config.data_dir);
+    auto box = sandbox::Sandbox::Create(so);
     if (!box.ok()) {
       std::cerr << "gpupool-agent: " << box.status().message() << "\n";
       return 2;
@@ -465,9 +466,12 @@ int Run(int argc, char** argv) {
     if (containers.ok()) {
       ro.containers = *containers;
     } else {
-      // Runs plain commands, and says why images cannot run here.
+      // Says why no task can run here: with the sandbox on, the runtime confines every task.
       ro.containers_off = containers.status().message();
-      LogWarn("agent", "image tasks cannot run on this node", {{"why", ro.containers_off}});
+      LogWarn("agent",
+              ro.sandbox ? "no task can run on this node: the sandbox needs the OCI runtime"
+                         : "image tasks cannot run on this node",
+              {{"why", ro.containers_off}});
     }
   }
   for (const sandbox::Capability& c : NodeCapabilities(ro, backend.get())) {

@@ -19,6 +19,11 @@ void PreparedContainer::Release() {
   released_ = true;
   (void)launcher_.Delete(id_);
   (void)UnmountRootfs(rootfs_);
+  if (!work_dir_.empty()) {
+    // Handed back to root before the uid is: a later holder of the uid cannot get in.
+    [[maybe_unused]] const int rc = chown(work_dir_.c_str(), 0, 0);
+    chmod(work_dir_.c_str(), 0700);
+  }
   if (has_identity_ && uids_) uids_->Release(identity_);
   network_.reset();
   lease_ = image::ImageLease();
@@ -41,12 +46,19 @@ Result<std::string> PlainWorkDir(const std::string& task_dir, const sandbox::Tas
 // A regular file at <rootfs>/etc/resolv.conf for the name servers' bind. The container's root
 // cannot create it (the image's /etc belongs to an id its user namespace does not map), so the
 // agent does, in the task's overlay (its upper dir: the image is untouched); a symlink there is
-// replaced the same way. The read-only fallback root takes the bind only where the file exists.
+// replaced the same way. The read-only fallback root takes the bind only where the file exists;
+// a plain command's host root where the host's /etc it binds has a regular resolv.conf (a
+// symlink, systemd-resolved's, would lead the bind out of the container's view).
 bool ResolvConfMountPoint(const TaskRootfs& rootfs) {
   const std::string etc = rootfs.path + "/etc";
   const std::string file = etc + "/resolv.conf";
   struct stat st {};
   if (lstat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return true;
+  for (const BindMount& m : rootfs.mounts) {
+    if (m.destination != "/etc") continue;
+    const std::string host = m.source + "/resolv.conf";
+    return lstat(host.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  }
   if (!rootfs.overlay) return false;
   std::error_code ec;
   std::filesystem::create_directories(etc, ec);
@@ -176,6 +188,7 @@ Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Adopt(
   c->has_identity_ = true;
   c->rootfs_.overlay = a.overlay;
   c->rootfs_.path = a.overlay ? a.task_dir + "/rootfs" : c->lease_.image().rootfs;
+  if (a.manifest_digest.empty()) c->work_dir_ = a.task_dir + "/work";  // a plain command's
   if (a.network_slot >= 0) {
     if (!options_.networks) return Status::FailedPrecondition("network: isolated networks are off");
     GPUPOOL_ASSIGN_OR_RETURN(
@@ -238,11 +251,12 @@ Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Prepare(
       has_home = has_home || kv.rfind("HOME=", 0) == 0;
     }
     if (!has_path) in.env.insert(in.env.begin(), "PATH=/usr/local/bin:/usr/bin:/bin");
-    // Its one writable directory (besides /tmp), its cwd and $HOME, at the same path as under
-    // the hand-written sandbox: <task dir>/work, the task's own, 0700.
+    // Its one writable directory (besides /tmp), its cwd and $HOME: <task dir>/work, the task's
+    // own, 0700.
     auto work = PlainWorkDir(request.task_dir, c->identity_);
     if (!work.ok()) return work.status().WithContext("rootfs");
     c->rootfs_.mounts.push_back({*work, *work, false});
+    c->work_dir_ = *work;
     in.cwd = *work;
     if (!has_home) in.env.push_back("HOME=" + *work);
   }
@@ -252,6 +266,9 @@ Result<std::unique_ptr<PreparedContainer>> ContainerFactory::Prepare(
   in.mounts = c->rootfs_.mounts;
   in.mounts.insert(in.mounts.end(), request.volumes.begin(), request.volumes.end());
   in.mounts.insert(in.mounts.end(), volumes->begin(), volumes->end());
+  if (request.gpu && !options_.simulated_gpu_state.empty()) {
+    in.mounts.push_back({options_.simulated_gpu_state, options_.simulated_gpu_state, false});
+  }
   in.hide_paths = options_.hide_paths;
   in.host_uid = c->identity_.uid;
   in.host_gid = c->identity_.gid;

@@ -52,6 +52,10 @@ struct ContainerFactoryOptions {
   // The datasets this node offers tasks' volumes, name → host directory (the agent's
   // `datasets:`), mounted read-only.
   std::map<std::string, std::string> datasets;
+  // Fake GPU hardware only (tests/fakes/cuda, whose device memory is a file, not a device node):
+  // this directory, bound read-write at its own path into every task granted a GPU, as a real
+  // GPU's /dev/nvidia* node is made there. Empty on every real node; no config key sets it.
+  std::string simulated_gpu_state;
 };
 
 struct ContainerRequest {
@@ -73,6 +77,7 @@ struct ContainerRequest {
   int64_t cpu_milli = 0;
   int64_t pids_max = 4096;
   std::vector<std::string> device_files;  // granted device nodes (host path = container path)
+  bool gpu = false;                       // granted a GPU (or a share of one)
   std::vector<std::string> driver_files;
   std::string interposer_library;
   std::string interposer_socket;
@@ -132,6 +137,7 @@ class PreparedContainer {
   std::string id_, bundle_;
   Launcher launcher_;
   std::shared_ptr<sandbox::UidMap> uids_;
+  std::string work_dir_;  // a plain command's, locked (root, 0700) on Release()
   sandbox::TaskIdentity identity_;
   bool has_identity_ = false;
   image::ImageLease lease_;

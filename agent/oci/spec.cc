@@ -5,6 +5,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -197,6 +198,32 @@ Result<json> BuildRuntimeSpec(const RuntimeSpecInput& in) {
     mounts.push_back(Bind(f, f, true));
   }
   std::vector<std::string> env = in.env;
+  if (!in.driver_files.empty()) {
+    // An image's own ld.so.cache does not know the bound driver: its directories go after the
+    // image's LD_LIBRARY_PATH, so CUDA's dlopen("libcuda.so.1") finds it (the Container
+    // Toolkit runs ldconfig in the container for the same end).
+    std::string dirs;
+    for (const std::string& f : in.driver_files) {
+      const size_t slash = f.rfind('/');
+      if (f.find(".so.", slash) == std::string::npos) continue;
+      const std::string dir = slash == 0 ? "/" : f.substr(0, slash);
+      if ((":" + dirs + ":").find(":" + dir + ":") == std::string::npos) {
+        dirs += (dirs.empty() ? "" : ":") + dir;
+      }
+    }
+    if (!dirs.empty()) {
+      auto it = std::find_if(env.begin(), env.end(), [](const std::string& kv) {
+        return EnvName(kv) == "LD_LIBRARY_PATH";
+      });
+      if (it == env.end()) {
+        env.push_back("LD_LIBRARY_PATH=" + dirs);
+      } else if (it->size() == std::string("LD_LIBRARY_PATH=").size()) {
+        *it += dirs;
+      } else {
+        *it += ":" + dirs;
+      }
+    }
+  }
   if (!in.interposer_library.empty()) {
     if (!Absolute(in.interposer_library) || !Absolute(in.interposer_socket)) {
       return Status::InvalidArgument(
@@ -216,8 +243,8 @@ Result<json> BuildRuntimeSpec(const RuntimeSpecInput& in) {
     }
     if (!replaced) env.push_back("LD_PRELOAD=" + in.interposer_library);
     env.push_back(std::string(ledger::kSocketEnv) + "=" + in.interposer_socket);
-    process["env"] = env;
   }
+  process["env"] = env;
   for (const auto& m : in.mounts) {
     mounts.push_back(Bind(m.source, m.destination, m.read_only, m.recursive_read_only));
   }

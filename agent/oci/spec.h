@@ -23,7 +23,9 @@
 //    its control nodes) as linux.devices and in the resources.devices allow-list, after a
 //    deny-all. Nothing else is reachable.
 //  - GPU driver: each of `driver_files` (the host driver's user-space libraries and binaries) is
-//    bind-mounted read-only at the same path — the NVIDIA Container Toolkit's / CDI's way.
+//    bind-mounted read-only at the same path — the NVIDIA Container Toolkit's / CDI's way — and
+//    the libraries' directories are appended to LD_LIBRARY_PATH, after the image's own, since
+//    the image's ld.so.cache does not list them.
 //  - Interposer: when `interposer_library` is set, it is bind-mounted read-only at the same path
 //    and put in LD_PRELOAD, and its socket's directory is bind-mounted read-only at the same path
 //    with GPUPOOL_LEDGER_SOCKET (ledger::kSocketEnv) pointing at it.

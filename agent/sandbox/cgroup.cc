@@ -15,14 +15,11 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/sandbox/bpf_device_filter.h"
 #include "base/control_file.h"
 #include "base/log.h"
 
 namespace gpupool::agent::sandbox {
 namespace {
-
-constexpr int64_t kCpuPeriodUs = 100'000;
 
 std::vector<std::string> Split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -55,13 +52,6 @@ int64_t NumberIn(const std::string& path) {
   int64_t v = -1;
   if (in >> v) return v;
   return -1;
-}
-
-Status Mkdir(const std::string& path) {
-  if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-    return Status::Internal("cannot create cgroup " + path + ": " + std::strerror(errno));
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -134,15 +124,7 @@ CgroupLayout CgroupLayout::Detect() {
     if (pre.size() >= 5) controllers = ReadText(pre[4] + "/cgroup.controllers");
     break;
   }
-  CgroupLayout l = FromMountinfo(mountinfo, controllers);
-  if (!l.v2.empty()) {
-    const Status probe = ProbeDeviceFilter();
-    l.v2_bpf_devices = probe.ok();
-    if (!probe.ok() && l.v1.count(Controller::kDevices) == 0) {
-      LogWarn("agent.sandbox", "cgroup v2 device filter unavailable", {{"error", probe.message()}});
-    }
-  }
-  return l;
+  return FromMountinfo(mountinfo, controllers);
 }
 
 bool CgroupLayout::OnV2(Controller c) const {
@@ -162,99 +144,6 @@ std::string CgroupLayout::Describe() const {
     for (Controller c : v2_controllers) out += std::string(" ") + ControllerName(c);
   }
   return out.empty() ? "none" : out;
-}
-
-Result<std::unique_ptr<TaskCgroup>> TaskCgroup::Create(const CgroupLayout& layout,
-                                                       const std::string& parent,
-                                                       const std::string& name,
-                                                       const CgroupLimits& limits) {
-  std::unique_ptr<TaskCgroup> g(new TaskCgroup());
-  g->layout_ = &layout;
-  auto add_dir = [&](const std::string& dir) -> Status {
-    if (std::find(g->dirs_.begin(), g->dirs_.end(), dir) != g->dirs_.end()) return Status::Ok();
-    GPUPOOL_RETURN_IF_ERROR(Mkdir(dir));
-    g->dirs_.push_back(dir);
-    return Status::Ok();
-  };
-  if (!layout.v2_controllers.empty()) {
-    // Controllers must be enabled on every level above the task's group.
-    std::string enable;
-    for (Controller c : layout.v2_controllers) {
-      if (c != Controller::kCpuacct)
-        enable += std::string(enable.empty() ? "+" : " +") + ControllerName(c);
-    }
-    GPUPOOL_RETURN_IF_ERROR(Mkdir(layout.v2 + "/" + parent));
-    GPUPOOL_RETURN_IF_ERROR(WriteControlFile(layout.v2 + "/cgroup.subtree_control", enable));
-    GPUPOOL_RETURN_IF_ERROR(
-        WriteControlFile(layout.v2 + "/" + parent + "/cgroup.subtree_control", enable));
-    const std::string dir = layout.v2 + "/" + parent + "/" + name;
-    GPUPOOL_RETURN_IF_ERROR(add_dir(dir));
-    for (Controller c : layout.v2_controllers) g->dir_of_[c] = dir;
-  }
-  for (const auto& [c, mount] : layout.v1) {
-    GPUPOOL_RETURN_IF_ERROR(Mkdir(mount + "/" + parent));
-    const std::string dir = mount + "/" + parent + "/" + name;
-    GPUPOOL_RETURN_IF_ERROR(add_dir(dir));
-    g->dir_of_[c] = dir;
-  }
-  auto dir = [&](Controller c) { return g->dir_of_.at(c); };
-  if (limits.memory_bytes > 0 && layout.Has(Controller::kMemory)) {
-    const std::string v = std::to_string(limits.memory_bytes);
-    if (layout.OnV2(Controller::kMemory)) {
-      GPUPOOL_RETURN_IF_ERROR(WriteControlFile(dir(Controller::kMemory) + "/memory.max", v));
-      // Best effort: a host without swap accounting has no memory.swap.max.
-      (void)WriteControlFile(dir(Controller::kMemory) + "/memory.swap.max", "0");
-    } else {
-      GPUPOOL_RETURN_IF_ERROR(
-          WriteControlFile(dir(Controller::kMemory) + "/memory.limit_in_bytes", v));
-      (void)WriteControlFile(dir(Controller::kMemory) + "/memory.memsw.limit_in_bytes", v);
-    }
-  }
-  if (limits.cpu_milli > 0 && layout.Has(Controller::kCpu)) {
-    const int64_t quota = std::max<int64_t>(1000, limits.cpu_milli * kCpuPeriodUs / 1000);
-    if (layout.OnV2(Controller::kCpu)) {
-      GPUPOOL_RETURN_IF_ERROR(
-          WriteControlFile(dir(Controller::kCpu) + "/cpu.max",
-                           std::to_string(quota) + " " + std::to_string(kCpuPeriodUs)));
-    } else {
-      GPUPOOL_RETURN_IF_ERROR(WriteControlFile(dir(Controller::kCpu) + "/cpu.cfs_period_us",
-                                               std::to_string(kCpuPeriodUs)));
-      GPUPOOL_RETURN_IF_ERROR(
-          WriteControlFile(dir(Controller::kCpu) + "/cpu.cfs_quota_us", std::to_string(quota)));
-    }
-  }
-  if (limits.pids_max > 0 && layout.Has(Controller::kPids)) {
-    GPUPOOL_RETURN_IF_ERROR(
-        WriteControlFile(dir(Controller::kPids) + "/pids.max", std::to_string(limits.pids_max)));
-  }
-  if (limits.filter_devices && layout.devices_by_bpf()) {
-    GPUPOOL_RETURN_IF_ERROR(
-        AttachDeviceFilter(layout.v2 + "/" + parent + "/" + name, limits.device_rules));
-  } else if (limits.filter_devices && layout.devices_enforced()) {
-    const std::string d = dir(Controller::kDevices);
-    GPUPOOL_RETURN_IF_ERROR(WriteControlFile(d + "/devices.deny", "a"));
-    for (const std::string& rule : limits.device_rules) {
-      GPUPOOL_RETURN_IF_ERROR(WriteControlFile(d + "/devices.allow", rule));
-    }
-  }
-  return g;
-}
-
-TaskCgroup::~TaskCgroup() { Remove(); }
-
-Result<std::vector<int>> TaskCgroup::OpenProcsFds() const {
-  std::vector<int> fds;
-  for (const std::string& d : dirs_) {
-    const std::string path = d + "/cgroup.procs";
-    const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) {
-      const int err = errno;
-      for (int f : fds) close(f);
-      return Status::Internal("cannot open " + path + ": " + std::strerror(err));
-    }
-    fds.push_back(fd);
-  }
-  return fds;
 }
 
 CgroupUsage ReadCgroupUsage(const CgroupLayout& layout,
@@ -309,9 +198,7 @@ std::map<Controller, std::string> CgroupDirsOf(const CgroupLayout& layout, pid_t
   return out;
 }
 
-CgroupUsage TaskCgroup::Usage() const { return ReadCgroupUsage(*layout_, dir_of_); }
-
-void TaskCgroup::KillAndRemove(const std::vector<std::string>& dirs) {
+void KillAndRemoveGroups(const std::vector<std::string>& dirs) {
   using std::chrono::milliseconds;
   for (int round = 0; round < 200; ++round) {
     bool busy = false;
@@ -326,62 +213,6 @@ void TaskCgroup::KillAndRemove(const std::vector<std::string>& dirs) {
     if (!busy) return;
     std::this_thread::sleep_for(milliseconds(5));
   }
-}
-
-Result<std::unique_ptr<TaskCgroup>> TaskCgroup::Adopt(const CgroupLayout& layout,
-                                                      const std::string& parent,
-                                                      const std::string& name) {
-  std::unique_ptr<TaskCgroup> g(new TaskCgroup());
-  g->layout_ = &layout;
-  auto add_dir = [&](const std::string& dir) -> Status {
-    if (std::find(g->dirs_.begin(), g->dirs_.end(), dir) != g->dirs_.end()) return Status::Ok();
-    struct stat st {};
-    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return Status::NotFound("cgroup " + dir + " is gone");
-    }
-    g->dirs_.push_back(dir);
-    return Status::Ok();
-  };
-  // The same directories, in the same order, as Create().
-  if (!layout.v2_controllers.empty()) {
-    const std::string dir = layout.v2 + "/" + parent + "/" + name;
-    GPUPOOL_RETURN_IF_ERROR(add_dir(dir));
-    for (Controller c : layout.v2_controllers) g->dir_of_[c] = dir;
-  }
-  for (const auto& [c, mount] : layout.v1) {
-    const std::string dir = mount + "/" + parent + "/" + name;
-    GPUPOOL_RETURN_IF_ERROR(add_dir(dir));
-    g->dir_of_[c] = dir;
-  }
-  return g;
-}
-
-bool TaskCgroup::Remove() {
-  if (removed_) return true;
-  KillAndRemove(dirs_);
-  bool gone = true;
-  for (const std::string& d : dirs_) {
-    struct stat st {};
-    if (stat(d.c_str(), &st) == 0) gone = false;
-  }
-  removed_ = gone;
-  return gone;
-}
-
-std::vector<std::string> BaselineDeviceRules() {
-  return {"c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm", "c 1:8 rwm",
-          "c 1:9 rwm", "c 5:0 rwm", "c 5:2 rwm", "c 136:* rwm"};
-}
-
-Result<std::string> DeviceRuleFor(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) {
-    return Status::FailedPrecondition("device file " + path + ": " + std::strerror(errno));
-  }
-  if (!S_ISCHR(st.st_mode)) {
-    return Status::FailedPrecondition("device file " + path + ": not a character device");
-  }
-  return "c " + std::to_string(major(st.st_rdev)) + ":" + std::to_string(minor(st.st_rdev)) + " rw";
 }
 
 }  // namespace gpupool::agent::sandbox

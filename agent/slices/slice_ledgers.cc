@@ -175,7 +175,6 @@ bool SliceLedgers::Shared(const TaskSpec& spec) {
 
 Result<std::map<std::string, std::string>> SliceLedgers::Start(const std::string& key,
                                                                const std::string& dir,
-                                                               const std::string& dir_in_task,
                                                                const TaskSpec& spec) {
   // The grant as the ledger's limits. The ledger is per task: VRAM is the sum of the slices'
   // (each at most its device), compute the largest share; VRAM granted beyond a device's own may
@@ -251,9 +250,8 @@ Result<std::map<std::string, std::string>> SliceLedgers::Start(const std::string
            {"vram_mib", std::to_string(limits.vram / kMiB)},
            {"spill_mib", std::to_string(limits.spill / kMiB)},
            {"compute_percent", std::to_string(limits.compute_percent)}});
-  return std::map<std::string, std::string>{
-      {"LD_PRELOAD", options_.library},
-      {ledger::kSocketEnv, dir_in_task.empty() ? socket : dir_in_task + kSocket}};
+  return std::map<std::string, std::string>{{"LD_PRELOAD", options_.library},
+                                            {ledger::kSocketEnv, socket}};
 }
 
 int64_t SliceLedgers::Stop(const std::string& key) {

@@ -84,10 +84,9 @@ class SliceLedgers {
 
   // Starts the ledger of task `key` with `spec`'s grant, its socket in `dir` (created root-owned
   // 0755; for a task re-adopted after an agent restart, the directory its previous ledger used);
-  // returns the task's environment additions, naming the socket inside `dir_in_task`,
-  // the same directory as the task sees it (empty: `dir`). FAILED_PRECONDITION naming the cause.
+  // returns the task's environment additions, naming the socket at its path in `dir` (a
+  // container binds `dir` at the same path). FAILED_PRECONDITION naming the cause.
   Result<std::map<std::string, std::string>> Start(const std::string& key, const std::string& dir,
-                                                   const std::string& dir_in_task,
                                                    const TaskSpec& spec);
   // Stops the ledger of `key` (no-op when none) and returns the spill it measured, with what
   // earlier agent processes' ledgers measured for the task, in MiB·s.

@@ -18,9 +18,11 @@
 #include <mutex>
 #include <thread>
 
+#include "agent/images.h"
 #include "agent/sim_backend.h"
 #include "agent/sim_fleet.h"
 #include "gpupool/v1/agent.grpc.pb.h"
+#include "tests/agent/sandbox_fixture.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool::agent {
@@ -324,10 +326,10 @@ TEST_F(AgentStreamTest, RegisterCarriesNodeDevicesAndLinks) {
 }
 
 // The whole path with a sandbox: StartTask's CPU/memory and device grant reach the task's
-// cgroup (the simulated backend's fake /dev/nvidia* files, mknod'ed), the TaskUpdate carries
-// the usage, Register the capabilities.
+// container (the simulated backend's fake /dev/nvidia* files, mknod'ed; only the granted one is
+// made in it), the TaskUpdate carries the usage, Register the capabilities.
 TEST_F(AgentStreamTest, SandboxedTaskOverTheStream) {
-  if (geteuid() != 0) GTEST_SKIP() << "the sandbox needs root (cgroups, mounts, uid switching)";
+  if (const std::string why = testing::CannotRunContainers(); !why.empty()) GTEST_SKIP() << why;
   char dev_tmpl[] = "/run/gpupool-agent-dev-XXXXXX";
   const std::string dev_dir = mkdtemp(dev_tmpl);
   chmod(dev_dir.c_str(), 0755);
@@ -337,13 +339,18 @@ TEST_F(AgentStreamTest, SandboxedTaskOverTheStream) {
   config_.sandbox.uid_pool_first = 62000;
   config_.sandbox.uid_pool_count = 10;
   backend_ = std::make_unique<SimulatedBackend>("node-a", config_.sim, config_.models);
-  auto box = sandbox::Sandbox::Create(config_.sandbox, dir_);
+  auto box = sandbox::Sandbox::Create(config_.sandbox);
   ASSERT_TRUE(box.ok()) << box.status().ToString();
+  ImageOptions io;
+  io.shim = GPUPOOL_OCI_SHIM;
+  auto containers = OpenContainers(io, *box, dir_, "");
+  ASSERT_TRUE(containers.ok()) << containers.status().ToString();
   runner_.reset();
   TaskRunnerOptions ro;
   ro.data_dir = dir_;
   ro.default_grace_ms = 300;
   ro.sandbox = *box;
+  ro.containers = *containers;
   runner_ = std::make_unique<TaskRunner>(ro);
   StartAgent();
   const v1::Register r = service_.Snapshot()[0].register_();
@@ -351,23 +358,22 @@ TEST_F(AgentStreamTest, SandboxedTaskOverTheStream) {
   for (const auto& c : r.capabilities()) caps[c.name()] = c.enforced();
   EXPECT_TRUE(caps["sandbox"]);
   EXPECT_TRUE(caps["memory"]);
-  EXPECT_EQ(caps["devices"], sandbox::CgroupLayout::Detect().devices_enforced());
+  EXPECT_TRUE(caps["devices"]);
+  EXPECT_TRUE(caps["images"]);
   EXPECT_FALSE(caps["mps"]);
 
   v1::SchedulerMessage m =
-      StartMsg("s1", "exec 2>&1; id -u; cat " + config_.sim.device_dir + "/nvidia1; cat " +
-                         config_.sim.device_dir + "/nvidia0; cat " + config_.sim.device_dir +
-                         "/nvidia-uvm; true");
+      StartMsg("s1", "exec 2>&1; cat /proc/self/uid_map; cat " + config_.sim.device_dir +
+                         "/nvidia1; cat " + config_.sim.device_dir + "/nvidia0; cat " +
+                         config_.sim.device_dir + "/nvidia-uvm; true");
   m.mutable_start_task()->set_cpu_milli(1000);
   m.mutable_start_task()->set_memory_mib(128);
   ASSERT_TRUE(service_.Send(m));
   ASSERT_TRUE(WaitUpdate("s1", v1::TASK_STATE_SUCCEEDED));
   const auto done = FindUpdate(service_.Snapshot(), "s1", v1::TASK_STATE_SUCCEEDED);
   const std::string& out = done->output_tail();
-  EXPECT_NE(out.find("62000"), std::string::npos) << out;
-  if (caps["devices"]) {
-    EXPECT_NE(out.find("nvidia1: Operation not permitted"), std::string::npos) << out;
-  }
+  EXPECT_NE(out.find("62000"), std::string::npos) << out;  // root inside is 62000 outside
+  EXPECT_NE(out.find("nvidia1: No such file or directory"), std::string::npos) << out;
   EXPECT_NE(out.find("nvidia0: No such device or address"), std::string::npos) << out;
   EXPECT_NE(out.find("nvidia-uvm: No such device or address"), std::string::npos) << out;
   EXPECT_GT(done->cpu_usage_us(), 0);
@@ -376,9 +382,7 @@ TEST_F(AgentStreamTest, SandboxedTaskOverTheStream) {
   agent_->Shutdown(false);
   agent_.reset();
   runner_.reset();
-  for (const auto& [c, mount] : sandbox::CgroupLayout::Detect().v1) {
-    rmdir((mount + "/" + config_.sandbox.cgroup_parent).c_str());
-  }
+  testing::RemoveCgroupParent(config_.sandbox.cgroup_parent + "-containers");
   std::filesystem::remove_all(dev_dir);
 }
 

@@ -3,6 +3,7 @@
 // libnvidia-ml is absent.
 #include "agent/config.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/driver_files.h"
 #include "agent/nvml_backend.h"
 #include "agent/sim_backend.h"
 
@@ -104,10 +106,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"heartbeat_interval_ms: 1\n",
                 "agent.yaml:1:24: heartbeat_interval_ms: must be ≥ 10, got 1"},
         BadCase{"pool: [a, b]\n", "agent.yaml:1:7: pool: must be a string, got a list"},
+        BadCase{"sandbox: {enabled: true, uids: 5}\n",
+                "agent.yaml:1:26: sandbox.uids: unknown key (expected enabled, cgroup_parent, "
+                "uid_pool, tenant_users, pids_max, default_memory_mib, hide, host_dirs)"},
         BadCase{
-            "sandbox: {enabled: true, uids: 5}\n",
-            "agent.yaml:1:26: sandbox.uids: unknown key (expected enabled, cgroup_parent, "
-            "uid_pool, tenant_users, pids_max, default_memory_mib, hide, private_tmp, host_dirs)"},
+            "sandbox: {enabled: true, uid_pool: {first: 1000, count: 5}, private_tmp: [/tmp]}\n",
+            "agent.yaml:1:61: sandbox.private_tmp: is no longer used: every task gets a fresh "
+            "/tmp from the OCI runtime (remove the key; docs/sandbox.md)"},
         BadCase{"sandbox:\n  uid_pool: {first: 200000}\n",
                 "agent.yaml:2:13: sandbox.uid_pool: needs first and count, e.g. {first: 200000, "
                 "count: 1000}"},
@@ -153,7 +158,6 @@ TEST(AgentConfigTest, ParsesTheSandboxSection) {
   pids_max: 512
   default_memory_mib: 2048
   hide: [/etc/gpupool/certs]
-  private_tmp: [/tmp]
   host_dirs: [/usr, /etc, /opt, /srv/tools]
 sim_device_dir: /run/gpupool-sim/dev
 gpus: [{model: L4}]
@@ -170,7 +174,6 @@ gpus: [{model: L4}]
   EXPECT_EQ(o.pids_max, 512);
   EXPECT_EQ(o.default_memory_mib, 2048);
   EXPECT_EQ(o.hide_paths, std::vector<std::string>{"/etc/gpupool/certs"});
-  EXPECT_EQ(o.private_tmp, std::vector<std::string>{"/tmp"});
   EXPECT_EQ(o.host_dirs, (std::vector<std::string>{"/usr", "/etc", "/opt", "/srv/tools"}));
   EXPECT_EQ(c->sim.device_dir, "/run/gpupool-sim/dev");
   // Off unless asked for.
@@ -272,6 +275,20 @@ TEST(AgentConfigTest, AnEnabledSandboxNeedsUids) {
   EXPECT_EQ(ValidateAgentConfig(&*c).message(),
             "a.yaml: sandbox: enabled needs sandbox.uid_pool (e.g. {first: 200000, count: "
             "1000}) or sandbox.tenant_users");
+}
+
+// One sandbox path (issue 25): the OCI runtime is the sandbox, so a sandbox without images is
+// refused at start, naming the key, instead of failing every task later.
+TEST(AgentConfigTest, AnEnabledSandboxNeedsTheRuntime) {
+  auto c = ParseAgentConfig(
+      "node_name: n\nsandbox: {enabled: true, uid_pool: {first: 200000, count: 10}}\n"
+      "images: {enabled: false}\ngpus: [{model: L4}]\n",
+      "a.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(ValidateAgentConfig(&*c).message(),
+            "a.yaml: images.enabled: false leaves the sandbox nothing to confine tasks with: "
+            "sandbox.enabled needs images.enabled (the OCI runtime is the sandbox; "
+            "docs/sandbox.md)");
 }
 
 TEST(AgentConfigTest, ValidateNeedsGpusForSimulated) {
@@ -567,8 +584,9 @@ TEST(NvmlBackendTest, ListsEachDevicesFilesByMinorNumberAndMigCapability) {
         << "DeviceFileMinor: " << minor << "\nDeviceFileMode: 292\nDeviceFileModify: 1\n";
   }
   std::filesystem::create_directories(root + "/dev");
-  auto opened = NvmlBackend::Open(Catalog::Builtin(), GPUPOOL_FAKE_NVML,
-                                  {.dev_dir = root + "/dev", .proc_dir = root + "/proc"});
+  auto opened = NvmlBackend::Open(
+      Catalog::Builtin(), GPUPOOL_FAKE_NVML,
+      {.dev_dir = root + "/dev", .proc_dir = root + "/proc", .driver_dirs = {}, .bin_dirs = {}});
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   auto inv = (*opened)->Discover();
   ASSERT_TRUE(inv.ok()) << inv.status().ToString();
@@ -583,6 +601,55 @@ TEST(NvmlBackendTest, ListsEachDevicesFilesByMinorNumberAndMigCapability) {
                                       dev + "/nvidia-caps/nvidia-cap31"}));
   EXPECT_EQ(inv->devices[3].device_files, std::vector<std::string>{dev + "/nvidia0"});
   EXPECT_TRUE(inv->control_device_files.empty());  // none exists under this dev dir
+  std::filesystem::remove_all(root);
+}
+
+// An image carries no driver (issue 25): the node's compute and utility libraries — by their
+// versioned names and soname links — and its binaries are what a GPU task from an image gets bound
+// read-only; the development link, another capability's library, an unrelated library, a dangling
+// link and other binaries are not.
+TEST(DriverFilesTest, FindsTheDriversComputeAndUtilityFilesOnly) {
+  const std::string root =
+      std::filesystem::path(::testing::TempDir() + "/driver_files_" + std::to_string(getpid()))
+          .lexically_normal()
+          .string();
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root + "/lib");
+  std::filesystem::create_directories(root + "/bin");
+  const std::string lib = root + "/lib/";
+  for (const char* f : {"libcuda.so.550.54.15", "libnvidia-ml.so.550.54.15",
+                        "libnvidia-glcore.so.550.54.15", "libfoo.so.1"}) {
+    std::ofstream(lib + f) << "elf";
+  }
+  std::filesystem::create_symlink("libcuda.so.550.54.15", lib + "libcuda.so.1");
+  std::filesystem::create_symlink("libcuda.so.1", lib + "libcuda.so");
+  std::filesystem::create_symlink("libnvidia-ml.so.550.54.15", lib + "libnvidia-ml.so.1");
+  std::filesystem::create_symlink("absent.so", lib + "libnvidia-ptxjitcompiler.so.1");
+  std::ofstream(root + "/bin/nvidia-smi") << "#!";
+  std::ofstream(root + "/bin/nvidia-settings") << "#!";
+  EXPECT_EQ(FindDriverFiles({root + "/lib"}, {root + "/none", root + "/bin"}),
+            (std::vector<std::string>{root + "/bin/nvidia-smi", lib + "libcuda.so.1",
+                                      lib + "libcuda.so.550.54.15", lib + "libnvidia-ml.so.1",
+                                      lib + "libnvidia-ml.so.550.54.15"}));
+  EXPECT_TRUE(FindDriverFiles({root + "/absent"}, {}).empty());
+
+  // The NVML backend reports them with its inventory; by default it looks next to the
+  // libnvidia-ml it loaded, where the driver's installer puts every library.
+  auto opened = NvmlBackend::Open(Catalog::Builtin(), GPUPOOL_FAKE_NVML,
+                                  {.dev_dir = "/dev",
+                                   .proc_dir = "/proc/driver/nvidia",
+                                   .driver_dirs = {root + "/lib"},
+                                   .bin_dirs = {root + "/bin"}});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto inv = (*opened)->Discover();
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  EXPECT_EQ(inv->driver_files.size(), 5u);
+  void* handle = dlopen(GPUPOOL_FAKE_NVML, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr);
+  EXPECT_EQ(LoadedLibraryDir(handle),
+            std::filesystem::canonical(GPUPOOL_FAKE_NVML).parent_path().string());
+  dlclose(handle);
+  EXPECT_EQ(LoadedLibraryDir(nullptr), "");
   std::filesystem::remove_all(root);
 }
 

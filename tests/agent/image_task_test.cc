@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/driver_files.h"
 #include "agent/image/image_store.h"
 #include "agent/image_cache_report.h"
 #include "agent/image_metrics.h"
@@ -40,14 +41,6 @@ namespace gpupool::agent {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string StateValue(const std::string& state_file, const std::string& key) {
-  std::ifstream in(state_file);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(key + "=", 0) == 0) return line.substr(key.size() + 1);
-  }
-  return "";
-}
 
 class ImageTaskTest : public ::testing::Test {
  protected:
@@ -91,7 +84,7 @@ class ImageTaskTest : public ::testing::Test {
     so.uid_pool_count = 100;
     // Plain commands see these of the host, read-only: the defaults and the probe's directory.
     so.host_dirs.push_back(fs::path(GPUPOOL_OCI_PROBE).parent_path().string());
-    auto box = sandbox::Sandbox::Create(so, data_dir_);
+    auto box = sandbox::Sandbox::Create(so);
     ASSERT_TRUE(box.ok()) << box.status().ToString();
     box_ = *box;
     sandbox_options_ = so;
@@ -126,7 +119,7 @@ class ImageTaskTest : public ::testing::Test {
     runner_->Leave();
     runner_.reset();
     containers_.reset();
-    auto box = sandbox::Sandbox::Create(sandbox_options_, data_dir_);
+    auto box = sandbox::Sandbox::Create(sandbox_options_);
     ASSERT_TRUE(box.ok()) << box.status().ToString();
     box_ = *box;
     StartRunner(std::move(networks));
@@ -185,7 +178,7 @@ TEST_F(ImageTaskTest, RunsAsRootInsideItsImageAndAsAnUnprivilegedUidOnTheHost) {
   // While it runs, the host sees the container's processes under the task's own uid.
   ASSERT_TRUE(
       ::gpupool::testing::WaitFor([&] { return ended_.Started("t1"); }, std::chrono::seconds(60)));
-  const std::string uid = StateValue(state, "uid");
+  const std::string uid = testing::StateValue(state, "uid");
   ASSERT_FALSE(uid.empty());
   EXPECT_GE(std::stol(uid), 62000);
   EXPECT_LT(std::stol(uid), 62100);
@@ -213,7 +206,7 @@ TEST_F(ImageTaskTest, APlainCommandRunsUnderTheRuntimeOnTheHostsDirectoriesReadO
   EXPECT_EQ(st->reason, "starting");
   ASSERT_TRUE(::gpupool::testing::WaitFor([&] { return ended_.Started("plain"); },
                                           std::chrono::seconds(60)));
-  const std::string uid = StateValue(data_dir_ + "/tasks/plain.1/state", "uid");
+  const std::string uid = testing::StateValue(data_dir_ + "/tasks/plain.1/state", "uid");
   ASSERT_FALSE(uid.empty());
   EXPECT_GE(std::stol(uid), 62000);
   EXPECT_LT(std::stol(uid), 62100);
@@ -235,7 +228,7 @@ TEST_F(ImageTaskTest, APlainCommandRunsUnderTheRuntimeOnTheHostsDirectoriesReadO
 TEST_F(ImageTaskTest, AHostDirHoldingTheAgentsDataIsRefused) {
   sandbox::SandboxOptions so = sandbox_options_;
   so.host_dirs = {"/usr", fs::path(data_dir_).parent_path().string()};
-  auto box = sandbox::Sandbox::Create(so, data_dir_);
+  auto box = sandbox::Sandbox::Create(so);
   ASSERT_TRUE(box.ok()) << box.status().ToString();
   ImageOptions io;
   io.tls_verify = false;
@@ -256,7 +249,7 @@ TEST_F(ImageTaskTest, APlainCommandWithoutAMemoryRequestGetsTheSandboxsDefault) 
   runner_.reset();
   containers_.reset();
   sandbox_options_.default_memory_mib = 32;
-  auto box = sandbox::Sandbox::Create(sandbox_options_, data_dir_);
+  auto box = sandbox::Sandbox::Create(sandbox_options_);
   ASSERT_TRUE(box.ok()) << box.status().ToString();
   box_ = *box;
   StartRunner();
@@ -285,6 +278,28 @@ TEST_F(ImageTaskTest, TheMemoryLimitOomKillsTheTaskWithTheReason) {
   EXPECT_NE(end.reason.find("out of memory"), std::string::npos) << end.reason;
   EXPECT_NE(end.reason.find("32 MiB"), std::string::npos) << end.reason;
   EXPECT_EQ(end.output_tail.find("allocated"), std::string::npos) << end.output_tail;
+}
+
+// An image carries no driver (issue 25): a GPU task from one gets the node's driver files
+// (FindDriverFiles, as the NVML backend reports them) bound read-only at their own paths, and their
+// directory on LD_LIBRARY_PATH so CUDA's dlopen("libcuda.so.1") finds them; a plain command sees
+// them where they lie on the host and gets no binds.
+TEST_F(ImageTaskTest, AGpuTaskFromAnImageGetsTheNodesDriverReadOnly) {
+  const std::string driver = testing::TempDir("/tmp/gpupool-driver-");
+  std::ofstream(driver + "/libcuda.so.555.42") << "the node's driver\n";
+  fs::create_symlink("libcuda.so.555.42", driver + "/libcuda.so.1");
+  TaskSpec spec = Spec("drv", Ref("test/app:1"),
+                       "cat " + driver + "/libcuda.so.1; (echo x >> " + driver +
+                           "/libcuda.so.1) 2>/dev/null && echo WRITABLE || echo READ-ONLY; "
+                           "echo \"$LD_LIBRARY_PATH\"");
+  spec.driver_files = FindDriverFiles({driver}, {});
+  ASSERT_EQ(spec.driver_files.size(), 2u);
+  ASSERT_TRUE(runner_->Start(spec).ok());
+  const TaskStatus end = ended_.Wait("drv");
+  EXPECT_EQ(end.phase, TaskPhase::kSucceeded) << end.reason << "\n" << end.output_tail;
+  EXPECT_EQ(end.output_tail, "the node's driver\nREAD-ONLY\n" + driver + "\n");
+  std::error_code ec;
+  fs::remove_all(driver, ec);
 }
 
 // The runtime's default seccomp profile holds in an image task: move_pages, which the kernel

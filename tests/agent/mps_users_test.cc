@@ -5,7 +5,9 @@
 // clients are gone (tests/fakes/cuda/fake_mps.cc). With a daemon per tenant and a tenant's MPS
 // clients sharing its uid, two tenants' tasks and a second task of one of them run at once, each
 // with its own limits; on a daemon shared by two tenants (different uids) the second waits, as a
-// real one would — why the agent forces a daemon per tenant under the sandbox. Root only.
+// real one would — why the agent forces a daemon per tenant under the sandbox. Every task runs in
+// its container under runc (the one sandbox path), its CUDA reaching the daemon through the pipe
+// directory bound into it. Root, runc, skopeo and umoci only.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "agent/images.h"
 #include "agent/mps/mps_manager.h"
 #include "agent/sandbox/cgroup.h"
 #include "agent/sandbox/sandbox.h"
@@ -45,10 +48,7 @@ int Count(const std::string& text, const std::string& what) {
 class MpsUsersTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "the sandbox needs root";
-    if (!sandbox::CgroupLayout::Detect().Has(sandbox::Controller::kMemory)) {
-      GTEST_SKIP() << "this host has no memory cgroup controller";
-    }
+    if (const std::string why = testing::CannotRunContainers(); !why.empty()) GTEST_SKIP() << why;
     data_dir_ = testing::TempDir("/tmp/gpupool-mpsusers-data-");
     // Under /run, not /tmp: a sandboxed task's private /tmp would hide them.
     run_dir_ = testing::TempDir("/run/gpupool-mpsusers-");
@@ -69,13 +69,22 @@ class MpsUsersTest : public ::testing::Test {
     so.cgroup_parent = "gpupool-mpsusers-" + std::to_string(getpid());
     so.uid_pool_first = 63500;
     so.uid_pool_count = 50;
-    auto box = sandbox::Sandbox::Create(so, data_dir_);
+    // The probe and the fake driver, from the build tree, read-only.
+    so.host_dirs = {"/usr", "/etc", std::filesystem::path(GPUPOOL_PROBE).parent_path().string(),
+                    GPUPOOL_FAKE_CUDA_DIR};
+    auto box = sandbox::Sandbox::Create(so);
     ASSERT_TRUE(box.ok()) << box.status().ToString();
     cgroup_parent_ = so.cgroup_parent;
+    ImageOptions io;
+    io.shim = GPUPOOL_OCI_SHIM;
+    io.simulated_gpu_state = state_dir_;  // the fake GPU's memory, as its device node would be
+    auto containers = OpenContainers(io, *box, data_dir_, "");
+    ASSERT_TRUE(containers.ok()) << containers.status().ToString();
     TaskRunnerOptions o;
     o.data_dir = data_dir_;
     o.default_grace_ms = 300;
     o.sandbox = *box;
+    o.containers = *containers;
     o.mps = std::make_shared<MpsManager>(mo);
     runner_ = std::make_unique<TaskRunner>(o);
     ended_.Attach(*runner_);
@@ -86,7 +95,7 @@ class MpsUsersTest : public ::testing::Test {
     std::error_code ec;
     if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_, ec);
     if (!run_dir_.empty()) std::filesystem::remove_all(run_dir_, ec);
-    testing::RemoveCgroupParent(cgroup_parent_);
+    testing::RemoveCgroupParent(cgroup_parent_ + "-containers");
   }
 
   // A CUDA program holding 1 MiB of the fake GPU for `hold_s` seconds, on `pct` % of its threads.

@@ -126,6 +126,8 @@ TEST(RuntimeSpecTest, CgroupV2SpecCarriesTheLimitsDevicesAndConfinement) {
   EXPECT_TRUE(proc["capabilities"]["ambient"].empty());
   EXPECT_TRUE(Contains(proc["env"], "LD_PRELOAD=/usr/lib/gpupool/libgpupool_interposer.so"));
   EXPECT_TRUE(Contains(proc["env"], "GPUPOOL_LEDGER_SOCKET=/run/gpupool/tasks/t1/interposer.sock"));
+  // The bound driver's directory is where the task's CUDA looks for libcuda.so.1.
+  EXPECT_TRUE(Contains(proc["env"], "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu"));
   // The driver library, the interposer and its ledger's socket directory (which the task must
   // not be able to replace): read-only binds at the same path.
   int ro_binds = 0;
@@ -139,6 +141,17 @@ TEST(RuntimeSpecTest, CgroupV2SpecCarriesTheLimitsDevicesAndConfinement) {
     }
   }
   EXPECT_EQ(ro_binds, 3);
+}
+
+// The driver's directories go after an image's own LD_LIBRARY_PATH, once each; a binary adds none.
+TEST(RuntimeSpecTest, TheDriversDirectoriesFollowTheImagesLibraryPath) {
+  RuntimeSpecInput in = SampleInput(/*cgroup_v2=*/true);
+  in.interposer_library.clear();
+  in.env = {"PATH=/bin", "LD_LIBRARY_PATH=/opt/lib"};
+  in.driver_files = {"/drv/lib/libcuda.so.1", "/drv/lib/libnvidia-ml.so.1", "/drv/bin/nvidia-smi"};
+  auto spec = BuildRuntimeSpec(in);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ((*spec)["process"]["env"], (json{"PATH=/bin", "LD_LIBRARY_PATH=/opt/lib:/drv/lib"}));
 }
 
 // A dataset volume is read-only with every mount below it ("rro"): runc 1.1 makes a bind

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -22,6 +23,15 @@ namespace gpupool::agent::testing {
 inline std::string TempDir(const std::string& prefix) {
   std::string tmpl = prefix + "XXXXXX";
   return mkdtemp(tmpl.data());
+}
+
+// `key`'s value in a task's state file (task_record.h), "" when absent.
+inline std::string StateValue(const std::string& state_file, const std::string& key) {
+  std::ifstream in(state_file);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key + "=", 0) == 0) return line.substr(key.size() + 1);
+  }
+  return "";
 }
 
 // Collects every terminal status `runner` reports for node "node-a", the ids of image tasks it
@@ -65,6 +75,20 @@ class EndedTasks {
   std::set<std::string> started_;
   std::map<std::string, std::vector<TaskStatus>> pulls_;
 };
+
+// Why this host cannot run the sandbox's containers; "" when it can.
+inline std::string CannotRunContainers() {
+  if (geteuid() != 0) return "the sandbox needs root (user namespaces, mounts, cgroups)";
+  if (!sandbox::CgroupLayout::Detect().Has(sandbox::Controller::kMemory)) {
+    return "this host has no memory cgroup controller";
+  }
+  for (const char* tool : {"runc", "skopeo", "umoci"}) {
+    if (std::system(("command -v " + std::string(tool) + " >/dev/null 2>&1").c_str()) != 0) {
+      return std::string(tool) + " is not installed (scripts/install-deps)";
+    }
+  }
+  return "";
+}
 
 // Removes the (empty) cgroup `parent` a test's sandbox created, on every hierarchy.
 inline void RemoveCgroupParent(const std::string& parent) {

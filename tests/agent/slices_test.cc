@@ -2,8 +2,9 @@
 // that shares a GPU with the real CUDA interposer preloaded and the task's ledger running in the
 // agent, over the fake CUDA driver (tests/fakes/cuda). A CUDA program (the interposer tests'
 // probe) gets its grant to the byte and not one byte more; cuMemGetInfo shows the slice; a whole
-// GPU gets no interposer; a missing library is refused by name. Sandboxed (root), the ledger is
-// reached through a mount point in the task's work dir that the task cannot move or replace.
+// GPU gets no interposer; a missing library is refused by name. Sandboxed (root, in a container
+// under runc: the one sandbox path), the ledger's socket directory is bound read-only into the
+// task, which can neither move nor replace it.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -16,9 +17,9 @@
 #include <fstream>
 #include <thread>
 
+#include "agent/images.h"
 #include "agent/interposer/ledger/ledger_client.h"
 #include "agent/sandbox/cgroup.h"
-#include "agent/sandbox/launch.h"
 #include "agent/slices/slice_ledgers.h"
 #include "agent/task_runner.h"
 #include "tests/agent/fake_gpu.h"
@@ -49,6 +50,10 @@ class SliceTest : public ::testing::Test {
       sandbox_options_.cgroup_parent = "gpupool-slice-test-" + std::to_string(getpid());
       sandbox_options_.uid_pool_first = 62000;
       sandbox_options_.uid_pool_count = 50;
+      // The probe and the fake driver, from the build tree, read-only.
+      sandbox_options_.host_dirs = {"/usr", "/etc",
+                                    std::filesystem::path(GPUPOOL_PROBE).parent_path().string(),
+                                    GPUPOOL_FAKE_CUDA_DIR};
       cgroup_parent_ = sandbox_options_.cgroup_parent;
     }
     NewRunner();
@@ -60,9 +65,15 @@ class SliceTest : public ::testing::Test {
     ASSERT_TRUE(slices.ok()) << slices.status().ToString();
     options_.slices = std::move(slices).value();
     if (sandbox_options_.enabled) {
-      auto box = sandbox::Sandbox::Create(sandbox_options_, data_dir_);
+      auto box = sandbox::Sandbox::Create(sandbox_options_);
       ASSERT_TRUE(box.ok()) << box.status().ToString();
       options_.sandbox = *box;
+      ImageOptions io;
+      io.shim = GPUPOOL_OCI_SHIM;
+      io.simulated_gpu_state = state_dir_;  // the fake GPU's memory, as its device node would be
+      auto containers = OpenContainers(io, *box, data_dir_, "");
+      ASSERT_TRUE(containers.ok()) << containers.status().ToString();
+      options_.containers = *containers;
     }
     runner_ = std::make_unique<TaskRunner>(options_);
     ended_.Attach(*runner_);
@@ -75,6 +86,7 @@ class SliceTest : public ::testing::Test {
     runner_.reset();
     options_.slices.reset();
     options_.sandbox.reset();
+    options_.containers.reset();
     NewRunner();
     return runner_->Recover("node-a");
   }
@@ -85,7 +97,7 @@ class SliceTest : public ::testing::Test {
     std::error_code ec;
     if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_, ec);
     if (!state_dir_.empty()) std::filesystem::remove_all(state_dir_, ec);
-    testing::RemoveCgroupParent(cgroup_parent_);
+    testing::RemoveCgroupParent(cgroup_parent_ + "-containers");
   }
 
   // A task holding `vram_mib` of the 64 MiB device (a slice when below 64) running `argv`.
@@ -194,7 +206,7 @@ TEST(SliceLedgersTest, SpillMeteredBeforeARestartIsCarriedOn) {
   {
     auto slices = SliceLedgers::Create(options);
     ASSERT_TRUE(slices.ok()) << slices.status().ToString();
-    auto env = (*slices)->Start("t.1", dir, "", spec);
+    auto env = (*slices)->Start("t.1", dir, spec);
     ASSERT_TRUE(env.ok()) << env.status().ToString();
     ledger::LedgerClient c;
     ASSERT_TRUE(c.Connect((dir + "/ledger.sock").c_str()));
@@ -206,7 +218,7 @@ TEST(SliceLedgersTest, SpillMeteredBeforeARestartIsCarriedOn) {
   ASSERT_TRUE(std::filesystem::exists(dir));
   auto next = SliceLedgers::Create(options);
   ASSERT_TRUE(next.ok());
-  ASSERT_TRUE((*next)->Start("t.1", dir, "", spec).ok());
+  ASSERT_TRUE((*next)->Start("t.1", dir, spec).ok());
   const int64_t mib_s = (*next)->Stop("t.1");
   EXPECT_GE(mib_s, 64) << "32 MiB spilled for 2 s before the restart";
   EXPECT_LT(mib_s, 96);
@@ -225,7 +237,7 @@ uint64_t WaitAfter30ms(SliceLedgers& slices, const std::string& root, const std:
   t.devices = {{gpu, 0, /*vram_mib=*/16, /*thread_percentage=*/50, 0, /*device=*/64}};
   t.compute_fair = fair;
   const std::string dir = root + "/" + key;
-  EXPECT_TRUE(slices.Start(key, dir, "", t).ok());
+  EXPECT_TRUE(slices.Start(key, dir, t).ok());
   ledger::LedgerClient c;
   EXPECT_TRUE(c.Connect((dir + "/ledger.sock").c_str()));
   ledger::Response r{};
@@ -289,24 +301,22 @@ TEST(SliceLedgersTest, AMissingLibraryIsRefusedByName) {
   }
 }
 
-// Sandboxed: the task reaches its ledger through <work>/.gpupool, a mount point it can neither
-// rename nor remove, so it cannot swap in a ledger of its own; the grant holds as unsandboxed.
+// Sandboxed: the task reaches its ledger through a socket whose directory is bound read-only into
+// its container, which it can neither rename nor empty, so it cannot swap in a ledger of its own;
+// the grant holds as unsandboxed.
 TEST_F(SliceTest, SandboxedTheTaskCannotReplaceItsLedger) {
-  if (geteuid() != 0) GTEST_SKIP() << "the sandbox needs root (cgroups, mounts, uid switching)";
-  if (!sandbox::CgroupLayout::Detect().Has(sandbox::Controller::kMemory)) {
-    GTEST_SKIP() << "this host has no memory cgroup controller";
-  }
+  if (const std::string why = testing::CannotRunContainers(); !why.empty()) GTEST_SKIP() << why;
   Start(/*sandboxed=*/true);
   TaskStatus hostile = Run(Spec(
       "hostile", 32,
       {"/bin/sh", "-c",
-       "exec 2>&1; ls -ld .gpupool; mv .gpupool moved && echo MOVED; rmdir .gpupool && echo "
-       "REMOVED; rm -f .gpupool/ledger.sock && echo UNLINKED; test -S \"$GPUPOOL_LEDGER_SOCKET\" "
-       "&& echo socket-ok"}));
+       "exec 2>&1; d=$(dirname \"$GPUPOOL_LEDGER_SOCKET\"); mv \"$d\" \"$d.moved\" && echo MOVED; "
+       "rm -f \"$GPUPOOL_LEDGER_SOCKET\" && echo UNLINKED; (: > \"$d/fake.sock\") && echo "
+       "PLANTED; test -S \"$GPUPOOL_LEDGER_SOCKET\" && echo socket-ok"}));
   const std::string& out = hostile.output_tail;
   EXPECT_EQ(out.find("MOVED"), std::string::npos) << out;
-  EXPECT_EQ(out.find("REMOVED"), std::string::npos) << out;
   EXPECT_EQ(out.find("UNLINKED"), std::string::npos) << out;
+  EXPECT_EQ(out.find("PLANTED"), std::string::npos) << out;
   EXPECT_NE(out.find("socket-ok"), std::string::npos) << out;
   TaskStatus over = Run(Spec("over", 32, Probe({"alloc", "plain", std::to_string(32 * kMiB + 1)})));
   EXPECT_NE(over.output_tail.find("rc=2"), std::string::npos) << over.output_tail;
@@ -320,14 +330,13 @@ TEST_F(SliceTest, SandboxedTheTaskCannotReplaceItsLedger) {
 // 3 MiB more do not, and the task succeeds, having run once.
 void SliceTest::ReadoptAcrossARestart() {
   const std::string task_dir = data_dir_ + "/tasks/across.1";
-  // The task's working directory: its task dir, or the sandbox's work dir in it.
-  const std::string go =
-      (sandbox_options_.enabled ? sandbox::WorkDirOf(task_dir) : task_dir) + "/go";
+  // The task's working directory: its task dir, or its container's work dir in it.
+  const std::string go = (sandbox_options_.enabled ? task_dir + "/work" : task_dir) + "/go";
   auto started = runner_->Start(Spec("across", 32,
                                      Probe({"alloc-across", "go", std::to_string(20 * kMiB),
                                             std::to_string(10 * kMiB), std::to_string(3 * kMiB)})));
   ASSERT_TRUE(started.ok()) << started.status().ToString();
-  ASSERT_EQ(started->phase, TaskPhase::kRunning);
+  ASSERT_FALSE(started->terminal()) << started->reason;
   auto output = [&] {
     std::ifstream in(task_dir + "/output.log");
     return std::string(std::istreambuf_iterator<char>(in), {});
@@ -335,13 +344,15 @@ void SliceTest::ReadoptAcrossARestart() {
   for (int i = 0; i < 1000 && output().find("rc=0") == std::string::npos; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(output(), "rc=0\n");
+  const std::optional<TaskStatus> running = runner_->Get("across");
+  ASSERT_TRUE(running.has_value());
 
   const TaskRunner::Recovery r = Restart();
   EXPECT_EQ(r.adopted, 1);
   EXPECT_EQ(r.killed, 0);
   const std::optional<TaskStatus> adopted = runner_->Get("across");
   ASSERT_TRUE(adopted.has_value());
-  EXPECT_EQ(adopted->pid, started->pid) << "the same process, not a second run";
+  EXPECT_EQ(adopted->pid, running->pid) << "the same process, not a second run";
   std::ofstream(go) << "go\n";
   TaskStatus end = ended_.Wait("across", std::chrono::seconds(60));
   EXPECT_EQ(end.phase, TaskPhase::kSucceeded) << end.reason << end.output_tail;
@@ -354,10 +365,7 @@ TEST_F(SliceTest, ARestartedAgentReadoptsASliceTaskThatStaysHeldToItsGrant) {
 }
 
 TEST_F(SliceTest, SandboxedARestartedAgentReadoptsASliceTaskThroughItsMountedLedger) {
-  if (geteuid() != 0) GTEST_SKIP() << "the sandbox needs root (cgroups, mounts, uid switching)";
-  if (!sandbox::CgroupLayout::Detect().Has(sandbox::Controller::kMemory)) {
-    GTEST_SKIP() << "this host has no memory cgroup controller";
-  }
+  if (const std::string why = testing::CannotRunContainers(); !why.empty()) GTEST_SKIP() << why;
   Start(/*sandboxed=*/true);
   ReadoptAcrossARestart();
 }

@@ -153,6 +153,21 @@ TEST(GrantEnvTest, ThreadPercentageFromTflops) {
   EXPECT_EQ(spec.devices[3].thread_percentage, 100);
 }
 
+// The node's driver files go with a GPU task (an image task binds them) and not with a CPU one.
+TEST(GrantEnvTest, AGpuTaskCarriesTheNodesDriverFilesACpuTaskNone) {
+  Inventory inv;
+  inv.devices = {{"GPU-0", "H100-SXM", 0, 81920, 989'500, "", "", true, 0, {"/dev/nvidia0"}}};
+  inv.control_device_files = {"/dev/nvidiactl"};
+  inv.driver_files = {"/usr/lib/x86_64-linux-gnu/libcuda.so.1"};
+  v1::StartTask st;
+  st.set_task_id("t");
+  EXPECT_TRUE(FromProto(st, "n", inv).driver_files.empty());
+  st.add_devices()->set_uuid("GPU-0");
+  const TaskSpec gpu = FromProto(st, "n", inv);
+  EXPECT_EQ(gpu.driver_files, inv.driver_files);
+  EXPECT_EQ(gpu.device_files, (std::vector<std::string>{"/dev/nvidia0", "/dev/nvidiactl"}));
+}
+
 TEST_F(RunnerTest, ChildSeesGrantEnvAndTaskEnvAndWorkingDir) {
   TaskSpec s = WorkedExample();
   s.owner = "node-a";

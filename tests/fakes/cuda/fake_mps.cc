@@ -43,6 +43,27 @@ std::string Env(const char* name) {
   return v != nullptr ? v : "";
 }
 
+// The client's uid as the daemon sees it. The daemon runs outside the task's user namespace
+// and tells clients apart by the uid their connection carries in its own namespace
+// (SO_PEERCRED translates it, unix(7)), so a container's root is its mapped uid on the node,
+// not 0 — two tenants' containers are two users to MPS. /proc/self/uid_map lines read
+// "inside outside count" (user_namespaces(7)).
+uid_t UidSeenByTheDaemon() {
+  const uid_t inside = getuid();
+  FILE* f = fopen("/proc/self/uid_map", "r");
+  if (f == nullptr) return inside;
+  unsigned long first = 0, outside = 0, count = 0;
+  uid_t seen = inside;
+  while (fscanf(f, "%lu %lu %lu", &first, &outside, &count) == 3) {
+    if (inside >= first && inside - first < count) {
+      seen = static_cast<uid_t>(outside + (inside - first));
+      break;
+    }
+  }
+  fclose(f);
+  return seen;
+}
+
 }  // namespace
 
 void JoinMpsServer() {
@@ -52,7 +73,7 @@ void JoinMpsServer() {
   if (access((dir + "/fake-mps.pid").c_str(), F_OK) != 0) return;
   const int active = open((dir + "/fake-mps-active").c_str(), O_RDONLY | O_CLOEXEC);
   if (active < 0) return;  // a daemon without a server: no MPS
-  const uid_t me = getuid();
+  const uid_t me = UidSeenByTheDaemon();
   bool said_queued = false;
   for (;;) {
     const int fd = open((dir + "/fake-mps-server").c_str(), O_RDWR | O_CLOEXEC);
