@@ -34,6 +34,11 @@ std::string TargetTenant(const google::protobuf::Message* req,
   if (auto* r = As<v1::DeleteQuotaRequest>(req)) return r->tenant();
   if (auto* r = As<v1::CreateRegistryCredentialRequest>(req)) return r->credential().tenant();
   if (auto* r = As<v1::DeleteRegistryCredentialRequest>(req)) return r->tenant();
+  if (auto* r = As<v1::CreateServiceRequest>(req)) return r->service().tenant();
+  if (auto* r = As<v1::UpdateServiceRequest>(req)) return r->service().tenant();
+  if (auto* r = As<v1::GetServiceRequest>(req)) return r->tenant();
+  if (auto* r = As<v1::RollbackServiceRequest>(req)) return r->tenant();
+  if (auto* r = As<v1::DeleteServiceRequest>(req)) return r->tenant();
   if (auto* j = As<v1::Job>(reply)) return j->spec().tenant();
   return "";
 }
@@ -78,6 +83,10 @@ bool IsMutatingVerb(std::string_view verb) {
       "ClearDeviceFault",
       "CreateRegistryCredential",
       "DeleteRegistryCredential",
+      "CreateService",
+      "UpdateService",
+      "RollbackService",
+      "DeleteService",
   };
   // Billing (api/service_billing.cc).
   static constexpr std::string_view kBillingMutating[] = {"CreatePricePlan", "UpdatePricePlan"};
@@ -156,6 +165,18 @@ std::string ResourceOf(const google::protobuf::Message& req,
   if (auto* r = As<v1::ListInvoicesRequest>(m)) return "invoices/" + r->tenant();
   if (auto* r = As<v1::GetUsageFeedRequest>(m)) return "usage-feed/" + r->tenant();
   if (auto* r = As<v1::CompareWhatIfRequest>(m)) return "whatif/" + r->pool();
+  if (auto* r = As<v1::CreateServiceRequest>(m)) {
+    return "service/" + r->service().tenant() + "/" + r->service().name();
+  }
+  if (auto* r = As<v1::UpdateServiceRequest>(m)) {
+    return "service/" + r->service().tenant() + "/" + r->service().name();
+  }
+  if (auto* r = As<v1::GetServiceRequest>(m)) return "service/" + r->tenant() + "/" + r->name();
+  if (auto* r = As<v1::RollbackServiceRequest>(m)) {
+    return "service/" + r->tenant() + "/" + r->name();
+  }
+  if (auto* r = As<v1::DeleteServiceRequest>(m)) return "service/" + r->tenant() + "/" + r->name();
+  if (As<v1::ListServicesRequest>(m)) return "services";
   return "";
 }
 

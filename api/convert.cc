@@ -169,9 +169,9 @@ Status ContainerFieldsFromProto(const v1::TaskTemplate& in, std::string_view fie
   return Status::Ok();
 }
 
-Result<TaskTemplate> TemplateFromProto(const v1::JobSpec& spec, std::string_view field) {
-  if (!spec.has_template_()) return Invalid(field, "must be set (command and resources)");
-  const v1::TaskTemplate& in = spec.template_();
+}  // namespace
+
+Result<TaskTemplate> TaskTemplateFromProto(const v1::TaskTemplate& in, std::string_view field) {
   TaskTemplate t;
   if (!in.image().empty()) {
     // Refused here, naming the part that is wrong, rather than failing on every node later.
@@ -243,8 +243,6 @@ Result<TaskTemplate> TemplateFromProto(const v1::JobSpec& spec, std::string_view
   return t;
 }
 
-}  // namespace
-
 void SetTimestamp(int64_t micros, google::protobuf::Timestamp* ts) {
   ts->set_seconds(micros / 1'000'000);
   ts->set_nanos(static_cast<int32_t>((micros % 1'000'000) * 1000));
@@ -281,7 +279,11 @@ Result<JobSpec> JobSpecFromProto(const v1::JobSpec& in, std::string_view field) 
   }
   GPUPOOL_RETURN_IF_ERROR(CheckLabels(in.labels(), FieldPath(field, "labels")));
   s.labels.insert(in.labels().begin(), in.labels().end());
-  GPUPOOL_ASSIGN_OR_RETURN(s.task_template, TemplateFromProto(in, FieldPath(field, "template")));
+  if (!in.has_template_()) {
+    return Invalid(FieldPath(field, "template"), "must be set (command and resources)");
+  }
+  GPUPOOL_ASSIGN_OR_RETURN(s.task_template,
+                           TaskTemplateFromProto(in.template_(), FieldPath(field, "template")));
   GPUPOOL_RETURN_IF_ERROR(
       CheckRange(in.max_retries(), 0, kMaxRetries, FieldPath(field, "max_retries")));
   s.max_retries = in.max_retries();
@@ -319,18 +321,21 @@ void ToProto(const JobSpec& s, v1::JobSpec* out) {
   }
   out->mutable_labels()->insert(s.labels.begin(), s.labels.end());
   out->set_max_retries(s.max_retries);
-  v1::TaskTemplate* t = out->mutable_template_();
-  for (const std::string& a : s.task_template.command) t->add_command(a);
-  t->set_image(s.task_template.image);
-  t->set_registry_credential(s.task_template.registry_credential);  // a name, not the secret
-  for (const std::string& a : s.task_template.entrypoint) t->add_entrypoint(a);
-  t->set_working_dir(s.task_template.working_dir);
-  VolumesToProto(s.task_template.volumes, t->mutable_volumes());
-  PortsToProto(s.task_template.ports, t->mutable_ports());
-  t->mutable_env()->insert(s.task_template.env.begin(), s.task_template.env.end());
+  ToProto(s.task_template, out->mutable_template_());
+}
+
+void ToProto(const TaskTemplate& in, v1::TaskTemplate* t) {
+  for (const std::string& a : in.command) t->add_command(a);
+  t->set_image(in.image);
+  t->set_registry_credential(in.registry_credential);  // a name, not the secret
+  for (const std::string& a : in.entrypoint) t->add_entrypoint(a);
+  t->set_working_dir(in.working_dir);
+  VolumesToProto(in.volumes, t->mutable_volumes());
+  PortsToProto(in.ports, t->mutable_ports());
+  t->mutable_env()->insert(in.env.begin(), in.env.end());
   // Secret values never leave the server through the API: the names show what was set.
-  for (const auto& [k, v] : s.task_template.secret_env) (*t->mutable_secret_env())[k] = kRedacted;
-  ToProto(s.task_template.resources, t->mutable_resources());
+  for (const auto& [k, v] : in.secret_env) (*t->mutable_secret_env())[k] = kRedacted;
+  ToProto(in.resources, t->mutable_resources());
 }
 
 void ToProto(const ResourceRequest& r, v1::ResourceRequest* rr) {
@@ -413,6 +418,10 @@ void ToProto(const JobRecord& j, v1::Job* out) {
   if (j.finish_us > 0) SetTimestamp(j.finish_us, out->mutable_finish_time());
   for (const TaskRecord& t : j.tasks) ToProto(t, out->add_tasks());
   out->set_submitted_by(j.spec.submitted_by);
+  if (j.spec.service_id != 0) {
+    out->set_service_id(std::to_string(j.spec.service_id));
+    out->set_service_generation(j.spec.service_generation);
+  }
 }
 
 void ToProto(const JobChange& c, v1::JobEvent* out) {

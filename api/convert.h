@@ -52,6 +52,10 @@ inline constexpr char kRedacted[] = "<redacted>";
 
 // A job's spec as the API shows it: secret_env values are kRedacted.
 void ToProto(const JobSpec& spec, v1::JobSpec* out);
+// A task template as a job's or a service's (`field` prefixes the names in errors); secret env
+// values leave as "<redacted>".
+Result<TaskTemplate> TaskTemplateFromProto(const v1::TaskTemplate& in, std::string_view field);
+void ToProto(const TaskTemplate& in, v1::TaskTemplate* out);
 void ToProto(const TaskRecord& task, v1::Task* out);
 void ToProto(const JobRecord& job, v1::Job* out);
 void ToProto(const JobChange& change, v1::JobEvent* out);

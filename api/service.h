@@ -30,6 +30,7 @@
 #include "gpupool/v1/jobs.pb.h"
 #include "gpupool/v1/keys.pb.h"
 #include "gpupool/v1/pools.pb.h"
+#include "gpupool/v1/services.pb.h"
 #include "gpupool/v1/tenants.pb.h"
 #include "gpupool/v1/usage.pb.h"
 #include "gpupool/v1/whatif.pb.h"
@@ -165,6 +166,21 @@ class ApiService {
   virtual void CompareWhatIf(const CallContext& ctx, const v1::CompareWhatIfRequest& req,
                              Reply<v1::CompareWhatIfResponse> done);
 
+  // Services (docs/services.md): members create and change their own, tenant-admins their
+  // subtree's, viewers read. Default: UNIMPLEMENTED.
+  virtual void CreateService(const CallContext& ctx, const v1::CreateServiceRequest& req,
+                             Reply<v1::Service> done);
+  virtual void GetService(const CallContext& ctx, const v1::GetServiceRequest& req,
+                          Reply<v1::Service> done);
+  virtual void ListServices(const CallContext& ctx, const v1::ListServicesRequest& req,
+                            Reply<v1::ListServicesResponse> done);
+  virtual void UpdateService(const CallContext& ctx, const v1::UpdateServiceRequest& req,
+                             Reply<v1::Service> done);
+  virtual void RollbackService(const CallContext& ctx, const v1::RollbackServiceRequest& req,
+                               Reply<v1::Service> done);
+  virtual void DeleteService(const CallContext& ctx, const v1::DeleteServiceRequest& req,
+                             Reply<v1::DeleteServiceResponse> done);
+
   // Health for /readyz: OK once state is recovered and the database answers.
   virtual Status Ready() const = 0;
 };
@@ -209,6 +225,17 @@ inline void ApiService::CompareWhatIf(const CallContext&, const v1::CompareWhatI
        v1::CompareWhatIfResponse{});
 }
 #undef GPUPOOL_API_UNIMPLEMENTED
+#define GPUPOOL_API_NO_SERVICES(Name, Req, Resp)                                           \
+  inline void ApiService::Name(const CallContext&, const v1::Req&, Reply<v1::Resp> done) { \
+    done(Status::Unimplemented(#Name ": this server runs no services"), v1::Resp{});       \
+  }
+GPUPOOL_API_NO_SERVICES(CreateService, CreateServiceRequest, Service)
+GPUPOOL_API_NO_SERVICES(GetService, GetServiceRequest, Service)
+GPUPOOL_API_NO_SERVICES(ListServices, ListServicesRequest, ListServicesResponse)
+GPUPOOL_API_NO_SERVICES(UpdateService, UpdateServiceRequest, Service)
+GPUPOOL_API_NO_SERVICES(RollbackService, RollbackServiceRequest, Service)
+GPUPOOL_API_NO_SERVICES(DeleteService, DeleteServiceRequest, DeleteServiceResponse)
+#undef GPUPOOL_API_NO_SERVICES
 #define GPUPOOL_API_NO_BILLING(Name, Req, Resp)                                            \
   inline void ApiService::Name(const CallContext&, const v1::Req&, Reply<v1::Resp> done) { \
     done(Status::Unimplemented(#Name ": this server does not serve billing"), v1::Resp{}); \

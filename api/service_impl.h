@@ -49,6 +49,8 @@
 namespace gpupool {
 class ApiKeyStore;
 class RegistryCredentialStore;
+class ServiceController;
+struct ServiceSpec;
 class Store;
 namespace twin {
 class PreflightRunner;
@@ -104,6 +106,9 @@ struct ServiceOptions {
   std::function<Result<std::vector<UsageReportRow>>(const UsageQuery&)> usage_report;
   // What-if replays (twin/preflight.h) CompareWhatIf runs; null = UNIMPLEMENTED. Not owned.
   twin::PreflightRunner* what_if = nullptr;
+  // The services' controller (scheduler/service_controller.h); null = ServiceService answers
+  // UNIMPLEMENTED. Not owned.
+  ServiceController* services = nullptr;
 };
 
 // The part of the edge's policy that a config reload may replace (SetPolicy): the priority classes
@@ -206,6 +211,20 @@ class ServiceImpl final : public ApiService {
                    Reply<v1::ListApiKeysResponse> done) override;
   void RevokeApiKey(const CallContext& ctx, const v1::RevokeApiKeyRequest& req,
                     Reply<v1::ApiKey> done) override;
+  // api/service_services.cc
+  void CreateService(const CallContext& ctx, const v1::CreateServiceRequest& req,
+                     Reply<v1::Service> done) override;
+  void GetService(const CallContext& ctx, const v1::GetServiceRequest& req,
+                  Reply<v1::Service> done) override;
+  void ListServices(const CallContext& ctx, const v1::ListServicesRequest& req,
+                    Reply<v1::ListServicesResponse> done) override;
+  void UpdateService(const CallContext& ctx, const v1::UpdateServiceRequest& req,
+                     Reply<v1::Service> done) override;
+  void RollbackService(const CallContext& ctx, const v1::RollbackServiceRequest& req,
+                       Reply<v1::Service> done) override;
+  void DeleteService(const CallContext& ctx, const v1::DeleteServiceRequest& req,
+                     Reply<v1::DeleteServiceResponse> done) override;
+
   // api/service_registry_credentials.cc
   void CreateRegistryCredential(const CallContext& ctx,
                                 const v1::CreateRegistryCredentialRequest& req,
@@ -239,6 +258,9 @@ class ServiceImpl final : public ApiService {
   // own secret_env entry and its tenant keeps none of that name for the image's registry
   // (api/service_registry_credentials.cc).
   Status CheckStoredRegistryCredential(const JobSpec& spec) const;
+  // The priority class and stored registry credential a service names are the caller's to use
+  // (api/service_services.cc).
+  Status CheckServiceUse(const CallContext& ctx, const ServiceSpec& spec) const;
   // Deletes the registry credentials of `tenant` and its subtree (DeleteTenant).
   Status PurgeRegistryCredentials(const std::string& tenant) const;
   // Billing helpers (api/service_billing.cc).

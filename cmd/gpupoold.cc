@@ -19,6 +19,8 @@
 #include "api/agent_hub.h"
 #include "api/auth.h"
 #include "api/credentials.h"
+#include "api/gateway/controller_directory.h"
+#include "api/gateway/gateway.h"
 #include "api/grpc/grpc_server.h"
 #include "api/key_cache.h"
 #include "api/priority_access.h"
@@ -41,6 +43,7 @@
 #include "scheduler/metrics.h"
 #include "scheduler/registry_credentials.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/service_controller.h"
 #include "store/embedded_postgres.h"
 #include "store/embedded_supervisor.h"
 #include "store/pg_api_keys.h"
@@ -49,6 +52,7 @@
 #include "store/pg_leader_lease.h"
 #include "store/pg_node_enrolments.h"
 #include "store/pg_registry_credentials.h"
+#include "store/pg_services.h"
 #include "store/pg_store.h"
 #include "twin/preflight.h"
 
@@ -131,7 +135,7 @@ std::vector<std::string> ServerNames(const DaemonConfig& c) {
   if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') names.emplace_back(host);
   // The advertised address too: clients following a standby's NotLeader connect to it.
   for (const std::string* a :
-       {&c.grpc_listen, &c.http_listen, &c.grpc_tls_listen, &c.ha.advertise}) {
+       {&c.grpc_listen, &c.http_listen, &c.grpc_tls_listen, &c.gateway_listen, &c.ha.advertise}) {
     const size_t colon = a->rfind(':');
     if (colon == std::string::npos) continue;
     std::string h = a->substr(0, colon);
@@ -453,6 +457,13 @@ int Run(int argc, char** argv) {
   twin::PreflightRunner what_if(&scheduler, store.get(), SystemClock::Get(),
                                 {.scheduler = config.scheduler});
   service_options.what_if = &what_if;
+  // Services (docs/services.md): their records in the database, their replicas as jobs of the
+  // scheduler, kept at their counts by the controller, in the leader only (as the scheduler).
+  Result<std::unique_ptr<PgServices>> service_store = PgServices::Open(uri);
+  if (!service_store.ok()) return Fail(service_store.status().WithContext("services"));
+  ServiceController services(service_store->get(), &scheduler, SystemClock::Get());
+  if (Status st = services.Start(); !st.ok()) return Fail(st.WithContext("services"));
+  service_options.services = &services;
   api::ServiceImpl service(&scheduler, &scheduler, &hub, service_options);
   service.SetRecovered(true);
   Result<std::vector<api::ApiToken>> tokens = ApiTokens(config);
@@ -507,6 +518,25 @@ int Run(int argc, char** argv) {
   }
   api::HttpServer http(service, *auth, registry, config.http_listen, http_options);
   if (Status st = http.Start(); !st.ok()) return Fail(st);
+  // The services' gateway (docs/services.md): callers' API keys as on the API, the API's
+  // per-tenant rate limit, the daemon's certificate.
+  api::gateway::ControllerDirectory gateway_directory(&services);
+  api::RateLimiter gateway_limiter({config.gateway_rate_per_second, config.gateway_burst});
+  std::optional<api::gateway::Gateway> service_gateway;
+  if (!config.gateway_listen.empty()) {
+    api::gateway::GatewayOptions gateway_options;
+    gateway_options.listen = config.gateway_listen;
+    gateway_options.auth = &*auth;
+    gateway_options.limiter = &gateway_limiter;
+    gateway_options.hold_timeout = std::chrono::milliseconds(config.gateway_hold_timeout_ms);
+    gateway_options.metrics = registry;
+    if (!config.insecure) {
+      gateway_options.tls_cert_pem = ca->server_cert_pem();
+      gateway_options.tls_key_pem = ca->server_key_pem();
+    }
+    service_gateway.emplace(&gateway_directory, std::move(gateway_options));
+    if (Status st = service_gateway->Start(); !st.ok()) return Fail(st);
+  }
 
   LogInfo("gpupoold", "ready",
           {{"grpc", config.grpc_listen},
@@ -514,6 +544,7 @@ int Run(int argc, char** argv) {
            {"http", config.http_listen},
            {"grpc_tls_port", std::to_string(grpc.tls_port())},
            {"http_port", std::to_string(http.port())},
+           {"gateway_port", std::to_string(service_gateway ? service_gateway->port() : 0)},
            {"tls", config.insecure ? "off (--insecure)" : "on"},
            {"database", store->display()},
            {"epoch", std::to_string(*epoch)},
@@ -545,8 +576,10 @@ int Run(int argc, char** argv) {
   LogInfo("gpupoold", "stopping", {{"signal", std::to_string(sig)}});
   fencer.Stop();   // before the scheduler: it fences through it
   what_if.Stop();  // a running what-if answers now instead of holding the servers open
+  if (service_gateway) service_gateway->Stop();
   http.Shutdown();
   grpc.Shutdown();
+  services.Stop();
   scheduler.Stop();
   audit_log.reset();  // writes what is queued while the store is still there
   store.reset();

@@ -366,6 +366,8 @@ JobPage Core::ListJobs(const JobFilter& f) const {
   auto add = [&](const JobEntry& job) {
     const JobRecord& j = job.head;
     if (f.state && j.state != *f.state) return true;
+    if (f.replicas_only && j.spec.service_id == 0) return true;
+    if (f.unfinished_only && IsTerminal(j.state)) return true;
     if (!f.tenant.empty() && !TenantWithin(j.spec.tenant, f.tenant)) return true;
     if (static_cast<int32_t>(page.jobs.size()) == limit) {
       page.next_after_id = page.jobs.back().id;

@@ -127,6 +127,11 @@ struct JobSpec {
   // The credential that submitted the job (api/caller.h CallContext::key_id; "" for jobs stored
   // before it was recorded): a member may cancel only the jobs it submitted.
   std::string submitted_by;
+  // A replica of a service (scheduler/service.h): the service's id and the generation of its
+  // template the replica runs; 0 for a job a tenant submitted. Set only by the service
+  // controller, never from the API.
+  int64_t service_id = 0;
+  int64_t service_generation = 0;
   friend bool operator==(const JobSpec&, const JobSpec&) = default;
 };
 

@@ -114,6 +114,8 @@ struct JobFilter {
   std::string tenant;  // prefix match on the tenant path
   std::string pool;
   std::optional<JobState> state;
+  bool replicas_only = false;  // only services' replicas (JobSpec::service_id != 0)
+  bool unfinished_only = false;
   int64_t after_id = 0;  // pagination: ids greater than this
   int32_t limit = 100;
 };

@@ -617,6 +617,66 @@ CREATE TABLE registry_credentials (
 REVOKE ALL ON registry_credentials FROM PUBLIC;
 )sql";
 
+// Issue 26: services (scheduler/service.h). A replica is a one-task job marked with its
+// service's id and the generation of the template it runs (JobSpec::service_id, 0 for a job a
+// tenant submitted); the controller finds a service's replicas by that id. A service keeps its
+// template as numbered revisions (the newest few), typed as the jobs table types a job's template
+// (store/pg_columns.h GP_TEMPLATE_COLS); scaling fields change in place on `services`.
+constexpr std::string_view kV33 = R"sql(
+ALTER TABLE jobs
+  ADD COLUMN service_id bigint NOT NULL DEFAULT 0,
+  ADD COLUMN service_generation bigint NOT NULL DEFAULT 0;
+CREATE INDEX jobs_service_idx ON jobs (service_id) WHERE service_id <> 0;
+
+CREATE TABLE services (
+  id                bigserial PRIMARY KEY,
+  tenant            text NOT NULL,
+  name              text NOT NULL,
+  pool              text NOT NULL,
+  priority_class    text NOT NULL,
+  preemptible       boolean NOT NULL,
+  min_replicas      integer NOT NULL,
+  max_replicas      integer NOT NULL,
+  target_in_flight  integer NOT NULL,
+  idle_ms           bigint NOT NULL,
+  max_surge         integer NOT NULL,
+  max_unavailable   integer NOT NULL,
+  generation        bigint NOT NULL CHECK (generation >= 1),
+  created_by        text NOT NULL,
+  create_ms         bigint NOT NULL,
+  update_ms         bigint NOT NULL,
+  UNIQUE (tenant, name)
+);
+REVOKE ALL ON services FROM PUBLIC;
+REVOKE ALL ON SEQUENCE services_id_seq FROM PUBLIC;
+
+CREATE TABLE service_revisions (
+  service_id           bigint NOT NULL REFERENCES services (id) ON DELETE CASCADE,
+  generation           bigint NOT NULL CHECK (generation >= 1),
+  port                 integer NOT NULL,
+  readiness_path       text NOT NULL,
+  command              text[] NOT NULL,
+  env                  text[] NOT NULL,  -- key, value, key, value …
+  req_shape            smallint NOT NULL,
+  req_milli_tflops     bigint NOT NULL,
+  req_vram_mib         bigint NOT NULL,
+  req_gpu_count        integer NOT NULL,
+  req_models           text[] NOT NULL,
+  req_mig_profile      text NOT NULL,
+  req_sku              text NOT NULL,
+  req_cpu_milli        bigint NOT NULL,
+  req_memory_mib       bigint NOT NULL,
+  image                text NOT NULL,
+  registry_credential  text NOT NULL,
+  entrypoint           text[] NOT NULL,
+  working_dir          text NOT NULL,
+  volumes              text[] NOT NULL,  -- mount path, dataset, …
+  ports                text[] NOT NULL,  -- "8080/tcp:http", pool/ports.h
+  PRIMARY KEY (service_id, generation)
+);
+REVOKE ALL ON service_revisions FROM PUBLIC;
+)sql";
+
 // What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.
 constexpr std::string_view kV100 = R"sql(
 CREATE INDEX jobs_pool_submit_idx ON jobs (pool, submit_us);
@@ -646,6 +706,7 @@ constexpr Migration kMigrations[] = {
     {30, "fair compute sharing of a pool's slices", kV30},
     {31, "registry credentials kept per tenant", kV31},
     {32, "a task's declared ports and where they are published", kV32},
+    {33, "services, their template revisions, and the replicas' service on jobs", kV33},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},

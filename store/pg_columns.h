@@ -3,12 +3,17 @@
 #pragma once
 
 // clang-format off
+// A task template (TaskTemplate, less secret_env), as jobs and service_revisions both keep it:
+// AppendTemplateValues and ReadTemplate (pg_sql.h) write and read these, in this order.
+#define GP_TEMPLATE_COLS                                                                     \
+  "command, env, req_shape, req_milli_tflops, req_vram_mib, req_gpu_count, req_models, "     \
+  "req_mig_profile, req_sku, req_cpu_milli, req_memory_mib, image, registry_credential, "    \
+  "entrypoint, working_dir, volumes, ports"
 #define GP_JOB_COLS                                                                      \
   "id, tenant, pool, priority_class, task_count, gang, preemptible, max_runtime_ms, "    \
-  "max_retries, labels, command, env, req_shape, req_milli_tflops, req_vram_mib, "       \
-  "req_gpu_count, req_models, req_mig_profile, req_sku, req_cpu_milli, req_memory_mib, " \
-  "state, reason, submit_us, finish_us, idempotency_key, request_digest, secret_env, "   \
-  "submitted_by, image, registry_credential, entrypoint, working_dir, volumes, ports"
+  "max_retries, labels, " GP_TEMPLATE_COLS ", state, reason, submit_us, finish_us, "     \
+  "idempotency_key, request_digest, secret_env, submitted_by, service_id, "              \
+  "service_generation"
 #define GP_TASK_COLS                                                                     \
   "job_id, idx, state, node, attempt, exit_code, reason, scheduled_us, started_us, "     \
   "finished_us, stop_intent, preempted_by_job, preempted_by_idx, preempt_rule, "         \

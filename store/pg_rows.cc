@@ -56,6 +56,34 @@ Result<E> Enum(const pqxx::field& f, std::optional<E> (*parse)(std::string_view)
 
 }  // namespace
 
+Result<TaskTemplate> ReadTemplate(const pqxx::row& r, int first, const std::string& what) {
+  auto f = [&](int i) { return r[static_cast<pqxx::row::size_type>(first + i)]; };
+  TaskTemplate t;
+  ResourceRequest& q = t.resources;
+  t.command = TextArray(f(0));
+  t.env = PairMap(f(1));
+  q.shape = static_cast<RequestShape>(f(2).as<int>());
+  q.fractional = Resources{f(3).as<int64_t>(), f(4).as<int64_t>()};
+  q.gpu_count = f(5).as<int32_t>();
+  q.models = TextArray(f(6));
+  q.mig_profile = f(7).c_str();
+  q.sku = f(8).c_str();
+  q.cpu_milli = f(9).as<int64_t>();
+  q.memory_mib = f(10).as<int64_t>();
+  t.image = f(11).c_str();
+  t.registry_credential = f(12).c_str();
+  t.entrypoint = TextArray(f(13));
+  t.working_dir = f(14).c_str();
+  t.volumes = PairMap(f(15));
+  for (const std::string& text : TextArray(f(16))) {
+    Result<TaskPort> port = ParseTaskPort(text);
+    if (!port.ok()) return Status::Internal(what + ": " + port.status().message());
+    t.ports.push_back(*port);
+  }
+  static_assert(kTemplateColumns == 17, "ReadTemplate reads every template column");
+  return t;
+}
+
 Result<std::vector<PoolRecord>> ReadPools(const pqxx::result& rows) {
   std::vector<PoolRecord> out;
   out.reserve(rows.size());
@@ -137,8 +165,8 @@ Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::re
   for (const auto& r : jobs) {
     JobRecord j;
     JobSpec& s = j.spec;
-    ResourceRequest& q = s.task_template.resources;
     j.id = r[0].as<int64_t>();
+    const std::string job = "job " + std::to_string(j.id);
     s.tenant = r[1].c_str();
     s.pool = r[2].c_str();
     s.priority_class = r[3].c_str();
@@ -148,25 +176,16 @@ Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::re
     s.max_runtime_ms = r[7].as<int64_t>();
     s.max_retries = r[8].as<int32_t>();
     s.labels = PairMap(r[9]);
-    s.task_template.command = TextArray(r[10]);
-    s.task_template.env = PairMap(r[11]);
-    q.shape = static_cast<RequestShape>(r[12].as<int>());
-    q.fractional = Resources{r[13].as<int64_t>(), r[14].as<int64_t>()};
-    q.gpu_count = r[15].as<int32_t>();
-    q.models = TextArray(r[16]);
-    q.mig_profile = r[17].c_str();
-    q.sku = r[18].c_str();
-    q.cpu_milli = r[19].as<int64_t>();
-    q.memory_mib = r[20].as<int64_t>();
-    GPUPOOL_ASSIGN_OR_RETURN(j.state, Enum(r[21], &ParseJobState, "job state"));
-    j.reason = r[22].c_str();
-    j.submit_us = r[23].as<int64_t>();
-    j.finish_us = r[24].as<int64_t>();
-    s.idempotency_key = r[25].c_str();
-    s.request_digest = r[26].c_str();
+    GPUPOOL_ASSIGN_OR_RETURN(s.task_template, ReadTemplate(r, 10, job));
+    constexpr int k = 10 + kTemplateColumns;  // the columns after the template
+    GPUPOOL_ASSIGN_OR_RETURN(j.state, Enum(r[k], &ParseJobState, "job state"));
+    j.reason = r[k + 1].c_str();
+    j.submit_us = r[k + 2].as<int64_t>();
+    j.finish_us = r[k + 3].as<int64_t>();
+    s.idempotency_key = r[k + 4].c_str();
+    s.request_digest = r[k + 5].c_str();
     if (secrets == JobSecrets::kOpen) {
-      const std::string job = "job " + std::to_string(j.id);
-      for (auto& [name, value] : PairMap(r[27])) {
+      for (auto& [name, value] : PairMap(r[k + 6])) {
         GPUPOOL_ASSIGN_OR_RETURN(
             s.task_template.secret_env[name],
             OpenStored(ring, value, SecretEnvContext(j.id, name), job + " secret env " + name));
@@ -175,19 +194,9 @@ Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::re
           s.request_digest,
           OpenStored(ring, s.request_digest, RequestDigestContext(j.id), job + " request digest"));
     }
-    s.submitted_by = r[28].c_str();
-    s.task_template.image = r[29].c_str();
-    s.task_template.registry_credential = r[30].c_str();
-    s.task_template.entrypoint = TextArray(r[31]);
-    s.task_template.working_dir = r[32].c_str();
-    s.task_template.volumes = PairMap(r[33]);
-    for (const std::string& text : TextArray(r[34])) {
-      auto port = ParseTaskPort(text);
-      if (!port.ok()) {
-        return Status::Internal("job " + std::to_string(j.id) + ": " + port.status().message());
-      }
-      s.task_template.ports.push_back(*port);
-    }
+    s.submitted_by = r[k + 7].c_str();
+    s.service_id = r[k + 8].as<int64_t>();
+    s.service_generation = r[k + 9].as<int64_t>();
     out.push_back(std::move(j));
   }
   // Tasks and allocations come sorted by (job_id, idx[, pos]); walk them alongside the jobs.

@@ -79,6 +79,14 @@ void AppendStopFacts(std::string* o, const TaskRecord& t) {
   B(o, t.preempted_by.reserved);
 }
 
+// The number of columns in a column list such as GP_TEMPLATE_COLS.
+constexpr int CountColumns(std::string_view cols) {
+  int n = 1;
+  for (char c : cols) n += c == ',' ? 1 : 0;
+  return n;
+}
+static_assert(CountColumns(GP_TEMPLATE_COLS) == kTemplateColumns);
+
 void Require(std::string* sql, std::string_view condition, std::string_view code,
              const std::string& message) {
   sql->append("SELECT gp_require(");
@@ -91,6 +99,19 @@ void Require(std::string* sql, std::string_view condition, std::string_view code
 }
 
 }  // namespace
+
+void AppendTemplateValues(std::string* o, const TaskTemplate& t) {
+  const ResourceRequest& r = t.resources;
+  Arr(o, t.command), C(o), Pairs(o, t.env), C(o);
+  N(o, static_cast<int>(r.shape)), C(o), N(o, r.fractional.milli_tflops), C(o);
+  N(o, r.fractional.vram_mib), C(o), N(o, r.gpu_count), C(o), Arr(o, r.models), C(o);
+  Q(o, r.mig_profile), C(o), Q(o, r.sku), C(o), N(o, r.cpu_milli), C(o), N(o, r.memory_mib), C(o);
+  Q(o, t.image), C(o), Q(o, t.registry_credential), C(o);
+  Arr(o, t.entrypoint), C(o), Q(o, t.working_dir), C(o), Pairs(o, t.volumes), C(o);
+  std::vector<std::string> ports;
+  for (const TaskPort& p : t.ports) ports.push_back(FormatTaskPort(p));
+  Arr(o, ports);
+}
 
 GroupSql::GroupSql(int64_t epoch, int64_t lease_us, const SecretKeyring* ring) : ring_(ring) {
   sql_.reserve(4096);
@@ -195,30 +216,20 @@ void GroupSql::Insert(const JobRecord& j) {
   if (!job_ids_.empty()) job_ids_ += ',';
   N(&job_ids_, j.id);
   const JobSpec& s = j.spec;
-  const ResourceRequest& r = s.task_template.resources;
   std::string* o = &jobs_;
   Row(o);
   N(o, j.id), C(o), Q(o, s.tenant), C(o), Q(o, s.pool), C(o), Q(o, s.priority_class), C(o);
   N(o, s.task_count), C(o), B(o, s.gang), C(o), B(o, s.preemptible), C(o);
   N(o, s.max_runtime_ms), C(o), N(o, s.max_retries), C(o), Pairs(o, s.labels), C(o);
-  Arr(o, s.task_template.command), C(o), Pairs(o, s.task_template.env), C(o);
-  N(o, static_cast<int>(r.shape)), C(o), N(o, r.fractional.milli_tflops), C(o);
-  N(o, r.fractional.vram_mib), C(o), N(o, r.gpu_count), C(o), Arr(o, r.models), C(o);
-  Q(o, r.mig_profile), C(o), Q(o, r.sku), C(o), N(o, r.cpu_milli), C(o), N(o, r.memory_mib);
-  C(o), Q(o, ToString(j.state)), C(o), Q(o, j.reason), C(o), N(o, j.submit_us), C(o);
+  AppendTemplateValues(o, s.task_template), C(o);
+  Q(o, ToString(j.state)), C(o), Q(o, j.reason), C(o), N(o, j.submit_us), C(o);
   N(o, j.finish_us), C(o), Q(o, s.idempotency_key), C(o);
   std::string digest, secret_env;
   SealedSecrets(j, &digest, &secret_env);
   o->append(digest);
   C(o);
   o->append(secret_env);
-  C(o), Q(o, s.submitted_by), C(o);
-  Q(o, s.task_template.image), C(o), Q(o, s.task_template.registry_credential), C(o);
-  Arr(o, s.task_template.entrypoint), C(o), Q(o, s.task_template.working_dir), C(o);
-  Pairs(o, s.task_template.volumes), C(o);
-  std::vector<std::string> ports;
-  for (const TaskPort& p : s.task_template.ports) ports.push_back(FormatTaskPort(p));
-  Arr(o, ports);
+  C(o), Q(o, s.submitted_by), C(o), N(o, s.service_id), C(o), N(o, s.service_generation);
   o->push_back(')');
   if (!s.idempotency_key.empty()) {
     if (!idempotency_keys_.empty()) idempotency_keys_ += ',';

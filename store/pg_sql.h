@@ -22,6 +22,7 @@
 namespace pqxx {
 class field;
 class result;
+class row;
 }  // namespace pqxx
 
 namespace gpupool {
@@ -63,6 +64,17 @@ class GroupSql {
 
 // A text[] column's elements (a NULL element reads as "").
 std::vector<std::string> TextArray(const pqxx::field& f);
+
+// A task template's columns (GP_TEMPLATE_COLS in pg_columns.h), shared by jobs and
+// service_revisions. secret_env is not among them: jobs keep it sealed in a column of their own,
+// services keep none.
+inline constexpr int kTemplateColumns = 17;
+// Appends the template's values in GP_TEMPLATE_COLS order, separated by commas. REQUIRES: its
+// text is UTF-8 without NUL (ValidateBatch, ValidateService).
+void AppendTemplateValues(std::string* sql, const TaskTemplate& t);
+// The template whose GP_TEMPLATE_COLS start at column `first` of `row` (secret_env empty);
+// INTERNAL, naming `what` ("job 12"), when a stored port does not parse.
+Result<TaskTemplate> ReadTemplate(const pqxx::row& row, int first, const std::string& what);
 
 // SELECT lists that the readers below expect, in this column order.
 extern const char* const kSelectPools;

@@ -45,8 +45,8 @@ class TextChecker {
  public:
   void operator()(std::string_view field, const std::string& text) {
     if (status_.ok() && !ValidUtf8(text)) {
-      status_ =
-          Status::InvalidArgument(std::string(field) + ": text must be UTF-8 without NUL bytes");
+      status_ = Status::InvalidArgument(std::string(prefix_) + std::string(field) +
+                                        ": text must be UTF-8 without NUL bytes");
     }
   }
   void operator()(std::string_view field, const std::vector<std::string>& list) {
@@ -59,30 +59,41 @@ class TextChecker {
     }
   }
   const Status& status() const { return status_; }
+  // Names given from now on are reported as `prefix` + name (a literal: it is not copied).
+  void set_prefix(std::string_view prefix) { prefix_ = prefix; }
 
  private:
   Status status_;
+  std::string_view prefix_;
 };
+
+// A task template's text, reported as "<prefix>.command", "<prefix>.image", … (secret_env aside:
+// jobs keep it, services do not).
+void CheckTemplate(const TaskTemplate& tt, std::string_view prefix, TextChecker& t) {
+  t.set_prefix(prefix);
+  t(".command", tt.command);
+  t(".env", tt.env);
+  t(".image", tt.image);
+  t(".registry_credential", tt.registry_credential);
+  t(".entrypoint", tt.entrypoint);
+  t(".working_dir", tt.working_dir);
+  t(".volumes", tt.volumes);
+  t(".models", tt.resources.models);
+  t(".mig_profile", tt.resources.mig_profile);
+  t(".sku", tt.resources.sku);
+  t.set_prefix("");
+}
 
 void CheckJob(const JobRecord& j, TextChecker& t) {
   t("job.tenant", j.spec.tenant);
   t("job.pool", j.spec.pool);
   t("job.priority_class", j.spec.priority_class);
   t("job.labels", j.spec.labels);
-  t("job.command", j.spec.task_template.command);
-  t("job.env", j.spec.task_template.env);
+  CheckTemplate(j.spec.task_template, "job", t);
   t("job.secret_env", j.spec.task_template.secret_env);
-  t("job.image", j.spec.task_template.image);
-  t("job.registry_credential", j.spec.task_template.registry_credential);
-  t("job.entrypoint", j.spec.task_template.entrypoint);
-  t("job.working_dir", j.spec.task_template.working_dir);
-  t("job.volumes", j.spec.task_template.volumes);
   t("job.idempotency_key", j.spec.idempotency_key);
   t("job.request_digest", j.spec.request_digest);
   t("job.submitted_by", j.spec.submitted_by);
-  t("job.models", j.spec.task_template.resources.models);
-  t("job.mig_profile", j.spec.task_template.resources.mig_profile);
-  t("job.sku", j.spec.task_template.resources.sku);
   t("job.reason", j.reason);
 }
 
@@ -107,6 +118,9 @@ Status CheckInsertJob(const JobRecord& j, TextChecker& t) {
                                      " is negative or repeated");
     }
     CheckTask(task, t);
+  }
+  if (j.spec.service_id < 0 || j.spec.service_generation < 0) {
+    return Status::InvalidArgument(job + ": service id and generation must not be negative");
   }
   CheckJob(j, t);
   GPUPOOL_RETURN_IF_ERROR(CheckTaskPorts(j.spec.task_template.ports, "job.ports"));
@@ -446,6 +460,63 @@ Status ValidateRegistryCredential(const RegistryCredentialRecord& c) {
     }
   }
   return Status::Ok();
+}
+
+namespace {
+
+// What both ValidateService and ValidateServiceUpdate check: text, ports, no secret env.
+Status CheckServiceRecord(const ServiceRecord& s) {
+  TextChecker t;
+  t("service.tenant", s.spec.tenant);
+  t("service.name", s.spec.name);
+  t("service.pool", s.spec.pool);
+  t("service.priority_class", s.spec.priority_class);
+  t("service.created_by", s.spec.created_by);
+  t("service.readiness_path", s.spec.revision.readiness_path);
+  CheckTemplate(s.spec.revision.task_template, "service.template", t);
+  if (!t.status().ok()) return t.status();  // names the field, not the text it holds
+  GPUPOOL_RETURN_IF_ERROR(
+      CheckTaskPorts(s.spec.revision.task_template.ports, "service.template.ports"));
+  if (!s.spec.revision.task_template.secret_env.empty()) {
+    return Status::InvalidArgument("service '" + s.spec.name + "' of tenant '" + s.spec.tenant +
+                                   "': service.template.secret_env is not kept for services");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateService(const ServiceRecord& s) {
+  GPUPOOL_RETURN_IF_ERROR(CheckServiceRecord(s));
+  if (s.spec.tenant.empty() || s.spec.name.empty()) {
+    return Status::InvalidArgument("service '" + s.spec.name + "' of tenant '" + s.spec.tenant +
+                                   "': a tenant and a name are required");
+  }
+  return Status::Ok();
+}
+
+Status ValidateServiceUpdate(const ServiceRecord& next, int64_t expected_generation) {
+  if (expected_generation < 1 ||
+      (next.generation != expected_generation && next.generation != expected_generation + 1)) {
+    return Status::InvalidArgument("service " + std::to_string(next.id) + ": generation " +
+                                   std::to_string(next.generation) + " must be the expected " +
+                                   std::to_string(expected_generation) +
+                                   " (scaling only) or the one after it (a new revision)");
+  }
+  return CheckServiceRecord(next);
+}
+
+std::string ServiceExistsMessage(const std::string& tenant, const std::string& name) {
+  return "service '" + name + "' of tenant '" + tenant + "' already exists";
+}
+
+std::string ServiceNotFoundMessage(int64_t id) {
+  return "service " + std::to_string(id) + " does not exist";
+}
+
+std::string ServiceChangedMessage(int64_t id, int64_t generation) {
+  return "service " + std::to_string(id) + " changed meanwhile (generation " +
+         std::to_string(generation) + ")";
 }
 
 }  // namespace gpupool

@@ -2,10 +2,10 @@
 // MemoryStore and PgStore reject the same malformed mutations with the same message.
 //
 // INVALID_ARGUMENT when: a text field holds a NUL byte or invalid UTF-8; an InsertJob has a
-// non-positive id, a task whose job_id differs from the job's, or a repeated or negative task
-// index; an UpdateJob/UpdateTask names a non-positive job id; a pool or node name is empty; an
-// UpsertNode has an empty or repeated device id; a tenant path or a quota's tenant or pool is
-// empty.
+// non-positive id, a task whose job_id differs from the job's, a repeated or negative task index,
+// or a negative service id or generation; an UpdateJob/UpdateTask names a non-positive job id; a
+// pool or node name is empty; an UpsertNode has an empty or repeated device id; a tenant path or
+// a quota's tenant or pool is empty.
 //
 // Thread safety: pure function.
 #pragma once
@@ -16,6 +16,7 @@
 #include "scheduler/join_tokens.h"
 #include "scheduler/node_enrolments.h"
 #include "scheduler/registry_credentials.h"
+#include "scheduler/service.h"
 #include "scheduler/store.h"
 
 namespace gpupool {
@@ -33,6 +34,17 @@ Status ValidateJoinToken(const JoinTokenRecord& t);
 // Registry credentials: a tenant, a valid name, a registry, a user name and a secret, all UTF-8
 // without NUL; no secret in the message.
 Status ValidateRegistryCredential(const RegistryCredentialRecord& c);
+// Services (scheduler/service.h), as both ServiceStores refuse them: a tenant and a name; every
+// text UTF-8 without NUL; the template's ports well-formed; no secret env (services keep none).
+// The spec's own rules (CheckServiceSpec) are the edge's to check, not the store's.
+Status ValidateService(const ServiceRecord& s);
+// ServiceStore::Update's `next`: as ValidateService without the tenant and name (which Update
+// never changes), and a generation that is `expected_generation` (scaling only) or the one after
+// it (a new revision).
+Status ValidateServiceUpdate(const ServiceRecord& next, int64_t expected_generation);
+// The revisions a service keeps: its current one and those before it, newest first; Update
+// drops older ones.
+inline constexpr int64_t kServiceRevisionsKept = 10;
 // The version AddPricePlan gives `plan`, given the stored versions of its name (any order):
 // see Store::AddPricePlan for the errors. Both stores use it, so both answer alike.
 Result<int64_t> NextPricePlanVersion(const std::vector<const billing::PricePlan*>& existing,
@@ -62,5 +74,10 @@ std::string IdempotencyKeyUsedMessage(const std::string& tenant, const std::stri
                                       int64_t job_id);
 // "quota of tenant 'acme' in pool 'a': not found"
 std::string QuotaNotFoundMessage(const std::string& tenant, const std::string& pool);
+// "service 'web' of tenant 'acme' already exists" (ALREADY_EXISTS from ServiceStore::Create)
+std::string ServiceExistsMessage(const std::string& tenant, const std::string& name);
+std::string ServiceNotFoundMessage(int64_t id);  // "service 12 does not exist"
+// "service 12 changed meanwhile (generation 3)": ABORTED from ServiceStore::Update
+std::string ServiceChangedMessage(int64_t id, int64_t generation);
 
 }  // namespace gpupool

@@ -30,6 +30,7 @@ struct GrpcServer::Impl {
         audit({&service, &auth, &streams, &audit_hook}),
         usage({&service, &auth, &streams, &audit_hook}),
         whatif({&service, &auth, &streams, &audit_hook}),
+        services({&service, &auth, &streams, &audit_hook}),
         keys({&service, &auth, &streams, &audit_hook}),
         billing({&service, &auth, &streams, &audit_hook}),
         health(service) {}
@@ -46,6 +47,7 @@ struct GrpcServer::Impl {
   grpcface::AuditServiceImpl audit;
   grpcface::UsageServiceImpl usage;
   grpcface::WhatIfServiceImpl whatif;
+  grpcface::ServiceServiceImpl services;
   grpcface::KeyServiceImpl keys;
   grpcface::BillingServiceImpl billing;
   grpcface::HealthService health;  // grpc.health.v1, unauthenticated like /readyz
@@ -129,6 +131,7 @@ Status GrpcServer::Start() {
   builder.RegisterService(&s.audit);
   builder.RegisterService(&s.usage);
   builder.RegisterService(&s.whatif);
+  builder.RegisterService(&s.services);
   builder.RegisterService(&s.keys);
   builder.RegisterService(&s.billing);
   builder.RegisterService(&s.health);

@@ -255,6 +255,20 @@ grpc::ServerUnaryReactor* UsageServiceImpl::GetUsage(grpc::CallbackServerContext
   return Unary(d_, ctx, req, resp, &ApiService::GetUsage, "GetUsage");
 }
 
+// ServiceService.
+#define GPUPOOL_SERVICE_RPC(Name, Req, Resp)                                               \
+  grpc::ServerUnaryReactor* ServiceServiceImpl::Name(grpc::CallbackServerContext* ctx,     \
+                                                     const v1::Req* req, v1::Resp* resp) { \
+    return Unary(d_, ctx, req, resp, &ApiService::Name, #Name);                            \
+  }
+GPUPOOL_SERVICE_RPC(CreateService, CreateServiceRequest, Service)
+GPUPOOL_SERVICE_RPC(GetService, GetServiceRequest, Service)
+GPUPOOL_SERVICE_RPC(ListServices, ListServicesRequest, ListServicesResponse)
+GPUPOOL_SERVICE_RPC(UpdateService, UpdateServiceRequest, Service)
+GPUPOOL_SERVICE_RPC(RollbackService, RollbackServiceRequest, Service)
+GPUPOOL_SERVICE_RPC(DeleteService, DeleteServiceRequest, DeleteServiceResponse)
+#undef GPUPOOL_SERVICE_RPC
+
 // WhatIfService.
 grpc::ServerUnaryReactor* WhatIfServiceImpl::Compare(grpc::CallbackServerContext* ctx,
                                                      const v1::CompareWhatIfRequest* req,

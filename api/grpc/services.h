@@ -24,6 +24,7 @@
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/keys.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
+#include "gpupool/v1/services.grpc.pb.h"
 #include "gpupool/v1/tenants.grpc.pb.h"
 #include "gpupool/v1/usage.grpc.pb.h"
 #include "gpupool/v1/whatif.grpc.pb.h"
@@ -186,6 +187,33 @@ class WhatIfServiceImpl final : public v1::WhatIfService::CallbackService {
   grpc::ServerUnaryReactor* Compare(grpc::CallbackServerContext* ctx,
                                     const v1::CompareWhatIfRequest* req,
                                     v1::CompareWhatIfResponse* resp) override;
+
+ private:
+  Deps d_;
+};
+
+class ServiceServiceImpl final : public v1::ServiceService::CallbackService {
+ public:
+  explicit ServiceServiceImpl(Deps deps) : d_(deps) {}
+
+  grpc::ServerUnaryReactor* CreateService(grpc::CallbackServerContext* ctx,
+                                          const v1::CreateServiceRequest* req,
+                                          v1::Service* resp) override;
+  grpc::ServerUnaryReactor* GetService(grpc::CallbackServerContext* ctx,
+                                       const v1::GetServiceRequest* req,
+                                       v1::Service* resp) override;
+  grpc::ServerUnaryReactor* ListServices(grpc::CallbackServerContext* ctx,
+                                         const v1::ListServicesRequest* req,
+                                         v1::ListServicesResponse* resp) override;
+  grpc::ServerUnaryReactor* UpdateService(grpc::CallbackServerContext* ctx,
+                                          const v1::UpdateServiceRequest* req,
+                                          v1::Service* resp) override;
+  grpc::ServerUnaryReactor* RollbackService(grpc::CallbackServerContext* ctx,
+                                            const v1::RollbackServiceRequest* req,
+                                            v1::Service* resp) override;
+  grpc::ServerUnaryReactor* DeleteService(grpc::CallbackServerContext* ctx,
+                                          const v1::DeleteServiceRequest* req,
+                                          v1::DeleteServiceResponse* resp) override;
 
  private:
   Deps d_;

@@ -238,6 +238,19 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
                                                    &S::GetUsageFeed, "GetUsageFeed");
   Unary<GetUsageFeedRequest, ExportResponse>("GET", "/v1/usage-feed.csv", kQuery,
                                              &S::ExportUsageFeed, "ExportUsageFeed");
+  // Services (docs/services.md): the tenant path in a URL has its '/' escaped (%2F).
+  Unary<CreateServiceRequest, Service>("POST", "/v1/services", kBody, &S::CreateService,
+                                       "CreateService");
+  Unary<ListServicesRequest, ListServicesResponse>("GET", "/v1/services", kQuery, &S::ListServices,
+                                                   "ListServices");
+  Unary<GetServiceRequest, Service>("GET", "/v1/services/{tenant}/{name}", kPath, &S::GetService,
+                                    "GetService");
+  Unary<UpdateServiceRequest, Service>("PUT", "/v1/services/{service.tenant}/{service.name}", kBody,
+                                       &S::UpdateService, "UpdateService");
+  Unary<RollbackServiceRequest, Service>("POST", "/v1/services/{tenant}/{name}:rollback", kBody,
+                                         &S::RollbackService, "RollbackService");
+  Unary<DeleteServiceRequest, DeleteServiceResponse>("DELETE", "/v1/services/{tenant}/{name}",
+                                                     kPath, &S::DeleteService, "DeleteService");
   // What-if pre-flight (docs/twin.md): replays a pool's recent workload; admins only.
   Unary<CompareWhatIfRequest, CompareWhatIfResponse>("POST", "/v1/whatif", kBody, &S::CompareWhatIf,
                                                      "CompareWhatIf");

@@ -50,6 +50,7 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command> all = [] {
     std::vector<Command> v = JobCommands();
     for (auto&& c : PoolCommands()) v.push_back(std::move(c));
+    for (auto&& c : ServiceCommands()) v.push_back(std::move(c));
     for (auto&& c : ImageCommands()) v.push_back(std::move(c));
     for (auto&& c : SessionCommands()) v.push_back(std::move(c));
     for (auto&& c : NodeCommands()) v.push_back(std::move(c));
@@ -369,8 +370,13 @@ int CheckArguments(const Ctx& ctx, const Command& cmd, const ParsedArgs& a) {
   if (a.positional.size() > cmd.max_args) {
     return ctx.Usage("unexpected argument '" + a.positional[cmd.max_args] + "'");
   }
-  if (a.saw_dash_dash && cmd.path != "jobs submit") {
-    return ctx.Usage("'--' is only used by 'jobs submit' (the job's command follows it)");
+  // The commands whose task template's command line follows "--".
+  const bool takes_command = cmd.path == "jobs submit" || cmd.path == "services create" ||
+                             cmd.path == "services update" || cmd.path == "services apply";
+  if (a.saw_dash_dash && !takes_command) {
+    return ctx.Usage(
+        "'--' is only used by 'jobs submit' and 'services create|update|apply' (the command "
+        "follows it)");
   }
   return kExitOk;
 }

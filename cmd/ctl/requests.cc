@@ -1,9 +1,14 @@
 #include "cmd/ctl/requests.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/descriptor.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
+#include <cstdio>
+#include <functional>
+#include <utility>
 
 #include "cmd/ctl/format.h"
 #include "cmd/ctl/units.h"
@@ -110,7 +115,24 @@ bool IsJsonNumber(std::string_view s) {
   return i == s.size();
 }
 
-void NodeToJson(const YAML::Node& node, std::string* out) {
+// What a node is to be, when the message it is read into is known: a message's fields (`msg`),
+// or a string field's value (`str`: a plain 8080 or true is then the text, as people mean in
+// `env: {PORT: 8080}` and as `-o yaml` prints a numeric-looking string).
+struct Want {
+  const google::protobuf::Descriptor* msg = nullptr;
+  bool str = false;
+};
+
+// The value `field` holds (an element of it, when repeated).
+Want WantOf(const google::protobuf::FieldDescriptor* field) {
+  if (field == nullptr) return {};
+  if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+    return {field->message_type(), false};
+  }
+  return {nullptr, field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING};
+}
+
+void NodeToJson(const YAML::Node& node, std::string* out, Want want = {}) {
   switch (node.Type()) {
     case YAML::NodeType::Map: {
       *out += '{';
@@ -118,9 +140,22 @@ void NodeToJson(const YAML::Node& node, std::string* out) {
       for (auto it = node.begin(); it != node.end(); ++it) {
         if (!first) *out += ',';
         first = false;
-        AppendJsonString(it->first.Scalar(), out);
+        const std::string& key = it->first.Scalar();
+        AppendJsonString(key, out);
         *out += ':';
-        NodeToJson(it->second, out);
+        Want child;
+        if (want.msg != nullptr) {
+          // A map field's entries: their values are the map's. Else a field, by either name.
+          if (want.msg->options().map_entry()) {
+            child = WantOf(want.msg->map_value());
+          } else {
+            const google::protobuf::FieldDescriptor* f = want.msg->FindFieldByName(key);
+            if (f == nullptr) f = want.msg->FindFieldByCamelcaseName(key);
+            child = WantOf(f);
+            if (f != nullptr && f->is_map()) child = {f->message_type(), false};
+          }
+        }
+        NodeToJson(it->second, out, child);
       }
       *out += '}';
       return;
@@ -129,7 +164,7 @@ void NodeToJson(const YAML::Node& node, std::string* out) {
       *out += '[';
       for (size_t i = 0; i < node.size(); ++i) {
         if (i > 0) *out += ',';
-        NodeToJson(node[i], out);
+        NodeToJson(node[i], out, want);
       }
       *out += ']';
       return;
@@ -137,15 +172,11 @@ void NodeToJson(const YAML::Node& node, std::string* out) {
     case YAML::NodeType::Scalar: {
       const std::string& s = node.Scalar();
       if (node.Tag() != "!") {  // plain (unquoted) scalar
-        if (s == "true" || s == "false") {
-          *out += s;
-          return;
-        }
         if (s == "null" || s == "~") {
           *out += "null";
           return;
         }
-        if (IsJsonNumber(s)) {
+        if (!want.str && (s == "true" || s == "false" || IsJsonNumber(s))) {
           *out += s;
           return;
         }
@@ -234,11 +265,18 @@ const std::vector<FlagSpec>& PoolFlags() {
   return flags;
 }
 
-Result<std::string> YamlToJson(std::string_view yaml, std::string_view source) {
+namespace {
+
+// YamlToJson, letting `fix` rewrite the document first (a field people write differently), and
+// reading it as `msg` when given (string fields stay strings).
+Result<std::string> YamlToJsonWith(std::string_view yaml, std::string_view source,
+                                   const std::function<Status(YAML::Node&)>& fix,
+                                   const google::protobuf::Descriptor* msg) {
   try {
-    const YAML::Node root = YAML::Load(std::string(yaml));
+    YAML::Node root = YAML::Load(std::string(yaml));
+    if (fix) GPUPOOL_RETURN_IF_ERROR(fix(root));
     std::string out;
-    NodeToJson(root, &out);
+    NodeToJson(root, &out, {msg, false});
     return out;
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(std::string(source) + ":" + std::to_string(e.mark.line + 1) +
@@ -246,22 +284,181 @@ Result<std::string> YamlToJson(std::string_view yaml, std::string_view source) {
   }
 }
 
-Status ParseJobSpecText(std::string_view text, std::string_view source, v1::JobSpec* spec) {
+// Parses protobuf JSON (text starting with '{') or YAML into *m; `what` names the message.
+Status ParseMessageText(std::string_view text, std::string_view source, std::string_view what,
+                        const std::function<Status(YAML::Node&)>& fix,
+                        google::protobuf::Message* m) {
   size_t first = text.find_first_not_of(" \t\r\n");
   std::string json;
   if (first != std::string_view::npos && text[first] == '{') {
     json = std::string(text);
   } else {
-    GPUPOOL_ASSIGN_OR_RETURN(json, YamlToJson(text, source));
+    GPUPOOL_ASSIGN_OR_RETURN(json, YamlToJsonWith(text, source, fix, m->GetDescriptor()));
   }
   if (json == "null" || json.empty()) {
-    return Status::InvalidArgument(std::string(source) + ": empty job spec");
+    return Status::InvalidArgument(std::string(source) + ": empty " + std::string(what));
   }
   google::protobuf::util::JsonParseOptions options;  // unknown fields are errors
-  auto st = google::protobuf::util::JsonStringToMessage(json, spec, options);
+  auto st = google::protobuf::util::JsonStringToMessage(json, m, options);
   if (!st.ok()) {
-    return Status::InvalidArgument(std::string(source) +
-                                   ": not a valid JobSpec: " + std::string(st.message()));
+    return Status::InvalidArgument(std::string(source) + ": not a valid " +
+                                   std::string(m->GetDescriptor()->name()) + ": " +
+                                   std::string(st.message()));
+  }
+  return Status::Ok();
+}
+
+// A duration in protobuf's JSON form: "300s", "1.500s".
+std::string ProtoJsonDuration(int64_t ms) {
+  std::string out = std::to_string(ms / 1000);
+  if (ms % 1000 != 0) {
+    char frac[8];
+    std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>(ms % 1000));
+    out += frac;
+  }
+  return out + "s";
+}
+
+void SetDurationMs(int64_t ms, google::protobuf::Duration* d) {
+  d->set_seconds(ms / 1000);
+  d->set_nanos(static_cast<int32_t>(ms % 1000) * 1'000'000);
+}
+
+}  // namespace
+
+Result<std::string> YamlToJson(std::string_view yaml, std::string_view source) {
+  return YamlToJsonWith(yaml, source, nullptr, nullptr);
+}
+
+Status ParseJobSpecText(std::string_view text, std::string_view source, v1::JobSpec* spec) {
+  return ParseMessageText(text, source, "job spec", nullptr, spec);
+}
+
+Status ParseServiceText(std::string_view text, std::string_view source, v1::Service* service) {
+  // `idle: 5m` as people write it; protobuf's JSON mapping wants "300s".
+  auto human_idle = [source](YAML::Node& root) {
+    if (!root.IsMap()) return Status::Ok();
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      if (it->first.Scalar() != "idle" || !it->second.IsScalar()) continue;
+      Result<int64_t> ms = ParseDurationMs(it->second.Scalar());
+      if (!ms.ok()) {
+        return Status::InvalidArgument(std::string(source) + ": idle: " + ms.status().message());
+      }
+      it->second = ProtoJsonDuration(*ms);
+    }
+    return Status::Ok();
+  };
+  GPUPOOL_RETURN_IF_ERROR(ParseMessageText(text, source, "service", human_idle, service));
+  ClearServiceOutputOnly(service);
+  return Status::Ok();
+}
+
+void ClearServiceOutputOnly(v1::Service* service) {
+  service->clear_id();
+  service->clear_generation();
+  service->clear_has_previous();
+  service->clear_status();
+  service->clear_created_by();
+  service->clear_create_time();
+  service->clear_update_time();
+}
+
+const std::vector<FlagSpec>& ServiceFlags() {
+  static const std::vector<FlagSpec> flags = [] {
+    std::vector<FlagSpec> v = {
+        {"file", 'f', FlagKind::kValue, "FILE",
+         "Service in protobuf JSON or YAML ('-' = stdin); other flags override it"},
+        {"tenant", 0, FlagKind::kValue, "PATH", "the tenant whose service it is"},
+        {"pool", 0, FlagKind::kValue, "NAME", "pool the replicas run in (never changes)"},
+        {"priority", 0, FlagKind::kValue, "CLASS", "priority class (server default when unset)"},
+        {"preemptible", 0, FlagKind::kBool, "",
+         "a higher class may preempt replicas (each waits to be placed again)"},
+    };
+    // The replicas' template: as `jobs submit` spells it.
+    for (const FlagSpec& f : SubmitFlags()) {
+      for (const char* name : {"image", "entrypoint", "workdir", "volume", "port", "env", "tflops",
+                               "vram", "gpus", "model", "mig", "sku", "cpu", "memory"}) {
+        if (f.name == name) v.push_back(f);
+      }
+    }
+    v.push_back({"registry-credential", 0, FlagKind::kValue, "NAME",
+                 "pull --image with a credential the tenant keeps (registry-credentials create)"});
+    for (FlagSpec f : std::vector<FlagSpec>{
+             {"serve-port", 0, FlagKind::kValue, "PORT",
+              "the port requests are served on, one of the --port ones (default: the only tcp "
+              "one)"},
+             {"readiness-path", 0, FlagKind::kValue, "PATH",
+              "HTTP GET path answering 2xx when a replica is ready (default: the port accepts)"},
+             {"min-replicas", 0, FlagKind::kValue, "N",
+              "replicas kept at least, 0..max (0: scale to zero after --idle)"},
+             {"max-replicas", 0, FlagKind::kValue, "N", "replicas at most, 1..1000"},
+             {"target-in-flight", 0, FlagKind::kValue, "N",
+              "requests in flight per replica the autoscaler aims for (default 1)"},
+             {"idle", 0, FlagKind::kValue, "DURATION",
+              "no request for this long scales down to --min-replicas, 10s..30d (default 5m)"},
+             {"max-surge", 0, FlagKind::kValue, "N",
+              "a rollout may run this many replicas beyond the desired count (default 1)"},
+             {"max-unavailable", 0, FlagKind::kValue, "N",
+              "a rollout may have this many fewer ready than desired (default 0)"},
+         }) {
+      v.push_back(std::move(f));
+    }
+    return v;
+  }();
+  return flags;
+}
+
+Status ApplyServiceFlags(const ParsedArgs& a, v1::Service* s) {
+  if (auto v = a.Find("tenant")) s->set_tenant(*v);
+  if (auto v = a.Find("pool")) s->set_pool(*v);
+  if (auto v = a.Find("priority")) s->set_priority_class(*v);
+  if (a.Has("preemptible")) s->set_preemptible(a.GetBool("preemptible"));
+  bool template_flags = a.saw_dash_dash;
+  for (const char* name :
+       {"image", "registry-credential", "entrypoint", "workdir", "volume", "port", "env", "tflops",
+        "vram", "gpus", "model", "mig", "sku", "cpu", "memory"}) {
+    template_flags = template_flags || a.Has(name);
+  }
+  // Only then checked here: a file alone goes to the server, whose errors name its fields.
+  if (template_flags) {
+    v1::JobSpec spec;
+    *spec.mutable_template_() = s->template_();
+    GPUPOOL_RETURN_IF_ERROR(ApplySubmitFlags(a, &spec));
+    *s->mutable_template_() = std::move(*spec.mutable_template_());
+  }
+  if (auto v = a.Find("serve-port")) {
+    Result<int64_t> n = ParseInt(*v, 1, 65535);
+    if (!n.ok()) return WithFlag(n.status(), "serve-port");
+    s->set_port(static_cast<uint32_t>(*n));
+  }
+  if (auto v = a.Find("readiness-path")) s->set_readiness_path(*v);
+  // Ranges are the server's to check (its errors name the field); here only the numbers.
+  const std::pair<const char*, void (v1::Service::*)(int32_t)> counts[] = {
+      {"min-replicas", &v1::Service::set_min_replicas},
+      {"max-replicas", &v1::Service::set_max_replicas},
+      {"target-in-flight", &v1::Service::set_target_in_flight},
+      {"max-surge", &v1::Service::set_max_surge},
+      {"max-unavailable", &v1::Service::set_max_unavailable},
+  };
+  for (const auto& [flag, set] : counts) {
+    if (auto v = a.Find(flag)) {
+      Result<int64_t> n = ParseInt(*v, 0, 1'000'000);
+      if (!n.ok()) return WithFlag(n.status(), flag);
+      (s->*set)(static_cast<int32_t>(*n));
+    }
+  }
+  if (auto v = a.Find("idle")) {
+    Result<int64_t> ms = ParseDurationMs(*v);
+    if (!ms.ok()) return WithFlag(ms.status(), "idle");
+    SetDurationMs(*ms, s->mutable_idle());
+  }
+  if (s->port() == 0) {
+    const v1::Port* only = nullptr;
+    int tcp = 0;
+    for (const v1::Port& p : s->template_().ports()) {
+      if (p.protocol().empty() || p.protocol() == "tcp") only = &p, ++tcp;
+    }
+    if (tcp == 1) s->set_port(only->port());
   }
   return Status::Ok();
 }

@@ -15,6 +15,7 @@
 #include "cmd/ctl/args.h"
 #include "gpupool/v1/jobs.pb.h"
 #include "gpupool/v1/pools.pb.h"
+#include "gpupool/v1/services.pb.h"
 
 namespace gpupool::ctl {
 
@@ -25,8 +26,26 @@ const std::vector<FlagSpec>& SubmitFlags();
 const std::vector<FlagSpec>& PoolFlags();
 
 // Parses a JobSpec written in protobuf JSON or YAML (the same field names; YAML is converted to
-// JSON first). `source` names the file in errors. Unknown fields are errors.
+// JSON first, a plain scalar given for a string field as its text: `env: {PORT: 8080}`).
+// `source` names the file in errors. Unknown fields are errors.
 Status ParseJobSpecText(std::string_view text, std::string_view source, v1::JobSpec* spec);
+
+// Parses a Service written in protobuf JSON or YAML, as ParseJobSpecText does a JobSpec. In YAML,
+// `idle` may also be written as a gpupoolctl duration (5m, 1h30m). Output-only fields (id,
+// generation, status, …), as `services get -o yaml` prints them, are dropped, so a printed
+// service can be applied again.
+Status ParseServiceText(std::string_view text, std::string_view source, v1::Service* service);
+// Clears what the server sets (id, generation, has_previous, status, created_by, times).
+void ClearServiceOutputOnly(v1::Service* service);
+
+// Flags of `services create`, `services update` and `services apply`.
+const std::vector<FlagSpec>& ServiceFlags();
+
+// Applies `services create/update/apply` flags on top of *service (which may come from -f), as
+// ApplySubmitFlags does for a job: flags given override the file; env is merged, --port adds a
+// port, a resource flag replaces the shape, the words after "--" replace the command. A service
+// with no serving port takes its template's only tcp port.
+Status ApplyServiceFlags(const ParsedArgs& args, v1::Service* service);
 
 // Applies `jobs submit` flags on top of *spec (which may come from -f). Flags that are given
 // override the file; labels and env are merged; a resource flag replaces the file's shape; the

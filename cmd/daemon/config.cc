@@ -133,7 +133,7 @@ Status ParseListen(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) 
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
   GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
       n, p,
-      {"grpc", "http", "grpc_tls", "http_max_connections_per_client",
+      {"grpc", "http", "grpc_tls", "gateway", "http_max_connections_per_client",
        "grpc_max_connections_per_client", "http_max_connections", "grpc_max_connections"}));
   for (const char* key : {"http_max_connections", "grpc_max_connections"}) {
     if (!n[key]) continue;
@@ -152,9 +152,11 @@ Status ParseListen(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) 
   GPUPOOL_ASSIGN_OR_RETURN(auto grpc, doc.OptionalString(n, p, "grpc"));
   GPUPOOL_ASSIGN_OR_RETURN(auto http, doc.OptionalString(n, p, "http"));
   GPUPOOL_ASSIGN_OR_RETURN(auto tls, doc.OptionalString(n, p, "grpc_tls"));
-  for (const auto& [key, value] :
-       {std::pair{"grpc", &grpc}, std::pair{"http", &http}, std::pair{"grpc_tls", &tls}}) {
+  GPUPOOL_ASSIGN_OR_RETURN(auto gateway, doc.OptionalString(n, p, "gateway"));
+  for (const auto& [key, value] : {std::pair{"grpc", &grpc}, std::pair{"http", &http},
+                                   std::pair{"grpc_tls", &tls}, std::pair{"gateway", &gateway}}) {
     if (!*value) continue;
+    if (std::string_view(key) == "gateway" && (*value)->empty()) continue;  // off
     if (Status s = ValidateListenAddress(**value, key); !s.ok()) {
       return doc.Error(n[key], p.Key(key), s.message().substr(std::string(key).size() + 2));
     }
@@ -162,6 +164,7 @@ Status ParseListen(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) 
   if (grpc) c->grpc_listen = *grpc;
   if (http) c->http_listen = *http;
   if (tls) c->grpc_tls_listen = *tls;
+  if (gateway) c->gateway_listen = *gateway;
   return Status::Ok();
 }
 
@@ -636,6 +639,28 @@ Result<std::vector<std::string>> ParseClassList(const YamlDoc& doc, const YAML::
   return out;
 }
 
+// gateway: {rate_per_second, burst, hold_timeout_ms} — the services' gateway (listen.gateway).
+Status ParseGateway(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
+  YAML::Node n = root["gateway"];
+  if (!n) return Status::Ok();
+  YamlPath p = YamlPath{}.Key("gateway");
+  GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p, {"rate_per_second", "burst", "hold_timeout_ms"}));
+  if (n["rate_per_second"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t milli, doc.Milli(n, p, "rate_per_second", 0, 1'000'000'000));
+    c->gateway_rate_per_second = static_cast<double>(milli) / 1000;
+  }
+  if (n["burst"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(int64_t burst, doc.Int(n, p, "burst", 1, 10'000'000));
+    c->gateway_burst = static_cast<double>(burst);
+  }
+  if (n["hold_timeout_ms"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(c->gateway_hold_timeout_ms,
+                             doc.Int(n, p, "hold_timeout_ms", 1'000, 3'600'000));
+  }
+  return Status::Ok();
+}
+
 // tenant_defaults: {priority_classes: [...]} — what a tenant without its own list may use.
 Status ParseTenantDefaults(const YamlDoc& doc, const YAML::Node& root, DaemonConfig* c) {
   YAML::Node n = root["tenant_defaults"];
@@ -771,11 +796,11 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   if (root.IsNull()) return c;
   YamlDoc doc{source};
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(root, YamlPath{}));
-  GPUPOOL_RETURN_IF_ERROR(
-      doc.CheckKeys(root, YamlPath{},
-                    {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level",
-                     "auth", "scheduler", "priority_classes", "skus", "pools", "tenants",
-                     "tenant_defaults", "ha", "price_plans", "metering", "fencing", "secrets"}));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
+      root, YamlPath{},
+      {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level", "auth",
+       "scheduler", "priority_classes", "skus", "pools", "tenants", "tenant_defaults", "ha",
+       "price_plans", "metering", "fencing", "secrets", "gateway"}));
   GPUPOOL_RETURN_IF_ERROR(ParseListen(doc, root, &c));
   GPUPOOL_ASSIGN_OR_RETURN(auto data_dir, doc.OptionalString(root, YamlPath{}, "data_dir"));
   if (data_dir) c.data_dir = *data_dir;
@@ -798,6 +823,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   GPUPOOL_RETURN_IF_ERROR(ParseAuth(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseHa(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseFencing(doc, root, &c));
+  GPUPOOL_RETURN_IF_ERROR(ParseGateway(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseSecrets(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseScheduler(doc, root, &c.scheduler));
   GPUPOOL_RETURN_IF_ERROR(ParseMetering(doc, root, &c.scheduler.metering));  // config_metering.cc
@@ -876,6 +902,10 @@ Flags (each overrides the config file):
                        also serve gRPC over TLS here (server certificate from the private CA in
                        DATA_DIR/tls/, created on first start); agents join and connect here
                        with their own node certificates (docs/security.md)
+  --gateway-listen ADDR
+                       the services' gateway, host:port (default: none; e.g. 127.0.0.1:7090):
+                       HTTPS (HTTP with --insecure) to /services/TENANT/NAME/... on the
+                       service's ready replicas, held while they start (docs/services.md)
   --data-dir DIR       state directory; the embedded PostgreSQL lives in DIR/pg
   --database URI       use an external PostgreSQL (postgresql://user@host:port/db); for a
                        cluster with failover (pg_auto_failover) list every node and add
@@ -949,11 +979,15 @@ Result<CommandLine> ParseDaemonCommandLine(int argc, const char* const* argv) {
   DaemonConfig& c = cl.config;
   for (const auto& [flag, value] : flags) {
     if (flag == "--config") continue;
-    if (flag == "--grpc-listen" || flag == "--http-listen" || flag == "--grpc-tls-listen") {
+    if (flag == "--gateway-listen" && value.empty()) {
+      c.gateway_listen.clear();  // no gateway
+    } else if (flag == "--grpc-listen" || flag == "--http-listen" || flag == "--grpc-tls-listen" ||
+               flag == "--gateway-listen") {
       GPUPOOL_RETURN_IF_ERROR(ValidateListenAddress(value, flag));
-      (flag == "--grpc-listen"   ? c.grpc_listen
-       : flag == "--http-listen" ? c.http_listen
-                                 : c.grpc_tls_listen) = value;
+      (flag == "--grpc-listen"      ? c.grpc_listen
+       : flag == "--http-listen"    ? c.http_listen
+       : flag == "--gateway-listen" ? c.gateway_listen
+                                    : c.grpc_tls_listen) = value;
     } else if (flag == "--data-dir")
       c.data_dir = value;
     else if (flag == "--database")
@@ -1031,7 +1065,8 @@ Status CheckInsecureAllowed(const DaemonConfig& c) {
   const std::pair<const char*, const std::string*> listens[] = {
       {"--grpc-listen", &c.grpc_listen},
       {"--http-listen", &c.http_listen},
-      {"--grpc-tls-listen", &c.grpc_tls_listen}};
+      {"--grpc-tls-listen", &c.grpc_tls_listen},
+      {"--gateway-listen", &c.gateway_listen}};
   for (const auto& [flag, address] : listens) {
     if (address->empty() || IsLoopbackListenAddress(*address)) continue;
     return Status::InvalidArgument(

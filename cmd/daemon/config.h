@@ -36,6 +36,14 @@ inline constexpr int64_t kDefaultNodeLeaseMs = 5 * 60 * 1000;
 struct DaemonConfig {
   std::string grpc_listen = "127.0.0.1:7070";
   std::string http_listen = "127.0.0.1:7080";
+  // The services' gateway (`listen.gateway`, docs/services.md): HTTPS (HTTP with --insecure) to
+  // services' replicas; empty (the default: several daemons may share a host) = no gateway.
+  std::string gateway_listen;
+  // `gateway:` — requests per second (and burst) each tenant organisation may send through the
+  // gateway (0 = no limit), and how long a request waits for a ready replica.
+  double gateway_rate_per_second = 1000;
+  double gateway_burst = 2000;
+  int64_t gateway_hold_timeout_ms = 60'000;
   // Open REST connections one client address may hold (`listen.http_max_connections_per_client`);
   // 0 = no limit.
   int64_t http_max_connections_per_client = 256;

@@ -77,6 +77,10 @@ std::vector<std::string> RestartOnlyChanges(const DaemonConfig& a, const DaemonC
   check(a.grpc_listen == b.grpc_listen, "listen.grpc");
   check(a.http_listen == b.http_listen, "listen.http");
   check(a.grpc_tls_listen == b.grpc_tls_listen, "listen.grpc_tls");
+  check(a.gateway_listen == b.gateway_listen, "listen.gateway");
+  check(std::tie(a.gateway_rate_per_second, a.gateway_burst, a.gateway_hold_timeout_ms) ==
+            std::tie(b.gateway_rate_per_second, b.gateway_burst, b.gateway_hold_timeout_ms),
+        "gateway");
   check(a.http_max_connections_per_client == b.http_max_connections_per_client,
         "listen.http_max_connections_per_client");
   check(a.grpc_max_connections_per_client == b.grpc_max_connections_per_client,

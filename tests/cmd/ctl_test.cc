@@ -382,6 +382,92 @@ TEST(SpecFile, Errors) {
   // A quoted "true" stays a string: JobSpec.tenant gets the text.
   ASSERT_TRUE(ParseJobSpecText("tenant: 'true'\n", "job.yaml", &spec).ok());
   EXPECT_EQ(spec.tenant(), "true");
+  // A plain scalar for a string field is its text (as `-o yaml` prints "8"); numbers stay numbers.
+  Status plain = ParseJobSpecText(
+      "tenant: 42\ntask_count: 2\ntemplate: {command: [sleep, 10], env: {PORT: 8080, ON: true}}\n",
+      "job.yaml", &spec);
+  ASSERT_TRUE(plain.ok()) << plain.ToString();
+  EXPECT_EQ(spec.tenant(), "42");
+  EXPECT_EQ(spec.task_count(), 2);
+  EXPECT_EQ(spec.template_().command(1), "10");
+  EXPECT_EQ(spec.template_().env().at("PORT"), "8080");
+  EXPECT_EQ(spec.template_().env().at("ON"), "true");
+}
+
+TEST(ServiceFile, YamlIdleAsPeopleWriteItAndOutputOnlyFieldsDropped) {
+  v1::Service svc;
+  Status st = ParseServiceText(
+      "name: web\ntenant: acme\npool: p\nidle: 1h30m\nport: 8080\ngeneration: '7'\n"
+      "id: '3'\nstatus: {desired: 2, belowCode: STARTING}\ncreatedBy: 'token:x'\n"
+      "template: {command: [serve], ports: [{port: 8080}]}\n",
+      "web.yaml", &svc);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(svc.name(), "web");
+  EXPECT_EQ(svc.idle().seconds(), 5400);
+  EXPECT_EQ(svc.port(), 8080u);
+  EXPECT_EQ(svc.generation(), 0);
+  EXPECT_EQ(svc.id(), "");
+  EXPECT_FALSE(svc.has_status());
+  EXPECT_EQ(svc.created_by(), "");
+  ASSERT_TRUE(ParseServiceText("idle: 1.5s\n", "a.yaml", &svc).ok());
+  EXPECT_EQ(svc.idle().seconds(), 1);
+  EXPECT_EQ(svc.idle().nanos(), 500'000'000);
+  // JSON is protobuf's mapping, as the REST API speaks it.
+  ASSERT_TRUE(
+      ParseServiceText(R"({"name": "web", "idle": "300s", "minReplicas": 2})", "a.json", &svc)
+          .ok());
+  EXPECT_EQ(svc.idle().seconds(), 300);
+  EXPECT_EQ(svc.min_replicas(), 2);
+
+  st = ParseServiceText("name: web\nidle: soon\n", "web.yaml", &svc);
+  EXPECT_EQ(st.message().rfind("web.yaml: idle: invalid duration 'soon'", 0), 0u) << st.message();
+  st = ParseServiceText("name: web\nreplicas: 2\n", "web.yaml", &svc);
+  EXPECT_NE(st.message().find("web.yaml: not a valid Service"), std::string::npos) << st.message();
+  st = ParseServiceText("", "web.yaml", &svc);
+  EXPECT_EQ(st.message(), "web.yaml: empty service");
+}
+
+TEST(ServiceFlags, TemplateAsJobsSubmitSpellsItAndTheOnlyTcpPortServes) {
+  Result<ParsedArgs> a =
+      ParseFlags(ServiceFlags(),
+                 {"--tenant", "acme",  "--pool",         "p",         "--tflops",         "2",
+                  "--vram",   "4GiB",  "--port",         "9000:http", "--port",           "53/udp",
+                  "--env",    "A=1",   "--min-replicas", "1",         "--max-replicas",   "3",
+                  "--idle",   "10m",   "--max-surge",    "2",         "--readiness-path", "/ready",
+                  "--",       "serve", "--fast"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  v1::Service svc;
+  ASSERT_TRUE(ApplyServiceFlags(*a, &svc).ok());
+  EXPECT_EQ(svc.tenant(), "acme");
+  EXPECT_EQ(svc.pool(), "p");
+  EXPECT_EQ(svc.template_().command_size(), 2);
+  EXPECT_EQ(svc.template_().resources().fractional().milli_tflops(), 2000);
+  EXPECT_EQ(svc.template_().ports_size(), 2);
+  EXPECT_EQ(svc.template_().env().at("A"), "1");
+  EXPECT_EQ(svc.port(), 9000u);  // the only tcp one
+  EXPECT_EQ(svc.min_replicas(), 1);
+  EXPECT_EQ(svc.max_replicas(), 3);
+  EXPECT_EQ(svc.idle().seconds(), 600);
+  EXPECT_EQ(svc.max_surge(), 2);
+  EXPECT_EQ(svc.readiness_path(), "/ready");
+
+  // Settings alone leave the template as it is (a file's template goes to the server as is).
+  a = ParseFlags(ServiceFlags(), {"--max-replicas", "9"});
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(ApplyServiceFlags(*a, &svc).ok());
+  EXPECT_EQ(svc.max_replicas(), 9);
+  EXPECT_EQ(svc.template_().command_size(), 2);
+  v1::Service empty;
+  ASSERT_TRUE(ApplyServiceFlags(*a, &empty).ok());
+  EXPECT_FALSE(empty.has_template_());
+
+  a = ParseFlags(ServiceFlags(), {"--min-replicas", "two"});
+  ASSERT_TRUE(a.ok());
+  Status st = ApplyServiceFlags(*a, &svc);
+  EXPECT_EQ(st.message().rfind("--min-replicas: ", 0), 0u) << st.message();
+  a = ParseFlags(ServiceFlags(), {"--image", "app:v1", "--gpus", "1", "--tflops", "1"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(ApplyServiceFlags(*a, &empty).ok());
 }
 
 TEST(PoolFlags, BuildsPoolAndMask) {

@@ -33,6 +33,7 @@
 #include "gpupool/v1/jobs.grpc.pb.h"
 #include "gpupool/v1/keys.grpc.pb.h"
 #include "gpupool/v1/pools.grpc.pb.h"
+#include "gpupool/v1/services.grpc.pb.h"
 #include "gpupool/v1/tenants.grpc.pb.h"
 #include "gpupool/v1/usage.grpc.pb.h"
 #include "gpupool/v1/whatif.grpc.pb.h"
@@ -201,6 +202,30 @@ struct World {
     auto c = AdminCall();
     grpc::Status st =
         v1::KeyService::NewStub(channel)->CreateRegistryCredential(c.get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.name();
+  }
+  // A service of `tenant` with no replicas (min 0), created by an admin; returns its name.
+  static v1::Service ServiceOf(const std::string& tenant, const std::string& name) {
+    v1::Service sv;
+    sv.set_name(name);
+    sv.set_tenant(tenant);
+    sv.set_pool("pub");
+    sv.set_max_replicas(1);
+    sv.mutable_template_()->add_command("/bin/true");
+    sv.mutable_template_()->add_ports()->set_port(8080);
+    auto* f = sv.mutable_template_()->mutable_resources()->mutable_fractional();
+    f->set_milli_tflops(1000);
+    f->set_vram_mib(1024);
+    sv.set_port(8080);
+    return sv;
+  }
+  std::string CreateService(const std::string& tenant) {
+    v1::CreateServiceRequest req;
+    *req.mutable_service() = ServiceOf(tenant, Fresh("svc"));
+    v1::Service resp;
+    auto c = AdminCall();
+    grpc::Status st = v1::ServiceService::NewStub(channel)->CreateService(c.get(), req, &resp);
     EXPECT_TRUE(st.ok()) << st.error_message();
     return resp.name();
   }
@@ -497,6 +522,65 @@ std::vector<Row> Table() {
         },
         /*hidden=*/true);
   }
+  // Services: members create them in their subtree and change the ones they created (these are
+  // an admin's: a member may not), tenant-admins any of their subtree's; anyone in it reads.
+  for (const std::string on : {"own", "other"}) {
+    const bool own = on == "own";
+    add("ServiceService/CreateService", "POST /v1/services", on, own ? "DAAA" : "DDDA",
+        [on](World& w) {
+          v1::CreateServiceRequest r;
+          *r.mutable_service() = World::ServiceOf(w.Tenant(on), w.Fresh("svc"));
+          return Target{Box(r), "POST", "/v1/services", Json(r)};
+        });
+    add(
+        "ServiceService/GetService", "GET /v1/services/{tenant}/{name}", on, own ? "AAAA" : "DDDA",
+        [on](World& w) {
+          v1::GetServiceRequest r;
+          r.set_tenant(w.Tenant(on));
+          r.set_name(w.CreateService(r.tenant()));
+          return Target{Box(r), "GET", "/v1/services/" + Enc(r.tenant()) + "/" + r.name(), ""};
+        },
+        /*hidden=*/true);
+    add("ServiceService/ListServices", "GET /v1/services", on, own ? "AAAA" : "DDDA",
+        [on](World& w) {
+          v1::ListServicesRequest r;
+          r.set_tenant(w.Tenant(on));
+          return Target{Box(r), "GET", "/v1/services?tenant=" + Enc(w.Tenant(on)), ""};
+        });
+    add(
+        "ServiceService/UpdateService", "PUT /v1/services/{service.tenant}/{service.name}", on,
+        own ? "DDAA" : "DDDA",
+        [on](World& w) {
+          v1::UpdateServiceRequest r;
+          *r.mutable_service() = World::ServiceOf(w.Tenant(on), w.CreateService(w.Tenant(on)));
+          r.mutable_service()->set_max_replicas(2);
+          return Target{Box(r), "PUT",
+                        "/v1/services/" + Enc(r.service().tenant()) + "/" + r.service().name(),
+                        Json(r)};
+        },
+        /*hidden=*/true);
+    add(
+        "ServiceService/RollbackService", "POST /v1/services/{tenant}/{name}:rollback", on,
+        own ? "DDAA" : "DDDA",
+        [on](World& w) {
+          v1::RollbackServiceRequest r;
+          r.set_tenant(w.Tenant(on));
+          r.set_name(w.CreateService(r.tenant()));
+          return Target{Box(r), "POST",
+                        "/v1/services/" + Enc(r.tenant()) + "/" + r.name() + ":rollback", "{}"};
+        },
+        /*hidden=*/true);
+    add(
+        "ServiceService/DeleteService", "DELETE /v1/services/{tenant}/{name}", on,
+        own ? "DDAA" : "DDDA",
+        [on](World& w) {
+          v1::DeleteServiceRequest r;
+          r.set_tenant(w.Tenant(on));
+          r.set_name(w.CreateService(r.tenant()));
+          return Target{Box(r), "DELETE", "/v1/services/" + Enc(r.tenant()) + "/" + r.name(), ""};
+        },
+        /*hidden=*/true);
+  }
   // No escalation: a key with more reach than its creator.
   add("KeyService/CreateApiKey", "POST /v1/apikeys", "root", "DDDA", [](World& w) {
     v1::CreateApiKeyRequest r;
@@ -635,7 +719,8 @@ TEST_F(AuthzMatrix, EveryRpcAndRouteHasARow) {
   for (const char* file :
        {"gpupool/v1/jobs.proto", "gpupool/v1/pools.proto", "gpupool/v1/tenants.proto",
         "gpupool/v1/keys.proto", "gpupool/v1/agent.proto", "gpupool/v1/audit.proto",
-        "gpupool/v1/billing.proto", "gpupool/v1/usage.proto", "gpupool/v1/whatif.proto"}) {
+        "gpupool/v1/billing.proto", "gpupool/v1/usage.proto", "gpupool/v1/whatif.proto",
+        "gpupool/v1/services.proto"}) {
     const auto* f = pool->FindFileByName(file);
     ASSERT_NE(f, nullptr) << file;
     for (int s = 0; s < f->service_count(); ++s) {

@@ -1,0 +1,572 @@
+#include "api/gateway/gateway.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <map>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "api/auth.h"
+#include "api/gateway/route.h"
+#include "api/rate_limiter.h"
+#include "base/log.h"
+#include "scheduler/tenancy.h"
+
+namespace gpupool::api::gateway {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using net::awaitable;
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+using Clock = std::chrono::steady_clock;
+
+net::redirect_error_t<std::decay_t<decltype(net::use_awaitable)>> Into(beast::error_code& ec) {
+  return net::redirect_error(net::use_awaitable, ec);
+}
+
+Response Reply(http::status status, const Request& req, std::string text, int retry_after_s = 0) {
+  Response r{status, req.version()};
+  r.set(http::field::content_type, "text/plain; charset=utf-8");
+  if (retry_after_s > 0) r.set(http::field::retry_after, std::to_string(retry_after_s));
+  r.body() = std::move(text) + "\n";
+  r.keep_alive(req.keep_alive());
+  r.prepare_payload();
+  return r;
+}
+
+struct BackendState {
+  Backend at;
+  bool ready = false;
+  bool probing = false;
+  bool present = true;  // still listed by the directory
+  int64_t outstanding = 0;
+};
+
+struct ServiceState {
+  RoutedService info;
+  std::vector<std::shared_ptr<BackendState>> backends;
+  std::vector<std::shared_ptr<net::steady_timer>> waiters;  // held requests
+  int64_t in_flight = 0;
+  int64_t queued = 0;
+  int64_t arrivals = 0;  // since the last report
+  int64_t served = 0;
+  double service_s = 0;  // summed over `served`
+  uint64_t turn = 0;
+  bool present = true;
+  prometheus::Gauge* in_flight_gauge = nullptr;
+  prometheus::Gauge* queued_gauge = nullptr;
+  prometheus::Histogram* cold_start = nullptr;
+
+  bool AnyReady() const {
+    for (const auto& b : backends) {
+      if (b->ready) return true;
+    }
+    return false;
+  }
+  std::string Label() const { return info.tenant + "/" + info.name; }
+};
+
+// A replica's answer, or how reaching it failed.
+struct Forwarded {
+  std::optional<Response> response;
+  bool sent = false;  // the request left (a failure after it may have had effects)
+  std::string error;
+};
+
+}  // namespace
+
+struct Gateway::Impl {
+  Impl(Directory* d, GatewayOptions o) : dir(d), options(std::move(o)) {}
+
+  Directory* const dir;
+  const GatewayOptions options;
+  std::unique_ptr<net::io_context> io = std::make_unique<net::io_context>(1);
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::optional<net::ssl::context> tls;  // unset: plain HTTP
+  std::thread thread;
+  int port = 0;
+  std::map<int64_t, std::shared_ptr<ServiceState>> services;
+  std::vector<std::string> names;  // "<tenant>/<name>", as MatchRoute takes them
+  std::vector<int64_t> name_ids;
+  Clock::time_point last_report = Clock::now();
+
+  prometheus::Family<prometheus::Gauge>* in_flight_family = nullptr;
+  prometheus::Family<prometheus::Gauge>* queued_family = nullptr;
+  prometheus::Family<prometheus::Counter>* requests_family = nullptr;
+  prometheus::Family<prometheus::Histogram>* cold_family = nullptr;
+
+  void Metrics() {
+    if (!options.metrics) return;
+    in_flight_family = &prometheus::BuildGauge()
+                            .Name("gpupool_gateway_requests_in_flight")
+                            .Help("Requests a service's replicas are serving now")
+                            .Register(*options.metrics);
+    queued_family = &prometheus::BuildGauge()
+                         .Name("gpupool_gateway_requests_queued")
+                         .Help("Requests held for a ready replica of a service")
+                         .Register(*options.metrics);
+    requests_family = &prometheus::BuildCounter()
+                           .Name("gpupool_gateway_requests_total")
+                           .Help("Requests the gateway answered, by service and HTTP status")
+                           .Register(*options.metrics);
+    cold_family = &prometheus::BuildHistogram()
+                       .Name("gpupool_gateway_cold_start_seconds")
+                       .Help("How long requests that found no ready replica waited for one")
+                       .Register(*options.metrics);
+  }
+
+  void Count(const std::string& label, unsigned code) {
+    if (requests_family != nullptr) {
+      requests_family->Add({{"service", label}, {"code", std::to_string(code)}}).Increment();
+    }
+  }
+
+  // ---- The directory's view, read every refresh_interval ----
+
+  void Refresh() {
+    std::vector<RoutedService> listed = dir->Services();
+    for (auto& [id, s] : services) s->present = false;
+    names.clear();
+    name_ids.clear();
+    for (RoutedService& r : listed) {
+      std::shared_ptr<ServiceState>& s = services[r.id];
+      if (!s) {
+        s = std::make_shared<ServiceState>();
+        if (in_flight_family != nullptr) {
+          const std::string label = r.tenant + "/" + r.name;
+          s->in_flight_gauge = &in_flight_family->Add({{"service", label}});
+          s->queued_gauge = &queued_family->Add({{"service", label}});
+          s->cold_start = &cold_family->Add(
+              {{"service", label}},
+              prometheus::Histogram::BucketBoundaries{0.1, 0.5, 1, 2, 5, 10, 30, 60, 120});
+        }
+      }
+      s->present = true;
+      names.push_back(r.tenant + "/" + r.name);
+      name_ids.push_back(r.id);
+      // Backends: keep the known ones (their probe state), add new ones, drop the gone.
+      for (auto& b : s->backends) b->present = false;
+      for (const Backend& b : r.running) {
+        auto it = std::find_if(s->backends.begin(), s->backends.end(),
+                               [&](const auto& k) { return k->at == b; });
+        if (it != s->backends.end()) {
+          (*it)->present = true;
+          continue;
+        }
+        auto nb = std::make_shared<BackendState>();
+        nb->at = b;
+        s->backends.push_back(nb);
+      }
+      std::erase_if(s->backends, [](const auto& b) { return !b->present; });
+      s->info = std::move(r);
+      for (auto& b : s->backends) {
+        if (!b->ready && !b->probing) {
+          b->probing = true;
+          net::co_spawn(*io, Probe(s, b), net::detached);
+        }
+      }
+    }
+    for (auto it = services.begin(); it != services.end();) {
+      if (it->second->present) {
+        ++it;
+        continue;
+      }
+      Wake(*it->second);  // its held requests learn it is gone
+      if (in_flight_family != nullptr) {
+        in_flight_family->Remove(it->second->in_flight_gauge);
+        queued_family->Remove(it->second->queued_gauge);
+        cold_family->Remove(it->second->cold_start);
+      }
+      it = services.erase(it);
+    }
+  }
+
+  void Report() {
+    const Clock::time_point now = Clock::now();
+    const double dt = std::chrono::duration<double>(now - last_report).count();
+    last_report = now;
+    for (auto& [id, s] : services) {
+      ServiceLoadSample sample;
+      sample.in_flight = static_cast<double>(s->in_flight);
+      sample.queued = static_cast<double>(s->queued);
+      sample.arrivals_per_s = dt > 0 ? static_cast<double>(s->arrivals) / dt : 0;
+      sample.service_s = s->served > 0 ? s->service_s / static_cast<double>(s->served) : 0;
+      s->arrivals = 0;
+      s->served = 0;
+      s->service_s = 0;
+      dir->ReportLoad(id, sample);
+      if (s->in_flight_gauge != nullptr) {
+        s->in_flight_gauge->Set(sample.in_flight);
+        s->queued_gauge->Set(sample.queued);
+      }
+    }
+  }
+
+  awaitable<void> Every(std::chrono::milliseconds period, void (Impl::*fn)()) {
+    net::steady_timer t(*io);
+    for (;;) {
+      (this->*fn)();
+      t.expires_after(period);
+      beast::error_code ec;
+      co_await t.async_wait(Into(ec));
+      if (ec) co_return;
+    }
+  }
+
+  static void Wake(ServiceState& s) {
+    for (auto& w : s.waiters) w->cancel();
+  }
+
+  // ---- Replicas ----
+
+  awaitable<beast::error_code> Connect(beast::tcp_stream& stream, const Backend& b) {
+    beast::error_code ec;
+    stream.expires_after(options.connect_timeout);
+    const net::ip::address addr = net::ip::make_address(b.host, ec);
+    if (!ec) {
+      co_await stream.async_connect(tcp::endpoint(addr, static_cast<uint16_t>(b.port)), Into(ec));
+      co_return ec;
+    }
+    tcp::resolver resolver(*io);
+    ec = {};
+    auto found = co_await resolver.async_resolve(b.host, std::to_string(b.port), Into(ec));
+    if (ec) co_return ec;
+    co_await stream.async_connect(found, Into(ec));
+    co_return ec;
+  }
+
+  // Probes until the backend answers its readiness check (then wakes held requests), or leaves.
+  awaitable<void> Probe(std::shared_ptr<ServiceState> s, std::shared_ptr<BackendState> b) {
+    net::steady_timer pause(*io);
+    while (b->present && s->present && !b->ready) {
+      if (co_await ProbeOnce(s->info.readiness_path, b->at)) {
+        b->ready = true;
+        LogInfo("gateway", "replica ready",
+                {{"service", s->Label()},
+                 {"replica", std::to_string(b->at.replica)},
+                 {"endpoint", b->at.host + ":" + std::to_string(b->at.port)}});
+        Wake(*s);
+        break;
+      }
+      pause.expires_after(options.probe_interval);
+      beast::error_code ec;
+      co_await pause.async_wait(Into(ec));
+    }
+    b->probing = false;
+  }
+
+  awaitable<bool> ProbeOnce(const std::string& path, const Backend& at) {
+    beast::tcp_stream stream(*io);
+    beast::error_code ec = co_await Connect(stream, at);
+    if (ec) co_return false;
+    if (path.empty()) co_return true;
+    Request req{http::verb::get, path, 11};
+    req.set(http::field::host, at.host + ":" + std::to_string(at.port));
+    req.set(http::field::user_agent, "gpupool-gateway-probe");
+    req.keep_alive(false);
+    stream.expires_after(options.connect_timeout);
+    co_await http::async_write(stream, req, Into(ec));
+    if (ec) co_return false;
+    beast::flat_buffer buf;
+    Response res;
+    co_await http::async_read(stream, buf, res, Into(ec));
+    co_return !ec && res.result_int() >= 200 && res.result_int() < 300;
+  }
+
+  awaitable<Forwarded> Forward(const Backend& at, const Request& req) {
+    Forwarded out;
+    beast::tcp_stream stream(*io);
+    beast::error_code ec = co_await Connect(stream, at);
+    if (ec) {
+      out.error = "connect: " + ec.message();
+      co_return out;
+    }
+    stream.expires_after(options.request_timeout);
+    out.sent = true;
+    co_await http::async_write(stream, const_cast<Request&>(req), Into(ec));
+    if (ec) {
+      out.error = "send: " + ec.message();
+      co_return out;
+    }
+    beast::flat_buffer buf;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(static_cast<uint64_t>(options.max_body_bytes));
+    if (req.method() == http::verb::head) parser.skip(true);
+    co_await http::async_read(stream, buf, parser, Into(ec));
+    if (ec) {
+      out.error = "answer: " + ec.message();
+      co_return out;
+    }
+    out.response = parser.release();
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    co_return out;
+  }
+
+  // ---- Clients ----
+
+  awaitable<Response> Handle(Request req, const std::string& peer) {
+    std::optional<RouteMatch> m = MatchRoute(req.target(), names);
+    if (!m) co_return Reply(http::status::not_found, req, "no such service");
+    auto found = services.find(name_ids[m->service]);
+    if (found == services.end()) co_return Reply(http::status::not_found, req, "no such service");
+    std::shared_ptr<ServiceState> s = found->second;
+    const std::string label = s->Label();
+    if (options.auth != nullptr && options.auth->enabled()) {
+      Result<CallContext> who = options.auth->Authenticate(req[http::field::authorization]);
+      if (!who.ok()) {
+        const bool down = who.status().code() == StatusCode::kUnavailable;
+        Count(label, down ? 503 : 401);
+        co_return Reply(down ? http::status::service_unavailable : http::status::unauthorized, req,
+                        who.status().message(), down ? 1 : 0);
+      }
+      // The service's tenant or one above it; else as if the service did not exist.
+      if (!who->admin() && (who->scope.empty() || !TenantWithin(s->info.tenant, who->scope))) {
+        Count(label, 404);
+        co_return Reply(http::status::not_found, req, "no such service");
+      }
+    }
+    if (options.limiter != nullptr) {
+      if (Status st = options.limiter->Admit(s->info.tenant); !st.ok()) {
+        Count(label, 429);
+        co_return Reply(http::status::too_many_requests, req, st.message(), 1);
+      }
+    }
+    // What the replica receives: its own target, the caller's credential kept back.
+    req.target(m->rest);
+    req.erase(http::field::authorization);
+    req.set("X-Forwarded-For", peer);
+    req.prepare_payload();
+    const std::string method(req.method_string());
+
+    ++s->arrivals;
+    const Clock::time_point arrived = Clock::now();
+    const Clock::time_point hold_until = arrived + options.hold_timeout;
+    const bool cold = !s->AnyReady();
+    std::string last_error;
+    int attempts = 0;
+    while (attempts < options.max_attempts) {
+      std::vector<Candidate> candidates;
+      for (const auto& b : s->backends) candidates.push_back({b->ready, b->outstanding});
+      std::optional<size_t> pick = PickLeastOutstanding(candidates, s->turn++);
+      if (!pick) {
+        if (!s->present || Clock::now() >= hold_until) break;
+        // Held: counts as queued (the autoscaler's cue) until a replica is ready or time is up.
+        auto waiter = std::make_shared<net::steady_timer>(*io, hold_until);
+        s->waiters.push_back(waiter);
+        ++s->queued;
+        beast::error_code ec;
+        co_await waiter->async_wait(Into(ec));
+        --s->queued;
+        std::erase(s->waiters, waiter);
+        continue;
+      }
+      std::shared_ptr<BackendState> b = s->backends[*pick];
+      ++attempts;
+      ++b->outstanding;
+      ++s->in_flight;
+      const Clock::time_point sent_at = Clock::now();
+      Forwarded f = co_await Forward(b->at, req);
+      --b->outstanding;
+      --s->in_flight;
+      if (f.response) {
+        ++s->served;
+        s->service_s += std::chrono::duration<double>(Clock::now() - sent_at).count();
+        if (cold) {
+          const int64_t waited_ms =
+              std::chrono::duration_cast<std::chrono::milliseconds>(sent_at - arrived).count();
+          dir->ReportColdStart(s->info.id, waited_ms);
+          if (s->cold_start != nullptr) s->cold_start->Observe(waited_ms / 1000.0);
+        }
+        Response r = std::move(*f.response);
+        r.keep_alive(req.keep_alive());
+        if (req.method() != http::verb::head) {
+          r.chunked(false);
+          r.prepare_payload();
+        }
+        Count(label, r.result_int());
+        co_return r;
+      }
+      // The replica failed: probed again before it gets more work.
+      last_error = "replica job " + std::to_string(b->at.replica) + " " + f.error;
+      LogWarn("gateway", "replica failed a request",
+              {{"service", label}, {"replica", std::to_string(b->at.replica)}, {"error", f.error}});
+      if (b->ready) {
+        b->ready = false;
+        if (!b->probing && b->present) {
+          b->probing = true;
+          net::co_spawn(*io, Probe(s, b), net::detached);
+        }
+      }
+      if (f.sent && !IsIdempotent(method)) {
+        Count(label, 502);
+        co_return Reply(http::status::bad_gateway, req,
+                        last_error + "; not retried: " + method + " is not idempotent");
+      }
+    }
+    if (attempts >= options.max_attempts) {
+      Count(label, 502);
+      co_return Reply(http::status::bad_gateway, req,
+                      "no replica answered after " + std::to_string(attempts) +
+                          " attempts; last: " + last_error);
+    }
+    Count(label, 503);
+    const std::string why =
+        s->info.below_reason.empty() ? "no replica is ready" : s->info.below_reason;
+    co_return Reply(http::status::service_unavailable, req,
+                    "service " + label + " has no ready replica: " + why, 5);
+  }
+
+  // One client connection's requests, one at a time (keep-alive).
+  template <typename Stream>
+  awaitable<void> Serve(Stream& stream, const std::string& peer) {
+    beast::error_code ec;
+    beast::flat_buffer buf;
+    for (;;) {
+      http::request_parser<http::string_body> parser;
+      parser.body_limit(static_cast<uint64_t>(options.max_body_bytes));
+      // An idle keep-alive connection, or a client that sends slowly, is closed.
+      beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(120));
+      co_await http::async_read(stream, buf, parser, Into(ec));
+      if (ec) co_return;
+      Request req = parser.release();
+      const bool keep = req.keep_alive();
+      beast::get_lowest_layer(stream).expires_never();  // the request's own deadlines bound it
+      Response res = co_await Handle(std::move(req), peer);
+      beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
+      co_await http::async_write(stream, res, Into(ec));
+      if (ec || !keep || !res.keep_alive()) co_return;
+    }
+  }
+
+  awaitable<void> Session(tcp::socket socket) {
+    beast::error_code ec;
+    const tcp::endpoint remote = socket.remote_endpoint(ec);
+    const std::string peer = ec ? std::string("unknown") : remote.address().to_string();
+    if (!tls) {
+      beast::tcp_stream stream(std::move(socket));
+      co_await Serve(stream, peer);
+      stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+      co_return;
+    }
+    beast::ssl_stream<beast::tcp_stream> stream(std::move(socket), *tls);
+    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(10));
+    co_await stream.async_handshake(net::ssl::stream_base::server, Into(ec));
+    if (ec) co_return;
+    co_await Serve(stream, peer);
+    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
+    co_await stream.async_shutdown(Into(ec));
+  }
+
+  awaitable<void> Accept() {
+    for (;;) {
+      beast::error_code ec;
+      tcp::socket socket = co_await acceptor->async_accept(Into(ec));
+      if (ec) {
+        if (ec == net::error::operation_aborted || !acceptor->is_open()) co_return;
+        continue;
+      }
+      socket.set_option(tcp::no_delay(true), ec);
+      net::co_spawn(*io, Session(std::move(socket)), net::detached);
+    }
+  }
+};
+
+Gateway::Gateway(Directory* directory, GatewayOptions options)
+    : impl_(std::make_unique<Impl>(directory, std::move(options))) {}
+
+Gateway::~Gateway() { Stop(); }
+
+Status Gateway::Start() {
+  Impl& g = *impl_;
+  const std::string& listen = g.options.listen;
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) {
+    return Status::InvalidArgument("gateway listen: '" + listen + "': expected host:port");
+  }
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty()) host = "0.0.0.0";
+  int port = -1;
+  try {
+    size_t used = 0;
+    port = std::stoi(listen.substr(colon + 1), &used);
+    if (used != listen.size() - colon - 1) port = -1;
+  } catch (const std::exception&) {
+  }
+  if (port < 0 || port > 65535) {
+    return Status::InvalidArgument("gateway listen: '" + listen + "': the port must be 0..65535");
+  }
+  beast::error_code ec;
+  const net::ip::address addr = net::ip::make_address(host, ec);
+  if (ec) return Status::InvalidArgument("gateway listen: '" + host + "' is not an IP address");
+  const tcp::endpoint ep(addr, static_cast<uint16_t>(port));
+  if (!g.options.tls_cert_pem.empty()) {
+    g.tls.emplace(net::ssl::context::tls_server);
+    g.tls->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                       net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                       net::ssl::context::no_tlsv1_1);
+    g.tls->use_certificate_chain(net::buffer(g.options.tls_cert_pem), ec);
+    if (!ec) g.tls->use_private_key(net::buffer(g.options.tls_key_pem), net::ssl::context::pem, ec);
+    if (ec) {
+      g.tls.reset();
+      return Status::InvalidArgument("gateway: TLS certificate or key: " + ec.message());
+    }
+  }
+  g.acceptor = std::make_unique<tcp::acceptor>(*g.io);
+  g.acceptor->open(ep.protocol(), ec);
+  if (!ec) g.acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) g.acceptor->bind(ep, ec);
+  if (!ec) g.acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status::FailedPrecondition("gateway: cannot listen on " + g.options.listen + ": " +
+                                      ec.message());
+  }
+  g.port = g.acceptor->local_endpoint().port();
+  g.Metrics();
+  net::co_spawn(*g.io, g.Accept(), net::detached);
+  net::co_spawn(*g.io, g.Every(g.options.refresh_interval, &Impl::Refresh), net::detached);
+  net::co_spawn(*g.io, g.Every(g.options.report_interval, &Impl::Report), net::detached);
+  g.thread = std::thread([&g] { g.io->run(); });
+  LogInfo("gateway", "listening",
+          {{"address", g.options.listen}, {"port", std::to_string(g.port)}});
+  return Status::Ok();
+}
+
+void Gateway::Stop() {
+  Impl& g = *impl_;
+  if (!g.thread.joinable()) return;
+  g.io->stop();
+  g.thread.join();
+  // The coroutines still suspended are destroyed with the io_context, before what they use.
+  g.acceptor.reset();
+  g.io.reset();
+  g.services.clear();
+}
+
+int Gateway::port() const { return impl_->port; }
+
+}  // namespace gpupool::api::gateway
