@@ -47,6 +47,15 @@ Status RequireTenant(const CallContext& ctx, const std::string& tenant, std::str
                                   ctx.scope + "' or below it");
 }
 
+Result<std::string> ListPrefix(const CallContext& ctx, std::string prefix, std::string_view field) {
+  if (!prefix.empty()) GPUPOOL_RETURN_IF_ERROR(ValidateTenantPath(prefix, field));
+  if (!ctx.admin()) {
+    if (prefix.empty()) prefix = ctx.scope;
+    GPUPOOL_RETURN_IF_ERROR(RequireTenant(ctx, prefix, field));
+  }
+  return prefix;
+}
+
 Status RequireRole(const CallContext& ctx, Role role, std::string_view what) {
   if (ctx.AtLeast(role)) return Status::Ok();
   return Status::PermissionDenied(std::string(what) + ": requires the role " +

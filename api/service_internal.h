@@ -47,6 +47,9 @@ SchedulerCallback<Domain> ReplyWith(Reply<Proto> done) {
 Status RequireAdmin(const CallContext& ctx, std::string_view what);
 // PERMISSION_DENIED unless the caller is an admin or `tenant` is its principal or below it.
 Status RequireTenant(const CallContext& ctx, const std::string& tenant, std::string_view what);
+// The tenant prefix a list call reads: `prefix` checked as a tenant path (errors name `field`);
+// for a caller below admin, its own scope when empty, and PERMISSION_DENIED above its scope.
+Result<std::string> ListPrefix(const CallContext& ctx, std::string prefix, std::string_view field);
 Status RequireJobAccess(const CallContext& ctx, const JobRecord& job);
 // RequireJobAccess, and for a member (below tenant-admin) that it submitted the job itself.
 Status RequireCancelAccess(const CallContext& ctx, const JobRecord& job);

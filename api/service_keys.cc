@@ -103,15 +103,9 @@ void ServiceImpl::ListApiKeys(const CallContext& ctx, const v1::ListApiKeysReque
   if (Status s = RequireRole(ctx, Role::kTenantAdmin, "list API keys"); !s.ok()) {
     return Fail(done, s);
   }
-  std::string prefix = req.tenant();
-  if (!prefix.empty()) {
-    if (Status s = ValidateTenantPath(prefix, "tenant"); !s.ok()) return Fail(done, s);
-  }
-  if (!ctx.admin()) {
-    if (prefix.empty()) prefix = ctx.scope;
-    if (Status s = RequireTenant(ctx, prefix, "tenant"); !s.ok()) return Fail(done, s);
-  }
-  Result<std::vector<ApiKeyRecord>> keys = options_.api_keys->List(prefix);
+  Result<std::string> prefix = ListPrefix(ctx, req.tenant(), "tenant");
+  if (!prefix.ok()) return Fail(done, prefix.status());
+  Result<std::vector<ApiKeyRecord>> keys = options_.api_keys->List(*prefix);
   if (!keys.ok()) return Fail(done, keys.status());
   v1::ListApiKeysResponse resp;
   for (const ApiKeyRecord& k : *keys) {

@@ -194,16 +194,10 @@ void ServiceImpl::ListServices(const CallContext& ctx, const v1::ListServicesReq
                                Reply<v1::ListServicesResponse> done) {
   ServiceController* services = options_.services;
   if (services == nullptr) return ApiService::ListServices(ctx, req, std::move(done));
-  std::string tenant = req.tenant();
-  if (!tenant.empty()) {
-    if (Status s = ValidateTenantPath(tenant, "tenant"); !s.ok()) return Fail(done, s);
-  }
-  if (!ctx.admin()) {
-    if (tenant.empty()) tenant = ctx.scope;
-    if (Status s = RequireTenant(ctx, tenant, "tenant"); !s.ok()) return Fail(done, s);
-  }
+  Result<std::string> tenant = ListPrefix(ctx, req.tenant(), "tenant");
+  if (!tenant.ok()) return Fail(done, tenant.status());
   v1::ListServicesResponse resp;
-  for (const ServiceView& v : services->List(tenant)) *resp.add_services() = ServiceProto(v);
+  for (const ServiceView& v : services->List(*tenant)) *resp.add_services() = ServiceProto(v);
   done(Status::Ok(), std::move(resp));
 }
 

@@ -9,6 +9,7 @@
 #include "api/convert.h"
 #include "api/service_internal.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/service_controller.h"
 
 namespace gpupool::api {
 namespace {
@@ -20,17 +21,6 @@ SchedulerCallback<bool> ReplyEmpty(Reply<Proto> done) {
     if (!r.ok()) return Fail(done, r.status());
     done(Status::Ok(), Proto{});
   };
-}
-
-// A list's tenant prefix: validated; a non-admin's defaults to its own subtree and may not
-// leave it.
-Result<std::string> ListPrefix(const CallContext& ctx, std::string prefix, std::string_view field) {
-  if (!prefix.empty()) GPUPOOL_RETURN_IF_ERROR(ValidateTenantPath(prefix, field));
-  if (!ctx.admin()) {
-    if (prefix.empty()) prefix = ctx.scope;
-    GPUPOOL_RETURN_IF_ERROR(RequireTenant(ctx, prefix, field));
-  }
-  return prefix;
 }
 
 }  // namespace
@@ -78,6 +68,18 @@ void ServiceImpl::DeleteTenant(const CallContext& ctx, const v1::DeleteTenantReq
   if (Status s = ValidateTenantPath(req.path(), "path"); !s.ok()) return Fail(done, s);
   if (Status s = RequireTenantAdminBelow(ctx, req.path(), "delete tenant"); !s.ok()) {
     return Fail(done, s);
+  }
+  // Its services would otherwise go on submitting replicas for a tenant that is gone (and one
+  // made later at the same path would inherit them): they are deleted first, by whoever may.
+  if (options_.services != nullptr) {
+    for (const ServiceView& v : options_.services->List(req.path())) {
+      if (v.record.spec.tenant != req.path()) continue;  // a child's: refused below as a child
+      return Fail(done, Status::FailedPrecondition(
+                            "tenant '" + req.path() + "' still has service '" + v.record.spec.name +
+                            "'; delete its services first (gpupoolctl "
+                            "services delete " +
+                            v.record.spec.name + " --tenant " + req.path() + ")"));
+    }
   }
   if (options_.registry_credentials == nullptr) {
     return admin_->DeleteTenant(req.path(), ReplyEmpty(done));

@@ -210,10 +210,9 @@ Result<ServiceView> ServiceController::Create(ServiceSpec spec) {
   return view;
 }
 
-Result<ServiceView> ServiceController::Update(const std::string& tenant, const std::string& name,
-                                              const ServiceCheck& check,
-                                              const std::function<Status(ServiceSpec*)>& edit) {
-  std::lock_guard write(write_mu_);
+Result<ServiceRecord> ServiceController::CheckedRecord(const std::string& tenant,
+                                                       const std::string& name,
+                                                       const ServiceCheck& check) const {
   ServiceRecord current;
   {
     std::lock_guard lock(mu_);
@@ -222,6 +221,16 @@ Result<ServiceView> ServiceController::Update(const std::string& tenant, const s
     current = s->record;
   }
   if (check) GPUPOOL_RETURN_IF_ERROR(check(current));
+  return current;
+}
+
+Result<ServiceView> ServiceController::Update(const std::string& tenant, const std::string& name,
+                                              const ServiceCheck& check,
+                                              const std::function<Status(ServiceSpec*)>& edit) {
+  std::lock_guard write(write_mu_);
+  Result<ServiceRecord> found = CheckedRecord(tenant, name, check);
+  if (!found.ok()) return found.status();
+  const ServiceRecord current = std::move(*found);
   ServiceSpec next = current.spec;
   GPUPOOL_RETURN_IF_ERROR(edit(&next));
   if (next.tenant != current.spec.tenant || next.name != current.spec.name) {
@@ -287,14 +296,9 @@ Result<ServiceView> ServiceController::Rollback(const std::string& tenant, const
 Status ServiceController::Delete(const std::string& tenant, const std::string& name,
                                  const ServiceCheck& check) {
   std::lock_guard write(write_mu_);
-  ServiceRecord current;
-  {
-    std::lock_guard lock(mu_);
-    const Service* s = FindLocked(tenant, name);
-    if (s == nullptr) return Status::NotFound(Describe(tenant, name) + " not found");
-    current = s->record;
-  }
-  if (check) GPUPOOL_RETURN_IF_ERROR(check(current));
+  Result<ServiceRecord> found = CheckedRecord(tenant, name, check);
+  if (!found.ok()) return found.status();
+  const ServiceRecord current = std::move(*found);
   GPUPOOL_RETURN_IF_ERROR(store_->Delete(current.id));  // the record first: then the replicas
   {
     std::lock_guard lock(mu_);

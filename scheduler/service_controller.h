@@ -143,6 +143,9 @@ class ServiceController {
   void Refresh(int64_t job_id);
   void CancelDone(int64_t job_id, const Status& s);
   ServiceView ViewLocked(const Service& s) const;
+  // The service's record as it stands, once `check` (when set) accepts it. REQUIRES: write_mu_.
+  Result<ServiceRecord> CheckedRecord(const std::string& tenant, const std::string& name,
+                                      const ServiceCheck& check) const;
   std::pair<std::string, std::string> BelowLocked(const Service& s, int64_t now_ms) const;
   Service* FindLocked(const std::string& tenant, const std::string& name);
   const Service* FindLocked(const std::string& tenant, const std::string& name) const;

@@ -5,6 +5,7 @@
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+#include <sys/socket.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -19,6 +20,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <map>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -55,12 +57,28 @@ Response Reply(http::status status, const Request& req, std::string text, int re
   return r;
 }
 
+// A connection to a replica kept open after it answered, for the next request to reuse: a new
+// TCP handshake (and the replica's accept) per request is most of what a proxy adds.
+struct IdleConnection {
+  std::unique_ptr<beast::tcp_stream> stream;
+  Clock::time_point since;
+};
+
+// True while the replica has neither closed an idle connection nor sent on it unasked (either
+// way it cannot carry another request). A peek that does not wait.
+bool StillOpen(beast::tcp_stream& stream) {
+  char byte = 0;
+  const ssize_t n = ::recv(stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
 struct BackendState {
   Backend at;
   bool ready = false;
   bool probing = false;
   bool present = true;  // still listed by the directory
   int64_t outstanding = 0;
+  std::vector<IdleConnection> idle;  // oldest first
 };
 
 struct ServiceState {
@@ -93,6 +111,18 @@ struct Forwarded {
   bool sent = false;  // the request left (a failure after it may have had effects)
   std::string error;
 };
+
+// One try on one connection, and what kind of connection it was.
+struct Attempt {
+  Forwarded forwarded;
+  bool reused = false;      // a kept connection, not a new one
+  bool got_answer = false;  // some of the replica's answer arrived
+};
+
+// Idle connections are used newest first and closed after this long unused: well under the
+// keep-alive timeouts servers use (5 s and more), so a replica seldom closes one as it is reused.
+constexpr std::chrono::milliseconds kIdleConnectionTimeout{1'000};
+constexpr size_t kMaxIdlePerReplica = 64;
 
 }  // namespace
 
@@ -178,7 +208,10 @@ struct Gateway::Impl {
         nb->at = b;
         s->backends.push_back(nb);
       }
-      std::erase_if(s->backends, [](const auto& b) { return !b->present; });
+      std::erase_if(s->backends, [](const auto& b) {
+        if (!b->present) b->idle.clear();
+        return !b->present;
+      });
       s->info = std::move(r);
       for (auto& b : s->backends) {
         if (!b->ready && !b->probing) {
@@ -193,6 +226,7 @@ struct Gateway::Impl {
         continue;
       }
       Wake(*it->second);  // its held requests learn it is gone
+      for (auto& b : it->second->backends) b->idle.clear();
       if (in_flight_family != nullptr) {
         in_flight_family->Remove(it->second->in_flight_gauge);
         queued_family->Remove(it->second->queued_gauge);
@@ -216,6 +250,11 @@ struct Gateway::Impl {
       s->served = 0;
       s->service_s = 0;
       dir->ReportLoad(id, sample);
+      for (auto& b : s->backends) {
+        std::erase_if(b->idle, [&](const IdleConnection& c) {
+          return now - c.since >= kIdleConnectionTimeout;
+        });
+      }
       if (s->in_flight_gauge != nullptr) {
         s->in_flight_gauge->Set(sample.in_flight);
         s->queued_gauge->Set(sample.queued);
@@ -294,33 +333,76 @@ struct Gateway::Impl {
     co_return !ec && res.result_int() >= 200 && res.result_int() < 300;
   }
 
-  awaitable<Forwarded> Forward(const Backend& at, const Request& req) {
-    Forwarded out;
-    beast::tcp_stream stream(*io);
-    beast::error_code ec = co_await Connect(stream, at);
-    if (ec) {
-      out.error = "connect: " + ec.message();
-      co_return out;
+  // An idle connection to the replica that is still open, newest first; null when none.
+  static std::unique_ptr<beast::tcp_stream> TakeIdle(BackendState& b) {
+    const Clock::time_point now = Clock::now();
+    while (!b.idle.empty()) {
+      IdleConnection c = std::move(b.idle.back());
+      b.idle.pop_back();
+      if (now - c.since < kIdleConnectionTimeout && StillOpen(*c.stream)) {
+        return std::move(c.stream);
+      }
     }
-    stream.expires_after(options.request_timeout);
-    out.sent = true;
-    co_await http::async_write(stream, const_cast<Request&>(req), Into(ec));
+    return nullptr;
+  }
+
+  // Sends `req` to the replica on a kept connection when it has one, else on a new one, and
+  // keeps the connection for the next request when the answer allows. A kept connection that
+  // fails before any of the answer arrived was most likely closed by the replica as it was
+  // reused: an idempotent request is then sent once more, on a new connection.
+  awaitable<Forwarded> Forward(std::shared_ptr<BackendState> b, Request& req) {
+    const bool client_keep_alive = req.keep_alive();
+    req.keep_alive(true);  // the connection to the replica is the gateway's to keep
+    Attempt out = co_await ForwardOnce(*b, req, /*reuse=*/true);
+    if (!out.forwarded.response && out.reused && !out.got_answer &&
+        IsIdempotent(req.method_string())) {
+      out = co_await ForwardOnce(*b, req, /*reuse=*/false);
+    }
+    req.keep_alive(client_keep_alive);
+    co_return std::move(out.forwarded);
+  }
+
+  awaitable<Attempt> ForwardOnce(BackendState& b, Request& req, bool reuse) {
+    Attempt out;
+    Forwarded& f = out.forwarded;
+    std::unique_ptr<beast::tcp_stream> stream = reuse ? TakeIdle(b) : nullptr;
+    beast::error_code ec;
+    if (stream) {
+      out.reused = true;
+    } else {
+      stream = std::make_unique<beast::tcp_stream>(*io);
+      ec = co_await Connect(*stream, b.at);
+      if (ec) {
+        f.error = "connect: " + ec.message();
+        co_return out;
+      }
+    }
+    stream->expires_after(options.request_timeout);
+    f.sent = true;
+    co_await http::async_write(*stream, req, Into(ec));
     if (ec) {
-      out.error = "send: " + ec.message();
+      f.error = "send: " + ec.message();
       co_return out;
     }
     beast::flat_buffer buf;
     http::response_parser<http::string_body> parser;
     parser.body_limit(static_cast<uint64_t>(options.max_body_bytes));
     if (req.method() == http::verb::head) parser.skip(true);
-    co_await http::async_read(stream, buf, parser, Into(ec));
+    co_await http::async_read(*stream, buf, parser, Into(ec));
+    out.got_answer = parser.got_some();
     if (ec) {
-      out.error = "answer: " + ec.message();
+      f.error = "answer: " + ec.message();
       co_return out;
     }
-    out.response = parser.release();
-    beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    const bool keep = parser.keep_alive() && buf.size() == 0;
+    f.response = parser.release();
+    if (keep && b.present && b.idle.size() < kMaxIdlePerReplica) {
+      stream->expires_never();
+      b.idle.push_back({std::move(stream), Clock::now()});
+    } else {
+      beast::error_code ignored;
+      stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+    }
     co_return out;
   }
 
@@ -387,7 +469,7 @@ struct Gateway::Impl {
       ++b->outstanding;
       ++s->in_flight;
       const Clock::time_point sent_at = Clock::now();
-      Forwarded f = co_await Forward(b->at, req);
+      Forwarded f = co_await Forward(b, req);
       --b->outstanding;
       --s->in_flight;
       if (f.response) {
@@ -412,6 +494,7 @@ struct Gateway::Impl {
       last_error = "replica job " + std::to_string(b->at.replica) + " " + f.error;
       LogWarn("gateway", "replica failed a request",
               {{"service", label}, {"replica", std::to_string(b->at.replica)}, {"error", f.error}});
+      b->idle.clear();  // the replica may be gone: its other kept connections with it
       if (b->ready) {
         b->ready = false;
         if (!b->probing && b->present) {
@@ -561,7 +644,11 @@ void Gateway::Stop() {
   if (!g.thread.joinable()) return;
   g.io->stop();
   g.thread.join();
-  // The coroutines still suspended are destroyed with the io_context, before what they use.
+  // Kept connections, then the coroutines still suspended (destroyed with the io_context), go
+  // before what they use.
+  for (auto& [id, s] : g.services) {
+    for (auto& b : s->backends) b->idle.clear();
+  }
   g.acceptor.reset();
   g.io.reset();
   g.services.clear();

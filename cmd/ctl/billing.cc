@@ -17,8 +17,6 @@ std::unique_ptr<v1::BillingService::Stub> Stub(Ctx& ctx) {
   return v1::BillingService::NewStub(ctx.channel());
 }
 
-std::string Dash(const std::string& s) { return s.empty() ? "-" : s; }
-
 std::string Join(const google::protobuf::RepeatedPtrField<std::string>& v) {
   std::string out;
   for (const std::string& s : v) out += (out.empty() ? "" : ",") + s;
@@ -74,7 +72,7 @@ int ShowPlan(Ctx& ctx, const ParsedArgs& a) {
             << "   preemption credit: " << p.preemption_credit_percent() << "%\n";
     Table t({"UNIT", "POOL", "MODEL", "MIG PROFILE", "PRICE/UNIT-HOUR"});
     for (const v1::PriceRate& r : p.rates()) {
-      t.AddRow({r.unit(), Dash(r.pool()), Dash(r.model()), Dash(r.mig_profile()), r.price()});
+      t.AddRow({r.unit(), OrDash(r.pool()), OrDash(r.model()), OrDash(r.mig_profile()), r.price()});
     }
     t.Print(ctx.out);
     if (p.priority_multipliers_size() > 0) {
@@ -185,9 +183,10 @@ int Invoices(Ctx& ctx, const ParsedArgs& a) {
     Table t({"TENANT", "POOL", "MODEL", "CLASS", "UNIT", "QUANTITY", "PRICE", "X", "AMOUNT"});
     auto add = [&](const v1::InvoiceLine& l, bool credit) {
       t.AddRow({l.tenant(), l.pool(),
-                Dash(l.model()) + (l.mig_profile().empty() ? "" : " " + l.mig_profile()),
-                Dash(l.priority_class()), credit ? "credit " + l.credit_percent() + "%" : l.unit(),
-                l.quantity(), l.unit_price(), l.multiplier(), (credit ? "-" : "") + l.amount()});
+                OrDash(l.model()) + (l.mig_profile().empty() ? "" : " " + l.mig_profile()),
+                OrDash(l.priority_class()),
+                credit ? "credit " + l.credit_percent() + "%" : l.unit(), l.quantity(),
+                l.unit_price(), l.multiplier(), (credit ? "-" : "") + l.amount()});
     };
     for (const v1::InvoiceLine& l : inv.lines()) add(l, false);
     for (const v1::InvoiceLine& l : inv.credits()) add(l, true);

@@ -113,4 +113,15 @@ std::string ShortEnumName(std::string_view full, std::string_view prefix) {
   return std::string(full);
 }
 
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
+std::string JoinArgv(const google::protobuf::RepeatedPtrField<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) {
+    if (!out.empty()) out += ' ';
+    out += w.find_first_of(" \t'\"") == std::string::npos ? w : "'" + w + "'";
+  }
+  return out;
+}
+
 }  // namespace gpupool::ctl

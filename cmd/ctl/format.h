@@ -5,6 +5,7 @@
 #pragma once
 
 #include <google/protobuf/message.h>
+#include <google/protobuf/repeated_ptr_field.h>
 #include <google/protobuf/timestamp.pb.h>
 
 #include <cstdint>
@@ -53,6 +54,11 @@ void PrintMessage(std::ostream& out, const google::protobuf::Message& m, OutputF
 std::string FormatTime(const google::protobuf::Timestamp& t);
 // Time since t, coarse: "45s", "12m", "3h", "2d"; "-" when unset.
 std::string FormatAge(const google::protobuf::Timestamp& t, int64_t now_unix_seconds);
+// The value, or "-" where it is empty (a table cell or field that has nothing to show).
+std::string OrDash(const std::string& s);
+// An argv as one line for people: words joined by spaces, a word with a blank or a quote in
+// single quotes (for reading, not for pasting into a shell).
+std::string JoinArgv(const google::protobuf::RepeatedPtrField<std::string>& words);
 // "JOB_STATE_RUNNING" → "RUNNING" (drops the enum's type prefix, up to "STATE_"/"MODE_"/…).
 std::string ShortEnumName(std::string_view full, std::string_view prefix);
 

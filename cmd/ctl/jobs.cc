@@ -23,17 +23,6 @@ std::string TaskState(v1::TaskState s) {
   return ShortEnumName(v1::TaskState_Name(s), "TASK_STATE_");
 }
 
-std::string Join(const google::protobuf::RepeatedPtrField<std::string>& words) {
-  std::string out;
-  for (const std::string& w : words) {
-    if (!out.empty()) out += ' ';
-    out += w.find_first_of(" \t'\"") == std::string::npos ? w : "'" + w + "'";
-  }
-  return out;
-}
-
-std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
-
 int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
 
 void PrintJob(std::ostream& out, const v1::Job& job) {
@@ -48,7 +37,7 @@ void PrintJob(std::ostream& out, const v1::Job& job) {
       {"Tasks", std::to_string(s.task_count()) + (s.gang() ? " (gang)" : "")},
       {"Preemptible", s.preemptible() ? "yes" : "no"},
       {"Resources", DescribeResources(s.template_().resources())},
-      {"Command", OrDash(Join(s.template_().command()))},
+      {"Command", OrDash(JoinArgv(s.template_().command()))},
       {"Submitted", FormatTime(job.submit_time())},
       {"Submitter", OrDash(job.submitted_by())},
       {"Finished", FormatTime(job.finish_time())},
@@ -61,7 +50,7 @@ void PrintJob(std::ostream& out, const v1::Job& job) {
                                                      : " (pulled with secret_env " +
                                                            tmpl.registry_credential() + ")"));
   }
-  if (tmpl.entrypoint_size() > 0) fields.emplace_back("Entrypoint", Join(tmpl.entrypoint()));
+  if (tmpl.entrypoint_size() > 0) fields.emplace_back("Entrypoint", JoinArgv(tmpl.entrypoint()));
   if (!tmpl.working_dir().empty()) fields.emplace_back("Workdir", tmpl.working_dir());
   std::string volumes;
   for (const v1::Volume& v : tmpl.volumes()) {

@@ -19,17 +19,6 @@ std::unique_ptr<v1::ServiceService::Stub> Stub(Ctx& ctx) {
   return v1::ServiceService::NewStub(ctx.channel());
 }
 
-std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
-
-std::string Join(const google::protobuf::RepeatedPtrField<std::string>& words) {
-  std::string out;
-  for (const std::string& w : words) {
-    if (!out.empty()) out += ' ';
-    out += w.find_first_of(" \t'\"") == std::string::npos ? w : "'" + w + "'";
-  }
-  return out;
-}
-
 int64_t DurationMs(const google::protobuf::Duration& d) {
   return d.seconds() * 1000 + d.nanos() / 1'000'000;
 }
@@ -191,8 +180,8 @@ void PrintService(std::ostream& out, const v1::Service& svc) {
                                                      : " (pulled with registry credential " +
                                                            tmpl.registry_credential() + ")"));
   }
-  if (tmpl.entrypoint_size() > 0) fields.emplace_back("Entrypoint", Join(tmpl.entrypoint()));
-  fields.emplace_back("Command", OrDash(Join(tmpl.command())));
+  if (tmpl.entrypoint_size() > 0) fields.emplace_back("Entrypoint", JoinArgv(tmpl.entrypoint()));
+  fields.emplace_back("Command", OrDash(JoinArgv(tmpl.command())));
   fields.emplace_back("Resources", DescribeResources(tmpl.resources()));
   std::string ports;
   for (const v1::Port& p : tmpl.ports()) {

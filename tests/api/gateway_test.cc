@@ -30,7 +30,9 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
 // A replica: answers "replica <id> <target> auth=<yes|no>" (after ?sleep_ms=N), /healthz 200 once
-// `ready`, and with `drop` closes every connection without a word (a process that died).
+// `ready`, and with `drop` closes every connection without a word (a process that died). With
+// `close_on_reuse` it closes a connection that comes back with a second request, unanswered: a
+// server whose keep-alive timeout ran out as the gateway reused the connection.
 class Replica {
  public:
   explicit Replica(int64_t id) : id_(id), acceptor_(io_) {
@@ -56,7 +58,9 @@ class Replica {
 
   std::atomic<bool> ready{true};
   std::atomic<bool> drop{false};
+  std::atomic<bool> close_on_reuse{false};
   std::atomic<int> served{0};
+  std::atomic<int> accepted{0};  // connections, probes' included
 
  private:
   void Serve() {
@@ -65,6 +69,7 @@ class Replica {
       boost::system::error_code ec;
       acceptor_.accept(s, ec);
       if (ec) return;
+      ++accepted;
       std::lock_guard lock(mu_);
       open_.insert(s.native_handle());
       conns_.emplace_back([this, sock = std::move(s)]() mutable { Conn(std::move(sock)); });
@@ -73,11 +78,11 @@ class Replica {
   void Conn(tcp::socket s) {
     const int fd = s.native_handle();
     boost::beast::flat_buffer buf;
-    for (;;) {
+    for (int answered = 0;; ++answered) {
       http::request<http::string_body> req;
       boost::system::error_code ec;
       http::read(s, buf, req, ec);
-      if (ec || drop) break;
+      if (ec || drop || (close_on_reuse && answered > 0)) break;
       http::response<http::string_body> res{http::status::ok, req.version()};
       const std::string target(req.target());
       if (target == "/healthz") {
@@ -290,6 +295,44 @@ TEST_F(GatewayTest, RetriesIdempotentRequestsOnAnotherReplicaWhenOneDiesButNever
   HttpResult r = c.Send(http::verb::post, "/services/acme/research/chat/orders", "{}");
   EXPECT_EQ(r.status, 502) << r.body;
   EXPECT_NE(r.body.find("not retried: POST is not idempotent"), std::string::npos) << r.body;
+}
+
+TEST_F(GatewayTest, KeepsItsConnectionsToAReplicaAliveAcrossRequests) {
+  Replica a(601);
+  dir_.Set({Chat({a.backend()})});
+  Start();
+  WaitRoutable();
+  ASSERT_EQ(Get("/services/acme/research/chat/first").status, 200);
+  const int before = a.accepted;
+  for (int i = 0; i < 20; ++i) {
+    // Each client closes its connection; the gateway keeps its own to the replica.
+    HttpResult r = Get("/services/acme/research/chat/again");
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  EXPECT_EQ(a.accepted, before);
+  EXPECT_EQ(a.served, 21);
+}
+
+TEST_F(GatewayTest, AKeptConnectionClosedUnderARequestSendsAGetAgainOnANewOneButNotAPost) {
+  Replica a(701);
+  a.close_on_reuse = true;
+  dir_.Set({Chat({a.backend()}, "")});
+  Start();
+  WaitRoutable();
+  ASSERT_EQ(Get("/services/acme/research/chat/one").status, 200);
+  const int before = a.accepted;
+  // The kept connection is closed as the GET arrives: sent again on a new one, answered 200.
+  HttpResult r = Get("/services/acme/research/chat/two");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("replica 701 /two"), std::string::npos) << r.body;
+  EXPECT_EQ(a.accepted, before + 1);
+  EXPECT_EQ(a.served, 2);
+  // A POST on a kept connection that closes under it may have reached the replica: not resent.
+  HttpClient c(gateway_->port());
+  r = c.Send(http::verb::post, "/services/acme/research/chat/orders", "{}");
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_NE(r.body.find("not retried: POST is not idempotent"), std::string::npos) << r.body;
+  EXPECT_EQ(a.served, 2);
 }
 
 TEST_F(GatewayTest, CallersNeedAKeyOfTheServicesTenantOrAbove) {

@@ -391,5 +391,28 @@ TEST_F(GpupoolctlServices, FlagsStdinAndRights) {
   EXPECT_NE(o.out.find("--min-replicas N"), std::string::npos) << o.out;
 }
 
+// A tenant is not deleted while it has services: they would go on submitting replicas for a
+// tenant that is gone, and one made later at the same path would inherit them.
+TEST_F(GpupoolctlServices, ATenantWithServicesIsNotDeleted) {
+  Outcome o = Ctl(kAliceToken, {"services", "create", "notebook", "--tenant", "acme/ml/alice",
+                                "--pool", "shared", "--max-replicas", "1", "--tflops", "1",
+                                "--vram", "1GiB", "--port", "8888:http", "--", "sleep", "600"});
+  ASSERT_EQ(o.exit, 0) << Dump(o);
+  o = Ctl(kAdminToken, {"tenants", "delete", "acme/ml/alice"});
+  EXPECT_EQ(o.exit, 4) << Dump(o);
+  EXPECT_EQ(o.err,
+            "gpupoolctl: FAILED_PRECONDITION: tenant 'acme/ml/alice' still has service 'notebook'; "
+            "delete its services first (gpupoolctl services delete notebook --tenant "
+            "acme/ml/alice)\n")
+      << Dump(o);
+  o = Ctl(kAdminToken, {"services", "get", "notebook", "--tenant", "acme/ml/alice"});
+  EXPECT_EQ(o.exit, 0) << Dump(o);  // nothing was deleted
+
+  o = Ctl(kAliceToken, {"services", "delete", "notebook", "--tenant", "acme/ml/alice"});
+  ASSERT_EQ(o.exit, 0) << Dump(o);
+  o = Ctl(kAdminToken, {"tenants", "delete", "acme/ml/alice"});
+  EXPECT_EQ(o.exit, 0) << Dump(o);
+}
+
 }  // namespace
 }  // namespace gpupool::ctltest

@@ -24,6 +24,7 @@
 #include "gpupool/v1/pools.grpc.pb.h"
 #include "tests/agent/net_fixture.h"
 #include "tests/agent/oci_registry.h"
+#include "tests/agent/sandbox_fixture.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/single_agent.h"
 #include "tests/support/wait_for.h"
@@ -38,21 +39,11 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout = 6
   return ::gpupool::testing::WaitFor(done, timeout, std::chrono::milliseconds(50));
 }
 
-// The agent's sandbox needs the memory controller (/proc/cgroups: name, hierarchy, cgroups,
-// enabled).
-bool MemoryCgroupEnabled() {
-  std::ifstream in("/proc/cgroups");
-  for (std::string name, hierarchy, count, enabled; in >> name >> hierarchy >> count >> enabled;) {
-    if (name == "memory") return enabled == "1";
-  }
-  return false;
-}
-
 class ImageE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "image tasks need root (the sandbox and runc)";
-    if (!MemoryCgroupEnabled()) GTEST_SKIP() << "this host has no memory cgroup controller";
+    // Root, a memory cgroup controller, runc, skopeo and umoci.
+    if (std::string why = agent::testing::CannotRunContainers(); !why.empty()) GTEST_SKIP() << why;
     Status st = registry_.Start();
     if (!st.ok()) GTEST_SKIP() << "no local registry: " << st.message();
     Result<std::string> dir = testing::MakeTempDir("gpupool-image-e2e");
