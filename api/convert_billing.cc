@@ -24,6 +24,7 @@ void LineProto(const billing::InvoiceLine& l, int minor, v1::InvoiceLine* out) {
   out->set_model(l.dims.model);
   out->set_mig_profile(l.dims.mig_profile);
   out->set_priority_class(l.dims.priority_class);
+  out->set_service(l.dims.service);
   out->set_unit(std::string(billing::UnitName(l.unit)));
   out->set_quantity(l.quantity.ToString());
   out->set_base_quantity(l.base_quantity);

@@ -94,6 +94,7 @@ void ServiceImpl::GetUsage(const CallContext& ctx, const v1::GetUsageRequest& re
     out->set_model(r.model);
     out->set_priority_class(r.priority_class);
     out->set_mig_profile(r.mig_profile);
+    out->set_service(r.service);
     out->set_preempted(r.preempted);
     ToProto(r.totals, out->mutable_totals());
     sum += r.totals;

@@ -85,7 +85,8 @@ std::vector<FeedItem> FeedItems(const Invoice& inv) {
                      std::string(UnitName(l.unit)) + " in pool " + l.dims.pool +
                      (l.dims.model.empty() ? "" : " on " + l.dims.model) +
                      (l.dims.mig_profile.empty() ? "" : " " + l.dims.mig_profile) +
-                     (l.dims.priority_class.empty() ? "" : ", class " + l.dims.priority_class);
+                     (l.dims.priority_class.empty() ? "" : ", class " + l.dims.priority_class) +
+                     (l.dims.service.empty() ? "" : ", service " + l.dims.service);
     it.quantity = l.quantity;
     it.unit = std::string(UnitName(l.unit));
     it.unit_price = l.unit_price;
@@ -105,7 +106,8 @@ std::string InvoicesCsv(std::span<const Invoice> invoices) {
       Row({"invoice_tenant", "period_start",   "period_end",    "currency",     "kind",
            "tenant",         "pool",           "model",         "mig_profile",  "priority_class",
            "unit",           "quantity",       "base_quantity", "base_measure", "unit_price",
-           "multiplier",     "credit_percent", "amount",        "plan",         "plan_version"});
+           "multiplier",     "credit_percent", "amount",        "plan",         "plan_version",
+           "service"});
   for (const Invoice& inv : invoices) {
     const std::string head = CsvCell(inv.tenant) + "," + Rfc3339(inv.period_start_ms) + "," +
                              Rfc3339(inv.period_end_ms) + "," + CsvCell(inv.currency);
@@ -117,13 +119,14 @@ std::string InvoicesCsv(std::span<const Invoice> invoices) {
                std::string(UnitName(l.unit)), Num(l.quantity), std::to_string(l.base_quantity),
                std::string(BaseMeasureName(l.unit)), Num(l.unit_price), Num(l.multiplier),
                l.credit_bps == 0 ? "" : Num(Decimal::FromNanos(l.credit_bps * 10'000'000LL)),
-               l.amount.ToFixed(minor), CsvCell(l.plan), std::to_string(l.plan_version)});
+               l.amount.ToFixed(minor), CsvCell(l.plan), std::to_string(l.plan_version),
+               CsvCell(l.dims.service)});
     };
     for (const InvoiceLine& l : inv.lines) line(l, "charge");
     for (const InvoiceLine& l : inv.credits) line(l, "credit");
     auto sum = [&](std::string_view kind, Decimal amount) {
       out += Row({head, std::string(kind), "", "", "", "", "", "", "", "", "", "", "", "",
-                  amount.ToFixed(minor), "", ""});
+                  amount.ToFixed(minor), "", "", ""});
     };
     sum("subtotal", inv.subtotal);
     sum("credits", inv.credit_total);

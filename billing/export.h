@@ -5,13 +5,16 @@
 // (kind=charge) and per credit line (kind=credit), then per invoice one row each of
 // kind=subtotal, credits and total carrying only the invoice columns and the amount. Amounts
 // are plain decimals with the currency's minor digits; credits are positive in their rows and
-// subtracted in `total`. Times are RFC 3339 UTC.
+// subtracted in `total`. Times are RFC 3339 UTC. The last column, `service`, names the service
+// whose replicas used a line's quantity (empty for jobs).
 //
 // Usage feed: one item per invoice line, keyed for a billing engine that bills an account per
 // product code:
 //   account      the tenant path the usage belongs to (the line's tenant, not the subtree root)
 //   item_code    "gpu.<unit>.<pool>.<model>[.<mig profile>].<priority class>", plus ".credit"
-//                for a preemption credit — stable across periods, so an engine maps it once
+//                for a preemption credit — stable across periods, so an engine maps it once;
+//                a service's lines keep the code (a service is no product) and name the
+//                service in their description ("…, service chat")
 //   quantity     unit-hours (1e-9 precision), unit the unit's name ("tflops-hour")
 //   amount       the line's amount; negative for a credit
 //   period       [start, end) of the invoice

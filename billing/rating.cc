@@ -7,12 +7,12 @@ namespace gpupool::billing {
 namespace {
 
 // The grouping key of a line: sorts lines in the documented order.
-using LineKey = std::tuple<std::string, std::string, std::string, std::string, std::string, Unit,
-                           std::string, int64_t>;
+using LineKey = std::tuple<std::string, std::string, std::string, std::string, std::string,
+                           std::string, Unit, std::string, int64_t>;
 
 LineKey KeyOf(const MeteredQuantity& q, const PricePlan& plan) {
-  return {q.dims.tenant,         q.dims.pool, q.dims.model, q.dims.mig_profile,
-          q.dims.priority_class, q.unit,      plan.name,    plan.version};
+  return {q.dims.tenant,         q.dims.service, q.dims.pool, q.dims.model, q.dims.mig_profile,
+          q.dims.priority_class, q.unit,         plan.name,   plan.version};
 }
 
 struct Group {

@@ -4,7 +4,9 @@
 //  1. Keeps the quantities of `tenant`'s subtree whose period starts in [start, end).
 //  2. Picks each quantity's plan version: PlanBook::Resolve(quantity's tenant, its start).
 //  3. Groups the quantities by (plan, version, dimensions, unit) — one charge line per group —
-//     and, for those ended by preemption, one credit line per group.
+//     and, for those ended by preemption, one credit line per group. The service is one of the
+//     dimensions: each service's replicas get lines of their own (rated at the same rates as
+//     jobs: a plan's rates do not name services).
 //  4. Prices each line exactly, then rounds once (billing/money.h, half-even to the currency's
 //     minor unit):
 //        amount = round(Σquantity × price × multiplier / base_per_unit_hour)
@@ -12,7 +14,8 @@
 //     (every factor an exact integer or nanos; the product is formed in 128 bits).
 //  5. subtotal = Σ charge amounts, credits = Σ credit amounts, total = subtotal − credits.
 //
-// Lines are ordered by (tenant, pool, model, MIG profile, priority class, unit, plan version).
+// Lines are ordered by (tenant, service, pool, model, MIG profile, priority class, unit, plan
+// version): a tenant's jobs first (service ""), then each service's lines together.
 // Every plan that rates the invoice must use one currency (else INVALID_ARGUMENT naming both);
 // an invoice with no usage has no lines, zero totals and the currency of the plan that would
 // rate the tenant at `start` (or "XXX", ISO 4217's "no currency", when none would).

@@ -9,7 +9,8 @@
 //   totals.spill_mib_seconds        -> spill-gib-hour
 //
 // A template over the row type, so that billing/ stays free of the scheduler: any type with
-// those fields and period_start_us, tenant, pool, model, priority_class and mig_profile works.
+// those fields and period_start_us, tenant, pool, model, priority_class, mig_profile and service
+// works.
 // Rows should come from an hourly report (the shortest span a plan version is priced over), and
 // `preempted` marks rows of a query restricted to attempts that ended by preemption.
 //
@@ -32,7 +33,7 @@ std::vector<MeteredQuantity> FromReportRows(const Rows& rows, int64_t period_ms,
     auto add = [&](Unit unit, int64_t quantity, const std::string& profile) {
       if (quantity <= 0) return;
       MeteredQuantity q;
-      q.dims = {r.tenant, r.pool, r.model, profile, r.priority_class};
+      q.dims = {r.tenant, r.pool, r.model, profile, r.priority_class, r.service};
       q.unit = unit;
       q.quantity = quantity;
       q.ended_by_preemption = preempted;

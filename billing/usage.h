@@ -50,6 +50,7 @@ struct UsageDimensions {
   std::string model;           // GPU model or SKU name, e.g. "H100-80GB" or "large"
   std::string mig_profile;     // MIG profile ("1g.10gb") for kMigProfileHour, else empty
   std::string priority_class;  // e.g. "batch"
+  std::string service;         // the service whose replicas used it (its name); "" for jobs
   friend auto operator<=>(const UsageDimensions&, const UsageDimensions&) = default;
 };
 

@@ -44,6 +44,7 @@ UsageInterval Core::State::MeterRatesOf(const JobEntry& job, const TaskRecord& t
   r.pool = job.head.spec.pool;
   r.node = t.node;
   r.priority_class = job.head.spec.priority_class;
+  r.service = job.head.spec.service_name;
   Ratio compute, memory;
   if (auto p = pools.find(job.head.spec.pool); p != pools.end()) {
     compute = p->second.rec.compute_overcommit;

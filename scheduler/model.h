@@ -132,6 +132,9 @@ struct JobSpec {
   // controller, never from the API.
   int64_t service_id = 0;
   int64_t service_generation = 0;
+  // The service's name when the replica was made: the usage ledger bills the replica's time
+  // under it (an invoice's service line), and it outlives the service.
+  std::string service_name;
   friend bool operator==(const JobSpec&, const JobSpec&) = default;
 };
 

@@ -510,6 +510,7 @@ void ServiceController::PlanService(Service& s, int64_t now_ms, std::vector<Acti
       js.task_template = spec.revision.task_template;
       js.submitted_by = spec.created_by;
       js.service_id = s.record.id;
+      js.service_name = spec.name;
       js.service_generation = gen;
       s.submitting[gen] += 1;
       out->push_back({Action::kSubmit, s.record.id, gen, std::move(js), 0, ""});

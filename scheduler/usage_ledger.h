@@ -42,6 +42,7 @@ struct UsageInterval {
   SharingMode sharing_mode = SharingMode::kFractional;
   std::string priority_class;
   std::string mig_profile;  // "" unless it held a MIG instance
+  std::string service;      // the service whose replica this is (its name); "" for a job
   // What it held × whole seconds (UsageTotals' units), and the sandbox's account of the
   // attempt (on the last interval only, when the agent reported it).
   UsageTotals totals;

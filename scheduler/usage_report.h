@@ -6,11 +6,11 @@
 // instances in instance × seconds, CPU in microseconds, peak memory in bytes (a maximum, not a
 // sum). The *Seconds() helpers convert to the units the API shows (TFLOPS-seconds, GiB-seconds).
 //
-// A row is one (period, tenant, pool, device model, priority class, MIG profile[, preempted])
-// group; rows come ordered by those keys. Periods are UTC: an hour, a day, or a calendar month,
-// named by the period's first microsecond. A ledger interval belongs to the period and to [from,
-// to) by its start; intervals never straddle an hour (they are cut at multiples of the metering
-// interval, which divides an hour), and daily roll-ups (retention) start at midnight.
+// A row is one (period, tenant, pool, device model, priority class, MIG profile, service[,
+// preempted]) group; rows come ordered by those keys. Periods are UTC: an hour, a day, or a
+// calendar month, named by the period's first microsecond. A ledger interval belongs to the period
+// and to [from, to) by its start; intervals never straddle an hour (they are cut at multiples of
+// the metering interval, which divides an hour), and daily roll-ups (retention) start at midnight.
 //
 // Thread safety: plain values.
 #pragma once
@@ -93,6 +93,9 @@ struct UsageReportRow {
   // With UsageQuery::split_preempted: the intervals of attempts that ended by preemption (a
   // grouping key after mig_profile). Always false otherwise.
   bool preempted = false;
+  // The service whose replicas held it ("" for jobs); a grouping key after mig_profile, before
+  // preempted (listed last so that rows written before services still read the same).
+  std::string service;
   friend bool operator==(const UsageReportRow&, const UsageReportRow&) = default;
 };
 

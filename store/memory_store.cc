@@ -27,7 +27,7 @@ struct MemoryDatabase {
   std::map<std::tuple<int64_t, int32_t, int32_t, int64_t>, UsageInterval> ledger;  // guarded by mu
   // A daily row of preempted attempts has end == kPreempted (the key's last member).
   std::map<std::tuple<int64_t, std::string, std::string, std::string, std::string, int, std::string,
-                      std::string, bool>,
+                      std::string, std::string, bool>,
            UsageInterval>
       usage_daily;  // guarded by mu
   // Price plans by (name, version); guarded by mu.
@@ -45,8 +45,8 @@ auto LedgerKey(const UsageInterval& u) {
 }
 auto DailyKey(const UsageInterval& u, bool preempted) {
   return std::tuple{
-      u.start_us / kDayUs * kDayUs,     u.tenant,         u.pool,        u.node,   u.model,
-      static_cast<int>(u.sharing_mode), u.priority_class, u.mig_profile, preempted};
+      u.start_us / kDayUs * kDayUs,     u.tenant,         u.pool,        u.node,    u.model,
+      static_cast<int>(u.sharing_mode), u.priority_class, u.mig_profile, u.service, preempted};
 }
 
 using AttemptKey = std::tuple<int64_t, int32_t, int32_t>;
@@ -400,8 +400,8 @@ Result<std::vector<UsageReportRow>> MemoryStore::QueryUsage(const UsageQuery& qu
   GPUPOOL_RETURN_IF_ERROR(ValidateUsageQuery(query));
   std::lock_guard lock(db_->mu);
   if (!db_->unavailable.ok()) return db_->unavailable;
-  using Group =
-      std::tuple<int64_t, std::string, std::string, std::string, std::string, std::string, bool>;
+  using Group = std::tuple<int64_t, std::string, std::string, std::string, std::string, std::string,
+                           std::string, bool>;
   std::map<Group, UsageTotals> groups;
   std::set<AttemptKey> preempted;
   if (query.split_preempted) preempted = PreemptedAttempts(db_->ledger);
@@ -413,6 +413,7 @@ Result<std::vector<UsageReportRow>> MemoryStore::QueryUsage(const UsageQuery& qu
             u.model,
             u.priority_class,
             u.mig_profile,
+            u.service,
             query.split_preempted && was_preempted};
     groups[g] += u.totals;
   };
@@ -424,7 +425,7 @@ Result<std::vector<UsageReportRow>> MemoryStore::QueryUsage(const UsageQuery& qu
   rows.reserve(groups.size());
   for (const auto& [g, totals] : groups) {
     rows.push_back({std::get<0>(g), std::get<1>(g), std::get<2>(g), std::get<3>(g), std::get<4>(g),
-                    std::get<5>(g), totals, std::get<6>(g)});
+                    std::get<5>(g), totals, std::get<7>(g), std::get<6>(g)});
   }
   return rows;
 }

@@ -677,6 +677,23 @@ CREATE TABLE service_revisions (
 REVOKE ALL ON service_revisions FROM PUBLIC;
 )sql";
 
+// A replica's service name (JobSpec::service_name), kept on the job so that its usage is billed
+// under it even after the service is gone.
+constexpr std::string_view kV34 = R"sql(
+ALTER TABLE jobs ADD COLUMN service_name text NOT NULL DEFAULT '';
+)sql";
+
+// The service whose replica held each interval ('' for a job a tenant submitted): reports group
+// by it and invoices give each service its own lines. Roll-ups keep it in their key.
+constexpr std::string_view kV72 = R"sql(
+ALTER TABLE usage_ledger ADD COLUMN service text NOT NULL DEFAULT '';
+ALTER TABLE usage_daily ADD COLUMN service text NOT NULL DEFAULT '';
+ALTER TABLE usage_daily DROP CONSTRAINT usage_daily_pkey;
+ALTER TABLE usage_daily ADD PRIMARY KEY
+  (day_us, tenant, pool, node, model, sharing_mode, priority_class, mig_profile, service,
+   preempted);
+)sql";
+
 // What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.
 constexpr std::string_view kV100 = R"sql(
 CREATE INDEX jobs_pool_submit_idx ON jobs (pool, submit_us);
@@ -707,12 +724,14 @@ constexpr Migration kMigrations[] = {
     {31, "registry credentials kept per tenant", kV31},
     {32, "a task's declared ports and where they are published", kV32},
     {33, "services, their template revisions, and the replicas' service on jobs", kV33},
+    {34, "the service's name on its replicas", kV34},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},
     {61, "idempotency keys and secret env on jobs", kV61},
     {70, "usage ledger and daily roll-ups", kV70},
     {71, "preempted attempts in the usage roll-ups", kV71},
+    {72, "the service of each usage interval", kV72},
     {80, "versioned price plans", kV80},
     {100, "jobs by pool and submission time (what-if history)", kV100},
 };

@@ -13,7 +13,7 @@
   "id, tenant, pool, priority_class, task_count, gang, preemptible, max_runtime_ms, "    \
   "max_retries, labels, " GP_TEMPLATE_COLS ", state, reason, submit_us, finish_us, "     \
   "idempotency_key, request_digest, secret_env, submitted_by, service_id, "              \
-  "service_generation"
+  "service_generation, service_name"
 #define GP_TASK_COLS                                                                     \
   "job_id, idx, state, node, attempt, exit_code, reason, scheduled_us, started_us, "     \
   "finished_us, stop_intent, preempted_by_job, preempted_by_idx, preempt_rule, "         \

@@ -197,6 +197,7 @@ Result<std::vector<JobRecord>> ReadJobs(const pqxx::result& jobs, const pqxx::re
     s.submitted_by = r[k + 7].c_str();
     s.service_id = r[k + 8].as<int64_t>();
     s.service_generation = r[k + 9].as<int64_t>();
+    s.service_name = r[k + 10].c_str();
     out.push_back(std::move(j));
   }
   // Tasks and allocations come sorted by (job_id, idx[, pos]); walk them alongside the jobs.

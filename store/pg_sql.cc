@@ -230,6 +230,7 @@ void GroupSql::Insert(const JobRecord& j) {
   C(o);
   o->append(secret_env);
   C(o), Q(o, s.submitted_by), C(o), N(o, s.service_id), C(o), N(o, s.service_generation);
+  C(o), Q(o, s.service_name);
   o->push_back(')');
   if (!s.idempotency_key.empty()) {
     if (!idempotency_keys_.empty()) idempotency_keys_ += ',';

@@ -82,7 +82,7 @@ void AppendUsageSql(std::string* o, const AppendUsage& m) {
       "INSERT INTO usage_ledger (job_id, task_index, attempt, start_us, end_us, tenant, pool, "
       "node, model, sharing_mode, priority_class, mig_profile, milli_tflops_s, "
       "physical_milli_tflops_s, vram_mib_s, spill_mib_s, device_s, mig_instance_s, cpu_usage_us, "
-      "peak_memory_bytes, end_state, recorded_us) VALUES ";
+      "peak_memory_bytes, end_state, service, recorded_us) VALUES ";
   bool first = true;
   for (const UsageInterval& u : m.intervals) {
     if (!first) C(o);
@@ -96,7 +96,7 @@ void AppendUsageSql(std::string* o, const AppendUsage& m) {
     N(o, t.milli_tflops_seconds), C(o), N(o, t.physical_milli_tflops_seconds), C(o);
     N(o, t.vram_mib_seconds), C(o), N(o, t.spill_mib_seconds), C(o), N(o, t.device_seconds);
     C(o), N(o, t.mig_instance_seconds), C(o), N(o, t.cpu_usage_us), C(o);
-    N(o, t.peak_memory_bytes), C(o), Q(o, ToString(u.end));
+    N(o, t.peak_memory_bytes), C(o), Q(o, ToString(u.end)), C(o), Q(o, u.service);
     *o += ",(extract(epoch FROM clock_timestamp()) * 1000000)::bigint)";
   }
   *o += " ON CONFLICT (job_id, task_index, attempt, start_us) DO NOTHING;\n";
@@ -115,7 +115,8 @@ void AppendRollUpSql(std::string* o, const RollUpUsage& m) {
       "u.task_index AND t.attempt = u.attempt AND t.state IN ('SCHEDULED', 'RUNNING')) "
       "RETURNING *) "
       "INSERT INTO usage_daily (day_us, tenant, pool, node, model, sharing_mode, priority_class, "
-      "mig_profile, preempted, milli_tflops_s, physical_milli_tflops_s, vram_mib_s, spill_mib_s, "
+      "mig_profile, service, preempted, milli_tflops_s, physical_milli_tflops_s, vram_mib_s, "
+      "spill_mib_s, "
       "device_s, mig_instance_s, cpu_usage_us, peak_memory_bytes, intervals) "
       "SELECT (start_us / ";
   *o += kDayUs;
@@ -123,11 +124,11 @@ void AppendRollUpSql(std::string* o, const RollUpUsage& m) {
   *o += kDayUs;
   // The EXISTS sees the ledger as it was before the DELETE (one snapshot for the statement),
   // so an attempt's earlier intervals find its PREEMPTED last one even when both move now.
-  *o += ", tenant, pool, node, model, sharing_mode, priority_class, mig_profile, " +
+  *o += ", tenant, pool, node, model, sharing_mode, priority_class, mig_profile, service, " +
         PreemptedSql("moved") + sums +
-        ", max(peak_memory_bytes), count(*) FROM moved GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9 "
+        ", max(peak_memory_bytes), count(*) FROM moved GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 "
         "ON CONFLICT (day_us, tenant, pool, node, model, sharing_mode, priority_class, "
-        "mig_profile, preempted) DO UPDATE SET peak_memory_bytes = "
+        "mig_profile, service, preempted) DO UPDATE SET peak_memory_bytes = "
         "greatest(usage_daily.peak_memory_bytes, "
         "EXCLUDED.peak_memory_bytes), intervals = usage_daily.intervals + EXCLUDED.intervals" +
         updates + ";\n";
@@ -159,18 +160,19 @@ std::string UsageReportSql(const UsageQuery& q) {
   const std::string ledger_pre = q.split_preempted ? PreemptedSql("l") : "false";
   const std::string daily_pre = q.split_preempted ? "preempted" : "false";
   std::string sql = "SELECT * FROM (SELECT " + PeriodSql(q.period) + " AS p, " + tenant +
-                    " AS tn, pool, model, priority_class, mig_profile";
+                    " AS tn, pool, model, priority_class, mig_profile, service";
   for (const char* c : kSumCols) sql += std::string(", sum(") + c + ")::bigint";
   sql += ", max(peak_memory_bytes), sum(n)::bigint, pre FROM (";
-  sql += "SELECT start_us AS s, tenant, pool, model, priority_class, mig_profile" + cols +
+  sql += "SELECT start_us AS s, tenant, pool, model, priority_class, mig_profile, service" + cols +
          ", peak_memory_bytes, 1 AS n, " + ledger_pre + " AS pre FROM usage_ledger l WHERE " +
          Where(q, "start_us");
-  sql += " UNION ALL SELECT day_us, tenant, pool, model, priority_class, mig_profile" + cols +
-         ", peak_memory_bytes, intervals, " + daily_pre + " FROM usage_daily WHERE " +
+  sql += " UNION ALL SELECT day_us, tenant, pool, model, priority_class, mig_profile, service" +
+         cols + ", peak_memory_bytes, intervals, " + daily_pre + " FROM usage_daily WHERE " +
          Where(q, "day_us");
   sql +=
-      ") u GROUP BY 1, 2, 3, 4, 5, 6, pre) g ORDER BY p, tn COLLATE \"C\", pool COLLATE \"C\", "
-      "model COLLATE \"C\", priority_class COLLATE \"C\", mig_profile COLLATE \"C\", pre";
+      ") u GROUP BY 1, 2, 3, 4, 5, 6, 7, pre) g ORDER BY p, tn COLLATE \"C\", pool COLLATE \"C\", "
+      "model COLLATE \"C\", priority_class COLLATE \"C\", mig_profile COLLATE \"C\", "
+      "service COLLATE \"C\", pre";
   return sql;
 }
 
@@ -185,17 +187,18 @@ std::vector<UsageReportRow> ReadUsageReport(const pqxx::result& rows) {
     row.model = r[3].c_str();
     row.priority_class = r[4].c_str();
     row.mig_profile = r[5].c_str();
+    row.service = r[6].c_str();
     UsageTotals& t = row.totals;
-    t.milli_tflops_seconds = r[6].as<int64_t>();
-    t.physical_milli_tflops_seconds = r[7].as<int64_t>();
-    t.vram_mib_seconds = r[8].as<int64_t>();
-    t.spill_mib_seconds = r[9].as<int64_t>();
-    t.device_seconds = r[10].as<int64_t>();
-    t.mig_instance_seconds = r[11].as<int64_t>();
-    t.cpu_usage_us = r[12].as<int64_t>();
-    t.peak_memory_bytes = r[13].as<int64_t>();
-    t.intervals = r[14].as<int64_t>();
-    row.preempted = r[15].as<bool>();
+    t.milli_tflops_seconds = r[7].as<int64_t>();
+    t.physical_milli_tflops_seconds = r[8].as<int64_t>();
+    t.vram_mib_seconds = r[9].as<int64_t>();
+    t.spill_mib_seconds = r[10].as<int64_t>();
+    t.device_seconds = r[11].as<int64_t>();
+    t.mig_instance_seconds = r[12].as<int64_t>();
+    t.cpu_usage_us = r[13].as<int64_t>();
+    t.peak_memory_bytes = r[14].as<int64_t>();
+    t.intervals = r[15].as<int64_t>();
+    row.preempted = r[16].as<bool>();
     out.push_back(std::move(row));
   }
   return out;

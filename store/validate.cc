@@ -94,6 +94,7 @@ void CheckJob(const JobRecord& j, TextChecker& t) {
   t("job.idempotency_key", j.spec.idempotency_key);
   t("job.request_digest", j.spec.request_digest);
   t("job.submitted_by", j.spec.submitted_by);
+  t("job.service_name", j.spec.service_name);
   t("job.reason", j.reason);
 }
 
@@ -170,6 +171,7 @@ Status CheckUsage(const AppendUsage& m, TextChecker& t) {
     t("usage.model", u.model);
     t("usage.priority_class", u.priority_class);
     t("usage.mig_profile", u.mig_profile);
+    t("usage.service", u.service);
   }
   return Status::Ok();
 }

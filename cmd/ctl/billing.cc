@@ -180,9 +180,10 @@ int Invoices(Ctx& ctx, const ParsedArgs& a) {
   for (const v1::Invoice& inv : resp.invoices()) {
     ctx.out << "Invoice " << inv.tenant() << "  " << FormatTime(inv.period_start()) << " .. "
             << FormatTime(inv.period_end()) << "  (" << inv.currency() << ")\n";
-    Table t({"TENANT", "POOL", "MODEL", "CLASS", "UNIT", "QUANTITY", "PRICE", "X", "AMOUNT"});
+    Table t({"TENANT", "SERVICE", "POOL", "MODEL", "CLASS", "UNIT", "QUANTITY", "PRICE", "X",
+             "AMOUNT"});
     auto add = [&](const v1::InvoiceLine& l, bool credit) {
-      t.AddRow({l.tenant(), l.pool(),
+      t.AddRow({l.tenant(), OrDash(l.service()), l.pool(),
                 OrDash(l.model()) + (l.mig_profile().empty() ? "" : " " + l.mig_profile()),
                 OrDash(l.priority_class()),
                 credit ? "credit " + l.credit_percent() + "%" : l.unit(), l.quantity(),

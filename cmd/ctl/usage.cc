@@ -1,4 +1,5 @@
 // usage: the usage ledger's report (UsageService.GetUsage), per period and group, with totals.
+#include <algorithm>
 #include <cstdio>
 
 #include "cmd/ctl/app.h"
@@ -45,15 +46,19 @@ int Report(Ctx& ctx, const ParsedArgs& a) {
     return kExitOk;
   }
   const bool split = req.split_preempted();
+  // A SERVICE column only when some of the usage is a service's replicas'.
+  const bool services = std::any_of(resp.rows().begin(), resp.rows().end(),
+                                    [](const v1::UsageRow& r) { return !r.service().empty(); });
   std::vector<std::string> header = {"PERIOD",   "TENANT", "POOL",       "MODEL",
                                      "CLASS",    "MIG",    "TFLOPS-H",   "VRAM-GIB-H",
                                      "DEVICE-H", "MIG-H",  "SPILL-GIB-H"};
   if (split) header.insert(header.begin() + 6, "PREEMPTED");
+  if (services) header.insert(header.begin() + 2, "SERVICE");
   Table t(header);
-  auto add = [&t, split](const std::string& period, const std::string& tenant,
-                         const std::string& pool, const std::string& model, const std::string& cls,
-                         const std::string& mig, const std::string& preempted,
-                         const v1::UsageTotals& u) {
+  auto add = [&t, split, services](
+                 const std::string& period, const std::string& tenant, const std::string& service,
+                 const std::string& pool, const std::string& model, const std::string& cls,
+                 const std::string& mig, const std::string& preempted, const v1::UsageTotals& u) {
     std::vector<std::string> row = {period,
                                     tenant,
                                     pool,
@@ -66,13 +71,14 @@ int Report(Ctx& ctx, const ParsedArgs& a) {
                                     Fixed(static_cast<double>(u.mig_instance_seconds()) / 3600, 3),
                                     Fixed(u.spill_gib_seconds() / 3600, 3)};
     if (split) row.insert(row.begin() + 6, preempted);
+    if (services) row.insert(row.begin() + 2, period == "TOTAL" ? "" : OrDash(service));
     t.AddRow(row);
   };
   for (const v1::UsageRow& r : resp.rows()) {
-    add(FormatTime(r.period_start()), r.tenant(), r.pool(), r.model(), r.priority_class(),
-        r.mig_profile(), r.preempted() ? "yes" : "no", r.totals());
+    add(FormatTime(r.period_start()), r.tenant(), r.service(), r.pool(), r.model(),
+        r.priority_class(), r.mig_profile(), r.preempted() ? "yes" : "no", r.totals());
   }
-  add("TOTAL", "", "", "", "", "", "", resp.totals());
+  add("TOTAL", "", "", "", "", "", "", "", resp.totals());
   t.Print(ctx.out);
   return kExitOk;
 }

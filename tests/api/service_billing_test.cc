@@ -57,7 +57,7 @@ class ServiceBilling : public ::testing::Test {
     const int64_t t = NowMs() + 60'000;  // after the plans below take effect
     auto q = [t](std::string tenant, int64_t mtflops_s, std::string cls, bool preempted) {
       billing::MeteredQuantity m;
-      m.dims = {std::move(tenant), "pub", "H100-80GB", "", std::move(cls)};
+      m.dims = {std::move(tenant), "pub", "H100-80GB", "", std::move(cls), ""};
       m.unit = billing::Unit::kTflopsHour;
       m.quantity = mtflops_s;
       m.ended_by_preemption = preempted;
@@ -165,7 +165,7 @@ TEST(ServiceBillingFirstHour, ACreatedPlanPricesTheHourItIsCreatedIn) {
   // 10 TFLOPS-h metered from that hour's start, before the plan existed: 10 x 0.45 = 4.50.
   const int64_t hour = from - from % kHour;
   billing::MeteredQuantity q;
-  q.dims = {"acme", "pub", "H100-80GB", "", "normal"};
+  q.dims = {"acme", "pub", "H100-80GB", "", "normal", ""};
   q.unit = billing::Unit::kTflopsHour;
   q.quantity = 36'000'000;
   q.start_ms = hour;
@@ -248,7 +248,7 @@ TEST_F(ServiceBilling, InvoicesPerSubtreeWithTotalsAndExports) {
   auto [s5, csv] = h_.Call(&ApiService::ExportInvoices, Window("acme"));
   ASSERT_TRUE(s5.ok()) << s5.ToString();
   EXPECT_EQ(csv.content_type(), "text/csv; charset=utf-8");
-  EXPECT_NE(csv.body().find(",total,,,,,,,,,,,,,5.00,,\r\n"), std::string::npos) << csv.body();
+  EXPECT_NE(csv.body().find(",total,,,,,,,,,,,,,5.00,,,\r\n"), std::string::npos) << csv.body();
   EXPECT_TRUE(csv.filename().starts_with("invoices-acme-")) << csv.filename();
 
   v1::GetUsageFeedRequest feed_req;

@@ -16,7 +16,7 @@ Invoice Sample() {
   p.currency = "USD";
   p.rates = {{"", "", "", Unit::kTflopsHour, D("0.45")}};
   MeteredQuantity a;
-  a.dims = {"acme/research", "shared", "H100-80GB", "", "batch"};
+  a.dims = {"acme/research", "shared", "H100-80GB", "", "batch", ""};
   a.quantity = 360'000'000;  // 100 TFLOPS-h → 45.00
   a.start_ms = kNov1;
   MeteredQuantity b = a;
@@ -48,15 +48,31 @@ TEST(ExportTest, InvoiceCsv) {
   EXPECT_EQ(csv,
             "invoice_tenant,period_start,period_end,currency,kind,tenant,pool,model,mig_profile,"
             "priority_class,unit,quantity,base_quantity,base_measure,unit_price,multiplier,"
-            "credit_percent,amount,plan,plan_version\r\n" +
+            "credit_percent,amount,plan,plan_version,service\r\n" +
                 head +
                 "charge,acme/research,shared,H100-80GB,,batch,tflops-hour,105,378000000,"
-                "milli-tflops-seconds,0.45,1,,47.25,default,3\r\n" +
+                "milli-tflops-seconds,0.45,1,,47.25,default,3,\r\n" +
                 head +
                 "credit,acme/research,shared,H100-80GB,,batch,tflops-hour,5,18000000,"
-                "milli-tflops-seconds,0.45,1,100,2.25,default,3\r\n" +
-                head + "subtotal,,,,,,,,,,,,,47.25,,\r\n" + head +
-                "credits,,,,,,,,,,,,,2.25,,\r\n" + head + "total,,,,,,,,,,,,,45.00,,\r\n");
+                "milli-tflops-seconds,0.45,1,100,2.25,default,3,\r\n" +
+                head + "subtotal,,,,,,,,,,,,,47.25,,,\r\n" + head +
+                "credits,,,,,,,,,,,,,2.25,,,\r\n" + head + "total,,,,,,,,,,,,,45.00,,,\r\n");
+}
+
+// A service's lines name it in the last CSV column and in the feed's description; the product
+// code stays the one its jobs' usage has (a service is not a product).
+TEST(ExportTest, AServicesLinesNameIt) {
+  Invoice inv = Sample();
+  inv.lines[0].dims.service = "chat";
+  inv.credits.clear();
+  const std::string csv = InvoicesCsv(std::span<const Invoice>(&inv, 1));
+  EXPECT_NE(csv.find("milli-tflops-seconds,0.45,1,,47.25,default,3,chat\r\n"), std::string::npos)
+      << csv;
+  const std::vector<FeedItem> items = FeedItems(inv);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].item_code, "gpu.tflops-hour.shared.H100-80GB.batch");
+  EXPECT_EQ(items[0].description,
+            "tflops-hour in pool shared on H100-80GB, class batch, service chat");
 }
 
 TEST(ExportTest, FeedItemsPerAccountAndProductCode) {

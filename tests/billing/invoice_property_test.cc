@@ -46,7 +46,8 @@ TEST(InvoicePropertyTest, TotalsAreTheSumsOfTheLines) {
     const int n = std::uniform_int_distribution<int>(0, 60)(rng);
     for (int i = 0; i < n; ++i) {
       MeteredQuantity q;
-      q.dims = {Pick(rng, tenants), Pick(rng, pools), Pick(rng, models), "", Pick(rng, classes)};
+      q.dims = {
+          Pick(rng, tenants), Pick(rng, pools), Pick(rng, models), "", Pick(rng, classes), ""};
       q.unit = kAllUnits[std::uniform_int_distribution<int>(0, 4)(rng)];
       q.quantity = std::uniform_int_distribution<int64_t>(0, 50'000'000'000)(rng);
       q.ended_by_preemption = std::bernoulli_distribution(0.3)(rng);

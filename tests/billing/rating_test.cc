@@ -36,8 +36,8 @@ MeteredQuantity Q(std::string tenant, std::string pool, std::string model, std::
                   int64_t quantity, bool preempted = false, std::string profile = "",
                   int64_t start = kNov1) {
   MeteredQuantity q;
-  q.dims = {std::move(tenant), std::move(pool), std::move(model), std::move(profile),
-            std::move(cls)};
+  q.dims = {std::move(tenant),  std::move(pool), std::move(model),
+            std::move(profile), std::move(cls),  ""};
   q.unit = u;
   q.quantity = quantity;
   q.ended_by_preemption = preempted;
@@ -121,6 +121,31 @@ TEST(RatingTest, AMonthOfMixedUsageWithTheArithmeticWrittenOut) {
   EXPECT_EQ(inv->subtotal, D("64.30"));
   EXPECT_EQ(inv->credit_total, D("2.25"));
   EXPECT_EQ(inv->total, D("62.05"));
+}
+
+// A service's replicas are rated at the plan's rates like jobs, on lines of their own: after the
+// tenant's jobs, one group per service (docs/billing.md, "Services").
+TEST(RatingTest, EachServiceHasLinesOfItsOwnAfterTheJobs) {
+  auto at = [](std::string service, int64_t quantity) {
+    MeteredQuantity q = Q("acme/ml", "shared", "H100-80GB", "batch", Unit::kTflopsHour, quantity);
+    q.dims.service = std::move(service);
+    return q;
+  };
+  // Jobs 10 TFLOPS-h (36,000,000 mTFLOPS-s) → 4.50; "chat" 2 + 3 TFLOPS-h → 5 × 0.45 = 2.25;
+  // "embed" 1 TFLOPS-h → 0.45. Total 7.20.
+  const std::vector<MeteredQuantity> usage = {at("chat", 7'200'000), at("", 36'000'000),
+                                              at("embed", 3'600'000), at("chat", 10'800'000)};
+  Result<Invoice> inv = RateInvoice("acme", kNov1, kDec1, usage, PlanBook({DefaultPlan()}));
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  ASSERT_EQ(inv->lines.size(), 3u);
+  EXPECT_EQ(inv->lines[0].dims.service, "");
+  EXPECT_EQ(inv->lines[0].amount, D("4.50"));
+  EXPECT_EQ(inv->lines[1].dims.service, "chat");
+  EXPECT_EQ(inv->lines[1].base_quantity, 18'000'000);
+  EXPECT_EQ(inv->lines[1].amount, D("2.25"));
+  EXPECT_EQ(inv->lines[2].dims.service, "embed");
+  EXPECT_EQ(inv->lines[2].amount, D("0.45"));
+  EXPECT_EQ(inv->total, D("7.20"));
 }
 
 TEST(RatingTest, PartialPreemptionCredit) {

@@ -20,14 +20,16 @@ struct Row {  // the fields of UsageReportRow that rating reads
   int64_t period_start_us = 0;
   std::string tenant, pool, model, priority_class, mig_profile;
   Totals totals;
+  std::string service;
 };
 
 constexpr int64_t kNov1Us = 1'793'491'200'000'000;  // 2026-11-01T00:00:00Z
 
 TEST(ReportRowsTest, EachNonZeroTotalIsOneQuantity) {
-  Row a{kNov1Us, "acme/r", "shared", "H100-80GB", "batch", "", {360'000'000, 442'368'000, 0, 0, 0}};
+  Row a{kNov1Us, "acme/r", "shared", "H100-80GB", "batch", "", {360'000'000, 442'368'000, 0, 0, 0},
+        ""};
   Row b{kNov1Us + 3'600'000'000, "acme/r", "a100", "A100-80GB", "batch", "1g.10gb",
-        {0, 0, 0, 0, 1'000}};
+        {0, 0, 0, 0, 1'000},     "chat"};
   const std::vector<Row> rows = {a, b};
   const std::vector<MeteredQuantity> q = FromReportRows(rows, 3'600'000);
   ASSERT_EQ(q.size(), 3u);
@@ -38,6 +40,8 @@ TEST(ReportRowsTest, EachNonZeroTotalIsOneQuantity) {
   EXPECT_EQ(q[1].unit, Unit::kVramGibHour);
   EXPECT_EQ(q[2].unit, Unit::kMigProfileHour);
   EXPECT_EQ(q[2].dims.mig_profile, "1g.10gb");
+  EXPECT_EQ(q[0].dims.service, "");
+  EXPECT_EQ(q[2].dims.service, "chat");  // a service's replicas keep its name on the quantity
   EXPECT_EQ(q[2].dims.pool, "a100");
   EXPECT_FALSE(q[2].ended_by_preemption);
 

@@ -293,11 +293,48 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
             "true");
   Shot("console-tenants.png");
 
+  // A service of acme's whose replica asks for both GPUs of pool gpu while dave's job holds
+  // them: the services page lists it with its pending replica, linked to the replica's job, and
+  // says why fewer are ready than desired.
+  const std::string holder = Submit(kAcme, "acme/research/dave", "gpu", kTwo, "sleep 600");
+  ASSERT_TRUE(TaskState(holder, "TASK_STATE_RUNNING"))
+      << Rest(kAdmin, verb::get, "/v1/jobs/" + holder).body;
+  const HttpResult created =
+      Rest(kAcme, verb::post, "/v1/services",
+           R"({"service": {"name": "chat", "tenant": "acme/research/web", "pool": "gpu", )"
+           R"("template": )"
+           R"({"command": ["/bin/sh", "-c", "exec sleep 600"], "resources": {"wholeGpus": )"
+           R"({"count": 2}}, "ports": [{"port": 18080, "name": "http"}]}, "port": 18080, )"
+           R"("readinessPath": "/", "minReplicas": 1, "maxReplicas": 2, "idle": "60s"}})");
+  ASSERT_EQ(created.status, 200) << created.body;
+  Open("#/services");
+  EXPECT_EQ(browser_->WaitEval("String(!!document.querySelector('#services "
+                               "tr[data-service=\"acme/research/web/chat\"]'))",
+                               "true"),
+            "true");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('section.service "
+                               ".replicas tbody tr').length)",
+                               "1"),
+            "1");
+  // Why: the placement verdict on the replica, read again while it waits (not just "starting").
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelector('#services td.below')"
+                               ".textContent.startsWith('NO_CAPACITY: 0 of 1 replicas ready'))",
+                               "true"),
+            "true")
+      << Rest(kAdmin, verb::get, "/v1/services").body;
+  EXPECT_EQ(browser_->Eval("String(document.querySelector('#services td.counts').textContent)"),
+            "0 / 1");
+  EXPECT_EQ(browser_->Eval("String(document.querySelector('.replicas a').getAttribute('href')"
+                           ".startsWith('#/jobs/'))"),
+            "true");
+  Shot("console-services.png");
+
   // acme/research's token: its own jobs only, and no node list.
   SignIn(kAcme);
   Open("#/jobs");
-  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#jobs tbody tr').length)", "3"),
-            "3");
+  // alice's, bob's, carol's and dave's jobs, and the service's replica.
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#jobs tbody tr').length)", "5"),
+            "5");
   EXPECT_EQ(browser_->Eval("String([...document.querySelectorAll('#jobs td.tenant')].every("
                            "(td) => td.textContent.startsWith('acme/research/')))"),
             "true");
@@ -308,6 +345,10 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
   Open("#/pools");
   EXPECT_EQ(browser_->WaitEval("String(!!document.getElementById('nodes-hidden'))", "true"),
             "true");
+  Open("#/services");
+  EXPECT_EQ(
+      browser_->WaitEval("String(document.querySelectorAll('#services tbody tr').length)", "1"),
+      "1");
 
   // globex's token: only globex's job.
   SignIn(kGlobex);
@@ -317,6 +358,8 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
   EXPECT_EQ(browser_->Eval("String([...document.querySelectorAll('#jobs td.tenant')].every("
                            "(td) => td.textContent === 'globex'))"),
             "true");
+  Open("#/services");  // acme's service is not globex's to see
+  EXPECT_EQ(browser_->WaitEval("String(!!document.getElementById('no-services'))", "true"), "true");
 
   // A wrong token goes back to the sign-in form with the server's reason.
   SignIn("not-a-valid-token-at-all");

@@ -15,6 +15,7 @@
 #include "billing/money.h"
 #include "gpupool/v1/billing.grpc.pb.h"
 #include "gpupool/v1/jobs.grpc.pb.h"
+#include "gpupool/v1/services.grpc.pb.h"
 #include "gpupool/v1/usage.grpc.pb.h"
 #include "store/pg_store.h"
 #include "tests/api/http_client.h"
@@ -290,6 +291,121 @@ TEST_F(PreemptionCreditE2eTest, PreemptedAttemptIsCreditedOnTheInvoice) {
   EXPECT_EQ(parse(inv.subtotal()), parse(charge.amount()));
   EXPECT_EQ(parse(inv.credit_total()), parse(credit.amount()));
   EXPECT_EQ(parse(inv.total()), cents(device_s));
+}
+
+// A service's replicas are billed on lines of their own (docs/billing.md, "Services"): a
+// service of one whole-GPU replica and a job of the same tenant run side by side; the ledger
+// carries the service's name on the replica's intervals, the usage report has a row for each,
+// and the invoice a line for the jobs and one for the service, each at the device-hour price.
+class ServiceBillingE2eTest : public PreemptionCreditE2eTest {
+ protected:
+  int Gpus() const override { return 2; }
+};
+
+TEST_F(ServiceBillingE2eTest, AServicesReplicasAreBilledOnLinesOfTheirOwn) {
+  auto services = v1::ServiceService::NewStub(daemon_->Channel());
+  v1::Service svc;
+  svc.set_name("chat");
+  svc.set_tenant("acme/web");
+  svc.set_pool("gpu");
+  v1::TaskTemplate* t = svc.mutable_template_();
+  for (const char* a : {"/bin/sh", "-c", "exec sleep 600"}) t->add_command(a);
+  t->mutable_resources()->mutable_whole_gpus()->set_count(1);
+  v1::Port* port = t->add_ports();
+  port->set_port(18080);
+  port->set_name("http");
+  svc.set_port(18080);
+  svc.set_readiness_path("/");
+  svc.set_min_replicas(1);
+  svc.set_max_replicas(1);
+  svc.set_target_in_flight(1);
+  svc.mutable_idle()->set_seconds(60);
+  {
+    grpc::ClientContext ctx;
+    v1::CreateServiceRequest req;
+    *req.mutable_service() = svc;
+    v1::Service out;
+    grpc::Status st = services->CreateService(&ctx, req, &out);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  const std::string job = Submit("sleep 600", "acme/batch");
+  // Both hold a GPU for a few metered seconds.
+  auto seconds_of = [](const v1::GetUsageResponse& u, const std::string& service) {
+    int64_t n = 0;
+    for (const v1::UsageRow& r : u.rows()) {
+      if (r.service() == service) n += r.totals().device_seconds();
+    }
+    return n;
+  };
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto u = Usage("acme");
+        return u.ok() && seconds_of(*u, "chat") >= 2 && seconds_of(*u, "") >= 2;
+      },
+      60));
+
+  // The replica's job, then the service deleted (its replica stopped) and the job cancelled.
+  std::string replica;
+  {
+    grpc::ClientContext ctx;
+    v1::GetServiceRequest req;
+    req.set_tenant("acme/web");
+    req.set_name("chat");
+    v1::Service out;
+    ASSERT_TRUE(services->GetService(&ctx, req, &out).ok());
+    ASSERT_EQ(out.status().replicas_size(), 1) << out.DebugString();
+    replica = out.status().replicas(0).job_id();
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::DeleteServiceRequest req;
+    req.set_tenant("acme/web");
+    req.set_name("chat");
+    v1::DeleteServiceResponse out;
+    grpc::Status st = services->DeleteService(&ctx, req, &out);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  Cancel(job);
+  auto ended = [&](const std::string& id) {
+    const v1::TaskState s = Task(id).state();
+    return s == v1::TASK_STATE_CANCELLED || s == v1::TASK_STATE_SUCCEEDED ||
+           s == v1::TASK_STATE_FAILED;
+  };
+  ASSERT_TRUE(WaitFor([&] { return ended(job) && ended(replica); }, 60))
+      << Task(replica).DebugString();
+
+  Result<v1::GetUsageResponse> u = Usage("acme");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  const int64_t chat_s = seconds_of(*u, "chat");
+  const int64_t job_s = seconds_of(*u, "");
+  ASSERT_GE(chat_s, 2);
+  ASSERT_GE(job_s, 2);
+  EXPECT_EQ(chat_s + job_s, u->totals().device_seconds());  // nothing else was metered
+
+  const int64_t now_s = time(nullptr);
+  grpc::ClientContext ctx;
+  v1::ListInvoicesRequest req;
+  req.set_tenant("acme");
+  req.mutable_start_time()->set_seconds(now_s / 86400 * 86400 - 86400);
+  req.mutable_end_time()->set_seconds(now_s / 86400 * 86400 + 2 * 86400);
+  v1::ListInvoicesResponse resp;
+  grpc::Status st = billing_->ListInvoices(&ctx, req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(resp.invoices_size(), 1) << resp.DebugString();
+  const v1::Invoice& inv = resp.invoices(0);
+  ASSERT_EQ(inv.lines_size(), 2) << inv.DebugString();
+  // The tenant's jobs first, then the service; each device_s × 72.00 / 3600 = × 0.02.
+  auto cents = [](int64_t n) { return billing::Decimal::FromNanos(n * 10'000'000); };
+  auto parse = [](const std::string& s) { return billing::Decimal::Parse(s).value(); };
+  EXPECT_EQ(inv.lines(0).service(), "");
+  EXPECT_EQ(inv.lines(0).tenant(), "acme/batch");
+  EXPECT_EQ(inv.lines(0).base_quantity(), job_s);
+  EXPECT_EQ(parse(inv.lines(0).amount()), cents(2 * job_s));
+  EXPECT_EQ(inv.lines(1).service(), "chat");
+  EXPECT_EQ(inv.lines(1).tenant(), "acme/web");
+  EXPECT_EQ(inv.lines(1).base_quantity(), chat_s);
+  EXPECT_EQ(parse(inv.lines(1).amount()), cents(2 * chat_s));
+  EXPECT_EQ(parse(inv.total()), cents(2 * (job_s + chat_s)));
 }
 
 }  // namespace

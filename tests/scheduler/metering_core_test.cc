@@ -102,6 +102,40 @@ TEST(MeteringCore, RollUpAfterDaysKeepsTotals) {
   EXPECT_EQ(Total(*h.store, month).device_seconds, 660);
 }
 
+// A service's replica is a job the controller marks with the service (JobSpec::service_name):
+// its intervals carry the name, so the report (and an invoice) gives the service its own rows
+// beside the tenant's jobs.
+TEST(MeteringCore, AReplicasUsageIsReportedUnderItsService) {
+  CoreHarness h(SchedulerOptions::Defaults(), nullptr, nullptr, kT0);
+  ASSERT_TRUE(h.CreatePool("gpu").ok());
+  ASSERT_TRUE(h.Register("n0", "gpu", 2).ok());
+  JobSpec replica = CoreHarness::Whole("gpu", 1);
+  replica.service_id = 7;
+  replica.service_generation = 1;
+  replica.service_name = "chat";
+  Result<JobRecord> r = h.Submit(replica);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  Result<JobRecord> j = h.Submit(CoreHarness::Whole("gpu", 1));
+  ASSERT_TRUE(j.ok());
+  h.RunStarted();
+  for (int s = 0; s < 120; s += 10) {
+    h.clock.Advance(10 * kSecond);
+    h.core->OnHeartbeat("n0", {});
+    h.core->Tick();
+    h.Drain();
+  }
+  h.Report("n0", r->id, 0, TaskState::kSucceeded);
+  h.clock.Advance(30 * kSecond);
+  h.Report("n0", j->id, 0, TaskState::kSucceeded);
+  auto rows = h.store->QueryUsage({});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].service, "");
+  EXPECT_EQ((*rows)[0].totals.device_seconds, 150);
+  EXPECT_EQ((*rows)[1].service, "chat");
+  EXPECT_EQ((*rows)[1].totals.device_seconds, 120);
+}
+
 TEST(MeteringCore, UsageCountersByTenantAtDepth) {
   auto registry = std::make_shared<prometheus::Registry>();
   SchedulerMetrics metrics(registry, "test");

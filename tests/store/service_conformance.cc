@@ -406,8 +406,8 @@ TEST(PgServicesTest, TheDatabaseUnreachableIsUnavailable) {
   EXPECT_EQ(store->Create(Service("acme/ml", "web")).status().code(), StatusCode::kUnavailable);
 }
 
-// A replica is a job marked with its service and the generation it runs: both columns
-// round-trip through PgStore (and are found by the partial index on service_id).
+// A replica is a job marked with its service, the service's name and the generation it runs: the
+// columns round-trip through PgStore (and are found by the partial index on service_id).
 TEST(PgServicesTest, AReplicaJobKeepsItsServiceAndGeneration) {
   ASSERT_OK_AND_ASSIGN(std::string uri, NewDatabase());
   PgStoreOptions o;
@@ -417,6 +417,7 @@ TEST(PgServicesTest, AReplicaJobKeepsItsServiceAndGeneration) {
   JobRecord replica = SampleJob(5, 1);
   replica.spec.service_id = 12;
   replica.spec.service_generation = 3;
+  replica.spec.service_name = "chat";
   const JobRecord plain = SampleJob(6, 1);
   ASSERT_OK(ApplyAndWait(
       *pg, {UpsertPool{SamplePool(replica.spec.pool)}, InsertJob{replica}, InsertJob{plain}}));

@@ -292,5 +292,47 @@ TEST_P(StoreConformanceTest, UsageReportSplitsPreemptedAttempts) {
   EXPECT_EQ(rolled_whole, whole);
 }
 
+// Services (docs/services.md, "Billing"): a replica's intervals carry its service's name, the
+// report groups by it (after the MIG profile, before the preempted split) with jobs under "",
+// and a roll-up into daily rows keeps each service's totals apart.
+TEST_P(StoreConformanceTest, UsageReportGroupsByServiceAndRollUpsKeepIt) {
+  UsageInterval job = Row(1, 0, 0, kNov23, kNov23 + 60 * kS, "acme/ml");
+  job.end = AttemptEnd::kSucceeded;
+  UsageInterval chat0 = Row(2, 0, 0, kNov23, kNov23 + 60 * kS, "acme/ml", 250);
+  chat0.service = "chat";
+  UsageInterval chat1 = Row(3, 0, 0, kNov23 + 60 * kS, kNov23 + 100 * kS, "acme/ml", 250);
+  chat1.service = "chat";
+  chat1.end = AttemptEnd::kCancelled;
+  UsageInterval embed = Row(4, 0, 0, kNov23, kNov23 + 30 * kS, "acme/ml", 1000);
+  embed.service = "embed";
+  embed.end = AttemptEnd::kPreempted;
+  ASSERT_OK(ApplyAndWait(*store_, {AppendUsage{{job, chat0, chat1, embed}}}));
+
+  UsageQuery q;
+  q.period = UsagePeriod::kDay;
+  ASSERT_OK_AND_ASSIGN(std::vector<UsageReportRow> rows, store_->QueryUsage(q));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].service, "");  // jobs first, then services by name
+  EXPECT_EQ(rows[0].totals.milli_tflops_seconds, 500 * 60);
+  EXPECT_EQ(rows[1].service, "chat");
+  EXPECT_EQ(rows[1].totals.milli_tflops_seconds, 250 * (60 + 40));
+  EXPECT_EQ(rows[1].totals.intervals, 2);
+  EXPECT_EQ(rows[2].service, "embed");
+  EXPECT_EQ(rows[2].totals.milli_tflops_seconds, 1000 * 30);
+
+  q.split_preempted = true;
+  ASSERT_OK_AND_ASSIGN(std::vector<UsageReportRow> split, store_->QueryUsage(q));
+  ASSERT_EQ(split.size(), 3u);
+  EXPECT_EQ(split[2].service, "embed");
+  EXPECT_TRUE(split[2].preempted);
+
+  ASSERT_OK(ApplyAndWait(*store_, {RollUpUsage{kNov23 + kDay}}));
+  ASSERT_OK_AND_ASSIGN(std::vector<UsageReportRow> rolled, store_->QueryUsage(q));
+  EXPECT_EQ(rolled, split);
+  q.split_preempted = false;
+  ASSERT_OK_AND_ASSIGN(std::vector<UsageReportRow> rolled_whole, store_->QueryUsage(q));
+  EXPECT_EQ(rolled_whole, rows);
+}
+
 }  // namespace
 }  // namespace gpupool::testing

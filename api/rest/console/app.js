@@ -8,6 +8,7 @@ import { poolsView } from './pools.js';
 import { jobsView } from './jobs.js';
 import { jobView } from './job.js';
 import { tenantsView } from './tenants.js';
+import { servicesView } from './services.js';
 
 const REFRESH_MS = 3000;
 const $ = (id) => document.getElementById(id);
@@ -25,6 +26,7 @@ function viewFor(hash) {
   if (parts[0] === 'jobs' && parts[1]) return ['jobs', jobView(parts[1])];
   if (parts[0] === 'jobs') return ['jobs', jobsView(params, navigate)];
   if (parts[0] === 'tenants') return ['tenants', tenantsView()];
+  if (parts[0] === 'services') return ['services', servicesView()];
   return ['pools', poolsView()];
 }
 
