@@ -31,6 +31,7 @@
 #include "base/log.h"
 #include "cmd/daemon/cluster_credentials.h"
 #include "cmd/daemon/config.h"
+#include "cmd/daemon/config_services.h"
 #include "cmd/daemon/fencer.h"
 #include "cmd/daemon/ledger_usage_source.h"
 #include "cmd/daemon/oidc.h"
@@ -463,6 +464,16 @@ int Run(int argc, char** argv) {
   if (!service_store.ok()) return Fail(service_store.status().WithContext("services"));
   ServiceController services(service_store->get(), &scheduler, SystemClock::Get());
   if (Status st = services.Start(); !st.ok()) return Fail(st.WithContext("services"));
+  // `services:` in the config (cmd/daemon/config_services.h): created or updated to match.
+  if (Result<ConfiguredServicesApplied> applied =
+          ApplyConfiguredServices(services, config.services);
+      !applied.ok()) {
+    return Fail(applied.status());
+  } else if (applied->created + applied->updated > 0) {
+    LogInfo("gpupoold", "services from config",
+            {{"created", std::to_string(applied->created)},
+             {"updated", std::to_string(applied->updated)}});
+  }
   service_options.services = &services;
   api::ServiceImpl service(&scheduler, &scheduler, &hub, service_options);
   service.SetRecovered(true);

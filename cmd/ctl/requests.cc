@@ -1,15 +1,13 @@
 #include "cmd/ctl/requests.h"
 
 #include <google/protobuf/descriptor.h>
-#include <google/protobuf/descriptor.pb.h>
-#include <google/protobuf/util/json_util.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
 #include <cstdio>
-#include <functional>
 #include <utility>
 
+#include "api/message_yaml.h"
 #include "cmd/ctl/format.h"
 #include "cmd/ctl/units.h"
 #include "pool/ports.h"
@@ -57,136 +55,6 @@ Status ParseKeyValues(const std::vector<std::string>& values, std::string_view f
     (*out)[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   return Status::Ok();
-}
-
-void AppendJsonString(std::string_view s, std::string* out) {
-  *out += '"';
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        *out += "\\\"";
-        break;
-      case '\\':
-        *out += "\\\\";
-        break;
-      case '\n':
-        *out += "\\n";
-        break;
-      case '\t':
-        *out += "\\t";
-        break;
-      case '\r':
-        *out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          *out += buf;
-        } else {
-          *out += c;
-        }
-    }
-  }
-  *out += '"';
-}
-
-// True for a JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-bool IsJsonNumber(std::string_view s) {
-  size_t i = 0;
-  auto digits = [&] {
-    const size_t start = i;
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-    return i - start;
-  };
-  if (i < s.size() && s[i] == '-') ++i;
-  const size_t start = i;
-  const size_t whole = digits();
-  if (whole == 0 || (whole > 1 && s[start] == '0')) return false;
-  if (i < s.size() && s[i] == '.') {
-    ++i;
-    if (digits() == 0) return false;
-  }
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    ++i;
-    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
-    if (digits() == 0) return false;
-  }
-  return i == s.size();
-}
-
-// What a node is to be, when the message it is read into is known: a message's fields (`msg`),
-// or a string field's value (`str`: a plain 8080 or true is then the text, as people mean in
-// `env: {PORT: 8080}` and as `-o yaml` prints a numeric-looking string).
-struct Want {
-  const google::protobuf::Descriptor* msg = nullptr;
-  bool str = false;
-};
-
-// The value `field` holds (an element of it, when repeated).
-Want WantOf(const google::protobuf::FieldDescriptor* field) {
-  if (field == nullptr) return {};
-  if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
-    return {field->message_type(), false};
-  }
-  return {nullptr, field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING};
-}
-
-void NodeToJson(const YAML::Node& node, std::string* out, Want want = {}) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map: {
-      *out += '{';
-      bool first = true;
-      for (auto it = node.begin(); it != node.end(); ++it) {
-        if (!first) *out += ',';
-        first = false;
-        const std::string& key = it->first.Scalar();
-        AppendJsonString(key, out);
-        *out += ':';
-        Want child;
-        if (want.msg != nullptr) {
-          // A map field's entries: their values are the map's. Else a field, by either name.
-          if (want.msg->options().map_entry()) {
-            child = WantOf(want.msg->map_value());
-          } else {
-            const google::protobuf::FieldDescriptor* f = want.msg->FindFieldByName(key);
-            if (f == nullptr) f = want.msg->FindFieldByCamelcaseName(key);
-            child = WantOf(f);
-            if (f != nullptr && f->is_map()) child = {f->message_type(), false};
-          }
-        }
-        NodeToJson(it->second, out, child);
-      }
-      *out += '}';
-      return;
-    }
-    case YAML::NodeType::Sequence: {
-      *out += '[';
-      for (size_t i = 0; i < node.size(); ++i) {
-        if (i > 0) *out += ',';
-        NodeToJson(node[i], out, want);
-      }
-      *out += ']';
-      return;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string& s = node.Scalar();
-      if (node.Tag() != "!") {  // plain (unquoted) scalar
-        if (s == "null" || s == "~") {
-          *out += "null";
-          return;
-        }
-        if (!want.str && (s == "true" || s == "false" || IsJsonNumber(s))) {
-          *out += s;
-          return;
-        }
-      }
-      AppendJsonString(s, out);
-      return;
-    }
-    default:
-      *out += "null";
-  }
 }
 
 }  // namespace
@@ -267,17 +135,15 @@ const std::vector<FlagSpec>& PoolFlags() {
 
 namespace {
 
-// YamlToJson, letting `fix` rewrite the document first (a field people write differently), and
-// reading it as `msg` when given (string fields stay strings).
-Result<std::string> YamlToJsonWith(std::string_view yaml, std::string_view source,
-                                   const std::function<Status(YAML::Node&)>& fix,
-                                   const google::protobuf::Descriptor* msg) {
+// YamlToJson, reading the document as `msg` when given (api/message_yaml.h).
+Result<std::string> YamlToJsonAs(std::string_view yaml, std::string_view source,
+                                 const google::protobuf::Descriptor* msg) {
   try {
-    YAML::Node root = YAML::Load(std::string(yaml));
-    if (fix) GPUPOOL_RETURN_IF_ERROR(fix(root));
-    std::string out;
-    NodeToJson(root, &out, {msg, false});
-    return out;
+    Result<std::string> json = api::YamlNodeToJson(YAML::Load(std::string(yaml)), msg);
+    if (!json.ok()) {
+      return Status::InvalidArgument(std::string(source) + ": " + json.status().message());
+    }
+    return json;
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(std::string(source) + ":" + std::to_string(e.mark.line + 1) +
                                    ": " + e.msg);
@@ -286,37 +152,18 @@ Result<std::string> YamlToJsonWith(std::string_view yaml, std::string_view sourc
 
 // Parses protobuf JSON (text starting with '{') or YAML into *m; `what` names the message.
 Status ParseMessageText(std::string_view text, std::string_view source, std::string_view what,
-                        const std::function<Status(YAML::Node&)>& fix,
                         google::protobuf::Message* m) {
   size_t first = text.find_first_not_of(" \t\r\n");
   std::string json;
   if (first != std::string_view::npos && text[first] == '{') {
     json = std::string(text);
   } else {
-    GPUPOOL_ASSIGN_OR_RETURN(json, YamlToJsonWith(text, source, fix, m->GetDescriptor()));
+    GPUPOOL_ASSIGN_OR_RETURN(json, YamlToJsonAs(text, source, m->GetDescriptor()));
   }
   if (json == "null" || json.empty()) {
     return Status::InvalidArgument(std::string(source) + ": empty " + std::string(what));
   }
-  google::protobuf::util::JsonParseOptions options;  // unknown fields are errors
-  auto st = google::protobuf::util::JsonStringToMessage(json, m, options);
-  if (!st.ok()) {
-    return Status::InvalidArgument(std::string(source) + ": not a valid " +
-                                   std::string(m->GetDescriptor()->name()) + ": " +
-                                   std::string(st.message()));
-  }
-  return Status::Ok();
-}
-
-// A duration in protobuf's JSON form: "300s", "1.500s".
-std::string ProtoJsonDuration(int64_t ms) {
-  std::string out = std::to_string(ms / 1000);
-  if (ms % 1000 != 0) {
-    char frac[8];
-    std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>(ms % 1000));
-    out += frac;
-  }
-  return out + "s";
+  return api::MessageFromJson(json, source, m);
 }
 
 void SetDurationMs(int64_t ms, google::protobuf::Duration* d) {
@@ -327,28 +174,15 @@ void SetDurationMs(int64_t ms, google::protobuf::Duration* d) {
 }  // namespace
 
 Result<std::string> YamlToJson(std::string_view yaml, std::string_view source) {
-  return YamlToJsonWith(yaml, source, nullptr, nullptr);
+  return YamlToJsonAs(yaml, source, nullptr);
 }
 
 Status ParseJobSpecText(std::string_view text, std::string_view source, v1::JobSpec* spec) {
-  return ParseMessageText(text, source, "job spec", nullptr, spec);
+  return ParseMessageText(text, source, "job spec", spec);
 }
 
 Status ParseServiceText(std::string_view text, std::string_view source, v1::Service* service) {
-  // `idle: 5m` as people write it; protobuf's JSON mapping wants "300s".
-  auto human_idle = [source](YAML::Node& root) {
-    if (!root.IsMap()) return Status::Ok();
-    for (auto it = root.begin(); it != root.end(); ++it) {
-      if (it->first.Scalar() != "idle" || !it->second.IsScalar()) continue;
-      Result<int64_t> ms = ParseDurationMs(it->second.Scalar());
-      if (!ms.ok()) {
-        return Status::InvalidArgument(std::string(source) + ": idle: " + ms.status().message());
-      }
-      it->second = ProtoJsonDuration(*ms);
-    }
-    return Status::Ok();
-  };
-  GPUPOOL_RETURN_IF_ERROR(ParseMessageText(text, source, "service", human_idle, service));
+  GPUPOOL_RETURN_IF_ERROR(ParseMessageText(text, source, "service", service));
   ClearServiceOutputOnly(service);
   return Status::Ok();
 }

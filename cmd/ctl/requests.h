@@ -31,9 +31,9 @@ const std::vector<FlagSpec>& PoolFlags();
 Status ParseJobSpecText(std::string_view text, std::string_view source, v1::JobSpec* spec);
 
 // Parses a Service written in protobuf JSON or YAML, as ParseJobSpecText does a JobSpec. In YAML,
-// `idle` may also be written as a gpupoolctl duration (5m, 1h30m). Output-only fields (id,
-// generation, status, …), as `services get -o yaml` prints them, are dropped, so a printed
-// service can be applied again.
+// `idle` (any Duration) may also be written as people do (5m, 1h30m; api/message_yaml.h).
+// Output-only fields (id, generation, status, …), as `services get -o yaml` prints them, are
+// dropped, so a printed service can be applied again.
 Status ParseServiceText(std::string_view text, std::string_view source, v1::Service* service);
 // Clears what the server sets (id, generation, has_previous, status, created_by, times).
 void ClearServiceOutputOnly(v1::Service* service);

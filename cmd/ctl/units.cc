@@ -84,34 +84,6 @@ Result<int64_t> ParseCpuMilli(std::string_view text) {
   return milli;
 }
 
-Result<int64_t> ParseDurationMs(std::string_view text) {
-  if (text.empty()) return Status::InvalidArgument("empty duration");
-  int64_t total = 0;
-  std::string_view rest = text;
-  while (!rest.empty()) {
-    auto [number, tail] = SplitNumber(rest);
-    size_t ulen = 0;
-    while (ulen < tail.size() && std::isalpha(static_cast<unsigned char>(tail[ulen]))) ++ulen;
-    const std::string_view unit = tail.substr(0, ulen);
-    int64_t milli = 0;
-    int64_t ms_per_unit = 0;
-    if (unit == "ms") ms_per_unit = 1;
-    if (unit == "s") ms_per_unit = 1000;
-    if (unit == "m") ms_per_unit = 60'000;
-    if (unit == "h") ms_per_unit = 3'600'000;
-    if (unit == "d") ms_per_unit = 86'400'000;
-    if (number.empty() || !ParseDecimalMilli(number, &milli) || ms_per_unit == 0 ||
-        milli > std::numeric_limits<int64_t>::max() / ms_per_unit) {
-      return Status::InvalidArgument("invalid duration " + Q(text) +
-                                     ": want e.g. 90s, 30m, 1h30m or 2d (units ms s m h d)");
-    }
-    total += milli * ms_per_unit / 1000;
-    rest = tail.substr(ulen);
-  }
-  if (total <= 0) return Status::InvalidArgument("duration " + Q(text) + " must be positive");
-  return total;
-}
-
 Result<double> ParsePositiveDecimal(std::string_view text) {
   int64_t milli = 0;
   if (!ParseDecimalMilli(text, &milli) || milli <= 0) {

@@ -5,7 +5,7 @@
 //   ParseMemoryMib("20GiB") → 20480; units MiB, GiB, TiB (or Mi, Gi, Ti); binary only —
 //                             "20GB" is refused with a hint, a bare number asks for a unit
 //   ParseCpuMilli("4")      → 4000; "0.5" → 500; "250m" → 250
-//   ParseDurationMs("1h30m")→ 5400000; units ms, s, m, h, d, combinable
+//   ParseDurationMs("1h30m")→ 5400000 (pool/duration_text.h, shared with the YAML files)
 //   FormatMib(81920)        → "80GiB"; 1536 → "1.5GiB"; 512 → "512MiB"
 //
 // Errors are InvalidArgument messages naming the value; callers add the flag name.
@@ -17,13 +17,14 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "pool/duration_text.h"
 
 namespace gpupool::ctl {
 
 Result<int64_t> ParseTflops(std::string_view text);
 Result<int64_t> ParseMemoryMib(std::string_view text);
 Result<int64_t> ParseCpuMilli(std::string_view text);
-Result<int64_t> ParseDurationMs(std::string_view text);
+using ::gpupool::ParseDurationMs;
 // A positive decimal such as an overcommit ratio ("1.5").
 Result<double> ParsePositiveDecimal(std::string_view text);
 // A non-negative integer in [min, max].

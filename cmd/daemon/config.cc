@@ -10,6 +10,7 @@
 #include "api/priority_access.h"
 #include "api/validate.h"
 #include "cmd/daemon/config_metering.h"
+#include "cmd/daemon/config_services.h"
 #include "cmd/daemon/price_plans.h"
 #include "pool/capabilities.h"
 #include "pool/yaml_error.h"
@@ -797,10 +798,11 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   YamlDoc doc{source};
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(root, YamlPath{}));
   GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
-      root, YamlPath{},
-      {"listen", "data_dir", "database", "embedded_port", "catalog", "log_level", "auth",
-       "scheduler", "priority_classes", "skus", "pools", "tenants", "tenant_defaults", "ha",
-       "price_plans", "metering", "fencing", "secrets", "gateway"}));
+      root, YamlPath{}, {"listen",           "data_dir",  "database",    "embedded_port",
+                         "catalog",          "log_level", "auth",        "scheduler",
+                         "priority_classes", "skus",      "pools",       "tenants",
+                         "tenant_defaults",  "ha",        "price_plans", "metering",
+                         "fencing",          "secrets",   "gateway",     "services"}));
   GPUPOOL_RETURN_IF_ERROR(ParseListen(doc, root, &c));
   GPUPOOL_ASSIGN_OR_RETURN(auto data_dir, doc.OptionalString(root, YamlPath{}, "data_dir"));
   if (data_dir) c.data_dir = *data_dir;
@@ -833,6 +835,7 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string&
   GPUPOOL_RETURN_IF_ERROR(ParseTenantDefaults(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParseTenants(doc, root, &c));
   GPUPOOL_RETURN_IF_ERROR(ParsePricePlans(doc, root, &c.price_plans));
+  GPUPOOL_RETURN_IF_ERROR(ParseConfiguredServices(doc, root, &c.services));
   for (const char* key : {"priority_classes", "skus"}) {
     if (root[key]) c.origins[key] = Origin(doc, root[key], YamlPath{}.Key(key));
   }
@@ -889,6 +892,10 @@ config's `secrets: {key_file: /path}` or `secrets: {key_command: [/path/to/kms-g
 stdout is the key file's text). Rotate by putting a new key (openssl rand -base64 32) first in the
 file: the leader re-seals everything under it at start. A missing or wrong key stops gpupoold at
 start naming the key the database needs.
+
+Services (docs/services.md): the config's `services:` list, each entry written as for
+`gpupoolctl services create -f`, is created or updated to match at start-up (created_by config);
+a service the file does not name is kept.
 
 Each port holds at most a share of the descriptor limit in connections (listen.http_max_connections,
 listen.grpc_max_connections); at the cap a new connection closes the one silent the longest, so

@@ -18,6 +18,7 @@
 #include "cmd/daemon/fencing_options.h"
 #include "scheduler/model.h"
 #include "scheduler/options.h"
+#include "scheduler/service.h"
 
 namespace gpupool {
 
@@ -97,6 +98,9 @@ struct DaemonConfig {
   std::vector<QuotaRecord> quotas;
   // `price_plans:` (docs/billing.md), made the stored plans at start-up (cmd/daemon/price_plans.h).
   std::vector<billing::PricePlan> price_plans;
+  // `services:` (docs/services.md), created or updated at start-up
+  // (cmd/daemon/config_services.h); a reload reports a change as restart-only.
+  std::vector<ServiceSpec> services;
   // Priority classes a tenant without a list of its own may submit at (`tenant_defaults:
   // priority_classes`); empty = the preemptible classes up to the default one
   // (api/priority_access.h).

@@ -92,6 +92,7 @@ std::vector<std::string> RestartOnlyChanges(const DaemonConfig& a, const DaemonC
   check(a.node_tokens == b.node_tokens, "auth.node_tokens");
   check(a.oidc == b.oidc, "auth.oidc");
   check(a.secrets == b.secrets, "secrets");
+  check(a.services == b.services, "services");
   const SchedulerOptions &x = a.scheduler, &y = b.scheduler;
   check(x.default_strategy == y.default_strategy, "scheduler.default_strategy");
   check(x.node_lease_ms == y.node_lease_ms, "scheduler.node_lease_ms");

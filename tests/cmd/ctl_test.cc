@@ -427,6 +427,20 @@ TEST(ServiceFile, YamlIdleAsPeopleWriteItAndOutputOnlyFieldsDropped) {
   EXPECT_EQ(st.message(), "web.yaml: empty service");
 }
 
+// Every Duration in a YAML file is read as people write it, not only a service's idle period.
+TEST(JobFile, AnyDurationAsPeopleWriteIt) {
+  v1::JobSpec spec;
+  ASSERT_TRUE(ParseJobSpecText("max_runtime: 2h30m\n", "job.yaml", &spec).ok());
+  EXPECT_EQ(spec.max_runtime().seconds(), 9000);
+  ASSERT_TRUE(ParseJobSpecText("max_runtime: 0s\n", "job.yaml", &spec).ok());
+  EXPECT_EQ(spec.max_runtime().seconds(), 0);
+  ASSERT_TRUE(ParseJobSpecText("max_runtime: 1.250s\n", "job.yaml", &spec).ok());
+  EXPECT_EQ(spec.max_runtime().nanos(), 250'000'000);
+  Status st = ParseJobSpecText("max_runtime: forever\n", "job.yaml", &spec);
+  EXPECT_EQ(st.message().rfind("job.yaml: max_runtime: invalid duration 'forever'", 0), 0u)
+      << st.message();
+}
+
 TEST(ServiceFlags, TemplateAsJobsSubmitSpellsItAndTheOnlyTcpPortServes) {
   Result<ParsedArgs> a =
       ParseFlags(ServiceFlags(),
