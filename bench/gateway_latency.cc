@@ -6,8 +6,11 @@
 // routing's). The load is open-loop: request k is due at start + k / rate, sent on one of
 // --connections keep-alive connections (k modulo their count), and its latency runs from when it
 // was due to when its answer was read, so a stall counts for every request queued behind it.
-// Prints per rate and path: the rate achieved, p50 / p99 / p99.9 latency and errors, and the
-// gateway's added p50 and p99 (gateway minus direct, same rate, same run).
+// A third path, "gw+token", goes through a second Gateway that authenticates every caller (a
+// token in the Authorization header): authentication runs on the gateway's auth threads, so this
+// is what that hop and the check cost. Prints per rate and path: the rate achieved, p50 / p99 /
+// p99.9 latency and errors, and the gateway's added p50 and p99 (gateway minus direct, and
+// gw+token minus gateway, same rate, same run).
 //   build/bench/gateway_latency [--rates 1000,10000] [--seconds 10] [--connections 32]
 //                               [--json FILE]
 #include <algorithm>
@@ -24,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/auth.h"
 #include "api/gateway/gateway.h"
 
 namespace gpupool {
@@ -110,7 +114,8 @@ struct Sample {
 };
 
 // Open-loop load at `rate` for `seconds` on `connections` keep-alive connections to port.
-Sample Load(int port, const std::string& target, double rate, double seconds, int connections) {
+Sample Load(int port, const std::string& target, double rate, double seconds, int connections,
+            const std::string& authorization = "") {
   net::io_context io{1};
   const int64_t total = static_cast<int64_t>(rate * seconds);
   Sample out;
@@ -129,6 +134,7 @@ Sample Load(int port, const std::string& target, double rate, double seconds, in
     http::request<http::empty_body> req{http::verb::get, target, 11};
     req.set(http::field::host, "127.0.0.1");
     req.keep_alive(true);
+    if (!authorization.empty()) req.set(http::field::authorization, authorization);
     for (int64_t k = index; k < total; k += connections) {
       const Clock::time_point due =
           start + std::chrono::nanoseconds(static_cast<int64_t>(1e9 * k / rate));
@@ -214,23 +220,41 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "gateway_latency: %s\n", s.ToString().c_str());
     return 1;
   }
-  // The gateway probes the replica before it routes to it: wait for the first answer.
+  Result<api::Authenticator> auth = api::Authenticator::Create(
+      {api::ApiToken{"bench-token", "bench", false, api::Role::kViewer}});
+  if (!auth.ok()) return 1;
+  api::gateway::GatewayOptions with_auth = options;
+  with_auth.auth = &*auth;
+  api::gateway::Gateway checked(&directory, with_auth);
+  if (Status s = checked.Start(); !s.ok()) {
+    std::fprintf(stderr, "gateway_latency: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  const std::string token = "Bearer bench-token";
+  // The gateways probe the replica before they route to it: wait for the first answers.
   for (int i = 0; i < 100; ++i) {
-    if (Load(gateway.port(), "/services/bench/echo/", 100, 0.05, 1).errors == 0) break;
+    if (Load(gateway.port(), "/services/bench/echo/", 100, 0.05, 1).errors == 0 &&
+        Load(checked.port(), "/services/bench/echo/", 100, 0.05, 1, token).errors == 0) {
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  // Warm both paths (connections, allocators, the gateway's state).
+  // Warm every path (connections, allocators, the gateways' state).
   Load(replica.port(), "/", 1000, 1, connections);
   Load(gateway.port(), "/services/bench/echo/", 1000, 1, connections);
+  Load(checked.port(), "/services/bench/echo/", 1000, 1, connections, token);
 
   std::vector<Row> rows;
   std::printf("%9s %-8s %11s %9s %9s %10s %8s\n", "rate/s", "path", "achieved/s", "p50 ms",
               "p99 ms", "p99.9 ms", "errors");
   for (double rate : rates) {
-    for (const std::string path : {"direct", "gateway"}) {
-      const bool gw = path == "gateway";
-      Sample s = Load(gw ? gateway.port() : replica.port(), gw ? "/services/bench/echo/" : "/",
-                      rate, seconds, connections);
+    for (const std::string path : {"direct", "gateway", "gw+token"}) {
+      const bool direct = path == "direct", keyed = path == "gw+token";
+      Sample s = Load(direct  ? replica.port()
+                      : keyed ? checked.port()
+                              : gateway.port(),
+                      direct ? "/" : "/services/bench/echo/", rate, seconds, connections,
+                      keyed ? token : "");
       Row r{rate,
             path,
             s.seconds > 0 ? static_cast<double>(s.latency_ms.size()) / s.seconds : 0,
@@ -242,11 +266,14 @@ int Run(int argc, char** argv) {
                   r.achieved, r.p50, r.p99, r.p999, static_cast<long long>(r.errors));
       rows.push_back(r);
     }
-    const Row& d = rows[rows.size() - 2];
-    const Row& g = rows.back();
+    const Row& d = rows[rows.size() - 3];
+    const Row& g = rows[rows.size() - 2];
+    const Row& k = rows.back();
     std::printf("%9.0f added    %11s %9.3f %9.3f\n", rate, "", g.p50 - d.p50, g.p99 - d.p99);
+    std::printf("%9.0f +token   %11s %9.3f %9.3f\n", rate, "", k.p50 - g.p50, k.p99 - g.p99);
   }
   gateway.Stop();
+  checked.Stop();
   if (!json.empty()) {
     std::ofstream f(json);
     f << "{\"seconds\":" << seconds << ",\"connections\":" << connections << ",\"rows\":[";

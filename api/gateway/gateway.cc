@@ -14,6 +14,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -124,6 +125,11 @@ struct Attempt {
 constexpr std::chrono::milliseconds kIdleConnectionTimeout{1'000};
 constexpr size_t kMaxIdlePerReplica = 64;
 
+// Callers being authenticated at once, beyond which the gateway answers 503 (Retry-After: 1):
+// a flood of unknown keys, each a database read, is bounded instead of queueing without end.
+constexpr int kAuthThreads = 2;
+constexpr int kMaxPendingAuth = 256;
+
 }  // namespace
 
 struct Gateway::Impl {
@@ -135,6 +141,10 @@ struct Gateway::Impl {
   std::unique_ptr<tcp::acceptor> acceptor;
   std::optional<net::ssl::context> tls;  // unset: plain HTTP
   std::thread thread;
+  // Authentication runs here, never on `io`: an API key the cache does not hold is read from
+  // PostgreSQL, and the one io thread carries every service's requests.
+  std::unique_ptr<net::thread_pool> auth_pool;
+  int pending_auth = 0;  // on the io thread only
   int port = 0;
   std::map<int64_t, std::shared_ptr<ServiceState>> services;
   std::vector<std::string> names;  // "<tenant>/<name>", as MatchRoute takes them
@@ -408,6 +418,27 @@ struct Gateway::Impl {
 
   // ---- Clients ----
 
+  // options.auth->Authenticate on the auth threads; resumes on the io thread. nullopt when
+  // kMaxPendingAuth callers are already waiting.
+  awaitable<std::optional<Result<CallContext>>> AuthenticateAside(std::string authorization) {
+    if (pending_auth >= kMaxPendingAuth) co_return std::nullopt;
+    ++pending_auth;
+    auto result = std::make_shared<std::optional<Result<CallContext>>>();
+    auto wake = std::make_shared<net::steady_timer>(*io, net::steady_timer::time_point::max());
+    net::post(*auth_pool, [this, authorization = std::move(authorization), result, wake] {
+      Result<CallContext> who = options.auth->Authenticate(authorization);
+      // Back on the io thread, which owns `result` from here on and is waiting on `wake`.
+      net::post(*io, [result, wake, who = std::move(who)]() mutable {
+        *result = std::move(who);
+        wake->cancel();
+      });
+    });
+    beast::error_code ec;
+    co_await wake->async_wait(Into(ec));
+    --pending_auth;
+    co_return std::move(*result);
+  }
+
   awaitable<Response> Handle(Request req, const std::string& peer) {
     std::optional<RouteMatch> m = MatchRoute(req.target(), names);
     if (!m) co_return Reply(http::status::not_found, req, "no such service");
@@ -416,7 +447,14 @@ struct Gateway::Impl {
     std::shared_ptr<ServiceState> s = found->second;
     const std::string label = s->Label();
     if (options.auth != nullptr && options.auth->enabled()) {
-      Result<CallContext> who = options.auth->Authenticate(req[http::field::authorization]);
+      std::optional<Result<CallContext>> checked =
+          co_await AuthenticateAside(std::string(req[http::field::authorization]));
+      if (!checked) {
+        Count(label, 503);
+        co_return Reply(http::status::service_unavailable, req,
+                        "too many callers are being authenticated; retry", 1);
+      }
+      Result<CallContext>& who = *checked;
       if (!who.ok()) {
         const bool down = who.status().code() == StatusCode::kUnavailable;
         Count(label, down ? 503 : 401);
@@ -633,6 +671,7 @@ Status Gateway::Start() {
   net::co_spawn(*g.io, g.Accept(), net::detached);
   net::co_spawn(*g.io, g.Every(g.options.refresh_interval, &Impl::Refresh), net::detached);
   net::co_spawn(*g.io, g.Every(g.options.report_interval, &Impl::Report), net::detached);
+  if (g.options.auth != nullptr) g.auth_pool = std::make_unique<net::thread_pool>(kAuthThreads);
   g.thread = std::thread([&g] { g.io->run(); });
   LogInfo("gateway", "listening",
           {{"address", g.options.listen}, {"port", std::to_string(g.port)}});
@@ -644,6 +683,11 @@ void Gateway::Stop() {
   if (!g.thread.joinable()) return;
   g.io->stop();
   g.thread.join();
+  // Lookups not started are dropped; those running finish and post to the stopped io_context.
+  if (g.auth_pool) {
+    g.auth_pool->stop();
+    g.auth_pool->join();
+  }
   // Kept connections, then the coroutines still suspended (destroyed with the io_context), go
   // before what they use.
   for (auto& [id, s] : g.services) {

@@ -357,6 +357,40 @@ TEST_F(GatewayTest, CallersNeedAKeyOfTheServicesTenantOrAbove) {
   EXPECT_NE(r.body.find("auth=no"), std::string::npos);
 }
 
+// An API key the cache does not hold is read from PostgreSQL: that read must not stall the one
+// thread every service's requests share. Here the key lookup blocks until the test lets it go
+// (at most 5 s), and a caller with a token is served meanwhile.
+TEST_F(GatewayTest, AKeyLookupDoesNotStallOtherCallers) {
+  Replica a(411);
+  dir_.Set({Chat({a.backend()})});
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> lookups{0};
+  Result<Authenticator> auth =
+      Authenticator::Create({ApiToken{"tok-acme", "acme", false, Role::kViewer}},
+                            [&](const std::string&) -> Result<std::optional<StoredKey>> {
+                              ++lookups;
+                              released.wait_for(5s);
+                              return std::optional<StoredKey>();  // no such key
+                            });
+  ASSERT_TRUE(auth.ok());
+  GatewayOptions o;
+  o.auth = &*auth;
+  Start(o);
+  WaitRoutable();
+  const std::string unknown = "Bearer gpk_0123456789ab_" + std::string(64, 'f');
+  std::future<HttpResult> slow = std::async(std::launch::async, [&] {
+    return Get("/services/acme/research/chat/", {{"Authorization", unknown}});
+  });
+  for (int i = 0; i < 500 && lookups.load() == 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(lookups.load(), 1);
+  HttpResult r = Get("/services/acme/research/chat/fast", {{"Authorization", "Bearer tok-acme"}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(slow.wait_for(0s), std::future_status::timeout) << "the lookup held the gateway";
+  release.set_value();
+  EXPECT_EQ(slow.get().status, 401);
+}
+
 TEST_F(GatewayTest, ServesOverTlsWithTheDaemonsCertificate) {
   char dir[] = "/tmp/gateway-tls-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
