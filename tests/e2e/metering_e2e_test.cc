@@ -105,6 +105,23 @@ class MeteringE2eTest : public ::testing::Test {
     return resp;
   }
 
+  // acme's one invoice over yesterday, today and tomorrow (UTC days), as ListInvoices gives it.
+  Result<v1::Invoice> AcmeInvoice() {
+    const int64_t now_s = time(nullptr);
+    grpc::ClientContext ctx;
+    v1::ListInvoicesRequest req;
+    req.set_tenant("acme");
+    req.mutable_start_time()->set_seconds(now_s / 86400 * 86400 - 86400);
+    req.mutable_end_time()->set_seconds(now_s / 86400 * 86400 + 2 * 86400);
+    v1::ListInvoicesResponse resp;
+    grpc::Status st = billing_->ListInvoices(&ctx, req, &resp);
+    if (!st.ok()) return Status(static_cast<StatusCode>(st.error_code()), st.error_message());
+    if (resp.invoices_size() != 1) {
+      return Status::Internal("want one invoice, got " + resp.DebugString());
+    }
+    return resp.invoices(0);
+  }
+
   std::string dir_;
   std::unique_ptr<DaemonProcess> daemon_;
   std::unique_ptr<testing::SingleAgent> agent_;
@@ -260,17 +277,9 @@ TEST_F(PreemptionCreditE2eTest, PreemptedAttemptIsCreditedOnTheInvoice) {
   }
   EXPECT_EQ(preempted_s, device_s);
 
-  const int64_t now_s = time(nullptr);
-  grpc::ClientContext ctx;
-  v1::ListInvoicesRequest req;
-  req.set_tenant("acme");
-  req.mutable_start_time()->set_seconds(now_s / 86400 * 86400 - 86400);
-  req.mutable_end_time()->set_seconds(now_s / 86400 * 86400 + 2 * 86400);
-  v1::ListInvoicesResponse resp;
-  grpc::Status st = billing_->ListInvoices(&ctx, req, &resp);
-  ASSERT_TRUE(st.ok()) << st.error_message();
-  ASSERT_EQ(resp.invoices_size(), 1) << resp.DebugString();
-  const v1::Invoice& inv = resp.invoices(0);
+  Result<v1::Invoice> invoice = AcmeInvoice();
+  ASSERT_TRUE(invoice.ok()) << invoice.status().ToString();
+  const v1::Invoice& inv = *invoice;
   ASSERT_EQ(inv.lines_size(), 1) << inv.DebugString();
   ASSERT_EQ(inv.credits_size(), 1) << inv.DebugString();
   const v1::InvoiceLine& charge = inv.lines(0);
@@ -382,17 +391,9 @@ TEST_F(ServiceBillingE2eTest, AServicesReplicasAreBilledOnLinesOfTheirOwn) {
   ASSERT_GE(job_s, 2);
   EXPECT_EQ(chat_s + job_s, u->totals().device_seconds());  // nothing else was metered
 
-  const int64_t now_s = time(nullptr);
-  grpc::ClientContext ctx;
-  v1::ListInvoicesRequest req;
-  req.set_tenant("acme");
-  req.mutable_start_time()->set_seconds(now_s / 86400 * 86400 - 86400);
-  req.mutable_end_time()->set_seconds(now_s / 86400 * 86400 + 2 * 86400);
-  v1::ListInvoicesResponse resp;
-  grpc::Status st = billing_->ListInvoices(&ctx, req, &resp);
-  ASSERT_TRUE(st.ok()) << st.error_message();
-  ASSERT_EQ(resp.invoices_size(), 1) << resp.DebugString();
-  const v1::Invoice& inv = resp.invoices(0);
+  Result<v1::Invoice> invoice = AcmeInvoice();
+  ASSERT_TRUE(invoice.ok()) << invoice.status().ToString();
+  const v1::Invoice& inv = *invoice;
   ASSERT_EQ(inv.lines_size(), 2) << inv.DebugString();
   // The tenant's jobs first, then the service; each device_s × 72.00 / 3600 = × 0.02.
   auto cents = [](int64_t n) { return billing::Decimal::FromNanos(n * 10'000'000); };
