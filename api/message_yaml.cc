@@ -182,13 +182,11 @@ Result<std::string> YamlNodeToJson(const YAML::Node& node,
   return out;
 }
 
-Status MessageFromJson(const std::string& json, std::string_view source,
-                       google::protobuf::Message* m) {
+Status MessageFromJson(const std::string& json, google::protobuf::Message* m) {
   google::protobuf::util::JsonParseOptions options;  // unknown fields are errors
   auto st = google::protobuf::util::JsonStringToMessage(json, m, options);
   if (!st.ok()) {
-    return Status::InvalidArgument(std::string(source) + ": not a valid " +
-                                   std::string(m->GetDescriptor()->name()) + ": " +
+    return Status::InvalidArgument("not a valid " + std::string(m->GetDescriptor()->name()) + ": " +
                                    std::string(st.message()));
   }
   return Status::Ok();

@@ -28,9 +28,8 @@ namespace gpupool::api {
 // reading can make fit (a Duration that is none).
 Result<std::string> YamlNodeToJson(const YAML::Node& node, const google::protobuf::Descriptor* msg);
 
-// Parses protobuf JSON into *m (unknown fields are errors): "<source>: not a valid <Message>:
-// <why>" on bad input.
-Status MessageFromJson(const std::string& json, std::string_view source,
-                       google::protobuf::Message* m);
+// Parses protobuf JSON into *m (unknown fields are errors): "not a valid <Message>: <why>" on
+// bad input; the caller says where the text came from.
+Status MessageFromJson(const std::string& json, google::protobuf::Message* m);
 
 }  // namespace gpupool::api

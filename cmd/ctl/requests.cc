@@ -163,7 +163,9 @@ Status ParseMessageText(std::string_view text, std::string_view source, std::str
   if (json == "null" || json.empty()) {
     return Status::InvalidArgument(std::string(source) + ": empty " + std::string(what));
   }
-  return api::MessageFromJson(json, source, m);
+  Status parsed = api::MessageFromJson(json, m);
+  if (!parsed.ok()) return Status::InvalidArgument(std::string(source) + ": " + parsed.message());
+  return Status::Ok();
 }
 
 void SetDurationMs(int64_t ms, google::protobuf::Duration* d) {

@@ -30,12 +30,8 @@ Status ParseConfiguredServices(const YamlDoc& doc, const YAML::Node& root,
     Result<std::string> json = api::YamlNodeToJson(n[i], v1::Service::descriptor());
     if (!json.ok()) return doc.Error(n[i], p, json.status().message());
     v1::Service proto;
-    Status parsed = api::MessageFromJson(*json, "", &proto);
-    // MessageFromJson prefixes the source; the entry's file and line say it better.
-    if (!parsed.ok()) {
-      std::string why = parsed.message();
-      if (why.rfind(": ", 0) == 0) why.erase(0, 2);
-      return doc.Error(n[i], p, why);
+    if (Status parsed = api::MessageFromJson(*json, &proto); !parsed.ok()) {
+      return doc.Error(n[i], p, parsed.message());
     }
     Result<ServiceSpec> spec = api::ServiceSpecFromProto(proto);
     if (!spec.ok()) return doc.Error(n[i], p, spec.status().message());
