@@ -341,7 +341,11 @@ void ServiceController::ReportLoad(int64_t service_id, const ServiceLoadSample& 
   std::lock_guard lock(mu_);
   auto it = services_.find(service_id);
   if (it == services_.end()) return;
-  it->second->autoscaler.Observe(NowMs(), sample);
+  ServiceLoadSample seen = sample;
+  // The gateway sees requests; how long a cold start held the first one is known here.
+  if (seen.cold_start_s == 0)
+    seen.cold_start_s = static_cast<double>(it->second->last_cold_start_ms) / 1000;
+  it->second->autoscaler.Observe(NowMs(), seen);
   it->second->reported = true;
 }
 

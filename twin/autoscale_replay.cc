@@ -52,8 +52,7 @@ class GpupoolPolicy final : public ScalingPolicy {
                                   .stable_window_ms = 60'000,
                                   .idle_to_zero_ms = 300'000,
                                   .drain_ms = 2'000,
-                                  .tolerance = 0.10,
-                                  .down_headroom = 0.20}) {}
+                                  .tolerance = 0.10}) {}
   int32_t Tick(int64_t now_ms, const ServiceLoadSample& seen, int32_t current) override {
     scaler_.Observe(now_ms, seen);
     return scaler_.Decide(now_ms, current).replicas;
@@ -253,6 +252,8 @@ Result<AutoscaleResult> ReplayAutoscale(const std::vector<ServiceLoad>& loads,
     std::deque<std::pair<double, int64_t>> serving;  // (finish s, count)
     std::deque<double> ready_at;                     // per replica held, sorted
     int64_t in_service = 0, queued = 0;
+    int64_t was_ready = 0;
+    double cold_start_seen_s = 0;  // the last cold start's wait for its first request, as measured
     int last_dir = 0;
     size_t next_burst = 0;
     int64_t burst_waiting_from = -1;  // ms: a burst overloaded the service, no step up yet
@@ -273,6 +274,9 @@ Result<AutoscaleResult> ReplayAutoscale(const std::vector<ServiceLoad>& loads,
       }
       const int64_t ready = static_cast<int64_t>(
           std::upper_bound(ready_at.begin(), ready_at.end(), t) - ready_at.begin());
+      if (was_ready == 0 && ready > 0 && !queue.empty())
+        cold_start_seen_s = t - queue.front().first;
+      was_ready = ready;
       int64_t free = ready * s.slots - in_service;
       while (free > 0 && !queue.empty()) {
         auto& [arrived, n] = queue.front();
@@ -304,12 +308,9 @@ Result<AutoscaleResult> ReplayAutoscale(const std::vector<ServiceLoad>& loads,
       const ServiceLoadSample seen{.in_flight = static_cast<double>(in_service),
                                    .queued = static_cast<double>(queued),
                                    .arrivals_per_s = static_cast<double>(a) / dt,
-                                   .service_s = s.service_s};
+                                   .service_s = s.service_s,
+                                   .cold_start_s = cold_start_seen_s};
       const int32_t want = p->Tick(now, seen, current);
-      if (std::getenv("GP_T3") && i == 4 && policy == "gpupool" && queued > 20)
-        std::fprintf(stderr, "%.1f cur %d want %d ready %lld inflight %lld queued %lld a %lld\n", t,
-                     current, want, (long long)ready, (long long)in_service, (long long)queued,
-                     (long long)a);
       if (want != current) {
         ++out.steps;
         const int dir = want > current ? 1 : -1;

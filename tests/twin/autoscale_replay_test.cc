@@ -1,10 +1,13 @@
 // Inference services' autoscaling replayed against the peers' policies (issue 26), on the
-// replay's clock with the same arrivals for every policy: on the bursty workload gpupool's
-// autoscaler holds fewer GPU-seconds than Knative's KPA, Kubernetes' HPA and Ray Serve's policy
-// with fewer late requests than each, answers a burst within 2 s on average well under a second,
-// and changes direction less often than the KPA; on the diurnal one it has fewer late requests
-// than HPA and Ray and fewer direction changes than the KPA (it holds more GPU-seconds than KPA
-// and HPA there: docs/twin.md says so). Bad input is refused naming it.
+// replay's clock with the same arrivals for every policy. The issue's target, on at least two
+// workloads: no more GPU-seconds than the best baseline at an equal or lower count of late
+// requests, and fewer direction changes. On the bursty workload gpupool's autoscaler holds fewer
+// GPU-seconds than Knative's KPA, Kubernetes' HPA and Ray Serve's policy, with fewer late
+// requests and fewer direction changes than each, and answers bursts sooner than the KPA; on the
+// diurnal one it holds fewer GPU-seconds and has fewer late requests than each, and changes
+// direction less often than the KPA and the HPA (Ray's 600 s down-delay flaps least, at twice
+// the GPU-seconds); on the sparse one (scale to zero) it holds fewer GPU-seconds and is late
+// less often than each. Bad input is refused naming it.
 #include "twin/autoscale_replay.h"
 
 #include <gtest/gtest.h>
@@ -28,7 +31,7 @@ std::map<std::string, AutoscaleResult> ReplayAll(const std::string& workload, in
   return out;
 }
 
-TEST(AutoscaleReplayTest, OnBurstyLoadGpupoolHoldsLessAndIsLateLessThanEveryPeer) {
+TEST(AutoscaleReplayTest, OnBurstyLoadGpupoolHoldsLessIsLateLessAndFlapsLessThanEveryPeer) {
   auto r = ReplayAll("bursty", 3, 6, 1);
   ASSERT_EQ(r.size(), 4u);
   const AutoscaleResult& g = r["gpupool"];
@@ -37,21 +40,36 @@ TEST(AutoscaleReplayTest, OnBurstyLoadGpupoolHoldsLessAndIsLateLessThanEveryPeer
     EXPECT_EQ(r[peer].requests, g.requests) << "the same arrivals for every policy";
     EXPECT_LT(g.gpu_seconds, r[peer].gpu_seconds) << peer;
     EXPECT_LT(g.late, r[peer].late) << peer;
+    EXPECT_LT(g.direction_changes, r[peer].direction_changes) << peer;
   }
-  EXPECT_LT(g.direction_changes, r["kpa"].direction_changes);
-  EXPECT_LE(g.reaction_mean_s, 1.0);
-  EXPECT_LE(g.reaction_max_s, 2.5);
+  // A burst 2 s of arrivals can tell from noise is answered within them; one barely past the
+  // held slots waits for the 10 s window or the queue.
   EXPECT_LT(g.reaction_mean_s, r["kpa"].reaction_mean_s);
+  EXPECT_LE(g.reaction_mean_s, 2.0);
+  EXPECT_LE(g.reaction_max_s, 6.0);
 }
 
-TEST(AutoscaleReplayTest, OnDiurnalLoadGpupoolIsLateLessThanHpaAndRayAndFlapsLessThanKpa) {
+TEST(AutoscaleReplayTest, OnDiurnalLoadGpupoolHoldsLessAndIsLateLessThanEveryPeer) {
   auto r = ReplayAll("diurnal", 3, 6, 1);
   ASSERT_EQ(r.size(), 4u);
   const AutoscaleResult& g = r["gpupool"];
-  EXPECT_LT(g.late, r["hpa"].late);
-  EXPECT_LT(g.late, r["ray"].late);
+  for (const char* peer : {"kpa", "hpa", "ray"}) {
+    EXPECT_LT(g.gpu_seconds, r[peer].gpu_seconds) << peer;
+    EXPECT_LT(g.late, r[peer].late) << peer;
+  }
   EXPECT_LT(g.direction_changes, r["kpa"].direction_changes);
-  EXPECT_LT(g.gpu_seconds, r["ray"].gpu_seconds);
+  EXPECT_LT(g.direction_changes, r["hpa"].direction_changes);
+}
+
+TEST(AutoscaleReplayTest, OnSparseLoadGpupoolHoldsLessAndIsLateLessThanEveryPeer) {
+  auto r = ReplayAll("sparse", 3, 6, 1);
+  ASSERT_EQ(r.size(), 4u);
+  const AutoscaleResult& g = r["gpupool"];
+  for (const char* peer : {"kpa", "hpa", "ray"}) {
+    EXPECT_LT(g.gpu_seconds, r[peer].gpu_seconds) << peer;
+    EXPECT_LT(g.late, r[peer].late) << peer;
+  }
+  EXPECT_LT(g.direction_changes, r["kpa"].direction_changes);
 }
 
 TEST(AutoscaleReplayTest, TheSameSeedGivesTheSameReport) {
