@@ -462,7 +462,8 @@ int Run(int argc, char** argv) {
   // scheduler, kept at their counts by the controller, in the leader only (as the scheduler).
   Result<std::unique_ptr<PgServices>> service_store = PgServices::Open(uri);
   if (!service_store.ok()) return Fail(service_store.status().WithContext("services"));
-  ServiceController services(service_store->get(), &scheduler, SystemClock::Get());
+  ServiceController services(service_store->get(), &scheduler, SystemClock::Get(),
+                             ServiceControllerOptions{.hold_ms = config.gateway_hold_timeout_ms});
   if (Status st = services.Start(); !st.ok()) return Fail(st.WithContext("services"));
   // `services:` in the config (cmd/daemon/config_services.h): created or updated to match.
   if (Result<ConfiguredServicesApplied> applied =

@@ -28,15 +28,16 @@ struct ServiceController::Replica {
 };
 
 struct ServiceController::Service {
-  explicit Service(ServiceRecord r)
-      : record(std::move(r)), autoscaler(ScalerOptions(record.spec)) {}
+  Service(ServiceRecord r, int64_t hold_ms)
+      : record(std::move(r)), autoscaler(ScalerOptions(record.spec, hold_ms)) {}
 
-  static AutoscalerOptions ScalerOptions(const ServiceSpec& s) {
+  static AutoscalerOptions ScalerOptions(const ServiceSpec& s, int64_t hold_ms) {
     AutoscalerOptions o;
     o.min_replicas = s.min_replicas;
     o.max_replicas = s.max_replicas;
     o.target_in_flight = s.target_in_flight;
     o.idle_to_zero_ms = s.idle_ms;
+    o.hold_ms = hold_ms;
     return o;
   }
 
@@ -123,7 +124,7 @@ Status ServiceController::Start() {
     started_ms_ = NowMs();
     for (ServiceRecord& r : *stored) {
       const int64_t id = r.id;
-      services_[id] = std::make_unique<Service>(std::move(r));
+      services_[id] = std::make_unique<Service>(std::move(r), options_.hold_ms);
     }
     for (const JobRecord& j : replicas) {
       auto it = services_.find(j.spec.service_id);
@@ -194,7 +195,7 @@ Result<ServiceView> ServiceController::Create(ServiceSpec spec) {
   ServiceView view;
   {
     std::lock_guard lock(mu_);
-    auto s = std::make_unique<Service>(*stored);
+    auto s = std::make_unique<Service>(*stored, options_.hold_ms);
     // What the first pass will decide (no load reported yet): its minimum, starting.
     s->desired = stored->spec.min_replicas;
     s->desired_reason = "holding " + std::to_string(s->desired) + " until the gateway reports load";
@@ -255,11 +256,11 @@ Result<ServiceView> ServiceController::Update(const std::string& tenant, const s
     auto it = services_.find(rec.id);
     if (it == services_.end()) return Status::NotFound(Describe(tenant, name) + " not found");
     Service& s = *it->second;
-    if (Service::ScalerOptions(s.record.spec).min_replicas != rec.spec.min_replicas ||
+    if (s.record.spec.min_replicas != rec.spec.min_replicas ||
         s.record.spec.max_replicas != rec.spec.max_replicas ||
         s.record.spec.target_in_flight != rec.spec.target_in_flight ||
         s.record.spec.idle_ms != rec.spec.idle_ms) {
-      s.autoscaler = Autoscaler(Service::ScalerOptions(rec.spec));
+      s.autoscaler = Autoscaler(Service::ScalerOptions(rec.spec, options_.hold_ms));
     }
     if (rec.generation != s.record.generation) {
       s.failures = 0;  // a new revision starts with a clean slate

@@ -53,6 +53,7 @@ struct ServiceControllerOptions {
   int64_t min_backoff_ms = 1'000;
   int64_t max_backoff_ms = 300'000;
   int64_t healthy_after_ms = 30'000;  // a replica RUNNING this long resets the back-off
+  int64_t hold_ms = 60'000;  // the gateway's longest hold of a request: a cold start's horizon
 };
 
 // One replica as the service shows it.
