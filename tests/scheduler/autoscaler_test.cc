@@ -55,6 +55,15 @@ int32_t Drive(Autoscaler& a, int64_t from_ms, int64_t to_ms, double (*rps)(int64
   return current;
 }
 
+// Feeds a steady `rps` every 100 ms from `from_ms` to `to_ms`, applying each decision.
+int32_t Steady(Autoscaler& a, int64_t from_ms, int64_t to_ms, double rps, int32_t current) {
+  for (int64_t t = from_ms; t < to_ms; t += 100) {
+    a.Observe(t, At(rps));
+    current = a.Decide(t, current).replicas;
+  }
+  return current;
+}
+
 TEST(AutoscalerTest, AStepOverloadIsAnsweredWithinTheBurstWindow) {
   Autoscaler a(Options());
   int32_t n = Drive(
@@ -138,8 +147,7 @@ TEST(AutoscalerTest, PoissonNoiseAroundASteadyLoadDoesNotFlap) {
 TEST(AutoscalerTest, ACountWhoseReplicasQueuedIsNotGoneBackToAtThatLoad) {
   Autoscaler a(Options());
   // 15 requests/s (6 in flight) on 2 replicas: their target of 8 covers the mean...
-  int32_t n = Drive(
-      a, 0, 120'000, [](int64_t) { return 15.0; }, 2);
+  int32_t n = Steady(a, 0, 120'000, 15, 2);
   ASSERT_EQ(n, 2);
   // ...but their 6 slots are full and 40 requests stay held for over a second: a shortage the
   // mean does not show (a replica with few slots queues well below its target).
@@ -151,12 +159,10 @@ TEST(AutoscalerTest, ACountWhoseReplicasQueuedIsNotGoneBackToAtThatLoad) {
   ASSERT_EQ(n, 3);
   // The same load for ten minutes, without a queue: by its mean 2 would do, but 2 fell short at
   // it, so the service stays at 3...
-  n = Drive(
-      a, 122'000, 722'000, [](int64_t) { return 15.0; }, n);
+  n = Steady(a, 122'000, 722'000, 15, n);
   EXPECT_EQ(n, 3);
   // ...until the load is 35 % below the one 2 fell short at.
-  n = Drive(
-      a, 722'000, 900'000, [](int64_t) { return 9.5; }, n);
+  n = Steady(a, 722'000, 900'000, 9.5, n);
   EXPECT_EQ(n, 2);
 }
 
