@@ -64,7 +64,11 @@ void Autoscaler::Window::Add(int64_t now_ms, double value) {
     samples_.pop_front();
   }
   // A running sum drifts; a window of zeros must read exactly zero (the idle test).
-  if (samples_.size() == 1 || sum_ < 1e-9) sum_ = samples_.size() == 1 ? value : 0;
+  if (samples_.size() == 1) {
+    sum_ = value;
+  } else if (sum_ < 1e-9) {
+    sum_ = 0;
+  }
   const double m = mean();
   while (!peaks_.empty() && peaks_.back().value <= m) peaks_.pop_back();
   peaks_.push_back({now_ms, m});
@@ -94,20 +98,24 @@ void Autoscaler::Observe(int64_t now_ms, const ServiceLoadSample& s) {
   if (in_flight_ + queued_ + std::max(0.0, s.arrivals_per_s) > 0) last_request_ms_ = now_ms;
 }
 
+double Autoscaler::ServiceS() const { return service_s_ > 0 ? service_s_ : 1.0; }
+
+double Autoscaler::Noise(double load, int64_t span_ms) const {
+  // Poisson arrivals at rate λ seen over w seconds: the offered load λ·s has a standard
+  // deviation of √(λ·s·s / w).
+  return std::sqrt(load * ServiceS() / (static_cast<double>(span_ms) / 1000));
+}
+
 double Autoscaler::UpThreshold(int64_t replicas, int64_t span_ms, double tolerance,
                                double sigmas) const {
   const double at = static_cast<double>(replicas) * options_.target_in_flight * (1 + tolerance);
-  // Poisson arrivals at rate λ seen over w seconds: the offered load λ·s has a standard
-  // deviation of √(λ·s·s / w).
-  const double service_s = service_s_ > 0 ? service_s_ : 1.0;
-  return at + sigmas * std::sqrt(at * service_s / (static_cast<double>(span_ms) / 1000));
+  return at + sigmas * Noise(at, span_ms);
 }
 
 int64_t Autoscaler::CountFor(double load, int64_t span_ms, double tolerance, double sigmas) const {
   // UpThreshold(n) = a·n + b·√n: solve for √n, then settle the rounding.
   const double a = options_.target_in_flight * (1 + tolerance);
-  const double service_s = service_s_ > 0 ? service_s_ : 1.0;
-  const double b = sigmas * std::sqrt(a * service_s / (static_cast<double>(span_ms) / 1000));
+  const double b = sigmas * Noise(a, span_ms);
   const double root = (-b + std::sqrt(b * b + 4 * a * std::max(0.0, load))) / (2 * a);
   int64_t n = std::max<int64_t>(1, CeilCount(root * root));
   while (n > 1 && load <= UpThreshold(n - 1, span_ms, tolerance, sigmas)) --n;
@@ -116,8 +124,7 @@ int64_t Autoscaler::CountFor(double load, int64_t span_ms, double tolerance, dou
 }
 
 double Autoscaler::DrainLoad(int64_t now_ms) const {
-  const double service_s = service_s_ > 0 ? service_s_ : 1.0;
-  const double per_held = service_s * 1000 / static_cast<double>(options_.drain_ms);
+  const double per_held = ServiceS() * 1000 / static_cast<double>(options_.drain_ms);
   double drain = (held_least_.empty() ? 0 : held_least_.front().value) * per_held;
   if (unserved_since_ms_ >= 0) {
     // Nothing is served yet: the replicas asked for will find the backlog grown by what
@@ -128,7 +135,7 @@ double Autoscaler::DrainLoad(int64_t now_ms) const {
     const double hold_s = static_cast<double>(options_.hold_ms) / 1000;
     const double left_s = std::clamp(cold_start_s_ > 0 ? cold_start_s_ - waited_s : waited_s, 0.0,
                                      std::max(0.0, hold_s - waited_s));
-    drain += burst_.mean() / service_s * left_s * per_held;
+    drain += burst_.mean() / ServiceS() * left_s * per_held;
   }
   if (queued_ > 0) {
     // Requests are held, so the ready replicas' slots are all busy: what they serve beyond the

@@ -134,6 +134,10 @@ class Autoscaler {
     double tolerance;
     double sigmas;
   };
+  // The mean service time, 1 s until the gateway has measured one.
+  double ServiceS() const;
+  // One standard deviation of the offered load `load` seen through a window of `span_ms`.
+  double Noise(double load, int64_t span_ms) const;
   // The load past which `replicas` step up, seen through a window of `span_ms`.
   double UpThreshold(int64_t replicas, int64_t span_ms, double tolerance, double sigmas) const;
   // The least count whose UpThreshold is at or above `load`.

@@ -45,14 +45,10 @@ class Window {
 class GpupoolPolicy final : public ScalingPolicy {
  public:
   explicit GpupoolPolicy(const ServiceLoad& load)
+      // The rest as the service controller leaves them: the defaults.
       : scaler_(AutoscalerOptions{.min_replicas = load.min_replicas,
                                   .max_replicas = load.max_replicas,
-                                  .target_in_flight = load.target_in_flight,
-                                  .burst_window_ms = 2'000,
-                                  .stable_window_ms = 60'000,
-                                  .idle_to_zero_ms = 300'000,
-                                  .drain_ms = 2'000,
-                                  .tolerance = 0.10}) {}
+                                  .target_in_flight = load.target_in_flight}) {}
   int32_t Tick(int64_t now_ms, const ServiceLoadSample& seen, int32_t current) override {
     scaler_.Observe(now_ms, seen);
     return scaler_.Decide(now_ms, current).replicas;

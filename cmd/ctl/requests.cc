@@ -163,9 +163,7 @@ Status ParseMessageText(std::string_view text, std::string_view source, std::str
   if (json == "null" || json.empty()) {
     return Status::InvalidArgument(std::string(source) + ": empty " + std::string(what));
   }
-  Status parsed = api::MessageFromJson(json, m);
-  if (!parsed.ok()) return Status::InvalidArgument(std::string(source) + ": " + parsed.message());
-  return Status::Ok();
+  return api::MessageFromJson(json, m).WithContext(source);
 }
 
 void SetDurationMs(int64_t ms, google::protobuf::Duration* d) {
