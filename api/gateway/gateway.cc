@@ -1,5 +1,6 @@
 #include "api/gateway/gateway.h"
 
+#include <openssl/ssl.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
@@ -24,9 +25,14 @@
 #include <optional>
 #include <thread>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "api/auth.h"
+#include "api/gateway/h2_http1.h"
+#include "api/gateway/h2_message.h"
+#include "api/gateway/h2_server.h"
+#include "api/gateway/h2_upstream.h"
 #include "api/gateway/route.h"
 #include "api/rate_limiter.h"
 #include "base/log.h"
@@ -58,6 +64,20 @@ Response Reply(http::status status, const Request& req, std::string text, int re
   return r;
 }
 
+// The server's side of ALPN (RFC 7301): h2 first, then http/1.1; a client that offers neither
+// gets no protocol and speaks HTTP/1.1.
+int SelectAlpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+               unsigned inlen, void*) {
+  static constexpr unsigned char kOurs[] = "\x02h2\x08http/1.1";
+  unsigned char* chosen = nullptr;
+  if (SSL_select_next_proto(&chosen, outlen, kOurs, sizeof kOurs - 1, in, inlen) !=
+      OPENSSL_NPN_NEGOTIATED) {
+    return SSL_TLSEXT_ERR_NOACK;
+  }
+  *out = chosen;
+  return SSL_TLSEXT_ERR_OK;
+}
+
 // A connection to a replica kept open after it answered, for the next request to reuse: a new
 // TCP handshake (and the replica's accept) per request is most of what a proxy adds.
 struct IdleConnection {
@@ -80,6 +100,14 @@ struct BackendState {
   bool present = true;  // still listed by the directory
   int64_t outstanding = 0;
   std::vector<IdleConnection> idle;  // oldest first
+  std::shared_ptr<H2Upstream> h2;    // gRPC calls' connection, once one was made
+
+  // Drops its kept connections (it failed, or left the directory).
+  void Forget() {
+    idle.clear();
+    if (h2) h2->Close();
+    h2.reset();
+  }
 };
 
 struct ServiceState {
@@ -104,6 +132,20 @@ struct ServiceState {
     return false;
   }
   std::string Label() const { return info.tenant + "/" + info.name; }
+};
+
+// An answer the gateway gives itself instead of a replica's: the HTTP status, why, and when to
+// come back (seconds, 0: no Retry-After).
+struct Refusal {
+  unsigned status = 0;
+  std::string text;
+  int retry_after_s = 0;
+};
+
+struct Admission {
+  std::shared_ptr<ServiceState> service;  // null when refused before one was found
+  std::string rest;                       // the target the replica receives
+  std::optional<Refusal> refusal;
 };
 
 // A replica's answer, or how reaching it failed.
@@ -219,7 +261,7 @@ struct Gateway::Impl {
         s->backends.push_back(nb);
       }
       std::erase_if(s->backends, [](const auto& b) {
-        if (!b->present) b->idle.clear();
+        if (!b->present) b->Forget();
         return !b->present;
       });
       s->info = std::move(r);
@@ -236,7 +278,7 @@ struct Gateway::Impl {
         continue;
       }
       Wake(*it->second);  // its held requests learn it is gone
-      for (auto& b : it->second->backends) b->idle.clear();
+      for (auto& b : it->second->backends) b->Forget();
       if (in_flight_family != nullptr) {
         in_flight_family->Remove(it->second->in_flight_gauge);
         queued_family->Remove(it->second->queued_gauge);
@@ -439,47 +481,61 @@ struct Gateway::Impl {
     co_return std::move(*result);
   }
 
-  awaitable<Response> Handle(Request req, const std::string& peer) {
-    std::optional<RouteMatch> m = MatchRoute(req.target(), names);
-    if (!m) co_return Reply(http::status::not_found, req, "no such service");
-    auto found = services.find(name_ids[m->service]);
-    if (found == services.end()) co_return Reply(http::status::not_found, req, "no such service");
-    std::shared_ptr<ServiceState> s = found->second;
-    const std::string label = s->Label();
+  // Which service a request is for, and whether its caller may reach it: the route (the
+  // /services/<tenant>/<name> path, else the gpupool-service field, which is how a gRPC client —
+  // whose paths are /<package.Service>/<Method> — names one), the caller's key, the tenant's rate.
+  awaitable<Admission> Admit(std::string_view target, std::string_view service_field,
+                             std::string authorization) {
+    Admission a;
+    std::optional<RouteMatch> m = MatchRoute(target, names);
+    if (!m && !service_field.empty()) {
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (names[i] == service_field) m = RouteMatch{i, std::string(target)};
+      }
+    }
+    auto found = m ? services.find(name_ids[m->service]) : services.end();
+    if (found == services.end()) {
+      a.refusal = Refusal{404, "no such service", 0};
+      co_return a;
+    }
+    a.service = found->second;
+    a.rest = std::move(m->rest);
+    const std::string label = a.service->Label();
     if (options.auth != nullptr && options.auth->enabled()) {
       std::optional<Result<CallContext>> checked =
-          co_await AuthenticateAside(std::string(req[http::field::authorization]));
+          co_await AuthenticateAside(std::move(authorization));
       if (!checked) {
-        Count(label, 503);
-        co_return Reply(http::status::service_unavailable, req,
-                        "too many callers are being authenticated; retry", 1);
+        a.refusal = Refusal{503, "too many callers are being authenticated; retry", 1};
+        co_return a;
       }
       Result<CallContext>& who = *checked;
       if (!who.ok()) {
         const bool down = who.status().code() == StatusCode::kUnavailable;
-        Count(label, down ? 503 : 401);
-        co_return Reply(down ? http::status::service_unavailable : http::status::unauthorized, req,
-                        who.status().message(), down ? 1 : 0);
+        a.refusal = Refusal{down ? 503u : 401u, who.status().message(), down ? 1 : 0};
+        co_return a;
       }
       // The service's tenant or one above it; else as if the service did not exist.
-      if (!who->admin() && (who->scope.empty() || !TenantWithin(s->info.tenant, who->scope))) {
-        Count(label, 404);
-        co_return Reply(http::status::not_found, req, "no such service");
+      if (!who->admin() &&
+          (who->scope.empty() || !TenantWithin(a.service->info.tenant, who->scope))) {
+        a.refusal = Refusal{404, "no such service", 0};
+        co_return a;
       }
     }
     if (options.limiter != nullptr) {
-      if (Status st = options.limiter->Admit(s->info.tenant); !st.ok()) {
-        Count(label, 429);
-        co_return Reply(http::status::too_many_requests, req, st.message(), 1);
+      if (Status st = options.limiter->Admit(a.service->info.tenant); !st.ok()) {
+        a.refusal = Refusal{429, st.message(), 1};
       }
     }
-    // What the replica receives: its own target, the caller's credential kept back.
-    req.target(m->rest);
-    req.erase(http::field::authorization);
-    req.set("X-Forwarded-For", peer);
-    req.prepare_payload();
-    const std::string method(req.method_string());
+    co_return a;
+  }
 
+  // Sends an admitted request to the service's ready replicas with `send(backend)` (which
+  // returns a Forwarded-shaped result: response, sent, error): least outstanding first, held
+  // while none is ready, retried elsewhere when the replica could not be reached or the method
+  // is idempotent. Feeds the autoscaler's counters and the cold-start report either way.
+  template <typename Answer, typename Send>
+  awaitable<std::variant<Answer, Refusal>> Dispatch(std::shared_ptr<ServiceState> s,
+                                                    const std::string& method, Send send) {
     ++s->arrivals;
     const Clock::time_point arrived = Clock::now();
     const Clock::time_point hold_until = arrived + options.hold_timeout;
@@ -507,7 +563,7 @@ struct Gateway::Impl {
       ++b->outstanding;
       ++s->in_flight;
       const Clock::time_point sent_at = Clock::now();
-      Forwarded f = co_await Forward(b, req);
+      auto f = co_await send(b);
       --b->outstanding;
       --s->in_flight;
       if (f.response) {
@@ -519,20 +575,15 @@ struct Gateway::Impl {
           dir->ReportColdStart(s->info.id, waited_ms);
           if (s->cold_start != nullptr) s->cold_start->Observe(waited_ms / 1000.0);
         }
-        Response r = std::move(*f.response);
-        r.keep_alive(req.keep_alive());
-        if (req.method() != http::verb::head) {
-          r.chunked(false);
-          r.prepare_payload();
-        }
-        Count(label, r.result_int());
-        co_return r;
+        co_return std::move(*f.response);
       }
       // The replica failed: probed again before it gets more work.
       last_error = "replica job " + std::to_string(b->at.replica) + " " + f.error;
       LogWarn("gateway", "replica failed a request",
-              {{"service", label}, {"replica", std::to_string(b->at.replica)}, {"error", f.error}});
-      b->idle.clear();  // the replica may be gone: its other kept connections with it
+              {{"service", s->Label()},
+               {"replica", std::to_string(b->at.replica)},
+               {"error", f.error}});
+      b->Forget();  // the replica may be gone: its other kept connections with it
       if (b->ready) {
         b->ready = false;
         if (!b->probing && b->present) {
@@ -541,29 +592,113 @@ struct Gateway::Impl {
         }
       }
       if (f.sent && !IsIdempotent(method)) {
-        Count(label, 502);
-        co_return Reply(http::status::bad_gateway, req,
-                        last_error + "; not retried: " + method + " is not idempotent");
+        co_return Refusal{502, last_error + "; not retried: " + method + " is not idempotent", 0};
       }
     }
     if (attempts >= options.max_attempts) {
-      Count(label, 502);
-      co_return Reply(http::status::bad_gateway, req,
-                      "no replica answered after " + std::to_string(attempts) +
-                          " attempts; last: " + last_error);
+      co_return Refusal{502,
+                        "no replica answered after " + std::to_string(attempts) +
+                            " attempts; last: " + last_error,
+                        0};
     }
-    Count(label, 503);
     const std::string why =
         s->info.below_reason.empty() ? "no replica is ready" : s->info.below_reason;
-    co_return Reply(http::status::service_unavailable, req,
-                    "service " + label + " has no ready replica: " + why, 5);
+    co_return Refusal{503, "service " + s->Label() + " has no ready replica: " + why, 5};
   }
 
-  // One client connection's requests, one at a time (keep-alive).
+  awaitable<Response> Handle(Request req, const std::string& peer) {
+    // Named, not temporaries: GCC 12 mis-destroys temporaries of a co_await's full expression.
+    const std::string target(req.target());
+    const std::string service_field(req["gpupool-service"]);
+    std::string authorization(req[http::field::authorization]);
+    Admission a = co_await Admit(target, service_field, std::move(authorization));
+    if (a.refusal) {
+      if (a.service) Count(a.service->Label(), a.refusal->status);
+      co_return Reply(static_cast<http::status>(a.refusal->status), req, a.refusal->text,
+                      a.refusal->retry_after_s);
+    }
+    const std::string label = a.service->Label();
+    // What the replica receives: its own target, the caller's credential kept back.
+    req.target(a.rest);
+    req.erase(http::field::authorization);
+    req.set("X-Forwarded-For", peer);
+    req.prepare_payload();
+    const std::string method(req.method_string());
+    auto send = [&](std::shared_ptr<BackendState> b) { return Forward(std::move(b), req); };
+    std::variant<Response, Refusal> out = co_await Dispatch<Response>(a.service, method, send);
+    if (Refusal* no = std::get_if<Refusal>(&out)) {
+      Count(label, no->status);
+      co_return Reply(static_cast<http::status>(no->status), req, no->text, no->retry_after_s);
+    }
+    Response r = std::move(std::get<Response>(out));
+    r.keep_alive(req.keep_alive());
+    if (req.method() != http::verb::head) {
+      r.chunked(false);
+      r.prepare_payload();
+    }
+    Count(label, r.result_int());
+    co_return r;
+  }
+
+  // An HTTP/2 stream's request. A gRPC call goes to the replica over HTTP/2 (h2c), trailers and
+  // all; anything else over HTTP/1.1, which every HTTP server speaks — the usual inference
+  // servers (vLLM, TGI, Triton's HTTP port) speak nothing newer — and its answer comes back as
+  // HTTP/2.
+  awaitable<H2Response> HandleH2(H2Request req, std::string peer) {
+    const bool grpc = IsGrpc(req.headers);
+    const std::string service_field(FieldValue(req.headers, "gpupool-service"));
+    std::string authorization(FieldValue(req.headers, "authorization"));
+    Admission a = co_await Admit(req.path, service_field, std::move(authorization));
+    if (a.refusal) {
+      if (a.service) Count(a.service->Label(), a.refusal->status);
+      co_return LocalAnswer(grpc, static_cast<int>(a.refusal->status), a.refusal->text,
+                            a.refusal->retry_after_s);
+    }
+    const std::string label = a.service->Label();
+    req.path = a.rest;
+    EraseField(req.headers, "authorization");
+    EraseField(req.headers, "x-forwarded-for");
+    req.headers.emplace_back("x-forwarded-for", peer);
+    std::variant<H2Response, Refusal> out;
+    if (grpc) {
+      auto send = [&](std::shared_ptr<BackendState> b) { return ForwardH2(std::move(b), req); };
+      out = co_await Dispatch<H2Response>(a.service, req.method, send);
+    } else {
+      Request one = ToHttp1(req);
+      auto send = [&](std::shared_ptr<BackendState> b) { return Forward(std::move(b), one); };
+      std::variant<Response, Refusal> got =
+          co_await Dispatch<Response>(a.service, req.method, send);
+      if (Response* r = std::get_if<Response>(&got)) {
+        out = FromHttp1(*r);
+      } else {
+        out = std::get<Refusal>(got);
+      }
+    }
+    if (Refusal* no = std::get_if<Refusal>(&out)) {
+      Count(label, no->status);
+      co_return LocalAnswer(grpc, static_cast<int>(no->status), no->text, no->retry_after_s);
+    }
+    H2Response r = std::move(std::get<H2Response>(out));
+    Count(label, static_cast<unsigned>(r.status));
+    co_return r;
+  }
+
+  // Sends a gRPC call on the replica's HTTP/2 connection, opening one when it has none usable.
+  awaitable<H2Result> ForwardH2(std::shared_ptr<BackendState> b, const H2Request& req) {
+    if (!b->h2 || !b->h2->usable()) {
+      const std::string authority = b->at.host + ":" + std::to_string(b->at.port);
+      b->h2 = std::make_shared<H2Upstream>(io->get_executor(), authority, options.max_body_bytes);
+      b->h2->Start([this, at = b->at](beast::tcp_stream& stream) { return Connect(stream, at); });
+    }
+    std::shared_ptr<H2Upstream> up = b->h2;
+    co_return co_await up->Send(req, options.request_timeout);
+  }
+
+  // One client connection's requests, one at a time (keep-alive). `buf` holds what was read
+  // while telling HTTP/1.1 from HTTP/2.
   template <typename Stream>
-  awaitable<void> Serve(Stream& stream, const std::string& peer) {
+  awaitable<void> Serve(Stream& stream, beast::flat_buffer& buf, const std::string& peer) {
     beast::error_code ec;
-    beast::flat_buffer buf;
     for (;;) {
       http::request_parser<http::string_body> parser;
       parser.body_limit(static_cast<uint64_t>(options.max_body_bytes));
@@ -581,13 +716,49 @@ struct Gateway::Impl {
     }
   }
 
+  template <typename Stream>
+  awaitable<void> ServeHttp2(Stream& stream, const beast::flat_buffer& preread,
+                             const std::string& peer) {
+    H2ServerOptions o;
+    o.max_body_bytes = options.max_body_bytes;
+    o.busy_timeout = options.hold_timeout + options.request_timeout;
+    H2Handler handler = [this, peer](H2Request r) { return HandleH2(std::move(r), peer); };
+    co_await ServeH2(stream, preread, std::move(handler), o);
+  }
+
+  // Reads until the first bytes tell a plain connection's protocol: HTTP/2's connection preface
+  // (h2c with prior knowledge, as gRPC clients open it) or anything else (HTTP/1.1). nullopt when
+  // the client left first.
+  static awaitable<std::optional<bool>> OpensWithH2Preface(beast::tcp_stream& stream,
+                                                           beast::flat_buffer& buf) {
+    for (;;) {
+      const auto data = buf.data();
+      const std::string_view seen(static_cast<const char*>(data.data()), data.size());
+      const size_t n = std::min(seen.size(), kH2Preface.size());
+      if (seen.substr(0, n) != kH2Preface.substr(0, n)) co_return false;
+      if (n == kH2Preface.size()) co_return true;
+      stream.expires_after(std::chrono::seconds(120));
+      beast::error_code ec;
+      const size_t got = co_await stream.async_read_some(buf.prepare(4096), Into(ec));
+      if (ec) co_return std::nullopt;
+      buf.commit(got);
+    }
+  }
+
   awaitable<void> Session(tcp::socket socket) {
     beast::error_code ec;
     const tcp::endpoint remote = socket.remote_endpoint(ec);
     const std::string peer = ec ? std::string("unknown") : remote.address().to_string();
+    beast::flat_buffer buf;
     if (!tls) {
       beast::tcp_stream stream(std::move(socket));
-      co_await Serve(stream, peer);
+      std::optional<bool> h2 = co_await OpensWithH2Preface(stream, buf);
+      if (!h2) co_return;
+      if (*h2) {
+        co_await ServeHttp2(stream, buf, peer);
+      } else {
+        co_await Serve(stream, buf, peer);
+      }
       stream.socket().shutdown(tcp::socket::shutdown_send, ec);
       co_return;
     }
@@ -595,7 +766,14 @@ struct Gateway::Impl {
     beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(10));
     co_await stream.async_handshake(net::ssl::stream_base::server, Into(ec));
     if (ec) co_return;
-    co_await Serve(stream, peer);
+    const unsigned char* alpn = nullptr;
+    unsigned alpn_len = 0;
+    SSL_get0_alpn_selected(stream.native_handle(), &alpn, &alpn_len);
+    if (std::string_view(reinterpret_cast<const char*>(alpn), alpn_len) == "h2") {
+      co_await ServeHttp2(stream, buf, peer);
+      co_return;  // the HTTP/2 session ended with GOAWAY, or the connection failed
+    }
+    co_await Serve(stream, buf, peer);
     beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
     co_await stream.async_shutdown(Into(ec));
   }
@@ -650,6 +828,8 @@ Status Gateway::Start() {
     g.tls->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
                        net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
                        net::ssl::context::no_tlsv1_1);
+    // ALPN: h2 when the client offers it (gRPC clients must), else HTTP/1.1.
+    SSL_CTX_set_alpn_select_cb(g.tls->native_handle(), SelectAlpn, nullptr);
     g.tls->use_certificate_chain(net::buffer(g.options.tls_cert_pem), ec);
     if (!ec) g.tls->use_private_key(net::buffer(g.options.tls_key_pem), net::ssl::context::pem, ec);
     if (ec) {
@@ -691,7 +871,7 @@ void Gateway::Stop() {
   // Kept connections, then the coroutines still suspended (destroyed with the io_context), go
   // before what they use.
   for (auto& [id, s] : g.services) {
-    for (auto& b : s->backends) b->idle.clear();
+    for (auto& b : s->backends) b->Forget();
   }
   g.acceptor.reset();
   g.io.reset();

@@ -23,11 +23,17 @@
 //  * **Load.** Every `report_interval`, per service: requests in flight, held, arrivals per
 //    second and the mean time replicas took per request (ServiceLoadSample).
 //
-// HTTP/1.1 with keep-alive over TLS (the daemon's server certificate), bodies buffered (at most
-// `max_body_bytes`), on one thread of its own (an Asio io_context with C++20 coroutines); every
-// socket has a deadline. Built on Boost.Beast because gpupoold already serves REST with it and the
-// gateway must hold requests and feed the autoscaler in-process, which a separate proxy process
-// cannot do without a second control channel. HTTP/2 (gRPC inference servers) is not served yet.
+//  * **HTTP/2.** Negotiated by ALPN over TLS, or h2c with prior knowledge on a plain port;
+//    each stream goes through the same route, key check, rate limit, holding and retry rule
+//    (api/gateway/h2_server.h). gRPC calls (content-type application/grpc) go to replicas over
+//    h2c, trailers kept (api/gateway/h2_upstream.h); other HTTP/2 requests over HTTP/1.1. A
+//    client that cannot put the service in its path (gRPC) names it in `gpupool-service`.
+//
+// HTTP/1.1 with keep-alive and HTTP/2 over TLS (the daemon's server certificate), bodies buffered
+// (at most `max_body_bytes`), on one thread of its own (an Asio io_context with C++20
+// coroutines); every socket has a deadline. Built on Boost.Beast and nghttp2 because gpupoold
+// already serves REST with Beast and the gateway must hold requests and feed the autoscaler
+// in-process, which a separate proxy process cannot do without a second control channel.
 //
 // Thread safety: Start/Stop from one thread; the rest runs on the gateway's thread.
 #pragma once

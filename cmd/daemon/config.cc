@@ -912,7 +912,8 @@ Flags (each overrides the config file):
   --gateway-listen ADDR
                        the services' gateway, host:port (default: none; e.g. 127.0.0.1:7090):
                        HTTPS (HTTP with --insecure) to /services/TENANT/NAME/... on the
-                       service's ready replicas, held while they start (docs/services.md)
+                       service's ready replicas, held while they start; HTTP/1.1 and HTTP/2,
+                       gRPC naming the service in a gpupool-service header (docs/services.md)
   --data-dir DIR       state directory; the embedded PostgreSQL lives in DIR/pg
   --database URI       use an external PostgreSQL (postgresql://user@host:port/db); for a
                        cluster with failover (pg_auto_failover) list every node and add
