@@ -60,14 +60,7 @@ class ServiceImpl::LogStream : public std::enable_shared_from_this<LogStream> {
     if (!node_.empty()) return Fetch();
     if (terminal_) return SendFinal("");  // ended before it ever ran
     if (follow_) {
-      // Not placed yet: answer at once with an empty chunk (REST sends its status line and
-      // headers, gRPC its metadata), so a follower knows the stream is open while it waits.
-      if (!announced_) {
-        announced_ = true;
-        v1::TaskLogChunk opened;
-        opened.set_offset(offset_);
-        on_item_(opened);
-      }
+      Announce();
       return PollLater();
     }
     Finish(Status::FailedPrecondition("task " + task_id_ + " has not been placed on a node yet"));
@@ -95,9 +88,27 @@ class ServiceImpl::LogStream : public std::enable_shared_from_this<LogStream> {
     abandon_ = std::move(abandon);
   }
 
+  // Not started yet: answer at once with an empty chunk (REST sends its status line and headers,
+  // gRPC its metadata), so a follower knows the stream is open while it waits.
+  void Announce() {
+    if (announced_) return;
+    announced_ = true;
+    v1::TaskLogChunk opened;
+    opened.set_offset(offset_);
+    on_item_(opened);
+  }
+
   void OnRead(Result<LogRead> r) {
     if (finished_) return;
-    if (!r.ok()) return Finish(r.status());
+    if (!r.ok()) {
+      // Placed but not yet started on its node (the image still pulling, say): the node has no
+      // log for it yet (NOT_FOUND). A follower waits for it; the task's end still ends the wait.
+      if (follow_ && !terminal_ && r.status().code() == StatusCode::kNotFound) {
+        Announce();
+        return PollLater();
+      }
+      return Finish(r.status());
+    }
     LogRead& read = *r;
     bool drained = read.eof || read.data.empty();
     if (drained && terminal_) {

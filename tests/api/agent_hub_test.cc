@@ -106,6 +106,12 @@ class TestAgent {
     std::lock_guard<std::mutex> lock(mu_);
     log_ += text;
   }
+  // While set, log fetches are answered with this error, as an agent answers for a task it has
+  // not started yet ("not on this node").
+  void FailLogs(const std::string& error) {
+    std::lock_guard<std::mutex> lock(mu_);
+    log_error_ = error;
+  }
   int fetches() {
     std::lock_guard<std::mutex> lock(mu_);
     return fetches_;
@@ -143,6 +149,11 @@ class TestAgent {
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++fetches_;
+      if (!log_error_.empty()) {
+        c->set_error(log_error_);
+        Send(reply);
+        return;
+      }
       size_t from = std::min(log_.size(), static_cast<size_t>(f.offset()));
       std::string data = log_.substr(from, static_cast<size_t>(f.max_bytes()));
       c->set_eof(from + data.size() >= log_.size());
@@ -160,6 +171,7 @@ class TestAgent {
   std::condition_variable cv_;
   std::deque<v1::SchedulerMessage> inbox_;
   std::string log_;
+  std::string log_error_;
   int fetches_ = 0;
   bool ended_ = false;
   grpc::Status status_;
@@ -439,6 +451,36 @@ TEST_F(AgentHubTest, FollowingAPendingTasksLogsAnswersAtOnce) {
   EXPECT_FALSE(follow.items()[0].eof());
   EXPECT_EQ(follow.items()[0].offset(), 0);
   cancel();
+}
+
+// A follower of a task placed on a node that has not started it yet (its image pulling) waits
+// for it; before, the node's "not on this node" ended the stream at once.
+TEST_F(AgentHubTest, FollowingATaskItsNodeHasNotStartedWaitsForIt) {
+  auto agent = Connect("n1");
+  std::string job_id;
+  v1::StartTask start = SubmitAndStart(*agent, &job_id);
+  agent->FailLogs("not on this node");
+  v1::GetTaskLogsRequest req;
+  req.set_task_id(start.task_id());
+  req.set_follow(true);
+  Collector<v1::TaskLogChunk> follow;
+  Cancel cancel = h_.service->GetTaskLogs(Admin(), req, follow.OnItem(), follow.OnDone());
+  ASSERT_TRUE(follow.WaitItems(1));
+  EXPECT_TRUE(follow.items()[0].data().empty());
+  ASSERT_TRUE(WaitFor([&] { return agent->fetches() >= 2; }));  // polled again, still open
+  agent->FailLogs("");
+  agent->AppendLog("started\n");
+  agent->Update(start.task_id(), start.attempt(), v1::TASK_STATE_RUNNING);
+  ASSERT_TRUE(follow.WaitItems(2));
+  EXPECT_EQ(follow.items()[1].data(), "started\n");
+  cancel();
+
+  // Without follow the node's answer is the caller's.
+  req.set_follow(false);
+  agent->FailLogs("not on this node");
+  Collector<v1::TaskLogChunk> now;
+  h_.service->GetTaskLogs(Admin(), req, now.OnItem(), now.OnDone());
+  EXPECT_EQ(now.WaitDone().code(), StatusCode::kNotFound);
 }
 
 TEST_F(AgentHubTest, TaskLogsFailWhenTheNodeIsGone) {
