@@ -17,6 +17,7 @@ namespace beast = boost::beast;
 
 struct ServerStream {
   H2Request request;
+  int64_t counted = 0;  // body bytes counted against the connection's total
   bool too_large = false;
   bool dispatched = false;
   H2Response answer;
@@ -109,9 +110,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
       s->too_large = true;
       s->request.body.clear();
       s->request.body.shrink_to_fit();
+      c.buffered_ -= s->counted;
+      s->counted = 0;
+      return 0;
+    }
+    // All open streams' bodies together stay under twice one body's limit: 128 streams of 64 MiB
+    // each would otherwise be 8 GiB on one connection. A stream over it is refused
+    // (REFUSED_STREAM: not processed, so gRPC clients retry it).
+    if (c.buffered_ + static_cast<int64_t>(len) > 2 * c.options_.max_body_bytes) {
+      nghttp2_submit_rst_stream(c.session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
+      c.pump_.Kick();
       return 0;
     }
     s->request.body.append(reinterpret_cast<const char*>(data), len);
+    s->counted += static_cast<int64_t>(len);
+    c.buffered_ += static_cast<int64_t>(len);
     return 0;
   }
 
@@ -124,7 +137,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   static int OnStreamClose(nghttp2_session*, int32_t id, uint32_t, void* user) {
-    Self(user).streams_.erase(id);
+    Connection& c = Self(user);
+    if (ServerStream* s = c.Find(id)) c.buffered_ -= s->counted;
+    c.streams_.erase(id);
     return 0;
   }
 
@@ -193,6 +208,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   H2Handler handler_;
   const H2ServerOptions options_;
   std::map<int32_t, std::unique_ptr<ServerStream>> streams_;
+  int64_t buffered_ = 0;  // request bodies of the open streams, as counted
   bool gone_ = false;
 };
 

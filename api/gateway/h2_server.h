@@ -4,7 +4,9 @@
 // Each request is collected whole (headers, body up to `max_body_bytes`, trailers ignored), then
 // handed to `handler` on a coroutine of its own; its answer is sent with its trailers. A body over
 // the limit is answered 413 (for gRPC, RESOURCE_EXHAUSTED) without calling the handler; a stream
-// the client resets is forgotten, and its handler's answer dropped.
+// whose body would take the connection's open bodies past twice the limit is refused
+// (REFUSED_STREAM, which clients may retry); a stream the client resets is forgotten, and its
+// handler's answer dropped.
 //
 // Thread safety: on the gateway's io thread only.
 #pragma once

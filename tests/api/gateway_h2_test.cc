@@ -216,6 +216,21 @@ TEST_F(GatewayH2Test, AnswersRefusalsAsGrpcStatuses) {
   EXPECT_EQ(r.calls(), 1);
 }
 
+TEST_F(GatewayH2Test, RefusesACallLargerThanTheBodyLimitWithoutSendingIt) {
+  GrpcReplica r(625);
+  dir_.Set({Chat({r.backend()}, "")});
+  GatewayOptions o;
+  o.max_body_bytes = 1024;
+  Start(o);
+  WaitRoutable();
+  GrpcResult big = Unary(Plain(), std::string(4096, 'b'), {kChat});
+  EXPECT_EQ(big.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(big.status.error_message().find("1024 bytes"), std::string::npos)
+      << big.status.error_message();
+  EXPECT_TRUE(Unary(Plain(), "small", {kChat}).status.ok());  // the connection still serves
+  EXPECT_EQ(r.calls(), 1);
+}
+
 TEST_F(GatewayH2Test, HoldsAGrpcCallWhileTheFirstReplicaStarts) {
   dir_.Set({Chat({}, "")});
   Start();
