@@ -25,9 +25,13 @@
 #include <vector>
 
 #include "api/gateway/gateway.h"
+#include "bench/gateway_bench.h"
 
 namespace gpupool {
 namespace {
+
+using bench::OneService;
+using bench::Row;
 
 using Clock = std::chrono::steady_clock;
 
@@ -71,22 +75,6 @@ class Replica {
   Service service_;
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
-};
-
-class OneService final : public api::gateway::Directory {
- public:
-  explicit OneService(int port) {
-    svc_.id = 1;
-    svc_.tenant = "bench";
-    svc_.name = "echo";
-    svc_.running = {api::gateway::Backend{1, "127.0.0.1", port}};
-  }
-  std::vector<api::gateway::RoutedService> Services() override { return {svc_}; }
-  void ReportLoad(int64_t, const ServiceLoadSample&) override {}
-  void ReportColdStart(int64_t, int64_t) override {}
-
- private:
-  api::gateway::RoutedService svc_;
 };
 
 struct Sample {
@@ -147,20 +135,6 @@ Sample Load(int port, bool via_gateway, double rate, double seconds) {
   return out;
 }
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
-  return v[i];
-}
-
-struct Row {
-  double rate = 0;
-  std::string path;
-  double achieved = 0, p50 = 0, p99 = 0, p999 = 0;
-  int64_t errors = 0;
-};
-
 int Run(int argc, char** argv) {
   std::vector<double> rates = {1000, 5000};
   double seconds = 10;
@@ -178,9 +152,7 @@ int Run(int argc, char** argv) {
     const std::string v = argv[++i];
     try {
       if (a == "--rates") {
-        rates.clear();
-        std::stringstream in(v);
-        for (std::string r; std::getline(in, r, ',');) rates.push_back(std::stod(r));
+        rates = bench::ParseRates(v);
       } else if (a == "--seconds") {
         seconds = std::stod(v);
       } else if (a == "--json") {
@@ -209,39 +181,20 @@ int Run(int argc, char** argv) {
   Load(gateway.port(), true, 1000, 1);
 
   std::vector<Row> rows;
-  std::printf("%9s %-8s %11s %9s %9s %10s %8s\n", "rate/s", "path", "achieved/s", "p50 ms",
-              "p99 ms", "p99.9 ms", "errors");
+  bench::PrintHeader();
   for (double rate : rates) {
     for (const std::string path : {"direct", "gateway"}) {
       const bool direct = path == "direct";
       Sample s = Load(direct ? replica.port() : gateway.port(), !direct, rate, seconds);
-      Row r{rate,
-            path,
-            s.seconds > 0 ? static_cast<double>(s.latency_ms.size()) / s.seconds : 0,
-            Percentile(s.latency_ms, 0.50),
-            Percentile(s.latency_ms, 0.99),
-            Percentile(s.latency_ms, 0.999),
-            s.errors};
-      std::printf("%9.0f %-8s %11.0f %9.3f %9.3f %10.3f %8lld\n", r.rate, r.path.c_str(),
-                  r.achieved, r.p50, r.p99, r.p999, static_cast<long long>(r.errors));
-      rows.push_back(r);
+      rows.push_back(bench::Summarize(rate, path, s.latency_ms, s.seconds, s.errors));
+      bench::PrintRow(rows.back());
     }
     const Row& d = rows[rows.size() - 2];
     const Row& g = rows.back();
-    std::printf("%9.0f added    %11s %9.3f %9.3f\n", rate, "", g.p50 - d.p50, g.p99 - d.p99);
+    bench::PrintAdded(rate, "added", d, g);
   }
   gateway.Stop();
-  if (!json.empty()) {
-    std::ofstream f(json);
-    f << "{\"seconds\":" << seconds << ",\"rows\":[";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      f << (i ? "," : "") << "{\"rate\":" << r.rate << ",\"path\":\"" << r.path
-        << "\",\"achieved\":" << r.achieved << ",\"p50_ms\":" << r.p50 << ",\"p99_ms\":" << r.p99
-        << ",\"p999_ms\":" << r.p999 << ",\"errors\":" << r.errors << "}";
-    }
-    f << "]}\n";
-  }
+  if (!json.empty()) bench::WriteJson(json, seconds, "", rows);
   return 0;
 }
 
