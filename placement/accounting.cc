@@ -62,25 +62,11 @@ Allocation MakeAllocation(const NodeState& node, const CompiledRequest& req,
     Grant g;
     g.device_id = d.id;
     g.device_index = i;
-    switch (req.kind) {
-      case RequestKind::kFractional:
-        g.amount = NeedOn(d, req);
-        break;
-      case RequestKind::kTimeSlice:
-        g.amount = Resources{d.offered.milli_tflops / std::max(d.slots_total, 1),
-                             d.offered.vram_mib / std::max(d.slots_total, 1)};
-        g.slots = 1;
-        break;
-      case RequestKind::kWholeGpu:
-      case RequestKind::kMig:
-        // The task gets the card itself: all offered compute, the physical VRAM (no spill).
-        g.amount =
-            Resources{d.offered.milli_tflops, std::min(d.offered.vram_mib, d.physical.vram_mib)};
-        g.exclusive = true;
-        break;
-      case RequestKind::kCpuOnly:
-        break;
-    }
+    // A time-sliced device (or MIG instance) gives one slot and its share, whatever the kind;
+    // otherwise a fractional request gets its amount and the others the card itself.
+    g.amount = GrantedOn(d, req);
+    g.slots = d.slots_total > 0 ? 1 : 0;
+    g.exclusive = g.slots == 0 && req.kind != RequestKind::kFractional;
     a.grants.push_back(std::move(g));
   }
   return a;

@@ -87,6 +87,9 @@ CompiledRequest EngineImpl::Compile(const Request& r) const {
     c.kind = RequestKind::kCpuOnly;
     c.gpu_count = 0;
   }
+  c.slot_ok = c.kind == RequestKind::kFractional || c.kind == RequestKind::kTimeSlice ||
+              c.kind == RequestKind::kMig;
+  c.slot_caps = policy.shared_requires;
   // The pool's sharing mode decides what a fractional request really takes.
   if (c.kind == RequestKind::kFractional && policy.sharing == SharingMode::kExclusive)
     c.kind = RequestKind::kWholeGpu;
@@ -293,9 +296,10 @@ DeviceState EngineImpl::MakeDevice(const DeviceSpec& spec) {
   d.healthy = spec.healthy;
   d.physical = spec.physical;
   d.offered = Offered(spec.physical, policy.compute, policy.memory);
-  if (policy.sharing == SharingMode::kTimeSliced)
-    d.slots_total =
-        spec.time_slice_slots > 0 ? spec.time_slice_slots : std::max(policy.replicas, 1);
+  if (spec.time_slice_slots > 0)
+    d.slots_total = spec.time_slice_slots;
+  else if (policy.sharing == SharingMode::kTimeSliced && spec.mig_profile.empty())
+    d.slots_total = std::max(policy.replicas, 1);
   return d;
 }
 

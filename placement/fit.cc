@@ -11,6 +11,23 @@ std::string DeviceName(const DeviceState& d, int index) {
   return "GPU " + std::to_string(index) + (d.id.empty() ? "" : " (" + d.id + ")");
 }
 
+// One slot of a time-sliced device (or MIG instance): the node must enforce what the pool asks of
+// shared work, and a slot must be free.
+template <typename Name, typename Say>
+Reject CheckSlot(const NodeState& node, const DeviceState& d, const CompiledRequest& r,
+                 const Name& name, const Say& say) {
+  if ((r.slot_caps & ~node.caps) != 0)
+    return say(Reject::kCapability, [&] {
+      return "capability: cannot enforce " + CapabilityList(r.slot_caps & ~node.caps) +
+             " on the time-sliced " + name() + " (the pool requires it for shared work)";
+    });
+  if (!d.allocated.IsZero() && d.slots_used == 0)
+    return say(Reject::kSlots, [&] { return "slots: " + name() + " is shared by amount"; });
+  if (d.slots_used >= d.slots_total)
+    return say(Reject::kSlots, [&] { return "slots: need 1, free 0 on " + name(); });
+  return Reject::kNone;
+}
+
 // One device against one request; kNone when it can take its part of the request. The reason
 // text is built only when `why` is given: the hot path passes null.
 Reject CheckDevice(const NodeState& node, const DeviceState& d, int index, const CompiledRequest& r,
@@ -23,6 +40,7 @@ Reject CheckDevice(const NodeState& node, const DeviceState& d, int index, const
   if (!d.healthy) return say(Reject::kDevices, [&] { return "devices: " + name() + " unhealthy"; });
   if (r.kind == RequestKind::kMig) {
     if (d.mig_profile != r.mig_profile) return Reject::kMig;
+    if (d.slots_total > 0) return CheckSlot(node, d, r, name, say);
     if (!d.Idle()) return say(Reject::kMig, [&] { return "mig: " + name() + " is taken"; });
     return Reject::kNone;
   }
@@ -31,18 +49,31 @@ Reject CheckDevice(const NodeState& node, const DeviceState& d, int index, const
     return say(Reject::kModel, [&] { return "model: " + name() + " is not an allowed model"; });
   if (d.exclusive_taken)
     return say(Reject::kDevices, [&] { return "devices: " + name() + " is taken whole"; });
+  if (d.slots_total > 0) {
+    if (!r.slot_ok)
+      return say(Reject::kSlots, [&] {
+        return "slots: " + name() + " is time-sliced into " + std::to_string(d.slots_total) +
+               " slots; a whole GPU needs an unsliced one";
+      });
+    if (r.kind == RequestKind::kFractional) {
+      // A share larger than one slot's would not be held to it: the slot is the enforced limit.
+      const Resources need = NeedOn(d, r);
+      const Resources slot = SlotShare(d);
+      if (need.vram_mib > slot.vram_mib || need.milli_tflops > slot.milli_tflops)
+        return say(Reject::kSlots, [&] {
+          return "slots: need " + need.ToString() + "; a slot of " + name() + " holds " +
+                 slot.ToString();
+        });
+    }
+    return CheckSlot(node, d, r, name, say);
+  }
   if (r.kind == RequestKind::kWholeGpu) {
     if (!d.Idle())
       return say(Reject::kDevices, [&] { return "devices: " + name() + " is in use"; });
     return Reject::kNone;
   }
-  if (r.kind == RequestKind::kTimeSlice) {
-    if (!d.allocated.IsZero() && d.slots_used == 0)
-      return say(Reject::kSlots, [&] { return "slots: " + name() + " is shared by amount"; });
-    if (d.slots_used >= d.slots_total)
-      return say(Reject::kSlots, [&] { return "slots: need 1, free 0 on " + name(); });
-    return Reject::kNone;
-  }
+  if (r.kind == RequestKind::kTimeSlice)
+    return say(Reject::kSlots, [&] { return "slots: " + name() + " is not time-sliced"; });
   if (d.slots_used > 0)
     return say(Reject::kSlots, [&] { return "slots: " + name() + " is time-sliced"; });
   const Resources need = NeedOn(d, r);
@@ -98,6 +129,18 @@ std::string_view RejectName(Reject r) {
       break;
   }
   return "unknown";
+}
+
+Resources SlotShare(const DeviceState& d) {
+  const int64_t n = std::max(d.slots_total, 1);
+  return Resources{d.offered.milli_tflops / n, d.offered.vram_mib / n};
+}
+
+Resources GrantedOn(const DeviceState& d, const CompiledRequest& r) {
+  if (d.slots_total > 0) return SlotShare(d);
+  if (r.kind == RequestKind::kFractional) return NeedOn(d, r);
+  // The whole card: all offered compute, the physical VRAM (no spill).
+  return Resources{d.offered.milli_tflops, std::min(d.offered.vram_mib, d.physical.vram_mib)};
 }
 
 Resources NeedOn(const DeviceState& d, const CompiledRequest& r) {
@@ -162,7 +205,9 @@ Reject FilterNode(const NodeState& node, const CompiledRequest& req, DeviceSet* 
     const Reject r = CheckDevice(node, d, i, req, why != nullptr ? &text : nullptr);
     if (r == Reject::kNone) {
       candidates->Push(i);
-    } else if (r != Reject::kMig || req.kind == RequestKind::kMig) {
+    } else if (r != Reject::kMig ||
+               (req.kind == RequestKind::kMig && d.mig_profile == req.mig_profile)) {
+      // (a device of another MIG profile, or none, says nothing a person could act on)
       if (d.free_milli > best_free) {
         best_free = d.free_milli;
         best_reason = r;
@@ -183,11 +228,11 @@ Reject FilterNode(const NodeState& node, const CompiledRequest& req, DeviceSet* 
 }
 
 bool SpillFits(const NodeState& node, const CompiledRequest& req, const DeviceSet& chosen) {
-  if (req.kind != RequestKind::kFractional) return true;
   int64_t spill = 0;
   for (int k = 0; k < chosen.n; ++k) {
     const DeviceState& d = node.devices[static_cast<size_t>(chosen.idx[static_cast<size_t>(k)])];
-    spill += SpillDelta(d, NeedOn(d, req));
+    if (req.kind == RequestKind::kFractional || d.slots_total > 0)
+      spill += SpillDelta(d, GrantedOn(d, req));
   }
   return node.spill_used + spill <= node.spill_budget;
 }

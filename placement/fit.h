@@ -30,6 +30,11 @@ std::string_view RejectName(Reject r);
 
 // What a fractional request needs on device `d` (share of d's physical capacity, or absolute).
 Resources NeedOn(const DeviceState& d, const CompiledRequest& r);
+// One slot's share of a time-sliced device: its offered capacity over its slots.
+Resources SlotShare(const DeviceState& d);
+// What a grant on `d` holds when `r` lands there: a slot's share on a time-sliced device, the
+// request's need when fractional, else the card itself (offered compute, physical VRAM).
+Resources GrantedOn(const DeviceState& d, const CompiledRequest& r);
 // The same need as a share of d's physical capacity, in milli-GPU (rounded up).
 int32_t NeedMilli(const DeviceState& d, const CompiledRequest& r);
 // Extra host RAM the node must back if `need` is added to `d` (VRAM beyond physical).

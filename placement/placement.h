@@ -54,11 +54,15 @@ struct Link {
 };
 
 struct DeviceSpec {
-  std::string id;            // unique within the node (UUID, or "GPU-3/mig-1g.10gb-0")
-  std::string model;         // catalog model name, e.g. "A100-80GB"
-  Resources physical;        // what the hardware has
-  std::string mig_profile;   // non-empty: this device is a MIG instance of that profile
-  int time_slice_slots = 0;  // >0 overrides PoolPolicy::replicas for this device
+  std::string id;           // unique within the node (UUID, or "GPU-3/mig-1g.10gb-0")
+  std::string model;        // catalog model name, e.g. "A100-80GB"
+  Resources physical;       // what the hardware has
+  std::string mig_profile;  // non-empty: this device is a MIG instance of that profile
+  // > 0: the device (or MIG instance) is time-sliced into that many slots, whatever the pool's
+  // sharing mode: a shared request (fractional, time-slice, or a MIG request for this instance's
+  // profile) takes one slot and its share, a request for whole GPUs never lands on it. 0: the
+  // pool decides (PoolPolicy::replicas under kTimeSliced, unsliced otherwise).
+  int time_slice_slots = 0;
   bool healthy = true;
 };
 

@@ -29,7 +29,7 @@ struct DeviceState {
   Resources physical;
   Resources offered;
   Resources allocated;
-  int slots_total = 0;
+  int slots_total = 0;  // > 0: the device (or MIG instance) is time-sliced into that many slots
   int slots_used = 0;
   bool exclusive_taken = false;
   // Share of the physical device still free, in milli (1000 = a whole idle GPU; more under
@@ -91,6 +91,12 @@ struct CompiledRequest {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
   CapabilityMask needs_caps = 0;  // the node must enforce these (shared work: the pool's policy)
+  // What a time-sliced device (DeviceState::slots_total > 0) asks of its node before it gives a
+  // slot: a slot is shared work whatever the request's kind (the pool's shared_requires).
+  CapabilityMask slot_caps = 0;
+  // The request asked for a share (fractional or time-slice), even where the pool's sharing mode
+  // made it whole: on a time-sliced device it takes one slot. A request for whole GPUs never does.
+  bool slot_ok = false;
   // Per-device demand in milli-GPU, for strategies that reason in GPU shares.
   int32_t gpu_milli = 0;
   uint64_t shape_key = 0;  // equal for requests that score alike (memory excluded)
