@@ -138,6 +138,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   Status Start() {
     auto inv = backend_->Discover();
     if (!inv.ok()) return inv.status().WithContext("backend " + backend_->Name());
+    GPUPOOL_RETURN_IF_ERROR(ApplyTimeSlicing(config_.time_slicing, &inv->devices));
     inventory_ = std::move(inv).value();
     std::weak_ptr<Impl> weak = shared_from_this();
     runner_->SetListener(config_.node_name, [weak](const TaskStatus& st) {
@@ -271,7 +272,10 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   // --- connection -------------------------------------------------------------------------
   void Connect() {
     if (closing_) return;
-    if (auto inv = backend_->Discover(); inv.ok()) inventory_ = std::move(inv).value();
+    if (auto inv = backend_->Discover();
+        inv.ok() && ApplyTimeSlicing(config_.time_slicing, &inv->devices).ok()) {
+      inventory_ = std::move(inv).value();
+    }
     if (follower_ && follower_->channel() != stub_channel_) {  // following the leader
       stub_channel_ = follower_->channel();
       stub_ = v1::AgentService::NewStub(stub_channel_);

@@ -36,6 +36,7 @@ struct Device {
   // Device files a task granted this device may open (/dev/nvidiaN; a MIG instance adds its
   // capability files). Only these become device nodes in the task's container.
   std::vector<std::string> device_files;
+  int32_t time_slice_slots = 0;  // from the agent's config (`time_slicing:`); 0: none
 };
 
 struct Link {

@@ -622,6 +622,19 @@ Status ParseTop(const Reader& r, const YAML::Node& root, AgentConfig* c) {
       if (Status st = CheckListenAddress(c->metrics_listen); !st.ok()) {
         return r.Error(v, k, st.message());
       }
+    } else if (k == "time_slicing") {
+      GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
+      for (const auto& e : v) {
+        const std::string key = k + "." + e.first.Scalar();
+        int64_t slots = 0;
+        GPUPOOL_RETURN_IF_ERROR(r.Int(e.second, key, 1, &slots));
+        if (slots > kMaxTimeSliceSlots) {
+          return r.Error(
+              e.second, key,
+              "must be ≤ " + std::to_string(kMaxTimeSliceSlots) + ", got " + e.second.Scalar());
+        }
+        c->time_slicing[e.first.Scalar()] = static_cast<int32_t>(slots);
+      }
     } else if (k == "labels") {
       GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
       for (const auto& l : v) {
@@ -829,6 +842,35 @@ Status ValidateAgentConfig(AgentConfig* c) {
     if (pages > 0 && page > 0) {
       c->memory_mib = static_cast<int64_t>(pages) * page / (1024 * 1024);
     }
+  }
+  return Status::Ok();
+}
+
+Status ApplyTimeSlicing(const std::map<std::string, int32_t>& time_slicing,
+                        std::vector<Device>* devices) {
+  for (Device& d : *devices) d.time_slice_slots = 0;
+  for (const auto& [key, slots] : time_slicing) {
+    Device* match = nullptr;
+    for (Device& d : *devices) {
+      const bool by_index = d.mig_profile.empty() && std::to_string(d.index) == key;
+      if (by_index || d.uuid == key) {
+        match = &d;
+        break;
+      }
+    }
+    if (match == nullptr) {
+      return Status::InvalidArgument("time_slicing." + key +
+                                     ": no GPU of that index or device of that UUID on this node");
+    }
+    for (const Device& d : *devices) {
+      if (!d.parent_uuid.empty() && d.parent_uuid == match->uuid) {
+        return Status::InvalidArgument("time_slicing." + key + ": GPU " + match->uuid +
+                                       " is partitioned into MIG instances; slice an instance "
+                                       "(by its UUID, e.g. " +
+                                       d.uuid + ") instead");
+      }
+    }
+    match->time_slice_slots = slots;
   }
   return Status::Ok();
 }

@@ -60,6 +60,10 @@ struct AgentConfig {
   std::string node_name;  // empty → the host name
   std::string pool = "default";
   std::map<std::string, std::string> labels;
+  // `time_slicing:` — time-slice slots per device, keyed by GPU index ("0") or UUID (a GPU's or a
+  // MIG instance's): the device's default count, reported at registration; an admin's
+  // `gpupoolctl nodes set-slots` overrides it (docs/agent.md, "Time-slicing").
+  std::map<std::string, int32_t> time_slicing;
   // The join token (secure gpupoold: <data-dir>/node.token, or a token an admin created); from
   // `token`, or read from `token_file` (one line).
   std::string token;
@@ -101,6 +105,15 @@ struct AgentConfig {
   // `network:` — what tasks' networks may reach (agent/networks.h, docs/network.md).
   NetworkConfig network;
 };
+
+// The most slots `time_slicing:` may give one device (gpupoold refuses more).
+inline constexpr int32_t kMaxTimeSliceSlots = 64;
+
+// Gives the discovered devices their `time_slicing:` counts (by index for GPUs, by UUID for GPUs
+// and MIG instances). INVALID_ARGUMENT naming the key when it matches no device, or names a GPU
+// partitioned into MIG instances (slice an instance instead).
+Status ApplyTimeSlicing(const std::map<std::string, int32_t>& time_slicing,
+                        std::vector<Device>* devices);
 
 // Parses YAML text; `source` names it in errors (a file path).
 Result<AgentConfig> ParseAgentConfig(const std::string& yaml, const std::string& source);

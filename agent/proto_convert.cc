@@ -14,6 +14,7 @@ void ToProto(const Device& d, v1::DeviceInfo* out) {
   out->set_parent_uuid(d.parent_uuid);
   out->set_healthy(d.healthy);
   out->set_numa_node(d.numa_node);
+  out->set_time_slice_slots(d.time_slice_slots);
 }
 
 void ToProto(const Link& l, v1::DeviceLink* out) {

@@ -81,6 +81,7 @@ bool IsMutatingVerb(std::string_view verb) {
       "CreateJoinToken",
       "RevokeJoinToken",
       "ClearDeviceFault",
+      "SetDeviceSlots",
       "CreateRegistryCredential",
       "DeleteRegistryCredential",
       "CreateService",

@@ -369,6 +369,8 @@ void ToProto(const TaskRecord& t, v1::Task* out) {
     pa->set_device_id(a.device_id);
     pa->set_milli_tflops(a.amount.milli_tflops);
     pa->set_vram_mib(a.amount.vram_mib);
+    pa->set_slots(a.slots);
+    pa->set_exclusive(a.exclusive);
   }
   out->set_attempt(t.attempt);
   out->set_exit_code(t.exit_code);

@@ -44,6 +44,11 @@ Result<DeviceRecord> DeviceFromProto(const v1::DeviceInfo& in, std::string_view 
   }
   d.healthy = in.healthy();
   d.numa_node = in.numa_node();
+  if (in.time_slice_slots() < 0 || in.time_slice_slots() > kMaxDeviceSlots) {
+    return Invalid(FieldPath(field, "time_slice_slots"),
+                   "must be 0.." + std::to_string(kMaxDeviceSlots));
+  }
+  d.time_slice_slots = in.time_slice_slots();
   return d;
 }
 

@@ -75,7 +75,8 @@ Result<billing::PricePlan> PricePlanFromProto(const v1::PricePlan& in, int64_t n
     if (!unit) {
       return Invalid(field + ".unit", "'" + r.unit() +
                                           "' is not one of tflops-hour, vram-gib-hour, "
-                                          "device-hour, mig-profile-hour, spill-gib-hour");
+                                          "device-hour, mig-profile-hour, spill-gib-hour, "
+                                          "slot-hour");
     }
     out.unit = *unit;
     GPUPOOL_ASSIGN_OR_RETURN(out.price, billing::Decimal::Parse(r.price(), field + ".price"));

@@ -438,6 +438,8 @@ void ToProto(const DeviceView& v, v1::Device* out) {
     out->set_fault(v.fault->reason);
     SetTimestamp(v.fault->since_us, out->mutable_fault_time());
   }
+  out->set_time_slice_slots(v.slots);
+  out->set_slots_used(v.slots_used);
 }
 
 void ToProto(const NodeView& v, v1::Node* out) {

@@ -89,6 +89,9 @@ class ApiService {
   // Admins only: a device a fatal XID/ECC fault took out of service goes back into service.
   virtual void ClearDeviceFault(const CallContext& ctx, const v1::ClearDeviceFaultRequest& req,
                                 Reply<v1::Node> done) = 0;
+  // Admins only: time-slices a device (0: the pool's default).
+  virtual void SetDeviceSlots(const CallContext& ctx, const v1::SetDeviceSlotsRequest& req,
+                              Reply<v1::Node> done) = 0;
   // Admins only: a silent node is powered off; its tasks are requeued now.
   virtual void FenceNode(const CallContext& ctx, const v1::NodeActionRequest& req,
                          Reply<v1::Node> done) = 0;

@@ -410,6 +410,21 @@ void ServiceImpl::ClearDeviceFault(const CallContext& ctx, const v1::ClearDevice
                            ReplyWith<NodeView, v1::Node>(done));
 }
 
+void ServiceImpl::SetDeviceSlots(const CallContext& ctx, const v1::SetDeviceSlotsRequest& req,
+                                 Reply<v1::Node> done) {
+  if (Status s = RequireAdmin(ctx, "set a device's slots"); !s.ok()) return Fail(done, s);
+  if (Status s = ValidateName(req.node(), "node"); !s.ok()) return Fail(done, s);
+  if (req.device().empty() || req.device().size() > 128) {
+    return Fail(done, Status::InvalidArgument("device: must be 1 to 128 characters"));
+  }
+  if (req.slots() < 0 || req.slots() > kMaxDeviceSlots) {
+    return Fail(done, Status::InvalidArgument("slots: " + std::to_string(req.slots()) +
+                                              " is outside 0.." + std::to_string(kMaxDeviceSlots)));
+  }
+  admin_->SetDeviceSlots(req.node(), req.device(), req.slots(), "key " + ctx.key_id,
+                         ReplyWith<NodeView, v1::Node>(done));
+}
+
 void ServiceImpl::FenceNode(const CallContext& ctx, const v1::NodeActionRequest& req,
                             Reply<v1::Node> done) {
   if (Status s = RequireAdmin(ctx, "fence a node"); !s.ok()) return Fail(done, s);

@@ -53,6 +53,7 @@ void ToProto(const UsageTotals& t, v1::UsageTotals* out) {
   out->set_spill_gib_seconds(t.SpillGibSeconds());
   out->set_device_seconds(t.device_seconds);
   out->set_mig_instance_seconds(t.mig_instance_seconds);
+  out->set_slot_seconds(t.slot_seconds);
   out->set_cpu_usage_us(t.cpu_usage_us);
   out->set_peak_memory_bytes(t.peak_memory_bytes);
   out->set_intervals(t.intervals);

@@ -7,6 +7,7 @@
 //   totals.device_seconds           -> device-hour
 //   totals.mig_instance_seconds     -> mig-profile-hour (with the row's mig_profile)
 //   totals.spill_mib_seconds        -> spill-gib-hour
+//   totals.slot_seconds             -> slot-hour        (time-slice slots of GPUs or instances)
 //
 // A template over the row type, so that billing/ stays free of the scheduler: any type with
 // those fields and period_start_us, tenant, pool, model, priority_class, mig_profile and service
@@ -46,6 +47,7 @@ std::vector<MeteredQuantity> FromReportRows(const Rows& rows, int64_t period_ms,
     add(Unit::kDeviceHour, r.totals.device_seconds, "");
     add(Unit::kMigProfileHour, r.totals.mig_instance_seconds, r.mig_profile);
     add(Unit::kSpillGibHour, r.totals.spill_mib_seconds, "");
+    add(Unit::kSlotHour, r.totals.slot_seconds, "");
   }
   return out;
 }

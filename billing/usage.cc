@@ -14,6 +14,8 @@ std::string_view UnitName(Unit unit) {
       return "mig-profile-hour";
     case Unit::kSpillGibHour:
       return "spill-gib-hour";
+    case Unit::kSlotHour:
+      return "slot-hour";
   }
   return "unknown";
 }
@@ -34,6 +36,7 @@ int64_t BasePerUnitHour(Unit unit) {
       return 1024 * 3600;  // MiB x seconds
     case Unit::kDeviceHour:
     case Unit::kMigProfileHour:
+    case Unit::kSlotHour:
       return 3600;  // x seconds
   }
   return 1;
@@ -50,6 +53,8 @@ std::string_view BaseMeasureName(Unit unit) {
       return "device-seconds";
     case Unit::kMigProfileHour:
       return "instance-seconds";
+    case Unit::kSlotHour:
+      return "slot-seconds";
   }
   return "unknown";
 }

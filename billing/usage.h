@@ -12,6 +12,7 @@
 //   kDeviceHour          device x seconds (whole GPUs)   3,600
 //   kMigProfileHour      MIG instance x seconds          3,600
 //   kSpillGibHour        MiB x seconds of host-RAM spill 3,686,400
+//   kSlotHour            time-slice slot x seconds       3,600
 //
 // `ended_by_preemption` marks usage of task attempts that the scheduler preempted: that work was
 // lost through no fault of the tenant, and a plan may credit it (billing/price_plan.h).
@@ -32,11 +33,13 @@ enum class Unit {
   kDeviceHour,
   kMigProfileHour,
   kSpillGibHour,
+  kSlotHour,
 };
-inline constexpr Unit kAllUnits[] = {Unit::kTflopsHour, Unit::kVramGibHour, Unit::kDeviceHour,
-                                     Unit::kMigProfileHour, Unit::kSpillGibHour};
+inline constexpr Unit kAllUnits[] = {Unit::kTflopsHour,     Unit::kVramGibHour,  Unit::kDeviceHour,
+                                     Unit::kMigProfileHour, Unit::kSpillGibHour, Unit::kSlotHour};
 
-// "tflops-hour", "vram-gib-hour", "device-hour", "mig-profile-hour", "spill-gib-hour".
+// "tflops-hour", "vram-gib-hour", "device-hour", "mig-profile-hour", "spill-gib-hour",
+// "slot-hour".
 std::string_view UnitName(Unit unit);
 std::optional<Unit> ParseUnit(std::string_view name);
 // How many base-measure units make one unit-hour (the table above).

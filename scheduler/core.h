@@ -118,6 +118,14 @@ class Core {
   void ClearDeviceFault(const std::string& node, const std::string& device, const std::string& by,
                         Callback<NodeView> done);
 
+  // Time-slices one device (or MIG instance) into `slots` slots, or gives it back to its pool's
+  // default with 0 (core_device_slots.cc). Stored before placement sees it. NOT_FOUND for an
+  // unknown node or device; INVALID_ARGUMENT for slots outside 0..kMaxDeviceSlots;
+  // FAILED_PRECONDITION for a device that holds work, a MIG-partitioned GPU, or a node that cannot
+  // enforce what the pool requires of shared work. `by` is recorded.
+  void SetDeviceSlots(const std::string& node, const std::string& device, int32_t slots,
+                      const std::string& by, Callback<NodeView> done);
+
   // Agents.
   void OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> done);
   void OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>& devices);

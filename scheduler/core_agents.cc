@@ -18,9 +18,6 @@ bool SameHardware(const NodeRecord& a, const NodeRecord& b) {
 
 }  // namespace
 
-// Declared in core_inventory.cc.
-placement::NodeSpec ToNodeSpecForAgents(const NodeRecord& n);
-
 // Checks a registering node against what the core knows and sets the state it registers with:
 // an admin's cordon or drain survives reconnects; a lost node comes back ready.
 Status Core::State::PrepareRegistration(NodeRecord& n) const {
@@ -135,7 +132,7 @@ Status Core::ApplyRegistration(const NodeRecord& n) {
     e.device_index[n.devices[i].id] = static_cast<int>(i);
   if (rebuild) GPUPOOL_RETURN_IF_ERROR(s_->ForgetNodeRoom(*pool, n.name));
   if (fresh || rebuild) {
-    GPUPOOL_RETURN_IF_ERROR(pool->engine->AddNode(ToNodeSpecForAgents(n)));
+    GPUPOOL_RETURN_IF_ERROR(pool->engine->AddNode(ToNodeSpecForAgents(n, s_->slots)));
     pool->nodes.insert(n.name);
   }
   if (rebuild) s_->RecommitTasks(this, *pool, n.name);

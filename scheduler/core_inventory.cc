@@ -57,7 +57,13 @@ Result<std::unique_ptr<placement::Engine>> MakeEngine(const PoolRecord& rec,
 }
 
 // A MIG-enabled GPU is scheduled through its instances: the parent is left out of the engine.
-placement::NodeSpec ToNodeSpec(const NodeRecord& n) {
+placement::NodeSpec ToNodeSpec(const NodeRecord& n, const DeviceSlotsBook& slots) {
+  // An admin's count wins over the one the agent's config gives the device.
+  auto EffectiveSlots = [](const std::string& node, const DeviceRecord& d,
+                           const DeviceSlotsBook& book) {
+    const int32_t set = book.Slots(node, d.id);
+    return set > 0 ? set : d.time_slice_slots;
+  };
   std::set<std::string> parents;
   for (const DeviceRecord& d : n.devices) {
     if (!d.parent_id.empty()) parents.insert(d.parent_id);
@@ -71,8 +77,8 @@ placement::NodeSpec ToNodeSpec(const NodeRecord& n) {
   for (const DeviceRecord& d : n.devices) {
     if (parents.contains(d.id)) continue;
     by_index[d.index] = static_cast<int>(spec.devices.size());
-    spec.devices.push_back(
-        placement::DeviceSpec{d.id, d.model, d.physical, d.mig_profile, 0, d.healthy});
+    spec.devices.push_back(placement::DeviceSpec{d.id, d.model, d.physical, d.mig_profile,
+                                                 EffectiveSlots(n.name, d, slots), d.healthy});
   }
   for (const LinkRecord& l : n.links) {
     auto a = by_index.find(l.a), b = by_index.find(l.b);
@@ -88,7 +94,9 @@ bool Schedulable(NodeState s) { return s == NodeState::kReady; }
 
 }  // namespace
 
-placement::NodeSpec ToNodeSpecForAgents(const NodeRecord& n) { return ToNodeSpec(n); }
+placement::NodeSpec ToNodeSpecForAgents(const NodeRecord& n, const DeviceSlotsBook& slots) {
+  return ToNodeSpec(n, slots);
+}
 Result<std::unique_ptr<placement::Engine>> MakePoolEngine(const PoolRecord& rec,
                                                           const std::string& default_strategy) {
   return MakeEngine(rec, default_strategy);
@@ -152,6 +160,8 @@ NodeView Core::State::ViewOf(const NodeEntry& node) const {
     v.capacity.allocated += d.allocated;
     ++v.capacity.devices;
     if (const DeviceFaultRecord* f = faults.Active(node.rec.name, dv.device.id)) dv.fault = *f;
+    dv.slots = d.slots_total;
+    dv.slots_used = d.slots_used;
     v.devices.push_back(std::move(dv));
   }
   v.capabilities = node.rec.capabilities;
@@ -200,7 +210,7 @@ Result<std::unique_ptr<placement::Engine>> Core::State::ReplayedEngine(const Poo
   std::unique_ptr<placement::Engine> engine = std::move(made).value();
   for (const std::string& n : cur.nodes) {
     const NodeEntry& node = nodes.at(n);
-    Status st = engine->AddNode(ToNodeSpec(node.rec));
+    Status st = engine->AddNode(ToNodeSpec(node.rec, slots));
     if (st.ok()) st = engine->SetSchedulable(n, Schedulable(node.rec.state));
     if (!st.ok()) return st;
   }

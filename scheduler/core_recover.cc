@@ -14,7 +14,6 @@
 
 namespace gpupool {
 
-placement::NodeSpec ToNodeSpecForAgents(const NodeRecord& n);
 Result<std::unique_ptr<placement::Engine>> MakePoolEngine(const PoolRecord& rec,
                                                           const std::string& default_strategy);
 
@@ -48,7 +47,7 @@ Status Core::State::RecoverInventory(const RecoveredState& state) {
     e.last_seen_us = now;  // agents get one heartbeat timeout from now to reconnect
     for (size_t i = 0; i < n.devices.size(); ++i)
       e.device_index[n.devices[i].id] = static_cast<int>(i);
-    GPUPOOL_RETURN_IF_ERROR(pool->engine->AddNode(ToNodeSpecForAgents(n)));
+    GPUPOOL_RETURN_IF_ERROR(pool->engine->AddNode(ToNodeSpecForAgents(n, slots)));
     GPUPOOL_RETURN_IF_ERROR(pool->engine->SetSchedulable(n.name, n.state == NodeState::kReady));
     pool->nodes.insert(n.name);
   }
@@ -105,6 +104,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
   for (const TenantRecord& t : state.tenants) s_->book.PutTenant(t);
   for (const QuotaRecord& q : state.quotas) s_->book.PutQuota(q);
   s_->faults.Load(state.device_faults);  // core_device_faults.cc
+  s_->slots.Load(state.device_slots);    // core_device_slots.cc: before the nodes are added
   s_->meter.Load(state.usage_marks);     // core_metering.cc: metering resumes at the marks
   GPUPOOL_RETURN_IF_ERROR(s_->RecoverInventory(state));
   std::vector<TaskChange> repairs;

@@ -35,8 +35,6 @@
 
 namespace gpupool {
 
-placement::NodeSpec ToNodeSpecForAgents(const NodeRecord& n);
-
 namespace {
 
 // The key a task reserves under: a gang reserves as one.
@@ -229,7 +227,7 @@ bool Core::State::ReserveForStarving(PassState& pass, JobEntry& job, int32_t ind
   placement::Engine scratch(pool->engine->policy());
   const std::vector<placement::Request> reqs(count, ToPlacement(job.request));
   for (const auto& [oldest, held, name] : ranked) {
-    if (!scratch.AddNode(ToNodeSpecForAgents(nodes.at(name).rec)).ok()) continue;
+    if (!scratch.AddNode(ToNodeSpecForAgents(nodes.at(name).rec, slots)).ok()) continue;
     placement::Engine::GangResult g = scratch.PlaceGang(reqs);
     if (!g.placed) continue;
     std::set<std::string> used;

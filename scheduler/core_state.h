@@ -22,6 +22,7 @@
 #include "placement/workload_feed.h"
 #include "scheduler/core.h"
 #include "scheduler/device_faults.h"
+#include "scheduler/device_slots.h"
 #include "scheduler/dispatcher.h"
 #include "scheduler/image_locality.h"
 #include "scheduler/job_table.h"
@@ -34,6 +35,10 @@
 #include "scheduler/tenancy.h"
 
 namespace gpupool {
+
+// A node as its pool's engine sees it: its devices less MIG parents, with the slots an admin set
+// (core_inventory.cc).
+placement::NodeSpec ToNodeSpecForAgents(const NodeRecord& n, const DeviceSlotsBook& slots);
 
 // A planned transition of one task (core_change.cc): what its record becomes, built without
 // touching memory. Its row is stored first; the rest (allocation released, queues, job state,
@@ -228,6 +233,7 @@ struct Core::State {
   std::map<std::string, std::set<TaskKey>> active;  // pool → tasks charged to quotas
   TenantBook book;
   DeviceFaultBook faults;  // devices out of service until an admin clears them
+  DeviceSlotsBook slots;   // time-slice slots an admin set per device (core_device_slots.cc)
   ReservationBook reservations;
   StarvationBook starvation;  // nodes drained for starving tasks (core_starvation.cc)
   ImageLocality images;       // which nodes hold which images' layers (advisory, in memory only)

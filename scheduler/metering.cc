@@ -41,9 +41,11 @@ UsageTotals RatesOf(const std::vector<Allocation>& allocations, Ratio compute, R
     // No spill here: it is not a share of what is held. A slice spills only when its
     // allocations outgrow the device's own memory, which the node measures (Split adds the
     // measured figure at the attempt's end).
-    if (d != nullptr && !d->mig_profile.empty()) {
+    if (d != nullptr && !d->mig_profile.empty()) profiles.insert(d->mig_profile);
+    if (a.slots > 0) {
+      r.slot_seconds += a.slots;  // a slot of a time-sliced GPU or MIG instance, not the whole
+    } else if (d != nullptr && !d->mig_profile.empty()) {
       ++r.mig_instance_seconds;
-      profiles.insert(d->mig_profile);
     } else if (a.exclusive) {
       ++r.device_seconds;
     }
@@ -70,6 +72,7 @@ std::vector<UsageInterval> Split(const UsageInterval& rates, int64_t from_us, in
     u.totals.spill_mib_seconds = r.spill_mib_seconds * s;
     u.totals.device_seconds = r.device_seconds * s;
     u.totals.mig_instance_seconds = r.mig_instance_seconds * s;
+    u.totals.slot_seconds = r.slot_seconds * s;
     u.totals.intervals = 1;
     out.push_back(std::move(u));
   };

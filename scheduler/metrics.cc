@@ -94,6 +94,8 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registr
   usage_devices_ =
       usage("gpupool_usage_device_seconds_total", "Whole devices held exclusively × seconds");
   usage_mig_ = usage("gpupool_usage_mig_instance_seconds_total", "MIG instances held × seconds");
+  usage_slots_ = usage("gpupool_usage_slot_seconds_total",
+                       "Time-slice slots of GPUs or MIG instances held × seconds");
   usage_intervals_ = usage("gpupool_usage_intervals_total", "Usage ledger intervals stored");
 }
 
@@ -106,6 +108,7 @@ void SchedulerMetrics::Usage(const std::string& tenant, const std::string& pool,
   usage_spill_->Add(labels).Increment(t.SpillGibSeconds());
   usage_devices_->Add(labels).Increment(static_cast<double>(t.device_seconds));
   usage_mig_->Add(labels).Increment(static_cast<double>(t.mig_instance_seconds));
+  usage_slots_->Add(labels).Increment(static_cast<double>(t.slot_seconds));
   usage_intervals_->Add(labels).Increment(static_cast<double>(t.intervals));
 }
 

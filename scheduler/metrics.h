@@ -51,7 +51,8 @@ class SchedulerMetrics {
   // Usage the ledger stored (each interval once), per tenant (cut to the configured depth by the
   // caller, so the label set stays bounded) and pool: gpupool_usage_tflops_seconds_total,
   // _physical_tflops_seconds_total, _vram_gib_seconds_total, _spill_gib_seconds_total,
-  // _device_seconds_total, _mig_instance_seconds_total, and gpupool_usage_intervals_total.
+  // _device_seconds_total, _mig_instance_seconds_total, _slot_seconds_total, and
+  // gpupool_usage_intervals_total.
   void Usage(const std::string& tenant, const std::string& pool, const UsageTotals& t);
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
@@ -78,6 +79,7 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Counter>* usage_spill_;
   prometheus::Family<prometheus::Counter>* usage_devices_;
   prometheus::Family<prometheus::Counter>* usage_mig_;
+  prometheus::Family<prometheus::Counter>* usage_slots_;
   prometheus::Family<prometheus::Counter>* usage_intervals_;
 };
 

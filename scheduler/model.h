@@ -268,6 +268,9 @@ struct DeviceRecord {
   std::string parent_id;
   bool healthy = true;
   int32_t numa_node = 0;
+  // Time-slice slots the node's agent config gives it (0: none); an admin's DeviceSlotsRecord
+  // overrides it.
+  int32_t time_slice_slots = 0;
   friend bool operator==(const DeviceRecord&, const DeviceRecord&) = default;
 };
 
@@ -322,6 +325,20 @@ struct DeviceFaultRecord {
   int64_t cleared_us = 0;
   friend bool operator==(const DeviceFaultRecord&, const DeviceFaultRecord&) = default;
 };
+
+// Time-slicing set on one device by an admin (issue 27): the GPU or MIG instance offers `slots`
+// slots, whatever its pool's sharing mode (placement::DeviceSpec::time_slice_slots). Kept apart
+// from the node's devices, which its agent re-reports, so it outlives re-registration. No row,
+// or slots 0: the pool decides.
+struct DeviceSlotsRecord {
+  std::string node;
+  std::string device;  // GPU or MIG instance UUID
+  int32_t slots = 0;   // 1..kMaxDeviceSlots; a row with 0 is deleted
+  std::string set_by;
+  int64_t set_us = 0;
+  friend bool operator==(const DeviceSlotsRecord&, const DeviceSlotsRecord&) = default;
+};
+inline constexpr int32_t kMaxDeviceSlots = 64;
 
 // A tenant: one node of the org / project / user tree, named by its path ("acme/research/alice").
 // A tenant's parent is its path without the last segment; the parent must exist first.

@@ -177,6 +177,14 @@ void Scheduler::ClearDeviceFault(std::string node, std::string device, std::stri
   });
 }
 
+void Scheduler::SetDeviceSlots(std::string node, std::string device, int32_t slots, std::string by,
+                               SchedulerCallback<NodeView> done) {
+  Post([core = core_.get(), node = std::move(node), device = std::move(device), slots,
+        by = std::move(by), done = std::move(done)]() mutable {
+    core->SetDeviceSlots(node, device, slots, by, std::move(done));
+  });
+}
+
 void Scheduler::FenceNode(std::string name, std::string by, SchedulerCallback<NodeView> done) {
   Post([core = core_.get(), name = std::move(name), by = std::move(by),
         done = std::move(done)]() mutable { core->FenceNode(name, by, std::move(done)); });

@@ -79,6 +79,9 @@ class AdminPort {
   // `by` is recorded as who cleared it.
   virtual void ClearDeviceFault(std::string node, std::string device, std::string by,
                                 SchedulerCallback<NodeView> done) = 0;
+  // Core::SetDeviceSlots: time-slices one device (0: the pool's default); `by` is recorded.
+  virtual void SetDeviceSlots(std::string node, std::string device, int32_t slots, std::string by,
+                              SchedulerCallback<NodeView> done) = 0;
   // Core::FenceNode: a silent node an admin says is powered off; its tasks are requeued now.
   virtual void FenceNode(std::string name, std::string by, SchedulerCallback<NodeView> done) = 0;
 
@@ -154,6 +157,8 @@ class Scheduler final : public JobsPort, public AdminPort, public AgentEventsPor
   void ListNodes(std::string pool, std::function<void(std::vector<NodeView>)> done) override;
   void GetNode(std::string name, SchedulerCallback<NodeView> done) override;
   void SetNodeState(std::string name, NodeState state, SchedulerCallback<NodeView> done) override;
+  void SetDeviceSlots(std::string node, std::string device, int32_t slots, std::string by,
+                      SchedulerCallback<NodeView> done) override;
   void ClearDeviceFault(std::string node, std::string device, std::string by,
                         SchedulerCallback<NodeView> done) override;
   void FenceNode(std::string name, std::string by, SchedulerCallback<NodeView> done) override;

@@ -90,6 +90,10 @@ struct SetDeviceFault {  // inserts or replaces the fault row of (node, device)
   DeviceFaultRecord fault;
 };
 
+struct SetDeviceSlots {  // inserts or replaces the row of (node, device); slots 0 deletes it
+  DeviceSlotsRecord slots;
+};
+
 // Appends closed intervals to the usage ledger (scheduler/usage_ledger.h). An interval whose key
 // (job, task, attempt, start) is stored already is skipped, not an error: a retry, a restart or a
 // second writer of the same interval never counts it twice.
@@ -104,9 +108,10 @@ struct RollUpUsage {
   int64_t before_us = 0;
 };
 
-using Mutation = std::variant<InsertJob, UpdateJob, UpdateTask, UpsertPool, DeletePool, UpsertNode,
-                              SetNodeState, AppendEvent, UpsertTenant, DeleteTenant, SetQuota,
-                              DeleteQuota, SetDeviceFault, AppendUsage, RollUpUsage>;
+using Mutation =
+    std::variant<InsertJob, UpdateJob, UpdateTask, UpsertPool, DeletePool, UpsertNode, SetNodeState,
+                 AppendEvent, UpsertTenant, DeleteTenant, SetQuota, DeleteQuota, SetDeviceFault,
+                 SetDeviceSlots, AppendUsage, RollUpUsage>;
 
 // Everything the scheduler needs to rebuild its state after a restart.
 struct RecoveredState {
@@ -117,6 +122,7 @@ struct RecoveredState {
   std::vector<TenantRecord> tenants;             // ordered by path
   std::vector<QuotaRecord> quotas;               // ordered by tenant, then pool
   std::vector<DeviceFaultRecord> device_faults;  // cleared ones included; by node, device
+  std::vector<DeviceSlotsRecord> device_slots;   // by node, device
   // For every SCHEDULED or RUNNING task attempt with ledger rows: where its metering resumes.
   std::vector<UsageMark> usage_marks;  // by job, task
 };

@@ -55,6 +55,7 @@ struct UsageTotals {
   int64_t spill_mib_seconds = 0;              // the part of it backed by host RAM (overcommit)
   int64_t device_seconds = 0;                 // whole devices held exclusively × time
   int64_t mig_instance_seconds = 0;           // MIG instances × time (the row's mig_profile)
+  int64_t slot_seconds = 0;                   // time-slice slots × time (of GPUs or MIG instances)
   int64_t cpu_usage_us = 0;                   // sandbox CPU time of ended attempts
   int64_t peak_memory_bytes = 0;              // the largest sandbox peak (max, not sum)
   int64_t intervals = 0;                      // ledger rows behind these sums
@@ -73,6 +74,7 @@ struct UsageTotals {
     spill_mib_seconds += o.spill_mib_seconds;
     device_seconds += o.device_seconds;
     mig_instance_seconds += o.mig_instance_seconds;
+    slot_seconds += o.slot_seconds;
     cpu_usage_us += o.cpu_usage_us;
     peak_memory_bytes = std::max(peak_memory_bytes, o.peak_memory_bytes);
     intervals += o.intervals;

@@ -87,6 +87,8 @@ struct DeviceView {
   CapacityView capacity;
   std::optional<DeviceSample> sample;      // the last one its agent sent
   std::optional<DeviceFaultRecord> fault;  // set while a fault keeps it out of service
+  int32_t slots = 0;                       // time-slice slots it offers (0: not time-sliced)
+  int32_t slots_used = 0;                  // of which taken
 };
 
 struct NodeView {

@@ -22,6 +22,7 @@ struct MemoryDatabase {
   std::map<std::pair<std::string, std::string>, QuotaRecord> quotas;        // guarded by mu
   std::vector<AuditRecord> audit;                                           // guarded by mu
   std::map<std::pair<std::string, std::string>, DeviceFaultRecord> faults;  // guarded by mu
+  std::map<std::pair<std::string, std::string>, DeviceSlotsRecord> slots;   // guarded by mu
   Status unavailable;                                                       // guarded by mu
   // The usage ledger by (job, task, attempt, start), and its daily roll-ups by their dimensions.
   std::map<std::tuple<int64_t, int32_t, int32_t, int64_t>, UsageInterval> ledger;  // guarded by mu
@@ -230,6 +231,18 @@ class Applier {
     }
     return Status::Ok();
   }
+  Status operator()(const SetDeviceSlots& m) {
+    std::pair key{m.slots.node, m.slots.device};
+    auto it = db_.slots.find(key);
+    if (it != db_.slots.end()) {
+      undo_.push_back([this, key, old = it->second] { db_.slots[key] = old; });
+      db_.slots.erase(it);
+    } else {
+      undo_.push_back([this, key] { db_.slots.erase(key); });
+    }
+    if (m.slots.slots > 0) db_.slots.emplace(key, m.slots);
+    return Status::Ok();
+  }
   Status operator()(const AppendUsage& m) {
     for (const UsageInterval& u : m.intervals) {
       auto [it, added] = db_.ledger.emplace(LedgerKey(u), u);
@@ -311,6 +324,7 @@ Result<RecoveredState> MemoryStore::Recover() {
   for (const auto& [path, tenant] : db_->tenants) state.tenants.push_back(tenant);
   for (const auto& [key, quota] : db_->quotas) state.quotas.push_back(quota);
   for (const auto& [key, fault] : db_->faults) state.device_faults.push_back(fault);
+  for (const auto& [key, row] : db_->slots) state.device_slots.push_back(row);
   for (const auto& [id, job] : db_->jobs) {
     for (const TaskRecord& t : job.tasks) {
       if (t.state != TaskState::kScheduled && t.state != TaskState::kRunning) continue;

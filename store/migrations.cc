@@ -677,6 +677,25 @@ CREATE TABLE service_revisions (
 REVOKE ALL ON service_revisions FROM PUBLIC;
 )sql";
 
+// Issue 27: time-slicing set per device by an admin. Like device_faults, no foreign key to nodes:
+// the row outlives the node's re-registration (its agent re-reports the devices).
+constexpr std::string_view kV35 = R"sql(
+CREATE TABLE device_slots (
+  node    text NOT NULL,
+  device  text NOT NULL,
+  slots   integer NOT NULL CHECK (slots BETWEEN 1 AND 64),
+  set_by  text NOT NULL,
+  set_us  bigint NOT NULL,
+  PRIMARY KEY (node, device)
+);
+)sql";
+
+// Issue 27: the time-slice slots a node's agent config gives a device (its default; an admin's
+// device_slots row overrides it).
+constexpr std::string_view kV38 = R"sql(
+ALTER TABLE devices ADD COLUMN time_slice_slots integer NOT NULL DEFAULT 0;
+)sql";
+
 // A replica's service name (JobSpec::service_name), kept on the job so that its usage is billed
 // under it even after the service is gone.
 constexpr std::string_view kV34 = R"sql(
@@ -692,6 +711,13 @@ ALTER TABLE usage_daily DROP CONSTRAINT usage_daily_pkey;
 ALTER TABLE usage_daily ADD PRIMARY KEY
   (day_us, tenant, pool, node, model, sharing_mode, priority_class, mig_profile, service,
    preempted);
+)sql";
+
+// Issue 27: time-slice slots held × seconds, beside MIG instance-seconds (a slot of a sliced GPU
+// or MIG instance is billed as a slot, not as the whole instance).
+constexpr std::string_view kV73 = R"sql(
+ALTER TABLE usage_ledger ADD COLUMN slot_s bigint NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN slot_s bigint NOT NULL DEFAULT 0;
 )sql";
 
 // What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.
@@ -725,6 +751,8 @@ constexpr Migration kMigrations[] = {
     {32, "a task's declared ports and where they are published", kV32},
     {33, "services, their template revisions, and the replicas' service on jobs", kV33},
     {34, "the service's name on its replicas", kV34},
+    {35, "time-slice slots set per device", kV35},
+    {38, "time-slice slots an agent's config gives each device", kV38},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},
@@ -732,6 +760,7 @@ constexpr Migration kMigrations[] = {
     {70, "usage ledger and daily roll-ups", kV70},
     {71, "preempted attempts in the usage roll-ups", kV71},
     {72, "the service of each usage interval", kV72},
+    {73, "time-slice slot-seconds in the usage ledger", kV73},
     {80, "versioned price plans", kV80},
     {100, "jobs by pool and submission time (what-if history)", kV100},
 };

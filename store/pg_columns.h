@@ -29,7 +29,8 @@
   "name, pool, state, labels, cpu_milli, memory_mib, spill_budget_mib, last_heartbeat_us, " \
   "capabilities"
 #define GP_DEVICE_COLS \
-  "node, pos, id, model, idx, milli_tflops, vram_mib, mig_profile, parent_id, healthy, numa_node"
+  "node, pos, id, model, idx, milli_tflops, vram_mib, mig_profile, parent_id, healthy, "     \
+  "numa_node, time_slice_slots"
 #define GP_LINK_COLS "node, pos, a, b, kind, bandwidth_gbps"
 #define GP_QUOTA_COLS                                                                \
   "tenant, pool, guaranteed_milli_tflops, guaranteed_vram_mib, guaranteed_devices, " \

@@ -142,6 +142,7 @@ Result<std::vector<NodeRecord>> ReadNodes(const pqxx::result& nodes, const pqxx:
     d.parent_id = r[8].c_str();
     d.healthy = r[9].as<bool>();
     d.numa_node = r[10].as<int32_t>();
+    d.time_slice_slots = r[11].as<int32_t>();
     out[it->second].devices.push_back(std::move(d));
   }
   for (const auto& r : links) {

@@ -137,6 +137,8 @@ void GroupSql::Add(const Mutation& m) {
   if (const auto* sq = std::get_if<SetQuota>(&m)) return Set(sq->quota);
   if (const auto* df = std::get_if<SetDeviceFault>(&m))
     return AppendDeviceFaultSql(&sql_, df->fault);
+  if (const auto* ds = std::get_if<SetDeviceSlots>(&m))
+    return AppendDeviceSlotsSql(&sql_, ds->slots);
   if (const auto* au = std::get_if<AppendUsage>(&m)) return AppendUsageSql(&sql_, *au);
   if (const auto* ru = std::get_if<RollUpUsage>(&m)) return AppendRollUpSql(&sql_, *ru);
   Delete(std::get<DeleteQuota>(m));
@@ -383,7 +385,7 @@ void GroupSql::Upsert(const NodeRecord& n) {
       N(o, static_cast<int64_t>(i)), C(o), Q(o, d.id), C(o), Q(o, d.model), C(o);
       N(o, d.index), C(o), N(o, d.physical.milli_tflops), C(o), N(o, d.physical.vram_mib);
       C(o), Q(o, d.mig_profile), C(o), Q(o, d.parent_id), C(o), B(o, d.healthy), C(o);
-      N(o, d.numa_node);
+      N(o, d.numa_node), C(o), N(o, d.time_slice_slots);
       *o += ')';
     }
     *o += ";\n";

@@ -101,6 +101,11 @@ std::vector<TenantRecord> ReadTenants(const pqxx::result& tenants);
 std::vector<QuotaRecord> ReadQuotas(const pqxx::result& quotas);
 std::vector<EventRecord> ReadEvents(const pqxx::result& events);
 
+// device_slots (pg_device_slots.cc): the upsert or delete for SetDeviceSlots and its reader.
+extern const char* const kSelectDeviceSlots;
+void AppendDeviceSlotsSql(std::string* sql, const DeviceSlotsRecord& row);
+std::vector<DeviceSlotsRecord> ReadDeviceSlots(const pqxx::result& rows);
+
 // device_faults (pg_device_faults.cc): the upsert for SetDeviceFault and its reader.
 extern const char* const kSelectDeviceFaults;
 void AppendDeviceFaultSql(std::string* sql, const DeviceFaultRecord& fault);

@@ -148,6 +148,7 @@ Result<RecoveredState> PgStore::Recover() {
     state.tenants = ReadTenants(txn.exec(kSelectTenants));
     state.quotas = ReadQuotas(txn.exec(kSelectQuotas));
     state.device_faults = ReadDeviceFaults(txn.exec(kSelectDeviceFaults));
+    state.device_slots = ReadDeviceSlots(txn.exec(kSelectDeviceSlots));
     state.usage_marks = ReadUsageMarks(txn.exec(kSelectUsageMarks));
     txn.commit();
     state.max_job_id = state.jobs.empty() ? 0 : state.jobs.back().id;

@@ -21,8 +21,8 @@ void C(std::string* o) { o->push_back(','); }
 
 // The sums a report and a roll-up carry, in the tables' column names.
 constexpr const char* kSumCols[] = {
-    "milli_tflops_s", "physical_milli_tflops_s", "vram_mib_s",  "spill_mib_s",
-    "device_s",       "mig_instance_s",          "cpu_usage_us"};
+    "milli_tflops_s", "physical_milli_tflops_s", "vram_mib_s",   "spill_mib_s",
+    "device_s",       "mig_instance_s",          "cpu_usage_us", "slot_s"};
 
 std::string PeriodSql(UsagePeriod p) {
   switch (p) {
@@ -82,7 +82,7 @@ void AppendUsageSql(std::string* o, const AppendUsage& m) {
       "INSERT INTO usage_ledger (job_id, task_index, attempt, start_us, end_us, tenant, pool, "
       "node, model, sharing_mode, priority_class, mig_profile, milli_tflops_s, "
       "physical_milli_tflops_s, vram_mib_s, spill_mib_s, device_s, mig_instance_s, cpu_usage_us, "
-      "peak_memory_bytes, end_state, service, recorded_us) VALUES ";
+      "slot_s, peak_memory_bytes, end_state, service, recorded_us) VALUES ";
   bool first = true;
   for (const UsageInterval& u : m.intervals) {
     if (!first) C(o);
@@ -96,6 +96,7 @@ void AppendUsageSql(std::string* o, const AppendUsage& m) {
     N(o, t.milli_tflops_seconds), C(o), N(o, t.physical_milli_tflops_seconds), C(o);
     N(o, t.vram_mib_seconds), C(o), N(o, t.spill_mib_seconds), C(o), N(o, t.device_seconds);
     C(o), N(o, t.mig_instance_seconds), C(o), N(o, t.cpu_usage_us), C(o);
+    N(o, t.slot_seconds), C(o);
     N(o, t.peak_memory_bytes), C(o), Q(o, ToString(u.end)), C(o), Q(o, u.service);
     *o += ",(extract(epoch FROM clock_timestamp()) * 1000000)::bigint)";
   }
@@ -117,7 +118,7 @@ void AppendRollUpSql(std::string* o, const RollUpUsage& m) {
       "INSERT INTO usage_daily (day_us, tenant, pool, node, model, sharing_mode, priority_class, "
       "mig_profile, service, preempted, milli_tflops_s, physical_milli_tflops_s, vram_mib_s, "
       "spill_mib_s, "
-      "device_s, mig_instance_s, cpu_usage_us, peak_memory_bytes, intervals) "
+      "device_s, mig_instance_s, cpu_usage_us, slot_s, peak_memory_bytes, intervals) "
       "SELECT (start_us / ";
   *o += kDayUs;
   *o += ") * ";
@@ -196,9 +197,10 @@ std::vector<UsageReportRow> ReadUsageReport(const pqxx::result& rows) {
     t.device_seconds = r[11].as<int64_t>();
     t.mig_instance_seconds = r[12].as<int64_t>();
     t.cpu_usage_us = r[13].as<int64_t>();
-    t.peak_memory_bytes = r[14].as<int64_t>();
-    t.intervals = r[15].as<int64_t>();
-    row.preempted = r[16].as<bool>();
+    t.slot_seconds = r[14].as<int64_t>();
+    t.peak_memory_bytes = r[15].as<int64_t>();
+    t.intervals = r[16].as<int64_t>();
+    row.preempted = r[17].as<bool>();
     out.push_back(std::move(row));
   }
   return out;

@@ -246,6 +246,18 @@ Status CheckOne(const Mutation& m, TextChecker& t) {
     t("device_fault.cleared_by", f.cleared_by);
     return Status::Ok();
   }
+  if (const auto* ds = std::get_if<SetDeviceSlots>(&m)) {
+    const DeviceSlotsRecord& s = ds->slots;
+    if (s.node.empty() || s.device.empty())
+      return Status::InvalidArgument("device slots: node and device must not be empty");
+    if (s.slots < 0 || s.slots > kMaxDeviceSlots)
+      return Status::InvalidArgument("device slots: slots " + std::to_string(s.slots) +
+                                     " outside 0.." + std::to_string(kMaxDeviceSlots));
+    t("device_slots.node", s.node);
+    t("device_slots.device", s.device);
+    t("device_slots.set_by", s.set_by);
+    return Status::Ok();
+  }
   if (const auto* au = std::get_if<AppendUsage>(&m)) return CheckUsage(*au, t);
   if (const auto* ru = std::get_if<RollUpUsage>(&m)) {
     if (ru->before_us <= 0 || ru->before_us % (24LL * 3600 * 1'000'000) != 0) {

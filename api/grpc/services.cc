@@ -178,6 +178,11 @@ grpc::ServerUnaryReactor* NodeServiceImpl::DrainNode(grpc::CallbackServerContext
                                                      v1::Node* resp) {
   return Unary(d_, ctx, req, resp, &ApiService::DrainNode, "DrainNode");
 }
+grpc::ServerUnaryReactor* NodeServiceImpl::SetDeviceSlots(grpc::CallbackServerContext* ctx,
+                                                          const v1::SetDeviceSlotsRequest* req,
+                                                          v1::Node* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::SetDeviceSlots, "SetDeviceSlots");
+}
 grpc::ServerUnaryReactor* NodeServiceImpl::ClearDeviceFault(grpc::CallbackServerContext* ctx,
                                                             const v1::ClearDeviceFaultRequest* req,
                                                             v1::Node* resp) {

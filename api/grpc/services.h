@@ -98,6 +98,9 @@ class NodeServiceImpl final : public v1::NodeService::CallbackService {
                                          const v1::NodeActionRequest* req, v1::Node* resp) override;
   grpc::ServerUnaryReactor* DrainNode(grpc::CallbackServerContext* ctx,
                                       const v1::NodeActionRequest* req, v1::Node* resp) override;
+  grpc::ServerUnaryReactor* SetDeviceSlots(grpc::CallbackServerContext* ctx,
+                                           const v1::SetDeviceSlotsRequest* req,
+                                           v1::Node* resp) override;
   grpc::ServerUnaryReactor* ClearDeviceFault(grpc::CallbackServerContext* ctx,
                                              const v1::ClearDeviceFaultRequest* req,
                                              v1::Node* resp) override;

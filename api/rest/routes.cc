@@ -176,6 +176,8 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
                                  "UncordonNode");
   Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:drain", kBody, &S::DrainNode,
                                  "DrainNode");
+  Unary<SetDeviceSlotsRequest, Node>("POST", "/v1/nodes/{node}/devices/{device}:set-slots", kBody,
+                                     &S::SetDeviceSlots, "SetDeviceSlots");
   Unary<ClearDeviceFaultRequest, Node>("POST", "/v1/nodes/{node}/devices/{device}:clear-fault",
                                        kBody, &S::ClearDeviceFault, "ClearDeviceFault");
   Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:fence", kBody, &S::FenceNode,

@@ -20,6 +20,7 @@
 //   GET    /v1/nodes/{name}               GetNode
 //   POST   /v1/nodes/{name}:cordon | :uncordon | :drain
 //   POST   /v1/nodes/{node}/devices/{device}:clear-fault
+//   POST   /v1/nodes/{node}/devices/{device}:set-slots   body {"slots": N}
 //   GET    /v1/catalog                    ListGpuModels
 //   GET    /v1/priority-classes           ListPriorityClasses  query tenant
 //   GET    /v1/skus                       ListSkus

@@ -260,7 +260,8 @@ std::vector<Command> BillingCommands() {
        "The file holds name, currency, rates (unit, price, optional pool/model/mig_profile),\n"
        "optional tenants, priority_multipliers, preemption_credit_percent, effective_time\n"
        "(default now; never in the past). Units: tflops-hour, vram-gib-hour, device-hour,\n"
-       "mig-profile-hour, spill-gib-hour. Prices are exact decimals per unit-hour. See\n"
+       "mig-profile-hour, spill-gib-hour, slot-hour. Prices are exact decimals per unit-hour.\n"
+       "See "
        "docs/billing.md.",
        {{"file", 'f', FlagKind::kValue, "FILE", "the plan, YAML or JSON ('-' = stdin)"}},
        "  gpupoolctl priceplans create -f standard.yaml\n",

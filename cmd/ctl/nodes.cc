@@ -1,4 +1,5 @@
-// nodes list|get|cordon|uncordon|drain|revoke|clear-device and catalog list.
+// nodes list|get|cordon|uncordon|drain|revoke|clear-device|set-slots and catalog list.
+#include <charconv>
 #include <ctime>
 
 #include "cmd/ctl/app.h"
@@ -44,16 +45,17 @@ void PrintNode(std::ostream& out, const v1::Node& n) {
                    });
   if (n.devices_size() == 0) return;
   out << '\n';
-  Table t({"DEVICE", "INDEX", "MODEL", "MIG", "HEALTHY", "TFLOPS", "VRAM", "UTIL", "MEM USED",
-           "POWER", "TEMP", "ECC/XID", "FAULT"});
+  Table t({"DEVICE", "INDEX", "MODEL", "MIG", "SLOTS", "HEALTHY", "TFLOPS", "VRAM", "UTIL",
+           "MEM USED", "POWER", "TEMP", "ECC/XID", "FAULT"});
   for (const v1::Device& d : n.devices()) {
-    std::vector<std::string> row = {d.id(),
-                                    std::to_string(d.index()),
-                                    d.model(),
-                                    d.mig_profile().empty() ? "-" : d.mig_profile(),
-                                    d.healthy() ? "yes" : "NO",
-                                    Tflops(d.capacity()),
-                                    Vram(d.capacity())};
+    std::vector<std::string> row = {
+        d.id(), std::to_string(d.index()), d.model(),
+        d.mig_profile().empty() ? "-" : d.mig_profile(),
+        // used/total of a time-sliced device
+        d.time_slice_slots() == 0
+            ? "-"
+            : std::to_string(d.slots_used()) + "/" + std::to_string(d.time_slice_slots()),
+        d.healthy() ? "yes" : "NO", Tflops(d.capacity()), Vram(d.capacity())};
     // The agent's last sample (none before its first heartbeat).
     if (d.has_sample()) {
       const v1::DeviceSample& s = d.sample();
@@ -167,6 +169,33 @@ int ClearDevice(Ctx& ctx, const ParsedArgs& a) {
   } else {
     ctx.out << "node " << node.name() << ": device " << req.device()
             << " fault cleared; back in service\n";
+  }
+  return kExitOk;
+}
+
+// An admin time-slices one idle device (0: back to its pool's default).
+int SetSlots(Ctx& ctx, const ParsedArgs& a) {
+  v1::SetDeviceSlotsRequest req;
+  req.set_node(a.positional[0]);
+  req.set_device(a.positional[1]);
+  int32_t slots = 0;
+  const std::string& text = a.positional[2];
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), slots);
+  if (ec != std::errc() || end != text.data() + text.size())
+    return ctx.Usage("SLOTS: '" + text + "' is not a whole number (0..64)");
+  req.set_slots(slots);
+  v1::Node node;
+  auto call = ctx.NewCall();
+  grpc::Status s = v1::NodeService::NewStub(ctx.channel())->SetDeviceSlots(call.get(), req, &node);
+  if (!s.ok()) return ctx.Fail(s);
+  if (ctx.format != OutputFormat::kTable) {
+    PrintMessage(ctx.out, node, ctx.format);
+  } else if (slots == 0) {
+    ctx.out << "node " << node.name() << ": device " << req.device()
+            << " back to its pool's time-slicing\n";
+  } else {
+    ctx.out << "node " << node.name() << ": device " << req.device() << " time-sliced into "
+            << slots << " slots\n";
   }
   return kExitOk;
 }
@@ -295,6 +324,20 @@ std::vector<Command> NodeCommands() {
        2,
        2,
        ClearDevice},
+      {"nodes set-slots",
+       "NODE DEVICE SLOTS",
+       "Time-slice one GPU or MIG instance into SLOTS slots (admin; 0: the pool's default)",
+       "Each shared request that lands on a time-sliced device takes one slot and is held to\n"
+       "the slot's share (the device's offered TFLOPS and VRAM over its slots); a request for\n"
+       "whole GPUs never lands there. A MIG instance with slots serves that many requests for\n"
+       "its profile. The device must be idle; SLOTS is 0..64. `nodes get` shows used/total\n"
+       "(docs/placement.md, \"Time-slicing per device\").",
+       {},
+       "  gpupoolctl nodes set-slots gpu-07 GPU-5c1e0a9e-0000-0000-0000-000000000000 4\n"
+       "  gpupoolctl nodes set-slots gpu-07 MIG-3g.40gb-0 2\n",
+       3,
+       3,
+       SetSlots},
       {"nodes fence",
        "NAME",
        "Say a silent node is powered off (admin): its tasks are requeued now",

@@ -52,10 +52,13 @@ int Report(Ctx& ctx, const ParsedArgs& a) {
   std::vector<std::string> header = {"PERIOD",   "TENANT", "POOL",       "MODEL",
                                      "CLASS",    "MIG",    "TFLOPS-H",   "VRAM-GIB-H",
                                      "DEVICE-H", "MIG-H",  "SPILL-GIB-H"};
+  // Time-slice slot-hours only where some row holds slots: most fleets slice no device.
+  const bool slots = resp.totals().slot_seconds() > 0;
+  if (slots) header.push_back("SLOT-H");
   if (split) header.insert(header.begin() + 6, "PREEMPTED");
   if (services) header.insert(header.begin() + 2, "SERVICE");
   Table t(header);
-  auto add = [&t, split, services](
+  auto add = [&t, split, services, slots](
                  const std::string& period, const std::string& tenant, const std::string& service,
                  const std::string& pool, const std::string& model, const std::string& cls,
                  const std::string& mig, const std::string& preempted, const v1::UsageTotals& u) {
@@ -70,6 +73,7 @@ int Report(Ctx& ctx, const ParsedArgs& a) {
                                     Fixed(static_cast<double>(u.device_seconds()) / 3600, 3),
                                     Fixed(static_cast<double>(u.mig_instance_seconds()) / 3600, 3),
                                     Fixed(u.spill_gib_seconds() / 3600, 3)};
+    if (slots) row.push_back(Fixed(static_cast<double>(u.slot_seconds()) / 3600, 3));
     if (split) row.insert(row.begin() + 6, preempted);
     if (services) row.insert(row.begin() + 2, period == "TOTAL" ? "" : OrDash(service));
     t.AddRow(row);
@@ -90,7 +94,7 @@ std::vector<Command> UsageCommands() {
       {"usage",
        "[--tenant T] [--pool P] [--model M] [--class C] [--period hour|day|month] [--from T] "
        "[--to T] [--depth N] [--preempted]",
-       "Show metered usage (TFLOPS, VRAM, devices, MIG instances) per period, with totals",
+       "Show metered usage (TFLOPS, VRAM, devices, MIG instances, slots) per period, with totals",
        "Sums the usage ledger: what task attempts held while they ran, metered in closed\n"
        "intervals (docs/billing.md). The table shows hours (TFLOPS-hours, GiB-hours, …);\n"
        "-o json gives the exact integer units too. An admin sees every tenant; others see\n"

@@ -136,7 +136,40 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"images:\n  datasets: {imagenet: srv/imagenet}\n",
                 "agent.yaml:2:24: images.datasets.imagenet: must be an absolute path, got "
                 "'srv/imagenet'"},
+        BadCase{"time_slicing: {\"0\": 0}\n",
+                "agent.yaml:1:21: time_slicing.0: must be ≥ 1, got 0"},
+        BadCase{"time_slicing: {\"0\": 65}\n",
+                "agent.yaml:1:21: time_slicing.0: must be ≤ 64, got 65"},
         BadCase{"pool: a\n  bad indent: [\n", "agent.yaml:2:13: illegal map value"}));
+
+// Issue 27: a device's default time-slice slots from the node's config, by GPU index or UUID.
+TEST(AgentConfigTest, TimeSlicingGivesDevicesTheirSlotsByIndexOrUuid) {
+  auto c = ParseAgentConfig("time_slicing: {\"1\": 4, MIG-a: 2}\n", "agent.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->time_slicing, (std::map<std::string, int32_t>{{"1", 4}, {"MIG-a", 2}}));
+  std::vector<Device> devices(4);
+  devices[0].uuid = "GPU-0";
+  devices[0].index = 0;
+  devices[1].uuid = "GPU-1";
+  devices[1].index = 1;
+  devices[2].uuid = "GPU-2";
+  devices[2].index = 2;
+  devices[3].uuid = "MIG-a";
+  devices[3].index = 2;
+  devices[3].mig_profile = "3g.40gb";
+  devices[3].parent_uuid = "GPU-2";
+  ASSERT_TRUE(ApplyTimeSlicing(c->time_slicing, &devices).ok());
+  EXPECT_EQ(devices[0].time_slice_slots, 0);
+  EXPECT_EQ(devices[1].time_slice_slots, 4);
+  EXPECT_EQ(devices[3].time_slice_slots, 2);
+  Status none = ApplyTimeSlicing({{"7", 2}}, &devices);
+  EXPECT_EQ(none.message(),
+            "time_slicing.7: no GPU of that index or device of that UUID on this node");
+  Status parent = ApplyTimeSlicing({{"2", 2}}, &devices);
+  EXPECT_EQ(parent.message(),
+            "time_slicing.2: GPU GPU-2 is partitioned into MIG instances; slice an instance (by "
+            "its UUID, e.g. MIG-a) instead");
+}
 
 TEST(AgentConfigTest, ParsesTheImagesDatasets) {
   auto c = ParseAgentConfig(

@@ -132,8 +132,8 @@ TEST(GrantEnvTest, NoDevicesHidesAllGpus) {
 //   a grant of 0 mTF (whole device) → 100; a MIG instance of 3g.40gb (424071 mTF) fully → 100.
 TEST(GrantEnvTest, ThreadPercentageFromTflops) {
   Inventory inv;
-  inv.devices = {{"GPU-0", "H100-SXM", 0, 81920, 989'500, "", "", true, 0, {}},
-                 {"MIG-0-0", "H100-SXM", 0, 40960, 424'071, "3g.40gb", "GPU-0", true, 0, {}}};
+  inv.devices = {{"GPU-0", "H100-SXM", 0, 81920, 989'500, "", "", true, 0, {}, 0},
+                 {"MIG-0-0", "H100-SXM", 0, 40960, 424'071, "3g.40gb", "GPU-0", true, 0, {}, 0}};
   v1::StartTask st;
   st.set_task_id("t");
   auto add = [&](const std::string& uuid, int64_t milli) {
@@ -156,7 +156,7 @@ TEST(GrantEnvTest, ThreadPercentageFromTflops) {
 // The node's driver files go with a GPU task (an image task binds them) and not with a CPU one.
 TEST(GrantEnvTest, AGpuTaskCarriesTheNodesDriverFilesACpuTaskNone) {
   Inventory inv;
-  inv.devices = {{"GPU-0", "H100-SXM", 0, 81920, 989'500, "", "", true, 0, {"/dev/nvidia0"}}};
+  inv.devices = {{"GPU-0", "H100-SXM", 0, 81920, 989'500, "", "", true, 0, {"/dev/nvidia0"}, 0}};
   inv.control_device_files = {"/dev/nvidiactl"};
   inv.driver_files = {"/usr/lib/x86_64-linux-gnu/libcuda.so.1"};
   v1::StartTask st;

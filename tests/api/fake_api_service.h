@@ -100,6 +100,7 @@ class FakeApiService final : public ApiService {
   GPUPOOL_FAKE_UNARY(UncordonNode, NodeActionRequest, Node)
   GPUPOOL_FAKE_UNARY(DrainNode, NodeActionRequest, Node)
   GPUPOOL_FAKE_UNARY(ClearDeviceFault, ClearDeviceFaultRequest, Node)
+  GPUPOOL_FAKE_UNARY(SetDeviceSlots, SetDeviceSlotsRequest, Node)
   GPUPOOL_FAKE_UNARY(FenceNode, NodeActionRequest, Node)
   GPUPOOL_FAKE_UNARY(ListGpuModels, ListGpuModelsRequest, ListGpuModelsResponse)
   GPUPOOL_FAKE_UNARY(ListPriorityClasses, ListPriorityClassesRequest, ListPriorityClassesResponse)

@@ -134,6 +134,8 @@ TEST_F(RestTest, EachRouteCallsItsMethodWithTheRightFields) {
       {verb::post, "/v1/nodes/node-1:drain", "", "DrainNode", R"(name: "node-1")"},
       {verb::post, "/v1/nodes/node-1/devices/GPU-ab-12:clear-fault", "", "ClearDeviceFault",
        R"(node: "node-1" device: "GPU-ab-12")"},
+      {verb::post, "/v1/nodes/node-1/devices/GPU-ab-12:set-slots", R"({"slots": 4})",
+       "SetDeviceSlots", R"(node: "node-1" device: "GPU-ab-12" slots: 4)"},
       {verb::post, "/v1/nodes/node-1:fence", "", "FenceNode", R"(name: "node-1")"},
       {verb::get, "/v1/catalog", "", "ListGpuModels", ""},
       {verb::get, "/v1/priority-classes", "", "ListPriorityClasses", ""},

@@ -279,6 +279,13 @@ TEST(ServiceImpl, AdminMethodsRequireAnAdmin) {
   Status cs = h.Call(&ApiService::ClearDeviceFault, clear, user).first;
   EXPECT_EQ(cs.code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(cs.message(), "clear a device fault: requires an admin; 'acme' is not one");
+  v1::SetDeviceSlotsRequest slots;
+  slots.set_node("n1");
+  slots.set_device("GPU-0");
+  slots.set_slots(4);
+  Status ss = h.Call(&ApiService::SetDeviceSlots, slots, user).first;
+  EXPECT_EQ(ss.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(ss.message(), "set a device's slots: requires an admin; 'acme' is not one");
 
   // Tenants see public pools and the private ones that allow them.
   ASSERT_TRUE(h.CreatePool("public").first.ok());

@@ -355,6 +355,14 @@ std::vector<Row> Table() {
         r.set_device("GPU-0");
         return Target{Box(r), "POST", "/v1/nodes/n1/devices/GPU-0:clear-fault", "{}"};
       });
+  add("NodeService/SetDeviceSlots", "POST /v1/nodes/{node}/devices/{device}:set-slots", "admin",
+      "DDDA", [](World&) {
+        v1::SetDeviceSlotsRequest r;
+        r.set_node("n1");
+        r.set_device("GPU-0");
+        r.set_slots(2);
+        return Target{Box(r), "POST", "/v1/nodes/n1/devices/GPU-0:set-slots", R"({"slots": 2})"};
+      });
   add("CatalogService/ListGpuModels", "GET /v1/catalog", "admin", "AAAA", [](World&) {
     return Target{Box(v1::ListGpuModelsRequest()), "GET", "/v1/catalog", ""};
   });

@@ -54,6 +54,18 @@ TEST(MeteringRates, WholeDevicesAndMigInstances) {
   EXPECT_EQ(profile, "3g.40gb");
   EXPECT_EQ(m.mig_instance_seconds, 1);
   EXPECT_EQ(m.device_seconds, 0);  // a MIG instance is not a whole device
+  // Time-slice slots (issue 27): a slot of a sliced GPU or MIG instance is a slot-second, not a
+  // device- or instance-second; its share is metered as TFLOPS and VRAM like any slice, and the
+  // instance's profile still names the row.
+  UsageTotals slots = RatesOf(
+      {{"m", Resources{78'000, 20'480}, 1, false}, {"h", Resources{247'250, 20'480}, 1, false}},
+      Ratio{1000}, Ratio{1000}, lookup, &model, &profile);
+  EXPECT_EQ(profile, "3g.40gb");
+  EXPECT_EQ(slots.slot_seconds, 2);
+  EXPECT_EQ(slots.mig_instance_seconds, 0);
+  EXPECT_EQ(slots.device_seconds, 0);
+  EXPECT_EQ(slots.milli_tflops_seconds, 78'000 + 247'250);
+  EXPECT_EQ(slots.vram_mib_seconds, 2 * 20'480);
   // An unknown device: its model says so, and what it holds counts as physical.
   UsageTotals u = RatesOf({{"gone", Resources{1000, 10}, 0, false}}, Ratio{2000}, Ratio{2000},
                           lookup, &model, &profile);

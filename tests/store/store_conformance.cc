@@ -341,6 +341,26 @@ TEST_P(StoreConformanceTest, DeviceFaultsRoundTripAndAreReplacedByTheirKey) {
   EXPECT_EQ(st.message(), "device fault: fault_id must be > 0");
 }
 
+TEST_P(StoreConformanceTest, DeviceSlotsAreSetReplacedAndDeletedPerDevice) {
+  DeviceSlotsRecord a{"n1", "GPU-1", 4, "admin@example", 1000};
+  DeviceSlotsRecord b{"n0", "GPU-0/mig-3g.40gb-0", 2, "admin@example", 2000};
+  ASSERT_OK(ApplyAndWait(*store_, {SetDeviceSlots{a}, SetDeviceSlots{b}}));
+  EXPECT_EQ(MustRecover(*store_).device_slots, (std::vector<DeviceSlotsRecord>{b, a}));
+  a.slots = 8;
+  a.set_us = 3000;
+  ASSERT_OK(ApplyAndWait(*store_, {SetDeviceSlots{a}}));
+  EXPECT_EQ(MustRecover(*store_).device_slots, (std::vector<DeviceSlotsRecord>{b, a}));
+  // Slots 0 gives the device back to its pool's default: the row goes.
+  ASSERT_OK(ApplyAndWait(*store_, {SetDeviceSlots{DeviceSlotsRecord{"n1", "GPU-1", 0, "x", 4}}}));
+  EXPECT_EQ(MustRecover(*store_).device_slots, (std::vector<DeviceSlotsRecord>{b}));
+  // Out of range: refused, nothing of the batch applied.
+  DeviceSlotsRecord bad{"n2", "GPU-0", 65, "x", 5};
+  Status st = ApplyAndWait(*store_, {SetDeviceSlots{a}, SetDeviceSlots{bad}});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_EQ(st.message(), "device slots: slots 65 outside 0..64");
+  EXPECT_EQ(MustRecover(*store_).device_slots, (std::vector<DeviceSlotsRecord>{b}));
+}
+
 TEST_P(StoreConformanceTest, DeletePool) {
   ASSERT_OK(ApplyAndWait(*store_, {UpsertPool{SamplePool("a")}, UpsertPool{SamplePool("b")}}));
   ASSERT_OK(ApplyAndWait(*store_, {DeletePool{"a"}}));

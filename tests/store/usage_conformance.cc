@@ -123,6 +123,7 @@ TEST_P(StoreConformanceTest, UsageReportGroupsAndFilters) {
   g.priority_class = "high";
   g.mig_profile = "3g.40gb";
   g.totals.mig_instance_seconds = 10;
+  g.totals.slot_seconds = 20;  // issue 27: slots of time-sliced devices, stored and summed
   rows.push_back(g);
   ASSERT_OK(ApplyAndWait(*store_, {AppendUsage{rows}}));
 
@@ -173,6 +174,7 @@ TEST_P(StoreConformanceTest, UsageReportGroupsAndFilters) {
   EXPECT_EQ(gx.priority_class, "high");
   EXPECT_EQ(gx.mig_profile, "3g.40gb");
   EXPECT_EQ(gx.totals.mig_instance_seconds, 10);
+  EXPECT_EQ(gx.totals.slot_seconds, 20);
 
   // Exact filters.
   UsageQuery f;
