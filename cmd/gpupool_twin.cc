@@ -216,7 +216,7 @@ The same requests for every policy. See docs/twin.md, "MIG layouts".
   --gpus N           GPUs in the fleet (default: 32)
   --hours H          simulated hours (default: 24)
   --seed S           (default: 1)
-  --load L           offered compute-slice load, share of the fleet (default: 0.85)
+  --load L           offered compute-slice load, share of the fleet (default: 0.7)
   --relayout-s S     seconds a GPU is out of service while re-laid out (default: 8)
   --replan-min M     dynamic: minutes between looks at idle GPUs (default: 5)
   --mix-tau-min M    dynamic: smoothing time constant of the demand estimate (default: 30)

@@ -40,7 +40,7 @@ struct MigReplayOptions {
   int32_t gpus = 32;
   int64_t hours = 24;
   uint64_t seed = 1;
-  double load = 0.85;            // offered compute-slice load, share of the fleet's
+  double load = 0.7;             // offered compute-slice load, share of the fleet's
   double relayout_s = 8;         // a GPU out of service while its instances are rebuilt
   int64_t replan_every_s = 300;  // dynamic: periodic look at idle GPUs
   double mix_tau_s = 1800;       // dynamic: smoothing time constant of the demand estimate

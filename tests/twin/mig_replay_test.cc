@@ -132,7 +132,7 @@ MigReplayResult Replayed(const std::vector<MigRequest>& reqs, const MigFleetPoli
 }
 
 TEST(MigReplayTest, OnTheShiftingDayDynamicPlacesMoreThanTheBestStatic) {
-  MigReplayOptions o;  // 32 × A100-80GB, 24 h, seed 1, load 0.85
+  MigReplayOptions o;  // 32 × A100-80GB, 24 h, seed 1, load 0.7
   auto reqs = MigShiftingDay(A100(), o);
   ASSERT_TRUE(reqs.ok());
   double best_static = 0;
