@@ -125,8 +125,9 @@ TEST(MigLayoutTest, AProfileWithoutAPlacementRuleIsNotLaidOut) {
 // The guide's A100 figure ("MIG Profiles on A100") builds combinations from 1g, 2g, 3g, 4g and
 // 7g: on the 8 memory slices with the starts above that gives 19 maximal placements, the count
 // usually quoted for the A100. The 80GB/H100/H200 tables add the 1g profile with two memory
-// slices ({0,2,4,6}:2), which brings it to 78 placements with 38 distinct instance counts
-// (counted by hand-checked enumeration: each is maximal and no two are equal).
+// slices ({0,2,4,6}:2), which brings it to 78 placements with 38 distinct instance counts. The
+// counts were checked against an independent enumeration that applies the memory rule alone (no
+// compute limit): the same 19 and 78, so the memory rule keeps every layout within 7 slices.
 TEST(MigLayoutTest, EnumerationCountsWhatTheGuideImplies) {
   GpuModel five = Model("A100-40GB");
   std::erase_if(five.mig_profiles, [](const MigProfile& p) { return p.name == "1g.10gb"; });
