@@ -1,6 +1,7 @@
 // gpupool-twin: replays a trace workload through the production scheduler core with a simulated
 // clock and writes what it measured. Wiring only: the replay is twin/twin.h, the workload
 // twin/workload.h, the report twin/report.h.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "base/log.h"
 #include "placement/strategy.h"
 #include "twin/autoscale_replay.h"
+#include "twin/mig_replay.h"
 #include "twin/org_tree.h"
 #include "twin/report.h"
 #include "twin/twin.h"
@@ -23,6 +25,7 @@ using namespace gpupool::twin;
 
 constexpr const char* kHelp = R"(usage: gpupool-twin --trace-dir DIR --json OUT [options]
        gpupool-twin autoscale [options]   (inference services' autoscaling: autoscale --help)
+       gpupool-twin mig [options]         (static against dynamic MIG layouts: mig --help)
 
 Replays a workload (Alibaba openb pod list, or one from bench/workload_gen: arrivals at
 creation_time, durations up to deletion_time) through gpupoold's own scheduler core — queues, quotas, fair share, priorities,
@@ -197,10 +200,159 @@ int AutoscaleMain(int argc, char** argv) {
   return 0;
 }
 
+constexpr const char* kMigHelp = R"(usage: gpupool-twin mig [options]
+
+Replays a day of MIG requests whose profile mix shifts (night 7g training, morning 1g inference,
+afternoon 3g/4g fine-tuning, evening a spread) on a fleet of MIG GPUs, on a simulated clock, and
+prints per policy the share of the requested MIG work placed within the day, the wait p50/p99
+and the re-layouts:
+  - every uniform static layout (one per distinct instance mix; the best one is printed, all
+    with --all-static),
+  - a static mixed fleet planned with hindsight from the day's mean demand,
+  - dynamic: idle GPUs re-laid out by the planner from the smoothed recent demand.
+The same requests for every policy. See docs/twin.md, "MIG layouts".
+
+  --model M          A100-80GB | A100-40GB | H100-SXM | H100-PCIe | H200 (default: A100-80GB)
+  --gpus N           GPUs in the fleet (default: 32)
+  --hours H          simulated hours (default: 24)
+  --seed S           (default: 1)
+  --load L           offered compute-slice load, share of the fleet (default: 0.7)
+  --relayout-s S     seconds a GPU is out of service while re-laid out (default: 8)
+  --replan-min M     dynamic: minutes between looks at idle GPUs (default: 5)
+  --mix-tau-min M    dynamic: smoothing time constant of the demand estimate (default: 30)
+  --all-static       print every uniform static layout, not only the best
+  --json FILE        also write the results as JSON
+)";
+
+void PrintMigRow(const MigReplayResult& r, const std::string& label) {
+  std::printf("%-28s %7.1f %% %7.1f %% %10.0f %10.0f %9lld  %s\n", label.c_str(),
+              100 * r.placed_share(), 100 * r.placed_slice_share(), r.wait_p50_s, r.wait_p99_s,
+              static_cast<long long>(r.relayouts), r.policy.c_str());
+}
+
+std::string MigJson(const MigReplayResult& r, const std::string& kind) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "{\"kind\":\"%s\",\"policy\":\"%s\",\"requests\":%lld,\"started\":%lld,"
+                "\"placed_share\":%.4f,\"placed_slice_share\":%.4f,\"wait_p50_s\":%.0f,"
+                "\"wait_p99_s\":%.0f,\"relayouts\":%lld}",
+                kind.c_str(), r.policy.c_str(), static_cast<long long>(r.requests),
+                static_cast<long long>(r.started), r.placed_share(), r.placed_slice_share(),
+                r.wait_p50_s, r.wait_p99_s, static_cast<long long>(r.relayouts));
+  return buf;
+}
+
+// Higher placed share first, then the lower p99 wait.
+bool MigBetter(const MigReplayResult& a, const MigReplayResult& b) {
+  if (a.placed_share() != b.placed_share()) return a.placed_share() > b.placed_share();
+  return a.wait_p99_s < b.wait_p99_s;
+}
+
+int MigMain(int argc, char** argv) {
+  std::string model_name = "A100-80GB", json;
+  MigReplayOptions o;
+  bool all_static = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << kMigHelp;
+      return 0;
+    }
+    if (a == "--all-static") {
+      all_static = true;
+      continue;
+    }
+    if (i + 1 >= argc) Fail(a + ": needs a value (see gpupool-twin mig --help)");
+    const std::string v = argv[++i];
+    try {
+      if (a == "--model") {
+        model_name = v;
+      } else if (a == "--gpus") {
+        o.gpus = std::stoi(v);
+      } else if (a == "--hours") {
+        o.hours = std::stoll(v);
+      } else if (a == "--seed") {
+        o.seed = std::stoull(v);
+      } else if (a == "--load") {
+        o.load = std::stod(v);
+      } else if (a == "--relayout-s") {
+        o.relayout_s = std::stod(v);
+      } else if (a == "--replan-min") {
+        o.replan_every_s = std::stoll(v) * 60;
+      } else if (a == "--mix-tau-min") {
+        o.mix_tau_s = std::stod(v) * 60;
+      } else if (a == "--json") {
+        json = v;
+      } else {
+        Fail("unknown option " + a + " (see gpupool-twin mig --help)");
+      }
+    } catch (const std::exception&) {
+      Fail(a + ": not a number: '" + v + "'");
+    }
+  }
+  const GpuModel* model = Catalog::Builtin().Find(model_name);
+  if (model == nullptr) Fail("--model: unknown GPU model '" + model_name + "'");
+  auto requests = MigShiftingDay(*model, o);
+  if (!requests.ok()) Fail(requests.status().message());
+  auto replay = [&](const MigFleetPolicy& p) {
+    auto r = ReplayMig(*model, *requests, p, o);
+    if (!r.ok()) Fail(r.status().message());
+    return *r;
+  };
+  std::printf("%s × %d, %lld h, seed %llu, load %.2f: %zu requests\n", model->name.c_str(), o.gpus,
+              static_cast<long long>(o.hours), static_cast<unsigned long long>(o.seed), o.load,
+              requests->size());
+  std::printf("%-28s %9s %9s %10s %10s %9s  %s\n", "policy", "placed", "slice-s", "wait p50 s",
+              "wait p99 s", "relayouts", "layout");
+  // Every uniform static layout, one per distinct instance mix.
+  std::vector<MigReplayResult> uniform;
+  std::vector<std::vector<int>> seen;
+  for (const MigLayout& l : EnumerateMaximalMigLayouts(*model)) {
+    const std::vector<int> counts = MigInstanceCounts(*model, l);
+    if (std::find(seen.begin(), seen.end(), counts) != seen.end()) continue;
+    seen.push_back(counts);
+    uniform.push_back(replay(UniformStaticFleet(l, o.gpus)));
+    if (all_static) PrintMigRow(uniform.back(), "static (uniform)");
+  }
+  if (uniform.empty()) Fail(model->name + " has no MIG layout");
+  const MigReplayResult best_uniform = *std::min_element(uniform.begin(), uniform.end(), MigBetter);
+  auto planned = PlanMigFleet(*model, MeanDemand(*model, *requests, o.hours), o.gpus);
+  if (!planned.ok()) Fail(planned.status().message());
+  const MigReplayResult mixed =
+      replay(MigFleetPolicy{"static planned from the day's mean demand", *planned, false});
+  auto dynamic_policy = DynamicMigFleet(*model, o.gpus);
+  if (!dynamic_policy.ok()) Fail(dynamic_policy.status().message());
+  const MigReplayResult dynamic = replay(*dynamic_policy);
+  PrintMigRow(best_uniform, "best uniform static");
+  PrintMigRow(mixed, "static mixed (hindsight)");
+  PrintMigRow(dynamic, "dynamic");
+  const MigReplayResult& best_static = MigBetter(mixed, best_uniform) ? mixed : best_uniform;
+  std::printf(
+      "best static: %.1f %% placed, wait p99 %.0f s; dynamic: %.1f %% placed, wait p99 "
+      "%.0f s, %lld re-layouts\n",
+      100 * best_static.placed_share(), best_static.wait_p99_s, 100 * dynamic.placed_share(),
+      dynamic.wait_p99_s, static_cast<long long>(dynamic.relayouts));
+  if (!json.empty()) {
+    std::string out = "{\"model\":\"" + model->name + "\",\"gpus\":" + std::to_string(o.gpus) +
+                      ",\"hours\":" + std::to_string(o.hours) +
+                      ",\"seed\":" + std::to_string(o.seed) +
+                      ",\"requests\":" + std::to_string(requests->size()) + ",\"policies\":[" +
+                      MigJson(best_uniform, "best_uniform_static") + "," +
+                      MigJson(mixed, "static_mixed_hindsight") + "," + MigJson(dynamic, "dynamic");
+    for (const MigReplayResult& r : uniform) out += "," + MigJson(r, "uniform_static");
+    out += "]}\n";
+    std::ofstream f(json);
+    f << out;
+    if (!f) Fail("cannot write " + json);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "autoscale") return AutoscaleMain(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "mig") return MigMain(argc - 1, argv + 1);
   // The core logs every preemption at info; GPUPOOL_TWIN_LOG=info shows them (and the
   // starvation reservations made and dropped).
   SetLogLevel(std::getenv("GPUPOOL_TWIN_LOG") != nullptr &&

@@ -38,11 +38,46 @@ int SlicesInName(std::string_view name) {
   return n;
 }
 
+// The optional placement rule of a MIG profile: memory_slices and starts, both or neither.
+Status ParsePlacement(const YamlDoc& doc, const YAML::Node& node, const YamlPath& path,
+                      MigProfile& p) {
+  const bool has_slices = node["memory_slices"].IsDefined();
+  const bool has_starts = node["starts"].IsDefined();
+  if (!has_slices && !has_starts) return Status::Ok();
+  if (has_slices != has_starts) {
+    const char* missing = has_slices ? "starts" : "memory_slices";
+    return doc.Error(node, path.Key(missing),
+                     std::string("missing required key (memory_slices and starts go together)"));
+  }
+  GPUPOOL_ASSIGN_OR_RETURN(int64_t slices,
+                           doc.Int(node, path, "memory_slices", 1, kMigMemorySlices));
+  p.memory_slices = static_cast<int>(slices);
+  GPUPOOL_ASSIGN_OR_RETURN(std::vector<std::string> starts, doc.StringList(node, path, "starts"));
+  if (starts.empty()) return doc.Error(node["starts"], path.Key("starts"), "must not be empty");
+  for (const std::string& text : starts) {
+    char* end = nullptr;
+    const long v = std::strtol(text.c_str(), &end, 10);
+    if (end == text.c_str() || *end != '\0' || v < 0 || v + slices > kMigMemorySlices) {
+      return doc.Error(node["starts"], path.Key("starts"),
+                       "start '" + text + "' must be an integer from 0 to " +
+                           std::to_string(kMigMemorySlices - slices) + " (an instance of " +
+                           std::to_string(slices) + " memory slices ends within the GPU's " +
+                           std::to_string(kMigMemorySlices) + ")");
+    }
+    if (!p.starts.empty() && v <= p.starts.back()) {
+      return doc.Error(node["starts"], path.Key("starts"), "must be ascending and distinct");
+    }
+    p.starts.push_back(static_cast<int>(v));
+  }
+  return Status::Ok();
+}
+
 // Parses one MIG profile of `model` (whose compute and VRAM are already set).
 Result<MigProfile> ParseMig(const YamlDoc& doc, const YAML::Node& node, const YamlPath& path,
                             const GpuModel& model) {
-  GPUPOOL_RETURN_IF_ERROR(
-      doc.CheckKeys(node, path, {"name", "compute_slices", "vram_mib", "max_instances"}));
+  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(
+      node, path,
+      {"name", "compute_slices", "vram_mib", "max_instances", "memory_slices", "starts"}));
   MigProfile p;
   GPUPOOL_ASSIGN_OR_RETURN(p.name, doc.String(node, path, "name"));
   GPUPOOL_ASSIGN_OR_RETURN(int64_t slices,
@@ -73,6 +108,7 @@ Result<MigProfile> ParseMig(const YamlDoc& doc, const YAML::Node& node, const Ya
                          std::to_string(p.compute_slices) + " slices exceed the card's " +
                          std::to_string(kMigComputeSlices) + " compute slices");
   }
+  GPUPOOL_RETURN_IF_ERROR(ParsePlacement(doc, node, path, p));
   return p;
 }
 

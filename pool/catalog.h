@@ -12,7 +12,8 @@
 //
 // Invariants of a loaded Catalog: at least one model; names and aliases unique after
 // normalization; fp16 > 0, bf16 >= 0, vram > 0; every MIG profile has 1..7 compute slices,
-// vram ≤ the card's, 1..7 instances, and a unique name within its model.
+// vram ≤ the card's, 1..7 instances, and a unique name within its model; a placement rule, where
+// stated, has 1..8 memory slices and ascending starts that keep the instance within the 8.
 //
 // Thread safety: immutable after construction; Builtin() is initialized once, thread-safely.
 #pragma once
@@ -35,11 +36,18 @@ struct MigProfile {
   int64_t milli_tflops = 0;  // card compute × compute_slices / 7, rounded down
   int64_t vram_mib = 0;
   int max_instances = 0;  // how many fit on one GPU
+  // Placement rule (NVIDIA MIG User Guide; see pool/catalog.yaml): an instance occupies
+  // `memory_slices` contiguous memory slices of the GPU's kMigMemorySlices, beginning at one of
+  // `starts` (ascending). 0 and empty when the catalog does not state it; pool/mig_layout.h
+  // lays out only profiles that have it.
+  int memory_slices = 0;
+  std::vector<int> starts;
 
   Resources resources() const { return {milli_tflops, vram_mib}; }
 };
 
 inline constexpr int kMigComputeSlices = 7;
+inline constexpr int kMigMemorySlices = 8;
 
 struct GpuModel {
   std::string name;         // canonical, e.g. "H100-SXM"

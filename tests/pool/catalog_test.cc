@@ -314,7 +314,26 @@ TEST(CatalogParse, ValidationErrorsNameFileKeyAndLine) {
        "    mig_profiles:\n"
        "      - {name: 1g.1gb, compute_slices: 1, vram_mib: 512, max_instances: 1, sm: 1}\n",
        "c.yaml:7: models[0].mig_profiles[0].sm: unknown key (allowed: name, compute_slices, "
-       "vram_mib, max_instances)"},
+       "vram_mib, max_instances, memory_slices, starts)"},
+      {"mig start past the memory slices",
+       "models:\n  - name: X\n    vendor: V\n    fp16_tflops: 7\n    vram_mib: 1024\n"
+       "    mig_profiles:\n"
+       "      - {name: 3g.1gb, compute_slices: 3, vram_mib: 512, max_instances: 2,"
+       " memory_slices: 4, starts: [0, 5]}\n",
+       "c.yaml:7: models[0].mig_profiles[0].starts: start '5' must be an integer from 0 to 4 (an "
+       "instance of 4 memory slices ends within the GPU's 8)"},
+      {"mig starts not ascending",
+       "models:\n  - name: X\n    vendor: V\n    fp16_tflops: 7\n    vram_mib: 1024\n"
+       "    mig_profiles:\n"
+       "      - {name: 1g.1gb, compute_slices: 1, vram_mib: 512, max_instances: 2,"
+       " memory_slices: 1, starts: [2, 0]}\n",
+       "c.yaml:7: models[0].mig_profiles[0].starts: must be ascending and distinct"},
+      {"mig starts without memory_slices",
+       "models:\n  - name: X\n    vendor: V\n    fp16_tflops: 7\n    vram_mib: 1024\n"
+       "    mig_profiles:\n"
+       "      - {name: 1g.1gb, compute_slices: 1, vram_mib: 512, max_instances: 2, starts: [0]}\n",
+       "c.yaml:7: models[0].mig_profiles[0].memory_slices: missing required key (memory_slices and "
+       "starts go together)"},
       {"duplicate mig",
        "models:\n  - name: X\n    vendor: V\n    fp16_tflops: 7\n    vram_mib: 1024\n"
        "    mig_profiles:\n"
