@@ -355,11 +355,11 @@ TEST_F(GpupoolctlE2E, Nodes) {
 
   o = Ctl({"nodes", "get", "gpu-01"});
   ASSERT_EQ(o.exit, 0) << Dump(o);
-  EXPECT_NE(o.out.find("GPU-gpu-01-0   0       H100-SXM   -     yes       12.5/989.5   "
+  EXPECT_NE(o.out.find("GPU-gpu-01-0   0       H100-SXM   -     -       yes       12.5/989.5   "
                        "20GiB/80GiB   87%    20GiB/80GiB   412W    64C    0/1       -\n"),
             std::string::npos)
       << o.out;
-  EXPECT_NE(o.out.find("GPU-gpu-01-1   1       H100-SXM   -     yes       0/989.5      "
+  EXPECT_NE(o.out.find("GPU-gpu-01-1   1       H100-SXM   -     -       yes       0/989.5      "
                        "0MiB/80GiB    -      -             -       -      -         -\n"),
             std::string::npos)
       << o.out;
