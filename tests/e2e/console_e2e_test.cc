@@ -16,6 +16,7 @@
 
 #include "tests/api/http_client.h"
 #include "tests/e2e/cdp_client.h"
+#include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/wait_for.h"
 
@@ -95,18 +96,13 @@ class ConsoleE2eTest : public ::testing::Test {
   }
 
   void StartAgent(const std::string& node, const std::string& pool, const std::string& gpus) {
-    const std::string config = dir_ + "/" + node + ".yaml";
-    std::ofstream(config) << "node_name: " << node << "\npool: " << pool
-                          << "\ncpu_milli: 64000\nmemory_mib: 262144\n"
-                             "backend: simulated\nheartbeat_interval_ms: 200\n"
-                             "stop_grace_period_ms: 1000\n"
-                             "reconnect: {initial_ms: 100, max_ms: 500}\n"
-                             "gpus:\n"
-                          << gpus;
-    auto child = ChildProcess::Spawn(
-        {testing::BinaryPath("gpupool-agent"), "--config", config, "--scheduler",
-         daemon_->grpc_address(), "--data-dir", dir_ + "/" + node},
-        dir_ + "/" + node + ".log");
+    testing::AgentProcessOptions o;
+    o.dir = dir_;
+    o.node = node;
+    o.scheduler = daemon_->grpc_address();
+    o.pool = pool;
+    o.gpus_yaml = gpus;
+    auto child = testing::StartAgentProcess(o);
     ASSERT_TRUE(child.ok());
     agents_[node] = std::move(child).value();
     ASSERT_TRUE(testing::WaitFor(

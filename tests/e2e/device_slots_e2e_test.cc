@@ -16,6 +16,7 @@
 #include "gpupool/v1/pools.pb.h"
 #include "gpupool/v1/usage.pb.h"
 #include "tests/api/http_client.h"
+#include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/wait_for.h"
 
@@ -64,17 +65,13 @@ class DeviceSlotsE2eTest : public ::testing::Test {
               200);
     ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/tenants", R"({"tenant": {"path": "acme"}})").status,
               200);
-    const std::string config = dir_ + "/agent.yaml";
-    std::ofstream(config) << "node_name: node-a\npool: mixed\ncpu_milli: 64000\n"
-                             "memory_mib: 262144\nbackend: simulated\nheartbeat_interval_ms: 200\n"
-                             "stop_grace_period_ms: 1000\n"
-                             "reconnect: {initial_ms: 100, max_ms: 500}\n"
-                             "gpus:\n"
-                             "  - {model: H100-SXM, count: 3, mig: {\"2\": [3g.40gb, 3g.40gb]}}\n";
-    auto child =
-        ChildProcess::Spawn({testing::BinaryPath("gpupool-agent"), "--config", config,
-                             "--scheduler", daemon_->grpc_address(), "--data-dir", dir_ + "/agent"},
-                            dir_ + "/agent.log");
+    testing::AgentProcessOptions o;
+    o.dir = dir_;
+    o.node = "node-a";
+    o.scheduler = daemon_->grpc_address();
+    o.pool = "mixed";
+    o.gpus_yaml = "  - {model: H100-SXM, count: 3, mig: {\"2\": [3g.40gb, 3g.40gb]}}\n";
+    auto child = testing::StartAgentProcess(o);
     ASSERT_TRUE(child.ok());
     agent_ = std::move(child).value();
     ASSERT_TRUE(testing::WaitFor([&] { return Node().state() == v1::NODE_STATE_READY; },

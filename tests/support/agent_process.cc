@@ -14,7 +14,12 @@ Result<std::unique_ptr<ChildProcess>> StartAgentProcess(const AgentProcessOption
         << "\nstop_grace_period_ms: " << o.stop_grace_period_ms
         << "\nreconnect: {initial_ms: 100, max_ms: 500}\n"
         << "stop_tasks_on_shutdown: " << (o.stop_tasks_on_shutdown ? "true" : "false") << "\n"
-        << "gpus:\n  - model: H100-SXM\n    count: " << o.gpus << "\n";
+        << "gpus:\n";
+    if (o.gpus_yaml.empty()) {
+      out << "  - model: H100-SXM\n    count: " << o.gpus << "\n";
+    } else {
+      out << o.gpus_yaml;
+    }
     if (o.health_poll_ms > 0) out << "health_poll_ms: " << o.health_poll_ms << "\n";
     out << o.extra_config;
     if (!out) return Status::Internal("cannot write " + config);

@@ -24,6 +24,9 @@ struct AgentProcessOptions {
   std::string scheduler;  // HOST:PORT of gpupoold's gRPC
   std::string pool = "gpu";
   int gpus = 1;
+  // The `gpus:` entries as YAML list items ("  - {model: H100-SXM, count: 2, mig: …}\n");
+  // empty: `gpus` H100s.
+  std::string gpus_yaml;
   int64_t heartbeat_interval_ms = 200;
   int64_t stop_grace_period_ms = 1000;
   int64_t health_poll_ms = 0;  // > 0: the agent's health_poll_ms
