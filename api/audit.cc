@@ -10,6 +10,7 @@
 #include "gpupool/v1/keys.pb.h"
 #include "gpupool/v1/pools.pb.h"
 #include "gpupool/v1/tenants.pb.h"
+#include "gpupool/v1/webhooks.pb.h"
 #include "gpupool/v1/whatif.pb.h"
 
 namespace gpupool::api {
@@ -34,6 +35,10 @@ std::string TargetTenant(const google::protobuf::Message* req,
   if (auto* r = As<v1::DeleteQuotaRequest>(req)) return r->tenant();
   if (auto* r = As<v1::CreateRegistryCredentialRequest>(req)) return r->credential().tenant();
   if (auto* r = As<v1::DeleteRegistryCredentialRequest>(req)) return r->tenant();
+  if (auto* r = As<v1::CreateWebhookRequest>(req)) return r->webhook().tenant();
+  if (auto* w = As<v1::Webhook>(reply)) return w->tenant();
+  if (auto* w = As<v1::CreateWebhookResponse>(reply)) return w->webhook().tenant();
+  if (auto* w = As<v1::GetWebhookResponse>(reply)) return w->webhook().tenant();
   if (auto* r = As<v1::CreateServiceRequest>(req)) return r->service().tenant();
   if (auto* r = As<v1::UpdateServiceRequest>(req)) return r->service().tenant();
   if (auto* r = As<v1::GetServiceRequest>(req)) return r->tenant();
@@ -84,6 +89,9 @@ bool IsMutatingVerb(std::string_view verb) {
       "SetDeviceSlots",
       "CreateRegistryCredential",
       "DeleteRegistryCredential",
+      "CreateWebhook",
+      "DeleteWebhook",
+      "EnableWebhook",
       "CreateService",
       "UpdateService",
       "RollbackService",
@@ -160,6 +168,18 @@ std::string ResourceOf(const google::protobuf::Message& req,
     return "registry-credential/" + r->tenant() + "/" + r->name();
   }
   if (As<v1::ListRegistryCredentialsRequest>(m)) return "registry-credentials";
+  // The URL and kinds only: the signing secret never reaches the audit log.
+  if (auto* r = As<v1::CreateWebhookRequest>(m)) {
+    if (auto* resp = As<v1::CreateWebhookResponse>(reply);
+        resp != nullptr && resp->webhook().id()) {
+      return "webhook/" + std::to_string(resp->webhook().id());
+    }
+    return "tenant/" + r->webhook().tenant();
+  }
+  if (auto* r = As<v1::GetWebhookRequest>(m)) return "webhook/" + r->id();
+  if (auto* r = As<v1::DeleteWebhookRequest>(m)) return "webhook/" + r->id();
+  if (auto* r = As<v1::EnableWebhookRequest>(m)) return "webhook/" + r->id();
+  if (As<v1::ListWebhooksRequest>(m)) return "webhooks";
   if (auto* r = As<v1::CreatePricePlanRequest>(m)) return "priceplan/" + r->plan().name();
   if (auto* r = As<v1::UpdatePricePlanRequest>(m)) return "priceplan/" + r->plan().name();
   if (As<v1::ListPricePlansRequest>(m)) return "priceplans";

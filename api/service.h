@@ -33,6 +33,7 @@
 #include "gpupool/v1/services.pb.h"
 #include "gpupool/v1/tenants.pb.h"
 #include "gpupool/v1/usage.pb.h"
+#include "gpupool/v1/webhooks.pb.h"
 #include "gpupool/v1/whatif.pb.h"
 
 namespace gpupool::api {
@@ -142,6 +143,18 @@ class ApiService {
   virtual void DeleteRegistryCredential(const CallContext& ctx,
                                         const v1::DeleteRegistryCredentialRequest& req,
                                         Reply<v1::DeleteRegistryCredentialResponse> done);
+  // Webhooks (docs/webhooks.md; admin, or tenant-admin within its subtree). Default:
+  // UNIMPLEMENTED.
+  virtual void CreateWebhook(const CallContext& ctx, const v1::CreateWebhookRequest& req,
+                             Reply<v1::CreateWebhookResponse> done);
+  virtual void ListWebhooks(const CallContext& ctx, const v1::ListWebhooksRequest& req,
+                            Reply<v1::ListWebhooksResponse> done);
+  virtual void GetWebhook(const CallContext& ctx, const v1::GetWebhookRequest& req,
+                          Reply<v1::GetWebhookResponse> done);
+  virtual void DeleteWebhook(const CallContext& ctx, const v1::DeleteWebhookRequest& req,
+                             Reply<v1::DeleteWebhookResponse> done);
+  virtual void EnableWebhook(const CallContext& ctx, const v1::EnableWebhookRequest& req,
+                             Reply<v1::Webhook> done);
 
   // Billing (docs/billing.md): price plans (mutations: admin), invoices, their CSV export and
   // the billing-engine usage feed (admin, or tenant-admin within its subtree). Default:
@@ -217,6 +230,11 @@ GPUPOOL_API_UNIMPLEMENTED(ListRegistryCredentials, ListRegistryCredentialsReques
                           ListRegistryCredentialsResponse)
 GPUPOOL_API_UNIMPLEMENTED(DeleteRegistryCredential, DeleteRegistryCredentialRequest,
                           DeleteRegistryCredentialResponse)
+GPUPOOL_API_UNIMPLEMENTED(CreateWebhook, CreateWebhookRequest, CreateWebhookResponse)
+GPUPOOL_API_UNIMPLEMENTED(ListWebhooks, ListWebhooksRequest, ListWebhooksResponse)
+GPUPOOL_API_UNIMPLEMENTED(GetWebhook, GetWebhookRequest, GetWebhookResponse)
+GPUPOOL_API_UNIMPLEMENTED(DeleteWebhook, DeleteWebhookRequest, DeleteWebhookResponse)
+GPUPOOL_API_UNIMPLEMENTED(EnableWebhook, EnableWebhookRequest, Webhook)
 inline void ApiService::GetUsage(const CallContext&, const v1::GetUsageRequest&,
                                  Reply<v1::GetUsageResponse> done) {
   done(Status::Unimplemented("GetUsage: this server keeps no usage ledger"),

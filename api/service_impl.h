@@ -49,6 +49,7 @@
 namespace gpupool {
 class ApiKeyStore;
 class RegistryCredentialStore;
+class WebhookStore;
 class ServiceController;
 struct ServiceSpec;
 class Store;
@@ -95,6 +96,12 @@ struct ServiceOptions {
   // Where tenants' registry credentials live (scheduler/registry_credentials.h); null = their
   // RPCs answer UNIMPLEMENTED and a job may name only its own secret_env entry.
   RegistryCredentialStore* registry_credentials = nullptr;
+  // Where tenants' webhooks live (scheduler/webhooks.h); null = WebhookService answers
+  // UNIMPLEMENTED. Not owned. http:// URLs to a loopback host are accepted only with
+  // webhooks_allow_loopback (demos, tests); a tenant keeps at most webhooks_per_tenant.
+  WebhookStore* webhooks = nullptr;
+  bool webhooks_allow_loopback = false;
+  int webhooks_per_tenant = 50;
   // Billing (api/service_billing.cc): where price plans live (the Store's AddPricePlan /
   // ListPricePlans) and the usage ledger invoices are rated from. price_plans null =
   // BillingService answers UNIMPLEMENTED; usage null = invoices and the feed answer
@@ -238,6 +245,18 @@ class ServiceImpl final : public ApiService {
                                 const v1::DeleteRegistryCredentialRequest& req,
                                 Reply<v1::DeleteRegistryCredentialResponse> done) override;
 
+  // api/service_webhooks.cc
+  void CreateWebhook(const CallContext& ctx, const v1::CreateWebhookRequest& req,
+                     Reply<v1::CreateWebhookResponse> done) override;
+  void ListWebhooks(const CallContext& ctx, const v1::ListWebhooksRequest& req,
+                    Reply<v1::ListWebhooksResponse> done) override;
+  void GetWebhook(const CallContext& ctx, const v1::GetWebhookRequest& req,
+                  Reply<v1::GetWebhookResponse> done) override;
+  void DeleteWebhook(const CallContext& ctx, const v1::DeleteWebhookRequest& req,
+                     Reply<v1::DeleteWebhookResponse> done) override;
+  void EnableWebhook(const CallContext& ctx, const v1::EnableWebhookRequest& req,
+                     Reply<v1::Webhook> done) override;
+
   void CreatePricePlan(const CallContext& ctx, const v1::CreatePricePlanRequest& req,
                        Reply<v1::PricePlan> done) override;
   void UpdatePricePlan(const CallContext& ctx, const v1::UpdatePricePlanRequest& req,
@@ -265,6 +284,8 @@ class ServiceImpl final : public ApiService {
   Status CheckServiceUse(const CallContext& ctx, const ServiceSpec& spec) const;
   // Deletes the registry credentials of `tenant` and its subtree (DeleteTenant).
   Status PurgeRegistryCredentials(const std::string& tenant) const;
+  // Deletes the webhooks of `tenant` and its subtree (DeleteTenant); OK without a store.
+  Status PurgeWebhooks(const std::string& tenant) const;
   // Billing helpers (api/service_billing.cc).
   Status CheckBilling(const CallContext& ctx, std::string_view what) const;
   void AddPricePlan(const CallContext& ctx, const v1::PricePlan& in, bool create,

@@ -81,19 +81,26 @@ void ServiceImpl::DeleteTenant(const CallContext& ctx, const v1::DeleteTenantReq
                             v.record.spec.name + " --tenant " + req.path() + ")"));
     }
   }
-  if (options_.registry_credentials == nullptr) {
+  if (options_.registry_credentials == nullptr && options_.webhooks == nullptr) {
     return admin_->DeleteTenant(req.path(), ReplyEmpty(done));
   }
-  // Its registry credentials go with it, or a tenant made later at the same path would inherit
-  // them. After the core's answer (a refused deletion keeps them), off the core's thread; also
-  // when the tenant is already gone, so that a retry after a failed purge finishes it.
+  // Its registry credentials and webhooks go with it, or a tenant made later at the same path
+  // would inherit them. After the core's answer (a refused deletion keeps them), off the core's
+  // thread; also when the tenant is already gone, so that a retry after a failed purge finishes it.
   admin_->DeleteTenant(req.path(), [this, path = req.path(), done](Result<bool> r) {
     if (!r.ok() && r.status().code() != StatusCode::kNotFound) return Fail(done, r.status());
     timers_->After(std::chrono::milliseconds(0), [this, path, done, r = std::move(r)]() mutable {
-      if (Status s = PurgeRegistryCredentials(path); !s.ok()) {
+      if (options_.registry_credentials != nullptr) {
+        if (Status s = PurgeRegistryCredentials(path); !s.ok()) {
+          return Fail(done, s.WithContext("tenant '" + path +
+                                          "': its registry credentials were not all deleted "
+                                          "(retry the deletion)"));
+        }
+      }
+      if (Status s = PurgeWebhooks(path); !s.ok()) {
         return Fail(done, s.WithContext("tenant '" + path +
-                                        "': its registry credentials were not all deleted (retry "
-                                        "the deletion)"));
+                                        "': its webhooks were not all deleted (retry the "
+                                        "deletion)"));
       }
       ReplyEmpty(done)(std::move(r));
     });

@@ -150,7 +150,7 @@ Row RunLevel(PgStore& store, int concurrency, double seconds, std::atomic<int64_
         Status st = ApplySync(
             store, {InsertJob{Job(id)},
                     AppendEvent{EventRecord{id, "job.submitted", "job/" + std::to_string(id),
-                                            "submitted by bench"}}});
+                                            "submitted by bench", "bench"}}});
         auto t1 = Clock::now();
         if (!st.ok()) {
           if (errors++ == 0) std::fprintf(stderr, "apply failed: %s\n", st.ToString().c_str());

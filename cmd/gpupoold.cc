@@ -10,10 +10,12 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "api/agent_hub.h"
@@ -28,6 +30,7 @@
 #include "api/service_impl.h"
 #include "api/tls/enroll_service.h"
 #include "api/tls/node_identity.h"
+#include "api/webhooks/dispatcher.h"
 #include "base/log.h"
 #include "cmd/daemon/cluster_credentials.h"
 #include "cmd/daemon/config.h"
@@ -55,6 +58,7 @@
 #include "store/pg_registry_credentials.h"
 #include "store/pg_services.h"
 #include "store/pg_store.h"
+#include "store/pg_webhooks.h"
 #include "twin/preflight.h"
 
 namespace gpupool {
@@ -93,10 +97,27 @@ void AuditFence(api::AuditSink* audit, const std::vector<std::string>& command,
   audit->Record(std::move(e), /*must_keep=*/true, nullptr);
 }
 
+// A webhook the dispatcher disabled after failing too long (docs/webhooks.md): its tenant's and
+// the operator's to see in the audit log.
+void AuditWebhookDisabled(api::AuditSink* audit, const WebhookRecord& w,
+                          const std::string& reason) {
+  api::AuditEntry e;
+  e.time_us = SystemClock::Get()->NowMicros();
+  e.actor.key_id = "gpupoold";
+  e.actor.role = "admin";
+  e.verb = "DisableWebhook";
+  e.resource = "webhook/" + std::to_string(w.id);
+  e.tenant = w.tenant;
+  e.code = StatusCode::kFailedPrecondition;
+  e.message = reason;
+  e.source = "gpupoold";
+  audit->Record(std::move(e), /*must_keep=*/true, nullptr);
+}
+
 // Secrets re-sealed under a new key at start (a rotation, or plaintext from an older version):
 // an operator's security event, kept in the audit log.
 void AuditReseal(api::AuditSink* audit, const PgStore::Reseal& r) {
-  if (r.jobs + r.credentials + r.registry_credentials + r.retired_keys == 0) return;
+  if (r.jobs + r.credentials + r.registry_credentials + r.webhooks + r.retired_keys == 0) return;
   api::AuditEntry e;
   e.time_us = SystemClock::Get()->NowMicros();
   e.actor.key_id = "gpupoold";
@@ -449,6 +470,31 @@ int Run(int argc, char** argv) {
   api::CacheInvalidatingKeyStore keys_for_api(api_keys.get(), &key_cache);
   service_options.api_keys = &keys_for_api;
   service_options.registry_credentials = registry_credentials->get();
+  // Tenants' webhooks (docs/webhooks.md): kept in the database with their secrets sealed; the
+  // dispatcher follows the event log on threads of its own, in the leader only (as the
+  // scheduler), and never waits on the scheduler nor it on an endpoint.
+  Result<std::unique_ptr<PgWebhooks>> webhook_store = PgWebhooks::Open(uri, *keyring);
+  if (!webhook_store.ok()) return Fail(webhook_store.status().WithContext("webhooks"));
+  service_options.webhooks = webhook_store->get();
+  service_options.webhooks_allow_loopback = config.webhooks.allow_loopback;
+  webhooks::DispatcherOptions webhook_options;
+  webhook_options.allow_loopback = config.webhooks.allow_loopback;
+  if (!config.webhooks.ca_file.empty()) {
+    std::ifstream in(config.webhooks.ca_file);
+    std::stringstream pem;
+    pem << in.rdbuf();
+    if (!in || pem.str().empty()) {
+      return Fail(Status::InvalidArgument("--webhooks-ca-file: cannot read '" +
+                                          config.webhooks.ca_file + "'"));
+    }
+    webhook_options.extra_ca_pem = pem.str();
+  }
+  webhook_options.on_disabled = [audit = audit_log.get()](const WebhookRecord& w,
+                                                          const std::string& reason) {
+    AuditWebhookDisabled(audit, w, reason);
+  };
+  webhooks::WebhookDispatcher webhook_dispatcher(webhook_store->get(), webhook_options);
+  webhook_dispatcher.Start();
   // Billing (docs/billing.md): price plans in the store; invoices rated from the usage ledger.
   service_options.price_plans = store.get();
   LedgerUsageSource ledger_usage(store.get());
@@ -592,6 +638,7 @@ int Run(int argc, char** argv) {
   http.Shutdown();
   grpc.Shutdown();
   services.Stop();
+  webhook_dispatcher.Stop();  // attempts in flight end within their timeout
   scheduler.Stop();
   audit_log.reset();  // writes what is queued while the store is still there
   store.reset();

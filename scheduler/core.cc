@@ -69,8 +69,10 @@ void Core::State::RequestSchedule(Core* core, bool full) {
   executor([core] { core->RunPass(); });
 }
 
-EventRecord Core::State::Event(std::string kind, std::string subject, std::string message) const {
-  return EventRecord{clock->NowMicros(), std::move(kind), std::move(subject), std::move(message)};
+EventRecord Core::State::Event(std::string kind, std::string subject, std::string message,
+                               std::string tenant) const {
+  return EventRecord{clock->NowMicros(), std::move(kind), std::move(subject), std::move(message),
+                     std::move(tenant)};
 }
 
 PoolEntry* Core::State::FindPool(const std::string& name) {
@@ -332,7 +334,8 @@ void Core::SubmitJob(JobSpec spec, Callback<JobRecord> done) {
   batch.emplace_back(
       AppendEvent{s_->Event("job.submitted", "job/" + std::to_string(job.id),
                             "submitted by " + job.spec.tenant + " to pool " + job.spec.pool + ", " +
-                                std::to_string(job.spec.task_count) + " task(s)")});
+                                std::to_string(job.spec.task_count) + " task(s)",
+                            job.spec.tenant)});
   s_->Persist(std::move(batch),
               [this, entry = std::move(entry), done = std::move(done)](Status commit) mutable {
                 if (!commit.ok()) {

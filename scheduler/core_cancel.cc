@@ -54,8 +54,8 @@ CancelPlan Core::State::PlanCancel(const JobEntry& job, const std::string& reaso
   plan.reason = reason;
   for (const TaskRecord& t : plan.after) plan.batch.emplace_back(UpdateTask{t});
   plan.batch.emplace_back(UpdateJob{job.id(), plan.state, reason, plan.finish_us});
-  plan.batch.emplace_back(
-      AppendEvent{Event("job.cancelled", "job/" + std::to_string(job.id()), reason)});
+  plan.batch.emplace_back(AppendEvent{
+      Event("job.cancelled", "job/" + std::to_string(job.id()), reason, job.head.spec.tenant)});
   return plan;
 }
 

@@ -65,8 +65,9 @@ TaskChange Core::State::PlanFinish(const JobEntry& job, int32_t index, TaskState
   c.after.finished_us = clock->NowMicros();
   c.after.pending = {};
   const std::string tid = TaskId(job.head.id, index);
-  c.events.push_back(
-      Event("task.state", "task/" + tid, std::string(ToString(state)) + ": " + c.after.reason));
+  c.events.push_back(Event("task.state", "task/" + tid,
+                           std::string(ToString(state)) + ": " + c.after.reason,
+                           job.head.spec.tenant));
   c.transition = std::string(ToString(state));
   c.note = "task " + tid + ": " + c.transition;
   return c;
@@ -96,7 +97,7 @@ TaskChange Core::State::PlanRequeue(const JobEntry& job, int32_t index, const st
 TaskChange Core::State::PlanRequeueOrFail(const JobEntry& job, int32_t index,
                                           const std::string& why) const {
   const std::string tid = TaskId(job.head.id, index);
-  EventRecord lost = Event("task.lost", "task/" + tid, why);
+  EventRecord lost = Event("task.lost", "task/" + tid, why, job.head.spec.tenant);
   TaskChange c;
   if (CancelRequested(job.head.state)) {
     c = PlanFinish(job, index, TaskState::kCancelled, why, 0);
@@ -120,7 +121,8 @@ TaskChange Core::State::PlanRequeuePreempted(const JobEntry& job, int32_t index)
   const std::string tid = TaskId(job.head.id, index);
   TaskChange c = PlanRequeue(job, index, why, "PREEMPTED");
   c.preempted = true;
-  c.events.push_back(Event("task.state", "task/" + tid, "PREEMPTED: " + why + "; requeued"));
+  c.events.push_back(
+      Event("task.state", "task/" + tid, "PREEMPTED: " + why + "; requeued", job.head.spec.tenant));
   c.note = "task " + tid + ": PREEMPTED, requeued: " + why;
   return c;
 }

@@ -173,10 +173,12 @@ void Core::State::PlanVictimStop(PassState& pass, const JobEntry& job, int32_t i
   t.reason = "stopping: " + v.text;  // display only; the facts are t.stop and t.preempted_by
   std::string tid = TaskId(v.victim->head.id, v.m);
   pass.batch.emplace_back(UpdateTask{t});
-  pass.batch.emplace_back(AppendEvent{Event("task.preempted", "task/" + tid, v.text)});
+  const std::string& victim_tenant = v.victim->head.spec.tenant;
+  pass.batch.emplace_back(
+      AppendEvent{Event("task.preempted", "task/" + tid, v.text, victim_tenant)});
   pass.batch.emplace_back(
       AppendEvent{Event("task.preempted", "job/" + std::to_string(v.victim->head.id),
-                        "task " + tid + ": " + v.text)});
+                        "task " + tid + ": " + v.text, victim_tenant)});
   if (metrics != nullptr) metrics->Preemption(v.priority_rule ? "priority" : "reclaim");
   if (options.tenancy.disruption_budget_victims > 0) {
     disruptions[v.c->group].push_back(pass.now);

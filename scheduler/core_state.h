@@ -287,7 +287,9 @@ struct Core::State {
   void RetryUnstored(Core* core);
   // Posts one scheduling pass (coalesced).
   void RequestSchedule(Core* core, bool full = true);
-  EventRecord Event(std::string kind, std::string subject, std::string message) const;
+  // An event now; `tenant` is the job's for job and task events, "" for the cluster's own.
+  EventRecord Event(std::string kind, std::string subject, std::string message,
+                    std::string tenant = "") const;
 
   PoolEntry* FindPool(const std::string& name);
   // UpdatePool's steps (core_inventory.cc).

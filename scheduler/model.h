@@ -400,6 +400,9 @@ struct EventRecord {
   std::string kind;     // "job.submitted", "task.state", "task.preempted", "pool.created", …
   std::string subject;  // "job/12", "task/12.0", "pool/gpu-a", "node/n1"
   std::string message;
+  // The tenant whose job the subject belongs to ("" for pool, node and tenant events): what a
+  // tenant's webhooks follow (scheduler/webhooks.h).
+  std::string tenant;
   friend bool operator==(const EventRecord&, const EventRecord&) = default;
 };
 

@@ -58,8 +58,9 @@ void Core::State::StopGangSiblings(const std::vector<TaskChange>& lost) {
       t.stop = StopIntent::kDrain;
       t.reason = "stopping: gang member " + member + " was lost; the gang runs again whole";
       batch.emplace_back(UpdateTask{t});
-      batch.emplace_back(AppendEvent{Event("task.gang_stopped", "task/" + TaskId(t.job_id, m),
-                                           "gang member " + member + " was lost")});
+      batch.emplace_back(
+          AppendEvent{Event("task.gang_stopped", "task/" + TaskId(t.job_id, m),
+                            "gang member " + member + " was lost", job->head.spec.tenant)});
       stopping.push_back(std::move(t));
     }
   }

@@ -617,6 +617,44 @@ CREATE TABLE registry_credentials (
 REVOKE ALL ON registry_credentials FROM PUBLIC;
 )sql";
 
+// Tenant webhooks (scheduler/webhooks.h, docs/webhooks.md). Events name the tenant of the job
+// they are about, so a tenant's webhooks follow the event log by id; a webhook keeps its cursor
+// (the last event id it is done with), its consecutive failures and why it was disabled. The
+// signing secret is sealed at rest (store/pg_secrets.h). Deliveries keep each webhook's latest
+// attempts only (store/pg_webhooks.cc trims them).
+constexpr std::string_view kV36 = R"sql(
+ALTER TABLE events ADD COLUMN tenant text NOT NULL DEFAULT '';
+CREATE TABLE webhooks (
+  id               bigserial PRIMARY KEY,
+  tenant           text NOT NULL,
+  url              text NOT NULL,
+  secret           text NOT NULL,
+  event_kinds      text[] NOT NULL,
+  enabled          boolean NOT NULL,
+  disabled_reason  text NOT NULL,
+  cursor           bigint NOT NULL,
+  failures         integer NOT NULL,
+  first_failure_ms bigint NOT NULL,
+  last_attempt_ms  bigint NOT NULL,
+  last_status      text NOT NULL,
+  created_by       text NOT NULL,
+  create_ms        bigint NOT NULL
+);
+CREATE INDEX webhooks_tenant_idx ON webhooks (tenant);
+REVOKE ALL ON webhooks FROM PUBLIC;
+CREATE TABLE webhook_deliveries (
+  seq          bigserial PRIMARY KEY,
+  webhook_id   bigint NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
+  event_id     bigint NOT NULL,
+  attempt      integer NOT NULL,
+  time_ms      bigint NOT NULL,
+  duration_ms  bigint NOT NULL,
+  http_status  integer NOT NULL,
+  error        text NOT NULL
+);
+CREATE INDEX webhook_deliveries_webhook_idx ON webhook_deliveries (webhook_id, seq);
+)sql";
+
 // Issue 26: services (scheduler/service.h). A replica is a one-task job marked with its
 // service's id and the generation of the template it runs (JobSpec::service_id, 0 for a job a
 // tenant submitted); the controller finds a service's replicas by that id. A service keeps its
@@ -752,6 +790,7 @@ constexpr Migration kMigrations[] = {
     {33, "services, their template revisions, and the replicas' service on jobs", kV33},
     {34, "the service's name on its replicas", kV34},
     {35, "time-slice slots set per device", kV35},
+    {36, "tenant webhooks and the tenant of each event", kV36},
     {38, "time-slice slots an agent's config gives each device", kV38},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},

@@ -20,7 +20,7 @@
   "preempt_reserved, usage_cpu_us, usage_peak_memory_bytes, usage_oom_kills, "          \
   "usage_spill_mib_seconds, endpoints"
 #define GP_ALLOC_COLS "job_id, idx, pos, device_id, milli_tflops, vram_mib, slots, exclusive"
-#define GP_EVENT_COLS "time_us, kind, subject, message"
+#define GP_EVENT_COLS "time_us, kind, subject, message, tenant"
 #define GP_POOL_COLS                                                                           \
   "name, visibility, allowed_tenants, placement_strategy, compute_permille, memory_permille, " \
   "sharing_mode, time_slice_replicas, create_us, mps_tenant_isolation, required_capabilities, "  \

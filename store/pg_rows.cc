@@ -282,7 +282,8 @@ std::vector<EventRecord> ReadEvents(const pqxx::result& rows) {
   std::vector<EventRecord> out;
   out.reserve(rows.size());
   for (const auto& r : rows) {
-    out.push_back(EventRecord{r[0].as<int64_t>(), r[1].c_str(), r[2].c_str(), r[3].c_str()});
+    out.push_back(
+        EventRecord{r[0].as<int64_t>(), r[1].c_str(), r[2].c_str(), r[3].c_str(), r[4].c_str()});
   }
   return out;
 }

@@ -50,6 +50,10 @@ std::string RegistryCredentialContext(const std::string& tenant, const std::stri
   return "registry_credentials/" + tenant + "/" + name;
 }
 
+std::string WebhookSecretContext(int64_t webhook_id) {
+  return "webhooks/" + std::to_string(webhook_id);
+}
+
 std::string ClusterCredentialContext(const std::string& column) {
   return "cluster_credentials." + column;
 }
@@ -169,6 +173,19 @@ Result<ResealCounts> ResealSecrets(pqxx::connection& conn, const SecretKeyring& 
     AppendQuoted(&updates, name);
     updates += ";\n";
     ++counts.registry_credentials;
+  }
+  for (const auto& row : txn.exec("SELECT id, secret FROM webhooks WHERE secret NOT LIKE " +
+                                  current + " ORDER BY id FOR UPDATE")) {
+    const int64_t id = row[0].as<int64_t>();
+    bool changed = false;
+    GPUPOOL_ASSIGN_OR_RETURN(std::string v,
+                             Reseal(ring, row[1].c_str(), WebhookSecretContext(id),
+                                    "webhook " + std::to_string(id) + " secret", &changed));
+    if (!changed) continue;
+    updates += "UPDATE webhooks SET secret = ";
+    AppendQuoted(&updates, v);
+    updates += " WHERE id = " + std::to_string(id) + ";\n";
+    ++counts.webhooks;
   }
   if (!updates.empty()) txn.exec(updates);
   std::string id_literal;

@@ -7,6 +7,7 @@
 //                            covers the secret values, so it would let a reader test guesses)
 //   cluster_credentials      ca_key, admin_token:  "cluster_credentials.<column>"
 //   registry_credentials     password:             "registry_credentials/<tenant>/<name>"
+//   webhooks                 secret:               "webhooks/<id>"
 // A value without the "gpsec1." prefix was written before this version, in plaintext: it is read
 // as it is and re-sealed by the next leader's Recover.
 //
@@ -32,6 +33,7 @@ std::string SecretEnvContext(int64_t job_id, const std::string& name);
 std::string RequestDigestContext(int64_t job_id);
 std::string ClusterCredentialContext(const std::string& column);
 std::string RegistryCredentialContext(const std::string& tenant, const std::string& name);
+std::string WebhookSecretContext(int64_t webhook_id);
 
 // `value` opened with `ring` when sealed, as it is when it is plaintext from an older version.
 // FAILED_PRECONDITION when it is sealed and `ring` is null or cannot open it; `what` names the
@@ -48,6 +50,7 @@ struct ResealCounts {
   int64_t jobs = 0;                  // jobs whose secret env was re-sealed
   int64_t credentials = 0;           // cluster_credentials fields re-sealed
   int64_t registry_credentials = 0;  // registry_credentials rows re-sealed
+  int64_t webhooks = 0;              // webhooks rows re-sealed
   int64_t retired_keys = 0;
 };
 // Re-seals, in one transaction, every value that is plaintext or sealed under another key than

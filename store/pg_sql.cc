@@ -259,7 +259,8 @@ void GroupSql::Insert(const JobRecord& j) {
 void GroupSql::Event(const EventRecord& e) {
   std::string* o = &events_;
   Row(o);
-  N(o, e.time_us), C(o), Q(o, e.kind), C(o), Q(o, e.subject), C(o), Q(o, e.message);
+  N(o, e.time_us), C(o), Q(o, e.kind), C(o), Q(o, e.subject), C(o), Q(o, e.message), C(o),
+      Q(o, e.tenant);
   o->push_back(')');
 }
 

@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "store/migrations.h"
+#include "store/pg_columns.h"
 #include "store/pg_conn.h"
 #include "store/pg_report_pool.h"
 #include "store/pg_retry.h"
@@ -122,9 +123,10 @@ Result<RecoveredState> PgStore::Recover() {
     if (ring != nullptr) {
       GPUPOOL_ASSIGN_OR_RETURN(ResealCounts resealed,
                                ResealSecrets(conn, *ring, clock_->NowMicros() / 1000));
-      last_reseal_ = Reseal{ring->current_id(), resealed.jobs, resealed.credentials,
-                            resealed.registry_credentials, resealed.retired_keys};
-      if (resealed.jobs + resealed.credentials + resealed.registry_credentials +
+      last_reseal_ = Reseal{ring->current_id(),    resealed.jobs,
+                            resealed.credentials,  resealed.registry_credentials,
+                            resealed.retired_keys, resealed.webhooks};
+      if (resealed.jobs + resealed.credentials + resealed.registry_credentials + resealed.webhooks +
               resealed.retired_keys >
           0) {
         LogInfo("store", "secrets re-sealed under the current key",
@@ -132,6 +134,7 @@ Result<RecoveredState> PgStore::Recover() {
                  {"jobs", std::to_string(resealed.jobs)},
                  {"credentials", std::to_string(resealed.credentials)},
                  {"registry_credentials", std::to_string(resealed.registry_credentials)},
+                 {"webhooks", std::to_string(resealed.webhooks)},
                  {"retired_keys", std::to_string(resealed.retired_keys)}});
       }
     }
@@ -162,7 +165,7 @@ PgStore::Reseal PgStore::last_reseal() const {
 }
 
 Result<std::vector<EventRecord>> PgStore::ListEvents(const std::string& subject_prefix, int limit) {
-  std::string sql = "SELECT time_us, kind, subject, message FROM events WHERE subject LIKE " +
+  std::string sql = "SELECT " GP_EVENT_COLS " FROM events WHERE subject LIKE " +
                     LikePrefix(subject_prefix) + " ESCAPE '\\' ORDER BY id";
   if (limit > 0) sql += " LIMIT " + std::to_string(limit);
   std::lock_guard lock(read_mu_);

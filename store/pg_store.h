@@ -80,6 +80,7 @@ class PgStore final : public Store {
     int64_t credentials = 0;
     int64_t registry_credentials = 0;
     int64_t retired_keys = 0;
+    int64_t webhooks = 0;
   };
   Reseal last_reseal() const;
   void Apply(std::vector<Mutation> batch, Done done) override;

@@ -270,6 +270,7 @@ Status CheckOne(const Mutation& m, TextChecker& t) {
   t("event.kind", ev.kind);
   t("event.subject", ev.subject);
   t("event.message", ev.message);
+  t("event.tenant", ev.tenant);
   return Status::Ok();
 }
 
@@ -469,6 +470,22 @@ Status ValidateRegistryCredential(const RegistryCredentialRecord& c) {
     return Status::InvalidArgument(what + ": registry, user name and secret are required");
   }
   for (const std::string* s : {&c.tenant, &c.registry, &c.username, &c.password, &c.created_by}) {
+    if (!ValidUtf8(*s) || s->find('\0') != std::string::npos || s->size() > 4096) {
+      return Status::InvalidArgument(what + ": a field is not UTF-8, holds NUL or is too long");
+    }
+  }
+  return Status::Ok();
+}
+
+bool StorableText(std::string_view s) { return ValidUtf8(s); }
+
+Status ValidateWebhook(const WebhookRecord& w) {
+  const std::string what = "webhook of tenant " + w.tenant;
+  if (w.tenant.empty()) return Status::InvalidArgument("webhook: no tenant");
+  if (w.secret.empty()) return Status::InvalidArgument(what + ": no signing secret");
+  GPUPOOL_RETURN_IF_ERROR(ParseWebhookUrl(w.url, true, what + ": url").status());
+  GPUPOOL_RETURN_IF_ERROR(CheckWebhookEventKinds(w.event_kinds, what + ": event kinds"));
+  for (const std::string* s : {&w.tenant, &w.url, &w.secret, &w.created_by}) {
     if (!ValidUtf8(*s) || s->find('\0') != std::string::npos || s->size() > 4096) {
       return Status::InvalidArgument(what + ": a field is not UTF-8, holds NUL or is too long");
     }

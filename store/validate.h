@@ -10,6 +10,7 @@
 // Thread safety: pure function.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -18,6 +19,7 @@
 #include "scheduler/registry_credentials.h"
 #include "scheduler/service.h"
 #include "scheduler/store.h"
+#include "scheduler/webhooks.h"
 
 namespace gpupool {
 
@@ -34,6 +36,11 @@ Status ValidateJoinToken(const JoinTokenRecord& t);
 // Registry credentials: a tenant, a valid name, a registry, a user name and a secret, all UTF-8
 // without NUL; no secret in the message.
 Status ValidateRegistryCredential(const RegistryCredentialRecord& c);
+// A webhook to create: a tenant, a URL ParseWebhookUrl takes (http:// to loopback included: the
+// API decides whether that is allowed), known event kinds, a secret, UTF-8 text.
+Status ValidateWebhook(const WebhookRecord& w);
+// True when `s` is UTF-8 without NUL: text every store keeps.
+bool StorableText(std::string_view s);
 // Services (scheduler/service.h), as both ServiceStores refuse them: a tenant and a name; every
 // text UTF-8 without NUL; the template's ports well-formed; no secret env (services keep none).
 // The spec's own rules (CheckServiceSpec) are the edge's to check, not the store's.

@@ -32,6 +32,7 @@ struct GrpcServer::Impl {
         whatif({&service, &auth, &streams, &audit_hook}),
         services({&service, &auth, &streams, &audit_hook}),
         keys({&service, &auth, &streams, &audit_hook}),
+        webhooks({&service, &auth, &streams, &audit_hook}),
         billing({&service, &auth, &streams, &audit_hook}),
         health(service) {}
 
@@ -49,6 +50,7 @@ struct GrpcServer::Impl {
   grpcface::WhatIfServiceImpl whatif;
   grpcface::ServiceServiceImpl services;
   grpcface::KeyServiceImpl keys;
+  grpcface::WebhookServiceImpl webhooks;
   grpcface::BillingServiceImpl billing;
   grpcface::HealthService health;  // grpc.health.v1, unauthenticated like /readyz
 
@@ -133,6 +135,7 @@ Status GrpcServer::Start() {
   builder.RegisterService(&s.whatif);
   builder.RegisterService(&s.services);
   builder.RegisterService(&s.keys);
+  builder.RegisterService(&s.webhooks);
   builder.RegisterService(&s.billing);
   builder.RegisterService(&s.health);
   for (grpc::Service* extra : s.options.extra_services) builder.RegisterService(extra);

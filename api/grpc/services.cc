@@ -322,6 +322,33 @@ grpc::ServerUnaryReactor* KeyServiceImpl::DeleteRegistryCredential(
                "DeleteRegistryCredential");
 }
 
+// WebhookService.
+grpc::ServerUnaryReactor* WebhookServiceImpl::CreateWebhook(grpc::CallbackServerContext* ctx,
+                                                            const v1::CreateWebhookRequest* req,
+                                                            v1::CreateWebhookResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::CreateWebhook, "CreateWebhook");
+}
+grpc::ServerUnaryReactor* WebhookServiceImpl::ListWebhooks(grpc::CallbackServerContext* ctx,
+                                                           const v1::ListWebhooksRequest* req,
+                                                           v1::ListWebhooksResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::ListWebhooks, "ListWebhooks");
+}
+grpc::ServerUnaryReactor* WebhookServiceImpl::GetWebhook(grpc::CallbackServerContext* ctx,
+                                                         const v1::GetWebhookRequest* req,
+                                                         v1::GetWebhookResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::GetWebhook, "GetWebhook");
+}
+grpc::ServerUnaryReactor* WebhookServiceImpl::DeleteWebhook(grpc::CallbackServerContext* ctx,
+                                                            const v1::DeleteWebhookRequest* req,
+                                                            v1::DeleteWebhookResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::DeleteWebhook, "DeleteWebhook");
+}
+grpc::ServerUnaryReactor* WebhookServiceImpl::EnableWebhook(grpc::CallbackServerContext* ctx,
+                                                            const v1::EnableWebhookRequest* req,
+                                                            v1::Webhook* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::EnableWebhook, "EnableWebhook");
+}
+
 // StreamTracker (declared in stream_writer.h).
 void StreamTracker::Add(const std::shared_ptr<Abortable>& s) {
   {

@@ -27,6 +27,7 @@
 #include "gpupool/v1/services.grpc.pb.h"
 #include "gpupool/v1/tenants.grpc.pb.h"
 #include "gpupool/v1/usage.grpc.pb.h"
+#include "gpupool/v1/webhooks.grpc.pb.h"
 #include "gpupool/v1/whatif.grpc.pb.h"
 
 namespace gpupool::api::grpcface {
@@ -244,6 +245,30 @@ class KeyServiceImpl final : public v1::KeyService::CallbackService {
   grpc::ServerUnaryReactor* DeleteRegistryCredential(
       grpc::CallbackServerContext* ctx, const v1::DeleteRegistryCredentialRequest* req,
       v1::DeleteRegistryCredentialResponse* resp) override;
+
+ private:
+  Deps d_;
+};
+
+class WebhookServiceImpl final : public v1::WebhookService::CallbackService {
+ public:
+  explicit WebhookServiceImpl(Deps deps) : d_(deps) {}
+
+  grpc::ServerUnaryReactor* CreateWebhook(grpc::CallbackServerContext* ctx,
+                                          const v1::CreateWebhookRequest* req,
+                                          v1::CreateWebhookResponse* resp) override;
+  grpc::ServerUnaryReactor* ListWebhooks(grpc::CallbackServerContext* ctx,
+                                         const v1::ListWebhooksRequest* req,
+                                         v1::ListWebhooksResponse* resp) override;
+  grpc::ServerUnaryReactor* GetWebhook(grpc::CallbackServerContext* ctx,
+                                       const v1::GetWebhookRequest* req,
+                                       v1::GetWebhookResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteWebhook(grpc::CallbackServerContext* ctx,
+                                          const v1::DeleteWebhookRequest* req,
+                                          v1::DeleteWebhookResponse* resp) override;
+  grpc::ServerUnaryReactor* EnableWebhook(grpc::CallbackServerContext* ctx,
+                                          const v1::EnableWebhookRequest* req,
+                                          v1::Webhook* resp) override;
 
  private:
   Deps d_;

@@ -225,6 +225,17 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
   Unary<DeleteRegistryCredentialRequest, DeleteRegistryCredentialResponse>(
       "DELETE", "/v1/registrycredentials/{tenant}/{name}", kPath, &S::DeleteRegistryCredential,
       "DeleteRegistryCredential");
+  // Webhooks (docs/webhooks.md): the signing secret is in the creation response only.
+  Unary<CreateWebhookRequest, CreateWebhookResponse>("POST", "/v1/webhooks", kBody,
+                                                     &S::CreateWebhook, "CreateWebhook");
+  Unary<ListWebhooksRequest, ListWebhooksResponse>("GET", "/v1/webhooks", kQuery, &S::ListWebhooks,
+                                                   "ListWebhooks");
+  Unary<GetWebhookRequest, GetWebhookResponse>("GET", "/v1/webhooks/{id}", kPath, &S::GetWebhook,
+                                               "GetWebhook");
+  Unary<DeleteWebhookRequest, DeleteWebhookResponse>("DELETE", "/v1/webhooks/{id}", kPath,
+                                                     &S::DeleteWebhook, "DeleteWebhook");
+  Unary<EnableWebhookRequest, Webhook>("POST", "/v1/webhooks/{id}:enable", kBody, &S::EnableWebhook,
+                                       "EnableWebhook");
   // Billing (docs/billing.md): price plans, invoices as JSON and CSV, the billing-engine feed.
   Unary<CreatePricePlanRequest, PricePlan>("POST", "/v1/priceplans", kBody, &S::CreatePricePlan,
                                            "CreatePricePlan");

@@ -63,6 +63,7 @@ const std::vector<Command>& Commands() {
     for (auto&& c : LoginCommands()) v.push_back(std::move(c));
     for (auto&& c : KeyCommands()) v.push_back(std::move(c));
     for (auto&& c : RegistryCredentialCommands()) v.push_back(std::move(c));
+    for (auto&& c : WebhookCommands()) v.push_back(std::move(c));
     for (auto&& c : JoinTokenCommands()) v.push_back(std::move(c));
     for (auto&& c : BillingCommands()) v.push_back(std::move(c));
     for (auto&& c : WhatIfCommands()) v.push_back(std::move(c));

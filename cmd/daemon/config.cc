@@ -934,6 +934,11 @@ Flags (each overrides the config file):
                        DATA_DIR/secrets.key, created on first start); replicas need the same one
   --strategy NAME      default placement strategy for pools that name none
   --log-level LEVEL    debug, info, warn or error
+  --webhooks-allow-loopback BOOL
+                       true: webhooks may point at loopback and link-local addresses, and use
+                       http:// to a loopback host (demos, tests; default false)
+  --webhooks-ca-file FILE
+                       PEM certificates trusted for webhook endpoints beside the system's
   --insecure           development only: plaintext gRPC and HTTP, and no authentication unless
                        auth.api_tokens are configured; refused unless every listen address is
                        loopback (127.0.0.0/8, ::1, localhost)
@@ -1014,6 +1019,14 @@ Result<CommandLine> ParseDaemonCommandLine(int argc, const char* const* argv) {
         return Status::InvalidArgument("--replica: must be true or false, got '" + value + "'");
       }
       c.ha.enabled = value == "true";
+    } else if (flag == "--webhooks-allow-loopback") {
+      if (value != "true" && value != "false") {
+        return Status::InvalidArgument("--webhooks-allow-loopback: must be true or false, got '" +
+                                       value + "'");
+      }
+      c.webhooks.allow_loopback = value == "true";
+    } else if (flag == "--webhooks-ca-file") {
+      c.webhooks.ca_file = value;
     } else if (flag == "--advertise")
       c.ha.advertise = value;
     else if (flag == "--advertise-http") {

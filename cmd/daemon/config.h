@@ -68,6 +68,14 @@ struct DaemonConfig {
   // --insecure: plaintext gRPC/HTTP and no authentication unless api_tokens are configured;
   // only with loopback listen addresses (CheckInsecureAllowed).
   bool insecure = false;
+  // Tenants' webhooks (docs/webhooks.md). allow_loopback: deliveries to loopback and link-local
+  // addresses, and http:// to a loopback host, are accepted (demos and tests; off by default,
+  // so a tenant cannot aim the daemon at itself or at a cloud's metadata service). ca_file: PEM
+  // certificates trusted for endpoints beside the system's.
+  struct Webhooks {
+    bool allow_loopback = false;
+    std::string ca_file;
+  } webhooks;
   std::vector<ApiToken> api_tokens;  // empty = no authentication (everyone is admin)
   // Extra join tokens beside <data-dir>/node.token (secure mode); with --insecure, the tokens an
   // agent must present to register (empty: agents are not authenticated).

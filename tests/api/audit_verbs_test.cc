@@ -17,6 +17,7 @@
 #include "gpupool/v1/pools.pb.h"
 #include "gpupool/v1/tenants.pb.h"
 #include "gpupool/v1/usage.pb.h"
+#include "gpupool/v1/webhooks.pb.h"
 #include "gpupool/v1/whatif.pb.h"
 
 namespace gpupool::api {
@@ -34,9 +35,10 @@ TEST(AuditVerbs, EveryMethodIsAReadOrAudited) {
   // AgentAudit and the enrollment path, not by the API faces' hook.
   const std::vector<std::string> node_facing = {"Connect", "Join", "Renew"};
   int checked = 0;
-  for (const char* name : {"AuditService", "BillingService", "JobService", "KeyService",
-                           "PoolService", "NodeService", "CatalogService", "TenantService",
-                           "UsageService", "WhatIfService", "NodeEnrollService", "AgentService"}) {
+  for (const char* name :
+       {"AuditService", "BillingService", "JobService", "KeyService", "PoolService", "NodeService",
+        "CatalogService", "TenantService", "UsageService", "WhatIfService", "NodeEnrollService",
+        "AgentService", "WebhookService"}) {
     const auto* service = pool->FindServiceByName(std::string("gpupool.v1.") + name);
     ASSERT_NE(service, nullptr) << name;
     for (int i = 0; i < service->method_count(); ++i) {

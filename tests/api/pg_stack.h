@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 #include <prometheus/registry.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,7 +31,9 @@ inline constexpr char kParentToken[] = "parent-token-0123456789";
 
 class PgStack {
  public:
-  static Result<std::unique_ptr<PgStack>> Start(const std::string& uri) {
+  // `customize` may add to the service's options (a store for webhooks, …) before it starts.
+  static Result<std::unique_ptr<PgStack>> Start(
+      const std::string& uri, const std::function<void(ServiceOptions*)>& customize = {}) {
     std::unique_ptr<PgStack> s(new PgStack());
     PgStoreOptions options;
     options.uri = uri;
@@ -48,6 +51,7 @@ class PgStack {
     ServiceOptions service_options;
     service_options.scheduler = &s->options;
     service_options.audit = s->audit.get();
+    if (customize) customize(&service_options);
     s->service = std::make_unique<ServiceImpl>(s->scheduler.get(), s->scheduler.get(), s->hub.get(),
                                                service_options);
     s->service->SetRecovered(true);

@@ -36,6 +36,7 @@
 #include "gpupool/v1/services.grpc.pb.h"
 #include "gpupool/v1/tenants.grpc.pb.h"
 #include "gpupool/v1/usage.grpc.pb.h"
+#include "gpupool/v1/webhooks.grpc.pb.h"
 #include "gpupool/v1/whatif.grpc.pb.h"
 #include "tests/api/fake_api_service.h"
 #include "tests/support/daemon_process.h"
@@ -204,6 +205,17 @@ struct World {
         v1::KeyService::NewStub(channel)->CreateRegistryCredential(c.get(), req, &resp);
     EXPECT_TRUE(st.ok()) << st.error_message();
     return resp.name();
+  }
+  // A new webhook of `tenant` (to an endpoint that never answers); returns its id.
+  int64_t CreateWebhook(const std::string& tenant) {
+    v1::CreateWebhookRequest req;
+    req.mutable_webhook()->set_tenant(tenant);
+    req.mutable_webhook()->set_url("https://hooks.acme.invalid/gpupool");
+    v1::CreateWebhookResponse resp;
+    auto c = AdminCall();
+    grpc::Status st = v1::WebhookService::NewStub(channel)->CreateWebhook(c.get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.webhook().id();
   }
   // A service of `tenant` with no replicas (min 0), created by an admin; returns its name.
   static v1::Service ServiceOf(const std::string& tenant, const std::string& name) {
@@ -530,6 +542,46 @@ std::vector<Row> Table() {
         },
         /*hidden=*/true);
   }
+  // Webhooks: a tenant-admin's for its subtree, another subtree's hidden.
+  for (const std::string on : {"own", "other"}) {
+    const bool own = on == "own";
+    const std::string expect = own ? "DDAA" : "DDDA";
+    add("WebhookService/CreateWebhook", "POST /v1/webhooks", on, expect, [on](World& w) {
+      v1::CreateWebhookRequest r;
+      r.mutable_webhook()->set_tenant(w.Tenant(on));
+      r.mutable_webhook()->set_url("https://hooks.acme.invalid/gpupool");
+      return Target{Box(r), "POST", "/v1/webhooks", Json(r)};
+    });
+    add("WebhookService/ListWebhooks", "GET /v1/webhooks", on, expect, [on](World& w) {
+      v1::ListWebhooksRequest r;
+      r.set_tenant(w.Tenant(on));
+      return Target{Box(r), "GET", "/v1/webhooks?tenant=" + Enc(w.Tenant(on)), ""};
+    });
+    add(
+        "WebhookService/GetWebhook", "GET /v1/webhooks/{id}", on, expect,
+        [on](World& w) {
+          v1::GetWebhookRequest r;
+          r.set_id(std::to_string(w.CreateWebhook(w.Tenant(on))));
+          return Target{Box(r), "GET", "/v1/webhooks/" + r.id(), ""};
+        },
+        /*hidden=*/true);
+    add(
+        "WebhookService/DeleteWebhook", "DELETE /v1/webhooks/{id}", on, expect,
+        [on](World& w) {
+          v1::DeleteWebhookRequest r;
+          r.set_id(std::to_string(w.CreateWebhook(w.Tenant(on))));
+          return Target{Box(r), "DELETE", "/v1/webhooks/" + r.id(), ""};
+        },
+        /*hidden=*/true);
+    add(
+        "WebhookService/EnableWebhook", "POST /v1/webhooks/{id}:enable", on, expect,
+        [on](World& w) {
+          v1::EnableWebhookRequest r;
+          r.set_id(std::to_string(w.CreateWebhook(w.Tenant(on))));
+          return Target{Box(r), "POST", "/v1/webhooks/" + r.id() + ":enable", Json(r)};
+        },
+        /*hidden=*/true);
+  }
   // Services: members create them in their subtree and change the ones they created (these are
   // an admin's: a member may not), tenant-admins any of their subtree's; anyone in it reads.
   for (const std::string on : {"own", "other"}) {
@@ -728,7 +780,7 @@ TEST_F(AuthzMatrix, EveryRpcAndRouteHasARow) {
        {"gpupool/v1/jobs.proto", "gpupool/v1/pools.proto", "gpupool/v1/tenants.proto",
         "gpupool/v1/keys.proto", "gpupool/v1/agent.proto", "gpupool/v1/audit.proto",
         "gpupool/v1/billing.proto", "gpupool/v1/usage.proto", "gpupool/v1/whatif.proto",
-        "gpupool/v1/services.proto"}) {
+        "gpupool/v1/services.proto", "gpupool/v1/webhooks.proto"}) {
     const auto* f = pool->FindFileByName(file);
     ASSERT_NE(f, nullptr) << file;
     for (int s = 0; s < f->service_count(); ++s) {

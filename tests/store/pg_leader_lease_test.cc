@@ -92,7 +92,7 @@ TEST(PgLeaderLeaseTest, AnExpiredLeaseFencesItsOwnWritesEvenWithoutATakeover) {
   // Once the 200 ms lease has run out, the same epoch's writes are refused.
   EXPECT_TRUE(WaitFor(
       [&] {
-        return ApplyAndWait(*store, {AppendEvent{EventRecord{1, "t", "x", "y"}}}).code() ==
+        return ApplyAndWait(*store, {AppendEvent{EventRecord{1, "t", "x", "y", ""}}}).code() ==
                StatusCode::kAborted;
       },
       30s, 50ms));

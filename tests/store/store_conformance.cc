@@ -38,7 +38,7 @@ RecoveredState MustRecover(Store& store) {
 }
 
 EventRecord Ev(int64_t t, const std::string& subject, const std::string& message = "m") {
-  return EventRecord{t, "job.state", subject, message};
+  return EventRecord{t, "job.state", subject, message, "acme"};
 }
 
 TEST_P(StoreConformanceTest, FreshDatabaseIsEmpty) {

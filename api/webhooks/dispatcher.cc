@@ -1,0 +1,379 @@
+#include "api/webhooks/dispatcher.h"
+
+#include <openssl/ssl.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <ctime>
+#include <optional>
+#include <random>
+
+#include "api/webhooks/signature.h"
+#include "base/log.h"
+
+namespace gpupool::webhooks {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void JsonString(std::string* o, std::string_view s) {
+  o->push_back('"');
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      o->push_back('\\');
+      o->push_back(c);
+    } else if (u < 0x20) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      *o += "\\u00";
+      o->push_back(kHex[u >> 4]);
+      o->push_back(kHex[u & 0xf]);
+    } else {
+      o->push_back(c);
+    }
+  }
+  o->push_back('"');
+}
+
+// Printable ASCII, at most 300 characters: what an attempt's error keeps of a library message.
+std::string Printable(std::string_view s) {
+  std::string out;
+  for (char c : s.substr(0, 300)) out.push_back(c >= ' ' && c < 0x7f ? c : '?');
+  return out;
+}
+
+bool RefusedAddress(const net::ip::address& a) {
+  if (a.is_loopback()) return true;
+  if (a.is_v4()) return (a.to_v4().to_uint() & 0xffff0000u) == 0xa9fe0000u;  // 169.254/16
+  const net::ip::address_v6 v6 = a.to_v6();
+  if (v6.is_v4_mapped()) {
+    return RefusedAddress(net::ip::make_address_v4(net::ip::v4_mapped, v6));
+  }
+  return v6.is_link_local();
+}
+
+// Runs `ioc` until `*done` or `deadline`; false on the deadline.
+bool RunUntil(net::io_context& ioc, const bool* done,
+              std::chrono::steady_clock::time_point deadline) {
+  ioc.restart();
+  while (!*done && std::chrono::steady_clock::now() < deadline) {
+    ioc.run_one_until(deadline);
+  }
+  return *done;
+}
+
+}  // namespace
+
+PostResult Post(const WebhookUrl& url, const std::string& body,
+                const std::vector<std::pair<std::string, std::string>>& headers,
+                const DispatcherOptions& o) {
+  PostResult out;
+  const auto deadline = std::chrono::steady_clock::now() + o.timeout;
+  net::io_context ioc;
+  net::ssl::context ctx(net::ssl::context::tls_client);
+  beast::error_code ec;
+  if (url.tls) {
+    ctx.set_default_verify_paths(ec);
+    if (!o.extra_ca_pem.empty() && !ec) {
+      ctx.add_certificate_authority(net::buffer(o.extra_ca_pem), ec);
+    }
+    if (ec) {
+      out.error = "TLS setup: " + Printable(ec.message());
+      return out;
+    }
+    ctx.set_verify_mode(net::ssl::verify_peer);
+  }
+  beast::ssl_stream<beast::tcp_stream> stream(ioc, ctx);
+  beast::tcp_stream& tcp_layer = beast::get_lowest_layer(stream);
+  tcp::resolver resolver(ioc);
+  bool done = false;
+  // Every step: start it, run until it ends or the deadline passes.
+  auto step = [&](const char* what, auto start) -> bool {
+    done = false;
+    ec = {};
+    start();
+    if (!RunUntil(ioc, &done, deadline)) {
+      out.error =
+          std::string("timeout after ") + std::to_string(o.timeout.count()) + " ms (" + what + ")";
+      beast::error_code ignored;
+      resolver.cancel();
+      tcp_layer.socket().close(ignored);
+      ioc.restart();
+      ioc.run();  // the cancelled handler runs while what it refers to is alive
+      return false;
+    }
+    if (ec) {
+      out.error = std::string(what) + ": " + Printable(ec.message());
+      return false;
+    }
+    return true;
+  };
+  auto finish = [&](beast::error_code e, auto&&...) {
+    ec = e;
+    done = true;
+  };
+
+  tcp::resolver::results_type endpoints;
+  const std::string port = std::to_string(url.port);
+  if (!step("resolve", [&] {
+        resolver.async_resolve(url.host, port,
+                               [&](beast::error_code e, tcp::resolver::results_type r) {
+                                 ec = e;
+                                 endpoints = std::move(r);
+                                 done = true;
+                               });
+      })) {
+    return out;
+  }
+  std::vector<tcp::endpoint> allowed;
+  for (const auto& entry : endpoints) {
+    if (o.allow_loopback || !RefusedAddress(entry.endpoint().address())) {
+      allowed.push_back(entry.endpoint());
+    }
+  }
+  if (allowed.empty()) {
+    out.error = "refused: " + url.host + " is a loopback or link-local address";
+    return out;
+  }
+  if (!step("connect", [&] { tcp_layer.async_connect(allowed, finish); })) return out;
+  http::request<http::string_body> req{http::verb::post, url.target, 11};
+  req.set(http::field::host, url.host);
+  req.set(http::field::user_agent, "gpupoold-webhooks/1");
+  req.set(http::field::content_type, "application/json");
+  for (const auto& [k, v] : headers) req.set(k, v);
+  req.body() = body;
+  req.prepare_payload();
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 * 1024);  // the answer's body is not read further
+  if (url.tls) {
+    beast::error_code addr_ec;
+    net::ip::make_address(url.host, addr_ec);
+    if (addr_ec && !SSL_set_tlsext_host_name(stream.native_handle(), url.host.c_str())) {
+      out.error = "TLS: cannot set the server name";
+      return out;
+    }
+    stream.set_verify_callback(net::ssl::host_name_verification(url.host));
+    if (!step("TLS handshake",
+              [&] { stream.async_handshake(net::ssl::stream_base::client, finish); })) {
+      return out;
+    }
+    if (!step("send", [&] { http::async_write(stream, req, finish); })) return out;
+    if (!step("answer", [&] { http::async_read(stream, buffer, parser, finish); })) return out;
+  } else {
+    if (!step("send", [&] { http::async_write(tcp_layer, req, finish); })) return out;
+    if (!step("answer", [&] { http::async_read(tcp_layer, buffer, parser, finish); })) {
+      return out;
+    }
+  }
+  out.http_status = static_cast<int>(parser.get().result_int());
+  if (out.http_status < 200 || out.http_status >= 300) {
+    out.error = "HTTP " + std::to_string(out.http_status);
+  }
+  beast::error_code ignored;
+  tcp_layer.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  return out;
+}
+
+std::string DeliveryBody(const WebhookRecord& w, const LoggedEvent& e, int attempt) {
+  std::string o = "{\"id\":";
+  JsonString(&o, WebhookDeliveryId(w.id, e.id));
+  o += ",\"webhook\":" + std::to_string(w.id) + ",\"tenant\":";
+  JsonString(&o, w.tenant);
+  o += ",\"attempt\":" + std::to_string(attempt) + ",\"event\":{\"id\":" + std::to_string(e.id) +
+       ",\"kind\":";
+  JsonString(&o, e.event.kind);
+  o += ",\"subject\":";
+  JsonString(&o, e.event.subject);
+  o += ",\"message\":";
+  JsonString(&o, e.event.message);
+  o += ",\"tenant\":";
+  JsonString(&o, e.event.tenant);
+  o += ",\"time_us\":" + std::to_string(e.event.time_us) + "}}";
+  return o;
+}
+
+WebhookDispatcher::WebhookDispatcher(WebhookStore* store, DispatcherOptions options)
+    : store_(store), options_(std::move(options)) {}
+
+WebhookDispatcher::~WebhookDispatcher() { Stop(); }
+
+void WebhookDispatcher::Start() {
+  {
+    std::lock_guard lock(mu_);
+    if (!stop_) return;
+    stop_ = false;
+  }
+  poller_ = std::thread([this] { PollLoop(); });
+  for (int i = 0; i < std::max(1, options_.workers); ++i) {
+    workers_.emplace_back([this] { WorkLoop(); });
+  }
+}
+
+void WebhookDispatcher::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (poller_.joinable()) poller_.join();
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
+  std::lock_guard lock(mu_);
+  queue_.clear();
+  lanes_.clear();
+}
+
+void WebhookDispatcher::Poke() {
+  {
+    std::lock_guard lock(mu_);
+    poked_ = true;
+  }
+  cv_.notify_all();
+}
+
+void WebhookDispatcher::PollLoop() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    Result<std::vector<WebhookRecord>> all = store_->List("");
+    lock.lock();
+    if (!all.ok()) {
+      LogWarn("webhooks", "cannot list webhooks", {{"error", all.status().ToString()}});
+    } else {
+      std::map<int64_t, Lane> kept;
+      const auto now = std::chrono::steady_clock::now();
+      for (const WebhookRecord& w : *all) {
+        if (!w.enabled) continue;
+        Lane& lane = kept[w.id];
+        if (auto it = lanes_.find(w.id); it != lanes_.end()) lane = it->second;
+        if (!lane.busy && lane.due <= now) {
+          lane.busy = true;
+          queue_.push_back(w.id);
+        }
+      }
+      // A busy lane stays until its worker is done, even if its webhook went meanwhile.
+      for (const auto& [id, lane] : lanes_) {
+        if (lane.busy) kept.emplace(id, lane);
+      }
+      lanes_ = std::move(kept);
+      cv_.notify_all();
+    }
+    cv_.wait_for(lock, options_.poll, [this] { return stop_ || poked_; });
+    poked_ = false;
+  }
+}
+
+void WebhookDispatcher::WorkLoop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    const int64_t id = queue_.front();
+    queue_.pop_front();
+    const Lane before = lanes_[id];
+    lock.unlock();
+    Lane after = before;
+    const SteadyTime due = Step(id, before, &after);
+    lock.lock();
+    after.busy = false;
+    after.due = due;
+    lanes_[id] = after;
+    if (due <= std::chrono::steady_clock::now()) poked_ = true;
+    cv_.notify_all();
+  }
+}
+
+WebhookDispatcher::SteadyTime WebhookDispatcher::Step(int64_t id, Lane lane, Lane* out) {
+  const auto now = [] { return std::chrono::steady_clock::now(); };
+  const auto later = now() + options_.poll;
+  Result<std::optional<WebhookRecord>> got = store_->Get(id);
+  if (!got.ok() || !got->has_value() || !(*got)->enabled) return later;
+  const WebhookRecord& w = **got;
+  Result<WebhookUrl> url = ParseWebhookUrl(w.url, options_.allow_loopback, "url");
+  Result<WebhookBacklog> backlog = store_->Backlog(id, options_.batch);
+  if (!backlog.ok()) return later;
+  for (const LoggedEvent& e : backlog->events) {
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return later;
+    }
+    if (lane.event_id != e.id) lane = Lane{false, {}, e.id, 0};
+    ++lane.attempts;
+    *out = lane;
+    const std::string body = DeliveryBody(w, e, lane.attempts);
+    const int64_t start_ms = NowMs();
+    PostResult r;
+    if (!url.ok()) {
+      r.error = url.status().message();
+    } else {
+      const std::vector<std::pair<std::string, std::string>> headers = {
+          {"Gpupool-Delivery", WebhookDeliveryId(w.id, e.id)},
+          {"Gpupool-Event", e.event.kind},
+          {"Gpupool-Signature", Sign(w.secret, start_ms / 1000, body)}};
+      r = Post(*url, body, headers, options_);
+    }
+    WebhookAttempt a;
+    a.webhook_id = w.id;
+    a.event_id = e.id;
+    a.attempt = lane.attempts;
+    a.time_ms = start_ms;
+    a.duration_ms = NowMs() - start_ms;
+    a.http_status = r.http_status;
+    a.error = r.error;
+    const std::string status =
+        r.http_status != 0 ? "HTTP " + std::to_string(r.http_status) : Printable(r.error);
+    Result<WebhookRecord> now_w = store_->RecordAttempt(a, status);
+    if (!now_w.ok()) {
+      LogWarn("webhooks", "cannot record an attempt",
+              {{"webhook", std::to_string(w.id)}, {"error", now_w.status().ToString()}});
+      return later;
+    }
+    if (!a.ok()) return now() + Failed(*now_w);
+  }
+  if (backlog->covered_to > w.cursor) {
+    Status st = store_->Advance(id, backlog->covered_to);
+    if (!st.ok()) return later;
+  }
+  return static_cast<int>(backlog->events.size()) >= options_.batch ? now() : later;
+}
+
+std::chrono::milliseconds WebhookDispatcher::Failed(const WebhookRecord& w) {
+  const int64_t span_ms = NowMs() - w.first_failure_ms;
+  if (w.failures >= options_.disable_after_failures && span_ms >= options_.disable_after.count()) {
+    const std::string reason = std::to_string(w.failures) + " deliveries failed in a row over " +
+                               std::to_string(span_ms / 1000) + " s; the last: " + w.last_status;
+    Status st = store_->SetEnabled(w.id, false, reason);
+    if (st.ok()) {
+      LogWarn("webhooks", "webhook disabled",
+              {{"webhook", std::to_string(w.id)}, {"tenant", w.tenant}, {"reason", reason}});
+      if (options_.on_disabled) options_.on_disabled(w, reason);
+    }
+    return options_.poll;
+  }
+  // backoff_initial · 2^(failures − 1), at most backoff_max, then a random 50–100 % of that.
+  std::chrono::milliseconds wait = options_.backoff_initial;
+  for (int i = 1; i < w.failures && wait < options_.backoff_max; ++i) wait *= 2;
+  wait = std::min(wait, options_.backoff_max);
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_int_distribution<int64_t> jitter(wait.count() / 2,
+                                                std::max<int64_t>(wait.count(), 1));
+  return std::chrono::milliseconds(jitter(rng));
+}
+
+}  // namespace gpupool::webhooks
