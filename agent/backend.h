@@ -18,6 +18,7 @@
 
 #include "base/status.h"
 #include "pool/inventory.h"
+#include "pool/mig_layout.h"
 
 namespace gpupool::agent {
 
@@ -37,6 +38,8 @@ struct Device {
   // capability files). Only these become device nodes in the task's container.
   std::vector<std::string> device_files;
   int32_t time_slice_slots = 0;  // from the agent's config (`time_slicing:`); 0: none
+  int32_t mig_start = 0;         // a MIG instance: its GPU instance's first memory slice
+  bool mig_enabled = false;      // a GPU whose MIG mode is on (re-partitionable)
 };
 
 struct Link {
@@ -99,6 +102,18 @@ class DeviceBackend {
   virtual std::vector<DeviceEvent> PollEvents() { return {}; }
   // How events are watched, or why they cannot be ("" = not at all): the xid_events capability.
   virtual std::string EventSource() const { return ""; }
+  // Re-partitions GPU `gpu_uuid` (MIG mode on) into `layout` (pool/mig_layout.h; the caller
+  // validated it against the GPU's catalog model, and checked that none of its own tasks runs on
+  // the GPU). All or nothing: destroys the GPU's compute and GPU instances, then creates
+  // `layout`'s in order at their starts. If the driver refuses a step, it destroys what it
+  // created, re-creates the layout the GPU had, and returns an error naming the step, the
+  // profile and the driver's reason (the GPU is back as it was). If the old layout cannot be
+  // re-created either, returns DATA_LOSS: the GPU is left with no instance, and the caller takes
+  // it out of service. Discover() afterwards reports the new instances.
+  virtual Status ApplyMigLayout(const std::string& gpu_uuid, const MigLayout& layout) {
+    (void)layout;
+    return Status::Unimplemented("backend " + Name() + " cannot re-partition GPU " + gpu_uuid);
+  }
 };
 
 const char* LinkKindName(LinkKind kind);

@@ -15,6 +15,8 @@ void ToProto(const Device& d, v1::DeviceInfo* out) {
   out->set_healthy(d.healthy);
   out->set_numa_node(d.numa_node);
   out->set_time_slice_slots(d.time_slice_slots);
+  out->set_mig_start(d.mig_start);
+  out->set_mig_enabled(d.mig_enabled);
 }
 
 void ToProto(const Link& l, v1::DeviceLink* out) {
