@@ -22,6 +22,7 @@
 #include "agent/image/image_pins.h"
 #include "agent/image_cache_report.h"
 #include "agent/lease_keeper.h"
+#include "agent/mig_relayout.h"
 #include "agent/mps/mps_manager.h"
 #include "agent/proto_convert.h"
 #include "agent/scrub/device_guard.h"
@@ -121,7 +122,8 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
         interval_ms_(config_.heartbeat_interval_ms),
         image_cache_(
             runner->options().containers ? runner->options().containers->options().store : nullptr,
-            kImageCacheRefreshMs / std::max<int64_t>(interval_ms_, 1)) {
+            kImageCacheRefreshMs / std::max<int64_t>(interval_ms_, 1)),
+        mig_(backend, config_.models, config_.data_dir + "/mig") {
     stats_.heartbeat_interval_ms = interval_ms_;
     if (runner->options().containers) {
       pins_ = std::make_unique<image::ImagePins>(runner->options().containers->options().store);
@@ -140,6 +142,12 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     if (!inv.ok()) return inv.status().WithContext("backend " + backend_->Name());
     GPUPOOL_RETURN_IF_ERROR(ApplyTimeSlicing(config_.time_slicing, &inv->devices));
     inventory_ = std::move(inv).value();
+    // A re-partition a previous agent left half-way is finished before the node registers.
+    mig_.Recover(inventory_, [this](const std::string& gpu) { return GpuBusy(gpu); });
+    if (auto again = backend_->Discover();
+        again.ok() && ApplyTimeSlicing(config_.time_slicing, &again->devices).ok()) {
+      inventory_ = std::move(again).value();
+    }
     std::weak_ptr<Impl> weak = shared_from_this();
     runner_->SetListener(config_.node_name, [weak](const TaskStatus& st) {
       if (auto self = weak.lock()) {
@@ -333,6 +341,13 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
       stats_.registered = false;
     }
     if (closing_) return;
+    if (std::exchange(reregister_, false)) {  // not a failure: register again at once
+      reconnect_timer_.expires_after(std::chrono::milliseconds(0));
+      reconnect_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+        if (!ec) self->Connect();
+      });
+      return;
+    }
     int64_t max_ms = config_.reconnect.max_ms;
     // Reconnect well within the lease, so a restarted or new leader hears from this node (and its
     // finished work) before it may declare the node lost (docs/ha.md).
@@ -443,6 +458,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
     }
     v1::ImageCache cache;
     if (image_cache_.FillRegister(&cache)) *r->mutable_image_cache() = std::move(cache);
+    mig_.FillRegister(r);
     return m;
   }
 
@@ -665,6 +681,9 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
       case v1::SchedulerMessage::kPinnedImages:
         if (Stale(m.pinned_images().epoch(), "PinnedImages", "")) return;
         return SetPins(m.pinned_images().images());
+      case v1::SchedulerMessage::kSetMigLayout:
+        if (Stale(m.set_mig_layout().epoch(), "SetMigLayout", "")) return;
+        return HandleMigLayout(m.set_mig_layout());
       default:
         break;
     }
@@ -701,6 +720,28 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
       RenewLease(register_sent_us_);
     }
     SetPins(ack.pinned_images());
+  }
+
+  // --- dynamic MIG (agent/mig_relayout.h) ----------------------------------------------------
+  // Whether a running task holds GPU `gpu` or one of its MIG instances.
+  bool GpuBusy(const std::string& gpu) const {
+    for (const TaskStatus& t : runner_->Running(config_.node_name)) {
+      for (const DeviceGrant& g : t.devices) {
+        if (g.uuid == gpu) return true;
+        for (const Device& d : inventory_.devices) {
+          if (d.uuid == g.uuid && d.parent_uuid == gpu) return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  // Applied (or refused), then the node registers again: its new devices and the outcome.
+  void HandleMigLayout(const v1::SetMigLayout& req) {
+    mig_.Apply(req, inventory_, [this](const std::string& gpu) { return GpuBusy(gpu); });
+    if (stream_ == nullptr || closing_) return;  // the next Connect registers anyway
+    reregister_ = true;
+    Broken(gen_);
   }
 
   // The pool's pinned images (docs/images.md, "Prepull and pins"); a node without images
@@ -857,6 +898,8 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   // The node's images, for placement: sent on change, and at least once a minute.
   static constexpr int64_t kImageCacheRefreshMs = 60'000;
   ImageCacheReport image_cache_;
+  MigRelayouter mig_;                                        // dynamic MIG
+  bool reregister_ = false;  // the stream is closed to register again, not for a failure
   std::unique_ptr<image::ImagePins> pins_;                   // null: the node runs no images
   std::deque<std::pair<uint64_t, int64_t>> hb_sent_;         // heartbeat seq → sent (monotonic)
   std::set<std::pair<std::string, int32_t>> lease_stopped_;  // (task, attempt) stopped by lapse

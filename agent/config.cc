@@ -198,8 +198,9 @@ Status ParseGpuGroup(const Reader& r, const YAML::Node& n, const std::string& ke
       return r.Error(kv.first, full,
                      "GPU index " + std::to_string(idx) + " ≥ count " + std::to_string(g->count));
     }
-    if (!kv.second.IsSequence() || kv.second.size() == 0) {
-      return r.Error(kv.second, full, "must be a non-empty list of MIG profiles, e.g. [3g.40gb]");
+    if (!kv.second.IsSequence()) {
+      return r.Error(kv.second, full,
+                     "must be a list of MIG profiles, e.g. [3g.40gb] ([]: MIG mode, no instance)");
     }
     int32_t slices = 0;
     int64_t vram = 0;

@@ -79,7 +79,45 @@ SimulatedBackend::SimulatedBackend(std::string node_name, SimLayout layout, Cata
       layout_(std::move(layout)),
       models_(std::move(models)),
       rng_(layout_.seed ^ Fnv1a(node_)) {
+  int32_t index = 0;
+  for (const auto& g : layout_.gpus) {
+    const GpuModel* spec = models_.Find(g.model);
+    for (int32_t i = 0; i < g.count; ++i, ++index) {
+      auto mig = g.mig.find(i);
+      if (spec == nullptr || mig == g.mig.end()) continue;
+      // Placed as a driver places instances created without a placement. A model whose
+      // catalog entry states no placement rule (or a list that does not fit them) keeps the
+      // listed instances in order, and its layout cannot be changed.
+      Result<MigLayout> placed = PlaceMigProfiles(*spec, mig->second);
+      MigGpu& m = mig_[index];
+      m.dynamic = placed.ok();
+      if (placed.ok()) {
+        m.layout = *placed;
+      } else {
+        for (size_t j = 0; j < mig->second.size(); ++j)
+          m.layout.push_back({mig->second[j], static_cast<int>(j)});
+      }
+    }
+  }
   inventory_ = Build();
+}
+
+Status SimulatedBackend::ApplyMigLayout(const std::string& gpu_uuid, const MigLayout& layout) {
+  for (const Device& d : inventory_.devices) {
+    if (d.uuid != gpu_uuid || !d.mig_profile.empty()) continue;
+    auto m = mig_.find(d.index);
+    if (m == mig_.end() || !m->second.dynamic) {
+      return Status::FailedPrecondition("GPU " + gpu_uuid + " is not in MIG mode");
+    }
+    const GpuModel* spec = models_.Find(d.model);
+    if (spec == nullptr) return Status::FailedPrecondition("GPU " + gpu_uuid + ": unknown model");
+    if (Status st = ValidateMigLayout(*spec, layout); !st.ok()) return st;
+    m->second.layout = layout;
+    ++m->second.generation;  // new instances get new UUIDs, as a driver's do
+    inventory_ = Build();
+    return Status::Ok();
+  }
+  return Status::NotFound("no GPU " + gpu_uuid + " on this node");
 }
 
 Inventory SimulatedBackend::Build() const {
@@ -104,15 +142,20 @@ Inventory SimulatedBackend::Build() const {
       if (!layout_.device_dir.empty()) {
         d.device_files = {layout_.device_dir + "/nvidia" + std::to_string(index)};
       }
+      auto mig = mig_.find(index);
+      d.mig_enabled = mig != mig_.end() && mig->second.dynamic;
       inv.devices.push_back(d);
-      auto mig = g.mig.find(i);
-      if (mig == g.mig.end()) continue;
+      if (mig == mig_.end()) continue;
       int32_t j = 0;
-      for (const std::string& profile : mig->second) {
+      for (const MigPlacement& placement : mig->second.layout) {
+        const std::string& profile = placement.profile;
         const MigProfile* p = spec->FindMig(profile);  // validated at config parse time
         Device m = d;
+        m.mig_enabled = false;
         m.uuid = MigUuid(node_, index, j++);
+        if (mig->second.generation > 0) m.uuid += "-g" + std::to_string(mig->second.generation);
         m.mig_profile = profile;
+        m.mig_start = placement.start;
         m.parent_uuid = d.uuid;
         m.vram_mib = p != nullptr ? p->vram_mib : 0;
         m.milli_tflops = p != nullptr ? p->milli_tflops : 0;

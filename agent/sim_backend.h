@@ -49,6 +49,10 @@ class SimulatedBackend final : public DeviceBackend {
 
   std::vector<DeviceEvent> PollEvents() override;
   std::string EventSource() const override;
+  // A GPU the config gives a `mig:` list (even an empty one) is in MIG mode; its layout changes
+  // in memory (a new agent process starts from the config again, as a rebooted node loses its
+  // MIG instances).
+  Status ApplyMigLayout(const std::string& gpu_uuid, const MigLayout& layout) override;
 
   static std::string GpuUuid(const std::string& node, int32_t index);
   static std::string MigUuid(const std::string& node, int32_t index, int32_t instance);
@@ -58,8 +62,15 @@ class SimulatedBackend final : public DeviceBackend {
   // layout.device_dir: character devices with the driver's numbers (mknod; needs root).
   Status MakeDeviceFiles() const;
 
+  struct MigGpu {
+    MigLayout layout;
+    bool dynamic = false;    // its placements are known: the layout can change
+    int generation = 0;      // re-layouts so far
+  };
+
   std::string node_;
   SimLayout layout_;
+  std::map<int32_t, MigGpu> mig_;  // GPU index → its MIG instances
   Catalog models_;
   Inventory inventory_;
   std::map<std::string, bool> health_override_;

@@ -369,6 +369,12 @@ bool AgentHub::PinImages(const std::string& node, const PinImagesCommand& cmd) {
   return Send(node, std::move(msg));
 }
 
+bool AgentHub::SetMigLayout(const std::string& node, const MigLayoutCommand& cmd) {
+  v1::SchedulerMessage msg;
+  ToProto(cmd, msg.mutable_set_mig_layout());
+  return Send(node, std::move(msg));
+}
+
 std::function<void()> AgentHub::FetchLogs(const std::string& node, const std::string& task_id,
                                           int64_t offset, int64_t max_bytes, Done done) {
   std::shared_ptr<Conn> conn;

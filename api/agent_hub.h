@@ -92,6 +92,7 @@ class AgentHub final : public v1::AgentService::CallbackService,
   bool StartTask(const std::string& node, const StartTaskCommand& cmd) override;
   bool StopTask(const std::string& node, const StopTaskCommand& cmd) override;
   bool PinImages(const std::string& node, const PinImagesCommand& cmd) override;
+  bool SetMigLayout(const std::string& node, const MigLayoutCommand& cmd) override;
 
   // LogFetcher: sends FetchLogs to the node's agent and routes its LogChunk back.
   std::function<void()> FetchLogs(const std::string& node, const std::string& task_id,

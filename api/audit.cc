@@ -87,6 +87,7 @@ bool IsMutatingVerb(std::string_view verb) {
       "RevokeJoinToken",
       "ClearDeviceFault",
       "SetDeviceSlots",
+      "SetMigLayout",
       "CreateRegistryCredential",
       "DeleteRegistryCredential",
       "CreateWebhook",
@@ -147,6 +148,10 @@ std::string ResourceOf(const google::protobuf::Message& req,
   if (As<v1::ListPoolsRequest>(m)) return "pools";
   if (auto* r = As<v1::GetNodeRequest>(m)) return "node/" + r->name();
   if (auto* r = As<v1::NodeActionRequest>(m)) return "node/" + r->name();
+  if (auto* r = As<v1::SetMigLayoutRequest>(m)) {  // which layout was asked: the audit says
+    return "node/" + r->node() + "/" + r->gpu() + "/mig-layout/" +
+           (r->layout().empty() ? std::string("none") : r->layout());
+  }
   if (As<v1::ListNodesRequest>(m)) return "nodes";
   if (As<v1::ListGpuModelsRequest>(m)) return "catalog";
   if (auto* r = As<v1::CreateTenantRequest>(m)) return "tenant/" + r->tenant().path();

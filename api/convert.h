@@ -85,6 +85,7 @@ struct PoolPatch {
   std::optional<std::vector<std::string>> required_capabilities;
   std::optional<TaskNetwork> network;
   std::optional<std::vector<std::string>> pinned_images;
+  std::optional<MigRelayout> mig_relayout;
 };
 // Images a pool may pin (Pool.pinned_images).
 inline constexpr int kMaxPinnedImages = 16;
@@ -148,5 +149,6 @@ void ToProto(const RegistrationResult& r, v1::RegisterAck* out);
 void ToProto(const StartTaskCommand& cmd, v1::StartTask* out);
 void ToProto(const StopTaskCommand& cmd, v1::StopTask* out);
 void ToProto(const PinImagesCommand& cmd, v1::PinnedImages* out);
+void ToProto(const MigLayoutCommand& cmd, v1::SetMigLayout* out);
 
 }  // namespace gpupool::api

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "api/convert.h"
+#include "pool/catalog.h"
 #include "pool/image_reference.h"
 
 namespace gpupool::api {
@@ -49,6 +50,12 @@ Result<DeviceRecord> DeviceFromProto(const v1::DeviceInfo& in, std::string_view 
                    "must be 0.." + std::to_string(kMaxDeviceSlots));
   }
   d.time_slice_slots = in.time_slice_slots();
+  if (in.mig_start() < 0 || in.mig_start() >= kMigMemorySlices) {
+    return Invalid(FieldPath(field, "mig_start"),
+                   "must be 0.." + std::to_string(kMigMemorySlices - 1));
+  }
+  d.mig_start = d.mig_profile.empty() ? 0 : in.mig_start();
+  d.mig_enabled = d.mig_profile.empty() && in.mig_enabled();
   return d;
 }
 
@@ -121,6 +128,15 @@ Result<AgentRegistration> RegistrationFromProto(const v1::Register& in) {
   }
   for (const v1::NodeCapability& c : in.capabilities()) {
     reg.capabilities.push_back({c.name(), c.enforced(), c.detail()});
+  }
+  for (int i = 0; i < in.mig_outcomes_size(); ++i) {
+    const v1::MigLayoutOutcome& o = in.mig_outcomes(i);
+    if (!uuids.contains(o.gpu_uuid())) {
+      return Invalid(FieldPath(Index("register.mig_outcomes", i), "gpu_uuid"),
+                     "names no reported device '" + o.gpu_uuid() + "'");
+    }
+    reg.mig_outcomes.push_back({o.gpu_uuid(), o.generation(), o.error().substr(0, 1024),
+                                o.faulted()});
   }
   return reg;
 }
@@ -271,6 +287,13 @@ void ToProto(const RegistrationResult& r, v1::RegisterAck* out) {
 
 void ToProto(const PinImagesCommand& c, v1::PinnedImages* out) {
   for (const std::string& image : c.images) out->add_images(image);
+  out->set_epoch(c.epoch);
+}
+
+void ToProto(const MigLayoutCommand& c, v1::SetMigLayout* out) {
+  out->set_gpu_uuid(c.gpu);
+  out->set_layout(c.layout);
+  out->set_generation(c.generation);
   out->set_epoch(c.epoch);
 }
 

@@ -163,6 +163,33 @@ Result<TaskNetwork> NetworkFromProto(v1::NetworkMode m, std::string_view field) 
   }
 }
 
+Result<MigRelayout> MigRelayoutFromProto(v1::MigRelayout m, std::string_view field) {
+  switch (m) {
+    case v1::MIG_RELAYOUT_UNSPECIFIED:
+    case v1::MIG_RELAYOUT_OFF:
+      return MigRelayout::kOff;
+    case v1::MIG_RELAYOUT_IDLE:
+      return MigRelayout::kIdle;
+    case v1::MIG_RELAYOUT_DRAIN:
+      return MigRelayout::kDrain;
+    default:
+      return Invalid(field, "unknown value " + std::to_string(static_cast<int>(m)) +
+                                "; use MIG_RELAYOUT_OFF, MIG_RELAYOUT_IDLE or MIG_RELAYOUT_DRAIN");
+  }
+}
+
+v1::MigRelayout ToProto(MigRelayout m) {
+  switch (m) {
+    case MigRelayout::kOff:
+      return v1::MIG_RELAYOUT_OFF;
+    case MigRelayout::kIdle:
+      return v1::MIG_RELAYOUT_IDLE;
+    case MigRelayout::kDrain:
+      return v1::MIG_RELAYOUT_DRAIN;
+  }
+  return v1::MIG_RELAYOUT_UNSPECIFIED;
+}
+
 v1::SharingMode ToProto(SharingMode m) {
   switch (m) {
     case SharingMode::kExclusive:
@@ -243,6 +270,8 @@ Result<PoolRecord> PoolFromProto(const v1::Pool& in, std::string_view field) {
   GPUPOOL_ASSIGN_OR_RETURN(
       p.pinned_images,
       PinnedImagesFromProto(in.pinned_images(), FieldPath(field, "pinned_images")));
+  GPUPOOL_ASSIGN_OR_RETURN(p.mig_relayout,
+                           MigRelayoutFromProto(in.mig_relayout(), FieldPath(field, "mig_relayout")));
   GPUPOOL_RETURN_IF_ERROR(CheckPoolConsistency(p, field));
   return p;
 }
@@ -266,7 +295,8 @@ Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req) {
                                                    "compute_fair",
                                                    "required_capabilities",
                                                    "network",
-                                                   "pinned_images"};
+                                                   "pinned_images",
+                                                   "mig_relayout"};
     if (!kMutable.contains(path)) {
       return Invalid("update_mask", "'" + p + "' is not a mutable pool field");
     }
@@ -321,6 +351,10 @@ Result<PoolPatch> PoolPatchFromProto(const v1::UpdatePoolRequest& req) {
     GPUPOOL_ASSIGN_OR_RETURN(patch.pinned_images,
                              PinnedImagesFromProto(in.pinned_images(), "pool.pinned_images"));
   }
+  if (want("mig_relayout", in.mig_relayout() != v1::MIG_RELAYOUT_UNSPECIFIED)) {
+    GPUPOOL_ASSIGN_OR_RETURN(patch.mig_relayout,
+                             MigRelayoutFromProto(in.mig_relayout(), "pool.mig_relayout"));
+  }
   return patch;
 }
 
@@ -348,6 +382,7 @@ Status ApplyPoolPatch(const PoolPatch& patch, PoolRecord* p) {
   if (patch.required_capabilities) p->required_capabilities = *patch.required_capabilities;
   if (patch.network) p->network = *patch.network;
   if (patch.pinned_images) p->pinned_images = *patch.pinned_images;
+  if (patch.mig_relayout) p->mig_relayout = *patch.mig_relayout;
   if (p->visibility == Visibility::kPublic && patch.visibility && !patch.allowed_tenants) {
     p->allowed_tenants.clear();
   }
@@ -376,6 +411,7 @@ void ToProto(const PoolRecord& p, v1::Pool* out) {
   for (const std::string& c : p.required_capabilities) out->add_required_capabilities(c);
   out->set_network(ToProto(p.network));
   for (const std::string& image : p.pinned_images) out->add_pinned_images(image);
+  out->set_mig_relayout(ToProto(p.mig_relayout));
   if (p.create_us > 0) SetTimestamp(p.create_us, out->mutable_create_time());
 }
 
@@ -462,6 +498,22 @@ void ToProto(const NodeView& v, v1::Node* out) {
     pc->set_detail(c.detail);
   }
   for (const std::string& image : v.cached_images) out->add_cached_images(image);
+  for (const MigGpuView& g : v.mig_gpus) {
+    v1::MigGpu* pg = out->add_mig_gpus();
+    pg->set_id(g.gpu.id);
+    pg->set_model(g.gpu.model);
+    pg->set_index(g.gpu.index);
+    pg->set_layout(g.layout);
+    if (g.row) {
+      pg->set_wanted_layout(g.row->layout);
+      pg->set_state(std::string(ToString(g.row->state)));
+      pg->set_reason(g.row->reason);
+      pg->set_set_by(g.row->set_by);
+      pg->set_generation(g.row->generation);
+      if (g.row->updated_us > 0) SetTimestamp(g.row->updated_us, pg->mutable_update_time());
+    }
+    if (g.fault) pg->set_fault(g.fault->reason);
+  }
 }
 
 void ToProto(const GpuModel& m, v1::GpuModel* out) {
@@ -476,6 +528,8 @@ void ToProto(const GpuModel& m, v1::GpuModel* out) {
     pp->set_milli_tflops(p.milli_tflops);
     pp->set_vram_mib(p.vram_mib);
     pp->set_max_instances(p.max_instances);
+    pp->set_memory_slices(p.memory_slices);
+    for (int s : p.starts) pp->add_starts(s);
   }
 }
 

@@ -93,6 +93,9 @@ class ApiService {
   // Admins only: time-slices a device (0: the pool's default).
   virtual void SetDeviceSlots(const CallContext& ctx, const v1::SetDeviceSlotsRequest& req,
                               Reply<v1::Node> done) = 0;
+  // Admins only: re-partitions a GPU in MIG mode (docs/placement.md, "Dynamic MIG").
+  virtual void SetMigLayout(const CallContext& ctx, const v1::SetMigLayoutRequest& req,
+                            Reply<v1::Node> done) = 0;
   // Admins only: a silent node is powered off; its tasks are requeued now.
   virtual void FenceNode(const CallContext& ctx, const v1::NodeActionRequest& req,
                          Reply<v1::Node> done) = 0;

@@ -425,6 +425,20 @@ void ServiceImpl::SetDeviceSlots(const CallContext& ctx, const v1::SetDeviceSlot
                          ReplyWith<NodeView, v1::Node>(done));
 }
 
+void ServiceImpl::SetMigLayout(const CallContext& ctx, const v1::SetMigLayoutRequest& req,
+                               Reply<v1::Node> done) {
+  if (Status s = RequireAdmin(ctx, "set a GPU's MIG layout"); !s.ok()) return Fail(done, s);
+  if (Status s = ValidateName(req.node(), "node"); !s.ok()) return Fail(done, s);
+  if (req.gpu().empty() || req.gpu().size() > 128) {
+    return Fail(done, Status::InvalidArgument("gpu: must be 1 to 128 characters"));
+  }
+  if (req.layout().size() > 256) {
+    return Fail(done, Status::InvalidArgument("layout: longer than 256 characters"));
+  }
+  admin_->SetMigLayout(req.node(), req.gpu(), req.layout(), "key " + ctx.key_id,
+                       ReplyWith<NodeView, v1::Node>(done));
+}
+
 void ServiceImpl::FenceNode(const CallContext& ctx, const v1::NodeActionRequest& req,
                             Reply<v1::Node> done) {
   if (Status s = RequireAdmin(ctx, "fence a node"); !s.ok()) return Fail(done, s);

@@ -181,6 +181,8 @@ class ServiceImpl final : public ApiService {
                       Reply<v1::Node> done) override;
   void ClearDeviceFault(const CallContext& ctx, const v1::ClearDeviceFaultRequest& req,
                         Reply<v1::Node> done) override;
+  void SetMigLayout(const CallContext& ctx, const v1::SetMigLayoutRequest& req,
+                    Reply<v1::Node> done) override;
   void FenceNode(const CallContext& ctx, const v1::NodeActionRequest& req,
                  Reply<v1::Node> done) override;
 

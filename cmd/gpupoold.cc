@@ -409,6 +409,7 @@ int Run(int argc, char** argv) {
     return Fail(registry_credentials.status().WithContext("registry credentials"));
   }
   CredentialInjectingGateway gateway(&hub, registry_credentials->get());
+  config.scheduler.catalog = catalog;  // the MIG geometry dynamic layouts follow
   Scheduler scheduler(config.scheduler, SystemClock::Get(), store.get(), &gateway, &metrics);
   hub.Attach(&scheduler);
   if (Status st = scheduler.Start(*state, *epoch); !st.ok()) return Fail(st);

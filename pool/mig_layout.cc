@@ -223,6 +223,33 @@ std::string FormatMigLayout(const MigLayout& layout) {
   return out;
 }
 
+Result<MigLayout> PlaceMigProfiles(const GpuModel& model,
+                                   const std::vector<std::string>& profiles) {
+  MigLayout layout;
+  for (const std::string& name : profiles) {
+    const int idx = ProfileIndex(model, name);
+    // An unknown profile, or one without a placement rule: ValidateMigLayout names which.
+    if (idx < 0 || model.mig_profiles[static_cast<size_t>(idx)].starts.empty())
+      return ValidateMigLayout(model, {{name, 0}});
+    const MigProfile& p = model.mig_profiles[static_cast<size_t>(idx)];
+    bool placed = false;
+    for (int start : p.starts) {
+      layout.push_back({name, start});
+      if (ValidateMigLayout(model, layout).ok()) {
+        placed = true;
+        break;
+      }
+      layout.pop_back();
+    }
+    if (!placed) {
+      return Status::InvalidArgument("MIG layout of " + model.name + ": no room left for " + name +
+                                     " after " + FormatMigLayout(layout));
+    }
+  }
+  SortCanonical(layout);
+  return layout;
+}
+
 Result<MigLayout> ParseMigLayout(const GpuModel& model, std::string_view text) {
   MigLayout layout;
   size_t pos = 0;

@@ -78,6 +78,11 @@ Result<MigLayout> PlanMigLayout(const GpuModel& model, const MigWant& want);
 Result<MigLayout> PlanMigLayoutAmong(const GpuModel& model, const MigWant& want,
                                      const std::vector<MigLayout>& candidates);
 
+// `profiles` placed in the order given, each at its lowest allowed start that overlaps nothing
+// placed before (how a driver places instances created without a placement): the canonical
+// layout, or INVALID_ARGUMENT naming the first profile that has no room left.
+Result<MigLayout> PlaceMigProfiles(const GpuModel& model, const std::vector<std::string>& profiles);
+
 // "4g.40gb@0+3g.40gb@4": placements as profile@start joined by '+', in canonical order.
 std::string FormatMigLayout(const MigLayout& layout);
 // The inverse, validated against `model`; "" is the empty layout.

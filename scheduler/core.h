@@ -126,6 +126,14 @@ class Core {
   void SetDeviceSlots(const std::string& node, const std::string& device, int32_t slots,
                       const std::string& by, Callback<NodeView> done);
 
+  // Re-partitions a GPU in MIG mode into `layout` (pool/mig_layout.h's text; "" = no instance)
+  // (core_mig_layouts.cc): stored, then its agent is asked; the node view shows the row until
+  // the agent's registration settles it. NOT_FOUND for an unknown node or device;
+  // INVALID_ARGUMENT for a layout the GPU's model refuses (named); FAILED_PRECONDITION for a MIG
+  // instance, a GPU not in MIG mode, one with running work, or one whose re-layout is under way.
+  void SetMigLayout(const std::string& node, const std::string& gpu, const std::string& layout,
+                    const std::string& by, Callback<NodeView> done);
+
   // Agents.
   void OnAgentRegister(AgentRegistration reg, Callback<RegistrationResult> done);
   void OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>& devices);
@@ -168,6 +176,10 @@ class Core {
   void RunPass();
   // An image pull's progress on a SCHEDULED task (core_agents.cc).
   void NotePull(JobEntry& job, int32_t index, const TaskReport& r);
+  // Dynamic MIG (core_mig_layouts.cc): a registration settles the node's rows; the tick plans
+  // re-layouts for the pools whose policy allows them.
+  void SettleMigLayouts(const AgentRegistration& reg);
+  void PlanMigLayouts();
   // UpdatePool when only the pinned images change (core_inventory.cc).
   void UpdatePoolPins(PoolRecord pool, Callback<PoolView> done);
 

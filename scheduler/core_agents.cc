@@ -44,6 +44,7 @@ void Core::AnswerRegistration(const AgentRegistration& reg,
                               const Callback<RegistrationResult>& done) {
   if (Status applied = ApplyRegistration(reg.node); !applied.ok()) return done(applied);
   OnDeviceFaults(reg.node.name, reg.faults);
+  SettleMigLayouts(reg);  // core_mig_layouts.cc
   RegistrationResult result;
   result.epoch = s_->epoch;
   result.heartbeat_interval_ms = s_->options.heartbeat_interval_ms;
@@ -137,10 +138,7 @@ Status Core::ApplyRegistration(const NodeRecord& n) {
   }
   if (rebuild) s_->RecommitTasks(this, *pool, n.name);
   GPUPOOL_RETURN_IF_ERROR(pool->engine->SetSchedulable(n.name, n.state == NodeState::kReady));
-  for (const DeviceRecord& d : n.devices) {
-    const bool faulted = s_->faults.Active(n.name, d.id) != nullptr;  // core_device_faults.cc
-    (void)pool->engine->SetDeviceHealthy(n.name, d.id, d.healthy && !faulted);
-  }
+  s_->ApplyDeviceHealth(*pool, e);
   s_->RecomputeLimits(*pool);
   return Status::Ok();
 }
@@ -206,7 +204,8 @@ void Core::OnHeartbeat(const std::string& node, const std::vector<DeviceHealth>&
     if (rec.healthy == d.healthy) continue;
     rec.healthy = d.healthy;
     const bool faulted = s_->faults.Active(node, d.id) != nullptr;  // core_device_faults.cc
-    (void)pool->engine->SetDeviceHealthy(node, d.id, d.healthy && !faulted);
+    const bool held = !rec.parent_id.empty() && s_->mig.HoldsOut(node, rec.parent_id);
+    (void)pool->engine->SetDeviceHealthy(node, d.id, d.healthy && !faulted && !held);
     LogWarn("core", d.healthy ? "device healthy again" : "device unhealthy",
             {{"node", node}, {"device", d.id}});
   }
@@ -324,6 +323,7 @@ void Core::Tick() {
   // 2,000 jobs a tick: a table of millions is swept in minutes, at ~0.1 ms a tick.
   s_->EvictFinished(s_->clock->NowMicros(), 2000);
   s_->MeterTick(this);  // core_metering.cc: closes the intervals of running attempts
+  PlanMigLayouts();     // core_mig_layouts.cc
   if (s_->metrics != nullptr) PublishMetrics();
   if ((!s_->queue.empty() && s_->PeriodicPassDue()) || !s_->reservations.empty()) {
     s_->RequestSchedule(this);

@@ -85,15 +85,9 @@ void Core::ClearDeviceFault(const std::string& node, const std::string& device,
         }
         s_->faults.Put(row);
         auto n = s_->nodes.find(node);
-        if (n != s_->nodes.end()) {
-          auto idx = n->second.device_index.find(device);
-          PoolEntry* pool = s_->FindPool(n->second.rec.pool);
-          if (idx != n->second.device_index.end() && pool != nullptr) {
-            // Back to what the agent last said of the device.
-            const bool healthy = n->second.rec.devices[static_cast<size_t>(idx->second)].healthy;
-            (void)pool->engine->SetDeviceHealthy(node, device, healthy);
-          }
-        }
+        PoolEntry* pool = n == s_->nodes.end() ? nullptr : s_->FindPool(n->second.rec.pool);
+        // Back to what the agent last said of the device (and a re-layout under way).
+        if (pool != nullptr) s_->ApplyDeviceHealth(*pool, n->second);
         LogInfo("core", "device fault cleared",
                 {{"node", node}, {"device", device}, {"by", row.cleared_by}});
         done(GetNode(node));

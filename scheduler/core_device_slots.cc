@@ -108,10 +108,7 @@ void Core::SetDeviceSlots(const std::string& node, const std::string& device, in
       if (!rebuilt.ok())
         LogError("core", "node not rebuilt after a slots change",
                  {{"node", row.node}, {"error", rebuilt.message()}});
-      for (const DeviceRecord& d : at->second.rec.devices) {
-        const bool faulted = s_->faults.Active(row.node, d.id) != nullptr;
-        (void)home->engine->SetDeviceHealthy(row.node, d.id, d.healthy && !faulted);
-      }
+      s_->ApplyDeviceHealth(*home, at->second);
       s_->RecomputeLimits(*home);
     }
     if (!st.ok()) {

@@ -75,7 +75,9 @@ placement::NodeSpec ToNodeSpec(const NodeRecord& n, const DeviceSlotsBook& slots
   spec.spill_budget_mib = n.spill_budget_mib;
   std::map<int32_t, int> by_index;  // device record index → engine index
   for (const DeviceRecord& d : n.devices) {
-    if (parents.contains(d.id)) continue;
+    // A GPU in MIG mode runs work only through its instances (NVIDIA MIG User Guide, "CUDA
+    // Device Enumeration"), also while it has none.
+    if (parents.contains(d.id) || d.mig_enabled) continue;
     by_index[d.index] = static_cast<int>(spec.devices.size());
     spec.devices.push_back(placement::DeviceSpec{d.id, d.model, d.physical, d.mig_profile,
                                                  EffectiveSlots(n.name, d, slots), d.healthy});
@@ -122,6 +124,20 @@ void Core::State::RecomputeLimits(PoolEntry& pool) {
     }
     lim.most_gpus_on_node = std::max(lim.most_gpus_on_node, gpus);
   }
+  // Dynamic MIG: a GPU the pool may re-partition can serve every profile its model lays out.
+  if (pool.rec.mig_relayout != MigRelayout::kOff) {
+    for (const std::string& name : pool.nodes) {
+      auto n = nodes.find(name);
+      if (n == nodes.end()) continue;
+      for (const DeviceRecord& d : n->second.rec.devices) {
+        const GpuModel* model = d.mig_enabled ? MigModel(d) : nullptr;
+        if (model == nullptr) continue;
+        for (const MigProfile& p : model->mig_profiles) {
+          if (!p.starts.empty()) lim.mig_profiles.insert(p.name);
+        }
+      }
+    }
+  }
   pool.limits = std::move(lim);
 }
 
@@ -166,6 +182,14 @@ NodeView Core::State::ViewOf(const NodeEntry& node) const {
   }
   v.capabilities = node.rec.capabilities;
   v.cached_images = images.ReferencesOn(node.rec.name);
+  for (const DeviceRecord& d : node.rec.devices) {  // core_mig_layouts.cc
+    if (!d.mig_enabled) continue;
+    MigGpuView g{d, FormatMigLayout(ReportedMigLayout(node.rec, d.id)), std::nullopt,
+                 std::nullopt};
+    if (const MigLayoutRecord* r = mig.Find(node.rec.name, d.id)) g.row = *r;
+    if (const DeviceFaultRecord* f = faults.Active(node.rec.name, d.id)) g.fault = *f;
+    v.mig_gpus.push_back(std::move(g));
+  }
   v.running_tasks = static_cast<int32_t>(jobs.OnNode(node.rec.name).size());
   return v;
 }

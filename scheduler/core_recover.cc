@@ -104,6 +104,7 @@ Status Core::Recover(const RecoveredState& state, int64_t epoch) {
   for (const TenantRecord& t : state.tenants) s_->book.PutTenant(t);
   for (const QuotaRecord& q : state.quotas) s_->book.PutQuota(q);
   s_->faults.Load(state.device_faults);  // core_device_faults.cc
+  s_->mig.Load(state.mig_layouts);       // core_mig_layouts.cc: before the nodes are added
   s_->slots.Load(state.device_slots);    // core_device_slots.cc: before the nodes are added
   s_->meter.Load(state.usage_marks);     // core_metering.cc: metering resumes at the marks
   GPUPOOL_RETURN_IF_ERROR(s_->RecoverInventory(state));

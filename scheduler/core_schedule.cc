@@ -293,6 +293,8 @@ void Core::State::TryPlace(PassState& pass, JobEntry& job, int32_t index) {
   }
   PreemptOrWait(pass, job, index, req);
   NoteStarving(pass, job, index);
+  if (job.request.shape == RequestShape::kMig && task.pending.code == PendingCode::kNoCapacity)
+    ++pass.mig_waiting[pool->rec.name][job.request.mig_profile];
 }
 
 // Priority levels high to low; within one, the level's fair-share queues merged by the queue
@@ -347,6 +349,7 @@ void Core::RunPass() {
                         [&](JobEntry& job, int32_t index) { s_->TryPlace(pass, job, index); });
   }
   s_->ProcessStarvation(pass, full);  // reserves for what found no room (full passes only)
+  if (full) s_->mig_waiting = std::move(pass.mig_waiting);  // core_mig_layouts.cc
 
   s_->RecordPassCost(full, started);
   if (pass.batch.empty()) return;

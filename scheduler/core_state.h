@@ -28,6 +28,7 @@
 #include "scheduler/job_table.h"
 #include "scheduler/metering.h"
 #include "scheduler/metrics.h"
+#include "scheduler/mig_layouts.h"
 #include "scheduler/queue_order.h"
 #include "scheduler/reservation_book.h"
 #include "scheduler/starvation_book.h"
@@ -161,6 +162,8 @@ struct PassState {
   // Tasks (and gangs) that found no room in this pass (core_starvation.cc): each key once, with
   // the index of the task (a gang's first pending member).
   std::map<StarvingKey, int32_t> starving;
+  // pool → MIG profile → tasks that found no room (core_mig_layouts.cc plans for them).
+  std::map<std::string, std::map<std::string, int32_t>> mig_waiting;
 };
 
 // What the pool's devices can ever offer, for "larger than any device" admission checks.
@@ -234,6 +237,9 @@ struct Core::State {
   TenantBook book;
   DeviceFaultBook faults;  // devices out of service until an admin clears them
   DeviceSlotsBook slots;   // time-slice slots an admin set per device (core_device_slots.cc)
+  MigLayoutBook mig;       // MIG layouts asked of GPUs (core_mig_layouts.cc)
+  // The last full pass's MIG tasks without room: pool → profile → tasks.
+  std::map<std::string, std::map<std::string, int32_t>> mig_waiting;
   ReservationBook reservations;
   StarvationBook starvation;  // nodes drained for starving tasks (core_starvation.cc)
   ImageLocality images;       // which nodes hold which images' layers (advisory, in memory only)
@@ -311,6 +317,14 @@ struct Core::State {
 
   // Agents (core_agents.cc): registration's steps, a task's RUNNING and its end.
   Status PrepareRegistration(NodeRecord& n) const;
+  // Dynamic MIG (core_mig_layouts.cc).
+  const GpuModel* MigModel(const DeviceRecord& gpu) const;
+  int32_t BusyMigInstances(const PoolEntry& pool, const NodeEntry& node,
+                           const std::string& gpu) const;
+  // Each device of `node` healthy in the engine unless its agent, a fault or a re-layout says not.
+  void ApplyDeviceHealth(PoolEntry& pool, const NodeEntry& node);
+  void StoreMigLayouts(Core* core, std::vector<MigLayoutRecord> rows,
+                       std::vector<MigLayoutRecord> ask, std::function<void(Status)> then);
   Status ForgetNodeRoom(PoolEntry& pool, const std::string& name);
   void RecommitTasks(Core* core, PoolEntry& pool, const std::string& name);
   void MarkRunning(JobEntry& job, int32_t index, const std::string& task_id,

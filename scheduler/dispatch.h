@@ -62,6 +62,14 @@ struct PinImagesCommand {
   int64_t epoch = 0;
 };
 
+// Re-partition one of the node's GPUs (MigLayoutRecord, stored first): pool/mig_layout.h's text.
+struct MigLayoutCommand {
+  std::string gpu;
+  std::string layout;
+  int64_t generation = 0;
+  int64_t epoch = 0;
+};
+
 class AgentGateway {
  public:
   virtual ~AgentGateway() = default;
@@ -73,6 +81,11 @@ class AgentGateway {
   // (RegistrationResult::pinned_images). Gateways without image-running nodes (the twin's
   // simulated agents) drop it.
   virtual bool PinImages(const std::string& /*node*/, const PinImagesCommand& /*cmd*/) {
+    return false;
+  }
+  // A node that misses it is asked again when it next registers (the row is still applying).
+  // Gateways whose nodes cannot re-partition drop it.
+  virtual bool SetMigLayout(const std::string& /*node*/, const MigLayoutCommand& /*cmd*/) {
     return false;
   }
 };

@@ -80,4 +80,8 @@ int Dispatcher::PinImages(const PoolRecord& pool, const std::set<std::string>& n
   return sent;
 }
 
+bool Dispatcher::SetMigLayout(const MigLayoutRecord& row) {
+  return agents_->SetMigLayout(row.node, MigLayoutCommand{row.gpu, row.layout, row.generation, epoch_});
+}
+
 }  // namespace gpupool

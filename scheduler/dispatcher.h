@@ -55,6 +55,8 @@ class Dispatcher {
   // Sends `pool`'s pinned images to each of `nodes` (its nodes); returns how many took them.
   // REQUIRES: the pool record is stored.
   int PinImages(const PoolRecord& pool, const std::set<std::string>& nodes);
+  // Asks `row.node`'s agent for `row`'s layout. REQUIRES: the row is stored (kApplying).
+  bool SetMigLayout(const MigLayoutRecord& row);
 
  private:
   AgentGateway* agents_ = nullptr;

@@ -90,8 +90,27 @@ constexpr std::array<std::pair<PendingCode, std::string_view>, 10> kPendingCodes
     {PendingCode::kMissingCapability, "MISSING_CAPABILITY"},
 }};
 
+constexpr std::array<std::pair<MigRelayout, std::string_view>, 3> kMigRelayouts{{
+    {MigRelayout::kOff, "off"},
+    {MigRelayout::kIdle, "idle"},
+    {MigRelayout::kDrain, "drain"},
+}};
+
+constexpr std::array<std::pair<MigLayoutState, std::string_view>, 4> kMigLayoutStates{{
+    {MigLayoutState::kDraining, "draining"},
+    {MigLayoutState::kApplying, "applying"},
+    {MigLayoutState::kApplied, "applied"},
+    {MigLayoutState::kFailed, "failed"},
+}};
+
 }  // namespace
 
+std::string_view ToString(MigRelayout r) { return NameOf(kMigRelayouts, r); }
+std::optional<MigRelayout> ParseMigRelayout(std::string_view s) { return Parse(kMigRelayouts, s); }
+std::string_view ToString(MigLayoutState s) { return NameOf(kMigLayoutStates, s); }
+std::optional<MigLayoutState> ParseMigLayoutState(std::string_view s) {
+  return Parse(kMigLayoutStates, s);
+}
 std::string_view ToString(PendingCode c) { return NameOf(kPendingCodes, c); }
 std::string_view ToString(StopIntent s) { return NameOf(kStopIntents, s); }
 std::string_view ToString(PreemptRule r) { return NameOf(kPreemptRules, r); }

@@ -233,6 +233,17 @@ struct JobRecord {
   friend bool operator==(const JobRecord&, const JobRecord&) = default;
 };
 
+// How the scheduler may change the MIG layouts of a pool's GPUs (docs/placement.md, "Dynamic
+// MIG"). An admin's SetMigLayout works whatever the policy.
+enum class MigRelayout : uint8_t {
+  kOff = 0,  // layouts change only when an admin sets one
+  kIdle,     // GPUs none of whose instances runs a task are re-laid out for pending demand
+  kDrain,    // kIdle, and a busy GPU is drained (no new work) for a better layout when no idle
+             // one can serve the demand
+};
+std::string_view ToString(MigRelayout r);
+std::optional<MigRelayout> ParseMigRelayout(std::string_view s);
+
 struct PoolRecord {
   std::string name;
   Visibility visibility = Visibility::kPublic;
@@ -256,6 +267,8 @@ struct PoolRecord {
   // Images every node of the pool pulls and keeps (Pool.pinned_images): canonical references,
   // in the order they were pinned, no duplicates.
   std::vector<std::string> pinned_images;
+  // Whether the scheduler re-partitions the pool's MIG GPUs to follow demand (MigRelayout).
+  MigRelayout mig_relayout = MigRelayout::kOff;
   friend bool operator==(const PoolRecord&, const PoolRecord&) = default;
 };
 
@@ -271,6 +284,8 @@ struct DeviceRecord {
   // Time-slice slots the node's agent config gives it (0: none); an admin's DeviceSlotsRecord
   // overrides it.
   int32_t time_slice_slots = 0;
+  int32_t mig_start = 0;     // a MIG instance: its first memory slice (pool/mig_layout.h)
+  bool mig_enabled = false;  // a GPU whose MIG mode is on: its layout can change
   friend bool operator==(const DeviceRecord&, const DeviceRecord&) = default;
 };
 
@@ -339,6 +354,27 @@ struct DeviceSlotsRecord {
   friend bool operator==(const DeviceSlotsRecord&, const DeviceSlotsRecord&) = default;
 };
 inline constexpr int32_t kMaxDeviceSlots = 64;
+
+// A MIG layout the scheduler asked a GPU's agent for (issue 27; docs/placement.md, "Dynamic
+// MIG"): stored before the agent is asked, so a restart of either side resumes it. While
+// kApplying (and kDraining) none of the GPU's instances takes new work; the agent's next
+// registration settles it: its devices show the layout (kApplied) or it says why not (kFailed,
+// the GPU back on its previous layout, or out of service when even that was lost).
+enum class MigLayoutState : uint8_t { kDraining = 0, kApplying, kApplied, kFailed };
+std::string_view ToString(MigLayoutState s);
+std::optional<MigLayoutState> ParseMigLayoutState(std::string_view s);
+
+struct MigLayoutRecord {
+  std::string node;
+  std::string gpu;     // the GPU's UUID (not an instance's)
+  std::string layout;  // FormatMigLayout's text ("" = no instance)
+  int64_t generation = 0;  // grows per GPU; the agent answers for one generation
+  MigLayoutState state = MigLayoutState::kApplying;
+  std::string reason;  // why it was asked (applying) or why it failed
+  std::string set_by;  // the admin, or "scheduler" for the pool's policy
+  int64_t updated_us = 0;
+  friend bool operator==(const MigLayoutRecord&, const MigLayoutRecord&) = default;
+};
 
 // A tenant: one node of the org / project / user tree, named by its path ("acme/research/alice").
 // A tenant's parent is its path without the last segment; the parent must exist first.

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "pool/catalog.h"
 #include "pool/resources.h"
 #include "scheduler/model.h"
 #include "scheduler/queue_order.h"
@@ -125,6 +126,10 @@ struct SchedulerOptions {
   bool throttle_periodic_passes = true;
   TenancyOptions tenancy;
   MeteringOptions metering;
+  // GPU models' MIG geometry, for dynamic MIG (docs/placement.md); null: the built-in catalog.
+  const Catalog* catalog = nullptr;
+  // A GPU the scheduler re-laid out is not re-laid out again for this long (no flapping).
+  int64_t mig_relayout_cooldown_ms = 30'000;
 
   // The built-in defaults: classes low(0), normal(100), high(1000, may preempt), system(10000,
   // not preemptible, may preempt); SKUs small/medium/large.

@@ -185,6 +185,14 @@ void Scheduler::SetDeviceSlots(std::string node, std::string device, int32_t slo
   });
 }
 
+void Scheduler::SetMigLayout(std::string node, std::string gpu, std::string layout,
+                             std::string by, SchedulerCallback<NodeView> done) {
+  Post([core = core_.get(), node = std::move(node), gpu = std::move(gpu),
+        layout = std::move(layout), by = std::move(by), done = std::move(done)]() mutable {
+    core->SetMigLayout(node, gpu, layout, by, std::move(done));
+  });
+}
+
 void Scheduler::FenceNode(std::string name, std::string by, SchedulerCallback<NodeView> done) {
   Post([core = core_.get(), name = std::move(name), by = std::move(by),
         done = std::move(done)]() mutable { core->FenceNode(name, by, std::move(done)); });

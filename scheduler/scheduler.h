@@ -82,6 +82,9 @@ class AdminPort {
   // Core::SetDeviceSlots: time-slices one device (0: the pool's default); `by` is recorded.
   virtual void SetDeviceSlots(std::string node, std::string device, int32_t slots, std::string by,
                               SchedulerCallback<NodeView> done) = 0;
+  // Core::SetMigLayout: re-partitions an idle GPU in MIG mode; `by` is recorded.
+  virtual void SetMigLayout(std::string node, std::string gpu, std::string layout, std::string by,
+                            SchedulerCallback<NodeView> done) = 0;
   // Core::FenceNode: a silent node an admin says is powered off; its tasks are requeued now.
   virtual void FenceNode(std::string name, std::string by, SchedulerCallback<NodeView> done) = 0;
 
@@ -161,6 +164,8 @@ class Scheduler final : public JobsPort, public AdminPort, public AgentEventsPor
                       SchedulerCallback<NodeView> done) override;
   void ClearDeviceFault(std::string node, std::string device, std::string by,
                         SchedulerCallback<NodeView> done) override;
+  void SetMigLayout(std::string node, std::string gpu, std::string layout, std::string by,
+                    SchedulerCallback<NodeView> done) override;
   void FenceNode(std::string name, std::string by, SchedulerCallback<NodeView> done) override;
   void CreateTenant(TenantRecord tenant, SchedulerCallback<TenantView> done) override;
   void DeleteTenant(std::string path, SchedulerCallback<bool> done) override;

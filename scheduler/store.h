@@ -94,6 +94,10 @@ struct SetDeviceSlots {  // inserts or replaces the row of (node, device); slots
   DeviceSlotsRecord slots;
 };
 
+struct PutMigLayout {  // inserts or replaces the row of (node, gpu)
+  MigLayoutRecord layout;
+};
+
 // Appends closed intervals to the usage ledger (scheduler/usage_ledger.h). An interval whose key
 // (job, task, attempt, start) is stored already is skipped, not an error: a retry, a restart or a
 // second writer of the same interval never counts it twice.
@@ -111,7 +115,7 @@ struct RollUpUsage {
 using Mutation =
     std::variant<InsertJob, UpdateJob, UpdateTask, UpsertPool, DeletePool, UpsertNode, SetNodeState,
                  AppendEvent, UpsertTenant, DeleteTenant, SetQuota, DeleteQuota, SetDeviceFault,
-                 SetDeviceSlots, AppendUsage, RollUpUsage>;
+                 SetDeviceSlots, AppendUsage, RollUpUsage, PutMigLayout>;
 
 // Everything the scheduler needs to rebuild its state after a restart.
 struct RecoveredState {
@@ -123,6 +127,7 @@ struct RecoveredState {
   std::vector<QuotaRecord> quotas;               // ordered by tenant, then pool
   std::vector<DeviceFaultRecord> device_faults;  // cleared ones included; by node, device
   std::vector<DeviceSlotsRecord> device_slots;   // by node, device
+  std::vector<MigLayoutRecord> mig_layouts;      // by node, gpu
   // For every SCHEDULED or RUNNING task attempt with ledger rows: where its metering resumes.
   std::vector<UsageMark> usage_marks;  // by job, task
 };

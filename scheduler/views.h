@@ -30,6 +30,14 @@ struct AgentRegistration {
   std::vector<Running> running;
   std::vector<NodeCapabilityRecord> capabilities;  // what the agent can and cannot enforce
   std::vector<DeviceFaultReport> faults;           // devices the agent reports a fatal fault on
+  // What became of the MIG layouts the node was asked for (Register.mig_outcomes).
+  struct MigOutcome {
+    std::string gpu;
+    int64_t generation = 0;
+    std::string error;  // "" = applied
+    bool faulted = false;  // the previous layout was lost too: the GPU is out of service
+  };
+  std::vector<MigOutcome> mig_outcomes;
 };
 
 struct RegistrationResult {
@@ -91,6 +99,15 @@ struct DeviceView {
   int32_t slots_used = 0;                  // of which taken
 };
 
+// A GPU in MIG mode (DeviceRecord::mig_enabled): the layout its agent reports and the last one
+// asked of it.
+struct MigGpuView {
+  DeviceRecord gpu;
+  std::string layout;  // FormatMigLayout of its instances
+  std::optional<MigLayoutRecord> row;
+  std::optional<DeviceFaultRecord> fault;
+};
+
 struct NodeView {
   NodeRecord node;  // state and last heartbeat included
   std::vector<DeviceView> devices;
@@ -98,6 +115,7 @@ struct NodeView {
   int32_t running_tasks = 0;
   std::vector<NodeCapabilityRecord> capabilities;  // from the agent's last registration
   std::vector<std::string> cached_images;          // canonical references its agent last reported
+  std::vector<MigGpuView> mig_gpus;
 };
 
 // What a pool's placement has learned of its workload (scheduler/pool_workload.h).

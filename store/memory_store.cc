@@ -23,6 +23,7 @@ struct MemoryDatabase {
   std::vector<AuditRecord> audit;                                           // guarded by mu
   std::map<std::pair<std::string, std::string>, DeviceFaultRecord> faults;  // guarded by mu
   std::map<std::pair<std::string, std::string>, DeviceSlotsRecord> slots;   // guarded by mu
+  std::map<std::pair<std::string, std::string>, MigLayoutRecord> mig;      // guarded by mu
   Status unavailable;                                                       // guarded by mu
   // The usage ledger by (job, task, attempt, start), and its daily roll-ups by their dimensions.
   std::map<std::tuple<int64_t, int32_t, int32_t, int64_t>, UsageInterval> ledger;  // guarded by mu
@@ -231,6 +232,18 @@ class Applier {
     }
     return Status::Ok();
   }
+  Status operator()(const PutMigLayout& m) {
+    std::pair key{m.layout.node, m.layout.gpu};
+    auto it = db_.mig.find(key);
+    if (it == db_.mig.end()) {
+      db_.mig.emplace(key, m.layout);
+      undo_.push_back([this, key] { db_.mig.erase(key); });
+    } else {
+      undo_.push_back([&row = it->second, old = it->second] { row = old; });
+      it->second = m.layout;
+    }
+    return Status::Ok();
+  }
   Status operator()(const SetDeviceSlots& m) {
     std::pair key{m.slots.node, m.slots.device};
     auto it = db_.slots.find(key);
@@ -325,6 +338,7 @@ Result<RecoveredState> MemoryStore::Recover() {
   for (const auto& [key, quota] : db_->quotas) state.quotas.push_back(quota);
   for (const auto& [key, fault] : db_->faults) state.device_faults.push_back(fault);
   for (const auto& [key, row] : db_->slots) state.device_slots.push_back(row);
+  for (const auto& [key, row] : db_->mig) state.mig_layouts.push_back(row);
   for (const auto& [id, job] : db_->jobs) {
     for (const TaskRecord& t : job.tasks) {
       if (t.state != TaskState::kScheduled && t.state != TaskState::kRunning) continue;

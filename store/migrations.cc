@@ -734,6 +734,26 @@ constexpr std::string_view kV38 = R"sql(
 ALTER TABLE devices ADD COLUMN time_slice_slots integer NOT NULL DEFAULT 0;
 )sql";
 
+// Issue 27, dynamic MIG: the layout asked of each GPU (MigLayoutRecord), the instances' placement
+// starts and which GPUs can be re-partitioned, and each pool's re-layout policy. Like
+// device_slots, mig_layouts has no foreign key to nodes: it outlives re-registration.
+constexpr std::string_view kV39 = R"sql(
+CREATE TABLE mig_layouts (
+  node        text NOT NULL,
+  gpu         text NOT NULL,
+  layout      text NOT NULL,
+  generation  bigint NOT NULL CHECK (generation > 0),
+  state       text NOT NULL CHECK (state IN ('draining', 'applying', 'applied', 'failed')),
+  reason      text NOT NULL,
+  set_by      text NOT NULL,
+  updated_us  bigint NOT NULL,
+  PRIMARY KEY (node, gpu)
+);
+ALTER TABLE devices ADD COLUMN mig_start integer NOT NULL DEFAULT 0;
+ALTER TABLE devices ADD COLUMN mig_enabled boolean NOT NULL DEFAULT false;
+ALTER TABLE pools ADD COLUMN mig_relayout text NOT NULL DEFAULT 'off';
+)sql";
+
 // A replica's service name (JobSpec::service_name), kept on the job so that its usage is billed
 // under it even after the service is gone.
 constexpr std::string_view kV34 = R"sql(
@@ -792,6 +812,7 @@ constexpr Migration kMigrations[] = {
     {35, "time-slice slots set per device", kV35},
     {36, "tenant webhooks and the tenant of each event", kV36},
     {38, "time-slice slots an agent's config gives each device", kV38},
+    {39, "dynamic MIG layouts, instance starts and pools' re-layout policy", kV39},
     {50, "leader election: lease address and expiry", kV50},
     {51, "leader election: the leader's REST address", kV51},
     {60, "append-only audit log", kV60},

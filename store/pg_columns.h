@@ -24,13 +24,13 @@
 #define GP_POOL_COLS                                                                           \
   "name, visibility, allowed_tenants, placement_strategy, compute_permille, memory_permille, " \
   "sharing_mode, time_slice_replicas, create_us, mps_tenant_isolation, required_capabilities, "  \
-  "network, pinned_images, compute_fair"
+  "network, pinned_images, compute_fair, mig_relayout"
 #define GP_NODE_COLS                                                                         \
   "name, pool, state, labels, cpu_milli, memory_mib, spill_budget_mib, last_heartbeat_us, " \
   "capabilities"
 #define GP_DEVICE_COLS \
   "node, pos, id, model, idx, milli_tflops, vram_mib, mig_profile, parent_id, healthy, "     \
-  "numa_node, time_slice_slots"
+  "numa_node, time_slice_slots, mig_start, mig_enabled"
 #define GP_LINK_COLS "node, pos, a, b, kind, bandwidth_gbps"
 #define GP_QUOTA_COLS                                                                \
   "tenant, pool, guaranteed_milli_tflops, guaranteed_vram_mib, guaranteed_devices, " \

@@ -103,6 +103,7 @@ Result<std::vector<PoolRecord>> ReadPools(const pqxx::result& rows) {
     GPUPOOL_ASSIGN_OR_RETURN(p.network, Enum(r[11], &ParseTaskNetwork, "network"));
     p.pinned_images = TextArray(r[12]);
     p.compute_fair = r[13].as<bool>();
+    GPUPOOL_ASSIGN_OR_RETURN(p.mig_relayout, Enum(r[14], &ParseMigRelayout, "MIG re-layout"));
     out.push_back(std::move(p));
   }
   return out;
@@ -143,6 +144,8 @@ Result<std::vector<NodeRecord>> ReadNodes(const pqxx::result& nodes, const pqxx:
     d.healthy = r[9].as<bool>();
     d.numa_node = r[10].as<int32_t>();
     d.time_slice_slots = r[11].as<int32_t>();
+    d.mig_start = r[12].as<int32_t>();
+    d.mig_enabled = r[13].as<bool>();
     out[it->second].devices.push_back(std::move(d));
   }
   for (const auto& r : links) {

@@ -139,6 +139,7 @@ void GroupSql::Add(const Mutation& m) {
     return AppendDeviceFaultSql(&sql_, df->fault);
   if (const auto* ds = std::get_if<SetDeviceSlots>(&m))
     return AppendDeviceSlotsSql(&sql_, ds->slots);
+  if (const auto* ml = std::get_if<PutMigLayout>(&m)) return AppendMigLayoutSql(&sql_, ml->layout);
   if (const auto* au = std::get_if<AppendUsage>(&m)) return AppendUsageSql(&sql_, *au);
   if (const auto* ru = std::get_if<RollUpUsage>(&m)) return AppendRollUpSql(&sql_, *ru);
   Delete(std::get<DeleteQuota>(m));
@@ -333,7 +334,7 @@ void GroupSql::Upsert(const PoolRecord& p) {
   N(o, p.memory_overcommit.permille), C(o), Q(o, ToString(p.sharing_mode)), C(o);
   N(o, p.time_slice_replicas), C(o), N(o, p.create_us), C(o), B(o, p.mps_tenant_isolation), C(o);
   Arr(o, p.required_capabilities), C(o), Q(o, ToString(p.network)), C(o);
-  Arr(o, p.pinned_images), C(o), B(o, p.compute_fair);
+  Arr(o, p.pinned_images), C(o), B(o, p.compute_fair), C(o), Q(o, ToString(p.mig_relayout));
   *o +=
       ") ON CONFLICT (name) DO UPDATE SET visibility=EXCLUDED.visibility, "
       "allowed_tenants=EXCLUDED.allowed_tenants, placement_strategy=EXCLUDED.placement_strategy, "
@@ -341,7 +342,8 @@ void GroupSql::Upsert(const PoolRecord& p) {
       "sharing_mode=EXCLUDED.sharing_mode, time_slice_replicas=EXCLUDED.time_slice_replicas, "
       "create_us=EXCLUDED.create_us, mps_tenant_isolation=EXCLUDED.mps_tenant_isolation, "
       "required_capabilities=EXCLUDED.required_capabilities, network=EXCLUDED.network, "
-      "pinned_images=EXCLUDED.pinned_images, compute_fair=EXCLUDED.compute_fair;\n";
+      "pinned_images=EXCLUDED.pinned_images, compute_fair=EXCLUDED.compute_fair, "
+      "mig_relayout=EXCLUDED.mig_relayout;\n";
 }
 
 void GroupSql::Delete(const DeletePool& m) {
@@ -386,7 +388,8 @@ void GroupSql::Upsert(const NodeRecord& n) {
       N(o, static_cast<int64_t>(i)), C(o), Q(o, d.id), C(o), Q(o, d.model), C(o);
       N(o, d.index), C(o), N(o, d.physical.milli_tflops), C(o), N(o, d.physical.vram_mib);
       C(o), Q(o, d.mig_profile), C(o), Q(o, d.parent_id), C(o), B(o, d.healthy), C(o);
-      N(o, d.numa_node), C(o), N(o, d.time_slice_slots);
+      N(o, d.numa_node), C(o), N(o, d.time_slice_slots), C(o), N(o, d.mig_start), C(o);
+      B(o, d.mig_enabled);
       *o += ')';
     }
     *o += ";\n";

@@ -106,6 +106,11 @@ extern const char* const kSelectDeviceSlots;
 void AppendDeviceSlotsSql(std::string* sql, const DeviceSlotsRecord& row);
 std::vector<DeviceSlotsRecord> ReadDeviceSlots(const pqxx::result& rows);
 
+// mig_layouts (pg_mig_layouts.cc): the upsert for PutMigLayout and its reader.
+extern const char* const kSelectMigLayouts;
+void AppendMigLayoutSql(std::string* sql, const MigLayoutRecord& row);
+Result<std::vector<MigLayoutRecord>> ReadMigLayouts(const pqxx::result& rows);
+
 // device_faults (pg_device_faults.cc): the upsert for SetDeviceFault and its reader.
 extern const char* const kSelectDeviceFaults;
 void AppendDeviceFaultSql(std::string* sql, const DeviceFaultRecord& fault);

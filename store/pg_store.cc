@@ -152,6 +152,7 @@ Result<RecoveredState> PgStore::Recover() {
     state.quotas = ReadQuotas(txn.exec(kSelectQuotas));
     state.device_faults = ReadDeviceFaults(txn.exec(kSelectDeviceFaults));
     state.device_slots = ReadDeviceSlots(txn.exec(kSelectDeviceSlots));
+    GPUPOOL_ASSIGN_OR_RETURN(state.mig_layouts, ReadMigLayouts(txn.exec(kSelectMigLayouts)));
     state.usage_marks = ReadUsageMarks(txn.exec(kSelectUsageMarks));
     txn.commit();
     state.max_job_id = state.jobs.empty() ? 0 : state.jobs.back().id;

@@ -258,6 +258,19 @@ Status CheckOne(const Mutation& m, TextChecker& t) {
     t("device_slots.set_by", s.set_by);
     return Status::Ok();
   }
+  if (const auto* ml = std::get_if<PutMigLayout>(&m)) {
+    const MigLayoutRecord& l = ml->layout;
+    if (l.node.empty() || l.gpu.empty())
+      return Status::InvalidArgument("MIG layout: node and gpu must not be empty");
+    if (l.generation <= 0)
+      return Status::InvalidArgument("MIG layout: generation must be > 0");
+    t("mig_layout.node", l.node);
+    t("mig_layout.gpu", l.gpu);
+    t("mig_layout.layout", l.layout);
+    t("mig_layout.reason", l.reason);
+    t("mig_layout.set_by", l.set_by);
+    return Status::Ok();
+  }
   if (const auto* au = std::get_if<AppendUsage>(&m)) return CheckUsage(*au, t);
   if (const auto* ru = std::get_if<RollUpUsage>(&m)) {
     if (ru->before_us <= 0 || ru->before_us % (24LL * 3600 * 1'000'000) != 0) {

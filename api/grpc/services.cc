@@ -178,6 +178,12 @@ grpc::ServerUnaryReactor* NodeServiceImpl::DrainNode(grpc::CallbackServerContext
                                                      v1::Node* resp) {
   return Unary(d_, ctx, req, resp, &ApiService::DrainNode, "DrainNode");
 }
+grpc::ServerUnaryReactor* NodeServiceImpl::SetMigLayout(grpc::CallbackServerContext* ctx,
+                                                        const v1::SetMigLayoutRequest* req,
+                                                        v1::Node* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::SetMigLayout, "SetMigLayout");
+}
+
 grpc::ServerUnaryReactor* NodeServiceImpl::SetDeviceSlots(grpc::CallbackServerContext* ctx,
                                                           const v1::SetDeviceSlotsRequest* req,
                                                           v1::Node* resp) {

@@ -102,6 +102,9 @@ class NodeServiceImpl final : public v1::NodeService::CallbackService {
   grpc::ServerUnaryReactor* SetDeviceSlots(grpc::CallbackServerContext* ctx,
                                            const v1::SetDeviceSlotsRequest* req,
                                            v1::Node* resp) override;
+  grpc::ServerUnaryReactor* SetMigLayout(grpc::CallbackServerContext* ctx,
+                                         const v1::SetMigLayoutRequest* req,
+                                         v1::Node* resp) override;
   grpc::ServerUnaryReactor* ClearDeviceFault(grpc::CallbackServerContext* ctx,
                                              const v1::ClearDeviceFaultRequest* req,
                                              v1::Node* resp) override;

@@ -178,6 +178,8 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
                                  "DrainNode");
   Unary<SetDeviceSlotsRequest, Node>("POST", "/v1/nodes/{node}/devices/{device}:set-slots", kBody,
                                      &S::SetDeviceSlots, "SetDeviceSlots");
+  Unary<SetMigLayoutRequest, Node>("POST", "/v1/nodes/{node}/gpus/{gpu}:set-mig-layout", kBody,
+                                   &S::SetMigLayout, "SetMigLayout");
   Unary<ClearDeviceFaultRequest, Node>("POST", "/v1/nodes/{node}/devices/{device}:clear-fault",
                                        kBody, &S::ClearDeviceFault, "ClearDeviceFault");
   Unary<NodeActionRequest, Node>("POST", "/v1/nodes/{name}:fence", kBody, &S::FenceNode,

@@ -1,4 +1,4 @@
-// nodes list|get|cordon|uncordon|drain|revoke|clear-device|set-slots and catalog list.
+// nodes list|get|cordon|uncordon|drain|revoke|clear-device|set-slots|set-mig and catalog list.
 #include <charconv>
 #include <ctime>
 
@@ -71,6 +71,19 @@ void PrintNode(std::ostream& out, const v1::Node& n) {
     t.AddRow(std::move(row));
   }
   t.Print(out);
+  if (n.mig_gpus_size() > 0) {
+    out << '\n';
+    Table m({"MIG GPU", "INDEX", "MODEL", "LAYOUT", "WANTED", "STATE", "REASON"});
+    for (const v1::MigGpu& g : n.mig_gpus()) {
+      std::string reason = g.reason();
+      if (!g.fault().empty()) reason = "FAULT: " + g.fault();
+      m.AddRow({g.id(), std::to_string(g.index()), g.model(),
+                g.layout().empty() ? "(none)" : g.layout(),
+                g.state().empty() ? "-" : (g.wanted_layout().empty() ? "(none)" : g.wanted_layout()),
+                g.state().empty() ? "-" : g.state(), reason.empty() ? "-" : reason});
+    }
+    m.Print(out);
+  }
   if (n.capabilities_size() == 0) return;
   out << '\n';
   Table c({"CAPABILITY", "ENFORCED", "DETAIL"});
@@ -200,6 +213,30 @@ int SetSlots(Ctx& ctx, const ParsedArgs& a) {
   return kExitOk;
 }
 
+// An admin re-partitions one idle GPU in MIG mode.
+int SetMig(Ctx& ctx, const ParsedArgs& a) {
+  v1::SetMigLayoutRequest req;
+  req.set_node(a.positional[0]);
+  req.set_gpu(a.positional[1]);
+  req.set_layout(a.positional.size() > 2 ? a.positional[2] : "");
+  v1::Node node;
+  auto call = ctx.NewCall();
+  grpc::Status s = v1::NodeService::NewStub(ctx.channel())->SetMigLayout(call.get(), req, &node);
+  if (!s.ok()) return ctx.Fail(s);
+  if (ctx.format != OutputFormat::kTable) {
+    PrintMessage(ctx.out, node, ctx.format);
+    return kExitOk;
+  }
+  std::string state = "applied";
+  for (const v1::MigGpu& g : node.mig_gpus()) {
+    if (g.id() == req.gpu() && !g.state().empty()) state = g.state();
+  }
+  ctx.out << "node " << node.name() << ": GPU " << req.gpu() << " MIG layout "
+          << (req.layout().empty() ? std::string("(no instance)") : req.layout()) << " " << state
+          << (state == "applying" ? " (`nodes get` shows when its agent has it)" : "") << "\n";
+  return kExitOk;
+}
+
 // An admin ends a node's certificate: its agent stream ends and it cannot reconnect with it.
 int Revoke(Ctx& ctx, const ParsedArgs& a) {
   v1::RevokeNodeRequest req;
@@ -224,11 +261,13 @@ int Catalog(Ctx& ctx, const ParsedArgs& a) {
     return kExitOk;
   }
   if (a.GetBool("mig")) {
-    Table t({"MODEL", "PROFILE", "TFLOPS", "VRAM", "MAX INSTANCES"});
+    Table t({"MODEL", "PROFILE", "TFLOPS", "VRAM", "MAX INSTANCES", "STARTS"});
     for (const v1::GpuModel& m : resp.models()) {
       for (const v1::MigProfile& p : m.mig_profiles()) {
+        std::string starts;
+        for (int s : p.starts()) starts += (starts.empty() ? "" : ",") + std::to_string(s);
         t.AddRow({m.name(), p.name(), FormatTflops(p.milli_tflops()), FormatMib(p.vram_mib()),
-                  std::to_string(p.max_instances())});
+                  std::to_string(p.max_instances()), starts.empty() ? "-" : starts});
       }
     }
     t.Print(ctx.out);
@@ -338,6 +377,23 @@ std::vector<Command> NodeCommands() {
        3,
        3,
        SetSlots},
+      {"nodes set-mig",
+       "NODE GPU [LAYOUT]",
+       "Re-partition one idle GPU in MIG mode into MIG instances (admin)",
+       "LAYOUT lists instances as PROFILE@START joined by '+', START being the first memory\n"
+       "slice NVIDIA's placement rules allow the profile (`catalog list --mig` lists profiles);\n"
+       "no LAYOUT removes every instance. The GPU must be in MIG mode and none of its instances\n"
+       "may run a task. The layout is stored, then the node's agent destroys and creates the\n"
+       "instances all or nothing; a layout the driver refuses leaves the GPU as it was, with\n"
+       "the reason in `nodes get`. A pool with --mig-relayout idle|drain re-partitions its GPUs\n"
+       "itself (docs/placement.md, \"Dynamic MIG\").",
+       {},
+       "  gpupoolctl nodes set-mig gpu-07 GPU-5c1e0a9e-0000-0000-0000-000000000000 "
+       "3g.40gb@4+2g.20gb@0+1g.10gb@2+1g.10gb@3\n"
+       "  gpupoolctl nodes set-mig gpu-07 GPU-5c1e0a9e-0000-0000-0000-000000000000 7g.80gb@0\n",
+       2,
+       3,
+       SetMig},
       {"nodes fence",
        "NAME",
        "Say a silent node is powered off (admin): its tasks are requeued now",

@@ -28,6 +28,17 @@ std::string Network(const v1::Pool& p) {
   return ShortEnumName(v1::NetworkMode_Name(p.network()), "NETWORK_MODE_");
 }
 
+std::string MigRelayout(const v1::Pool& p) {
+  switch (p.mig_relayout()) {
+    case v1::MIG_RELAYOUT_IDLE:
+      return "idle GPUs follow waiting MIG work";
+    case v1::MIG_RELAYOUT_DRAIN:
+      return "idle GPUs, then one drained GPU at a time, follow waiting MIG work";
+    default:
+      return "off (admins set layouts)";
+  }
+}
+
 std::string Ratio(double r) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2g", r == 0 ? 1.0 : r);
@@ -95,6 +106,7 @@ void PrintPool(std::ostream& out, const v1::Pool& p) {
           {"MPS isolation", p.mps_tenant_isolation() ? "per tenant per GPU" : "per GPU"},
           {"Compute share", p.compute_fair() ? "fair (bursts into idle GPU time)" : "strict cap"},
           {"Network", Network(p)},
+          {"MIG re-layout", MigRelayout(p)},
           {"Pinned images", Joined(p.pinned_images(), "-")},
           {"Requires",
            p.required_capabilities().empty()
@@ -229,7 +241,10 @@ std::vector<Command> PoolCommands() {
       "tenants who trust each other). --network says what the pool's tasks may\n"
       "reach: none (loopback only), isolated (outbound through NAT; the node, other tasks, the\n"
       "control plane and link-local metadata refused) or host (the node's network); unset, each\n"
-      "node's default (docs/network.md).";
+      "node's default (docs/network.md). --mig-relayout idle lets the scheduler re-partition the\n"
+      "pool's idle MIG GPUs for MIG work that finds no room (drain: also one busy GPU at a time,\n"
+      "which takes no new work until its tasks end); off (the default) leaves layouts to admins\n"
+      "(`nodes set-mig`; docs/placement.md, \"Dynamic MIG\").";
   return {
       {"pools create", "NAME [flags]", "Create a pool (admin)", pool_text, PoolFlags(),
        "  gpupoolctl pools create training --strategy fgd --sharing fractional "
@@ -242,7 +257,8 @@ std::vector<Command> PoolCommands() {
        "  gpupoolctl pools create slices --sharing fractional --requires vram_cap,compute_share,"
        "sandbox,vram_scrub\n"
        "  gpupoolctl pools create lab --sharing fractional --requires none\n"
-       "  gpupoolctl pools create web --network isolated\n",
+       "  gpupoolctl pools create web --network isolated\n"
+       "  gpupoolctl pools create mig-a100 --sharing exclusive --mig-relayout idle\n",
        1, 1, Create},
       {"pools get",
        "NAME",

@@ -129,6 +129,9 @@ const std::vector<FlagSpec>& PoolFlags() {
        "spill, sandbox, vram_scrub, mps; 'none' clears)"},
       {"network", 0, FlagKind::kValue, "MODE",
        "what its tasks' networks reach: none, isolated (outbound through NAT only) or host"},
+      {"mig-relayout", 0, FlagKind::kValue, "off|idle|drain",
+       "dynamic MIG: off (admins set layouts), idle (re-partition idle GPUs for waiting MIG work) "
+       "or drain (also drain one busy GPU at a time for it)"},
   };
   return flags;
 }
@@ -466,6 +469,17 @@ Status ApplyPoolFlags(const ParsedArgs& a, v1::Pool* pool, std::vector<std::stri
     }
     pool->set_compute_fair(*v == "fair");
     mask->push_back("compute_fair");
+  }
+  if (auto v = a.Find("mig-relayout")) {
+    const v1::MigRelayout mode = *v == "off"     ? v1::MIG_RELAYOUT_OFF
+                                 : *v == "idle"  ? v1::MIG_RELAYOUT_IDLE
+                                 : *v == "drain" ? v1::MIG_RELAYOUT_DRAIN
+                                                 : v1::MIG_RELAYOUT_UNSPECIFIED;
+    if (mode == v1::MIG_RELAYOUT_UNSPECIFIED) {
+      return Status::InvalidArgument("--mig-relayout: want off, idle or drain, got '" + *v + "'");
+    }
+    pool->set_mig_relayout(mode);
+    mask->push_back("mig_relayout");
   }
   if (auto v = a.Find("network")) {
     const v1::NetworkMode mode = *v == "none"       ? v1::NETWORK_MODE_NONE

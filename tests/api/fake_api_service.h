@@ -101,6 +101,7 @@ class FakeApiService final : public ApiService {
   GPUPOOL_FAKE_UNARY(DrainNode, NodeActionRequest, Node)
   GPUPOOL_FAKE_UNARY(ClearDeviceFault, ClearDeviceFaultRequest, Node)
   GPUPOOL_FAKE_UNARY(SetDeviceSlots, SetDeviceSlotsRequest, Node)
+  GPUPOOL_FAKE_UNARY(SetMigLayout, SetMigLayoutRequest, Node)
   GPUPOOL_FAKE_UNARY(FenceNode, NodeActionRequest, Node)
   GPUPOOL_FAKE_UNARY(ListGpuModels, ListGpuModelsRequest, ListGpuModelsResponse)
   GPUPOOL_FAKE_UNARY(ListPriorityClasses, ListPriorityClassesRequest, ListPriorityClassesResponse)

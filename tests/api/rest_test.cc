@@ -136,6 +136,8 @@ TEST_F(RestTest, EachRouteCallsItsMethodWithTheRightFields) {
        R"(node: "node-1" device: "GPU-ab-12")"},
       {verb::post, "/v1/nodes/node-1/devices/GPU-ab-12:set-slots", R"({"slots": 4})",
        "SetDeviceSlots", R"(node: "node-1" device: "GPU-ab-12" slots: 4)"},
+      {verb::post, "/v1/nodes/node-1/gpus/GPU-ab-12:set-mig-layout", R"({"layout": "7g.80gb@0"})",
+       "SetMigLayout", R"(node: "node-1" gpu: "GPU-ab-12" layout: "7g.80gb@0")"},
       {verb::post, "/v1/nodes/node-1:fence", "", "FenceNode", R"(name: "node-1")"},
       {verb::get, "/v1/catalog", "", "ListGpuModels", ""},
       {verb::get, "/v1/priority-classes", "", "ListPriorityClasses", ""},

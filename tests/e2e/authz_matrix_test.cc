@@ -375,6 +375,15 @@ std::vector<Row> Table() {
         r.set_slots(2);
         return Target{Box(r), "POST", "/v1/nodes/n1/devices/GPU-0:set-slots", R"({"slots": 2})"};
       });
+  add("NodeService/SetMigLayout", "POST /v1/nodes/{node}/gpus/{gpu}:set-mig-layout", "admin",
+      "DDDA", [](World&) {
+        v1::SetMigLayoutRequest r;
+        r.set_node("n1");
+        r.set_gpu("GPU-0");
+        r.set_layout("7g.80gb@0");
+        return Target{Box(r), "POST", "/v1/nodes/n1/gpus/GPU-0:set-mig-layout",
+                      R"({"layout": "7g.80gb@0"})"};
+      });
   add("CatalogService/ListGpuModels", "GET /v1/catalog", "admin", "AAAA", [](World&) {
     return Target{Box(v1::ListGpuModelsRequest()), "GET", "/v1/catalog", ""};
   });

@@ -203,3 +203,29 @@ TEST(MigLayoutTest, PlannerRefusesBadInput) {
 
 }  // namespace
 }  // namespace gpupool
+
+namespace gpupool {
+namespace {
+
+// Instances created without a placement (a static config's list) go where a driver puts them:
+// each at its lowest free allowed start, in the order given.
+TEST(MigLayoutTest, ProfilesArePlacedFirstFitInTheirOrder) {
+  const GpuModel& h100 = Model("H100-SXM");
+  Result<MigLayout> l = PlaceMigProfiles(h100, {"1g.10gb", "3g.40gb", "2g.20gb"});
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(FormatMigLayout(*l), "1g.10gb@0+2g.20gb@2+3g.40gb@4");
+  // A second 1g finds no start left: a 1g may not start at slice 7 (MIG User Guide).
+  l = PlaceMigProfiles(h100, {"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"});
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("no room left for 1g.10gb"), std::string::npos);
+  l = PlaceMigProfiles(h100, {"3g.40gb", "3g.40gb", "1g.10gb"});
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("no room left for 1g.10gb"), std::string::npos);
+  l = PlaceMigProfiles(h100, {"9g.90gb"});
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("'9g.90gb' is not a MIG profile"), std::string::npos);
+  EXPECT_TRUE(PlaceMigProfiles(h100, {})->empty());
+}
+
+}  // namespace
+}  // namespace gpupool

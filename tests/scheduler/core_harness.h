@@ -42,7 +42,12 @@ class RecordingAgents : public AgentGateway {
   }
   std::vector<std::pair<std::string, StartTaskCommand>> starts;
   std::vector<std::pair<std::string, StopTaskCommand>> stops;
+  bool SetMigLayout(const std::string& node, const MigLayoutCommand& cmd) override {
+    mig.push_back({node, cmd});
+    return connected.contains(node);
+  }
   std::vector<std::pair<std::string, PinImagesCommand>> pins;
+  std::vector<std::pair<std::string, MigLayoutCommand>> mig;
   std::set<std::string> connected;
 };
 

@@ -361,6 +361,30 @@ TEST_P(StoreConformanceTest, DeviceSlotsAreSetReplacedAndDeletedPerDevice) {
   EXPECT_EQ(MustRecover(*store_).device_slots, (std::vector<DeviceSlotsRecord>{b}));
 }
 
+TEST_P(StoreConformanceTest, MigLayoutsAreStoredAndReplacedPerGpu) {
+  MigLayoutRecord a{"n1", "GPU-1", "3g.40gb@0+3g.40gb@4", 1, MigLayoutState::kApplying,
+                    "set by key admin-1", "key admin-1", 1000};
+  MigLayoutRecord b{"n0", "GPU-0", "", 4, MigLayoutState::kFailed,
+                    "re-layout refused: 'quoted' \"text\", {braces}", "scheduler", 2000};
+  ASSERT_OK(ApplyAndWait(*store_, {PutMigLayout{a}, PutMigLayout{b}}));
+  EXPECT_EQ(MustRecover(*store_).mig_layouts, (std::vector<MigLayoutRecord>{b, a}));
+  a.state = MigLayoutState::kApplied;
+  a.generation = 2;
+  a.updated_us = 3000;
+  ASSERT_OK(ApplyAndWait(*store_, {PutMigLayout{a}}));
+  EXPECT_EQ(MustRecover(*store_).mig_layouts, (std::vector<MigLayoutRecord>{b, a}));
+  // No generation: refused, nothing of the batch applied.
+  MigLayoutRecord bad = a;
+  bad.gpu = "GPU-9";
+  bad.generation = 0;
+  MigLayoutRecord c = a;
+  c.node = "n2";
+  Status st = ApplyAndWait(*store_, {PutMigLayout{c}, PutMigLayout{bad}});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_EQ(st.message(), "MIG layout: generation must be > 0");
+  EXPECT_EQ(MustRecover(*store_).mig_layouts, (std::vector<MigLayoutRecord>{b, a}));
+}
+
 TEST_P(StoreConformanceTest, DeletePool) {
   ASSERT_OK(ApplyAndWait(*store_, {UpsertPool{SamplePool("a")}, UpsertPool{SamplePool("b")}}));
   ASSERT_OK(ApplyAndWait(*store_, {DeletePool{"a"}}));

@@ -89,6 +89,7 @@ PoolRecord SamplePool(const std::string& name) {
   p.required_capabilities = {"compute_share", "sandbox", "vram_cap"};
   p.network = TaskNetwork::kIsolated;
   p.pinned_images = {"registry.example:5000/ml/pytorch:2.4", "docker.io/library/busybox:1.36"};
+  p.mig_relayout = MigRelayout::kDrain;
   return p;
 }
 
@@ -112,6 +113,8 @@ NodeRecord SampleNode(const std::string& name, const std::string& pool) {
     d.parent_id = i == 2 ? name + "-GPU-1" : "";
     d.healthy = i != 1;
     d.numa_node = i / 2;
+    d.mig_enabled = i == 1;
+    d.mig_start = i == 2 ? 4 : 0;
     n.devices.push_back(d);
   }
   n.links = {LinkRecord{0, 1, LinkKind::kNvlink, 900}, LinkRecord{1, 2, LinkKind::kPcieHost, 64}};

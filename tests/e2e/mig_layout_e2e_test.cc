@@ -1,0 +1,230 @@
+// Issue 27 end to end: dynamic MIG. A real gpupoold (embedded PostgreSQL) and a gpupool-agent
+// on the simulated backend with one H100 in MIG mode laid out as seven 1g.10gb instances.
+//  - A pool with the idle policy: two 3g.40gb jobs find no instance; the scheduler re-lays the
+//    GPU out as 3g.40gb@0+3g.40gb@4, stored before the agent is asked; the agent re-partitions
+//    and registers again, and both jobs run on the new instances.
+//  - An admin's layout over REST: bad ones refused with the reason (400), a busy GPU refused, a
+//    good one applied; audited.
+//  - A restart in the middle of a re-layout: the agent is away when the layout is stored; the
+//    daemon restarts; the agent comes back with the old layout and is asked again; the GPU ends
+//    on the stored layout, never between the two.
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "gpupool/v1/jobs.pb.h"
+#include "gpupool/v1/pools.pb.h"
+#include "tests/api/http_client.h"
+#include "tests/support/agent_process.h"
+#include "tests/support/daemon_process.h"
+#include "tests/support/wait_for.h"
+
+namespace gpupool {
+namespace {
+
+using api::testing::HttpCall;
+using api::testing::HttpResult;
+using api::testing::http::verb;
+using testing::ChildProcess;
+using testing::DaemonProcess;
+
+constexpr char kAdmin[] = "admin-token-mig-0123456789";
+constexpr char kAcme[] = "acme-token-mig-0123456789";
+constexpr char kOnes[] = "1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+1g.10gb@5+1g.10gb@6";
+
+template <typename M>
+M Parse(const std::string& json) {
+  M m;
+  google::protobuf::util::JsonParseOptions o;
+  o.ignore_unknown_fields = true;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &m, o).ok()) << json;
+  return m;
+}
+
+class MigLayoutE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Result<std::string> dir = testing::MakeTempDir("gpupool-mig-e2e");
+    ASSERT_TRUE(dir.ok());
+    dir_ = *dir;
+    std::ofstream(dir_ + "/gpupoold.yaml")
+        << "auth:\n  api_tokens:\n"
+        << "    - {token: " << kAdmin << ", principal: ops, admin: true}\n"
+        << "    - {token: " << kAcme << ", principal: acme}\n"
+        << "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 30000\n"
+           "  node_lease_ms: 30000\n  stop_grace_period_ms: 1000\n";
+    auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    daemon_ = std::move(d).value();
+    ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/pools",
+                   R"({"pool": {"name": "mig", "sharingMode": "SHARING_MODE_EXCLUSIVE",
+                                "migRelayout": "MIG_RELAYOUT_IDLE"}})")
+                  .status,
+              200);
+    ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/tenants", R"({"tenant": {"path": "acme"}})").status,
+              200);
+    StartAgent();
+  }
+
+  void StartAgent() {
+    testing::AgentProcessOptions o;
+    o.dir = dir_;
+    o.node = "node-m";
+    o.scheduler = daemon_->grpc_address();
+    o.pool = "mig";
+    o.gpus_yaml =
+        "  - {model: H100-SXM, count: 1, mig: {\"0\": [1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, "
+        "1g.10gb, 1g.10gb, 1g.10gb]}}\n";
+    auto child = testing::StartAgentProcess(o);
+    ASSERT_TRUE(child.ok());
+    agent_ = std::move(child).value();
+    ASSERT_TRUE(testing::WaitFor(
+        [&] { return Node().state() == v1::NODE_STATE_READY && Node().mig_gpus_size() == 1; },
+        std::chrono::seconds(120), std::chrono::milliseconds(100)))
+        << "the agent did not register";
+  }
+
+  void StopAgent() {
+    agent_->Signal(SIGKILL);
+    agent_->Wait(std::chrono::seconds(10));
+    agent_.reset();
+  }
+
+  void TearDown() override {
+    if (agent_) {
+      agent_->Signal(SIGTERM);
+      agent_->Wait(std::chrono::seconds(10));
+    }
+    daemon_.reset();
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  HttpResult Rest(const std::string& token, verb v, const std::string& target,
+                  const std::string& body = "") {
+    return HttpCall(daemon_->http_port(), v, target, body, {{"Authorization", "Bearer " + token}});
+  }
+
+  v1::Node Node() {
+    HttpResult r = Rest(kAdmin, verb::get, "/v1/nodes/node-m");
+    return r.status == 200 ? Parse<v1::Node>(r.body) : v1::Node();
+  }
+  v1::MigGpu Gpu() {
+    v1::Node n = Node();
+    return n.mig_gpus_size() == 1 ? n.mig_gpus(0) : v1::MigGpu();
+  }
+
+  HttpResult SetLayout(const std::string& token, const std::string& layout) {
+    return Rest(token, verb::post, "/v1/nodes/node-m/gpus/" + Gpu().id() + ":set-mig-layout",
+                R"({"layout": ")" + layout + R"("})");
+  }
+
+  std::string Submit(const std::string& profile, const std::string& command) {
+    const HttpResult r = Rest(
+        kAcme, verb::post, "/v1/jobs",
+        R"({"spec": {"tenant": "acme", "pool": "mig", "taskCount": 1, "template": )"
+        R"({"command": ["/bin/sh", "-c", ")" +
+            command + R"("], "resources": {"mig": {"profile": ")" + profile + R"("}}}}})");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Parse<v1::Job>(r.body).job_id();
+  }
+
+  v1::Job Job(const std::string& id) {
+    return Parse<v1::Job>(Rest(kAdmin, verb::get, "/v1/jobs/" + id).body);
+  }
+  bool Runs(const std::string& id) {
+    const v1::Job j = Job(id);
+    return j.tasks_size() == 1 && (j.tasks(0).state() == v1::TASK_STATE_RUNNING ||
+                                   j.tasks(0).state() == v1::TASK_STATE_SUCCEEDED);
+  }
+
+  std::string dir_;
+  std::unique_ptr<DaemonProcess> daemon_;
+  std::unique_ptr<ChildProcess> agent_;
+};
+
+TEST_F(MigLayoutE2eTest, TheIdlePolicyReLaysOutTheGpuForWaitingWorkWhichThenRuns) {
+  ASSERT_EQ(Gpu().layout(), kOnes);
+  const std::string a = Submit("3g.40gb", "sleep 600");
+  const std::string b = Submit("3g.40gb", "sleep 600");
+  ASSERT_TRUE(testing::WaitFor([&] { return Runs(a) && Runs(b); }, std::chrono::seconds(60),
+                               std::chrono::milliseconds(100)))
+      << Rest(kAdmin, verb::get, "/v1/nodes/node-m").body;
+  const v1::MigGpu g = Gpu();
+  EXPECT_EQ(g.layout(), "3g.40gb@0+3g.40gb@4");
+  EXPECT_EQ(g.wanted_layout(), "3g.40gb@0+3g.40gb@4");
+  EXPECT_EQ(g.state(), "applied");
+  EXPECT_EQ(g.set_by(), "scheduler");
+  EXPECT_NE(g.reason().find("2 × 3g.40gb"), std::string::npos) << g.reason();
+  // Each task holds one of the new instances.
+  const v1::Job ja = Job(a), jb = Job(b);
+  ASSERT_EQ(ja.tasks(0).allocation().devices_size(), 1);
+  ASSERT_EQ(jb.tasks(0).allocation().devices_size(), 1);
+  EXPECT_NE(ja.tasks(0).allocation().devices(0).device_id(),
+            jb.tasks(0).allocation().devices(0).device_id());
+  // The GPU is busy now: an admin's layout is refused with the reason, and nothing changes.
+  HttpResult busy = SetLayout(kAdmin, "7g.80gb@0");
+  EXPECT_EQ(busy.status, 400) << busy.body;
+  EXPECT_NE(busy.body.find("running work"), std::string::npos) << busy.body;
+  EXPECT_EQ(Gpu().layout(), "3g.40gb@0+3g.40gb@4");
+}
+
+TEST_F(MigLayoutE2eTest, AnAdminLayoutIsCheckedAppliedAndAudited) {
+  HttpResult r = SetLayout(kAcme, "7g.80gb@0");
+  EXPECT_EQ(r.status, 403) << r.body;
+  r = SetLayout(kAdmin, "5g.50gb@0");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("'5g.50gb' is not a MIG profile of H100-SXM"), std::string::npos) << r.body;
+  r = SetLayout(kAdmin, "4g.40gb@0+3g.40gb@2");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("may start only at memory slice {0,4}"), std::string::npos) << r.body;
+  r = Rest(kAdmin, verb::post, "/v1/nodes/node-m/gpus/" + Node().devices(0).id() +
+                                   ":set-mig-layout",
+           R"({"layout": "7g.80gb@0"})");
+  EXPECT_EQ(r.status, 400) << r.body;  // an instance, not its GPU
+  EXPECT_NE(r.body.find("is a MIG instance"), std::string::npos) << r.body;
+  EXPECT_EQ(Gpu().layout(), kOnes);
+
+  r = SetLayout(kAdmin, "4g.40gb@0+2g.20gb@4+1g.10gb@6");
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_TRUE(testing::WaitFor([&] { return Gpu().state() == "applied"; },
+                               std::chrono::seconds(30), std::chrono::milliseconds(100)))
+      << Rest(kAdmin, verb::get, "/v1/nodes/node-m").body;
+  EXPECT_EQ(Gpu().layout(), "4g.40gb@0+2g.20gb@4+1g.10gb@6");
+  EXPECT_EQ(Gpu().set_by(), "key ops");
+  // The instances are the new ones, and run work.
+  const std::string job = Submit("4g.40gb", "exit 0");
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return Job(job).state() == v1::JOB_STATE_SUCCEEDED; }, std::chrono::seconds(60),
+      std::chrono::milliseconds(100)));
+  // Audited: who asked for which layout.
+  const HttpResult audit = Rest(kAdmin, verb::get, "/v1/audit?verb=SetMigLayout");
+  ASSERT_EQ(audit.status, 200) << audit.body;
+  EXPECT_NE(audit.body.find("4g.40gb@0+2g.20gb@4+1g.10gb@6"), std::string::npos) << audit.body;
+}
+
+TEST_F(MigLayoutE2eTest, ADaemonRestartMidRelayoutEndsOnTheStoredLayout) {
+  const std::string gpu = Gpu().id();
+  StopAgent();  // the node goes away before the layout reaches it
+  HttpResult r = SetLayout(kAdmin, "7g.80gb@0");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Gpu().state(), "applying");
+  ASSERT_EQ(daemon_->Stop(), 0);
+  ASSERT_TRUE(daemon_->Restart().ok());
+  EXPECT_EQ(Gpu().state(), "applying");  // stored, so it outlives the daemon
+  StartAgent();  // comes back with the old layout and no outcome: asked again
+  ASSERT_TRUE(testing::WaitFor([&] { return Gpu().state() == "applied"; },
+                               std::chrono::seconds(30), std::chrono::milliseconds(100)))
+      << Rest(kAdmin, verb::get, "/v1/nodes/node-m").body;
+  EXPECT_EQ(Gpu().id(), gpu);
+  EXPECT_EQ(Gpu().layout(), "7g.80gb@0");
+  const std::string job = Submit("7g.80gb", "exit 0");
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return Job(job).state() == v1::JOB_STATE_SUCCEEDED; }, std::chrono::seconds(60),
+      std::chrono::milliseconds(100)));
+}
+
+}  // namespace
+}  // namespace gpupool
