@@ -27,6 +27,8 @@
 //                `n` more creations have succeeded (the fake counts `n` down in the file).
 //   unprivileged optional: every create/destroy answers NO_PERMISSION (MIG management requires
 //                root, per the reference).
+//   v1_only      optional: nvmlDeviceGetGpuInstanceProfileInfoV answers FUNCTION_NOT_FOUND, as
+//                a library from before R510 has no such call (profiles then have no names).
 // Device files, as a sandboxed task needs them (plain files: tests cannot mknod):
 //   dev/nvidia<minor> for each GPU; proc/capabilities/gpu<minor>/mig/gi<G>/access and
 //   …/gi<G>/ci<C>/access ("DeviceFileMinor: N\nDeviceFileMode: 292\nDeviceFileModify: 1"), with
@@ -65,8 +67,9 @@ namespace fs = std::filesystem;
 
 // nvmlReturn_t values (nvml.h).
 constexpr int kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kNotSupported = 3,
-              kNoPermission = 4, kNotFound = 6, kInsufficientSize = 7, kInUse = 19,
-              kInsufficientResources = 23, kArgumentVersionMismatch = 25, kUnknown = 999;
+              kNoPermission = 4, kNotFound = 6, kInsufficientSize = 7, kFunctionNotFound = 13,
+              kInUse = 19, kInsufficientResources = 23, kArgumentVersionMismatch = 25,
+              kUnknown = 999;
 // NVML_GPU_INSTANCE_PROFILE_* ids: 1_SLICE 0, 2_SLICE 1, 3_SLICE 2, 4_SLICE 3, 7_SLICE 4,
 // 8_SLICE 5, 6_SLICE 6, 1_SLICE_REV1 7 (+me), 2_SLICE_REV1 8, 1_SLICE_REV2 9, COUNT 10.
 constexpr unsigned kGiProfileCount = 10;
@@ -457,6 +460,8 @@ NVML_API const char* nvmlErrorString(int r) {
       return "Insufficient resources";
     case kArgumentVersionMismatch:
       return "Argument version mismatch";
+    case kFunctionNotFound:
+      return "Function Not Found";
     default:
       return "Unknown Error";
   }
@@ -485,8 +490,9 @@ NVML_API int nvmlDeviceGetUUID(void* d, char* buf, unsigned len) {
     Copy(buf, len, n.gpus[h->gpu].uuid);
   } else if (h->kind == Handle::kMig && n.FindCi(h->gpu, h->gi, h->ci, h->serial) != nullptr) {
     // Stable for one creation: a re-created instance gets a new UUID, as with a real driver.
+    const std::string& gpu = n.gpus[h->gpu].uuid;
     Copy(buf, len,
-         "MIG-" + n.gpus[h->gpu].uuid.substr(n.gpus[h->gpu].uuid.rfind('-') + 1) + "-" +
+         "MIG-" + (gpu.rfind("GPU-", 0) == 0 ? gpu.substr(4) : gpu) + "-" +
              std::to_string(h->serial));
   } else {
     return kInvalidArgument;
@@ -644,6 +650,7 @@ NVML_API int nvmlDeviceGetGpuInstanceProfileInfoV(void* d, unsigned id, GiProfil
   Node n;
   const Profile* p = nullptr;
   if (info == nullptr) return kInvalidArgument;
+  if (fs::exists(Dir() + "/v1_only")) return kFunctionNotFound;
   if (info->version != kGiProfileInfoV2) return kArgumentVersionMismatch;
   if (int r = Lookup(n, d, id, &p); r != kSuccess) return r;
   const Model& m = *n.gpus[static_cast<Handle*>(d)->gpu].model;

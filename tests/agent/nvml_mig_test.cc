@@ -249,6 +249,17 @@ TEST_F(NvmlMigTest, RefusesWithoutPrivilegeAndKeepsTheLayout) {
   EXPECT_EQ(FormatMigLayout(Discovered()), "7g.80gb@0");
 }
 
+// Without profile names (no nvmlDeviceGetGpuInstanceProfileInfoV), profiles are matched by
+// compute and memory slices, lowest id first: 1g.10gb is 1_SLICE (id 0, seven of them fit), not
+// 1_SLICE_REV1 (id 7, "1g.10gb+me", one fits).
+TEST_F(NvmlMigTest, WithoutProfileNamesSlicesPickTheProfile) {
+  Write("v1_only", "");
+  Open();
+  const MigLayout layout = Layout("1g.10gb@0+1g.10gb@1+1g.20gb@2+3g.40gb@4");
+  ASSERT_TRUE(backend_->ApplyMigLayout("GPU-h100-0", layout).ok());
+  EXPECT_EQ(Discovered(), layout);  // names as the driver gives them: no "+me"
+}
+
 TEST_F(NvmlMigTest, AGpuWithMigOffIsRefused) {
   Open();
   const Status s = backend_->ApplyMigLayout("GPU-h100-1", Layout("7g.80gb@0"));
