@@ -11,59 +11,23 @@
 //    `size` contiguous slices from one of its profile's allowed starts and never overlaps
 //    another), "Device Nodes and Capabilities" (access files and capability minors).
 //
-// The node is described by files in $GPUPOOL_FAKE_NVML_DIR, read on every call, so what one
-// process creates the next one sees, as with the kernel driver:
-//   gpus         one line per GPU: `<uuid> <minor> <mig 0|1> <NVML name>`; the name picks the
-//                profile table (NVIDIA H100 80GB HBM3, NVIDIA H200, NVIDIA A100-SXM4-40GB,
-//                NVIDIA A100-SXM4-80GB). Written by the test.
-//   state        the driver's instances: `serial <next>`, `gi <gpu> <id> <profile> <start>
-//                <serial>`, `ci <gpu> <gi> <id> <profile> <serial>`. Written by the fake only, as
-//                a temporary file renamed over the old one, under an flock(2) on `lock`: every
-//                NVML call is one atomic step, so a process killed mid-way leaves a whole file.
-//   in_use       optional, lines `<gpu> <gi>` or `<gpu> <gi> <ci>`: instances a process holds;
-//                destroying them answers IN_USE.
-//   refuse_create  optional fault injection: `<profile name>|all [after <n>]`. Creating a GPU
-//                instance of that profile (any, for `all`) answers INSUFFICIENT_RESOURCES, once
-//                `n` more creations have succeeded (the fake counts `n` down in the file).
-//   unprivileged optional: every create/destroy answers NO_PERMISSION (MIG management requires
-//                root, per the reference).
-//   v1_only      optional: nvmlDeviceGetGpuInstanceProfileInfoV answers FUNCTION_NOT_FOUND, as
-//                a library from before R510 has no such call (profiles then have no names).
-// Device files, as a sandboxed task needs them (plain files: tests cannot mknod):
-//   dev/nvidia<minor> for each GPU; proc/capabilities/gpu<minor>/mig/gi<G>/access and
-//   …/gi<G>/ci<C>/access ("DeviceFileMinor: N\nDeviceFileMode: 292\nDeviceFileModify: 1"), with
-//   dev/nvidia-caps/nvidia-cap<N>, created and removed with their instances. N as the driver
-//   numbers them in /proc/driver/nvidia-caps/mig-minors (config 1, monitor 2, then per GPU minor
-//   15 GPU instances of 1 access + 8 compute instances): gi access = 3 + 135·gpu + 9·G, ci access
-//   = that + 1 + C ("gpu31/gi14/ci7/access 4322").
-//
-// Simplifications, each documented: GPU instance ids are the lowest free from 1 (0 for the
-// whole-GPU profile, as nvidia-smi's examples show), where a driver uses a fixed table per
-// placement; memory sizes are memory slices × a per-slice figure near what drivers report;
-// compute instances are shared-engine only (engine profile 0).
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <algorithm>
+// The node (the driver's state in $GPUPOOL_FAKE_NVML_DIR, its files and fault injection) is
+// tests/agent/fake_nvml_mig_node.h; this file is the NVML face over it.
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include "tests/agent/fake_nvml_mig_node.h"
 
 #define NVML_API extern "C" __attribute__((visibility("default")))
 
 namespace {
 
-namespace fs = std::filesystem;
+using namespace fake_nvml_mig;  // NOLINT(google-build-using-namespace): this library's own model
 
 // nvmlReturn_t values (nvml.h).
 constexpr int kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kNotSupported = 3,
@@ -73,9 +37,6 @@ constexpr int kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kNotSuppor
 // NVML_GPU_INSTANCE_PROFILE_* ids: 1_SLICE 0, 2_SLICE 1, 3_SLICE 2, 4_SLICE 3, 7_SLICE 4,
 // 8_SLICE 5, 6_SLICE 6, 1_SLICE_REV1 7 (+me), 2_SLICE_REV1 8, 1_SLICE_REV2 9, COUNT 10.
 constexpr unsigned kGiProfileCount = 10;
-// NVML_COMPUTE_INSTANCE_PROFILE_*: 1 0, 2 1, 3 2, 4 3, 7 4, 8 5, 6 6, 1_REV1 7, COUNT 8.
-constexpr unsigned kCiProfileCount = 8;
-constexpr int kCiSlices[kCiProfileCount] = {1, 2, 3, 4, 7, 8, 6, 1};
 constexpr unsigned kGiProfileInfoV2 = (2u << 24) | 152u;  // nvmlGpuInstanceProfileInfo_v2
 
 struct GiProfileInfo {  // nvmlGpuInstanceProfileInfo_t
@@ -114,67 +75,6 @@ struct Utilization {
   unsigned gpu, memory;
 };
 
-// One GPU instance profile of a model (MIG User Guide, "Supported MIG Profiles").
-struct Profile {
-  unsigned id;
-  const char* suffix;  // name after "<g>g.": "10gb", "10gb+me"
-  int slices, memory_slices, max_instances;
-  std::vector<int> starts;
-};
-struct Model {
-  const char* nvml_name;
-  unsigned long long total_mib, slice_mib;
-  int sms_per_slice;
-  std::vector<Profile> profiles;
-};
-
-std::vector<Profile> Profiles(const char* g1, const char* g1x2, const char* g2, const char* g3,
-                              const char* g4, const char* g7) {
-  const std::vector<int> any = {0, 1, 2, 3, 4, 5, 6}, even = {0, 2, 4, 6};
-  return {{0, g1, 1, 1, 7, any},
-          {7, nullptr, 1, 1, 1, any},  // REV1: the 1-slice profile with
-                                       // media extensions
-          {9, g1x2, 1, 2, 4, even},
-          {1, g2, 2, 2, 3, {0, 2, 4}},
-          {2, g3, 3, 4, 2, {0, 4}},
-          {3, g4, 4, 4, 1, {0}},
-          {4, g7, 7, 8, 1, {0}}};
-}
-
-const std::vector<Model>& Models() {
-  static const std::vector<Model> models = {
-      {"NVIDIA H100 80GB HBM3", 81559, 10112, 16,
-       Profiles("10gb", "20gb", "20gb", "40gb", "40gb", "80gb")},
-      {"NVIDIA H200", 143771, 17920, 16, Profiles("18gb", "35gb", "35gb", "71gb", "71gb", "141gb")},
-      {"NVIDIA A100-SXM4-40GB", 40536, 4864, 14,
-       Profiles("5gb", "10gb", "10gb", "20gb", "20gb", "40gb")},
-      {"NVIDIA A100-SXM4-80GB", 81920, 9856, 14,
-       Profiles("10gb", "20gb", "20gb", "40gb", "40gb", "80gb")},
-  };
-  return models;
-}
-
-struct GpuConf {
-  std::string uuid, name;
-  unsigned minor = 0;
-  bool mig = false;
-  const Model* model = nullptr;
-};
-
-struct Gi {
-  unsigned gpu, id, profile, start;
-  unsigned long long serial;
-};
-struct Ci {
-  unsigned gpu, gi, id, profile;
-  unsigned long long serial;
-};
-struct State {
-  unsigned long long next_serial = 1;
-  std::vector<Gi> gis;
-  std::vector<Ci> cis;
-};
-
 // Handles are stable addresses: one per GPU, per GPU instance and per compute instance (keyed by
 // creation serial, so a handle of a destroyed instance stays invalid even if its id is reused).
 struct Handle {
@@ -194,228 +94,11 @@ Handle* HandleFor(Handle::Kind k, unsigned gpu, unsigned gi = 0, unsigned ci = 0
   return h.get();
 }
 
-std::string Dir() {
-  const char* d = std::getenv("GPUPOOL_FAKE_NVML_DIR");
-  return d != nullptr ? d : "";
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool WriteAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out.flush()) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
-// The node as the files describe it; a malformed `gpus` line is reported on stderr (NVML has no
-// way to say more than an error code) and makes nvmlInit_v2 fail.
-bool LoadGpus(std::vector<GpuConf>* out) {
-  std::istringstream in(Slurp(Dir() + "/gpus"));
-  std::string line;
-  int n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream ls(line);
-    GpuConf g;
-    int mig = -1;
-    ls >> g.uuid >> g.minor >> mig;
-    std::getline(ls >> std::ws, g.name);
-    for (const Model& m : Models()) {
-      if (g.name == m.nvml_name) g.model = &m;
-    }
-    if (g.uuid.empty() || (mig != 0 && mig != 1) || g.model == nullptr) {
-      std::fprintf(stderr, "fake NVML: %s/gpus:%d: expected `<uuid> <minor> <0|1> <known name>`\n",
-                   Dir().c_str(), n);
-      return false;
-    }
-    g.mig = mig == 1;
-    out->push_back(g);
-  }
-  return true;
-}
-
-State LoadState() {
-  State s;
-  std::istringstream in(Slurp(Dir() + "/state"));
-  std::string kind;
-  while (in >> kind) {
-    if (kind == "serial") {
-      in >> s.next_serial;
-    } else if (kind == "gi") {
-      Gi g{};
-      in >> g.gpu >> g.id >> g.profile >> g.start >> g.serial;
-      s.gis.push_back(g);
-    } else if (kind == "ci") {
-      Ci c{};
-      in >> c.gpu >> c.gi >> c.id >> c.profile >> c.serial;
-      s.cis.push_back(c);
-    }
-  }
-  return s;
-}
-
-// Every NVML call holds the node's lock for its whole read-modify-write.
-class Locked {
- public:
-  Locked() : fd_(::open((Dir() + "/lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644)) {
-    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
-  }
-  ~Locked() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Locked(const Locked&) = delete;
-  Locked& operator=(const Locked&) = delete;
-
- private:
-  int fd_;
-};
-
-unsigned GiMinor(unsigned gpu_minor, unsigned gi) { return 3 + 135 * gpu_minor + 9 * gi; }
-unsigned CiMinor(unsigned gpu_minor, unsigned gi, unsigned ci) {
-  return GiMinor(gpu_minor, gi) + 1 + ci;
-}
-
-void WriteCapability(const fs::path& access, unsigned minor) {
-  fs::create_directories(access.parent_path());
-  WriteAtomically(access.string(), "DeviceFileMinor: " + std::to_string(minor) +
-                                       "\nDeviceFileMode: 292\nDeviceFileModify: 1\n");
-  fs::create_directories(Dir() + "/dev/nvidia-caps");
-  std::ofstream(Dir() + "/dev/nvidia-caps/nvidia-cap" + std::to_string(minor));
-}
-
-// Makes the device and capability files match the state: the instances' appear, the
-// destroyed ones' go.
-void SyncDeviceFiles(const std::vector<GpuConf>& gpus, const State& s) {
-  std::error_code ec;
-  fs::create_directories(Dir() + "/dev", ec);
-  for (const GpuConf& g : gpus) std::ofstream(Dir() + "/dev/nvidia" + std::to_string(g.minor));
-  fs::remove_all(Dir() + "/proc/capabilities", ec);
-  fs::remove_all(Dir() + "/dev/nvidia-caps", ec);
-  for (const Gi& gi : s.gis) {
-    if (gi.gpu >= gpus.size()) continue;
-    const unsigned m = gpus[gi.gpu].minor;
-    const fs::path dir = fs::path(Dir()) / "proc/capabilities" / ("gpu" + std::to_string(m)) /
-                         "mig" / ("gi" + std::to_string(gi.id));
-    WriteCapability(dir / "access", GiMinor(m, gi.id));
-    for (const Ci& ci : s.cis) {
-      if (ci.gpu == gi.gpu && ci.gi == gi.id) {
-        WriteCapability(dir / ("ci" + std::to_string(ci.id)) / "access", CiMinor(m, gi.id, ci.id));
-      }
-    }
-  }
-}
-
-bool SaveState(const std::vector<GpuConf>& gpus, const State& s) {
-  std::string text = "serial " + std::to_string(s.next_serial) + "\n";
-  for (const Gi& g : s.gis) {
-    text += "gi " + std::to_string(g.gpu) + " " + std::to_string(g.id) + " " +
-            std::to_string(g.profile) + " " + std::to_string(g.start) + " " +
-            std::to_string(g.serial) + "\n";
-  }
-  for (const Ci& c : s.cis) {
-    text += "ci " + std::to_string(c.gpu) + " " + std::to_string(c.gi) + " " +
-            std::to_string(c.id) + " " + std::to_string(c.profile) + " " +
-            std::to_string(c.serial) + "\n";
-  }
-  if (!WriteAtomically(Dir() + "/state", text)) return false;
-  SyncDeviceFiles(gpus, s);
-  return true;
-}
-
-// Everything one call needs, read under the lock.
-struct Node {
-  Locked lock;
-  std::vector<GpuConf> gpus;
-  State state;
-  bool ok = false;
-  Node() : ok(LoadGpus(&gpus)) { state = LoadState(); }
-  const Gi* FindGi(unsigned gpu, unsigned id, unsigned long long serial = 0) const {
-    for (const Gi& g : state.gis) {
-      if (g.gpu == gpu && g.id == id && (serial == 0 || g.serial == serial)) return &g;
-    }
-    return nullptr;
-  }
-  const Ci* FindCi(unsigned gpu, unsigned gi, unsigned id, unsigned long long serial = 0) const {
-    for (const Ci& c : state.cis) {
-      if (c.gpu == gpu && c.gi == gi && c.id == id && (serial == 0 || c.serial == serial)) {
-        return &c;
-      }
-    }
-    return nullptr;
-  }
-  // The MIG devices of a GPU, as nvmlDeviceGetMigDeviceHandleByIndex enumerates them.
-  std::vector<const Ci*> MigDevices(unsigned gpu) const {
-    std::vector<const Ci*> out;
-    for (const Ci& c : state.cis) {
-      if (c.gpu == gpu) out.push_back(&c);
-    }
-    std::sort(out.begin(), out.end(), [](const Ci* a, const Ci* b) {
-      return std::tie(a->gi, a->id) < std::tie(b->gi, b->id);
-    });
-    return out;
-  }
-  bool Save() const { return SaveState(gpus, state); }
-};
-
-const Profile* FindProfile(const Model& m, unsigned id) {
-  for (const Profile& p : m.profiles) {
-    if (p.id == id) return &p;
-  }
-  return nullptr;
-}
-
-std::string NameOf(const Model& m, const Profile& p) {
-  if (p.id == 7) {  // +me: the 1-slice profile's name with media extensions
-    return "1g." + std::string(FindProfile(m, 0)->suffix) + "+me";
-  }
-  return std::to_string(p.slices) + "g." + p.suffix;
-}
-
 // A GPU handle's index, or -1 when `d` is not a whole GPU of this node.
 int GpuOf(const Node& n, void* d) {
   const auto* h = static_cast<const Handle*>(d);
   if (h == nullptr || h->kind != Handle::kGpu || h->gpu >= n.gpus.size()) return -1;
   return static_cast<int>(h->gpu);
-}
-
-bool InUse(unsigned gpu, unsigned gi, int ci) {
-  std::istringstream in(Slurp(Dir() + "/in_use"));
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    unsigned g = 0, i = 0;
-    int c = -1;
-    if (!(ls >> g >> i)) continue;
-    ls >> c;
-    if (g == gpu && i == gi && (c == -1 || c == ci)) return true;
-  }
-  return false;
-}
-
-bool Unprivileged() { return fs::exists(Dir() + "/unprivileged"); }
-
-// The fault file's verdict on creating `profile` now; counts `after` down on a success to come.
-bool RefuseCreate(const std::string& profile) {
-  const std::string path = Dir() + "/refuse_create";
-  std::istringstream in(Slurp(path));
-  std::string what, word;
-  long after = 0;
-  if (!(in >> what)) return false;
-  if (in >> word && word == "after") in >> after;
-  if (what != "all" && what != profile) return false;
-  if (after <= 0) return true;
-  WriteAtomically(path, what + " after " + std::to_string(after - 1) + "\n");
-  return false;
 }
 
 void Copy(char* buf, unsigned len, const std::string& s) {
@@ -650,7 +333,7 @@ NVML_API int nvmlDeviceGetGpuInstanceProfileInfoV(void* d, unsigned id, GiProfil
   Node n;
   const Profile* p = nullptr;
   if (info == nullptr) return kInvalidArgument;
-  if (fs::exists(Dir() + "/v1_only")) return kFunctionNotFound;
+  if (V1Only()) return kFunctionNotFound;
   if (info->version != kGiProfileInfoV2) return kArgumentVersionMismatch;
   if (int r = Lookup(n, d, id, &p); r != kSuccess) return r;
   const Model& m = *n.gpus[static_cast<Handle*>(d)->gpu].model;
