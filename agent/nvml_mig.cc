@@ -273,6 +273,43 @@ std::string Format(const Gpu& g, const std::vector<Instance>& layout) {
   return out;
 }
 
+// The GPU `uuid` of this node.
+Result<nvmlDevice_t> FindGpu(const NvmlBackend::Api& a, const std::string& uuid) {
+  unsigned count = 0;
+  if (nvmlReturn_t r = a.GetCount(&count); r != kNvmlSuccess) {
+    return Refused(a, r, "nvmlDeviceGetCount_v2");
+  }
+  for (unsigned i = 0; i < count; ++i) {
+    nvmlDevice_t d = nullptr;
+    char buf[96] = {};
+    if (a.GetHandleByIndex(i, &d) == kNvmlSuccess &&
+        a.GetUuid(d, buf, sizeof(buf)) == kNvmlSuccess &&
+        std::string(buf, strnlen(buf, sizeof(buf))) == uuid) {
+      return d;
+    }
+  }
+  return Status::NotFound("no GPU " + uuid + " on this node");
+}
+
+// After `failed`: the GPU back to `old`, or, when that fails too, emptied and DATA_LOSS.
+Status Rollback(const Gpu& g, const std::vector<Instance>& old, const Status& failed) {
+  Status back = Restore(g, old);
+  if (back.ok()) {
+    return Status(failed.code(),
+                  failed.message() + "; the previous layout " + Format(g, old) + " was restored");
+  }
+  // In no known layout: leave the GPU empty, so nothing runs on a half-made instance.
+  std::string left;
+  if (auto now = ReadInstances(g); now.ok()) {
+    for (const Instance& x : *now) {
+      if (Status d = Destroy(g, x); !d.ok()) left = "; " + d.message();
+    }
+  }
+  return Status(StatusCode::kDataLoss, failed.message() + "; restoring the previous layout " +
+                                           Format(g, old) + " failed too: " + back.message() +
+                                           left);
+}
+
 // Tears down what is there and creates `layout` in order.
 Status Replace(const Gpu& g, const std::vector<Instance>& old, const MigLayout& layout) {
   for (const Instance& x : old) {
@@ -314,31 +351,24 @@ Status NvmlBackend::ApplyMigLayout(const std::string& gpu_uuid, const MigLayout&
                                       " lacks MIG management (no " + missing +
                                       "); the driver is too old");
   }
-  unsigned count = 0;
-  if (nvmlReturn_t r = a.GetCount(&count); r != kNvmlSuccess) {
-    return Refused(a, r, "nvmlDeviceGetCount_v2");
-  }
-  nvmlDevice_t dev = nullptr;
-  for (unsigned i = 0; i < count && dev == nullptr; ++i) {
-    nvmlDevice_t d = nullptr;
-    char uuid[96] = {};
-    if (a.GetHandleByIndex(i, &d) == kNvmlSuccess &&
-        a.GetUuid(d, uuid, sizeof(uuid)) == kNvmlSuccess &&
-        std::string(uuid, strnlen(uuid, sizeof(uuid))) == gpu_uuid) {
-      dev = d;
-    }
-  }
-  if (dev == nullptr) return Status::NotFound("no GPU " + gpu_uuid + " on this node");
+  auto dev = FindGpu(a, gpu_uuid);
+  if (!dev.ok()) return dev.status();
   unsigned current = 0, pending = 0;
-  if (a.GetMigMode == nullptr || a.GetMigMode(dev, &current, &pending) != kNvmlSuccess ||
+  if (a.GetMigMode == nullptr || a.GetMigMode(*dev, &current, &pending) != kNvmlSuccess ||
       current != 1) {
     return Status::FailedPrecondition("cannot re-partition GPU " + gpu_uuid +
                                       ": its MIG mode is off (nvidia-smi -i <gpu> -mig 1)");
   }
-  char name[96] = {};
-  a.GetName(dev, name, sizeof(name));
-  const GpuModel* model = models_.Find(std::string(name, strnlen(name, sizeof(name))));
-  const Gpu g{a, dev, gpu_uuid, MapProfiles(a, dev, model)};
+  char buf[96] = {};
+  a.GetName(*dev, buf, sizeof(buf));
+  const std::string name(buf, strnlen(buf, sizeof(buf)));
+  const GpuModel* model = models_.Find(name);
+  if (model == nullptr) {
+    // Layouts are stated in the catalog's profile names; without the model there are none.
+    return Status::FailedPrecondition("cannot re-partition GPU " + gpu_uuid + ": its model (" +
+                                      name + ") is not in the catalog");
+  }
+  const Gpu g{a, *dev, gpu_uuid, MapProfiles(a, *dev, model)};
   for (const MigPlacement& p : layout) {
     if (!g.profiles.id_of.contains(Lower(p.profile))) {
       return Status::InvalidArgument("cannot re-partition GPU " + gpu_uuid + " (" + name +
@@ -347,27 +377,10 @@ Status NvmlBackend::ApplyMigLayout(const std::string& gpu_uuid, const MigLayout&
   }
   auto old = ReadInstances(g);
   if (!old.ok()) return old.status();
-  Status s = Replace(g, *old, layout);
-  if (s.ok()) {
-    LogInfo("agent.nvml", "GPU re-partitioned",
-            {{"uuid", gpu_uuid}, {"from", Format(g, *old)}, {"to", FormatMigLayout(layout)}});
-    return s;
-  }
-  Status back = Restore(g, *old);
-  if (back.ok()) {
-    return Status(s.code(),
-                  s.message() + "; the previous layout " + Format(g, *old) + " was restored");
-  }
-  // The GPU is in no known layout: leave it empty so nothing runs on a half-made instance.
-  std::string left;
-  if (auto now = ReadInstances(g); now.ok()) {
-    for (const Instance& x : *now) {
-      if (Status d = Destroy(g, x); !d.ok()) left = "; " + d.message();
-    }
-  }
-  return Status(StatusCode::kDataLoss, s.message() + "; restoring the previous layout " +
-                                           Format(g, *old) + " failed too: " + back.message() +
-                                           left);
+  if (Status s = Replace(g, *old, layout); !s.ok()) return Rollback(g, *old, s);
+  LogInfo("agent.nvml", "GPU re-partitioned",
+          {{"uuid", gpu_uuid}, {"from", Format(g, *old)}, {"to", FormatMigLayout(layout)}});
+  return Status::Ok();
 }
 
 }  // namespace gpupool::agent
