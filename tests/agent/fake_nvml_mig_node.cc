@@ -13,10 +13,14 @@ namespace {
 std::vector<Profile> Profiles(const char* g1, const char* g1x2, const char* g2, const char* g3,
                               const char* g4, const char* g7) {
   const std::vector<int> any = {0, 1, 2, 3, 4, 5, 6}, even = {0, 2, 4, 6};
-  return {{0, g1, 1, 1, 7, any},    {7, nullptr, 1, 1, 1, any},  // REV1: the 1-slice profile with
-                                                                 // media extensions
-          {9, g1x2, 1, 2, 4, even}, {1, g2, 2, 2, 3, {0, 2, 4}}, {2, g3, 3, 4, 2, {0, 4}},
-          {3, g4, 4, 4, 1, {0}},    {4, g7, 7, 8, 1, {0}}};
+  return {{0, g1, 1, 1, 7, any},
+          {7, nullptr, 1, 1, 1, any},  // REV1: the 1-slice profile with
+                                       // media extensions
+          {9, g1x2, 1, 2, 4, even},
+          {1, g2, 2, 2, 3, {0, 2, 4}},
+          {2, g3, 3, 4, 2, {0, 4}},
+          {3, g4, 4, 4, 1, {0}},
+          {4, g7, 7, 8, 1, {0}}};
 }
 
 std::string Slurp(const std::string& path) {
