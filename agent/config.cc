@@ -285,6 +285,36 @@ Status ParseStringList(const Reader& r, const YAML::Node& n, const std::string& 
   return Status::Ok();
 }
 
+// The `nvml:` section: paths the driver decides, so each must be absolute (a library may also be
+// a bare soname, found the way dlopen finds it).
+Status ParseNvml(const Reader& r, const YAML::Node& v, NvmlOptions* o) {
+  const std::string k = "nvml";
+  GPUPOOL_RETURN_IF_ERROR(r.Map(v, k));
+  for (const auto& kv : v) {
+    const std::string sub = kv.first.Scalar();
+    const std::string full = k + "." + sub;
+    const YAML::Node& n = kv.second;
+    std::string* field = sub == "library"    ? &o->library
+                         : sub == "dev_dir"  ? &o->dev_dir
+                         : sub == "proc_dir" ? &o->proc_dir
+                                             : nullptr;
+    if (field == nullptr) {
+      return r.Error(kv.first, full, "unknown key (expected library, dev_dir, proc_dir)");
+    }
+    GPUPOOL_RETURN_IF_ERROR(r.String(n, full, field));
+    if (field->empty()) return r.Error(n, full, "must not be empty");
+    const bool soname = sub == "library" && field->find('/') == std::string::npos;
+    if (!soname && (*field)[0] != '/') {
+      return r.Error(
+          n, full,
+          "must be an absolute path" +
+              std::string(sub == "library" ? " or a library name (libnvidia-ml.so.1)" : "") +
+              ", got '" + *field + "'");
+    }
+  }
+  return Status::Ok();
+}
+
 // The `sandbox:` section (docs/sandbox.md).
 Status ParseMps(const Reader& r, const YAML::Node& v, MpsOptions* o) {
   const std::string k = "mps";
@@ -669,6 +699,8 @@ Status ParseTop(const Reader& r, const YAML::Node& root, AgentConfig* c) {
       GPUPOOL_RETURN_IF_ERROR(ParseSandbox(r, v, &c->sandbox));
     } else if (k == "mps") {
       GPUPOOL_RETURN_IF_ERROR(ParseMps(r, v, &c->mps));
+    } else if (k == "nvml") {
+      GPUPOOL_RETURN_IF_ERROR(ParseNvml(r, v, &c->nvml));
     } else if (k == "gpu_slices") {
       GPUPOOL_RETURN_IF_ERROR(ParseSlices(r, v, &c->gpu_slices));
     } else if (k == "images") {

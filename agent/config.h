@@ -48,6 +48,15 @@ struct SimLayout {
   std::string event_file;
 };
 
+// `nvml:` — where backend nvml finds the driver: its library, device nodes and capability files
+// (agent/nvml_backend.h). The defaults are the driver's own; a node without GPUs can point them
+// at tests/agent/fake_nvml_mig.cc's library and state directory.
+struct NvmlOptions {
+  std::string library = "libnvidia-ml.so.1";  // a soname (dlopen's search) or an absolute path
+  std::string dev_dir = "/dev";
+  std::string proc_dir = "/proc/driver/nvidia";
+};
+
 struct ReconnectOptions {
   int64_t initial_ms = 200;
   int64_t max_ms = 10'000;
@@ -89,6 +98,7 @@ struct AgentConfig {
   std::string metrics_listen;  // HOST:PORT of the agent's /metrics (DCGM names); empty = off
   Catalog models = Catalog::Builtin();  // pool/catalog.yaml, or the `catalog` file instead
   SimLayout sim;
+  NvmlOptions nvml;                 // backend nvml only
   sandbox::SandboxOptions sandbox;  // `sandbox:` (docs/sandbox.md); off unless enabled
   // Zero a device's free VRAM before it changes tenant (CUDA driver API; simulated: a file per
   // device under sim_device_dir, sim_vram_mib long).

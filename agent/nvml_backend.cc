@@ -10,82 +10,10 @@
 #include <fstream>
 
 #include "agent/driver_files.h"
+#include "agent/nvml_api.h"
 #include "base/log.h"
 
 namespace gpupool::agent {
-namespace {
-
-// The NVML ABI subset we use, declared here (values from nvml.h, stable since NVML 10).
-using nvmlReturn_t = int;
-using nvmlDevice_t = void*;
-constexpr nvmlReturn_t kNvmlSuccess = 0;
-constexpr nvmlReturn_t kNvmlErrorGpuIsLost = 15;
-struct NvmlMemory {
-  unsigned long long total, free, used;
-};
-struct NvmlUtilization {
-  unsigned int gpu, memory;
-};
-struct NvmlPciInfo {  // nvmlPciInfo_t (v3)
-  char bus_id_legacy[16];
-  unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
-  char bus_id[32];
-};
-constexpr int kTemperatureGpu = 0;
-constexpr int kMemoryErrorUncorrected = 1;
-constexpr int kEccVolatile = 0;
-constexpr int kP2pCapsNvlink = 2;
-constexpr int kP2pStatusOk = 0;
-constexpr int kTopoSingle = 10, kTopoMultiple = 20, kTopoHostBridge = 30, kTopoNode = 40;
-// Events (nvmlEventType*, nvmlEventData_t).
-using nvmlEventSet_t = void*;
-constexpr nvmlReturn_t kNvmlErrorTimeout = 10;
-constexpr unsigned long long kEventSingleBitEcc = 0x1;
-constexpr unsigned long long kEventDoubleBitEcc = 0x2;
-constexpr unsigned long long kEventXidCritical = 0x8;
-struct NvmlEventData {
-  nvmlDevice_t device;
-  unsigned long long event_type;
-  unsigned long long event_data;  // the XID for kEventXidCritical
-  unsigned int gpu_instance_id;
-  unsigned int compute_instance_id;
-};
-
-}  // namespace
-
-struct NvmlBackend::Api {
-  nvmlReturn_t (*Init)();
-  nvmlReturn_t (*Shutdown)();
-  const char* (*ErrorString)(nvmlReturn_t);
-  nvmlReturn_t (*GetCount)(unsigned int*);
-  nvmlReturn_t (*GetHandleByIndex)(unsigned int, nvmlDevice_t*);
-  nvmlReturn_t (*GetUuid)(nvmlDevice_t, char*, unsigned int);
-  nvmlReturn_t (*GetName)(nvmlDevice_t, char*, unsigned int);
-  nvmlReturn_t (*GetMemoryInfo)(nvmlDevice_t, NvmlMemory*);
-  nvmlReturn_t (*GetUtilizationRates)(nvmlDevice_t, NvmlUtilization*);
-  nvmlReturn_t (*GetPowerUsage)(nvmlDevice_t, unsigned int*);
-  nvmlReturn_t (*GetTemperature)(nvmlDevice_t, int, unsigned int*);
-  // Optional entry points (older drivers, non-MIG GPUs): may be null.
-  nvmlReturn_t (*GetTotalEccErrors)(nvmlDevice_t, int, int, unsigned long long*);
-  nvmlReturn_t (*GetMigMode)(nvmlDevice_t, unsigned int*, unsigned int*);
-  nvmlReturn_t (*GetMaxMigDeviceCount)(nvmlDevice_t, unsigned int*);
-  nvmlReturn_t (*GetMigDeviceHandleByIndex)(nvmlDevice_t, unsigned int, nvmlDevice_t*);
-  nvmlReturn_t (*GetTopologyCommonAncestor)(nvmlDevice_t, nvmlDevice_t, int*);
-  nvmlReturn_t (*GetP2PStatus)(nvmlDevice_t, nvmlDevice_t, int, int*);
-  nvmlReturn_t (*GetPciInfo)(nvmlDevice_t, NvmlPciInfo*);
-  nvmlReturn_t (*GetMinorNumber)(nvmlDevice_t, unsigned int*);
-  nvmlReturn_t (*GetGpuInstanceId)(nvmlDevice_t, unsigned int*);
-  nvmlReturn_t (*GetComputeInstanceId)(nvmlDevice_t, unsigned int*);
-  nvmlReturn_t (*EventSetCreate)(nvmlEventSet_t*);
-  nvmlReturn_t (*RegisterEvents)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
-  nvmlReturn_t (*EventSetWait)(nvmlEventSet_t, NvmlEventData*, unsigned int);
-  nvmlReturn_t (*EventSetFree)(nvmlEventSet_t);
-
-  std::string Error(nvmlReturn_t r) const {
-    const char* s = ErrorString ? ErrorString(r) : nullptr;
-    return s ? std::string(s) : "NVML error " + std::to_string(r);
-  }
-};
 
 namespace {
 
@@ -155,6 +83,23 @@ Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(Catalog models, const std
   Resolve(handle, "nvmlDeviceGetMinorNumber", &api->GetMinorNumber, nullptr);
   Resolve(handle, "nvmlDeviceGetGpuInstanceId", &api->GetGpuInstanceId, nullptr);
   Resolve(handle, "nvmlDeviceGetComputeInstanceId", &api->GetComputeInstanceId, nullptr);
+  Resolve(handle, "nvmlDeviceGetGpuInstanceProfileInfo", &api->GetGpuInstanceProfileInfo, nullptr);
+  Resolve(handle, "nvmlDeviceGetGpuInstanceProfileInfoV", &api->GetGpuInstanceProfileInfoV,
+          nullptr);
+  Resolve(handle, "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+          &api->GetGpuInstancePossiblePlacements, nullptr);
+  Resolve(handle, "nvmlDeviceCreateGpuInstanceWithPlacement", &api->CreateGpuInstanceWithPlacement,
+          nullptr);
+  Resolve(handle, "nvmlDeviceGetGpuInstances", &api->GetGpuInstances, nullptr);
+  Resolve(handle, "nvmlDeviceGetGpuInstanceById", &api->GetGpuInstanceById, nullptr);
+  Resolve(handle, "nvmlGpuInstanceGetInfo", &api->GpuInstanceGetInfo, nullptr);
+  Resolve(handle, "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+          &api->GetComputeInstanceProfileInfo, nullptr);
+  Resolve(handle, "nvmlGpuInstanceCreateComputeInstance", &api->CreateComputeInstance, nullptr);
+  Resolve(handle, "nvmlGpuInstanceGetComputeInstances", &api->GetComputeInstances, nullptr);
+  Resolve(handle, "nvmlComputeInstanceDestroy", &api->ComputeInstanceDestroy, nullptr);
+  Resolve(handle, "nvmlGpuInstanceDestroy", &api->GpuInstanceDestroy, nullptr);
+  api->library = library;
   const nvmlReturn_t r = api->Init();
   if (r != kNvmlSuccess) {
     std::string err = api->Error(r);
@@ -252,12 +197,13 @@ Result<Inventory> NvmlBackend::Discover() {
       LogWarn("agent.nvml", "no minor number for the GPU; sandboxed tasks cannot open it",
               {{"uuid", d.uuid}, {"index", std::to_string(i)}});
     }
+    unsigned int current = 0, pending = 0, max_mig = 0;
+    d.mig_enabled = a.GetMigMode != nullptr &&
+                    a.GetMigMode(dev, &current, &pending) == kNvmlSuccess && current == 1;
     inv.devices.push_back(d);
     devices_.emplace_back(d.uuid, dev);
     RegisterEvents(d.uuid, dev);
-    unsigned int current = 0, pending = 0, max_mig = 0;
-    if (a.GetMigMode == nullptr || a.GetMigMode(dev, &current, &pending) != kNvmlSuccess ||
-        current != 1 || a.GetMaxMigDeviceCount == nullptr ||
+    if (!d.mig_enabled || a.GetMaxMigDeviceCount == nullptr ||
         a.GetMigDeviceHandleByIndex == nullptr ||
         a.GetMaxMigDeviceCount(dev, &max_mig) != kNvmlSuccess) {
       continue;
@@ -269,6 +215,7 @@ Result<Inventory> NvmlBackend::Discover() {
       a.GetUuid(mig, muuid, sizeof(muuid));
       a.GetName(mig, mname, sizeof(mname));
       Device m = d;
+      m.mig_enabled = false;  // the instance is not itself re-partitionable
       m.uuid = Cstr(muuid, sizeof(muuid));
       m.parent_uuid = d.uuid;
       const std::string mn = Cstr(mname, sizeof(mname));
@@ -285,6 +232,7 @@ Result<Inventory> NvmlBackend::Discover() {
       if (has_minor && a.GetGpuInstanceId != nullptr && a.GetComputeInstanceId != nullptr &&
           a.GetGpuInstanceId(mig, &gi) == kNvmlSuccess &&
           a.GetComputeInstanceId(mig, &ci) == kNvmlSuccess) {
+        m.mig_start = MigStartOf(dev, gi);
         const std::string gi_dir = paths_.proc_dir + "/capabilities/gpu" + std::to_string(minor) +
                                    "/mig/gi" + std::to_string(gi);
         for (const std::string& access :

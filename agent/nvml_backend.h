@@ -28,6 +28,10 @@
 // that cannot be determined is left out with a warning: the task then fails to open the device,
 // never gets a broader rule.
 //
+// MIG: a GPU in MIG mode is reported with mig_enabled, each instance with mig_start, its GPU
+// instance's placement start (nvmlDeviceGetGpuInstanceById + nvmlGpuInstanceGetInfo).
+// ApplyMigLayout re-partitions through NVML's MIG management calls (agent/nvml_mig.cc).
+//
 // Driver files (Inventory::driver_files): the driver's compute and utility libraries and its
 // binaries (agent/driver_files.h), found once at Open(), for image tasks' containers.
 //
@@ -72,6 +76,11 @@ class NvmlBackend final : public DeviceBackend {
   std::string EventSource() const override;
   // Why events are not (all) watched; empty when they are.
   std::string EventError() const;
+  // Re-partitions a GPU (agent/nvml_mig.cc; the contract is DeviceBackend's). Catalog profile
+  // names become NVML GPU instance profile ids by asking the driver (see nvml_mig.cc);
+  // FAILED_PRECONDITION when the library lacks the MIG management calls, NOT_FOUND for an
+  // unknown GPU, FAILED_PRECONDITION when its MIG mode is off.
+  Status ApplyMigLayout(const std::string& gpu_uuid, const MigLayout& layout) override;
 
   struct Api;  // the resolved entry points (nvml_backend.cc)
 
@@ -80,6 +89,9 @@ class NvmlBackend final : public DeviceBackend {
   // The MIG capability file of `access` (a capabilities access file), or "" with a warning.
   std::string CapabilityFile(const std::string& access) const;
   void RegisterEvents(const std::string& uuid, void* dev);
+  // A MIG instance's first memory slice: its GPU instance's placement start (0 when the driver
+  // cannot say, with a warning).
+  int32_t MigStartOf(void* gpu, unsigned gpu_instance_id) const;
 
   void* handle_;
   std::unique_ptr<Api> api_;

@@ -56,7 +56,9 @@ constexpr const char* kUsage = R"(usage: gpupool-agent [flags]
   --token-file FILE   read the join token from FILE (overrides `token` and `token_file`):
                       gpupoold writes one on first start, <data-dir>/node.token
   --data-dir DIR      task directories and logs (overrides `data_dir`)
-  --backend KIND      simulated | nvml (overrides `backend`)
+  --backend KIND      simulated | nvml (overrides `backend`); nvml finds the driver through
+                      `nvml: {library, dev_dir, proc_dir}` (default libnvidia-ml.so.1, /dev,
+                      /proc/driver/nvidia; docs/agent.md)
   --log-level LEVEL   debug | info | warn | error
   --metrics-listen ADDR  serve /metrics (device samples with DCGM exporter names) on HOST:PORT
                       (overrides `metrics_listen`; off when neither is set)
@@ -288,7 +290,10 @@ int Run(int argc, char** argv) {
 
   std::unique_ptr<DeviceBackend> backend;
   if (config.backend == "nvml") {
-    auto nvml = NvmlBackend::Open(config.models);
+    NvmlDevicePaths paths;
+    paths.dev_dir = config.nvml.dev_dir;
+    paths.proc_dir = config.nvml.proc_dir;
+    auto nvml = NvmlBackend::Open(config.models, config.nvml.library, std::move(paths));
     if (!nvml.ok()) {
       std::cerr << "gpupool-agent: " << nvml.status().message() << "\n";
       LogError("agent", "backend unavailable",

@@ -38,6 +38,23 @@ gpus:
 topology: nvlink-all
 )";
 
+// `nvml:` (backend nvml): the driver's library and paths; defaults are the driver's own.
+TEST(AgentConfigTest, ParsesTheNvmlSection) {
+  auto d = ParseAgentConfig("backend: nvml\n", "agent.yaml");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->nvml.library, "libnvidia-ml.so.1");
+  EXPECT_EQ(d->nvml.dev_dir, "/dev");
+  EXPECT_EQ(d->nvml.proc_dir, "/proc/driver/nvidia");
+  auto c = ParseAgentConfig(
+      "backend: nvml\nnvml:\n  library: /opt/fake/libnvml.so\n  dev_dir: /run/fake/dev\n"
+      "  proc_dir: /run/fake/proc\n",
+      "agent.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->nvml.library, "/opt/fake/libnvml.so");
+  EXPECT_EQ(c->nvml.dev_dir, "/run/fake/dev");
+  EXPECT_EQ(c->nvml.proc_dir, "/run/fake/proc");
+}
+
 TEST(AgentConfigTest, ParsesEveryKey) {
   auto c = ParseAgentConfig(kFull, "agent.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -129,6 +146,15 @@ INSTANTIATE_TEST_SUITE_P(
                 "normalised directory other than /"},
         BadCase{"sim_device_dir: dev\n",
                 "agent.yaml:1:17: sim_device_dir: must be an absolute path, got 'dev'"},
+        BadCase{"nvml: {dev_dir: dev}\n",
+                "agent.yaml:1:17: nvml.dev_dir: must be an absolute path, got 'dev'"},
+        BadCase{"nvml:\n  proc_dir: \"\"\n", "agent.yaml:2:13: nvml.proc_dir: must not be empty"},
+        BadCase{"nvml:\n  library: lib/libnvidia-ml.so.1\n",
+                "agent.yaml:2:12: nvml.library: must be an absolute path or a library name "
+                "(libnvidia-ml.so.1), got 'lib/libnvidia-ml.so.1'"},
+        BadCase{"nvml:\n  libary: /opt/nvml.so\n",
+                "agent.yaml:2:3: nvml.libary: unknown key (expected library, dev_dir, proc_dir)"},
+        BadCase{"nvml: /opt/nvml.so\n", "agent.yaml:1:7: nvml: must be a map, got '/opt/nvml.so'"},
         BadCase{"images:\n  datasets: {ImageNet: /srv/imagenet}\n",
                 "agent.yaml:2:14: images.datasets.ImageNet: 'ImageNet' is not "
                 "[a-z0-9][a-z0-9._-]* (lowercase letters, digits, and '.', '_', '-' after the "
