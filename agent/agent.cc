@@ -898,7 +898,7 @@ class Agent::Impl final : public Stream::Sink, public std::enable_shared_from_th
   // The node's images, for placement: sent on change, and at least once a minute.
   static constexpr int64_t kImageCacheRefreshMs = 60'000;
   ImageCacheReport image_cache_;
-  MigRelayouter mig_;                                        // dynamic MIG
+  MigRelayouter mig_;        // dynamic MIG
   bool reregister_ = false;  // the stream is closed to register again, not for a failure
   std::unique_ptr<image::ImagePins> pins_;                   // null: the node runs no images
   std::deque<std::pair<uint64_t, int64_t>> hb_sent_;         // heartbeat seq → sent (monotonic)

@@ -3,6 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -23,7 +26,8 @@ const Device* FindGpu(const Inventory& inventory, const std::string& uuid) {
 std::string CurrentLayout(const Inventory& inventory, const std::string& gpu) {
   MigLayout layout;
   for (const Device& d : inventory.devices) {
-    if (d.parent_uuid == gpu && !d.mig_profile.empty()) layout.push_back({d.mig_profile, d.mig_start});
+    if (d.parent_uuid == gpu && !d.mig_profile.empty())
+      layout.push_back({d.mig_profile, d.mig_start});
   }
   std::sort(layout.begin(), layout.end(),
             [](const MigPlacement& a, const MigPlacement& b) { return a.start < b.start; });
@@ -58,8 +62,8 @@ Status MigRelayouter::WriteEntry(const Entry& e) const {
   if (ec) return Status::Internal("MIG journal " + dir_ + ": " + ec.message());
   const std::string path = dir_ + "/" + FileName(e.gpu);
   const std::string tmp = path + ".tmp";
-  const std::string text = e.gpu + "\n" + std::to_string(e.generation) + "\n" + e.wanted + "\n" +
-                           e.previous + "\n";
+  const std::string text =
+      e.gpu + "\n" + std::to_string(e.generation) + "\n" + e.wanted + "\n" + e.previous + "\n";
   // Durable before the first driver call: written, synced, renamed, the directory synced.
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::Internal("MIG journal " + tmp + ": cannot create");
@@ -110,15 +114,16 @@ v1::MigLayoutOutcome MigRelayouter::Finish(const Entry& e, const GpuModel& model
   return o;
 }
 
-v1::MigLayoutOutcome MigRelayouter::Apply(const v1::SetMigLayout& req,
-                                          const Inventory& inventory, const BusyFn& busy) {
+v1::MigLayoutOutcome MigRelayouter::Apply(const v1::SetMigLayout& req, const Inventory& inventory,
+                                          const BusyFn& busy) {
   const std::string& uuid = req.gpu_uuid();
   auto keep = [&](v1::MigLayoutOutcome o) {
     outcomes_[uuid] = o;
     return o;
   };
   const Device* gpu = FindGpu(inventory, uuid);
-  if (gpu == nullptr) return keep(Refused(uuid, req.generation(), "no GPU " + uuid + " on this node"));
+  if (gpu == nullptr)
+    return keep(Refused(uuid, req.generation(), "no GPU " + uuid + " on this node"));
   if (!gpu->mig_enabled) {
     return keep(Refused(uuid, req.generation(), "GPU " + uuid + " is not in MIG mode"));
   }
@@ -136,9 +141,12 @@ v1::MigLayoutOutcome MigRelayouter::Apply(const v1::SetMigLayout& req,
                         "GPU " + uuid + " has instances running tasks; its layout is kept"));
   }
   const Entry e{uuid, FormatMigLayout(*layout), CurrentLayout(inventory, uuid), req.generation()};
-  if (Status st = WriteEntry(e); !st.ok()) return keep(Refused(uuid, req.generation(), st.message()));
+  if (Status st = WriteEntry(e); !st.ok())
+    return keep(Refused(uuid, req.generation(), st.message()));
   LogInfo("agent.mig", "re-partitioning GPU",
-          {{"gpu", uuid}, {"from", e.previous}, {"to", e.wanted},
+          {{"gpu", uuid},
+           {"from", e.previous},
+           {"to", e.wanted},
            {"generation", std::to_string(e.generation)}});
   v1::MigLayoutOutcome o = Finish(e, *model);
   RemoveEntry(uuid);
@@ -156,9 +164,10 @@ void MigRelayouter::Recover(const Inventory& inventory, const BusyFn& busy) {
     std::ifstream in(file.path());
     Entry e;
     std::string generation;
-    if (!std::getline(in, e.gpu) || !std::getline(in, generation) ||
-        !std::getline(in, e.wanted) || !std::getline(in, e.previous)) {
-      LogWarn("agent.mig", "unreadable MIG journal entry removed", {{"file", file.path().string()}});
+    if (!std::getline(in, e.gpu) || !std::getline(in, generation) || !std::getline(in, e.wanted) ||
+        !std::getline(in, e.previous)) {
+      LogWarn("agent.mig", "unreadable MIG journal entry removed",
+              {{"file", file.path().string()}});
       std::filesystem::remove(file.path(), ec);
       continue;
     }
@@ -166,14 +175,13 @@ void MigRelayouter::Recover(const Inventory& inventory, const BusyFn& busy) {
     const Device* gpu = FindGpu(inventory, e.gpu);
     const GpuModel* model = gpu != nullptr ? models_.Find(gpu->model) : nullptr;
     if (gpu == nullptr || model == nullptr) {
-      LogWarn("agent.mig", "MIG journal entry for a GPU this node no longer has",
-              {{"gpu", e.gpu}});
+      LogWarn("agent.mig", "MIG journal entry for a GPU this node no longer has", {{"gpu", e.gpu}});
       std::filesystem::remove(file.path(), ec);
       continue;
     }
     if (busy(e.gpu)) {  // kept: finished by a later start, once its tasks are gone
-      outcomes_[e.gpu] = Refused(e.gpu, e.generation,
-                                 "an interrupted re-layout waits for the GPU's tasks to end");
+      outcomes_[e.gpu] =
+          Refused(e.gpu, e.generation, "an interrupted re-layout waits for the GPU's tasks to end");
       outcomes_[e.gpu].set_faulted(true);
       continue;
     }

@@ -64,8 +64,8 @@ class SimulatedBackend final : public DeviceBackend {
 
   struct MigGpu {
     MigLayout layout;
-    bool dynamic = false;    // its placements are known: the layout can change
-    int generation = 0;      // re-layouts so far
+    bool dynamic = false;  // its placements are known: the layout can change
+    int generation = 0;    // re-layouts so far
   };
 
   std::string node_;

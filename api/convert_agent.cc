@@ -135,8 +135,8 @@ Result<AgentRegistration> RegistrationFromProto(const v1::Register& in) {
       return Invalid(FieldPath(Index("register.mig_outcomes", i), "gpu_uuid"),
                      "names no reported device '" + o.gpu_uuid() + "'");
     }
-    reg.mig_outcomes.push_back({o.gpu_uuid(), o.generation(), o.error().substr(0, 1024),
-                                o.faulted()});
+    reg.mig_outcomes.push_back(
+        {o.gpu_uuid(), o.generation(), o.error().substr(0, 1024), o.faulted()});
   }
   return reg;
 }

@@ -270,8 +270,8 @@ Result<PoolRecord> PoolFromProto(const v1::Pool& in, std::string_view field) {
   GPUPOOL_ASSIGN_OR_RETURN(
       p.pinned_images,
       PinnedImagesFromProto(in.pinned_images(), FieldPath(field, "pinned_images")));
-  GPUPOOL_ASSIGN_OR_RETURN(p.mig_relayout,
-                           MigRelayoutFromProto(in.mig_relayout(), FieldPath(field, "mig_relayout")));
+  GPUPOOL_ASSIGN_OR_RETURN(
+      p.mig_relayout, MigRelayoutFromProto(in.mig_relayout(), FieldPath(field, "mig_relayout")));
   GPUPOOL_RETURN_IF_ERROR(CheckPoolConsistency(p, field));
   return p;
 }

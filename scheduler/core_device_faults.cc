@@ -77,22 +77,22 @@ void Core::ClearDeviceFault(const std::string& node, const std::string& device,
       AppendEvent{s_->Event("device.fault_cleared", "node/" + node + "/" + device,
                             "cleared by " + (by.empty() ? std::string("an admin") : by) +
                                 " (was: " + row->reason + ")")}};
-  s_->Persist(
-      std::move(batch), [this, node, device, row = *row, done = std::move(done)](Status st) {
-        if (!st.ok()) {
-          done(st.WithContext("device fault not cleared"));
-          return;
-        }
-        s_->faults.Put(row);
-        auto n = s_->nodes.find(node);
-        PoolEntry* pool = n == s_->nodes.end() ? nullptr : s_->FindPool(n->second.rec.pool);
-        // Back to what the agent last said of the device (and a re-layout under way).
-        if (pool != nullptr) s_->ApplyDeviceHealth(*pool, n->second);
-        LogInfo("core", "device fault cleared",
-                {{"node", node}, {"device", device}, {"by", row.cleared_by}});
-        done(GetNode(node));
-        s_->RequestSchedule(this);
-      });
+  s_->Persist(std::move(batch),
+              [this, node, device, row = *row, done = std::move(done)](Status st) {
+                if (!st.ok()) {
+                  done(st.WithContext("device fault not cleared"));
+                  return;
+                }
+                s_->faults.Put(row);
+                auto n = s_->nodes.find(node);
+                PoolEntry* pool = n == s_->nodes.end() ? nullptr : s_->FindPool(n->second.rec.pool);
+                // Back to what the agent last said of the device (and a re-layout under way).
+                if (pool != nullptr) s_->ApplyDeviceHealth(*pool, n->second);
+                LogInfo("core", "device fault cleared",
+                        {{"node", node}, {"device", device}, {"by", row.cleared_by}});
+                done(GetNode(node));
+                s_->RequestSchedule(this);
+              });
 }
 
 }  // namespace gpupool

@@ -184,8 +184,7 @@ NodeView Core::State::ViewOf(const NodeEntry& node) const {
   v.cached_images = images.ReferencesOn(node.rec.name);
   for (const DeviceRecord& d : node.rec.devices) {  // core_mig_layouts.cc
     if (!d.mig_enabled) continue;
-    MigGpuView g{d, FormatMigLayout(ReportedMigLayout(node.rec, d.id)), std::nullopt,
-                 std::nullopt};
+    MigGpuView g{d, FormatMigLayout(ReportedMigLayout(node.rec, d.id)), std::nullopt, std::nullopt};
     if (const MigLayoutRecord* r = mig.Find(node.rec.name, d.id)) g.row = *r;
     if (const DeviceFaultRecord* f = faults.Active(node.rec.name, d.id)) g.fault = *f;
     v.mig_gpus.push_back(std::move(g));

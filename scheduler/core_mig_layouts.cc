@@ -61,8 +61,8 @@ void Core::State::StoreMigLayouts(Core* core, std::vector<MigLayoutRecord> rows,
   std::vector<Mutation> batch;
   for (const MigLayoutRecord& r : rows) {
     batch.emplace_back(PutMigLayout{r});
-    batch.emplace_back(AppendEvent{Event("device.mig_layout", "node/" + r.node + "/" + r.gpu,
-                                         Describe(r))});
+    batch.emplace_back(
+        AppendEvent{Event("device.mig_layout", "node/" + r.node + "/" + r.gpu, Describe(r))});
   }
   // Held out before the write, so nothing lands on an instance about to go.
   for (const MigLayoutRecord& r : rows) {
@@ -117,15 +117,16 @@ void Core::SetMigLayout(const std::string& node, const std::string& gpu, const s
     return done(Status::NotFound("node '" + node + "': no device '" + gpu + "'"));
   const DeviceRecord& d = entry.rec.devices[static_cast<size_t>(idx->second)];
   if (!d.parent_id.empty()) {
-    return done(Status::FailedPrecondition("device '" + gpu + "' is a MIG instance; set the layout "
+    return done(Status::FailedPrecondition("device '" + gpu +
+                                           "' is a MIG instance; set the layout "
                                            "of its GPU " +
                                            d.parent_id));
   }
   if (!d.mig_enabled) {
-    return done(Status::FailedPrecondition(
-        "GPU '" + gpu + "' on node '" + node +
-        "' is not in MIG mode (enable it on the node: nvidia-smi -i " + std::to_string(d.index) +
-        " -mig 1)"));
+    return done(
+        Status::FailedPrecondition("GPU '" + gpu + "' on node '" + node +
+                                   "' is not in MIG mode (enable it on the node: nvidia-smi -i " +
+                                   std::to_string(d.index) + " -mig 1)"));
   }
   const GpuModel* model = s_->MigModel(d);
   if (model == nullptr) {
@@ -195,7 +196,8 @@ void Core::PlanMigLayouts() {
     in.policy = pool.rec.mig_relayout;
     in.now_us = now;
     in.cooldown_us = cooldown_us;
-    if (auto w = s_->mig_waiting.find(pool_name); w != s_->mig_waiting.end()) in.waiting = w->second;
+    if (auto w = s_->mig_waiting.find(pool_name); w != s_->mig_waiting.end())
+      in.waiting = w->second;
     for (const placement::LearnedClass& c : pool.workload.model().Classes()) {
       if (c.shape.kind == placement::RequestKind::kMig && !c.prior)
         in.mix.emplace_back(c.shape.mig_profile, c.weight);
@@ -230,10 +232,9 @@ void Core::PlanMigLayouts() {
       }
     }
     for (MigRelayoutChoice& c : PlanMigRelayouts(in)) {
-      MigLayoutRecord next =
-          s_->mig.Next(c.node, c.gpu, c.layout,
-                       c.drain ? MigLayoutState::kDraining : MigLayoutState::kApplying,
-                       std::move(c.reason), "scheduler", now);
+      MigLayoutRecord next = s_->mig.Next(
+          c.node, c.gpu, c.layout, c.drain ? MigLayoutState::kDraining : MigLayoutState::kApplying,
+          std::move(c.reason), "scheduler", now);
       if (!c.drain) ask.push_back(next);
       store.push_back(std::move(next));
     }

@@ -81,7 +81,8 @@ int Dispatcher::PinImages(const PoolRecord& pool, const std::set<std::string>& n
 }
 
 bool Dispatcher::SetMigLayout(const MigLayoutRecord& row) {
-  return agents_->SetMigLayout(row.node, MigLayoutCommand{row.gpu, row.layout, row.generation, epoch_});
+  return agents_->SetMigLayout(row.node,
+                               MigLayoutCommand{row.gpu, row.layout, row.generation, epoch_});
 }
 
 }  // namespace gpupool

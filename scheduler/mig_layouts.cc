@@ -75,12 +75,12 @@ MigLayoutBook::Settlement MigLayoutBook::Settle(
       case MigLayoutState::kApplying:
         if (outcome != nullptr && !outcome->error.empty()) {
           next.state = MigLayoutState::kFailed;
-          next.reason = outcome->faulted
-                            ? "re-layout failed and the previous layout was lost (GPU out of "
-                              "service until an admin clears its fault): " +
-                                  outcome->error
-                            : "re-layout refused (the GPU kept its previous layout): " +
-                                  outcome->error;
+          next.reason =
+              outcome->faulted
+                  ? "re-layout failed and the previous layout was lost (GPU out of "
+                    "service until an admin clears its fault): " +
+                        outcome->error
+                  : "re-layout refused (the GPU kept its previous layout): " + outcome->error;
           out.store.push_back(next);
           if (outcome->faulted) out.faulted.push_back(next);
         } else if (has_layout) {

@@ -6,10 +6,6 @@
 namespace gpupool {
 namespace {
 
-// The learned mix only breaks ties between layouts that serve the waiting tasks equally: a
-// whole waiting instance (≥ 1 slice) always outweighs it.
-constexpr double kMixWeight = 1e-3;
-
 MigWant WaitingWant(const GpuModel& model, const std::map<std::string, int32_t>& unmet) {
   MigWant want(model.mig_profiles.size(), 0.0);
   for (size_t i = 0; i < model.mig_profiles.size(); ++i) {
@@ -45,19 +41,27 @@ class Planner {
     return g.last_change_us == 0 || in_.now_us - g.last_change_us >= in_.cooldown_us;
   }
 
-  // The layout that serves the most of what still waits, and by how much it beats the current.
+  // The layout that serves the most of what still waits and, among those, the most of the
+  // learned mix (then pool/mig_layout.h's tie-breaks); and by how much it beats the current.
   Candidate Best(const MigGpu& g) {
     const GpuModel& model = *g.model;
     const MigWant waiting = WaitingWant(model, unmet_);
-    MigWant want = MixWant(model, in_.mix);
-    for (size_t i = 0; i < want.size(); ++i) want[i] = waiting[i] + kMixWeight * want[i];
     auto [at, fresh] = maximal_.try_emplace(model.name);
     if (fresh) at->second = EnumerateMaximalMigLayouts(model);
-    Result<MigLayout> plan = PlanMigLayoutAmong(model, want, at->second);
+    double most = -1;
+    std::vector<MigLayout> best;
+    for (const MigLayout& l : at->second) {
+      const double served = MigServedSlices(model, MigInstanceCounts(model, l), waiting);
+      if (served > most + 1e-9) {
+        most = served;
+        best.clear();
+      }
+      if (served > most - 1e-9) best.push_back(l);
+    }
+    Result<MigLayout> plan = PlanMigLayoutAmong(model, MixWant(model, in_.mix), best);
     if (!plan.ok()) return {};
     const double now = MigServedSlices(model, MigInstanceCounts(model, g.current), waiting);
-    const double then = MigServedSlices(model, MigInstanceCounts(model, *plan), waiting);
-    return {*plan, then - now};
+    return {*plan, most - now};
   }
 
   // Takes what `layout` serves off the demand; returns it as "2 × 3g.40gb, 1 × 1g.10gb".
@@ -100,8 +104,8 @@ std::vector<MigRelayoutChoice> PlanMigRelayouts(const MigPlanInput& in) {
     Candidate c = planner.Best(*g);
     if (c.gain <= 0) continue;
     std::string served = planner.Serve(*g->model, c.layout);
-    out.push_back({g->node, g->gpu, std::move(c.layout), false,
-                   "for waiting MIG work (" + served + ")"});
+    out.push_back(
+        {g->node, g->gpu, std::move(c.layout), false, "for waiting MIG work (" + served + ")"});
   }
   if (in.policy != MigRelayout::kDrain || !planner.Unmet()) return out;
   // One busy GPU at a time: the fewest tasks to wait for, then the larger gain.

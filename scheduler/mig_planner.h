@@ -3,13 +3,13 @@
 // nothing: the core stores each choice (a MigLayoutRecord) before anything acts on it.
 //
 // The demand is the tasks waiting for room, per profile (a waiting task found no free instance
-// of its profile anywhere in the pool). Each GPU's new layout is pool/mig_layout.h's plan for
-// that demand, with the pool's learned mix (the online workload model's MIG classes) as a small
-// second term: among layouts that serve the waiting tasks equally, the spare slices take the
-// shapes the pool usually asks for. A GPU is re-laid out only when the new layout serves
-// strictly more of the waiting demand than its current one, and at most once per cooldown, so
-// two shapes competing for one GPU do not make it flap. What one GPU serves is taken off the
-// demand before the next GPU is looked at.
+// of its profile anywhere in the pool). Each GPU's new layout is, among the model's maximal
+// layouts (pool/mig_layout.h) that serve the most of that demand, the one pool/mig_layout.h's
+// planner picks for the pool's learned mix (the online workload model's MIG classes): the
+// spare slices take the shapes the pool usually asks for. A GPU is re-laid out only when the new
+// layout serves strictly more of the waiting demand than its current one, and at most once per
+// cooldown, so two shapes competing for one GPU do not make it flap. What one GPU serves is taken
+// off the demand before the next GPU is looked at.
 //
 // Only idle GPUs (no task holds any instance) are re-laid out. Under the drain policy, when idle
 // GPUs cannot serve what waits, one busy GPU per plan — the one with the fewest busy instances

@@ -90,6 +90,9 @@ class CredentialInjectingGateway final : public AgentGateway {
   bool PinImages(const std::string& node, const PinImagesCommand& cmd) override {
     return inner_->PinImages(node, cmd);
   }
+  bool SetMigLayout(const std::string& node, const MigLayoutCommand& cmd) override {
+    return inner_->SetMigLayout(node, cmd);
+  }
 
   // `cmd` as it leaves: with the stored credential when it names one (see above).
   StartTaskCommand WithCredential(const StartTaskCommand& cmd) const;

@@ -185,8 +185,8 @@ void Scheduler::SetDeviceSlots(std::string node, std::string device, int32_t slo
   });
 }
 
-void Scheduler::SetMigLayout(std::string node, std::string gpu, std::string layout,
-                             std::string by, SchedulerCallback<NodeView> done) {
+void Scheduler::SetMigLayout(std::string node, std::string gpu, std::string layout, std::string by,
+                             SchedulerCallback<NodeView> done) {
   Post([core = core_.get(), node = std::move(node), gpu = std::move(gpu),
         layout = std::move(layout), by = std::move(by), done = std::move(done)]() mutable {
     core->SetMigLayout(node, gpu, layout, by, std::move(done));

@@ -23,7 +23,7 @@ struct MemoryDatabase {
   std::vector<AuditRecord> audit;                                           // guarded by mu
   std::map<std::pair<std::string, std::string>, DeviceFaultRecord> faults;  // guarded by mu
   std::map<std::pair<std::string, std::string>, DeviceSlotsRecord> slots;   // guarded by mu
-  std::map<std::pair<std::string, std::string>, MigLayoutRecord> mig;      // guarded by mu
+  std::map<std::pair<std::string, std::string>, MigLayoutRecord> mig;       // guarded by mu
   Status unavailable;                                                       // guarded by mu
   // The usage ledger by (job, task, attempt, start), and its daily roll-ups by their dimensions.
   std::map<std::tuple<int64_t, int32_t, int32_t, int64_t>, UsageInterval> ledger;  // guarded by mu

@@ -40,8 +40,9 @@ Result<std::vector<MigLayoutRecord>> ReadMigLayouts(const pqxx::result& rows) {
     l.generation = r[3].as<int64_t>();
     const std::optional<MigLayoutState> state = ParseMigLayoutState(r[4].c_str());
     if (!state) {
-      return Status(StatusCode::kDataLoss, "mig_layouts: unknown state '" + std::string(r[4].c_str()) +
-                              "' for GPU " + l.gpu + " of node " + l.node);
+      return Status(StatusCode::kDataLoss, "mig_layouts: unknown state '" +
+                                               std::string(r[4].c_str()) + "' for GPU " + l.gpu +
+                                               " of node " + l.node);
     }
     l.state = *state;
     l.reason = r[5].c_str();

@@ -262,8 +262,7 @@ Status CheckOne(const Mutation& m, TextChecker& t) {
     const MigLayoutRecord& l = ml->layout;
     if (l.node.empty() || l.gpu.empty())
       return Status::InvalidArgument("MIG layout: node and gpu must not be empty");
-    if (l.generation <= 0)
-      return Status::InvalidArgument("MIG layout: generation must be > 0");
+    if (l.generation <= 0) return Status::InvalidArgument("MIG layout: generation must be > 0");
     t("mig_layout.node", l.node);
     t("mig_layout.gpu", l.gpu);
     t("mig_layout.layout", l.layout);

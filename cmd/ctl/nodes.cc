@@ -77,10 +77,10 @@ void PrintNode(std::ostream& out, const v1::Node& n) {
     for (const v1::MigGpu& g : n.mig_gpus()) {
       std::string reason = g.reason();
       if (!g.fault().empty()) reason = "FAULT: " + g.fault();
-      m.AddRow({g.id(), std::to_string(g.index()), g.model(),
-                g.layout().empty() ? "(none)" : g.layout(),
-                g.state().empty() ? "-" : (g.wanted_layout().empty() ? "(none)" : g.wanted_layout()),
-                g.state().empty() ? "-" : g.state(), reason.empty() ? "-" : reason});
+      m.AddRow(
+          {g.id(), std::to_string(g.index()), g.model(), g.layout().empty() ? "(none)" : g.layout(),
+           g.state().empty() ? "-" : (g.wanted_layout().empty() ? "(none)" : g.wanted_layout()),
+           g.state().empty() ? "-" : g.state(), reason.empty() ? "-" : reason});
     }
     m.Print(out);
   }
@@ -265,7 +265,7 @@ int Catalog(Ctx& ctx, const ParsedArgs& a) {
     for (const v1::GpuModel& m : resp.models()) {
       for (const v1::MigProfile& p : m.mig_profiles()) {
         std::string starts;
-        for (int s : p.starts()) starts += (starts.empty() ? "" : ",") + std::to_string(s);
+        for (int at : p.starts()) starts += (starts.empty() ? "" : ",") + std::to_string(at);
         t.AddRow({m.name(), p.name(), FormatTflops(p.milli_tflops()), FormatMib(p.vram_mib()),
                   std::to_string(p.max_instances()), starts.empty() ? "-" : starts});
       }

@@ -28,7 +28,7 @@ std::string Network(const v1::Pool& p) {
   return ShortEnumName(v1::NetworkMode_Name(p.network()), "NETWORK_MODE_");
 }
 
-std::string MigRelayout(const v1::Pool& p) {
+std::string MigRelayoutText(const v1::Pool& p) {
   switch (p.mig_relayout()) {
     case v1::MIG_RELAYOUT_IDLE:
       return "idle GPUs follow waiting MIG work";
@@ -106,7 +106,7 @@ void PrintPool(std::ostream& out, const v1::Pool& p) {
           {"MPS isolation", p.mps_tenant_isolation() ? "per tenant per GPU" : "per GPU"},
           {"Compute share", p.compute_fair() ? "fair (bursts into idle GPU time)" : "strict cap"},
           {"Network", Network(p)},
-          {"MIG re-layout", MigRelayout(p)},
+          {"MIG re-layout", MigRelayoutText(p)},
           {"Pinned images", Joined(p.pinned_images(), "-")},
           {"Requires",
            p.required_capabilities().empty()

@@ -1,6 +1,9 @@
 // tests/agent/fake_nvml_mig_node.h: the node's files, read and written.
 #include "tests/agent/fake_nvml_mig_node.h"
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -93,12 +96,27 @@ unsigned CiMinor(unsigned gpu_minor, unsigned gi, unsigned ci) {
   return GiMinor(gpu_minor, gi) + 1 + ci;
 }
 
+// A device file as the driver makes it: with `char_devices` in the directory (a test running as
+// root, whose sandbox admits only device nodes), a character device with the driver's numbers —
+// nvidia<minor> is 195:<minor>, nvidia-caps/nvidia-cap<N> is <caps major>:<N> (the caps major is
+// dynamic on a real host, listed in /proc/devices as nvidia-caps; here the file's number) —
+// else a plain file.
+void MakeDeviceFile(const std::string& path, bool cap, unsigned minor) {
+  std::ifstream in(Dir() + "/char_devices");
+  unsigned caps_major = 0;
+  if (in >> caps_major) {
+    (void)::mknod(path.c_str(), S_IFCHR | 0666, makedev(cap ? caps_major : 195, minor));
+    return;
+  }
+  std::ofstream{path};
+}
+
 void WriteCapability(const fs::path& access, unsigned minor) {
   fs::create_directories(access.parent_path());
   WriteAtomically(access.string(), "DeviceFileMinor: " + std::to_string(minor) +
                                        "\nDeviceFileMode: 292\nDeviceFileModify: 1\n");
   fs::create_directories(Dir() + "/dev/nvidia-caps");
-  std::ofstream(Dir() + "/dev/nvidia-caps/nvidia-cap" + std::to_string(minor));
+  MakeDeviceFile(Dir() + "/dev/nvidia-caps/nvidia-cap" + std::to_string(minor), true, minor);
 }
 
 bool SaveState(const std::vector<GpuConf>& gpus, const State& s) {
@@ -155,7 +173,8 @@ std::string Dir() {
 void SyncDeviceFiles(const std::vector<GpuConf>& gpus, const State& s) {
   std::error_code ec;
   fs::create_directories(Dir() + "/dev", ec);
-  for (const GpuConf& g : gpus) std::ofstream(Dir() + "/dev/nvidia" + std::to_string(g.minor));
+  for (const GpuConf& g : gpus)
+    MakeDeviceFile(Dir() + "/dev/nvidia" + std::to_string(g.minor), false, g.minor);
   fs::remove_all(Dir() + "/proc/capabilities", ec);
   fs::remove_all(Dir() + "/dev/nvidia-caps", ec);
   for (const Gi& gi : s.gis) {

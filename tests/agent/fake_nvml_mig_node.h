@@ -19,7 +19,9 @@
 //                root, per the reference).
 //   v1_only      optional: nvmlDeviceGetGpuInstanceProfileInfoV answers FUNCTION_NOT_FOUND, as
 //                a library from before R510 has no such call (profiles then have no names).
-// Device files, as a sandboxed task needs them (plain files: tests cannot mknod):
+//   char_devices optional, the nvidia-caps major (e.g. `238`): device files are character devices
+//                with the driver's numbers (a test as root whose sandbox admits only device nodes).
+// Device files, as a sandboxed task needs them (plain files unless char_devices says otherwise):
 //   dev/nvidia<minor> for each GPU; proc/capabilities/gpu<minor>/mig/gi<G>/access and
 //   …/gi<G>/ci<C>/access ("DeviceFileMinor: N\nDeviceFileMode: 292\nDeviceFileModify: 1"), with
 //   dev/nvidia-caps/nvidia-cap<N>, created and removed with their instances. N as the driver

@@ -86,8 +86,10 @@ class MigRelayoutTest : public ::testing::Test {
   }
   void WriteJournal(const std::string& wanted, const std::string& previous, int64_t gen) {
     std::filesystem::create_directories(dir_);
-    std::ofstream(dir_ / "GPU-sim-n1-0") << kGpu << "\n" << gen << "\n" << wanted << "\n"
-                                        << previous << "\n";
+    std::ofstream(dir_ / "GPU-sim-n1-0") << kGpu << "\n"
+                                         << gen << "\n"
+                                         << wanted << "\n"
+                                         << previous << "\n";
   }
 
   static constexpr char kGpu[] = "GPU-sim-n1-0";
@@ -115,7 +117,7 @@ TEST_F(MigRelayoutTest, ALayoutIsAppliedWithNewInstancesAndItsOutcomeKept) {
   EXPECT_FALSE(o.faulted());
   EXPECT_EQ(LayoutOf(kGpu), "3g.40gb@0+3g.40gb@4");
   for (const Device& d : Now().devices) EXPECT_NE(d.uuid, before);  // new instances, new ids
-  EXPECT_TRUE(std::filesystem::is_empty(dir_));                       // the journal entry went
+  EXPECT_TRUE(std::filesystem::is_empty(dir_));                     // the journal entry went
   v1::Register r;
   mig.FillRegister(&r);
   ASSERT_EQ(r.mig_outcomes_size(), 1);

@@ -597,6 +597,7 @@ v1::Pool ValidPool() {
   p.set_time_slice_replicas(4);
   p.add_required_capabilities("sandbox");
   p.add_required_capabilities("vram_scrub");
+  p.set_mig_relayout(v1::MIG_RELAYOUT_IDLE);
   return p;
 }
 

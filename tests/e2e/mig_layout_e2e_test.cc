@@ -122,13 +122,13 @@ class MigLayoutE2eTest : public ::testing::Test {
   }
 
   std::string Submit(const std::string& profile, const std::string& command) {
-    const HttpResult r = Rest(
-        kAcme, verb::post, "/v1/jobs",
-        R"({"spec": {"tenant": "acme", "pool": "mig", "taskCount": 1, "template": )"
-        R"({"command": ["/bin/sh", "-c", ")" +
-            command + R"("], "resources": {"mig": {"profile": ")" + profile + R"("}}}}})");
+    const HttpResult r =
+        Rest(kAcme, verb::post, "/v1/jobs",
+             R"({"spec": {"tenant": "acme", "pool": "mig", "taskCount": 1, "template": )"
+             R"({"command": ["/bin/sh", "-c", ")" +
+                 command + R"("], "resources": {"mig": {"profile": ")" + profile + R"("}}}}})");
     EXPECT_EQ(r.status, 200) << r.body;
-    return Parse<v1::Job>(r.body).job_id();
+    return Parse<v1::SubmitJobResponse>(r.body).job_id();
   }
 
   v1::Job Job(const std::string& id) {
@@ -160,10 +160,9 @@ TEST_F(MigLayoutE2eTest, TheIdlePolicyReLaysOutTheGpuForWaitingWorkWhichThenRuns
   EXPECT_NE(g.reason().find("2 × 3g.40gb"), std::string::npos) << g.reason();
   // Each task holds one of the new instances.
   const v1::Job ja = Job(a), jb = Job(b);
-  ASSERT_EQ(ja.tasks(0).allocation().devices_size(), 1);
-  ASSERT_EQ(jb.tasks(0).allocation().devices_size(), 1);
-  EXPECT_NE(ja.tasks(0).allocation().devices(0).device_id(),
-            jb.tasks(0).allocation().devices(0).device_id());
+  ASSERT_EQ(ja.tasks(0).allocations_size(), 1);
+  ASSERT_EQ(jb.tasks(0).allocations_size(), 1);
+  EXPECT_NE(ja.tasks(0).allocations(0).device_id(), jb.tasks(0).allocations(0).device_id());
   // The GPU is busy now: an admin's layout is refused with the reason, and nothing changes.
   HttpResult busy = SetLayout(kAdmin, "7g.80gb@0");
   EXPECT_EQ(busy.status, 400) << busy.body;
@@ -180,8 +179,8 @@ TEST_F(MigLayoutE2eTest, AnAdminLayoutIsCheckedAppliedAndAudited) {
   r = SetLayout(kAdmin, "4g.40gb@0+3g.40gb@2");
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.body.find("may start only at memory slice {0,4}"), std::string::npos) << r.body;
-  r = Rest(kAdmin, verb::post, "/v1/nodes/node-m/gpus/" + Node().devices(0).id() +
-                                   ":set-mig-layout",
+  r = Rest(kAdmin, verb::post,
+           "/v1/nodes/node-m/gpus/" + Node().devices(0).id() + ":set-mig-layout",
            R"({"layout": "7g.80gb@0"})");
   EXPECT_EQ(r.status, 400) << r.body;  // an instance, not its GPU
   EXPECT_NE(r.body.find("is a MIG instance"), std::string::npos) << r.body;
@@ -189,16 +188,15 @@ TEST_F(MigLayoutE2eTest, AnAdminLayoutIsCheckedAppliedAndAudited) {
 
   r = SetLayout(kAdmin, "4g.40gb@0+2g.20gb@4+1g.10gb@6");
   ASSERT_EQ(r.status, 200) << r.body;
-  ASSERT_TRUE(testing::WaitFor([&] { return Gpu().state() == "applied"; },
-                               std::chrono::seconds(30), std::chrono::milliseconds(100)))
+  ASSERT_TRUE(testing::WaitFor([&] { return Gpu().state() == "applied"; }, std::chrono::seconds(30),
+                               std::chrono::milliseconds(100)))
       << Rest(kAdmin, verb::get, "/v1/nodes/node-m").body;
   EXPECT_EQ(Gpu().layout(), "4g.40gb@0+2g.20gb@4+1g.10gb@6");
-  EXPECT_EQ(Gpu().set_by(), "key ops");
+  EXPECT_EQ(Gpu().set_by(), "key token:ops");  // the static token named ops
   // The instances are the new ones, and run work.
   const std::string job = Submit("4g.40gb", "exit 0");
-  ASSERT_TRUE(testing::WaitFor(
-      [&] { return Job(job).state() == v1::JOB_STATE_SUCCEEDED; }, std::chrono::seconds(60),
-      std::chrono::milliseconds(100)));
+  ASSERT_TRUE(testing::WaitFor([&] { return Job(job).state() == v1::JOB_STATE_SUCCEEDED; },
+                               std::chrono::seconds(60), std::chrono::milliseconds(100)));
   // Audited: who asked for which layout.
   const HttpResult audit = Rest(kAdmin, verb::get, "/v1/audit?verb=SetMigLayout");
   ASSERT_EQ(audit.status, 200) << audit.body;
@@ -215,15 +213,14 @@ TEST_F(MigLayoutE2eTest, ADaemonRestartMidRelayoutEndsOnTheStoredLayout) {
   ASSERT_TRUE(daemon_->Restart().ok());
   EXPECT_EQ(Gpu().state(), "applying");  // stored, so it outlives the daemon
   StartAgent();  // comes back with the old layout and no outcome: asked again
-  ASSERT_TRUE(testing::WaitFor([&] { return Gpu().state() == "applied"; },
-                               std::chrono::seconds(30), std::chrono::milliseconds(100)))
+  ASSERT_TRUE(testing::WaitFor([&] { return Gpu().state() == "applied"; }, std::chrono::seconds(30),
+                               std::chrono::milliseconds(100)))
       << Rest(kAdmin, verb::get, "/v1/nodes/node-m").body;
   EXPECT_EQ(Gpu().id(), gpu);
   EXPECT_EQ(Gpu().layout(), "7g.80gb@0");
   const std::string job = Submit("7g.80gb", "exit 0");
-  ASSERT_TRUE(testing::WaitFor(
-      [&] { return Job(job).state() == v1::JOB_STATE_SUCCEEDED; }, std::chrono::seconds(60),
-      std::chrono::milliseconds(100)));
+  ASSERT_TRUE(testing::WaitFor([&] { return Job(job).state() == v1::JOB_STATE_SUCCEEDED; },
+                               std::chrono::seconds(60), std::chrono::milliseconds(100)));
 }
 
 }  // namespace

@@ -4,12 +4,13 @@
 // instances out of placement until a registration settles it; a refusal leaves the GPU in
 // service as it was; a restart mid-way asks again; bad input is refused with the reason; and a
 // pool whose policy allows it re-lays out an idle GPU for MIG work that found no room.
+#include "scheduler/mig_layouts.h"
+
 #include <gtest/gtest.h>
 
 #include <memory>
 
 #include "pool/catalog.h"
-#include "scheduler/mig_layouts.h"
 #include "scheduler/mig_planner.h"
 #include "tests/scheduler/core_harness.h"
 
@@ -28,8 +29,8 @@ MigLayout Layout(const std::string& text) {
 
 // A node with one H100 in MIG mode laid out as `layout`; instance ids carry `gen` so a new
 // layout's instances are new devices, as a driver's are.
-AgentRegistration MigNode(const std::string& node, const std::string& pool, const std::string& layout,
-                          int gen = 0) {
+AgentRegistration MigNode(const std::string& node, const std::string& pool,
+                          const std::string& layout, int gen = 0) {
   AgentRegistration reg;
   reg.node.name = node;
   reg.node.pool = pool;
@@ -131,9 +132,11 @@ TEST(MigLayoutBookTest, AnAppliedLayoutTheNodeLostIsAskedAgainOnlyWhileIdle) {
   MigLayoutBook book;
   book.Put(Row("3g.40gb@0+3g.40gb@4", MigLayoutState::kApplied, 3));
   const AgentRegistration rebooted = MigNode("m1", "p", "");
-  auto s = book.Settle(rebooted.node, {}, [](const std::string&) { return true; }, 9);
+  auto s = book.Settle(
+      rebooted.node, {}, [](const std::string&) { return true; }, 9);
   EXPECT_TRUE(s.store.empty() && s.ask.empty());
-  s = book.Settle(rebooted.node, {}, [](const std::string&) { return false; }, 9);
+  s = book.Settle(
+      rebooted.node, {}, [](const std::string&) { return false; }, 9);
   ASSERT_EQ(s.ask.size(), 1u);
   EXPECT_EQ(s.ask[0].generation, 4);
   EXPECT_EQ(s.ask[0].state, MigLayoutState::kApplying);
@@ -262,8 +265,8 @@ TEST(CoreMigLayoutTest, ALayoutTheDriverRefusesFailsWithTheReasonAndTheGpuStaysI
   ASSERT_TRUE(Register(h, MigNode("m1", "mig", kSevenOnes)).ok());
   ASSERT_TRUE(SetLayout(h, "m1", "GPU-m1", "7g.80gb@0").ok());
   AgentRegistration same = MigNode("m1", "mig", kSevenOnes);
-  same.mig_outcomes = {{"GPU-m1", 1, "nvmlDeviceCreateGpuInstanceWithPlacement(7g.80gb@0): In use",
-                        false}};
+  same.mig_outcomes = {
+      {"GPU-m1", 1, "nvmlDeviceCreateGpuInstanceWithPlacement(7g.80gb@0): In use", false}};
   ASSERT_TRUE(Register(h, same).ok());
   std::optional<MigLayoutRecord> row = RowOf(h.core->GetNode("m1"), "GPU-m1");
   ASSERT_TRUE(row.has_value());

@@ -32,7 +32,17 @@ class RecordingGateway final : public AgentGateway {
     return true;
   }
   bool StopTask(const std::string&, const StopTaskCommand&) override { return true; }
+  bool PinImages(const std::string&, const PinImagesCommand& cmd) override {
+    pins.push_back(cmd);
+    return true;
+  }
+  bool SetMigLayout(const std::string&, const MigLayoutCommand& cmd) override {
+    mig.push_back(cmd);
+    return true;
+  }
   std::vector<StartTaskCommand> starts;
+  std::vector<PinImagesCommand> pins;
+  std::vector<MigLayoutCommand> mig;
 };
 
 StartTaskCommand Start(const std::string& tenant, const std::string& credential,
@@ -80,6 +90,20 @@ TEST(RegistryCredentialsTest, NamesAndRegistriesAreCheckedNamingTheField) {
     EXPECT_FALSE(r.ok()) << bad;
     EXPECT_TRUE(r.status().message().starts_with("credential.registry: ")) << bad;
   }
+}
+
+// Every command passes through the wrapper: one it does not forward is dropped in gpupoold
+// (a MIG layout once was, and no agent ever re-partitioned a GPU).
+TEST(CredentialInjectingGatewayTest, EveryOtherCommandPassesThrough) {
+  MemoryRegistryCredentials store;
+  RecordingGateway inner;
+  CredentialInjectingGateway gateway(&inner, &store);
+  EXPECT_TRUE(gateway.PinImages("n1", PinImagesCommand{{"busybox:1.36"}, 3}));
+  EXPECT_TRUE(gateway.SetMigLayout("n1", MigLayoutCommand{"GPU-0", "7g.80gb@0", 2, 3}));
+  ASSERT_EQ(inner.pins.size(), 1u);
+  ASSERT_EQ(inner.mig.size(), 1u);
+  EXPECT_EQ(inner.mig[0].layout, "7g.80gb@0");
+  EXPECT_EQ(inner.mig[0].generation, 2);
 }
 
 TEST(CredentialInjectingGatewayTest, AStoredCredentialTravelsOnlyToTheImagesRegistry) {

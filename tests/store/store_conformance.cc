@@ -362,10 +362,22 @@ TEST_P(StoreConformanceTest, DeviceSlotsAreSetReplacedAndDeletedPerDevice) {
 }
 
 TEST_P(StoreConformanceTest, MigLayoutsAreStoredAndReplacedPerGpu) {
-  MigLayoutRecord a{"n1", "GPU-1", "3g.40gb@0+3g.40gb@4", 1, MigLayoutState::kApplying,
-                    "set by key admin-1", "key admin-1", 1000};
-  MigLayoutRecord b{"n0", "GPU-0", "", 4, MigLayoutState::kFailed,
-                    "re-layout refused: 'quoted' \"text\", {braces}", "scheduler", 2000};
+  MigLayoutRecord a{"n1",
+                    "GPU-1",
+                    "3g.40gb@0+3g.40gb@4",
+                    1,
+                    MigLayoutState::kApplying,
+                    "set by key admin-1",
+                    "key admin-1",
+                    1000};
+  MigLayoutRecord b{"n0",
+                    "GPU-0",
+                    "",
+                    4,
+                    MigLayoutState::kFailed,
+                    "re-layout refused: 'quoted' \"text\", {braces}",
+                    "scheduler",
+                    2000};
   ASSERT_OK(ApplyAndWait(*store_, {PutMigLayout{a}, PutMigLayout{b}}));
   EXPECT_EQ(MustRecover(*store_).mig_layouts, (std::vector<MigLayoutRecord>{b, a}));
   a.state = MigLayoutState::kApplied;
