@@ -319,26 +319,34 @@ int MigMain(int argc, char** argv) {
   auto planned = PlanMigFleet(*model, MeanDemand(*model, *requests, o.hours), o.gpus);
   if (!planned.ok()) Fail(planned.status().message());
   const MigReplayResult mixed =
-      replay(MigFleetPolicy{"static planned from the day's mean demand", *planned, false});
+      replay(MigFleetPolicy{"static planned from the day's mean demand", *planned, false, false, 0});
   auto dynamic_policy = DynamicMigFleet(*model, o.gpus);
   if (!dynamic_policy.ok()) Fail(dynamic_policy.status().message());
   const MigReplayResult dynamic = replay(*dynamic_policy);
+  auto scheduler_policy = SchedulerMigFleet(*model, o.gpus);
+  if (!scheduler_policy.ok()) Fail(scheduler_policy.status().message());
+  const MigReplayResult planner = replay(*scheduler_policy);
   PrintMigRow(best_uniform, "best uniform static");
   PrintMigRow(mixed, "static mixed (hindsight)");
   PrintMigRow(dynamic, "dynamic");
+  PrintMigRow(planner, "dynamic (gpupoold's planner)");
   const MigReplayResult& best_static = MigBetter(mixed, best_uniform) ? mixed : best_uniform;
   std::printf(
       "best static: %.1f %% placed, wait p99 %.0f s; dynamic: %.1f %% placed, wait p99 "
       "%.0f s, %lld re-layouts\n",
       100 * best_static.placed_share(), best_static.wait_p99_s, 100 * dynamic.placed_share(),
       dynamic.wait_p99_s, static_cast<long long>(dynamic.relayouts));
+  std::printf("gpupoold's planner: %.1f %% placed, wait p99 %.0f s, %lld re-layouts\n",
+              100 * planner.placed_share(), planner.wait_p99_s,
+              static_cast<long long>(planner.relayouts));
   if (!json.empty()) {
     std::string out = "{\"model\":\"" + model->name + "\",\"gpus\":" + std::to_string(o.gpus) +
                       ",\"hours\":" + std::to_string(o.hours) +
                       ",\"seed\":" + std::to_string(o.seed) +
                       ",\"requests\":" + std::to_string(requests->size()) + ",\"policies\":[" +
                       MigJson(best_uniform, "best_uniform_static") + "," +
-                      MigJson(mixed, "static_mixed_hindsight") + "," + MigJson(dynamic, "dynamic");
+                      MigJson(mixed, "static_mixed_hindsight") + "," + MigJson(dynamic, "dynamic") +
+                      "," + MigJson(planner, "dynamic_scheduler_planner");
     for (const MigReplayResult& r : uniform) out += "," + MigJson(r, "uniform_static");
     out += "]}\n";
     std::ofstream f(json);

@@ -52,8 +52,7 @@ class MigLayoutBook {
   };
   Settlement Settle(const NodeRecord& node,
                     const std::vector<AgentRegistration::MigOutcome>& outcomes,
-                    const std::function<bool(const std::string& gpu)>& busy,
-                    int64_t now_us) const;
+                    const std::function<bool(const std::string& gpu)>& busy, int64_t now_us) const;
 
   // The next row of `gpu` on `node` asking for `layout`: the generation after the stored one.
   MigLayoutRecord Next(const std::string& node, const std::string& gpu, const MigLayout& layout,

@@ -366,8 +366,8 @@ std::optional<MigLayoutState> ParseMigLayoutState(std::string_view s);
 
 struct MigLayoutRecord {
   std::string node;
-  std::string gpu;     // the GPU's UUID (not an instance's)
-  std::string layout;  // FormatMigLayout's text ("" = no instance)
+  std::string gpu;         // the GPU's UUID (not an instance's)
+  std::string layout;      // FormatMigLayout's text ("" = no instance)
   int64_t generation = 0;  // grows per GPU; the agent answers for one generation
   MigLayoutState state = MigLayoutState::kApplying;
   std::string reason;  // why it was asked (applying) or why it failed

@@ -34,7 +34,7 @@ struct AgentRegistration {
   struct MigOutcome {
     std::string gpu;
     int64_t generation = 0;
-    std::string error;  // "" = applied
+    std::string error;     // "" = applied
     bool faulted = false;  // the previous layout was lost too: the GPU is out of service
   };
   std::vector<MigOutcome> mig_outcomes;

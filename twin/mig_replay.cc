@@ -1,5 +1,7 @@
 #include "twin/mig_replay.h"
 
+#include "scheduler/mig_planner.h"
+
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -95,6 +97,7 @@ class Replay {
     std::vector<int64_t> req;  // per instance: the request running, -1 free
     int running = 0;
     bool relaying = false;
+    int64_t changed_ms = -1;  // its last re-layout (scheduler planner's cooldown); -1 never
   };
 
   Gpu MakeGpu(const MigLayout& l) {
@@ -172,7 +175,11 @@ class Replay {
 
   void Handle(Kind kind, size_t gi, size_t inst) {
     if (kind == kTick) {
-      for (size_t i = 0; i < gpus_.size(); ++i) MaybeRelayout(i);
+      if (policy_.scheduler_planner) {
+        PlanAsScheduler();
+      } else {
+        for (size_t i = 0; i < gpus_.size(); ++i) MaybeRelayout(i);
+      }
       Push(now_ + o_.replan_every_s * 1000, kTick, 0, 0);
       return;
     }
@@ -190,7 +197,38 @@ class Replay {
     if (policy_.dynamic && g.running == 0) MaybeRelayout(gi);
   }
 
+  // gpupoold's planner over the whole fleet: the requests waiting now are the demand, the
+  // smoothed demand the learned mix.
+  void PlanAsScheduler() {
+    MigPlanInput in;
+    in.policy = MigRelayout::kIdle;
+    in.now_us = now_ * 1000;
+    in.cooldown_us = static_cast<int64_t>(policy_.scheduler_cooldown_s * 1e6);
+    for (size_t p = 0; p < queues_.size(); ++p) {
+      const std::string& name = model_.mig_profiles[p].name;
+      if (!queues_[p].empty()) in.waiting[name] = static_cast<int32_t>(queues_[p].size());
+      if (demand_[p] > 0) in.mix.emplace_back(name, demand_[p]);
+    }
+    if (in.waiting.empty()) return;
+    for (size_t gi = 0; gi < gpus_.size(); ++gi) {
+      const Gpu& g = gpus_[gi];
+      if (g.relaying) continue;
+      in.gpus.push_back(MigGpu{"twin", std::to_string(gi), &model_, g.layout, g.running,
+                               g.changed_ms < 0 ? 0 : g.changed_ms * 1000 + 1});
+    }
+    for (const MigRelayoutChoice& c : PlanMigRelayouts(in)) {
+      const size_t gi = std::stoul(c.gpu);
+      Gpu& g = gpus_[gi];
+      SetLayout(g, c.layout);
+      g.relaying = true;
+      g.changed_ms = now_;
+      ++relayouts_;
+      Push(now_ + static_cast<int64_t>(o_.relayout_s * 1000), kRelaid, gi, 0);
+    }
+  }
+
   void MaybeRelayout(size_t gi) {
+    if (policy_.scheduler_planner) return PlanAsScheduler();
     Gpu& g = gpus_[gi];
     if (!policy_.dynamic || g.running > 0 || g.relaying) return;
     // The fleet's want, scaled to its compute, less what the other GPUs supply.
@@ -318,7 +356,7 @@ Result<std::vector<MigRequest>> MigShiftingDay(const GpuModel& model,
 
 MigFleetPolicy UniformStaticFleet(const MigLayout& layout, int32_t gpus) {
   return {"static " + FormatMigLayout(layout),
-          std::vector<MigLayout>(static_cast<size_t>(gpus), layout), false};
+          std::vector<MigLayout>(static_cast<size_t>(gpus), layout), false, false, 0};
 }
 
 Result<std::vector<MigLayout>> PlanMigFleet(const GpuModel& model, const MigWant& want,
@@ -351,7 +389,15 @@ Result<MigFleetPolicy> DynamicMigFleet(const GpuModel& model, int32_t gpus) {
   GPUPOOL_ASSIGN_OR_RETURN(MigWant want, MigWantFromMix(model, even));
   for (double& w : want) w *= gpus;
   GPUPOOL_ASSIGN_OR_RETURN(std::vector<MigLayout> layouts, PlanMigFleet(model, want, gpus));
-  return MigFleetPolicy{"dynamic", std::move(layouts), true};
+  return MigFleetPolicy{"dynamic", std::move(layouts), true, false, 0};
+}
+
+Result<MigFleetPolicy> SchedulerMigFleet(const GpuModel& model, int32_t gpus) {
+  GPUPOOL_ASSIGN_OR_RETURN(MigFleetPolicy p, DynamicMigFleet(model, gpus));
+  p.name = "dynamic (gpupoold's planner)";
+  p.scheduler_planner = true;
+  p.scheduler_cooldown_s = 30;  // SchedulerOptions::mig_relayout_cooldown_ms
+  return p;
 }
 
 MigWant MeanDemand(const GpuModel& model, const std::vector<MigRequest>& requests, int64_t hours) {

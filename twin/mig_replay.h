@@ -20,6 +20,9 @@
 //    minus what the other GPUs' layouts supply, and its layout replaces the GPU's when it serves
 //    at least one more compute slice of that residual. A re-layout takes `relayout_s`, during
 //    which the GPU serves nothing. A GPU with a running instance is never re-laid out.
+//  - scheduler: the same events, but the choice is gpupoold's own planner's
+//    (scheduler/mig_planner.h): idle GPUs are re-laid out only for the requests waiting now,
+//    the smoothed demand serving as the pool's learned mix for the spare slices.
 // Not modelled: partial re-layout around running instances, draining a GPU for a better layout,
 // NVML failures, compute instances smaller than their GPU instance, MIG time-slicing.
 //
@@ -63,6 +66,11 @@ struct MigFleetPolicy {
   std::string name;
   std::vector<MigLayout> layouts;  // each GPU's layout at the start (one per GPU)
   bool dynamic = false;
+  // Dynamic, but choosing as gpupoold does (scheduler/mig_planner.h, a pool with `mig_relayout:
+  // idle`): for the requests waiting now, with the smoothed demand as the learned mix, at most
+  // once per `scheduler_cooldown_s` per GPU.
+  bool scheduler_planner = false;
+  double scheduler_cooldown_s = 30;
 };
 
 // Every GPU laid out the same.
@@ -75,6 +83,8 @@ Result<std::vector<MigLayout>> PlanMigFleet(const GpuModel& model, const MigWant
 // The dynamic policy, starting from a fleet planned for an even mix (every profile the same share
 // of compute): what it knows before the first request.
 Result<MigFleetPolicy> DynamicMigFleet(const GpuModel& model, int32_t gpus);
+// The same start, re-laid out by gpupoold's planner (MigFleetPolicy::scheduler_planner).
+Result<MigFleetPolicy> SchedulerMigFleet(const GpuModel& model, int32_t gpus);
 // The day's mean concurrent instances per profile (Σ duration / day): the hindsight a static
 // planner would need.
 MigWant MeanDemand(const GpuModel& model, const std::vector<MigRequest>& requests, int64_t hours);

@@ -56,7 +56,12 @@ TEST_F(GpupoolctlE2E, CatalogListTableAndJson) {
 
   o = Ctl({"catalog", "list", "--mig"});
   ASSERT_EQ(o.exit, 0) << Dump(o);
-  EXPECT_NE(o.out.find("A100-40GB   1g.5gb     44.571    5GiB     7\n"), std::string::npos)
+  // Each profile with NVIDIA's allowed starts: what `nodes set-mig` layouts are written with.
+  EXPECT_NE(o.out.find("A100-40GB   1g.5gb     44.571    5GiB     7               0,1,2,3,4,5,6\n"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("H100-SXM    3g.40gb    424.071   40GiB    2               0,4\n"),
+            std::string::npos)
       << o.out;
 }
 

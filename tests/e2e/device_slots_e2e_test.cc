@@ -4,7 +4,6 @@
 // sets the slots over REST, jobs of each kind are submitted and land where they belong, bad
 // requests are refused with the reason, and the usage ledger meters device-, slot- and
 // instance-seconds. The slots survive a daemon restart.
-#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -18,12 +17,12 @@
 #include "tests/api/http_client.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/token_daemon.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool {
 namespace {
 
-using api::testing::HttpCall;
 using api::testing::HttpResult;
 using api::testing::http::verb;
 using testing::ChildProcess;
@@ -32,29 +31,17 @@ using testing::DaemonProcess;
 constexpr char kAdmin[] = "admin-token-slots-0123456789";
 constexpr char kAcme[] = "acme-token-slots-0123456789";
 
-template <typename M>
-M Parse(const std::string& json) {
-  M m;
-  google::protobuf::util::JsonParseOptions o;
-  o.ignore_unknown_fields = true;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &m, o).ok()) << json;
-  return m;
-}
-
 class DeviceSlotsE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
     Result<std::string> dir = testing::MakeTempDir("gpupool-slots-e2e");
     ASSERT_TRUE(dir.ok());
     dir_ = *dir;
-    std::ofstream(dir_ + "/gpupoold.yaml")
-        << "auth:\n  api_tokens:\n"
-        << "    - {token: " << kAdmin << ", principal: ops, admin: true}\n"
-        << "    - {token: " << kAcme << ", principal: acme}\n"
-        << "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 30000\n"
-           "  node_lease_ms: 30000\n  stop_grace_period_ms: 1000\n"
-           "metering:\n  interval_s: 1\n";
-    auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}});
+    auto d = testing::StartDaemonWithTokens(
+        dir_, {{kAdmin, "ops", true}, {kAcme, "acme", false}},
+        "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 30000\n"
+        "  node_lease_ms: 30000\n  stop_grace_period_ms: 1000\n"
+        "metering:\n  interval_s: 1\n");
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
     ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/pools",
@@ -90,12 +77,12 @@ class DeviceSlotsE2eTest : public ::testing::Test {
 
   HttpResult Rest(const std::string& token, verb v, const std::string& target,
                   const std::string& body = "") {
-    return HttpCall(daemon_->http_port(), v, target, body, {{"Authorization", "Bearer " + token}});
+    return testing::RestAs(*daemon_, token, v, target, body);
   }
 
   v1::Node Node() {
     HttpResult r = Rest(kAdmin, verb::get, "/v1/nodes/node-a");
-    return r.status == 200 ? Parse<v1::Node>(r.body) : v1::Node();
+    return r.status == 200 ? testing::ParseJson<v1::Node>(r.body) : v1::Node();
   }
 
   HttpResult SetSlots(const std::string& token, const std::string& device, int slots) {
@@ -117,7 +104,7 @@ class DeviceSlotsE2eTest : public ::testing::Test {
   }
 
   v1::Job Job(const std::string& id) {
-    return Parse<v1::Job>(Rest(kAdmin, verb::get, "/v1/jobs/" + id).body);
+    return testing::ParseJson<v1::Job>(Rest(kAdmin, verb::get, "/v1/jobs/" + id).body);
   }
 
   std::string dir_;
@@ -163,7 +150,7 @@ TEST_F(DeviceSlotsE2eTest, AMixedPoolPlacesEachKindWhereItBelongsAndMetersIt) {
   r = SetSlots(kAdmin, mig_a, 2);
   ASSERT_EQ(r.status, 200) << r.body;
   std::map<std::string, int> slots;
-  const v1::Node sliced = Parse<v1::Node>(r.body);
+  const v1::Node sliced = testing::ParseJson<v1::Node>(r.body);
   for (const v1::Device& d : sliced.devices()) slots[d.id()] = d.time_slice_slots();
   EXPECT_EQ(slots[gpu0], 0);
   EXPECT_EQ(slots[gpu1], 4);
@@ -219,16 +206,16 @@ TEST_F(DeviceSlotsE2eTest, AMixedPoolPlacesEachKindWhereItBelongsAndMetersIt) {
   // Metered: whole device-seconds, slot-seconds of the 4 + 2 slots, instance-seconds of mig_b.
   ASSERT_TRUE(testing::WaitFor(
       [&] {
-        v1::GetUsageResponse u =
-            Parse<v1::GetUsageResponse>(Rest(kAdmin, verb::get, "/v1/usage?tenant=acme").body);
+        v1::GetUsageResponse u = testing::ParseJson<v1::GetUsageResponse>(
+            Rest(kAdmin, verb::get, "/v1/usage?tenant=acme").body);
         return u.totals().slot_seconds() >= 6 * 2 && u.totals().device_seconds() >= 2 &&
                u.totals().mig_instance_seconds() >= 2;
       },
       std::chrono::seconds(60), std::chrono::milliseconds(250)));
   for (const std::string& id : jobs)
     EXPECT_EQ(Rest(kAcme, verb::post, "/v1/jobs/" + id + ":cancel", "{}").status, 200);
-  v1::GetUsageResponse u =
-      Parse<v1::GetUsageResponse>(Rest(kAdmin, verb::get, "/v1/usage?tenant=acme").body);
+  v1::GetUsageResponse u = testing::ParseJson<v1::GetUsageResponse>(
+      Rest(kAdmin, verb::get, "/v1/usage?tenant=acme").body);
   // Slots are never counted as whole instances or devices: 6 slots against 2 exclusive grants.
   EXPECT_GT(u.totals().slot_seconds(), 2 * u.totals().device_seconds()) << u.DebugString();
   EXPECT_GT(u.totals().slot_seconds(), 2 * u.totals().mig_instance_seconds()) << u.DebugString();

@@ -8,7 +8,6 @@
 //  - A restart in the middle of a re-layout: the agent is away when the layout is stored; the
 //    daemon restarts; the agent comes back with the old layout and is asked again; the GPU ends
 //    on the stored layout, never between the two.
-#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -20,12 +19,12 @@
 #include "tests/api/http_client.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/token_daemon.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool {
 namespace {
 
-using api::testing::HttpCall;
 using api::testing::HttpResult;
 using api::testing::http::verb;
 using testing::ChildProcess;
@@ -35,28 +34,16 @@ constexpr char kAdmin[] = "admin-token-mig-0123456789";
 constexpr char kAcme[] = "acme-token-mig-0123456789";
 constexpr char kOnes[] = "1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+1g.10gb@5+1g.10gb@6";
 
-template <typename M>
-M Parse(const std::string& json) {
-  M m;
-  google::protobuf::util::JsonParseOptions o;
-  o.ignore_unknown_fields = true;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &m, o).ok()) << json;
-  return m;
-}
-
 class MigLayoutE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
     Result<std::string> dir = testing::MakeTempDir("gpupool-mig-e2e");
     ASSERT_TRUE(dir.ok());
     dir_ = *dir;
-    std::ofstream(dir_ + "/gpupoold.yaml")
-        << "auth:\n  api_tokens:\n"
-        << "    - {token: " << kAdmin << ", principal: ops, admin: true}\n"
-        << "    - {token: " << kAcme << ", principal: acme}\n"
-        << "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 30000\n"
-           "  node_lease_ms: 30000\n  stop_grace_period_ms: 1000\n";
-    auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}});
+    auto d = testing::StartDaemonWithTokens(
+        dir_, {{kAdmin, "ops", true}, {kAcme, "acme", false}},
+        "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 30000\n"
+        "  node_lease_ms: 30000\n  stop_grace_period_ms: 1000\n");
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
     ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/pools",
@@ -104,12 +91,12 @@ class MigLayoutE2eTest : public ::testing::Test {
 
   HttpResult Rest(const std::string& token, verb v, const std::string& target,
                   const std::string& body = "") {
-    return HttpCall(daemon_->http_port(), v, target, body, {{"Authorization", "Bearer " + token}});
+    return testing::RestAs(*daemon_, token, v, target, body);
   }
 
   v1::Node Node() {
     HttpResult r = Rest(kAdmin, verb::get, "/v1/nodes/node-m");
-    return r.status == 200 ? Parse<v1::Node>(r.body) : v1::Node();
+    return r.status == 200 ? testing::ParseJson<v1::Node>(r.body) : v1::Node();
   }
   v1::MigGpu Gpu() {
     v1::Node n = Node();
@@ -128,11 +115,11 @@ class MigLayoutE2eTest : public ::testing::Test {
              R"({"command": ["/bin/sh", "-c", ")" +
                  command + R"("], "resources": {"mig": {"profile": ")" + profile + R"("}}}}})");
     EXPECT_EQ(r.status, 200) << r.body;
-    return Parse<v1::SubmitJobResponse>(r.body).job_id();
+    return testing::ParseJson<v1::SubmitJobResponse>(r.body).job_id();
   }
 
   v1::Job Job(const std::string& id) {
-    return Parse<v1::Job>(Rest(kAdmin, verb::get, "/v1/jobs/" + id).body);
+    return testing::ParseJson<v1::Job>(Rest(kAdmin, verb::get, "/v1/jobs/" + id).body);
   }
   bool Runs(const std::string& id) {
     const v1::Job j = Job(id);

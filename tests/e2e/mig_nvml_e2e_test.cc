@@ -10,7 +10,6 @@
 //  - A daemon restart in the middle of a re-layout: the layout is stored while the agent is away,
 //    gpupoold restarts, the agent comes back and is asked again; the driver ends with exactly the
 //    stored layout.
-#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -26,12 +25,12 @@
 #include "tests/api/http_client.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/token_daemon.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool {
 namespace {
 
-using api::testing::HttpCall;
 using api::testing::HttpResult;
 using api::testing::http::verb;
 using testing::ChildProcess;
@@ -40,15 +39,6 @@ namespace fs = std::filesystem;
 
 constexpr char kAdmin[] = "admin-token-mignvml-0123456789";
 constexpr char kAcme[] = "acme-token-mignvml-0123456789";
-
-template <typename M>
-M Parse(const std::string& json) {
-  M m;
-  google::protobuf::util::JsonParseOptions o;
-  o.ignore_unknown_fields = true;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &m, o).ok()) << json;
-  return m;
-}
 
 class MigNvmlE2eTest : public ::testing::Test {
  protected:
@@ -64,13 +54,10 @@ class MigNvmlE2eTest : public ::testing::Test {
     std::ofstream(nvml_ + "/gpus") << "GPU-h100-0 0 1 NVIDIA H100 80GB HBM3\n";
     std::ofstream(nvml_ + "/char_devices") << "238\n";
     ::setenv("GPUPOOL_FAKE_NVML_DIR", nvml_.c_str(), 1);  // the agent inherits it
-    std::ofstream(dir_ + "/gpupoold.yaml")
-        << "auth:\n  api_tokens:\n"
-        << "    - {token: " << kAdmin << ", principal: ops, admin: true}\n"
-        << "    - {token: " << kAcme << ", principal: acme}\n"
-        << "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 30000\n"
-           "  node_lease_ms: 30000\n  stop_grace_period_ms: 1000\n";
-    auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}});
+    auto d = testing::StartDaemonWithTokens(
+        dir_, {{kAdmin, "ops", true}, {kAcme, "acme", false}},
+        "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 30000\n"
+        "  node_lease_ms: 30000\n  stop_grace_period_ms: 1000\n");
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
     ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/pools",
@@ -123,11 +110,11 @@ class MigNvmlE2eTest : public ::testing::Test {
 
   HttpResult Rest(const std::string& token, verb v, const std::string& target,
                   const std::string& body = "") {
-    return HttpCall(daemon_->http_port(), v, target, body, {{"Authorization", "Bearer " + token}});
+    return testing::RestAs(*daemon_, token, v, target, body);
   }
   v1::Node Node() {
     HttpResult r = Rest(kAdmin, verb::get, "/v1/nodes/node-n");
-    return r.status == 200 ? Parse<v1::Node>(r.body) : v1::Node();
+    return r.status == 200 ? testing::ParseJson<v1::Node>(r.body) : v1::Node();
   }
   v1::MigGpu Gpu() {
     v1::Node n = Node();
@@ -157,10 +144,10 @@ class MigNvmlE2eTest : public ::testing::Test {
              R"({"command": ["/bin/sh", "-c", ")" +
                  script + R"("], "resources": {"mig": {"profile": ")" + profile + R"("}}}}})");
     EXPECT_EQ(r.status, 200) << r.body;
-    return Parse<v1::SubmitJobResponse>(r.body).job_id();
+    return testing::ParseJson<v1::SubmitJobResponse>(r.body).job_id();
   }
   v1::Job Job(const std::string& id) {
-    return Parse<v1::Job>(Rest(kAdmin, verb::get, "/v1/jobs/" + id).body);
+    return testing::ParseJson<v1::Job>(Rest(kAdmin, verb::get, "/v1/jobs/" + id).body);
   }
   bool Ended(const std::string& id) {
     const v1::JobState s = Job(id).state();

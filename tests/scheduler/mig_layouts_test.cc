@@ -69,6 +69,16 @@ JobSpec Mig(const std::string& pool, const std::string& profile) {
   return s;
 }
 
+// An exclusive pool "mig" with the given re-layout policy.
+Result<PoolView> CreateMigPool(CoreHarness& h, MigRelayout policy) {
+  PoolRecord p;
+  p.name = "mig";
+  p.sharing_mode = SharingMode::kExclusive;
+  p.placement_strategy = "first-fit";
+  p.mig_relayout = policy;
+  return h.Sync<PoolView>([&](auto cb) { h.core->CreatePool(p, cb); });
+}
+
 Result<NodeView> SetLayout(CoreHarness& h, const std::string& node, const std::string& gpu,
                            const std::string& layout) {
   return h.Sync<NodeView>(
@@ -347,12 +357,7 @@ TEST(CoreMigLayoutTest, APoolWithTheIdlePolicyReLaysOutAnIdleGpuForWaitingWork) 
   SchedulerOptions options = SchedulerOptions::Defaults();
   options.mig_relayout_cooldown_ms = 0;
   CoreHarness h(options);
-  PoolRecord p;
-  p.name = "mig";
-  p.sharing_mode = SharingMode::kExclusive;
-  p.placement_strategy = "first-fit";
-  p.mig_relayout = MigRelayout::kIdle;
-  ASSERT_TRUE(h.Sync<PoolView>([&](auto cb) { h.core->CreatePool(p, cb); }).ok());
+  ASSERT_TRUE(CreateMigPool(h, MigRelayout::kIdle).ok());
   ASSERT_TRUE(Register(h, MigNode("m1", "mig", kSevenOnes)).ok());
   // No 3g instance exists, but the GPU can be laid out for one: admitted, and waiting.
   auto a = h.Submit(Mig("mig", "3g.40gb"));
@@ -378,6 +383,55 @@ TEST(CoreMigLayoutTest, APoolWithTheIdlePolicyReLaysOutAnIdleGpuForWaitingWork) 
   h.core->Tick();  // nothing waits: nothing more is asked
   h.Drain();
   EXPECT_EQ(h.agents.mig.size(), 1u);
+}
+
+}  // namespace
+}  // namespace gpupool
+
+namespace gpupool {
+namespace {
+
+// The drain policy: no idle GPU can serve a waiting 7g.80gb, so the busy GPU with the fewest
+// tasks is drained — stored as draining, its instances out of placement, its running task left
+// alone, nothing asked of the agent — and once that task has ended it is re-laid out.
+TEST(CoreMigLayoutTest, TheDrainPolicyDrainsABusyGpuAndReLaysItOutOnceIdle) {
+  SchedulerOptions options = SchedulerOptions::Defaults();
+  options.mig_relayout_cooldown_ms = 0;
+  CoreHarness h(options);
+  ASSERT_TRUE(CreateMigPool(h, MigRelayout::kDrain).ok());
+  ASSERT_TRUE(Register(h, MigNode("m1", "mig", kSevenOnes)).ok());
+  auto small = h.Submit(Mig("mig", "1g.10gb"));
+  ASSERT_TRUE(small.ok());
+  ASSERT_EQ(h.Task(small->id).state, TaskState::kScheduled);
+  h.RunStarted();
+  auto big = h.Submit(Mig("mig", "7g.80gb"));
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  h.core->Schedule();
+  h.Drain();
+  h.core->Tick();
+  h.Drain();
+  std::optional<MigLayoutRecord> row = RowOf(h.core->GetNode("m1"), "GPU-m1");
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->state, MigLayoutState::kDraining);
+  EXPECT_EQ(row->layout, "7g.80gb@0");
+  EXPECT_TRUE(h.agents.mig.empty());                        // not yet
+  EXPECT_EQ(h.Task(small->id).state, TaskState::kRunning);  // left alone
+  EXPECT_EQ(h.store->Recover()->mig_layouts[0].state, MigLayoutState::kDraining);
+  auto another = h.Submit(Mig("mig", "1g.10gb"));  // the draining GPU takes no new work
+  ASSERT_TRUE(another.ok());
+  EXPECT_EQ(h.Task(another->id).state, TaskState::kPending);
+  // Its task ends: the next tick re-lays it out.
+  h.Report("m1", small->id, 0, TaskState::kSucceeded);
+  h.core->Tick();
+  h.Drain();
+  ASSERT_EQ(h.agents.mig.size(), 1u);
+  EXPECT_EQ(h.agents.mig[0].second.layout, "7g.80gb@0");
+  EXPECT_EQ(h.agents.mig[0].second.generation, 2);
+  EXPECT_EQ(RowOf(h.core->GetNode("m1"), "GPU-m1")->state, MigLayoutState::kApplying);
+  AgentRegistration after = MigNode("m1", "mig", "7g.80gb@0", 2);
+  after.mig_outcomes = {{"GPU-m1", 2, "", false}};
+  ASSERT_TRUE(Register(h, after).ok());
+  EXPECT_EQ(h.Task(big->id).state, TaskState::kScheduled);
 }
 
 }  // namespace

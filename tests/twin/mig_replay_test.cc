@@ -153,6 +153,32 @@ TEST(MigReplayTest, OnTheShiftingDayDynamicPlacesMoreThanTheBestStatic) {
   EXPECT_LT(d.wait_p99_s, mixed.wait_p99_s);
   EXPECT_LT(d.wait_p99_s, best_uniform_p99);
   EXPECT_GT(d.relayouts, 0);
+  // gpupoold's own planner (scheduler/mig_planner.h), re-laying out only for what waits.
+  auto sched = SchedulerMigFleet(A100(), o.gpus);
+  ASSERT_TRUE(sched.ok());
+  const MigReplayResult s = Replayed(*reqs, *sched, o);
+  EXPECT_GT(s.placed_share(), best_static);
+  EXPECT_LT(s.wait_p99_s, mixed.wait_p99_s);
+  EXPECT_GT(s.relayouts, 0);
+}
+
+// The planner policy on one GPU: nothing waits, nothing is re-laid out; a 7g request waits, the
+// next look re-lays the idle GPU out for it (paying the re-layout), and within the cooldown the
+// GPU is not re-laid out again.
+TEST(MigReplayTest, GpupooldsPlannerReLaysOutOnlyForWaitingWork) {
+  MigReplayOptions o = OneGpuHour();
+  MigFleetPolicy p{"scheduler",
+                   {Layout("1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+"
+                           "1g.10gb@5+1g.10gb@6")},
+                   true, true, 30};
+  auto idle = ReplayMig(A100(), {{0, Profile("1g.10gb"), 60'000}}, p, o);
+  ASSERT_TRUE(idle.ok());
+  EXPECT_EQ(idle->relayouts, 0);
+  auto r = ReplayMig(A100(), {{0, Profile("7g.80gb"), 600'000}}, p, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->started, 1);
+  EXPECT_EQ(r->relayouts, 1);
+  EXPECT_DOUBLE_EQ(r->wait_p50_s, 308);  // the first look at 300 s, then 8 s of re-layout
 }
 
 TEST(MigReplayTest, BadInputIsRefusedNamingIt) {
