@@ -318,8 +318,8 @@ int MigMain(int argc, char** argv) {
   const MigReplayResult best_uniform = *std::min_element(uniform.begin(), uniform.end(), MigBetter);
   auto planned = PlanMigFleet(*model, MeanDemand(*model, *requests, o.hours), o.gpus);
   if (!planned.ok()) Fail(planned.status().message());
-  const MigReplayResult mixed =
-      replay(MigFleetPolicy{"static planned from the day's mean demand", *planned, false, false, 0});
+  const MigReplayResult mixed = replay(
+      MigFleetPolicy{"static planned from the day's mean demand", *planned, false, false, 0});
   auto dynamic_policy = DynamicMigFleet(*model, o.gpus);
   if (!dynamic_policy.ok()) Fail(dynamic_policy.status().message());
   const MigReplayResult dynamic = replay(*dynamic_policy);

@@ -1,13 +1,13 @@
 #include "twin/mig_replay.h"
 
-#include "scheduler/mig_planner.h"
-
 #include <algorithm>
 #include <cmath>
 #include <deque>
 #include <queue>
 #include <random>
 #include <tuple>
+
+#include "scheduler/mig_planner.h"
 
 namespace gpupool::twin {
 namespace {

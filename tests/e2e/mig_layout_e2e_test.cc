@@ -9,127 +9,34 @@
 //    daemon restarts; the agent comes back with the old layout and is asked again; the GPU ends
 //    on the stored layout, never between the two.
 #include <gtest/gtest.h>
-#include <signal.h>
 
-#include <filesystem>
-#include <fstream>
-
-#include "gpupool/v1/jobs.pb.h"
-#include "gpupool/v1/pools.pb.h"
-#include "tests/api/http_client.h"
-#include "tests/support/agent_process.h"
-#include "tests/support/daemon_process.h"
-#include "tests/support/token_daemon.h"
-#include "tests/support/wait_for.h"
+#include "tests/e2e/mig_e2e_fixture.h"
 
 namespace gpupool {
 namespace {
 
 using api::testing::HttpResult;
 using api::testing::http::verb;
-using testing::ChildProcess;
-using testing::DaemonProcess;
 
-constexpr char kAdmin[] = "admin-token-mig-0123456789";
-constexpr char kAcme[] = "acme-token-mig-0123456789";
 constexpr char kOnes[] = "1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+1g.10gb@5+1g.10gb@6";
 
-class MigLayoutE2eTest : public ::testing::Test {
+class MigLayoutE2eTest : public testing::MigE2eFixture {
  protected:
   void SetUp() override {
     Result<std::string> dir = testing::MakeTempDir("gpupool-mig-e2e");
     ASSERT_TRUE(dir.ok());
-    dir_ = *dir;
-    auto d = testing::StartDaemonWithTokens(
-        dir_, {{kAdmin, "ops", true}, {kAcme, "acme", false}},
-        "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 30000\n"
-        "  node_lease_ms: 30000\n  stop_grace_period_ms: 1000\n");
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    daemon_ = std::move(d).value();
-    ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/pools",
-                   R"({"pool": {"name": "mig", "sharingMode": "SHARING_MODE_EXCLUSIVE",
-                                "migRelayout": "MIG_RELAYOUT_IDLE"}})")
-                  .status,
-              200);
-    ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/tenants", R"({"tenant": {"path": "acme"}})").status,
-              200);
-    StartAgent();
+    StartAll(*dir);
   }
-
-  void StartAgent() {
-    testing::AgentProcessOptions o;
-    o.dir = dir_;
-    o.node = "node-m";
-    o.scheduler = daemon_->grpc_address();
-    o.pool = "mig";
-    o.gpus_yaml =
+  void Configure(testing::AgentProcessOptions* o) override {
+    o->gpus_yaml =
         "  - {model: H100-SXM, count: 1, mig: {\"0\": [1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, "
         "1g.10gb, 1g.10gb, 1g.10gb]}}\n";
-    auto child = testing::StartAgentProcess(o);
-    ASSERT_TRUE(child.ok());
-    agent_ = std::move(child).value();
-    ASSERT_TRUE(testing::WaitFor(
-        [&] { return Node().state() == v1::NODE_STATE_READY && Node().mig_gpus_size() == 1; },
-        std::chrono::seconds(120), std::chrono::milliseconds(100)))
-        << "the agent did not register";
-  }
-
-  void StopAgent() {
-    agent_->Signal(SIGKILL);
-    agent_->Wait(std::chrono::seconds(10));
-    agent_.reset();
-  }
-
-  void TearDown() override {
-    if (agent_) {
-      agent_->Signal(SIGTERM);
-      agent_->Wait(std::chrono::seconds(10));
-    }
-    daemon_.reset();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
-  }
-
-  HttpResult Rest(const std::string& token, verb v, const std::string& target,
-                  const std::string& body = "") {
-    return testing::RestAs(*daemon_, token, v, target, body);
-  }
-
-  v1::Node Node() {
-    HttpResult r = Rest(kAdmin, verb::get, "/v1/nodes/node-m");
-    return r.status == 200 ? testing::ParseJson<v1::Node>(r.body) : v1::Node();
-  }
-  v1::MigGpu Gpu() {
-    v1::Node n = Node();
-    return n.mig_gpus_size() == 1 ? n.mig_gpus(0) : v1::MigGpu();
-  }
-
-  HttpResult SetLayout(const std::string& token, const std::string& layout) {
-    return Rest(token, verb::post, "/v1/nodes/node-m/gpus/" + Gpu().id() + ":set-mig-layout",
-                R"({"layout": ")" + layout + R"("})");
-  }
-
-  std::string Submit(const std::string& profile, const std::string& command) {
-    const HttpResult r =
-        Rest(kAcme, verb::post, "/v1/jobs",
-             R"({"spec": {"tenant": "acme", "pool": "mig", "taskCount": 1, "template": )"
-             R"({"command": ["/bin/sh", "-c", ")" +
-                 command + R"("], "resources": {"mig": {"profile": ")" + profile + R"("}}}}})");
-    EXPECT_EQ(r.status, 200) << r.body;
-    return testing::ParseJson<v1::SubmitJobResponse>(r.body).job_id();
-  }
-
-  v1::Job Job(const std::string& id) {
-    return testing::ParseJson<v1::Job>(Rest(kAdmin, verb::get, "/v1/jobs/" + id).body);
   }
   bool Runs(const std::string& id) {
     const v1::Job j = Job(id);
     return j.tasks_size() == 1 && (j.tasks(0).state() == v1::TASK_STATE_RUNNING ||
                                    j.tasks(0).state() == v1::TASK_STATE_SUCCEEDED);
   }
-
-  std::string dir_;
-  std::unique_ptr<DaemonProcess> daemon_;
-  std::unique_ptr<ChildProcess> agent_;
 };
 
 TEST_F(MigLayoutE2eTest, TheIdlePolicyReLaysOutTheGpuForWaitingWorkWhichThenRuns) {
@@ -138,7 +45,7 @@ TEST_F(MigLayoutE2eTest, TheIdlePolicyReLaysOutTheGpuForWaitingWorkWhichThenRuns
   const std::string b = Submit("3g.40gb", "sleep 600");
   ASSERT_TRUE(testing::WaitFor([&] { return Runs(a) && Runs(b); }, std::chrono::seconds(60),
                                std::chrono::milliseconds(100)))
-      << Rest(kAdmin, verb::get, "/v1/nodes/node-m").body;
+      << NodeJson();
   const v1::MigGpu g = Gpu();
   EXPECT_EQ(g.layout(), "3g.40gb@0+3g.40gb@4");
   EXPECT_EQ(g.wanted_layout(), "3g.40gb@0+3g.40gb@4");
@@ -175,9 +82,9 @@ TEST_F(MigLayoutE2eTest, AnAdminLayoutIsCheckedAppliedAndAudited) {
 
   r = SetLayout(kAdmin, "4g.40gb@0+2g.20gb@4+1g.10gb@6");
   ASSERT_EQ(r.status, 200) << r.body;
-  ASSERT_TRUE(testing::WaitFor([&] { return Gpu().state() == "applied"; }, std::chrono::seconds(30),
+  ASSERT_TRUE(testing::WaitFor([&] { return Applied(); }, std::chrono::seconds(30),
                                std::chrono::milliseconds(100)))
-      << Rest(kAdmin, verb::get, "/v1/nodes/node-m").body;
+      << NodeJson();
   EXPECT_EQ(Gpu().layout(), "4g.40gb@0+2g.20gb@4+1g.10gb@6");
   EXPECT_EQ(Gpu().set_by(), "key token:ops");  // the static token named ops
   // The instances are the new ones, and run work.
@@ -200,9 +107,9 @@ TEST_F(MigLayoutE2eTest, ADaemonRestartMidRelayoutEndsOnTheStoredLayout) {
   ASSERT_TRUE(daemon_->Restart().ok());
   EXPECT_EQ(Gpu().state(), "applying");  // stored, so it outlives the daemon
   StartAgent();  // comes back with the old layout and no outcome: asked again
-  ASSERT_TRUE(testing::WaitFor([&] { return Gpu().state() == "applied"; }, std::chrono::seconds(30),
+  ASSERT_TRUE(testing::WaitFor([&] { return Applied(); }, std::chrono::seconds(30),
                                std::chrono::milliseconds(100)))
-      << Rest(kAdmin, verb::get, "/v1/nodes/node-m").body;
+      << NodeJson();
   EXPECT_EQ(Gpu().id(), gpu);
   EXPECT_EQ(Gpu().layout(), "7g.80gb@0");
   const std::string job = Submit("7g.80gb", "exit 0");

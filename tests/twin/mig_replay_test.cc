@@ -170,7 +170,9 @@ TEST(MigReplayTest, GpupooldsPlannerReLaysOutOnlyForWaitingWork) {
   MigFleetPolicy p{"scheduler",
                    {Layout("1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+"
                            "1g.10gb@5+1g.10gb@6")},
-                   true, true, 30};
+                   true,
+                   true,
+                   30};
   auto idle = ReplayMig(A100(), {{0, Profile("1g.10gb"), 60'000}}, p, o);
   ASSERT_TRUE(idle.ok());
   EXPECT_EQ(idle->relayouts, 0);
