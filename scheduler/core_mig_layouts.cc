@@ -12,6 +12,8 @@
 namespace gpupool {
 namespace {
 
+constexpr int64_t kMigFailureBackoffUs = 10LL * 60 * 1'000'000;  // 10 minutes
+
 std::string Describe(const MigLayoutRecord& r) {
   return "MIG layout " + (r.layout.empty() ? std::string("(no instance)") : r.layout) + " " +
          std::string(ToString(r.state)) + " (generation " + std::to_string(r.generation) +
@@ -221,6 +223,11 @@ void Core::PlanMigLayouts() {
           continue;
         }
         if (!ready || s_->mig.HoldsOut(name, d.id) || in.waiting.empty()) continue;
+        // A GPU whose last layout failed is left alone for a while: the driver that refused
+        // it would most likely refuse the next one too, and every try empties the GPU.
+        if (row != nullptr && row->state == MigLayoutState::kFailed &&
+            now - row->updated_us < kMigFailureBackoffUs)
+          continue;
         MigGpu g;
         g.node = name;
         g.gpu = d.id;

@@ -385,6 +385,42 @@ TEST(CoreMigLayoutTest, APoolWithTheIdlePolicyReLaysOutAnIdleGpuForWaitingWork) 
   EXPECT_EQ(h.agents.mig.size(), 1u);
 }
 
+// A GPU whose re-layout the driver refused is not tried again at once: the planner leaves it
+// alone for ten minutes, then tries again.
+TEST(CoreMigLayoutTest, TheIdlePolicyBacksOffAGpuWhoseLayoutFailed) {
+  SchedulerOptions options = SchedulerOptions::Defaults();
+  options.mig_relayout_cooldown_ms = 0;
+  CoreHarness h(options);
+  ASSERT_TRUE(CreateMigPool(h, MigRelayout::kIdle).ok());
+  ASSERT_TRUE(Register(h, MigNode("m1", "mig", kSevenOnes)).ok());
+  auto big = h.Submit(Mig("mig", "7g.80gb"));
+  ASSERT_TRUE(big.ok());
+  h.core->Schedule();
+  h.Drain();
+  h.core->Tick();
+  h.Drain();
+  ASSERT_EQ(h.agents.mig.size(), 1u);
+  AgentRegistration refused = MigNode("m1", "mig", kSevenOnes);
+  refused.mig_outcomes = {{"GPU-m1", 1, "Insufficient Resources", false}};
+  ASSERT_TRUE(Register(h, refused).ok());
+  ASSERT_EQ(RowOf(h.core->GetNode("m1"), "GPU-m1")->state, MigLayoutState::kFailed);
+  h.clock.Advance(5LL * 60 * 1'000'000);
+  ASSERT_TRUE(Register(h, MigNode("m1", "mig", kSevenOnes)).ok());  // its agent stays connected
+  h.core->Schedule();
+  h.Drain();
+  h.core->Tick();
+  h.Drain();
+  EXPECT_EQ(h.agents.mig.size(), 1u);  // within the back-off
+  h.clock.Advance(6LL * 60 * 1'000'000);
+  ASSERT_TRUE(Register(h, MigNode("m1", "mig", kSevenOnes)).ok());
+  h.core->Schedule();
+  h.Drain();
+  h.core->Tick();
+  h.Drain();
+  ASSERT_EQ(h.agents.mig.size(), 2u);
+  EXPECT_EQ(h.agents.mig[1].second.generation, 2);
+}
+
 }  // namespace
 }  // namespace gpupool
 
