@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -29,9 +28,7 @@ std::string CurrentLayout(const Inventory& inventory, const std::string& gpu) {
     if (d.parent_uuid == gpu && !d.mig_profile.empty())
       layout.push_back({d.mig_profile, d.mig_start});
   }
-  std::sort(layout.begin(), layout.end(),
-            [](const MigPlacement& a, const MigPlacement& b) { return a.start < b.start; });
-  return FormatMigLayout(layout);
+  return FormatMigLayout(layout);  // canonical: sorted by start
 }
 
 // The journal file of a GPU: its UUID with anything but [A-Za-z0-9-] replaced.

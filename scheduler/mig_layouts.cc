@@ -9,9 +9,6 @@ MigLayout ReportedMigLayout(const NodeRecord& node, const std::string& gpu) {
   for (const DeviceRecord& d : node.devices) {
     if (d.parent_id == gpu && !d.mig_profile.empty()) out.push_back({d.mig_profile, d.mig_start});
   }
-  std::sort(out.begin(), out.end(), [](const MigPlacement& a, const MigPlacement& b) {
-    return a.start != b.start ? a.start < b.start : a.profile < b.profile;
-  });
   return out;
 }
 

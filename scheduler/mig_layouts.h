@@ -26,7 +26,7 @@
 namespace gpupool {
 
 // The layout a node reports for GPU `gpu`: its instances (devices whose parent is `gpu`) as
-// (profile, start), canonical.
+// (profile, start), in the node's device order (FormatMigLayout gives the canonical text).
 MigLayout ReportedMigLayout(const NodeRecord& node, const std::string& gpu);
 
 class MigLayoutBook {

@@ -73,9 +73,7 @@ class MigRelayoutTest : public ::testing::Test {
     MigLayout out;
     for (const Device& d : Now().devices)
       if (d.parent_uuid == gpu) out.push_back({d.mig_profile, d.mig_start});
-    std::sort(out.begin(), out.end(),
-              [](const MigPlacement& a, const MigPlacement& b) { return a.start < b.start; });
-    return FormatMigLayout(out);
+    return FormatMigLayout(out);  // canonical
   }
   static v1::SetMigLayout Req(const std::string& layout, int64_t gen = 1) {
     v1::SetMigLayout r;

@@ -79,6 +79,14 @@ Result<PoolView> CreateMigPool(CoreHarness& h, MigRelayout policy) {
   return h.Sync<PoolView>([&](auto cb) { h.core->CreatePool(p, cb); });
 }
 
+// A full pass (it counts the MIG work left without room), then a tick (it plans re-layouts).
+void PassAndTick(CoreHarness& h) {
+  h.core->Schedule();
+  h.Drain();
+  h.core->Tick();
+  h.Drain();
+}
+
 Result<NodeView> SetLayout(CoreHarness& h, const std::string& node, const std::string& gpu,
                            const std::string& layout) {
   return h.Sync<NodeView>(
@@ -365,10 +373,7 @@ TEST(CoreMigLayoutTest, APoolWithTheIdlePolicyReLaysOutAnIdleGpuForWaitingWork) 
   ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString();
   EXPECT_EQ(h.Task(a->id).state, TaskState::kPending);
   EXPECT_EQ(h.Task(a->id).pending.code, PendingCode::kNoCapacity);
-  h.core->Schedule();  // a full pass counts what waits
-  h.Drain();
-  h.core->Tick();
-  h.Drain();
+  PassAndTick(h);
   ASSERT_EQ(h.agents.mig.size(), 1u);
   EXPECT_EQ(h.agents.mig[0].second.layout, "3g.40gb@0+3g.40gb@4");
   std::optional<MigLayoutRecord> row = RowOf(h.core->GetNode("m1"), "GPU-m1");
@@ -395,10 +400,7 @@ TEST(CoreMigLayoutTest, TheIdlePolicyBacksOffAGpuWhoseLayoutFailed) {
   ASSERT_TRUE(Register(h, MigNode("m1", "mig", kSevenOnes)).ok());
   auto big = h.Submit(Mig("mig", "7g.80gb"));
   ASSERT_TRUE(big.ok());
-  h.core->Schedule();
-  h.Drain();
-  h.core->Tick();
-  h.Drain();
+  PassAndTick(h);
   ASSERT_EQ(h.agents.mig.size(), 1u);
   AgentRegistration refused = MigNode("m1", "mig", kSevenOnes);
   refused.mig_outcomes = {{"GPU-m1", 1, "Insufficient Resources", false}};
@@ -406,17 +408,11 @@ TEST(CoreMigLayoutTest, TheIdlePolicyBacksOffAGpuWhoseLayoutFailed) {
   ASSERT_EQ(RowOf(h.core->GetNode("m1"), "GPU-m1")->state, MigLayoutState::kFailed);
   h.clock.Advance(5LL * 60 * 1'000'000);
   ASSERT_TRUE(Register(h, MigNode("m1", "mig", kSevenOnes)).ok());  // its agent stays connected
-  h.core->Schedule();
-  h.Drain();
-  h.core->Tick();
-  h.Drain();
+  PassAndTick(h);
   EXPECT_EQ(h.agents.mig.size(), 1u);  // within the back-off
   h.clock.Advance(6LL * 60 * 1'000'000);
   ASSERT_TRUE(Register(h, MigNode("m1", "mig", kSevenOnes)).ok());
-  h.core->Schedule();
-  h.Drain();
-  h.core->Tick();
-  h.Drain();
+  PassAndTick(h);
   ASSERT_EQ(h.agents.mig.size(), 2u);
   EXPECT_EQ(h.agents.mig[1].second.generation, 2);
 }
@@ -442,10 +438,7 @@ TEST(CoreMigLayoutTest, TheDrainPolicyDrainsABusyGpuAndReLaysItOutOnceIdle) {
   h.RunStarted();
   auto big = h.Submit(Mig("mig", "7g.80gb"));
   ASSERT_TRUE(big.ok()) << big.status().ToString();
-  h.core->Schedule();
-  h.Drain();
-  h.core->Tick();
-  h.Drain();
+  PassAndTick(h);
   std::optional<MigLayoutRecord> row = RowOf(h.core->GetNode("m1"), "GPU-m1");
   ASSERT_TRUE(row.has_value());
   EXPECT_EQ(row->state, MigLayoutState::kDraining);
