@@ -84,6 +84,14 @@ Result<twin::PreflightRequest> RequestFromProto(const v1::CompareWhatIfRequest& 
   } else if (!c.preemption().empty()) {
     return Invalid("change.preemption", "must be on or off, got '" + c.preemption() + "'");
   }
+  if (!c.mig_relayout().empty()) {
+    std::optional<MigRelayout> policy = ParseMigRelayout(c.mig_relayout());
+    if (!policy) {
+      return Invalid("change.mig_relayout",
+                     "must be off, idle or drain, got '" + c.mig_relayout() + "'");
+    }
+    out.change.mig_relayout = *policy;
+  }
   for (int i = 0; i < c.quotas_size(); ++i) {
     const v1::WhatIfQuota& q = c.quotas(i);
     const std::string field = "change.quotas[" + std::to_string(i) + "]";
@@ -126,6 +134,8 @@ void ToProto(const twin::TwinReport& r, int64_t overcommit_permille, v1::WhatIfR
   out->set_lost_gpu_s(r.lost_gpu_s);
   out->set_quota_violations(r.quota_violations);
   out->set_rejected(r.rejected);
+  out->set_mig_relayout(r.mig_relayout);
+  out->set_mig_relayouts(r.mig_relayouts);
 }
 
 v1::CompareWhatIfResponse ToProto(const std::string& pool, const twin::PreflightOutcome& o,
@@ -141,6 +151,7 @@ v1::CompareWhatIfResponse ToProto(const std::string& pool, const twin::Preflight
   out.set_pending_censored(o.stats.pending_censored);
   out.set_never_ran(o.stats.never_ran);
   out.set_unmodelled(o.stats.unmodelled);
+  out.set_unmodelled_gpus(o.stats.unmodelled_gpus);
   out.set_truncated(o.stats.truncated);
   ToProto(o.baseline, base_permille, out.mutable_baseline());
   ToProto(o.candidate, cand_permille, out.mutable_candidate());

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <ctime>
 
+#include "base/log_scope.h"
+
 namespace gpupool {
 namespace {
 
@@ -46,6 +48,15 @@ void AppendValue(std::string& out, std::string_view v) {
 
 }  // namespace
 
+namespace {
+thread_local int t_floor = static_cast<int>(LogLevel::kDebug);  // base/log_scope.h
+}  // namespace
+
+ScopedThreadLogFloor::ScopedThreadLogFloor(LogLevel floor) : previous_(t_floor) {
+  t_floor = static_cast<int>(floor);
+}
+ScopedThreadLogFloor::~ScopedThreadLogFloor() { t_floor = previous_; }
+
 void SetLogLevel(LogLevel level) { g_level = static_cast<int>(level); }
 LogLevel GetLogLevel() { return static_cast<LogLevel>(g_level.load()); }
 
@@ -65,7 +76,7 @@ bool ParseLogLevel(std::string_view text, LogLevel* out) {
 
 void Log(LogLevel level, std::string_view component, std::string_view msg,
          std::initializer_list<LogField> fields) {
-  if (static_cast<int>(level) < g_level.load()) return;
+  if (static_cast<int>(level) < g_level.load() || static_cast<int>(level) < t_floor) return;
   auto now = std::chrono::system_clock::now();
   std::time_t secs = std::chrono::system_clock::to_time_t(now);
   auto millis =

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "base/log.h"
+#include "base/log_scope.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/store.h"
 
@@ -97,7 +98,7 @@ Result<PreflightOutcome> PreflightRunner::Run(const PreflightRequest& req) {
   const int64_t from_us = std::max<int64_t>(0, to_us - req.window_us);
   GPUPOOL_ASSIGN_OR_RETURN(LivePool live, ReadLive(req.pool, from_us, to_us));
   int64_t gpus = 0;
-  for (const NodeView& n : live.nodes) gpus += static_cast<int64_t>(n.devices.size());
+  for (const NodeView& n : live.nodes) gpus += static_cast<int64_t>(n.node.devices.size());
   if (gpus > options_.max_gpus) {
     return Status::FailedPrecondition("pool: '" + req.pool + "' has " + std::to_string(gpus) +
                                       " devices, more than a what-if replays (" +
@@ -124,15 +125,20 @@ Result<PreflightOutcome> PreflightRunner::Run(const PreflightRequest& req) {
   out.to_us = to_us;
   out.base_overcommit_permille = base.baseline.compute_overcommit_permille;
   out.candidate_overcommit_permille = cand.baseline.compute_overcommit_permille;
-  Result<TwinReport> baseline = RunTwin(base.workload, base.org, base.baseline);
-  if (!baseline.ok()) return baseline.status().WithContext("baseline");
-  out.baseline = std::move(baseline).value();
-  if (!*stop) {
-    // The candidate may break a rule the core enforces (a child's guarantee above its
-    // parent's): the core refuses it in the replay as it would in production.
-    Result<TwinReport> candidate = RunTwin(cand.workload, cand.org, cand.baseline);
-    if (!candidate.ok()) return candidate.status().WithContext("candidate");
-    out.candidate = std::move(candidate).value();
+  {
+    // The replays run the production core on made-up state: its lines ("MIG layout stored
+    // node=…", "task preempted") would read in gpupoold's log as if they had happened.
+    ScopedThreadLogFloor quiet(LogLevel::kError);
+    Result<TwinReport> baseline = RunTwin(base.workload, base.org, base.baseline);
+    if (!baseline.ok()) return baseline.status().WithContext("baseline");
+    out.baseline = std::move(baseline).value();
+    if (!*stop) {
+      // The candidate may break a rule the core enforces (a child's guarantee above its
+      // parent's): the core refuses it in the replay as it would in production.
+      Result<TwinReport> candidate = RunTwin(cand.workload, cand.org, cand.baseline);
+      if (!candidate.ok()) return candidate.status().WithContext("candidate");
+      out.candidate = std::move(candidate).value();
+    }
   }
   if (*stop && stopping_) {
     return Status::Unavailable("whatif: gpupoold is shutting down; retry on the leader");

@@ -6,6 +6,8 @@
 #include <set>
 
 #include "placement/strategy.h"
+#include "pool/catalog.h"
+#include "pool/mig_layout.h"
 
 namespace gpupool::twin {
 namespace {
@@ -15,12 +17,39 @@ constexpr int64_t kSecondUs = 1'000'000;
 // ceil(a × 1000 / b) for b > 0.
 int64_t PerMille(int64_t a, int64_t b) { return b <= 0 ? 0 : (a * 1000 + b - 1) / b; }
 
-// The pool's GPUs: devices that are not MIG instances.
-bool IsGpu(const DeviceView& d) { return d.device.mig_profile.empty(); }
+// The pool's GPUs: devices that are not MIG instances. They are read from the node's record
+// (NodeView::node.devices), which has every device its agent reported: the view's own list is
+// placement's, where a GPU in MIG mode is only its instances.
+bool IsGpu(const DeviceRecord& d) { return d.mig_profile.empty(); }
+
+// A GPU in MIG mode: one whose layout can change, or one with instances.
+std::optional<TwinMigGpu> MigGpuOf(const NodeView& n, const DeviceRecord& gpu) {
+  TwinMigGpu out;
+  out.dynamic = gpu.mig_enabled;
+  for (const DeviceRecord& d : n.node.devices) {
+    if (d.parent_id == gpu.id && !d.mig_profile.empty())
+      out.layout.push_back({d.mig_profile, d.mig_start});
+  }
+  if (!gpu.mig_enabled && out.layout.empty()) return std::nullopt;
+  return out;
+}
+
+// Whether the catalog knows `gpu`'s model and every profile of its layout (the twin registers
+// each instance with its profile's capacity).
+bool Modelled(const Catalog& catalog, const DeviceRecord& gpu, const TwinMigGpu& mig) {
+  const GpuModel* model = catalog.Find(gpu.model);
+  if (model == nullptr) return false;
+  for (const MigPlacement& p : mig.layout) {
+    if (model->FindMig(p.profile) == nullptr) return false;
+  }
+  return !mig.dynamic || ValidateMigLayout(*model, mig.layout).ok();
+}
 
 // The twin's request for a task, in units of `unit`; nullopt when the twin cannot model it.
+// `mig_milli`: each MIG profile the pool's MIG GPUs have, as its compute share of `unit`.
 std::optional<TwinTask> Shape(const ResourceRequest& in, const Resources& unit,
-                              const SchedulerOptions& options) {
+                              const SchedulerOptions& options,
+                              const std::map<std::string, int32_t>& mig_milli) {
   ResourceRequest r = in;
   if (r.shape == RequestShape::kSku) {
     auto it = options.skus.find(r.sku);
@@ -43,6 +72,14 @@ std::optional<TwinTask> Shape(const ResourceRequest& in, const Resources& unit,
       t.num_gpu = std::max(1, r.gpu_count);
       t.models = r.models;
       return t;
+    case RequestShape::kMig: {
+      auto it = mig_milli.find(r.mig_profile);
+      if (it == mig_milli.end()) return std::nullopt;
+      t.mig_profile = r.mig_profile;
+      t.gpu_milli = it->second;
+      t.num_gpu = 1;
+      return t;
+    }
     default:
       return std::nullopt;
   }
@@ -75,20 +112,36 @@ Result<RecentWorkload> ExtractRecentWorkload(const PoolHistory& history, const L
   w.name = "pool " + live.pool.name + " (recent)";
   Resources unit{0, 0};
   for (const NodeView& n : live.nodes) {
-    for (const DeviceView& d : n.devices) {
+    for (const DeviceRecord& d : n.node.devices) {
       if (!IsGpu(d)) continue;
-      if (d.device.physical.milli_tflops > unit.milli_tflops) unit = d.device.physical;
+      if (d.physical.milli_tflops > unit.milli_tflops) unit = d.physical;
     }
   }
+  const Catalog& catalog =
+      live.scheduler.catalog != nullptr ? *live.scheduler.catalog : Catalog::Builtin();
+  std::map<std::string, int32_t> mig_milli;
+  ExtractionStats& st = out.stats;
   for (const NodeView& n : live.nodes) {
     TwinNode tn;
     tn.name = n.node.name;
     tn.cpu_milli = n.node.cpu_milli;
     tn.memory_mib = n.node.memory_mib;
-    for (const DeviceView& d : n.devices) {
+    for (const DeviceRecord& d : n.node.devices) {
       if (!IsGpu(d)) continue;
-      if (tn.model.empty()) tn.model = d.device.model;
-      tn.device_ids.push_back(d.device.id);
+      std::optional<TwinMigGpu> mig = MigGpuOf(n, d);
+      if (mig) {
+        if (!Modelled(catalog, d, *mig)) {
+          ++st.unmodelled_gpus;
+          continue;
+        }
+        for (const MigProfile& p : catalog.Find(d.model)->mig_profiles) {
+          mig_milli.emplace(p.name, static_cast<int32_t>(std::clamp<int64_t>(
+                                        PerMille(p.milli_tflops, unit.milli_tflops), 1, 1000)));
+        }
+        tn.mig[tn.gpus] = *std::move(mig);
+      }
+      if (tn.model.empty()) tn.model = d.model;
+      tn.device_ids.push_back(d.id);
       ++tn.gpus;
     }
     if (tn.gpus > 0) w.nodes.push_back(std::move(tn));
@@ -100,7 +153,6 @@ Result<RecentWorkload> ExtractRecentWorkload(const PoolHistory& history, const L
   w.gpu = unit;
 
   std::set<std::string> tenants;
-  ExtractionStats& st = out.stats;
   st.truncated = history.truncated;
   for (const PoolHistoryTask& h : history.tasks) {
     const bool started = h.started_us > 0;
@@ -109,7 +161,7 @@ Result<RecentWorkload> ExtractRecentWorkload(const PoolHistory& history, const L
       ++st.never_ran;
       continue;
     }
-    std::optional<TwinTask> t = Shape(h.request, unit, live.scheduler);
+    std::optional<TwinTask> t = Shape(h.request, unit, live.scheduler, mig_milli);
     if (!t) {
       ++st.unmodelled;
       continue;
@@ -161,6 +213,7 @@ Result<RecentWorkload> ExtractRecentWorkload(const PoolHistory& history, const L
   c.pool = live.pool.name;
   c.strategy = live.pool.placement_strategy;
   c.compute_overcommit_permille = live.pool.compute_overcommit.permille;
+  c.mig_relayout = live.pool.mig_relayout;
   c.queue_order = live.scheduler.tenancy.queue_order;
   c.scheduler = live.scheduler;
   c.preemption = true;  // as the daemon's classes have it
@@ -188,6 +241,7 @@ Result<RecentWorkload> ApplyChange(const RecentWorkload& base, const LivePool& l
     c.compute_overcommit_permille = *change.compute_overcommit_permille;
   }
   if (change.preemption) c.preemption = *change.preemption;
+  if (change.mig_relayout) c.mig_relayout = *change.mig_relayout;
   const std::set<std::string> known(live.tenants.begin(), live.tenants.end());
   const Resources unit = out.workload.gpu;
   const int64_t gpus = out.workload.GpuCount();

@@ -9,18 +9,22 @@
 //    now − start, as far as we know); a task still waiting is censored likewise (now − submit:
 //    it would have run at least until now). At least 1 s each. A task that ended without ever
 //    starting (cancelled while pending) is left out (`never_ran`).
-//  * GPUs: every device of the pool's nodes (MIG instances left out) becomes one unit of the
-//    pool's largest GPU (physical TFLOPS and VRAM), its model kept; the twin counts allocation
-//    in those units. A fractional request becomes the share of that unit it needs (the larger of
-//    its TFLOPS and VRAM shares, rounded up, at most a whole GPU); whole GPUs stay whole GPUs
-//    (with their model list); a SKU is resolved through the daemon's SKU table; MIG requests are
-//    not modelled by the twin and are left out (`unmodelled`).
+//  * GPUs: every GPU of the pool's nodes becomes one unit of the pool's largest GPU (physical
+//    TFLOPS and VRAM), its model kept; the twin counts allocation in those units. A GPU in MIG
+//    mode keeps its current layout (its instances with their profiles and starts) and whether it
+//    may be re-laid out; one whose model or profiles the catalog lacks is left out
+//    (`unmodelled_gpus`). A fractional request becomes the share of that unit it needs (the
+//    larger of its TFLOPS and VRAM shares, rounded up, at most a whole GPU); whole GPUs stay
+//    whole GPUs (with their model list); a MIG request keeps its profile (its compute share of
+//    the unit counts in the report's demand and allocation); a SKU is resolved through the
+//    daemon's SKU table. A MIG profile none of the pool's MIG GPUs has, or an unknown SKU, is
+//    left out (`unmodelled`).
 //  * Gangs: each task of a gang replays as its own task (the twin submits one-task jobs).
 //  * Tenants and quotas: every tenant the tasks name and every quota'd tenant of the pool, with
 //    their ancestors; a quota becomes the twin's share of the pool — its compute (milli-TFLOPS),
 //    or its devices or VRAM in units of the pool's GPU if those weigh more.
-//  * Config: the pool's strategy and compute overcommit, the daemon's priority classes and
-//    queue order, preemption as the classes have it.
+//  * Config: the pool's strategy, compute overcommit and MIG re-layout policy, the daemon's
+//    priority classes, queue order and GPU catalog, preemption as the classes have it.
 //
 // Thread safety: plain values and pure functions.
 #pragma once
@@ -56,7 +60,8 @@ struct ExtractionStats {
   int64_t running_censored = 0;  // still running at now
   int64_t pending_censored = 0;  // still waiting at now
   int64_t never_ran = 0;         // ended without starting: left out
-  int64_t unmodelled = 0;        // MIG requests: left out
+  int64_t unmodelled = 0;        // requests the replay cannot shape: left out
+  int64_t unmodelled_gpus = 0;   // MIG GPUs of a model or profile the catalog lacks: left out
   bool truncated = false;        // the history hit its row cap
 };
 
@@ -82,6 +87,7 @@ struct ConfigChange {
   std::optional<std::string> strategy;
   std::optional<int64_t> compute_overcommit_permille;
   std::optional<bool> preemption;
+  std::optional<MigRelayout> mig_relayout;
   std::map<std::string, QuotaChange> quotas;  // by tenant path
 };
 

@@ -78,6 +78,8 @@ struct TwinReport {
   int64_t repreempted_within_min_runtime = 0;  // two preemptions of one task closer than it
   int64_t quota_violations = 0;                // starts that took a group past its limit
   int64_t overallocated_devices = 0;           // grants beyond a device's offered capacity
+  std::string mig_relayout = "off";            // the pool's policy (MigRelayout)
+  int64_t mig_relayouts = 0;                   // layouts the core asked for and the twin applied
   std::vector<TenantReport> tenants;
 
   std::vector<SeriesPoint> series;

@@ -70,6 +70,8 @@ std::string ToJson(const TwinReport& r) {
   o << "  \"nodes\": " << r.nodes << ",\n  \"gpus\": " << r.gpus << ",\n";
   o << "  \"tasks\": " << r.tasks << ",\n  \"skipped_cpu_only\": " << r.skipped_cpu_only << ",\n";
   o << "  \"rejected\": " << r.rejected << ",\n";
+  o << "  \"mig_relayout\": " << Str(r.mig_relayout) << ",\n";
+  o << "  \"mig_relayouts\": " << r.mig_relayouts << ",\n";
   o << "  \"horizon_s\": " << Num(r.horizon_s) << ",\n  \"warmup_s\": " << Num(r.warmup_s) << ",\n";
   o << "  \"time_avg_gpu_allocation_pct\": " << Num(r.time_avg_gpu_allocation_pct) << ",\n";
   o << "  \"time_avg_gpu_allocation_offered_pct\": " << Num(r.time_avg_gpu_allocation_offered_pct)

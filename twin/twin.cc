@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "placement/strategy.h"
+#include "pool/mig_layout.h"
 #include "scheduler/core.h"
 #include "store/memory_store.h"
 #include "twin/recorder.h"
@@ -20,15 +21,29 @@ namespace {
 
 constexpr int64_t kClockBase = 1'700'000'000'000'000;  // simulated t = 0 on the core's clock
 
-enum class Kind { kRunning, kFinish, kExit };
+enum class Kind { kRunning, kFinish, kExit, kMigApplied };
 
 struct Event {
   int64_t time = 0;
   uint64_t seq = 0;
   Kind kind = Kind::kFinish;
-  size_t task = 0;
+  size_t task = 0;  // kMigApplied: the index of the layout in Loop::relayouts_
   int32_t attempt = 0;
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+};
+
+// A MIG GPU as its simulated agent sees it.
+struct MigGpu {
+  MigLayout layout;
+  bool dynamic = true;
+  int64_t generation = 0;  // of the last layout applied; new instances get new ids
+};
+
+// A layout the core asked for, in flight until its kMigApplied event.
+struct Relayout {
+  size_t node = 0;
+  int gpu = 0;
+  MigLayoutCommand cmd;
 };
 
 // A task as the simulated agents see it.
@@ -50,6 +65,7 @@ class Loop {
   }
 
   Status Setup(SchedulerOptions options) {
+    catalog_ = options.catalog != nullptr ? options.catalog : &Catalog::Builtin();
     core_ = std::make_unique<Core>(
         std::move(options), &clock_, &store_, &agents_,
         [this](std::function<void()> fn) { queue_.push_back(std::move(fn)); });
@@ -61,6 +77,7 @@ class Loop {
     pool.placement_strategy = c_.strategy;
     pool.sharing_mode = SharingMode::kFractional;
     pool.compute_overcommit = Ratio{c_.compute_overcommit_permille};
+    pool.mig_relayout = c_.mig_relayout;
     GPUPOOL_RETURN_IF_ERROR(Sync<PoolView>([&](auto cb) { core_->CreatePool(pool, cb); }));
     const int64_t pool_tflops = w_.GpuCount() * w_.gpu.milli_tflops;
     for (const OrgTenant& t : org_.tenants) {
@@ -75,23 +92,16 @@ class Loop {
       q.limit.resources.milli_tflops = pool_tflops * t.limit_pct_milli / 100'000;
       GPUPOOL_RETURN_IF_ERROR(Sync<QuotaView>([&](auto cb) { core_->SetQuota(q, cb); }));
     }
-    for (const TwinNode& n : w_.nodes) {
-      AgentRegistration reg;
-      reg.node.name = n.name;
-      reg.node.pool = c_.pool;
-      reg.node.cpu_milli = n.cpu_milli;
-      reg.node.memory_mib = n.memory_mib;
-      for (int i = 0; i < n.gpus; ++i) {
-        DeviceRecord d;
-        d.id = static_cast<size_t>(i) < n.device_ids.size() ? n.device_ids[static_cast<size_t>(i)]
-                                                            : n.name + "-gpu" + std::to_string(i);
-        d.model = n.model;
-        d.index = i;
-        d.physical = w_.gpu;
-        reg.node.devices.push_back(std::move(d));
+    mig_.resize(w_.nodes.size());
+    for (size_t i = 0; i < w_.nodes.size(); ++i) {
+      const TwinNode& n = w_.nodes[i];
+      for (const auto& [gpu, spec] : n.mig) {
+        GPUPOOL_RETURN_IF_ERROR(CheckMigGpu(n, gpu, spec));
+        mig_[i][gpu].layout = spec.layout;
+        mig_[i][gpu].dynamic = spec.dynamic;
       }
       GPUPOOL_RETURN_IF_ERROR(
-          Sync<RegistrationResult>([&](auto cb) { core_->OnAgentRegister(reg, cb); }));
+          Sync<RegistrationResult>([&](auto cb) { core_->OnAgentRegister(Registration(i), cb); }));
     }
     agents_.outbox.clear();
     return Status::Ok();
@@ -146,6 +156,7 @@ class Loop {
     rec.Sample(horizon, static_cast<int64_t>(core_->pending_tasks()));
     TwinReport r = rec.Finish(horizon, c_.series_points);
     r.events = events;
+    r.mig_relayouts = mig_relayouts_;
     r.starts = std::move(starts_);
     r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
     r.cpu_s = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
@@ -216,6 +227,10 @@ class Loop {
   }
 
   void Handle(Recorder& rec, const Event& e, int64_t now) {
+    if (e.kind == Kind::kMigApplied) {
+      ApplyRelayout(e.task);
+      return;
+    }
     struct Run& run = runs_[e.task];
     if (!run.holding || run.attempt != e.attempt) return;  // stale: that attempt is over
     TaskReport report;
@@ -259,6 +274,9 @@ class Loop {
 
   // Turns what the core told the agents into their answers.
   void Deliver(Recorder& rec, int64_t now) {
+    std::vector<std::pair<std::string, MigLayoutCommand>> layouts;
+    layouts.swap(agents_.mig_outbox);
+    for (auto& [node, cmd] : layouts) QueueRelayout(node, std::move(cmd), now);
     std::vector<SimAgents::Command> out;
     out.swap(agents_.outbox);
     for (SimAgents::Command& c : out) {
@@ -295,6 +313,106 @@ class Loop {
     }
   }
 
+  // A MIG GPU of the workload: a catalog model that has its profiles; a dynamic one's layout
+  // must follow the model's placement rules (the core plans new ones by them).
+  Status CheckMigGpu(const TwinNode& n, int gpu, const TwinMigGpu& spec) const {
+    const std::string where = "node " + n.name + ": GPU " + std::to_string(gpu);
+    if (gpu < 0 || gpu >= n.gpus) return Status::InvalidArgument(where + ": no such GPU");
+    const GpuModel* model = catalog_->Find(n.model);
+    if (model == nullptr) {
+      return Status::InvalidArgument(where + ": MIG needs a catalog model, not '" + n.model + "'");
+    }
+    for (const MigPlacement& p : spec.layout) {
+      if (model->FindMig(p.profile) == nullptr) {
+        return Status::InvalidArgument(where + ": model " + model->name + " has no MIG profile '" +
+                                       p.profile + "'");
+      }
+    }
+    if (!spec.dynamic) return Status::Ok();
+    Status st = ValidateMigLayout(*model, spec.layout);
+    return st.ok() ? st : st.WithContext(where);
+  }
+
+  std::string GpuId(size_t node, int g) const {
+    const TwinNode& n = w_.nodes[node];
+    const auto k = static_cast<size_t>(g);
+    return k < n.device_ids.size() ? n.device_ids[k] : n.name + "-gpu" + std::to_string(g);
+  }
+
+  // The node's registration as its agent would send it: its GPUs, each MIG GPU's instances
+  // (ids as a driver gives them: new ones per layout), and the tasks it holds.
+  AgentRegistration Registration(size_t i) const {
+    const TwinNode& n = w_.nodes[i];
+    AgentRegistration reg;
+    reg.node.name = n.name;
+    reg.node.pool = c_.pool;
+    reg.node.cpu_milli = n.cpu_milli;
+    reg.node.memory_mib = n.memory_mib;
+    const GpuModel* model = catalog_->Find(n.model);
+    for (int g = 0; g < n.gpus; ++g) {
+      DeviceRecord d;
+      d.id = GpuId(i, g);
+      d.model = n.model;
+      d.index = g;
+      d.physical = w_.gpu;
+      auto mig = mig_[i].find(g);
+      d.mig_enabled = mig != mig_[i].end() && mig->second.dynamic;
+      reg.node.devices.push_back(d);
+      if (mig == mig_[i].end()) continue;
+      int j = 0;
+      for (const MigPlacement& p : mig->second.layout) {
+        const MigProfile* profile = model->FindMig(p.profile);  // CheckMigGpu
+        DeviceRecord m = d;
+        m.mig_enabled = false;
+        m.id = d.id + "-mig" + std::to_string(j++);
+        if (mig->second.generation > 0) m.id += "-g" + std::to_string(mig->second.generation);
+        m.mig_profile = p.profile;
+        m.mig_start = p.start;
+        m.parent_id = d.id;
+        m.physical = Resources{profile->milli_tflops, profile->vram_mib};
+        reg.node.devices.push_back(std::move(m));
+      }
+    }
+    for (const struct Run& run : runs_) {
+      if (run.holding && run.node == n.name)
+        reg.running.push_back({TaskId(run.job_id, run.index), run.attempt});
+    }
+    return reg;
+  }
+
+  void QueueRelayout(const std::string& node, MigLayoutCommand cmd, int64_t now) {
+    for (size_t i = 0; i < w_.nodes.size(); ++i) {
+      if (w_.nodes[i].name != node) continue;
+      for (const auto& [g, _] : mig_[i]) {
+        if (GpuId(i, g) != cmd.gpu) continue;
+        relayouts_.push_back(Relayout{i, g, std::move(cmd)});
+        Push(now + c_.relayout_ms * 1000, Kind::kMigApplied, relayouts_.size() - 1, 0);
+        return;
+      }
+    }
+  }
+
+  // The agent's side of a layout: the instances are rebuilt (always successfully here: the core
+  // validated the layout against the catalog) and the node registers again with the outcome.
+  void ApplyRelayout(size_t k) {
+    const Relayout& r = relayouts_[k];
+    MigGpu& gpu = mig_[r.node][r.gpu];
+    AgentRegistration::MigOutcome outcome{r.cmd.gpu, r.cmd.generation, "", false};
+    Result<MigLayout> layout =
+        ParseMigLayout(*catalog_->Find(w_.nodes[r.node].model), r.cmd.layout);
+    if (layout.ok()) {
+      gpu.layout = *std::move(layout);
+      gpu.generation = r.cmd.generation;
+      ++mig_relayouts_;
+    } else {
+      outcome.error = layout.status().message();
+    }
+    AgentRegistration reg = Registration(r.node);
+    reg.mig_outcomes.push_back(std::move(outcome));
+    core_->OnAgentRegister(std::move(reg), [](const Result<RegistrationResult>&) {});
+    Drain();
+  }
+
   const Workload& w_;
   const OrgTree& org_;
   const TwinConfig& c_;
@@ -308,6 +426,10 @@ class Loop {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;
   uint64_t seq_ = 0;
   std::vector<StartLog> starts_;
+  const Catalog* catalog_ = nullptr;
+  std::vector<std::map<int, MigGpu>> mig_;  // per node: its MIG GPUs by index
+  std::vector<Relayout> relayouts_;
+  int64_t mig_relayouts_ = 0;
 };
 
 }  // namespace
@@ -352,6 +474,7 @@ Result<TwinReport> RunTwin(const Workload& workload, const OrgTree& org, const T
   r.queue_order = std::string(QueueOrderName(config.queue_order));
   r.preemption = config.preemption;
   r.resume_remaining = config.resume_remaining;
+  r.mig_relayout = std::string(ToString(config.mig_relayout));
   return r;
 }
 

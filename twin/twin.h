@@ -46,6 +46,10 @@ struct TwinConfig {
   bool preemption = true;             // false: no class may preempt or be preempted
   QueueOrderKind queue_order = QueueOrderKind::kFairShare;
   int64_t compute_overcommit_permille = 1000;
+  // Whether the core re-lays out the pool's MIG GPUs (TwinNode::mig) to follow demand, as
+  // gpupoold's planner does; a layout the core asks for is in service `relayout_ms` later.
+  MigRelayout mig_relayout = MigRelayout::kOff;
+  int64_t relayout_ms = 8000;
   int64_t tick_ms = 2000;
   int64_t sample_ms = 10'000;  // time series and guarantee checks
   int64_t start_latency_ms = 0;

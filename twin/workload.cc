@@ -61,7 +61,10 @@ ResourceRequest TwinTask::Request(const Resources& gpu) const {
   ResourceRequest r;
   r.cpu_milli = cpu_milli;
   r.memory_mib = memory_mib;
-  if (gpu_milli < 1000) {
+  if (!mig_profile.empty()) {
+    r.shape = RequestShape::kMig;
+    r.mig_profile = mig_profile;
+  } else if (gpu_milli < 1000) {
     r.shape = RequestShape::kFractional;
     r.fractional = Resources{gpu.milli_tflops * gpu_milli / 1000, gpu.vram_mib * gpu_milli / 1000};
   } else {

@@ -24,10 +24,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "pool/mig_layout.h"
 #include "pool/resources.h"
 #include "scheduler/model.h"
 #include "twin/org_tree.h"
@@ -37,6 +39,11 @@ namespace gpupool::twin {
 inline constexpr int64_t kGpuMilliTflops = 100'000;  // one normalized GPU: 100 TFLOPS
 inline constexpr int64_t kGpuVramMib = 32'768;       // and 32 GiB
 
+struct TwinMigGpu {
+  MigLayout layout;     // its instances (empty: none yet)
+  bool dynamic = true;  // its layout can change (DeviceRecord::mig_enabled)
+};
+
 struct TwinNode {
   std::string name;
   int64_t cpu_milli = 0;
@@ -44,6 +51,10 @@ struct TwinNode {
   int gpus = 0;
   std::string model;
   std::vector<std::string> device_ids;  // empty: "<name>-gpu<i>"
+  // GPUs in MIG mode, by index. `model` must then be a catalog model that has their profiles;
+  // the twin registers each instance as the agent does and, for a dynamic GPU, re-lays it out
+  // when the core asks.
+  std::map<int, TwinMigGpu> mig = {};
 };
 
 struct TwinTask {
@@ -58,9 +69,12 @@ struct TwinTask {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
   std::vector<std::string> models;  // allowed GPU models (whole GPUs only); empty: any
-  std::string owner;                // hashed to a tenant instead of the name when not empty
-  std::string gang;                 // pods with one gang id start and stop together
-  int64_t gang_index = -1;          // Workload::gangs index once shaped; -1: alone
+  // A MIG instance of this profile instead (gpu_milli is then its compute share of a GPU, for
+  // the report's demand and allocation figures; num_gpu 1).
+  std::string mig_profile;
+  std::string owner;        // hashed to a tenant instead of the name when not empty
+  std::string gang;         // pods with one gang id start and stop together
+  int64_t gang_index = -1;  // Workload::gangs index once shaped; -1: alone
 
   int64_t GpuMilli() const { return static_cast<int64_t>(num_gpu) * gpu_milli; }
   // The request the daemon's API would take for it, on GPUs of `gpu` each.

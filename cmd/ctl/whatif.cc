@@ -74,6 +74,13 @@ Status BuildRequest(const ParsedArgs& a, v1::CompareWhatIfRequest* req) {
     }
     c->set_preemption(*p);
   }
+  if (auto m = a.Find("mig-relayout")) {
+    if (*m != "off" && *m != "idle" && *m != "drain") {
+      return Status::InvalidArgument("--mig-relayout: expected off, idle or drain, got '" + *m +
+                                     "'");
+    }
+    c->set_mig_relayout(*m);
+  }
   for (const std::string& v : a.GetAll("quota")) {
     GPUPOOL_RETURN_IF_ERROR(AddQuota("quota", v, false, c));
   }
@@ -93,7 +100,12 @@ void PrintComparison(std::ostream& out, const v1::CompareWhatIfResponse& r) {
   }
   if (r.never_ran() + r.unmodelled() > 0) {
     out << "  left out: " << r.never_ran() << " ended without starting, " << r.unmodelled()
-        << " MIG requests (not modelled)\n";
+        << " requests the replay cannot shape (a MIG profile no GPU of the pool has, an unknown "
+           "SKU)\n";
+  }
+  if (r.unmodelled_gpus() > 0) {
+    out << "  left out: " << r.unmodelled_gpus()
+        << " MIG GPUs of a model or profile the catalog lacks\n";
   }
   if (r.truncated()) out << "  truncated: the window held more tasks than a what-if replays\n";
   out << "\n";
@@ -105,6 +117,13 @@ void PrintComparison(std::ostream& out, const v1::CompareWhatIfResponse& r) {
   t.AddRow({"compute overcommit", Fixed(a.compute_overcommit(), 2),
             Fixed(b.compute_overcommit(), 2), ""});
   t.AddRow({"preemption", a.preemption() ? "on" : "off", b.preemption() ? "on" : "off", ""});
+  const bool mig = a.mig_relayout() != "off" || b.mig_relayout() != "off" ||
+                   a.mig_relayouts() + b.mig_relayouts() > 0;
+  if (mig) {
+    t.AddRow({"MIG re-layout", a.mig_relayout(), b.mig_relayout(), ""});
+    t.AddRow({"MIG layouts changed", std::to_string(a.mig_relayouts()),
+              std::to_string(b.mig_relayouts()), Signed(b.mig_relayouts() - a.mig_relayouts())});
+  }
   t.AddRow({"GPU allocation %", Fixed(a.time_avg_gpu_allocation_pct(), 1),
             Fixed(b.time_avg_gpu_allocation_pct(), 1),
             Fixed(r.delta().time_avg_gpu_allocation_pct(), 1, true)});
@@ -155,28 +174,35 @@ int Compare(Ctx& ctx, const ParsedArgs& a) {
 std::vector<Command> WhatIfCommands() {
   return {
       {"whatif",
-       "--pool P [--strategy S] [--overcommit R] [--preemption on|off] [--quota TENANT=AMOUNT] "
-       "[--quota-limit TENANT=AMOUNT] [--window 24h]",
+       "--pool P [--strategy S] [--overcommit R] [--preemption on|off] "
+       "[--mig-relayout off|idle|drain] [--quota TENANT=AMOUNT] [--quota-limit TENANT=AMOUNT] "
+       "[--window 24h]",
        "Pre-flight a config change: replay the pool's recent workload under it (admins)",
        "gpupoold replays the pool's real tasks of the last --window (their submissions, and\n"
        "run times from their starts and ends; tasks still running or waiting are cut at now)\n"
        "through the cluster twin twice — under the pool's live config and with the change —\n"
        "and prints both side by side: GPU allocation, waits p50/p99 per priority class,\n"
-       "preemptions, quota violations, with the deltas. Nothing in production changes: the\n"
-       "replays run on the twin's own in-memory store and clock. One what-if runs at a time\n"
-       "per daemon (exit 4, RESOURCE_EXHAUSTED, while another runs: retry). Admins only.\n"
+       "preemptions, quota violations, with the deltas. MIG GPUs replay with their current\n"
+       "layouts; with --mig-relayout the replayed scheduler re-lays them out as gpupoold's\n"
+       "planner would under that policy, and the table counts the layouts it changed.\n"
+       "Nothing in production changes: the replays run on the twin's own in-memory store and\n"
+       "clock. One what-if runs at a time per daemon (exit 4, RESOURCE_EXHAUSTED, while\n"
+       "another runs: retry). Admins only.\n"
        "Amounts are written like `quotas set` amounts (tflops=200,vram=40GiB,devices=4).\n"
        "Without --timeout the call may take up to 5 minutes.",
        {{"pool", 0, FlagKind::kValue, "POOL", "the pool to replay (required)"},
         {"strategy", 0, FlagKind::kValue, "STRATEGY", "placement strategy, e.g. best-fit"},
         {"overcommit", 0, FlagKind::kValue, "RATIO", "compute overcommit ratio, at least 1"},
         {"preemption", 0, FlagKind::kValue, "on|off", "preemption in the candidate"},
+        {"mig-relayout", 0, FlagKind::kValue, "off|idle|drain",
+         "the pool's MIG re-layout policy in the candidate"},
         {"quota", 0, FlagKind::kRepeated, "TENANT=AMOUNT", "a tenant's guaranteed amount"},
         {"quota-limit", 0, FlagKind::kRepeated, "TENANT=AMOUNT", "a tenant's limit"},
         {"window", 0, FlagKind::kValue, "DURATION",
          "how much recent workload to replay, 1m..168h (default 24h)"}},
        "  gpupoolctl whatif --pool gpu-a --strategy best-fit\n"
        "  gpupoolctl whatif --pool gpu-a --overcommit 1.5 --preemption off --window 6h\n"
+       "  gpupoolctl whatif --pool mig-a --mig-relayout idle\n"
        "  gpupoolctl whatif --pool gpu-a --quota acme/ml=tflops=800 "
        "--quota-limit acme/ml=devices=8 -o json\n",
        0,

@@ -125,6 +125,9 @@ TEST_F(WhatIfServiceTest, AdminsOnlyAndBadInputNamesTheField) {
        "change.compute_overcommit: must be 1..100 (a ratio such as 1.5), got 0.500000"},
       {[](auto* r) { r->mutable_change()->set_preemption("maybe"); }, StatusCode::kInvalidArgument,
        "change.preemption: must be on or off, got 'maybe'"},
+      {[](auto* r) { r->mutable_change()->set_mig_relayout("always"); },
+       StatusCode::kInvalidArgument,
+       "change.mig_relayout: must be off, idle or drain, got 'always'"},
       {[](auto* r) { r->mutable_change()->add_quotas()->set_tenant("acme"); },
        StatusCode::kInvalidArgument, "change.quotas[0]: give a guaranteed amount, a limit or both"},
       {[](auto* r) {

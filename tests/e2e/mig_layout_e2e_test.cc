@@ -5,11 +5,18 @@
 //    and registers again, and both jobs run on the new instances.
 //  - An admin's layout over REST: bad ones refused with the reason (400), a busy GPU refused, a
 //    good one applied; audited.
+//  - `gpupoolctl whatif`'s replay (POST /v1/whatif) of that pool: its MIG GPU with its current
+//    layout, its MIG jobs with their profiles, under its idle policy (re-laid out, placed) and
+//    under a candidate with re-layout off (refused, as production would).
 //  - A restart in the middle of a re-layout: the agent is away when the layout is stored; the
 //    daemon restarts; the agent comes back with the old layout and is asked again; the GPU ends
 //    on the stored layout, never between the two.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
+#include "gpupool/v1/whatif.pb.h"
 #include "tests/e2e/mig_e2e_fixture.h"
 
 namespace gpupool {
@@ -95,6 +102,58 @@ TEST_F(MigLayoutE2eTest, AnAdminLayoutIsCheckedAppliedAndAudited) {
   const HttpResult audit = Rest(kAdmin, verb::get, "/v1/audit?verb=SetMigLayout");
   ASSERT_EQ(audit.status, 200) << audit.body;
   EXPECT_NE(audit.body.find("4g.40gb@0+2g.20gb@4+1g.10gb@6"), std::string::npos) << audit.body;
+}
+
+TEST_F(MigLayoutE2eTest, WhatIfReplaysTheMigPoolUnderItsPolicyAndACandidatesPolicy) {
+  // Two 3g jobs run and end (the idle policy re-lays the GPU out for them); an admin then lays it
+  // back out as seven 1g instances.
+  const auto submitted = std::chrono::steady_clock::now();
+  const std::string a = Submit("3g.40gb", "sleep 1");
+  const std::string b = Submit("3g.40gb", "sleep 1");
+  ASSERT_TRUE(testing::WaitFor([&] { return Ended(a) && Ended(b); }, std::chrono::seconds(60),
+                               std::chrono::milliseconds(100)))
+      << NodeJson();
+  ASSERT_EQ(Job(a).state(), v1::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(SetLayout(kAdmin, kOnes).status, 200);
+  ASSERT_TRUE(testing::WaitFor([&] { return Applied() && Gpu().layout() == kOnes; },
+                               std::chrono::seconds(30), std::chrono::milliseconds(100)))
+      << NodeJson();
+
+  // The replay starts from the GPU's layout now (seven 1g): under the pool's idle policy the
+  // replayed scheduler re-lays it out and both jobs run; with re-layout off it cannot, and the
+  // replayed core refuses both as gpupoold would. The replay ends at now, and a layout takes the
+  // replay 8 s (TwinConfig::relayout_ms): the jobs must have arrived well before.
+  std::this_thread::sleep_until(submitted + std::chrono::seconds(20));
+  const HttpResult r =
+      Rest(kAdmin, verb::post, "/v1/whatif",
+           R"({"pool": "mig", "window": "10m", "change": {"migRelayout": "off"}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto w = testing::ParseJson<v1::CompareWhatIfResponse>(r.body);
+  EXPECT_EQ(w.gpus(), 1);
+  EXPECT_EQ(w.tasks(), 2);
+  EXPECT_EQ(w.unmodelled(), 0);
+  EXPECT_EQ(w.unmodelled_gpus(), 0);
+  EXPECT_EQ(w.baseline().mig_relayout(), "idle");
+  EXPECT_GE(w.baseline().mig_relayouts(), 1);
+  EXPECT_EQ(w.baseline().rejected(), 0);
+  int64_t arrived = 0, never_started = 0;
+  for (const auto& [cls, wait] : w.baseline().wait_by_class()) {
+    arrived += wait.count();
+    never_started += wait.never_started();
+  }
+  EXPECT_EQ(arrived, 2) << r.body;
+  EXPECT_EQ(never_started, 0) << r.body;
+  EXPECT_EQ(w.candidate().mig_relayout(), "off");
+  EXPECT_EQ(w.candidate().mig_relayouts(), 0);
+  EXPECT_EQ(w.candidate().rejected(), 2) << r.body;
+  // Production is untouched: the GPU keeps the admin's layout.
+  EXPECT_EQ(Gpu().layout(), kOnes);
+
+  const HttpResult bad = Rest(kAdmin, verb::post, "/v1/whatif",
+                              R"({"pool": "mig", "change": {"migRelayout": "sometimes"}})");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_NE(bad.body.find("change.mig_relayout: must be off, idle or drain"), std::string::npos)
+      << bad.body;
 }
 
 TEST_F(MigLayoutE2eTest, ADaemonRestartMidRelayoutEndsOnTheStoredLayout) {

@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include "pool/catalog.h"
+#include "pool/mig_layout.h"
 #include "tests/support/status_macros.h"
+#include "twin/twin.h"
 
 namespace gpupool::twin {
 namespace {
@@ -42,6 +45,16 @@ ResourceRequest Named(RequestShape shape, const std::string& name) {
   return r;
 }
 
+// A device as a snapshot shows it: in the node's record (every device its agent reported) and,
+// unless it is a GPU in MIG mode, in placement's list.
+void Add(NodeView* v, const DeviceRecord& d) {
+  v->node.devices.push_back(d);
+  if (d.mig_enabled) return;
+  DeviceView dv;
+  dv.device = d;
+  v->devices.push_back(dv);
+}
+
 NodeView Node(const std::string& name, int gpus, Resources physical, const std::string& model) {
   NodeView v;
   v.node.name = name;
@@ -49,12 +62,12 @@ NodeView Node(const std::string& name, int gpus, Resources physical, const std::
   v.node.cpu_milli = 64'000;
   v.node.memory_mib = 512 * 1024;
   for (int i = 0; i < gpus; ++i) {
-    DeviceView d;
-    d.device.id = name + "-GPU-" + std::to_string(i);
-    d.device.model = model;
-    d.device.index = i;
-    d.device.physical = physical;
-    v.devices.push_back(d);
+    DeviceRecord d;
+    d.id = name + "-GPU-" + std::to_string(i);
+    d.model = model;
+    d.index = i;
+    d.physical = physical;
+    Add(&v, d);
   }
   return v;
 }
@@ -66,10 +79,10 @@ LivePool Live() {
   live.pool.compute_overcommit = Ratio{1500};
   // 2 GPUs of 400 TFLOPS / 80 GiB and 2 smaller ones: the unit is the larger GPU.
   live.nodes = {Node("n1", 2, {400'000, 81'920}, "H100"), Node("n2", 2, {200'000, 40'960}, "L40")};
-  DeviceView mig;
-  mig.device.id = "n2-MIG-0";
-  mig.device.mig_profile = "1g.10gb";
-  live.nodes[1].devices.push_back(mig);  // MIG instances are not GPUs of the replay
+  DeviceRecord mig;
+  mig.id = "n2-MIG-0";
+  mig.mig_profile = "1g.10gb";
+  Add(&live.nodes[1], mig);  // MIG instances are not GPUs of the replay
   QuotaRecord q;
   q.tenant = "acme/ml";
   q.pool = "gpu-a";
@@ -251,6 +264,88 @@ TEST(RecentWorkloadTest, BothReplaysRunOnTheExtractedWorkload) {
   EXPECT_EQ(b.label, "candidate");
   EXPECT_FALSE(b.preemption);
   EXPECT_EQ(b.tasks, 4);
+}
+
+// A pool of one H100 in MIG mode (two 3g instances, re-partitionable) beside a whole H100, and
+// a GPU in MIG mode of a model the catalog lacks.
+LivePool MigLive() {
+  const GpuModel& h100 = *Catalog::Builtin().Find("H100-SXM");
+  const Resources physical{h100.ComputeMilliTflops(), h100.vram_mib};
+  LivePool live = Live();
+  live.pool.mig_relayout = MigRelayout::kIdle;
+  // In MIG mode: m1's first GPU (placement lists only its instances) and m2's only GPU.
+  NodeView m1 = Node("m1", 0, physical, "H100-SXM"), m2 = Node("m2", 0, physical, "X9");
+  for (auto [node, id] :
+       {std::pair{&m1, "m1-GPU-0"}, std::pair{&m1, "m1-GPU-1"}, std::pair{&m2, "m2-GPU-0"}}) {
+    DeviceRecord d;
+    d.id = id;
+    d.model = node == &m1 ? "H100-SXM" : "X9";
+    d.index = static_cast<int32_t>(node->node.devices.size());
+    d.physical = physical;
+    d.mig_enabled = d.id != "m1-GPU-1";
+    Add(node, d);
+  }
+  for (int start : {0, 4}) {
+    DeviceRecord mig;
+    mig.id = "m1-MIG-" + std::to_string(start);
+    mig.model = "H100-SXM";
+    mig.mig_profile = "3g.40gb";
+    mig.mig_start = start;
+    mig.parent_id = "m1-GPU-0";
+    mig.physical = {h100.FindMig("3g.40gb")->milli_tflops, 40'960};
+    Add(&m1, mig);
+  }
+  live.nodes = {m1, m2};
+  return live;
+}
+
+TEST(RecentWorkloadTest, MigGpusKeepTheirLayoutAndMigRequestsTheirProfile) {
+  const GpuModel& h100 = *Catalog::Builtin().Find("H100-SXM");
+  PoolHistory h;
+  h.tasks = {Row(1, 10, 20, 120, Named(RequestShape::kMig, "3g.40gb")),
+             // Not laid out now, but the GPU can be re-laid out for it.
+             Row(2, 30, -1, -1, Named(RequestShape::kMig, "1g.10gb")),
+             // No GPU of the pool has this profile: left out.
+             Row(3, 40, 50, 60, Named(RequestShape::kMig, "3g.71gb"))};
+  const LivePool live = MigLive();
+  ASSERT_OK_AND_ASSIGN(RecentWorkload r, ExtractRecentWorkload(h, live));
+  const Workload& w = r.workload;
+  ASSERT_EQ(w.nodes.size(), 1u);  // m2's only GPU is of a model the catalog lacks
+  EXPECT_EQ(r.stats.unmodelled_gpus, 1);
+  const TwinNode& n = w.nodes[0];
+  EXPECT_EQ(n.gpus, 2);
+  EXPECT_EQ(n.model, "H100-SXM");
+  EXPECT_EQ(n.device_ids, (std::vector<std::string>{"m1-GPU-0", "m1-GPU-1"}));
+  ASSERT_EQ(n.mig.size(), 1u);
+  ASSERT_TRUE(n.mig.contains(0));
+  EXPECT_TRUE(n.mig.at(0).dynamic);
+  EXPECT_EQ(FormatMigLayout(n.mig.at(0).layout), "3g.40gb@0+3g.40gb@4");
+
+  ASSERT_EQ(w.tasks.size(), 2u);
+  EXPECT_EQ(w.tasks[0].mig_profile, "3g.40gb");
+  EXPECT_EQ(w.tasks[0].num_gpu, 1);
+  const int64_t unit = h100.ComputeMilliTflops();
+  EXPECT_EQ(w.tasks[0].gpu_milli, (h100.FindMig("3g.40gb")->milli_tflops * 1000 + unit - 1) / unit);
+  EXPECT_EQ(w.tasks[1].mig_profile, "1g.10gb");
+  EXPECT_EQ(w.tasks[0].Request(w.gpu).shape, RequestShape::kMig);
+  EXPECT_EQ(w.tasks[0].Request(w.gpu).mig_profile, "3g.40gb");
+  EXPECT_EQ(r.stats.unmodelled, 1);
+  EXPECT_EQ(r.baseline.mig_relayout, MigRelayout::kIdle);
+
+  // The candidate turns re-layout off; both replay, and only the baseline re-lays out for the
+  // 1g task that waits (the GPU is idle after the 3g task ends at 120 s).
+  ConfigChange change;
+  change.mig_relayout = MigRelayout::kOff;
+  ASSERT_OK_AND_ASSIGN(RecentWorkload cand, ApplyChange(r, live, change));
+  EXPECT_EQ(cand.baseline.mig_relayout, MigRelayout::kOff);
+  ASSERT_OK_AND_ASSIGN(TwinReport a, RunTwin(r.workload, r.org, r.baseline));
+  ASSERT_OK_AND_ASSIGN(TwinReport b, RunTwin(cand.workload, cand.org, cand.baseline));
+  EXPECT_EQ(a.mig_relayout, "idle");
+  EXPECT_GE(a.mig_relayouts, 1);
+  EXPECT_EQ(a.wait_by_class.at("high").never_started, 0);
+  EXPECT_EQ(b.mig_relayout, "off");
+  EXPECT_EQ(b.mig_relayouts, 0);
+  EXPECT_EQ(b.rejected, 1);  // no 1g instance and no re-layout: the core refuses it
 }
 
 }  // namespace
