@@ -261,7 +261,11 @@ void WebhookDispatcher::PollLoop() {
       for (const WebhookRecord& w : *all) {
         if (!w.enabled) continue;
         Lane& lane = kept[w.id];
-        if (auto it = lanes_.find(w.id); it != lanes_.end()) lane = it->second;
+        if (auto it = lanes_.find(w.id); it != lanes_.end()) {
+          lane = it->second;
+        } else {
+          lane = Resume(w, now);
+        }
         if (!lane.busy && lane.due <= now) {
           lane.busy = true;
           queue_.push_back(w.id);
@@ -313,6 +317,7 @@ WebhookDispatcher::SteadyTime WebhookDispatcher::Step(int64_t id, Lane lane, Lan
       std::lock_guard lock(mu_);
       if (stop_) return later;
     }
+    if (lane.event_id == kResumedEvent) lane.event_id = e.id;  // Resume: the event it failed on
     if (lane.event_id != e.id) lane = Lane{false, {}, e.id, 0};
     ++lane.attempts;
     *out = lane;
@@ -353,6 +358,26 @@ WebhookDispatcher::SteadyTime WebhookDispatcher::Step(int64_t id, Lane lane, Lan
   return static_cast<int>(backlog->events.size()) >= options_.batch ? now() : later;
 }
 
+std::chrono::milliseconds WebhookDispatcher::Backoff(int failures) const {
+  // backoff_initial · 2^(failures − 1), at most backoff_max.
+  std::chrono::milliseconds wait = options_.backoff_initial;
+  for (int i = 1; i < failures && wait < options_.backoff_max; ++i) wait *= 2;
+  return std::min(wait, options_.backoff_max);
+}
+
+WebhookDispatcher::Lane WebhookDispatcher::Resume(const WebhookRecord& w, SteadyTime now) const {
+  Lane lane;
+  if (w.failures <= 0) return lane;
+  // Failures do not move the cursor, so they were all of the first event after it: its attempts
+  // go on counting from there, and the next waits what the schedule asked, at least its shortest
+  // (jittered) wait after the last attempt — not at once because this dispatcher is new.
+  lane.attempts = w.failures;
+  lane.event_id = kResumedEvent;
+  const int64_t wait_ms = Backoff(w.failures).count() / 2 - (NowMs() - w.last_attempt_ms);
+  lane.due = now + std::chrono::milliseconds(std::max<int64_t>(0, wait_ms));
+  return lane;
+}
+
 std::chrono::milliseconds WebhookDispatcher::Failed(const WebhookRecord& w) {
   const int64_t span_ms = NowMs() - w.first_failure_ms;
   if (w.failures >= options_.disable_after_failures && span_ms >= options_.disable_after.count()) {
@@ -366,10 +391,8 @@ std::chrono::milliseconds WebhookDispatcher::Failed(const WebhookRecord& w) {
     }
     return options_.poll;
   }
-  // backoff_initial · 2^(failures − 1), at most backoff_max, then a random 50–100 % of that.
-  std::chrono::milliseconds wait = options_.backoff_initial;
-  for (int i = 1; i < w.failures && wait < options_.backoff_max; ++i) wait *= 2;
-  wait = std::min(wait, options_.backoff_max);
+  // A random 50–100 % of the backoff.
+  const std::chrono::milliseconds wait = Backoff(w.failures);
   thread_local std::mt19937_64 rng{std::random_device{}()};
   std::uniform_int_distribution<int64_t> jitter(wait.count() / 2,
                                                 std::max<int64_t>(wait.count(), 1));

@@ -15,7 +15,10 @@
 // backoff_initial, doubling to backoff_max, with jitter, and tries the same event again. After
 // at least disable_after_failures consecutive failures spanning at least disable_after, it is
 // disabled with the reason (the last status) stored for its tenant to read; re-enabling resumes
-// from its cursor. Every attempt is recorded (the store keeps the latest).
+// from its cursor. Every attempt is recorded (the store keeps the latest). The schedule survives a
+// restart: a dispatcher that starts (a restarted or newly elected leader) waits, for a webhook
+// with stored failures, at least the shortest jittered backoff after its last attempt, and goes
+// on counting that event's attempts.
 //
 // Thread safety: Start and Stop from one thread; Poke from any.
 #pragma once
@@ -96,6 +99,12 @@ class WebhookDispatcher {
   SteadyTime Step(int64_t id, Lane lane, Lane* out);
   // Records a failure of `w`; disables it when it has failed long enough. The backoff's wait.
   std::chrono::milliseconds Failed(const WebhookRecord& w);
+  // The backoff after `failures` consecutive failures, before jitter.
+  std::chrono::milliseconds Backoff(int failures) const;
+  // The lane of a webhook this dispatcher has not looked at yet: from its stored failures and
+  // last attempt, so that a restarted (or newly elected) leader keeps the retry schedule.
+  Lane Resume(const WebhookRecord& w, SteadyTime now) const;
+  static constexpr int64_t kResumedEvent = -1;
 
   WebhookStore* const store_;
   const DispatcherOptions options_;

@@ -398,5 +398,38 @@ TEST_F(WebhookDispatcherTest, FailingAndSlowEndpointsAreDisabledWithTheReasonAnd
   slow.Stop();
 }
 
+// The retry schedule is durable: a dispatcher that starts (gpupoold restarted, or another
+// replica became leader) reads each webhook's stored failures and last attempt, and waits what
+// the schedule asked rather than retrying at once; the failing event's attempts go on counting.
+TEST_F(WebhookDispatcherTest, ARestartedDispatcherKeepsTheRetrySchedule) {
+  const uint16_t port = receiver_->Start();
+  receiver_->set_status(500);
+  const WebhookRecord w = Create(port);
+  webhooks::DispatcherOptions o = Options();
+  o.backoff_initial = std::chrono::milliseconds(400);
+  o.backoff_max = std::chrono::seconds(60);
+  o.disable_after_failures = 1000;
+  dispatcher_ = std::make_unique<webhooks::WebhookDispatcher>(hooks_.get(), o);
+  dispatcher_->Start();
+  core_->RunJob(1);
+  // 400 ms · 2^(n−1) after the n-th failure: the fifth is followed by 6.4 s (at least 3.2 s).
+  ASSERT_TRUE(WaitFor([&] { return Fetch(w.id).failures >= 5; }));
+  dispatcher_->Stop();
+  const WebhookRecord before = Fetch(w.id);
+  ASSERT_GE(before.failures, 5);
+  const int64_t shortest_ms = (int64_t{400} << (before.failures - 1)) / 2;
+
+  dispatcher_ = std::make_unique<webhooks::WebhookDispatcher>(hooks_.get(), o);
+  dispatcher_->Start();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(Fetch(w.id).failures, before.failures) << "the new dispatcher retried at once";
+  ASSERT_TRUE(
+      WaitFor([&] { return Fetch(w.id).failures > before.failures; }, std::chrono::seconds(20)));
+  ASSERT_OK_AND_ASSIGN(std::vector<WebhookAttempt> attempts, hooks_->Attempts(w.id, 1));
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_GE(attempts[0].time_ms - before.last_attempt_ms, shortest_ms);
+  EXPECT_EQ(attempts[0].attempt, before.failures + 1);  // the same event's attempts go on
+}
+
 }  // namespace
 }  // namespace gpupool::api::testing
