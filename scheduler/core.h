@@ -113,6 +113,9 @@ class Core {
   // instead of after the node lease (scheduler/node_lease.h). FAILED_PRECONDITION for a node
   // whose agent is connected. `by` is recorded in the node's event.
   void FenceNode(const std::string& name, const std::string& by, Callback<NodeView> done);
+  // Appends `event` (its time now when unset) to the event log in the next batch; `done` once it
+  // is stored. INVALID_ARGUMENT without a kind or a subject (core_events.cc).
+  void RecordEvent(EventRecord event, Callback<bool> done);
   // Puts a device a fatal fault took out of service back in (core_device_faults.cc); NOT_FOUND
   // when the node, or a fault on that device, does not exist. `by` is recorded.
   void ClearDeviceFault(const std::string& node, const std::string& device, const std::string& by,

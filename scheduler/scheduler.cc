@@ -169,6 +169,12 @@ void Scheduler::SetNodeState(std::string name, NodeState state, SchedulerCallbac
   });
 }
 
+void Scheduler::RecordEvent(EventRecord event, SchedulerCallback<bool> done) {
+  Post([core = core_.get(), event = std::move(event), done = std::move(done)]() mutable {
+    core->RecordEvent(std::move(event), std::move(done));
+  });
+}
+
 void Scheduler::ClearDeviceFault(std::string node, std::string device, std::string by,
                                  SchedulerCallback<NodeView> done) {
   Post([core = core_.get(), node = std::move(node), device = std::move(device), by = std::move(by),

@@ -57,6 +57,9 @@ class JobsPort {
   virtual void WatchJob(int64_t id, JobCheck check, WatchFn fn,
                         SchedulerCallback<int64_t> registered) = 0;
   virtual void Unwatch(int64_t watch_id) = 0;
+  // Appends `event` to the event log (Core::RecordEvent): for what happens to a tenant's work
+  // outside the core — a service scaled, degraded, rolled out — that its webhooks follow.
+  virtual void RecordEvent(EventRecord event, SchedulerCallback<bool> done) = 0;
 };
 
 class AdminPort {
@@ -150,6 +153,7 @@ class Scheduler final : public JobsPort, public AdminPort, public AgentEventsPor
   void WatchJob(int64_t id, JobCheck check, WatchFn fn,
                 SchedulerCallback<int64_t> registered) override;
   void Unwatch(int64_t watch_id) override;
+  void RecordEvent(EventRecord event, SchedulerCallback<bool> done) override;
 
   // AdminPort.
   void CreatePool(PoolRecord pool, SchedulerCallback<PoolView> done) override;

@@ -53,21 +53,38 @@ struct ServiceController::Service {
   std::string last_failure;
   int64_t cold_starts = 0;
   int64_t last_cold_start_ms = 0;
+  // What its events last told (service.degraded / service.recovered, service.rollout_done):
+  // the code of the shortfall reported ("" when none), and whether a rollout is under way.
+  std::string degraded_code;
+  bool rolling = false;
+  bool planned = false;  // `desired` was decided (a pass ran, or Create set it)
 };
 
 struct ServiceController::Action {
-  enum Kind { kSubmit, kCancel, kRefresh } kind = kSubmit;
+  enum Kind { kSubmit, kCancel, kRefresh, kEvent } kind = kSubmit;
   int64_t service_id = 0;
   int64_t generation = 0;
   JobSpec spec;
   int64_t job_id = 0;
   std::string reason;
+  EventRecord event = {};  // kEvent
 };
 
 namespace {
 
 std::string Describe(const std::string& tenant, const std::string& name) {
   return "service '" + name + "' of tenant '" + tenant + "'";
+}
+
+// A service's event, as its tenant's webhooks get it: subject "service/<id>", the message led by
+// the service's name.
+EventRecord ServiceEvent(const ServiceRecord& r, std::string kind, const std::string& what) {
+  EventRecord e;
+  e.kind = std::move(kind);
+  e.subject = "service/" + std::to_string(r.id);
+  e.message = r.spec.name + ": " + what;
+  e.tenant = r.spec.tenant;
+  return e;
 }
 
 std::string Seconds(int64_t ms) { return std::to_string((ms + 999) / 1000) + " s"; }
@@ -199,11 +216,16 @@ Result<ServiceView> ServiceController::Create(ServiceSpec spec) {
     // What the first pass will decide (no load reported yet): its minimum, starting.
     s->desired = stored->spec.min_replicas;
     s->desired_reason = "holding " + std::to_string(s->desired) + " until the gateway reports load";
+    s->planned = true;
     view = ViewLocked(*s);
     services_[stored->id] = std::move(s);
     wake_ = true;
   }
   cv_.notify_all();
+  RecordEvent(ServiceEvent(*stored, "service.created",
+                           "created in pool " + stored->spec.pool + ", " +
+                               std::to_string(stored->spec.min_replicas) + ".." +
+                               std::to_string(stored->spec.max_replicas) + " replicas"));
   LogInfo("service", "service created",
           {{"service", stored->spec.name},
            {"tenant", stored->spec.tenant},
@@ -272,6 +294,11 @@ Result<ServiceView> ServiceController::Update(const std::string& tenant, const s
     wake_ = true;
   }
   cv_.notify_all();
+  RecordEvent(ServiceEvent(rec, "service.updated",
+                           rec.generation != current.generation
+                               ? "generation " + std::to_string(rec.generation) + ", rolling out"
+                               : "scaling changed: " + std::to_string(rec.spec.min_replicas) +
+                                     ".." + std::to_string(rec.spec.max_replicas) + " replicas"));
   LogInfo("service", "service updated",
           {{"service", name}, {"tenant", tenant}, {"generation", std::to_string(rec.generation)}});
   return view;
@@ -311,6 +338,7 @@ Status ServiceController::Delete(const std::string& tenant, const std::string& n
     wake_ = true;
   }
   cv_.notify_all();
+  RecordEvent(ServiceEvent(current, "service.deleted", "deleted; its replicas are stopped"));
   LogInfo("service", "service deleted", {{"service", name}, {"tenant", tenant}});
   return Status::Ok();
 }
@@ -446,6 +474,7 @@ void ServiceController::PlanService(Service& s, int64_t now_ms, std::vector<Acti
     }
   }
   const int32_t live = cur + old;
+  const int32_t desired_before = s.desired;
 
   // The desired count. Before its first load report (a new leader, a new service) a service
   // holds what it has, at least min, for its idle period.
@@ -458,7 +487,24 @@ void ServiceController::PlanService(Service& s, int64_t now_ms, std::vector<Acti
     s.desired_reason = std::move(d.reason);
   }
   const int32_t desired = s.desired;
+  const bool was_planned = s.planned;
+  s.planned = true;
   const bool backing_off = now_ms < s.backoff_until_ms;
+  // A new leader's first pass decides what it holds: not a change to tell of.
+  if (was_planned && desired != desired_before) {
+    out->push_back(
+        EventAction(ServiceEvent(s.record, "service.scaled",
+                                 std::to_string(desired_before) + " → " + std::to_string(desired) +
+                                     " replicas: " + s.desired_reason)));
+  }
+  if (old > 0) {
+    s.rolling = true;
+  } else if (s.rolling && cur >= desired) {
+    s.rolling = false;
+    out->push_back(EventAction(ServiceEvent(s.record, "service.rollout_done",
+                                            "generation " + std::to_string(gen) + " rolled out, " +
+                                                std::to_string(cur) + " replicas")));
+  }
 
   // Replicas by preference to stop: not ready first, then the newest.
   auto victims = [&](bool of_current) {
@@ -520,6 +566,19 @@ void ServiceController::PlanService(Service& s, int64_t now_ms, std::vector<Acti
       s.submitting[gen] += 1;
       out->push_back({Action::kSubmit, s.record.id, gen, std::move(js), 0, ""});
     }
+  }
+
+  // Below desired for a reason a tenant can act on (STARTING is every scale-up's): told once per
+  // reason, and once when it is over.
+  const auto [code, why] = BelowLocked(s, now_ms);
+  if (!code.empty() && code != "STARTING" && code != s.degraded_code) {
+    s.degraded_code = code;
+    out->push_back(EventAction(ServiceEvent(s.record, "service.degraded", code + ": " + why)));
+  } else if (code.empty() && !s.degraded_code.empty()) {
+    s.degraded_code.clear();
+    out->push_back(EventAction(ServiceEvent(
+        s.record, "service.recovered",
+        std::to_string(desired) + " of " + std::to_string(desired) + " replicas ready")));
   }
 
   // Pending replicas: their verdicts change without a job event, so they are read again.
@@ -588,8 +647,28 @@ void ServiceController::Execute(std::vector<Action> actions) {
       case Action::kRefresh:
         Refresh(a.job_id);
         break;
+      case Action::kEvent:
+        RecordEvent(std::move(a.event));
+        break;
     }
   }
+}
+
+ServiceController::Action ServiceController::EventAction(EventRecord e) {
+  Action a;
+  a.kind = Action::kEvent;
+  a.event = std::move(e);
+  return a;
+}
+
+void ServiceController::RecordEvent(EventRecord e) {
+  const std::string kind = e.kind, subject = e.subject;
+  jobs_->RecordEvent(std::move(e), [kind, subject](Result<bool> r) {
+    if (!r.ok()) {
+      LogWarn("service", "service event not recorded",
+              {{"kind", kind}, {"subject", subject}, {"error", r.status().ToString()}});
+    }
+  });
 }
 
 void ServiceController::Submit(int64_t service_id, int64_t generation, JobSpec spec) {

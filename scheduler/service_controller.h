@@ -20,6 +20,11 @@
 //    NO_CAPACITY, …), or STARTING.
 //  * **Deleting.** The service's record goes first (durable), then its replicas are cancelled;
 //    replicas whose service no longer exists (a crash between the two) are cancelled too.
+//  * **Events.** What a tenant would want told goes to the event log (subject "service/<id>",
+//    the service's tenant), which its webhooks follow: service.created, .updated, .deleted,
+//    .scaled (the desired count changed, and why), .degraded (short of desired for a reason
+//    other than starting, once per reason), .recovered, .rollout_done. They are appended after
+//    the change they tell of, without waiting: one lost to an outage is logged, not retried.
 //
 // Durability: a service exists once ServiceStore returned OK; a replica once its job is stored
 // (SubmitJob's callback). Nothing about replicas is stored twice: the jobs are the record.
@@ -137,6 +142,10 @@ class ServiceController {
   // A replica failed (or its job was refused): the next start waits, doubling each time.
   void BackOff(Service& s, std::string why, int64_t now_ms) const;
   void Execute(std::vector<Action> actions);
+  static Action EventAction(EventRecord e);
+  // Appends a service event to the event log through the jobs port, without waiting; one that
+  // is refused is logged (the service's state is in its record and its jobs, not in events).
+  void RecordEvent(EventRecord e);
   void Submit(int64_t service_id, int64_t generation, JobSpec spec);
   void Cancel(int64_t job_id, std::string reason);
   void Watch(int64_t job_id);

@@ -9,8 +9,11 @@ namespace gpupool {
 
 const std::vector<std::string>& WebhookEventKinds() {
   static const std::vector<std::string> kKinds = {
-      "job.submitted",  "job.cancelled", "task.state",
-      "task.preempted", "task.lost",     "task.gang_stopped",
+      "job.submitted",        "job.cancelled",    "task.state",
+      "task.preempted",       "task.lost",        "task.gang_stopped",
+      "service.created",      "service.updated",  "service.deleted",
+      "service.scaled",       "service.degraded", "service.recovered",
+      "service.rollout_done",
   };
   return kKinds;
 }

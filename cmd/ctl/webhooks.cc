@@ -149,8 +149,11 @@ std::vector<Command> WebhookCommands() {
        "Gpupool-Delivery is the same for every attempt of one event: dedupe on it. A failure\n"
        "is retried with back-off; an endpoint failing for a day is disabled (see `webhooks\n"
        "get`). Kinds: job.submitted, job.cancelled, task.state, task.preempted, task.lost,\n"
-       "task.gang_stopped (default: all). Requires the tenant-admin role (or admin).",
-       {{"tenant", 0, FlagKind::kValue, "PATH", "the tenant whose jobs' events it gets"},
+       "task.gang_stopped, service.created, service.updated, service.deleted, service.scaled,\n"
+       "service.degraded, service.recovered, service.rollout_done (default: all). Requires the\n"
+       "tenant-admin role (or admin).",
+       {{"tenant", 0, FlagKind::kValue, "PATH",
+         "the tenant whose jobs' and services' events it gets"},
         {"event", 0, FlagKind::kRepeated, "KIND", "an event kind to send (repeatable)"}},
        "  gpupoolctl webhooks create https://hooks.acme.example/gpupool --tenant acme\n"
        "  gpupoolctl webhooks create https://ci.acme.example/hook --tenant acme/ci \\\n"

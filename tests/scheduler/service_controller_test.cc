@@ -381,5 +381,59 @@ TEST_F(ServiceControllerTest, DeleteStopsEveryReplica) {
   EXPECT_TRUE(services_.List()->empty());
 }
 
+// What happens to a service reaches its tenant's webhooks through the event log: created,
+// short of capacity (once), scaled, recovered, updated, deleted — each with the service's tenant
+// and subject "service/<id>".
+TEST_F(ServiceControllerTest, TellsItsTenantWhatHappensThroughTheEventLog) {
+  // 400 TFLOPS each on a 989-TFLOPS GPU: two fit, the third waits for capacity.
+  ASSERT_TRUE(controller_->Create(Spec(3, 3, 400'000)).ok());
+  const int64_t id = controller_->Get("acme", "chat")->record.id;
+  WaitView([](const ServiceView& w) { return w.replicas.size() == 3; }, "3");
+  RunStarted();
+  WaitView([](const ServiceView& w) { return w.below_code == "NO_CAPACITY"; }, "NO_CAPACITY");
+  for (int i = 0; i < 5; ++i) Pass();  // still short: told once
+  // Two are enough: the bounds change, the desired count follows, the shortfall is over.
+  ASSERT_TRUE(controller_
+                  ->Update("acme", "chat", nullptr,
+                           [](ServiceSpec* s) {
+                             s->min_replicas = 2;
+                             s->max_replicas = 2;
+                             return Status::Ok();
+                           })
+                  .ok());
+  WaitView([](const ServiceView& w) { return w.desired == 2 && w.below_code.empty(); }, "2 ready");
+  Pass();
+  ASSERT_TRUE(controller_->Delete("acme", "chat", nullptr).ok());
+
+  const std::string subject = "service/" + std::to_string(id);
+  std::vector<EventRecord> events;
+  for (auto end = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < end;
+       std::this_thread::sleep_for(20ms)) {
+    scheduler_->Flush();
+    Result<std::vector<EventRecord>> got = store_.ListEvents(subject, 0);
+    ASSERT_TRUE(got.ok());
+    events = *got;
+    if (!events.empty() && events.back().kind == "service.deleted") break;
+  }
+  std::vector<std::string> kinds;
+  for (const EventRecord& e : events) {
+    kinds.push_back(e.kind);
+    EXPECT_EQ(e.subject, subject);
+    EXPECT_EQ(e.tenant, "acme");
+    EXPECT_EQ(e.message.rfind("chat: ", 0), 0u) << e.message;
+    EXPECT_GT(e.time_us, 0);
+  }
+  EXPECT_EQ(kinds,
+            (std::vector<std::string>{"service.created", "service.degraded", "service.updated",
+                                      "service.scaled", "service.recovered", "service.deleted"}));
+  if (kinds.size() == 6) {
+    EXPECT_NE(events[1].message.find("NO_CAPACITY: 2 of 3 replicas ready"), std::string::npos)
+        << events[1].message;
+    EXPECT_NE(events[2].message.find("scaling changed: 2..2 replicas"), std::string::npos)
+        << events[2].message;
+    EXPECT_NE(events[3].message.find("3 → 2 replicas"), std::string::npos) << events[3].message;
+  }
+}
+
 }  // namespace
 }  // namespace gpupool
