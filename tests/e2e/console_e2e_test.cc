@@ -169,6 +169,21 @@ class ConsoleE2eTest : public ::testing::Test {
         << "error line: " << browser_->Eval("document.getElementById('error').textContent");
   }
 
+  // Sets a form input's value as typing does (the view listens for `input`).
+  void Fill(const std::string& id, const std::string& value) {
+    browser_->Eval("(() => { const e = document.getElementById('" + id + "'); e.value = '" + value +
+                   "'; e.dispatchEvent(new Event('input')); " +
+                   "e.dispatchEvent(new Event('change')); return 'ok'; })()");
+  }
+
+  void LaunchBrowser() {
+    auto cdp = testing::Cdp::Launch(GPUPOOL_CHROMIUM, dir_, 1400, 900);
+    ASSERT_TRUE(cdp.ok()) << cdp.status().ToString();
+    browser_ = std::move(cdp).value();
+    const std::string url = "http://127.0.0.1:" + std::to_string(daemon_->http_port()) + "/";
+    ASSERT_TRUE(browser_->Call("Page.navigate", "{\"url\":\"" + url + "\"}").ok());
+  }
+
   std::string dir_;
   std::unique_ptr<DaemonProcess> daemon_;
   std::map<std::string, std::unique_ptr<ChildProcess>> agents_;
@@ -217,11 +232,7 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
       std::chrono::seconds(120), std::chrono::milliseconds(100)))
       << Rest(kAdmin, verb::get, "/v1/jobs/" + pending).body;
 
-  auto cdp = testing::Cdp::Launch(GPUPOOL_CHROMIUM, dir_, 1400, 900);
-  ASSERT_TRUE(cdp.ok()) << cdp.status().ToString();
-  browser_ = std::move(cdp).value();
-  const std::string url = "http://127.0.0.1:" + std::to_string(daemon_->http_port()) + "/";
-  ASSERT_TRUE(browser_->Call("Page.navigate", "{\"url\":\"" + url + "\"}").ok());
+  LaunchBrowser();
 
   // Admin: pools, both nodes with their four GPUs (one split into MIG slices), and who holds them.
   SignIn(kAdmin);
@@ -363,6 +374,98 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
                                "document.getElementById('error').textContent.includes('401'))",
                                "true"),
             "true");
+}
+
+// Issue 29, the read-write console: a tenant submits a job from the form (the API's refusal shown
+// next to the field it names; a session that ends mid-form comes back to the form intact), lands
+// on the job's page, sees it run and cancels it there; the cancel is audited under the tenant's
+// credential, and another tenant sees none of it.
+TEST_F(ConsoleE2eTest, ATenantSubmitsFromTheFormAndCancelsFromTheJobPage) {
+  LaunchBrowser();
+  SignIn(kAcme);
+  Open("#/submit");
+  Fill("s-tenant", "acme/research/erin");
+  Fill("s-pool", "shared");
+  Fill("s-command", "echo from-the-form; sleep 600");
+  Fill("s-kind", "fractional");
+  Fill("s-tflops", "0");
+  Fill("s-vram", "8");
+  browser_->Eval("document.getElementById('s-submit').click(); 'ok'");
+  // The API's message, next to the TFLOPS input.
+  EXPECT_EQ(browser_->WaitEval(
+                "String(document.querySelector('.field-error[data-for=\"s-tflops\"]')"
+                ".textContent.startsWith('spec.template.resources.fractional.milli_tflops: "
+                "must be > 0'))",
+                "true"),
+            "true")
+      << browser_->Eval("document.getElementById('submit').textContent");
+  EXPECT_EQ(browser_->Eval("document.getElementById('s-tflops').getAttribute('aria-invalid')"),
+            "true");
+  EXPECT_EQ(browser_->Eval("String(location.hash)"), "#/submit");
+  // Only the chosen kind's inputs are shown.
+  EXPECT_EQ(browser_->Eval("String(document.getElementById('s-tflops').offsetParent !== null && "
+                           "document.getElementById('s-gpus').offsetParent === null && "
+                           "document.getElementById('s-mig').offsetParent === null)"),
+            "true");
+  Shot("console-submit.png");
+
+  // The session ends (the server no longer takes the credential): back to sign-in, and after
+  // signing in again the form is as it was left.
+  browser_->Eval("sessionStorage.setItem('gpupool.token', 'expired-token-0123456789'); 'ok'");
+  Fill("s-tflops", "10");
+  browser_->Eval("document.getElementById('s-submit').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(!document.getElementById('login').hidden && "
+                               "document.getElementById('error').textContent.includes('401'))",
+                               "true"),
+            "true");
+  browser_->Eval("document.getElementById('token').value = '" + std::string(kAcme) +
+                 "'; document.getElementById('login').requestSubmit(); 'ok'");
+  Open("#/submit");
+  EXPECT_EQ(browser_->Eval("document.getElementById('s-tenant').value"), "acme/research/erin");
+  EXPECT_EQ(browser_->Eval("document.getElementById('s-command').value"),
+            "echo from-the-form; sleep 600");
+  EXPECT_EQ(browser_->Eval("document.getElementById('s-tflops').value"), "10");
+
+  // Submitted: the job's page, where it runs.
+  browser_->Eval("document.getElementById('s-submit').click(); 'ok'");
+  ASSERT_EQ(browser_->WaitEval("String(location.hash.startsWith('#/jobs/'))", "true"), "true")
+      << browser_->Eval("document.getElementById('submit')?.textContent");
+  const std::string job = browser_->Eval("decodeURIComponent(location.hash.slice(7))");
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(TaskState(job, "TASK_STATE_RUNNING"));
+  const HttpResult stored = Rest(kAdmin, verb::get, "/v1/jobs/" + job);
+  EXPECT_NE(stored.body.find("\"tenant\":\"acme/research/erin\""), std::string::npos)
+      << stored.body;
+  EXPECT_NE(stored.body.find("\"milliTflops\":\"10000\""), std::string::npos) << stored.body;
+  EXPECT_NE(stored.body.find("echo from-the-form; sleep 600"), std::string::npos) << stored.body;
+  EXPECT_EQ(browser_->WaitEval("String(document.getElementById('job').textContent"
+                               ".includes('RUNNING'))",
+                               "true"),
+            "true");
+  EXPECT_EQ(browser_->Eval("String(!!document.getElementById('s-tenant'))"), "false");
+  EXPECT_EQ(browser_->Eval("String(sessionStorage.getItem('gpupool.draft.submit') === null)"),
+            "true")
+      << "the draft is dropped once submitted";
+
+  // Cancelled from its page: the page shows it, the API has it, the audit log says who.
+  browser_->Eval("document.getElementById('job-cancel').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(/CANCEL/.test(document.getElementById('job').textContent) "
+                               "&& !document.getElementById('job-cancel'))",
+                               "true"),
+            "true")
+      << browser_->Eval("document.getElementById('job-action-error').textContent");
+  ASSERT_TRUE(TaskState(job, "JOB_STATE_CANCELLED"));
+  const HttpResult audit = Rest(kAdmin, verb::get, "/v1/audit?verb=CancelJob");
+  ASSERT_EQ(audit.status, 200);
+  EXPECT_NE(audit.body.find("job/" + job), std::string::npos) << audit.body;
+  EXPECT_NE(audit.body.find("acme/research"), std::string::npos) << audit.body;
+
+  // globex sees none of it.
+  SignIn(kGlobex);
+  Open("#/jobs");
+  EXPECT_EQ(
+      browser_->Eval("String(!!document.querySelector('#jobs tr[data-job=\"" + job + "\"]'))"),
+      "false");
 }
 
 }  // namespace

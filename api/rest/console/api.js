@@ -25,7 +25,21 @@ async function failure(r) {
   const text = await r.text();
   let message = text || r.statusText;
   try { message = JSON.parse(text).message || message; } catch { /* not JSON */ }
-  return new ApiError(r.status, `${r.status}: ${message}`);
+  const e = new ApiError(r.status, `${r.status}: ${message}`);
+  e.detail = message;  // without the status: "spec.pool: …"
+  return e;
+}
+
+// POST with a JSON body; resolves to the JSON answer, rejects with ApiError (the server's
+// message names the field at fault: "spec.pool: …").
+export async function post(path, body, signal) {
+  const headers = { Accept: 'application/json', 'Content-Type': 'application/json' };
+  const t = token();
+  if (t) headers.Authorization = 'Bearer ' + t;
+  const r = await fetch(path, { method: 'POST', headers, body: JSON.stringify(body), signal,
+    cache: 'no-store', credentials: 'omit' });
+  if (!r.ok) throw await failure(r);
+  return r.json();
 }
 
 export async function get(path, signal) {

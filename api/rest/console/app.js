@@ -9,6 +9,7 @@ import { jobsView } from './jobs.js';
 import { jobView } from './job.js';
 import { tenantsView } from './tenants.js';
 import { servicesView } from './services.js';
+import { submitView } from './submit.js';
 
 const REFRESH_MS = 3000;
 const $ = (id) => document.getElementById(id);
@@ -23,6 +24,7 @@ function viewFor(hash) {
   const [path, query] = hash.replace(/^#/, '').split('?');
   const params = new URLSearchParams(query || '');
   const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === 'submit') return ['submit', submitView(navigate)];
   if (parts[0] === 'jobs' && parts[1]) return ['jobs', jobView(parts[1])];
   if (parts[0] === 'jobs') return ['jobs', jobsView(params, navigate)];
   if (parts[0] === 'tenants') return ['tenants', tenantsView()];
@@ -106,6 +108,11 @@ document.addEventListener('DOMContentLoaded', () => {
   $('anon').addEventListener('click', () => { setToken(''); signedIn(); });
   $('logout').addEventListener('click', () => { clearToken(); showLogin(''); });
   window.addEventListener('hashchange', route);
+  // A view's own call (a form's POST) refused the credential: back to sign-in, as refresh does.
+  window.addEventListener('gpupool:unauthorized', (e) => {
+    clearToken();
+    showLogin('The server refused the token: ' + e.detail);
+  });
   setInterval(() => { if (!document.hidden) refresh(); }, REFRESH_MS);
   if (token() === null) showLogin(''); else signedIn();
 });

@@ -6,7 +6,7 @@
 // the server pushes (the event carries the whole job), listing what changed under "Events". While
 // the watch is open the periodic refresh leaves the job alone; when it ends (the job finished,
 // the server restarted, the network dropped) the page says so and falls back to polling.
-import { get, stream } from './api.js';
+import { get, post, stream, ApiError } from './api.js';
 import { h, replace, state, tflops, vram, time } from './dom.js';
 import { jobReason } from './jobs.js';
 
@@ -47,6 +47,7 @@ function endpointsOf(t) {
 
 export function jobView(jobId) {
   const content = h('div', {});
+  const actions = h('div', { class: 'actions', id: 'job-actions' });
   const logTitle = h('h2', {}, 'Logs');
   const logs = h('pre', { class: 'logs', id: 'logs' }, 'Choose a task to see its output.');
   let logAbort = null;
@@ -70,9 +71,27 @@ export function jobView(jobId) {
     });
   }
 
+  const actionError = h('span', { class: 'field-error', id: 'job-action-error' });
+  async function cancel() {
+    actionError.textContent = '';
+    try {
+      await post(`/v1/jobs/${encodeURIComponent(jobId)}:cancel`, { reason: 'cancelled from the console' });
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 401) {
+        window.dispatchEvent(new CustomEvent('gpupool:unauthorized', { detail: e.message }));
+        return;
+      }
+      actionError.textContent = e.message;
+    }
+  }
+
   function draw(job) {
     const spec = job.spec || {};
     const why = jobReason(job);
+    const finished = ['JOB_STATE_SUCCEEDED', 'JOB_STATE_FAILED', 'JOB_STATE_CANCELLED',
+      'JOB_STATE_CANCELLING'].includes(job.state);
+    replace(actions, finished ? null : h('button', { type: 'button', id: 'job-cancel',
+      class: 'danger', onclick: cancel }, 'Cancel job'), ' ', actionError);
     replace(content,
       h('dl', { class: 'kv', id: 'job' },
         h('dt', {}, 'state'), h('dd', {}, state(job.state)),
@@ -107,7 +126,7 @@ export function jobView(jobId) {
   const live = h('span', { class: 'live', id: 'job-live', 'data-events': '0' }, 'connecting…');
   const events = h('ol', { class: 'events', id: 'job-events', reversed: true });
   const root = h('div', {}, h('h1', {}, 'Job ', h('span', { class: 'mono' }, jobId), ' ', live),
-    content, h('h2', {}, 'Events'), events, logTitle, logs);
+    actions, content, h('h2', {}, 'Events'), events, logTitle, logs);
 
   const watchAbort = new AbortController();
   let watching = false;

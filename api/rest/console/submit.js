@@ -1,0 +1,146 @@
+// Submit a job: the form a tenant fills instead of writing JSON. What it sends is what
+// `gpupoolctl jobs submit` sends (POST /v1/jobs with the signed-in credential), so the API does
+// every check; its message names the field at fault ("spec.template.resources.fractional…: must
+// be > 0") and is shown next to that field. The form is kept in this tab's sessionStorage as it
+// is typed, so a session that expires (a 401 sends the user to sign in) comes back to it intact.
+import { post, ApiError } from './api.js';
+import { h, replace } from './dom.js';
+
+const DRAFT = 'gpupool.draft.submit';
+const KINDS = [['fractional', 'a slice of one GPU'], ['whole', 'whole GPUs'], ['mig', 'a MIG instance'],
+  ['sku', 'a SKU']];
+
+// "KEY=VALUE" lines → { KEY: VALUE }; blank lines ignored.
+function pairs(text) {
+  const out = {};
+  for (const line of String(text || '').split('\n')) {
+    const t = line.trim();
+    if (!t) continue;
+    const eq = t.indexOf('=');
+    out[eq < 0 ? t : t.slice(0, eq)] = eq < 0 ? '' : t.slice(eq + 1);
+  }
+  return out;
+}
+
+// The form's values as the API's JobSpec (JSON mapping of jobs.proto).
+export function specOf(v) {
+  const resources = {};
+  if (v.kind === 'whole') {
+    resources.wholeGpus = { count: Number(v.gpus || 0) };
+    const models = String(v.models || '').split(',').map((m) => m.trim()).filter(Boolean);
+    if (models.length) resources.wholeGpus.models = models;
+  } else if (v.kind === 'mig') {
+    resources.mig = { profile: v.mig || '' };
+  } else if (v.kind === 'sku') {
+    resources.sku = { name: v.sku || '' };
+  } else {
+    resources.fractional = { milliTflops: String(Math.round(Number(v.tflops || 0) * 1000)),
+      vramMib: String(Math.round(Number(v.vram || 0) * 1024)) };
+  }
+  const template = { resources };
+  if (v.command) template.command = ['/bin/sh', '-c', v.command];
+  if (v.image) template.image = v.image;
+  const env = pairs(v.env);
+  if (Object.keys(env).length) template.env = env;
+  const secrets = pairs(v.secrets);
+  if (Object.keys(secrets).length) template.secretEnv = secrets;
+  const spec = { tenant: v.tenant, pool: v.pool, taskCount: Number(v.count || 1), template };
+  if (v.priority) spec.priorityClass = v.priority;
+  return spec;
+}
+
+export function submitView(navigate) {
+  const saved = JSON.parse(sessionStorage.getItem(DRAFT) || '{}');
+  const v = { kind: 'fractional', count: '1', tflops: '10', vram: '8', gpus: '1', ...saved };
+  const save = () => sessionStorage.setItem(DRAFT, JSON.stringify(v));
+  const inputs = [];
+  // An input bound to v[name]; `field` is the API's name for it, which its errors start with.
+  function input(name, field, attrs = {}, tag = 'input') {
+    const e = h(tag, { id: 's-' + name, name, 'data-field': field, ...attrs,
+      oninput: (ev) => { v[name] = ev.target.value; save(); } });
+    e.value = v[name] ?? '';
+    inputs.push(e);
+    return e;
+  }
+  function row(label, control, hint) {
+    return h('label', { class: 'row' }, h('span', { class: 'label' }, label), control,
+      h('span', { class: 'field-error', 'data-for': control.id }),
+      hint ? h('span', { class: 'muted hint' }, hint) : null);
+  }
+  const groups = {
+    fractional: h('div', { class: 'group' },
+      row('TFLOPS', input('tflops', 'spec.template.resources.fractional', { type: 'number', step: 'any', min: '0' })),
+      row('VRAM (GiB)', input('vram', 'spec.template.resources.fractional.vram_mib', { type: 'number', step: 'any', min: '0' }))),
+    whole: h('div', { class: 'group' },
+      row('GPUs', input('gpus', 'spec.template.resources.whole_gpus.count', { type: 'number', min: '1' })),
+      row('models', input('models', 'spec.template.resources.whole_gpus.models', { placeholder: 'any (or H100-SXM, A100-80GB)' }))),
+    mig: h('div', { class: 'group' },
+      row('profile', input('mig', 'spec.template.resources.mig', { placeholder: '3g.40gb' }))),
+    sku: h('div', { class: 'group' },
+      row('SKU', input('sku', 'spec.template.resources.sku', { placeholder: 'medium' }))),
+  };
+  const showKind = () => { for (const [k, g] of Object.entries(groups)) g.hidden = k !== v.kind; };
+  const kind = h('select', { id: 's-kind', 'data-field': 'spec.template.resources',
+    onchange: (e) => { v.kind = e.target.value; save(); showKind(); } },
+  KINDS.map(([k, text]) => h('option', { value: k, selected: k === v.kind }, text)));
+  inputs.push(kind);
+  showKind();
+  const formError = h('p', { class: 'field-error', id: 'submit-error', role: 'alert' });
+  const button = h('button', { type: 'submit', id: 's-submit' }, 'Submit');
+
+  function clearErrors() {
+    for (const e of form.querySelectorAll('.field-error')) e.textContent = '';
+    for (const e of inputs) e.removeAttribute('aria-invalid');
+  }
+  // The API's message goes next to the input whose field it names (the longest match), else
+  // under the form.
+  function showError(message) {
+    const field = message.includes(':') ? message.slice(0, message.indexOf(':')) : '';
+    let best = null;
+    for (const e of inputs) {
+      const f = e.dataset.field;
+      if (field && (field === f || field.startsWith(f + '.') || field.startsWith(f + '[')) &&
+          (!best || f.length > best.dataset.field.length) && !e.closest('[hidden]')) best = e;
+    }
+    if (!best) { formError.textContent = message; return; }
+    best.setAttribute('aria-invalid', 'true');
+    form.querySelector(`.field-error[data-for="${best.id}"]`).textContent = message;
+    best.focus();
+  }
+
+  const form = h('form', { id: 'submit', class: 'submit', novalidate: true,
+    onsubmit: async (e) => {
+      e.preventDefault();
+      clearErrors();
+      button.disabled = true;
+      try {
+        const r = await post('/v1/jobs', { spec: specOf(v) });
+        sessionStorage.removeItem(DRAFT);
+        navigate('#/jobs/' + encodeURIComponent(r.jobId));
+      } catch (err) {
+        // A 401 is the shell's (back to sign-in; the draft stays); anything else is shown here.
+        if (err instanceof ApiError && err.status === 401) {
+          window.dispatchEvent(new CustomEvent('gpupool:unauthorized', { detail: err.message }));
+          return;
+        }
+        showError(err instanceof ApiError ? err.detail || err.message : String(err));
+      } finally {
+        button.disabled = false;
+      }
+    } },
+  row('tenant', input('tenant', 'spec.tenant', { placeholder: 'acme/research/alice', required: true })),
+  row('pool', input('pool', 'spec.pool', { placeholder: 'gpu', required: true })),
+  row('priority class', input('priority', 'spec.priority_class', { placeholder: 'default' })),
+  row('tasks', input('count', 'spec.task_count', { type: 'number', min: '1' })),
+  row('image', input('image', 'spec.template.image', { placeholder: 'none: a command on the node' })),
+  row('command', input('command', 'spec.template.command', { placeholder: 'python train.py', size: 60 }),
+    'run with /bin/sh -c'),
+  row('resources', kind), groups.fractional, groups.whole, groups.mig, groups.sku,
+  row('env', input('env', 'spec.template.env', { rows: 3, placeholder: 'KEY=VALUE per line' }, 'textarea')),
+  row('secrets', input('secrets', 'spec.template.secret_env', { rows: 2, placeholder: 'KEY=VALUE per line (never shown again)' }, 'textarea')),
+  formError, button);
+  const root = h('div', {}, h('h1', {}, 'Submit a job'), form);
+  // Nothing to load: the view is ready at once (the shell's refresh calls this).
+  async function refresh() {}
+  return { root, refresh };
+}
