@@ -45,7 +45,7 @@ class ConsoleE2eTest : public ::testing::Test {
     std::ofstream(dir_ + "/gpupoold.yaml")
         << "auth:\n  api_tokens:\n"
         << "    - {token: " << kAdmin << ", principal: ops, admin: true}\n"
-        << "    - {token: " << kAcme << ", principal: acme/research}\n"
+        << "    - {token: " << kAcme << ", principal: acme/research, role: tenant-admin}\n"
         << "    - {token: " << kGlobex << ", principal: globex}\n"
         << "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 3000\n  "
            "node_lease_ms: 3000\n"
@@ -459,6 +459,46 @@ TEST_F(ConsoleE2eTest, ATenantSubmitsFromTheFormAndCancelsFromTheJobPage) {
   ASSERT_EQ(audit.status, 200);
   EXPECT_NE(audit.body.find("job/" + job), std::string::npos) << audit.body;
   EXPECT_NE(audit.body.find("acme/research"), std::string::npos) << audit.body;
+
+  // An API key for a script: refused without a name (the message at the name), created (its
+  // secret shown once, and it works), then revoked from the page (and no longer works).
+  Open("#/keys");
+  Fill("k-tenant", "acme/research");
+  browser_->Eval("document.getElementById('k-create').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelector('.field-error[data-for=\"k-name\"]')"
+                               ".textContent.startsWith('key.name'))",
+                               "true"),
+            "true")
+      << browser_->Eval("document.getElementById('key-form').textContent");
+  Fill("k-name", "ci-console");
+  Fill("k-role", "member");
+  browser_->Eval("document.getElementById('k-create').click(); 'ok'");
+  ASSERT_EQ(browser_->WaitEval("String(document.getElementById('new-key-secret')?.textContent"
+                               ".startsWith('gpk_'))",
+                               "true"),
+            "true")
+      << browser_->Eval("document.getElementById('key-form').textContent");
+  const std::string secret =
+      browser_->Eval("document.getElementById('new-key-secret').textContent");
+  const std::string key_id = secret.substr(4, secret.find('_', 4) - 4);
+  EXPECT_EQ(Rest(secret, verb::get, "/v1/jobs").status, 200);
+  EXPECT_EQ(browser_->WaitEval("String(!!document.querySelector('#keys tr[data-key=\"" + key_id +
+                                   "\"] button.revoke'))",
+                               "true"),
+            "true");
+  Shot("console-keys.png");
+  browser_->Eval("document.querySelector('#keys tr[data-key=\"" + key_id +
+                 "\"] button.revoke').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelector('#keys tr[data-key=\"" + key_id +
+                                   "\"] .key-state').textContent.startsWith('revoked'))",
+                               "true"),
+            "true");
+  EXPECT_TRUE(testing::WaitFor([&] { return Rest(secret, verb::get, "/v1/jobs").status == 401; },
+                               std::chrono::seconds(30), std::chrono::milliseconds(100)));
+  // Leaving the page drops the secret from it.
+  Open("#/jobs");
+  EXPECT_EQ(browser_->Eval("String(document.body.textContent.includes('" + secret + "'))"),
+            "false");
 
   // globex sees none of it.
   SignIn(kGlobex);

@@ -4,7 +4,8 @@
 // be > 0") and is shown next to that field. The form is kept in this tab's sessionStorage as it
 // is typed, so a session that expires (a 401 sends the user to sign in) comes back to it intact.
 import { post, ApiError } from './api.js';
-import { h, replace } from './dom.js';
+import { h } from './dom.js';
+import { clearErrors, placeError, unauthorized } from './form.js';
 
 const DRAFT = 'gpupool.draft.submit';
 const KINDS = [['fractional', 'a slice of one GPU'], ['whole', 'whole GPUs'], ['mig', 'a MIG instance'],
@@ -53,13 +54,11 @@ export function submitView(navigate) {
   const saved = JSON.parse(sessionStorage.getItem(DRAFT) || '{}');
   const v = { kind: 'fractional', count: '1', tflops: '10', vram: '8', gpus: '1', ...saved };
   const save = () => sessionStorage.setItem(DRAFT, JSON.stringify(v));
-  const inputs = [];
   // An input bound to v[name]; `field` is the API's name for it, which its errors start with.
   function input(name, field, attrs = {}, tag = 'input') {
     const e = h(tag, { id: 's-' + name, name, 'data-field': field, ...attrs,
       oninput: (ev) => { v[name] = ev.target.value; save(); } });
     e.value = v[name] ?? '';
-    inputs.push(e);
     return e;
   }
   function row(label, control, hint) {
@@ -83,35 +82,14 @@ export function submitView(navigate) {
   const kind = h('select', { id: 's-kind', 'data-field': 'spec.template.resources',
     onchange: (e) => { v.kind = e.target.value; save(); showKind(); } },
   KINDS.map(([k, text]) => h('option', { value: k, selected: k === v.kind }, text)));
-  inputs.push(kind);
   showKind();
   const formError = h('p', { class: 'field-error', id: 'submit-error', role: 'alert' });
   const button = h('button', { type: 'submit', id: 's-submit' }, 'Submit');
 
-  function clearErrors() {
-    for (const e of form.querySelectorAll('.field-error')) e.textContent = '';
-    for (const e of inputs) e.removeAttribute('aria-invalid');
-  }
-  // The API's message goes next to the input whose field it names (the longest match), else
-  // under the form.
-  function showError(message) {
-    const field = message.includes(':') ? message.slice(0, message.indexOf(':')) : '';
-    let best = null;
-    for (const e of inputs) {
-      const f = e.dataset.field;
-      if (field && (field === f || field.startsWith(f + '.') || field.startsWith(f + '[')) &&
-          (!best || f.length > best.dataset.field.length) && !e.closest('[hidden]')) best = e;
-    }
-    if (!best) { formError.textContent = message; return; }
-    best.setAttribute('aria-invalid', 'true');
-    form.querySelector(`.field-error[data-for="${best.id}"]`).textContent = message;
-    best.focus();
-  }
-
   const form = h('form', { id: 'submit', class: 'submit', novalidate: true,
     onsubmit: async (e) => {
       e.preventDefault();
-      clearErrors();
+      clearErrors(form);
       button.disabled = true;
       try {
         const r = await post('/v1/jobs', { spec: specOf(v) });
@@ -119,11 +97,9 @@ export function submitView(navigate) {
         navigate('#/jobs/' + encodeURIComponent(r.jobId));
       } catch (err) {
         // A 401 is the shell's (back to sign-in; the draft stays); anything else is shown here.
-        if (err instanceof ApiError && err.status === 401) {
-          window.dispatchEvent(new CustomEvent('gpupool:unauthorized', { detail: err.message }));
-          return;
-        }
-        showError(err instanceof ApiError ? err.detail || err.message : String(err));
+        if (err instanceof ApiError && err.status === 401) return unauthorized(err.message);
+        placeError(form, err instanceof ApiError ? err.detail || err.message : String(err),
+          formError);
       } finally {
         button.disabled = false;
       }
