@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include "tests/api/http_client.h"
@@ -47,6 +48,8 @@ class ConsoleE2eTest : public ::testing::Test {
         << "    - {token: " << kAdmin << ", principal: ops, admin: true}\n"
         << "    - {token: " << kAcme << ", principal: acme/research, role: tenant-admin}\n"
         << "    - {token: " << kGlobex << ", principal: globex}\n"
+        << "price_plans:\n  - name: default\n    currency: USD\n    rates:\n"
+        << "      - {unit: tflops-hour, price: 3600}\n      - {unit: device-hour, price: 7200}\n"
         << "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 3000\n  "
            "node_lease_ms: 3000\n"
            "  stop_grace_period_ms: 1000\n";
@@ -459,6 +462,48 @@ TEST_F(ConsoleE2eTest, ATenantSubmitsFromTheFormAndCancelsFromTheJobPage) {
   ASSERT_EQ(audit.status, 200);
   EXPECT_NE(audit.body.find("job/" + job), std::string::npos) << audit.body;
   EXPECT_NE(audit.body.find("acme/research"), std::string::npos) << audit.body;
+
+  // Usage and invoices: the month's usage by project as a chart and a table, and the invoice,
+  // whose CSV downloaded from the page totals what the API says.
+  Open("#/usage");
+  EXPECT_EQ(browser_->WaitEval("String(!!document.querySelector('#usage tr[data-project=\"acme/"
+                               "research\"]') && document.querySelectorAll('#usage-chart "
+                               "rect').length > 0)",
+                               "true"),
+            "true")
+      << browser_->Eval("document.getElementById('view').textContent");
+  ASSERT_EQ(
+      browser_->WaitEval("String(!!document.querySelector('#invoices .invoice-total'))", "true"),
+      "true")
+      << browser_->Eval("document.getElementById('invoices').textContent");
+  const std::string shown = browser_->Eval(
+      "document.querySelector('#invoices .invoice-total')"
+      ".textContent");
+  // The browser saves downloads into the test's directory: the file a user would get.
+  const std::string downloads = dir_ + "/downloads";
+  std::filesystem::create_directories(downloads);
+  ASSERT_TRUE(browser_
+                  ->Call("Browser.setDownloadBehavior",
+                         "{\"behavior\":\"allow\",\"downloadPath\":\"" + downloads + "\"}")
+                  .ok());
+  browser_->Eval("document.getElementById('invoice-download').click(); 'ok'");
+  ASSERT_EQ(browser_->WaitEval("String(!!document.getElementById('invoice-csv'))", "true"), "true");
+  const std::string name = browser_->Eval("document.getElementById('invoice-csv').download");
+  ASSERT_FALSE(name.empty());
+  ASSERT_TRUE(testing::WaitFor([&] { return std::filesystem::exists(downloads + "/" + name); },
+                               std::chrono::seconds(30), std::chrono::milliseconds(100)))
+      << name << " was not downloaded";
+  std::ifstream in(downloads + "/" + name);
+  const std::string csv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const HttpResult api = Rest(kAcme, verb::get, "/v1/invoices");
+  ASSERT_EQ(api.status, 200) << api.body;
+  const size_t at = api.body.find("\"total\":\"");
+  ASSERT_NE(at, std::string::npos) << api.body;
+  const std::string total = api.body.substr(at + 9, api.body.find('"', at + 9) - at - 9);
+  EXPECT_NE(total, "0.00") << "the cancelled job ran, and TFLOPS-hours are priced";
+  EXPECT_EQ(shown, total + " USD");
+  EXPECT_NE(csv.find(total), std::string::npos) << "the CSV's total is the API's:\n" << csv;
+  Shot("console-usage.png");
 
   // An API key for a script: refused without a name (the message at the name), created (its
   // secret shown once, and it works), then revoked from the page (and no longer works).

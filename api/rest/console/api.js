@@ -48,6 +48,15 @@ export async function get(path, signal) {
   return r.json();
 }
 
+// A file the server renders (CSV exports) as text, with the name it suggests.
+export async function file(path, signal) {
+  const r = await request(path, signal);
+  if (!r.ok) throw await failure(r);
+  const disposition = r.headers.get('Content-Disposition') || '';
+  const m = /filename="([^"]+)"/.exec(disposition);
+  return { text: await r.text(), name: m ? m[1] : 'export.csv', type: r.headers.get('Content-Type') };
+}
+
 // Reads a newline-delimited JSON stream, calling onItem with each line's `result`. Resolves when
 // the stream ends; rejects with the error line or response.
 export async function stream(path, onItem, signal) {

@@ -11,6 +11,7 @@ import { tenantsView } from './tenants.js';
 import { servicesView } from './services.js';
 import { submitView } from './submit.js';
 import { keysView } from './keys.js';
+import { usageView } from './usage.js';
 
 const REFRESH_MS = 3000;
 const $ = (id) => document.getElementById(id);
@@ -27,6 +28,7 @@ function viewFor(hash) {
   const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
   if (parts[0] === 'submit') return ['submit', submitView(navigate)];
   if (parts[0] === 'keys') return ['keys', keysView()];
+  if (parts[0] === 'usage') return ['usage', usageView()];
   if (parts[0] === 'jobs' && parts[1]) return ['jobs', jobView(parts[1])];
   if (parts[0] === 'jobs') return ['jobs', jobsView(params, navigate)];
   if (parts[0] === 'tenants') return ['tenants', tenantsView()];
