@@ -303,6 +303,47 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
             "true");
   Shot("console-tenants.png");
 
+  // The admin edits acme/research's quota in pool gpu: a bad amount is refused next to its field
+  // (nothing changes), a good one is stored and shown, and the audit log has the change.
+  browser_->Eval(
+      "document.querySelector('#quotas tr[data-quota=\"acme/research@gpu\"] "
+      "button.edit-quota').click(); 'ok'");
+  ASSERT_EQ(browser_->WaitEval("String(!!document.getElementById('quota-form'))", "true"), "true");
+  Fill("q-guaranteed-devices", "-1");
+  browser_->Eval("document.getElementById('quota-save').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelector('.field-error[data-for=\""
+                               "q-guaranteed-devices\"]').textContent.startsWith("
+                               "'quota.guaranteed.devices'))",
+                               "true"),
+            "true")
+      << browser_->Eval("document.getElementById('quota-form').textContent");
+  EXPECT_NE(Rest(kAdmin, verb::get, "/v1/quotas/acme%2Fresearch/gpu").body.find("\"devices\":1"),
+            std::string::npos);
+  Fill("q-guaranteed-devices", "2");
+  Fill("q-limit-devices", "4");  // as it was: what follows needs room under the limit
+  browser_->Eval("document.getElementById('quota-save').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(!document.getElementById('quota-form') && "
+                               "document.querySelector('#quotas tr[data-quota=\"acme/research@gpu"
+                               "\"]').textContent.includes('2 devices'))",
+                               "true"),
+            "true");
+  const HttpResult quota = Rest(kAdmin, verb::get, "/v1/quotas/acme%2Fresearch/gpu");
+  const size_t limit_at = quota.body.find("\"limit\":");
+  ASSERT_NE(limit_at, std::string::npos) << quota.body;
+  EXPECT_NE(quota.body.substr(0, limit_at).find("\"devices\":2"), std::string::npos) << quota.body;
+  EXPECT_NE(quota.body.find("\"devices\":4", limit_at), std::string::npos) << quota.body;
+  Open("#/audit?verb=SetQuota");
+  EXPECT_EQ(browser_->WaitEval("String([...document.querySelectorAll('#audit tr[data-verb="
+                               "\"SetQuota\"] .resource')].some((td) => td.textContent === "
+                               "'quota/acme/research/gpu'))",
+                               "true"),
+            "true")
+      << browser_->Eval("document.getElementById('view').textContent");
+  EXPECT_EQ(browser_->Eval("String([...document.querySelectorAll('#audit tbody tr')].every((tr) "
+                           "=> tr.dataset.verb === 'SetQuota'))"),
+            "true");
+  Shot("console-audit.png");
+
   // A service of acme's whose replica asks for both GPUs of pool gpu while dave's job holds
   // them: the services page lists it with its pending replica, linked to the replica's job, and
   // says why fewer are ready than desired.

@@ -32,15 +32,17 @@ async function failure(r) {
 
 // POST with a JSON body; resolves to the JSON answer, rejects with ApiError (the server's
 // message names the field at fault: "spec.pool: …").
-export async function post(path, body, signal) {
+async function send(method, path, body, signal) {
   const headers = { Accept: 'application/json', 'Content-Type': 'application/json' };
   const t = token();
   if (t) headers.Authorization = 'Bearer ' + t;
-  const r = await fetch(path, { method: 'POST', headers, body: JSON.stringify(body), signal,
+  const r = await fetch(path, { method, headers, body: JSON.stringify(body), signal,
     cache: 'no-store', credentials: 'omit' });
   if (!r.ok) throw await failure(r);
   return r.json();
 }
+export function post(path, body, signal) { return send('POST', path, body, signal); }
+export function put(path, body, signal) { return send('PUT', path, body, signal); }
 
 export async function get(path, signal) {
   const r = await request(path, signal);

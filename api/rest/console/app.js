@@ -12,6 +12,7 @@ import { servicesView } from './services.js';
 import { submitView } from './submit.js';
 import { keysView } from './keys.js';
 import { usageView } from './usage.js';
+import { auditView } from './audit.js';
 
 const REFRESH_MS = 3000;
 const $ = (id) => document.getElementById(id);
@@ -29,6 +30,7 @@ function viewFor(hash) {
   if (parts[0] === 'submit') return ['submit', submitView(navigate)];
   if (parts[0] === 'keys') return ['keys', keysView()];
   if (parts[0] === 'usage') return ['usage', usageView()];
+  if (parts[0] === 'audit') return ['audit', auditView(params, navigate)];
   if (parts[0] === 'jobs' && parts[1]) return ['jobs', jobView(parts[1])];
   if (parts[0] === 'jobs') return ['jobs', jobsView(params, navigate)];
   if (parts[0] === 'tenants') return ['tenants', tenantsView()];
