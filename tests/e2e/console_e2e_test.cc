@@ -255,6 +255,29 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
             "gpu");
   Shot("console-pools.png");
 
+  // Node actions: the admin cordons node-b from its card (running work stays), then uncordons it.
+  browser_->Eval(
+      "document.querySelector('#nodes section[data-node=\"node-b\"] "
+      "button.cordon').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelector('#nodes section[data-node=\"node-b"
+                               "\"] h3').textContent.includes('CORDONED') && !!document."
+                               "querySelector('#nodes section[data-node=\"node-b\"] "
+                               "button.uncordon'))",
+                               "true"),
+            "true");
+  EXPECT_NE(Rest(kAdmin, verb::get, "/v1/nodes/node-b").body.find("NODE_STATE_CORDONED"),
+            std::string::npos);
+  browser_->Eval(
+      "document.querySelector('#nodes section[data-node=\"node-b\"] "
+      "button.uncordon').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelector('#nodes section[data-node=\"node-b"
+                               "\"] h3').textContent.includes('READY'))",
+                               "true"),
+            "true");
+  const HttpResult cordons = Rest(kAdmin, verb::get, "/v1/audit?resource=node%2Fnode-b");
+  EXPECT_NE(cordons.body.find("CordonNode"), std::string::npos) << cordons.body;
+  EXPECT_NE(cordons.body.find("UncordonNode"), std::string::npos) << cordons.body;
+
   // Admin: every job, the hostile command shown as text and never run as markup.
   Open("#/jobs");
   EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#jobs tbody tr').length)", "5"),

@@ -1,7 +1,8 @@
 // Pools and nodes: each pool's capacity, then each node with a picture of its GPUs — whole GPUs
 // as boxes, MIG instances as slices inside their GPU — coloured by who holds them. Holders come
 // from the running tasks' allocations (GET /v1/jobs?state=JOB_STATE_RUNNING), matched by device id.
-import { get, ApiError } from './api.js';
+import { get, post, ApiError } from './api.js';
+import { unauthorized } from './form.js';
 import { h, replace, state, tflops, vram, colour, pct, ago } from './dom.js';
 
 function holdersByDevice(jobs) {
@@ -75,7 +76,30 @@ function gpuBox(dev, slices, holders) {
   return box;
 }
 
-function nodeCard(node, holders) {
+// An admin's actions on a node (POST /v1/nodes/{name}:cordon|uncordon|drain) and on a device a
+// fatal fault took out of service (…/devices/{id}:clear-fault). Each is the API's own call with the
+// signed-in credential (audited; refused with 403 for others, the message shown on the card).
+function nodeActions(node, act) {
+  const out = h('span', { class: 'field-error node-action-error' });
+  const button = (label, verb, cls, ask) => h('button', { type: 'button', class: 'node-action ' + cls,
+    onclick: () => {
+      if (ask && !window.confirm(ask)) return;
+      act(`/v1/nodes/${encodeURIComponent(node.name)}:${verb}`, out);
+    } }, label);
+  const s = node.state;
+  const faulted = (node.devices || []).filter((d) => d.fault);
+  return h('div', { class: 'actions' },
+    s === 'NODE_STATE_READY' ? button('Cordon', 'cordon', 'cordon') : null,
+    ['NODE_STATE_CORDONED', 'NODE_STATE_DRAINING'].includes(s) ? button('Uncordon', 'uncordon', 'uncordon') : null,
+    ['NODE_STATE_READY', 'NODE_STATE_CORDONED'].includes(s) ? button('Drain', 'drain', 'danger drain',
+      `Drain ${node.name}? Its running tasks are stopped and requeued.`) : null,
+    faulted.map((d) => h('button', { type: 'button', class: 'node-action clear-fault', title: d.fault,
+      onclick: () => act(`/v1/nodes/${encodeURIComponent(node.name)}/devices/${encodeURIComponent(d.id)}:clear-fault`, out)
+    }, `Clear fault on ${d.id.slice(-12)}`)),
+    out);
+}
+
+function nodeCard(node, holders, act) {
   const gpus = [];
   const slicesOf = new Map();
   for (const d of node.devices || []) {
@@ -100,6 +124,7 @@ function nodeCard(node, holders) {
       state(node.state)),
     h('div', { class: 'muted' }, `${(node.devices || []).length} devices · heartbeat `,
       ago(node.lastHeartbeatTime)),
+    nodeActions(node, act),
     h('div', { class: 'gpus' }, gpus.map((g) => gpuBox(g, slicesOf.get(g.id) || [], holders))));
 }
 
@@ -122,6 +147,16 @@ export function poolsView() {
   const root = h('div', {}, h('h1', {}, 'Pools and nodes'));
   const content = h('div', {});
   root.append(content);
+  async function act(path, out) {
+    out.textContent = '';
+    try {
+      await post(path, {});
+      await refresh();
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 401) return unauthorized(e.message);
+      out.textContent = e.message;
+    }
+  }
   async function refresh(signal) {
     const pools = (await get('/v1/pools', signal)).pools || [];
     let nodes = null;
@@ -140,7 +175,7 @@ export function poolsView() {
     replace(content,
       pools.length ? poolsTable(pools) : h('p', { class: 'muted' }, 'No pools visible.'),
       h('h2', {}, 'Nodes'),
-      nodes ? h('div', { class: 'nodes', id: 'nodes' }, nodes.map((n) => nodeCard(n, holders)))
+      nodes ? h('div', { class: 'nodes', id: 'nodes' }, nodes.map((n) => nodeCard(n, holders, act)))
         : h('p', { class: 'muted', id: 'nodes-hidden' }, nodesError));
   }
   return { root, refresh };
