@@ -255,6 +255,32 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
             "gpu");
   Shot("console-pools.png");
 
+  // Pool policies: a compute overcommit below 1 is refused next to its field; best-fit with MIG
+  // re-layout on idle is stored and shown.
+  browser_->Eval(
+      "document.querySelector('#pools tr[data-pool=shared] button.edit-pool').click();"
+      " 'ok'");
+  ASSERT_EQ(browser_->WaitEval("String(!!document.getElementById('pool-form'))", "true"), "true");
+  Fill("p-compute", "0.5");
+  browser_->Eval("document.getElementById('pool-save').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelector('.field-error[data-for=\"p-compute"
+                               "\"]').textContent.startsWith('pool.compute_overcommit'))",
+                               "true"),
+            "true")
+      << browser_->Eval("document.getElementById('pool-form').textContent");
+  Fill("p-compute", "1");
+  Fill("p-strategy", "best-fit");
+  Fill("p-relayout", "MIG_RELAYOUT_IDLE");
+  browser_->Eval("document.getElementById('pool-save').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(!document.getElementById('pool-form') && document."
+                               "querySelector('#pools tr[data-pool=shared]').textContent"
+                               ".includes('best-fit'))",
+                               "true"),
+            "true");
+  const HttpResult pool = Rest(kAdmin, verb::get, "/v1/pools/shared");
+  EXPECT_NE(pool.body.find("\"placementStrategy\":\"best-fit\""), std::string::npos) << pool.body;
+  EXPECT_NE(pool.body.find("MIG_RELAYOUT_IDLE"), std::string::npos) << pool.body;
+
   // Node actions: the admin cordons node-b from its card (running work stays), then uncordons it.
   browser_->Eval(
       "document.querySelector('#nodes section[data-node=\"node-b\"] "

@@ -43,6 +43,7 @@ async function send(method, path, body, signal) {
 }
 export function post(path, body, signal) { return send('POST', path, body, signal); }
 export function put(path, body, signal) { return send('PUT', path, body, signal); }
+export function patch(path, body, signal) { return send('PATCH', path, body, signal); }
 
 export async function get(path, signal) {
   const r = await request(path, signal);

@@ -1,8 +1,8 @@
 // Pools and nodes: each pool's capacity, then each node with a picture of its GPUs — whole GPUs
 // as boxes, MIG instances as slices inside their GPU — coloured by who holds them. Holders come
 // from the running tasks' allocations (GET /v1/jobs?state=JOB_STATE_RUNNING), matched by device id.
-import { get, post, ApiError } from './api.js';
-import { unauthorized } from './form.js';
+import { get, post, patch, ApiError } from './api.js';
+import { clearErrors, placeError, unauthorized } from './form.js';
 import { h, replace, state, tflops, vram, colour, pct, ago } from './dom.js';
 
 function holdersByDevice(jobs) {
@@ -128,10 +128,60 @@ function nodeCard(node, holders, act) {
     h('div', { class: 'gpus' }, gpus.map((g) => gpuBox(g, slicesOf.get(g.id) || [], holders))));
 }
 
-function poolsTable(pools) {
+const STRATEGIES = ['', 'fgd-pack', 'fgd', 'best-fit', 'first-fit', 'spread', 'dot-product',
+  'gpu-packing', 'gpu-clustering', 'random'];
+const RELAYOUTS = ['MIG_RELAYOUT_OFF', 'MIG_RELAYOUT_IDLE', 'MIG_RELAYOUT_DRAIN'];
+
+// An admin's form for a pool's policies: PATCH /v1/pools/{name} with an update mask naming just
+// these fields; the API's refusal goes next to the field, the change is audited (UpdatePool).
+function poolForm(p, done) {
+  const field = (id, f, attrs, tag = 'input') => h(tag, { id, 'data-field': f, ...attrs });
+  const strategy = field('p-strategy', 'pool.placement_strategy', {}, 'select');
+  for (const s of STRATEGIES) {
+    strategy.append(h('option', { value: s, selected: s === (p.placementStrategy || '') }, s || 'default'));
+  }
+  const compute = field('p-compute', 'pool.compute_overcommit',
+    { type: 'number', step: 'any', value: String(p.computeOvercommit || 1) });
+  const memory = field('p-memory', 'pool.memory_overcommit',
+    { type: 'number', step: 'any', value: String(p.memoryOvercommit || 1) });
+  const fair = field('p-fair', 'pool.compute_fair', { type: 'checkbox', checked: !!p.computeFair });
+  const relayout = field('p-relayout', 'pool.mig_relayout', {}, 'select');
+  for (const r of RELAYOUTS) {
+    relayout.append(h('option', { value: r, selected: r === (p.migRelayout || 'MIG_RELAYOUT_OFF') },
+      r.replace('MIG_RELAYOUT_', '').toLowerCase()));
+  }
+  const formError = h('p', { class: 'field-error', id: 'pool-error', role: 'alert' });
+  const row = (label, control) => h('label', { class: 'row' }, h('span', { class: 'label' }, label),
+    control, h('span', { class: 'field-error', 'data-for': control.id }));
+  const form = h('form', { id: 'pool-form', class: 'submit quota-form', novalidate: true,
+    onsubmit: async (e) => {
+      e.preventDefault();
+      clearErrors(form);
+      const pool = { name: p.name, placementStrategy: strategy.value,
+        computeOvercommit: Number(compute.value), memoryOvercommit: Number(memory.value),
+        computeFair: fair.checked, migRelayout: relayout.value };
+      try {
+        await patch(`/v1/pools/${encodeURIComponent(p.name)}`, { pool, updateMask:
+          'placementStrategy,computeOvercommit,memoryOvercommit,computeFair,migRelayout' });
+        done();
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 401) return unauthorized(err.message);
+        placeError(form, err instanceof ApiError ? err.detail || err.message : String(err), formError);
+      }
+    } },
+  h('h2', {}, `Policies of pool ${p.name}`),
+  row('placement strategy', strategy), row('compute overcommit', compute),
+  row('memory overcommit', memory), row('fair compute (burst into idle time)', fair),
+  row('MIG re-layout', relayout), formError,
+  h('div', {}, h('button', { type: 'submit', id: 'pool-save' }, 'Save'), ' ',
+    h('button', { type: 'button', onclick: () => done() }, 'Cancel')));
+  return form;
+}
+
+function poolsTable(pools, edit) {
   return h('table', { id: 'pools' },
     h('thead', {}, h('tr', {}, ['pool', 'visibility', 'strategy', 'compute allocated',
-      'memory allocated'].map((c) => h('th', {}, c)))),
+      'memory allocated', ''].map((c) => h('th', {}, c)))),
     h('tbody', {}, pools.map((p) => {
       const c = p.capacity || {};
       return h('tr', { 'data-pool': p.name },
@@ -139,14 +189,23 @@ function poolsTable(pools) {
         h('td', {}, String(p.visibility || '').replace('VISIBILITY_', '')),
         h('td', {}, p.placementStrategy || 'default'),
         h('td', {}, `${tflops(c.allocated?.milliTflops)} of ${tflops(c.offered?.milliTflops)}`),
-        h('td', {}, `${vram(c.allocated?.vramMib)} of ${vram(c.offered?.vramMib)}`));
+        h('td', {}, `${vram(c.allocated?.vramMib)} of ${vram(c.offered?.vramMib)}`),
+        h('td', {}, edit ? h('button', { type: 'button', class: 'edit-pool', onclick: () => edit(p) },
+          'edit') : null));
     })));
 }
 
 export function poolsView() {
-  const root = h('div', {}, h('h1', {}, 'Pools and nodes'));
+  const editor = h('div', { id: 'pool-editor' });
+  const root = h('div', {}, h('h1', {}, 'Pools and nodes'), editor);
   const content = h('div', {});
   root.append(content);
+  function edit(p) {
+    replace(editor, poolForm(p, () => {
+      replace(editor);
+      refresh().catch(() => {});  // the shell's next refresh shows an error
+    }));
+  }
   async function act(path, out) {
     out.textContent = '';
     try {
@@ -173,7 +232,8 @@ export function poolsView() {
       holders = holdersByDevice(running.jobs || []);
     }
     replace(content,
-      pools.length ? poolsTable(pools) : h('p', { class: 'muted' }, 'No pools visible.'),
+      // Editing is offered where nodes are shown (an admin); the API decides either way.
+      pools.length ? poolsTable(pools, nodes ? edit : null) : h('p', { class: 'muted' }, 'No pools visible.'),
       h('h2', {}, 'Nodes'),
       nodes ? h('div', { class: 'nodes', id: 'nodes' }, nodes.map((n) => nodeCard(n, holders, act)))
         : h('p', { class: 'muted', id: 'nodes-hidden' }, nodesError));
