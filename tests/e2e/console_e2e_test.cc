@@ -548,6 +548,27 @@ TEST_F(ConsoleE2eTest, ATenantSubmitsFromTheFormAndCancelsFromTheJobPage) {
             "true")
       << browser_->Eval("document.getElementById('job-action-error').textContent");
   ASSERT_TRUE(TaskState(job, "JOB_STATE_CANCELLED"));
+  // Re-run: the form comes back filled from the job; submitted, it is a new job of the same spec.
+  ASSERT_EQ(browser_->WaitEval("String(!!document.getElementById('job-rerun'))", "true"), "true");
+  browser_->Eval("document.getElementById('job-rerun').click(); 'ok'");
+  ASSERT_EQ(browser_->WaitEval("String(location.hash === '#/submit' && "
+                               "document.getElementById('s-command')?.value === "
+                               "'echo from-the-form; sleep 600')",
+                               "true"),
+            "true");
+  EXPECT_EQ(browser_->Eval("document.getElementById('s-tenant').value"), "acme/research/erin");
+  EXPECT_EQ(browser_->Eval("document.getElementById('s-tflops').value"), "10");
+  browser_->Eval("document.getElementById('s-submit').click(); 'ok'");
+  ASSERT_EQ(browser_->WaitEval("String(location.hash.startsWith('#/jobs/') && "
+                               "decodeURIComponent(location.hash.slice(7)) !== '" +
+                                   job + "')",
+                               "true"),
+            "true");
+  const std::string again = browser_->Eval("decodeURIComponent(location.hash.slice(7))");
+  ASSERT_TRUE(TaskState(again, "TASK_STATE_RUNNING"));
+  EXPECT_NE(Rest(kAdmin, verb::get, "/v1/jobs/" + again).body.find("acme/research/erin"),
+            std::string::npos);
+  ASSERT_EQ(Rest(kAcme, verb::post, "/v1/jobs/" + again + ":cancel", "{}").status, 200);
   const HttpResult audit = Rest(kAdmin, verb::get, "/v1/audit?verb=CancelJob");
   ASSERT_EQ(audit.status, 200);
   EXPECT_NE(audit.body.find("job/" + job), std::string::npos) << audit.body;

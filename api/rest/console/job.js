@@ -8,6 +8,7 @@
 // the server restarted, the network dropped) the page says so and falls back to polling.
 import { get, post, stream, ApiError } from './api.js';
 import { unauthorized } from './form.js';
+import { draftFrom, saveDraft } from './submit.js';
 import { h, replace, state, tflops, vram, time } from './dom.js';
 import { jobReason } from './jobs.js';
 
@@ -88,7 +89,12 @@ export function jobView(jobId) {
     const why = jobReason(job);
     const finished = ['JOB_STATE_SUCCEEDED', 'JOB_STATE_FAILED', 'JOB_STATE_CANCELLED',
       'JOB_STATE_CANCELLING'].includes(job.state);
-    replace(actions, finished ? null : h('button', { type: 'button', id: 'job-cancel',
+    // Re-run: the submit form filled from this job (reviewed, and secrets given again, there).
+    const rerun = h('button', { type: 'button', id: 'job-rerun', onclick: () => {
+      saveDraft(draftFrom(job));
+      location.hash = '#/submit';
+    } }, 'Re-run…');
+    replace(actions, finished ? rerun : h('button', { type: 'button', id: 'job-cancel',
       class: 'danger', onclick: cancel }, 'Cancel job'), ' ', actionError);
     replace(content,
       h('dl', { class: 'kv', id: 'job' },

@@ -50,6 +50,41 @@ export function specOf(v) {
   return spec;
 }
 
+// A word as /bin/sh reads it back: bare when safe, else in single quotes.
+function shellWord(w) {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`;
+}
+
+// The form's values for a job that ran before (*Re-run…* on its page): its spec, with each
+// secret's name kept and its value left for the user to give again — the API never shows a
+// secret back (it answers "[redacted]"), so a re-run must not send that text as the value.
+export function draftFrom(job) {
+  const spec = job.spec || {};
+  const t = spec.template || {};
+  const r = t.resources || {};
+  const argv = t.command || [];
+  const v = { tenant: spec.tenant || '', pool: spec.pool || '', priority: spec.priorityClass || '',
+    count: String(spec.taskCount || 1), image: t.image || '',
+    command: argv.length === 3 && argv[0] === '/bin/sh' && argv[1] === '-c' ? argv[2]
+      : argv.map(shellWord).join(' '),
+    env: Object.entries(t.env || {}).map(([k, x]) => `${k}=${x}`).join('\n'),
+    secrets: Object.keys(t.secretEnv || {}).map((k) => `${k}=`).join('\n') };
+  if (r.wholeGpus) {
+    Object.assign(v, { kind: 'whole', gpus: String(r.wholeGpus.count || 1),
+      models: (r.wholeGpus.models || []).join(', ') });
+  } else if (r.mig) {
+    Object.assign(v, { kind: 'mig', mig: r.mig.profile || '' });
+  } else if (r.sku) {
+    Object.assign(v, { kind: 'sku', sku: r.sku.name || '' });
+  } else {
+    Object.assign(v, { kind: 'fractional',
+      tflops: String(Number(r.fractional?.milliTflops || 0) / 1000),
+      vram: String(Number(r.fractional?.vramMib || 0) / 1024) });
+  }
+  return v;
+}
+export function saveDraft(v) { sessionStorage.setItem(DRAFT, JSON.stringify(v)); }
+
 export function submitView(navigate) {
   const saved = JSON.parse(sessionStorage.getItem(DRAFT) || '{}');
   const v = { kind: 'fractional', count: '1', tflops: '10', vram: '8', gpus: '1', ...saved };
