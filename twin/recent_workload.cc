@@ -8,6 +8,7 @@
 #include "placement/strategy.h"
 #include "pool/catalog.h"
 #include "pool/mig_layout.h"
+#include "scheduler/mig_layouts.h"
 
 namespace gpupool::twin {
 namespace {
@@ -24,25 +25,9 @@ bool IsGpu(const DeviceRecord& d) { return d.mig_profile.empty(); }
 
 // A GPU in MIG mode: one whose layout can change, or one with instances.
 std::optional<TwinMigGpu> MigGpuOf(const NodeView& n, const DeviceRecord& gpu) {
-  TwinMigGpu out;
-  out.dynamic = gpu.mig_enabled;
-  for (const DeviceRecord& d : n.node.devices) {
-    if (d.parent_id == gpu.id && !d.mig_profile.empty())
-      out.layout.push_back({d.mig_profile, d.mig_start});
-  }
+  TwinMigGpu out{ReportedMigLayout(n.node, gpu.id), gpu.mig_enabled};
   if (!gpu.mig_enabled && out.layout.empty()) return std::nullopt;
   return out;
-}
-
-// Whether the catalog knows `gpu`'s model and every profile of its layout (the twin registers
-// each instance with its profile's capacity).
-bool Modelled(const Catalog& catalog, const DeviceRecord& gpu, const TwinMigGpu& mig) {
-  const GpuModel* model = catalog.Find(gpu.model);
-  if (model == nullptr) return false;
-  for (const MigPlacement& p : mig.layout) {
-    if (model->FindMig(p.profile) == nullptr) return false;
-  }
-  return !mig.dynamic || ValidateMigLayout(*model, mig.layout).ok();
 }
 
 // The twin's request for a task, in units of `unit`; nullopt when the twin cannot model it.
@@ -130,7 +115,7 @@ Result<RecentWorkload> ExtractRecentWorkload(const PoolHistory& history, const L
       if (!IsGpu(d)) continue;
       std::optional<TwinMigGpu> mig = MigGpuOf(n, d);
       if (mig) {
-        if (!Modelled(catalog, d, *mig)) {
+        if (!CheckTwinMigGpu(catalog, d.model, *mig).ok()) {
           ++st.unmodelled_gpus;
           continue;
         }

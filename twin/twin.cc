@@ -313,24 +313,11 @@ class Loop {
     }
   }
 
-  // A MIG GPU of the workload: a catalog model that has its profiles; a dynamic one's layout
-  // must follow the model's placement rules (the core plans new ones by them).
+  // A MIG GPU of the workload: one of the node's GPUs, and one the twin can model.
   Status CheckMigGpu(const TwinNode& n, int gpu, const TwinMigGpu& spec) const {
     const std::string where = "node " + n.name + ": GPU " + std::to_string(gpu);
     if (gpu < 0 || gpu >= n.gpus) return Status::InvalidArgument(where + ": no such GPU");
-    const GpuModel* model = catalog_->Find(n.model);
-    if (model == nullptr) {
-      return Status::InvalidArgument(where + ": MIG needs a catalog model, not '" + n.model + "'");
-    }
-    for (const MigPlacement& p : spec.layout) {
-      if (model->FindMig(p.profile) == nullptr) {
-        return Status::InvalidArgument(where + ": model " + model->name + " has no MIG profile '" +
-                                       p.profile + "'");
-      }
-    }
-    if (!spec.dynamic) return Status::Ok();
-    Status st = ValidateMigLayout(*model, spec.layout);
-    return st.ok() ? st : st.WithContext(where);
+    return CheckTwinMigGpu(*catalog_, n.model, spec).WithContext(where);
   }
 
   std::string GpuId(size_t node, int g) const {

@@ -57,6 +57,21 @@ Result<LoadMode> ParseLoadMode(std::string_view name) {
                                  std::string(name) + "'");
 }
 
+Status CheckTwinMigGpu(const Catalog& catalog, const std::string& model_name,
+                       const TwinMigGpu& mig) {
+  const GpuModel* model = catalog.Find(model_name);
+  if (model == nullptr) {
+    return Status::InvalidArgument("MIG needs a catalog model, not '" + model_name + "'");
+  }
+  for (const MigPlacement& p : mig.layout) {
+    if (model->FindMig(p.profile) == nullptr) {
+      return Status::InvalidArgument("model " + model->name + " has no MIG profile '" + p.profile +
+                                     "'");
+    }
+  }
+  return mig.dynamic ? ValidateMigLayout(*model, mig.layout) : Status::Ok();
+}
+
 ResourceRequest TwinTask::Request(const Resources& gpu) const {
   ResourceRequest r;
   r.cpu_milli = cpu_milli;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "pool/catalog.h"
 #include "pool/mig_layout.h"
 #include "pool/resources.h"
 #include "scheduler/model.h"
@@ -43,6 +44,11 @@ struct TwinMigGpu {
   MigLayout layout;     // its instances (empty: none yet)
   bool dynamic = true;  // its layout can change (DeviceRecord::mig_enabled)
 };
+
+// INVALID_ARGUMENT unless `catalog` has `model` and every profile of `mig.layout`, and a dynamic
+// layout follows the model's placement rules (the core plans new ones by them): what the twin
+// needs to register the GPU's instances and re-lay it out.
+Status CheckTwinMigGpu(const Catalog& catalog, const std::string& model, const TwinMigGpu& mig);
 
 struct TwinNode {
   std::string name;

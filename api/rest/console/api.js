@@ -14,11 +14,15 @@ export class ApiError extends Error {
   }
 }
 
-function request(path, signal) {
-  const headers = { Accept: 'application/json' };
+function headers(extra) {
+  const out = { Accept: 'application/json', ...extra };
   const t = token();
-  if (t) headers.Authorization = 'Bearer ' + t;
-  return fetch(path, { headers, signal, cache: 'no-store', credentials: 'omit' });
+  if (t) out.Authorization = 'Bearer ' + t;
+  return out;
+}
+
+function request(path, signal) {
+  return fetch(path, { headers: headers(), signal, cache: 'no-store', credentials: 'omit' });
 }
 
 async function failure(r) {
@@ -33,11 +37,8 @@ async function failure(r) {
 // POST with a JSON body; resolves to the JSON answer, rejects with ApiError (the server's
 // message names the field at fault: "spec.pool: …").
 async function send(method, path, body, signal) {
-  const headers = { Accept: 'application/json', 'Content-Type': 'application/json' };
-  const t = token();
-  if (t) headers.Authorization = 'Bearer ' + t;
-  const r = await fetch(path, { method, headers, body: JSON.stringify(body), signal,
-    cache: 'no-store', credentials: 'omit' });
+  const r = await fetch(path, { method, headers: headers({ 'Content-Type': 'application/json' }),
+    body: JSON.stringify(body), signal, cache: 'no-store', credentials: 'omit' });
   if (!r.ok) throw await failure(r);
   return r.json();
 }

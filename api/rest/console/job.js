@@ -6,8 +6,8 @@
 // the server pushes (the event carries the whole job), listing what changed under "Events". While
 // the watch is open the periodic refresh leaves the job alone; when it ends (the job finished,
 // the server restarted, the network dropped) the page says so and falls back to polling.
-import { get, post, stream, ApiError } from './api.js';
-import { unauthorized } from './form.js';
+import { get, post, stream } from './api.js';
+import { actionFailed } from './form.js';
 import { draftFrom, saveDraft } from './submit.js';
 import { h, replace, state, tflops, vram, time } from './dom.js';
 import { jobReason } from './jobs.js';
@@ -79,8 +79,7 @@ export function jobView(jobId) {
     try {
       await post(`/v1/jobs/${encodeURIComponent(jobId)}:cancel`, { reason: 'cancelled from the console' });
     } catch (e) {
-      if (e instanceof ApiError && e.status === 401) return unauthorized(e.message);
-      actionError.textContent = e.message;
+      actionFailed(e, actionError);
     }
   }
 

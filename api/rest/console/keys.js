@@ -1,9 +1,9 @@
 // API keys: the credential's own and its subtree's (GET /v1/apikeys; an admin sees every key),
 // a form to create one, and a Revoke button per live key. A new key's secret is in the creation
 // answer only: it is shown once here, in a box the page drops when it is left, and never again.
-import { get, post, ApiError } from './api.js';
+import { get, post } from './api.js';
 import { h, replace, time } from './dom.js';
-import { clearErrors, placeError, unauthorized } from './form.js';
+import { actionFailed, clearErrors, fieldRow as row, formFailed } from './form.js';
 
 const ROLES = ['viewer', 'member', 'tenant-admin', 'admin'];
 
@@ -17,18 +17,7 @@ export function keysView() {
   const role = field('k-role', 'key.role', {}, 'select');
   for (const r of ROLES) role.append(h('option', { value: r, selected: r === 'member' }, r));
   const days = field('k-days', 'key.expire_time', { type: 'number', min: '1', placeholder: 'never' });
-  const row = (label, control) => h('label', { class: 'row' }, h('span', { class: 'label' }, label),
-    control, h('span', { class: 'field-error', 'data-for': control.id }));
   const button = h('button', { type: 'submit', id: 'k-create' }, 'Create key');
-
-  async function act(call) {
-    try {
-      return await call();
-    } catch (e) {
-      if (e instanceof ApiError && e.status === 401) unauthorized(e.message);
-      throw e;
-    }
-  }
 
   const form = h('form', { id: 'key-form', class: 'submit', novalidate: true,
     onsubmit: async (e) => {
@@ -41,17 +30,14 @@ export function keysView() {
         key.expireTime = new Date(Date.now() + Number(days.value) * 86400e3).toISOString();
       }
       try {
-        const r = await act(() => post('/v1/apikeys', { key }));
+        const r = await post('/v1/apikeys', { key });
         replace(fresh, h('div', { class: 'secret-box' },
           h('p', {}, `Key ${r.key.id} (${r.key.name}) created. Copy it now: it is never shown again.`),
           h('code', { id: 'new-key-secret', class: 'mono' }, r.secret)));
         name.value = '';
         await refresh();
       } catch (err) {
-        if (!(err instanceof ApiError && err.status === 401)) {
-          placeError(form, err instanceof ApiError ? err.detail || err.message : String(err),
-            formError);
-        }
+        formFailed(form, err, formError);
       } finally {
         button.disabled = false;
       }
@@ -62,10 +48,10 @@ export function keysView() {
   async function revoke(id, out) {
     out.textContent = '';
     try {
-      await act(() => post(`/v1/apikeys/${encodeURIComponent(id)}:revoke`, {}));
+      await post(`/v1/apikeys/${encodeURIComponent(id)}:revoke`, {});
       await refresh();
     } catch (e) {
-      if (!(e instanceof ApiError && e.status === 401)) out.textContent = e.message;
+      actionFailed(e, out);
     }
   }
 

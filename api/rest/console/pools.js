@@ -2,7 +2,7 @@
 // as boxes, MIG instances as slices inside their GPU — coloured by who holds them. Holders come
 // from the running tasks' allocations (GET /v1/jobs?state=JOB_STATE_RUNNING), matched by device id.
 import { get, post, patch, ApiError } from './api.js';
-import { clearErrors, placeError, unauthorized } from './form.js';
+import { actionFailed, clearErrors, fieldRow as row, formFailed } from './form.js';
 import { h, replace, state, tflops, vram, colour, pct, ago } from './dom.js';
 
 function holdersByDevice(jobs) {
@@ -151,8 +151,6 @@ function poolForm(p, done) {
       r.replace('MIG_RELAYOUT_', '').toLowerCase()));
   }
   const formError = h('p', { class: 'field-error', id: 'pool-error', role: 'alert' });
-  const row = (label, control) => h('label', { class: 'row' }, h('span', { class: 'label' }, label),
-    control, h('span', { class: 'field-error', 'data-for': control.id }));
   const form = h('form', { id: 'pool-form', class: 'submit quota-form', novalidate: true,
     onsubmit: async (e) => {
       e.preventDefault();
@@ -165,8 +163,7 @@ function poolForm(p, done) {
           'placementStrategy,computeOvercommit,memoryOvercommit,computeFair,migRelayout' });
         done();
       } catch (err) {
-        if (err instanceof ApiError && err.status === 401) return unauthorized(err.message);
-        placeError(form, err instanceof ApiError ? err.detail || err.message : String(err), formError);
+        formFailed(form, err, formError);
       }
     } },
   h('h2', {}, `Policies of pool ${p.name}`),
@@ -212,8 +209,7 @@ export function poolsView() {
       await post(path, {});
       await refresh();
     } catch (e) {
-      if (e instanceof ApiError && e.status === 401) return unauthorized(e.message);
-      out.textContent = e.message;
+      actionFailed(e, out);
     }
   }
   async function refresh(signal) {

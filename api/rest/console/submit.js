@@ -3,9 +3,9 @@
 // every check; its message names the field at fault ("spec.template.resources.fractional…: must
 // be > 0") and is shown next to that field. The form is kept in this tab's sessionStorage as it
 // is typed, so a session that expires (a 401 sends the user to sign in) comes back to it intact.
-import { post, ApiError } from './api.js';
+import { post } from './api.js';
 import { h } from './dom.js';
-import { clearErrors, placeError, unauthorized } from './form.js';
+import { clearErrors, fieldRow as row, formFailed } from './form.js';
 
 const DRAFT = 'gpupool.draft.submit';
 const KINDS = [['fractional', 'a slice of one GPU'], ['whole', 'whole GPUs'], ['mig', 'a MIG instance'],
@@ -96,11 +96,6 @@ export function submitView(navigate) {
     e.value = v[name] ?? '';
     return e;
   }
-  function row(label, control, hint) {
-    return h('label', { class: 'row' }, h('span', { class: 'label' }, label), control,
-      h('span', { class: 'field-error', 'data-for': control.id }),
-      hint ? h('span', { class: 'muted hint' }, hint) : null);
-  }
   const groups = {
     fractional: h('div', { class: 'group' },
       row('TFLOPS', input('tflops', 'spec.template.resources.fractional', { type: 'number', step: 'any', min: '0' })),
@@ -131,10 +126,7 @@ export function submitView(navigate) {
         sessionStorage.removeItem(DRAFT);
         navigate('#/jobs/' + encodeURIComponent(r.jobId));
       } catch (err) {
-        // A 401 is the shell's (back to sign-in; the draft stays); anything else is shown here.
-        if (err instanceof ApiError && err.status === 401) return unauthorized(err.message);
-        placeError(form, err instanceof ApiError ? err.detail || err.message : String(err),
-          formError);
+        formFailed(form, err, formError);
       } finally {
         button.disabled = false;
       }

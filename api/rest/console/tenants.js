@@ -3,9 +3,9 @@
 // A tenant's token sees its own subtree; an admin sees all. *edit* opens a form that replaces the
 // quota (PUT /v1/quotas/{tenant}/{pool}, admins only; the API's refusal is shown next to the
 // field it names, and the change is audited as SetQuota).
-import { get, put, ApiError } from './api.js';
+import { get, put } from './api.js';
 import { h, replace, tflops, vram, pct } from './dom.js';
-import { clearErrors, placeError, unauthorized } from './form.js';
+import { clearErrors, formFailed } from './form.js';
 
 function amount(a) {
   a = a || {};
@@ -62,8 +62,7 @@ export function tenantsView() {
             { quota: { tenant: x.tenant, pool: x.pool, guaranteed: amountOf(g), limit: amountOf(l) } });
           close();
         } catch (err) {
-          if (err instanceof ApiError && err.status === 401) return unauthorized(err.message);
-          placeError(form, err instanceof ApiError ? err.detail || err.message : String(err), formError);
+          formFailed(form, err, formError);
         }
       } },
     h('h2', {}, `Quota of ${x.tenant} in pool ${x.pool}`),
