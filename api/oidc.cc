@@ -89,25 +89,29 @@ Result<std::shared_ptr<const OidcVerifier>> OidcVerifier::Create(OidcOptions opt
     return bad("clock_skew_s: must be between 0 and 300, got " +
                std::to_string(options.clock_skew_s));
   }
-  const int key_type = KeyType(options.public_key_pem);
-  if (key_type == 0) {
-    return bad(
-        "public_key_file: not a PEM public key (\"-----BEGIN PUBLIC KEY-----\") of RSA (2048 "
-        "bits or more) or EC P-256");
-  }
   if (options.algorithms.empty()) return bad("algorithms: must name RS256 or ES256");
-  auto verifier = std::shared_ptr<OidcVerifier>(new OidcVerifier());
   for (const std::string& a : options.algorithms) {
-    if (a == "RS256") {
-      if (key_type == EVP_PKEY_RSA) verifier->algs_.push_back(JWT_ALG_RS256);
-    } else if (a == "ES256") {
-      if (key_type == EVP_PKEY_EC) verifier->algs_.push_back(JWT_ALG_ES256);
-    } else {
+    if (a != "RS256" && a != "ES256") {
       return bad("algorithms: '" + a + "' is not supported: use RS256 or ES256");
     }
   }
-  if (verifier->algs_.empty()) {
-    return bad("algorithms: none of them fits the key (an RSA key signs RS256, an EC key ES256)");
+  auto verifier = std::shared_ptr<OidcVerifier>(new OidcVerifier());
+  if (options.keys && !options.public_key_pem.empty()) {
+    return bad("public_key_file: set it, or take the keys from the issuer's JWKS, not both");
+  }
+  if (!options.keys) {
+    const int key_type = KeyType(options.public_key_pem);
+    if (key_type == 0) {
+      return bad(
+          "public_key_file: not a PEM public key (\"-----BEGIN PUBLIC KEY-----\") of RSA (2048 "
+          "bits or more) or EC P-256");
+    }
+    verifier->fixed_.push_back(
+        Jwk{"", key_type == EVP_PKEY_RSA ? "RSA" : "EC", options.public_key_pem});
+    verifier->options_.algorithms = options.algorithms;
+    if (verifier->AlgFor(verifier->fixed_.front()) < 0) {
+      return bad("algorithms: none of them fits the key (an RSA key signs RS256, an EC key ES256)");
+    }
   }
   verifier->options_ = std::move(options);
   verifier->now_s_ = now_s ? std::move(now_s) : [] {
@@ -122,20 +126,34 @@ Result<CallContext> OidcVerifier::Verify(std::string_view token) const {
   if (token.empty() || token.size() > 16 * 1024) return Invalid();
   const std::string text(token);  // NUL-terminated for libjwt
   if (text.find('\0') != std::string::npos) return Invalid();
-  jwt_t* raw = nullptr;
-  const std::string& key = options_.public_key_pem;
-  if (jwt_decode(&raw, text.c_str(), reinterpret_cast<const unsigned char*>(key.data()),
-                 static_cast<int>(key.size())) != 0 ||
-      raw == nullptr) {
+  Result<JwsHeader> header = PeekJwsHeader(text);
+  if (!header.ok()) return Invalid();
+  const std::vector<Jwk> keys = options_.keys ? options_.keys(header->kid) : fixed_;
+  Jwt jwt;
+  for (const Jwk& key : keys) {
+    const int alg = AlgFor(key);
+    // The algorithm is ours to choose, never the token's: it must be the one this key signs
+    // with, so a token verified under any other (none, or HS256 keyed with our public key) is
+    // refused here.
+    if (alg < 0 || header->alg != jwt_alg_str(static_cast<jwt_alg_t>(alg))) continue;
+    jwt_t* raw = nullptr;
+    if (jwt_decode(&raw, text.c_str(), reinterpret_cast<const unsigned char*>(key.pem.data()),
+                   static_cast<int>(key.pem.size())) != 0 ||
+        raw == nullptr) {
+      continue;
+    }
+    Jwt decoded(raw);
+    if (static_cast<int>(jwt_get_alg(decoded.get())) != alg) continue;
+    jwt = std::move(decoded);
+    break;
+  }
+  if (!jwt) return Invalid();
+  if (StringClaim(jwt.get(), "iss") != options_.issuer) return Invalid();
+  if (!AudienceMatches(jwt.get(), options_.audience) &&
+      (options_.console_client_id.empty() ||
+       !AudienceMatches(jwt.get(), options_.console_client_id))) {
     return Invalid();
   }
-  Jwt jwt(raw);
-  // The algorithm is ours to choose, never the token's: a token verified under any other
-  // (none, or HS256 keyed with our public key) is refused here.
-  const int alg = static_cast<int>(jwt_get_alg(jwt.get()));
-  if (std::find(algs_.begin(), algs_.end(), alg) == algs_.end()) return Invalid();
-  if (StringClaim(jwt.get(), "iss") != options_.issuer) return Invalid();
-  if (!AudienceMatches(jwt.get(), options_.audience)) return Invalid();
   const int64_t now = now_s_();
   int64_t exp = 0, nbf = 0;
   if (!IntClaim(jwt.get(), "exp", &exp) || now >= exp + options_.clock_skew_s) return Invalid();
@@ -148,6 +166,13 @@ Result<CallContext> OidcVerifier::Verify(std::string_view token) const {
   const std::string tenant = StringClaim(jwt.get(), options_.tenant_claim);
   if (tenant.empty() || !ValidateTenantPath(tenant, "tenant").ok()) return Invalid();
   return CallContext::Of("oidc:" + sub, tenant, *role);
+}
+
+int OidcVerifier::AlgFor(const Jwk& key) const {
+  const char* wanted = key.kty == "RSA" ? "RS256" : key.kty == "EC" ? "ES256" : "";
+  const auto& allowed = options_.algorithms;
+  if (std::find(allowed.begin(), allowed.end(), wanted) == allowed.end()) return -1;
+  return key.kty == "RSA" ? JWT_ALG_RS256 : JWT_ALG_ES256;
 }
 
 }  // namespace gpupool::api

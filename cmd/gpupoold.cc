@@ -536,10 +536,10 @@ int Run(int argc, char** argv) {
     if (!feed.ok()) return Fail(feed.status().WithContext("API key change feed"));
     key_feed = std::move(feed).value();
   }
-  Result<api::BearerVerifier> oidc = OidcVerifierOf(config);  // auth.oidc: JWT bearer tokens
+  Result<OidcSetup> oidc = SetUpOidc(config);  // auth.oidc: JWT bearer tokens, console sign-in
   if (!oidc.ok()) return Fail(oidc.status());
-  Result<api::Authenticator> auth = api::Authenticator::Create(
-      std::move(tokens).value(), std::move(key_lookup), std::move(oidc).value());
+  Result<api::Authenticator> auth =
+      api::Authenticator::Create(std::move(tokens).value(), std::move(key_lookup), oidc->verifier);
   if (!auth.ok()) return Fail(auth.status());
   if (config.insecure) {
     LogWarn("gpupoold", "--insecure: plaintext gRPC and HTTP on loopback only",
@@ -571,6 +571,7 @@ int Run(int argc, char** argv) {
   http_options.max_connections_per_client = config.http_max_connections_per_client;
   http_options.max_connections = caps.http;
   http_options.audit = audit_log.get();
+  http_options.console_sign_in = oidc->sign_in;
   if (!config.insecure) {
     http_options.tls_cert_pem = ca->server_cert_pem();
     http_options.tls_key_pem = ca->server_key_pem();

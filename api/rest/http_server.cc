@@ -27,7 +27,7 @@ struct HttpServer::Impl {
         listen_address(std::move(address)),
         options(std::move(o)),
         metrics(registry.get()),
-        api(service, auth, registry, options.audit),
+        api(service, auth, registry, options.audit, options.console_sign_in),
         gate(std::make_shared<rest::Gate>()) {}
 
   void DoAccept();

@@ -25,6 +25,7 @@
 
 #include "api/audit.h"
 #include "api/auth.h"
+#include "api/rest/console.h"
 #include "api/service.h"
 #include "base/status.h"
 
@@ -53,6 +54,8 @@ struct HttpServerOptions {
   // request in hand. With the gRPC ports' own caps this keeps descriptors for PostgreSQL and
   // the other ports however many clients connect (docs/security.md). 0 = no limit.
   size_t max_connections = 0;
+  // The console's single sign-on (api/rest/console.h); null = tokens only.
+  rest::ConsoleSignInSource console_sign_in;
   // Where audit records go (api/audit.h); null = no audit. Not owned; must outlive the server.
   AuditSink* audit = nullptr;
   // How long Shutdown() lets requests already handed to the ApiService get their replies.

@@ -145,7 +145,8 @@ void RestApi::Stream(std::string method, std::string_view pattern, int inputs, M
 }
 
 RestApi::RestApi(ApiService& service, const Authenticator& auth,
-                 std::shared_ptr<prometheus::Registry> registry, AuditSink* audit)
+                 std::shared_ptr<prometheus::Registry> registry, AuditSink* audit,
+                 ConsoleSignInSource console_sign_in)
     : service_(service), auth_(auth), registry_(std::move(registry)), audit_(audit) {
   using S = ApiService;
   using namespace ::gpupool::v1;  // NOLINT: the table reads better with short names
@@ -270,7 +271,8 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
   Unary<CompareWhatIfRequest, CompareWhatIfResponse>("POST", "/v1/whatif", kBody, &S::CompareWhatIf,
                                                      "CompareWhatIf");
   AddProbes();
-  for (ConsoleRoute& c : ConsoleRoutes()) Add("GET", c.path, false, std::move(c.handler));
+  for (ConsoleRoute& c : ConsoleRoutes(std::move(console_sign_in)))
+    Add("GET", c.path, false, std::move(c.handler));
 }
 
 RestApi::~RestApi() = default;

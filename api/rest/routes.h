@@ -57,6 +57,7 @@
 
 #include "api/audit.h"
 #include "api/auth.h"
+#include "api/rest/console_sign_in.h"
 #include "api/rest/router.h"
 #include "api/service.h"
 
@@ -102,8 +103,10 @@ void ReplyError(Responder& r, const Status& status, int http_status = 0, Headers
 
 class RestApi {
  public:
+  // `console_sign_in`: the console's single sign-on (api/rest/console.h); null = tokens only.
   RestApi(ApiService& service, const Authenticator& auth,
-          std::shared_ptr<prometheus::Registry> registry, AuditSink* audit = nullptr);
+          std::shared_ptr<prometheus::Registry> registry, AuditSink* audit = nullptr,
+          ConsoleSignInSource console_sign_in = nullptr);
   ~RestApi();
 
   void Handle(const HttpRequestIn& req, const std::shared_ptr<Responder>& responder) const;

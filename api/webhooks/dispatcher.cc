@@ -1,28 +1,15 @@
 #include "api/webhooks/dispatcher.h"
 
-#include <openssl/ssl.h>
-
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 #include <ctime>
 #include <optional>
 #include <random>
 
+#include "api/http_client.h"
 #include "api/webhooks/signature.h"
 #include "base/log.h"
 
 namespace gpupool::webhooks {
 namespace {
-
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = net::ip::tcp;
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -49,144 +36,19 @@ void JsonString(std::string* o, std::string_view s) {
   o->push_back('"');
 }
 
-// Printable ASCII, at most 300 characters: what an attempt's error keeps of a library message.
-std::string Printable(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, 300)) out.push_back(c >= ' ' && c < 0x7f ? c : '?');
-  return out;
-}
-
-bool RefusedAddress(const net::ip::address& a) {
-  if (a.is_loopback()) return true;
-  if (a.is_v4()) return (a.to_v4().to_uint() & 0xffff0000u) == 0xa9fe0000u;  // 169.254/16
-  const net::ip::address_v6 v6 = a.to_v6();
-  if (v6.is_v4_mapped()) {
-    return RefusedAddress(net::ip::make_address_v4(net::ip::v4_mapped, v6));
-  }
-  return v6.is_link_local();
-}
-
-// Runs `ioc` until `*done` or `deadline`; false on the deadline.
-bool RunUntil(net::io_context& ioc, const bool* done,
-              std::chrono::steady_clock::time_point deadline) {
-  ioc.restart();
-  while (!*done && std::chrono::steady_clock::now() < deadline) {
-    ioc.run_one_until(deadline);
-  }
-  return *done;
-}
-
 }  // namespace
 
 PostResult Post(const WebhookUrl& url, const std::string& body,
                 const std::vector<std::pair<std::string, std::string>>& headers,
                 const DispatcherOptions& o) {
-  PostResult out;
-  const auto deadline = std::chrono::steady_clock::now() + o.timeout;
-  net::io_context ioc;
-  net::ssl::context ctx(net::ssl::context::tls_client);
-  beast::error_code ec;
-  if (url.tls) {
-    ctx.set_default_verify_paths(ec);
-    if (!o.extra_ca_pem.empty() && !ec) {
-      ctx.add_certificate_authority(net::buffer(o.extra_ca_pem), ec);
-    }
-    if (ec) {
-      out.error = "TLS setup: " + Printable(ec.message());
-      return out;
-    }
-    ctx.set_verify_mode(net::ssl::verify_peer);
-  }
-  beast::ssl_stream<beast::tcp_stream> stream(ioc, ctx);
-  beast::tcp_stream& tcp_layer = beast::get_lowest_layer(stream);
-  tcp::resolver resolver(ioc);
-  bool done = false;
-  // Every step: start it, run until it ends or the deadline passes.
-  auto step = [&](const char* what, auto start) -> bool {
-    done = false;
-    ec = {};
-    start();
-    if (!RunUntil(ioc, &done, deadline)) {
-      out.error =
-          std::string("timeout after ") + std::to_string(o.timeout.count()) + " ms (" + what + ")";
-      beast::error_code ignored;
-      resolver.cancel();
-      tcp_layer.socket().close(ignored);
-      ioc.restart();
-      ioc.run();  // the cancelled handler runs while what it refers to is alive
-      return false;
-    }
-    if (ec) {
-      out.error = std::string(what) + ": " + Printable(ec.message());
-      return false;
-    }
-    return true;
-  };
-  auto finish = [&](beast::error_code e, auto&&...) {
-    ec = e;
-    done = true;
-  };
-
-  tcp::resolver::results_type endpoints;
-  const std::string port = std::to_string(url.port);
-  if (!step("resolve", [&] {
-        resolver.async_resolve(url.host, port,
-                               [&](beast::error_code e, tcp::resolver::results_type r) {
-                                 ec = e;
-                                 endpoints = std::move(r);
-                                 done = true;
-                               });
-      })) {
-    return out;
-  }
-  std::vector<tcp::endpoint> allowed;
-  for (const auto& entry : endpoints) {
-    if (o.allow_loopback || !RefusedAddress(entry.endpoint().address())) {
-      allowed.push_back(entry.endpoint());
-    }
-  }
-  if (allowed.empty()) {
-    out.error = "refused: " + url.host + " is a loopback or link-local address";
-    return out;
-  }
-  if (!step("connect", [&] { tcp_layer.async_connect(allowed, finish); })) return out;
-  http::request<http::string_body> req{http::verb::post, url.target, 11};
-  req.set(http::field::host, url.host);
-  req.set(http::field::user_agent, "gpupoold-webhooks/1");
-  req.set(http::field::content_type, "application/json");
-  for (const auto& [k, v] : headers) req.set(k, v);
-  req.body() = body;
-  req.prepare_payload();
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(64 * 1024);  // the answer's body is not read further
-  if (url.tls) {
-    beast::error_code addr_ec;
-    net::ip::make_address(url.host, addr_ec);
-    if (addr_ec && !SSL_set_tlsext_host_name(stream.native_handle(), url.host.c_str())) {
-      out.error = "TLS: cannot set the server name";
-      return out;
-    }
-    stream.set_verify_callback(net::ssl::host_name_verification(url.host));
-    if (!step("TLS handshake",
-              [&] { stream.async_handshake(net::ssl::stream_base::client, finish); })) {
-      return out;
-    }
-    if (!step("send", [&] { http::async_write(stream, req, finish); })) return out;
-    if (!step("answer", [&] { http::async_read(stream, buffer, parser, finish); })) return out;
-  } else {
-    if (!step("send", [&] { http::async_write(tcp_layer, req, finish); })) return out;
-    if (!step("answer", [&] { http::async_read(tcp_layer, buffer, parser, finish); })) {
-      return out;
-    }
-  }
-  out.http_status = static_cast<int>(parser.get().result_int());
-  if (out.http_status < 200 || out.http_status >= 300) {
-    out.error = "HTTP " + std::to_string(out.http_status);
-  }
-  beast::error_code ignored;
-  tcp_layer.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  return out;
+  api::HttpClientOptions http;
+  http.timeout = o.timeout;
+  http.extra_ca_pem = o.extra_ca_pem;
+  http.allow_loopback = o.allow_loopback;
+  http.user_agent = "gpupoold-webhooks/1";
+  http.max_body_bytes = 64 * 1024;  // the answer's body is not read further
+  api::HttpExchangeResult r = api::HttpExchange("POST", url, headers, body, http);
+  return PostResult{r.http_status, std::move(r.error)};
 }
 
 std::string DeliveryBody(const WebhookRecord& w, const LoggedEvent& e, int attempt) {
@@ -342,7 +204,7 @@ WebhookDispatcher::SteadyTime WebhookDispatcher::Step(int64_t id, Lane lane, Lan
     a.http_status = r.http_status;
     a.error = r.error;
     const std::string status =
-        r.http_status != 0 ? "HTTP " + std::to_string(r.http_status) : Printable(r.error);
+        r.http_status != 0 ? "HTTP " + std::to_string(r.http_status) : api::PrintableAscii(r.error);
     Result<WebhookRecord> now_w = store_->RecordAttempt(a, status);
     if (!now_w.ok()) {
       LogWarn("webhooks", "cannot record an attempt",

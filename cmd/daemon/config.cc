@@ -15,6 +15,7 @@
 #include "pool/capabilities.h"
 #include "pool/yaml_error.h"
 #include "scheduler/tenancy.h"
+#include "scheduler/webhooks.h"
 
 namespace gpupool {
 namespace {
@@ -176,13 +177,37 @@ Status ParseOidc(const YamlDoc& doc, const YAML::Node& auth, const YamlPath& aut
   if (!n) return Status::Ok();
   YamlPath p = auth_path.Key("oidc");
   GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(n, p));
-  GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(n, p,
-                                        {"issuer", "audience", "public_key_file", "tenant_claim",
-                                         "role_claim", "algorithms", "clock_skew_s"}));
+  GPUPOOL_RETURN_IF_ERROR(
+      doc.CheckKeys(n, p,
+                    {"issuer", "audience", "public_key_file", "jwks_refresh_s", "ca_file",
+                     "console", "tenant_claim", "role_claim", "algorithms", "clock_skew_s"}));
   DaemonConfig::Oidc o;
   GPUPOOL_ASSIGN_OR_RETURN(o.issuer, doc.String(n, p, "issuer"));
   GPUPOOL_ASSIGN_OR_RETURN(o.audience, doc.String(n, p, "audience"));
-  GPUPOOL_ASSIGN_OR_RETURN(o.public_key_file, doc.String(n, p, "public_key_file"));
+  GPUPOOL_ASSIGN_OR_RETURN(auto key_file, doc.OptionalString(n, p, "public_key_file"));
+  if (key_file) o.public_key_file = *key_file;
+  if (n["jwks_refresh_s"]) {
+    GPUPOOL_ASSIGN_OR_RETURN(o.jwks_refresh_s, doc.Int(n, p, "jwks_refresh_s", 60, 86400));
+  }
+  GPUPOOL_ASSIGN_OR_RETURN(auto ca_file, doc.OptionalString(n, p, "ca_file"));
+  if (ca_file) o.ca_file = *ca_file;
+  if (YAML::Node console = n["console"]) {
+    YamlPath cp = p.Key("console");
+    GPUPOOL_RETURN_IF_ERROR(doc.RequireMap(console, cp));
+    GPUPOOL_RETURN_IF_ERROR(doc.CheckKeys(console, cp, {"client_id", "scopes"}));
+    GPUPOOL_ASSIGN_OR_RETURN(o.console_client_id, doc.String(console, cp, "client_id"));
+    if (console["scopes"]) {
+      GPUPOOL_ASSIGN_OR_RETURN(o.console_scopes, doc.StringList(console, cp, "scopes"));
+      if (std::find(o.console_scopes.begin(), o.console_scopes.end(), "openid") ==
+          o.console_scopes.end()) {
+        return doc.Error(console["scopes"], cp.Key("scopes"),
+                         "must include openid (the console signs in with an ID token)");
+      }
+    }
+    if (o.console_client_id.empty()) {
+      return doc.Error(console, cp.Key("client_id"), "must not be empty");
+    }
+  }
   GPUPOOL_ASSIGN_OR_RETURN(auto tenant_claim, doc.OptionalString(n, p, "tenant_claim"));
   if (tenant_claim) o.tenant_claim = *tenant_claim;
   GPUPOOL_ASSIGN_OR_RETURN(auto role_claim, doc.OptionalString(n, p, "role_claim"));
@@ -202,12 +227,24 @@ Status ParseOidc(const YamlDoc& doc, const YAML::Node& auth, const YamlPath& aut
   if (n["clock_skew_s"]) {
     GPUPOOL_ASSIGN_OR_RETURN(o.clock_skew_s, doc.Int(n, p, "clock_skew_s", 0, 300));
   }
-  for (const std::string* v :
-       {&o.issuer, &o.audience, &o.public_key_file, &o.tenant_claim, &o.role_claim}) {
-    if (v->empty())
-      return doc.Error(n, p,
-                       "issuer, audience, public_key_file and the claims "
-                       "must not be empty");
+  for (const std::string* v : {&o.issuer, &o.audience, &o.tenant_claim, &o.role_claim}) {
+    if (v->empty()) return doc.Error(n, p, "issuer, audience and the claims must not be empty");
+  }
+  if (key_file && o.public_key_file.empty()) {
+    return doc.Error(n, p.Key("public_key_file"), "must not be empty (omit it to use the JWKS)");
+  }
+  // The keys, or the console's endpoints, come from the issuer's discovery document: its URL
+  // must be one gpupoold may fetch.
+  if (o.public_key_file.empty() || !o.console_client_id.empty()) {
+    Result<WebhookUrl> url = ParseWebhookUrl(o.issuer, /*allow_insecure_loopback=*/true, "issuer");
+    if (!url.ok() || o.issuer.ends_with("/")) {
+      return doc.Error(n["issuer"], p.Key("issuer"),
+                       "'" + o.issuer +
+                           "' must be an https:// URL without a trailing '/' (http:// only on "
+                           "a loopback host): gpupoold reads the issuer's discovery document "
+                           "for its keys when public_key_file is not set, and for the console's "
+                           "sign-in");
+    }
   }
   c->oidc = std::move(o);
   return Status::Ok();
@@ -896,6 +933,12 @@ start naming the key the database needs.
 Services (docs/services.md): the config's `services:` list, each entry written as for
 `gpupoolctl services create -f`, is created or updated to match at start-up (created_by config);
 a service the file does not name is kept.
+
+Single sign-on (docs/security.md, "OIDC bearer tokens"; docs/console.md): with auth.oidc, the
+identity provider's JWTs are bearer tokens too. Without public_key_file its signing keys come from
+the provider's JWKS (found through ISSUER/.well-known/openid-configuration), refreshed every
+jwks_refresh_s and at once when a token names a new key (a rotation). With auth.oidc.console
+{client_id, scopes} the web console signs users in there (authorization code flow with PKCE).
 
 Each port holds at most a share of the descriptor limit in connections (listen.http_max_connections,
 listen.grpc_max_connections); at the cap a new connection closes the one silent the longest, so

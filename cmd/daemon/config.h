@@ -84,7 +84,15 @@ struct DaemonConfig {
   struct Oidc {
     std::string issuer;
     std::string audience;
-    std::string public_key_file;  // the issuer's signing key, PEM "PUBLIC KEY"
+    // The issuer's signing key, PEM "PUBLIC KEY"; empty: the keys the issuer publishes (its
+    // discovery document's jwks_uri, api/jwks_cache.h), refreshed every jwks_refresh_s.
+    std::string public_key_file;
+    int64_t jwks_refresh_s = 600;
+    std::string ca_file;  // PEM CAs trusted for the issuer's TLS beside the system's
+    // The console's sign-in (authorization code with PKCE, docs/console.md): its public client
+    // at the issuer ("" = no single sign-on) and the scopes it asks for.
+    std::string console_client_id;
+    std::vector<std::string> console_scopes = {"openid"};
     std::string tenant_claim = "gpupool_tenant";
     std::string role_claim = "gpupool_role";
     std::vector<std::string> algorithms = {"RS256", "ES256"};

@@ -78,6 +78,69 @@ TEST_F(ConsoleTest, ServesEveryEmbeddedFileWithoutCredentialAndWithItsHeaders) {
   EXPECT_EQ(Get("/v1/jobs").status, 401);  // the data still needs a credential
 }
 
+// Single sign-on: sign-in.json says whether and where; the pages may then fetch from the provider's
+// token endpoint (its origin only), and from nowhere else while the provider is unknown.
+TEST(ConsoleSignInTest, SaysWhereToSignInAndLetsThePageReachOnlyThatOrigin) {
+  testing::FakeApiService fake;
+  auto auth = Authenticator::Create({{"console-test-token-0123456789", "acme", false}});
+  ASSERT_TRUE(auth.ok());
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto serve = [&](ConsoleSignInSource source, auto check) {
+    HttpServerOptions o;
+    o.console_sign_in = std::move(source);
+    HttpServer server(fake, *auth, registry, "127.0.0.1:0", o);
+    ASSERT_TRUE(server.Start().ok());
+    check(server.port());
+    server.Shutdown();
+  };
+  serve(nullptr, [](int port) {
+    const HttpResult r = HttpCall(port, verb::get, "/console/sign-in.json");
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, R"({"oidc":null})");
+    ExpectSecurityHeaders(r, "sign-in.json");
+    const HttpResult index = HttpCall(port, verb::get, "/console/");
+    EXPECT_NE(std::string(index.headers["Content-Security-Policy"]).find("connect-src 'self';"),
+              std::string::npos);
+  });
+  const ConsoleSignIn idp{"https://idp.example", "gpupool-console", "https://idp.example/auth",
+                          "https://login.idp.example:8443/token", "openid gpupool"};
+  serve([idp]() -> Result<std::optional<ConsoleSignIn>> { return std::optional(idp); },
+        [](int port) {
+          const HttpResult r = HttpCall(port, verb::get, "/console/sign-in.json");
+          EXPECT_EQ(r.status, 200);
+          EXPECT_EQ(r.body, R"({"oidc":{"authorizationEndpoint":"https://idp.example/auth",)"
+                            R"("clientId":"gpupool-console","issuer":"https://idp.example",)"
+                            R"("scopes":"openid gpupool",)"
+                            R"("tokenEndpoint":"https://login.idp.example:8443/token"}})");
+          const HttpResult index = HttpCall(port, verb::get, "/console/");
+          EXPECT_NE(std::string(index.headers["Content-Security-Policy"])
+                        .find("connect-src 'self' https://login.idp.example:8443;"),
+                    std::string::npos)
+              << index.headers["Content-Security-Policy"];
+        });
+  serve(
+      []() -> Result<std::optional<ConsoleSignIn>> {
+        return Status::Unavailable("the identity provider's discovery document: refused");
+      },
+      [](int port) {
+        const HttpResult r = HttpCall(port, verb::get, "/console/sign-in.json");
+        EXPECT_EQ(r.status, 503);
+        EXPECT_EQ(r.body, R"({"error":"the identity provider's discovery document: refused"})");
+        const HttpResult index = HttpCall(port, verb::get, "/console/");
+        EXPECT_NE(std::string(index.headers["Content-Security-Policy"]).find("connect-src 'self';"),
+                  std::string::npos);
+      });
+}
+
+TEST(ConsoleFilesTest, OriginsForTheContentSecurityPolicy) {
+  EXPECT_EQ(UrlOrigin("https://idp.example/token"), "https://idp.example");
+  EXPECT_EQ(UrlOrigin("http://127.0.0.1:5556/token?x=1"), "http://127.0.0.1:5556");
+  EXPECT_EQ(UrlOrigin("https://idp.example"), "https://idp.example");
+  EXPECT_EQ(UrlOrigin("javascript:alert(1)"), "");
+  EXPECT_EQ(UrlOrigin("https://"), "");
+  EXPECT_EQ(UrlOrigin("https://evil.example; script-src *"), "") << "nothing that ends the rule";
+}
+
 TEST(ConsoleFilesTest, TypesAreExact) {
   EXPECT_EQ(ConsoleContentType("index.html"), "text/html; charset=utf-8");
   EXPECT_EQ(ConsoleContentType("app.js"), "text/javascript; charset=utf-8");

@@ -157,5 +157,52 @@ TEST(OidcTest, OptionsAreCheckedAtStart) {
   }
 }
 
+// Keys from the issuer's JWKS (api/jwks_cache.h gives them): the token's kid picks the key; a
+// token that names another key, or is signed by a key it does not name, is refused; the
+// console's client id is accepted as the audience beside the configured one.
+TEST(OidcTest, KeysPublishedByTheIssuerArePickedByTheTokensKid) {
+  Result<std::vector<Jwk>> set =
+      ParseJwks(R"({"keys":[)" + testing::JwkOf(Rsa(), "old") + "," +
+                testing::JwkOf(OtherRsa(), "new") + "," + testing::JwkOf(Ec(), "ec") + "]}");
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  std::vector<std::string> asked;
+  OidcOptions o;
+  o.issuer = "https://idp.example";
+  o.audience = "gpupool";
+  o.console_client_id = "gpupool-console";
+  o.keys = [&](std::string_view kid) {
+    asked.emplace_back(kid);
+    std::vector<Jwk> out;
+    for (const Jwk& k : *set) {
+      if (kid.empty() || k.kid == kid) out.push_back(k);
+    }
+    return out;
+  };
+  auto v = OidcVerifier::Create(o, [] { return kNow; });
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_TRUE((*v)->Verify(Mint({}, JWT_ALG_RS256, OtherRsa().private_pem, "new")).ok());
+  EXPECT_TRUE((*v)->Verify(Mint({}, JWT_ALG_RS256, Rsa().private_pem, "old")).ok());
+  EXPECT_TRUE((*v)->Verify(Mint({}, JWT_ALG_ES256, Ec().private_pem, "ec")).ok());
+  EXPECT_TRUE((*v)->Verify(Mint({}, JWT_ALG_RS256, Rsa().private_pem)).ok()) << "no kid: any key";
+  EXPECT_EQ((std::vector<std::string>{"new", "old", "ec", ""}), asked);
+  // Signed by one key, naming another.
+  EXPECT_FALSE((*v)->Verify(Mint({}, JWT_ALG_RS256, Rsa().private_pem, "new")).ok());
+  // A kid the issuer does not publish.
+  EXPECT_FALSE((*v)->Verify(Mint({}, JWT_ALG_RS256, Rsa().private_pem, "gone")).ok());
+  // An EC key's kid on an RS256 token: the algorithm is the key's, not the token's.
+  EXPECT_FALSE((*v)->Verify(Mint({}, JWT_ALG_RS256, Rsa().private_pem, "ec")).ok());
+  Claims console;
+  console.aud = "gpupool-console";
+  EXPECT_TRUE((*v)->Verify(Mint(console, JWT_ALG_RS256, Rsa().private_pem, "old")).ok());
+  console.aud = "another-client";
+  EXPECT_FALSE((*v)->Verify(Mint(console, JWT_ALG_RS256, Rsa().private_pem, "old")).ok());
+
+  OidcOptions both = o;
+  both.public_key_pem = Rsa().public_pem;
+  Result<std::shared_ptr<const OidcVerifier>> bad = OidcVerifier::Create(both);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("not both"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpupool::api

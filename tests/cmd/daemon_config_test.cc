@@ -319,6 +319,48 @@ TEST(DaemonConfigTest, OidcBearerTokens) {
   }
 }
 
+// Keys from the issuer's JWKS and the console's sign-in (docs/console.md, "Single sign-on").
+TEST(DaemonConfigTest, OidcKeysFromTheIssuerAndConsoleSignIn) {
+  Result<DaemonConfig> c = ParseDaemonConfig(
+      "auth:\n  oidc:\n    issuer: https://idp.example/realms/gpu\n    audience: gpupool\n"
+      "    jwks_refresh_s: 300\n    ca_file: /etc/gpupool/idp-ca.pem\n"
+      "    console: {client_id: gpupool-console, scopes: [openid, gpupool]}\n",
+      "gpupoold.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->oidc.has_value());
+  EXPECT_EQ(c->oidc->public_key_file, "");
+  EXPECT_EQ(c->oidc->jwks_refresh_s, 300);
+  EXPECT_EQ(c->oidc->ca_file, "/etc/gpupool/idp-ca.pem");
+  EXPECT_EQ(c->oidc->console_client_id, "gpupool-console");
+  EXPECT_EQ(c->oidc->console_scopes, (std::vector<std::string>{"openid", "gpupool"}));
+  Result<DaemonConfig> loopback = ParseDaemonConfig(
+      "auth:\n  oidc:\n    issuer: http://127.0.0.1:5556\n    audience: gpupool\n",
+      "gpupoold.yaml");
+  EXPECT_TRUE(loopback.ok()) << loopback.status().ToString();
+  EXPECT_EQ(loopback->oidc->console_scopes, std::vector<std::string>{"openid"});
+  for (const auto& [yaml, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"auth:\n  oidc:\n    issuer: http://idp.example\n    audience: a\n",
+            "gpupoold.yaml:3: auth.oidc.issuer: 'http://idp.example' must be an https:// URL"},
+           {"auth:\n  oidc:\n    issuer: https://idp.example/\n    audience: a\n",
+            "without a trailing '/'"},
+           {"auth:\n  oidc:\n    issuer: https://i\n    audience: a\n    jwks_refresh_s: 5\n",
+            "auth.oidc.jwks_refresh_s"},
+           {"auth:\n  oidc:\n    issuer: https://i\n    audience: a\n"
+            "    console: {client_id: c, scopes: [profile]}\n",
+            "auth.oidc.console.scopes: must include openid"},
+           {"auth:\n  oidc:\n    issuer: https://i\n    audience: a\n    console: {scopes: "
+            "[openid]}\n",
+            "client_id"},
+           {"auth:\n  oidc:\n    issuer: https://i\n    audience: a\n    console: {client_id: c, "
+            "secret: s}\n",
+            "secret"},
+       }) {
+    Result<DaemonConfig> bad = ParseDaemonConfig(yaml, "gpupoold.yaml");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_NE(bad.status().message().find(expected), std::string::npos) << bad.status().message();
+  }
+}
+
 TEST(DaemonConfigTest, ReplicasAndTheNodeLease) {
   Result<DaemonConfig> c = ParseDaemonConfig(
       "database: postgresql://db/gp\nha: {enabled: true, lease_ms: 1500, advertise: "

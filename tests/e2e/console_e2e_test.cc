@@ -14,11 +14,14 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <thread>
 
 #include "tests/api/http_client.h"
 #include "tests/e2e/cdp_client.h"
 #include "tests/support/agent_process.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/jwt_mint.h"
+#include "tests/support/oidc_provider.h"
 #include "tests/support/wait_for.h"
 
 namespace gpupool {
@@ -43,11 +46,21 @@ class ConsoleE2eTest : public ::testing::Test {
     Result<std::string> dir = testing::MakeTempDir("gpupool-console");
     ASSERT_TRUE(dir.ok());
     dir_ = *dir;
+    // Single sign-on: a real OpenID provider on loopback (tests/oidc_provider), whose accounts
+    // carry the tenant and role claims gpupoold reads. It starts once gpupoold's port (its
+    // redirect URI) is known; gpupoold fetches its keys when it comes up.
+    testing::OidcProvider::Options idp;
+    idp.dir = dir_;
+    idp.keys = {{"console-key-1", testing::Rsa().private_pem}};
+    idp.accounts = {"erin=acme/research:tenant-admin", "gus=globex:member"};
+    provider_ = std::make_unique<testing::OidcProvider>(idp);
     std::ofstream(dir_ + "/gpupoold.yaml")
         << "auth:\n  api_tokens:\n"
         << "    - {token: " << kAdmin << ", principal: ops, admin: true}\n"
         << "    - {token: " << kAcme << ", principal: acme/research, role: tenant-admin}\n"
         << "    - {token: " << kGlobex << ", principal: globex}\n"
+        << "  oidc:\n    issuer: " << provider_->issuer() << "\n    audience: gpupool\n"
+        << "    console: {client_id: gpupool-console, scopes: [openid, gpupool]}\n"
         << "price_plans:\n  - name: default\n    currency: USD\n    rates:\n"
         << "      - {unit: tflops-hour, price: 3600}\n      - {unit: device-hour, price: 7200}\n"
         << "scheduler:\n  heartbeat_interval_ms: 200\n  heartbeat_timeout_ms: 3000\n  "
@@ -56,6 +69,9 @@ class ConsoleE2eTest : public ::testing::Test {
     auto d = DaemonProcess::Start({"", {"--config", dir_ + "/gpupoold.yaml"}});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
+    idp.redirect_uris = {"http://127.0.0.1:" + std::to_string(daemon_->http_port()) + "/console/"};
+    provider_ = std::make_unique<testing::OidcProvider>(idp, provider_->port());
+    ASSERT_TRUE(provider_->Start().ok());
     ASSERT_EQ(Rest(kAdmin, verb::post, "/v1/pools",
                    R"({"pool": {"name": "gpu", "visibility": "VISIBILITY_PUBLIC"}})")
                   .status,
@@ -187,7 +203,43 @@ class ConsoleE2eTest : public ::testing::Test {
     ASSERT_TRUE(browser_->Call("Page.navigate", "{\"url\":\"" + url + "\"}").ok());
   }
 
+  // Signs in through the identity provider as `login`: the page's single sign-on button, the
+  // provider's own sign-in and consent pages (skipped when its session already has them), and
+  // back on the console, signed in.
+  void SignInWithSso(const std::string& login) {
+    ASSERT_EQ(browser_->WaitEval("String(!document.getElementById('login').hidden && "
+                                 "!document.getElementById('sso').hidden)",
+                                 "true"),
+              "true")
+        << browser_->Eval("document.getElementById('sso-note').textContent");
+    browser_->Eval("document.getElementById('sso').click(); 'ok'");
+    const std::string console = "http://127.0.0.1:" + std::to_string(daemon_->http_port());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::string origin = browser_->Eval("location.origin");
+      if (origin == console) {
+        if (browser_->Eval("String(document.getElementById('who')?.textContent.includes('" + login +
+                           "'))") == "true") {
+          return;
+        }
+      } else if (browser_->Eval("String(document.readyState === 'complete' && "
+                                "!!document.querySelector('input[name=login]'))") == "true") {
+        browser_->Eval("document.querySelector('input[name=login]').value = '" + login +
+                       "'; document.querySelector('input[name=password]').value = 'any'; "
+                       "document.querySelector('form').submit(); 'ok'");
+      } else if (browser_->Eval("String(document.readyState === 'complete' && "
+                                "!!document.querySelector('input[name=prompt][value=consent]'))") ==
+                 "true") {
+        browser_->Eval("document.querySelector('form').submit(); 'ok'");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    FAIL() << "not signed in through the provider; at " << browser_->Eval("location.href") << ": "
+           << browser_->Eval("document.body?.innerText");
+  }
+
   std::string dir_;
+  std::unique_ptr<testing::OidcProvider> provider_;
   std::unique_ptr<DaemonProcess> daemon_;
   std::map<std::string, std::unique_ptr<ChildProcess>> agents_;
   std::unique_ptr<testing::Cdp> browser_;
@@ -429,6 +481,47 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
             "true");
   Shot("console-services.png");
 
+  // Price plans: the admin writes a new version of the default plan from its card; a negative
+  // price is refused next to that rate's field (nothing stored), a good one is stored as
+  // version 2 and audited.
+  Open("#/priceplans");
+  ASSERT_EQ(browser_->WaitEval("String(!!document.querySelector('section.plan[data-plan="
+                               "\"default\"] button.edit-plan'))",
+                               "true"),
+            "true");
+  Shot("console-priceplans.png");
+  browser_->Eval(
+      "document.querySelector('section.plan[data-plan=\"default\"] button.edit-plan').click(); "
+      "'ok'");
+  ASSERT_EQ(browser_->WaitEval("String(!!document.getElementById('plan-form'))", "true"), "true");
+  EXPECT_EQ(browser_->Eval("document.getElementById('p-rate-0-price').value"), "3600");
+  Fill("p-rate-0-price", "-1");
+  browser_->Eval("document.getElementById('plan-save').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelector('.field-error[data-for=\""
+                               "p-rate-0-price\"]').textContent.startsWith('plan.rates[0].price'))",
+                               "true"),
+            "true")
+      << browser_->Eval("document.getElementById('plan-form').textContent");
+  EXPECT_EQ(Rest(kAdmin, verb::get, "/v1/priceplans?name=default").body.find("\"version\":\"2\""),
+            std::string::npos);
+  Fill("p-rate-0-price", "4000");
+  browser_->Eval("document.getElementById('plan-save').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(!document.getElementById('plan-form') && document."
+                               "querySelector('section.plan[data-plan=\"default\"] h2')"
+                               ".textContent.includes('version 2'))",
+                               "true"),
+            "true")
+      << browser_->Eval("document.getElementById('view').textContent");
+  const HttpResult plan = Rest(kAdmin, verb::get, "/v1/priceplans?name=default");
+  EXPECT_NE(plan.body.find("\"version\":\"2\""), std::string::npos) << plan.body;
+  EXPECT_NE(plan.body.find("\"price\":\"4000\""), std::string::npos) << plan.body;
+  EXPECT_NE(plan.body.find("\"price\":\"7200\""), std::string::npos) << "the other rate kept";
+  Open("#/audit?verb=UpdatePricePlan");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelectorAll('#audit tr[data-verb="
+                               "\"UpdatePricePlan\"]').length > 0)",
+                               "true"),
+            "true");
+
   // acme/research's token: its own jobs only, and no node list.
   SignIn(kAcme);
   Open("#/jobs");
@@ -474,8 +567,33 @@ TEST_F(ConsoleE2eTest, ShowsPoolsNodesJobsAndWhyPendingToEachCredential) {
 // on the job's page, sees it run and cancels it there; the cancel is audited under the tenant's
 // credential, and another tenant sees none of it.
 TEST_F(ConsoleE2eTest, ATenantSubmitsFromTheFormAndCancelsFromTheJobPage) {
+  // The page offers single sign-on once gpupoold has read the provider's discovery document,
+  // and may fetch from the provider's token endpoint (the code exchange), nowhere else.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return HttpCall(daemon_->http_port(), verb::get, "/console/sign-in.json").status == 200;
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(200)));
+  const HttpResult sign_in = HttpCall(daemon_->http_port(), verb::get, "/console/sign-in.json");
+  EXPECT_NE(sign_in.body.find("\"clientId\":\"gpupool-console\""), std::string::npos)
+      << sign_in.body;
+  EXPECT_NE(sign_in.body.find("\"tokenEndpoint\":\"" + provider_->issuer() + "/token\""),
+            std::string::npos)
+      << sign_in.body;
+  const HttpResult index = HttpCall(daemon_->http_port(), verb::get, "/console/");
+  EXPECT_NE(std::string(index.headers["Content-Security-Policy"])
+                .find("connect-src 'self' " + provider_->issuer() + ";"),
+            std::string::npos)
+      << index.headers["Content-Security-Policy"];
+
   LaunchBrowser();
-  SignIn(kAcme);
+  SignInWithSso("erin");
+  EXPECT_EQ(browser_->Eval("document.getElementById('who').textContent"),
+            "signed in as erin (single sign-on)");
+  // The bearer token is the provider's ID token, and the URL kept nothing of the exchange.
+  EXPECT_EQ(browser_->Eval("String(sessionStorage.getItem('gpupool.token').split('.').length)"),
+            "3");
+  EXPECT_EQ(browser_->Eval("location.search"), "");
   Open("#/submit");
   Fill("s-tenant", "acme/research/erin");
   Fill("s-pool", "shared");
@@ -511,8 +629,8 @@ TEST_F(ConsoleE2eTest, ATenantSubmitsFromTheFormAndCancelsFromTheJobPage) {
                                "document.getElementById('error').textContent.includes('401'))",
                                "true"),
             "true");
-  browser_->Eval("document.getElementById('token').value = '" + std::string(kAcme) +
-                 "'; document.getElementById('login').requestSubmit(); 'ok'");
+  SignInWithSso("erin");  // the provider remembers erin: straight back to the form
+  EXPECT_EQ(browser_->Eval("location.hash"), "#/submit");
   Open("#/submit");
   EXPECT_EQ(browser_->Eval("document.getElementById('s-tenant').value"), "acme/research/erin");
   EXPECT_EQ(browser_->Eval("document.getElementById('s-command').value"),
@@ -539,6 +657,13 @@ TEST_F(ConsoleE2eTest, ATenantSubmitsFromTheFormAndCancelsFromTheJobPage) {
   EXPECT_EQ(browser_->Eval("String(sessionStorage.getItem('gpupool.draft.submit') === null)"),
             "true")
       << "the draft is dropped once submitted";
+  // Its output, streamed on its page under the tenant's own sign-in.
+  browser_->Eval("document.querySelector('#tasks button').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(document.getElementById('logs').textContent.includes("
+                               "'from-the-form'))",
+                               "true"),
+            "true")
+      << browser_->Eval("document.getElementById('logs').textContent");
 
   // Cancelled from its page: the page shows it, the API has it, the audit log says who.
   browser_->Eval("document.getElementById('job-cancel').click(); 'ok'");
@@ -573,9 +698,24 @@ TEST_F(ConsoleE2eTest, ATenantSubmitsFromTheFormAndCancelsFromTheJobPage) {
   ASSERT_EQ(audit.status, 200);
   EXPECT_NE(audit.body.find("job/" + job), std::string::npos) << audit.body;
   EXPECT_NE(audit.body.find("acme/research"), std::string::npos) << audit.body;
+  EXPECT_NE(audit.body.find("oidc:erin"), std::string::npos) << "who signed in: " << audit.body;
 
   // Usage and invoices: the month's usage by project as a chart and a table, and the invoice,
-  // whose CSV downloaded from the page totals what the API says.
+  // whose CSV downloaded from the page totals what the API says. The cancelled jobs' last seconds
+  // reach the ledger as their tasks end: the page reads the invoice once it has stopped changing.
+  ASSERT_TRUE(TaskState(again, "JOB_STATE_CANCELLED"));
+  std::string settled;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        const HttpResult r = Rest(kAcme, verb::get, "/v1/invoices");
+        const size_t t = r.body.find("\"total\":\"");
+        if (r.status != 200 || t == std::string::npos) return false;
+        const std::string now = r.body.substr(t + 9, r.body.find('"', t + 9) - t - 9);
+        const bool same = now == settled && now != "0.00";
+        settled = now;
+        return same;
+      },
+      std::chrono::seconds(60), std::chrono::seconds(2)));
   Open("#/usage");
   EXPECT_EQ(browser_->WaitEval("String(!!document.querySelector('#usage tr[data-project=\"acme/"
                                "research\"]') && document.querySelectorAll('#usage-chart "
@@ -655,6 +795,64 @@ TEST_F(ConsoleE2eTest, ATenantSubmitsFromTheFormAndCancelsFromTheJobPage) {
   Open("#/jobs");
   EXPECT_EQ(browser_->Eval("String(document.body.textContent.includes('" + secret + "'))"),
             "false");
+
+  // A service, managed from the services page: created from its form (a bad replica range
+  // refused next to its field), scaled, then deleted (asked twice); the API agrees each time.
+  Open("#/services");
+  browser_->Eval("document.getElementById('service-new').click(); 'ok'");
+  ASSERT_EQ(browser_->WaitEval("String(!!document.getElementById('service-form'))", "true"),
+            "true");
+  Fill("v-tenant", "acme/research/erin");
+  Fill("v-name", "echo");
+  Fill("v-pool", "shared");
+  Fill("v-command", "exec sleep 600");
+  Fill("v-tflops", "10");
+  Fill("v-vram", "4");
+  Fill("v-port", "18181");
+  Fill("v-max", "0");
+  browser_->Eval("document.getElementById('v-create').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(document.querySelector('.field-error[data-for=\"v-max\"]')"
+                               ".textContent.startsWith('service.max_replicas'))",
+                               "true"),
+            "true")
+      << browser_->Eval("document.getElementById('service-form').textContent");
+  Fill("v-max", "2");
+  browser_->Eval("document.getElementById('v-create').click(); 'ok'");
+  const std::string row = "#services tr[data-service=\"acme/research/erin/echo\"]";
+  ASSERT_EQ(browser_->WaitEval("String(!document.getElementById('service-form') && "
+                               "!!document.querySelector('" +
+                                   row + "'))",
+                               "true"),
+            "true")
+      << browser_->Eval("document.getElementById('view').textContent");
+  const std::string service_path = "/v1/services/acme%2Fresearch%2Ferin/echo";
+  HttpResult service = Rest(kAcme, verb::get, service_path);
+  ASSERT_EQ(service.status, 200) << service.body;
+  EXPECT_NE(service.body.find("\"maxReplicas\":2"), std::string::npos) << service.body;
+  EXPECT_NE(service.body.find("exec sleep 600"), std::string::npos) << service.body;
+  const std::string section = "section.service[data-service=\"acme/research/erin/echo\"]";
+  browser_->Eval("document.querySelector('" + section + " button.scale').click(); 'ok'");
+  ASSERT_EQ(
+      browser_->WaitEval("String(!!document.querySelector('" + section + " .scale-max'))", "true"),
+      "true");
+  browser_->Eval("document.querySelector('" + section +
+                 " .scale-max').value = '3'; "
+                 "document.querySelector('" +
+                 section + " .scale-save').click(); 'ok'");
+  EXPECT_EQ(
+      browser_->WaitEval(
+          "String(document.querySelector('" + row + "')?.textContent.includes('1..3'))", "true"),
+      "true")
+      << browser_->Eval("document.getElementById('view').textContent");
+  service = Rest(kAcme, verb::get, service_path);
+  EXPECT_NE(service.body.find("\"maxReplicas\":3"), std::string::npos) << service.body;
+  browser_->Eval("document.querySelector('" + section + " button.delete').click(); 'ok'");
+  ASSERT_EQ(browser_->WaitEval(
+                "String(!!document.querySelector('" + section + " .delete-confirm'))", "true"),
+            "true");
+  browser_->Eval("document.querySelector('" + section + " .delete-confirm').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(!document.querySelector('" + row + "'))", "true"), "true");
+  EXPECT_EQ(Rest(kAcme, verb::get, service_path).status, 404);
 
   // globex sees none of it.
   SignIn(kGlobex);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <jwt.h>
+#include <openssl/core_names.h>
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -71,9 +72,12 @@ struct Claims {
   int64_t nbf = 0;
 };
 
-inline std::string Mint(const Claims& c, jwt_alg_t alg, const std::string& key) {
+// `kid`, when not empty, goes into the token's header.
+inline std::string Mint(const Claims& c, jwt_alg_t alg, const std::string& key,
+                        const std::string& kid = "") {
   jwt_t* jwt = nullptr;
   jwt_new(&jwt);
+  if (!kid.empty()) jwt_add_header(jwt, "kid", kid.c_str());
   if (!c.iss.empty()) jwt_add_grant(jwt, "iss", c.iss.c_str());
   if (!c.aud_json.empty()) {
     jwt_add_grants_json(jwt, ("{\"aud\":" + c.aud_json + "}").c_str());
@@ -91,6 +95,52 @@ inline std::string Mint(const Claims& c, jwt_alg_t alg, const std::string& key) 
   std::string out = text == nullptr ? "" : text;
   free(text);  // NOLINT: allocated by libjwt
   jwt_free(jwt);
+  return out;
+}
+
+inline std::string Base64Url(const unsigned char* data, size_t n) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    acc = (acc << 8) | data[i];
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      out.push_back(kAlphabet[(acc >> bits) & 0x3f]);
+    }
+  }
+  if (bits > 0) out.push_back(kAlphabet[(acc << (6 - bits)) & 0x3f]);
+  return out;
+}
+
+// The public half of `pair` as a JWK (RFC 7518 §6.2–6.3) with key id `kid`.
+inline std::string JwkOf(const KeyPair& pair, const std::string& kid) {
+  BIO* bio = BIO_new_mem_buf(pair.public_pem.data(), static_cast<int>(pair.public_pem.size()));
+  EVP_PKEY* key = PEM_read_bio_PUBKEY(bio, nullptr, nullptr, nullptr);
+  BIO_free(bio);
+  std::string out;
+  auto bn = [&](const char* name) {
+    BIGNUM* v = nullptr;
+    EVP_PKEY_get_bn_param(key, name, &v);
+    std::string bytes(static_cast<size_t>(BN_num_bytes(v)), '\0');
+    BN_bn2bin(v, reinterpret_cast<unsigned char*>(bytes.data()));
+    BN_free(v);
+    return Base64Url(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  };
+  if (EVP_PKEY_base_id(key) == EVP_PKEY_RSA) {
+    out = R"({"kty":"RSA","use":"sig","alg":"RS256","kid":")" + kid + R"(","n":")" +
+          bn(OSSL_PKEY_PARAM_RSA_N) + R"(","e":")" + bn(OSSL_PKEY_PARAM_RSA_E) + "\"}";
+  } else {
+    unsigned char point[65];
+    size_t len = 0;
+    EVP_PKEY_get_octet_string_param(key, OSSL_PKEY_PARAM_PUB_KEY, point, sizeof point, &len);
+    out = R"({"kty":"EC","crv":"P-256","use":"sig","kid":")" + kid + R"(","x":")" +
+          Base64Url(point + 1, 32) + R"(","y":")" + Base64Url(point + 33, 32) + "\"}";
+  }
+  EVP_PKEY_free(key);
   return out;
 }
 

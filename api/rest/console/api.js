@@ -45,6 +45,7 @@ async function send(method, path, body, signal) {
 export function post(path, body, signal) { return send('POST', path, body, signal); }
 export function put(path, body, signal) { return send('PUT', path, body, signal); }
 export function patch(path, body, signal) { return send('PATCH', path, body, signal); }
+export function del(path, signal) { return send('DELETE', path, undefined, signal); }
 
 export async function get(path, signal) {
   const r = await request(path, signal);

@@ -1,5 +1,6 @@
-// The console's shell: sign-in (a bearer token kept in sessionStorage), hash routing between the
-// views, and live updates — the current view refreshes every few seconds while the tab is visible.
+// The console's shell: sign-in (single sign-on through the identity provider, sso.js, or a pasted
+// token; either way a bearer token kept in sessionStorage), hash routing between the views, and
+// live updates — the current view refreshes every few seconds while the tab is visible.
 // A view is { root, refresh(signal), dispose? }; its refresh throws ApiError on failure, shown in
 // the error line (a 401 sends the user back to sign in).
 import { token, setToken, clearToken, ApiError } from './api.js';
@@ -13,8 +14,11 @@ import { submitView } from './submit.js';
 import { keysView } from './keys.js';
 import { usageView } from './usage.js';
 import { auditView } from './audit.js';
+import { pricePlansView } from './priceplans.js';
+import { signInOptions, startSignIn, finishSignIn } from './sso.js';
 
 const REFRESH_MS = 3000;
+const WHO = 'gpupool.who';  // what the header says of the user, beside the token
 const $ = (id) => document.getElementById(id);
 let current = null;
 let inflight = null;
@@ -31,6 +35,7 @@ function viewFor(hash) {
   if (parts[0] === 'keys') return ['keys', keysView()];
   if (parts[0] === 'usage') return ['usage', usageView()];
   if (parts[0] === 'audit') return ['audit', auditView(params, navigate)];
+  if (parts[0] === 'priceplans') return ['priceplans', pricePlansView()];
   if (parts[0] === 'jobs' && parts[1]) return ['jobs', jobView(parts[1])];
   if (parts[0] === 'jobs') return ['jobs', jobsView(params, navigate)];
   if (parts[0] === 'tenants') return ['tenants', tenantsView()];
@@ -93,23 +98,41 @@ function showLogin(message) {
   $('login').hidden = false;
   $('logout').hidden = true;
   $('who').textContent = '';
+  sessionStorage.removeItem(WHO);
   showError(message);
   $('token').focus();
+  offerSingleSignOn();
+}
+
+// Shows the single sign-on button when gpupoold has a provider, or says why it cannot be used
+// and asks again a little later while the sign-in form is up (the provider may be starting).
+async function offerSingleSignOn() {
+  const o = await signInOptions();
+  $('sso').hidden = !o.oidc;
+  $('sso-note').hidden = !o.error;
+  $('sso-note').textContent = o.error ? 'Single sign-on is unavailable: ' + o.error : '';
+  if (o.error) setTimeout(() => { if (!$('login').hidden) offerSingleSignOn(); }, 5000);
 }
 
 function signedIn() {
   $('login').hidden = true;
   $('logout').hidden = false;
-  $('who').textContent = token() ? 'signed in with a token' : 'no token';
+  $('who').textContent =
+      sessionStorage.getItem(WHO) || (token() ? 'signed in with a token' : 'no token');
   route();
 }
 
-document.addEventListener('DOMContentLoaded', () => {
+document.addEventListener('DOMContentLoaded', async () => {
   $('login').addEventListener('submit', (e) => {
     e.preventDefault();
     setToken($('token').value.trim());
     $('token').value = '';
     signedIn();
+  });
+  $('sso').addEventListener('click', async () => {
+    const o = await signInOptions();
+    if (o.oidc) await startSignIn(o.oidc, location.hash);
+    else showError('Single sign-on is unavailable: ' + (o.error || 'not configured'));
   });
   $('anon').addEventListener('click', () => { setToken(''); signedIn(); });
   $('logout').addEventListener('click', () => { clearToken(); showLogin(''); });
@@ -120,5 +143,18 @@ document.addEventListener('DOMContentLoaded', () => {
     showLogin('The server refused the token: ' + e.detail);
   });
   setInterval(() => { if (!document.hidden) refresh(); }, REFRESH_MS);
+  // Back from the identity provider: finish the sign-in, then the view the user left.
+  let sso = null;
+  try {
+    sso = await finishSignIn();
+  } catch (e) {
+    clearToken();
+    showLogin(e.message);
+    return;
+  }
+  if (sso) {
+    setToken(sso.token);
+    sessionStorage.setItem(WHO, 'signed in as ' + sso.subject + ' (single sign-on)');
+  }
   if (token() === null) showLogin(''); else signedIn();
 });
