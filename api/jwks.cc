@@ -11,21 +11,19 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/tls/openssl_ptr.h"
+
 namespace gpupool::api {
 namespace {
 
 using nlohmann::json;
 
-template <typename T, void (*F)(T*)>
-struct Deleter {
-  void operator()(T* p) const { F(p); }
-};
-using Bignum = std::unique_ptr<BIGNUM, Deleter<BIGNUM, BN_free>>;
-using ParamBld = std::unique_ptr<OSSL_PARAM_BLD, Deleter<OSSL_PARAM_BLD, OSSL_PARAM_BLD_free>>;
-using Params = std::unique_ptr<OSSL_PARAM, Deleter<OSSL_PARAM, OSSL_PARAM_free>>;
-using PkeyCtx = std::unique_ptr<EVP_PKEY_CTX, Deleter<EVP_PKEY_CTX, EVP_PKEY_CTX_free>>;
-using Pkey = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
-using Bio = std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>>;
+using tls::Bignum;
+using tls::Bio;
+using tls::Pkey;
+using tls::PkeyCtx;
+using ParamBld = tls::OpenSslPtr<OSSL_PARAM_BLD, OSSL_PARAM_BLD_free>;
+using Params = tls::OpenSslPtr<OSSL_PARAM, OSSL_PARAM_free>;
 
 Status Bad(const std::string& what) { return Status::InvalidArgument(what); }
 

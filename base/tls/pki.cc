@@ -18,20 +18,15 @@
 #include <sstream>
 
 #include "base/address_list.h"
+#include "base/tls/openssl_ptr.h"
 
 namespace gpupool::tls {
 namespace {
 
 namespace fs = std::filesystem;
 
-template <typename T, void (*Free)(T*)>
-struct Deleter {
-  void operator()(T* p) const { Free(p); }
-};
-using Pkey = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
-using Cert = std::unique_ptr<X509, Deleter<X509, X509_free>>;
-using Req = std::unique_ptr<X509_REQ, Deleter<X509_REQ, X509_REQ_free>>;
-using Bio = std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>>;
+using Cert = OpenSslPtr<X509, X509_free>;
+using Req = OpenSslPtr<X509_REQ, X509_REQ_free>;
 
 constexpr int64_t kDay = 86'400;
 constexpr int64_t kCaLifetime = 3650 * kDay;
@@ -101,7 +96,7 @@ Result<Cert> Issue(EVP_PKEY* pubkey, const std::string& cn, X509* issuer, EVP_PK
   if (!cert) return Status::Internal(SslError("X509_new"));
   X509_set_version(cert.get(), 2);
   // A random 127-bit serial: unique without a counter to keep.
-  std::unique_ptr<BIGNUM, Deleter<BIGNUM, BN_free>> bn(BN_new());
+  Bignum bn(BN_new());
   if (!bn || !BN_rand(bn.get(), 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) ||
       !BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(cert.get()))) {
     return Status::Internal(SslError("serial number"));
@@ -189,8 +184,7 @@ Result<CertInfo> ParseCert(std::string_view cert_pem) {
       0) {
     info.common_name = cn;
   }
-  std::unique_ptr<BIGNUM, Deleter<BIGNUM, BN_free>> bn(
-      ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert.get()), nullptr));
+  Bignum bn(ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert.get()), nullptr));
   if (bn) {
     char* hex = BN_bn2hex(bn.get());
     info.serial_hex = hex;

@@ -45,23 +45,7 @@ TEST(JwksTest, SkipsKeysItDoesNotVerifyWith) {
 }
 
 TEST(JwksTest, RefusesWhatIsNotAUsableSet) {
-  const testing::KeyPair weak = [] {
-    // A 1024-bit RSA key, made here: NewKey makes 2048.
-    EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_RSA, nullptr);
-    EVP_PKEY_keygen_init(ctx);
-    EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, 1024);
-    EVP_PKEY* key = nullptr;
-    EVP_PKEY_keygen(ctx, &key);
-    EVP_PKEY_CTX_free(ctx);
-    BIO* pub = BIO_new(BIO_s_mem());
-    PEM_write_bio_PUBKEY(pub, key);
-    char* data = nullptr;
-    const long n = BIO_get_mem_data(pub, &data);
-    testing::KeyPair out{"", std::string(data, static_cast<size_t>(n))};
-    BIO_free(pub);
-    EVP_PKEY_free(key);
-    return out;
-  }();
+  const testing::KeyPair weak = NewKey(/*rsa=*/true, 1024);
   std::string off_curve = JwkOf(Ec(), "e1");
   const size_t y = off_curve.find(R"("y":")") + 5;
   off_curve[y] = off_curve[y] == 'A' ? 'B' : 'A';

@@ -20,11 +20,12 @@ struct KeyPair {
   std::string public_pem;
 };
 
-inline KeyPair NewKey(bool rsa) {
+// An RSA key of `rsa_bits`, or an EC P-256 key.
+inline KeyPair NewKey(bool rsa, int rsa_bits = 2048) {
   EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_id(rsa ? EVP_PKEY_RSA : EVP_PKEY_EC, nullptr);
   EVP_PKEY_keygen_init(ctx);
   if (rsa) {
-    EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, 2048);
+    EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, rsa_bits);
   } else {
     EVP_PKEY_CTX_set_ec_paramgen_curve_nid(ctx, NID_X9_62_prime256v1);
   }
