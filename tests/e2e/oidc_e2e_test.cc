@@ -13,6 +13,8 @@
 #include "gpupool/v1/tenants.grpc.pb.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/jwt_mint.h"
+#include "tests/support/oidc_provider.h"
+#include "tests/support/wait_for.h"
 
 namespace gpupool {
 namespace {
@@ -84,6 +86,72 @@ TEST(OidcE2eTest, ATokenFromTheIssuerActsWithinItsClaimsAndIsAudited) {
     EXPECT_EQ(r.role(), "tenant-admin");
   }
   EXPECT_EQ(by_carol, 2);  // the allowed call and the refused one
+}
+
+// Keys from the issuer's JWKS (no key file): a real OpenID provider on loopback publishes them.
+// gpupoold starts before the provider (tokens refused, API keys fine), takes the provider's key
+// once it is up, follows a rotation the first time a token names the new key, refuses a kid the
+// provider does not publish, and keeps its keys through a provider outage.
+TEST(OidcE2eTest, KeysComeFromTheIssuersJwksAndFollowARotation) {
+  auto dir = testing::MakeTempDir("gpupool-oidc-jwks");
+  ASSERT_TRUE(dir.ok());
+  testing::OidcProvider::Options idp;
+  idp.dir = *dir;
+  idp.keys = {{"old", testing::Rsa().private_pem}};
+  idp.redirect_uris = {"http://127.0.0.1:1/console/"};
+  auto provider = std::make_unique<testing::OidcProvider>(idp);
+  std::ofstream(*dir + "/gpupoold.yaml")
+      << "auth:\n  oidc:\n    issuer: " << provider->issuer() << "\n    audience: gpupool\n";
+  auto d = DaemonProcess::Start(
+      {.data_dir = *dir, .extra_args = {"--config", *dir + "/gpupoold.yaml"}, .secure = true});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  DaemonProcess& daemon = **d;
+  auto tenants = v1::TenantService::NewStub(daemon.Channel());
+  // The call's status; whether it was authenticated is all that matters here.
+  auto call = [&](const std::string& credential) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + credential);
+    v1::ListTenantsResponse resp;
+    return tenants->ListTenants(&ctx, v1::ListTenantsRequest(), &resp);
+  };
+  auto accepted = [&](const std::string& credential) {
+    return call(credential).error_code() != grpc::StatusCode::UNAUTHENTICATED;
+  };
+  Claims dan;
+  dan.iss = provider->issuer();
+  dan.sub = "dan";
+  dan.tenant = "acme";
+  dan.exp = Now() + 600;
+  const std::string by_old = testing::Mint(dan, JWT_ALG_RS256, testing::Rsa().private_pem, "old");
+  const std::string by_new =
+      testing::Mint(dan, JWT_ALG_RS256, testing::OtherRsa().private_pem, "new");
+
+  // The provider is not up yet: its tokens cannot be checked, the admin's credential works.
+  EXPECT_FALSE(accepted(by_old));
+  EXPECT_TRUE(call(daemon.admin_token()).ok());
+  ASSERT_TRUE(provider->Start().ok());
+  EXPECT_TRUE(testing::WaitFor([&] { return accepted(by_old); }, std::chrono::seconds(30),
+                               std::chrono::milliseconds(250)))
+      << "gpupoold retries the provider every 5 s";
+  EXPECT_FALSE(accepted(by_new)) << "not published yet";
+
+  // Rotation: the provider signs with a new key and still publishes the old one. The first
+  // token naming the new key makes gpupoold fetch again (30 s after its last fetch at most).
+  provider->Stop();
+  provider->set_keys(
+      {{"new", testing::OtherRsa().private_pem}, {"old", testing::Rsa().private_pem}});
+  ASSERT_TRUE(provider->Start().ok());
+  EXPECT_TRUE(testing::WaitFor([&] { return accepted(by_new); }, std::chrono::seconds(45),
+                               std::chrono::milliseconds(500)));
+  EXPECT_TRUE(accepted(by_old));
+  const std::string forged =
+      testing::Mint(dan, JWT_ALG_RS256, testing::OtherRsa().private_pem, "made-up");
+  EXPECT_FALSE(accepted(forged));
+
+  // An outage of the provider signs nobody out.
+  provider->Stop();
+  EXPECT_TRUE(accepted(by_new));
+  EXPECT_TRUE(accepted(by_old));
 }
 
 }  // namespace
