@@ -12,7 +12,7 @@
 import { del, get, post, put } from './api.js';
 import { h, replace, state } from './dom.js';
 import { actionFailed, clearErrors, fieldRow as row, formFailed } from './form.js';
-import { specOf } from './submit.js';
+import { resourceInputs, specOf } from './submit.js';
 
 // Fields the server fills: not sent back with an update.
 const OUTPUT = ['id', 'generation', 'hasPrevious', 'status', 'createdBy', 'createTime', 'updateTime'];
@@ -35,21 +35,7 @@ function newServiceForm(done) {
     e.value = v[name] ?? '';
     return e;
   }
-  const groups = {
-    fractional: h('div', { class: 'group' },
-      row('TFLOPS', input('tflops', 'service.template.resources.fractional', { type: 'number', step: 'any', min: '0' })),
-      row('VRAM (GiB)', input('vram', 'service.template.resources.fractional.vram_mib', { type: 'number', step: 'any', min: '0' }))),
-    whole: h('div', { class: 'group' },
-      row('GPUs', input('gpus', 'service.template.resources.whole_gpus.count', { type: 'number', min: '1' }))),
-    mig: h('div', { class: 'group' },
-      row('profile', input('mig', 'service.template.resources.mig', { placeholder: '1g.10gb' }))),
-  };
-  const showKind = () => { for (const [k, g] of Object.entries(groups)) g.hidden = k !== v.kind; };
-  const kind = h('select', { id: 'v-kind', 'data-field': 'service.template.resources',
-    onchange: (e) => { v.kind = e.target.value; showKind(); } },
-  [['fractional', 'a slice of one GPU'], ['whole', 'whole GPUs'], ['mig', 'a MIG instance']]
-    .map(([k, text]) => h('option', { value: k, selected: k === v.kind }, text)));
-  showKind();
+  const { groups, kind } = resourceInputs(input, 'v', 'service.template', v, () => {});
   const formError = h('p', { class: 'field-error', id: 'service-error', role: 'alert' });
   const form = h('form', { id: 'service-form', class: 'submit', novalidate: true,
     onsubmit: async (e) => {
@@ -73,7 +59,7 @@ function newServiceForm(done) {
   row('pool', input('pool', 'service.pool', { placeholder: 'gpu' })),
   row('image', input('image', 'service.template.image', { placeholder: 'none: a command on the node' })),
   row('command', input('command', 'service.template.command', { size: 60 }), 'run with /bin/sh -c'),
-  row('resources', kind), groups.fractional, groups.whole, groups.mig,
+  row('resources', kind), Object.values(groups),
   row('port', input('port', 'service.port', { type: 'number', min: '1' }), 'where each replica serves'),
   row('readiness path', input('path', 'service.readiness_path'), 'answers 2xx when ready'),
   row('replicas, at least', input('min', 'service.min_replicas', { type: 'number', min: '0' }),

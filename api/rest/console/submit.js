@@ -85,6 +85,33 @@ export function draftFrom(job) {
 }
 export function saveDraft(v) { sessionStorage.setItem(DRAFT, JSON.stringify(v)); }
 
+// The resources of a task template as inputs: a kind chooser and, per kind, its group (a slice
+// of one GPU, whole GPUs with allowed models, a MIG profile, a SKU), only the chosen one shown.
+// `input(name, field, attrs)` makes an input bound to v[name]; `prefix` is the template's API
+// name ("spec.template", "service.template"), so a refusal lands on its input; `changed` runs
+// when the kind changes.
+export function resourceInputs(input, idPrefix, prefix, v, changed) {
+  const r = `${prefix}.resources`;
+  const groups = {
+    fractional: h('div', { class: 'group' },
+      row('TFLOPS', input('tflops', `${r}.fractional`, { type: 'number', step: 'any', min: '0' })),
+      row('VRAM (GiB)', input('vram', `${r}.fractional.vram_mib`, { type: 'number', step: 'any', min: '0' }))),
+    whole: h('div', { class: 'group' },
+      row('GPUs', input('gpus', `${r}.whole_gpus.count`, { type: 'number', min: '1' })),
+      row('models', input('models', `${r}.whole_gpus.models`, { placeholder: 'any (or H100-SXM, A100-80GB)' }))),
+    mig: h('div', { class: 'group' },
+      row('profile', input('mig', `${r}.mig`, { placeholder: '3g.40gb' }))),
+    sku: h('div', { class: 'group' },
+      row('SKU', input('sku', `${r}.sku`, { placeholder: 'medium' }))),
+  };
+  const showKind = () => { for (const [k, g] of Object.entries(groups)) g.hidden = k !== v.kind; };
+  const kind = h('select', { id: `${idPrefix}-kind`, 'data-field': r,
+    onchange: (e) => { v.kind = e.target.value; changed(); showKind(); } },
+  KINDS.map(([k, text]) => h('option', { value: k, selected: k === v.kind }, text)));
+  showKind();
+  return { groups, kind };
+}
+
 export function submitView(navigate) {
   const saved = JSON.parse(sessionStorage.getItem(DRAFT) || '{}');
   const v = { kind: 'fractional', count: '1', tflops: '10', vram: '8', gpus: '1', ...saved };
@@ -96,23 +123,7 @@ export function submitView(navigate) {
     e.value = v[name] ?? '';
     return e;
   }
-  const groups = {
-    fractional: h('div', { class: 'group' },
-      row('TFLOPS', input('tflops', 'spec.template.resources.fractional', { type: 'number', step: 'any', min: '0' })),
-      row('VRAM (GiB)', input('vram', 'spec.template.resources.fractional.vram_mib', { type: 'number', step: 'any', min: '0' }))),
-    whole: h('div', { class: 'group' },
-      row('GPUs', input('gpus', 'spec.template.resources.whole_gpus.count', { type: 'number', min: '1' })),
-      row('models', input('models', 'spec.template.resources.whole_gpus.models', { placeholder: 'any (or H100-SXM, A100-80GB)' }))),
-    mig: h('div', { class: 'group' },
-      row('profile', input('mig', 'spec.template.resources.mig', { placeholder: '3g.40gb' }))),
-    sku: h('div', { class: 'group' },
-      row('SKU', input('sku', 'spec.template.resources.sku', { placeholder: 'medium' }))),
-  };
-  const showKind = () => { for (const [k, g] of Object.entries(groups)) g.hidden = k !== v.kind; };
-  const kind = h('select', { id: 's-kind', 'data-field': 'spec.template.resources',
-    onchange: (e) => { v.kind = e.target.value; save(); showKind(); } },
-  KINDS.map(([k, text]) => h('option', { value: k, selected: k === v.kind }, text)));
-  showKind();
+  const { groups, kind } = resourceInputs(input, 's', 'spec.template', v, save);
   const formError = h('p', { class: 'field-error', id: 'submit-error', role: 'alert' });
   const button = h('button', { type: 'submit', id: 's-submit' }, 'Submit');
 
