@@ -197,6 +197,8 @@ Result<OidcDiscovery> ParseOidcDiscovery(std::string_view text,
                            StringMember(doc, "authorization_endpoint", where));
   GPUPOOL_ASSIGN_OR_RETURN(d.token_endpoint, StringMember(doc, "token_endpoint", where));
   GPUPOOL_ASSIGN_OR_RETURN(d.jwks_uri, StringMember(doc, "jwks_uri", where));
+  GPUPOOL_ASSIGN_OR_RETURN(d.end_session_endpoint,
+                           StringMember(doc, "end_session_endpoint", where));
   for (const auto& [name, value] :
        {std::pair{"authorization_endpoint", &d.authorization_endpoint},
         std::pair{"token_endpoint", &d.token_endpoint}, std::pair{"jwks_uri", &d.jwks_uri}}) {

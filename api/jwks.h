@@ -35,11 +35,13 @@ struct OidcDiscovery {
   std::string authorization_endpoint;
   std::string token_endpoint;
   std::string jwks_uri;
+  std::string end_session_endpoint = {};  // RP-initiated logout; "" when the provider has none
 };
 
 // Parses `json`, the document at <issuer>/.well-known/openid-configuration. Its "issuer" must be
 // exactly `expected_issuer` (Discovery §4.3: otherwise the document must not be used), and
-// authorization_endpoint, token_endpoint and jwks_uri must be present. INVALID_ARGUMENT naming the
+// authorization_endpoint, token_endpoint and jwks_uri must be present; end_session_endpoint
+// (OpenID Connect RP-Initiated Logout 1.0) is read when there is one. INVALID_ARGUMENT naming the
 // member otherwise.
 Result<OidcDiscovery> ParseOidcDiscovery(std::string_view json, const std::string& expected_issuer);
 

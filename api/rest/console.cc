@@ -80,6 +80,9 @@ std::string ConsoleSignInJson(const std::optional<ConsoleSignIn>& s) {
                     {"authorizationEndpoint", s->authorization_endpoint},
                     {"tokenEndpoint", s->token_endpoint},
                     {"scopes", s->scopes}};
+    if (!s->end_session_endpoint.empty()) {
+      body["oidc"]["endSessionEndpoint"] = s->end_session_endpoint;
+    }
   }
   return body.dump();
 }

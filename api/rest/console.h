@@ -37,7 +37,7 @@ struct ConsoleRoute {
 std::vector<ConsoleRoute> ConsoleRoutes(ConsoleSignInSource sign_in = nullptr);
 
 // GET /console/sign-in.json's body: {"oidc":null} or {"oidc":{"issuer":…,"clientId":…,
-// "authorizationEndpoint":…,"tokenEndpoint":…,"scopes":…}}.
+// "authorizationEndpoint":…,"tokenEndpoint":…,"scopes":…[,"endSessionEndpoint":…]}}.
 std::string ConsoleSignInJson(const std::optional<ConsoleSignIn>& sign_in);
 
 // "https://idp.example.com:8443" of "https://idp.example.com:8443/token"; "" when `url` is not an

@@ -18,6 +18,8 @@ struct ConsoleSignIn {
   std::string authorization_endpoint;
   std::string token_endpoint;
   std::string scopes;  // space-separated, "openid" among them
+  // Where *Sign out* also ends the provider's session (RP-Initiated Logout); "" = none.
+  std::string end_session_endpoint = {};
 };
 
 // nullopt: no single sign-on (tokens only). An error: configured, but the provider has not been

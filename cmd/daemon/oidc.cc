@@ -56,8 +56,9 @@ Result<OidcSetup> SetUpOidc(const DaemonConfig& config) {
     out.sign_in = [keys = out.keys, client = c.console_client_id,
                    scopes]() -> Result<std::optional<api::rest::ConsoleSignIn>> {
       GPUPOOL_ASSIGN_OR_RETURN(api::OidcDiscovery d, keys->Discovery());
-      return std::optional<api::rest::ConsoleSignIn>(api::rest::ConsoleSignIn{
-          d.issuer, client, d.authorization_endpoint, d.token_endpoint, scopes});
+      return std::optional<api::rest::ConsoleSignIn>(
+          api::rest::ConsoleSignIn{d.issuer, client, d.authorization_endpoint, d.token_endpoint,
+                                   scopes, d.end_session_endpoint});
     };
   }
   if (out.keys) out.keys->Start();

@@ -102,14 +102,17 @@ TEST(ConsoleSignInTest, SaysWhereToSignInAndLetsThePageReachOnlyThatOrigin) {
     EXPECT_NE(std::string(index.headers["Content-Security-Policy"]).find("connect-src 'self';"),
               std::string::npos);
   });
-  const ConsoleSignIn idp{"https://idp.example", "gpupool-console", "https://idp.example/auth",
-                          "https://login.idp.example:8443/token", "openid gpupool"};
+  const ConsoleSignIn idp{"https://idp.example",      "gpupool-console",
+                          "https://idp.example/auth", "https://login.idp.example:8443/token",
+                          "openid gpupool",           "https://idp.example/logout"};
   serve([idp]() -> Result<std::optional<ConsoleSignIn>> { return std::optional(idp); },
         [](int port) {
           const HttpResult r = HttpCall(port, verb::get, "/console/sign-in.json");
           EXPECT_EQ(r.status, 200);
           EXPECT_EQ(r.body, R"({"oidc":{"authorizationEndpoint":"https://idp.example/auth",)"
-                            R"("clientId":"gpupool-console","issuer":"https://idp.example",)"
+                            R"("clientId":"gpupool-console",)"
+                            R"("endSessionEndpoint":"https://idp.example/logout",)"
+                            R"("issuer":"https://idp.example",)"
                             R"("scopes":"openid gpupool",)"
                             R"("tokenEndpoint":"https://login.idp.example:8443/token"}})");
           const HttpResult index = HttpCall(port, verb::get, "/console/");

@@ -75,6 +75,7 @@ TEST(JwksTest, DiscoveryMustNameTheConfiguredIssuerAndItsEndpoints) {
   EXPECT_EQ(d->authorization_endpoint, "https://idp.example/auth");
   EXPECT_EQ(d->token_endpoint, "https://idp.example/token");
   EXPECT_EQ(d->jwks_uri, "https://idp.example/jwks");
+  EXPECT_EQ(d->end_session_endpoint, "") << "optional";
   Result<OidcDiscovery> other = ParseOidcDiscovery(doc, "https://idp.example/tenant");
   ASSERT_FALSE(other.ok());
   EXPECT_NE(other.status().message().find("is not the configured issuer"), std::string::npos);

@@ -854,6 +854,32 @@ TEST_F(ConsoleE2eTest, ATenantSubmitsFromTheFormAndCancelsFromTheJobPage) {
   EXPECT_EQ(browser_->WaitEval("String(!document.querySelector('" + row + "'))", "true"), "true");
   EXPECT_EQ(Rest(kAcme, verb::get, service_path).status, 404);
 
+  // Signing out ends the provider's session too (RP-initiated logout): the provider asks, sends
+  // the browser back, and the next single sign-on needs its sign-in page again.
+  const std::string console = "http://127.0.0.1:" + std::to_string(daemon_->http_port());
+  browser_->Eval("document.getElementById('logout').click(); 'ok'");
+  ASSERT_EQ(
+      browser_->WaitEval("String(location.origin === '" + provider_->issuer() +
+                             "' && !!document.querySelector('button[name=logout][value=yes]'))",
+                         "true"),
+      "true")
+      << browser_->Eval("location.href");
+  browser_->Eval("document.querySelector('button[name=logout][value=yes]').click(); 'ok'");
+  ASSERT_EQ(browser_->WaitEval("String(location.origin === '" + console +
+                                   "' && !document.getElementById('login')?.hidden && "
+                                   "!document.getElementById('sso')?.hidden)",
+                               "true"),
+            "true")
+      << browser_->Eval("location.href");
+  EXPECT_EQ(browser_->Eval("String(sessionStorage.getItem('gpupool.token'))"), "null");
+  browser_->Eval("document.getElementById('sso').click(); 'ok'");
+  EXPECT_EQ(browser_->WaitEval("String(location.origin === '" + provider_->issuer() +
+                                   "' && !!document.querySelector('input[name=login]'))",
+                               "true"),
+            "true")
+      << "the provider's session ended: " << browser_->Eval("location.href");
+  ASSERT_TRUE(browser_->Call("Page.navigate", "{\"url\":\"" + console + "/console/\"}").ok());
+
   // globex sees none of it.
   SignIn(kGlobex);
   Open("#/jobs");

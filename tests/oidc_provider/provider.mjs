@@ -61,6 +61,7 @@ server.listen(args.port, '127.0.0.1', () => {
       grant_types: ['authorization_code'],
       response_types: ['code'],
       redirect_uris: args.redirectUris,
+      post_logout_redirect_uris: args.redirectUris,  // Sign out comes back to the console
     }],
     pkce: { required: () => true },
     claims: { openid: ['sub'], gpupool: ['gpupool_tenant', 'gpupool_role'] },

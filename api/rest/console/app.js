@@ -15,10 +15,11 @@ import { keysView } from './keys.js';
 import { usageView } from './usage.js';
 import { auditView } from './audit.js';
 import { pricePlansView } from './priceplans.js';
-import { signInOptions, startSignIn, finishSignIn } from './sso.js';
+import { signInOptions, signOutUrl, startSignIn, finishSignIn } from './sso.js';
 
 const REFRESH_MS = 3000;
 const WHO = 'gpupool.who';  // what the header says of the user, beside the token
+const VIA_SSO = 'gpupool.sso';  // set while the token is the provider's ID token
 const $ = (id) => document.getElementById(id);
 let current = null;
 let inflight = null;
@@ -125,6 +126,7 @@ function signedIn() {
 document.addEventListener('DOMContentLoaded', async () => {
   $('login').addEventListener('submit', (e) => {
     e.preventDefault();
+    sessionStorage.removeItem(VIA_SSO);
     setToken($('token').value.trim());
     $('token').value = '';
     signedIn();
@@ -134,8 +136,20 @@ document.addEventListener('DOMContentLoaded', async () => {
     if (o.oidc) await startSignIn(o.oidc, location.hash);
     else showError('Single sign-on is unavailable: ' + (o.error || 'not configured'));
   });
-  $('anon').addEventListener('click', () => { setToken(''); signedIn(); });
-  $('logout').addEventListener('click', () => { clearToken(); showLogin(''); });
+  $('anon').addEventListener('click', () => {
+    sessionStorage.removeItem(VIA_SSO);
+    setToken('');
+    signedIn();
+  });
+  // Signing out of a single sign-on also ends the provider's session, where it allows that, so
+  // the next user of this browser must sign in there again.
+  $('logout').addEventListener('click', async () => {
+    const sso = sessionStorage.getItem(VIA_SSO) !== null;
+    clearToken();
+    sessionStorage.removeItem(VIA_SSO);
+    const url = sso ? signOutUrl((await signInOptions()).oidc) : null;
+    if (url) location.assign(url); else showLogin('');
+  });
   window.addEventListener('hashchange', route);
   // A view's own call (a form's POST) refused the credential: back to sign-in, as refresh does.
   window.addEventListener('gpupool:unauthorized', (e) => {
@@ -154,6 +168,7 @@ document.addEventListener('DOMContentLoaded', async () => {
   }
   if (sso) {
     setToken(sso.token);
+    sessionStorage.setItem(VIA_SSO, '1');
     sessionStorage.setItem(WHO, 'signed in as ' + sso.subject + ' (single sign-on)');
   }
   if (token() === null) showLogin(''); else signedIn();

@@ -49,6 +49,17 @@ export async function signInOptions() {
   }
 }
 
+// Where *Sign out* sends a user who signed in through the provider, to end the provider's session
+// too (OpenID Connect RP-Initiated Logout 1.0, by client_id: no token in the URL); null when the
+// provider publishes no end_session_endpoint.
+export function signOutUrl(oidc) {
+  if (!oidc?.endSessionEndpoint) return null;
+  const u = new URL(oidc.endSessionEndpoint);
+  u.searchParams.set('client_id', oidc.clientId);
+  u.searchParams.set('post_logout_redirect_uri', redirectUri());
+  return u.toString();
+}
+
 // Sends the browser to the provider; `hash` is where to come back to (the view being used).
 export async function startSignIn(oidc, hash) {
   const verifier = random(32);  // 43 characters, RFC 7636 §4.1
