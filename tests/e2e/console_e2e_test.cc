@@ -864,10 +864,13 @@ TEST_F(ConsoleE2eTest, ATenantSubmitsFromTheFormAndCancelsFromTheJobPage) {
                          "true"),
       "true")
       << browser_->Eval("location.href");
+  const std::string logout_page = browser_->Eval("document.readyState + ' ' + location.href");
   browser_->Eval("document.querySelector('button[name=logout][value=yes]').click(); 'ok'");
+  // (No optional chaining here: a page still loading has neither element yet.)
   ASSERT_EQ(browser_->WaitEval("String(location.origin === '" + console +
-                                   "' && !document.getElementById('login')?.hidden && "
-                                   "!document.getElementById('sso')?.hidden)",
+                                   "' && document.readyState === 'complete' && "
+                                   "!document.getElementById('login').hidden && "
+                                   "!document.getElementById('sso').hidden)",
                                "true"),
             "true")
       << browser_->Eval("location.href");
@@ -877,7 +880,11 @@ TEST_F(ConsoleE2eTest, ATenantSubmitsFromTheFormAndCancelsFromTheJobPage) {
                                    "' && !!document.querySelector('input[name=login]'))",
                                "true"),
             "true")
-      << "the provider's session ended: " << browser_->Eval("location.href");
+      << "the provider's session should have ended; at " << browser_->Eval("location.href")
+      << ", who: " << browser_->Eval("document.getElementById('who')?.textContent")
+      << ", error: " << browser_->Eval("document.getElementById('error')?.textContent")
+      << ", note: " << browser_->Eval("document.getElementById('sso-note')?.textContent")
+      << ", the provider's page was " << logout_page;
   ASSERT_TRUE(browser_->Call("Page.navigate", "{\"url\":\"" + console + "/console/\"}").ok());
 
   // globex sees none of it.
