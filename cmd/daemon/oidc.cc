@@ -1,20 +1,19 @@
 #include "cmd/daemon/oidc.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "api/oidc.h"
 #include "base/log.h"
+#include "pool/yaml_error.h"
 
 namespace gpupool {
 namespace {
 
+// The file `auth.oidc.<key>` names; INVALID_ARGUMENT naming the key when it cannot be read.
 Result<std::string> ReadFile(const std::string& path, const std::string& key) {
-  std::ifstream in(path);
-  if (!in) return Status::InvalidArgument("auth.oidc." + key + ": cannot read '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  Result<std::string> text = ReadTextFile(path);
+  if (!text.ok()) {
+    return Status::InvalidArgument("auth.oidc." + key + ": cannot read '" + path + "'");
+  }
+  return text;
 }
 
 }  // namespace
