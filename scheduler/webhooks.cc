@@ -13,7 +13,7 @@ const std::vector<std::string>& WebhookEventKinds() {
       "task.preempted",       "task.lost",        "task.gang_stopped",
       "service.created",      "service.updated",  "service.deleted",
       "service.scaled",       "service.degraded", "service.recovered",
-      "service.rollout_done",
+      "service.rollout_done", "budget.threshold",
   };
   return kKinds;
 }

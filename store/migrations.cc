@@ -778,6 +778,20 @@ ALTER TABLE usage_ledger ADD COLUMN slot_s bigint NOT NULL DEFAULT 0;
 ALTER TABLE usage_daily ADD COLUMN slot_s bigint NOT NULL DEFAULT 0;
 )sql";
 
+// Issue 29: tenants' monthly budgets (billing/budget.h). The alerts they sent are events in the
+// event log ("budget/<tenant>@<month>/<percent>"), so nothing here records them.
+constexpr std::string_view kV81 = R"sql(
+CREATE TABLE budgets (
+  tenant          text PRIMARY KEY,
+  amount_nanos    bigint NOT NULL CHECK (amount_nanos > 0),
+  currency        text NOT NULL,
+  alert_percents  integer[] NOT NULL,
+  updated_by      text NOT NULL,
+  update_ms       bigint NOT NULL
+);
+REVOKE ALL ON budgets FROM PUBLIC;
+)sql";
+
 // What-if replays (Store::QueryPoolHistory) read one pool's jobs by submission time.
 constexpr std::string_view kV100 = R"sql(
 CREATE INDEX jobs_pool_submit_idx ON jobs (pool, submit_us);
@@ -822,6 +836,7 @@ constexpr Migration kMigrations[] = {
     {72, "the service of each usage interval", kV72},
     {73, "time-slice slot-seconds in the usage ledger", kV73},
     {80, "versioned price plans", kV80},
+    {81, "tenant budgets", kV81},
     {100, "jobs by pool and submission time (what-if history)", kV100},
 };
 
