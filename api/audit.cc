@@ -36,6 +36,8 @@ std::string TargetTenant(const google::protobuf::Message* req,
   if (auto* r = As<v1::CreateRegistryCredentialRequest>(req)) return r->credential().tenant();
   if (auto* r = As<v1::DeleteRegistryCredentialRequest>(req)) return r->tenant();
   if (auto* r = As<v1::CreateWebhookRequest>(req)) return r->webhook().tenant();
+  if (auto* r = As<v1::SetBudgetRequest>(req)) return r->budget().tenant();
+  if (auto* r = As<v1::DeleteBudgetRequest>(req)) return r->tenant();
   if (auto* w = As<v1::Webhook>(reply)) return w->tenant();
   if (auto* w = As<v1::CreateWebhookResponse>(reply)) return w->webhook().tenant();
   if (auto* w = As<v1::GetWebhookResponse>(reply)) return w->webhook().tenant();
@@ -99,7 +101,8 @@ bool IsMutatingVerb(std::string_view verb) {
       "DeleteService",
   };
   // Billing (api/service_billing.cc).
-  static constexpr std::string_view kBillingMutating[] = {"CreatePricePlan", "UpdatePricePlan"};
+  static constexpr std::string_view kBillingMutating[] = {"CreatePricePlan", "UpdatePricePlan",
+                                                          "SetBudget", "DeleteBudget"};
   // Not a mutation, but audited like one — every call, durable before the reply — because it
   // replays every tenant's recent workload (api/service_whatif.cc).
   if (verb == "CompareWhatIf") return true;
@@ -190,6 +193,9 @@ std::string ResourceOf(const google::protobuf::Message& req,
   if (As<v1::ListPricePlansRequest>(m)) return "priceplans";
   if (auto* r = As<v1::ListInvoicesRequest>(m)) return "invoices/" + r->tenant();
   if (auto* r = As<v1::GetUsageFeedRequest>(m)) return "usage-feed/" + r->tenant();
+  if (auto* r = As<v1::SetBudgetRequest>(m)) return "budget/" + r->budget().tenant();
+  if (auto* r = As<v1::DeleteBudgetRequest>(m)) return "budget/" + r->tenant();
+  if (auto* r = As<v1::ListBudgetsRequest>(m)) return "budgets/" + r->tenant();
   if (auto* r = As<v1::CompareWhatIfRequest>(m)) return "whatif/" + r->pool();
   if (auto* r = As<v1::CreateServiceRequest>(m)) {
     return "service/" + r->service().tenant() + "/" + r->service().name();

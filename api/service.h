@@ -176,6 +176,13 @@ class ApiService {
                             Reply<v1::GetUsageFeedResponse> done);
   virtual void ExportUsageFeed(const CallContext& ctx, const v1::GetUsageFeedRequest& req,
                                Reply<v1::ExportResponse> done);
+  // Budgets (docs/billing.md, "Budgets"): admin, or tenant-admin within its subtree.
+  virtual void SetBudget(const CallContext& ctx, const v1::SetBudgetRequest& req,
+                         Reply<v1::Budget> done);
+  virtual void ListBudgets(const CallContext& ctx, const v1::ListBudgetsRequest& req,
+                           Reply<v1::ListBudgetsResponse> done);
+  virtual void DeleteBudget(const CallContext& ctx, const v1::DeleteBudgetRequest& req,
+                            Reply<v1::DeleteBudgetResponse> done);
   // Usage report (docs/billing.md): admins any tenant, others their own subtree. Default:
   // UNIMPLEMENTED.
   virtual void GetUsage(const CallContext& ctx, const v1::GetUsageRequest& req,
@@ -271,6 +278,9 @@ GPUPOOL_API_NO_BILLING(ListInvoices, ListInvoicesRequest, ListInvoicesResponse)
 GPUPOOL_API_NO_BILLING(ExportInvoices, ListInvoicesRequest, ExportResponse)
 GPUPOOL_API_NO_BILLING(GetUsageFeed, GetUsageFeedRequest, GetUsageFeedResponse)
 GPUPOOL_API_NO_BILLING(ExportUsageFeed, GetUsageFeedRequest, ExportResponse)
+GPUPOOL_API_NO_BILLING(SetBudget, SetBudgetRequest, Budget)
+GPUPOOL_API_NO_BILLING(ListBudgets, ListBudgetsRequest, ListBudgetsResponse)
+GPUPOOL_API_NO_BILLING(DeleteBudget, DeleteBudgetRequest, DeleteBudgetResponse)
 #undef GPUPOOL_API_NO_BILLING
 
 }  // namespace gpupool::api

@@ -57,6 +57,8 @@ namespace twin {
 class PreflightRunner;
 }
 namespace billing {
+class BudgetStore;
+struct Budget;
 class UsageSource;
 struct Invoice;
 struct Period;
@@ -108,6 +110,8 @@ struct ServiceOptions {
   // FAILED_PRECONDITION. Not owned.
   Store* price_plans = nullptr;
   billing::UsageSource* usage = nullptr;
+  // Where budgets live (billing/budget.h); null = the budget calls answer UNIMPLEMENTED.
+  billing::BudgetStore* budgets = nullptr;
   // The usage report GetUsage reads (Store::QueryUsage); empty = UNIMPLEMENTED. Called on the
   // API's thread.
   std::function<Result<std::vector<UsageReportRow>>(const UsageQuery&)> usage_report;
@@ -273,6 +277,12 @@ class ServiceImpl final : public ApiService {
                     Reply<v1::GetUsageFeedResponse> done) override;
   void ExportUsageFeed(const CallContext& ctx, const v1::GetUsageFeedRequest& req,
                        Reply<v1::ExportResponse> done) override;
+  void SetBudget(const CallContext& ctx, const v1::SetBudgetRequest& req,
+                 Reply<v1::Budget> done) override;
+  void ListBudgets(const CallContext& ctx, const v1::ListBudgetsRequest& req,
+                   Reply<v1::ListBudgetsResponse> done) override;
+  void DeleteBudget(const CallContext& ctx, const v1::DeleteBudgetRequest& req,
+                    Reply<v1::DeleteBudgetResponse> done) override;
 
   Status Ready() const override;
 
@@ -288,6 +298,10 @@ class ServiceImpl final : public ApiService {
   Status PurgeRegistryCredentials(const std::string& tenant) const;
   // Deletes the webhooks of `tenant` and its subtree (DeleteTenant); OK without a store.
   Status PurgeWebhooks(const std::string& tenant) const;
+  // Deletes the budgets of `tenant` and its subtree (DeleteTenant); OK without a store.
+  Status PurgeBudgets(const std::string& tenant) const;
+  // The budget as the API shows it, with its month so far rated when it can be (budgets.cc).
+  v1::Budget BudgetProto(const CallContext& ctx, const billing::Budget& b);
   // Billing helpers (api/service_billing.cc).
   Status CheckBilling(const CallContext& ctx, std::string_view what) const;
   void AddPricePlan(const CallContext& ctx, const v1::PricePlan& in, bool create,

@@ -81,12 +81,14 @@ void ServiceImpl::DeleteTenant(const CallContext& ctx, const v1::DeleteTenantReq
                             v.record.spec.name + " --tenant " + req.path() + ")"));
     }
   }
-  if (options_.registry_credentials == nullptr && options_.webhooks == nullptr) {
+  if (options_.registry_credentials == nullptr && options_.webhooks == nullptr &&
+      options_.budgets == nullptr) {
     return admin_->DeleteTenant(req.path(), ReplyEmpty(done));
   }
-  // Its registry credentials and webhooks go with it, or a tenant made later at the same path
-  // would inherit them. After the core's answer (a refused deletion keeps them), off the core's
-  // thread; also when the tenant is already gone, so that a retry after a failed purge finishes it.
+  // Its registry credentials, webhooks and budgets go with it, or a tenant made later at the same
+  // path would inherit them. After the core's answer (a refused deletion keeps them), off the
+  // core's thread; also when the tenant is already gone, so that a retry after a failed purge
+  // finishes it.
   admin_->DeleteTenant(req.path(), [this, path = req.path(), done](Result<bool> r) {
     if (!r.ok() && r.status().code() != StatusCode::kNotFound) return Fail(done, r.status());
     timers_->After(std::chrono::milliseconds(0), [this, path, done, r = std::move(r)]() mutable {
@@ -100,6 +102,11 @@ void ServiceImpl::DeleteTenant(const CallContext& ctx, const v1::DeleteTenantReq
       if (Status s = PurgeWebhooks(path); !s.ok()) {
         return Fail(done, s.WithContext("tenant '" + path +
                                         "': its webhooks were not all deleted (retry the "
+                                        "deletion)"));
+      }
+      if (Status s = PurgeBudgets(path); !s.ok()) {
+        return Fail(done, s.WithContext("tenant '" + path +
+                                        "': its budgets were not all deleted (retry the "
                                         "deletion)"));
       }
       ReplyEmpty(done)(std::move(r));

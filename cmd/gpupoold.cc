@@ -43,6 +43,7 @@
 #include "cmd/daemon/secrets_key.h"
 #include "cmd/daemon/standby.h"
 #include "pool/catalog.h"
+#include "scheduler/budget_watcher.h"
 #include "scheduler/leadership.h"
 #include "scheduler/metrics.h"
 #include "scheduler/registry_credentials.h"
@@ -51,6 +52,7 @@
 #include "store/embedded_postgres.h"
 #include "store/embedded_supervisor.h"
 #include "store/pg_api_keys.h"
+#include "store/pg_budgets.h"
 #include "store/pg_join_tokens.h"
 #include "store/pg_key_feed.h"
 #include "store/pg_leader_lease.h"
@@ -500,6 +502,21 @@ int Run(int argc, char** argv) {
   service_options.price_plans = store.get();
   LedgerUsageSource ledger_usage(store.get());
   service_options.usage = &ledger_usage;
+  // Budgets (docs/billing.md, "Budgets"): kept in the database; the watcher rates them on a
+  // thread of its own, in the leader only, and appends their alerts to the event log (which
+  // the webhooks follow) through the scheduler.
+  Result<std::unique_ptr<PgBudgets>> budget_store = PgBudgets::Open(uri);
+  if (!budget_store.ok()) return Fail(budget_store.status().WithContext("budgets"));
+  service_options.budgets = budget_store->get();
+  BudgetWatcherSources budget_sources;
+  budget_sources.price_plans = [&store] { return store->ListPricePlans(""); };
+  budget_sources.events = [&store](const std::string& prefix) {
+    return store->ListEvents(prefix, 0);
+  };
+  BudgetWatcher budget_watcher(
+      budget_store->get(), &ledger_usage, &scheduler, std::move(budget_sources), SystemClock::Get(),
+      BudgetWatcherOptions{.interval = std::chrono::seconds(config.budget_check_s)});
+  budget_watcher.Start();
   // `gpupoolctl whatif` (docs/twin.md): the twin replays the pool's recent workload on its own
   // worker, from snapshots and a read-only history query; one at a time, bounded.
   twin::PreflightRunner what_if(&scheduler, store.get(), SystemClock::Get(),
@@ -640,6 +657,7 @@ int Run(int argc, char** argv) {
   http.Shutdown();
   grpc.Shutdown();
   services.Stop();
+  budget_watcher.Stop();      // before the scheduler: it appends its alerts through it
   webhook_dispatcher.Stop();  // attempts in flight end within their timeout
   scheduler.Stop();
   audit_log.reset();  // writes what is queued while the store is still there

@@ -418,5 +418,20 @@ grpc::ServerUnaryReactor* BillingServiceImpl::ExportUsageFeed(grpc::CallbackServ
                                                               v1::ExportResponse* resp) {
   return Unary(d_, ctx, req, resp, &ApiService::ExportUsageFeed, "ExportUsageFeed");
 }
+grpc::ServerUnaryReactor* BillingServiceImpl::SetBudget(grpc::CallbackServerContext* ctx,
+                                                        const v1::SetBudgetRequest* req,
+                                                        v1::Budget* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::SetBudget, "SetBudget");
+}
+grpc::ServerUnaryReactor* BillingServiceImpl::ListBudgets(grpc::CallbackServerContext* ctx,
+                                                          const v1::ListBudgetsRequest* req,
+                                                          v1::ListBudgetsResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::ListBudgets, "ListBudgets");
+}
+grpc::ServerUnaryReactor* BillingServiceImpl::DeleteBudget(grpc::CallbackServerContext* ctx,
+                                                           const v1::DeleteBudgetRequest* req,
+                                                           v1::DeleteBudgetResponse* resp) {
+  return Unary(d_, ctx, req, resp, &ApiService::DeleteBudget, "DeleteBudget");
+}
 
 }  // namespace gpupool::api::grpcface

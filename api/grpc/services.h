@@ -302,6 +302,14 @@ class BillingServiceImpl final : public v1::BillingService::CallbackService {
   grpc::ServerUnaryReactor* ExportUsageFeed(grpc::CallbackServerContext* ctx,
                                             const v1::GetUsageFeedRequest* req,
                                             v1::ExportResponse* resp) override;
+  grpc::ServerUnaryReactor* SetBudget(grpc::CallbackServerContext* ctx,
+                                      const v1::SetBudgetRequest* req, v1::Budget* resp) override;
+  grpc::ServerUnaryReactor* ListBudgets(grpc::CallbackServerContext* ctx,
+                                        const v1::ListBudgetsRequest* req,
+                                        v1::ListBudgetsResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteBudget(grpc::CallbackServerContext* ctx,
+                                         const v1::DeleteBudgetRequest* req,
+                                         v1::DeleteBudgetResponse* resp) override;
 
  private:
   Deps d_;

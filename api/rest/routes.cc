@@ -254,6 +254,13 @@ RestApi::RestApi(ApiService& service, const Authenticator& auth,
                                                    &S::GetUsageFeed, "GetUsageFeed");
   Unary<GetUsageFeedRequest, ExportResponse>("GET", "/v1/usage-feed.csv", kQuery,
                                              &S::ExportUsageFeed, "ExportUsageFeed");
+  // Budgets (docs/billing.md, "Budgets"): the tenant path in a URL has its '/' escaped (%2F).
+  Unary<SetBudgetRequest, Budget>("PUT", "/v1/budgets/{budget.tenant}", kBody, &S::SetBudget,
+                                  "SetBudget");
+  Unary<ListBudgetsRequest, ListBudgetsResponse>("GET", "/v1/budgets", kQuery, &S::ListBudgets,
+                                                 "ListBudgets");
+  Unary<DeleteBudgetRequest, DeleteBudgetResponse>("DELETE", "/v1/budgets/{tenant}", kPath,
+                                                   &S::DeleteBudget, "DeleteBudget");
   // Services (docs/services.md): the tenant path in a URL has its '/' escaped (%2F).
   Unary<CreateServiceRequest, Service>("POST", "/v1/services", kBody, &S::CreateService,
                                        "CreateService");

@@ -66,6 +66,7 @@ const std::vector<Command>& Commands() {
     for (auto&& c : WebhookCommands()) v.push_back(std::move(c));
     for (auto&& c : JoinTokenCommands()) v.push_back(std::move(c));
     for (auto&& c : BillingCommands()) v.push_back(std::move(c));
+    for (auto&& c : BudgetCommands()) v.push_back(std::move(c));
     for (auto&& c : WhatIfCommands()) v.push_back(std::move(c));
     return v;
   }();

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -982,6 +983,9 @@ Flags (each overrides the config file):
                        http:// to a loopback host (demos, tests; default false)
   --webhooks-ca-file FILE
                        PEM certificates trusted for webhook endpoints beside the system's
+  --budget-check-interval SECONDS
+                       how often the leader rates tenants' budgets and sends the alerts due
+                       (1..86400; default 60; docs/billing.md, "Budgets")
   --insecure           development only: plaintext gRPC and HTTP, and no authentication unless
                        auth.api_tokens are configured; refused unless every listen address is
                        loopback (127.0.0.0/8, ::1, localhost)
@@ -1087,6 +1091,16 @@ Result<CommandLine> ParseDaemonCommandLine(int argc, const char* const* argv) {
                                        value + "'");
       }
       c.log_level = value;
+    } else if (flag == "--budget-check-interval") {
+      int seconds = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+      if (ec != std::errc() || end != value.data() + value.size() || seconds < 1 ||
+          seconds > 86400) {
+        return Status::InvalidArgument(
+            "--budget-check-interval: must be a whole number of seconds, 1..86400, got '" + value +
+            "'");
+      }
+      c.budget_check_s = seconds;
     } else if (flag == "--embedded-port") {
       try {
         c.embedded_port = std::stoi(value);

@@ -76,6 +76,8 @@ struct DaemonConfig {
     bool allow_loopback = false;
     std::string ca_file;
   } webhooks;
+  // How often the leader's BudgetWatcher rates budgets (--budget-check-interval, seconds).
+  int budget_check_s = 60;
   std::vector<ApiToken> api_tokens;  // empty = no authentication (everyone is admin)
   // Extra join tokens beside <data-dir>/node.token (secure mode); with --insecure, the tokens an
   // agent must present to register (empty: agents are not authenticated).

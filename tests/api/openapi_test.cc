@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "gpupool/v1/billing.pb.h"
 #include "gpupool/v1/pools.pb.h"
 
 namespace gpupool {
@@ -38,6 +39,13 @@ TEST(OpenApiTest, ParsesAndListsEveryFieldOfPoolAndNode) {
   EXPECT_TRUE(spec["paths"].IsMap());
   ExpectEveryField(spec, v1::Pool::descriptor());
   ExpectEveryField(spec, v1::Node::descriptor());
+}
+
+TEST(OpenApiTest, ListsEveryFieldOfABudget) {
+  const YAML::Node spec = LoadSpec();
+  ASSERT_TRUE(spec.IsMap());
+  ExpectEveryField(spec, v1::Budget::descriptor());
+  EXPECT_TRUE(spec["paths"]["/v1/budgets/{tenant}"]["put"].IsDefined());
 }
 
 }  // namespace

@@ -1,12 +1,15 @@
 // ServiceImpl's billing methods: price plans kept in a MemoryStore (the Store port's in-memory
 // implementation, held to the same conformance suite as PostgreSQL), invoices rated from a fixed
-// set of metered quantities. Who may do what, and what a tenant-admin is shown.
+// set of metered quantities, budgets kept in MemoryBudgets. Who may do what, and what a
+// tenant-admin is shown.
 #include <gtest/gtest.h>
 
 #include <chrono>
 
 #include "api/service_impl.h"
+#include "billing/period.h"
 #include "billing/usage_source.h"
+#include "store/memory_budgets.h"
 #include "store/memory_store.h"
 #include "tests/api/service_harness.h"
 
@@ -76,6 +79,7 @@ class ServiceBilling : public ::testing::Test {
     ServiceOptions o;
     o.price_plans = &store_;
     o.usage = &usage_;
+    o.budgets = &budgets_;
     return o;
   }
 
@@ -104,6 +108,7 @@ class ServiceBilling : public ::testing::Test {
 
   MemoryStore store_;
   FixedUsage usage_;
+  MemoryBudgets budgets_;
   ServiceHarness h_;
 };
 
@@ -278,6 +283,124 @@ TEST_F(ServiceBilling, PeriodsAreCheckedAndAMissingLedgerIsSaid) {
   EXPECT_EQ(s2.code(), StatusCode::kFailedPrecondition) << s2.ToString();
   auto [s3, z] = ServiceHarness().Call(&ApiService::ListPricePlans, v1::ListPricePlansRequest{});
   EXPECT_EQ(s3.code(), StatusCode::kUnimplemented) << s3.ToString();
+}
+
+v1::SetBudgetRequest Budget(const std::string& tenant, const std::string& amount,
+                            const std::string& currency = "", std::vector<int32_t> percents = {}) {
+  v1::SetBudgetRequest r;
+  r.mutable_budget()->set_tenant(tenant);
+  r.mutable_budget()->set_amount(amount);
+  r.mutable_budget()->set_currency(currency);
+  for (int32_t p : percents) r.mutable_budget()->add_alert_percents(p);
+  return r;
+}
+
+TEST_F(ServiceBilling, ABudgetTakesItsTenantsCurrencyAndShowsTheMonthSoFar) {
+  const CallContext acme_admin = Tenant("acme", Role::kTenantAdmin);
+  auto [s1, b] = h_.Call(&ApiService::SetBudget, Budget("acme/research", "10"), acme_admin);
+  ASSERT_TRUE(s1.ok()) << s1.ToString();
+  EXPECT_EQ(b.tenant(), "acme/research");
+  EXPECT_EQ(b.amount(), "10");
+  EXPECT_EQ(b.currency(), "USD");  // the acme-deal plan's
+  EXPECT_EQ(std::vector<int32_t>(b.alert_percents().begin(), b.alert_percents().end()),
+            (std::vector<int32_t>{50, 80, 100}));
+  // 5.00 charged, 1.00 charged and credited back: the invoice total, as ListInvoices says.
+  EXPECT_EQ(b.spent(), "5.00");
+  EXPECT_EQ(b.percent_used(), "50.00");
+  EXPECT_EQ(b.period(), billing::PeriodLabel(billing::MonthOf(NowMs())));
+  EXPECT_EQ(b.updated_by(), "");  // a credential id is the operators' business
+
+  auto [s2, all] = h_.Call(&ApiService::ListBudgets, v1::ListBudgetsRequest());
+  ASSERT_TRUE(s2.ok()) << s2.ToString();
+  ASSERT_EQ(all.budgets_size(), 1);
+  EXPECT_FALSE(all.budgets(0).updated_by().empty());  // an admin sees who set it
+
+  // Replaced by a second call; thresholds sorted.
+  auto [s3, b2] =
+      h_.Call(&ApiService::SetBudget, Budget("acme/research", "4", "USD", {120, 90}), acme_admin);
+  ASSERT_TRUE(s3.ok()) << s3.ToString();
+  EXPECT_EQ(std::vector<int32_t>(b2.alert_percents().begin(), b2.alert_percents().end()),
+            (std::vector<int32_t>{90, 120}));
+  EXPECT_EQ(b2.percent_used(), "125.00");
+}
+
+TEST_F(ServiceBilling, BadBudgetsAreRefusedNamingTheField) {
+  struct Case {
+    v1::SetBudgetRequest req;
+    StatusCode code;
+    std::string words;
+  };
+  const Case cases[] = {
+      {Budget("acme", "10", "EUR"), StatusCode::kInvalidArgument,
+       "budget.currency: 'EUR' but 'acme' is rated in USD (plan 'acme-deal')"},
+      {Budget("acme", "0"), StatusCode::kInvalidArgument, "budget.amount"},
+      {Budget("acme", "ten"), StatusCode::kInvalidArgument, "budget.amount"},
+      {Budget("acme", "10", "", {0}), StatusCode::kInvalidArgument, "budget.alert_percents"},
+      {Budget("acme", "10", "", {50, 50}), StatusCode::kInvalidArgument, "listed twice"},
+      {Budget("Acme!", "10"), StatusCode::kInvalidArgument, "budget.tenant"},
+      {Budget("", "10"), StatusCode::kInvalidArgument, "budget.tenant"},
+  };
+  for (const Case& c : cases) {
+    auto [s, b] = h_.Call(&ApiService::SetBudget, c.req);
+    EXPECT_EQ(s.code(), c.code) << s.ToString();
+    EXPECT_NE(s.message().find(c.words), std::string::npos) << s.ToString();
+  }
+  auto [s, none] = h_.Call(&ApiService::ListBudgets, v1::ListBudgetsRequest());
+  EXPECT_EQ(none.budgets_size(), 0);  // nothing half-written
+}
+
+TEST_F(ServiceBilling, ATenantAdminKeepsTheBudgetsOfItsOwnSubtreeOnly) {
+  ASSERT_TRUE(h_.Call(&ApiService::SetBudget, Budget("globex", "100")).first.ok());
+  const CallContext acme_admin = Tenant("acme", Role::kTenantAdmin);
+  ASSERT_TRUE(h_.Call(&ApiService::SetBudget, Budget("acme", "100"), acme_admin).first.ok());
+  EXPECT_EQ(h_.Call(&ApiService::SetBudget, Budget("globex", "1"), acme_admin).first.code(),
+            StatusCode::kPermissionDenied);
+  // A member reads invoices of no one, and budgets neither.
+  EXPECT_EQ(
+      h_.Call(&ApiService::ListBudgets, v1::ListBudgetsRequest(), Tenant("acme")).first.code(),
+      StatusCode::kPermissionDenied);
+
+  auto [s1, mine] = h_.Call(&ApiService::ListBudgets, v1::ListBudgetsRequest(), acme_admin);
+  ASSERT_TRUE(s1.ok()) << s1.ToString();
+  ASSERT_EQ(mine.budgets_size(), 1);
+  EXPECT_EQ(mine.budgets(0).tenant(), "acme");
+  v1::ListBudgetsRequest other;
+  other.set_tenant("globex");
+  EXPECT_EQ(h_.Call(&ApiService::ListBudgets, other, acme_admin).first.code(),
+            StatusCode::kPermissionDenied);
+
+  v1::DeleteBudgetRequest del;
+  del.set_tenant("globex");
+  EXPECT_EQ(h_.Call(&ApiService::DeleteBudget, del, acme_admin).first.code(),
+            StatusCode::kPermissionDenied);
+  del.set_tenant("acme");
+  EXPECT_TRUE(h_.Call(&ApiService::DeleteBudget, del, acme_admin).first.ok());
+  Status again = h_.Call(&ApiService::DeleteBudget, del, acme_admin).first;
+  EXPECT_EQ(again.code(), StatusCode::kNotFound) << again.ToString();
+  auto [s2, left] = h_.Call(&ApiService::ListBudgets, v1::ListBudgetsRequest());
+  ASSERT_EQ(left.budgets_size(), 1);
+  EXPECT_EQ(left.budgets(0).tenant(), "globex");
+}
+
+TEST_F(ServiceBilling, ADeletedTenantsBudgetsGoWithIt) {
+  // A tenant made later at the same path must not inherit them (nor their alerts).
+  for (const char* t : {"acme", "acme/research", "acme/research/ann"}) {
+    v1::CreateTenantRequest req;
+    req.mutable_tenant()->set_path(t);
+    ASSERT_TRUE(h_.Call(&ApiService::CreateTenant, req, Admin()).first.ok()) << t;
+  }
+  for (const char* t : {"acme", "acme/research"}) {
+    ASSERT_TRUE(h_.Call(&ApiService::SetBudget, Budget(t, "10")).first.ok()) << t;
+  }
+  v1::DeleteTenantRequest del;
+  del.set_path("acme/research/ann");
+  ASSERT_TRUE(h_.Call(&ApiService::DeleteTenant, del, Admin()).first.ok());
+  del.set_path("acme/research");
+  ASSERT_TRUE(h_.Call(&ApiService::DeleteTenant, del, Admin()).first.ok());
+  auto [s, left] = h_.Call(&ApiService::ListBudgets, v1::ListBudgetsRequest());
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(left.budgets_size(), 1);
+  EXPECT_EQ(left.budgets(0).tenant(), "acme");
 }
 
 }  // namespace

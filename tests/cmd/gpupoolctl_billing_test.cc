@@ -130,5 +130,39 @@ TEST_F(GpupoolctlBilling, AdminsWritePlansTenantAdminsReadThemInvoicesComeFromTh
   EXPECT_EQ(o.exit, 2) << Dump(o);
 }
 
+TEST_F(GpupoolctlBilling, BudgetsAreSetListedAndDeletedWithinTheCallersSubtree) {
+  Outcome o = Ctl(kAcmeAdminToken,
+                  {"budgets", "set", "acme", "--amount", "250", "--alert", "90", "--alert", "50"});
+  ASSERT_EQ(o.exit, 0) << Dump(o);
+  EXPECT_EQ(o.out, "budget of acme: 250 USD a month, alerts at 50,90%\n");
+  o = Ctl(kAcmeAdminToken, {"budgets", "set", "globex", "--amount", "1"});
+  EXPECT_EQ(o.exit, 6) << Dump(o);  // another subtree
+  o = Ctl(kAcmeAdminToken, {"budgets", "set", "acme", "--amount", "5", "--currency", "EUR"});
+  EXPECT_EQ(o.exit, 4) << Dump(o);
+  EXPECT_NE(o.err.find("budget.currency: 'EUR' but 'acme' is rated in USD (plan 'default')"),
+            std::string::npos)
+      << Dump(o);
+  o = Ctl(kAcmeAdminToken, {"budgets", "set", "acme", "--amount", "5", "--alert", "most"});
+  EXPECT_EQ(o.exit, 2) << Dump(o);
+  o = Ctl(kAcmeAdminToken, {"budgets", "set", "acme"});
+  EXPECT_EQ(o.exit, 2) << Dump(o);
+
+  o = Ctl(kAcmeAdminToken, {"budgets", "list"});
+  ASSERT_EQ(o.exit, 0) << Dump(o);
+  EXPECT_NE(o.out.find("TENANT"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("acme"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("50,90"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("0.00"), std::string::npos) << o.out;  // nothing ran this month
+  o = Ctl(kAcmeAdminToken, {"budgets", "list", "-o", "json"});
+  ASSERT_EQ(o.exit, 0) << Dump(o);
+  EXPECT_NE(o.out.find("\"percentUsed\": \"0.00\""), std::string::npos) << o.out;
+
+  o = Ctl(kAcmeAdminToken, {"budgets", "delete", "acme"});
+  ASSERT_EQ(o.exit, 0) << Dump(o);
+  EXPECT_EQ(o.out, "budget of acme deleted\n");
+  o = Ctl(kAcmeAdminToken, {"budgets", "delete", "acme"});
+  EXPECT_EQ(o.exit, 3) << Dump(o);
+}
+
 }  // namespace
 }  // namespace gpupool::ctltest

@@ -695,6 +695,23 @@ std::vector<Row> Table() {
         return Target{Box(r), "GET", path + "?tenant=" + Enc(w.Tenant(on)) + "&period=2026-11", ""};
       });
     }
+    // Budgets: as the invoices, a tenant-admin's for its own subtree.
+    add("BillingService/SetBudget", "PUT /v1/budgets/{budget.tenant}", on, expect, [on](World& w) {
+      v1::SetBudgetRequest r;
+      r.mutable_budget()->set_tenant(w.Tenant(on));
+      r.mutable_budget()->set_amount("100");
+      return Target{Box(r), "PUT", "/v1/budgets/" + Enc(w.Tenant(on)), Json(r)};
+    });
+    add("BillingService/ListBudgets", "GET /v1/budgets", on, expect, [on](World& w) {
+      v1::ListBudgetsRequest r;
+      r.set_tenant(w.Tenant(on));
+      return Target{Box(r), "GET", "/v1/budgets?tenant=" + Enc(w.Tenant(on)), ""};
+    });
+    add("BillingService/DeleteBudget", "DELETE /v1/budgets/{tenant}", on, expect, [on](World& w) {
+      v1::DeleteBudgetRequest r;
+      r.set_tenant(w.Tenant(on));
+      return Target{Box(r), "DELETE", "/v1/budgets/" + Enc(w.Tenant(on)), ""};
+    });
   }
   return rows;
 }
